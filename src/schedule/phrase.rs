@@ -1,0 +1,595 @@
+//! Schedule phrases (`9am and 5pm, weekdays`, `every 30 min`) → standard cron expressions.
+//!
+//! This module only translates words into cron fields; croner parses and evaluates every
+//! expression it produces (see `schedule::CronSchedule`). Anything it does not understand is an
+//! error that quotes the phrase and says what was understood.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// How a schedule line fires: on a fixed grid (`every 30 min`) or at clock times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleKind {
+    Interval,
+    ClockTime,
+}
+
+/// One schedule phrase compiled to one or more cron expressions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompiledPhrase {
+    pub crons: Vec<String>,
+    pub kind: ScheduleKind,
+}
+
+/// Why a phrase could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot read schedule \"{phrase}\": {reason}{understood}. Accepted forms: {ACCEPTED}")]
+pub struct PhraseError {
+    pub phrase: String,
+    pub reason: String,
+    understood: Understood,
+}
+
+impl PhraseError {
+    pub(crate) fn new(phrase: &str, reason: impl Into<String>) -> Self {
+        Self { phrase: phrase.trim().to_string(), reason: reason.into(), understood: Understood::default() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Understood(Vec<String>);
+
+impl fmt::Display for Understood {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            write!(f, " (understood so far: {})", self.0.join(", "))
+        }
+    }
+}
+
+/// Shown in every schedule error so the person can copy a working form.
+pub const ACCEPTED: &str = "`0 9,17 * * 1-5` (cron) · `9am and 5pm, weekdays` · `every 30 min` · \
+`every 2 hours` · `hourly` · `every 30 min, 9am-6pm weekdays` · `daily at 8:30` · `at noon` · \
+`mondays at 10am` · `every friday at 4pm` · `weekly on monday` · `weekends at 11am` · \
+`tue,thu at 14:00` · `1x/day` · `2x/day` · `on-demand` (see docs/schedules.md)";
+
+const NO_SCHEDULE: &[&str] = &["", "on-demand", "on demand", "ondemand", "manual", "none", "never"];
+
+/// Compiles one schedule phrase. `Ok(None)` means "no schedule" (`on-demand`, `manual`, …).
+pub fn compile(phrase: &str) -> Result<Option<CompiledPhrase>, PhraseError> {
+    let norm = normalize(phrase);
+    if NO_SCHEDULE.contains(&norm.as_str()) {
+        return Ok(None);
+    }
+    if looks_like_cron(&norm) {
+        return compile_cron(phrase.trim()).map(Some);
+    }
+    let tokens = tokenize(&norm).map_err(|reason| PhraseError {
+        phrase: phrase.trim().to_string(),
+        reason,
+        understood: Understood::default(),
+    })?;
+    let mut reader = Reader::default();
+    match reader.read(&tokens).and_then(|()| reader.to_crons()) {
+        Ok(compiled) => Ok(Some(compiled)),
+        Err(reason) => Err(PhraseError {
+            phrase: phrase.trim().to_string(),
+            reason,
+            understood: Understood(reader.understood),
+        }),
+    }
+}
+
+fn normalize(phrase: &str) -> String {
+    let lower = phrase.trim().to_lowercase().replace(['–', '—'], "-");
+    let lower = lower.trim_end_matches('.').trim();
+    lower.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn looks_like_cron(norm: &str) -> bool {
+    let fields: Vec<&str> = norm.split_whitespace().collect();
+    (5..=6).contains(&fields.len())
+        && fields[0].chars().all(|c| c.is_ascii_digit() || "*/,-?".contains(c))
+        && fields[1].chars().all(|c| c.is_ascii_digit() || "*/,-?".contains(c))
+}
+
+fn compile_cron(expr: &str) -> Result<CompiledPhrase, PhraseError> {
+    let expr = expr.split_whitespace().collect::<Vec<_>>().join(" ");
+    super::parse_cron(&expr).map_err(|e| PhraseError {
+        phrase: expr.clone(),
+        reason: format!("not a valid cron expression ({e})"),
+        understood: Understood::default(),
+    })?;
+    let fields: Vec<&str> = expr.split_whitespace().collect();
+    // With a leading seconds field the minute and hour fields move one to the right.
+    let (min, hour) = if fields.len() == 6 { (fields[1], fields[2]) } else { (fields[0], fields[1]) };
+    let is_grid = |f: &str| f.contains('*') || f.contains('/');
+    let kind = if is_grid(min) || is_grid(hour) || (fields.len() == 6 && is_grid(fields[0])) {
+        ScheduleKind::Interval
+    } else {
+        ScheduleKind::ClockTime
+    };
+    Ok(CompiledPhrase { crons: vec![expr], kind })
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    Time(u32, u32),
+    Num(u32),
+    Word(String),
+    Dash,
+    Comma,
+}
+
+fn tokenize(s: &str) -> Result<Vec<Token>, String> {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() || c == '&' {
+            if c == '&' {
+                out.push(Token::Word("and".into()));
+            }
+            i += 1;
+        } else if c == ',' {
+            out.push(Token::Comma);
+            i += 1;
+        } else if c == '-' {
+            out.push(Token::Dash);
+            i += 1;
+        } else if c.is_ascii_digit() {
+            let start = i;
+            while i < chars.len() && chars[i].is_ascii_digit() {
+                i += 1;
+            }
+            let num: String = chars[start..i].iter().collect();
+            let hour: u32 = num.parse().map_err(|_| format!("\"{num}\" is too large"))?;
+            let mut minute = None;
+            if i + 2 < chars.len() + 1 && chars.get(i) == Some(&':') {
+                let mstart = i + 1;
+                let mut j = mstart;
+                while j < chars.len() && chars[j].is_ascii_digit() {
+                    j += 1;
+                }
+                if j - mstart != 2 {
+                    return Err(format!("\"{}\" is not a time like 8:30", chars[start..j].iter().collect::<String>()));
+                }
+                minute = Some(chars[mstart..j].iter().collect::<String>().parse::<u32>().unwrap_or(99));
+                i = j;
+            }
+            // `9 am` and `9am` alike.
+            let mut k = i;
+            while k < chars.len() && chars[k] == ' ' {
+                k += 1;
+            }
+            let suffix: String = chars[k..].iter().take_while(|c| c.is_ascii_alphabetic() || **c == '/').collect();
+            let meridiem = match suffix.as_str() {
+                "am" | "a.m" => Some(false),
+                "pm" | "p.m" => Some(true),
+                _ => None,
+            };
+            if let Some(pm) = meridiem {
+                i = k + suffix.len();
+                if !(1..=12).contains(&hour) {
+                    return Err(format!("\"{hour}{suffix}\" is not a time: use 1–12 with am/pm"));
+                }
+                let h = match (hour, pm) {
+                    (12, false) => 0,
+                    (12, true) => 12,
+                    (h, false) => h,
+                    (h, true) => h + 12,
+                };
+                out.push(Token::Time(h, check_minute(minute, hour)?));
+            } else if let Some(m) = minute {
+                if hour > 23 {
+                    return Err(format!("\"{hour}:{m:02}\" is not a time: hours go 0–23"));
+                }
+                out.push(Token::Time(hour, check_minute(Some(m), hour)?));
+            } else if suffix.starts_with("x/") || suffix == "x" {
+                // `2x/day` shorthand.
+                i = k + suffix.len();
+                out.push(Token::Num(hour));
+                out.push(Token::Word(suffix));
+            } else {
+                out.push(Token::Num(hour));
+            }
+        } else if c.is_alphabetic() {
+            let start = i;
+            while i < chars.len() && (chars[i].is_alphabetic() || chars[i] == '/') {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            match word.as_str() {
+                "noon" | "midday" => out.push(Token::Time(12, 0)),
+                "midnight" => out.push(Token::Time(0, 0)),
+                _ => out.push(Token::Word(word)),
+            }
+        } else {
+            return Err(format!("unexpected character '{c}'"));
+        }
+    }
+    Ok(out)
+}
+
+fn check_minute(minute: Option<u32>, hour: u32) -> Result<u32, String> {
+    match minute {
+        None => Ok(0),
+        Some(m) if m < 60 => Ok(m),
+        Some(m) => Err(format!("\"{hour}:{m}\" is not a time: minutes go 00–59")),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interval {
+    Seconds(u32),
+    Minutes(u32),
+    Hours(u32),
+}
+
+#[derive(Debug, Default)]
+struct Reader {
+    interval: Option<Interval>,
+    times: Vec<(u32, u32)>,
+    window: Option<(u32, u32)>,
+    days: BTreeSet<u32>,
+    weekly: bool,
+    understood: Vec<String>,
+}
+
+const DAY_NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+
+fn day_of(word: &str) -> Option<u32> {
+    let w = word.trim_end_matches('s');
+    let table: [(&[&str], u32); 7] = [
+        (&["sun", "sunday"], 0),
+        (&["mon", "monday"], 1),
+        (&["tue", "tues", "tuesday"], 2),
+        (&["wed", "weds", "wednesday"], 3),
+        (&["thu", "thur", "thurs", "thursday"], 4),
+        (&["fri", "friday"], 5),
+        (&["sat", "saturday"], 6),
+    ];
+    table.iter().find(|(names, _)| names.contains(&w) || names.contains(&word)).map(|(_, d)| *d)
+}
+
+impl Reader {
+    fn read(&mut self, tokens: &[Token]) -> Result<(), String> {
+        let mut i = 0;
+        while i < tokens.len() {
+            let next = tokens.get(i + 1);
+            match &tokens[i] {
+                Token::Comma | Token::Dash => i += 1,
+                Token::Time(h, m) => {
+                    // `9am-6pm`, `9am to 6pm`, `9:00 until 18:00`: a window.
+                    let is_to = |t: Option<&Token>| {
+                        matches!(t, Some(Token::Dash))
+                            || matches!(t, Some(Token::Word(w)) if w == "to" || w == "until" || w == "till")
+                    };
+                    if is_to(next) {
+                        if let Some(Token::Time(h2, m2)) = tokens.get(i + 2) {
+                            self.set_window((*h, *m), (*h2, *m2))?;
+                            i += 3;
+                            continue;
+                        }
+                    }
+                    self.times.push((*h, *m));
+                    self.understood.push(format!("at {h:02}:{m:02}"));
+                    i += 1;
+                }
+                Token::Num(n) => {
+                    if let Some(Token::Word(w)) = next {
+                        if w == "x/day" || w == "x" {
+                            let times: &[(u32, u32)] = match n {
+                                1 => &[(9, 0)],
+                                2 => &[(9, 0), (17, 0)],
+                                _ => return Err(format!("\"{n}x/day\" is not supported: use 1x/day, 2x/day or list the times")),
+                            };
+                            self.times.extend_from_slice(times);
+                            self.understood.push(format!("{n}x/day"));
+                            i += 2;
+                            continue;
+                        }
+                    }
+                    return Err(format!("\"{n}\" is not a time: write 9am, 17:00 or `every {n} min`"));
+                }
+                Token::Word(w) => {
+                    i += self.read_word(w, &tokens[i + 1..])?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the word `w` (followed by `rest`) and returns how many tokens it consumed.
+    fn read_word(&mut self, w: &str, rest: &[Token]) -> Result<usize, String> {
+        match w {
+            "at" | "on" | "and" | "the" | "of" | "in" => Ok(1),
+            "every" | "each" => self.read_every(rest).map(|n| n + 1),
+            "between" | "from" => match (rest.first(), rest.get(1), rest.get(2)) {
+                (Some(Token::Time(h, m)), Some(Token::Word(and)), Some(Token::Time(h2, m2)))
+                    if and == "and" || and == "to" || and == "until" =>
+                {
+                    self.set_window((*h, *m), (*h2, *m2))?;
+                    Ok(4)
+                }
+                _ => Ok(1),
+            },
+            "hourly" => {
+                self.set_interval(Interval::Hours(1))?;
+                Ok(1)
+            }
+            "daily" | "day" | "everyday" => {
+                self.add_days(0..7, "every day");
+                Ok(1)
+            }
+            "weekly" => {
+                self.weekly = true;
+                self.understood.push("weekly".into());
+                Ok(1)
+            }
+            "weekdays" | "weekday" => {
+                self.add_days(1..6, "weekdays");
+                Ok(1)
+            }
+            "weekends" | "weekend" => {
+                self.add_days([0, 6], "weekends");
+                Ok(1)
+            }
+            _ => {
+                let Some(day) = day_of(w) else {
+                    return Err(format!("\"{w}\" is not a time, day or interval word"));
+                };
+                // `mon-fri`: a range of days.
+                if let (Some(Token::Dash), Some(Token::Word(w2))) = (rest.first(), rest.get(1)) {
+                    if let Some(end) = day_of(w2) {
+                        let days: Vec<u32> = if day <= end { (day..=end).collect() } else { (day..7).chain(0..=end).collect() };
+                        self.add_days(days, &format!("{}-{}", DAY_NAMES[day as usize], DAY_NAMES[end as usize]));
+                        return Ok(3);
+                    }
+                }
+                self.add_days([day], DAY_NAMES[day as usize]);
+                Ok(1)
+            }
+        }
+    }
+
+    fn read_every(&mut self, rest: &[Token]) -> Result<usize, String> {
+        let unit_of = |w: &str| match w {
+            "s" | "sec" | "secs" | "second" | "seconds" => Some(Interval::Seconds(1)),
+            "m" | "min" | "mins" | "minute" | "minutes" => Some(Interval::Minutes(1)),
+            "h" | "hr" | "hrs" | "hour" | "hours" => Some(Interval::Hours(1)),
+            _ => None,
+        };
+        match (rest.first(), rest.get(1)) {
+            (Some(Token::Num(n)), Some(Token::Word(u))) => {
+                let interval = match unit_of(u) {
+                    Some(Interval::Seconds(_)) => Interval::Seconds(*n),
+                    Some(Interval::Minutes(_)) => Interval::Minutes(*n),
+                    Some(Interval::Hours(_)) => Interval::Hours(*n),
+                    None => return Err(format!("\"every {n} {u}\": the unit must be min, hours or seconds")),
+                };
+                self.set_interval(interval)?;
+                Ok(2)
+            }
+            (Some(Token::Word(u)), _) if unit_of(u).is_some() => {
+                self.set_interval(unit_of(u).unwrap_or(Interval::Minutes(1)))?;
+                Ok(1)
+            }
+            // `every day`, `every friday`, `every weekday`: the day words do the work.
+            (Some(Token::Word(_)), _) => Ok(0),
+            _ => Err("\"every\" must be followed by an interval (every 30 min) or a day (every friday)".into()),
+        }
+    }
+
+    fn set_interval(&mut self, interval: Interval) -> Result<(), String> {
+        if self.interval.is_some() {
+            return Err("only one interval per line: put each on its own line".into());
+        }
+        let interval = match interval {
+            Interval::Minutes(n) if n >= 60 && n % 60 == 0 => Interval::Hours(n / 60),
+            other => other,
+        };
+        let (n, unit, fits) = match interval {
+            Interval::Seconds(n) => (n, "seconds", 60 % n.max(1) == 0 && n > 0 && n < 60),
+            Interval::Minutes(n) => (n, "min", n > 0 && n < 60 && 60 % n == 0),
+            Interval::Hours(n) => (n, "hours", n > 0 && n < 24 && 24 % n == 0),
+        };
+        if !fits {
+            return Err(format!(
+                "\"every {n} {unit}\" does not divide the {} evenly, so it cannot stay aligned to \
+                 the clock: use one of {}",
+                if unit == "hours" { "day" } else { "hour" },
+                if unit == "hours" { "1, 2, 3, 4, 6, 8, 12 hours" } else { "1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30" }
+            ));
+        }
+        self.understood.push(format!("every {n} {unit}"));
+        self.interval = Some(interval);
+        Ok(())
+    }
+
+    fn set_window(&mut self, start: (u32, u32), end: (u32, u32)) -> Result<(), String> {
+        if start.1 != 0 || end.1 != 0 {
+            return Err("a time window takes whole hours, like 9am-6pm".into());
+        }
+        if start.0 == end.0 {
+            return Err("the time window starts and ends at the same hour".into());
+        }
+        self.understood.push(format!("between {:02}:00 and {:02}:00", start.0, end.0));
+        self.window = Some((start.0, end.0));
+        Ok(())
+    }
+
+    fn add_days(&mut self, days: impl IntoIterator<Item = u32>, label: &str) {
+        self.days.extend(days);
+        self.understood.push(label.to_string());
+    }
+
+    fn dow_field(&self) -> String {
+        let mut days = self.days.clone();
+        if self.weekly && days.is_empty() {
+            days.insert(1);
+        }
+        if days.is_empty() || days.len() == 7 {
+            return "*".into();
+        }
+        compress(&days.into_iter().collect::<Vec<_>>())
+    }
+
+    fn window_hours(&self) -> Option<Vec<u32>> {
+        let (start, end) = self.window?;
+        Some(if start < end { (start..end).collect() } else { (start..24).chain(0..end).collect() })
+    }
+
+    fn to_crons(&self) -> Result<CompiledPhrase, String> {
+        let dow = self.dow_field();
+        if let Some(interval) = self.interval {
+            if !self.times.is_empty() {
+                return Err("an interval cannot also have clock times: use a window, like `every 30 min, 9am-6pm`".into());
+            }
+            let hours = self.window_hours().map(|h| compress(&h)).unwrap_or_else(|| "*".into());
+            let cron = match interval {
+                Interval::Seconds(n) => format!("{} * {hours} * * {dow}", step(n)),
+                Interval::Minutes(n) => format!("{} {hours} * * {dow}", step(n)),
+                Interval::Hours(n) => match self.window_hours() {
+                    Some(hours) => {
+                        let picked: Vec<u32> = hours.iter().step_by(n as usize).copied().collect();
+                        format!("0 {} * * {dow}", compress(&picked))
+                    }
+                    None => format!("0 {} * * {dow}", step(n)),
+                },
+            };
+            return Ok(CompiledPhrase { crons: vec![cron], kind: ScheduleKind::Interval });
+        }
+        if self.window.is_some() {
+            return Err("a time window needs an interval, like `every 30 min, 9am-6pm`".into());
+        }
+        let mut times = self.times.clone();
+        if times.is_empty() {
+            if self.days.is_empty() && !self.weekly {
+                return Err("no time, day or interval found".into());
+            }
+            times.push((9, 0));
+        }
+        times.sort();
+        times.dedup();
+        // One cron per distinct minute: `30 9` and `0 17` cannot share an expression.
+        let mut minutes: Vec<u32> = times.iter().map(|t| t.1).collect();
+        minutes.dedup();
+        minutes.sort();
+        minutes.dedup();
+        let crons = minutes
+            .into_iter()
+            .map(|m| {
+                let hours: Vec<u32> = times.iter().filter(|t| t.1 == m).map(|t| t.0).collect();
+                format!("{m} {} * * {dow}", compress(&hours))
+            })
+            .collect();
+        Ok(CompiledPhrase { crons, kind: ScheduleKind::ClockTime })
+    }
+}
+
+fn step(n: u32) -> String {
+    if n == 1 { "*".into() } else { format!("*/{n}") }
+}
+
+/// `[1,2,3,4,5]` → `1-5`; `[0,6]` → `0,6`; `[9,17]` → `9,17`.
+fn compress(values: &[u32]) -> String {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        if j >= i + 2 {
+            parts.push(format!("{}-{}", sorted[i], sorted[j]));
+        } else {
+            parts.extend(sorted[i..=j].iter().map(u32::to_string));
+        }
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crons(phrase: &str) -> Vec<String> {
+        compile(phrase)
+            .unwrap_or_else(|e| panic!("{phrase}: {e}"))
+            .unwrap_or_else(|| panic!("{phrase}: no schedule"))
+            .crons
+    }
+
+    #[test]
+    fn every_row_of_the_design_table() {
+        let table: &[(&str, &[&str])] = &[
+            ("0 9,17 * * 1-5", &["0 9,17 * * 1-5"]),
+            ("*/10 * * * * *", &["*/10 * * * * *"]),
+            ("9am and 5pm, weekdays", &["0 9,17 * * 1-5"]),
+            ("every 30 min", &["*/30 * * * *"]),
+            ("every 30 minutes", &["*/30 * * * *"]),
+            ("every 2 hours", &["0 */2 * * *"]),
+            ("hourly", &["0 * * * *"]),
+            ("every 30 min, 9am-6pm weekdays", &["*/30 9-17 * * 1-5"]),
+            ("daily at 8:30", &["30 8 * * *"]),
+            ("every day at 20:15", &["15 20 * * *"]),
+            ("at noon", &["0 12 * * *"]),
+            ("mondays at 10am", &["0 10 * * 1"]),
+            ("every friday at 4pm", &["0 16 * * 5"]),
+            ("weekly on monday", &["0 9 * * 1"]),
+            ("weekends at 11am", &["0 11 * * 0,6"]),
+            ("tue,thu at 14:00", &["0 14 * * 2,4"]),
+            ("1x/day", &["0 9 * * *"]),
+            ("2x/day", &["0 9,17 * * *"]),
+        ];
+        for (phrase, want) in table {
+            assert_eq!(crons(phrase), *want, "{phrase}");
+        }
+    }
+
+    #[test]
+    fn no_schedule_words() {
+        for p in ["on-demand", "On demand", "manual", "none", "", "  "] {
+            assert_eq!(compile(p).unwrap(), None, "{p}");
+        }
+    }
+
+    #[test]
+    fn more_natural_forms() {
+        assert_eq!(crons("weekly"), ["0 9 * * 1"]);
+        assert_eq!(crons("daily"), ["0 9 * * *"]);
+        assert_eq!(crons("9:30am and 5pm"), ["0 17 * * *", "30 9 * * *"]);
+        assert_eq!(crons("mon-fri at 9am"), ["0 9 * * 1-5"]);
+        assert_eq!(crons("every 2 hours, 9am-6pm"), ["0 9,11,13,15,17 * * *"]);
+        assert_eq!(crons("every 15 min between 9am and 5pm on weekdays"), ["*/15 9-16 * * 1-5"]);
+    }
+
+    #[test]
+    fn interval_kinds() {
+        assert_eq!(compile("every 30 min").unwrap().unwrap().kind, ScheduleKind::Interval);
+        assert_eq!(compile("*/5 * * * *").unwrap().unwrap().kind, ScheduleKind::Interval);
+        assert_eq!(compile("0 9 * * *").unwrap().unwrap().kind, ScheduleKind::ClockTime);
+        assert_eq!(compile("at noon").unwrap().unwrap().kind, ScheduleKind::ClockTime);
+    }
+
+    #[test]
+    fn errors_quote_the_phrase_and_what_was_understood() {
+        let err = compile("9am and 5pn").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("\"9am and 5pn\""), "{msg}");
+        assert!(msg.contains("understood so far: at 09:00"), "{msg}");
+        assert!(msg.contains("Accepted forms"), "{msg}");
+        for bad in ["every 7 min", "every blue moon", "25:00", "13pm", "9am-6pm", "every 30 min at 9am", "0 99 * * *", "sometimes", "every 90 minutes", "every 5 hours"] {
+            assert!(compile(bad).is_err(), "{bad} should be an error");
+        }
+    }
+}

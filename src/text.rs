@@ -1,0 +1,133 @@
+//! Byte offsets → 1-based line numbers, and small text helpers shared by the parsers.
+
+/// Maps byte offsets in a source text to 1-based line numbers.
+///
+/// Works for `\n` and `\r\n` files alike because it only counts `\n`.
+#[derive(Debug, Clone)]
+pub struct LineIndex {
+    line_starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub fn new(text: &str) -> Self {
+        let mut line_starts = vec![0];
+        line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        Self { line_starts }
+    }
+
+    /// The 1-based line holding byte `offset`.
+    pub fn line_of(&self, offset: usize) -> usize {
+        match self.line_starts.binary_search(&offset) {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        }
+    }
+
+    /// Byte offset where 1-based `line` starts (clamped to the last line).
+    pub fn start_of_line(&self, line: usize) -> usize {
+        let i = line.saturating_sub(1).min(self.line_starts.len() - 1);
+        self.line_starts[i]
+    }
+}
+
+/// Strips a Markdown list marker (`-`, `*`, `+`, `1.`, `1)`) and an optional task box from the
+/// start of `line`. Returns `None` when the line is not a list item.
+pub fn strip_list_marker(line: &str) -> Option<&str> {
+    let trimmed = line.trim_start();
+    let rest = if let Some(r) = trimmed
+        .strip_prefix("- ")
+        .or_else(|| trimmed.strip_prefix("* "))
+        .or_else(|| trimmed.strip_prefix("+ "))
+    {
+        r
+    } else {
+        let digits = trimmed.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 9 {
+            return None;
+        }
+        let after = &trimmed[digits..];
+        after
+            .strip_prefix(". ")
+            .or_else(|| after.strip_prefix(") "))?
+    };
+    let rest = rest.trim_start();
+    let rest = rest
+        .strip_prefix("[ ] ")
+        .or_else(|| rest.strip_prefix("[x] "))
+        .unwrap_or(rest);
+    Some(rest)
+}
+
+/// Formats an integer with `,` thousands separators (`12480` → `12,480`), as the run log shows it.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let word = word.to_lowercase();
+    candidates
+        .into_iter()
+        .map(|c| (strsim::levenshtein(&word, c), c))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 4))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_index_counts_lf_and_crlf() {
+        let text = "a\r\nbb\r\n\r\nc";
+        let idx = LineIndex::new(text);
+        assert_eq!(idx.line_of(0), 1);
+        assert_eq!(idx.line_of(3), 2);
+        assert_eq!(idx.line_of(7), 3);
+        assert_eq!(idx.line_of(9), 4);
+        assert_eq!(idx.start_of_line(4), 9);
+    }
+
+    #[test]
+    fn list_markers_of_every_style() {
+        for (line, want) in [
+            ("- a", Some("a")),
+            ("* a", Some("a")),
+            ("+ a", Some("a")),
+            ("1. a", Some("a")),
+            ("12) a", Some("a")),
+            ("  - [ ] task", Some("task")),
+            ("- [x] done", Some("done")),
+            ("plain", None),
+            ("-nospace", None),
+            ("1.5 kg", None),
+        ] {
+            assert_eq!(strip_list_marker(line), want, "{line}");
+        }
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(12480), "12,480");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn suggestions_only_for_near_misses() {
+        let keys = ["model", "max_tokens", "timezone"];
+        assert_eq!(did_you_mean("modle", keys), Some("model"));
+        assert_eq!(did_you_mean("timezome", keys), Some("timezone"));
+        assert_eq!(did_you_mean("banana", keys), None);
+    }
+}
