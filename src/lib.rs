@@ -1,5 +1,7 @@
 //! tabd: a daemon that runs an AI agent's roles against a Markdown (Obsidian) vault.
 pub mod diag;
+pub mod environment;
 pub mod frontmatter;
-pub mod text;
+pub mod role;
 pub mod schedule;
+pub mod text;

@@ -1,0 +1,498 @@
+//! Role files: parsing, inheritance (`extends`) and validation (DESIGN §3).
+//!
+//! A role is one Markdown file in `roles/`. Loading never fails as a whole: each file yields a
+//! role or its diagnostics, so one typo never stops the others.
+
+pub mod context;
+pub mod sections;
+pub mod settings;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use chrono_tz::Tz;
+
+use crate::diag::Diagnostic;
+use crate::environment::Env;
+use crate::frontmatter;
+use crate::schedule::{Schedule, ScheduleLine};
+use crate::text::did_you_mean;
+
+pub use context::ContextEntry;
+pub use sections::SectionKind;
+pub use settings::{CatchUp, RoleSettings};
+
+/// The tools of DESIGN §8, by name.
+pub const KNOWN_TOOLS: &[&str] = &[
+    "read_file",
+    "list_files",
+    "search_files",
+    "write_file",
+    "append_file",
+    "move_file",
+    "trigger_role",
+    "remember",
+];
+
+/// The tools a role gets when its file has no `## Tools` section.
+pub const DEFAULT_TOOLS: &[&str] = &["read_file", "list_files", "search_files", "remember"];
+
+/// How deep `extends` chains may go (a role, its parent, grandparent and great-grandparent).
+pub const MAX_EXTENDS_DEPTH: usize = 3;
+
+/// A role as one file says it, before inheritance.
+#[derive(Debug, Clone, Default)]
+struct RoleDef {
+    name: String,
+    path: PathBuf,
+    title: Option<String>,
+    settings: RoleSettings,
+    key_lines: HashMap<String, usize>,
+    mission: Option<String>,
+    goals: Vec<String>,
+    context: Vec<ContextEntry>,
+    tools: Option<Vec<String>>,
+    schedule: Option<Vec<ScheduleLine>>,
+    inbox: Option<String>,
+    preferences: Option<String>,
+    rules: Vec<String>,
+    extra: Vec<(String, String)>,
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// A role ready to run: inheritance applied, everything checked.
+#[derive(Debug, Clone)]
+pub struct Role {
+    /// File stem: `delivery`.
+    pub name: String,
+    /// Vault-relative path of the file: `roles/delivery.md`.
+    pub path: PathBuf,
+    /// The H1, else the name.
+    pub display_name: String,
+    /// `_name.md`: inherit-only, never fired.
+    pub is_abstract: bool,
+    pub settings: RoleSettings,
+    pub mission: Option<String>,
+    pub goals: Vec<String>,
+    pub context: Vec<ContextEntry>,
+    pub tools: Vec<String>,
+    pub schedule: Schedule,
+    /// Vault-relative inbox folder with a trailing `/`.
+    pub inbox: String,
+    pub preferences: Option<String>,
+    pub rules: Vec<String>,
+    /// Unknown sections, passed to the model under their own headings.
+    pub extra: Vec<(String, String)>,
+}
+
+impl Role {
+    pub fn enabled(&self) -> bool {
+        self.settings.enabled.unwrap_or(true)
+    }
+
+    /// `skip_unchanged` defaults on for interval schedules, off for clock-time ones (DESIGN §3).
+    pub fn skip_unchanged(&self) -> bool {
+        self.settings.skip_unchanged.unwrap_or_else(|| self.schedule.is_interval())
+    }
+
+    pub fn catch_up(&self) -> CatchUp {
+        self.settings.catch_up.unwrap_or_default()
+    }
+
+    pub fn has_tool(&self, name: &str) -> bool {
+        self.tools.iter().any(|t| t == name)
+    }
+}
+
+/// What loading needs from outside: the default time zone and the environment for `${VAR}`.
+#[derive(Debug, Clone)]
+pub struct LoadContext {
+    pub default_tz: Tz,
+    pub env: Env,
+}
+
+/// Every role of a vault: the good ones, the broken ones, and all diagnostics.
+#[derive(Debug, Clone, Default)]
+pub struct RoleSet {
+    pub roles: BTreeMap<String, Role>,
+    /// Broken roles by name, with their errors.
+    pub broken: BTreeMap<String, Vec<Diagnostic>>,
+    /// Every error and warning, sorted by file and line.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl RoleSet {
+    /// Loads `<vault>/roles/*.md`.
+    pub fn load(vault: &Path, ctx: &LoadContext) -> Self {
+        let dir = vault.join("roles");
+        let mut files: Vec<(String, PathBuf, Result<String, String>)> = Vec::new();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) => {
+                let mut set = RoleSet::default();
+                set.diagnostics.push(Diagnostic::error(
+                    Path::new("roles/"),
+                    0,
+                    format!("cannot read the roles folder {} ({e}); run `tabd init` to create a vault", dir.display()),
+                ));
+                return set;
+            }
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Some(file_name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+            if !file_name.ends_with(".md") || file_name.starts_with('.') || !path.is_file() {
+                continue;
+            }
+            let name = file_name.trim_end_matches(".md").to_string();
+            let rel = PathBuf::from("roles").join(file_name);
+            let text = std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|b| String::from_utf8(b).map_err(|_| "the file is not UTF-8 text".to_string()));
+            files.push((name, rel, text));
+        }
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        Self::from_texts(files, ctx)
+    }
+
+    /// Builds the set from `(name, vault-relative path, text or read error)` triples.
+    pub fn from_texts(
+        files: impl IntoIterator<Item = (String, PathBuf, Result<String, String>)>,
+        ctx: &LoadContext,
+    ) -> Self {
+        let mut defs: BTreeMap<String, RoleDef> = BTreeMap::new();
+        for (name, path, text) in files {
+            let def = match text {
+                Ok(text) => parse_def(&name, &path, &text, &ctx.env),
+                Err(e) => RoleDef {
+                    name: name.clone(),
+                    diagnostics: vec![Diagnostic::error(&path, 0, format!("cannot read the role file: {e}"))],
+                    path,
+                    ..RoleDef::default()
+                },
+            };
+            defs.insert(name, def);
+        }
+
+        let mut set = RoleSet::default();
+        for name in defs.keys() {
+            match resolve(name, &defs, ctx) {
+                Ok(role) => {
+                    set.roles.insert(name.clone(), role);
+                }
+                Err(diags) => {
+                    set.broken.insert(name.clone(), diags);
+                }
+            }
+        }
+        // Cross-role checks need the whole set.
+        let names: Vec<String> = defs.keys().cloned().collect();
+        let mut newly_broken = Vec::new();
+        for (name, role) in &set.roles {
+            let def = &defs[name];
+            for target in &role.settings.can_trigger {
+                let problem = match defs.get(target) {
+                    None => Some(format!(
+                        "`can_trigger` names `{target}`, but there is no roles/{target}.md{}",
+                        did_you_mean(target, names.iter().map(String::as_str))
+                            .map(|n| format!(" — did you mean `{n}`?"))
+                            .unwrap_or_default()
+                    )),
+                    Some(t) if t.name.starts_with('_') => {
+                        Some(format!("`can_trigger` names `{target}`, an abstract role that never runs"))
+                    }
+                    _ => None,
+                };
+                if let Some(msg) = problem {
+                    let line = def.key_lines.get("can_trigger").copied().unwrap_or(0);
+                    newly_broken.push((name.clone(), Diagnostic::error(&role.path, line, msg)));
+                }
+            }
+        }
+        for (name, diag) in newly_broken {
+            set.roles.remove(&name);
+            set.broken.entry(name).or_default().push(diag);
+        }
+        for def in defs.values() {
+            set.diagnostics.extend(def.diagnostics.iter().cloned());
+        }
+        for diags in set.broken.values() {
+            for d in diags {
+                if !set.diagnostics.contains(d) {
+                    set.diagnostics.push(d.clone());
+                }
+            }
+        }
+        set.diagnostics.sort_by(|a, b| (&a.path, a.line, &a.message).cmp(&(&b.path, b.line, &b.message)));
+        set.diagnostics.dedup();
+        set
+    }
+
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics.iter().filter(|d| d.is_error())
+    }
+
+    /// Roles that may fire: not abstract.
+    pub fn runnable(&self) -> impl Iterator<Item = &Role> {
+        self.roles.values().filter(|r| !r.is_abstract)
+    }
+
+    /// Every role name the vault has (good or broken, abstract included), sorted.
+    pub fn all_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.roles.keys().chain(self.broken.keys()).cloned().collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+}
+
+fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
+    let mut def = RoleDef { name: name.to_string(), path: path.to_path_buf(), ..RoleDef::default() };
+    match frontmatter::split(text) {
+        Ok(split) => {
+            if let Some(fm) = split.frontmatter {
+                let (settings, errors) = settings::parse(&fm, env);
+                def.settings = settings;
+                def.key_lines = fm.entries.iter().map(|e| (e.key.clone(), e.line)).collect();
+                for e in errors {
+                    def.diagnostics.push(Diagnostic::error(path, e.line, e.message));
+                }
+            }
+        }
+        Err(e) => def.diagnostics.push(Diagnostic::error(path, e.line, e.message)),
+    }
+
+    let body = sections::parse(text);
+    def.title = body.title.filter(|t| !t.is_empty());
+    let mut seen: HashMap<SectionKind, usize> = HashMap::new();
+    for section in &body.sections {
+        if section.kind != SectionKind::Other {
+            if let Some(first) = seen.insert(section.kind, section.line) {
+                def.diagnostics.push(Diagnostic::warning(
+                    path,
+                    section.line,
+                    format!("`## {}` repeats the section at line {first}; both are used — merge them into one", section.heading),
+                ));
+            }
+        }
+        apply_section(&mut def, section, path);
+    }
+    def
+}
+
+fn append_text(slot: &mut Option<String>, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    match slot {
+        Some(existing) => {
+            existing.push_str("\n\n");
+            existing.push_str(text);
+        }
+        None => *slot = Some(text.to_string()),
+    }
+}
+
+fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
+    match section.kind {
+        SectionKind::Mission => append_text(&mut def.mission, &section.body),
+        SectionKind::Preferences => append_text(&mut def.preferences, &section.body),
+        SectionKind::Goals => def.goals.extend(section.lines().into_iter().map(|i| i.text)),
+        SectionKind::Rules => def.rules.extend(section.lines().into_iter().map(|i| i.text)),
+        SectionKind::Context => {
+            for item in section.lines() {
+                match ContextEntry::parse(&item.text) {
+                    Ok(entry) => def.context.push(entry),
+                    Err(e) => def.diagnostics.push(Diagnostic::error(path, item.line, format!("context entry: {e}"))),
+                }
+            }
+        }
+        SectionKind::Tools => {
+            let tools = def.tools.get_or_insert_with(Vec::new);
+            for item in section.lines() {
+                let tool = item.text.trim().trim_matches('`').trim();
+                // `- read_file — read notes`: the name is the first word.
+                let tool = tool.split([' ', '\t', ':']).next().unwrap_or("");
+                if KNOWN_TOOLS.contains(&tool) {
+                    if !tools.iter().any(|t| t == tool) {
+                        tools.push(tool.to_string());
+                    }
+                } else {
+                    let hint = did_you_mean(tool, KNOWN_TOOLS.iter().copied())
+                        .map(|t| format!(" — did you mean `{t}`?"))
+                        .unwrap_or_default();
+                    def.diagnostics.push(Diagnostic::error(
+                        path,
+                        item.line,
+                        format!("unknown tool `{tool}`{hint} Known tools: {}", KNOWN_TOOLS.join(", ")),
+                    ));
+                }
+            }
+        }
+        SectionKind::Schedule => {
+            let lines = def.schedule.get_or_insert_with(Vec::new);
+            for item in section.lines() {
+                for phrase in item.text.split(';') {
+                    match ScheduleLine::compile(phrase, item.line) {
+                        Ok(Some(line)) => lines.push(line),
+                        Ok(None) => {}
+                        Err(e) => def.diagnostics.push(Diagnostic::error(path, item.line, e.to_string())),
+                    }
+                }
+            }
+        }
+        SectionKind::Inbox => {
+            if let Some(item) = section.lines().into_iter().next() {
+                let folder = item.text.trim().trim_matches('`').trim();
+                match context::check_relative(folder) {
+                    Ok(()) => def.inbox = Some(format!("{}/", folder.trim_end_matches('/'))),
+                    Err(e) => def.diagnostics.push(Diagnostic::error(path, item.line, format!("inbox: {e}"))),
+                }
+            }
+        }
+        SectionKind::Other => {
+            def.diagnostics.push(Diagnostic::warning(
+                path,
+                section.line,
+                format!(
+                    "unknown section `## {}` is passed to the model as written; known sections: Mission, Goals, \
+                     Context Files, Tools, Schedule, Inbox, User Preferences, Rules",
+                    section.heading
+                ),
+            ));
+            def.extra.push((section.heading.clone(), section.body.clone()));
+        }
+    }
+}
+
+/// Resolves `name` through its `extends` chain into a `Role`, or the errors that stop it.
+fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> Result<Role, Vec<Diagnostic>> {
+    let def = &defs[name];
+    // Walk up the chain: child first.
+    let mut chain: Vec<&RoleDef> = vec![def];
+    let mut errors: Vec<Diagnostic> = Vec::new();
+    let mut current = def;
+    while let Some(parent_name) = &current.settings.extends {
+        let line = current.key_lines.get("extends").copied().unwrap_or(0);
+        if chain.iter().any(|d| &d.name == parent_name) {
+            let cycle: Vec<&str> = chain.iter().map(|d| d.name.as_str()).chain([parent_name.as_str()]).collect();
+            errors.push(Diagnostic::error(
+                &current.path,
+                line,
+                format!("`extends` forms a cycle ({}); remove one of the `extends` lines", cycle.join(" → ")),
+            ));
+            break;
+        }
+        let Some(parent) = defs.get(parent_name) else {
+            let hint = did_you_mean(parent_name, defs.keys().map(String::as_str))
+                .map(|n| format!(" — did you mean `{n}`?"))
+                .unwrap_or_default();
+            errors.push(Diagnostic::error(
+                &current.path,
+                line,
+                format!("`extends: {parent_name}` names no role: there is no roles/{parent_name}.md{hint}"),
+            ));
+            break;
+        };
+        if chain.len() > MAX_EXTENDS_DEPTH {
+            errors.push(Diagnostic::error(
+                &def.path,
+                def.key_lines.get("extends").copied().unwrap_or(0),
+                format!("`extends` goes deeper than {MAX_EXTENDS_DEPTH} levels; flatten the chain"),
+            ));
+            break;
+        }
+        chain.push(parent);
+        current = parent;
+    }
+    errors.extend(def.diagnostics.iter().filter(|d| d.is_error()).cloned());
+    for ancestor in &chain[1..] {
+        if ancestor.diagnostics.iter().any(Diagnostic::is_error) {
+            errors.push(Diagnostic::error(
+                &def.path,
+                def.key_lines.get("extends").copied().unwrap_or(0),
+                format!("inherits from `{}`, which has errors; fix {} first", ancestor.name, ancestor.path.display()),
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+
+    // Merge from the root ancestor down to the role itself.
+    let mut merged = RoleDef::default();
+    for d in chain.iter().rev() {
+        merge_into(&mut merged, d);
+    }
+    let tz = merged.settings.timezone.unwrap_or(ctx.default_tz);
+    Ok(Role {
+        name: def.name.clone(),
+        path: def.path.clone(),
+        display_name: def.title.clone().unwrap_or_else(|| def.name.clone()),
+        is_abstract: def.name.starts_with('_'),
+        mission: merged.mission,
+        goals: merged.goals,
+        context: merged.context,
+        tools: merged.tools.unwrap_or_else(|| DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect()),
+        schedule: Schedule { lines: merged.schedule.unwrap_or_default(), tz },
+        inbox: def.inbox.clone().unwrap_or_else(|| format!("agent/inbox/{}/", def.name)),
+        preferences: merged.preferences,
+        rules: merged.rules,
+        extra: merged.extra,
+        settings: RoleSettings { extends: def.settings.extends.clone(), ..merged.settings },
+    })
+}
+
+fn union(into: &mut Vec<String>, from: &[String]) {
+    for item in from {
+        if !into.contains(item) {
+            into.push(item.clone());
+        }
+    }
+}
+
+/// Applies `child` over `acc` (which holds the merged ancestors): scalars and text sections from
+/// the child win; lists are unions, parent first, so a child never loses a parent's guardrail.
+fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
+    let s = &mut acc.settings;
+    let c = &child.settings;
+    macro_rules! child_wins {
+        ($($field:ident),*) => { $( if c.$field.is_some() { s.$field = c.$field.clone(); } )* };
+    }
+    child_wins!(
+        model, max_tokens, temperature, thinking_budget, max_tool_calls, max_tokens_per_run, daily_token_budget,
+        max_runs_per_day, min_interval, max_chain_depth, timezone, enabled, catch_up, stale_after, skip_unchanged, runs_on
+    );
+    union(&mut s.can_trigger, &c.can_trigger);
+    union(&mut s.write_paths, &c.write_paths);
+    union(&mut s.watch, &c.watch);
+
+    if child.mission.is_some() {
+        acc.mission = child.mission.clone();
+    }
+    if child.preferences.is_some() {
+        acc.preferences = child.preferences.clone();
+    }
+    if child.schedule.is_some() {
+        acc.schedule = child.schedule.clone();
+    }
+    union(&mut acc.goals, &child.goals);
+    union(&mut acc.rules, &child.rules);
+    for entry in &child.context {
+        if !acc.context.contains(entry) {
+            acc.context.push(entry.clone());
+        }
+    }
+    if let Some(tools) = &child.tools {
+        union(acc.tools.get_or_insert_with(Vec::new), tools);
+    }
+    for (heading, body) in &child.extra {
+        match acc.extra.iter_mut().find(|(h, _)| h.eq_ignore_ascii_case(heading)) {
+            Some(existing) => existing.1 = body.clone(),
+            None => acc.extra.push((heading.clone(), body.clone())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,263 @@
+//! A role's frontmatter keys, typed and checked, each error at the key's line.
+
+use std::time::Duration;
+
+use chrono_tz::Tz;
+use serde_json::Value;
+
+use crate::environment::Env;
+use crate::frontmatter::{Entry, Frontmatter};
+use crate::schedule::parse_tz;
+use crate::text::did_you_mean;
+
+/// What to do with scheduled slots missed while tabd was not running (DESIGN §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CatchUp {
+    #[default]
+    Once,
+    Skip,
+    All,
+}
+
+/// The machine settings of a role. Every key is optional; `None` / empty means "inherit, then
+/// use the config default".
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoleSettings {
+    pub model: Option<String>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    pub thinking_budget: Option<u32>,
+    pub max_tool_calls: Option<u32>,
+    pub max_tokens_per_run: Option<u64>,
+    pub daily_token_budget: Option<u64>,
+    pub max_runs_per_day: Option<u32>,
+    pub min_interval: Option<Duration>,
+    pub max_chain_depth: Option<u32>,
+    pub timezone: Option<Tz>,
+    pub enabled: Option<bool>,
+    pub extends: Option<String>,
+    pub can_trigger: Vec<String>,
+    pub write_paths: Vec<String>,
+    pub catch_up: Option<CatchUp>,
+    pub stale_after: Option<Duration>,
+    pub watch: Vec<String>,
+    pub skip_unchanged: Option<bool>,
+    pub runs_on: Option<String>,
+}
+
+/// Every frontmatter key a role may use.
+pub const KNOWN_KEYS: &[&str] = &[
+    "model",
+    "max_tokens",
+    "temperature",
+    "thinking_budget",
+    "max_tool_calls",
+    "max_tokens_per_run",
+    "daily_token_budget",
+    "max_runs_per_day",
+    "min_interval",
+    "max_chain_depth",
+    "timezone",
+    "enabled",
+    "extends",
+    "can_trigger",
+    "write_paths",
+    "catch_up",
+    "stale_after",
+    "watch",
+    "skip_unchanged",
+    "runs_on",
+];
+
+/// A settings problem at a 1-based file line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingError {
+    pub line: usize,
+    pub message: String,
+}
+
+/// Reads the typed settings out of a frontmatter block; returns every error found.
+pub fn parse(fm: &Frontmatter, env: &Env) -> (RoleSettings, Vec<SettingError>) {
+    let mut s = RoleSettings::default();
+    let mut errors = Vec::new();
+    for entry in &fm.entries {
+        if let Err(message) = apply(&mut s, entry, env) {
+            errors.push(SettingError { line: entry.line, message });
+        }
+    }
+    (s, errors)
+}
+
+fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
+    let key = e.key.as_str();
+    let v = &e.value;
+    match key {
+        "model" => s.model = Some(string(key, v, env)?),
+        "max_tokens" => s.max_tokens = Some(count(key, v)?),
+        "temperature" => {
+            let t = v.as_f64().ok_or_else(|| type_error(key, "a number from 0 to 2, like 0.3", v))?;
+            if !(0.0..=2.0).contains(&t) {
+                return Err(format!("`temperature` must be between 0 and 2 (got {t})"));
+            }
+            s.temperature = Some(t);
+        }
+        "thinking_budget" => s.thinking_budget = Some(count(key, v)?),
+        "max_tool_calls" => s.max_tool_calls = Some(count(key, v)?),
+        "max_tokens_per_run" => s.max_tokens_per_run = Some(count(key, v)?),
+        "daily_token_budget" => s.daily_token_budget = Some(count(key, v)?),
+        "max_runs_per_day" => s.max_runs_per_day = Some(count(key, v)?),
+        "max_chain_depth" => s.max_chain_depth = Some(count(key, v)?),
+        "min_interval" => s.min_interval = Some(duration(key, v)?),
+        "stale_after" => s.stale_after = Some(duration(key, v)?),
+        "timezone" => s.timezone = Some(parse_tz(&string(key, v, env)?)?),
+        "enabled" => s.enabled = Some(boolean(key, v)?),
+        "skip_unchanged" => s.skip_unchanged = Some(boolean(key, v)?),
+        "extends" => s.extends = Some(string(key, v, env)?.trim_end_matches(".md").to_string()),
+        "runs_on" => s.runs_on = Some(string(key, v, env)?),
+        "can_trigger" => s.can_trigger = list(key, v, env)?,
+        "write_paths" => s.write_paths = list(key, v, env)?,
+        "watch" => s.watch = list(key, v, env)?,
+        "catch_up" => {
+            s.catch_up = Some(match string(key, v, env)?.as_str() {
+                "once" => CatchUp::Once,
+                "skip" => CatchUp::Skip,
+                "all" => CatchUp::All,
+                other => return Err(format!("`catch_up` must be once, skip or all (got \"{other}\")")),
+            })
+        }
+        _ => {
+            let hint = did_you_mean(key, KNOWN_KEYS.iter().copied())
+                .map(|k| format!(" — did you mean `{k}`?"))
+                .unwrap_or_default();
+            return Err(format!(
+                "unknown setting `{key}`{hint} Known settings: {}. Remove or rename it.",
+                KNOWN_KEYS.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn type_error(key: &str, want: &str, got: &Value) -> String {
+    format!("`{key}` must be {want} (got {got})")
+}
+
+fn string(key: &str, v: &Value, env: &Env) -> Result<String, String> {
+    match v {
+        Value::String(s) => env.expand(s).map_err(|e| format!("`{key}`: {e}")),
+        Value::Number(n) => Ok(n.to_string()),
+        _ => Err(type_error(key, "text", v)),
+    }
+}
+
+fn count<T: TryFrom<u64>>(key: &str, v: &Value) -> Result<T, String> {
+    let n = v
+        .as_u64()
+        .ok_or_else(|| type_error(key, "a whole number of 0 or more, like 30", v))?;
+    T::try_from(n).map_err(|_| format!("`{key}` is too large (got {n})"))
+}
+
+fn boolean(key: &str, v: &Value) -> Result<bool, String> {
+    v.as_bool().ok_or_else(|| type_error(key, "true or false", v))
+}
+
+fn duration(key: &str, v: &Value) -> Result<Duration, String> {
+    let text = v
+        .as_str()
+        .ok_or_else(|| type_error(key, "a duration like 2m, 90s or 2h", v))?;
+    parse_duration(text).map_err(|e| format!("`{key}`: {e}"))
+}
+
+/// Parses `2m`, `90s`, `2h 30m`, `90 min`, `1 hour` (humantime).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("\"{text}\" is not a duration ({e}); write one like 2m, 90s or 2h"))
+}
+
+fn list(key: &str, v: &Value, env: &Env) -> Result<Vec<String>, String> {
+    match v {
+        Value::Array(items) => items.iter().map(|i| string(key, i, env)).collect(),
+        Value::String(_) => Ok(vec![string(key, v, env)?]),
+        Value::Null => Ok(Vec::new()),
+        _ => Err(type_error(key, "a list, like [risk, comms]", v)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frontmatter::split;
+
+    fn settings(yaml: &str) -> (RoleSettings, Vec<SettingError>) {
+        let text = format!("---\n{yaml}\n---\n# R\n");
+        let fm = split(&text).unwrap().frontmatter.unwrap();
+        parse(&fm, &Env::from_pairs([("MODEL", "m-from-env")]))
+    }
+
+    #[test]
+    fn every_key_typed() {
+        let (s, errors) = settings(
+            "model: ${MODEL}\nmax_tokens: 1000\ntemperature: 0.3\nthinking_budget: 2048\n\
+             max_tool_calls: 12\nmax_tokens_per_run: 50000\ndaily_token_budget: 100000\n\
+             max_runs_per_day: 10\nmin_interval: 5m\nmax_chain_depth: 2\ntimezone: Europe/Lisbon\n\
+             enabled: false\nextends: _base\ncan_trigger: [risk]\nwrite_paths:\n  - project/**\n\
+             catch_up: all\nstale_after: 3h\nwatch: project/timeline.md\nskip_unchanged: true\n\
+             runs_on: laptop",
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(s.model.as_deref(), Some("m-from-env"));
+        assert_eq!(s.max_tokens, Some(1000));
+        assert_eq!(s.temperature, Some(0.3));
+        assert_eq!(s.thinking_budget, Some(2048));
+        assert_eq!(s.max_tool_calls, Some(12));
+        assert_eq!(s.max_tokens_per_run, Some(50000));
+        assert_eq!(s.daily_token_budget, Some(100000));
+        assert_eq!(s.max_runs_per_day, Some(10));
+        assert_eq!(s.min_interval, Some(Duration::from_secs(300)));
+        assert_eq!(s.max_chain_depth, Some(2));
+        assert_eq!(s.timezone, Some(chrono_tz::Europe::Lisbon));
+        assert_eq!(s.enabled, Some(false));
+        assert_eq!(s.extends.as_deref(), Some("_base"));
+        assert_eq!(s.can_trigger, ["risk"]);
+        assert_eq!(s.write_paths, ["project/**"]);
+        assert_eq!(s.catch_up, Some(CatchUp::All));
+        assert_eq!(s.stale_after, Some(Duration::from_secs(3 * 3600)));
+        assert_eq!(s.watch, ["project/timeline.md"]);
+        assert_eq!(s.skip_unchanged, Some(true));
+        assert_eq!(s.runs_on.as_deref(), Some("laptop"));
+    }
+
+    #[test]
+    fn type_errors_name_key_and_line() {
+        let (_, errors) = settings(
+            "model: m\nmax_tool_calls: thirty\ntemperature: 7\nenabled: yes please\nmin_interval: 5\n\
+             timezone: Mars/Base\ncatch_up: sometimes\nmax_tokens: -1\nwatch: {a: 1}",
+        );
+        let lines: Vec<usize> = errors.iter().map(|e| e.line).collect();
+        assert_eq!(lines, [3, 4, 5, 6, 7, 8, 9, 10], "{errors:#?}");
+        assert!(errors[0].message.contains("`max_tool_calls` must be a whole number"));
+        assert!(errors[4].message.contains("IANA"));
+    }
+
+    #[test]
+    fn unknown_key_suggests_the_right_one() {
+        let (_, errors) = settings("modle: x");
+        assert_eq!(errors[0].line, 2);
+        assert!(errors[0].message.contains("did you mean `model`"), "{}", errors[0].message);
+    }
+
+    #[test]
+    fn missing_env_var_is_an_error() {
+        let (_, errors) = settings("model: ${NOT_SET}");
+        assert!(errors[0].message.contains("NOT_SET"));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("90 min").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
+        assert!(parse_duration("soon").is_err());
+    }
+}

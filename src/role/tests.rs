@@ -1,0 +1,165 @@
+use super::*;
+
+fn ctx() -> LoadContext {
+    LoadContext { default_tz: chrono_tz::Europe::Lisbon, env: Env::from_pairs([("TEAM_MODEL", "env-model")]) }
+}
+
+fn load(files: &[(&str, &str)]) -> RoleSet {
+    RoleSet::from_texts(
+        files.iter().map(|(name, text)| {
+            (name.to_string(), PathBuf::from(format!("roles/{name}.md")), Ok(text.to_string()))
+        }),
+        &ctx(),
+    )
+}
+
+const BASE: &str = "---\nmax_tool_calls: 10\ncan_trigger: [risk]\nwrite_paths: [project/**]\n---\n# Base\n\n\
+## Rules\n- Never delete notes\n\n## Context Files\n- memory.md\n\n## Tools\n- read_file\n\n## Schedule\ndaily at 8:00\n";
+
+const DELIVERY: &str = "---\nextends: _base\nmodel: ${TEAM_MODEL}\nmax_tool_calls: 30\nwrite_paths: [daily/**]\n---\n\
+# Delivery Manager\n\n## Mission\nShip.\n\n## Goals\n- Track\n\n## Rules\n- Be brief\n- Never delete notes\n\n\
+## Context Files\n- project/timeline.md\n- memory.md\n\n## Tools\n- write_file\n\n## Schedule\n9am and 5pm, weekdays\n";
+
+const RISK: &str = "# Risk Manager\n## Mission\nWatch risks.\n## Schedule\ndaily\n";
+
+#[test]
+fn extends_merges_lists_parent_first_and_child_wins_scalars() {
+    let set = load(&[("_base", BASE), ("delivery", DELIVERY), ("risk", RISK)]);
+    assert!(set.errors().next().is_none(), "{:#?}", set.diagnostics);
+    let d = &set.roles["delivery"];
+    assert_eq!(d.display_name, "Delivery Manager");
+    assert!(!d.is_abstract);
+    assert_eq!(d.settings.max_tool_calls, Some(30), "child wins");
+    assert_eq!(d.settings.model.as_deref(), Some("env-model"), "${{VAR}} expanded");
+    assert_eq!(d.rules, ["Never delete notes", "Be brief"], "union, parent first, no duplicates");
+    assert_eq!(d.settings.write_paths, ["project/**", "daily/**"]);
+    assert_eq!(d.settings.can_trigger, ["risk"]);
+    assert_eq!(d.tools, ["read_file", "write_file"]);
+    let ctx: Vec<String> = d.context.iter().map(|c| c.to_string()).collect();
+    assert_eq!(ctx, ["memory.md", "project/timeline.md"]);
+    assert_eq!(d.schedule.cron_exprs(), ["0 9,17 * * 1-5"], "child's schedule wins");
+    assert_eq!(d.schedule.tz, chrono_tz::Europe::Lisbon);
+    assert_eq!(d.inbox, "agent/inbox/delivery/");
+    assert!(set.roles["_base"].is_abstract);
+    assert_eq!(set.runnable().count(), 2);
+}
+
+#[test]
+fn default_tools_when_no_section() {
+    let set = load(&[("risk", RISK)]);
+    assert_eq!(set.roles["risk"].tools, DEFAULT_TOOLS);
+}
+
+#[test]
+fn missing_parent_is_an_error_at_the_extends_line() {
+    let set = load(&[("a", "---\nmodel: x\nextends: _bse\n---\n# A\n"), ("_base", BASE), ("risk", RISK)]);
+    let errs: Vec<String> = set.errors().map(ToString::to_string).collect();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].starts_with("roles/a.md:3: error:"), "{}", errs[0]);
+    assert!(errs[0].contains("did you mean `_base`"), "{}", errs[0]);
+    assert!(set.broken.contains_key("a"));
+}
+
+#[test]
+fn cycles_are_errors() {
+    let set = load(&[("a", "---\nextends: b\n---\n# A\n"), ("b", "---\nextends: a\n---\n# B\n")]);
+    assert!(set.broken.contains_key("a") && set.broken.contains_key("b"));
+    assert!(set.errors().any(|d| d.message.contains("cycle")));
+}
+
+#[test]
+fn depth_over_three_is_an_error() {
+    let set = load(&[
+        ("a", "---\nextends: b\n---\n# A\n"),
+        ("b", "---\nextends: c\n---\n# B\n"),
+        ("c", "---\nextends: d\n---\n# C\n"),
+        ("d", "---\nextends: e\n---\n# D\n"),
+        ("e", "# E\n"),
+    ]);
+    assert!(set.broken.contains_key("a"), "{:#?}", set.diagnostics);
+    assert!(set.roles.contains_key("b"), "b → c → d → e is three levels");
+    assert!(set.errors().any(|d| d.message.contains("deeper than 3")));
+}
+
+#[test]
+fn a_broken_parent_breaks_its_children_but_not_others() {
+    let set = load(&[("_base", "---\nmax_tool_calls: lots\n---\n# B\n"), ("delivery", DELIVERY), ("risk", RISK)]);
+    assert!(set.broken.contains_key("_base"));
+    assert!(set.broken.contains_key("delivery"));
+    assert!(set.roles.contains_key("risk"));
+    let msgs: Vec<String> = set.errors().map(ToString::to_string).collect();
+    assert!(msgs.iter().any(|m| m.starts_with("roles/_base.md:2: error: `max_tool_calls`")), "{msgs:?}");
+    assert!(msgs.iter().any(|m| m.contains("inherits from `_base`")), "{msgs:?}");
+}
+
+#[test]
+fn error_lines_for_each_kind() {
+    let text = "---\nmodel: x\nmax_tokens: many\n---\n# R\n\n## Tools\n- read_file\n- raed_file\n\n\
+## Schedule\n- every 7 min\n- daily at 8:30\n\n## Context Files\n- ../outside.md\n\n## Inbox\n/abs/inbox\n";
+    let set = load(&[("r", text)]);
+    let got: Vec<(usize, bool)> = set.errors().map(|d| (d.line, d.is_error())).collect();
+    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [3, 9, 12, 16, 19], "{:#?}", set.diagnostics);
+    let tool_err = set.errors().find(|d| d.line == 9).unwrap();
+    assert!(tool_err.message.contains("did you mean `read_file`"));
+}
+
+#[test]
+fn unclosed_frontmatter_is_an_error_on_line_one() {
+    let set = load(&[("r", "---\nmodel: x\n# R\n## Mission\nm\n")]);
+    let e = set.errors().next().unwrap();
+    assert_eq!((e.line, e.path.to_str().unwrap()), (1, "roles/r.md"));
+}
+
+#[test]
+fn crlf_role_files_parse_with_right_lines() {
+    let set = load(&[("r", &"---\r\nmodel: x\r\nbogus: 1\r\n---\r\n# R\r\n## Schedule\r\nat noon\r\n".to_string())]);
+    let e = set.errors().next().unwrap();
+    assert_eq!(e.line, 3);
+    let set = load(&[("r", &DELIVERY.replace("extends: _base\n", "").replace('\n', "\r\n"))]);
+    assert!(set.errors().next().is_none(), "{:#?}", set.diagnostics);
+    assert_eq!(set.roles["r"].schedule.cron_exprs(), ["0 9,17 * * 1-5"]);
+}
+
+#[test]
+fn unknown_sections_are_kept_with_a_warning() {
+    let set = load(&[("r", "# R\n## Mission\nm\n## Glossary\nTPM: me\n")]);
+    let r = &set.roles["r"];
+    assert_eq!(r.extra, [("Glossary".to_string(), "TPM: me".to_string())]);
+    let w = &set.diagnostics[0];
+    assert!(!w.is_error());
+    assert_eq!(w.line, 4);
+}
+
+#[test]
+fn can_trigger_must_name_real_runnable_roles() {
+    let set = load(&[("a", "---\ncan_trigger: [rsik]\n---\n# A\n"), ("risk", RISK), ("_base", "# B\n")]);
+    let e = set.errors().next().unwrap();
+    assert_eq!(e.line, 2);
+    assert!(e.message.contains("did you mean `risk`"), "{}", e.message);
+    let set = load(&[("a", "---\ncan_trigger: [_base]\n---\n# A\n"), ("_base", "# B\n")]);
+    assert!(set.errors().next().unwrap().message.contains("abstract"));
+}
+
+#[test]
+fn schedule_phrases_joined_by_semicolons_and_on_demand() {
+    let set = load(&[("p", "# P\n## Schedule\non-demand; mondays at 10am\n"), ("q", "# Q\n## Schedule\nmanual\n")]);
+    assert_eq!(set.roles["p"].schedule.cron_exprs(), ["0 10 * * 1"]);
+    assert!(set.roles["q"].schedule.is_empty());
+}
+
+#[test]
+fn role_timezone_beats_default_and_skip_unchanged_defaults() {
+    let set = load(&[
+        ("c", "---\ntimezone: America/New_York\n---\n# C\n## Schedule\nevery 30 min\n"),
+        ("d", "# D\n## Schedule\nat noon\n"),
+    ]);
+    assert_eq!(set.roles["c"].schedule.tz, chrono_tz::America::New_York);
+    assert!(set.roles["c"].skip_unchanged());
+    assert!(!set.roles["d"].skip_unchanged());
+}
+
+#[test]
+fn title_falls_back_to_name() {
+    let set = load(&[("quiet", "## Mission\nm\n")]);
+    assert_eq!(set.roles["quiet"].display_name, "quiet");
+}
