@@ -1,7 +1,13 @@
 //! tabd: a daemon that runs an AI agent's roles against a Markdown (Obsidian) vault.
+//!
+//! The binary (`src/main.rs`) is thin; everything lives here so tests and benchmarks can use it.
+pub mod cli;
+pub mod commands;
+pub mod config;
 pub mod diag;
 pub mod environment;
 pub mod frontmatter;
 pub mod role;
 pub mod schedule;
+pub mod template;
 pub mod text;

@@ -1,0 +1,48 @@
+//! The command line (DESIGN §12), with clap derive.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// tabd runs an AI agent's roles against your Markdown (Obsidian) vault: each role fires on its
+/// schedule or when you drop a note into its inbox, and writes what it did into daily/.
+#[derive(Debug, Parser)]
+#[command(name = "tabd", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// The vault folder (else $TABD_VAULT, else `vault` in the config file).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub vault: Option<PathBuf>,
+
+    /// The config file (else $TABD_CONFIG, else ~/.config/tabd/config.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a vault from the built-in template (roles, a sample project, inboxes).
+    /// Never overwrites a file that already exists.
+    Init {
+        /// Where to create the vault (else --vault).
+        #[arg(value_name = "VAULT")]
+        path: Option<PathBuf>,
+    },
+    /// Check the config and every role file; print every problem as `path:line: …`.
+    /// Exits 1 if any error is found.
+    Validate,
+    /// Show each role's schedule as cron and its next fire times.
+    Schedule {
+        /// Compute fires after this instant (RFC 3339, e.g. 2026-03-06T12:00:00-05:00); default now.
+        #[arg(long, value_name = "RFC3339")]
+        from: Option<String>,
+        /// How many fire times to show per role.
+        #[arg(long, value_name = "N", default_value_t = 5)]
+        next: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}

@@ -1,0 +1,59 @@
+//! The subcommands. Each returns the process exit code or a `CliError`.
+
+pub mod init;
+pub mod schedule;
+pub mod validate;
+
+use std::path::PathBuf;
+
+use crate::cli::{Cli, Command};
+use crate::config::{self, Config};
+use crate::environment::Env;
+use crate::role::{LoadContext, RoleSet};
+
+/// An error that ends the command with `code` after printing `message`.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CliError {
+    pub code: u8,
+    pub message: String,
+}
+
+impl CliError {
+    /// Usage and configuration errors exit 2 (DESIGN §12).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self { code: 2, message: message.into() }
+    }
+
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self { code: 1, message: message.into() }
+    }
+}
+
+/// What most commands need: the environment, the config, the vault and its roles.
+pub struct Workspace {
+    pub env: Env,
+    pub config: Config,
+    pub vault: PathBuf,
+    pub roles: RoleSet,
+}
+
+impl Workspace {
+    pub fn open(cli: &Cli, env: Env) -> Result<Self, CliError> {
+        let config = config::load(cli.config.as_deref(), &env).map_err(|e| CliError::usage(e.to_string()))?;
+        let vault = config::resolve_vault(cli.vault.as_deref(), &env, &config).map_err(CliError::usage)?;
+        let roles = RoleSet::load(&vault, &LoadContext { default_tz: config.timezone, env: env.clone() });
+        Ok(Self { env, config, vault, roles })
+    }
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli, env: Env) -> Result<u8, CliError> {
+    match &cli.command {
+        Command::Init { path } => init::run(&cli, path.as_deref(), &env),
+        Command::Validate => validate::run(&Workspace::open(&cli, env)?),
+        Command::Schedule { from, next, json } => {
+            schedule::run(&Workspace::open(&cli, env)?, from.as_deref(), *next, *json)
+        }
+    }
+}

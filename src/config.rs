@@ -1,0 +1,463 @@
+//! Configuration (DESIGN §11): one TOML file, every key optional, unknown keys rejected with
+//! their line, `${VAR}` expanded from the environment.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono_tz::Tz;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::environment::Env;
+use crate::schedule::{parse_tz, system_tz};
+use crate::text::LineIndex;
+
+/// A config problem, printed as `path:line: error: message`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{}: error: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct ConfigError {
+    pub path: PathBuf,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    #[default]
+    Anthropic,
+    Openai,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Anthropic => "anthropic",
+            Self::Openai => "openai",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct RawConfig {
+    vault: Option<Spanned<String>>,
+    timezone: Option<Spanned<String>>,
+    provider: RawProvider,
+    limits: Limits,
+    inbox: InboxConfig,
+    context: ContextConfig,
+    daemon: RawDaemon,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct RawProvider {
+    kind: ProviderKind,
+    model: Option<Spanned<String>>,
+    base_url: Option<Spanned<String>>,
+    api_key_env: Option<Spanned<String>>,
+    max_tokens: Option<u32>,
+    timeout_s: Option<u64>,
+    max_retries: Option<u32>,
+    thinking_budget: Option<u32>,
+    temperature: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct RawDaemon {
+    shutdown_grace_s: Option<u64>,
+    host: Option<Spanned<String>>,
+}
+
+/// The model provider, resolved (DESIGN §10).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    pub model: String,
+    pub base_url: String,
+    pub api_key_env: String,
+    pub max_tokens: u32,
+    pub timeout: Duration,
+    pub max_retries: u32,
+    pub thinking_budget: u32,
+    pub temperature: Option<f64>,
+}
+
+/// Limits that stop runaway loops and bills (DESIGN §6). Roles may override most of them.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    pub max_tool_calls: u32,
+    pub max_tokens_per_run: u64,
+    /// Per role, per local day.
+    pub daily_token_budget: u64,
+    /// All roles together, per local day.
+    pub global_daily_token_budget: u64,
+    pub max_runs_per_day: u32,
+    #[serde(with = "humantime_serde")]
+    pub min_interval: Duration,
+    pub max_chain_depth: u32,
+    pub max_concurrent_runs: u32,
+    /// A run that takes longer than this fails (its notes count an attempt).
+    #[serde(with = "humantime_serde")]
+    pub run_deadline: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_tool_calls: 30,
+            max_tokens_per_run: 200_000,
+            daily_token_budget: 2_000_000,
+            global_daily_token_budget: 2_000_000,
+            max_runs_per_day: 48,
+            min_interval: Duration::from_secs(120),
+            max_chain_depth: 3,
+            max_concurrent_runs: 2,
+            run_deadline: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Inbox behaviour (DESIGN §5).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InboxConfig {
+    pub settle_ms: u64,
+    pub max_batch: usize,
+    pub max_attempts: u32,
+}
+
+impl Default for InboxConfig {
+    fn default() -> Self {
+        Self { settle_ms: 5000, max_batch: 20, max_attempts: 3 }
+    }
+}
+
+/// Prompt context caps (DESIGN §7).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContextConfig {
+    pub max_file_bytes: usize,
+    pub max_context_bytes: usize,
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        Self { max_file_bytes: 64 * 1024, max_context_bytes: 400 * 1024 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DaemonConfig {
+    pub shutdown_grace: Duration,
+    /// This machine's name for `runs_on`; default: the host name.
+    pub host: Option<String>,
+}
+
+/// The whole configuration, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file it came from, if any.
+    pub path: Option<PathBuf>,
+    pub vault: Option<PathBuf>,
+    pub timezone: Tz,
+    pub provider: ProviderConfig,
+    pub limits: Limits,
+    pub inbox: InboxConfig,
+    pub context: ContextConfig,
+    pub daemon: DaemonConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        match parse("", Path::new("<defaults>"), &Env::default(), None) {
+            Ok(c) => c,
+            Err(e) => panic!("invariant: the empty config is valid, but got {e}"),
+        }
+    }
+}
+
+/// Where the config comes from: `--config`, else `$TABD_CONFIG`, else the XDG config dir.
+/// The flag says whether the person named it (then it must exist).
+pub fn locate(cli: Option<&Path>, env: &Env) -> Option<(PathBuf, bool)> {
+    if let Some(p) = cli {
+        return Some((p.to_path_buf(), true));
+    }
+    if let Some(p) = env.get("TABD_CONFIG") {
+        return Some((PathBuf::from(p), true));
+    }
+    // `directories` reads $XDG_CONFIG_HOME / $HOME from the process.
+    let base = match env.get("XDG_CONFIG_HOME") {
+        Some(xdg) => PathBuf::from(xdg),
+        None => directories::BaseDirs::new()?.config_dir().to_path_buf(),
+    };
+    Some((base.join("tabd").join("config.toml"), false))
+}
+
+/// Loads the config from where `locate` says; a default location that does not exist gives the
+/// defaults.
+pub fn load(cli: Option<&Path>, env: &Env) -> Result<Config, ConfigError> {
+    let Some((path, explicit)) = locate(cli, env) else {
+        return parse("", Path::new("<defaults>"), env, None);
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(text) => parse(&text, &path, env, Some(path.clone())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
+            parse("", Path::new("<defaults>"), env, None)
+        }
+        Err(e) => Err(ConfigError {
+            path: path.clone(),
+            line: None,
+            message: format!("cannot read the config file ({e}); check the path given by --config or TABD_CONFIG"),
+        }),
+    }
+}
+
+/// Parses config `text` (from `path`, for messages).
+pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Result<Config, ConfigError> {
+    let lines = LineIndex::new(text);
+    let err_at = |span: Option<std::ops::Range<usize>>, message: String| ConfigError {
+        path: path.to_path_buf(),
+        line: span.map(|s| lines.line_of(s.start)),
+        message,
+    };
+    let raw: RawConfig = toml::from_str(text).map_err(|e| err_at(e.span(), e.message().trim().to_string()))?;
+    let expand = |s: &Spanned<String>| -> Result<String, ConfigError> {
+        env.expand(s.get_ref()).map_err(|m| err_at(Some(s.span()), m))
+    };
+
+    let timezone = match &raw.timezone {
+        Some(tz) => parse_tz(&expand(tz)?).map_err(|m| err_at(Some(tz.span()), m))?,
+        None => system_tz(),
+    };
+    let vault = raw.vault.as_ref().map(&expand).transpose()?.map(|v| expand_home(&v, env));
+
+    let p = &raw.provider;
+    let model = match &p.model {
+        Some(m) => expand(m)?,
+        None => match p.kind {
+            ProviderKind::Anthropic => "claude-sonnet-4-5".to_string(),
+            // Local servers name models freely; llama.cpp ignores the name.
+            ProviderKind::Openai => "default".to_string(),
+        },
+    };
+    let base_url = match &p.base_url {
+        Some(u) => {
+            let url = expand(u)?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(err_at(Some(u.span()), format!("base_url \"{url}\" must start with http:// or https://")));
+            }
+            url.trim_end_matches('/').to_string()
+        }
+        None => match p.kind {
+            ProviderKind::Anthropic => "https://api.anthropic.com".to_string(),
+            ProviderKind::Openai => "http://127.0.0.1:11434/v1".to_string(),
+        },
+    };
+    let api_key_env = match &p.api_key_env {
+        Some(k) => expand(k)?,
+        None => match p.kind {
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY".to_string(),
+            ProviderKind::Openai => "OPENAI_API_KEY".to_string(),
+        },
+    };
+    if let Some(t) = p.temperature {
+        if !(0.0..=2.0).contains(&t) {
+            return Err(err_at(None, format!("[provider] temperature must be between 0 and 2 (got {t})")));
+        }
+    }
+    let provider = ProviderConfig {
+        kind: p.kind,
+        model,
+        base_url,
+        api_key_env,
+        max_tokens: p.max_tokens.unwrap_or(4096),
+        timeout: Duration::from_secs(p.timeout_s.unwrap_or(120)),
+        max_retries: p.max_retries.unwrap_or(4),
+        thinking_budget: p.thinking_budget.unwrap_or(0),
+        temperature: p.temperature,
+    };
+    if raw.limits.max_concurrent_runs == 0 {
+        return Err(err_at(None, "[limits] max_concurrent_runs must be at least 1".into()));
+    }
+    if raw.inbox.max_batch == 0 {
+        return Err(err_at(None, "[inbox] max_batch must be at least 1".into()));
+    }
+    let daemon = DaemonConfig {
+        shutdown_grace: Duration::from_secs(raw.daemon.shutdown_grace_s.unwrap_or(20)),
+        host: raw.daemon.host.as_ref().map(&expand).transpose()?,
+    };
+    Ok(Config {
+        path: source,
+        vault,
+        timezone,
+        provider,
+        limits: raw.limits,
+        inbox: raw.inbox,
+        context: raw.context,
+        daemon,
+    })
+}
+
+/// `~/x` → `$HOME/x`.
+pub fn expand_home(path: &str, env: &Env) -> PathBuf {
+    match (path.strip_prefix("~/"), env.get("HOME")) {
+        (Some(rest), Some(home)) => Path::new(home).join(rest),
+        _ if path == "~" => env.get("HOME").map_or_else(|| PathBuf::from(path), PathBuf::from),
+        _ => PathBuf::from(path),
+    }
+}
+
+/// The vault: `--vault`, else `$TABD_VAULT`, else `vault` in the config.
+pub fn resolve_vault(cli: Option<&Path>, env: &Env, config: &Config) -> Result<PathBuf, String> {
+    let chosen = cli
+        .map(Path::to_path_buf)
+        .or_else(|| env.get("TABD_VAULT").map(|v| expand_home(v, env)))
+        .or_else(|| config.vault.clone())
+        .ok_or_else(|| {
+            "no vault given: pass --vault DIR, set TABD_VAULT, or set `vault = \"…\"` in the config file \
+             (create one with `tabd init DIR`)"
+                .to_string()
+        })?;
+    if !chosen.is_dir() {
+        return Err(format!(
+            "the vault {} is not a folder; create it with `tabd init {}`",
+            chosen.display(),
+            chosen.display()
+        ));
+    }
+    Ok(chosen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> Env {
+        Env::from_pairs([("HOME", "/home/ana"), ("MY_MODEL", "claude-opus-4-1")])
+    }
+
+    fn parse_ok(text: &str) -> Config {
+        parse(text, Path::new("config.toml"), &env(), None).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn parse_err(text: &str) -> ConfigError {
+        parse(text, Path::new("config.toml"), &env(), None).unwrap_err()
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse_ok("");
+        assert_eq!(c.provider.kind, ProviderKind::Anthropic);
+        assert_eq!(c.provider.base_url, "https://api.anthropic.com");
+        assert_eq!(c.provider.api_key_env, "ANTHROPIC_API_KEY");
+        assert_eq!(c.provider.max_tokens, 4096);
+        assert_eq!(c.provider.max_retries, 4);
+        assert_eq!(c.limits.max_concurrent_runs, 2);
+        assert_eq!(c.limits.min_interval, Duration::from_secs(120));
+        assert_eq!(c.inbox, InboxConfig { settle_ms: 5000, max_batch: 20, max_attempts: 3 });
+        assert_eq!(c.daemon.shutdown_grace, Duration::from_secs(20));
+    }
+
+    #[test]
+    fn the_design_example_parses() {
+        let c = parse_ok(
+            r#"
+vault = "~/Obsidian/Work"
+timezone = "Europe/Lisbon"
+
+[provider]
+kind = "anthropic"
+model = "${MY_MODEL}"
+base_url = "https://api.anthropic.com"
+api_key_env = "ANTHROPIC_API_KEY"
+max_tokens = 4096
+timeout_s = 120
+max_retries = 4
+thinking_budget = 0
+
+[limits]
+max_concurrent_runs = 2
+min_interval = "30s"
+
+[inbox]
+settle_ms = 5000
+max_batch = 20
+max_attempts = 3
+"#,
+        );
+        assert_eq!(c.vault, Some(PathBuf::from("/home/ana/Obsidian/Work")));
+        assert_eq!(c.timezone, chrono_tz::Europe::Lisbon);
+        assert_eq!(c.provider.model, "claude-opus-4-1");
+        assert_eq!(c.limits.min_interval, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn openai_defaults() {
+        let c = parse_ok("[provider]\nkind = \"openai\"\n");
+        assert_eq!(c.provider.base_url, "http://127.0.0.1:11434/v1");
+        assert_eq!(c.provider.api_key_env, "OPENAI_API_KEY");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_their_line() {
+        let e = parse_err("timezone = \"UTC\"\n\n[provider]\nkind = \"anthropic\"\nmodle = \"x\"\n");
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.message.contains("modle"), "{e}");
+        assert!(e.to_string().starts_with("config.toml:5: error:"), "{e}");
+        let e = parse_err("[limitz]\n");
+        assert_eq!(e.line, Some(1));
+    }
+
+    #[test]
+    fn bad_values_carry_lines() {
+        let e = parse_err("\n\ntimezone = \"Mars/Olympus\"\n");
+        assert_eq!(e.line, Some(3));
+        assert!(e.message.contains("IANA"));
+        let e = parse_err("[provider]\nkind = \"gemini\"\n");
+        assert_eq!(e.line, Some(2), "{e}");
+        let e = parse_err("[provider]\nmodel = \"${NOPE}\"\n");
+        assert_eq!(e.line, Some(2));
+        assert!(e.message.contains("NOPE"));
+        let e = parse_err("[limits]\nmin_interval = \"soon\"\n");
+        assert_eq!(e.line, Some(2), "{e}");
+        let e = parse_err("[provider]\nbase_url = \"localhost:8080\"\n");
+        assert!(e.message.contains("http://"));
+        let e = parse_err("[inbox]\nsettle_ms = \"five\"\n");
+        assert_eq!(e.line, Some(2));
+    }
+
+    #[test]
+    fn locate_order() {
+        let e = Env::from_pairs([("TABD_CONFIG", "/etc/t.toml"), ("XDG_CONFIG_HOME", "/x")]);
+        assert_eq!(locate(Some(Path::new("/a.toml")), &e), Some((PathBuf::from("/a.toml"), true)));
+        assert_eq!(locate(None, &e), Some((PathBuf::from("/etc/t.toml"), true)));
+        let e = Env::from_pairs([("XDG_CONFIG_HOME", "/x")]);
+        assert_eq!(locate(None, &e), Some((PathBuf::from("/x/tabd/config.toml"), false)));
+    }
+
+    #[test]
+    fn missing_default_file_means_defaults_but_missing_named_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Env::from_pairs([("XDG_CONFIG_HOME", dir.path().to_str().unwrap())]);
+        assert!(load(None, &e).is_ok());
+        let missing = dir.path().join("nope.toml");
+        assert!(load(Some(&missing), &e).is_err());
+    }
+
+    #[test]
+    fn vault_resolution_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = dir.path().to_str().unwrap();
+        let mut c = parse_ok("");
+        c.vault = Some(PathBuf::from("/does/not/exist"));
+        let e = Env::from_pairs([("TABD_VAULT", v)]);
+        assert_eq!(resolve_vault(None, &e, &c).unwrap(), dir.path());
+        assert!(resolve_vault(None, &Env::default(), &c).unwrap_err().contains("tabd init"));
+        c.vault = None;
+        assert!(resolve_vault(None, &Env::default(), &c).unwrap_err().contains("--vault"));
+    }
+}
