@@ -132,7 +132,11 @@ pub struct InboxConfig {
 
 impl Default for InboxConfig {
     fn default() -> Self {
-        Self { settle_ms: 5000, max_batch: 20, max_attempts: 3 }
+        Self {
+            settle_ms: 5000,
+            max_batch: 20,
+            max_attempts: 3,
+        }
     }
 }
 
@@ -146,7 +150,10 @@ pub struct ContextConfig {
 
 impl Default for ContextConfig {
     fn default() -> Self {
-        Self { max_file_bytes: 64 * 1024, max_context_bytes: 400 * 1024 }
+        Self {
+            max_file_bytes: 64 * 1024,
+            max_context_bytes: 400 * 1024,
+        }
     }
 }
 
@@ -211,7 +218,9 @@ pub fn load(cli: Option<&Path>, env: &Env) -> Result<Config, ConfigError> {
         Err(e) => Err(ConfigError {
             path: path.clone(),
             line: None,
-            message: format!("cannot read the config file ({e}); check the path given by --config or TABD_CONFIG"),
+            message: format!(
+                "cannot read the config file ({e}); check the path given by --config or TABD_CONFIG"
+            ),
         }),
     }
 }
@@ -224,7 +233,8 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         line: span.map(|s| lines.line_of(s.start)),
         message,
     };
-    let raw: RawConfig = toml::from_str(text).map_err(|e| err_at(e.span(), e.message().trim().to_string()))?;
+    let raw: RawConfig =
+        toml::from_str(text).map_err(|e| err_at(e.span(), e.message().trim().to_string()))?;
     let expand = |s: &Spanned<String>| -> Result<String, ConfigError> {
         env.expand(s.get_ref()).map_err(|m| err_at(Some(s.span()), m))
     };
@@ -233,7 +243,12 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         Some(tz) => parse_tz(&expand(tz)?).map_err(|m| err_at(Some(tz.span()), m))?,
         None => system_tz(),
     };
-    let vault = raw.vault.as_ref().map(&expand).transpose()?.map(|v| expand_home(&v, env));
+    let vault = raw
+        .vault
+        .as_ref()
+        .map(&expand)
+        .transpose()?
+        .map(|v| expand_home(&v, env));
 
     let p = &raw.provider;
     let model = match &p.model {
@@ -248,7 +263,10 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         Some(u) => {
             let url = expand(u)?;
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(err_at(Some(u.span()), format!("base_url \"{url}\" must start with http:// or https://")));
+                return Err(err_at(
+                    Some(u.span()),
+                    format!("base_url \"{url}\" must start with http:// or https://"),
+                ));
             }
             url.trim_end_matches('/').to_string()
         }
@@ -266,7 +284,10 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
     };
     if let Some(t) = p.temperature {
         if !(0.0..=2.0).contains(&t) {
-            return Err(err_at(None, format!("[provider] temperature must be between 0 and 2 (got {t})")));
+            return Err(err_at(
+                None,
+                format!("[provider] temperature must be between 0 and 2 (got {t})"),
+            ));
         }
     }
     let provider = ProviderConfig {
@@ -281,7 +302,10 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         temperature: p.temperature,
     };
     if raw.limits.max_concurrent_runs == 0 {
-        return Err(err_at(None, "[limits] max_concurrent_runs must be at least 1".into()));
+        return Err(err_at(
+            None,
+            "[limits] max_concurrent_runs must be at least 1".into(),
+        ));
     }
     if raw.inbox.max_batch == 0 {
         return Err(err_at(None, "[inbox] max_batch must be at least 1".into()));
@@ -358,7 +382,14 @@ mod tests {
         assert_eq!(c.provider.max_retries, 4);
         assert_eq!(c.limits.max_concurrent_runs, 2);
         assert_eq!(c.limits.min_interval, Duration::from_secs(120));
-        assert_eq!(c.inbox, InboxConfig { settle_ms: 5000, max_batch: 20, max_attempts: 3 });
+        assert_eq!(
+            c.inbox,
+            InboxConfig {
+                settle_ms: 5000,
+                max_batch: 20,
+                max_attempts: 3
+            }
+        );
         assert_eq!(c.daemon.shutdown_grace, Duration::from_secs(20));
     }
 
@@ -433,10 +464,16 @@ max_attempts = 3
     #[test]
     fn locate_order() {
         let e = Env::from_pairs([("TABD_CONFIG", "/etc/t.toml"), ("XDG_CONFIG_HOME", "/x")]);
-        assert_eq!(locate(Some(Path::new("/a.toml")), &e), Some((PathBuf::from("/a.toml"), true)));
+        assert_eq!(
+            locate(Some(Path::new("/a.toml")), &e),
+            Some((PathBuf::from("/a.toml"), true))
+        );
         assert_eq!(locate(None, &e), Some((PathBuf::from("/etc/t.toml"), true)));
         let e = Env::from_pairs([("XDG_CONFIG_HOME", "/x")]);
-        assert_eq!(locate(None, &e), Some((PathBuf::from("/x/tabd/config.toml"), false)));
+        assert_eq!(
+            locate(None, &e),
+            Some((PathBuf::from("/x/tabd/config.toml"), false))
+        );
     }
 
     #[test]
@@ -456,8 +493,12 @@ max_attempts = 3
         c.vault = Some(PathBuf::from("/does/not/exist"));
         let e = Env::from_pairs([("TABD_VAULT", v)]);
         assert_eq!(resolve_vault(None, &e, &c).unwrap(), dir.path());
-        assert!(resolve_vault(None, &Env::default(), &c).unwrap_err().contains("tabd init"));
+        assert!(resolve_vault(None, &Env::default(), &c)
+            .unwrap_err()
+            .contains("tabd init"));
         c.vault = None;
-        assert!(resolve_vault(None, &Env::default(), &c).unwrap_err().contains("--vault"));
+        assert!(resolve_vault(None, &Env::default(), &c)
+            .unwrap_err()
+            .contains("--vault"));
     }
 }

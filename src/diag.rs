@@ -51,7 +51,13 @@ impl fmt::Display for Diagnostic {
             Severity::Warning => "warning",
         };
         if self.line > 0 {
-            write!(f, "{}:{}: {kind}: {}", self.path.display(), self.line, self.message)
+            write!(
+                f,
+                "{}:{}: {kind}: {}",
+                self.path.display(),
+                self.line,
+                self.message
+            )
         } else {
             write!(f, "{}: {kind}: {}", self.path.display(), self.message)
         }

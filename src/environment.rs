@@ -11,11 +11,15 @@ pub struct Env {
 impl Env {
     /// A snapshot of the current process environment.
     pub fn from_process() -> Self {
-        Self { vars: std::env::vars().collect() }
+        Self {
+            vars: std::env::vars().collect(),
+        }
     }
 
     pub fn from_pairs<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
-        Self { vars: pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect() }
+        Self {
+            vars: pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
@@ -39,7 +43,11 @@ impl Env {
             }
             match self.get(name) {
                 Some(v) => out.push_str(v),
-                None => return Err(format!("environment variable {name} (used as `${{{name}}}`) is not set")),
+                None => {
+                    return Err(format!(
+                        "environment variable {name} (used as `${{{name}}}`) is not set"
+                    ))
+                }
             }
             rest = &after[end + 1..];
         }
@@ -58,7 +66,10 @@ mod tests {
         assert_eq!(env.expand("${HOME}/vault").unwrap(), "/home/a/vault");
         assert_eq!(env.expand("cost $5").unwrap(), "cost $5");
         assert!(env.expand("${NOPE}").unwrap_err().contains("NOPE"));
-        assert!(env.expand("${EMPTY}").is_err(), "an empty variable counts as unset");
+        assert!(
+            env.expand("${EMPTY}").is_err(),
+            "an empty variable counts as unset"
+        );
         assert!(env.expand("${HOME").is_err());
         assert!(env.expand("${bad-name}").is_err());
     }

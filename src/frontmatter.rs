@@ -69,10 +69,16 @@ pub fn split(text: &str) -> Result<Split, FrontmatterError> {
     let bom = if text.starts_with('\u{feff}') { 3 } else { 0 };
     let src = &text[bom..];
     let Some(first_line) = src.lines().next() else {
-        return Ok(Split { frontmatter: None, body_offset: bom });
+        return Ok(Split {
+            frontmatter: None,
+            body_offset: bom,
+        });
     };
     if first_line.trim_end() != "---" {
-        return Ok(Split { frontmatter: None, body_offset: bom });
+        return Ok(Split {
+            frontmatter: None,
+            body_offset: bom,
+        });
     }
     let lines = LineIndex::new(text);
     let (yaml_range, body_offset) = match metadata_block(src) {
@@ -103,7 +109,9 @@ pub fn split(text: &str) -> Result<Split, FrontmatterError> {
 fn metadata_block(src: &str) -> Option<std::ops::Range<usize>> {
     let mut events = Parser::new_ext(src, Options::ENABLE_YAML_STYLE_METADATA_BLOCKS).into_offset_iter();
     match events.next()? {
-        (Event::Start(Tag::MetadataBlock(MetadataBlockKind::YamlStyle)), range) if range.start == 0 => Some(range),
+        (Event::Start(Tag::MetadataBlock(MetadataBlockKind::YamlStyle)), range) if range.start == 0 => {
+            Some(range)
+        }
         _ => None,
     }
 }
@@ -163,7 +171,11 @@ fn parse_yaml(yaml: &str, first_line: usize) -> Result<Frontmatter, FrontmatterE
                     Value::String(s) => s,
                     other => other.to_string(),
                 };
-                entries.push(Entry { key, line, value: to_json(&value) });
+                entries.push(Entry {
+                    key,
+                    line,
+                    value: to_json(&value),
+                });
             }
             Ok(Frontmatter { entries })
         }

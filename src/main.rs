@@ -23,7 +23,10 @@ fn main() -> ExitCode {
 /// journald, which adds its own.
 fn init_logging(env: &Env) {
     use tracing_subscriber::EnvFilter;
-    let filter = env.get("TABD_LOG").or_else(|| env.get("RUST_LOG")).unwrap_or("info");
+    let filter = env
+        .get("TABD_LOG")
+        .or_else(|| env.get("RUST_LOG"))
+        .unwrap_or("info");
     let builder = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new(filter))
         .with_writer(std::io::stderr)

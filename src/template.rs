@@ -31,7 +31,11 @@ pub fn init_vault(root: &Path) -> std::io::Result<InitReport> {
             std::fs::create_dir_all(parent)?;
         }
         // `create_new` so that a file appearing between check and write is never clobbered.
-        match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
             Ok(mut f) => {
                 use std::io::Write;
                 f.write_all(contents)?;
@@ -84,7 +88,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let first = init_vault(dir.path()).unwrap();
         assert!(first.created.contains(&PathBuf::from("roles/delivery.md")));
-        assert!(first.created.contains(&PathBuf::from("project/blockers/auth-delay.md")));
+        assert!(first
+            .created
+            .contains(&PathBuf::from("project/blockers/auth-delay.md")));
         assert!(dir.path().join("agent/inbox/delivery").is_dir());
         assert!(dir.path().join("agent/inbox/product").is_dir());
         assert!(!dir.path().join("agent/inbox/_base").exists());
@@ -93,7 +99,10 @@ mod tests {
         let second = init_vault(dir.path()).unwrap();
         assert!(second.created.is_empty());
         assert_eq!(second.kept.len(), first.created.len());
-        assert_eq!(std::fs::read_to_string(dir.path().join("memory.md")).unwrap(), "mine");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("memory.md")).unwrap(),
+            "mine"
+        );
     }
 
     #[test]

@@ -46,9 +46,7 @@ pub fn strip_list_marker(line: &str) -> Option<&str> {
             return None;
         }
         let after = &trimmed[digits..];
-        after
-            .strip_prefix(". ")
-            .or_else(|| after.strip_prefix(") "))?
+        after.strip_prefix(". ").or_else(|| after.strip_prefix(") "))?
     };
     let rest = rest.trim_start();
     let rest = rest

@@ -25,7 +25,10 @@ pub fn run(cli: &Cli, path: Option<&Path>, env: &Env) -> Result<u8, CliError> {
         .map_err(|e| CliError::failed(format!("cannot create the vault at {}: {e}", target.display())))?;
     println!("Vault: {}", target.display());
     if report.created.is_empty() {
-        println!("Nothing to create: every template file already exists (kept {}).", report.kept.len());
+        println!(
+            "Nothing to create: every template file already exists (kept {}).",
+            report.kept.len()
+        );
     } else {
         println!("Created {} files:", report.created.len());
         for f in &report.created {

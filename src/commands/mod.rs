@@ -22,11 +22,17 @@ pub struct CliError {
 impl CliError {
     /// Usage and configuration errors exit 2 (DESIGN §12).
     pub fn usage(message: impl Into<String>) -> Self {
-        Self { code: 2, message: message.into() }
+        Self {
+            code: 2,
+            message: message.into(),
+        }
     }
 
     pub fn failed(message: impl Into<String>) -> Self {
-        Self { code: 1, message: message.into() }
+        Self {
+            code: 1,
+            message: message.into(),
+        }
     }
 }
 
@@ -42,8 +48,19 @@ impl Workspace {
     pub fn open(cli: &Cli, env: Env) -> Result<Self, CliError> {
         let config = config::load(cli.config.as_deref(), &env).map_err(|e| CliError::usage(e.to_string()))?;
         let vault = config::resolve_vault(cli.vault.as_deref(), &env, &config).map_err(CliError::usage)?;
-        let roles = RoleSet::load(&vault, &LoadContext { default_tz: config.timezone, env: env.clone() });
-        Ok(Self { env, config, vault, roles })
+        let roles = RoleSet::load(
+            &vault,
+            &LoadContext {
+                default_tz: config.timezone,
+                env: env.clone(),
+            },
+        );
+        Ok(Self {
+            env,
+            config,
+            vault,
+            roles,
+        })
     }
 }
 

@@ -22,7 +22,11 @@ struct RoleSchedule {
 pub fn run(ws: &Workspace, from: Option<&str>, next: usize, json: bool) -> Result<u8, CliError> {
     let from: DateTime<Utc> = match from {
         Some(s) => DateTime::parse_from_rfc3339(s)
-            .map_err(|e| CliError::usage(format!("--from \"{s}\" is not an RFC 3339 time ({e}); write e.g. 2026-03-06T12:00:00-05:00")))?
+            .map_err(|e| {
+                CliError::usage(format!(
+                    "--from \"{s}\" is not an RFC 3339 time ({e}); write e.g. 2026-03-06T12:00:00-05:00"
+                ))
+            })?
             .with_timezone(&Utc),
         None => Utc::now(),
     };
@@ -54,7 +58,13 @@ pub fn run(ws: &Workspace, from: Option<&str>, next: usize, json: bool) -> Resul
                 cron: Vec::new(),
                 timezone: ws.config.timezone.name().to_string(),
                 next: Vec::new(),
-                error: Some(diags.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")),
+                error: Some(
+                    diags
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                ),
             });
         }
     }
@@ -81,7 +91,11 @@ fn print_table(ws: &Workspace, out: &Output) {
                 println!("  on-demand: fires only for inbox notes and `tabd fire`");
             }
             for line in &role.schedule.lines {
-                println!("  {:<36} {}", line.source, line.cron_exprs().collect::<Vec<_>>().join(" | "));
+                println!(
+                    "  {:<36} {}",
+                    line.source,
+                    line.cron_exprs().collect::<Vec<_>>().join(" | ")
+                );
             }
             if !role.enabled() {
                 println!("  disabled (enabled: false)");

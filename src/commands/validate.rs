@@ -16,13 +16,21 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
         );
     }
     let ok: Vec<&str> = roles.runnable().map(|r| r.name.as_str()).collect();
-    let abstract_roles: Vec<&str> = roles.roles.values().filter(|r| r.is_abstract).map(|r| r.name.as_str()).collect();
+    let abstract_roles: Vec<&str> = roles
+        .roles
+        .values()
+        .filter(|r| r.is_abstract)
+        .map(|r| r.name.as_str())
+        .collect();
     let broken: Vec<&str> = roles.broken.keys().map(String::as_str).collect();
     let errors = roles.errors().count();
     let warnings = roles.diagnostics.len() - errors;
     println!(
         "config: {}",
-        ws.config.path.as_ref().map_or_else(|| "defaults (no config file)".to_string(), |p| p.display().to_string())
+        ws.config.path.as_ref().map_or_else(
+            || "defaults (no config file)".to_string(),
+            |p| p.display().to_string()
+        )
     );
     println!("vault: {}", ws.vault.display());
     println!("roles: {} ok ({})", ok.len(), ok.join(", "));

@@ -58,10 +58,14 @@ impl std::fmt::Display for ContextEntry {
 /// Refuses absolute paths and `..` components in a vault-relative path written by a person.
 pub fn check_relative(path: &str) -> Result<(), String> {
     if path.starts_with('/') || path.starts_with('\\') || path.get(1..2) == Some(":") {
-        return Err(format!("`{path}` is absolute: write a path inside the vault, like project/scope.md"));
+        return Err(format!(
+            "`{path}` is absolute: write a path inside the vault, like project/scope.md"
+        ));
     }
     if path.split(['/', '\\']).any(|c| c == "..") {
-        return Err(format!("`{path}` leaves the vault (`..`): write a path inside the vault"));
+        return Err(format!(
+            "`{path}` leaves the vault (`..`): write a path inside the vault"
+        ));
     }
     Ok(())
 }
@@ -72,13 +76,34 @@ mod tests {
 
     #[test]
     fn every_kind() {
-        assert_eq!(ContextEntry::parse("project/scope.md"), Ok(ContextEntry::File("project/scope.md".into())));
-        assert_eq!(ContextEntry::parse("`memory.md`"), Ok(ContextEntry::File("memory.md".into())));
-        assert_eq!(ContextEntry::parse("project/blockers/"), Ok(ContextEntry::Folder("project/blockers/".into())));
-        assert_eq!(ContextEntry::parse("project/risks/*.md"), Ok(ContextEntry::Glob("project/risks/*.md".into())));
-        assert_eq!(ContextEntry::parse("[[team]]"), Ok(ContextEntry::Wikilink("team".into())));
-        assert_eq!(ContextEntry::parse("[[team|the team]]"), Ok(ContextEntry::Wikilink("team".into())));
-        assert_eq!(ContextEntry::parse("[[project/team#Roles]]"), Ok(ContextEntry::Wikilink("project/team".into())));
+        assert_eq!(
+            ContextEntry::parse("project/scope.md"),
+            Ok(ContextEntry::File("project/scope.md".into()))
+        );
+        assert_eq!(
+            ContextEntry::parse("`memory.md`"),
+            Ok(ContextEntry::File("memory.md".into()))
+        );
+        assert_eq!(
+            ContextEntry::parse("project/blockers/"),
+            Ok(ContextEntry::Folder("project/blockers/".into()))
+        );
+        assert_eq!(
+            ContextEntry::parse("project/risks/*.md"),
+            Ok(ContextEntry::Glob("project/risks/*.md".into()))
+        );
+        assert_eq!(
+            ContextEntry::parse("[[team]]"),
+            Ok(ContextEntry::Wikilink("team".into()))
+        );
+        assert_eq!(
+            ContextEntry::parse("[[team|the team]]"),
+            Ok(ContextEntry::Wikilink("team".into()))
+        );
+        assert_eq!(
+            ContextEntry::parse("[[project/team#Roles]]"),
+            Ok(ContextEntry::Wikilink("project/team".into()))
+        );
     }
 
     #[test]

@@ -92,7 +92,9 @@ impl Role {
 
     /// `skip_unchanged` defaults on for interval schedules, off for clock-time ones (DESIGN §3).
     pub fn skip_unchanged(&self) -> bool {
-        self.settings.skip_unchanged.unwrap_or_else(|| self.schedule.is_interval())
+        self.settings
+            .skip_unchanged
+            .unwrap_or_else(|| self.schedule.is_interval())
     }
 
     pub fn catch_up(&self) -> CatchUp {
@@ -133,14 +135,19 @@ impl RoleSet {
                 set.diagnostics.push(Diagnostic::error(
                     Path::new("roles/"),
                     0,
-                    format!("cannot read the roles folder {} ({e}); run `tabd init` to create a vault", dir.display()),
+                    format!(
+                        "cannot read the roles folder {} ({e}); run `tabd init` to create a vault",
+                        dir.display()
+                    ),
                 ));
                 return set;
             }
         };
         for entry in entries.flatten() {
             let path = entry.path();
-            let Some(file_name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+            let Some(file_name) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
             if !file_name.ends_with(".md") || file_name.starts_with('.') || !path.is_file() {
                 continue;
             }
@@ -166,7 +173,11 @@ impl RoleSet {
                 Ok(text) => parse_def(&name, &path, &text, &ctx.env),
                 Err(e) => RoleDef {
                     name: name.clone(),
-                    diagnostics: vec![Diagnostic::error(&path, 0, format!("cannot read the role file: {e}"))],
+                    diagnostics: vec![Diagnostic::error(
+                        &path,
+                        0,
+                        format!("cannot read the role file: {e}"),
+                    )],
                     path,
                     ..RoleDef::default()
                 },
@@ -198,9 +209,9 @@ impl RoleSet {
                             .map(|n| format!(" — did you mean `{n}`?"))
                             .unwrap_or_default()
                     )),
-                    Some(t) if t.name.starts_with('_') => {
-                        Some(format!("`can_trigger` names `{target}`, an abstract role that never runs"))
-                    }
+                    Some(t) if t.name.starts_with('_') => Some(format!(
+                        "`can_trigger` names `{target}`, an abstract role that never runs"
+                    )),
                     _ => None,
                 };
                 if let Some(msg) = problem {
@@ -223,7 +234,8 @@ impl RoleSet {
                 }
             }
         }
-        set.diagnostics.sort_by(|a, b| (&a.path, a.line, &a.message).cmp(&(&b.path, b.line, &b.message)));
+        set.diagnostics
+            .sort_by(|a, b| (&a.path, a.line, &a.message).cmp(&(&b.path, b.line, &b.message)));
         set.diagnostics.dedup();
         set
     }
@@ -247,7 +259,11 @@ impl RoleSet {
 }
 
 fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
-    let mut def = RoleDef { name: name.to_string(), path: path.to_path_buf(), ..RoleDef::default() };
+    let mut def = RoleDef {
+        name: name.to_string(),
+        path: path.to_path_buf(),
+        ..RoleDef::default()
+    };
     match frontmatter::split(text) {
         Ok(split) => {
             if let Some(fm) = split.frontmatter {
@@ -271,7 +287,10 @@ fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
                 def.diagnostics.push(Diagnostic::warning(
                     path,
                     section.line,
-                    format!("`## {}` repeats the section at line {first}; both are used — merge them into one", section.heading),
+                    format!(
+                        "`## {}` repeats the section at line {first}; both are used — merge them into one",
+                        section.heading
+                    ),
                 ));
             }
         }
@@ -303,7 +322,11 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
             for item in section.lines() {
                 match ContextEntry::parse(&item.text) {
                     Ok(entry) => def.context.push(entry),
-                    Err(e) => def.diagnostics.push(Diagnostic::error(path, item.line, format!("context entry: {e}"))),
+                    Err(e) => def.diagnostics.push(Diagnostic::error(
+                        path,
+                        item.line,
+                        format!("context entry: {e}"),
+                    )),
                 }
             }
         }
@@ -324,7 +347,10 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
                     def.diagnostics.push(Diagnostic::error(
                         path,
                         item.line,
-                        format!("unknown tool `{tool}`{hint} Known tools: {}", KNOWN_TOOLS.join(", ")),
+                        format!(
+                            "unknown tool `{tool}`{hint} Known tools: {}",
+                            KNOWN_TOOLS.join(", ")
+                        ),
                     ));
                 }
             }
@@ -336,7 +362,9 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
                     match ScheduleLine::compile(phrase, item.line) {
                         Ok(Some(line)) => lines.push(line),
                         Ok(None) => {}
-                        Err(e) => def.diagnostics.push(Diagnostic::error(path, item.line, e.to_string())),
+                        Err(e) => def
+                            .diagnostics
+                            .push(Diagnostic::error(path, item.line, e.to_string())),
                     }
                 }
             }
@@ -346,7 +374,9 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
                 let folder = item.text.trim().trim_matches('`').trim();
                 match context::check_relative(folder) {
                     Ok(()) => def.inbox = Some(format!("{}/", folder.trim_end_matches('/'))),
-                    Err(e) => def.diagnostics.push(Diagnostic::error(path, item.line, format!("inbox: {e}"))),
+                    Err(e) => def
+                        .diagnostics
+                        .push(Diagnostic::error(path, item.line, format!("inbox: {e}"))),
                 }
             }
         }
@@ -375,11 +405,18 @@ fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> R
     while let Some(parent_name) = &current.settings.extends {
         let line = current.key_lines.get("extends").copied().unwrap_or(0);
         if chain.iter().any(|d| &d.name == parent_name) {
-            let cycle: Vec<&str> = chain.iter().map(|d| d.name.as_str()).chain([parent_name.as_str()]).collect();
+            let cycle: Vec<&str> = chain
+                .iter()
+                .map(|d| d.name.as_str())
+                .chain([parent_name.as_str()])
+                .collect();
             errors.push(Diagnostic::error(
                 &current.path,
                 line,
-                format!("`extends` forms a cycle ({}); remove one of the `extends` lines", cycle.join(" → ")),
+                format!(
+                    "`extends` forms a cycle ({}); remove one of the `extends` lines",
+                    cycle.join(" → ")
+                ),
             ));
             break;
         }
@@ -411,7 +448,11 @@ fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> R
             errors.push(Diagnostic::error(
                 &def.path,
                 def.key_lines.get("extends").copied().unwrap_or(0),
-                format!("inherits from `{}`, which has errors; fix {} first", ancestor.name, ancestor.path.display()),
+                format!(
+                    "inherits from `{}`, which has errors; fix {} first",
+                    ancestor.name,
+                    ancestor.path.display()
+                ),
             ));
         }
     }
@@ -433,13 +474,24 @@ fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> R
         mission: merged.mission,
         goals: merged.goals,
         context: merged.context,
-        tools: merged.tools.unwrap_or_else(|| DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect()),
-        schedule: Schedule { lines: merged.schedule.unwrap_or_default(), tz },
-        inbox: def.inbox.clone().unwrap_or_else(|| format!("agent/inbox/{}/", def.name)),
+        tools: merged
+            .tools
+            .unwrap_or_else(|| DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect()),
+        schedule: Schedule {
+            lines: merged.schedule.unwrap_or_default(),
+            tz,
+        },
+        inbox: def
+            .inbox
+            .clone()
+            .unwrap_or_else(|| format!("agent/inbox/{}/", def.name)),
         preferences: merged.preferences,
         rules: merged.rules,
         extra: merged.extra,
-        settings: RoleSettings { extends: def.settings.extends.clone(), ..merged.settings },
+        settings: RoleSettings {
+            extends: def.settings.extends.clone(),
+            ..merged.settings
+        },
     })
 }
 
@@ -460,8 +512,22 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
         ($($field:ident),*) => { $( if c.$field.is_some() { s.$field = c.$field.clone(); } )* };
     }
     child_wins!(
-        model, max_tokens, temperature, thinking_budget, max_tool_calls, max_tokens_per_run, daily_token_budget,
-        max_runs_per_day, min_interval, max_chain_depth, timezone, enabled, catch_up, stale_after, skip_unchanged, runs_on
+        model,
+        max_tokens,
+        temperature,
+        thinking_budget,
+        max_tool_calls,
+        max_tokens_per_run,
+        daily_token_budget,
+        max_runs_per_day,
+        min_interval,
+        max_chain_depth,
+        timezone,
+        enabled,
+        catch_up,
+        stale_after,
+        skip_unchanged,
+        runs_on
     );
     union(&mut s.can_trigger, &c.can_trigger);
     union(&mut s.write_paths, &c.write_paths);
@@ -487,7 +553,11 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
         union(acc.tools.get_or_insert_with(Vec::new), tools);
     }
     for (heading, body) in &child.extra {
-        match acc.extra.iter_mut().find(|(h, _)| h.eq_ignore_ascii_case(heading)) {
+        match acc
+            .extra
+            .iter_mut()
+            .find(|(h, _)| h.eq_ignore_ascii_case(heading))
+        {
             Some(existing) => existing.1 = body.clone(),
             None => acc.extra.push((heading.clone(), body.clone())),
         }

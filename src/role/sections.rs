@@ -72,7 +72,10 @@ impl Section {
             .lines()
             .enumerate()
             .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| Item { text: l.trim().to_string(), line: self.body_line + i })
+            .map(|(i, l)| Item {
+                text: l.trim().to_string(),
+                line: self.body_line + i,
+            })
             .collect()
     }
 }
@@ -111,7 +114,9 @@ pub fn parse(text: &str) -> RoleBody {
                 }
             }
             Event::End(TagEnd::Heading(_)) => {
-                let Some((level, start, end, title)) = heading.take() else { continue };
+                let Some((level, start, end, title)) = heading.take() else {
+                    continue;
+                };
                 if level > HeadingLevel::H2 {
                     continue;
                 }
@@ -141,7 +146,10 @@ pub fn parse(text: &str) -> RoleBody {
             Event::End(TagEnd::Item) if list_depth == 1 => {
                 if let (Some(start), Some((idx, _))) = (item_start.take(), open) {
                     let raw = &text[start..range.end];
-                    body.sections[idx].items.push(Item { text: item_text(raw), line: lines.line_of(start) });
+                    body.sections[idx].items.push(Item {
+                        text: item_text(raw),
+                        line: lines.line_of(start),
+                    });
                 }
             }
             _ => {}
@@ -189,12 +197,30 @@ mod tests {
         assert_eq!(body.title_line, 4);
         let kinds: Vec<SectionKind> = body.sections.iter().map(|s| s.kind).collect();
         use SectionKind::*;
-        assert_eq!(kinds, [Mission, Goals, Context, Context, Tools, Schedule, Inbox, Preferences, Preferences, Rules, Other]);
+        assert_eq!(
+            kinds,
+            [
+                Mission,
+                Goals,
+                Context,
+                Context,
+                Tools,
+                Schedule,
+                Inbox,
+                Preferences,
+                Preferences,
+                Rules,
+                Other
+            ]
+        );
         assert_eq!(body.sections[0].body, "Keep it on time.\nSecond line.");
         assert_eq!(body.sections[0].body_line, 7);
         assert_eq!(body.sections[1].heading, "goals");
         assert_eq!(body.sections[10].heading, "Glossary");
-        assert!(body.sections[7].body.contains("### Detail"), "H3 stays inside its section");
+        assert!(
+            body.sections[7].body.contains("### Detail"),
+            "H3 stays inside its section"
+        );
     }
 
     #[test]
@@ -211,7 +237,13 @@ mod tests {
     fn plain_lines_when_no_list() {
         let body = parse(ROLE);
         let sched = body.sections[5].lines();
-        assert_eq!(sched, [Item { text: "9am and 5pm, weekdays".into(), line: 28 }]);
+        assert_eq!(
+            sched,
+            [Item {
+                text: "9am and 5pm, weekdays".into(),
+                line: 28
+            }]
+        );
     }
 
     #[test]

@@ -83,7 +83,10 @@ pub fn parse(fm: &Frontmatter, env: &Env) -> (RoleSettings, Vec<SettingError>) {
     let mut errors = Vec::new();
     for entry in &fm.entries {
         if let Err(message) = apply(&mut s, entry, env) {
-            errors.push(SettingError { line: entry.line, message });
+            errors.push(SettingError {
+                line: entry.line,
+                message,
+            });
         }
     }
     (s, errors)
@@ -96,7 +99,9 @@ fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
         "model" => s.model = Some(string(key, v, env)?),
         "max_tokens" => s.max_tokens = Some(count(key, v)?),
         "temperature" => {
-            let t = v.as_f64().ok_or_else(|| type_error(key, "a number from 0 to 2, like 0.3", v))?;
+            let t = v
+                .as_f64()
+                .ok_or_else(|| type_error(key, "a number from 0 to 2, like 0.3", v))?;
             if !(0.0..=2.0).contains(&t) {
                 return Err(format!("`temperature` must be between 0 and 2 (got {t})"));
             }
@@ -236,7 +241,9 @@ mod tests {
         );
         let lines: Vec<usize> = errors.iter().map(|e| e.line).collect();
         assert_eq!(lines, [3, 4, 5, 6, 7, 8, 9, 10], "{errors:#?}");
-        assert!(errors[0].message.contains("`max_tool_calls` must be a whole number"));
+        assert!(errors[0]
+            .message
+            .contains("`max_tool_calls` must be a whole number"));
         assert!(errors[4].message.contains("IANA"));
     }
 
@@ -244,7 +251,11 @@ mod tests {
     fn unknown_key_suggests_the_right_one() {
         let (_, errors) = settings("modle: x");
         assert_eq!(errors[0].line, 2);
-        assert!(errors[0].message.contains("did you mean `model`"), "{}", errors[0].message);
+        assert!(
+            errors[0].message.contains("did you mean `model`"),
+            "{}",
+            errors[0].message
+        );
     }
 
     #[test]

@@ -1,13 +1,20 @@
 use super::*;
 
 fn ctx() -> LoadContext {
-    LoadContext { default_tz: chrono_tz::Europe::Lisbon, env: Env::from_pairs([("TEAM_MODEL", "env-model")]) }
+    LoadContext {
+        default_tz: chrono_tz::Europe::Lisbon,
+        env: Env::from_pairs([("TEAM_MODEL", "env-model")]),
+    }
 }
 
 fn load(files: &[(&str, &str)]) -> RoleSet {
     RoleSet::from_texts(
         files.iter().map(|(name, text)| {
-            (name.to_string(), PathBuf::from(format!("roles/{name}.md")), Ok(text.to_string()))
+            (
+                name.to_string(),
+                PathBuf::from(format!("roles/{name}.md")),
+                Ok(text.to_string()),
+            )
         }),
         &ctx(),
     )
@@ -30,14 +37,26 @@ fn extends_merges_lists_parent_first_and_child_wins_scalars() {
     assert_eq!(d.display_name, "Delivery Manager");
     assert!(!d.is_abstract);
     assert_eq!(d.settings.max_tool_calls, Some(30), "child wins");
-    assert_eq!(d.settings.model.as_deref(), Some("env-model"), "${{VAR}} expanded");
-    assert_eq!(d.rules, ["Never delete notes", "Be brief"], "union, parent first, no duplicates");
+    assert_eq!(
+        d.settings.model.as_deref(),
+        Some("env-model"),
+        "${{VAR}} expanded"
+    );
+    assert_eq!(
+        d.rules,
+        ["Never delete notes", "Be brief"],
+        "union, parent first, no duplicates"
+    );
     assert_eq!(d.settings.write_paths, ["project/**", "daily/**"]);
     assert_eq!(d.settings.can_trigger, ["risk"]);
     assert_eq!(d.tools, ["read_file", "write_file"]);
     let ctx: Vec<String> = d.context.iter().map(|c| c.to_string()).collect();
     assert_eq!(ctx, ["memory.md", "project/timeline.md"]);
-    assert_eq!(d.schedule.cron_exprs(), ["0 9,17 * * 1-5"], "child's schedule wins");
+    assert_eq!(
+        d.schedule.cron_exprs(),
+        ["0 9,17 * * 1-5"],
+        "child's schedule wins"
+    );
     assert_eq!(d.schedule.tz, chrono_tz::Europe::Lisbon);
     assert_eq!(d.inbox, "agent/inbox/delivery/");
     assert!(set.roles["_base"].is_abstract);
@@ -52,7 +71,11 @@ fn default_tools_when_no_section() {
 
 #[test]
 fn missing_parent_is_an_error_at_the_extends_line() {
-    let set = load(&[("a", "---\nmodel: x\nextends: _bse\n---\n# A\n"), ("_base", BASE), ("risk", RISK)]);
+    let set = load(&[
+        ("a", "---\nmodel: x\nextends: _bse\n---\n# A\n"),
+        ("_base", BASE),
+        ("risk", RISK),
+    ]);
     let errs: Vec<String> = set.errors().map(ToString::to_string).collect();
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].starts_with("roles/a.md:3: error:"), "{}", errs[0]);
@@ -62,7 +85,10 @@ fn missing_parent_is_an_error_at_the_extends_line() {
 
 #[test]
 fn cycles_are_errors() {
-    let set = load(&[("a", "---\nextends: b\n---\n# A\n"), ("b", "---\nextends: a\n---\n# B\n")]);
+    let set = load(&[
+        ("a", "---\nextends: b\n---\n# A\n"),
+        ("b", "---\nextends: a\n---\n# B\n"),
+    ]);
     assert!(set.broken.contains_key("a") && set.broken.contains_key("b"));
     assert!(set.errors().any(|d| d.message.contains("cycle")));
 }
@@ -83,13 +109,24 @@ fn depth_over_three_is_an_error() {
 
 #[test]
 fn a_broken_parent_breaks_its_children_but_not_others() {
-    let set = load(&[("_base", "---\nmax_tool_calls: lots\n---\n# B\n"), ("delivery", DELIVERY), ("risk", RISK)]);
+    let set = load(&[
+        ("_base", "---\nmax_tool_calls: lots\n---\n# B\n"),
+        ("delivery", DELIVERY),
+        ("risk", RISK),
+    ]);
     assert!(set.broken.contains_key("_base"));
     assert!(set.broken.contains_key("delivery"));
     assert!(set.roles.contains_key("risk"));
     let msgs: Vec<String> = set.errors().map(ToString::to_string).collect();
-    assert!(msgs.iter().any(|m| m.starts_with("roles/_base.md:2: error: `max_tool_calls`")), "{msgs:?}");
-    assert!(msgs.iter().any(|m| m.contains("inherits from `_base`")), "{msgs:?}");
+    assert!(
+        msgs.iter()
+            .any(|m| m.starts_with("roles/_base.md:2: error: `max_tool_calls`")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.contains("inherits from `_base`")),
+        "{msgs:?}"
+    );
 }
 
 #[test]
@@ -98,7 +135,12 @@ fn error_lines_for_each_kind() {
 ## Schedule\n- every 7 min\n- daily at 8:30\n\n## Context Files\n- ../outside.md\n\n## Inbox\n/abs/inbox\n";
     let set = load(&[("r", text)]);
     let got: Vec<(usize, bool)> = set.errors().map(|d| (d.line, d.is_error())).collect();
-    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [3, 9, 12, 16, 19], "{:#?}", set.diagnostics);
+    assert_eq!(
+        got.iter().map(|g| g.0).collect::<Vec<_>>(),
+        [3, 9, 12, 16, 19],
+        "{:#?}",
+        set.diagnostics
+    );
     let tool_err = set.errors().find(|d| d.line == 9).unwrap();
     assert!(tool_err.message.contains("did you mean `read_file`"));
 }
@@ -112,10 +154,16 @@ fn unclosed_frontmatter_is_an_error_on_line_one() {
 
 #[test]
 fn crlf_role_files_parse_with_right_lines() {
-    let set = load(&[("r", &"---\r\nmodel: x\r\nbogus: 1\r\n---\r\n# R\r\n## Schedule\r\nat noon\r\n".to_string())]);
+    let set = load(&[(
+        "r",
+        "---\r\nmodel: x\r\nbogus: 1\r\n---\r\n# R\r\n## Schedule\r\nat noon\r\n",
+    )]);
     let e = set.errors().next().unwrap();
     assert_eq!(e.line, 3);
-    let set = load(&[("r", &DELIVERY.replace("extends: _base\n", "").replace('\n', "\r\n"))]);
+    let set = load(&[(
+        "r",
+        &DELIVERY.replace("extends: _base\n", "").replace('\n', "\r\n"),
+    )]);
     assert!(set.errors().next().is_none(), "{:#?}", set.diagnostics);
     assert_eq!(set.roles["r"].schedule.cron_exprs(), ["0 9,17 * * 1-5"]);
 }
@@ -132,7 +180,11 @@ fn unknown_sections_are_kept_with_a_warning() {
 
 #[test]
 fn can_trigger_must_name_real_runnable_roles() {
-    let set = load(&[("a", "---\ncan_trigger: [rsik]\n---\n# A\n"), ("risk", RISK), ("_base", "# B\n")]);
+    let set = load(&[
+        ("a", "---\ncan_trigger: [rsik]\n---\n# A\n"),
+        ("risk", RISK),
+        ("_base", "# B\n"),
+    ]);
     let e = set.errors().next().unwrap();
     assert_eq!(e.line, 2);
     assert!(e.message.contains("did you mean `risk`"), "{}", e.message);
@@ -142,7 +194,10 @@ fn can_trigger_must_name_real_runnable_roles() {
 
 #[test]
 fn schedule_phrases_joined_by_semicolons_and_on_demand() {
-    let set = load(&[("p", "# P\n## Schedule\non-demand; mondays at 10am\n"), ("q", "# Q\n## Schedule\nmanual\n")]);
+    let set = load(&[
+        ("p", "# P\n## Schedule\non-demand; mondays at 10am\n"),
+        ("q", "# Q\n## Schedule\nmanual\n"),
+    ]);
     assert_eq!(set.roles["p"].schedule.cron_exprs(), ["0 10 * * 1"]);
     assert!(set.roles["q"].schedule.is_empty());
 }
@@ -150,7 +205,10 @@ fn schedule_phrases_joined_by_semicolons_and_on_demand() {
 #[test]
 fn role_timezone_beats_default_and_skip_unchanged_defaults() {
     let set = load(&[
-        ("c", "---\ntimezone: America/New_York\n---\n# C\n## Schedule\nevery 30 min\n"),
+        (
+            "c",
+            "---\ntimezone: America/New_York\n---\n# C\n## Schedule\nevery 30 min\n",
+        ),
         ("d", "# D\n## Schedule\nat noon\n"),
     ]);
     assert_eq!(set.roles["c"].schedule.tz, chrono_tz::America::New_York);

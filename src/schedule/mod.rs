@@ -46,7 +46,10 @@ impl ScheduleLine {
             // The phrase compiler only emits expressions croner accepts; a failure here is a
             // bug in the compiler, reported as an error rather than a panic.
             let cron = parse_cron(&expr).map_err(|e| {
-                PhraseError::new(source, format!("internal: compiled to `{expr}`, which croner rejects ({e})"))
+                PhraseError::new(
+                    source,
+                    format!("internal: compiled to `{expr}`, which croner rejects ({e})"),
+                )
             })?;
             crons.push((expr, cron));
         }
@@ -88,7 +91,10 @@ impl Schedule {
 
     /// The first fire of any line strictly after `after`.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.lines.iter().filter_map(|l| l.next_after(after, self.tz)).min()
+        self.lines
+            .iter()
+            .filter_map(|l| l.next_after(after, self.tz))
+            .min()
     }
 
     /// The next `n` fires strictly after `after`, strictly increasing.
@@ -108,7 +114,12 @@ impl Schedule {
     }
 
     /// Every fire in `(after, until]`, oldest first, at most `cap`.
-    pub fn fires_between(&self, after: DateTime<Utc>, until: DateTime<Utc>, cap: usize) -> Vec<DateTime<Utc>> {
+    pub fn fires_between(
+        &self,
+        after: DateTime<Utc>,
+        until: DateTime<Utc>,
+        cap: usize,
+    ) -> Vec<DateTime<Utc>> {
         let mut out = Vec::new();
         let mut t = after;
         while let Some(next) = self.next_after(t) {
@@ -123,7 +134,10 @@ impl Schedule {
 
     /// The normalized cron expressions of every line.
     pub fn cron_exprs(&self) -> Vec<String> {
-        self.lines.iter().flat_map(|l| l.cron_exprs().map(str::to_string)).collect()
+        self.lines
+            .iter()
+            .flat_map(|l| l.cron_exprs().map(str::to_string))
+            .collect()
     }
 
     /// True when every line is an interval grid (`every 30 min`): `skip_unchanged` defaults on.

@@ -33,7 +33,11 @@ pub struct PhraseError {
 
 impl PhraseError {
     pub(crate) fn new(phrase: &str, reason: impl Into<String>) -> Self {
-        Self { phrase: phrase.trim().to_string(), reason: reason.into(), understood: Understood::default() }
+        Self {
+            phrase: phrase.trim().to_string(),
+            reason: reason.into(),
+            understood: Understood::default(),
+        }
     }
 }
 
@@ -56,7 +60,15 @@ pub const ACCEPTED: &str = "`0 9,17 * * 1-5` (cron) · `9am and 5pm, weekdays` �
 `mondays at 10am` · `every friday at 4pm` · `weekly on monday` · `weekends at 11am` · \
 `tue,thu at 14:00` · `1x/day` · `2x/day` · `on-demand` (see docs/schedules.md)";
 
-const NO_SCHEDULE: &[&str] = &["", "on-demand", "on demand", "ondemand", "manual", "none", "never"];
+const NO_SCHEDULE: &[&str] = &[
+    "",
+    "on-demand",
+    "on demand",
+    "ondemand",
+    "manual",
+    "none",
+    "never",
+];
 
 /// Compiles one schedule phrase. `Ok(None)` means "no schedule" (`on-demand`, `manual`, …).
 pub fn compile(phrase: &str) -> Result<Option<CompiledPhrase>, PhraseError> {
@@ -92,8 +104,12 @@ fn normalize(phrase: &str) -> String {
 fn looks_like_cron(norm: &str) -> bool {
     let fields: Vec<&str> = norm.split_whitespace().collect();
     (5..=6).contains(&fields.len())
-        && fields[0].chars().all(|c| c.is_ascii_digit() || "*/,-?".contains(c))
-        && fields[1].chars().all(|c| c.is_ascii_digit() || "*/,-?".contains(c))
+        && fields[0]
+            .chars()
+            .all(|c| c.is_ascii_digit() || "*/,-?".contains(c))
+        && fields[1]
+            .chars()
+            .all(|c| c.is_ascii_digit() || "*/,-?".contains(c))
 }
 
 fn compile_cron(expr: &str) -> Result<CompiledPhrase, PhraseError> {
@@ -105,14 +121,21 @@ fn compile_cron(expr: &str) -> Result<CompiledPhrase, PhraseError> {
     })?;
     let fields: Vec<&str> = expr.split_whitespace().collect();
     // With a leading seconds field the minute and hour fields move one to the right.
-    let (min, hour) = if fields.len() == 6 { (fields[1], fields[2]) } else { (fields[0], fields[1]) };
+    let (min, hour) = if fields.len() == 6 {
+        (fields[1], fields[2])
+    } else {
+        (fields[0], fields[1])
+    };
     let is_grid = |f: &str| f.contains('*') || f.contains('/');
     let kind = if is_grid(min) || is_grid(hour) || (fields.len() == 6 && is_grid(fields[0])) {
         ScheduleKind::Interval
     } else {
         ScheduleKind::ClockTime
     };
-    Ok(CompiledPhrase { crons: vec![expr], kind })
+    Ok(CompiledPhrase {
+        crons: vec![expr],
+        kind,
+    })
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -156,9 +179,18 @@ fn tokenize(s: &str) -> Result<Vec<Token>, String> {
                     j += 1;
                 }
                 if j - mstart != 2 {
-                    return Err(format!("\"{}\" is not a time like 8:30", chars[start..j].iter().collect::<String>()));
+                    return Err(format!(
+                        "\"{}\" is not a time like 8:30",
+                        chars[start..j].iter().collect::<String>()
+                    ));
                 }
-                minute = Some(chars[mstart..j].iter().collect::<String>().parse::<u32>().unwrap_or(99));
+                minute = Some(
+                    chars[mstart..j]
+                        .iter()
+                        .collect::<String>()
+                        .parse::<u32>()
+                        .unwrap_or(99),
+                );
                 i = j;
             }
             // `9 am` and `9am` alike.
@@ -166,7 +198,10 @@ fn tokenize(s: &str) -> Result<Vec<Token>, String> {
             while k < chars.len() && chars[k] == ' ' {
                 k += 1;
             }
-            let suffix: String = chars[k..].iter().take_while(|c| c.is_ascii_alphabetic() || **c == '/').collect();
+            let suffix: String = chars[k..]
+                .iter()
+                .take_while(|c| c.is_ascii_alphabetic() || **c == '/')
+                .collect();
             let meridiem = match suffix.as_str() {
                 "am" | "a.m" => Some(false),
                 "pm" | "p.m" => Some(true),
@@ -253,7 +288,10 @@ fn day_of(word: &str) -> Option<u32> {
         (&["fri", "friday"], 5),
         (&["sat", "saturday"], 6),
     ];
-    table.iter().find(|(names, _)| names.contains(&w) || names.contains(&word)).map(|(_, d)| *d)
+    table
+        .iter()
+        .find(|(names, _)| names.contains(&w) || names.contains(&word))
+        .map(|(_, d)| *d)
 }
 
 impl Reader {
@@ -286,7 +324,11 @@ impl Reader {
                             let times: &[(u32, u32)] = match n {
                                 1 => &[(9, 0)],
                                 2 => &[(9, 0), (17, 0)],
-                                _ => return Err(format!("\"{n}x/day\" is not supported: use 1x/day, 2x/day or list the times")),
+                                _ => {
+                                    return Err(format!(
+                                        "\"{n}x/day\" is not supported: use 1x/day, 2x/day or list the times"
+                                    ))
+                                }
                             };
                             self.times.extend_from_slice(times);
                             self.understood.push(format!("{n}x/day"));
@@ -294,7 +336,9 @@ impl Reader {
                             continue;
                         }
                     }
-                    return Err(format!("\"{n}\" is not a time: write 9am, 17:00 or `every {n} min`"));
+                    return Err(format!(
+                        "\"{n}\" is not a time: write 9am, 17:00 or `every {n} min`"
+                    ));
                 }
                 Token::Word(w) => {
                     i += self.read_word(w, &tokens[i + 1..])?;
@@ -346,8 +390,15 @@ impl Reader {
                 // `mon-fri`: a range of days.
                 if let (Some(Token::Dash), Some(Token::Word(w2))) = (rest.first(), rest.get(1)) {
                     if let Some(end) = day_of(w2) {
-                        let days: Vec<u32> = if day <= end { (day..=end).collect() } else { (day..7).chain(0..=end).collect() };
-                        self.add_days(days, &format!("{}-{}", DAY_NAMES[day as usize], DAY_NAMES[end as usize]));
+                        let days: Vec<u32> = if day <= end {
+                            (day..=end).collect()
+                        } else {
+                            (day..7).chain(0..=end).collect()
+                        };
+                        self.add_days(
+                            days,
+                            &format!("{}-{}", DAY_NAMES[day as usize], DAY_NAMES[end as usize]),
+                        );
                         return Ok(3);
                     }
                 }
@@ -370,7 +421,11 @@ impl Reader {
                     Some(Interval::Seconds(_)) => Interval::Seconds(*n),
                     Some(Interval::Minutes(_)) => Interval::Minutes(*n),
                     Some(Interval::Hours(_)) => Interval::Hours(*n),
-                    None => return Err(format!("\"every {n} {u}\": the unit must be min, hours or seconds")),
+                    None => {
+                        return Err(format!(
+                            "\"every {n} {u}\": the unit must be min, hours or seconds"
+                        ))
+                    }
                 };
                 self.set_interval(interval)?;
                 Ok(2)
@@ -381,7 +436,9 @@ impl Reader {
             }
             // `every day`, `every friday`, `every weekday`: the day words do the work.
             (Some(Token::Word(_)), _) => Ok(0),
-            _ => Err("\"every\" must be followed by an interval (every 30 min) or a day (every friday)".into()),
+            _ => {
+                Err("\"every\" must be followed by an interval (every 30 min) or a day (every friday)".into())
+            }
         }
     }
 
@@ -403,7 +460,11 @@ impl Reader {
                 "\"every {n} {unit}\" does not divide the {} evenly, so it cannot stay aligned to \
                  the clock: use one of {}",
                 if unit == "hours" { "day" } else { "hour" },
-                if unit == "hours" { "1, 2, 3, 4, 6, 8, 12 hours" } else { "1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30" }
+                if unit == "hours" {
+                    "1, 2, 3, 4, 6, 8, 12 hours"
+                } else {
+                    "1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30"
+                }
             ));
         }
         self.understood.push(format!("every {n} {unit}"));
@@ -418,7 +479,8 @@ impl Reader {
         if start.0 == end.0 {
             return Err("the time window starts and ends at the same hour".into());
         }
-        self.understood.push(format!("between {:02}:00 and {:02}:00", start.0, end.0));
+        self.understood
+            .push(format!("between {:02}:00 and {:02}:00", start.0, end.0));
         self.window = Some((start.0, end.0));
         Ok(())
     }
@@ -441,16 +503,26 @@ impl Reader {
 
     fn window_hours(&self) -> Option<Vec<u32>> {
         let (start, end) = self.window?;
-        Some(if start < end { (start..end).collect() } else { (start..24).chain(0..end).collect() })
+        Some(if start < end {
+            (start..end).collect()
+        } else {
+            (start..24).chain(0..end).collect()
+        })
     }
 
     fn to_crons(&self) -> Result<CompiledPhrase, String> {
         let dow = self.dow_field();
         if let Some(interval) = self.interval {
             if !self.times.is_empty() {
-                return Err("an interval cannot also have clock times: use a window, like `every 30 min, 9am-6pm`".into());
+                return Err(
+                    "an interval cannot also have clock times: use a window, like `every 30 min, 9am-6pm`"
+                        .into(),
+                );
             }
-            let hours = self.window_hours().map(|h| compress(&h)).unwrap_or_else(|| "*".into());
+            let hours = self
+                .window_hours()
+                .map(|h| compress(&h))
+                .unwrap_or_else(|| "*".into());
             let cron = match interval {
                 Interval::Seconds(n) => format!("{} * {hours} * * {dow}", step(n)),
                 Interval::Minutes(n) => format!("{} {hours} * * {dow}", step(n)),
@@ -462,7 +534,10 @@ impl Reader {
                     None => format!("0 {} * * {dow}", step(n)),
                 },
             };
-            return Ok(CompiledPhrase { crons: vec![cron], kind: ScheduleKind::Interval });
+            return Ok(CompiledPhrase {
+                crons: vec![cron],
+                kind: ScheduleKind::Interval,
+            });
         }
         if self.window.is_some() {
             return Err("a time window needs an interval, like `every 30 min, 9am-6pm`".into());
@@ -488,12 +563,19 @@ impl Reader {
                 format!("{m} {} * * {dow}", compress(&hours))
             })
             .collect();
-        Ok(CompiledPhrase { crons, kind: ScheduleKind::ClockTime })
+        Ok(CompiledPhrase {
+            crons,
+            kind: ScheduleKind::ClockTime,
+        })
     }
 }
 
 fn step(n: u32) -> String {
-    if n == 1 { "*".into() } else { format!("*/{n}") }
+    if n == 1 {
+        "*".into()
+    } else {
+        format!("*/{n}")
+    }
 }
 
 /// `[1,2,3,4,5]` → `1-5`; `[0,6]` → `0,6`; `[9,17]` → `9,17`.
@@ -570,14 +652,26 @@ mod tests {
         assert_eq!(crons("9:30am and 5pm"), ["0 17 * * *", "30 9 * * *"]);
         assert_eq!(crons("mon-fri at 9am"), ["0 9 * * 1-5"]);
         assert_eq!(crons("every 2 hours, 9am-6pm"), ["0 9,11,13,15,17 * * *"]);
-        assert_eq!(crons("every 15 min between 9am and 5pm on weekdays"), ["*/15 9-16 * * 1-5"]);
+        assert_eq!(
+            crons("every 15 min between 9am and 5pm on weekdays"),
+            ["*/15 9-16 * * 1-5"]
+        );
     }
 
     #[test]
     fn interval_kinds() {
-        assert_eq!(compile("every 30 min").unwrap().unwrap().kind, ScheduleKind::Interval);
-        assert_eq!(compile("*/5 * * * *").unwrap().unwrap().kind, ScheduleKind::Interval);
-        assert_eq!(compile("0 9 * * *").unwrap().unwrap().kind, ScheduleKind::ClockTime);
+        assert_eq!(
+            compile("every 30 min").unwrap().unwrap().kind,
+            ScheduleKind::Interval
+        );
+        assert_eq!(
+            compile("*/5 * * * *").unwrap().unwrap().kind,
+            ScheduleKind::Interval
+        );
+        assert_eq!(
+            compile("0 9 * * *").unwrap().unwrap().kind,
+            ScheduleKind::ClockTime
+        );
         assert_eq!(compile("at noon").unwrap().unwrap().kind, ScheduleKind::ClockTime);
     }
 
@@ -588,7 +682,18 @@ mod tests {
         assert!(msg.contains("\"9am and 5pn\""), "{msg}");
         assert!(msg.contains("understood so far: at 09:00"), "{msg}");
         assert!(msg.contains("Accepted forms"), "{msg}");
-        for bad in ["every 7 min", "every blue moon", "25:00", "13pm", "9am-6pm", "every 30 min at 9am", "0 99 * * *", "sometimes", "every 90 minutes", "every 5 hours"] {
+        for bad in [
+            "every 7 min",
+            "every blue moon",
+            "25:00",
+            "13pm",
+            "9am-6pm",
+            "every 30 min at 9am",
+            "0 99 * * *",
+            "sometimes",
+            "every 90 minutes",
+            "every 5 hours",
+        ] {
             assert!(compile(bad).is_err(), "{bad} should be an error");
         }
     }

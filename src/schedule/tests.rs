@@ -8,7 +8,10 @@ fn sched(lines: &[&str], tz: &str) -> Schedule {
         .enumerate()
         .filter_map(|(i, l)| ScheduleLine::compile(l, i + 1).unwrap())
         .collect();
-    Schedule { lines, tz: parse_tz(tz).unwrap() }
+    Schedule {
+        lines,
+        tz: parse_tz(tz).unwrap(),
+    }
 }
 
 fn utc(s: &str) -> DateTime<Utc> {
@@ -17,7 +20,10 @@ fn utc(s: &str) -> DateTime<Utc> {
 
 fn local(times: &[DateTime<Utc>], tz: &str) -> Vec<String> {
     let tz = parse_tz(tz).unwrap();
-    times.iter().map(|t| t.with_timezone(&tz).format("%a %F %H:%M %Z").to_string()).collect()
+    times
+        .iter()
+        .map(|t| t.with_timezone(&tz).format("%a %F %H:%M %Z").to_string())
+        .collect()
 }
 
 #[test]
@@ -40,12 +46,18 @@ fn weekday_twice_daily_in_new_york() {
 
 #[test]
 fn spring_forward_gap_fires_once_at_first_valid_time() {
-    for (tz, day) in [("America/New_York", "2026-03-08"), ("Europe/Berlin", "2026-03-29")] {
+    for (tz, day) in [
+        ("America/New_York", "2026-03-08"),
+        ("Europe/Berlin", "2026-03-29"),
+    ] {
         let s = sched(&["daily at 2:30"], tz);
         let start = utc(&format!("{day}T00:00:00Z")) - chrono::Duration::hours(2);
         let next = s.next_n(start, 2);
         let shown = local(&next, tz);
-        assert!(shown[0].contains("03:00") || shown[0].contains("03:30"), "{tz}: {shown:?}");
+        assert!(
+            shown[0].contains("03:00") || shown[0].contains("03:30"),
+            "{tz}: {shown:?}"
+        );
         assert!(shown[0].contains(day), "{tz}: {shown:?}");
         assert!(shown[1].contains("02:30"), "next day is normal again: {shown:?}");
         assert_ne!(&shown[1][4..14], day, "fires once on the gap day");
@@ -54,7 +66,10 @@ fn spring_forward_gap_fires_once_at_first_valid_time() {
 
 #[test]
 fn fall_back_overlap_fires_once() {
-    for (tz, day) in [("America/New_York", "2026-11-01"), ("Europe/Lisbon", "2026-10-25")] {
+    for (tz, day) in [
+        ("America/New_York", "2026-11-01"),
+        ("Europe/Lisbon", "2026-10-25"),
+    ] {
         let s = sched(&["daily at 1:30"], tz);
         let start = utc(&format!("{day}T00:00:00Z")) - chrono::Duration::hours(6);
         let next = s.next_n(start, 3);
@@ -79,12 +94,15 @@ fn interval_in_overlap_runs_in_both_passes() {
 fn several_lines_merge_in_order() {
     let s = sched(&["mondays at 10am", "every friday at 4pm"], "UTC");
     let next = s.next_n(utc("2026-01-01T00:00:00Z"), 4);
-    assert_eq!(local(&next, "UTC"), [
-        "Fri 2026-01-02 16:00 UTC",
-        "Mon 2026-01-05 10:00 UTC",
-        "Fri 2026-01-09 16:00 UTC",
-        "Mon 2026-01-12 10:00 UTC"
-    ]);
+    assert_eq!(
+        local(&next, "UTC"),
+        [
+            "Fri 2026-01-02 16:00 UTC",
+            "Mon 2026-01-05 10:00 UTC",
+            "Fri 2026-01-09 16:00 UTC",
+            "Mon 2026-01-12 10:00 UTC"
+        ]
+    );
 }
 
 #[test]
@@ -141,7 +159,14 @@ const PHRASES: &[&str] = &[
     "daily at 2:30",
     "daily at 1:30",
 ];
-const ZONES: &[&str] = &["UTC", "America/New_York", "Europe/Lisbon", "Australia/Sydney", "Asia/Kolkata", "America/Sao_Paulo"];
+const ZONES: &[&str] = &[
+    "UTC",
+    "America/New_York",
+    "Europe/Lisbon",
+    "Australia/Sydney",
+    "Asia/Kolkata",
+    "America/Sao_Paulo",
+];
 
 proptest! {
     #[test]

@@ -1,0 +1,142 @@
+//! `tabd init`, `validate` and `schedule` through the real binary.
+
+use crate::support::{describe, stdout, TestVault};
+
+#[test]
+fn init_then_validate_exits_zero() {
+    let v = TestVault::new();
+    let out = v.tabd(&["validate"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("roles: 4 ok (comms, delivery, product, risk)"),
+        "{text}"
+    );
+    assert!(text.contains("0 errors"), "{text}");
+    for role in ["delivery", "risk", "comms", "product"] {
+        assert!(v.path(&format!("agent/inbox/{role}")).is_dir(), "{}", v.listing());
+    }
+}
+
+#[test]
+fn init_never_overwrites() {
+    let v = TestVault::new();
+    v.write("roles/delivery.md", "# Mine\n");
+    let out = v.tabd(&["init", v.root().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(v.read("roles/delivery.md"), "# Mine\n");
+    assert!(stdout(&out).contains("Nothing to create"), "{}", describe(&out));
+}
+
+#[test]
+fn a_broken_role_exits_1_with_its_line_and_others_stay_fine() {
+    let v = TestVault::new();
+    v.write(
+        "roles/risk.md",
+        "---\nextends: _base\nmax_tool_calls: many\n---\n# Risk Manager\n\n## Schedule\nevery blue moon\n",
+    );
+    let out = v.tabd(&["validate"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("roles/risk.md:3: error: `max_tool_calls` must be a whole number"),
+        "{text}"
+    );
+    assert!(
+        text.contains("roles/risk.md:8: error: cannot read schedule \"every blue moon\""),
+        "{text}"
+    );
+    assert!(text.contains("roles: 3 ok (comms, delivery, product)"), "{text}");
+    assert!(text.contains("broken: 1 (risk)"), "{text}");
+}
+
+#[test]
+fn schedule_json_has_the_contract_shape() {
+    let v = TestVault::new();
+    v.set_config("timezone = \"America/New_York\"\n");
+    let out = v.tabd(&[
+        "schedule",
+        "--json",
+        "--from",
+        "2026-03-06T12:00:00-05:00",
+        "--next",
+        "5",
+    ]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let roles = json["roles"].as_array().expect("roles array");
+    assert_eq!(roles.len(), 4);
+    let delivery = roles.iter().find(|r| r["role"] == "delivery").expect("delivery");
+    assert_eq!(delivery["cron"], serde_json::json!(["0 9,17 * * 1-5"]));
+    assert_eq!(delivery["timezone"], "America/New_York");
+    assert_eq!(delivery["error"], serde_json::Value::Null);
+    assert_eq!(
+        delivery["next"],
+        serde_json::json!([
+            "2026-03-06T17:00:00-05:00",
+            "2026-03-09T09:00:00-04:00",
+            "2026-03-09T17:00:00-04:00",
+            "2026-03-10T09:00:00-04:00",
+            "2026-03-10T17:00:00-04:00"
+        ])
+    );
+    let risk = roles.iter().find(|r| r["role"] == "risk").expect("risk");
+    assert_eq!(
+        risk["next"][1], "2026-03-08T08:30:00-04:00",
+        "first fire after the spring-forward"
+    );
+    for r in roles {
+        let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["cron", "error", "next", "role", "timezone"]);
+    }
+}
+
+#[test]
+fn schedule_json_reports_broken_roles() {
+    let v = TestVault::new();
+    v.write("roles/risk.md", "# Risk\n## Schedule\nsometimes\n");
+    let out = v.tabd(&["schedule", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let risk = json["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role"] == "risk")
+        .unwrap()
+        .clone();
+    assert!(
+        risk["error"].as_str().unwrap().contains("roles/risk.md:3"),
+        "{risk}"
+    );
+    assert_eq!(risk["next"], serde_json::json!([]));
+}
+
+#[test]
+fn config_errors_exit_2_with_file_and_line() {
+    let v = TestVault::new();
+    v.set_config("timezone = \"UTC\"\n[provider]\nmodle = \"x\"\n");
+    let out = v.tabd(&["validate"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("config.toml:3: error:"), "{err}");
+}
+
+#[test]
+fn missing_vault_is_a_usage_error() {
+    let v = TestVault::new();
+    let out = v
+        .bare_command(&["validate"])
+        .arg("--vault")
+        .arg(v.path("nope"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tabd init"));
+}
+
+#[test]
+fn bad_from_is_a_usage_error() {
+    let v = TestVault::new();
+    let out = v.tabd(&["schedule", "--from", "tomorrow"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+}

@@ -1,0 +1,4 @@
+//! One integration test binary (fast to link); one module per area.
+mod support;
+
+mod cli_foundation;
