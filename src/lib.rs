@@ -11,3 +11,5 @@ pub mod role;
 pub mod schedule;
 pub mod template;
 pub mod text;
+pub mod tools;
+pub mod vault;

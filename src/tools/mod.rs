@@ -1,0 +1,246 @@
+//! The vault tools of DESIGN §8 and the registry that checks and runs them.
+//!
+//! The harness is authoritative: a call to a tool the role does not list, input that does not
+//! fit the tool's schema, or a path the policy refuses becomes an error *result* for the model,
+//! never a panic and never an effect on disk.
+
+mod agent;
+mod files;
+pub mod policy;
+
+use chrono::DateTime;
+use chrono_tz::Tz;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::role::{Role, RoleSet};
+use crate::vault::{Vault, VaultError};
+
+pub use policy::AccessPolicy;
+
+/// How much harm a tool can do; shown to the model and available to an approval gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Risk {
+    Read,
+    Write,
+    Destructive,
+}
+
+/// What a provider needs to offer a tool to the model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub input_schema: Value,
+    pub risk: Risk,
+}
+
+/// A note or file a tool changed, for the run log's **Changed** line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    pub path: String,
+    pub kind: ChangeKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Written,
+    Appended,
+    Moved,
+    Triggered,
+    Remembered,
+}
+
+impl ChangeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Written => "written",
+            Self::Appended => "appended",
+            Self::Moved => "moved",
+            Self::Triggered => "triggered",
+            Self::Remembered => "remembered",
+        }
+    }
+}
+
+/// One tool call as the run record keeps it (DESIGN §9 `tool_calls`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallRecord {
+    pub name: String,
+    pub input: Value,
+    pub ok: bool,
+    pub error: Option<String>,
+    /// Bytes read or written.
+    pub bytes: u64,
+}
+
+/// What a call returns: text for the model, and what it did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub text: String,
+    pub ok: bool,
+    pub bytes: u64,
+    pub changes: Vec<Change>,
+}
+
+impl ToolResult {
+    fn ok(text: String, bytes: u64, changes: Vec<Change>) -> Self {
+        Self {
+            text,
+            ok: true,
+            bytes,
+            changes,
+        }
+    }
+
+    fn error(text: String) -> Self {
+        Self {
+            text,
+            ok: false,
+            bytes: 0,
+            changes: Vec::new(),
+        }
+    }
+}
+
+/// Everything a tool call may use.
+pub struct ToolContext<'a> {
+    pub vault: &'a Vault,
+    pub role: &'a Role,
+    pub roles: &'a RoleSet,
+    pub policy: &'a AccessPolicy,
+    /// Chain depth of the notes that triggered this run (0 for a scheduled run).
+    pub hops: u32,
+    pub max_chain_depth: u32,
+    /// Now, in the role's time zone.
+    pub now: DateTime<Tz>,
+}
+
+/// Why a call did nothing; the text goes to the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<VaultError> for ToolError {
+    fn from(e: VaultError) -> Self {
+        match e {
+            VaultError::Refused(why) => Self::Refused(why),
+            other => Self::Failed(other.to_string()),
+        }
+    }
+}
+
+/// What each tool provides.
+trait Tool: Sync {
+    fn name(&self) -> &'static str;
+    fn description(&self) -> &'static str;
+    fn risk(&self) -> Risk;
+    fn schema(&self) -> Value;
+    fn call(&self, ctx: &ToolContext<'_>, input: &Value) -> Result<ToolResult, ToolError>;
+}
+
+/// The JSON Schema of `T`, shaped for model APIs (no `$schema`/`title` noise).
+fn schema_of<T: JsonSchema>() -> Value {
+    let mut value = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+    if let Some(obj) = value.as_object_mut() {
+        obj.remove("$schema");
+        obj.remove("title");
+        obj.entry("properties")
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
+    value
+}
+
+/// Deserializes `input` into the tool's argument struct; a mismatch is an error for the model.
+fn args<T: DeserializeOwned>(input: &Value) -> Result<T, ToolError> {
+    if !input.is_object() {
+        return Err(ToolError::InvalidInput(format!(
+            "expected a JSON object of arguments, got {input}"
+        )));
+    }
+    serde_json::from_value(input.clone()).map_err(|e| ToolError::InvalidInput(e.to_string()))
+}
+
+static TOOLS: &[&dyn Tool] = &[
+    &files::ReadFile,
+    &files::ListFiles,
+    &files::SearchFiles,
+    &files::WriteFile,
+    &files::AppendFile,
+    &files::MoveFile,
+    &agent::TriggerRole,
+    &agent::Remember,
+];
+
+fn find(name: &str) -> Option<&'static dyn Tool> {
+    TOOLS.iter().copied().find(|t| t.name() == name)
+}
+
+/// The specs of the tools `role` may call, in the order of DESIGN §8.
+pub fn specs_for(role: &Role) -> Vec<ToolSpec> {
+    TOOLS
+        .iter()
+        .filter(|t| role.has_tool(t.name()))
+        .map(|t| ToolSpec {
+            name: t.name(),
+            description: t.description(),
+            input_schema: t.schema(),
+            risk: t.risk(),
+        })
+        .collect()
+}
+
+/// All tool specs.
+pub fn all_specs() -> Vec<ToolSpec> {
+    TOOLS
+        .iter()
+        .map(|t| ToolSpec {
+            name: t.name(),
+            description: t.description(),
+            input_schema: t.schema(),
+            risk: t.risk(),
+        })
+        .collect()
+}
+
+/// Runs one tool call for the model and records it. Never panics on model input.
+pub fn execute(ctx: &ToolContext<'_>, name: &str, input: &Value) -> (ToolResult, ToolCallRecord) {
+    let result = match find(name) {
+        None => Err(ToolError::Refused(format!(
+            "there is no tool named `{name}`; your tools are: {}",
+            ctx.role.tools.join(", ")
+        ))),
+        Some(_) if !ctx.role.has_tool(name) => Err(ToolError::Refused(format!(
+            "this role may not use `{name}`; its tools are: {} (a person can add it under ## Tools in {})",
+            ctx.role.tools.join(", "),
+            ctx.role.path.display()
+        ))),
+        Some(tool) => tool.call(ctx, input),
+    };
+    let result = result.unwrap_or_else(|e| ToolResult::error(e.to_string()));
+    let record = ToolCallRecord {
+        name: name.to_string(),
+        input: input.clone(),
+        ok: result.ok,
+        error: if result.ok {
+            None
+        } else {
+            Some(result.text.clone())
+        },
+        bytes: result.bytes,
+    };
+    (result, record)
+}
+
+#[cfg(test)]
+mod tests;
