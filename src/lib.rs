@@ -7,6 +7,7 @@ pub mod config;
 pub mod diag;
 pub mod environment;
 pub mod frontmatter;
+pub mod provider;
 pub mod role;
 pub mod schedule;
 pub mod template;

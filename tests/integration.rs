@@ -2,3 +2,4 @@
 mod support;
 
 mod cli_foundation;
+mod providers;

@@ -70,9 +70,11 @@ impl Tool for TriggerRole {
                 )))
             }
             Some(r) => r,
-            None if ctx.roles.broken.contains_key(target_name) => return Err(ToolError::Refused(format!(
+            None if ctx.roles.broken.contains_key(target_name) => {
+                return Err(ToolError::Refused(format!(
                 "role `{target_name}` has errors in its file and cannot take notes until a person fixes it"
-            ))),
+            )))
+            }
             None => {
                 let names: Vec<&str> = ctx.roles.runnable().map(|r| r.name.as_str()).collect();
                 return Err(ToolError::Refused(format!(

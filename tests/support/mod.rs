@@ -113,3 +113,4 @@ pub fn describe(out: &Output) -> String {
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+pub mod fake_model;

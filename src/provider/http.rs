@@ -1,0 +1,104 @@
+//! The one HTTP exchange both adapters make: POST JSON, map failures to `ProviderError`.
+
+use serde_json::Value;
+
+use super::error::{advice, is_spend_limit, parse_retry_after};
+use super::ProviderError;
+
+/// What an adapter tells `post_json` about itself, for error messages.
+pub(crate) struct Endpoint<'a> {
+    pub provider: &'static str,
+    pub url: &'a str,
+    pub key_env: &'a str,
+    pub model: &'a str,
+    pub timeout: std::time::Duration,
+}
+
+/// The longest provider error text kept in a message.
+const MAX_ERROR_TEXT: usize = 600;
+
+pub(crate) async fn post_json(
+    client: &reqwest::Client,
+    ep: &Endpoint<'_>,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> Result<Value, ProviderError> {
+    let mut request = client.post(ep.url).json(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.map_err(|e| transport(ep, &e))?;
+    let status = response.status();
+    let retry_after = parse_retry_after(response.headers());
+    let bytes = response.bytes().await.map_err(|e| transport(ep, &e))?;
+    if !status.is_success() {
+        let text = String::from_utf8_lossy(&bytes);
+        let spend_limit = status.as_u16() == 429 && is_spend_limit(&text);
+        return Err(ProviderError::Http {
+            provider: ep.provider,
+            status: status.as_u16(),
+            message: error_message(&text),
+            retry_after,
+            spend_limit,
+            advice: advice(status.as_u16(), ep.key_env, ep.model, spend_limit),
+        });
+    }
+    serde_json::from_slice(&bytes).map_err(|e| ProviderError::BadResponse {
+        provider: ep.provider,
+        message: format!(
+            "not JSON ({e}): {}",
+            shorten(&String::from_utf8_lossy(&bytes), 200)
+        ),
+    })
+}
+
+fn transport(ep: &Endpoint<'_>, e: &reqwest::Error) -> ProviderError {
+    if e.is_timeout() {
+        return ProviderError::Timeout {
+            provider: ep.provider,
+            url: ep.url.to_string(),
+            timeout: ep.timeout,
+        };
+    }
+    // The innermost cause says what actually went wrong ("connection refused", "connection closed").
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    ProviderError::Transport {
+        provider: ep.provider,
+        url: ep.url.to_string(),
+        message: cause.to_string(),
+    }
+}
+
+/// The provider's own error message: `error.message` of either wire format, else the raw text.
+fn error_message(body: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let message = parsed.as_ref().and_then(|v| {
+        let err = v.get("error")?;
+        let msg = err
+            .get("message")
+            .and_then(Value::as_str)
+            .or_else(|| err.as_str())?;
+        let kind = err.get("type").and_then(Value::as_str);
+        Some(match kind {
+            Some(k) => format!("{msg} ({k})"),
+            None => msg.to_string(),
+        })
+    });
+    let text = message.unwrap_or_else(|| body.trim().to_string());
+    if text.is_empty() {
+        "(empty body)".into()
+    } else {
+        shorten(&text, MAX_ERROR_TEXT)
+    }
+}
+
+pub(crate) fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    }
+}
