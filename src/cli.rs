@@ -33,6 +33,21 @@ pub enum Command {
     /// Check the config and every role file; print every problem as `path:line: …`.
     /// Exits 1 if any error is found.
     Validate,
+    /// Run one turn of ROLE now, in the foreground, with the notes waiting in its inbox.
+    /// Exits 0 when the run succeeded, 1 when it failed.
+    Fire {
+        /// The role's name (its file name without .md), e.g. delivery.
+        role: String,
+        /// Also hand the role this note (copied into its inbox unless it is already there).
+        #[arg(long, value_name = "FILE")]
+        note: Option<PathBuf>,
+    },
+    /// Print exactly what a run of ROLE would send the model (system prompt, context files,
+    /// trigger notes, tools) with sizes, without calling the model.
+    Prompt {
+        /// The role's name, e.g. delivery.
+        role: String,
+    },
     /// Show each role's schedule as cron and its next fire times.
     Schedule {
         /// Compute fires after this instant (RFC 3339, e.g. 2026-03-06T12:00:00-05:00); default now.

@@ -62,6 +62,7 @@ fn request() -> Request {
         max_tokens: 1024,
         temperature: None,
         thinking_budget: 0,
+        tool_choice_none: false,
     }
 }
 

@@ -1,6 +1,8 @@
 //! The subcommands. Each returns the process exit code or a `CliError`.
 
+pub mod fire;
 pub mod init;
+pub mod prompt;
 pub mod schedule;
 pub mod validate;
 
@@ -72,5 +74,7 @@ pub fn run(cli: Cli, env: Env) -> Result<u8, CliError> {
         Command::Schedule { from, next, json } => {
             schedule::run(&Workspace::open(&cli, env)?, from.as_deref(), *next, *json)
         }
+        Command::Fire { role, note } => fire::run(&Workspace::open(&cli, env)?, role, note.as_deref()),
+        Command::Prompt { role } => prompt::run(&Workspace::open(&cli, env)?, role),
     }
 }

@@ -88,6 +88,9 @@ impl AnthropicProvider {
                 .map(|t| json!({ "name": t.name, "description": t.description, "input_schema": t.input_schema }))
                 .collect();
             body.insert("tools".into(), Value::Array(tools));
+            if req.tool_choice_none {
+                body.insert("tool_choice".into(), json!({ "type": "none" }));
+            }
         }
         Value::Object(body)
     }

@@ -89,6 +89,8 @@ pub struct Request {
     pub max_tokens: u32,
     pub temperature: Option<f64>,
     pub thinking_budget: u32,
+    /// Offer the tools but forbid calling them (the closing summary after a limit).
+    pub tool_choice_none: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -62,6 +62,9 @@ impl OpenAiProvider {
                 })
                 .collect();
             body.insert("tools".into(), Value::Array(tools));
+            if req.tool_choice_none {
+                body.insert("tool_choice".into(), json!("none"));
+            }
         }
         Value::Object(body)
     }

@@ -1,0 +1,404 @@
+//! Run logs (DESIGN §9, contract): `daily/YYYY-MM-DD.md` for people, `.tabd/runs/YYYY-MM-DD.jsonl`
+//! for programs.
+//!
+//! All writes to a log file go through `RunLog`: an in-process mutex plus an exclusive `flock`
+//! on the file (so a `tabd fire` beside the daemon is serialized too), and each entry is one
+//! `write_all` on an append-mode descriptor. Concurrent runs never interleave lines.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::provider::Usage;
+use crate::text::thousands;
+use crate::tools::{Change, ToolCallRecord};
+
+/// The JSONL record of one finished run (contract shape; extra fields only added).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub role: String,
+    pub trigger: TriggerRecord,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+    /// `ok`, `failed`, `limit` or `skipped`.
+    pub outcome: String,
+    pub error: Option<String>,
+    pub model: String,
+    pub usage: Usage,
+    pub tool_calls: Vec<ToolCallRecord>,
+    pub moved: Vec<Moved>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TriggerRecord {
+    pub kind: String,
+    pub notes: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduled_for: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Moved {
+    pub from: String,
+    pub to: String,
+}
+
+/// What the daily section shows beyond the record.
+#[derive(Debug, Clone, Default)]
+pub struct HumanRun {
+    pub display_name: String,
+    pub thinking: String,
+    pub summary: String,
+    pub changes: Vec<Change>,
+    /// Notes moved to failed/ by this run, with the attempt count.
+    pub failed_notes: Vec<(String, u32)>,
+    /// Notes left in the inbox for another attempt.
+    pub retry_notes: Vec<(String, u32)>,
+}
+
+pub struct RunLog {
+    root: PathBuf,
+    tz: Tz,
+    lock: Mutex<()>,
+}
+
+/// `project/timeline.md` → `[[project/timeline]]`.
+pub fn wikilink(path: &str) -> String {
+    format!("[[{}]]", path.strip_suffix(".md").unwrap_or(path))
+}
+
+/// Model text inside a section: its headings become bold lines so they cannot break the log's
+/// own structure of `##` runs and `###` parts.
+fn tame(text: &str) -> String {
+    let mut out = Vec::new();
+    let mut in_fence = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+        }
+        let t = line.trim_start();
+        if !in_fence && t.starts_with('#') {
+            let title = t.trim_start_matches('#').trim();
+            out.push(if title.is_empty() { String::new() } else { format!("**{title}**") });
+        } else {
+            out.push(line.to_string());
+        }
+    }
+    out.join("\n").trim().to_string()
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
+}
+
+/// What a tool call was about, for the Actions list.
+fn call_subject(input: &Value) -> String {
+    let s = |k: &str| input.get(k).and_then(Value::as_str);
+    if let (Some(from), Some(to)) = (s("from"), s("to")) {
+        return format!("{from} → {to}");
+    }
+    if let Some(role) = s("role") {
+        return format!("→ {role}: {}", one_line(s("note").unwrap_or(""), 60));
+    }
+    if let Some(q) = s("query") {
+        return format!("\"{}\"{}", one_line(q, 60), s("path").map(|p| format!(" in {p}")).unwrap_or_default());
+    }
+    if let Some(p) = s("path") {
+        return p.to_string();
+    }
+    if let Some(n) = s("note") {
+        return one_line(n, 80);
+    }
+    if input.is_object() {
+        String::new()
+    } else {
+        one_line(&input.to_string(), 80)
+    }
+}
+
+impl RunLog {
+    pub fn new(vault_root: &Path, tz: Tz) -> Self {
+        Self { root: vault_root.to_path_buf(), tz, lock: Mutex::new(()) }
+    }
+
+    pub fn daily_path(&self, at: DateTime<Utc>) -> PathBuf {
+        self.root.join("daily").join(format!("{}.md", at.with_timezone(&self.tz).format("%Y-%m-%d")))
+    }
+
+    pub fn jsonl_path(&self, at: DateTime<Utc>) -> PathBuf {
+        self.root.join(".tabd").join("runs").join(format!("{}.jsonl", at.with_timezone(&self.tz).format("%Y-%m-%d")))
+    }
+
+    /// Appends `text` to `path` under both locks; a new daily note gets a title first.
+    fn append(&self, path: &Path, text: &str, title: Option<&str>) -> std::io::Result<()> {
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path)?;
+        let mut lock = fd_lock::RwLock::new(file);
+        let mut f = lock.write()?;
+        let len = f.metadata()?.len();
+        let mut entry = String::new();
+        if len == 0 {
+            if let Some(t) = title {
+                entry.push_str(t);
+            }
+        } else if title.is_some() {
+            // Keep one blank line between entries even if the person edited the end of the file.
+            use std::io::{Read, Seek, SeekFrom};
+            let mut tail = [0u8; 2];
+            let n = if len >= 2 {
+                f.seek(SeekFrom::End(-2))?;
+                f.read(&mut tail)?
+            } else {
+                0
+            };
+            if n == 2 && tail != *b"\n\n" {
+                entry.push_str(if tail[1] == b'\n' { "\n" } else { "\n\n" });
+            }
+        }
+        entry.push_str(text);
+        f.write_all(entry.as_bytes())?;
+        f.flush()
+    }
+
+    fn title(&self, at: DateTime<Utc>) -> String {
+        format!("# {}\n\n", at.with_timezone(&self.tz).format("%Y-%m-%d"))
+    }
+
+    /// Appends one run's section to the daily note.
+    pub fn write_run(&self, rec: &RunRecord, human: &HumanRun) -> std::io::Result<PathBuf> {
+        let text = self.render_run(rec, human);
+        let path = self.daily_path(rec.started_at);
+        self.append(&path, &text, Some(&self.title(rec.started_at)))?;
+        Ok(path)
+    }
+
+    /// Appends the JSONL record.
+    pub fn write_record(&self, rec: &RunRecord) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(rec).map_err(std::io::Error::other)?;
+        line.push('\n');
+        self.append(&self.jsonl_path(rec.started_at), &line, None)
+    }
+
+    /// A one-line entry: `- 09:00 · Risk Manager · skipped — daily token budget spent`.
+    pub fn write_line(&self, at: DateTime<Utc>, who: &str, text: &str) -> std::io::Result<()> {
+        let line = format!("- {} · {who} · {text}\n", at.with_timezone(&self.tz).format("%H:%M"));
+        self.append(&self.daily_path(at), &line, Some(&self.title(at)))
+    }
+
+    pub fn render_run(&self, rec: &RunRecord, human: &HumanRun) -> String {
+        let start = rec.started_at.with_timezone(&self.tz);
+        let secs = (rec.ended_at - rec.started_at).num_milliseconds() as f64 / 1000.0;
+        let u = &rec.usage;
+        let input_all = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens;
+        let cached = if u.cache_read_tokens > 0 { format!(" ({} cached)", thousands(u.cache_read_tokens)) } else { String::new() };
+        let stats = format!(
+            "{secs:.1} s · {} tool calls · {} in{cached} / {} out",
+            rec.tool_calls.len(),
+            thousands(input_all),
+            thousands(u.output_tokens)
+        );
+        let outcome = match (rec.outcome.as_str(), &rec.error) {
+            ("failed", Some(e)) => format!("failed — {} · {stats}", one_line(e, 300)),
+            ("limit", Some(e)) => format!("limit — {} · {stats}", one_line(e, 200)),
+            (o, _) => format!("{o} · {stats}"),
+        };
+        let mut s = format!("## {} · {} · {}\n", start.format("%H:%M"), human.display_name, rec.trigger.kind);
+        s.push_str(&format!("- **Outcome:** {outcome}\n"));
+        let trigger = match rec.trigger.kind.as_str() {
+            "schedule" => {
+                let mut t = format!("schedule `{}`", rec.trigger.cron.as_deref().unwrap_or(""));
+                if let Some(due) = rec.trigger.scheduled_for {
+                    if (rec.started_at - due).num_minutes() >= 2 {
+                        t.push_str(&format!(" (due {}, ran late)", due.with_timezone(&self.tz).format("%H:%M")));
+                    }
+                }
+                t
+            }
+            kind => {
+                let moved: Vec<String> = rec
+                    .trigger
+                    .notes
+                    .iter()
+                    .map(|n| wikilink(rec.moved.iter().find(|m| &m.from == n).map_or(n.as_str(), |m| m.to.as_str())))
+                    .collect();
+                if moved.is_empty() {
+                    kind.to_string()
+                } else {
+                    format!("{kind} {}", moved.join(", "))
+                }
+            }
+        };
+        let extra_notes: Vec<String> = if rec.trigger.kind == "schedule" {
+            rec.trigger
+                .notes
+                .iter()
+                .map(|n| wikilink(rec.moved.iter().find(|m| &m.from == n).map_or(n.as_str(), |m| m.to.as_str())))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        s.push_str(&format!("- **Trigger:** {trigger}\n"));
+        if !extra_notes.is_empty() {
+            s.push_str(&format!("- **Notes:** {}\n", extra_notes.join(", ")));
+        }
+        let mut changed: Vec<String> = Vec::new();
+        for c in &human.changes {
+            let item = format!("{} ({})", wikilink(&c.path), c.kind.as_str());
+            if !changed.contains(&item) {
+                changed.push(item);
+            }
+        }
+        if !changed.is_empty() {
+            s.push_str(&format!("- **Changed:** {}\n", changed.join(", ")));
+        }
+        for (note, attempts) in &human.failed_notes {
+            s.push_str(&format!("- **Moved to failed/:** {} after {attempts} failed runs\n", wikilink(note)));
+        }
+        for (note, attempts) in &human.retry_notes {
+            s.push_str(&format!("- **Will retry:** {} (attempt {attempts} failed)\n", wikilink(note)));
+        }
+        if !human.thinking.trim().is_empty() {
+            s.push_str(&format!("\n### Thinking\n{}\n", tame(&human.thinking)));
+        }
+        if !rec.tool_calls.is_empty() {
+            s.push_str("\n### Actions\n");
+            for (i, call) in rec.tool_calls.iter().enumerate() {
+                let subject = call_subject(&call.input);
+                let mut line = format!("{}. `{}`", i + 1, call.name);
+                if !subject.is_empty() {
+                    line.push(' ');
+                    line.push_str(&subject);
+                }
+                if let Some(err) = &call.error {
+                    line.push_str(&format!(" — {}", one_line(err, 160)));
+                }
+                s.push_str(&line);
+                s.push('\n');
+            }
+        }
+        if !human.summary.trim().is_empty() {
+            s.push_str(&format!("\n### Summary\n{}\n", tame(&human.summary)));
+        }
+        s.push('\n');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::ChangeKind;
+    use serde_json::json;
+
+    fn record() -> RunRecord {
+        let start = DateTime::parse_from_rfc3339("2026-11-23T09:00:00Z").unwrap().with_timezone(&Utc);
+        RunRecord {
+            run_id: "r1".into(),
+            role: "delivery".into(),
+            trigger: TriggerRecord { kind: "schedule".into(), notes: vec![], scheduled_for: Some(start), cron: Some("0 9,17 * * 1-5".into()) },
+            started_at: start,
+            ended_at: start + chrono::Duration::milliseconds(14_200),
+            outcome: "ok".into(),
+            error: None,
+            model: "m".into(),
+            usage: Usage { input_tokens: 2368, output_tokens: 611, cache_read_tokens: 10_112, cache_write_tokens: 0 },
+            tool_calls: vec![
+                ToolCallRecord { name: "read_file".into(), input: json!({"path": "project/timeline.md"}), ok: true, error: None, bytes: 1 },
+                ToolCallRecord { name: "write_file".into(), input: json!({"path": "project/blockers/auth-delay.md", "content": "x"}), ok: true, error: None, bytes: 1 },
+            ],
+            moved: vec![],
+        }
+    }
+
+    #[test]
+    fn section_matches_the_contract_shape() {
+        let log = RunLog::new(Path::new("/v"), chrono_tz::UTC);
+        let human = HumanRun {
+            display_name: "Delivery Manager".into(),
+            thinking: "The auth delay threatens the date.".into(),
+            summary: "Recorded the blocker.\n## Next\nWatch it.".into(),
+            changes: vec![
+                Change { path: "project/blockers/auth-delay.md".into(), kind: ChangeKind::Written },
+                Change { path: "project/timeline.md".into(), kind: ChangeKind::Appended },
+            ],
+            ..HumanRun::default()
+        };
+        let text = log.render_run(&record(), &human);
+        assert_eq!(
+            text,
+            "## 09:00 · Delivery Manager · schedule\n\
+             - **Outcome:** ok · 14.2 s · 2 tool calls · 12,480 in (10,112 cached) / 611 out\n\
+             - **Trigger:** schedule `0 9,17 * * 1-5`\n\
+             - **Changed:** [[project/blockers/auth-delay]] (written), [[project/timeline]] (appended)\n\
+             \n### Thinking\nThe auth delay threatens the date.\n\
+             \n### Actions\n1. `read_file` project/timeline.md\n2. `write_file` project/blockers/auth-delay.md\n\
+             \n### Summary\nRecorded the blocker.\n**Next**\nWatch it.\n\n"
+        );
+    }
+
+    #[test]
+    fn failed_and_inbox_sections() {
+        let log = RunLog::new(Path::new("/v"), chrono_tz::UTC);
+        let mut rec = record();
+        rec.outcome = "failed".into();
+        rec.error = Some("anthropic: HTTP 400: bad".into());
+        rec.trigger = TriggerRecord { kind: "inbox".into(), notes: vec!["agent/inbox/delivery/a.md".into()], scheduled_for: None, cron: None };
+        rec.moved = vec![Moved { from: "agent/inbox/delivery/a.md".into(), to: "agent/inbox/delivery/failed/a.md".into() }];
+        let human = HumanRun { display_name: "D".into(), failed_notes: vec![("agent/inbox/delivery/failed/a.md".into(), 3)], ..HumanRun::default() };
+        let text = log.render_run(&rec, &human);
+        assert!(text.contains("- **Outcome:** failed — anthropic: HTTP 400: bad · "), "{text}");
+        assert!(text.contains("- **Trigger:** inbox [[agent/inbox/delivery/failed/a]]"), "{text}");
+        assert!(text.contains("- **Moved to failed/:** [[agent/inbox/delivery/failed/a]] after 3 failed runs"), "{text}");
+    }
+
+    #[test]
+    fn concurrent_writers_never_interleave() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = std::sync::Arc::new(RunLog::new(dir.path(), chrono_tz::UTC));
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    for i in 0..20 {
+                        let mut rec = record();
+                        rec.run_id = format!("{t}-{i}");
+                        let human = HumanRun { display_name: format!("Role {t}"), summary: format!("run {t}-{i}\n").repeat(50), ..HumanRun::default() };
+                        log.write_run(&rec, &human).unwrap();
+                        log.write_record(&rec).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let daily = std::fs::read_to_string(log.daily_path(record().started_at)).unwrap();
+        assert!(daily.starts_with("# 2026-11-23\n\n## 09:00"));
+        let sections: Vec<&str> = daily.split("\n## ").skip(1).collect();
+        assert_eq!(sections.len(), 160);
+        for s in sections {
+            let role = s.split(" · ").nth(1).unwrap();
+            let t = role.trim_start_matches("Role ");
+            assert!(s.lines().filter(|l| l.starts_with("run ")).all(|l| l.starts_with(&format!("run {t}-"))), "interleaved section:\n{s}");
+        }
+        let jsonl = std::fs::read_to_string(log.jsonl_path(record().started_at)).unwrap();
+        assert_eq!(jsonl.lines().count(), 160);
+        assert!(jsonl.lines().all(|l| serde_json::from_str::<Value>(l).is_ok()));
+    }
+}
