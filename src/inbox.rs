@@ -78,7 +78,9 @@ pub fn is_temp_name(name: &str) -> bool {
     name.starts_with('.')
         || name.starts_with("~$")
         || name.ends_with('~')
-        || [".swp", ".swx", ".tmp", ".part", ".crdownload"].iter().any(|s| lower.ends_with(s))
+        || [".swp", ".swx", ".tmp", ".part", ".crdownload"]
+            .iter()
+            .any(|s| lower.ends_with(s))
         || name.contains(".syncthing.")
 }
 
@@ -96,15 +98,26 @@ pub fn read_note(vault: &Vault, path: &VaultPath) -> Result<Note, VaultError> {
         Ok(s) => (s.frontmatter, None),
         Err(e) => (None, Some(format!("line {}: {}", e.line, e.message))),
     };
-    let priority = fm.as_ref().and_then(|f| f.get_str("priority")).and_then(Priority::parse).unwrap_or(Priority::Normal);
+    let priority = fm
+        .as_ref()
+        .and_then(|f| f.get_str("priority"))
+        .and_then(Priority::parse)
+        .unwrap_or(Priority::Normal);
     let hops = fm
         .as_ref()
         .and_then(|f| f.get("hops"))
-        .and_then(|e| e.value.as_u64().or_else(|| e.value.as_str().and_then(|s| s.trim().parse().ok())))
+        .and_then(|e| {
+            e.value
+                .as_u64()
+                .or_else(|| e.value.as_str().and_then(|s| s.trim().parse().ok()))
+        })
         .unwrap_or(0)
         .min(u64::from(u32::MAX)) as u32;
     let from = fm.as_ref().and_then(|f| f.get_str("from")).map(str::to_string);
-    let draft = fm.as_ref().and_then(|f| f.get_str("status")).is_some_and(|s| s.trim().eq_ignore_ascii_case("draft"));
+    let draft = fm
+        .as_ref()
+        .and_then(|f| f.get_str("status"))
+        .is_some_and(|s| s.trim().eq_ignore_ascii_case("draft"));
     Ok(Note {
         path: path.clone(),
         text,
@@ -143,12 +156,22 @@ pub fn scan(vault: &Vault, inbox: &VaultPath) -> Result<Vec<Note>, VaultError> {
 
 /// Highest priority first, then oldest first, then by name (stable across runs).
 pub fn order(notes: &mut [Note]) {
-    notes.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.modified.cmp(&b.modified)).then(a.path.cmp(&b.path)));
+    notes.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.modified.cmp(&b.modified))
+            .then(a.path.cmp(&b.path))
+    });
 }
 
 /// Where `note` goes in `sub` (`processed` or `failed`): the same name, or `-2`, `-3` … before
 /// `.md` when taken. The caller moves it with `Vault::rename_noreplace`, retrying on a race.
-pub fn destination(vault: &Vault, note: &VaultPath, sub: &str, taken: &[VaultPath]) -> Result<VaultPath, VaultError> {
+pub fn destination(
+    vault: &Vault,
+    note: &VaultPath,
+    sub: &str,
+    taken: &[VaultPath],
+) -> Result<VaultPath, VaultError> {
     let dir = note.parent().join(sub)?;
     let name = note.file_name();
     let (stem, ext) = match name.rfind('.') {
@@ -156,7 +179,11 @@ pub fn destination(vault: &Vault, note: &VaultPath, sub: &str, taken: &[VaultPat
         None => (name, ""),
     };
     for n in 1..10_000 {
-        let candidate = if n == 1 { dir.join(name)? } else { dir.join(&format!("{stem}-{n}{ext}"))? };
+        let candidate = if n == 1 {
+            dir.join(name)?
+        } else {
+            dir.join(&format!("{stem}-{n}{ext}"))?
+        };
         if !vault.exists(&candidate) && !taken.contains(&candidate) {
             return Ok(candidate);
         }
@@ -175,7 +202,9 @@ pub fn move_note(vault: &Vault, note: &VaultPath, dest: &VaultPath) -> Result<Va
             Err(e) => return Err(e),
         }
     }
-    Err(VaultError::Io(format!("could not move {note}: every name was taken")))
+    Err(VaultError::Io(format!(
+        "could not move {note}: every name was taken"
+    )))
 }
 
 #[cfg(test)]
@@ -187,10 +216,28 @@ mod tests {
         for ok in ["note.md", "Untitled.md", "2026-11-22 call.md", "UPPER.MD"] {
             assert!(is_trigger_name(ok), "{ok}");
         }
-        for no in [".hidden.md", "note.md~", "~$note.md", ".#note.md", "note.txt", "x.syncthing.note.md.tmp", ".syncthing.note.md.tmp", "note.md.swp", "note.md.part", "note.md.tmp"] {
+        for no in [
+            ".hidden.md",
+            "note.md~",
+            "~$note.md",
+            ".#note.md",
+            "note.txt",
+            "x.syncthing.note.md.tmp",
+            ".syncthing.note.md.tmp",
+            "note.md.swp",
+            "note.md.part",
+            "note.md.tmp",
+        ] {
             assert!(!is_trigger_name(no), "{no}");
         }
-        for t in [".note.md.swp", "note.md~", "note.tmp", "x.part", "~$x.md", ".syncthing.x.md.tmp"] {
+        for t in [
+            ".note.md.swp",
+            "note.md~",
+            "note.tmp",
+            "x.part",
+            "~$x.md",
+            ".syncthing.x.md.tmp",
+        ] {
             assert!(is_temp_name(t), "{t}");
         }
         assert!(!is_temp_name("note.md"));
@@ -211,7 +258,10 @@ mod tests {
     fn scan_reads_frontmatter_and_orders_by_priority_then_age() {
         let (dir, v) = vault_with(&[
             ("in/a.md", "first, normal"),
-            ("in/b.md", "---\npriority: urgent\nfrom: risk\nhops: 2\n---\nurgent one"),
+            (
+                "in/b.md",
+                "---\npriority: urgent\nfrom: risk\nhops: 2\n---\nurgent one",
+            ),
             ("in/c.md", "---\npriority: low\n---\nlow"),
             ("in/d.md", "---\nstatus: draft\n---\nnot yet"),
             ("in/e.md", "---\nbroken: [\n---\nstill a note"),
@@ -220,7 +270,10 @@ mod tests {
             ("in/processed/old.md", "x"),
         ]);
         let old = std::time::SystemTime::now() - std::time::Duration::from_secs(100);
-        let f = std::fs::File::options().write(true).open(dir.path().join("in/e.md")).unwrap();
+        let f = std::fs::File::options()
+            .write(true)
+            .open(dir.path().join("in/e.md"))
+            .unwrap();
         f.set_modified(old).unwrap();
         let mut notes = scan(&v, &VaultPath::parse("in", false).unwrap()).unwrap();
         order(&mut notes);
@@ -230,7 +283,10 @@ mod tests {
         assert_eq!(*names.last().unwrap(), "c.md");
         assert_eq!(notes.len(), 5);
         let b = &notes[0];
-        assert_eq!((b.priority, b.hops, b.from.as_deref()), (Priority::Urgent, 2, Some("risk")));
+        assert_eq!(
+            (b.priority, b.hops, b.from.as_deref()),
+            (Priority::Urgent, 2, Some("risk"))
+        );
         assert!(notes.iter().find(|n| n.name() == "d.md").unwrap().draft);
         let e = notes.iter().find(|n| n.name() == "e.md").unwrap();
         assert!(e.frontmatter_error.is_some() && e.text.contains("still a note"));
@@ -238,16 +294,30 @@ mod tests {
 
     #[test]
     fn moves_keep_names_and_suffix_on_collision() {
-        let (dir, v) = vault_with(&[("in/x.md", "1"), ("in/processed/x.md", "old"), ("in/processed/x-2.md", "older")]);
+        let (dir, v) = vault_with(&[
+            ("in/x.md", "1"),
+            ("in/processed/x.md", "old"),
+            ("in/processed/x-2.md", "older"),
+        ]);
         let note = VaultPath::parse("in/x.md", false).unwrap();
         let dest = destination(&v, &note, "processed", &[]).unwrap();
         assert_eq!(dest.as_str(), "in/processed/x-3.md");
         let went = move_note(&v, &note, &dest).unwrap();
         assert_eq!(went, dest);
-        assert_eq!(std::fs::read_to_string(dir.path().join("in/processed/x.md")).unwrap(), "old", "never overwritten");
-        assert_eq!(std::fs::read_to_string(dir.path().join("in/processed/x-3.md")).unwrap(), "1");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("in/processed/x.md")).unwrap(),
+            "old",
+            "never overwritten"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("in/processed/x-3.md")).unwrap(),
+            "1"
+        );
         let (_d2, v2) = vault_with(&[("in/y.md", "1")]);
         let y = VaultPath::parse("in/y.md", false).unwrap();
-        assert_eq!(destination(&v2, &y, "failed", &[]).unwrap().as_str(), "in/failed/y.md");
+        assert_eq!(
+            destination(&v2, &y, "failed", &[]).unwrap().as_str(),
+            "in/failed/y.md"
+        );
     }
 }

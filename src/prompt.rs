@@ -63,10 +63,19 @@ pub struct Trigger {
 
 impl Trigger {
     pub fn manual() -> Self {
-        Self { kind: TriggerKind::Manual, scheduled_for: None, cron: None, missed: 0, watched: Vec::new() }
+        Self {
+            kind: TriggerKind::Manual,
+            scheduled_for: None,
+            cron: None,
+            missed: 0,
+            watched: Vec::new(),
+        }
     }
     pub fn inbox() -> Self {
-        Self { kind: TriggerKind::Inbox, ..Self::manual() }
+        Self {
+            kind: TriggerKind::Inbox,
+            ..Self::manual()
+        }
     }
 }
 
@@ -128,7 +137,11 @@ fn section(out: &mut String, title: &str, body: &str) {
 }
 
 fn bullets(items: &[String]) -> String {
-    items.iter().map(|i| format!("- {}", i.replace('\n', "\n  "))).collect::<Vec<_>>().join("\n")
+    items
+        .iter()
+        .map(|i| format!("- {}", i.replace('\n', "\n  ")))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Builds the prompt. Never fails on a missing or unreadable context file: it is listed.
@@ -153,15 +166,24 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
         section(&mut system, heading, body);
     }
     for (title, path) in [
-        ("Memory (memory.md — shared by all roles)".to_string(), "memory.md".to_string()),
-        (format!("Your memory (agent/memory/{}.md)", role.name), format!("agent/memory/{}.md", role.name)),
+        (
+            "Memory (memory.md — shared by all roles)".to_string(),
+            "memory.md".to_string(),
+        ),
+        (
+            format!("Your memory (agent/memory/{}.md)", role.name),
+            format!("agent/memory/{}.md", role.name),
+        ),
     ] {
         if let Ok(p) = VaultPath::parse(&path, false) {
             if let Ok(text) = input.vault.read_text(&p, 8 * cfg.max_file_bytes as u64) {
                 let shown = cut(&text, cfg.max_file_bytes);
                 let mut body = shown.to_string();
                 if shown.len() < text.len() {
-                    body.push_str(&format!("\n[… memory truncated at {} bytes; read_file {path} for the rest]", thousands(shown.len() as u64)));
+                    body.push_str(&format!(
+                        "\n[… memory truncated at {} bytes; read_file {path} for the rest]",
+                        thousands(shown.len() as u64)
+                    ));
                 }
                 section(&mut system, &title, &body);
             }
@@ -190,7 +212,12 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
         hashes.insert(entry.path.as_str().to_string(), h.clone());
         if total >= cfg.max_context_bytes {
             omitted.push(entry.path.as_str().to_string());
-            files.push(ContextFile { path: entry.path.as_str().to_string(), bytes: text.len() as u64, hash: h, included: 0 });
+            files.push(ContextFile {
+                path: entry.path.as_str().to_string(),
+                bytes: text.len() as u64,
+                hash: h,
+                included: 0,
+            });
             continue;
         }
         let room = cfg.max_file_bytes.min(cfg.max_context_bytes - total);
@@ -198,9 +225,18 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
         total += shown.len();
         let when = entry
             .modified
-            .map(|t| DateTime::<Utc>::from(t).with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string())
+            .map(|t| {
+                DateTime::<Utc>::from(t)
+                    .with_timezone(&tz)
+                    .format("%Y-%m-%d %H:%M %Z")
+                    .to_string()
+            })
             .unwrap_or_else(|| "unknown".into());
-        context.push_str(&format!("\n\n## {}\nmodified {when} · {} bytes\n\n{shown}", entry.path, thousands(text.len() as u64)));
+        context.push_str(&format!(
+            "\n\n## {}\nmodified {when} · {} bytes\n\n{shown}",
+            entry.path,
+            thousands(text.len() as u64)
+        ));
         if shown.len() < text.len() {
             truncated.push(entry.path.as_str().to_string());
             context.push_str(&format!(
@@ -210,7 +246,12 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
                 entry.path
             ));
         }
-        files.push(ContextFile { path: entry.path.as_str().to_string(), bytes: text.len() as u64, hash: h, included: shown.len() });
+        files.push(ContextFile {
+            path: entry.path.as_str().to_string(),
+            bytes: text.len() as u64,
+            hash: h,
+            included: shown.len(),
+        });
     }
     if !omitted.is_empty() {
         context.push_str(&format!(
@@ -225,11 +266,18 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
 
     // 3. Now, why, what changed, the notes.
     let now_local = input.now.with_timezone(&tz);
-    let mut trigger = format!("# This run\nNow: {} ({})", now_local.format("%A %Y-%m-%d %H:%M"), tz.name());
+    let mut trigger = format!(
+        "# This run\nNow: {} ({})",
+        now_local.format("%A %Y-%m-%d %H:%M"),
+        tz.name()
+    );
     let why = match input.trigger.kind {
         TriggerKind::Schedule => {
             let due = input.trigger.scheduled_for.map(|t| t.with_timezone(&tz));
-            let mut s = format!("your schedule (`{}`)", input.trigger.cron.as_deref().unwrap_or(""));
+            let mut s = format!(
+                "your schedule (`{}`)",
+                input.trigger.cron.as_deref().unwrap_or("")
+            );
             if let Some(due) = due {
                 let late = (input.now - due.with_timezone(&Utc)).num_minutes();
                 if late >= 2 {
@@ -240,7 +288,10 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
                 }
             }
             if input.trigger.missed > 1 {
-                s.push_str(&format!("; it stands for {} missed scheduled runs", input.trigger.missed));
+                s.push_str(&format!(
+                    "; it stands for {} missed scheduled runs",
+                    input.trigger.missed
+                ));
             }
             s
         }
@@ -253,15 +304,23 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
     trigger.push_str("\n\n## Changes since your last run\n");
     trigger.push_str(&changes_text(input.previous, &hashes, &missing));
     if !truncated.is_empty() {
-        trigger.push_str(&format!("\nTruncated above (read the rest with read_file): {}", truncated.join(", ")));
+        trigger.push_str(&format!(
+            "\nTruncated above (read the rest with read_file): {}",
+            truncated.join(", ")
+        ));
     }
 
     if input.notes.is_empty() {
         trigger.push_str("\n\n## Trigger notes\nNone: no note is waiting in your inbox.");
     } else {
-        trigger.push_str(&format!("\n\n## Trigger notes ({})\nHandle each of these; tabd moves them to processed/ after this run.", input.notes.len()));
+        trigger.push_str(&format!(
+            "\n\n## Trigger notes ({})\nHandle each of these; tabd moves them to processed/ after this run.",
+            input.notes.len()
+        ));
         for note in input.notes {
-            let received = DateTime::<Utc>::from(note.modified).with_timezone(&tz).format("%Y-%m-%d %H:%M");
+            let received = DateTime::<Utc>::from(note.modified)
+                .with_timezone(&tz)
+                .format("%Y-%m-%d %H:%M");
             trigger.push_str(&format!(
                 "\n\n### {}\nfrom: {} · priority: {} · hops: {} · received {received}\n",
                 note.path,
@@ -270,12 +329,18 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
                 note.hops
             ));
             if let Some(e) = &note.frontmatter_error {
-                trigger.push_str(&format!("(its frontmatter could not be read: {e}; the text is shown as written)\n"));
+                trigger.push_str(&format!(
+                    "(its frontmatter could not be read: {e}; the text is shown as written)\n"
+                ));
             }
             let shown = cut(&note.text, cfg.max_file_bytes);
             trigger.push_str(&format!("\n{shown}"));
             if shown.len() < note.text.len() {
-                trigger.push_str(&format!("\n[… note truncated at {} bytes; read_file {} for the rest]", thousands(shown.len() as u64), note.path));
+                trigger.push_str(&format!(
+                    "\n[… note truncated at {} bytes; read_file {} for the rest]",
+                    thousands(shown.len() as u64),
+                    note.path
+                ));
             }
         }
     }
@@ -292,13 +357,24 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
     }
 }
 
-fn changes_text(previous: Option<&BTreeMap<String, String>>, now: &BTreeMap<String, String>, missing: &[String]) -> String {
+fn changes_text(
+    previous: Option<&BTreeMap<String, String>>,
+    now: &BTreeMap<String, String>,
+    missing: &[String],
+) -> String {
     let mut lines = Vec::new();
     match previous {
-        None => lines.push("This is your first run (or tabd has no record of an earlier one): everything is new to you.".to_string()),
+        None => lines.push(
+            "This is your first run (or tabd has no record of an earlier one): everything is new to you."
+                .to_string(),
+        ),
         Some(prev) => {
             let new: Vec<&String> = now.keys().filter(|k| !prev.contains_key(*k)).collect();
-            let changed: Vec<&String> = now.iter().filter(|(k, h)| prev.get(*k).is_some_and(|p| p != *h)).map(|(k, _)| k).collect();
+            let changed: Vec<&String> = now
+                .iter()
+                .filter(|(k, h)| prev.get(*k).is_some_and(|p| p != *h))
+                .map(|(k, _)| k)
+                .collect();
             let vanished: Vec<&String> = prev.keys().filter(|k| !now.contains_key(*k)).collect();
             let list = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
             if !new.is_empty() {
@@ -316,14 +392,21 @@ fn changes_text(previous: Option<&BTreeMap<String, String>>, now: &BTreeMap<Stri
         }
     }
     if !missing.is_empty() {
-        lines.push(format!("- Listed in your role but missing: {}", missing.join(", ")));
+        lines.push(format!(
+            "- Listed in your role but missing: {}",
+            missing.join(", ")
+        ));
     }
     lines.join("\n")
 }
 
 /// Resolves context entries to existing files (deduplicated, in order) and the entries that
 /// found nothing.
-pub fn resolve_context(vault: &Vault, policy: &AccessPolicy, entries: &[ContextEntry]) -> (Vec<Entry>, Vec<String>) {
+pub fn resolve_context(
+    vault: &Vault,
+    policy: &AccessPolicy,
+    entries: &[ContextEntry],
+) -> (Vec<Entry>, Vec<String>) {
     let mut out: Vec<Entry> = Vec::new();
     let mut seen: BTreeSet<VaultPath> = BTreeSet::new();
     let mut missing = Vec::new();
@@ -332,16 +415,23 @@ pub fn resolve_context(vault: &Vault, policy: &AccessPolicy, entries: &[ContextE
     let mut everything = |vault: &Vault| -> Vec<Entry> {
         all_files
             .get_or_insert_with(|| {
-                vault.walk(&VaultPath::root(), true, &hidden).unwrap_or_default().into_iter().filter(|e| !e.is_dir).collect()
+                vault
+                    .walk(&VaultPath::root(), true, &hidden)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|e| !e.is_dir)
+                    .collect()
             })
             .clone()
     };
     for entry in entries {
         let found: Vec<Entry> = match entry {
-            ContextEntry::File(p) => match VaultPath::parse(p, false).and_then(|vp| checked_file(vault, policy, &vp)) {
-                Ok(e) => vec![e],
-                Err(_) => Vec::new(),
-            },
+            ContextEntry::File(p) => {
+                match VaultPath::parse(p, false).and_then(|vp| checked_file(vault, policy, &vp)) {
+                    Ok(e) => vec![e],
+                    Err(_) => Vec::new(),
+                }
+            }
             ContextEntry::Folder(p) => match VaultPath::parse(p, false) {
                 Ok(dir) if policy.check_read(vault, &dir).is_ok() => vault
                     .walk(&dir, true, &hidden)
@@ -354,7 +444,10 @@ pub fn resolve_context(vault: &Vault, policy: &AccessPolicy, entries: &[ContextE
             ContextEntry::Glob(g) => match tools::policy::glob(g) {
                 Ok(glob) => {
                     let m = glob.compile_matcher();
-                    everything(vault).into_iter().filter(|e| m.is_match(e.path.as_str())).collect()
+                    everything(vault)
+                        .into_iter()
+                        .filter(|e| m.is_match(e.path.as_str()))
+                        .collect()
                 }
                 Err(_) => Vec::new(),
             },
@@ -378,7 +471,10 @@ fn checked_file(vault: &Vault, policy: &AccessPolicy, path: &VaultPath) -> Resul
     if meta.is_dir {
         return Err(VaultError::Io(format!("{path} is a folder")));
     }
-    Ok(Entry { path: path.clone(), ..meta })
+    Ok(Entry {
+        path: path.clone(),
+        ..meta
+    })
 }
 
 /// Obsidian's rule: the link names a note by file name (or a path suffix), `.md` implied; when
@@ -389,7 +485,9 @@ fn resolve_wikilink(files: &[Entry], name: &str) -> Option<Entry> {
         .iter()
         .filter(|e| {
             let p = e.path.as_str().to_lowercase();
-            let Some(stem) = p.strip_suffix(".md") else { return false };
+            let Some(stem) = p.strip_suffix(".md") else {
+                return false;
+            };
             stem == target || stem.ends_with(&format!("/{target}"))
         })
         .collect();
@@ -401,12 +499,24 @@ impl Prompt {
     /// The first user message: context (a cache breakpoint) and this run's part.
     pub fn first_message(&self) -> Message {
         Message::user(vec![
-            Block::Text { text: self.context.clone(), cache: true },
-            Block::Text { text: self.trigger.clone(), cache: false },
+            Block::Text {
+                text: self.context.clone(),
+                cache: true,
+            },
+            Block::Text {
+                text: self.trigger.clone(),
+                cache: false,
+            },
         ])
     }
 
-    pub fn to_request(&self, model: &str, max_tokens: u32, temperature: Option<f64>, thinking_budget: u32) -> Request {
+    pub fn to_request(
+        &self,
+        model: &str,
+        max_tokens: u32,
+        temperature: Option<f64>,
+        thinking_budget: u32,
+    ) -> Request {
         Request {
             model: model.to_string(),
             system: self.system.clone(),
@@ -430,10 +540,25 @@ impl Prompt {
 
     /// The prompt as `tabd prompt` prints it.
     pub fn render(&self) -> String {
-        let tools_json = serde_json::to_string_pretty(&self.tools.iter().map(|t| serde_json::json!({
-            "name": t.name, "description": t.description, "input_schema": t.input_schema
-        })).collect::<Vec<_>>()).unwrap_or_default();
-        let est = |n: usize| format!("{} bytes, ~{} tokens", thousands(n as u64), thousands(Self::estimated_tokens(n) as u64));
+        let tools_json = serde_json::to_string_pretty(
+            &self
+                .tools
+                .iter()
+                .map(|t| {
+                    serde_json::json!({
+                        "name": t.name, "description": t.description, "input_schema": t.input_schema
+                    })
+                })
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or_default();
+        let est = |n: usize| {
+            format!(
+                "{} bytes, ~{} tokens",
+                thousands(n as u64),
+                thousands(Self::estimated_tokens(n) as u64)
+            )
+        };
         let stable = self.system.len() + self.context.len();
         format!(
             "===== SYSTEM ({}) =====\n{}\n\n===== CONTEXT ({}; cached with the system prompt) =====\n{}\n\n===== THIS RUN ({}) =====\n{}\n\n===== TOOLS ({}) =====\n{}\n\n===== TOTAL: {} · cacheable prefix {:.0}% =====\n",

@@ -65,15 +65,35 @@ pub fn model_settings(role: &Role, config: &Config) -> ModelSettings {
 }
 
 /// Builds the prompt a run of `role` would send now (also what `tabd prompt` prints).
-pub fn build_prompt(env: &RunEnv<'_>, role: &Role, trigger: &Trigger, notes: &[Note], now: DateTime<Utc>) -> Prompt {
+pub fn build_prompt(
+    env: &RunEnv<'_>,
+    role: &Role,
+    trigger: &Trigger,
+    notes: &[Note],
+    now: DateTime<Utc>,
+) -> Prompt {
     let state = env.store.load();
     let rs = state.roles.get(&role.name);
-    let previous = rs.filter(|r| r.last_success_at.is_some()).map(|r| &r.context_hashes);
-    prompt::build(&PromptInput { vault: env.vault, role, config: env.config, previous, now, trigger, notes })
+    let previous = rs
+        .filter(|r| r.last_success_at.is_some())
+        .map(|r| &r.context_hashes);
+    prompt::build(&PromptInput {
+        vault: env.vault,
+        role,
+        config: env.config,
+        previous,
+        now,
+        trigger,
+        notes,
+    })
 }
 
 fn run_id(role: &str, at: DateTime<Utc>) -> String {
-    format!("{}-{role}-{:04x}", at.format("%Y%m%dT%H%M%SZ"), rand::random::<u16>())
+    format!(
+        "{}-{role}-{:04x}",
+        at.format("%Y%m%dT%H%M%SZ"),
+        rand::random::<u16>()
+    )
 }
 
 /// Finishes moves a crash interrupted (logged as done, not yet moved). Returns how many.
@@ -82,11 +102,17 @@ pub fn finish_pending_moves(vault: &Vault, store: &StateStore) -> usize {
         .load()
         .roles
         .iter()
-        .flat_map(|(r, s)| s.pending_moves.iter().map(move |(a, b)| (r.clone(), a.clone(), b.clone())))
+        .flat_map(|(r, s)| {
+            s.pending_moves
+                .iter()
+                .map(move |(a, b)| (r.clone(), a.clone(), b.clone()))
+        })
         .collect();
     let mut done = 0;
     for (_, from, to) in &pending {
-        let (Ok(f), Ok(t)) = (VaultPath::parse(from, false), VaultPath::parse(to, false)) else { continue };
+        let (Ok(f), Ok(t)) = (VaultPath::parse(from, false), VaultPath::parse(to, false)) else {
+            continue;
+        };
         if vault.exists(&f) && inbox::move_note(vault, &f, &t).is_ok() {
             done += 1;
         }
@@ -108,10 +134,16 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
     let policy = AccessPolicy::for_role(role);
     let limits = TurnLimits {
         max_tool_calls: role.settings.max_tool_calls.unwrap_or(limits_cfg.max_tool_calls),
-        max_tokens_per_run: role.settings.max_tokens_per_run.unwrap_or(limits_cfg.max_tokens_per_run),
+        max_tokens_per_run: role
+            .settings
+            .max_tokens_per_run
+            .unwrap_or(limits_cfg.max_tokens_per_run),
         deadline: Instant::now() + limits_cfg.run_deadline,
     };
-    let max_chain_depth = role.settings.max_chain_depth.unwrap_or(limits_cfg.max_chain_depth);
+    let max_chain_depth = role
+        .settings
+        .max_chain_depth
+        .unwrap_or(limits_cfg.max_chain_depth);
     let tz: Tz = role.schedule.tz;
     let request = prompt.to_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
 
@@ -137,7 +169,8 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
         TurnEnd::Limit(why) => ("limit", Some(format!("limit reached: {why}")), None),
         TurnEnd::Failed(e) => ("failed", Some(e.to_string()), Some((e.class(), e.to_string()))),
         TurnEnd::ContextExceeded => {
-            let msg = "the conversation outgrew the model's context window; trim the role's context files".to_string();
+            let msg = "the conversation outgrew the model's context window; trim the role's context files"
+                .to_string();
             ("failed", Some(msg.clone()), Some((FailureClass::RunFailure, msg)))
         }
     };
@@ -152,7 +185,13 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
         changes: outcome.changes.clone(),
         ..HumanRun::default()
     };
-    let previous_attempts = env.store.load().roles.get(&role.name).map(|r| r.attempts.clone()).unwrap_or_default();
+    let previous_attempts = env
+        .store
+        .load()
+        .roles
+        .get(&role.name)
+        .map(|r| r.attempts.clone())
+        .unwrap_or_default();
     let mut attempts_now: Vec<(String, u32)> = Vec::new();
     for note in &notes {
         let sub = match &failure {
@@ -174,7 +213,10 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
     }
     for (from, to) in &moves {
         if to.parent().file_name() == "failed" {
-            let count = attempts_now.iter().find(|(n, _)| n == from.as_str()).map_or(max_attempts, |a| a.1);
+            let count = attempts_now
+                .iter()
+                .find(|(n, _)| n == from.as_str())
+                .map_or(max_attempts, |a| a.1);
             human.failed_notes.push((to.as_str().to_string(), count));
         }
     }
@@ -200,7 +242,13 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
         model: outcome.model.clone(),
         usage: outcome.usage,
         tool_calls: outcome.calls.clone(),
-        moved: moves.iter().map(|(f, t)| Moved { from: f.as_str().to_string(), to: t.as_str().to_string() }).collect(),
+        moved: moves
+            .iter()
+            .map(|(f, t)| Moved {
+                from: f.as_str().to_string(),
+                to: t.as_str().to_string(),
+            })
+            .collect(),
     };
 
     // Log first: the daily note (a section, or for an outage one line per cause per day) and JSONL.
@@ -226,18 +274,30 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
                 0 => String::new(),
                 n => format!("; {n} note(s) wait in the inbox, no attempt counted"),
             };
-            env.log.write_line(started, &role.display_name, &format!("paused — {msg}{waiting}"))
+            env.log
+                .write_line(started, &role.display_name, &format!("paused — {msg}{waiting}"))
         }
         (Some((FailureClass::Outage, _)), None) => Ok(()),
         _ => env.log.write_run(&record, &human).map(|_| ()),
     };
     if let Err(e) = logged.and_then(|()| env.log.write_record(&record)) {
-        tracing::error!("cannot write the run log for {}: {e}; notes stay in the inbox", role.name);
-        return RunResult { record, summary: outcome.summary, failure: Some((FailureClass::RunFailure, e.to_string())), daily_log: daily };
+        tracing::error!(
+            "cannot write the run log for {}: {e}; notes stay in the inbox",
+            role.name
+        );
+        return RunResult {
+            record,
+            summary: outcome.summary,
+            failure: Some((FailureClass::RunFailure, e.to_string())),
+            daily_log: daily,
+        };
     }
 
     // Then state (with the planned moves), then the moves, then clear them.
-    let planned: Vec<(String, String)> = moves.iter().map(|(f, t)| (f.as_str().to_string(), t.as_str().to_string())).collect();
+    let planned: Vec<(String, String)> = moves
+        .iter()
+        .map(|(f, t)| (f.as_str().to_string(), t.as_str().to_string()))
+        .collect();
     let success = failure.is_none();
     let hashes = prompt.hashes.clone();
     let trigger_name = trigger.kind.as_str().to_string();
@@ -261,7 +321,13 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
             r.context_hashes = hashes;
         }
         for (note, count) in &attempts_now {
-            r.attempts.insert(note.clone(), Attempts { count: *count, last_error: err_text.clone().unwrap_or_default() });
+            r.attempts.insert(
+                note.clone(),
+                Attempts {
+                    count: *count,
+                    last_error: err_text.clone().unwrap_or_default(),
+                },
+            );
         }
         for (from, _) in &planned {
             r.attempts.remove(from);
@@ -277,13 +343,25 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
         }
     }
     let _ = env.store.update(|s| s.role(&role.name).pending_moves.clear());
-    RunResult { record, summary: outcome.summary, failure, daily_log: daily }
+    RunResult {
+        record,
+        summary: outcome.summary,
+        failure,
+        daily_log: daily,
+    }
 }
 
 /// The ready notes of `role` for a run: not drafts, in order, at most `max_batch`.
-pub fn ready_notes(vault: &Vault, role: &Role, max_batch: usize) -> Result<Vec<Note>, crate::vault::VaultError> {
+pub fn ready_notes(
+    vault: &Vault,
+    role: &Role,
+    max_batch: usize,
+) -> Result<Vec<Note>, crate::vault::VaultError> {
     let inbox = VaultPath::parse(&role.inbox, false)?;
-    let mut notes: Vec<Note> = inbox::scan(vault, &inbox)?.into_iter().filter(|n| !n.draft).collect();
+    let mut notes: Vec<Note> = inbox::scan(vault, &inbox)?
+        .into_iter()
+        .filter(|n| !n.draft)
+        .collect();
     inbox::order(&mut notes);
     notes.truncate(max_batch);
     Ok(notes)

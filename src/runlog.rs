@@ -87,7 +87,11 @@ fn tame(text: &str) -> String {
         let t = line.trim_start();
         if !in_fence && t.starts_with('#') {
             let title = t.trim_start_matches('#').trim();
-            out.push(if title.is_empty() { String::new() } else { format!("**{title}**") });
+            out.push(if title.is_empty() {
+                String::new()
+            } else {
+                format!("**{title}**")
+            });
         } else {
             out.push(line.to_string());
         }
@@ -114,7 +118,11 @@ fn call_subject(input: &Value) -> String {
         return format!("→ {role}: {}", one_line(s("note").unwrap_or(""), 60));
     }
     if let Some(q) = s("query") {
-        return format!("\"{}\"{}", one_line(q, 60), s("path").map(|p| format!(" in {p}")).unwrap_or_default());
+        return format!(
+            "\"{}\"{}",
+            one_line(q, 60),
+            s("path").map(|p| format!(" in {p}")).unwrap_or_default()
+        );
     }
     if let Some(p) = s("path") {
         return p.to_string();
@@ -131,15 +139,24 @@ fn call_subject(input: &Value) -> String {
 
 impl RunLog {
     pub fn new(vault_root: &Path, tz: Tz) -> Self {
-        Self { root: vault_root.to_path_buf(), tz, lock: Mutex::new(()) }
+        Self {
+            root: vault_root.to_path_buf(),
+            tz,
+            lock: Mutex::new(()),
+        }
     }
 
     pub fn daily_path(&self, at: DateTime<Utc>) -> PathBuf {
-        self.root.join("daily").join(format!("{}.md", at.with_timezone(&self.tz).format("%Y-%m-%d")))
+        self.root
+            .join("daily")
+            .join(format!("{}.md", at.with_timezone(&self.tz).format("%Y-%m-%d")))
     }
 
     pub fn jsonl_path(&self, at: DateTime<Utc>) -> PathBuf {
-        self.root.join(".tabd").join("runs").join(format!("{}.jsonl", at.with_timezone(&self.tz).format("%Y-%m-%d")))
+        self.root
+            .join(".tabd")
+            .join("runs")
+            .join(format!("{}.jsonl", at.with_timezone(&self.tz).format("%Y-%m-%d")))
     }
 
     /// Appends `text` to `path` under both locks; a new daily note gets a title first.
@@ -148,7 +165,11 @@ impl RunLog {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let file = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .read(true)
+            .open(path)?;
         let mut lock = fd_lock::RwLock::new(file);
         let mut f = lock.write()?;
         let len = f.metadata()?.len();
@@ -197,7 +218,10 @@ impl RunLog {
 
     /// A one-line entry: `- 09:00 · Risk Manager · skipped — daily token budget spent`.
     pub fn write_line(&self, at: DateTime<Utc>, who: &str, text: &str) -> std::io::Result<()> {
-        let line = format!("- {} · {who} · {text}\n", at.with_timezone(&self.tz).format("%H:%M"));
+        let line = format!(
+            "- {} · {who} · {text}\n",
+            at.with_timezone(&self.tz).format("%H:%M")
+        );
         self.append(&self.daily_path(at), &line, Some(&self.title(at)))
     }
 
@@ -206,7 +230,11 @@ impl RunLog {
         let secs = (rec.ended_at - rec.started_at).num_milliseconds() as f64 / 1000.0;
         let u = &rec.usage;
         let input_all = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens;
-        let cached = if u.cache_read_tokens > 0 { format!(" ({} cached)", thousands(u.cache_read_tokens)) } else { String::new() };
+        let cached = if u.cache_read_tokens > 0 {
+            format!(" ({} cached)", thousands(u.cache_read_tokens))
+        } else {
+            String::new()
+        };
         let stats = format!(
             "{secs:.1} s · {} tool calls · {} in{cached} / {} out",
             rec.tool_calls.len(),
@@ -218,14 +246,22 @@ impl RunLog {
             ("limit", Some(e)) => format!("limit — {} · {stats}", one_line(e, 200)),
             (o, _) => format!("{o} · {stats}"),
         };
-        let mut s = format!("## {} · {} · {}\n", start.format("%H:%M"), human.display_name, rec.trigger.kind);
+        let mut s = format!(
+            "## {} · {} · {}\n",
+            start.format("%H:%M"),
+            human.display_name,
+            rec.trigger.kind
+        );
         s.push_str(&format!("- **Outcome:** {outcome}\n"));
         let trigger = match rec.trigger.kind.as_str() {
             "schedule" => {
                 let mut t = format!("schedule `{}`", rec.trigger.cron.as_deref().unwrap_or(""));
                 if let Some(due) = rec.trigger.scheduled_for {
                     if (rec.started_at - due).num_minutes() >= 2 {
-                        t.push_str(&format!(" (due {}, ran late)", due.with_timezone(&self.tz).format("%H:%M")));
+                        t.push_str(&format!(
+                            " (due {}, ran late)",
+                            due.with_timezone(&self.tz).format("%H:%M")
+                        ));
                     }
                 }
                 t
@@ -235,7 +271,14 @@ impl RunLog {
                     .trigger
                     .notes
                     .iter()
-                    .map(|n| wikilink(rec.moved.iter().find(|m| &m.from == n).map_or(n.as_str(), |m| m.to.as_str())))
+                    .map(|n| {
+                        wikilink(
+                            rec.moved
+                                .iter()
+                                .find(|m| &m.from == n)
+                                .map_or(n.as_str(), |m| m.to.as_str()),
+                        )
+                    })
                     .collect();
                 if moved.is_empty() {
                     kind.to_string()
@@ -248,7 +291,14 @@ impl RunLog {
             rec.trigger
                 .notes
                 .iter()
-                .map(|n| wikilink(rec.moved.iter().find(|m| &m.from == n).map_or(n.as_str(), |m| m.to.as_str())))
+                .map(|n| {
+                    wikilink(
+                        rec.moved
+                            .iter()
+                            .find(|m| &m.from == n)
+                            .map_or(n.as_str(), |m| m.to.as_str()),
+                    )
+                })
                 .collect()
         } else {
             Vec::new()
@@ -268,10 +318,16 @@ impl RunLog {
             s.push_str(&format!("- **Changed:** {}\n", changed.join(", ")));
         }
         for (note, attempts) in &human.failed_notes {
-            s.push_str(&format!("- **Moved to failed/:** {} after {attempts} failed runs\n", wikilink(note)));
+            s.push_str(&format!(
+                "- **Moved to failed/:** {} after {attempts} failed runs\n",
+                wikilink(note)
+            ));
         }
         for (note, attempts) in &human.retry_notes {
-            s.push_str(&format!("- **Will retry:** {} (attempt {attempts} failed)\n", wikilink(note)));
+            s.push_str(&format!(
+                "- **Will retry:** {} (attempt {attempts} failed)\n",
+                wikilink(note)
+            ));
         }
         if !human.thinking.trim().is_empty() {
             s.push_str(&format!("\n### Thinking\n{}\n", tame(&human.thinking)));
@@ -307,20 +363,44 @@ mod tests {
     use serde_json::json;
 
     fn record() -> RunRecord {
-        let start = DateTime::parse_from_rfc3339("2026-11-23T09:00:00Z").unwrap().with_timezone(&Utc);
+        let start = DateTime::parse_from_rfc3339("2026-11-23T09:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
         RunRecord {
             run_id: "r1".into(),
             role: "delivery".into(),
-            trigger: TriggerRecord { kind: "schedule".into(), notes: vec![], scheduled_for: Some(start), cron: Some("0 9,17 * * 1-5".into()) },
+            trigger: TriggerRecord {
+                kind: "schedule".into(),
+                notes: vec![],
+                scheduled_for: Some(start),
+                cron: Some("0 9,17 * * 1-5".into()),
+            },
             started_at: start,
             ended_at: start + chrono::Duration::milliseconds(14_200),
             outcome: "ok".into(),
             error: None,
             model: "m".into(),
-            usage: Usage { input_tokens: 2368, output_tokens: 611, cache_read_tokens: 10_112, cache_write_tokens: 0 },
+            usage: Usage {
+                input_tokens: 2368,
+                output_tokens: 611,
+                cache_read_tokens: 10_112,
+                cache_write_tokens: 0,
+            },
             tool_calls: vec![
-                ToolCallRecord { name: "read_file".into(), input: json!({"path": "project/timeline.md"}), ok: true, error: None, bytes: 1 },
-                ToolCallRecord { name: "write_file".into(), input: json!({"path": "project/blockers/auth-delay.md", "content": "x"}), ok: true, error: None, bytes: 1 },
+                ToolCallRecord {
+                    name: "read_file".into(),
+                    input: json!({"path": "project/timeline.md"}),
+                    ok: true,
+                    error: None,
+                    bytes: 1,
+                },
+                ToolCallRecord {
+                    name: "write_file".into(),
+                    input: json!({"path": "project/blockers/auth-delay.md", "content": "x"}),
+                    ok: true,
+                    error: None,
+                    bytes: 1,
+                },
             ],
             moved: vec![],
         }
@@ -334,8 +414,14 @@ mod tests {
             thinking: "The auth delay threatens the date.".into(),
             summary: "Recorded the blocker.\n## Next\nWatch it.".into(),
             changes: vec![
-                Change { path: "project/blockers/auth-delay.md".into(), kind: ChangeKind::Written },
-                Change { path: "project/timeline.md".into(), kind: ChangeKind::Appended },
+                Change {
+                    path: "project/blockers/auth-delay.md".into(),
+                    kind: ChangeKind::Written,
+                },
+                Change {
+                    path: "project/timeline.md".into(),
+                    kind: ChangeKind::Appended,
+                },
             ],
             ..HumanRun::default()
         };
@@ -358,13 +444,34 @@ mod tests {
         let mut rec = record();
         rec.outcome = "failed".into();
         rec.error = Some("anthropic: HTTP 400: bad".into());
-        rec.trigger = TriggerRecord { kind: "inbox".into(), notes: vec!["agent/inbox/delivery/a.md".into()], scheduled_for: None, cron: None };
-        rec.moved = vec![Moved { from: "agent/inbox/delivery/a.md".into(), to: "agent/inbox/delivery/failed/a.md".into() }];
-        let human = HumanRun { display_name: "D".into(), failed_notes: vec![("agent/inbox/delivery/failed/a.md".into(), 3)], ..HumanRun::default() };
+        rec.trigger = TriggerRecord {
+            kind: "inbox".into(),
+            notes: vec!["agent/inbox/delivery/a.md".into()],
+            scheduled_for: None,
+            cron: None,
+        };
+        rec.moved = vec![Moved {
+            from: "agent/inbox/delivery/a.md".into(),
+            to: "agent/inbox/delivery/failed/a.md".into(),
+        }];
+        let human = HumanRun {
+            display_name: "D".into(),
+            failed_notes: vec![("agent/inbox/delivery/failed/a.md".into(), 3)],
+            ..HumanRun::default()
+        };
         let text = log.render_run(&rec, &human);
-        assert!(text.contains("- **Outcome:** failed — anthropic: HTTP 400: bad · "), "{text}");
-        assert!(text.contains("- **Trigger:** inbox [[agent/inbox/delivery/failed/a]]"), "{text}");
-        assert!(text.contains("- **Moved to failed/:** [[agent/inbox/delivery/failed/a]] after 3 failed runs"), "{text}");
+        assert!(
+            text.contains("- **Outcome:** failed — anthropic: HTTP 400: bad · "),
+            "{text}"
+        );
+        assert!(
+            text.contains("- **Trigger:** inbox [[agent/inbox/delivery/failed/a]]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("- **Moved to failed/:** [[agent/inbox/delivery/failed/a]] after 3 failed runs"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -378,7 +485,11 @@ mod tests {
                     for i in 0..20 {
                         let mut rec = record();
                         rec.run_id = format!("{t}-{i}");
-                        let human = HumanRun { display_name: format!("Role {t}"), summary: format!("run {t}-{i}\n").repeat(50), ..HumanRun::default() };
+                        let human = HumanRun {
+                            display_name: format!("Role {t}"),
+                            summary: format!("run {t}-{i}\n").repeat(50),
+                            ..HumanRun::default()
+                        };
                         log.write_run(&rec, &human).unwrap();
                         log.write_record(&rec).unwrap();
                     }
@@ -395,7 +506,12 @@ mod tests {
         for s in sections {
             let role = s.split(" · ").nth(1).unwrap();
             let t = role.trim_start_matches("Role ");
-            assert!(s.lines().filter(|l| l.starts_with("run ")).all(|l| l.starts_with(&format!("run {t}-"))), "interleaved section:\n{s}");
+            assert!(
+                s.lines()
+                    .filter(|l| l.starts_with("run "))
+                    .all(|l| l.starts_with(&format!("run {t}-"))),
+                "interleaved section:\n{s}"
+            );
         }
         let jsonl = std::fs::read_to_string(log.jsonl_path(record().started_at)).unwrap();
         assert_eq!(jsonl.lines().count(), 160);

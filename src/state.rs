@@ -126,7 +126,10 @@ pub struct StateStore {
 impl StateStore {
     pub fn new(vault: &Path) -> Self {
         let dir = vault.join(".tabd");
-        Self { path: dir.join("state.json"), lock_path: dir.join("state.lock") }
+        Self {
+            path: dir.join("state.json"),
+            lock_path: dir.join("state.lock"),
+        }
     }
 
     /// The current state (empty if missing or unreadable).
@@ -135,7 +138,9 @@ impl StateStore {
             Ok(bytes) => match serde_json::from_slice::<State>(&bytes) {
                 Ok(s) => s,
                 Err(e) => {
-                    let aside = self.path.with_extension(format!("corrupt-{}.json", Utc::now().format("%Y%m%d%H%M%S")));
+                    let aside = self
+                        .path
+                        .with_extension(format!("corrupt-{}.json", Utc::now().format("%Y%m%d%H%M%S")));
                     let _ = std::fs::rename(&self.path, &aside);
                     tracing::warn!(
                         "{} was unreadable ({e}); moved it to {} and starting from empty state \
@@ -143,10 +148,16 @@ impl StateStore {
                         self.path.display(),
                         aside.display()
                     );
-                    State { version: VERSION, ..State::default() }
+                    State {
+                        version: VERSION,
+                        ..State::default()
+                    }
                 }
             },
-            Err(_) => State { version: VERSION, ..State::default() },
+            Err(_) => State {
+                version: VERSION,
+                ..State::default()
+            },
         }
     }
 
@@ -155,7 +166,11 @@ impl StateStore {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let lock_file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&self.lock_path)?;
+        let lock_file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.lock_path)?;
         let mut lock = fd_lock::RwLock::new(lock_file);
         let _guard = lock.write()?;
         let mut state = self.load();
@@ -191,7 +206,10 @@ mod tests {
         std::fs::write(dir.path().join(".tabd/state.json"), "{ not json").unwrap();
         let s = store.load();
         assert!(s.roles.is_empty(), "corrupt state recovers as empty");
-        let aside = std::fs::read_dir(dir.path().join(".tabd")).unwrap().flatten().any(|e| e.file_name().to_string_lossy().contains("corrupt"));
+        let aside = std::fs::read_dir(dir.path().join(".tabd"))
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().contains("corrupt"));
         assert!(aside, "the corrupt file is kept for inspection");
         store.update(|s| s.role("risk").runs_today = 1).unwrap();
         assert_eq!(store.load().roles["risk"].runs_today, 1);

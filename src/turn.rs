@@ -4,7 +4,9 @@
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::provider::{self, Block, Message, Provider, ProviderError, Request, RetryPolicy, StopReason, Usage};
+use crate::provider::{
+    self, Block, Message, Provider, ProviderError, Request, RetryPolicy, StopReason, Usage,
+};
 use crate::tools::{Change, ToolCallRecord, ToolResult};
 
 /// Limits that end a run (DESIGN §6).
@@ -87,7 +89,9 @@ pub async fn run_turn(
         }
         for block in &resp.message.content {
             match block {
-                Block::Thinking { text, .. } if !seen_tool && !text.trim().is_empty() => thinking_blocks.push(text.trim().to_string()),
+                Block::Thinking { text, .. } if !seen_tool && !text.trim().is_empty() => {
+                    thinking_blocks.push(text.trim().to_string())
+                }
                 Block::Text { text, .. } if !text.trim().is_empty() => {
                     if !seen_tool {
                         pre_tool_text.push(text.trim().to_string());
@@ -98,8 +102,10 @@ pub async fn run_turn(
                 _ => {}
             }
         }
-        let uses: Vec<(String, String, Value)> =
-            resp.tool_uses().map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone())).collect();
+        let uses: Vec<(String, String, Value)> = resp
+            .tool_uses()
+            .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
+            .collect();
         req.messages.push(resp.message.clone());
         match resp.stop {
             StopReason::ContextWindowExceeded => {
@@ -118,7 +124,10 @@ pub async fn run_turn(
                 limit = Some(format!("max_tool_calls ({})", limits.max_tool_calls));
                 results.push(Block::ToolResult {
                     tool_use_id: id,
-                    content: format!("not run: this run reached its limit of {} tool calls", limits.max_tool_calls),
+                    content: format!(
+                        "not run: this run reached its limit of {} tool calls",
+                        limits.max_tool_calls
+                    ),
                     is_error: true,
                 });
                 continue;
@@ -126,7 +135,11 @@ pub async fn run_turn(
             let (result, record) = exec(&name, &input);
             out.calls.push(record);
             out.changes.extend(result.changes.iter().cloned());
-            results.push(Block::ToolResult { tool_use_id: id, content: result.text, is_error: !result.ok });
+            results.push(Block::ToolResult {
+                tool_use_id: id,
+                content: result.text,
+                is_error: !result.ok,
+            });
         }
         if limit.is_none() && out.usage.total() >= limits.max_tokens_per_run {
             limit = Some(format!("max_tokens_per_run ({})", limits.max_tokens_per_run));

@@ -3,3 +3,4 @@ mod support;
 
 mod cli_foundation;
 mod providers;
+mod turn_e2e;

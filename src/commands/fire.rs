@@ -19,7 +19,10 @@ pub fn runnable_role<'a>(ws: &'a Workspace, name: &str) -> Result<&'a Role, CliE
     let name = name.trim_end_matches(".md");
     if let Some(diags) = ws.roles.broken.get(name) {
         let msgs: Vec<String> = diags.iter().map(ToString::to_string).collect();
-        return Err(CliError::usage(format!("role `{name}` has errors; fix them first:\n{}", msgs.join("\n"))));
+        return Err(CliError::usage(format!(
+            "role `{name}` has errors; fix them first:\n{}",
+            msgs.join("\n")
+        )));
     }
     match ws.roles.roles.get(name) {
         Some(r) if r.is_abstract => Err(CliError::usage(format!(
@@ -35,7 +38,8 @@ pub fn runnable_role<'a>(ws: &'a Workspace, name: &str) -> Result<&'a Role, CliE
 
 /// Puts `file` into the role's inbox (unless it is already there) and returns its vault path.
 fn adopt_note(vault: &Vault, vault_root: &Path, role: &Role, file: &Path) -> Result<VaultPath, CliError> {
-    let abs = std::fs::canonicalize(file).map_err(|e| CliError::usage(format!("--note {}: {e}", file.display())))?;
+    let abs = std::fs::canonicalize(file)
+        .map_err(|e| CliError::usage(format!("--note {}: {e}", file.display())))?;
     let root = std::fs::canonicalize(vault_root).map_err(|e| CliError::failed(e.to_string()))?;
     let inbox = VaultPath::parse(&role.inbox, false).map_err(|e| CliError::failed(e.to_string()))?;
     if let Ok(rel) = abs.strip_prefix(&root) {
@@ -47,11 +51,21 @@ fn adopt_note(vault: &Vault, vault_root: &Path, role: &Role, file: &Path) -> Res
     }
     let text = std::fs::read(&abs).map_err(|e| CliError::usage(format!("--note {}: {e}", file.display())))?;
     let name = abs.file_name().and_then(|n| n.to_str()).unwrap_or("note.md");
-    let name = if name.to_lowercase().ends_with(".md") { name.to_string() } else { format!("{name}.md") };
+    let name = if name.to_lowercase().ends_with(".md") {
+        name.to_string()
+    } else {
+        format!("{name}.md")
+    };
     let (stem, ext) = name.rsplit_once('.').unwrap_or((&name, "md"));
     for n in 1..1000 {
-        let candidate = if n == 1 { name.clone() } else { format!("{stem}-{n}.{ext}") };
-        let path = inbox.join(&candidate).map_err(|e| CliError::usage(e.to_string()))?;
+        let candidate = if n == 1 {
+            name.clone()
+        } else {
+            format!("{stem}-{n}.{ext}")
+        };
+        let path = inbox
+            .join(&candidate)
+            .map_err(|e| CliError::usage(e.to_string()))?;
         match vault.create_atomic(&path, &text) {
             Ok(()) => {
                 println!("Copied {} into {path}", file.display());
@@ -66,7 +80,8 @@ fn adopt_note(vault: &Vault, vault_root: &Path, role: &Role, file: &Path) -> Res
 
 pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>) -> Result<u8, CliError> {
     let role = runnable_role(ws, role_name)?;
-    let vault = Vault::open(&ws.vault).map_err(|e| CliError::failed(format!("cannot open the vault: {e}")))?;
+    let vault =
+        Vault::open(&ws.vault).map_err(|e| CliError::failed(format!("cannot open the vault: {e}")))?;
     let lock_path = ws.vault.join(".tabd").join(format!("run-{}.lock", role.name));
     std::fs::create_dir_all(ws.vault.join(".tabd")).map_err(|e| CliError::failed(e.to_string()))?;
     let lock_file = std::fs::OpenOptions::new()
@@ -77,7 +92,10 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>) -> Result<u8, C
         .map_err(|e| CliError::failed(e.to_string()))?;
     let mut lock = fd_lock::RwLock::new(lock_file);
     let _guard = lock.try_write().map_err(|_| {
-        CliError::failed(format!("{} is running right now (in the daemon); try again when it finishes", role.name))
+        CliError::failed(format!(
+            "{} is running right now (in the daemon); try again when it finishes",
+            role.name
+        ))
     })?;
 
     let store = StateStore::new(&ws.vault);
@@ -94,7 +112,8 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>) -> Result<u8, C
             notes.insert(0, n);
         }
     }
-    let provider = provider::build(&ws.config.provider, &ws.env).map_err(|e| CliError::failed(e.to_string()))?;
+    let provider =
+        provider::build(&ws.config.provider, &ws.env).map_err(|e| CliError::failed(e.to_string()))?;
     let log = RunLog::new(&ws.vault, ws.config.timezone);
     let env = RunEnv {
         vault: &vault,
@@ -105,7 +124,10 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>) -> Result<u8, C
         store: &store,
         log: &log,
     };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| CliError::failed(e.to_string()))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(e.to_string()))?;
     let started = Utc::now();
     let result = rt.block_on(run::run_role(&env, role, Trigger::manual(), notes));
     let rec = &result.record;
@@ -130,7 +152,9 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>) -> Result<u8, C
         None => Ok(0),
         Some((class, msg)) => {
             let what = match class {
-                FailureClass::Outage => "the model could not be used; the notes stay in the inbox, no attempt counted",
+                FailureClass::Outage => {
+                    "the model could not be used; the notes stay in the inbox, no attempt counted"
+                }
                 FailureClass::RunFailure => "the run failed; its notes count an attempt",
             };
             eprintln!("error: {msg}\n({what})");

@@ -1,14 +1,22 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod fake_model;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+pub mod wire;
 
 /// A temp vault created by `tabd init`, plus an isolated environment for the binary.
 pub struct TestVault {
     pub dir: tempfile::TempDir,
     pub config: PathBuf,
+    /// Whether commands get a (fake) API key in their environment.
+    pub with_key: std::cell::Cell<bool>,
 }
+
+pub const TEST_KEY: &str = "sk-test-0000-never-in-logs";
 
 impl TestVault {
     /// A vault from the template, with a config file in UTC.
@@ -17,7 +25,11 @@ impl TestVault {
         let vault = dir.path().join("vault");
         let config = dir.path().join("config.toml");
         std::fs::write(&config, "timezone = \"UTC\"\n").expect("write config");
-        let t = Self { dir, config };
+        let t = Self {
+            dir,
+            config,
+            with_key: std::cell::Cell::new(true),
+        };
         let out = t.tabd(&["init", vault.to_str().expect("utf-8 path")]);
         assert!(out.status.success(), "init failed:\n{}", describe(&out));
         t
@@ -42,6 +54,48 @@ impl TestVault {
             .unwrap_or_else(|e| panic!("read {rel}: {e}\n{}", self.listing()))
     }
 
+    /// A config pointing at `fake` with the given provider kind; `extra` is appended as is.
+    pub fn use_model(&self, fake: &fake_model::FakeModel, kind: &str, extra: &str) {
+        let url = if kind == "anthropic" {
+            fake.anthropic_url()
+        } else {
+            fake.openai_url()
+        };
+        self.set_config(&format!(
+            "timezone = \"UTC\"\n[provider]\nkind = \"{kind}\"\nbase_url = \"{url}\"\nmodel = \"test-model\"\nmax_retries = 1\n{extra}"
+        ));
+    }
+
+    /// Every file under `rel`, sorted, as vault paths.
+    pub fn files_in(&self, rel: &str) -> Vec<String> {
+        let mut out: Vec<String> = std::fs::read_dir(self.path(rel))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.path().is_file())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+
+    /// Today's daily log (UTC, as the test configs use).
+    pub fn daily(&self) -> String {
+        let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+        self.read(&format!("daily/{today}.md"))
+    }
+
+    /// Today's JSONL records.
+    pub fn records(&self) -> Vec<serde_json::Value> {
+        let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+        std::fs::read_to_string(self.path(&format!(".tabd/runs/{today}.jsonl")))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSONL line"))
+            .collect()
+    }
+
     pub fn set_config(&self, text: &str) {
         std::fs::write(&self.config, text).expect("write config");
     }
@@ -63,6 +117,11 @@ impl TestVault {
             .env("HOME", self.dir.path())
             .env("XDG_CONFIG_HOME", self.dir.path().join("xdg"))
             .env("TABD_LOG", "warn")
+            .env(
+                "ANTHROPIC_API_KEY",
+                if self.with_key.get() { TEST_KEY } else { "" },
+            )
+            .env("OPENAI_API_KEY", if self.with_key.get() { TEST_KEY } else { "" })
             .arg("--config")
             .arg(&self.config)
             .args(args);
@@ -113,4 +172,3 @@ pub fn describe(out: &Output) -> String {
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
-pub mod fake_model;
