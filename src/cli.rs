@@ -30,6 +30,20 @@ pub enum Command {
         #[arg(value_name = "VAULT")]
         path: Option<PathBuf>,
     },
+    /// Run the daemon in the foreground: fire roles on their schedules and on new inbox notes,
+    /// reload role files when they change. Stop it with Ctrl-C or SIGTERM.
+    Run {
+        /// Create the vault from the template first if it has no roles/ folder yet.
+        #[arg(long)]
+        init: bool,
+    },
+    /// Show each role's state, last run, next fire, pending notes and tokens used today,
+    /// and whether a daemon is running.
+    Status {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check the config and every role file; print every problem as `path:line: …`.
     /// Exits 1 if any error is found.
     Validate,

@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod daemon;
 pub mod diag;
 pub mod environment;
 pub mod frontmatter;

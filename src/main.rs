@@ -27,9 +27,11 @@ fn init_logging(env: &Env) {
         .get("TABD_LOG")
         .or_else(|| env.get("RUST_LOG"))
         .unwrap_or("info");
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new(filter))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false);
     if env.get("JOURNAL_STREAM").is_some() {
         builder.without_time().with_ansi(false).init();

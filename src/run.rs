@@ -299,6 +299,7 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
         .map(|(f, t)| (f.as_str().to_string(), t.as_str().to_string()))
         .collect();
     let success = failure.is_none();
+    let failure_class = failure.as_ref().map(|(c, _)| *c);
     let hashes = prompt.hashes.clone();
     let trigger_name = trigger.kind.as_str().to_string();
     let usage = outcome.usage;
@@ -306,7 +307,10 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
     let saved = env.store.update(|s| {
         s.add_usage(&role.name, today, usage);
         let r = s.role(&role.name);
-        r.runs_today += 1;
+        // A run that never reached the model (an outage) does not use up max_runs_per_day.
+        if !matches!(failure_class, Some(FailureClass::Outage)) || usage.total() > 0 {
+            r.runs_today += 1;
+        }
         r.last_run = Some(LastRun {
             run_id: id.clone(),
             started_at: started,

@@ -68,6 +68,8 @@ pub struct RoleState {
 pub struct GlobalState {
     pub day: Option<NaiveDate>,
     pub tokens_today: u64,
+    /// Why the daemon paused model calls, while it does (shown by `tabd status`).
+    pub paused: Option<String>,
 }
 
 impl RoleState {

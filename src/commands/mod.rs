@@ -3,7 +3,9 @@
 pub mod fire;
 pub mod init;
 pub mod prompt;
+pub mod run;
 pub mod schedule;
+pub mod status;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -76,5 +78,11 @@ pub fn run(cli: Cli, env: Env) -> Result<u8, CliError> {
         }
         Command::Fire { role, note } => fire::run(&Workspace::open(&cli, env)?, role, note.as_deref()),
         Command::Prompt { role } => prompt::run(&Workspace::open(&cli, env)?, role),
+        Command::Run { init } => {
+            run::init_if_asked(&cli, &env, *init)?;
+            let ws = Workspace::open(&cli, env)?;
+            run::run(&cli, ws)
+        }
+        Command::Status { json } => status::run(&Workspace::open(&cli, env)?, *json),
     }
 }
