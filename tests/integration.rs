@@ -2,5 +2,6 @@
 mod support;
 
 mod cli_foundation;
+mod daemon_e2e;
 mod providers;
 mod turn_e2e;

@@ -19,8 +19,13 @@ pub fn init_if_asked(cli: &Cli, env: &Env, init: bool) -> Result<(), CliError> {
         (None, None) => return Err(CliError::usage("--init needs a vault: pass --vault DIR")),
     };
     if !Path::new(&target).join("roles").is_dir() {
-        let report = template::init_vault(&target).map_err(|e| CliError::failed(format!("cannot create {}: {e}", target.display())))?;
-        eprintln!("Created a vault from the template at {} ({} files).", target.display(), report.created.len());
+        let report = template::init_vault(&target)
+            .map_err(|e| CliError::failed(format!("cannot create {}: {e}", target.display())))?;
+        eprintln!(
+            "Created a vault from the template at {} ({} files).",
+            target.display(),
+            report.created.len()
+        );
     }
     Ok(())
 }
@@ -34,7 +39,13 @@ pub fn run(cli: &Cli, ws: Workspace) -> Result<u8, CliError> {
     if errors > 0 {
         eprintln!("warning: {errors} role-file error(s); those roles stay off until fixed (`tabd validate` lists them)");
     }
-    let init = daemon::Init { env: ws.env, cli_config: cli.config.clone(), config: ws.config, vault: ws.vault, roles: ws.roles };
+    let init = daemon::Init {
+        env: ws.env,
+        cli_config: cli.config.clone(),
+        config: ws.config,
+        vault: ws.vault,
+        roles: ws.roles,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

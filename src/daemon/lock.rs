@@ -26,7 +26,13 @@ pub fn acquire(vault: &Path) -> Result<InstanceLock, LockError> {
     let path = lock_path(vault);
     let io = |e| LockError::Io(path.clone(), e);
     std::fs::create_dir_all(path.parent().unwrap_or(vault)).map_err(io)?;
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path).map_err(io)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(io)?;
     let lock: &'static mut fd_lock::RwLock<std::fs::File> = Box::leak(Box::new(fd_lock::RwLock::new(file)));
     match lock.try_write() {
         Ok(mut guard) => {
@@ -43,7 +49,11 @@ pub fn acquire(vault: &Path) -> Result<InstanceLock, LockError> {
 /// The pid of the running daemon, if one holds the lock.
 pub fn holder(vault: &Path) -> Option<String> {
     let path = lock_path(vault);
-    let mut file = std::fs::OpenOptions::new().read(true).write(true).open(&path).ok()?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .ok()?;
     let mut lock = fd_lock::RwLock::new(file.try_clone().ok()?);
     if lock.try_write().is_ok() {
         return None; // nobody holds it

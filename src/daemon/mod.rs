@@ -247,7 +247,10 @@ impl Daemon {
         self.tick().await;
         let runnable = self.roles.runnable().count();
         let status = format!("{runnable} roles; {}", self.next_fire_text());
-        notify_systemd(&[sd_notify::NotifyState::Ready, sd_notify::NotifyState::Status(&status)]);
+        notify_systemd(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status(&status),
+        ]);
         tracing::info!(
             "tabd running on {} with {runnable} roles ({}); {}",
             self.root.display(),
@@ -286,7 +289,11 @@ impl Daemon {
         notify_systemd(&[sd_notify::NotifyState::Stopping]);
         let grace = self.config.daemon.shutdown_grace;
         if self.running > 0 {
-            tracing::info!("stopping: waiting up to {}s for {} running turn(s)", grace.as_secs(), self.running);
+            tracing::info!(
+                "stopping: waiting up to {}s for {} running turn(s)",
+                grace.as_secs(),
+                self.running
+            );
         }
         let deadline = Instant::now() + grace;
         while self.running > 0 {
@@ -324,7 +331,8 @@ impl Daemon {
             consider(rt.recheck_at);
             if let Some(role) = self.roles.roles.get(name) {
                 if let Some(last) = rt.last_end {
-                    if (!rt.slots.is_empty() || rt.inbox_ready || !rt.watch_pending.is_empty()) && !rt.running {
+                    if (!rt.slots.is_empty() || rt.inbox_ready || !rt.watch_pending.is_empty()) && !rt.running
+                    {
                         consider(Some(last + self.min_interval(role)));
                     }
                 }
@@ -342,16 +350,15 @@ impl Daemon {
     }
 
     fn min_interval(&self, role: &Role) -> Duration {
-        role.settings.min_interval.unwrap_or(self.config.limits.min_interval)
+        role.settings
+            .min_interval
+            .unwrap_or(self.config.limits.min_interval)
     }
 
     fn on_event(&mut self, ev: FsEvent) {
         let now = Instant::now();
         match &ev {
-            FsEvent::Rescan => {
-                self.rescan_all = true;
-                return;
-            }
+            FsEvent::Rescan => self.rescan_all = true,
             FsEvent::Written(p) | FsEvent::RenamedTo { to: p, .. } | FsEvent::Gone(p) => {
                 let parent = p.parent().map(Path::to_path_buf).unwrap_or_default();
                 if parent == self.root.join("roles") {
@@ -382,10 +389,18 @@ impl Daemon {
                     return;
                 }
                 // A watched context file?
-                let rel = p.strip_prefix(&self.root).ok().and_then(|r| r.to_str()).map(str::to_string);
+                let rel = p
+                    .strip_prefix(&self.root)
+                    .ok()
+                    .and_then(|r| r.to_str())
+                    .map(str::to_string);
                 if let Some(rel) = rel {
-                    let roles: Vec<String> =
-                        self.roles.runnable().filter(|r| r.settings.watch.iter().any(|w| w == &rel)).map(|r| r.name.clone()).collect();
+                    let roles: Vec<String> = self
+                        .roles
+                        .runnable()
+                        .filter(|r| r.settings.watch.iter().any(|w| w == &rel))
+                        .map(|r| r.name.clone())
+                        .collect();
                     for name in roles {
                         let hash = self.hash_file(&rel);
                         if let Some(rt) = self.rt.get_mut(&name) {
@@ -406,13 +421,23 @@ impl Daemon {
 
     fn hash_file(&self, rel: &str) -> Option<String> {
         let p = VaultPath::parse(rel, false).ok()?;
-        self.vault.read_text(&p, 64 * 1024 * 1024).ok().map(|t| prompt::hash(t.as_bytes()))
+        self.vault
+            .read_text(&p, 64 * 1024 * 1024)
+            .ok()
+            .map(|t| prompt::hash(t.as_bytes()))
     }
 
     fn init_watch_hashes(&mut self) {
-        let watched: Vec<(String, Vec<String>)> = self.roles.runnable().map(|r| (r.name.clone(), r.settings.watch.clone())).collect();
+        let watched: Vec<(String, Vec<String>)> = self
+            .roles
+            .runnable()
+            .map(|r| (r.name.clone(), r.settings.watch.clone()))
+            .collect();
         for (name, paths) in watched {
-            let hashes: HashMap<String, String> = paths.iter().filter_map(|p| self.hash_file(p).map(|h| (p.clone(), h))).collect();
+            let hashes: HashMap<String, String> = paths
+                .iter()
+                .filter_map(|p| self.hash_file(p).map(|h| (p.clone(), h)))
+                .collect();
             self.rt.entry(name).or_default().watch_hashes = hashes;
         }
     }
@@ -429,10 +454,21 @@ impl Daemon {
             rt.dirty = true; // notes that arrived meanwhile fire a follow-up run
         }
         // Files this run changed are not "changes" for watchers.
-        let changed: Vec<String> = done.result.record.tool_calls.iter().filter_map(|c| c.input.get("path").and_then(|p| p.as_str()).map(str::to_string)).collect();
+        let changed: Vec<String> = done
+            .result
+            .record
+            .tool_calls
+            .iter()
+            .filter_map(|c| c.input.get("path").and_then(|p| p.as_str()).map(str::to_string))
+            .collect();
         let names: Vec<String> = self.rt.keys().cloned().collect();
         for name in names {
-            let watch: Vec<String> = self.roles.roles.get(&name).map(|r| r.settings.watch.clone()).unwrap_or_default();
+            let watch: Vec<String> = self
+                .roles
+                .roles
+                .get(&name)
+                .map(|r| r.settings.watch.clone())
+                .unwrap_or_default();
             for w in watch.iter().filter(|w| changed.contains(w)) {
                 let h = self.hash_file(w);
                 if let Some(rt) = self.rt.get_mut(&name) {
@@ -520,7 +556,9 @@ impl Daemon {
         let now = Instant::now();
         let names: Vec<String> = self.rt.keys().cloned().collect();
         for name in names {
-            let Some(role) = self.roles.roles.get(&name).cloned() else { continue };
+            let Some(role) = self.roles.roles.get(&name).cloned() else {
+                continue;
+            };
             let rt = self.rt.get_mut(&name).map(|r| (r.dirty, r.recheck_at));
             let Some((dirty, recheck)) = rt else { continue };
             if !(all || dirty || recheck.is_some_and(|t| now >= t)) {
@@ -538,8 +576,13 @@ impl Daemon {
     /// Whether `role` has complete notes waiting, and when to look again if some are settling.
     fn inbox_state(&mut self, role: &Role) -> (bool, Option<Instant>) {
         let dir = self.inbox_abs(role);
-        let Ok(inbox_path) = VaultPath::parse(&role.inbox, false) else { return (false, None) };
-        let entries = self.vault.walk(&inbox_path, false, &|_| false).unwrap_or_default();
+        let Ok(inbox_path) = VaultPath::parse(&role.inbox, false) else {
+            return (false, None);
+        };
+        let entries = self
+            .vault
+            .walk(&inbox_path, false, &|_| false)
+            .unwrap_or_default();
         let now = Instant::now();
         let mut ready = false;
         let mut recheck: Option<Instant> = None;
@@ -568,7 +611,14 @@ impl Daemon {
         (ready, recheck)
     }
 
-    fn is_draft(&mut self, role: &str, abs: &Path, path: &VaultPath, modified: std::time::SystemTime, size: u64) -> bool {
+    fn is_draft(
+        &mut self,
+        role: &str,
+        abs: &Path,
+        path: &VaultPath,
+        modified: std::time::SystemTime,
+        size: u64,
+    ) -> bool {
         if let Some(rt) = self.rt.get(role) {
             if let Some((m, s, draft)) = rt.drafts.get(abs) {
                 if *m == modified && *s == size {
@@ -576,7 +626,9 @@ impl Daemon {
                 }
             }
         }
-        let draft = inbox::read_note(&self.vault, path).map(|n| n.draft).unwrap_or(false);
+        let draft = inbox::read_note(&self.vault, path)
+            .map(|n| n.draft)
+            .unwrap_or(false);
         if let Some(rt) = self.rt.get_mut(role) {
             rt.drafts.insert(abs.to_path_buf(), (modified, size, draft));
         }
@@ -585,7 +637,12 @@ impl Daemon {
 
     /// Turns due scheduled slots into queued runs (or logged skips), recording them first.
     fn schedule_due(&mut self, wall: DateTime<Utc>) {
-        let roles: Vec<Role> = self.roles.runnable().filter(|r| self.role_may_run_here(r) && !r.schedule.is_empty()).cloned().collect();
+        let roles: Vec<Role> = self
+            .roles
+            .runnable()
+            .filter(|r| self.role_may_run_here(r) && !r.schedule.is_empty())
+            .cloned()
+            .collect();
         for role in roles {
             let stale = role.settings.stale_after.unwrap_or(Duration::from_secs(7200));
             let ledger = self.store.load().roles.get(&role.name).and_then(|r| r.last_slot);
@@ -613,17 +670,35 @@ impl Daemon {
                     rt.slots.push_back(SlotRun { slot, missed });
                 }
                 SlotDecision::RunEach { slots, dropped } => {
-                    let _ = self.log.write_line(wall, &role.display_name, &format!(
+                    let _ = self.log.write_line(
+                        wall,
+                        &role.display_name,
+                        &format!(
                         "missed {} scheduled runs; running {} of them now, oldest first (catch_up: all){}",
                         slots.len() + dropped,
                         slots.len(),
                         if dropped > 0 { format!(", {dropped} older ones skipped") } else { String::new() }
-                    ));
-                    rt.slots.extend(slots.into_iter().map(|slot| SlotRun { slot, missed: 1 }));
+                    ),
+                    );
+                    rt.slots
+                        .extend(slots.into_iter().map(|slot| SlotRun { slot, missed: 1 }));
                 }
-                SlotDecision::Skip { count, first, last, why } => {
-                    let span = if count > 1 { format!("{count} scheduled runs ({}–{})", fmt(first), fmt(last)) } else { format!("the {} run", fmt(last)) };
-                    let _ = self.log.write_line(wall, &role.display_name, &format!("skipped — missed {span}: {why}"));
+                SlotDecision::Skip {
+                    count,
+                    first,
+                    last,
+                    why,
+                } => {
+                    let span = if count > 1 {
+                        format!("{count} scheduled runs ({}–{})", fmt(first), fmt(last))
+                    } else {
+                        format!("the {} run", fmt(last))
+                    };
+                    let _ = self.log.write_line(
+                        wall,
+                        &role.display_name,
+                        &format!("skipped — missed {span}: {why}"),
+                    );
                     self.status_dirty = true;
                 }
             }
@@ -641,7 +716,9 @@ impl Daemon {
             if self.running >= max {
                 break;
             }
-            let Some(role) = self.roles.roles.get(&name).cloned() else { continue };
+            let Some(role) = self.roles.roles.get(&name).cloned() else {
+                continue;
+            };
             if !self.role_may_run_here(&role) {
                 if let Some(rt) = self.rt.get_mut(&name) {
                     rt.slots.clear();
@@ -661,7 +738,9 @@ impl Daemon {
             if let Some(cause) = self.over_limit(&role) {
                 let first = self.note_once(&role.name, &cause);
                 if first {
-                    let _ = self.log.write_line(Utc::now(), &role.display_name, &format!("skipped — {cause}"));
+                    let _ =
+                        self.log
+                            .write_line(Utc::now(), &role.display_name, &format!("skipped — {cause}"));
                     self.write_run_record_skip(&role, &cause);
                 }
                 if let Some(rt) = self.rt.get_mut(&name) {
@@ -692,7 +771,12 @@ impl Daemon {
         let rec = crate::runlog::RunRecord {
             run_id: format!("{}-{}-skip", now.format("%Y%m%dT%H%M%SZ"), role.name),
             role: role.name.clone(),
-            trigger: crate::runlog::TriggerRecord { kind: "schedule".into(), notes: vec![], scheduled_for: None, cron: None },
+            trigger: crate::runlog::TriggerRecord {
+                kind: "schedule".into(),
+                notes: vec![],
+                scheduled_for: None,
+                cron: None,
+            },
             started_at: now,
             ended_at: now,
             outcome: "skipped".into(),
@@ -711,9 +795,22 @@ impl Daemon {
         let state = self.store.load();
         let limits = &self.config.limits;
         let rs = state.roles.get(&role.name).cloned().unwrap_or_default();
-        let (tokens, runs) = if rs.day == Some(today) { (rs.tokens_today, rs.runs_today) } else { (0, 0) };
-        let global = if state.global.day == Some(today) { state.global.tokens_today } else { 0 };
-        if tokens >= role.settings.daily_token_budget.unwrap_or(limits.daily_token_budget) {
+        let (tokens, runs) = if rs.day == Some(today) {
+            (rs.tokens_today, rs.runs_today)
+        } else {
+            (0, 0)
+        };
+        let global = if state.global.day == Some(today) {
+            state.global.tokens_today
+        } else {
+            0
+        };
+        if tokens
+            >= role
+                .settings
+                .daily_token_budget
+                .unwrap_or(limits.daily_token_budget)
+        {
             return Some("daily token budget spent".into());
         }
         if global >= limits.global_daily_token_budget {
@@ -737,9 +834,15 @@ impl Daemon {
         let now = Instant::now();
         let notes: Vec<inbox::Note> = notes
             .into_iter()
-            .filter(|n| self.readiness.check(&self.root.join(n.path.as_path()), n.size, n.modified, now).is_ok())
+            .filter(|n| {
+                self.readiness
+                    .check(&self.root.join(n.path.as_path()), n.size, n.modified, now)
+                    .is_ok()
+            })
             .collect();
-        let Some(rt) = self.rt.get_mut(&role.name) else { return };
+        let Some(rt) = self.rt.get_mut(&role.name) else {
+            return;
+        };
         let slot = rt.slots.pop_front();
         let watched = std::mem::take(&mut rt.watch_pending);
         rt.inbox_ready = false;
@@ -747,20 +850,35 @@ impl Daemon {
             Trigger {
                 kind: TriggerKind::Schedule,
                 scheduled_for: Some(s.slot),
-                cron: Some(role.schedule.lines.iter().map(|l| l.cron_exprs().collect::<Vec<_>>().join(" | ")).collect::<Vec<_>>().join(" | ")),
+                cron: Some(
+                    role.schedule
+                        .lines
+                        .iter()
+                        .map(|l| l.cron_exprs().collect::<Vec<_>>().join(" | "))
+                        .collect::<Vec<_>>()
+                        .join(" | "),
+                ),
                 missed: s.missed,
                 watched: Vec::new(),
             }
         } else if !notes.is_empty() {
             Trigger::inbox()
         } else if !watched.is_empty() {
-            Trigger { kind: TriggerKind::Watch, watched, ..Trigger::manual() }
+            Trigger {
+                kind: TriggerKind::Watch,
+                watched,
+                ..Trigger::manual()
+            }
         } else {
             return; // the notes went away (moved by someone) before the run started
         };
 
         // skip_unchanged: a scheduled run with no notes and no context change costs nothing.
-        if trigger.kind == TriggerKind::Schedule && notes.is_empty() && role.skip_unchanged() && !self.context_changed(&role) {
+        if trigger.kind == TriggerKind::Schedule
+            && notes.is_empty()
+            && role.skip_unchanged()
+            && !self.context_changed(&role)
+        {
             let cause = "skipped — nothing changed since the last run (skip_unchanged)";
             if self.note_once(&role.name, "skip_unchanged") {
                 let _ = self.log.write_line(Utc::now(), &role.display_name, cause);
@@ -769,19 +887,32 @@ impl Daemon {
             return;
         }
 
-        let Some(rt) = self.rt.get_mut(&role.name) else { return };
+        let Some(rt) = self.rt.get_mut(&role.name) else {
+            return;
+        };
         rt.running = true;
         self.running += 1;
         let note_paths: Vec<PathBuf> = notes.iter().map(|n| self.root.join(n.path.as_path())).collect();
         for p in &note_paths {
             self.readiness.forget(p);
         }
-        let (vault, config, roles, provider, log, store, tx) =
-            (self.vault.clone(), self.config.clone(), self.roles.clone(), self.provider.clone(), self.log.clone(), self.store.clone(), self.done_tx.clone());
+        let (vault, config, roles, provider, log, store, tx) = (
+            self.vault.clone(),
+            self.config.clone(),
+            self.roles.clone(),
+            self.provider.clone(),
+            self.log.clone(),
+            self.store.clone(),
+            self.done_tx.clone(),
+        );
         let run_lock = self.root.join(".tabd").join(format!("run-{}.lock", role.name));
         self.tasks.spawn(async move {
             // Holding the role's run lock keeps a concurrent `tabd fire` of the same role out.
-            let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&run_lock);
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&run_lock);
             let mut lock = file.ok().map(fd_lock::RwLock::new);
             let _guard = lock.as_mut().and_then(|l| l.try_write().ok());
             let env = RunEnv {
@@ -794,14 +925,26 @@ impl Daemon {
                 log: &log,
             };
             let result = run::run_role(&env, &role, trigger, notes).await;
-            let _ = tx.send(Done { role: role.name.clone(), result, notes: note_paths }).await;
+            let _ = tx
+                .send(Done {
+                    role: role.name.clone(),
+                    result,
+                    notes: note_paths,
+                })
+                .await;
         });
     }
 
     /// True when a context file changed, appeared or vanished since the role's last success.
     fn context_changed(&self, role: &Role) -> bool {
         let state = self.store.load();
-        let Some(rs) = state.roles.get(&role.name).filter(|r| r.last_success_at.is_some()) else { return true };
+        let Some(rs) = state
+            .roles
+            .get(&role.name)
+            .filter(|r| r.last_success_at.is_some())
+        else {
+            return true;
+        };
         let policy = AccessPolicy::for_role(role);
         let (found, _) = prompt::resolve_context(&self.vault, &policy, &role.context);
         let mut now: BTreeMap<String, String> = BTreeMap::new();
@@ -825,7 +968,8 @@ impl Daemon {
                             Err(e) => tracing::warn!("cannot rebuild the provider: {e}"),
                         }
                     }
-                    self.readiness.set_settle(Duration::from_millis(c.inbox.settle_ms));
+                    self.readiness
+                        .set_settle(Duration::from_millis(c.inbox.settle_ms));
                     self.config = Arc::new(c);
                     // A config change is worth another try of a paused provider.
                     self.unpause();
@@ -833,12 +977,22 @@ impl Daemon {
             }
             Err(e) => {
                 if self.note_once("_config", &e.to_string()) {
-                    let _ = self.log.write_line(Utc::now(), "tabd", &format!("config has errors; keeping the previous one — {e}"));
+                    let _ = self.log.write_line(
+                        Utc::now(),
+                        "tabd",
+                        &format!("config has errors; keeping the previous one — {e}"),
+                    );
                 }
                 tracing::warn!("config has errors; keeping the previous one: {e}");
             }
         }
-        let fresh = RoleSet::load(&self.root, &LoadContext { default_tz: self.config.timezone, env: self.env.clone() });
+        let fresh = RoleSet::load(
+            &self.root,
+            &LoadContext {
+                default_tz: self.config.timezone,
+                env: self.env.clone(),
+            },
+        );
         let old = self.roles.clone();
         let mut effective = fresh.clone();
         self.kept_last_good.clear();
@@ -850,7 +1004,9 @@ impl Daemon {
         }
         // A changed schedule starts from now: no catch-up for slots the old one never had.
         for (name, role) in &effective.roles {
-            let changed = old.roles.get(name).is_none_or(|o| o.schedule.cron_exprs() != role.schedule.cron_exprs() || o.schedule.tz != role.schedule.tz);
+            let changed = old.roles.get(name).is_none_or(|o| {
+                o.schedule.cron_exprs() != role.schedule.cron_exprs() || o.schedule.tz != role.schedule.tz
+            });
             if changed {
                 let n = name.clone();
                 let now = Utc::now();
@@ -860,7 +1016,12 @@ impl Daemon {
                 }
             }
         }
-        let removed: Vec<String> = self.rt.keys().filter(|n| !effective.roles.contains_key(*n)).cloned().collect();
+        let removed: Vec<String> = self
+            .rt
+            .keys()
+            .filter(|n| !effective.roles.contains_key(*n))
+            .cloned()
+            .collect();
         for n in removed {
             if self.rt.get(&n).is_some_and(|r| !r.running) {
                 self.rt.remove(&n);
@@ -873,7 +1034,11 @@ impl Daemon {
         self.init_watch_hashes();
         self.rescan_all = true;
         self.status_dirty = true;
-        let status = format!("{} roles; {}", self.roles.runnable().count(), self.next_fire_text());
+        let status = format!(
+            "{} roles; {}",
+            self.roles.runnable().count(),
+            self.next_fire_text()
+        );
         notify_systemd(&[sd_notify::NotifyState::Status(&status)]);
     }
 
@@ -885,27 +1050,43 @@ impl Daemon {
                 continue;
             }
             let first = diags.first().map(ToString::to_string).unwrap_or_default();
-            let more = if diags.len() > 1 { format!(" (+{} more; run `tabd validate`)", diags.len() - 1) } else { String::new() };
+            let more = if diags.len() > 1 {
+                format!(" (+{} more; run `tabd validate`)", diags.len() - 1)
+            } else {
+                String::new()
+            };
             let what = if self.kept_last_good.contains(name) {
                 "role file has errors; still running the last good version"
             } else {
                 "role file has errors; the role stays off until it is fixed"
             };
-            let _ = self.log.write_line(Utc::now(), name, &format!("{what} — {first}{more}"));
+            let _ = self
+                .log
+                .write_line(Utc::now(), name, &format!("{what} — {first}{more}"));
             tracing::warn!("{name}: {what}: {first}{more}");
         }
         for name in before.keys() {
             if !roles.broken.contains_key(name) && roles.roles.contains_key(name) {
-                let _ = self.log.write_line(Utc::now(), name, "role file fixed; running the new version");
+                let _ = self
+                    .log
+                    .write_line(Utc::now(), name, "role file fixed; running the new version");
             }
         }
     }
 
     fn next_fire_text(&self) -> String {
         let wall = Utc::now();
-        let next = self.roles.runnable().filter(|r| self.role_may_run_here(r)).filter_map(|r| r.schedule.next_after(wall).map(|t| (t, r.name.clone()))).min();
+        let next = self
+            .roles
+            .runnable()
+            .filter(|r| self.role_may_run_here(r))
+            .filter_map(|r| r.schedule.next_after(wall).map(|t| (t, r.name.clone())))
+            .min();
         match next {
-            Some((t, name)) => format!("next fire {name} at {}", t.with_timezone(&self.config.timezone).format("%Y-%m-%d %H:%M %Z")),
+            Some((t, name)) => format!(
+                "next fire {name} at {}",
+                t.with_timezone(&self.config.timezone).format("%Y-%m-%d %H:%M %Z")
+            ),
             None => "no scheduled fires".into(),
         }
     }
@@ -915,11 +1096,22 @@ impl Daemon {
         let live = status::Live {
             pid: running.then(|| std::process::id().to_string()),
             paused: self.paused_reason.clone(),
-            watching: Some(if self.polling { "polling for changes (file watching unavailable)".into() } else { "watching for changes".into() }),
+            watching: Some(if self.polling {
+                "polling for changes (file watching unavailable)".into()
+            } else {
+                "watching for changes".into()
+            }),
             kept_last_good: self.kept_last_good.clone(),
             host: self.host.clone(),
         };
-        let report = status::collect(&self.vault, &self.config, &self.roles, &self.store.load(), &live, Utc::now());
+        let report = status::collect(
+            &self.vault,
+            &self.config,
+            &self.roles,
+            &self.store.load(),
+            &live,
+            Utc::now(),
+        );
         let text = status::render_note(&report, self.config.timezone);
         if let Ok(p) = VaultPath::parse("agent/status.md", false) {
             if let Err(e) = self.vault.write_atomic(&p, text.as_bytes()) {

@@ -50,7 +50,10 @@ fn name(p: &Path) -> &str {
 
 impl Readiness {
     pub fn new(settle: Duration) -> Self {
-        Self { settle, files: HashMap::new() }
+        Self {
+            settle,
+            files: HashMap::new(),
+        }
     }
 
     pub fn set_settle(&mut self, settle: Duration) {
@@ -70,7 +73,9 @@ impl Readiness {
                     return;
                 }
                 let same_folder = from.as_ref().is_some_and(|f| f.parent() == to.parent());
-                let from_visible = from.as_ref().is_some_and(|f| !is_temp_name(name(f)) && is_trigger_name(name(f)));
+                let from_visible = from
+                    .as_ref()
+                    .is_some_and(|f| !is_temp_name(name(f)) && is_trigger_name(name(f)));
                 let how = if same_folder && from_visible {
                     // Obsidian renaming `Untitled.md` while the person types: wait for them.
                     How::Settling { since: now }
@@ -94,7 +99,13 @@ impl Readiness {
 
     /// Whether the note at `path` (size, mtime) is complete at `now`. `None` = not yet, with the
     /// instant to look again.
-    pub fn check(&self, path: &Path, size: u64, modified: SystemTime, now: Instant) -> Result<(), Option<Instant>> {
+    pub fn check(
+        &self,
+        path: &Path,
+        size: u64,
+        modified: SystemTime,
+        now: Instant,
+    ) -> Result<(), Option<Instant>> {
         match self.files.get(path) {
             Some(How::Atomic) => Ok(()),
             Some(How::Settling { since }) => {
@@ -109,7 +120,9 @@ impl Readiness {
             }
             None => {
                 // No event seen (start-up, rescan): judge by the modification time.
-                let age = SystemTime::now().duration_since(modified).unwrap_or(Duration::ZERO);
+                let age = SystemTime::now()
+                    .duration_since(modified)
+                    .unwrap_or(Duration::ZERO);
                 if size == 0 {
                     Err(None)
                 } else if age >= self.settle {
@@ -128,7 +141,8 @@ impl Readiness {
 
     /// Forgets everything in `dir` that is no longer there.
     pub fn retain_existing(&mut self, dir: &Path, existing: &[PathBuf]) {
-        self.files.retain(|p, _| p.parent() != Some(dir) || existing.contains(p));
+        self.files
+            .retain(|p, _| p.parent() != Some(dir) || existing.contains(p));
     }
 }
 
@@ -150,11 +164,29 @@ mod tests {
     async fn moved_in_and_atomic_saves_are_ready_at_once() {
         let mut r = Readiness::new(SETTLE);
         let now = Instant::now();
-        r.on_event(&FsEvent::RenamedTo { to: p("/v/in/a.md"), from: None }, now);
+        r.on_event(
+            &FsEvent::RenamedTo {
+                to: p("/v/in/a.md"),
+                from: None,
+            },
+            now,
+        );
         assert_eq!(r.check(&p("/v/in/a.md"), 10, SystemTime::now(), now), Ok(()));
-        r.on_event(&FsEvent::RenamedTo { to: p("/v/in/b.md"), from: Some(p("/v/in/.b.md.tabd-1234.tmp")) }, now);
+        r.on_event(
+            &FsEvent::RenamedTo {
+                to: p("/v/in/b.md"),
+                from: Some(p("/v/in/.b.md.tabd-1234.tmp")),
+            },
+            now,
+        );
         assert_eq!(r.check(&p("/v/in/b.md"), 10, SystemTime::now(), now), Ok(()));
-        r.on_event(&FsEvent::RenamedTo { to: p("/v/in/c.md"), from: Some(p("/v/other/c.md")) }, now);
+        r.on_event(
+            &FsEvent::RenamedTo {
+                to: p("/v/in/c.md"),
+                from: Some(p("/v/other/c.md")),
+            },
+            now,
+        );
         assert_eq!(r.check(&p("/v/in/c.md"), 10, SystemTime::now(), now), Ok(()));
     }
 
@@ -164,10 +196,17 @@ mod tests {
         let t0 = Instant::now();
         let f = p("/v/in/Untitled.md");
         r.on_event(&FsEvent::Written(f.clone()), t0);
-        assert_eq!(r.check(&f, 0, SystemTime::now(), t0 + SETTLE * 2), Err(None), "empty waits for content");
+        assert_eq!(
+            r.check(&f, 0, SystemTime::now(), t0 + SETTLE * 2),
+            Err(None),
+            "empty waits for content"
+        );
         let t1 = t0 + Duration::from_secs(3);
         r.on_event(&FsEvent::Written(f.clone()), t1);
-        assert_eq!(r.check(&f, 50, SystemTime::now(), t1 + Duration::from_secs(4)), Err(Some(t1 + SETTLE)));
+        assert_eq!(
+            r.check(&f, 50, SystemTime::now(), t1 + Duration::from_secs(4)),
+            Err(Some(t1 + SETTLE))
+        );
         assert_eq!(r.check(&f, 50, SystemTime::now(), t1 + SETTLE), Ok(()));
     }
 
@@ -176,10 +215,29 @@ mod tests {
         let mut r = Readiness::new(SETTLE);
         let t0 = Instant::now();
         r.on_event(&FsEvent::Written(p("/v/in/Untitled.md")), t0);
-        r.on_event(&FsEvent::RenamedTo { to: p("/v/in/Meeting notes.md"), from: None }, t0);
-        r.on_event(&FsEvent::RenamedTo { to: p("/v/in/Meeting notes.md"), from: Some(p("/v/in/Untitled.md")) }, t0);
-        assert_eq!(r.check(&p("/v/in/Meeting notes.md"), 9, SystemTime::now(), t0), Err(Some(t0 + SETTLE)));
-        assert_eq!(r.check(&p("/v/in/Untitled.md"), 9, old(), t0), Ok(()), "the old name is forgotten (judged by mtime)");
+        r.on_event(
+            &FsEvent::RenamedTo {
+                to: p("/v/in/Meeting notes.md"),
+                from: None,
+            },
+            t0,
+        );
+        r.on_event(
+            &FsEvent::RenamedTo {
+                to: p("/v/in/Meeting notes.md"),
+                from: Some(p("/v/in/Untitled.md")),
+            },
+            t0,
+        );
+        assert_eq!(
+            r.check(&p("/v/in/Meeting notes.md"), 9, SystemTime::now(), t0),
+            Err(Some(t0 + SETTLE))
+        );
+        assert_eq!(
+            r.check(&p("/v/in/Untitled.md"), 9, old(), t0),
+            Ok(()),
+            "the old name is forgotten (judged by mtime)"
+        );
     }
 
     #[tokio::test(start_paused = true)]

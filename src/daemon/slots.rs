@@ -20,11 +20,23 @@ pub enum SlotDecision {
     /// Nothing due.
     Nothing,
     /// Run once for `slot`; `missed` slots are covered by it (1 when on time).
-    Run { slot: DateTime<Utc>, missed: usize, late: bool },
+    Run {
+        slot: DateTime<Utc>,
+        missed: usize,
+        late: bool,
+    },
     /// `catch_up: all`: one run per slot, oldest first (at most 10); `dropped` older ones skipped.
-    RunEach { slots: Vec<DateTime<Utc>>, dropped: usize },
+    RunEach {
+        slots: Vec<DateTime<Utc>>,
+        dropped: usize,
+    },
     /// Missed slots not run, and why (logged).
-    Skip { count: usize, first: DateTime<Utc>, last: DateTime<Utc>, why: String },
+    Skip {
+        count: usize,
+        first: DateTime<Utc>,
+        last: DateTime<Utc>,
+        why: String,
+    },
 }
 
 /// Decides what to do at `now`, given the ledger's last handled slot. Returns the decision and
@@ -49,20 +61,42 @@ pub fn decide(
     };
     let lateness = (now - last).to_std().unwrap_or(Duration::ZERO);
     if due.len() == 1 && lateness <= ON_TIME_GRACE {
-        return (SlotDecision::Run { slot: last, missed: 1, late: false }, Some(last));
+        return (
+            SlotDecision::Run {
+                slot: last,
+                missed: 1,
+                late: false,
+            },
+            Some(last),
+        );
     }
     let decision = match catch_up {
-        CatchUp::Once if lateness <= stale_after => SlotDecision::Run { slot: last, missed: due.len(), late: true },
+        CatchUp::Once if lateness <= stale_after => SlotDecision::Run {
+            slot: last,
+            missed: due.len(),
+            late: true,
+        },
         CatchUp::Once => SlotDecision::Skip {
             count: due.len(),
             first,
             last,
-            why: format!("stale: the newest was due more than {} ago (stale_after)", humantime::format_duration(stale_after)),
+            why: format!(
+                "stale: the newest was due more than {} ago (stale_after)",
+                humantime::format_duration(stale_after)
+            ),
         },
-        CatchUp::Skip => SlotDecision::Skip { count: due.len(), first, last, why: "catch_up: skip".into() },
+        CatchUp::Skip => SlotDecision::Skip {
+            count: due.len(),
+            first,
+            last,
+            why: "catch_up: skip".into(),
+        },
         CatchUp::All => {
             let keep = due.len().min(CATCH_UP_ALL_CAP);
-            SlotDecision::RunEach { slots: due[due.len() - keep..].to_vec(), dropped: due.len() - keep }
+            SlotDecision::RunEach {
+                slots: due[due.len() - keep..].to_vec(),
+                dropped: due.len() - keep,
+            }
         }
     };
     (decision, Some(last))
@@ -74,7 +108,10 @@ mod tests {
     use crate::schedule::{parse_tz, ScheduleLine};
 
     fn sched(line: &str, tz: &str) -> Schedule {
-        Schedule { lines: vec![ScheduleLine::compile(line, 1).unwrap().unwrap()], tz: parse_tz(tz).unwrap() }
+        Schedule {
+            lines: vec![ScheduleLine::compile(line, 1).unwrap().unwrap()],
+            tz: parse_tz(tz).unwrap(),
+        }
     }
 
     fn t(s: &str) -> DateTime<Utc> {
@@ -96,20 +133,44 @@ mod tests {
         let s = sched("every 30 min", "UTC");
         let ledger = Some(t("2026-01-05T09:10:00Z"));
         let (d, ledger) = decide(&s, ledger, t("2026-01-05T09:30:00.200Z"), CatchUp::Once, TWO_H);
-        assert_eq!(d, SlotDecision::Run { slot: t("2026-01-05T09:30:00Z"), missed: 1, late: false });
+        assert_eq!(
+            d,
+            SlotDecision::Run {
+                slot: t("2026-01-05T09:30:00Z"),
+                missed: 1,
+                late: false
+            }
+        );
         // The same instant again (a reload, a restart, a clock step back): nothing.
         let (d, _) = decide(&s, ledger, t("2026-01-05T09:30:01Z"), CatchUp::Once, TWO_H);
         assert_eq!(d, SlotDecision::Nothing);
         let (d, _) = decide(&s, ledger, t("2026-01-05T09:20:00Z"), CatchUp::Once, TWO_H);
-        assert_eq!(d, SlotDecision::Nothing, "a clock jump backwards never repeats a slot");
+        assert_eq!(
+            d,
+            SlotDecision::Nothing,
+            "a clock jump backwards never repeats a slot"
+        );
     }
 
     #[test]
     fn after_a_suspend_missed_slots_run_once() {
         let s = sched("every 30 min", "UTC");
         // Asleep from 09:10 to 10:45: 09:30, 10:00, 10:30 missed.
-        let (d, ledger) = decide(&s, Some(t("2026-01-05T09:10:00Z")), t("2026-01-05T10:45:00Z"), CatchUp::Once, TWO_H);
-        assert_eq!(d, SlotDecision::Run { slot: t("2026-01-05T10:30:00Z"), missed: 3, late: true });
+        let (d, ledger) = decide(
+            &s,
+            Some(t("2026-01-05T09:10:00Z")),
+            t("2026-01-05T10:45:00Z"),
+            CatchUp::Once,
+            TWO_H,
+        );
+        assert_eq!(
+            d,
+            SlotDecision::Run {
+                slot: t("2026-01-05T10:30:00Z"),
+                missed: 3,
+                late: true
+            }
+        );
         assert_eq!(ledger, Some(t("2026-01-05T10:30:00Z")));
     }
 
@@ -118,13 +179,24 @@ mod tests {
         let s = sched("9am and 5pm, weekdays", "UTC");
         let ledger = Some(t("2026-01-05T08:00:00Z"));
         let (d, _) = decide(&s, ledger, t("2026-01-05T20:00:00Z"), CatchUp::Once, TWO_H);
-        assert!(matches!(d, SlotDecision::Skip { count: 2, ref why, .. } if why.starts_with("stale")), "{d:?}");
+        assert!(
+            matches!(d, SlotDecision::Skip { count: 2, ref why, .. } if why.starts_with("stale")),
+            "{d:?}"
+        );
         let (d, _) = decide(&s, ledger, t("2026-01-05T17:30:00Z"), CatchUp::Skip, TWO_H);
         assert!(matches!(d, SlotDecision::Skip { count: 2, .. }), "{d:?}");
-        let (d, _) = decide(&s, Some(t("2026-01-01T00:00:00Z")), t("2026-01-12T10:00:00Z"), CatchUp::All, TWO_H);
-        let SlotDecision::RunEach { slots, dropped } = d else { panic!("{d:?}") };
+        let (d, _) = decide(
+            &s,
+            Some(t("2026-01-01T00:00:00Z")),
+            t("2026-01-12T10:00:00Z"),
+            CatchUp::All,
+            TWO_H,
+        );
+        let SlotDecision::RunEach { slots, dropped } = d else {
+            panic!("{d:?}")
+        };
         assert_eq!(slots.len(), 10);
-        assert_eq!(dropped, 3, "13 weekday slots from Jan 1 to Jan 12 09:00");
+        assert_eq!(dropped, 5, "15 slots: Thu 1st and Fri 2nd (4), Jan 5–9 (10), Mon 12th 09:00 (1)");
         assert!(slots.windows(2).all(|w| w[0] < w[1]), "oldest first");
         assert_eq!(*slots.last().unwrap(), t("2026-01-12T09:00:00Z"));
     }

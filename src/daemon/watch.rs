@@ -27,20 +27,31 @@ pub fn convert(event: &notify::Event) -> Vec<FsEvent> {
     }
     let paths = &event.paths;
     match &event.kind {
-        EventKind::Create(_) | EventKind::Modify(ModifyKind::Data(_)) | EventKind::Modify(ModifyKind::Any) => {
+        EventKind::Create(_)
+        | EventKind::Modify(ModifyKind::Data(_))
+        | EventKind::Modify(ModifyKind::Any) => paths.iter().cloned().map(FsEvent::Written).collect(),
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => {
             paths.iter().cloned().map(FsEvent::Written).collect()
         }
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => paths.iter().cloned().map(FsEvent::Written).collect(),
         EventKind::Modify(ModifyKind::Name(RenameMode::Both)) if paths.len() == 2 => {
-            vec![FsEvent::RenamedTo { to: paths[1].clone(), from: Some(paths[0].clone()) }]
+            vec![FsEvent::RenamedTo {
+                to: paths[1].clone(),
+                from: Some(paths[0].clone()),
+            }]
         }
-        EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {
-            paths.iter().cloned().map(|to| FsEvent::RenamedTo { to, from: None }).collect()
-        }
+        EventKind::Modify(ModifyKind::Name(RenameMode::To)) => paths
+            .iter()
+            .cloned()
+            .map(|to| FsEvent::RenamedTo { to, from: None })
+            .collect(),
         EventKind::Modify(ModifyKind::Name(RenameMode::From)) | EventKind::Remove(_) => {
             paths.iter().cloned().map(FsEvent::Gone).collect()
         }
-        EventKind::Modify(ModifyKind::Name(_)) => paths.iter().cloned().map(|to| FsEvent::RenamedTo { to, from: None }).collect(),
+        EventKind::Modify(ModifyKind::Name(_)) => paths
+            .iter()
+            .cloned()
+            .map(|to| FsEvent::RenamedTo { to, from: None })
+            .collect(),
         // Opens, reads, metadata: never a change of content.
         _ => Vec::new(),
     }
@@ -63,7 +74,10 @@ impl FsWatcher {
                 }
             }
         })?;
-        Ok(Self { watcher, watched: Vec::new() })
+        Ok(Self {
+            watcher,
+            watched: Vec::new(),
+        })
     }
 
     /// Watches exactly `dirs` (non-recursively), adding and removing watches as needed.
@@ -118,18 +132,72 @@ mod tests {
 
     #[test]
     fn converts_each_kind() {
-        assert_eq!(convert(&ev(EventKind::Create(CreateKind::File), &["/a.md"])), [FsEvent::Written("/a.md".into())]);
-        assert_eq!(convert(&ev(EventKind::Modify(ModifyKind::Data(DataChange::Content)), &["/a.md"])), [FsEvent::Written("/a.md".into())]);
-        assert_eq!(convert(&ev(EventKind::Access(AccessKind::Close(AccessMode::Write)), &["/a.md"])), [FsEvent::Written("/a.md".into())]);
-        assert!(convert(&ev(EventKind::Access(AccessKind::Open(AccessMode::Read)), &["/a.md"])).is_empty(), "opens are ignored");
-        assert!(convert(&ev(EventKind::Access(AccessKind::Close(AccessMode::Read)), &["/a.md"])).is_empty());
         assert_eq!(
-            convert(&ev(EventKind::Modify(ModifyKind::Name(RenameMode::Both)), &["/.a.tmp", "/a.md"])),
-            [FsEvent::RenamedTo { to: "/a.md".into(), from: Some("/.a.tmp".into()) }]
+            convert(&ev(EventKind::Create(CreateKind::File), &["/a.md"])),
+            [FsEvent::Written("/a.md".into())]
         );
-        assert_eq!(convert(&ev(EventKind::Modify(ModifyKind::Name(RenameMode::To)), &["/a.md"])), [FsEvent::RenamedTo { to: "/a.md".into(), from: None }]);
-        assert_eq!(convert(&ev(EventKind::Modify(ModifyKind::Name(RenameMode::From)), &["/a.md"])), [FsEvent::Gone("/a.md".into())]);
-        assert_eq!(convert(&ev(EventKind::Remove(RemoveKind::File), &["/a.md"])), [FsEvent::Gone("/a.md".into())]);
-        assert_eq!(convert(&ev(EventKind::Other, &[]).set_flag(Flag::Rescan)), [FsEvent::Rescan], "overflow means rescan");
+        assert_eq!(
+            convert(&ev(
+                EventKind::Modify(ModifyKind::Data(DataChange::Content)),
+                &["/a.md"]
+            )),
+            [FsEvent::Written("/a.md".into())]
+        );
+        assert_eq!(
+            convert(&ev(
+                EventKind::Access(AccessKind::Close(AccessMode::Write)),
+                &["/a.md"]
+            )),
+            [FsEvent::Written("/a.md".into())]
+        );
+        assert!(
+            convert(&ev(
+                EventKind::Access(AccessKind::Open(AccessMode::Read)),
+                &["/a.md"]
+            ))
+            .is_empty(),
+            "opens are ignored"
+        );
+        assert!(convert(&ev(
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+            &["/a.md"]
+        ))
+        .is_empty());
+        assert_eq!(
+            convert(&ev(
+                EventKind::Modify(ModifyKind::Name(RenameMode::Both)),
+                &["/.a.tmp", "/a.md"]
+            )),
+            [FsEvent::RenamedTo {
+                to: "/a.md".into(),
+                from: Some("/.a.tmp".into())
+            }]
+        );
+        assert_eq!(
+            convert(&ev(
+                EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+                &["/a.md"]
+            )),
+            [FsEvent::RenamedTo {
+                to: "/a.md".into(),
+                from: None
+            }]
+        );
+        assert_eq!(
+            convert(&ev(
+                EventKind::Modify(ModifyKind::Name(RenameMode::From)),
+                &["/a.md"]
+            )),
+            [FsEvent::Gone("/a.md".into())]
+        );
+        assert_eq!(
+            convert(&ev(EventKind::Remove(RemoveKind::File), &["/a.md"])),
+            [FsEvent::Gone("/a.md".into())]
+        );
+        assert_eq!(
+            convert(&ev(EventKind::Other, &[]).set_flag(Flag::Rescan)),
+            [FsEvent::Rescan],
+            "overflow means rescan"
+        );
     }
 }

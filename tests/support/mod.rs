@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod daemon;
 pub mod fake_model;
 
 use std::path::{Path, PathBuf};
@@ -83,7 +84,7 @@ impl TestVault {
     /// Today's daily log (UTC, as the test configs use).
     pub fn daily(&self) -> String {
         let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
-        self.read(&format!("daily/{today}.md"))
+        std::fs::read_to_string(self.path(&format!("daily/{today}.md"))).unwrap_or_default()
     }
 
     /// Today's JSONL records.

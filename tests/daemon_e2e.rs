@@ -1,0 +1,454 @@
+//! `tabd run` in real time against the fake model server.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::daemon::{wait_until, Daemon};
+use crate::support::fake_model::FakeModel;
+use crate::support::{wire, TestVault};
+
+const T: Duration = Duration::from_secs(20);
+/// The settle time the tests configure; a wait of a few settles shows nothing happened.
+const SETTLE_MS: u64 = 300;
+
+/// `limits` lines go into the `[limits]` table.
+fn daemon_config(limits: &str) -> String {
+    format!("[limits]\nmin_interval = \"0s\"\n{limits}\n[inbox]\nsettle_ms = {SETTLE_MS}\n[daemon]\nshutdown_grace_s = 1\n")
+}
+
+/// A vault + fake model answering "ok" to everything, configured for fast tests.
+fn setup(limits: &str) -> (TestVault, FakeModel) {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    v.use_model(&fake, "anthropic", &daemon_config(limits));
+    fake.respond_with(|_, _| wire::text("anthropic", "ok"));
+    (v, fake)
+}
+
+fn quiet() {
+    // Long enough for any settle window and a run to have happened; used only to show that
+    // something did NOT happen.
+    std::thread::sleep(Duration::from_millis(SETTLE_MS * 4));
+}
+
+#[test]
+fn notes_written_in_place_and_renamed_in_both_fire_and_end_in_processed() {
+    let (v, fake) = setup("");
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/in-place.md", "written in place");
+    v.write("agent/inbox/delivery/.atomic.md.tmp", "saved atomically");
+    std::fs::rename(
+        v.path("agent/inbox/delivery/.atomic.md.tmp"),
+        v.path("agent/inbox/delivery/atomic.md"),
+    )
+    .unwrap();
+    wait_until(T, "both notes processed", || {
+        v.files_in("agent/inbox/delivery/processed").len() == 2
+    });
+    assert_eq!(
+        v.files_in("agent/inbox/delivery/processed"),
+        ["atomic.md", "in-place.md"]
+    );
+    assert!(v.files_in("agent/inbox/delivery").is_empty());
+    let text: String = fake.requests().iter().map(|r| wire::all_text(&r.body)).collect();
+    assert!(text.contains("written in place") && text.contains("saved atomically"));
+    wait_until(T, "run logged", || !v.records().is_empty());
+    assert!(v.daily().contains("Delivery Manager · inbox"), "{}", v.daily());
+}
+
+#[test]
+fn an_untitled_note_created_empty_fires_once_with_its_final_text() {
+    let (v, fake) = setup("");
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/Untitled.md", "");
+    quiet();
+    assert!(fake.requests().is_empty(), "an empty note is not complete");
+    v.write("agent/inbox/delivery/Untitled.md", "The final text of the note.");
+    wait_until(T, "processed", || {
+        v.files_in("agent/inbox/delivery/processed") == ["Untitled.md"]
+    });
+    quiet();
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 1);
+    assert!(wire::all_text(&reqs[0].body).contains("The final text of the note."));
+}
+
+#[test]
+fn a_note_renamed_while_being_typed_waits_for_settle() {
+    let (v, fake) = setup("");
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/Untitled.md", "Meet");
+    std::fs::rename(
+        v.path("agent/inbox/delivery/Untitled.md"),
+        v.path("agent/inbox/delivery/Meeting.md"),
+    )
+    .unwrap();
+    let mut text = String::from("Meet");
+    for word in ["ing", " notes", " with", " Nadia", " done."] {
+        std::thread::sleep(Duration::from_millis(SETTLE_MS / 3));
+        text.push_str(word);
+        v.write("agent/inbox/delivery/Meeting.md", &text);
+    }
+    wait_until(T, "processed", || {
+        v.files_in("agent/inbox/delivery/processed") == ["Meeting.md"]
+    });
+    quiet();
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 1, "fired once, after the typing stopped");
+    assert!(wire::all_text(&reqs[0].body).contains("Meeting notes with Nadia done."));
+}
+
+#[test]
+fn draft_notes_wait_and_editor_temp_files_never_fire() {
+    let (v, fake) = setup("");
+    let _d = Daemon::start(&v);
+    v.write(
+        "agent/inbox/delivery/plan.md",
+        "---\nstatus: draft\n---\nNot ready yet.",
+    );
+    for temp in [
+        ".plan.md.swp",
+        "plan.md~",
+        "upload.tmp",
+        ".syncthing.plan.md.tmp",
+        "~$plan.md",
+        "big.part",
+        ".#plan.md",
+    ] {
+        v.write(&format!("agent/inbox/delivery/{temp}"), "junk");
+    }
+    quiet();
+    assert!(
+        fake.requests().is_empty(),
+        "neither a draft nor temp files fire the role"
+    );
+    v.write(
+        "agent/inbox/delivery/plan.md",
+        "---\nstatus: ready\n---\nReady now.",
+    );
+    wait_until(T, "processed", || {
+        v.files_in("agent/inbox/delivery/processed") == ["plan.md"]
+    });
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 1);
+    let text = wire::all_text(&reqs[0].body);
+    assert!(text.contains("Ready now.") && !text.contains("junk"));
+}
+
+#[test]
+fn a_role_fires_on_schedule_and_a_suspend_is_caught_up_once_and_logged() {
+    let (v, fake) = setup("");
+    v.write(
+        "roles/ticker.md",
+        "---\nskip_unchanged: false\n---\n# Ticker\n## Mission\nTick.\n## Schedule\n*/2 * * * * *\n",
+    );
+    let d = Daemon::start(&v);
+    wait_until(T, "a scheduled run", || {
+        v.records().iter().any(|r| r["role"] == "ticker")
+    });
+    // A simulated suspend: the process is frozen across several slots.
+    d.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(5));
+    d.signal(libc::SIGCONT);
+    wait_until(T, "the catch-up logged", || v.daily().contains("Ticker · missed"));
+    let before = v.records().iter().filter(|r| r["role"] == "ticker").count();
+    wait_until(T, "runs go on after the catch-up", || {
+        v.records().iter().filter(|r| r["role"] == "ticker").count() >= before + 2
+    });
+    let slots: Vec<String> = v
+        .records()
+        .iter()
+        .filter(|r| r["role"] == "ticker")
+        .map(|r| {
+            r["trigger"]["scheduled_for"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    let mut unique = slots.clone();
+    unique.dedup();
+    assert_eq!(unique, slots, "no slot ran twice");
+    let times: Vec<chrono::DateTime<chrono::Utc>> = slots.iter().map(|s| s.parse().unwrap()).collect();
+    assert!(
+        times.windows(2).any(|w| (w[1] - w[0]).num_seconds() >= 4),
+        "the missed slots were not each run: {slots:?}"
+    );
+    assert!(
+        v.daily()
+            .contains("while tabd was not running or the computer slept; running once now (catch_up: once)"),
+        "{}",
+        v.daily()
+    );
+    assert!(v.records().iter().all(|r| r["trigger"]["kind"] == "schedule"));
+    assert!(!fake.requests().is_empty());
+}
+
+#[test]
+fn skip_unchanged_skips_at_zero_model_calls_and_logs_once() {
+    let (v, fake) = setup("");
+    v.write("project/watched.md", "v1");
+    v.write(
+        "roles/idle.md",
+        "# Idle\n## Context Files\n- project/watched.md\n## Schedule\n*/2 * * * * *\n",
+    );
+    let _d = Daemon::start(&v);
+    wait_until(T, "the first scheduled run", || fake.requests().len() == 1);
+    wait_until(T, "a skip logged", || {
+        v.daily()
+            .contains("Idle · skipped — nothing changed since the last run")
+    });
+    std::thread::sleep(Duration::from_secs(4)); // two more slots pass
+    assert_eq!(fake.requests().len(), 1, "no model call while nothing changed");
+    assert_eq!(
+        v.daily().matches("Idle · skipped — nothing changed").count(),
+        1,
+        "logged once:\n{}",
+        v.daily()
+    );
+    v.write("project/watched.md", "v2");
+    wait_until(T, "a run after the change", || fake.requests().len() == 2);
+    assert!(wire::all_text(&fake.requests()[1].body).contains("- Changed: project/watched.md"));
+}
+
+#[test]
+fn three_hundred_notes_are_each_processed_exactly_once() {
+    let (v, fake) = setup("");
+    let _d = Daemon::start(&v);
+    for i in 0..300 {
+        v.write(
+            &format!("agent/inbox/delivery/.n{i:03}.tmp"),
+            &format!("note-marker-{i:03}-end"),
+        );
+    }
+    for i in 0..300 {
+        std::fs::rename(
+            v.path(&format!("agent/inbox/delivery/.n{i:03}.tmp")),
+            v.path(&format!("agent/inbox/delivery/n{i:03}.md")),
+        )
+        .unwrap();
+    }
+    wait_until(Duration::from_secs(60), "300 processed", || {
+        v.files_in("agent/inbox/delivery/processed").len() == 300
+    });
+    quiet();
+    let all: String = fake.requests().iter().map(|r| wire::all_text(&r.body)).collect();
+    for i in 0..300 {
+        assert_eq!(
+            all.matches(&format!("note-marker-{i:03}-end")).count(),
+            1,
+            "note {i} sent exactly once"
+        );
+    }
+    assert!(v.files_in("agent/inbox/delivery").is_empty());
+    let moved: usize = v
+        .records()
+        .iter()
+        .map(|r| r["moved"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(moved, 300);
+    assert!(v.records().len() >= 15, "max_batch 20");
+}
+
+#[test]
+fn kill_9_mid_run_then_restart_processes_the_note_once_and_loses_nothing() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    v.use_model(&fake, "anthropic", &daemon_config(""));
+    fake.respond_with(|_, i| {
+        if i == 0 {
+            wire::text("anthropic", "slow").delayed(Duration::from_secs(30))
+        } else {
+            wire::text("anthropic", "ok")
+        }
+    });
+    let d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/important.md", "Do not lose me.");
+    fake.wait_for_requests(1, T);
+    d.signal(libc::SIGKILL);
+    drop(d);
+    assert_eq!(
+        v.files_in("agent/inbox/delivery"),
+        ["important.md"],
+        "still in the inbox after kill -9"
+    );
+    let _d = Daemon::start(&v);
+    wait_until(T, "processed after restart", || {
+        v.files_in("agent/inbox/delivery/processed") == ["important.md"]
+    });
+    quiet();
+    assert!(v.files_in("agent/inbox/delivery").is_empty());
+    assert_eq!(v.records().len(), 1, "one logged run");
+    assert_eq!(v.daily().matches("Delivery Manager · inbox").count(), 1);
+}
+
+#[test]
+fn a_role_edited_to_a_new_schedule_takes_effect_without_restart() {
+    let (v, fake) = setup("");
+    v.write(
+        "roles/later.md",
+        "# Later\n## Mission\nWait.\n## Schedule\non-demand\n",
+    );
+    let _d = Daemon::start(&v);
+    quiet();
+    assert!(fake.requests().is_empty());
+    v.write(
+        "roles/later.md",
+        "---\nskip_unchanged: false\n---\n# Later\n## Mission\nWait.\n## Schedule\n*/2 * * * * *\n",
+    );
+    wait_until(T, "a scheduled run of the edited role", || {
+        v.records()
+            .iter()
+            .any(|r| r["role"] == "later" && r["trigger"]["kind"] == "schedule")
+    });
+}
+
+#[test]
+fn a_broken_role_leaves_the_others_running_and_status_shows_it() {
+    let (v, fake) = setup("");
+    let _d = Daemon::start(&v);
+    let good = v.read("roles/risk.md");
+    v.write(
+        "roles/risk.md",
+        &good.replace("extends: _base", "extends: _base\nmax_tool_calls: lots"),
+    );
+    wait_until(T, "the error logged", || {
+        v.daily()
+            .contains("role file has errors; still running the last good version")
+    });
+    assert!(
+        v.daily().contains("roles/risk.md:3: error: `max_tool_calls`"),
+        "{}",
+        v.daily()
+    );
+    wait_until(T, "status.md shows it", || {
+        v.read("agent/status.md")
+            .contains("error (running last good version)")
+    });
+    let out = v.tabd(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("risk (risk) — error") && text.contains("roles/risk.md:3"),
+        "{text}"
+    );
+    v.write("agent/inbox/delivery/q.md", "still working?");
+    wait_until(T, "delivery still runs", || {
+        v.files_in("agent/inbox/delivery/processed") == ["q.md"]
+    });
+    // The last good version of risk keeps taking notes too.
+    v.write("agent/inbox/risk/r.md", "rate this");
+    wait_until(T, "risk (last good) runs", || {
+        v.files_in("agent/inbox/risk/processed") == ["r.md"]
+    });
+    v.write("roles/risk.md", &good);
+    wait_until(T, "the fix logged", || v.daily().contains("role file fixed"));
+    assert!(fake.requests().len() >= 2);
+}
+
+#[test]
+fn a_second_daemon_exits_2_naming_the_first() {
+    let (v, _fake) = setup("");
+    let d = Daemon::start(&v);
+    let out = v.tabd(&["run"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("another tabd (pid {}) is already running", d.pid())),
+        "{err}"
+    );
+    let status = String::from_utf8_lossy(&v.tabd(&["status", "--json"]).stdout).into_owned();
+    let json: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(json["daemon_pid"], d.pid().to_string());
+}
+
+#[test]
+fn a_trigger_loop_between_two_roles_stops_at_max_chain_depth() {
+    let (v, fake) = setup("");
+    for (me, other) in [("ping", "pong"), ("pong", "ping")] {
+        v.write(
+            &format!("roles/{me}.md"),
+            &format!("---\ncan_trigger: [{other}]\n---\n# {me}\n## Tools\n- trigger_role\n"),
+        );
+    }
+    fake.respond_with(|req, i| {
+        if !wire::tool_results(&req.body).is_empty() {
+            return wire::text("anthropic", "done");
+        }
+        let me = if wire::all_text(&req.body).contains("You are the ping") {
+            "ping"
+        } else {
+            "pong"
+        };
+        let other = if me == "ping" { "pong" } else { "ping" };
+        wire::tools(
+            "anthropic",
+            None,
+            &[(
+                &format!("t{i}"),
+                "trigger_role",
+                json!({"role": other, "note": "your turn"}),
+            )],
+        )
+    });
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/ping/start.md", "start the loop");
+    wait_until(T, "the chain refused", || {
+        fake.requests().iter().any(|r| {
+            wire::tool_results(&r.body)
+                .iter()
+                .any(|t| t.1.contains("max_chain_depth (3)"))
+        })
+    });
+    quiet();
+    let runs = v.records().len();
+    quiet();
+    assert_eq!(v.records().len(), runs, "the loop stopped");
+    assert_eq!(runs, 4, "hops 0, 1, 2, 3");
+    assert!(v.files_in("agent/inbox/ping").is_empty() && v.files_in("agent/inbox/pong").is_empty());
+}
+
+#[test]
+fn the_daily_budget_stops_a_role_and_status_says_so() {
+    let (v, fake) = setup("daily_token_budget = 1000");
+    v.write(
+        "roles/_base.md",
+        &v.read("roles/_base.md").replace("max_tool_calls: 30\n", ""),
+    );
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/one.md", "first");
+    wait_until(T, "first processed", || {
+        v.files_in("agent/inbox/delivery/processed") == ["one.md"]
+    });
+    v.write("agent/inbox/delivery/two.md", "second");
+    wait_until(T, "skip logged", || {
+        v.daily()
+            .contains("Delivery Manager · skipped — daily token budget spent")
+    });
+    quiet();
+    assert_eq!(fake.requests().len(), 1, "no model call over budget");
+    assert_eq!(
+        v.files_in("agent/inbox/delivery"),
+        ["two.md"],
+        "the note waits for tomorrow"
+    );
+    let text = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).into_owned();
+    assert!(
+        text.contains("delivery (Delivery Manager) — stopped: daily token budget spent"),
+        "{text}"
+    );
+    assert_eq!(v.daily().matches("skipped — daily token budget spent").count(), 1);
+}
+
+#[test]
+fn sigterm_mid_run_exits_0_with_the_note_still_in_the_inbox() {
+    let (v, fake) = setup("");
+    fake.respond_with(|_, _| wire::text("anthropic", "slow").delayed(Duration::from_secs(30)));
+    let mut d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/pending.md", "in flight");
+    fake.wait_for_requests(1, T);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
+    assert_eq!(v.files_in("agent/inbox/delivery"), ["pending.md"]);
+    assert!(v.files_in("agent/inbox/delivery/processed").is_empty());
+}

@@ -1,0 +1,116 @@
+//! Running `tabd run` in a test: start, await READY=1 on a real sd-notify socket, signal, stop.
+
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use super::TestVault;
+
+pub struct Daemon {
+    pub child: Child,
+    pub stderr_path: PathBuf,
+    socket: UnixDatagram,
+}
+
+impl Daemon {
+    /// Starts the daemon and waits for READY=1.
+    pub fn start(v: &TestVault) -> Self {
+        let n = std::sync::atomic::AtomicUsize::new(0);
+        let _ = n;
+        let sock_path = v.dir.path().join(format!("notify-{}.sock", rand_suffix()));
+        let socket = UnixDatagram::bind(&sock_path).expect("bind notify socket");
+        socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let stderr_path = v.dir.path().join(format!("daemon-{}.log", rand_suffix()));
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let child = v
+            .command(&["run"])
+            .env("NOTIFY_SOCKET", &sock_path)
+            .env("TABD_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn tabd run");
+        let mut d = Self {
+            child,
+            stderr_path,
+            socket,
+        };
+        d.await_message("READY=1", Duration::from_secs(20));
+        d
+    }
+
+    /// Waits for an sd-notify message containing `what`.
+    pub fn await_message(&mut self, what: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        let mut buf = [0u8; 4096];
+        while Instant::now() < deadline {
+            match self.socket.recv(&mut buf) {
+                Ok(n) => {
+                    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    if msg.contains(what) {
+                        return msg;
+                    }
+                }
+                Err(_) => {
+                    if let Ok(Some(status)) = self.child.try_wait() {
+                        panic!("daemon exited ({status}) before {what}:\n{}", self.stderr());
+                    }
+                }
+            }
+        }
+        panic!("no {what} from the daemon within {timeout:?}:\n{}", self.stderr());
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, sig: i32) {
+        unsafe {
+            libc::kill(self.pid(), sig);
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Waits for the process to exit; returns its code.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                panic!("daemon did not exit within {timeout:?}:\n{}", self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn rand_suffix() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!("{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Polls `cond` until true (an observable state), panicking with `what` after `timeout`.
+pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        if Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for: {what}");
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
