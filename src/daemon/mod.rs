@@ -121,6 +121,8 @@ pub struct Daemon {
     next_watchdog: Option<Instant>,
     rescan_all: bool,
     status_dirty: bool,
+    /// `state.json` as of this tick: read once per tick, not once per role.
+    state: crate::state::State,
 }
 
 fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
@@ -186,6 +188,7 @@ impl Daemon {
             next_watchdog: None,
             rescan_all: true,
             status_dirty: true,
+            state: crate::state::State::default(),
         })
     }
 
@@ -236,15 +239,19 @@ impl Daemon {
         let mut sigint = signal(SignalKind::interrupt())?;
         let mut sighup = signal(SignalKind::hangup())?;
 
+        let t0 = Instant::now();
         let finished = run::finish_pending_moves(&self.vault, &self.store);
         if finished > 0 {
             tracing::info!("finished {finished} note move(s) interrupted by the last stop");
         }
         self.refresh_watches();
+        tracing::debug!("start-up: watches set in {:?}", t0.elapsed());
         self.log_role_errors(&BTreeMap::new());
         self.init_watch_hashes();
         let _ = self.store.update(|s| s.global.paused = None);
+        tracing::debug!("start-up: state ready in {:?}", t0.elapsed());
         self.tick().await;
+        tracing::debug!("start-up: first tick done in {:?}", t0.elapsed());
         let runnable = self.roles.runnable().count();
         let status = format!("{runnable} roles; {}", self.next_fire_text());
         notify_systemd(&[
@@ -337,7 +344,7 @@ impl Daemon {
                     }
                 }
                 if self.role_may_run_here(role) {
-                    let ledger = self.store.load().roles.get(name).and_then(|r| r.last_slot);
+                    let ledger = self.state.roles.get(name).and_then(|r| r.last_slot);
                     let after = ledger.map_or(wall, |l| l.max(wall));
                     if let Some(next) = role.schedule.next_after(after) {
                         let delta = (next - wall).to_std().unwrap_or(Duration::ZERO);
@@ -506,6 +513,7 @@ impl Daemon {
 
     /// Everything that can happen at "now": clock checks, reloads, scans, due slots, runs.
     async fn tick(&mut self) {
+        self.state = self.store.load();
         let now = Instant::now();
         let wall = Utc::now();
         // Suspend or a clock step: the wall clock moved differently from the monotonic one.
@@ -543,12 +551,20 @@ impl Daemon {
             tracing::info!("retrying model calls after the pause");
             self.unpause();
         }
+        let t = Instant::now();
         self.scan_inboxes();
+        let t_scan = t.elapsed();
         self.schedule_due(wall);
+        let t_sched = t.elapsed();
         self.dispatch();
+        let t_dispatch = t.elapsed();
         if self.status_dirty {
             self.write_status(true);
         }
+        tracing::trace!(
+            "tick: scan {t_scan:?}, schedule {t_sched:?}, dispatch {t_dispatch:?}, status {:?}",
+            t.elapsed()
+        );
     }
 
     fn scan_inboxes(&mut self) {
@@ -643,14 +659,32 @@ impl Daemon {
             .filter(|r| self.role_may_run_here(r) && !r.schedule.is_empty())
             .cloned()
             .collect();
+        // Decide every role first, record all ledger moves in one write, then queue the runs:
+        // a slot is in the ledger before its run can start.
+        let mut decisions = Vec::new();
+        let mut ledger_moves = Vec::new();
         for role in roles {
             let stale = role.settings.stale_after.unwrap_or(Duration::from_secs(7200));
-            let ledger = self.store.load().roles.get(&role.name).and_then(|r| r.last_slot);
+            let ledger = self.state.roles.get(&role.name).and_then(|r| r.last_slot);
             let (decision, new_ledger) = slots::decide(&role.schedule, ledger, wall, role.catch_up(), stale);
             if new_ledger != ledger {
-                let name = role.name.clone();
-                let _ = self.store.update(|s| s.role(&name).last_slot = new_ledger);
+                ledger_moves.push((role.name.clone(), new_ledger));
             }
+            if decision != SlotDecision::Nothing {
+                decisions.push((role, decision));
+            }
+        }
+        if !ledger_moves.is_empty() {
+            if let Ok(fresh) = self.store.update(move |s| {
+                for (name, slot) in ledger_moves {
+                    s.role(&name).last_slot = slot;
+                }
+                s.clone()
+            }) {
+                self.state = fresh;
+            }
+        }
+        for (role, decision) in decisions {
             let tz = self.config.timezone;
             let fmt = |t: DateTime<Utc>| t.with_timezone(&tz).format("%H:%M").to_string();
             let rt = self.rt.entry(role.name.clone()).or_default();
@@ -792,7 +826,7 @@ impl Daemon {
     /// Budgets and run counts (DESIGN §6): the cause when the role may not run today.
     fn over_limit(&self, role: &Role) -> Option<String> {
         let today = Utc::now().with_timezone(&self.config.timezone).date_naive();
-        let state = self.store.load();
+        let state = &self.state;
         let limits = &self.config.limits;
         let rs = state.roles.get(&role.name).cloned().unwrap_or_default();
         let (tokens, runs) = if rs.day == Some(today) {
@@ -937,8 +971,8 @@ impl Daemon {
 
     /// True when a context file changed, appeared or vanished since the role's last success.
     fn context_changed(&self, role: &Role) -> bool {
-        let state = self.store.load();
-        let Some(rs) = state
+        let Some(rs) = self
+            .state
             .roles
             .get(&role.name)
             .filter(|r| r.last_success_at.is_some())
@@ -1003,17 +1037,27 @@ impl Daemon {
             }
         }
         // A changed schedule starts from now: no catch-up for slots the old one never had.
+        let mut restarted = Vec::new();
         for (name, role) in &effective.roles {
             let changed = old.roles.get(name).is_none_or(|o| {
                 o.schedule.cron_exprs() != role.schedule.cron_exprs() || o.schedule.tz != role.schedule.tz
             });
             if changed {
-                let n = name.clone();
-                let now = Utc::now();
-                let _ = self.store.update(|s| s.role(&n).last_slot = Some(now));
+                restarted.push(name.clone());
                 if let Some(rt) = self.rt.get_mut(name) {
                     rt.slots.clear();
                 }
+            }
+        }
+        if !restarted.is_empty() {
+            let now = Utc::now();
+            if let Ok(fresh) = self.store.update(move |s| {
+                for n in restarted {
+                    s.role(&n).last_slot = Some(now);
+                }
+                s.clone()
+            }) {
+                self.state = fresh;
             }
         }
         let removed: Vec<String> = self
@@ -1108,7 +1152,7 @@ impl Daemon {
             &self.vault,
             &self.config,
             &self.roles,
-            &self.store.load(),
+            &self.state,
             &live,
             Utc::now(),
         );

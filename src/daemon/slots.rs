@@ -196,7 +196,10 @@ mod tests {
             panic!("{d:?}")
         };
         assert_eq!(slots.len(), 10);
-        assert_eq!(dropped, 5, "15 slots: Thu 1st and Fri 2nd (4), Jan 5–9 (10), Mon 12th 09:00 (1)");
+        assert_eq!(
+            dropped, 5,
+            "15 slots: Thu 1st and Fri 2nd (4), Jan 5–9 (10), Mon 12th 09:00 (1)"
+        );
         assert!(slots.windows(2).all(|w| w[0] < w[1]), "oldest first");
         assert_eq!(*slots.last().unwrap(), t("2026-01-12T09:00:00Z"));
     }

@@ -1,0 +1,569 @@
+//! `cargo bench --bench daemon`: the real `tabd` binary (release) against the fake model
+//! server answering instantly. Prints a table and one JSON object.
+//!
+//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt` (default: all).
+//! Timings are medians over repeated runs; nothing here is asserted.
+
+#[path = "../tests/support/fake_model.rs"]
+#[allow(dead_code)]
+mod fake_model;
+
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fake_model::{canned, FakeModel, Reply};
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tabd");
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    percentile(v, 0.5)
+}
+
+struct Bench {
+    dir: tempfile::TempDir,
+}
+
+impl Bench {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn vault(&self) -> PathBuf {
+        self.dir.path().join("vault")
+    }
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.vault().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    fn set_config(&self, fake: &FakeModel, extra: &str) {
+        std::fs::write(
+            self.config(),
+            format!(
+                "timezone = \"UTC\"\n[provider]\nkind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"bench\"\nmax_retries = 0\n{extra}",
+                fake.anthropic_url()
+            ),
+        )
+        .unwrap();
+    }
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.dir.path())
+            .env("ANTHROPIC_API_KEY", "bench")
+            .env("TABD_LOG", "warn")
+            .arg("--config")
+            .arg(self.config())
+            .arg("--vault")
+            .arg(self.vault())
+            .args(args);
+        c
+    }
+    /// A bare vault: roles/ and the folders, no template content.
+    fn bare_vault(&self) {
+        for d in ["roles", "agent/inbox", "daily", ".tabd/runs"] {
+            std::fs::create_dir_all(self.vault().join(d)).unwrap();
+        }
+    }
+    /// Starts `tabd run`; returns the child and how long until READY=1.
+    fn start_daemon(&self) -> (Child, Duration) {
+        let sock = self.dir.path().join(format!("n{}.sock", rand_id()));
+        let socket = UnixDatagram::bind(&sock).unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let t0 = Instant::now();
+        let child = self
+            .command(&["run"])
+            .env("NOTIFY_SOCKET", &sock)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = socket.recv(&mut buf).expect("READY=1 within 60 s");
+            if String::from_utf8_lossy(&buf[..n]).contains("READY=1") {
+                return (child, t0.elapsed());
+            }
+        }
+    }
+    fn count(&self, rel: &str) -> usize {
+        std::fs::read_dir(self.vault().join(rel))
+            .map(|d| d.flatten().filter(|e| e.path().is_file()).count())
+            .unwrap_or(0)
+    }
+}
+
+fn rand_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+fn stop(mut child: Child) {
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let _ = child.wait();
+}
+
+fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    false
+}
+
+fn proc_status(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// User + system CPU seconds of a process, from /proc/<pid>/stat.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// Context switches of every thread (each one a wake-up).
+fn wakeups(pid: u32) -> u64 {
+    let mut total = 0;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let s = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+            for l in s.lines() {
+                if l.starts_with("voluntary_ctxt_switches") || l.starts_with("nonvoluntary_ctxt_switches") {
+                    total += l
+                        .split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0);
+                }
+            }
+        }
+    }
+    total
+}
+
+const ROLE: &str = "---\nmin_interval: 0s\n---\n# Bench\n## Mission\nAnswer.\n## Schedule\non-demand\n";
+
+/// 1. Note renamed into an inbox → request at the fake server.
+fn latency(out: &mut Value) {
+    for (label, settle, samples, in_place) in [
+        ("settle_0", 0u64, 200usize, false),
+        ("default_settle_atomic", 5000, 20, false),
+        ("default_settle_in_place", 5000, 3, true),
+    ] {
+        let b = Bench::new();
+        b.bare_vault();
+        b.write("roles/bench.md", ROLE);
+        let fake = FakeModel::start();
+        fake.respond_with(|_, _| Reply::ok(canned::anthropic_text("ok")));
+        b.set_config(
+            &fake,
+            &format!(
+                "[limits]\nmin_interval = \"0s\"\nmax_runs_per_day = 100000\n[inbox]\nsettle_ms = {settle}\n"
+            ),
+        );
+        let (child, _) = b.start_daemon();
+        let staging = b.dir.path().join("staging");
+        std::fs::create_dir_all(&staging).unwrap();
+        let mut ms = Vec::new();
+        for i in 0..samples {
+            let name = format!("n{i:04}.md");
+            let dest = b.vault().join("agent/inbox/bench").join(&name);
+            let t0;
+            if in_place {
+                t0 = Instant::now();
+                std::fs::write(&dest, format!("note {i}")).unwrap();
+            } else {
+                let src = staging.join(&name);
+                std::fs::write(&src, format!("note {i}")).unwrap();
+                t0 = Instant::now();
+                std::fs::rename(&src, &dest).unwrap();
+            }
+            let reqs = fake.wait_for_requests(i + 1, Duration::from_secs(30));
+            ms.push(reqs[i].at.duration_since(t0).as_secs_f64() * 1000.0);
+            wait_for(Duration::from_secs(10), || {
+                b.count("agent/inbox/bench/processed") == i + 1
+            });
+        }
+        stop(child);
+        ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let r = json!({ "samples": ms.len(), "p50_ms": percentile(&ms, 0.5), "p90_ms": percentile(&ms, 0.9),
+                        "p99_ms": percentile(&ms, 0.99), "max_ms": ms.last().copied().unwrap_or(f64::NAN) });
+        println!(
+            "latency {label:<26} n={:<4} p50 {:>8.2} ms  p90 {:>8.2} ms  p99 {:>8.2} ms  max {:>8.2} ms",
+            ms.len(),
+            r["p50_ms"].as_f64().unwrap(),
+            r["p90_ms"].as_f64().unwrap(),
+            r["p99_ms"].as_f64().unwrap(),
+            r["max_ms"].as_f64().unwrap()
+        );
+        out["latency"][label] = r;
+    }
+}
+
+/// 2. 10,000 notes over 10 roles at once.
+fn burst(out: &mut Value) {
+    let b = Bench::new();
+    b.bare_vault();
+    for r in 0..10 {
+        b.write(
+            &format!("roles/r{r}.md"),
+            &ROLE.replace("# Bench", &format!("# Role {r}")),
+        );
+    }
+    let fake = FakeModel::start();
+    fake.respond_with(|_, _| Reply::ok(canned::anthropic_text("ok")));
+    b.set_config(&fake, "[limits]\nmin_interval = \"0s\"\nmax_concurrent_runs = 4\nmax_runs_per_day = 100000\ndaily_token_budget = 100000000000\nglobal_daily_token_budget = 100000000000\n[inbox]\nsettle_ms = 0\nmax_batch = 20\n");
+    let (child, _) = b.start_daemon();
+    let staging = b.dir.path().join("staging");
+    for r in 0..10 {
+        std::fs::create_dir_all(staging.join(format!("r{r}"))).unwrap();
+        for i in 0..1000 {
+            std::fs::write(
+                staging.join(format!("r{r}/n{i:04}.md")),
+                format!("marker-r{r}-n{i:04}-end"),
+            )
+            .unwrap();
+        }
+    }
+    let t0 = Instant::now();
+    for r in 0..10 {
+        for i in 0..1000 {
+            std::fs::rename(
+                staging.join(format!("r{r}/n{i:04}.md")),
+                b.vault().join(format!("agent/inbox/r{r}/n{i:04}.md")),
+            )
+            .unwrap();
+        }
+    }
+    let mut peak_rss = 0;
+    let done = wait_for(Duration::from_secs(600), || {
+        peak_rss = peak_rss.max(proc_status(child.id(), "VmHWM:"));
+        (0..10)
+            .map(|r| b.count(&format!("agent/inbox/r{r}/processed")))
+            .sum::<usize>()
+            == 10_000
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    peak_rss = peak_rss.max(proc_status(child.id(), "VmHWM:"));
+    stop(child);
+    // Exactly once: every marker in exactly one request.
+    let mut counts = std::collections::HashMap::new();
+    for req in fake.requests() {
+        let text = req.body["messages"][0]["content"][1]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        for part in text.split("marker-").skip(1) {
+            let id = part.split("-end").next().unwrap_or("").to_string();
+            *counts.entry(id).or_insert(0u32) += 1;
+        }
+    }
+    let exactly_once = counts.len() == 10_000 && counts.values().all(|c| *c == 1);
+    let runs = fake.requests().len();
+    println!("burst   10,000 notes / 10 roles: all processed {done} in {secs:.2} s · {runs} runs · exactly once: {exactly_once} · peak RSS {:.1} MiB", peak_rss as f64 / 1024.0);
+    out["burst"] = json!({ "notes": 10_000, "all_processed": done, "seconds": secs, "runs": runs, "exactly_once": exactly_once, "peak_rss_mib": peak_rss as f64 / 1024.0 });
+}
+
+/// 3. 50 scheduled roles, idle for 60 s.
+fn idle(out: &mut Value) {
+    let b = Bench::new();
+    b.bare_vault();
+    // Schedules that never fire during the minute measured.
+    let hour = (chrono::Utc::now() + chrono::Duration::hours(3))
+        .format("%H")
+        .to_string();
+    for r in 0..50 {
+        b.write(
+            &format!("roles/r{r:02}.md"),
+            &format!(
+                "# Role {r}\n## Mission\nIdle.\n## Schedule\ndaily at {hour}:{:02}\n",
+                r
+            ),
+        );
+    }
+    let fake = FakeModel::start();
+    b.set_config(&fake, "");
+    let (child, _) = b.start_daemon();
+    let pid = child.id();
+    std::thread::sleep(Duration::from_secs(2));
+    let (cpu0, wake0) = (cpu_seconds(pid), wakeups(pid));
+    let secs = std::env::var("TABD_BENCH_IDLE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60u64);
+    std::thread::sleep(Duration::from_secs(secs));
+    let (cpu1, wake1) = (cpu_seconds(pid), wakeups(pid));
+    let rss = proc_status(pid, "VmRSS:");
+    stop(child);
+    let cpu_per_min = (cpu1 - cpu0) * 60.0 / secs as f64;
+    let wakes = (wake1 - wake0) as f64 / secs as f64;
+    println!(
+        "idle    50 roles, {secs} s: RSS {:.1} MiB · CPU {:.4} s per minute · {:.2} wake-ups/s",
+        rss as f64 / 1024.0,
+        cpu_per_min,
+        wakes
+    );
+    out["idle"] = json!({ "roles": 50, "seconds": secs, "rss_mib": rss as f64 / 1024.0, "cpu_s_per_min": cpu_per_min, "wakeups_per_s": wakes });
+}
+
+/// 4. Start-up with 1,000 role files: exec → READY=1, and `tabd validate`.
+fn startup(out: &mut Value) {
+    let b = Bench::new();
+    b.bare_vault();
+    b.write(
+        "roles/_base.md",
+        "# Base\n## Rules\n- Be brief.\n## Tools\n- read_file\n",
+    );
+    for r in 0..1000 {
+        b.write(
+            &format!("roles/r{r:04}.md"),
+            &format!("---\nextends: _base\nmax_tool_calls: 10\n---\n# Role {r}\n## Mission\nKeep things moving.\n## Goals\n- One\n- Two\n## Context Files\n- project/scope.md\n## Schedule\n9am and 5pm, weekdays\n"),
+        );
+    }
+    let fake = FakeModel::start();
+    b.set_config(&fake, "");
+    let mut ready = Vec::new();
+    for _ in 0..5 {
+        let (child, t) = b.start_daemon();
+        ready.push(t.as_secs_f64() * 1000.0);
+        stop(child);
+    }
+    let mut validate = Vec::new();
+    for _ in 0..5 {
+        let t0 = Instant::now();
+        let s = b.command(&["validate"]).stdout(Stdio::null()).status().unwrap();
+        validate.push(t0.elapsed().as_secs_f64() * 1000.0);
+        assert!(s.success());
+    }
+    let (r, v) = (median(&mut ready), median(&mut validate));
+    println!("startup 1,000 roles: exec → READY median {r:.1} ms · validate median {v:.1} ms (5 runs each)");
+    out["startup"] = json!({ "roles": 1000, "ready_ms_median": r, "validate_ms_median": v, "ready_ms": ready, "validate_ms": validate });
+}
+
+/// 5. Per-run overhead: 100 context files (400 KiB), 5 tool calls, instant model.
+fn per_run(out: &mut Value) {
+    use tabd::environment::Env;
+    use tabd::role::{LoadContext, RoleSet};
+    let b = Bench::new();
+    b.bare_vault();
+    let mut ctx_list = String::new();
+    for i in 0..100 {
+        b.write(
+            &format!("project/f{i:03}.md"),
+            &format!("# File {i}\n{}", "Some project text, a line of it.\n".repeat(124)),
+        );
+        ctx_list.push_str(&format!("- project/f{i:03}.md\n"));
+    }
+    b.write(
+        "roles/bench.md",
+        &format!(
+            "# Bench\n## Mission\nRead.\n## Context Files\n{ctx_list}## Tools\n- read_file\n- append_file\n"
+        ),
+    );
+    let fake = FakeModel::start();
+    fake.respond_with(|req, _| {
+        let has_results = req.body["messages"].as_array().is_some_and(|m| m.len() > 1);
+        if has_results {
+            Reply::ok(canned::anthropic_text("done"))
+        } else {
+            let calls: Vec<(String, String, Value)> = (0..4)
+                .map(|i| {
+                    (
+                        format!("t{i}"),
+                        "read_file".to_string(),
+                        json!({"path": format!("project/f{i:03}.md")}),
+                    )
+                })
+                .chain([(
+                    "t4".to_string(),
+                    "append_file".to_string(),
+                    json!({"path": "project/log.md", "content": "ran"}),
+                )])
+                .collect();
+            let refs: Vec<(&str, &str, Value)> = calls
+                .iter()
+                .map(|(a, b, c)| (a.as_str(), b.as_str(), c.clone()))
+                .collect();
+            Reply::ok(canned::anthropic_tool_use(None, &refs))
+        }
+    });
+    b.set_config(&fake, "");
+    let config = tabd::config::parse(
+        &std::fs::read_to_string(b.config()).unwrap(),
+        Path::new("c"),
+        &Env::default(),
+        None,
+    )
+    .unwrap();
+    let roles = RoleSet::load(
+        &b.vault(),
+        &LoadContext {
+            default_tz: chrono_tz::UTC,
+            env: Env::default(),
+        },
+    );
+    let role = roles.roles["bench"].clone();
+    let vault = tabd::vault::Vault::open(&b.vault()).unwrap();
+    let store = tabd::state::StateStore::new(&b.vault());
+    let log = tabd::runlog::RunLog::new(&b.vault(), chrono_tz::UTC);
+    let provider = tabd::provider::build(
+        &config.provider,
+        &Env::from_pairs([("ANTHROPIC_API_KEY", "bench")]),
+    )
+    .unwrap();
+    let env = tabd::run::RunEnv {
+        vault: &vault,
+        config: &config,
+        roles: &roles,
+        provider: provider.as_ref(),
+        retry: tabd::provider::RetryPolicy::from_config(&config.provider),
+        store: &store,
+        log: &log,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut total = Vec::new();
+    let mut model = Vec::new();
+    let mut prompt_bytes = 0;
+    for i in 0..60 {
+        let before = fake.requests().len();
+        let t0 = Instant::now();
+        let r = rt.block_on(tabd::run::run_role(
+            &env,
+            &role,
+            tabd::prompt::Trigger::manual(),
+            vec![],
+        ));
+        let elapsed = t0.elapsed();
+        assert!(r.succeeded());
+        let reqs = fake.requests();
+        // Time spent inside the two HTTP exchanges, as seen from the fake server's side is not
+        // observable; report tabd's whole run time and the share outside the model calls
+        // estimated from request arrival gaps.
+        let model_gap = reqs[before + 1].at.duration_since(reqs[before].at);
+        if i >= 10 {
+            total.push(elapsed.as_secs_f64() * 1000.0);
+            model.push(model_gap.as_secs_f64() * 1000.0);
+        }
+        prompt_bytes = reqs[before].body.to_string().len();
+    }
+    let t = median(&mut total);
+    let gap = median(&mut model);
+    println!("run     100 context files (400 KiB), 5 tool calls: median {t:.2} ms per run (50 runs; includes 2 local HTTP round trips) · request {} KiB · tool round {gap:.2} ms", prompt_bytes / 1024);
+    out["per_run"] = json!({ "context_files": 100, "tool_calls": 5, "runs": total.len(), "median_ms": t, "request_kib": prompt_bytes / 1024, "tool_round_ms_median": gap });
+}
+
+/// 6. The stock roles' prompt sizes and the cacheable share.
+fn prompt_size(out: &mut Value) {
+    let b = Bench::new();
+    let fake = FakeModel::start();
+    b.set_config(&fake, "");
+    let s = Command::new(BIN)
+        .arg("init")
+        .arg(b.vault())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(s.success());
+    let mut rows = Vec::new();
+    for role in ["delivery", "risk", "comms", "product"] {
+        let o = b.command(&["prompt", role]).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let size = |name: &str| -> usize {
+            let start = text.find(&format!("===== {name}")).unwrap();
+            let after = &text[start..];
+            let body = &after[after.find("=====\n").unwrap() + 6..];
+            body[..body.find("\n\n===== ").unwrap_or(body.len())].len()
+        };
+        let (sys, ctx, run) = (size("SYSTEM"), size("CONTEXT"), size("THIS RUN"));
+        let total = sys + ctx + run;
+        let share = 100.0 * (sys + ctx) as f64 / total as f64;
+        println!("prompt  {role:<9} {total:>6} bytes · ~{:>5} tokens · cacheable prefix {share:.0}% (system {sys} + context {ctx})", total.div_ceil(4));
+        rows.push(json!({ "role": role, "bytes": total, "est_tokens": total.div_ceil(4), "system_bytes": sys, "context_bytes": ctx, "run_bytes": run, "cacheable_pct": share }));
+    }
+    out["prompt"] = Value::Array(rows);
+}
+
+fn main() {
+    let wanted =
+        std::env::var("TABD_BENCH").unwrap_or_else(|_| "latency,burst,idle,startup,run,prompt".into());
+    let on = |n: &str| wanted.split(',').any(|w| w.trim() == n);
+    let mut out = json!({ "machine": machine() });
+    println!("tabd daemon benchmark — {}", out["machine"]);
+    if on("prompt") {
+        prompt_size(&mut out);
+    }
+    if on("run") {
+        per_run(&mut out);
+    }
+    if on("latency") {
+        latency(&mut out);
+    }
+    if on("startup") {
+        startup(&mut out);
+    }
+    if on("burst") {
+        burst(&mut out);
+    }
+    if on("idle") {
+        idle(&mut out);
+    }
+    println!("{}", serde_json::to_string(&out).unwrap());
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("?")
+        .trim()
+        .to_string();
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .nth(1)
+        .and_then(|k| k.parse::<u64>().ok())
+        .unwrap_or(0);
+    format!("{cpu}, {cores} cores, {} GiB", mem / 1024 / 1024)
+}
