@@ -95,11 +95,19 @@ impl Bench {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let mut child = child;
         let mut buf = [0u8; 1024];
         loop {
-            let n = socket.recv(&mut buf).expect("READY=1 within 60 s");
-            if String::from_utf8_lossy(&buf[..n]).contains("READY=1") {
-                return (child, t0.elapsed());
+            match socket.recv(&mut buf) {
+                Ok(n) if String::from_utf8_lossy(&buf[..n]).contains("READY=1") => {
+                    return (child, t0.elapsed())
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("no READY=1 from tabd run within 60 s: {e}");
+                }
             }
         }
     }
