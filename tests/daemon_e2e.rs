@@ -452,3 +452,102 @@ fn sigterm_mid_run_exits_0_with_the_note_still_in_the_inbox() {
     assert_eq!(v.files_in("agent/inbox/delivery"), ["pending.md"]);
     assert!(v.files_in("agent/inbox/delivery/processed").is_empty());
 }
+
+#[test]
+fn a_watched_file_change_fires_the_role_and_its_own_writes_do_not() {
+    let (v, fake) = setup("");
+    v.write(
+        "roles/watcher.md",
+        "---\nwatch: [project/timeline.md]\n---\n# Watcher\n## Mission\nReact.\n## Tools\n- append_file\n",
+    );
+    // Its run appends to the very file it watches: that must not fire it again.
+    fake.respond_with(|req, i| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                "anthropic",
+                None,
+                &[(
+                    &format!("a{i}"),
+                    "append_file",
+                    json!({"path": "project/timeline.md", "content": "- seen by watcher"}),
+                )],
+            )
+        } else {
+            wire::text("anthropic", "noted")
+        }
+    });
+    let _d = Daemon::start(&v);
+    quiet();
+    assert!(fake.requests().is_empty(), "no change, no run");
+    v.write("project/timeline.md", "# Timeline\nLaunch moved to 2026-12-08.\n");
+    wait_until(T, "a watch run", || {
+        v.records().iter().any(|r| r["trigger"]["kind"] == "watch")
+    });
+    assert!(wire::all_text(&fake.requests()[0].body).contains("a watched file changed: project/timeline.md"));
+    quiet();
+    quiet();
+    assert_eq!(v.records().len(), 1, "its own append did not fire it again");
+    assert!(v.read("project/timeline.md").contains("- seen by watcher"));
+}
+
+#[test]
+fn runs_on_pins_a_role_to_its_host() {
+    let (v, fake) = setup("");
+    let cfg = std::fs::read_to_string(&v.config).unwrap();
+    v.set_config(&format!("{cfg}host = \"this-laptop\"\n"));
+    v.write(
+        "roles/elsewhere.md",
+        "---\nruns_on: office-desktop\n---\n# Elsewhere\n## Mission\nNot here.\n",
+    );
+    v.write(
+        "roles/here.md",
+        "---\nruns_on: this-laptop\n---\n# Here\n## Mission\nHere.\n",
+    );
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/elsewhere/a.md", "for the office desktop");
+    v.write("agent/inbox/here/b.md", "for this laptop");
+    wait_until(T, "the local role ran", || {
+        v.files_in("agent/inbox/here/processed") == ["b.md"]
+    });
+    quiet();
+    assert_eq!(
+        v.files_in("agent/inbox/elsewhere"),
+        ["a.md"],
+        "a role pinned to another host never fires here"
+    );
+    assert_eq!(fake.requests().len(), 1);
+    wait_until(T, "status.md shows the pin", || {
+        v.read("agent/status.md").contains("other host (office-desktop)")
+    });
+}
+
+#[test]
+fn sighup_reloads_the_config_and_the_daemon_keeps_going() {
+    let (v, fake) = setup("");
+    let mut d = Daemon::start(&v);
+    // A new model name takes effect on reload without a restart.
+    let cfg = std::fs::read_to_string(&v.config).unwrap();
+    v.set_config(&cfg.replace("model = \"test-model\"", "model = \"reloaded-model\""));
+    d.signal(libc::SIGHUP);
+    wait_until(T, "reload logged", || {
+        d.stderr().contains("SIGHUP: reloading") || d.stderr().contains("config changed")
+    });
+    v.write("agent/inbox/delivery/after.md", "after the reload");
+    wait_until(T, "processed", || {
+        v.files_in("agent/inbox/delivery/processed") == ["after.md"]
+    });
+    assert_eq!(fake.requests()[0].body["model"], "reloaded-model");
+    assert!(d.child.try_wait().unwrap().is_none(), "still running");
+}
+
+#[test]
+fn polling_mode_finds_notes_without_file_events() {
+    let (v, fake) = setup("");
+    let _d = Daemon::start_with_env(&v, &[("TABD_WATCH", "poll")]);
+    v.write("agent/inbox/delivery/polled.md", "found by a scan");
+    wait_until(T, "processed by polling", || {
+        v.files_in("agent/inbox/delivery/processed") == ["polled.md"]
+    });
+    assert!(v.read("agent/status.md").contains("polling for changes"));
+    assert_eq!(fake.requests().len(), 1);
+}

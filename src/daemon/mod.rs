@@ -141,11 +141,24 @@ impl Daemon {
         let (done_tx, done_rx) = mpsc::channel(64);
         let (events_tx, events_rx) = mpsc::channel(watch::CHANNEL_CAPACITY);
         let overflow = Arc::new(AtomicBool::new(false));
-        let (watcher, polling) = match watch::FsWatcher::start(events_tx, overflow.clone()) {
-            Ok(w) => (Some(w), false),
-            Err(e) => {
-                tracing::warn!("{}", watch::explain(&root, &e));
-                (None, true)
+        // TABD_WATCH=poll: for vaults on network filesystems, where inotify sees no remote changes.
+        let force_poll = init
+            .env
+            .get("TABD_WATCH")
+            .is_some_and(|v| v.eq_ignore_ascii_case("poll"));
+        let (watcher, polling) = if force_poll {
+            tracing::info!(
+                "TABD_WATCH=poll: scanning inboxes every {}s instead of watching",
+                POLL.as_secs()
+            );
+            (None, true)
+        } else {
+            match watch::FsWatcher::start(events_tx, overflow.clone()) {
+                Ok(w) => (Some(w), false),
+                Err(e) => {
+                    tracing::warn!("{}", watch::explain(&root, &e));
+                    (None, true)
+                }
             }
         };
         let host = init

@@ -16,15 +16,21 @@ pub struct Daemon {
 impl Daemon {
     /// Starts the daemon and waits for READY=1.
     pub fn start(v: &TestVault) -> Self {
-        let n = std::sync::atomic::AtomicUsize::new(0);
-        let _ = n;
+        Self::start_with_env(v, &[])
+    }
+
+    /// Like `start`, with extra environment variables.
+    pub fn start_with_env(v: &TestVault, env: &[(&str, &str)]) -> Self {
         let sock_path = v.dir.path().join(format!("notify-{}.sock", rand_suffix()));
         let socket = UnixDatagram::bind(&sock_path).expect("bind notify socket");
         socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let stderr_path = v.dir.path().join(format!("daemon-{}.log", rand_suffix()));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let child = v
-            .command(&["run"])
+        let mut cmd = v.command(&["run"]);
+        for (k, val) in env {
+            cmd.env(k, val);
+        }
+        let child = cmd
             .env("NOTIFY_SOCKET", &sock_path)
             .env("TABD_LOG", "info")
             .stdout(Stdio::null())
