@@ -8,6 +8,7 @@
 //! differs every run, and anything before the files would stop them being read from cache.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
@@ -191,20 +192,26 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
     }
 
     // 2. Context files (the memory notes are already in the system prompt).
-    let (mut found, missing) = resolve_context(input.vault, &policy, &role.context);
+    let (mut found, mut missing) = resolve_context(input.vault, &policy, &role.context);
     let role_memory = format!("agent/memory/{}.md", role.name);
     found.retain(|e| e.path.as_str() != "memory.md" && e.path.as_str() != role_memory);
-    let mut context = String::from("# Context files");
+    let mut context = String::with_capacity(cfg.max_context_bytes.min(1 << 20) + 256 * found.len());
+    context.push_str("# Context files");
     let mut hashes = BTreeMap::new();
     let mut files = Vec::new();
     let mut truncated = Vec::new();
     let mut total = 0usize;
     let mut omitted = Vec::new();
-    for entry in &found {
-        let text = match input.vault.read_text(&entry.path, 64 * 1024 * 1024) {
+    for listed in &found {
+        // One open per file: the size and time come from the same handle as the text.
+        let (text, entry) = match input.vault.read_text_with_meta(&listed.path, 64 * 1024 * 1024) {
             Ok(t) => t,
+            Err(VaultError::NotFound(_)) => {
+                missing.push(listed.path.as_str().to_string());
+                continue;
+            }
             Err(e) => {
-                context.push_str(&format!("\n\n## {}\n[not included: {e}]", entry.path));
+                let _ = write!(context, "\n\n## {}\n[not included: {e}]", listed.path);
                 continue;
             }
         };
@@ -232,19 +239,22 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
                     .to_string()
             })
             .unwrap_or_else(|| "unknown".into());
-        context.push_str(&format!(
-            "\n\n## {}\nmodified {when} · {} bytes\n\n{shown}",
+        let _ = write!(
+            context,
+            "\n\n## {}\nmodified {when} · {} bytes\n\n",
             entry.path,
             thousands(text.len() as u64)
-        ));
+        );
+        context.push_str(shown);
         if shown.len() < text.len() {
             truncated.push(entry.path.as_str().to_string());
-            context.push_str(&format!(
+            let _ = write!(
+                context,
                 "\n[… truncated: showing the first {} of {} bytes; use read_file {} with an offset for the rest]",
                 thousands(shown.len() as u64),
                 thousands(text.len() as u64),
                 entry.path
-            ));
+            );
         }
         files.push(ContextFile {
             path: entry.path.as_str().to_string(),
@@ -465,15 +475,15 @@ pub fn resolve_context(
     (out, missing)
 }
 
+/// A listed file the role may read. Whether it exists is found out when it is read (one
+/// open per file); a missing one is reported then.
 fn checked_file(vault: &Vault, policy: &AccessPolicy, path: &VaultPath) -> Result<Entry, VaultError> {
-    let real = policy.check_read(vault, path)?;
-    let meta = vault.metadata(&real)?;
-    if meta.is_dir {
-        return Err(VaultError::Io(format!("{path} is a folder")));
-    }
+    policy.check_read(vault, path)?;
     Ok(Entry {
         path: path.clone(),
-        ..meta
+        is_dir: false,
+        size: 0,
+        modified: None,
     })
 }
 
@@ -510,8 +520,9 @@ impl Prompt {
         ])
     }
 
-    pub fn to_request(
-        &self,
+    /// The request, built by moving this prompt's text (no copy of the context).
+    pub fn into_request(
+        self,
         model: &str,
         max_tokens: u32,
         temperature: Option<f64>,
@@ -519,9 +530,18 @@ impl Prompt {
     ) -> Request {
         Request {
             model: model.to_string(),
-            system: self.system.clone(),
-            messages: vec![self.first_message()],
-            tools: self.tools.clone(),
+            system: self.system,
+            messages: vec![Message::user(vec![
+                Block::Text {
+                    text: self.context,
+                    cache: true,
+                },
+                Block::Text {
+                    text: self.trigger,
+                    cache: false,
+                },
+            ])],
+            tools: self.tools,
             max_tokens,
             temperature,
             thinking_budget,

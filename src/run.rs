@@ -145,7 +145,8 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
         .max_chain_depth
         .unwrap_or(limits_cfg.max_chain_depth);
     let tz: Tz = role.schedule.tz;
-    let request = prompt.to_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
+    let hashes = prompt.hashes.clone();
+    let request = prompt.into_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
 
     let outcome = {
         let mut exec = |name: &str, input: &serde_json::Value| {
@@ -300,7 +301,6 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
         .collect();
     let success = failure.is_none();
     let failure_class = failure.as_ref().map(|(c, _)| *c);
-    let hashes = prompt.hashes.clone();
     let trigger_name = trigger.kind.as_str().to_string();
     let usage = outcome.usage;
     let err_text = error.clone();
@@ -341,12 +341,15 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
     if let Err(e) = saved {
         tracing::error!("cannot save state for {}: {e}", role.name);
     }
-    for (from, to) in &moves {
-        if let Err(e) = inbox::move_note(env.vault, from, to) {
-            tracing::warn!("could not move {from} to {to}: {e}");
+    if !moves.is_empty() {
+        for (from, to) in &moves {
+            if let Err(e) = inbox::move_note(env.vault, from, to) {
+                tracing::warn!("could not move {from} to {to}: {e}");
+            }
         }
+        // Only needed when there was something to move (it saves an fsync per run otherwise).
+        let _ = env.store.update(|s| s.role(&role.name).pending_moves.clear());
     }
-    let _ = env.store.update(|s| s.role(&role.name).pending_moves.clear());
     RunResult {
         record,
         summary: outcome.summary,

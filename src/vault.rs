@@ -252,8 +252,20 @@ impl Vault {
 
     /// Reads a whole file as UTF-8 text (at most `cap` bytes are accepted).
     pub fn read_text(&self, path: &VaultPath, cap: u64) -> Result<String, VaultError> {
+        self.read_text_with_meta(path, cap).map(|(text, _)| text)
+    }
+
+    /// Like `read_text`, with the file's size and modification time from the same open handle
+    /// (one path resolution instead of two).
+    pub fn read_text_with_meta(&self, path: &VaultPath, cap: u64) -> Result<(String, Entry), VaultError> {
         let file = self.dir.open(path.as_path()).map_err(|e| io_error(path, &e))?;
         let meta = file.metadata().map_err(|e| io_error(path, &e))?;
+        let entry = Entry {
+            path: path.clone(),
+            is_dir: meta.is_dir(),
+            size: meta.len(),
+            modified: meta.modified().ok().map(|t| t.into_std()),
+        };
         if meta.is_dir() {
             return Err(VaultError::Io(format!("{path} is a folder; use list_files")));
         }
@@ -267,7 +279,9 @@ impl Vault {
         file.take(cap)
             .read_to_end(&mut bytes)
             .map_err(|e| io_error(path, &e))?;
-        String::from_utf8(bytes).map_err(|_| VaultError::Io(format!("{path} is not UTF-8 text")))
+        let text =
+            String::from_utf8(bytes).map_err(|_| VaultError::Io(format!("{path} is not UTF-8 text")))?;
+        Ok((text, entry))
     }
 
     pub fn metadata(&self, path: &VaultPath) -> Result<Entry, VaultError> {

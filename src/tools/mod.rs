@@ -186,31 +186,34 @@ fn find(name: &str) -> Option<&'static dyn Tool> {
     TOOLS.iter().copied().find(|t| t.name() == name)
 }
 
+/// Every tool's spec, built once (schema generation is not free and never changes).
+fn cached_specs() -> &'static [ToolSpec] {
+    static SPECS: std::sync::OnceLock<Vec<ToolSpec>> = std::sync::OnceLock::new();
+    SPECS.get_or_init(|| {
+        TOOLS
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name(),
+                description: t.description(),
+                input_schema: t.schema(),
+                risk: t.risk(),
+            })
+            .collect()
+    })
+}
+
 /// The specs of the tools `role` may call, in the order of DESIGN §8.
 pub fn specs_for(role: &Role) -> Vec<ToolSpec> {
-    TOOLS
+    cached_specs()
         .iter()
-        .filter(|t| role.has_tool(t.name()))
-        .map(|t| ToolSpec {
-            name: t.name(),
-            description: t.description(),
-            input_schema: t.schema(),
-            risk: t.risk(),
-        })
+        .filter(|s| role.has_tool(s.name))
+        .cloned()
         .collect()
 }
 
 /// All tool specs.
 pub fn all_specs() -> Vec<ToolSpec> {
-    TOOLS
-        .iter()
-        .map(|t| ToolSpec {
-            name: t.name(),
-            description: t.description(),
-            input_schema: t.schema(),
-            risk: t.risk(),
-        })
-        .collect()
+    cached_specs().to_vec()
 }
 
 /// Runs one tool call for the model and records it. Never panics on model input.

@@ -144,6 +144,11 @@ impl FakeModel {
         self.state.requests.lock().unwrap().clone()
     }
 
+    /// Arrival times only (cheap: no request bodies copied).
+    pub fn arrival_times(&self) -> Vec<Instant> {
+        self.state.requests.lock().unwrap().iter().map(|r| r.at).collect()
+    }
+
     /// Waits until at least `n` requests arrived; panics with what arrived after `timeout`.
     pub fn wait_for_requests(&self, n: usize, timeout: Duration) -> Vec<Recorded> {
         let deadline = Instant::now() + timeout;
@@ -188,12 +193,8 @@ async fn handle(st: Arc<State>, path: String, headers: HeaderMap, body: Bytes) -
     };
     let problems = check_invariants(&rec);
     st.violations.lock().unwrap().extend(problems);
-    let index = {
-        let mut reqs = st.requests.lock().unwrap();
-        reqs.push(rec.clone());
-        st.arrived.notify_all();
-        reqs.len() - 1
-    };
+    // Decide the reply first so the (possibly large) request is recorded by move, not cloned.
+    let index = st.requests.lock().unwrap().len();
     let scripted = st.script.lock().unwrap().pop_front();
     let reply = match scripted {
         Some(r) => r,
@@ -202,6 +203,11 @@ async fn handle(st: Arc<State>, path: String, headers: HeaderMap, body: Bytes) -
             None => Reply::status(500, json!({"error": {"message": "fake model: script exhausted"}})),
         },
     };
+    {
+        let mut reqs = st.requests.lock().unwrap();
+        reqs.push(rec);
+        st.arrived.notify_all();
+    }
     respond(reply).await
 }
 
