@@ -315,7 +315,12 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
             run_id: id.clone(),
             started_at: started,
             ended_at: ended,
-            outcome: outcome_name.to_string(),
+            // The JSONL record says `failed` (contract); people see that nothing was their fault.
+            outcome: if matches!(failure_class, Some(FailureClass::Outage)) {
+                "paused".to_string()
+            } else {
+                outcome_name.to_string()
+            },
             error: err_text.clone(),
             tokens: usage.total(),
             trigger: trigger_name.clone(),
