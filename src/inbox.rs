@@ -9,10 +9,24 @@ use crate::vault::{Vault, VaultError, VaultPath};
 /// Largest note tabd reads as a trigger; bigger ones are still handled, their text cut.
 pub const MAX_NOTE_BYTES: u64 = 1024 * 1024;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+/// A note's `priority` (also what `trigger_role` writes).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     Low = 0,
+    #[default]
     Normal = 1,
     High = 2,
     Urgent = 3,

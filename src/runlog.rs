@@ -75,6 +75,22 @@ pub fn wikilink(path: &str) -> String {
     format!("[[{}]]", path.strip_suffix(".md").unwrap_or(path))
 }
 
+/// Links to the run's trigger notes where they are now (in `processed/` or `failed/` if moved).
+fn note_links(rec: &RunRecord) -> Vec<String> {
+    rec.trigger
+        .notes
+        .iter()
+        .map(|n| {
+            wikilink(
+                rec.moved
+                    .iter()
+                    .find(|m| &m.from == n)
+                    .map_or(n.as_str(), |m| m.to.as_str()),
+            )
+        })
+        .collect()
+}
+
 /// Model text inside a section: its headings become bold lines so they cannot break the log's
 /// own structure of `##` runs and `###` parts.
 fn tame(text: &str) -> String {
@@ -267,19 +283,7 @@ impl RunLog {
                 t
             }
             kind => {
-                let moved: Vec<String> = rec
-                    .trigger
-                    .notes
-                    .iter()
-                    .map(|n| {
-                        wikilink(
-                            rec.moved
-                                .iter()
-                                .find(|m| &m.from == n)
-                                .map_or(n.as_str(), |m| m.to.as_str()),
-                        )
-                    })
-                    .collect();
+                let moved = note_links(rec);
                 if moved.is_empty() {
                     kind.to_string()
                 } else {
@@ -288,18 +292,7 @@ impl RunLog {
             }
         };
         let extra_notes: Vec<String> = if rec.trigger.kind == "schedule" {
-            rec.trigger
-                .notes
-                .iter()
-                .map(|n| {
-                    wikilink(
-                        rec.moved
-                            .iter()
-                            .find(|m| &m.from == n)
-                            .map_or(n.as_str(), |m| m.to.as_str()),
-                    )
-                })
-                .collect()
+            note_links(rec)
         } else {
             Vec::new()
         };

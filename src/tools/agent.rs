@@ -1,36 +1,16 @@
 //! Agent tools: trigger_role (hand work to another role) and remember (long-term memory).
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::files::append;
 use super::{args, schema_of, Change, ChangeKind, Risk, Tool, ToolContext, ToolError, ToolResult};
+use crate::inbox::Priority;
 use crate::vault::{VaultError, VaultPath};
 
 /// Longest note `trigger_role` or `remember` accepts.
 const MAX_NOTE_BYTES: usize = 16 * 1024;
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Priority {
-    Low,
-    #[default]
-    Normal,
-    High,
-    Urgent,
-}
-
-impl Priority {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Low => "low",
-            Self::Normal => "normal",
-            Self::High => "high",
-            Self::Urgent => "urgent",
-        }
-    }
-}
 
 pub struct TriggerRole;
 
