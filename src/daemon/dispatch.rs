@@ -121,23 +121,7 @@ impl Daemon {
     }
 
     pub(super) fn start_run(&mut self, role: Role) {
-        let notes = match run::ready_notes(&self.vault, &role, self.config.inbox.max_batch) {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!("cannot read the inbox of {}: {e}", role.name);
-                Vec::new()
-            }
-        };
-        // Only notes complete by the §5 rule go to this run.
-        let now = Instant::now();
-        let notes: Vec<inbox::Note> = notes
-            .into_iter()
-            .filter(|n| {
-                self.readiness
-                    .check(&self.root.join(n.path.as_path()), n.size, n.modified, now)
-                    .is_ok()
-            })
-            .collect();
+        let notes = self.pick_notes(&role);
         let Some(rt) = self.rt.get_mut(&role.name) else {
             return;
         };

@@ -78,8 +78,8 @@ struct RoleRt {
     inbox_ready: bool,
     /// Look at the inbox again at this instant (a note settling).
     recheck_at: Option<Instant>,
-    /// `(mtime, size) → draft?` so unchanged notes are not re-read every scan.
-    drafts: HashMap<PathBuf, (std::time::SystemTime, u64, bool)>,
+    /// What each note's frontmatter says, so unchanged notes are not re-read every scan.
+    notes: HashMap<PathBuf, scan::NoteMeta>,
     /// Content hashes of `watch` files as last seen.
     watch_hashes: HashMap<String, String>,
     dirty: bool,
@@ -124,6 +124,8 @@ pub struct Daemon {
     next_watchdog: Option<Instant>,
     rescan_all: bool,
     status_dirty: bool,
+    /// Inbox folder → the roles reading it (one lookup per file event, not a scan of all roles).
+    inbox_owners: HashMap<PathBuf, Vec<String>>,
     /// `state.json` as of this tick: read once per tick, not once per role.
     state: crate::state::State,
 }
@@ -205,6 +207,7 @@ impl Daemon {
             rescan_all: true,
             status_dirty: true,
             state: crate::state::State::default(),
+            inbox_owners: HashMap::new(),
         })
     }
 
@@ -366,16 +369,13 @@ impl Daemon {
                     self.refresh_watches();
                     return;
                 }
-                let mut matched = false;
-                for role in self.roles.runnable() {
-                    if self.inbox_abs(role) == parent {
-                        if let Some(rt) = self.rt.get_mut(&role.name) {
-                            rt.dirty = true;
-                        }
-                        matched = true;
+                let owners = self.inbox_owners.get(&parent).cloned().unwrap_or_default();
+                for name in &owners {
+                    if let Some(rt) = self.rt.get_mut(name) {
+                        rt.dirty = true;
                     }
                 }
-                if matched {
+                if !owners.is_empty() {
                     self.readiness.on_event(&ev, now);
                     return;
                 }

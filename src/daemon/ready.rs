@@ -140,7 +140,7 @@ impl Readiness {
     }
 
     /// Forgets everything in `dir` that is no longer there.
-    pub fn retain_existing(&mut self, dir: &Path, existing: &[PathBuf]) {
+    pub fn retain_existing(&mut self, dir: &Path, existing: &std::collections::HashSet<PathBuf>) {
         self.files
             .retain(|p, _| p.parent() != Some(dir) || existing.contains(p));
     }

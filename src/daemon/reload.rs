@@ -7,11 +7,13 @@ impl Daemon {
     /// Creates inboxes, points the watcher at them, `roles/`, the config and `watch` files.
     pub(super) fn refresh_watches(&mut self) {
         let mut dirs: Vec<PathBuf> = vec![self.root.join("roles"), self.root.join("agent/inbox")];
+        self.inbox_owners.clear();
         for role in self.roles.runnable() {
             let dir = self.inbox_abs(role);
             if let Err(e) = std::fs::create_dir_all(&dir) {
                 tracing::warn!("cannot create {}: {e}", dir.display());
             }
+            self.inbox_owners.entry(dir.clone()).or_default().push(role.name.clone());
             dirs.push(dir);
             for w in &role.settings.watch {
                 if let Some(parent) = self.root.join(w).parent() {

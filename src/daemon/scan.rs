@@ -1,6 +1,17 @@
 //! What is due: inbox notes that are complete, and scheduled slots (recorded before they run).
 
+use std::time::SystemTime;
+
 use super::*;
+
+/// What the daemon keeps of a note between scans (valid while `modified` and `size` hold).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NoteMeta {
+    modified: SystemTime,
+    size: u64,
+    draft: bool,
+    priority: inbox::Priority,
+}
 
 impl Daemon {
     pub(super) fn scan_inboxes(&mut self) {
@@ -38,17 +49,18 @@ impl Daemon {
         let now = Instant::now();
         let mut ready = false;
         let mut recheck: Option<Instant> = None;
-        let mut existing = Vec::new();
+        // A set: the retains below look up every tracked path (a Vec made them quadratic).
+        let mut existing = std::collections::HashSet::new();
         for e in entries {
             if e.is_dir || !inbox::is_trigger_name(e.path.file_name()) {
                 continue;
             }
             let abs = self.root.join(e.path.as_path());
-            existing.push(abs.clone());
+            existing.insert(abs.clone());
             let modified = e.modified.unwrap_or(std::time::SystemTime::UNIX_EPOCH);
             match self.readiness.check(&abs, e.size, modified, now) {
                 Ok(()) => {
-                    if !self.is_draft(&role.name, &abs, &e.path, modified, e.size) {
+                    if !self.note_meta(&role.name, &abs, &e.path, modified, e.size).draft {
                         ready = true;
                     }
                 }
@@ -58,33 +70,55 @@ impl Daemon {
         }
         self.readiness.retain_existing(&dir, &existing);
         if let Some(rt) = self.rt.get_mut(&role.name) {
-            rt.drafts.retain(|p, _| existing.contains(p));
+            rt.notes.retain(|p, _| existing.contains(p));
         }
         (ready, recheck)
     }
 
-    pub(super) fn is_draft(
-        &mut self,
-        role: &str,
-        abs: &Path,
-        path: &VaultPath,
-        modified: std::time::SystemTime,
-        size: u64,
-    ) -> bool {
-        if let Some(rt) = self.rt.get(role) {
-            if let Some((m, s, draft)) = rt.drafts.get(abs) {
-                if *m == modified && *s == size {
-                    return *draft;
-                }
+    /// A note's draft status and priority, read once and kept while its mtime and size hold.
+    fn note_meta(&mut self, role: &str, abs: &Path, path: &VaultPath, modified: SystemTime, size: u64) -> NoteMeta {
+        if let Some(meta) = self.rt.get(role).and_then(|rt| rt.notes.get(abs)) {
+            if meta.modified == modified && meta.size == size {
+                return *meta;
             }
         }
-        let draft = inbox::read_note(&self.vault, path)
-            .map(|n| n.draft)
-            .unwrap_or(false);
+        let (draft, priority) = inbox::read_note(&self.vault, path)
+            .map(|n| (n.draft, n.priority))
+            .unwrap_or((false, inbox::Priority::Normal));
+        let meta = NoteMeta { modified, size, draft, priority };
         if let Some(rt) = self.rt.get_mut(role) {
-            rt.drafts.insert(abs.to_path_buf(), (modified, size, draft));
+            rt.notes.insert(abs.to_path_buf(), meta);
         }
-        draft
+        meta
+    }
+
+    /// The notes for a run of `role`: complete (§5), not drafts, highest priority then oldest
+    /// first, at most `max_batch`. Only the chosen notes are read in full.
+    pub(super) fn pick_notes(&mut self, role: &Role) -> Vec<inbox::Note> {
+        let Ok(inbox_path) = VaultPath::parse(&role.inbox, false) else { return Vec::new() };
+        let entries = self.vault.walk(&inbox_path, false, &|_| false).unwrap_or_default();
+        let now = Instant::now();
+        let mut candidates = Vec::new();
+        for e in entries {
+            if e.is_dir || !inbox::is_trigger_name(e.path.file_name()) {
+                continue;
+            }
+            let abs = self.root.join(e.path.as_path());
+            let modified = e.modified.unwrap_or(SystemTime::UNIX_EPOCH);
+            if self.readiness.check(&abs, e.size, modified, now).is_err() {
+                continue;
+            }
+            let meta = self.note_meta(&role.name, &abs, &e.path, modified, e.size);
+            if !meta.draft {
+                candidates.push((meta.priority, modified, e.path));
+            }
+        }
+        candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        candidates
+            .into_iter()
+            .take(self.config.inbox.max_batch)
+            .filter_map(|(_, _, path)| inbox::read_note(&self.vault, &path).ok())
+            .collect()
     }
 
     /// Turns due scheduled slots into queued runs (or logged skips), recording them first.

@@ -3,6 +3,7 @@
 //! The callback only converts and `try_send`s; a full channel sets the overflow flag, which the
 //! daemon treats like inotify's own overflow: rescan everything.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -83,9 +84,10 @@ impl FsWatcher {
     /// Watches exactly `dirs` (non-recursively), adding and removing watches as needed.
     pub fn set(&mut self, dirs: &[PathBuf]) -> Vec<(PathBuf, notify::Error)> {
         let mut errors = Vec::new();
-        let old: Vec<PathBuf> = self.watched.drain(..).collect();
+        let old: HashSet<PathBuf> = self.watched.drain(..).collect();
+        let wanted: HashSet<&PathBuf> = dirs.iter().collect();
         for d in &old {
-            if !dirs.contains(d) {
+            if !wanted.contains(d) {
                 let _ = self.watcher.unwatch(d);
             }
         }
