@@ -38,6 +38,8 @@ pub struct RunResult {
     /// Set when the run failed; `Outage` means "pause model calls", not "blame the notes".
     pub failure: Option<(FailureClass, String)>,
     pub daily_log: std::path::PathBuf,
+    /// Every file the run's tools changed (written, appended, moved to, triggered, remembered).
+    pub changes: Vec<crate::tools::Change>,
 }
 
 impl RunResult {
@@ -291,6 +293,7 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
             summary: outcome.summary,
             failure: Some((FailureClass::RunFailure, e.to_string())),
             daily_log: daily,
+            changes: outcome.changes,
         };
     }
 
@@ -360,6 +363,7 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
         summary: outcome.summary,
         failure,
         daily_log: daily,
+        changes: outcome.changes,
     }
 }
 

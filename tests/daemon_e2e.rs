@@ -551,3 +551,36 @@ fn polling_mode_finds_notes_without_file_events() {
     assert!(v.read("agent/status.md").contains("polling for changes"));
     assert_eq!(fake.requests().len(), 1);
 }
+
+#[test]
+fn a_watched_file_recreated_by_move_file_in_the_run_does_not_fire_again() {
+    let (v, fake) = setup("");
+    v.write("project/status.md", "v1");
+    v.write("project/draft.md", "the new status");
+    v.write("roles/keeper.md", "---\nwatch: [project/status.md]\n---\n# Keeper\n## Mission\nKeep the status note.\n## Tools\n- move_file\n");
+    fake.respond_with(|req, i| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                "anthropic",
+                None,
+                &[(
+                    &format!("m{i}"),
+                    "move_file",
+                    json!({"from": "project/draft.md", "to": "project/status.md"}),
+                )],
+            )
+        } else {
+            wire::text("anthropic", "restored")
+        }
+    });
+    let _d = Daemon::start(&v);
+    std::fs::remove_file(v.path("project/status.md")).unwrap();
+    wait_until(T, "a watch run", || {
+        v.records().iter().any(|r| r["trigger"]["kind"] == "watch")
+    });
+    wait_until(T, "the file restored", || v.path("project/status.md").exists());
+    quiet();
+    quiet();
+    assert_eq!(v.records().len(), 1, "the run's own move did not fire it again");
+    assert_eq!(v.read("project/status.md"), "the new status");
+}

@@ -429,14 +429,9 @@ impl Daemon {
             rt.last_end = Some(now);
             rt.dirty = true; // notes that arrived meanwhile fire a follow-up run
         }
-        // Files this run changed are not "changes" for watchers.
-        let changed: Vec<String> = done
-            .result
-            .record
-            .tool_calls
-            .iter()
-            .filter_map(|c| c.input.get("path").and_then(|p| p.as_str()).map(str::to_string))
-            .collect();
+        // Files this run changed are not "changes" for watchers (else a role watching a file it
+        // writes would fire itself forever). The run's own change list covers moves too.
+        let changed: Vec<String> = done.result.changes.iter().map(|c| c.path.clone()).collect();
         let names: Vec<String> = self.rt.keys().cloned().collect();
         for name in names {
             let watch: Vec<String> = self

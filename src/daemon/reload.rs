@@ -13,7 +13,10 @@ impl Daemon {
             if let Err(e) = std::fs::create_dir_all(&dir) {
                 tracing::warn!("cannot create {}: {e}", dir.display());
             }
-            self.inbox_owners.entry(dir.clone()).or_default().push(role.name.clone());
+            self.inbox_owners
+                .entry(dir.clone())
+                .or_default()
+                .push(role.name.clone());
             dirs.push(dir);
             for w in &role.settings.watch {
                 if let Some(parent) = self.root.join(w).parent() {

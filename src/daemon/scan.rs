@@ -76,7 +76,14 @@ impl Daemon {
     }
 
     /// A note's draft status and priority, read once and kept while its mtime and size hold.
-    fn note_meta(&mut self, role: &str, abs: &Path, path: &VaultPath, modified: SystemTime, size: u64) -> NoteMeta {
+    fn note_meta(
+        &mut self,
+        role: &str,
+        abs: &Path,
+        path: &VaultPath,
+        modified: SystemTime,
+        size: u64,
+    ) -> NoteMeta {
         if let Some(meta) = self.rt.get(role).and_then(|rt| rt.notes.get(abs)) {
             if meta.modified == modified && meta.size == size {
                 return *meta;
@@ -85,7 +92,12 @@ impl Daemon {
         let (draft, priority) = inbox::read_note(&self.vault, path)
             .map(|n| (n.draft, n.priority))
             .unwrap_or((false, inbox::Priority::Normal));
-        let meta = NoteMeta { modified, size, draft, priority };
+        let meta = NoteMeta {
+            modified,
+            size,
+            draft,
+            priority,
+        };
         if let Some(rt) = self.rt.get_mut(role) {
             rt.notes.insert(abs.to_path_buf(), meta);
         }
@@ -95,8 +107,13 @@ impl Daemon {
     /// The notes for a run of `role`: complete (§5), not drafts, highest priority then oldest
     /// first, at most `max_batch`. Only the chosen notes are read in full.
     pub(super) fn pick_notes(&mut self, role: &Role) -> Vec<inbox::Note> {
-        let Ok(inbox_path) = VaultPath::parse(&role.inbox, false) else { return Vec::new() };
-        let entries = self.vault.walk(&inbox_path, false, &|_| false).unwrap_or_default();
+        let Ok(inbox_path) = VaultPath::parse(&role.inbox, false) else {
+            return Vec::new();
+        };
+        let entries = self
+            .vault
+            .walk(&inbox_path, false, &|_| false)
+            .unwrap_or_default();
         let now = Instant::now();
         let mut candidates = Vec::new();
         for e in entries {
