@@ -187,22 +187,16 @@ pub fn destination(
     taken: &[VaultPath],
 ) -> Result<VaultPath, VaultError> {
     let dir = note.parent().join(sub)?;
-    let name = note.file_name();
-    let (stem, ext) = match name.rfind('.') {
-        Some(i) => (&name[..i], &name[i..]),
-        None => (name, ""),
-    };
     for n in 1..10_000 {
-        let candidate = if n == 1 {
-            dir.join(name)?
-        } else {
-            dir.join(&format!("{stem}-{n}{ext}"))?
-        };
+        let candidate = dir.join(&crate::vault::numbered_name(note.file_name(), n))?;
         if !vault.exists(&candidate) && !taken.contains(&candidate) {
             return Ok(candidate);
         }
     }
-    Err(VaultError::Io(format!("no free name for {name} in {dir}")))
+    Err(VaultError::Io(format!(
+        "no free name for {} in {dir}",
+        note.file_name()
+    )))
 }
 
 /// Moves `note` to `dest`; if `dest` was taken meanwhile, to the next free name. Returns where it went.

@@ -420,19 +420,20 @@ pub fn resolve_context(
     let mut out: Vec<Entry> = Vec::new();
     let mut seen: BTreeSet<VaultPath> = BTreeSet::new();
     let mut missing = Vec::new();
-    let mut all_files: Option<Vec<Entry>> = None;
     let hidden = |p: &VaultPath| p.components().any(|c| c.starts_with('.'));
-    let mut everything = |vault: &Vault| -> Vec<Entry> {
-        all_files
-            .get_or_insert_with(|| {
-                vault
-                    .walk(&VaultPath::root(), true, &hidden)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|e| !e.is_dir)
-                    .collect()
-            })
-            .clone()
+    // Globs and wikilinks need the vault's file list: walk it once, and only if one is used.
+    let needs_listing = entries
+        .iter()
+        .any(|e| matches!(e, ContextEntry::Glob(_) | ContextEntry::Wikilink(_)));
+    let all_files: Vec<Entry> = if needs_listing {
+        vault
+            .walk(&VaultPath::root(), true, &hidden)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| !e.is_dir)
+            .collect()
+    } else {
+        Vec::new()
     };
     for entry in entries {
         let found: Vec<Entry> = match entry {
@@ -454,14 +455,15 @@ pub fn resolve_context(
             ContextEntry::Glob(g) => match tools::policy::glob(g) {
                 Ok(glob) => {
                     let m = glob.compile_matcher();
-                    everything(vault)
-                        .into_iter()
+                    all_files
+                        .iter()
                         .filter(|e| m.is_match(e.path.as_str()))
+                        .cloned()
                         .collect()
                 }
                 Err(_) => Vec::new(),
             },
-            ContextEntry::Wikilink(name) => resolve_wikilink(&everything(vault), name).into_iter().collect(),
+            ContextEntry::Wikilink(name) => resolve_wikilink(&all_files, name).into_iter().collect(),
         };
         if found.is_empty() {
             missing.push(entry.to_string());

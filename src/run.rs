@@ -74,7 +74,17 @@ pub fn build_prompt(
     notes: &[Note],
     now: DateTime<Utc>,
 ) -> Prompt {
-    let state = env.store.load();
+    prompt_from_state(env, &env.store.load(), role, trigger, notes, now)
+}
+
+fn prompt_from_state(
+    env: &RunEnv<'_>,
+    state: &crate::state::State,
+    role: &Role,
+    trigger: &Trigger,
+    notes: &[Note],
+    now: DateTime<Utc>,
+) -> Prompt {
     let rs = state.roles.get(&role.name);
     let previous = rs
         .filter(|r| r.last_success_at.is_some())
@@ -131,7 +141,10 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
     let id = run_id(&role.name, started);
     let limits_cfg = &env.config.limits;
     let ms = model_settings(role, env.config);
-    let prompt = build_prompt(env, role, &trigger, &notes, started);
+    // One read of state serves the prompt (last hashes) and the attempt counts below; the
+    // role's run lock keeps anyone else from changing either meanwhile.
+    let state_at_start = env.store.load();
+    let prompt = prompt_from_state(env, &state_at_start, role, &trigger, &notes, started);
     let hops = notes.iter().map(|n| n.hops).max().unwrap_or(0);
     let policy = AccessPolicy::for_role(role);
     let limits = TurnLimits {
@@ -188,9 +201,7 @@ pub async fn run_role(env: &RunEnv<'_>, role: &Role, trigger: Trigger, notes: Ve
         changes: outcome.changes.clone(),
         ..HumanRun::default()
     };
-    let previous_attempts = env
-        .store
-        .load()
+    let previous_attempts = state_at_start
         .roles
         .get(&role.name)
         .map(|r| r.attempts.clone())

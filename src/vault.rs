@@ -338,6 +338,20 @@ impl Vault {
         result.map_err(|e| io_error(path, &e))
     }
 
+    /// Creates `dir/name`, or `name-2`, `name-3` … (before the extension) when taken; never
+    /// replaces a file. Returns the path it created.
+    pub fn create_unique(&self, dir: &VaultPath, name: &str, bytes: &[u8]) -> Result<VaultPath, VaultError> {
+        for n in 1..1000 {
+            let path = dir.join(&numbered_name(name, n))?;
+            match self.create_atomic(&path, bytes) {
+                Ok(()) => return Ok(path),
+                Err(VaultError::AlreadyExists(_)) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(VaultError::Io(format!("no free name for {name} in {dir}")))
+    }
+
     /// Renames `from` to `to`; refuses to replace an existing `to`. Parents of `to` are created.
     pub fn rename_noreplace(&self, from: &VaultPath, to: &VaultPath) -> Result<(), VaultError> {
         let from_parent = self.open_parent(from, false)?;
@@ -410,6 +424,17 @@ impl Vault {
     }
 }
 
+/// `name` for `n == 1`, else `name` with `-n` before its extension (`x.md` → `x-2.md`).
+pub fn numbered_name(name: &str, n: u32) -> String {
+    if n <= 1 {
+        return name.to_string();
+    }
+    match name.rfind('.') {
+        Some(i) if i > 0 => format!("{}-{n}{}", &name[..i], &name[i..]),
+        _ => format!("{name}-{n}"),
+    }
+}
+
 /// A temp file next to `name`, hidden (leading `.`) so watchers and Obsidian ignore it.
 fn write_temp(parent: &Dir, name: &str, bytes: &[u8]) -> std::io::Result<String> {
     let short: String = name.chars().take(40).collect();
@@ -464,6 +489,25 @@ mod tests {
         assert_eq!(p.file_name(), "c.md");
         assert!(p.starts_with("a/b"));
         assert!(!p.starts_with("a/bc"));
+    }
+
+    #[test]
+    fn unique_names_get_a_number_before_the_extension() {
+        assert_eq!(numbered_name("x.md", 1), "x.md");
+        assert_eq!(numbered_name("x.md", 3), "x-3.md");
+        assert_eq!(numbered_name("a.b.md", 2), "a.b-2.md");
+        assert_eq!(numbered_name("noext", 2), "noext-2");
+        let dir = tempfile::tempdir().unwrap();
+        let v = Vault::open(dir.path()).unwrap();
+        let inbox = VaultPath::parse("in", false).unwrap();
+        let first = v.create_unique(&inbox, "n.md", b"1").unwrap();
+        let second = v.create_unique(&inbox, "n.md", b"2").unwrap();
+        assert_eq!((first.as_str(), second.as_str()), ("in/n.md", "in/n-2.md"));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("in/n.md")).unwrap(),
+            "1",
+            "never replaced"
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::run::{self, RunEnv};
 use crate::runlog::RunLog;
 use crate::state::StateStore;
 use crate::text::thousands;
-use crate::vault::{Vault, VaultError, VaultPath};
+use crate::vault::{Vault, VaultPath};
 
 /// The role named `name`, if it can run; else the validate message.
 pub fn runnable_role<'a>(ws: &'a Workspace, name: &str) -> Result<&'a Role, CliError> {
@@ -56,26 +56,11 @@ fn adopt_note(vault: &Vault, vault_root: &Path, role: &Role, file: &Path) -> Res
     } else {
         format!("{name}.md")
     };
-    let (stem, ext) = name.rsplit_once('.').unwrap_or((&name, "md"));
-    for n in 1..1000 {
-        let candidate = if n == 1 {
-            name.clone()
-        } else {
-            format!("{stem}-{n}.{ext}")
-        };
-        let path = inbox
-            .join(&candidate)
-            .map_err(|e| CliError::usage(e.to_string()))?;
-        match vault.create_atomic(&path, &text) {
-            Ok(()) => {
-                println!("Copied {} into {path}", file.display());
-                return Ok(path);
-            }
-            Err(VaultError::AlreadyExists(_)) => continue,
-            Err(e) => return Err(CliError::failed(e.to_string())),
-        }
-    }
-    Err(CliError::failed("no free name in the inbox"))
+    let path = vault
+        .create_unique(&inbox, &name, &text)
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    println!("Copied {} into {path}", file.display());
+    Ok(path)
 }
 
 pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>) -> Result<u8, CliError> {

@@ -3,23 +3,16 @@
 use std::path::Path;
 
 use crate::cli::Cli;
-use crate::config;
 use crate::environment::Env;
 use crate::template;
 
 use super::CliError;
 
 pub fn run(cli: &Cli, path: Option<&Path>, env: &Env) -> Result<u8, CliError> {
-    let target = match path.or(cli.vault.as_deref()) {
-        Some(p) => p.to_path_buf(),
-        None => match env.get("TABD_VAULT") {
-            Some(v) => config::expand_home(v, env),
-            None => {
-                return Err(CliError::usage(
-                    "name the folder for the new vault: `tabd init ~/Obsidian/Work` (or pass --vault)",
-                ))
-            }
-        },
+    let Some(target) = path.map(Path::to_path_buf).or_else(|| super::vault_arg(cli, env)) else {
+        return Err(CliError::usage(
+            "name the folder for the new vault: `tabd init ~/Obsidian/Work` (or pass --vault)",
+        ));
     };
     let report = template::init_vault(&target)
         .map_err(|e| CliError::failed(format!("cannot create the vault at {}: {e}", target.display())))?;

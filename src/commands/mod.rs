@@ -40,6 +40,14 @@ impl CliError {
     }
 }
 
+/// The vault folder named on the command line or in `$TABD_VAULT` (not the config), for the
+/// commands that may create it.
+pub fn vault_arg(cli: &Cli, env: &Env) -> Option<PathBuf> {
+    cli.vault
+        .clone()
+        .or_else(|| env.get("TABD_VAULT").map(|v| config::expand_home(v, env)))
+}
+
 /// What most commands need: the environment, the config, the vault and its roles.
 pub struct Workspace {
     pub env: Env,

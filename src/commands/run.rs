@@ -13,10 +13,8 @@ pub fn init_if_asked(cli: &Cli, env: &Env, init: bool) -> Result<(), CliError> {
     if !init {
         return Ok(());
     }
-    let target = match (&cli.vault, env.get("TABD_VAULT")) {
-        (Some(v), _) => v.clone(),
-        (None, Some(v)) => crate::config::expand_home(v, env),
-        (None, None) => return Err(CliError::usage("--init needs a vault: pass --vault DIR")),
+    let Some(target) = super::vault_arg(cli, env) else {
+        return Err(CliError::usage("--init needs a vault: pass --vault DIR"));
     };
     if !Path::new(&target).join("roles").is_dir() {
         let report = template::init_vault(&target)

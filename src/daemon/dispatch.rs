@@ -92,11 +92,9 @@ impl Daemon {
         let today = Utc::now().with_timezone(&self.config.timezone).date_naive();
         let state = &self.state;
         let limits = &self.config.limits;
-        let rs = state.roles.get(&role.name).cloned().unwrap_or_default();
-        let (tokens, runs) = if rs.day == Some(today) {
-            (rs.tokens_today, rs.runs_today)
-        } else {
-            (0, 0)
+        let (tokens, runs) = match state.roles.get(&role.name) {
+            Some(rs) if rs.day == Some(today) => (rs.tokens_today, rs.runs_today),
+            _ => (0, 0),
         };
         let global = if state.global.day == Some(today) {
             state.global.tokens_today

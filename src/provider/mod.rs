@@ -76,6 +76,17 @@ impl Message {
             raw: None,
         }
     }
+
+    /// The text blocks, in order.
+    pub fn texts(&self) -> Vec<&str> {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                Block::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// A request for one model turn.
@@ -147,16 +158,7 @@ impl Response {
     }
 
     pub fn text(&self) -> String {
-        let parts: Vec<&str> = self
-            .message
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                Block::Text { text, .. } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        parts.join("\n\n")
+        self.message.texts().join("\n\n")
     }
 }
 

@@ -187,14 +187,7 @@ fn arguments(v: Option<&Value>) -> Value {
 fn append_messages(m: &Message, out: &mut Vec<Value>) {
     match m.speaker {
         Speaker::Assistant => {
-            let text: Vec<&str> = m
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    Block::Text { text, .. } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
+            let text = m.texts();
             let calls: Vec<Value> = m
                 .content
                 .iter()
@@ -232,14 +225,7 @@ fn append_messages(m: &Message, out: &mut Vec<Value>) {
                     out.push(json!({ "role": "tool", "tool_call_id": tool_use_id, "content": content }));
                 }
             }
-            let text: Vec<&str> = m
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    Block::Text { text, .. } if !text.is_empty() => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
+            let text: Vec<&str> = m.texts().into_iter().filter(|t| !t.is_empty()).collect();
             if !text.is_empty() {
                 out.push(json!({ "role": "user", "content": text.join("\n\n") }));
             }

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::files::append;
 use super::{args, schema_of, Change, ChangeKind, Risk, Tool, ToolContext, ToolError, ToolResult};
 use crate::inbox::Priority;
-use crate::vault::{VaultError, VaultPath};
+use crate::vault::VaultPath;
 
 /// Longest note `trigger_role` or `remember` accepts.
 const MAX_NOTE_BYTES: usize = 16 * 1024;
@@ -94,35 +94,19 @@ impl Tool for TriggerRole {
             a.note.trim_end()
         );
         let inbox = VaultPath::parse(&target.inbox, false)?;
-        let stem = format!("{}-from-{}", ctx.now.format("%Y-%m-%d-%H%M%S"), ctx.role.name);
-        for n in 1..=100 {
-            let name = if n == 1 {
-                format!("{stem}.md")
-            } else {
-                format!("{stem}-{n}.md")
-            };
-            let path = inbox.join(&name)?;
-            match ctx.vault.create_atomic(&path, text.as_bytes()) {
-                Ok(()) => {
-                    return Ok(ToolResult::ok(
-                        format!(
-                            "sent a {} note to {} ({path}, hops {hops})",
-                            a.priority.as_str(),
-                            target.display_name
-                        ),
-                        text.len() as u64,
-                        vec![Change {
-                            path: path.as_str().to_string(),
-                            kind: ChangeKind::Triggered,
-                        }],
-                    ))
-                }
-                Err(VaultError::AlreadyExists(_)) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(ToolError::Failed(
-            "could not find a free note name in the inbox".into(),
+        let name = format!("{}-from-{}.md", ctx.now.format("%Y-%m-%d-%H%M%S"), ctx.role.name);
+        let path = ctx.vault.create_unique(&inbox, &name, text.as_bytes())?;
+        Ok(ToolResult::ok(
+            format!(
+                "sent a {} note to {} ({path}, hops {hops})",
+                a.priority.as_str(),
+                target.display_name
+            ),
+            text.len() as u64,
+            vec![Change {
+                path: path.as_str().to_string(),
+                kind: ChangeKind::Triggered,
+            }],
         ))
     }
 }
