@@ -265,7 +265,10 @@ mod tests {
     #[test]
     fn yaml_syntax_error_reports_file_line() {
         let err = split("---\nmodel: m\nlist: [a, b\n---\n").unwrap_err();
-        assert!(err.line >= 3, "{err:?}");
+        assert_eq!(
+            err.line, 4,
+            "found where the unclosed list should have ended: {err:?}"
+        );
         assert!(err.message.contains("not valid YAML"));
     }
 

@@ -90,7 +90,13 @@ fn cycles_are_errors() {
         ("b", "---\nextends: a\n---\n# B\n"),
     ]);
     assert!(set.broken.contains_key("a") && set.broken.contains_key("b"));
-    assert!(set.errors().any(|d| d.message.contains("cycle")));
+    // Each error points at the `extends` line that closes the loop.
+    let cycles: Vec<String> = set
+        .errors()
+        .filter(|d| d.message.contains("cycle"))
+        .map(|d| format!("{}:{}", d.path.display(), d.line))
+        .collect();
+    assert_eq!(cycles, ["roles/a.md:2", "roles/b.md:2"]);
 }
 
 #[test]
@@ -104,7 +110,12 @@ fn depth_over_three_is_an_error() {
     ]);
     assert!(set.broken.contains_key("a"), "{:#?}", set.diagnostics);
     assert!(set.roles.contains_key("b"), "b → c → d → e is three levels");
-    assert!(set.errors().any(|d| d.message.contains("deeper than 3")));
+    let deep: Vec<String> = set
+        .errors()
+        .filter(|d| d.message.contains("deeper than 3"))
+        .map(|d| format!("{}:{}", d.path.display(), d.line))
+        .collect();
+    assert_eq!(deep, ["roles/a.md:2"], "at the role's own `extends` line");
 }
 
 #[test]
@@ -220,4 +231,17 @@ fn role_timezone_beats_default_and_skip_unchanged_defaults() {
 fn title_falls_back_to_name() {
     let set = load(&[("quiet", "## Mission\nm\n")]);
     assert_eq!(set.roles["quiet"].display_name, "quiet");
+}
+
+#[test]
+fn a_repeated_section_is_a_warning_at_its_line_and_both_are_used() {
+    let set = load(&[("r", "# R\n## Goals\n- a\n## goals:\n- b\n")]);
+    let w: Vec<String> = set.diagnostics.iter().map(ToString::to_string).collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with("roles/r.md:4: warning: `## goals` repeats the section at line 2"),
+        "{}",
+        w[0]
+    );
+    assert_eq!(set.roles["r"].goals, ["a", "b"]);
 }
