@@ -584,3 +584,17 @@ fn a_watched_file_recreated_by_move_file_in_the_run_does_not_fire_again() {
     assert_eq!(v.records().len(), 1, "the run's own move did not fire it again");
     assert_eq!(v.read("project/status.md"), "the new status");
 }
+
+#[test]
+fn an_edited_config_file_is_reloaded_without_a_signal() {
+    let (v, fake) = setup("");
+    let d = Daemon::start(&v);
+    let cfg = std::fs::read_to_string(&v.config).unwrap();
+    v.set_config(&cfg.replace("model = \"test-model\"", "model = \"edited-model\""));
+    wait_until(T, "reload logged", || d.stderr().contains("config changed"));
+    v.write("agent/inbox/delivery/after.md", "after the edit");
+    wait_until(T, "processed", || {
+        v.files_in("agent/inbox/delivery/processed") == ["after.md"]
+    });
+    assert_eq!(fake.requests()[0].body["model"], "edited-model");
+}

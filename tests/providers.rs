@@ -595,3 +595,29 @@ async fn connection_refused_is_an_outage() {
     assert_eq!(e.class(), FailureClass::Outage);
     assert!(e.to_string().contains("cannot reach"), "{e}");
 }
+
+#[tokio::test]
+async fn every_anthropic_stop_reason_is_understood() {
+    let fake = FakeModel::start();
+    let reasons = [
+        ("end_turn", StopReason::EndTurn),
+        ("tool_use", StopReason::ToolUse),
+        ("max_tokens", StopReason::MaxTokens),
+        ("stop_sequence", StopReason::StopSequence),
+        ("pause_turn", StopReason::PauseTurn),
+        ("refusal", StopReason::Refusal),
+        ("model_context_window_exceeded", StopReason::ContextWindowExceeded),
+    ];
+    for (wire_name, _) in &reasons {
+        let mut body = canned::anthropic_text("x");
+        body["stop_reason"] = json!(wire_name);
+        fake.script([Reply::ok(body)]);
+    }
+    let p = make("anthropic", &fake.anthropic_url(), "");
+    for (wire_name, want) in reasons {
+        let r = provider::complete(p.as_ref(), &request(), &fast(0), deadline())
+            .await
+            .unwrap();
+        assert_eq!(r.stop, want, "{wire_name}");
+    }
+}

@@ -512,3 +512,49 @@ fn fire_with_a_note_from_outside_the_vault_copies_it_in() {
     assert_eq!(v.files_in("agent/inbox/delivery/processed"), ["question.md"]);
     assert!(wire::all_text(&fake.requests()[0].body).contains("Is the launch date safe?"));
 }
+
+#[test]
+fn a_paused_turn_is_continued_and_a_full_context_window_fails_the_run() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    v.use_model(&fake, "anthropic", "");
+    let mut paused = crate::support::fake_model::canned::anthropic_text("Still reading the timeline…");
+    paused["stop_reason"] = json!("pause_turn");
+    fake.script([
+        Reply::ok(paused.clone()),
+        wire::text("anthropic", "Done after the pause."),
+    ]);
+    let out = v.tabd(&["fire", "delivery"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2, "the paused turn was sent back to continue");
+    assert_eq!(
+        reqs[1].body["messages"][1]["content"], paused["content"],
+        "echoed as received"
+    );
+    assert!(
+        v.daily().contains("### Summary\nDone after the pause."),
+        "{}",
+        v.daily()
+    );
+
+    // model_context_window_exceeded: a failure of this run, so the note counts an attempt.
+    let mut full = crate::support::fake_model::canned::anthropic_text("");
+    full["stop_reason"] = json!("model_context_window_exceeded");
+    fake.script([Reply::ok(full)]);
+    v.write("agent/inbox/delivery/big.md", "a lot of text");
+    let out = v.tabd(&["fire", "delivery"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert_eq!(v.files_in("agent/inbox/delivery"), ["big.md"]);
+    let state: serde_json::Value = serde_json::from_str(&v.read(".tabd/state.json")).unwrap();
+    assert_eq!(
+        state["roles"]["delivery"]["attempts"]["agent/inbox/delivery/big.md"]["count"],
+        1
+    );
+    assert!(
+        v.daily()
+            .contains("failed — the conversation outgrew the model's context window"),
+        "{}",
+        v.daily()
+    );
+}
