@@ -448,44 +448,50 @@ fn per_run(out: &mut Value) {
         None,
     )
     .unwrap();
+    let vault = std::sync::Arc::new(tabd::vault::Vault::open(&b.vault()).unwrap());
     let roles = RoleSet::load(
-        &b.vault(),
+        &vault,
         &LoadContext {
             default_tz: chrono_tz::UTC,
             env: Env::default(),
         },
     );
     let role = roles.roles["bench"].clone();
-    let vault = tabd::vault::Vault::open(&b.vault()).unwrap();
-    let store = tabd::state::StateStore::new(&b.vault());
-    let log = tabd::runlog::RunLog::new(&b.vault(), chrono_tz::UTC);
     let provider = tabd::provider::build(
         &config.provider,
         &Env::from_pairs([("ANTHROPIC_API_KEY", "bench")]),
     )
     .unwrap();
     let env = tabd::run::RunEnv {
-        vault: &vault,
-        config: &config,
-        roles: &roles,
-        provider: provider.as_ref(),
-        retry: tabd::provider::RetryPolicy::from_config(&config.provider),
-        store: &store,
-        log: &log,
+        vault: vault.clone(),
+        config: std::sync::Arc::new(config.clone()),
+        roles: std::sync::Arc::new(roles.clone()),
+        provider,
+        store: tabd::state::StateStore::new(vault.clone()),
+        log: std::sync::Arc::new(tabd::runlog::RunLog::new(vault.clone(), chrono_tz::UTC)),
+        clock: std::sync::Arc::new(tabd::clock::SystemClock),
+        faults: Default::default(),
     };
     // Prompt assembly alone (100 files read, hashed, capped, formatted).
     let mut build = Vec::new();
+    let state = env.store.load();
     for _ in 0..30 {
         let t0 = Instant::now();
+        let src = tabd::run::PromptSources {
+            vault: &vault,
+            config: &config,
+            state: &state,
+        };
         let p = tabd::run::build_prompt(
-            &env,
+            &src,
             &role,
-            &tabd::prompt::Trigger::manual(),
+            &tabd::trigger::Trigger::manual(),
             &[],
+            tabd::tools::specs_for(&role),
             chrono::Utc::now(),
         );
         build.push(t0.elapsed().as_secs_f64() * 1000.0);
-        assert_eq!(p.files.len(), 100);
+        assert_eq!(p.hashes.len(), 100);
     }
     let build_ms = median(&mut build);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -502,7 +508,7 @@ fn per_run(out: &mut Value) {
         let r = rt.block_on(tabd::run::run_role(
             &env,
             &role,
-            tabd::prompt::Trigger::manual(),
+            tabd::trigger::Trigger::manual(),
             vec![],
         ));
         let c1 = thread_cpu_ms();

@@ -48,6 +48,7 @@ struct RawConfig {
     inbox: InboxConfig,
     context: ContextConfig,
     daemon: RawDaemon,
+    prices: std::collections::BTreeMap<String, crate::cost::Price>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -62,6 +63,7 @@ struct RawProvider {
     max_retries: Option<u32>,
     thinking_budget: Option<u32>,
     temperature: Option<f64>,
+    cache_ttl: Option<crate::cost::CacheTtl>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -83,6 +85,8 @@ pub struct ProviderConfig {
     pub max_retries: u32,
     pub thinking_budget: u32,
     pub temperature: Option<f64>,
+    /// Lifetime of prompt-cache entries; `None`: chosen per role from its schedule (DESIGN §17).
+    pub cache_ttl: Option<crate::cost::CacheTtl>,
 }
 
 /// Limits that stop runaway loops and bills (DESIGN §6). Roles may override most of them.
@@ -103,6 +107,12 @@ pub struct Limits {
     /// A run that takes longer than this fails (its notes count an attempt).
     #[serde(with = "humantime_serde")]
     pub run_deadline: Duration,
+    /// Dollars one run may spend (DESIGN §17); none = no limit.
+    pub max_cost_usd: Option<f64>,
+    /// Dollars per role, per local day; none = no limit.
+    pub daily_cost_budget_usd: Option<f64>,
+    /// Dollars all roles together, per local day; none = no limit.
+    pub global_daily_cost_budget_usd: Option<f64>,
 }
 
 impl Default for Limits {
@@ -117,6 +127,9 @@ impl Default for Limits {
             max_chain_depth: 3,
             max_concurrent_runs: 2,
             run_deadline: Duration::from_secs(600),
+            max_cost_usd: None,
+            daily_cost_budget_usd: None,
+            global_daily_cost_budget_usd: None,
         }
     }
 }
@@ -176,6 +189,8 @@ pub struct Config {
     pub inbox: InboxConfig,
     pub context: ContextConfig,
     pub daemon: DaemonConfig,
+    /// Prices per model (built in, with `[prices."MODEL"]` on top).
+    pub prices: crate::cost::PriceBook,
 }
 
 impl Default for Config {
@@ -210,7 +225,7 @@ pub fn load(cli: Option<&Path>, env: &Env) -> Result<Config, ConfigError> {
     let Some((path, explicit)) = locate(cli, env) else {
         return parse("", Path::new("<defaults>"), env, None);
     };
-    match std::fs::read_to_string(&path) {
+    match crate::vault::read_regular_path(&path, 16 * 1024 * 1024) {
         Ok(text) => parse(&text, &path, env, Some(path.clone())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
             parse("", Path::new("<defaults>"), env, None)
@@ -300,6 +315,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         max_retries: p.max_retries.unwrap_or(4),
         thinking_budget: p.thinking_budget.unwrap_or(0),
         temperature: p.temperature,
+        cache_ttl: p.cache_ttl,
     };
     if raw.limits.max_concurrent_runs == 0 {
         return Err(err_at(
@@ -323,6 +339,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         inbox: raw.inbox,
         context: raw.context,
         daemon,
+        prices: crate::cost::PriceBook::new(raw.prices),
     })
 }
 

@@ -215,6 +215,46 @@ fn to_json(node: &MarkedYamlOwned) -> Value {
     }
 }
 
+/// Writes `fields` as a frontmatter block (`---`, YAML, `---`, newline) with a real YAML
+/// emitter, so any value — a colon, a quote, a newline, `yes` — round-trips through `split`.
+pub fn render(fields: &[(&str, Value)]) -> String {
+    use saphyr::{Mapping, Scalar, Yaml, YamlEmitter};
+    use std::borrow::Cow;
+    fn yaml(v: &Value) -> Yaml<'static> {
+        match v {
+            Value::Null => Yaml::Value(Scalar::Null),
+            Value::Bool(b) => Yaml::Value(Scalar::Boolean(*b)),
+            Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+                (Some(i), _) => Yaml::Value(Scalar::Integer(i)),
+                (None, Some(f)) => Yaml::Value(Scalar::FloatingPoint(f.into())),
+                _ => Yaml::Value(Scalar::String(Cow::Owned(n.to_string()))),
+            },
+            Value::String(s) => Yaml::Value(Scalar::String(Cow::Owned(s.clone()))),
+            Value::Array(items) => Yaml::Sequence(items.iter().map(yaml).collect()),
+            Value::Object(map) => {
+                let mut m = Mapping::new();
+                for (k, v) in map {
+                    m.insert(Yaml::Value(Scalar::String(Cow::Owned(k.clone()))), yaml(v));
+                }
+                Yaml::Mapping(m)
+            }
+        }
+    }
+    let mut map = Mapping::new();
+    for (k, v) in fields {
+        map.insert(Yaml::Value(Scalar::String(Cow::Owned((*k).to_string()))), yaml(v));
+    }
+    let mut out = String::new();
+    let mut emitter = YamlEmitter::new(&mut out);
+    // An empty mapping has nothing to emit; the block is then just the delimiters.
+    if !fields.is_empty() && emitter.dump(&Yaml::Mapping(map)).is_err() {
+        out.clear();
+    }
+    // The emitter starts with its own `---` line; keep exactly one opening delimiter.
+    let body = out.strip_prefix("---").unwrap_or(&out).trim_start_matches('\n');
+    format!("---\n{}\n---\n", body.trim_end_matches('\n')).replace("---\n\n---\n", "---\n---\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,5 +341,26 @@ mod tests {
     fn thematic_break_later_is_not_frontmatter() {
         let s = split("# T\n\n---\n\ntext").unwrap();
         assert!(s.frontmatter.is_none());
+    }
+
+    #[test]
+    fn render_round_trips_hostile_values() {
+        let fields = [
+            ("from", Value::String("a: b".into())),
+            (
+                "note",
+                Value::String("line one\nline two: \"quoted\" # not a comment".into()),
+            ),
+            ("yes_word", Value::String("yes".into())),
+            ("hops", Value::from(2)),
+            ("tags", serde_json::json!(["x", "y: z"])),
+        ];
+        let text = format!("{}body\n", render(&fields));
+        let split = split(&text).unwrap();
+        let f = split.frontmatter.unwrap();
+        for (k, v) in &fields {
+            assert_eq!(&f.get(k).unwrap().value, v, "{k} in\n{text}");
+        }
+        assert_eq!(&text[split.body_offset..], "body\n");
     }
 }

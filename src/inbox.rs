@@ -4,7 +4,7 @@
 use std::time::SystemTime;
 
 use crate::frontmatter::{self, Frontmatter};
-use crate::vault::{Vault, VaultError, VaultPath};
+use crate::vault::{Entry, OddEntry, Vault, VaultError, VaultPath};
 
 /// Largest note tabd reads as a trigger; bigger ones are still handled, their text cut.
 pub const MAX_NOTE_BYTES: u64 = 1024 * 1024;
@@ -63,16 +63,14 @@ pub struct Note {
     pub frontmatter_error: Option<String>,
     pub priority: Priority,
     pub hops: u32,
+    /// The chain depth could not be read (broken frontmatter, a `hops` that is not a number):
+    /// the run treats the note as at the end of a chain, so a broken note can never reset it.
+    pub hops_unknown: bool,
     pub from: Option<String>,
     pub draft: bool,
     pub modified: SystemTime,
     pub size: u64,
-}
-
-impl Note {
-    pub fn name(&self) -> &str {
-        self.path.file_name()
-    }
+    pub ino: u64,
 }
 
 /// True for a file name that may be a trigger: `*.md`, not hidden, not an editor or sync temp.
@@ -98,13 +96,25 @@ pub fn is_temp_name(name: &str) -> bool {
         || name.contains(".syncthing.")
 }
 
+/// `hops: N` read line by line from a block YAML could not parse.
+fn lenient_hops(text: &str) -> Option<u32> {
+    let mut lines = text.lines();
+    if lines.next()?.trim_end() != "---" {
+        return None;
+    }
+    lines
+        .take_while(|l| l.trim_end() != "---")
+        .find_map(|l| l.strip_prefix("hops:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// Reads a note (its text, frontmatter and metadata).
 pub fn read_note(vault: &Vault, path: &VaultPath) -> Result<Note, VaultError> {
-    let meta = vault.metadata(path)?;
-    let text = match vault.read_text(path, MAX_NOTE_BYTES) {
+    let (text, meta) = match vault.read_text_with_meta(path, MAX_NOTE_BYTES) {
         Ok(t) => t,
-        Err(VaultError::Io(msg)) if msg.contains("limit") || msg.contains("UTF-8") => {
-            format!("[tabd could not include this note's text: {msg}]")
+        Err(e @ (VaultError::TooLarge { .. } | VaultError::NotUtf8(_))) => {
+            let meta = vault.metadata(path)?;
+            (format!("[tabd could not include this note's text: {e}]"), meta)
         }
         Err(e) => return Err(e),
     };
@@ -117,16 +127,20 @@ pub fn read_note(vault: &Vault, path: &VaultPath) -> Result<Note, VaultError> {
         .and_then(|f| f.get_str("priority"))
         .and_then(Priority::parse)
         .unwrap_or(Priority::Normal);
-    let hops = fm
-        .as_ref()
-        .and_then(|f| f.get("hops"))
-        .and_then(|e| {
-            e.value
-                .as_u64()
-                .or_else(|| e.value.as_str().and_then(|s| s.trim().parse().ok()))
-        })
-        .unwrap_or(0)
-        .min(u64::from(u32::MAX)) as u32;
+    let hops_value = fm.as_ref().and_then(|f| f.get("hops")).map(|e| {
+        e.value
+            .as_u64()
+            .or_else(|| e.value.as_str().and_then(|s| s.trim().parse().ok()))
+    });
+    let (hops, hops_unknown) = match (hops_value, &fm_error) {
+        (Some(Some(h)), _) => (h.min(u64::from(u32::MAX)) as u32, false),
+        (Some(None), _) => (0, true),
+        (None, Some(_)) => match lenient_hops(&text) {
+            Some(h) => (h, false),
+            None => (0, true),
+        },
+        (None, None) => (0, false),
+    };
     let from = fm.as_ref().and_then(|f| f.get_str("from")).map(str::to_string);
     let draft = fm
         .as_ref()
@@ -139,43 +153,108 @@ pub fn read_note(vault: &Vault, path: &VaultPath) -> Result<Note, VaultError> {
         frontmatter_error: fm_error,
         priority,
         hops,
+        hops_unknown,
         from,
         draft,
         modified: meta.modified.unwrap_or(SystemTime::UNIX_EPOCH),
         size: meta.size,
+        ino: meta.ino,
     })
 }
 
-/// Every trigger note directly in `inbox` (drafts included, flagged), unordered.
-pub fn scan(vault: &Vault, inbox: &VaultPath) -> Result<Vec<Note>, VaultError> {
-    let entries = match vault.walk(inbox, false, &|_| false) {
-        Ok(e) => e,
-        Err(VaultError::NotFound(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut notes = Vec::new();
-    for e in entries {
-        if e.is_dir || !is_trigger_name(e.path.file_name()) {
-            continue;
-        }
-        match read_note(vault, &e.path) {
-            Ok(n) => notes.push(n),
-            // Gone between listing and reading (moved by someone): not ours to handle now.
-            Err(VaultError::NotFound(_)) => {}
-            Err(err) => tracing::warn!("cannot read inbox note {}: {err}", e.path),
-        }
-    }
-    Ok(notes)
+/// An inbox folder as tabd sees it: the notes it may handle and the entries it cannot.
+#[derive(Debug, Default)]
+pub struct InboxListing {
+    /// Regular files with a trigger name (drafts and settling notes included).
+    pub notes: Vec<Entry>,
+    /// Trigger-like entries tabd cannot read: symlinks, named pipes, non-UTF-8 names.
+    pub unreadable: Vec<OddEntry>,
 }
 
-/// Highest priority first, then oldest first, then by name (stable across runs).
-pub fn order(notes: &mut [Note]) {
-    notes.sort_by(|a, b| {
+/// Lists `inbox` (a missing folder is an empty inbox).
+pub fn list(vault: &Vault, inbox: &VaultPath) -> Result<InboxListing, VaultError> {
+    let listing = match vault.list(inbox) {
+        Ok(l) => l,
+        Err(VaultError::NotFound(_)) => return Ok(InboxListing::default()),
+        Err(e) => return Err(e),
+    };
+    let mut out = InboxListing::default();
+    for e in listing.entries {
+        let name = e.path.file_name();
+        if e.is_dir || !is_trigger_name(name) {
+            continue;
+        }
+        if e.is_symlink {
+            out.unreadable.push(OddEntry {
+                name: name.to_string(),
+                why: "it is a symlink; tabd handles only regular files (move the real note here)",
+            });
+        } else if !e.is_file {
+            out.unreadable.push(OddEntry {
+                name: name.to_string(),
+                why: "it is not a regular file (a named pipe, socket or device)",
+            });
+        } else {
+            out.notes.push(e);
+        }
+    }
+    out.unreadable.extend(
+        listing
+            .odd
+            .into_iter()
+            .filter(|o| o.name.to_lowercase().ends_with(".md") && !o.name.starts_with('.')),
+    );
+    Ok(out)
+}
+
+/// What choosing among notes needs to know of one.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub path: VaultPath,
+    pub priority: Priority,
+    pub modified: SystemTime,
+}
+
+/// The notes a run takes: highest priority first, then oldest, then by name (stable across
+/// runs); at most `max_batch`. The one place that decides this order.
+pub fn select(mut candidates: Vec<Candidate>, max_batch: usize) -> Vec<VaultPath> {
+    candidates.sort_by(|a, b| {
         b.priority
             .cmp(&a.priority)
             .then(a.modified.cmp(&b.modified))
             .then(a.path.cmp(&b.path))
     });
+    candidates.truncate(max_batch);
+    candidates.into_iter().map(|c| c.path).collect()
+}
+
+/// The notes a run of `inbox` would take now, read in full (for `tabd fire` and `tabd prompt`,
+/// which have no settle state: every complete note counts).
+pub fn ready_notes(vault: &Vault, inbox: &VaultPath, max_batch: usize) -> Result<Vec<Note>, VaultError> {
+    let listing = list(vault, inbox)?;
+    for odd in &listing.unreadable {
+        tracing::warn!("{inbox}: skipping {}: {}", odd.name, odd.why);
+    }
+    let mut read: Vec<Note> = Vec::new();
+    for e in listing.notes {
+        match read_note(vault, &e.path) {
+            Ok(n) if !n.draft => read.push(n),
+            Ok(_) | Err(VaultError::NotFound(_)) => {}
+            Err(err) => tracing::warn!("cannot read inbox note {}: {err}", e.path),
+        }
+    }
+    let candidates = read
+        .iter()
+        .map(|n| Candidate {
+            path: n.path.clone(),
+            priority: n.priority,
+            modified: n.modified,
+        })
+        .collect();
+    let chosen = select(candidates, max_batch);
+    let mut by_path: std::collections::HashMap<VaultPath, Note> =
+        read.into_iter().map(|n| (n.path.clone(), n)).collect();
+    Ok(chosen.into_iter().filter_map(|p| by_path.remove(&p)).collect())
 }
 
 /// Where `note` goes in `sub` (`processed` or `failed`): the same name, or `-2`, `-3` … before
@@ -263,7 +342,7 @@ mod tests {
     }
 
     #[test]
-    fn scan_reads_frontmatter_and_orders_by_priority_then_age() {
+    fn ready_notes_read_frontmatter_and_order_by_priority_then_age() {
         let (dir, v) = vault_with(&[
             ("in/a.md", "first, normal"),
             (
@@ -283,21 +362,61 @@ mod tests {
             .open(dir.path().join("in/e.md"))
             .unwrap();
         f.set_modified(old).unwrap();
-        let mut notes = scan(&v, &VaultPath::parse("in", false).unwrap()).unwrap();
-        order(&mut notes);
-        let names: Vec<&str> = notes.iter().map(|n| n.name()).collect();
-        assert_eq!(names[0], "b.md");
-        assert_eq!(names[1], "e.md", "oldest normal-priority note next");
-        assert_eq!(*names.last().unwrap(), "c.md");
-        assert_eq!(notes.len(), 5);
+        let notes = ready_notes(&v, &VaultPath::parse("in", false).unwrap(), 20).unwrap();
+        let names: Vec<&str> = notes.iter().map(|n| n.path.file_name()).collect();
+        assert_eq!(names, ["b.md", "e.md", "a.md", "c.md"], "drafts left out");
         let b = &notes[0];
         assert_eq!(
             (b.priority, b.hops, b.from.as_deref()),
             (Priority::Urgent, 2, Some("risk"))
         );
-        assert!(notes.iter().find(|n| n.name() == "d.md").unwrap().draft);
-        let e = notes.iter().find(|n| n.name() == "e.md").unwrap();
+        let e = &notes[1];
         assert!(e.frontmatter_error.is_some() && e.text.contains("still a note"));
+        let two = ready_notes(&v, &VaultPath::parse("in", false).unwrap(), 2).unwrap();
+        assert_eq!(two.len(), 2, "max_batch");
+    }
+
+    #[test]
+    fn unreadable_frontmatter_never_resets_a_chain() {
+        let (_dir, v) = vault_with(&[
+            ("in/a.md", "---\nhops: 3\nfrom: [unclosed\n---\nx"),
+            ("in/b.md", "---\nfrom: [unclosed\n---\nno hops line"),
+            ("in/c.md", "---\nhops: many\n---\nx"),
+            ("in/d.md", "plain note"),
+        ]);
+        let read = |n: &str| read_note(&v, &VaultPath::parse(&format!("in/{n}"), false).unwrap()).unwrap();
+        let a = read("a.md");
+        assert_eq!((a.hops, a.hops_unknown), (3, false), "read line by line");
+        assert!(read("b.md").hops_unknown);
+        assert!(read("c.md").hops_unknown);
+        let d = read("d.md");
+        assert_eq!(
+            (d.hops, d.hops_unknown),
+            (0, false),
+            "a person's note starts a chain"
+        );
+    }
+
+    #[test]
+    fn symlinks_and_pipes_are_reported_not_handled() {
+        let (dir, v) = vault_with(&[("in/ok.md", "x"), ("elsewhere.md", "y")]);
+        std::os::unix::fs::symlink("../elsewhere.md", dir.path().join("in/link.md")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            dir.path().join("in/pipe.md"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let listing = list(&v, &VaultPath::parse("in", false).unwrap()).unwrap();
+        let ok: Vec<&str> = listing.notes.iter().map(|e| e.path.file_name()).collect();
+        assert_eq!(ok, ["ok.md"]);
+        let mut odd: Vec<&str> = listing.unreadable.iter().map(|o| o.name.as_str()).collect();
+        odd.sort();
+        assert_eq!(odd, ["link.md", "pipe.md"]);
+        let notes = ready_notes(&v, &VaultPath::parse("in", false).unwrap(), 20).unwrap();
+        assert_eq!(notes.len(), 1, "only the regular note is handed to a run");
     }
 
     #[test]

@@ -7,19 +7,21 @@
 //! The "changed since your last run" list sits in part 3 rather than before the files: it
 //! differs every run, and anything before the files would stop them being read from cache.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
+use chrono_tz::Tz;
 
-use crate::config::Config;
+use crate::config::{Config, ContextConfig};
+use crate::context::{self, Loaded, Resolved};
 use crate::inbox::Note;
-use crate::provider::{Block, Message, Request};
-use crate::role::{ContextEntry, Role};
+use crate::provider::{Block, Message, Request, ToolSpec};
+use crate::role::Role;
 use crate::text::thousands;
-use crate::tools::{self, AccessPolicy, ToolSpec};
-use crate::vault::{Entry, Vault, VaultError, VaultPath};
+use crate::tools::AccessPolicy;
+use crate::trigger::{Trigger, TriggerKind};
+use crate::vault::{Vault, VaultError, VaultPath};
 
 /// The think-then-act instruction of DESIGN §7, verbatim.
 pub const THINK: &str = "Before taking any action, THINK:
@@ -29,66 +31,6 @@ pub const THINK: &str = "Before taking any action, THINK:
 
 Then act on your reasoning. Be efficient — do only what matters, then stop.";
 
-/// Why a run fired, as the prompt and the logs say it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TriggerKind {
-    Schedule,
-    Inbox,
-    Manual,
-    Watch,
-}
-
-impl TriggerKind {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Schedule => "schedule",
-            Self::Inbox => "inbox",
-            Self::Manual => "manual",
-            Self::Watch => "watch",
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct Trigger {
-    pub kind: TriggerKind,
-    /// For a scheduled run: the slot it was due, and the cron line(s) of the schedule.
-    pub scheduled_for: Option<DateTime<Utc>>,
-    pub cron: Option<String>,
-    /// Slots that were missed and are covered by this run (catch-up).
-    pub missed: usize,
-    /// For a watch run: the files whose change fired it.
-    pub watched: Vec<String>,
-}
-
-impl Trigger {
-    pub fn manual() -> Self {
-        Self {
-            kind: TriggerKind::Manual,
-            scheduled_for: None,
-            cron: None,
-            missed: 0,
-            watched: Vec::new(),
-        }
-    }
-    pub fn inbox() -> Self {
-        Self {
-            kind: TriggerKind::Inbox,
-            ..Self::manual()
-        }
-    }
-}
-
-/// One context file as included.
-#[derive(Debug, Clone)]
-pub struct ContextFile {
-    pub path: String,
-    pub bytes: u64,
-    pub hash: String,
-    pub included: usize,
-}
-
 /// Everything one run sends, before it becomes a provider request.
 #[derive(Debug, Clone)]
 pub struct Prompt {
@@ -96,9 +38,11 @@ pub struct Prompt {
     pub context: String,
     pub trigger: String,
     pub tools: Vec<ToolSpec>,
-    /// Content hashes of every context file found (for the next run's change list).
+    /// Content hashes of the memory files and every context file found, for the next run's
+    /// change list and for `skip_unchanged`.
     pub hashes: BTreeMap<String, String>,
-    pub files: Vec<ContextFile>,
+    /// Context files listed in an index instead of included, and why.
+    pub indexed: Vec<(String, String)>,
     pub missing: Vec<String>,
     pub truncated: Vec<String>,
 }
@@ -112,11 +56,23 @@ pub struct PromptInput<'a> {
     pub now: DateTime<Utc>,
     pub trigger: &'a Trigger,
     pub notes: &'a [Note],
+    pub tools: Vec<ToolSpec>,
+    /// Extra parts of "this run" (approvals decided since the last run, servers that are down).
+    pub notices: Vec<(String, String)>,
 }
 
-pub fn hash(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+/// The memory files every run of `role` reads, in the order the system prompt shows them.
+pub fn memory_files(role: &Role) -> [(String, String); 2] {
+    [
+        (
+            "Memory (memory.md — shared by all roles)".to_string(),
+            "memory.md".to_string(),
+        ),
+        (
+            format!("Your memory (agent/memory/{}.md)", role.name),
+            format!("agent/memory/{}.md", role.name),
+        ),
+    ]
 }
 
 /// Cuts `text` to at most `max` bytes at a char boundary.
@@ -133,7 +89,7 @@ fn cut(text: &str, max: usize) -> &str {
 
 fn section(out: &mut String, title: &str, body: &str) {
     if !body.trim().is_empty() {
-        out.push_str(&format!("\n\n## {title}\n{}", body.trim()));
+        let _ = write!(out, "\n\n## {title}\n{}", body.trim());
     }
 }
 
@@ -149,10 +105,33 @@ fn bullets(items: &[String]) -> String {
 pub fn build(input: &PromptInput<'_>) -> Prompt {
     let role = input.role;
     let cfg = &input.config.context;
-    let tz = role.schedule.tz;
+    let mut hashes = BTreeMap::new();
+    let system = system_prompt(input.vault, role, cfg, &mut hashes);
     let policy = AccessPolicy::for_role(role);
+    let resolved = context::resolve(input.vault, &policy, &role.context);
+    let block = context_block(input.vault, role, &resolved, cfg, &mut hashes);
+    let mut missing = resolved.missing.clone();
+    missing.extend(block.vanished.iter().cloned());
+    let trigger = this_run(input, &hashes, &missing, &block.truncated);
+    Prompt {
+        system,
+        context: block.text,
+        trigger,
+        tools: input.tools.clone(),
+        hashes,
+        indexed: block.indexed,
+        missing,
+        truncated: block.truncated,
+    }
+}
 
-    // 1. The stable system prompt.
+/// Identity, mission, goals, THINK, rules, preferences, unknown sections and both memories.
+fn system_prompt(
+    vault: &Vault,
+    role: &Role,
+    cfg: &ContextConfig,
+    hashes: &mut BTreeMap<String, String>,
+) -> String {
     let mut system = format!("You are the {} for this project.", role.display_name);
     if let Some(m) = &role.mission {
         section(&mut system, "Mission", m);
@@ -166,205 +145,322 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
     for (heading, body) in &role.extra {
         section(&mut system, heading, body);
     }
-    for (title, path) in [
-        (
-            "Memory (memory.md — shared by all roles)".to_string(),
-            "memory.md".to_string(),
-        ),
-        (
-            format!("Your memory (agent/memory/{}.md)", role.name),
-            format!("agent/memory/{}.md", role.name),
-        ),
-    ] {
-        if let Ok(p) = VaultPath::parse(&path, false) {
-            if let Ok(text) = input.vault.read_text(&p, 8 * cfg.max_file_bytes as u64) {
-                let shown = cut(&text, cfg.max_file_bytes);
-                let mut body = shown.to_string();
-                if shown.len() < text.len() {
-                    body.push_str(&format!(
-                        "\n[… memory truncated at {} bytes; read_file {path} for the rest]",
-                        thousands(shown.len() as u64)
-                    ));
+    for (title, path) in memory_files(role) {
+        let Ok(p) = VaultPath::parse(&path, false) else {
+            continue;
+        };
+        let Ok(loaded) = context::load(vault, &p) else {
+            continue;
+        };
+        hashes.insert(path.clone(), loaded.hash.clone());
+        let shown = cut(&loaded.text, cfg.max_file_bytes);
+        let mut body = shown.to_string();
+        if shown.len() < loaded.text.len() {
+            let _ = write!(
+                body,
+                "\n[… memory truncated at {} bytes; read_file {path} for the rest]",
+                thousands(shown.len() as u64)
+            );
+        }
+        section(&mut system, &title, &body);
+    }
+    system
+}
+
+/// The context files as the prompt shows them, and what was left out.
+#[derive(Debug, Default)]
+struct ContextBlock {
+    text: String,
+    indexed: Vec<(String, String)>,
+    truncated: Vec<String>,
+    /// Resolved but gone (or unreadable as missing) by the time it was read.
+    vanished: Vec<String>,
+}
+
+/// One file's fate in the context block.
+enum Shown {
+    Full(Loaded),
+    Index(Loaded, String),
+}
+
+fn context_block(
+    vault: &Vault,
+    role: &Role,
+    resolved: &Resolved,
+    cfg: &ContextConfig,
+    hashes: &mut BTreeMap<String, String>,
+) -> ContextBlock {
+    let memories: Vec<String> = memory_files(role).into_iter().map(|(_, p)| p).collect();
+    let mut block = ContextBlock::default();
+    let mut groups: Vec<(String, bool, Vec<Loaded>)> = Vec::new();
+    let mut errors: Vec<(VaultPath, VaultError)> = Vec::new();
+    for g in &resolved.groups {
+        let mut loaded = Vec::new();
+        for path in g
+            .files
+            .iter()
+            .filter(|p| !memories.iter().any(|m| m == p.as_str()))
+        {
+            match context::load(vault, path) {
+                Ok(l) => {
+                    hashes.insert(path.as_str().to_string(), l.hash.clone());
+                    loaded.push(l);
                 }
-                section(&mut system, &title, &body);
+                Err(VaultError::NotFound(_)) => block.vanished.push(path.as_str().to_string()),
+                Err(e) => errors.push((path.clone(), e)),
             }
         }
+        if !loaded.is_empty() {
+            groups.push((g.entry.clone(), g.many, loaded));
+        }
     }
-
-    // 2. Context files (the memory notes are already in the system prompt).
-    let (mut found, mut missing) = resolve_context(input.vault, &policy, &role.context);
-    let role_memory = format!("agent/memory/{}.md", role.name);
-    found.retain(|e| e.path.as_str() != "memory.md" && e.path.as_str() != role_memory);
-    let mut context = String::with_capacity(cfg.max_context_bytes.min(1 << 20) + 256 * found.len());
-    context.push_str("# Context files");
-    let mut hashes = BTreeMap::new();
-    let mut files = Vec::new();
-    let mut truncated = Vec::new();
+    let plan = plan_shares(groups, cfg);
+    let tz = role.schedule.tz;
+    block.text.push_str("# Context files");
     let mut total = 0usize;
-    let mut omitted = Vec::new();
-    for listed in &found {
-        // One open per file: the size and time come from the same handle as the text.
-        let (text, entry) = match input.vault.read_text_with_meta(&listed.path, 64 * 1024 * 1024) {
-            Ok(t) => t,
-            Err(VaultError::NotFound(_)) => {
-                missing.push(listed.path.as_str().to_string());
-                continue;
-            }
-            Err(e) => {
-                let _ = write!(context, "\n\n## {}\n[not included: {e}]", listed.path);
-                continue;
-            }
-        };
-        let h = hash(text.as_bytes());
-        hashes.insert(entry.path.as_str().to_string(), h.clone());
-        if total >= cfg.max_context_bytes {
-            omitted.push(entry.path.as_str().to_string());
-            files.push(ContextFile {
-                path: entry.path.as_str().to_string(),
-                bytes: text.len() as u64,
-                hash: h,
-                included: 0,
-            });
+    for (entry, shown) in plan {
+        render_group(&mut block, &entry, shown, cfg, tz, &mut total);
+    }
+    for (path, e) in errors {
+        let _ = write!(block.text, "\n\n## {path}\n[not included: {e}]");
+    }
+    if resolved.groups.is_empty() {
+        block
+            .text
+            .push_str("\n\n(This role lists no context files that exist.)");
+    }
+    block
+}
+
+/// Decides, per entry, which files go in full and which to the index: one-file entries take
+/// what they need (up to `max_file_bytes`); folders and globs share the rest equally, newest
+/// notes first; notes whose status says they are finished go to the index.
+fn plan_shares(groups: Vec<(String, bool, Vec<Loaded>)>, cfg: &ContextConfig) -> Vec<(String, Vec<Shown>)> {
+    let singles: usize = groups
+        .iter()
+        .filter(|(_, many, _)| !many)
+        .flat_map(|(_, _, files)| files.iter())
+        .map(|l| l.text.len().min(cfg.max_file_bytes))
+        .sum();
+    let n_many = groups.iter().filter(|(_, many, _)| *many).count().max(1);
+    let share = cfg.max_context_bytes.saturating_sub(singles) / n_many;
+    let mut out = Vec::new();
+    for (entry, many, files) in groups {
+        if !many {
+            out.push((entry, files.into_iter().map(Shown::Full).collect()));
             continue;
         }
-        let room = cfg.max_file_bytes.min(cfg.max_context_bytes - total);
-        let shown = cut(&text, room);
-        total += shown.len();
-        let when = entry
-            .modified
-            .map(|t| {
-                DateTime::<Utc>::from(t)
-                    .with_timezone(&tz)
-                    .format("%Y-%m-%d %H:%M %Z")
-                    .to_string()
-            })
-            .unwrap_or_else(|| "unknown".into());
-        let _ = write!(
-            context,
-            "\n\n## {}\nmodified {when} · {} bytes\n\n",
-            entry.path,
-            thousands(text.len() as u64)
-        );
-        context.push_str(shown);
-        if shown.len() < text.len() {
-            truncated.push(entry.path.as_str().to_string());
-            let _ = write!(
-                context,
-                "\n[… truncated: showing the first {} of {} bytes; use read_file {} with an offset for the rest]",
-                thousands(shown.len() as u64),
-                thousands(text.len() as u64),
-                entry.path
-            );
+        let mut newest_first = files;
+        newest_first.sort_by(|a, b| b.modified.cmp(&a.modified).then(a.path.cmp(&b.path)));
+        let mut used = 0usize;
+        let mut shown = Vec::new();
+        for l in newest_first {
+            let size = l.text.len().min(cfg.max_file_bytes);
+            if let Some(status) = l.closed_status() {
+                shown.push(Shown::Index(l, format!("status: {status}")));
+            } else if used + size <= share {
+                used += size;
+                shown.push(Shown::Full(l));
+            } else {
+                let why = format!(
+                    "older than the notes that fill this entry's share ({} bytes) of max_context_bytes",
+                    thousands(share as u64)
+                );
+                shown.push(Shown::Index(l, why));
+            }
         }
-        files.push(ContextFile {
-            path: entry.path.as_str().to_string(),
-            bytes: text.len() as u64,
-            hash: h,
-            included: shown.len(),
-        });
+        // Included files in path order, so an unchanged folder keeps the same cached text.
+        shown.sort_by(|a, b| shown_key(a).cmp(&shown_key(b)));
+        out.push((entry, shown));
     }
-    if !omitted.is_empty() {
-        context.push_str(&format!(
-            "\n\n[context limit of {} bytes reached; not included (use read_file): {}]",
-            thousands(cfg.max_context_bytes as u64),
-            omitted.join(", ")
-        ));
-    }
-    if found.is_empty() {
-        context.push_str("\n\n(This role lists no context files that exist.)");
-    }
+    out
+}
 
-    // 3. Now, why, what changed, the notes.
-    let now_local = input.now.with_timezone(&tz);
-    let mut trigger = format!(
-        "# This run\nNow: {} ({})",
-        now_local.format("%A %Y-%m-%d %H:%M"),
-        tz.name()
-    );
-    let why = match input.trigger.kind {
-        TriggerKind::Schedule => {
-            let due = input.trigger.scheduled_for.map(|t| t.with_timezone(&tz));
-            let mut s = format!(
-                "your schedule (`{}`)",
-                input.trigger.cron.as_deref().unwrap_or("")
-            );
-            if let Some(due) = due {
-                let late = (input.now - due.with_timezone(&Utc)).num_minutes();
-                if late >= 2 {
-                    s.push_str(&format!(
-                        "; this run was due at {} and runs {late} minutes late (tabd was not running or the computer was asleep)",
-                        due.format("%Y-%m-%d %H:%M")
-                    ));
+fn shown_key(s: &Shown) -> (u8, &str) {
+    match s {
+        Shown::Full(l) => (0, l.path.as_str()),
+        Shown::Index(l, _) => (1, l.path.as_str()),
+    }
+}
+
+fn modified_text(l: &Loaded, tz: Tz) -> String {
+    l.modified
+        .map(|t| {
+            DateTime::<Utc>::from(t)
+                .with_timezone(&tz)
+                .format("%Y-%m-%d %H:%M %Z")
+                .to_string()
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn render_group(
+    block: &mut ContextBlock,
+    entry: &str,
+    shown: Vec<Shown>,
+    cfg: &ContextConfig,
+    tz: Tz,
+    total: &mut usize,
+) {
+    let mut index_lines = Vec::new();
+    let mut over_cap = Vec::new();
+    for s in shown {
+        match s {
+            Shown::Full(l) if *total >= cfg.max_context_bytes => over_cap.push(l.path.as_str().to_string()),
+            Shown::Full(l) => {
+                let room = cfg.max_file_bytes.min(cfg.max_context_bytes - *total);
+                let text = cut(&l.text, room);
+                *total += text.len();
+                let _ = write!(
+                    block.text,
+                    "\n\n## {}\nmodified {} · {} bytes\n\n{text}",
+                    l.path,
+                    modified_text(&l, tz),
+                    thousands(l.size)
+                );
+                if text.len() < l.text.len() {
+                    block.truncated.push(l.path.as_str().to_string());
+                    let _ = write!(
+                        block.text,
+                        "\n[… truncated: showing the first {} of {} bytes; use read_file {} with an offset for the rest]",
+                        thousands(text.len() as u64),
+                        thousands(l.text.len() as u64),
+                        l.path
+                    );
                 }
             }
-            if input.trigger.missed > 1 {
-                s.push_str(&format!(
-                    "; it stands for {} missed scheduled runs",
-                    input.trigger.missed
+            Shown::Index(l, why) => {
+                index_lines.push(format!(
+                    "- {} — \"{}\" · modified {} · {} bytes{}",
+                    l.path,
+                    l.title(),
+                    modified_text(&l, tz),
+                    thousands(l.size),
+                    if why.starts_with("status") {
+                        format!(" · {why}")
+                    } else {
+                        String::new()
+                    }
                 ));
+                block.indexed.push((l.path.as_str().to_string(), why));
+            }
+        }
+    }
+    if !index_lines.is_empty() {
+        let _ = write!(
+            block.text,
+            "\n\n## Index of {entry} (not included above; open one with read_file)\n{}",
+            index_lines.join("\n")
+        );
+    }
+    if !over_cap.is_empty() {
+        let _ = write!(
+            block.text,
+            "\n\n[context limit of {} bytes reached; not included (use read_file): {}]",
+            thousands(cfg.max_context_bytes as u64),
+            over_cap.join(", ")
+        );
+    }
+}
+
+/// Part 3: now, why, what changed, notices, the trigger notes.
+fn this_run(
+    input: &PromptInput<'_>,
+    hashes: &BTreeMap<String, String>,
+    missing: &[String],
+    truncated: &[String],
+) -> String {
+    let tz = input.role.schedule.tz;
+    let now_local = input.now.with_timezone(&tz);
+    let mut out = format!(
+        "# This run\nNow: {} ({})\nWhy this run: {}",
+        now_local.format("%A %Y-%m-%d %H:%M"),
+        tz.name(),
+        why_text(input.trigger, input.notes.len(), input.now, tz)
+    );
+    out.push_str("\n\n## Changes since your last run\n");
+    out.push_str(&changes_text(input.previous, hashes, missing));
+    if !truncated.is_empty() {
+        let _ = write!(
+            out,
+            "\nTruncated above (read the rest with read_file): {}",
+            truncated.join(", ")
+        );
+    }
+    for (title, body) in &input.notices {
+        section(&mut out, title, body);
+    }
+    out.push_str(&notes_text(input.notes, input.config.context.max_file_bytes, tz));
+    out
+}
+
+fn why_text(trigger: &Trigger, notes: usize, now: DateTime<Utc>, tz: Tz) -> String {
+    match trigger.kind {
+        TriggerKind::Schedule => {
+            let mut s = format!("your schedule (`{}`)", trigger.cron.as_deref().unwrap_or(""));
+            if let Some(due) = trigger.scheduled_for {
+                let late = (now - due).num_minutes();
+                if late >= 2 {
+                    let _ = write!(
+                        s,
+                        "; this run was due at {} and runs {late} minutes late (tabd was not running or the computer was asleep)",
+                        due.with_timezone(&tz).format("%Y-%m-%d %H:%M")
+                    );
+                }
+            }
+            if trigger.missed > 1 {
+                let _ = write!(s, "; it stands for {} missed scheduled runs", trigger.missed);
             }
             s
         }
-        TriggerKind::Inbox => format!("{} new note(s) in your inbox", input.notes.len()),
+        TriggerKind::Inbox => format!("{notes} new note(s) in your inbox"),
         TriggerKind::Manual => "a person started it by hand (`tabd fire`)".into(),
-        TriggerKind::Watch => format!("a watched file changed: {}", input.trigger.watched.join(", ")),
-    };
-    trigger.push_str(&format!("\nWhy this run: {why}"));
-
-    trigger.push_str("\n\n## Changes since your last run\n");
-    trigger.push_str(&changes_text(input.previous, &hashes, &missing));
-    if !truncated.is_empty() {
-        trigger.push_str(&format!(
-            "\nTruncated above (read the rest with read_file): {}",
-            truncated.join(", ")
-        ));
+        TriggerKind::Watch => format!("a watched file changed: {}", trigger.watched.join(", ")),
     }
+}
 
-    if input.notes.is_empty() {
-        trigger.push_str("\n\n## Trigger notes\nNone: no note is waiting in your inbox.");
-    } else {
-        trigger.push_str(&format!(
-            "\n\n## Trigger notes ({})\nHandle each of these; tabd moves them to processed/ after this run.",
-            input.notes.len()
-        ));
-        for note in input.notes {
-            let received = DateTime::<Utc>::from(note.modified)
-                .with_timezone(&tz)
-                .format("%Y-%m-%d %H:%M");
-            trigger.push_str(&format!(
-                "\n\n### {}\nfrom: {} · priority: {} · hops: {} · received {received}\n",
-                note.path,
-                note.from.as_deref().unwrap_or("a person"),
-                note.priority.as_str(),
-                note.hops
-            ));
-            if let Some(e) = &note.frontmatter_error {
-                trigger.push_str(&format!(
-                    "(its frontmatter could not be read: {e}; the text is shown as written)\n"
-                ));
-            }
-            let shown = cut(&note.text, cfg.max_file_bytes);
-            trigger.push_str(&format!("\n{shown}"));
-            if shown.len() < note.text.len() {
-                trigger.push_str(&format!(
-                    "\n[… note truncated at {} bytes; read_file {} for the rest]",
-                    thousands(shown.len() as u64),
-                    note.path
-                ));
-            }
+fn notes_text(notes: &[Note], max_file_bytes: usize, tz: Tz) -> String {
+    if notes.is_empty() {
+        return "\n\n## Trigger notes\nNone: no note is waiting in your inbox.".into();
+    }
+    let mut out = format!(
+        "\n\n## Trigger notes ({})\nHandle each of these; tabd moves them to processed/ after this run.",
+        notes.len()
+    );
+    for note in notes {
+        let received = DateTime::<Utc>::from(note.modified)
+            .with_timezone(&tz)
+            .format("%Y-%m-%d %H:%M");
+        let hops = if note.hops_unknown {
+            "unknown (treated as the end of a chain)".to_string()
+        } else {
+            note.hops.to_string()
+        };
+        let _ = write!(
+            out,
+            "\n\n### {}\nfrom: {} · priority: {} · hops: {hops} · received {received}\n",
+            note.path,
+            note.from.as_deref().unwrap_or("a person"),
+            note.priority.as_str(),
+        );
+        if let Some(e) = &note.frontmatter_error {
+            let _ = writeln!(
+                out,
+                "(its frontmatter could not be read: {e}; the text is shown as written)"
+            );
+        }
+        let shown = cut(&note.text, max_file_bytes);
+        let _ = write!(out, "\n{shown}");
+        if shown.len() < note.text.len() {
+            let _ = write!(
+                out,
+                "\n[… note truncated at {} bytes; read_file {} for the rest]",
+                thousands(shown.len() as u64),
+                note.path
+            );
         }
     }
-
-    Prompt {
-        system,
-        context,
-        trigger,
-        tools: tools::specs_for(role),
-        hashes,
-        files,
-        missing,
-        truncated,
-    }
+    out
 }
 
 fn changes_text(
@@ -379,13 +475,7 @@ fn changes_text(
                 .to_string(),
         ),
         Some(prev) => {
-            let new: Vec<&String> = now.keys().filter(|k| !prev.contains_key(*k)).collect();
-            let changed: Vec<&String> = now
-                .iter()
-                .filter(|(k, h)| prev.get(*k).is_some_and(|p| p != *h))
-                .map(|(k, _)| k)
-                .collect();
-            let vanished: Vec<&String> = prev.keys().filter(|k| !now.contains_key(*k)).collect();
+            let (new, changed, gone) = context::diff(prev, now);
             let list = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
             if !new.is_empty() {
                 lines.push(format!("- New: {}", list(&new)));
@@ -393,8 +483,8 @@ fn changes_text(
             if !changed.is_empty() {
                 lines.push(format!("- Changed: {}", list(&changed)));
             }
-            if !vanished.is_empty() {
-                lines.push(format!("- Gone: {}", list(&vanished)));
+            if !gone.is_empty() {
+                lines.push(format!("- Gone: {}", list(&gone)));
             }
             if lines.is_empty() {
                 lines.push("No context file changed.".into());
@@ -410,118 +500,7 @@ fn changes_text(
     lines.join("\n")
 }
 
-/// Resolves context entries to existing files (deduplicated, in order) and the entries that
-/// found nothing.
-pub fn resolve_context(
-    vault: &Vault,
-    policy: &AccessPolicy,
-    entries: &[ContextEntry],
-) -> (Vec<Entry>, Vec<String>) {
-    let mut out: Vec<Entry> = Vec::new();
-    let mut seen: BTreeSet<VaultPath> = BTreeSet::new();
-    let mut missing = Vec::new();
-    let hidden = |p: &VaultPath| p.components().any(|c| c.starts_with('.'));
-    // Globs and wikilinks need the vault's file list: walk it once, and only if one is used.
-    let needs_listing = entries
-        .iter()
-        .any(|e| matches!(e, ContextEntry::Glob(_) | ContextEntry::Wikilink(_)));
-    let all_files: Vec<Entry> = if needs_listing {
-        vault
-            .walk(&VaultPath::root(), true, &hidden)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|e| !e.is_dir)
-            .collect()
-    } else {
-        Vec::new()
-    };
-    for entry in entries {
-        let found: Vec<Entry> = match entry {
-            ContextEntry::File(p) => {
-                match VaultPath::parse(p, false).and_then(|vp| checked_file(vault, policy, &vp)) {
-                    Ok(e) => vec![e],
-                    Err(_) => Vec::new(),
-                }
-            }
-            ContextEntry::Folder(p) => match VaultPath::parse(p, false) {
-                Ok(dir) if policy.check_read(vault, &dir).is_ok() => vault
-                    .walk(&dir, true, &hidden)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|e| !e.is_dir && e.path.as_str().to_lowercase().ends_with(".md"))
-                    .collect(),
-                _ => Vec::new(),
-            },
-            ContextEntry::Glob(g) => match tools::policy::glob(g) {
-                Ok(glob) => {
-                    let m = glob.compile_matcher();
-                    all_files
-                        .iter()
-                        .filter(|e| m.is_match(e.path.as_str()))
-                        .cloned()
-                        .collect()
-                }
-                Err(_) => Vec::new(),
-            },
-            ContextEntry::Wikilink(name) => resolve_wikilink(&all_files, name).into_iter().collect(),
-        };
-        if found.is_empty() {
-            missing.push(entry.to_string());
-        }
-        for e in found {
-            if seen.insert(e.path.clone()) {
-                out.push(e);
-            }
-        }
-    }
-    (out, missing)
-}
-
-/// A listed file the role may read. Whether it exists is found out when it is read (one
-/// open per file); a missing one is reported then.
-fn checked_file(vault: &Vault, policy: &AccessPolicy, path: &VaultPath) -> Result<Entry, VaultError> {
-    policy.check_read(vault, path)?;
-    Ok(Entry {
-        path: path.clone(),
-        is_dir: false,
-        size: 0,
-        modified: None,
-    })
-}
-
-/// Obsidian's rule: the link names a note by file name (or a path suffix), `.md` implied; when
-/// several match, the one with the shortest path wins.
-fn resolve_wikilink(files: &[Entry], name: &str) -> Option<Entry> {
-    let target = name.trim().trim_end_matches(".md").to_lowercase();
-    let mut matches: Vec<&Entry> = files
-        .iter()
-        .filter(|e| {
-            let p = e.path.as_str().to_lowercase();
-            let Some(stem) = p.strip_suffix(".md") else {
-                return false;
-            };
-            stem == target || stem.ends_with(&format!("/{target}"))
-        })
-        .collect();
-    matches.sort_by_key(|e| (e.path.as_str().len(), e.path.clone()));
-    matches.first().map(|e| (*e).clone())
-}
-
 impl Prompt {
-    /// The first user message: context (a cache breakpoint) and this run's part.
-    pub fn first_message(&self) -> Message {
-        Message::user(vec![
-            Block::Text {
-                text: self.context.clone(),
-                cache: true,
-            },
-            Block::Text {
-                text: self.trigger.clone(),
-                cache: false,
-            },
-        ])
-    }
-
     /// The request, built by moving this prompt's text (no copy of the context).
     pub fn into_request(
         self,
@@ -548,6 +527,7 @@ impl Prompt {
             temperature,
             thinking_budget,
             tool_choice_none: false,
+            cache_ttl: None,
         }
     }
 
@@ -566,11 +546,7 @@ impl Prompt {
             &self
                 .tools
                 .iter()
-                .map(|t| {
-                    serde_json::json!({
-                        "name": t.name, "description": t.description, "input_schema": t.input_schema
-                    })
-                })
+                .map(|t| serde_json::json!({ "name": t.name, "description": t.description, "input_schema": t.input_schema }))
                 .collect::<Vec<_>>(),
         )
         .unwrap_or_default();
@@ -582,18 +558,31 @@ impl Prompt {
             )
         };
         let stable = self.system.len() + self.context.len();
-        format!(
-            "===== SYSTEM ({}) =====\n{}\n\n===== CONTEXT ({}; cached with the system prompt) =====\n{}\n\n===== THIS RUN ({}) =====\n{}\n\n===== TOOLS ({}) =====\n{}\n\n===== TOTAL: {} · cacheable prefix {:.0}% =====\n",
+        let mut out = format!(
+            "===== SYSTEM ({}) =====\n{}\n\n===== CONTEXT ({}; cached with the system prompt) =====\n{}\n\n===== THIS RUN ({}) =====\n{}\n\n===== TOOLS ({}) =====\n{}\n",
             est(self.system.len()),
             self.system,
             est(self.context.len()),
             self.context,
             est(self.trigger.len()),
             self.trigger,
-            self.tools.iter().map(|t| t.name).collect::<Vec<_>>().join(", "),
+            self.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "),
             tools_json,
+        );
+        if !self.indexed.is_empty() {
+            out.push_str(&format!(
+                "\n===== INDEXED, NOT INCLUDED ({}) =====\n",
+                self.indexed.len()
+            ));
+            for (path, why) in &self.indexed {
+                out.push_str(&format!("{path} — {why}\n"));
+            }
+        }
+        out.push_str(&format!(
+            "\n===== TOTAL: {} · cacheable prefix {:.0}% =====\n",
             est(self.bytes() + tools_json.len()),
             100.0 * stable as f64 / self.bytes().max(1) as f64
-        )
+        ));
+        out
     }
 }

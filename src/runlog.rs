@@ -1,22 +1,57 @@
 //! Run logs (DESIGN §9, contract): `daily/YYYY-MM-DD.md` for people, `.tabd/runs/YYYY-MM-DD.jsonl`
 //! for programs.
 //!
-//! All writes to a log file go through `RunLog`: an in-process mutex plus an exclusive `flock`
-//! on the file (so a `tabd fire` beside the daemon is serialized too), and each entry is one
-//! `write_all` on an append-mode descriptor. Concurrent runs never interleave lines.
+//! All writes go through the vault (so a symlinked `daily/` can never lead a write out of it)
+//! with an exclusive `flock` on the file, so a `tabd fire` beside the daemon never interleaves
+//! with it; each entry is one `write_all` on an append-mode handle.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::RwLock;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::provider::Usage;
 use crate::text::thousands;
 use crate::tools::{Change, ToolCallRecord};
+use crate::trigger::TriggerKind;
+use crate::vault::{Vault, VaultError, VaultPath};
+
+/// What a run ended as (the JSONL `outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Ok,
+    Failed,
+    Limit,
+    Skipped,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Failed => "failed",
+            Self::Limit => "limit",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The JSONL `usage`: token counts and what they cost (DESIGN §17).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct UsageRecord {
+    #[serde(flatten)]
+    pub tokens: Usage,
+    pub cost_usd: f64,
+}
 
 /// The JSONL record of one finished run (contract shape; extra fields only added).
 #[derive(Debug, Clone, Serialize)]
@@ -26,18 +61,17 @@ pub struct RunRecord {
     pub trigger: TriggerRecord,
     pub started_at: DateTime<Utc>,
     pub ended_at: DateTime<Utc>,
-    /// `ok`, `failed`, `limit` or `skipped`.
-    pub outcome: String,
+    pub outcome: Outcome,
     pub error: Option<String>,
     pub model: String,
-    pub usage: Usage,
+    pub usage: UsageRecord,
     pub tool_calls: Vec<ToolCallRecord>,
     pub moved: Vec<Moved>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TriggerRecord {
-    pub kind: String,
+    pub kind: TriggerKind,
     pub notes: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduled_for: Option<DateTime<Utc>>,
@@ -62,12 +96,17 @@ pub struct HumanRun {
     pub failed_notes: Vec<(String, u32)>,
     /// Notes left in the inbox for another attempt.
     pub retry_notes: Vec<(String, u32)>,
+    /// Extra lines for the section's list (e.g. an MCP server that was down).
+    pub notes: Vec<String>,
 }
 
 pub struct RunLog {
-    root: PathBuf,
-    tz: Tz,
-    lock: Mutex<()>,
+    vault: std::sync::Arc<Vault>,
+    tz: RwLock<Tz>,
+}
+
+fn fixed_path(s: &str) -> Result<VaultPath, VaultError> {
+    VaultPath::parse(s, false)
 }
 
 /// `project/timeline.md` → `[[project/timeline]]`.
@@ -154,112 +193,116 @@ fn call_subject(input: &Value) -> String {
 }
 
 impl RunLog {
-    pub fn new(vault_root: &Path, tz: Tz) -> Self {
+    pub fn new(vault: std::sync::Arc<Vault>, tz: Tz) -> Self {
         Self {
-            root: vault_root.to_path_buf(),
-            tz,
-            lock: Mutex::new(()),
+            vault,
+            tz: RwLock::new(tz),
         }
     }
 
-    pub fn daily_path(&self, at: DateTime<Utc>) -> PathBuf {
-        self.root
-            .join("daily")
-            .join(format!("{}.md", at.with_timezone(&self.tz).format("%Y-%m-%d")))
+    /// The time zone of file names and times (the config's; changed on reload).
+    pub fn tz(&self) -> Tz {
+        *self.tz.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn jsonl_path(&self, at: DateTime<Utc>) -> PathBuf {
-        self.root
-            .join(".tabd")
-            .join("runs")
-            .join(format!("{}.jsonl", at.with_timezone(&self.tz).format("%Y-%m-%d")))
+    pub fn set_tz(&self, tz: Tz) {
+        *self.tz.write().unwrap_or_else(|p| p.into_inner()) = tz;
     }
 
-    /// Appends `text` to `path` under both locks; a new daily note gets a title first.
-    fn append(&self, path: &Path, text: &str, title: Option<&str>) -> std::io::Result<()> {
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .read(true)
-            .open(path)?;
-        let mut lock = fd_lock::RwLock::new(file);
-        let mut f = lock.write()?;
-        let len = f.metadata()?.len();
-        let mut entry = String::new();
-        if len == 0 {
-            if let Some(t) = title {
-                entry.push_str(t);
-            }
-        } else if title.is_some() {
-            // Keep one blank line between entries even if the person edited the end of the file.
-            use std::io::{Read, Seek, SeekFrom};
-            let mut tail = [0u8; 2];
-            let n = if len >= 2 {
-                f.seek(SeekFrom::End(-2))?;
-                f.read(&mut tail)?
-            } else {
-                0
-            };
-            if n == 2 && tail != *b"\n\n" {
-                entry.push_str(if tail[1] == b'\n' { "\n" } else { "\n\n" });
-            }
-        }
-        entry.push_str(text);
-        f.write_all(entry.as_bytes())?;
-        f.flush()
+    pub fn daily_path(&self, at: DateTime<Utc>) -> VaultPath {
+        let name = format!("daily/{}.md", at.with_timezone(&self.tz()).format("%Y-%m-%d"));
+        fixed_path(&name).unwrap_or_else(|_| VaultPath::root())
     }
 
-    fn title(&self, at: DateTime<Utc>) -> String {
-        format!("# {}\n\n", at.with_timezone(&self.tz).format("%Y-%m-%d"))
+    pub fn jsonl_path(&self, at: DateTime<Utc>) -> VaultPath {
+        let name = format!(
+            ".tabd/runs/{}.jsonl",
+            at.with_timezone(&self.tz()).format("%Y-%m-%d")
+        );
+        fixed_path(&name).unwrap_or_else(|_| VaultPath::root())
+    }
+
+    fn title(&self, path: &VaultPath) -> String {
+        format!("# {}\n\n", path.file_name().trim_end_matches(".md"))
+    }
+
+    /// Appends `text` to the daily note `path` (a new note gets its title first).
+    pub fn append_daily(&self, path: &VaultPath, text: &str) -> Result<(), VaultError> {
+        self.vault.append(path, text, Some(&self.title(path)), true)
+    }
+
+    /// Appends one JSON line to `path`.
+    pub fn append_jsonl(&self, path: &VaultPath, record: &Value) -> Result<(), VaultError> {
+        let mut line = record.to_string();
+        line.push('\n');
+        self.vault.append(path, &line, None, false)
     }
 
     /// Appends one run's section to the daily note.
-    pub fn write_run(&self, rec: &RunRecord, human: &HumanRun) -> std::io::Result<PathBuf> {
+    pub fn write_run(&self, rec: &RunRecord, human: &HumanRun) -> Result<VaultPath, VaultError> {
         let text = self.render_run(rec, human);
         let path = self.daily_path(rec.started_at);
-        self.append(&path, &text, Some(&self.title(rec.started_at)))?;
+        self.append_daily(&path, &text)?;
         Ok(path)
     }
 
     /// Appends the JSONL record.
-    pub fn write_record(&self, rec: &RunRecord) -> std::io::Result<()> {
-        let mut line = serde_json::to_string(rec).map_err(std::io::Error::other)?;
-        line.push('\n');
-        self.append(&self.jsonl_path(rec.started_at), &line, None)
+    pub fn write_record(&self, rec: &RunRecord) -> Result<(), VaultError> {
+        let value = serde_json::to_value(rec).map_err(|e| VaultError::Io(e.to_string()))?;
+        self.append_jsonl(&self.jsonl_path(rec.started_at), &value)
     }
 
     /// A one-line entry: `- 09:00 · Risk Manager · skipped — daily token budget spent`.
-    pub fn write_line(&self, at: DateTime<Utc>, who: &str, text: &str) -> std::io::Result<()> {
-        let line = format!(
+    pub fn write_line(&self, at: DateTime<Utc>, who: &str, text: &str) -> Result<(), VaultError> {
+        self.append_daily(&self.daily_path(at), &self.render_line(at, who, text))
+    }
+
+    pub fn render_line(&self, at: DateTime<Utc>, who: &str, text: &str) -> String {
+        format!(
             "- {} · {who} · {text}\n",
-            at.with_timezone(&self.tz).format("%H:%M")
-        );
-        self.append(&self.daily_path(at), &line, Some(&self.title(at)))
+            at.with_timezone(&self.tz()).format("%H:%M")
+        )
+    }
+
+    /// Whether the JSONL file `path` holds the record of `run_id` (crash recovery).
+    pub fn has_record(&self, path: &VaultPath, run_id: &str) -> bool {
+        let needle = format!("\"run_id\":{}", Value::String(run_id.to_string()));
+        self.vault
+            .read_text(path, 512 * 1024 * 1024)
+            .is_ok_and(|t| t.lines().any(|l| l.contains(&needle)))
+    }
+
+    /// Whether the daily note `path` already has `text` (crash recovery).
+    pub fn daily_has(&self, path: &VaultPath, text: &str) -> bool {
+        self.vault
+            .read_text(path, 512 * 1024 * 1024)
+            .is_ok_and(|t| t.contains(text.trim_end()))
     }
 
     pub fn render_run(&self, rec: &RunRecord, human: &HumanRun) -> String {
-        let start = rec.started_at.with_timezone(&self.tz);
+        let start = rec.started_at.with_timezone(&self.tz());
         let secs = (rec.ended_at - rec.started_at).num_milliseconds() as f64 / 1000.0;
-        let u = &rec.usage;
+        let u = &rec.usage.tokens;
         let input_all = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens;
         let cached = if u.cache_read_tokens > 0 {
             format!(" ({} cached)", thousands(u.cache_read_tokens))
         } else {
             String::new()
         };
+        let cost = if rec.usage.cost_usd > 0.0 {
+            format!(" · {}", crate::cost::dollars(rec.usage.cost_usd))
+        } else {
+            String::new()
+        };
         let stats = format!(
-            "{secs:.1} s · {} tool calls · {} in{cached} / {} out",
+            "{secs:.1} s · {} tool calls · {} in{cached} / {} out{cost}",
             rec.tool_calls.len(),
             thousands(input_all),
             thousands(u.output_tokens)
         );
-        let outcome = match (rec.outcome.as_str(), &rec.error) {
-            ("failed", Some(e)) => format!("failed — {} · {stats}", one_line(e, 300)),
-            ("limit", Some(e)) => format!("limit — {} · {stats}", one_line(e, 200)),
+        let outcome = match (rec.outcome, &rec.error) {
+            (Outcome::Failed, Some(e)) => format!("failed — {} · {stats}", one_line(e, 300)),
+            (Outcome::Limit, Some(e)) => format!("limit — {} · {stats}", one_line(e, 200)),
             (o, _) => format!("{o} · {stats}"),
         };
         let mut s = format!(
@@ -269,14 +312,14 @@ impl RunLog {
             rec.trigger.kind
         );
         s.push_str(&format!("- **Outcome:** {outcome}\n"));
-        let trigger = match rec.trigger.kind.as_str() {
-            "schedule" => {
+        let trigger = match rec.trigger.kind {
+            TriggerKind::Schedule => {
                 let mut t = format!("schedule `{}`", rec.trigger.cron.as_deref().unwrap_or(""));
                 if let Some(due) = rec.trigger.scheduled_for {
                     if (rec.started_at - due).num_minutes() >= 2 {
                         t.push_str(&format!(
                             " (due {}, ran late)",
-                            due.with_timezone(&self.tz).format("%H:%M")
+                            due.with_timezone(&self.tz()).format("%H:%M")
                         ));
                     }
                 }
@@ -291,7 +334,7 @@ impl RunLog {
                 }
             }
         };
-        let extra_notes: Vec<String> = if rec.trigger.kind == "schedule" {
+        let extra_notes: Vec<String> = if rec.trigger.kind == TriggerKind::Schedule {
             note_links(rec)
         } else {
             Vec::new()
@@ -316,6 +359,9 @@ impl RunLog {
                 wikilink(note)
             ));
         }
+        for line in &human.notes {
+            s.push_str(&format!("- {line}\n"));
+        }
         for (note, attempts) in &human.retry_notes {
             s.push_str(&format!(
                 "- **Will retry:** {} (attempt {attempts} failed)\n",
@@ -329,7 +375,10 @@ impl RunLog {
             s.push_str("\n### Actions\n");
             for (i, call) in rec.tool_calls.iter().enumerate() {
                 let subject = call_subject(&call.input);
-                let mut line = format!("{}. `{}`", i + 1, call.name);
+                let mut line = match &call.server {
+                    Some(server) => format!("{}. `{}` ({server})", i + 1, call.name),
+                    None => format!("{}. `{}`", i + 1, call.name),
+                };
                 if !subject.is_empty() {
                     line.push(' ');
                     line.push_str(&subject);
@@ -355,6 +404,30 @@ mod tests {
     use crate::tools::ChangeKind;
     use serde_json::json;
 
+    fn test_vault() -> std::sync::Arc<Vault> {
+        std::sync::Arc::new(Vault::open(std::path::Path::new("/")).unwrap())
+    }
+
+    #[test]
+    fn records_serialize_to_the_contract_shape_with_cost() {
+        let mut rec = record();
+        rec.usage.cost_usd = 0.0312;
+        let v = serde_json::to_value(&rec).unwrap();
+        assert_eq!(v["outcome"], "ok");
+        assert_eq!(v["trigger"]["kind"], "schedule");
+        assert_eq!(
+            v["usage"],
+            json!({"input_tokens": 2368, "output_tokens": 611, "cache_read_tokens": 10112,
+                   "cache_write_tokens": 0, "cost_usd": 0.0312})
+        );
+        assert!(
+            v["tool_calls"][0].get("server").is_none(),
+            "vault tools have no server"
+        );
+        let text = RunLog::new(test_vault(), chrono_tz::UTC).render_run(&rec, &HumanRun::default());
+        assert!(text.contains("/ 611 out · $0.031\n"), "{text}");
+    }
+
     fn record() -> RunRecord {
         let start = DateTime::parse_from_rfc3339("2026-11-23T09:00:00Z")
             .unwrap()
@@ -363,21 +436,24 @@ mod tests {
             run_id: "r1".into(),
             role: "delivery".into(),
             trigger: TriggerRecord {
-                kind: "schedule".into(),
+                kind: TriggerKind::Schedule,
                 notes: vec![],
                 scheduled_for: Some(start),
                 cron: Some("0 9,17 * * 1-5".into()),
             },
             started_at: start,
             ended_at: start + chrono::Duration::milliseconds(14_200),
-            outcome: "ok".into(),
+            outcome: Outcome::Ok,
             error: None,
             model: "m".into(),
-            usage: Usage {
-                input_tokens: 2368,
-                output_tokens: 611,
-                cache_read_tokens: 10_112,
-                cache_write_tokens: 0,
+            usage: UsageRecord {
+                tokens: Usage {
+                    input_tokens: 2368,
+                    output_tokens: 611,
+                    cache_read_tokens: 10_112,
+                    cache_write_tokens: 0,
+                },
+                cost_usd: 0.0,
             },
             tool_calls: vec![
                 ToolCallRecord {
@@ -386,6 +462,7 @@ mod tests {
                     ok: true,
                     error: None,
                     bytes: 1,
+                    server: None,
                 },
                 ToolCallRecord {
                     name: "write_file".into(),
@@ -393,6 +470,7 @@ mod tests {
                     ok: true,
                     error: None,
                     bytes: 1,
+                    server: None,
                 },
             ],
             moved: vec![],
@@ -401,7 +479,7 @@ mod tests {
 
     #[test]
     fn section_matches_the_contract_shape() {
-        let log = RunLog::new(Path::new("/v"), chrono_tz::UTC);
+        let log = RunLog::new(test_vault(), chrono_tz::UTC);
         let human = HumanRun {
             display_name: "Delivery Manager".into(),
             thinking: "The auth delay threatens the date.".into(),
@@ -433,12 +511,12 @@ mod tests {
 
     #[test]
     fn failed_and_inbox_sections() {
-        let log = RunLog::new(Path::new("/v"), chrono_tz::UTC);
+        let log = RunLog::new(test_vault(), chrono_tz::UTC);
         let mut rec = record();
-        rec.outcome = "failed".into();
+        rec.outcome = Outcome::Failed;
         rec.error = Some("anthropic: HTTP 400: bad".into());
         rec.trigger = TriggerRecord {
-            kind: "inbox".into(),
+            kind: TriggerKind::Inbox,
             notes: vec!["agent/inbox/delivery/a.md".into()],
             scheduled_for: None,
             cron: None,
@@ -470,7 +548,10 @@ mod tests {
     #[test]
     fn concurrent_writers_never_interleave() {
         let dir = tempfile::tempdir().unwrap();
-        let log = std::sync::Arc::new(RunLog::new(dir.path(), chrono_tz::UTC));
+        let log = std::sync::Arc::new(RunLog::new(
+            std::sync::Arc::new(Vault::open(dir.path()).unwrap()),
+            chrono_tz::UTC,
+        ));
         let threads: Vec<_> = (0..8)
             .map(|t| {
                 let log = log.clone();
@@ -492,7 +573,8 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        let daily = std::fs::read_to_string(log.daily_path(record().started_at)).unwrap();
+        let daily =
+            std::fs::read_to_string(dir.path().join(log.daily_path(record().started_at).as_path())).unwrap();
         assert!(daily.starts_with("# 2026-11-23\n\n## 09:00"));
         let sections: Vec<&str> = daily.split("\n## ").skip(1).collect();
         assert_eq!(sections.len(), 160);
@@ -506,7 +588,8 @@ mod tests {
                 "interleaved section:\n{s}"
             );
         }
-        let jsonl = std::fs::read_to_string(log.jsonl_path(record().started_at)).unwrap();
+        let jsonl =
+            std::fs::read_to_string(dir.path().join(log.jsonl_path(record().started_at).as_path())).unwrap();
         assert_eq!(jsonl.lines().count(), 160);
         assert!(jsonl.lines().all(|l| serde_json::from_str::<Value>(l).is_ok()));
     }

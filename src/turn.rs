@@ -4,17 +4,37 @@
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::cost::{CacheTtl, Price};
 use crate::provider::{
-    self, Block, Message, Provider, ProviderError, Request, RetryPolicy, StopReason, Usage,
+    self, Block, BoxFuture, Message, Provider, ProviderError, Request, RetryPolicy, StopReason, Usage,
 };
-use crate::tools::{Change, ToolCallRecord, ToolResult};
+use crate::tools::{Change, FatalToolError, ToolCallRecord, ToolResult};
 
-/// Limits that end a run (DESIGN §6).
+/// Runs the model's tool calls: the harness (vault tools, MCP tools, approvals) behind one door.
+pub trait ToolExecutor: Send + Sync {
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        input: &'a Value,
+    ) -> BoxFuture<'a, Result<(ToolResult, ToolCallRecord), FatalToolError>>;
+}
+
+/// Limits that end a run (DESIGN §6, §17).
 #[derive(Debug, Clone)]
 pub struct TurnLimits {
     pub max_tool_calls: u32,
     pub max_tokens_per_run: u64,
+    pub max_cost_usd: Option<f64>,
+    /// The model's price, for `max_cost_usd` (none: the cost limit cannot apply).
+    pub price: Option<Price>,
+    pub cache_ttl: CacheTtl,
     pub deadline: Instant,
+}
+
+impl TurnLimits {
+    fn cost(&self, usage: &Usage) -> Option<f64> {
+        self.price.map(|p| p.cost(usage, self.cache_ttl))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +47,10 @@ pub enum TurnEnd {
     Failed(ProviderError),
     /// The conversation outgrew the model's context window.
     ContextExceeded,
+    /// A tool call hit a failure of the vault itself (disk full, read-only).
+    ToolFatal(String),
+    /// tabd itself failed during the run (a panic, caught by the daemon). Never set by the loop.
+    Crashed(String),
 }
 
 #[derive(Debug, Clone)]
@@ -48,130 +72,204 @@ pub struct TurnOutcome {
 /// loops and models that call one tool at a time up to the limit).
 const MAX_MODEL_CALLS: u32 = 200;
 
-/// Runs the loop. `exec` runs one tool call (name, input) and returns its result and record.
+/// What the loop keeps between requests.
+struct Loop<'a> {
+    provider: &'a dyn Provider,
+    retry: &'a RetryPolicy,
+    limits: &'a TurnLimits,
+    out: TurnOutcome,
+    thinking_blocks: Vec<String>,
+    pre_tool_text: Vec<String>,
+    seen_tool: bool,
+}
+
+/// Runs the loop.
 pub async fn run_turn(
     provider: &dyn Provider,
     retry: &RetryPolicy,
     mut req: Request,
     limits: &TurnLimits,
-    exec: &mut (dyn FnMut(&str, &Value) -> (ToolResult, ToolCallRecord) + Send),
+    exec: &dyn ToolExecutor,
 ) -> TurnOutcome {
-    let mut out = TurnOutcome {
-        end: TurnEnd::Done,
-        thinking: String::new(),
-        summary: String::new(),
-        calls: Vec::new(),
-        changes: Vec::new(),
-        usage: Usage::default(),
-        model: req.model.clone(),
-        requests: 0,
+    req.cache_ttl = Some(limits.cache_ttl);
+    let mut l = Loop {
+        provider,
+        retry,
+        limits,
+        out: TurnOutcome {
+            end: TurnEnd::Done,
+            thinking: String::new(),
+            summary: String::new(),
+            calls: Vec::new(),
+            changes: Vec::new(),
+            usage: Usage::default(),
+            model: req.model.clone(),
+            requests: 0,
+        },
+        thinking_blocks: Vec::new(),
+        pre_tool_text: Vec::new(),
+        seen_tool: false,
     };
-    let mut thinking_blocks: Vec<String> = Vec::new();
-    let mut pre_tool_text: Vec<String> = Vec::new();
-    let mut seen_tool = false;
-
     loop {
-        if out.requests >= MAX_MODEL_CALLS {
-            out.end = TurnEnd::Limit(format!("{MAX_MODEL_CALLS} model calls"));
+        if l.out.requests >= MAX_MODEL_CALLS {
+            l.out.end = TurnEnd::Limit(format!("{MAX_MODEL_CALLS} model calls"));
             break;
         }
-        out.requests += 1;
-        let resp = match provider::complete(provider, &req, retry, limits.deadline).await {
-            Ok(r) => r,
-            Err(e) => {
-                out.end = TurnEnd::Failed(e);
-                break;
-            }
-        };
-        out.usage.add(resp.usage);
-        if !resp.model.is_empty() {
-            out.model = resp.model.clone();
+        let Some(uses) = l.ask(&mut req).await else { break };
+        if uses.is_empty() {
+            continue; // a paused turn, sent back to continue
         }
-        for block in &resp.message.content {
-            match block {
-                Block::Thinking { text, .. } if !seen_tool && !text.trim().is_empty() => {
-                    thinking_blocks.push(text.trim().to_string())
-                }
-                Block::Text { text, .. } if !text.trim().is_empty() => {
-                    if !seen_tool {
-                        pre_tool_text.push(text.trim().to_string());
-                    }
-                    out.summary = text.trim().to_string();
-                }
-                Block::ToolUse { .. } => seen_tool = true,
-                _ => {}
-            }
-        }
-        let uses: Vec<(String, String, Value)> = resp
-            .tool_uses()
-            .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
-            .collect();
-        req.messages.push(resp.message.clone());
-        match resp.stop {
-            StopReason::ContextWindowExceeded => {
-                out.end = TurnEnd::ContextExceeded;
-                break;
-            }
-            StopReason::PauseTurn if uses.is_empty() => continue,
-            _ if uses.is_empty() => break,
-            _ => {}
-        }
-
-        let mut results = Vec::with_capacity(uses.len());
-        let mut limit: Option<String> = None;
-        for (id, name, input) in uses {
-            if out.calls.len() as u32 >= limits.max_tool_calls {
-                limit = Some(format!("max_tool_calls ({})", limits.max_tool_calls));
-                results.push(Block::ToolResult {
-                    tool_use_id: id,
-                    content: format!(
-                        "not run: this run reached its limit of {} tool calls",
-                        limits.max_tool_calls
-                    ),
-                    is_error: true,
-                });
-                continue;
-            }
-            let (result, record) = exec(&name, &input);
-            out.calls.push(record);
-            out.changes.extend(result.changes.iter().cloned());
-            results.push(Block::ToolResult {
-                tool_use_id: id,
-                content: result.text,
-                is_error: !result.ok,
-            });
-        }
-        if limit.is_none() && out.usage.total() >= limits.max_tokens_per_run {
-            limit = Some(format!("max_tokens_per_run ({})", limits.max_tokens_per_run));
+        let (results, limit) = l.run_tools(uses, exec).await;
+        if let TurnEnd::ToolFatal(_) = l.out.end {
+            break;
         }
         if let Some(reason) = limit {
-            results.push(Block::Text {
-                text: format!(
-                    "This run has reached its limit ({reason}). Do not call any more tools. Reply now with a short \
-                     summary of what you did and what is left for the next run."
-                ),
-                cache: false,
-            });
-            req.messages.push(Message::user(results));
-            req.tool_choice_none = true;
-            out.requests += 1;
-            if let Ok(resp) = provider::complete(provider, &req, retry, limits.deadline).await {
-                out.usage.add(resp.usage);
-                let text = resp.text();
-                if !text.trim().is_empty() {
-                    out.summary = text.trim().to_string();
-                }
-            }
-            out.end = TurnEnd::Limit(reason);
+            l.summarize(&mut req, results, reason).await;
             break;
         }
         req.messages.push(Message::user(results));
     }
-
-    let mut thinking = thinking_blocks;
-    if seen_tool {
-        thinking.extend(pre_tool_text);
-    }
-    out.thinking = thinking.join("\n\n");
-    out
+    l.finish()
 }
+
+impl Loop<'_> {
+    /// One model call. `None`: the turn is over (ended, failed); else the tool calls to run
+    /// (empty for a paused turn that continues).
+    async fn ask(&mut self, req: &mut Request) -> Option<Vec<(String, String, Value)>> {
+        self.out.requests += 1;
+        let resp = match provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.out.end = TurnEnd::Failed(e);
+                return None;
+            }
+        };
+        self.out.usage.add(resp.usage);
+        if !resp.model.is_empty() {
+            self.out.model = resp.model.clone();
+        }
+        self.note_text(&resp.message.content);
+        let uses: Vec<(String, String, Value)> = resp
+            .tool_uses()
+            .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
+            .collect();
+        req.messages.push(resp.message);
+        match resp.stop {
+            StopReason::ContextWindowExceeded => {
+                self.out.end = TurnEnd::ContextExceeded;
+                None
+            }
+            StopReason::PauseTurn if uses.is_empty() => Some(Vec::new()),
+            _ if uses.is_empty() => None,
+            _ => Some(uses),
+        }
+    }
+
+    fn note_text(&mut self, content: &[Block]) {
+        for block in content {
+            match block {
+                Block::Thinking { text, .. } if !self.seen_tool && !text.trim().is_empty() => {
+                    self.thinking_blocks.push(text.trim().to_string())
+                }
+                Block::Text { text, .. } if !text.trim().is_empty() => {
+                    if !self.seen_tool {
+                        self.pre_tool_text.push(text.trim().to_string());
+                    }
+                    self.out.summary = text.trim().to_string();
+                }
+                Block::ToolUse { .. } => self.seen_tool = true,
+                _ => {}
+            }
+        }
+    }
+
+    /// Runs the calls in order; returns their results and the limit that ends the run, if any.
+    async fn run_tools(
+        &mut self,
+        uses: Vec<(String, String, Value)>,
+        exec: &dyn ToolExecutor,
+    ) -> (Vec<Block>, Option<String>) {
+        let max = self.limits.max_tool_calls;
+        let mut results = Vec::with_capacity(uses.len());
+        let mut limit = None;
+        for (id, name, input) in uses {
+            if self.out.calls.len() as u32 >= max {
+                limit.get_or_insert_with(|| format!("max_tool_calls ({max})"));
+                results.push(Block::ToolResult {
+                    tool_use_id: id,
+                    content: format!("not run: this run reached its limit of {max} tool calls"),
+                    is_error: true,
+                });
+                continue;
+            }
+            match exec.call(&name, &input).await {
+                Ok((result, record)) => {
+                    self.out.calls.push(record);
+                    self.out.changes.extend(result.changes.iter().cloned());
+                    results.push(Block::ToolResult {
+                        tool_use_id: id,
+                        content: result.text,
+                        is_error: !result.ok,
+                    });
+                }
+                Err(FatalToolError(why)) => {
+                    self.out.end = TurnEnd::ToolFatal(why);
+                    return (results, None);
+                }
+            }
+        }
+        if limit.is_none() {
+            limit = self.spending_limit();
+        }
+        (results, limit)
+    }
+
+    /// The token or dollar limit the run has reached, if any.
+    fn spending_limit(&self) -> Option<String> {
+        if self.out.usage.total() >= self.limits.max_tokens_per_run {
+            return Some(format!("max_tokens_per_run ({})", self.limits.max_tokens_per_run));
+        }
+        match (self.limits.max_cost_usd, self.limits.cost(&self.out.usage)) {
+            (Some(max), Some(spent)) if spent >= max => Some(format!(
+                "max_cost_usd ({}; spent {})",
+                crate::cost::dollars(max),
+                crate::cost::dollars(spent)
+            )),
+            _ => None,
+        }
+    }
+
+    /// A limit was reached: one last call, tools forbidden, for a summary.
+    async fn summarize(&mut self, req: &mut Request, mut results: Vec<Block>, reason: String) {
+        results.push(Block::Text {
+            text: format!(
+                "This run has reached its limit ({reason}). Do not call any more tools. Reply now with a short \
+                 summary of what you did and what is left for the next run."
+            ),
+            cache: false,
+        });
+        req.messages.push(Message::user(results));
+        req.tool_choice_none = true;
+        self.out.requests += 1;
+        if let Ok(resp) = provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
+            self.out.usage.add(resp.usage);
+            let text = resp.text();
+            if !text.trim().is_empty() {
+                self.out.summary = text.trim().to_string();
+            }
+        }
+        self.out.end = TurnEnd::Limit(reason);
+    }
+
+    fn finish(mut self) -> TurnOutcome {
+        let mut thinking = self.thinking_blocks;
+        if self.seen_tool {
+            thinking.extend(self.pre_tool_text);
+        }
+        self.out.thinking = thinking.join("\n\n");
+        self.out
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -37,7 +37,7 @@ fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(30)
 }
 
-fn read_file_spec() -> tabd::tools::ToolSpec {
+fn read_file_spec() -> tabd::provider::ToolSpec {
     tabd::tools::all_specs()
         .into_iter()
         .find(|s| s.name == "read_file")
@@ -63,6 +63,7 @@ fn request() -> Request {
         temperature: None,
         thinking_budget: 0,
         tool_choice_none: false,
+        cache_ttl: None,
     }
 }
 
@@ -136,10 +137,57 @@ async fn anthropic_tool_round_trip_sends_exact_json() {
             &[("toolu_01", "read_file", json!({"path": "project/timeline.md"}))]
         )["content"]
     );
+    // DESIGN §17: after a run's first request, a breakpoint on the newest message, so the next
+    // request reads the conversation so far from cache.
     assert_eq!(
         msgs[2],
-        json!({ "role": "user", "content": [{ "type": "tool_result", "tool_use_id": "toolu_01", "content": "# Timeline" }] })
+        json!({ "role": "user", "content": [{ "type": "tool_result", "tool_use_id": "toolu_01", "content": "# Timeline",
+                                              "cache_control": { "type": "ephemeral" } }] })
     );
+}
+
+/// Every breakpoint carries the run's TTL, and a request never has more than 4 of them.
+#[tokio::test]
+async fn cache_breakpoints_carry_the_ttl_and_stay_within_four() {
+    let fake = FakeModel::start();
+    fake.respond_with(|_, _| Reply::ok(canned::anthropic_text("ok")));
+    let p = make("anthropic", &fake.anthropic_url(), "");
+    let mut req = request();
+    req.cache_ttl = Some(tabd::cost::CacheTtl::OneHour);
+    for i in 0..4 {
+        req.messages.push(Message {
+            speaker: provider::Speaker::Assistant,
+            content: vec![Block::ToolUse {
+                id: format!("t{i}"),
+                name: "read_file".into(),
+                input: json!({"path": "a.md"}),
+            }],
+            raw: None,
+        });
+        req.messages.push(Message::user(vec![Block::ToolResult {
+            tool_use_id: format!("t{i}"),
+            content: format!("result {i}"),
+            is_error: false,
+        }]));
+    }
+    provider::complete(p.as_ref(), &req, &fast(0), deadline())
+        .await
+        .unwrap();
+    let body = &fake.requests()[0].body;
+    let text = body.to_string();
+    let ttl_1h = r#""cache_control":{"ttl":"1h","type":"ephemeral"}"#;
+    assert_eq!(
+        text.matches("cache_control").count(),
+        3,
+        "system, context, newest message: {text}"
+    );
+    assert_eq!(text.matches(ttl_1h).count(), 3, "{text}");
+    let last = body["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(
+        last["content"][0]["cache_control"],
+        json!({"type": "ephemeral", "ttl": "1h"})
+    );
+    assert_eq!(body["system"][0]["cache_control"]["ttl"], "1h");
 }
 
 #[tokio::test]

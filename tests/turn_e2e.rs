@@ -361,7 +361,7 @@ fn context_over_the_cap_is_truncated_and_missing_files_are_listed() {
     v.use_model(
         &fake,
         "anthropic",
-        "[context]\nmax_file_bytes = 200\nmax_context_bytes = 500\n",
+        "[context]\nmax_file_bytes = 200\nmax_context_bytes = 400\n",
     );
     v.write("project/timeline.md", &"A long timeline line.\n".repeat(100));
     v.write(
@@ -380,7 +380,12 @@ fn context_over_the_cap_is_truncated_and_missing_files_are_listed() {
         "{text}"
     );
     assert!(
-        text.contains("[context limit of 500 bytes reached; not included (use read_file):"),
+        text.contains("[context limit of 400 bytes reached; not included (use read_file): project/team.md"),
+        "{text}"
+    );
+    // A folder entry with no room left is listed as an index the model can open from (issue 12).
+    assert!(
+        text.contains("## Index of project/blockers/ (not included above; open one with read_file)\n- project/blockers/auth-delay.md — \"Paylane sandbox credentials delayed\""),
         "{text}"
     );
     assert!(

@@ -9,11 +9,13 @@ pub mod status;
 pub mod validate;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::cli::{Cli, Command};
 use crate::config::{self, Config};
 use crate::environment::Env;
 use crate::role::{LoadContext, RoleSet};
+use crate::vault::Vault;
 
 /// An error that ends the command with `code` after printing `message`.
 #[derive(Debug, thiserror::Error)]
@@ -52,14 +54,22 @@ pub fn vault_arg(cli: &Cli, env: &Env) -> Option<PathBuf> {
 pub struct Workspace {
     pub env: Env,
     pub config: Config,
-    pub vault: PathBuf,
+    /// The vault folder (canonical).
+    pub root: PathBuf,
+    pub vault: Arc<Vault>,
     pub roles: RoleSet,
 }
 
 impl Workspace {
     pub fn open(cli: &Cli, env: Env) -> Result<Self, CliError> {
         let config = config::load(cli.config.as_deref(), &env).map_err(|e| CliError::usage(e.to_string()))?;
-        let vault = config::resolve_vault(cli.vault.as_deref(), &env, &config).map_err(CliError::usage)?;
+        let chosen = config::resolve_vault(cli.vault.as_deref(), &env, &config).map_err(CliError::usage)?;
+        let root = std::fs::canonicalize(&chosen)
+            .map_err(|e| CliError::usage(format!("cannot open the vault {}: {e}", chosen.display())))?;
+        let vault = Arc::new(
+            Vault::open(&root)
+                .map_err(|e| CliError::failed(format!("cannot open the vault {}: {e}", root.display())))?,
+        );
         let roles = RoleSet::load(
             &vault,
             &LoadContext {
@@ -70,8 +80,28 @@ impl Workspace {
         Ok(Self {
             env,
             config,
+            root,
             vault,
             roles,
+        })
+    }
+
+    /// What a run needs, for commands that run roles in the foreground.
+    pub fn run_env(&self) -> Result<crate::run::RunEnv, CliError> {
+        let provider = crate::provider::build(&self.config.provider, &self.env)
+            .map_err(|e| CliError::failed(e.to_string()))?;
+        Ok(crate::run::RunEnv {
+            vault: self.vault.clone(),
+            config: Arc::new(self.config.clone()),
+            roles: Arc::new(self.roles.clone()),
+            provider,
+            store: crate::state::StateStore::new(self.vault.clone()),
+            log: Arc::new(crate::runlog::RunLog::new(
+                self.vault.clone(),
+                self.config.timezone,
+            )),
+            clock: Arc::new(crate::clock::SystemClock),
+            faults: crate::faults::Faults::from_env(&self.env),
         })
     }
 }

@@ -41,6 +41,7 @@ pub fn run(cli: &Cli, ws: Workspace) -> Result<u8, CliError> {
         env: ws.env,
         cli_config: cli.config.clone(),
         config: ws.config,
+        root: ws.root,
         vault: ws.vault,
         roles: ws.roles,
     };

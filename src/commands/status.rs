@@ -5,12 +5,9 @@ use chrono::Utc;
 use super::{CliError, Workspace};
 use crate::daemon::{self, status};
 use crate::state::StateStore;
-use crate::vault::Vault;
 
 pub fn run(ws: &Workspace, json: bool) -> Result<u8, CliError> {
-    let vault =
-        Vault::open(&ws.vault).map_err(|e| CliError::failed(format!("cannot open the vault: {e}")))?;
-    let state = StateStore::new(&ws.vault).load();
+    let state = StateStore::new(ws.vault.clone()).load();
     let pid = daemon::lock_holder(&ws.vault);
     let live = status::Live {
         paused: if pid.is_some() {
@@ -20,15 +17,15 @@ pub fn run(ws: &Workspace, json: bool) -> Result<u8, CliError> {
         },
         watching: pid.as_ref().map(|_| "watching the vault".to_string()),
         pid,
-        kept_last_good: Vec::new(),
         host: ws
             .config
             .daemon
             .host
             .clone()
             .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned()),
+        ..status::Live::default()
     };
-    let report = status::collect(&vault, &ws.config, &ws.roles, &state, &live, Utc::now());
+    let report = status::collect(&ws.vault, &ws.config, &ws.roles, &state, &live, Utc::now());
     if json {
         println!(
             "{}",

@@ -32,7 +32,7 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
             |p| p.display().to_string()
         )
     );
-    println!("vault: {}", ws.vault.display());
+    println!("vault: {}", ws.root.display());
     println!("roles: {} ok ({})", ok.len(), ok.join(", "));
     if !abstract_roles.is_empty() {
         println!("abstract: {}", abstract_roles.join(", "));

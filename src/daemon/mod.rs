@@ -1,20 +1,30 @@
 //! `tabd run`: the long-running daemon (DESIGN §4–§6, §13).
 //!
-//! One task owns all scheduling state and reacts to four sources: file events (hints), timers
-//! (capped at 60 s so the wall clock is re-read), finished runs, and signals. Runs execute as
-//! separate tasks and report back; nothing else shares mutable state.
+//! The decisions live in `core` (dispatch, limits, wake time, clock jumps), `slots` (scheduled
+//! slots and catch-up), `ready` (when a note is complete) and `events` (what a file event
+//! means) — all pure, given `now`. This module is the shell around them: one task that owns
+//! the daemon's state, reads the clocks, reacts to file events, timers, finished runs and
+//! signals, and carries the decisions out (spawn a run, write a log line, set a watch).
+//!
+//! - `scan` — inbox scans (what is ready), unreadable notes, stale attempt records;
+//! - `schedule` — due slots recorded in the ledger before they run;
+//! - `reload` — config and role files, watched folders;
+//! - `tasks` — run tasks, reaped as they finish; `status` — status note and `tabd status`.
 
-mod dispatch;
+pub mod core;
+pub mod events;
 mod lock;
 pub mod ready;
 mod reload;
 mod scan;
+mod schedule;
 pub mod slots;
 pub mod status;
+mod tasks;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,111 +33,95 @@ use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::config::{self, Config};
+use crate::blocking;
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
 use crate::environment::Env;
-use crate::inbox;
-use crate::prompt::{self, Trigger, TriggerKind};
-use crate::provider::{self, FailureClass, Provider, RetryPolicy};
-use crate::role::{LoadContext, Role, RoleSet};
-use crate::run::{self, RunEnv, RunResult};
+use crate::faults::Faults;
+use crate::provider::{self, FailureClass};
+use crate::role::{Role, RoleSet};
+use crate::run::RunEnv;
 use crate::runlog::RunLog;
-use crate::state::StateStore;
-use crate::tools::AccessPolicy;
-use crate::vault::{Vault, VaultPath};
+use crate::state::{State, StateStore};
+use crate::vault::Vault;
 
+use self::core::{Decision, RoleRuntime, RoleView};
 pub use lock::{acquire as acquire_lock, holder as lock_holder, LockError};
 use ready::{FsEvent, Readiness};
-use slots::SlotDecision;
 
-/// Longest sleep before the wall clock is looked at again (tokio timers stop in suspend).
-const MAX_SLEEP: Duration = Duration::from_secs(60);
 /// Every inbox is rescanned this often even with no event (events can be lost).
 const SAFETY_TICK: Duration = Duration::from_secs(60);
-/// A wall-clock jump bigger than this against the monotonic clock means suspend or a clock step.
-const JUMP: chrono::Duration = chrono::Duration::seconds(5);
 /// How long model calls pause after the provider proved unusable.
 const PAUSE: Duration = Duration::from_secs(300);
 /// Quiet time after a role-file event before reloading (editors write in bursts).
 const RELOAD_DEBOUNCE: Duration = Duration::from_millis(250);
 /// Scan interval when no watcher could start.
 const POLL: Duration = Duration::from_secs(2);
+/// How soon to look again when `tabd fire` holds a role's run lock.
+const BUSY_RETRY: Duration = Duration::from_secs(2);
+/// Crash leftovers younger than this might be another process's write in flight.
+const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
 
 /// What the command line hands the daemon.
 pub struct Init {
     pub env: Env,
     pub cli_config: Option<PathBuf>,
     pub config: Config,
-    pub vault: PathBuf,
+    pub root: PathBuf,
+    pub vault: Arc<Vault>,
     pub roles: RoleSet,
 }
 
-/// A scheduled run waiting to start.
-#[derive(Debug, Clone)]
-struct SlotRun {
-    slot: DateTime<Utc>,
-    missed: usize,
+/// Model calls are paused until `until` (the provider proved unusable).
+struct Pause {
+    until: Instant,
+    reason: String,
 }
 
-#[derive(Default)]
-struct RoleRt {
-    running: bool,
-    last_end: Option<Instant>,
-    slots: std::collections::VecDeque<SlotRun>,
-    watch_pending: Vec<String>,
-    /// Ready notes were seen at the last scan.
-    inbox_ready: bool,
-    /// Look at the inbox again at this instant (a note settling).
-    recheck_at: Option<Instant>,
-    /// What each note's frontmatter says, so unchanged notes are not re-read every scan.
-    notes: HashMap<PathBuf, scan::NoteMeta>,
-    /// Content hashes of `watch` files as last seen.
-    watch_hashes: HashMap<String, String>,
-    dirty: bool,
-}
-
-struct Done {
-    role: String,
-    result: RunResult,
-    notes: Vec<PathBuf>,
-}
-
-pub struct Daemon {
-    env: Env,
-    cli_config: Option<PathBuf>,
-    config: Arc<Config>,
-    root: PathBuf,
-    vault: Arc<Vault>,
-    store: StateStore,
-    log: Arc<RunLog>,
-    provider: Arc<dyn Provider>,
-    /// The roles in effect: the good ones, and the last good version of ones now broken.
-    roles: Arc<RoleSet>,
-    kept_last_good: Vec<String>,
-    rt: BTreeMap<String, RoleRt>,
-    readiness: Readiness,
-    running: usize,
-    done_tx: mpsc::Sender<Done>,
-    done_rx: mpsc::Receiver<Done>,
-    tasks: tokio::task::JoinSet<()>,
-    paused_until: Option<Instant>,
-    paused_reason: Option<String>,
-    events_rx: mpsc::Receiver<FsEvent>,
-    overflow: Arc<AtomicBool>,
-    watcher: Option<watch::FsWatcher>,
-    polling: bool,
-    host: String,
+/// The clocks as last read, and the timers the loop wakes for.
+struct Timers {
     last_wall: DateTime<Utc>,
     last_mono: Instant,
     next_safety: Instant,
     reload_at: Option<Instant>,
     watchdog: Option<Duration>,
     next_watchdog: Option<Instant>,
+}
+
+/// The file watcher and what it is pointed at.
+struct Watching {
+    events_rx: mpsc::Receiver<FsEvent>,
+    overflow: Arc<AtomicBool>,
+    watcher: Option<watch::FsWatcher>,
+    polling: bool,
+    paths: events::Paths,
+    /// Per role: content hashes of its `watch` files as last seen.
+    hashes: HashMap<String, HashMap<String, String>>,
+}
+
+pub struct Daemon {
+    env: Env,
+    cli_config: Option<PathBuf>,
+    /// Shared with every run; replaced (not mutated) on reload.
+    run_env: RunEnv,
+    host: String,
+    /// Roles running their last good version while their file has errors.
+    kept_last_good: Vec<String>,
+    rt: BTreeMap<String, RoleRuntime>,
+    readiness: Readiness,
+    notes: HashMap<PathBuf, scan::NoteMeta>,
+    inbox_view: BTreeMap<String, status::InboxView>,
+    tasks: tasks::Tasks,
+    paused: Option<Pause>,
+    watching: Watching,
+    timers: Timers,
+    /// `state.json` as of this tick: read once per tick, not once per role.
+    state: State,
     rescan_all: bool,
     status_dirty: bool,
-    /// Inbox folder → the roles reading it (one lookup per file event, not a scan of all roles).
-    inbox_owners: HashMap<PathBuf, Vec<String>>,
-    /// `state.json` as of this tick: read once per tick, not once per role.
-    state: crate::state::State,
+    status_generation: u64,
+    /// Why scheduled slots cannot be recorded right now (shown in status until it works again).
+    ledger_error: Option<String>,
 }
 
 fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
@@ -136,87 +130,86 @@ fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
     }
 }
 
+fn host_name(config: &Config) -> String {
+    config
+        .daemon
+        .host
+        .clone()
+        .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned())
+}
+
 impl Daemon {
     pub fn new(init: Init) -> anyhow::Result<Self> {
-        let root = std::fs::canonicalize(&init.vault)?;
-        let vault = Arc::new(Vault::open(&root)?);
-        let store = StateStore::new(&root);
-        let log = Arc::new(RunLog::new(&root, init.config.timezone));
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let provider = provider::build(&init.config.provider, &init.env)?;
-        let (done_tx, done_rx) = mpsc::channel(64);
+        let log = Arc::new(RunLog::new(init.vault.clone(), init.config.timezone));
+        let faults = Faults::from_env(&init.env);
         let (events_tx, events_rx) = mpsc::channel(watch::CHANNEL_CAPACITY);
         let overflow = Arc::new(AtomicBool::new(false));
-        // TABD_WATCH=poll: for vaults on network filesystems, where inotify sees no remote changes.
-        let force_poll = init
-            .env
-            .get("TABD_WATCH")
-            .is_some_and(|v| v.eq_ignore_ascii_case("poll"));
-        let (watcher, polling) = if force_poll {
-            tracing::info!(
-                "TABD_WATCH=poll: scanning inboxes every {}s instead of watching",
-                POLL.as_secs()
-            );
-            (None, true)
-        } else {
-            match watch::FsWatcher::start(events_tx, overflow.clone()) {
-                Ok(w) => (Some(w), false),
-                Err(e) => {
-                    tracing::warn!("{}", watch::explain(&root, &e));
-                    (None, true)
-                }
-            }
-        };
-        let host = init
-            .config
-            .daemon
-            .host
-            .clone()
-            .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned());
-        let settle = Duration::from_millis(init.config.inbox.settle_ms);
-        let now = Instant::now();
+        let (watcher, polling) = watch::start(&init.env, &init.root, events_tx, overflow.clone(), POLL);
+        let now = clock.instant();
         Ok(Self {
+            host: host_name(&init.config),
+            readiness: Readiness::new(Duration::from_millis(init.config.inbox.settle_ms)),
+            run_env: RunEnv {
+                store: StateStore::new(init.vault.clone()),
+                vault: init.vault,
+                config: Arc::new(init.config),
+                roles: Arc::new(init.roles),
+                provider,
+                log,
+                clock: clock.clone(),
+                faults,
+            },
             env: init.env,
             cli_config: init.cli_config,
-            config: Arc::new(init.config),
-            root,
-            vault,
-            store,
-            log,
-            provider,
-            roles: Arc::new(init.roles),
             kept_last_good: Vec::new(),
             rt: BTreeMap::new(),
-            readiness: Readiness::new(settle),
-            running: 0,
-            done_tx,
-            done_rx,
-            tasks: tokio::task::JoinSet::new(),
-            paused_until: None,
-            paused_reason: None,
-            events_rx,
-            overflow,
-            watcher,
-            polling,
-            host,
-            last_wall: Utc::now(),
-            last_mono: now,
-            next_safety: now + SAFETY_TICK,
-            reload_at: None,
-            watchdog: sd_notify::watchdog_enabled(),
-            next_watchdog: None,
+            notes: HashMap::new(),
+            inbox_view: BTreeMap::new(),
+            tasks: tasks::Tasks::default(),
+            paused: None,
+            watching: Watching {
+                events_rx,
+                overflow,
+                watcher,
+                polling,
+                paths: events::Paths {
+                    root: init.root,
+                    ..Default::default()
+                },
+                hashes: HashMap::new(),
+            },
+            timers: Timers {
+                last_wall: clock.now(),
+                last_mono: now,
+                next_safety: now + SAFETY_TICK,
+                reload_at: None,
+                watchdog: sd_notify::watchdog_enabled(),
+                next_watchdog: None,
+            },
+            state: State::default(),
             rescan_all: true,
             status_dirty: true,
-            state: crate::state::State::default(),
-            inbox_owners: HashMap::new(),
+            status_generation: 0,
+            ledger_error: None,
         })
+    }
+
+    fn config(&self) -> &Config {
+        &self.run_env.config
+    }
+
+    fn roles(&self) -> &RoleSet {
+        &self.run_env.roles
+    }
+
+    fn now(&self) -> (DateTime<Utc>, Instant) {
+        (self.run_env.clock.now(), self.run_env.clock.instant())
     }
 
     fn role_may_run_here(&self, role: &Role) -> bool {
         role.enabled() && !role.is_abstract && role.settings.runs_on.as_ref().is_none_or(|h| h == &self.host)
-    }
-
-    fn inbox_abs(&self, role: &Role) -> PathBuf {
-        self.root.join(role.inbox.trim_end_matches('/'))
     }
 
     /// Runs until SIGTERM/SIGINT. Returns the exit code.
@@ -225,21 +218,9 @@ impl Daemon {
         let mut sigterm = signal(SignalKind::terminate())?;
         let mut sigint = signal(SignalKind::interrupt())?;
         let mut sighup = signal(SignalKind::hangup())?;
-
-        let t0 = Instant::now();
-        let finished = run::finish_pending_moves(&self.vault, &self.store);
-        if finished > 0 {
-            tracing::info!("finished {finished} note move(s) interrupted by the last stop");
-        }
-        self.refresh_watches();
-        tracing::debug!("start-up: watches set in {:?}", t0.elapsed());
-        self.log_role_errors(&BTreeMap::new());
-        self.init_watch_hashes();
-        let _ = self.store.update(|s| s.global.paused = None);
-        tracing::debug!("start-up: state ready in {:?}", t0.elapsed());
-        self.tick().await;
-        tracing::debug!("start-up: first tick done in {:?}", t0.elapsed());
-        let runnable = self.roles.runnable().count();
+        self.start_up();
+        self.tick();
+        let runnable = self.roles().runnable().count();
         let status = format!("{runnable} roles; {}", self.next_fire_text());
         notify_systemd(&[
             sd_notify::NotifyState::Ready,
@@ -247,25 +228,28 @@ impl Daemon {
         ]);
         tracing::info!(
             "tabd running on {} with {runnable} roles ({}); {}",
-            self.root.display(),
-            if self.polling { "polling" } else { "watching" },
+            self.watching.paths.root.display(),
+            if self.watching.polling {
+                "polling"
+            } else {
+                "watching"
+            },
             self.next_fire_text()
         );
-        if let Some(wd) = self.watchdog {
-            self.next_watchdog = Some(Instant::now() + wd / 2);
+        if let Some(wd) = self.timers.watchdog {
+            self.timers.next_watchdog = Some(self.run_env.clock.instant() + wd / 2);
         }
-
         loop {
             let wake = self.next_wake();
             tokio::select! {
                 _ = tokio::time::sleep_until(wake) => {}
-                Some(ev) = self.events_rx.recv() => {
+                Some(ev) = self.watching.events_rx.recv() => {
                     self.on_event(ev);
-                    while let Ok(ev) = self.events_rx.try_recv() {
+                    while let Ok(ev) = self.watching.events_rx.try_recv() {
                         self.on_event(ev);
                     }
                 }
-                Some(done) = self.done_rx.recv() => self.on_done(done),
+                Some(done) = self.tasks.next(), if !self.tasks.is_empty() => self.on_done(done),
                 _ = sigterm.recv() => break,
                 _ = sigint.recv() => break,
                 _ = sighup.recv() => {
@@ -273,194 +257,141 @@ impl Daemon {
                     self.reload();
                 }
             }
-            self.tick().await;
+            self.tick();
         }
         self.shutdown().await;
         Ok(0)
     }
 
+    /// Everything before the first tick: finish interrupted runs, forget deleted roles, clean
+    /// crash leftovers, point the watcher.
+    fn start_up(&mut self) {
+        let recovered = blocking::run(|| crate::run::recover(&self.run_env));
+        if recovered > 0 {
+            tracing::info!("finished {recovered} run(s) interrupted by the last stop");
+        }
+        let vault = self.run_env.vault.clone();
+        tokio::task::spawn_blocking(move || {
+            let removed = vault.remove_stale_temps(STALE_TEMP_AGE);
+            if !removed.is_empty() {
+                tracing::info!("removed {} temp file(s) a crash left behind", removed.len());
+            }
+        });
+        self.forget_deleted_roles();
+        self.refresh_watches();
+        self.log_role_errors(&BTreeMap::new());
+        self.init_watch_hashes();
+        let _ = self.run_env.store.update(|s| s.global.paused = None);
+    }
+
     async fn shutdown(&mut self) {
         notify_systemd(&[sd_notify::NotifyState::Stopping]);
-        let grace = self.config.daemon.shutdown_grace;
-        if self.running > 0 {
+        let grace = self.config().daemon.shutdown_grace;
+        if !self.tasks.is_empty() {
             tracing::info!(
                 "stopping: waiting up to {}s for {} running turn(s)",
                 grace.as_secs(),
-                self.running
+                self.tasks.len()
             );
         }
-        let deadline = Instant::now() + grace;
-        while self.running > 0 {
+        let deadline = self.run_env.clock.instant() + grace;
+        while !self.tasks.is_empty() {
             tokio::select! {
-                Some(done) = self.done_rx.recv() => self.on_done(done),
+                Some(done) = self.tasks.next() => self.on_done(done),
                 _ = tokio::time::sleep_until(deadline) => {
-                    tracing::warn!("stopping: cancelling {} turn(s); their notes stay in the inbox", self.running);
+                    tracing::warn!("stopping: cancelling {} turn(s); their notes stay in the inbox", self.tasks.len());
                     self.tasks.abort_all();
+                    while self.tasks.next().await.is_some() {}
                     break;
                 }
             }
         }
-        while self.tasks.join_next().await.is_some() {}
         self.write_status(false);
         tracing::info!("stopped");
     }
 
     fn next_wake(&self) -> Instant {
-        let now = Instant::now();
-        let mut wake = now + MAX_SLEEP;
-        let mut consider = |t: Option<Instant>| {
-            if let Some(t) = t {
-                wake = wake.min(t.max(now));
-            }
-        };
-        consider(Some(self.next_safety));
-        consider(self.reload_at);
-        consider(self.next_watchdog);
-        consider(self.paused_until);
-        if self.polling {
-            consider(Some(now + POLL));
+        let (wall, now) = self.now();
+        let mut timers = vec![
+            Some(self.timers.next_safety),
+            self.timers.reload_at,
+            self.timers.next_watchdog,
+            self.paused.as_ref().map(|p| p.until),
+        ];
+        if self.watching.polling {
+            timers.push(Some(now + POLL));
         }
-        let wall = Utc::now();
-        for (name, rt) in &self.rt {
-            consider(rt.recheck_at);
-            if let Some(role) = self.roles.roles.get(name) {
-                if let Some(last) = rt.last_end {
-                    if (!rt.slots.is_empty() || rt.inbox_ready || !rt.watch_pending.is_empty()) && !rt.running
-                    {
-                        consider(Some(last + self.min_interval(role)));
-                    }
-                }
-                if self.role_may_run_here(role) {
-                    let ledger = self.state.roles.get(name).and_then(|r| r.last_slot);
-                    let after = ledger.map_or(wall, |l| l.max(wall));
-                    if let Some(next) = role.schedule.next_after(after) {
-                        let delta = (next - wall).to_std().unwrap_or(Duration::ZERO);
-                        consider(Some(now + delta));
-                    }
-                }
+        for (name, r) in &self.rt {
+            let Some(role) = self.roles().roles.get(name) else {
+                continue;
+            };
+            let min_interval = role
+                .settings
+                .min_interval
+                .unwrap_or(self.config().limits.min_interval);
+            timers.push(r.wake(min_interval));
+            if self.role_may_run_here(role) {
+                let ledger = self.state.roles.get(name).and_then(|r| r.last_slot);
+                let after = ledger.map_or(wall, |l| l.max(wall));
+                timers.push(
+                    role.schedule
+                        .next_after(after)
+                        .map(|t| core::mono_of(t, wall, now)),
+                );
             }
         }
-        wake
-    }
-
-    fn min_interval(&self, role: &Role) -> Duration {
-        role.settings
-            .min_interval
-            .unwrap_or(self.config.limits.min_interval)
+        core::next_wake(now, timers)
     }
 
     fn on_event(&mut self, ev: FsEvent) {
-        let now = Instant::now();
-        match &ev {
-            FsEvent::Rescan => self.rescan_all = true,
-            FsEvent::Written(p) | FsEvent::RenamedTo { to: p, .. } | FsEvent::Gone(p) => {
-                let parent = p.parent().map(Path::to_path_buf).unwrap_or_default();
-                if parent == self.root.join("roles") {
-                    self.reload_at = Some(now + RELOAD_DEBOUNCE);
-                    return;
-                }
-                if self.config.path.as_deref() == Some(p.as_path()) {
-                    self.reload_at = Some(now + RELOAD_DEBOUNCE);
-                    return;
-                }
-                if parent == self.root.join("agent/inbox") {
-                    // An inbox folder was created, removed or moved in.
-                    self.rescan_all = true;
-                    self.refresh_watches();
-                    return;
-                }
-                let owners = self.inbox_owners.get(&parent).cloned().unwrap_or_default();
-                for name in &owners {
-                    if let Some(rt) = self.rt.get_mut(name) {
-                        rt.dirty = true;
-                    }
-                }
-                if !owners.is_empty() {
-                    self.readiness.on_event(&ev, now);
-                    return;
-                }
-                // A watched context file?
-                let rel = p
-                    .strip_prefix(&self.root)
-                    .ok()
-                    .and_then(|r| r.to_str())
-                    .map(str::to_string);
-                if let Some(rel) = rel {
-                    let roles: Vec<String> = self
-                        .roles
-                        .runnable()
-                        .filter(|r| r.settings.watch.iter().any(|w| w == &rel))
-                        .map(|r| r.name.clone())
-                        .collect();
-                    for name in roles {
-                        let hash = self.hash_file(&rel);
-                        if let Some(rt) = self.rt.get_mut(&name) {
-                            if rt.watch_hashes.get(&rel) != hash.as_ref() {
-                                if let Some(h) = hash {
-                                    rt.watch_hashes.insert(rel.clone(), h);
-                                }
-                                if !rt.watch_pending.contains(&rel) {
-                                    rt.watch_pending.push(rel.clone());
-                                }
-                            }
-                        }
-                    }
-                }
+        let (_, now) = self.now();
+        match events::classify(&ev, &self.watching.paths) {
+            events::EventClass::Rescan => self.rescan_all = true,
+            events::EventClass::Roles | events::EventClass::Config => {
+                self.timers.reload_at = Some(now + RELOAD_DEBOUNCE)
             }
+            events::EventClass::Folders => {
+                if let (FsEvent::Gone(dir), Some(w)) = (&ev, self.watching.watcher.as_mut()) {
+                    w.lost(dir);
+                }
+                self.rescan_all = true;
+                self.refresh_watches();
+            }
+            events::EventClass::Inbox(owners) => {
+                for name in &owners {
+                    if let Some(r) = self.rt.get_mut(name) {
+                        r.dirty = true;
+                    }
+                }
+                self.readiness.on_event(&ev, now);
+            }
+            events::EventClass::Watched { path, roles } => self.on_watched_change(&path, &roles),
+            events::EventClass::Other => {}
         }
     }
 
-    fn hash_file(&self, rel: &str) -> Option<String> {
-        let p = VaultPath::parse(rel, false).ok()?;
-        self.vault
-            .read_text(&p, 64 * 1024 * 1024)
-            .ok()
-            .map(|t| prompt::hash(t.as_bytes()))
-    }
-
-    fn on_done(&mut self, done: Done) {
-        self.running = self.running.saturating_sub(1);
-        let now = Instant::now();
+    fn on_done(&mut self, done: tasks::Done) {
+        let (_, now) = self.now();
         for p in &done.notes {
             self.readiness.forget(p);
         }
-        if let Some(rt) = self.rt.get_mut(&done.role) {
-            rt.running = false;
-            rt.last_end = Some(now);
-            rt.dirty = true; // notes that arrived meanwhile fire a follow-up run
+        if let Some(r) = self.rt.get_mut(&done.role) {
+            r.finished(now);
         }
-        // Files this run changed are not "changes" for watchers (else a role watching a file it
-        // writes would fire itself forever). The run's own change list covers moves too.
-        let changed: Vec<String> = done.result.changes.iter().map(|c| c.path.clone()).collect();
-        let names: Vec<String> = self.rt.keys().cloned().collect();
-        for name in names {
-            let watch: Vec<String> = self
-                .roles
-                .roles
-                .get(&name)
-                .map(|r| r.settings.watch.clone())
-                .unwrap_or_default();
-            for w in watch.iter().filter(|w| changed.contains(w)) {
-                let h = self.hash_file(w);
-                if let Some(rt) = self.rt.get_mut(&name) {
-                    rt.watch_pending.retain(|p| p != w);
-                    if let Some(h) = h {
-                        rt.watch_hashes.insert(w.clone(), h);
-                    }
-                }
-            }
-        }
+        self.absorb_own_changes(&done.role, &done.result.changes);
         match &done.result.failure {
             Some((FailureClass::Outage, why)) => {
                 tracing::warn!("model calls paused for {} min: {why}", PAUSE.as_secs() / 60);
-                self.paused_until = Some(now + PAUSE);
-                self.paused_reason = Some(why.clone());
+                self.paused = Some(Pause {
+                    until: now + PAUSE,
+                    reason: why.clone(),
+                });
                 let why = why.clone();
-                let _ = self.store.update(|s| s.global.paused = Some(why));
+                let _ = self.run_env.store.update(|s| s.global.paused = Some(why));
             }
             Some((FailureClass::RunFailure, why)) => tracing::warn!("run of {} failed: {why}", done.role),
             None => {
-                if self.paused_reason.is_some() {
+                if self.paused.is_some() {
                     self.unpause();
                 }
                 tracing::info!("run of {} finished: {}", done.role, done.result.record.outcome);
@@ -470,71 +401,225 @@ impl Daemon {
     }
 
     fn unpause(&mut self) {
-        self.paused_until = None;
-        self.paused_reason = None;
-        let _ = self.store.update(|s| s.global.paused = None);
+        self.paused = None;
+        let _ = self.run_env.store.update(|s| s.global.paused = None);
+        self.status_dirty = true;
     }
 
     /// Everything that can happen at "now": clock checks, reloads, scans, due slots, runs.
-    async fn tick(&mut self) {
-        self.state = self.store.load();
-        let now = Instant::now();
-        let wall = Utc::now();
-        // Suspend or a clock step: the wall clock moved differently from the monotonic one.
-        let expected = self.last_wall + chrono::Duration::from_std(now - self.last_mono).unwrap_or_default();
-        let drift = wall - expected;
-        if drift > JUMP || drift < -JUMP {
-            tracing::info!("the wall clock jumped by {}s (suspend or clock change): recomputing schedules, rescanning inboxes", drift.num_seconds());
+    fn tick(&mut self) {
+        let (wall, now) = self.now();
+        self.state = blocking::run(|| self.run_env.store.load());
+        if let Some(drift) = core::wall_jump(self.timers.last_wall, self.timers.last_mono, wall, now) {
+            tracing::info!(
+                "the wall clock jumped by {}s (suspend or clock change): recomputing schedules, rescanning inboxes",
+                drift.num_seconds()
+            );
             self.rescan_all = true;
         }
-        self.last_wall = wall;
-        self.last_mono = now;
-
-        if self.overflow.swap(false, Ordering::Relaxed) {
+        self.timers.last_wall = wall;
+        self.timers.last_mono = now;
+        if self.watching.overflow.swap(false, Ordering::Relaxed) {
             tracing::warn!("file events overflowed; rescanning every inbox");
             self.rescan_all = true;
         }
-        if now >= self.next_safety {
-            self.next_safety = now + SAFETY_TICK;
+        if now >= self.timers.next_safety {
+            self.timers.next_safety = now + SAFETY_TICK;
+            self.rescan_all = true;
+            // A folder replaced without an event we saw is watched again here at the latest.
+            self.refresh_watches();
+        }
+        if self.watching.polling {
             self.rescan_all = true;
         }
-        if self.polling {
-            self.rescan_all = true;
-        }
-        if self.reload_at.is_some_and(|t| now >= t) {
-            self.reload_at = None;
+        if self.timers.reload_at.is_some_and(|t| now >= t) {
+            self.timers.reload_at = None;
             self.reload();
         }
-        if let Some(next) = self.next_watchdog {
-            if now >= next {
-                notify_systemd(&[sd_notify::NotifyState::Watchdog]);
-                self.next_watchdog = self.watchdog.map(|wd| now + wd / 2);
-            }
-        }
-        if self.paused_until.is_some_and(|t| now >= t) {
+        self.send_watchdog(now);
+        if self.paused.as_ref().is_some_and(|p| now >= p.until) {
             tracing::info!("retrying model calls after the pause");
             self.unpause();
         }
-        let t = Instant::now();
-        self.scan_inboxes();
-        let t_scan = t.elapsed();
-        self.schedule_due(wall);
-        let t_sched = t.elapsed();
-        self.dispatch();
-        let t_dispatch = t.elapsed();
+        blocking::run(|| {
+            self.scan_inboxes(now);
+            self.schedule_due(wall);
+        });
+        self.dispatch(now);
         if self.status_dirty {
-            self.write_status(true);
+            blocking::run(|| self.write_status(true));
         }
-        tracing::trace!(
-            "tick: scan {t_scan:?}, schedule {t_sched:?}, dispatch {t_dispatch:?}, status {:?}",
-            t.elapsed()
+    }
+
+    fn send_watchdog(&mut self, now: Instant) {
+        if let Some(next) = self.timers.next_watchdog {
+            if now >= next {
+                notify_systemd(&[sd_notify::NotifyState::Watchdog]);
+                self.timers.next_watchdog = self.timers.watchdog.map(|wd| now + wd / 2);
+            }
+        }
+    }
+
+    /// Starts every run that is allowed now (the decisions are `core::dispatch`'s).
+    fn dispatch(&mut self, now: Instant) {
+        let today = self.today();
+        let views: Vec<RoleView> = self
+            .rt
+            .keys()
+            .filter_map(|name| self.roles().roles.get(name))
+            .map(|role| RoleView {
+                name: role.name.clone(),
+                may_run: self.role_may_run_here(role),
+                limits: crate::limits::RoleLimits::resolve(role, &self.config().limits),
+                today: self
+                    .state
+                    .roles
+                    .get(&role.name)
+                    .map(|r| r.today(today))
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let all_today = self.state.global.today(today);
+        let decisions = core::dispatch(
+            &self.rt,
+            &views,
+            &self.config().limits,
+            all_today,
+            self.tasks.len(),
+            self.paused.is_some(),
+            now,
         );
+        for d in decisions {
+            match d {
+                Decision::Start(name) => self.start_run(&name, now),
+                Decision::Stop(name, stop) => self.stop_for_today(&name, stop),
+                Decision::Drop(name) => {
+                    if let Some(r) = self.rt.get_mut(&name) {
+                        r.slots.clear();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The local date of "now" (budgets reset at local midnight).
+    fn today(&self) -> chrono::NaiveDate {
+        self.run_env
+            .clock
+            .now()
+            .with_timezone(&self.config().timezone)
+            .date_naive()
+    }
+
+    fn stop_for_today(&mut self, name: &str, stop: crate::limits::DailyStop) {
+        let Some(role) = self.roles().roles.get(name).cloned() else {
+            return;
+        };
+        let cause = stop.cause();
+        if self.note_once(name, cause) {
+            let now = self.run_env.clock.now();
+            let _ = self
+                .run_env
+                .log
+                .write_line(now, &role.display_name, &format!("skipped — {cause}"));
+            self.write_skip_record(&role, cause);
+        }
+        if let Some(r) = self.rt.get_mut(name) {
+            r.slots.clear();
+            r.watch_pending.clear();
+            r.inbox_ready = false; // notes wait; the safety tick looks again
+        }
+        self.status_dirty = true;
+    }
+
+    /// True the first time `cause` is noted for `role` today.
+    fn note_once(&self, role: &str, cause: &str) -> bool {
+        let today = self.today();
+        self.run_env
+            .store
+            .update(|s| {
+                let r = s.role(role);
+                r.roll_day(today);
+                r.first_notice(cause)
+            })
+            .unwrap_or(true)
+    }
+
+    fn write_skip_record(&self, role: &Role, cause: &str) {
+        let now = self.run_env.clock.now();
+        let rec = crate::runlog::RunRecord {
+            run_id: format!("{}-{}-skip", now.format("%Y%m%dT%H%M%SZ"), role.name),
+            role: role.name.clone(),
+            trigger: crate::runlog::TriggerRecord {
+                kind: self.pending_kind(&role.name),
+                notes: vec![],
+                scheduled_for: None,
+                cron: None,
+            },
+            started_at: now,
+            ended_at: now,
+            outcome: crate::runlog::Outcome::Skipped,
+            error: Some(cause.to_string()),
+            model: String::new(),
+            usage: Default::default(),
+            tool_calls: vec![],
+            moved: vec![],
+        };
+        let _ = self.run_env.log.write_record(&rec);
+    }
+
+    /// What would have started the run that a limit stopped.
+    fn pending_kind(&self, role: &str) -> crate::trigger::TriggerKind {
+        use crate::trigger::TriggerKind;
+        match self.rt.get(role) {
+            Some(r) if !r.slots.is_empty() => TriggerKind::Schedule,
+            Some(r) if r.inbox_ready => TriggerKind::Inbox,
+            Some(r) if !r.watch_pending.is_empty() => TriggerKind::Watch,
+            _ => TriggerKind::Schedule,
+        }
+    }
+
+    /// Starts a run of `name` if its run lock is free (else `tabd fire` has it: try again soon).
+    fn start_run(&mut self, name: &str, now: Instant) {
+        let Some(role) = self.roles().roles.get(name).cloned() else {
+            return;
+        };
+        let lock_path = crate::commands::fire::run_lock_path(name);
+        let lock = match self.run_env.vault.lock(&lock_path, false) {
+            Ok(Some(l)) => l,
+            Ok(None) => {
+                tracing::info!("{name} is running in another process (`tabd fire`); trying again shortly");
+                if let Some(r) = self.rt.get_mut(name) {
+                    r.busy_until = Some(now + BUSY_RETRY);
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("cannot take the run lock of {name}: {e}");
+                return;
+            }
+        };
+        let notes = blocking::run(|| self.pick_notes(&role, now));
+        let Some(r) = self.rt.get_mut(name) else { return };
+        r.busy_until = None;
+        let Some(trigger) = schedule::trigger_for(r, &role, !notes.is_empty()) else {
+            return; // the notes went away (moved by someone) before the run started
+        };
+        r.running = true;
+        let root = self.watching.paths.root.clone();
+        let paths: Vec<PathBuf> = notes.iter().map(|n| root.join(n.path.as_path())).collect();
+        for p in &paths {
+            self.readiness.forget(p);
+        }
+        self.tasks
+            .spawn(self.run_env.clone(), role, trigger, notes, paths, lock);
+        self.status_dirty = true;
     }
 
     fn next_fire_text(&self) -> String {
-        let wall = Utc::now();
+        let wall = self.run_env.clock.now();
         let next = self
-            .roles
+            .roles()
             .runnable()
             .filter(|r| self.role_may_run_here(r))
             .filter_map(|r| r.schedule.next_after(wall).map(|t| (t, r.name.clone())))
@@ -542,7 +627,8 @@ impl Daemon {
         match next {
             Some((t, name)) => format!(
                 "next fire {name} at {}",
-                t.with_timezone(&self.config.timezone).format("%Y-%m-%d %H:%M %Z")
+                t.with_timezone(&self.config().timezone)
+                    .format("%Y-%m-%d %H:%M %Z")
             ),
             None => "no scheduled fires".into(),
         }
@@ -550,30 +636,39 @@ impl Daemon {
 
     fn write_status(&mut self, running: bool) {
         self.status_dirty = false;
+        self.status_generation += 1;
         let live = status::Live {
             pid: running.then(|| std::process::id().to_string()),
-            paused: self.paused_reason.clone(),
-            watching: Some(if self.polling {
+            paused: self.paused.as_ref().map(|p| p.reason.clone()),
+            watching: Some(if self.watching.polling {
                 "polling for changes (file watching unavailable)".into()
             } else {
                 "watching for changes".into()
             }),
             kept_last_good: self.kept_last_good.clone(),
             host: self.host.clone(),
+            ledger_error: self.ledger_error.clone(),
+            generation: self.status_generation,
+            roles: self
+                .rt
+                .iter()
+                .map(|(name, r)| {
+                    let mut view = self.inbox_view.get(name).cloned().unwrap_or_default();
+                    view.running = r.running;
+                    view.queued_slots = r.slots.len();
+                    view.watch_pending = r.watch_pending.len();
+                    (name.clone(), view)
+                })
+                .collect(),
         };
         let report = status::collect(
-            &self.vault,
-            &self.config,
-            &self.roles,
+            &self.run_env.vault,
+            self.config(),
+            self.roles(),
             &self.state,
             &live,
-            Utc::now(),
+            self.run_env.clock.now(),
         );
-        let text = status::render_note(&report, self.config.timezone);
-        if let Ok(p) = VaultPath::parse("agent/status.md", false) {
-            if let Err(e) = self.vault.write_atomic(&p, text.as_bytes()) {
-                tracing::warn!("cannot write agent/status.md: {e}");
-            }
-        }
+        status::write(&self.run_env.vault, &report, self.config().timezone);
     }
 }

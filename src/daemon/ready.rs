@@ -105,6 +105,7 @@ impl Readiness {
         size: u64,
         modified: SystemTime,
         now: Instant,
+        wall_now: SystemTime,
     ) -> Result<(), Option<Instant>> {
         match self.files.get(path) {
             Some(How::Atomic) => Ok(()),
@@ -120,9 +121,7 @@ impl Readiness {
             }
             None => {
                 // No event seen (start-up, rescan): judge by the modification time.
-                let age = SystemTime::now()
-                    .duration_since(modified)
-                    .unwrap_or(Duration::ZERO);
+                let age = wall_now.duration_since(modified).unwrap_or(Duration::ZERO);
                 if size == 0 {
                     Err(None)
                 } else if age >= self.settle {
@@ -171,7 +170,10 @@ mod tests {
             },
             now,
         );
-        assert_eq!(r.check(&p("/v/in/a.md"), 10, SystemTime::now(), now), Ok(()));
+        assert_eq!(
+            r.check(&p("/v/in/a.md"), 10, SystemTime::now(), now, SystemTime::now()),
+            Ok(())
+        );
         r.on_event(
             &FsEvent::RenamedTo {
                 to: p("/v/in/b.md"),
@@ -179,7 +181,10 @@ mod tests {
             },
             now,
         );
-        assert_eq!(r.check(&p("/v/in/b.md"), 10, SystemTime::now(), now), Ok(()));
+        assert_eq!(
+            r.check(&p("/v/in/b.md"), 10, SystemTime::now(), now, SystemTime::now()),
+            Ok(())
+        );
         r.on_event(
             &FsEvent::RenamedTo {
                 to: p("/v/in/c.md"),
@@ -187,7 +192,10 @@ mod tests {
             },
             now,
         );
-        assert_eq!(r.check(&p("/v/in/c.md"), 10, SystemTime::now(), now), Ok(()));
+        assert_eq!(
+            r.check(&p("/v/in/c.md"), 10, SystemTime::now(), now, SystemTime::now()),
+            Ok(())
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -197,17 +205,26 @@ mod tests {
         let f = p("/v/in/Untitled.md");
         r.on_event(&FsEvent::Written(f.clone()), t0);
         assert_eq!(
-            r.check(&f, 0, SystemTime::now(), t0 + SETTLE * 2),
+            r.check(&f, 0, SystemTime::now(), t0 + SETTLE * 2, SystemTime::now()),
             Err(None),
             "empty waits for content"
         );
         let t1 = t0 + Duration::from_secs(3);
         r.on_event(&FsEvent::Written(f.clone()), t1);
         assert_eq!(
-            r.check(&f, 50, SystemTime::now(), t1 + Duration::from_secs(4)),
+            r.check(
+                &f,
+                50,
+                SystemTime::now(),
+                t1 + Duration::from_secs(4),
+                SystemTime::now()
+            ),
             Err(Some(t1 + SETTLE))
         );
-        assert_eq!(r.check(&f, 50, SystemTime::now(), t1 + SETTLE), Ok(()));
+        assert_eq!(
+            r.check(&f, 50, SystemTime::now(), t1 + SETTLE, SystemTime::now()),
+            Ok(())
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -230,11 +247,17 @@ mod tests {
             t0,
         );
         assert_eq!(
-            r.check(&p("/v/in/Meeting notes.md"), 9, SystemTime::now(), t0),
+            r.check(
+                &p("/v/in/Meeting notes.md"),
+                9,
+                SystemTime::now(),
+                t0,
+                SystemTime::now()
+            ),
             Err(Some(t0 + SETTLE))
         );
         assert_eq!(
-            r.check(&p("/v/in/Untitled.md"), 9, old(), t0),
+            r.check(&p("/v/in/Untitled.md"), 9, old(), t0, SystemTime::now()),
             Ok(()),
             "the old name is forgotten (judged by mtime)"
         );
@@ -248,9 +271,15 @@ mod tests {
             r.on_event(&FsEvent::Written(p(&format!("/v/in/{t}"))), now);
         }
         assert!(r.files.is_empty());
-        assert_eq!(r.check(&p("/v/in/old.md"), 5, old(), now), Ok(()));
+        assert_eq!(
+            r.check(&p("/v/in/old.md"), 5, old(), now, SystemTime::now()),
+            Ok(())
+        );
         let fresh = SystemTime::now();
-        assert!(matches!(r.check(&p("/v/in/new.md"), 5, fresh, now), Err(Some(_))));
+        assert!(matches!(
+            r.check(&p("/v/in/new.md"), 5, fresh, now, SystemTime::now()),
+            Err(Some(_))
+        ));
     }
 
     #[tokio::test(start_paused = true)]
@@ -258,6 +287,9 @@ mod tests {
         let mut r = Readiness::new(Duration::ZERO);
         let now = Instant::now();
         r.on_event(&FsEvent::Written(p("/v/in/a.md")), now);
-        assert_eq!(r.check(&p("/v/in/a.md"), 3, SystemTime::now(), now), Ok(()));
+        assert_eq!(
+            r.check(&p("/v/in/a.md"), 3, SystemTime::now(), now, SystemTime::now()),
+            Ok(())
+        );
     }
 }

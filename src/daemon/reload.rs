@@ -1,99 +1,147 @@
-//! Hot reload of config and role files (a broken edit keeps the last good version), and the
-//! set of watched folders.
+//! Hot reload of config and role files (a broken edit keeps the last good version), the set of
+//! watched folders, and the `watch` files' hashes.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{host_name, notify_systemd, watch, Daemon};
+use crate::config::{self, Config};
+use crate::context;
+use crate::provider;
+use crate::role::{LoadContext, RoleSet};
+use crate::tools::Change;
+use crate::vault::VaultPath;
 
 impl Daemon {
     /// Creates inboxes, points the watcher at them, `roles/`, the config and `watch` files.
     pub(super) fn refresh_watches(&mut self) {
-        let mut dirs: Vec<PathBuf> = vec![self.root.join("roles"), self.root.join("agent/inbox")];
-        self.inbox_owners.clear();
-        for role in self.roles.runnable() {
-            let dir = self.inbox_abs(role);
-            if let Err(e) = std::fs::create_dir_all(&dir) {
-                tracing::warn!("cannot create {}: {e}", dir.display());
+        let root = self.watching.paths.root.clone();
+        let mut dirs: Vec<PathBuf> = vec![root.join("roles"), root.join("agent/inbox")];
+        let mut owners: HashMap<PathBuf, Vec<String>> = HashMap::new();
+        let mut watched: HashMap<String, Vec<String>> = HashMap::new();
+        let roles: Vec<crate::role::Role> = self.roles().runnable().cloned().collect();
+        for role in &roles {
+            if let Err(e) = self.run_env.vault.create_dir_all(&role.inbox) {
+                tracing::warn!("cannot create {}: {e}", role.inbox);
             }
-            self.inbox_owners
-                .entry(dir.clone())
-                .or_default()
-                .push(role.name.clone());
+            let dir = root.join(role.inbox.as_path());
+            owners.entry(dir.clone()).or_default().push(role.name.clone());
             dirs.push(dir);
             for w in &role.settings.watch {
-                if let Some(parent) = self.root.join(w).parent() {
+                watched.entry(w.clone()).or_default().push(role.name.clone());
+                if let Some(parent) = root.join(w).parent() {
                     dirs.push(parent.to_path_buf());
                 }
             }
             self.rt.entry(role.name.clone()).or_default();
         }
-        if let Some(p) = &self.config.path {
-            if let Some(parent) = p.parent() {
-                dirs.push(parent.to_path_buf());
-            }
+        if let Some(parent) = self.config().path.as_ref().and_then(|p| p.parent()) {
+            dirs.push(parent.to_path_buf());
         }
         dirs.sort();
         dirs.dedup();
         dirs.retain(|d| d.is_dir());
-        if let Some(w) = self.watcher.as_mut() {
-            for (dir, e) in w.set(&dirs) {
+        if let Some(w) = self.watching.watcher.as_mut() {
+            let (errors, rebuilt) = w.set(&dirs);
+            if rebuilt.0 {
+                tracing::info!("a watched folder was replaced; watching it anew and rescanning");
+                self.rescan_all = true;
+            }
+            for (dir, e) in errors {
                 tracing::warn!("{}", watch::explain(&dir, &e));
-                self.polling = true;
+                self.watching.polling = true;
             }
         }
+        self.watching.paths.config = self.config().path.clone();
+        self.watching.paths.inbox_owners = owners;
+        self.watching.paths.watched = watched;
+        self.watching.paths.watched_dirs = dirs;
+    }
+
+    fn hash_file(&self, rel: &str) -> Option<String> {
+        let p = VaultPath::parse(rel, false).ok()?;
+        context::load(&self.run_env.vault, &p).ok().map(|l| l.hash)
     }
 
     pub(super) fn init_watch_hashes(&mut self) {
         let watched: Vec<(String, Vec<String>)> = self
-            .roles
+            .roles()
             .runnable()
             .map(|r| (r.name.clone(), r.settings.watch.clone()))
             .collect();
-        for (name, paths) in watched {
-            let hashes: HashMap<String, String> = paths
-                .iter()
-                .filter_map(|p| self.hash_file(p).map(|h| (p.clone(), h)))
-                .collect();
-            self.rt.entry(name).or_default().watch_hashes = hashes;
+        let hashes: HashMap<String, HashMap<String, String>> = crate::blocking::run(|| {
+            watched
+                .into_iter()
+                .map(|(name, paths)| {
+                    let h = paths
+                        .iter()
+                        .filter_map(|p| self.hash_file(p).map(|h| (p.clone(), h)))
+                        .collect();
+                    (name, h)
+                })
+                .collect()
+        });
+        self.watching.hashes = hashes;
+    }
+
+    /// A watched file changed: each watching role whose last-seen hash differs gets it queued.
+    pub(super) fn on_watched_change(&mut self, path: &str, roles: &[String]) {
+        let hash = crate::blocking::run(|| self.hash_file(path));
+        for name in roles {
+            let seen = self.watching.hashes.entry(name.clone()).or_default();
+            if seen.get(path) == hash.as_ref() {
+                continue;
+            }
+            match &hash {
+                Some(h) => seen.insert(path.to_string(), h.clone()),
+                None => seen.remove(path),
+            };
+            if let Some(r) = self.rt.get_mut(name) {
+                if !r.watch_pending.iter().any(|p| p == path) {
+                    r.watch_pending.push(path.to_string());
+                }
+            }
+        }
+    }
+
+    /// Files a run of `role` changed itself are not changes for its `watch` (else a role
+    /// watching a file it writes would fire itself forever); the run's own change list covers
+    /// moves too. Other roles watching them see the change as usual.
+    pub(super) fn absorb_own_changes(&mut self, role: &str, changes: &[Change]) {
+        let watch: Vec<String> = self
+            .roles()
+            .roles
+            .get(role)
+            .map(|r| r.settings.watch.clone())
+            .unwrap_or_default();
+        for w in watch.iter().filter(|w| changes.iter().any(|c| &c.path == *w)) {
+            let h = crate::blocking::run(|| self.hash_file(w));
+            if let Some(r) = self.rt.get_mut(role) {
+                r.watch_pending.retain(|p| p != w);
+            }
+            let seen = self.watching.hashes.entry(role.to_string()).or_default();
+            match h {
+                Some(h) => seen.insert(w.clone(), h),
+                None => seen.remove(w),
+            };
         }
     }
 
     /// Reloads config and roles: broken edits keep the last good version running.
     pub(super) fn reload(&mut self) {
-        match config::load(self.cli_config.as_deref(), &self.env) {
-            Ok(c) => {
-                if c != *self.config {
-                    tracing::info!("config changed; reloaded");
-                    if c.provider != self.config.provider {
-                        match provider::build(&c.provider, &self.env) {
-                            Ok(p) => self.provider = p,
-                            Err(e) => tracing::warn!("cannot rebuild the provider: {e}"),
-                        }
-                    }
-                    self.readiness
-                        .set_settle(Duration::from_millis(c.inbox.settle_ms));
-                    self.config = Arc::new(c);
-                    // A config change is worth another try of a paused provider.
-                    self.unpause();
-                }
-            }
-            Err(e) => {
-                if self.note_once("_config", &e.to_string()) {
-                    let _ = self.log.write_line(
-                        Utc::now(),
-                        "tabd",
-                        &format!("config has errors; keeping the previous one — {e}"),
-                    );
-                }
-                tracing::warn!("config has errors; keeping the previous one: {e}");
-            }
-        }
-        let fresh = RoleSet::load(
-            &self.root,
-            &LoadContext {
-                default_tz: self.config.timezone,
-                env: self.env.clone(),
-            },
-        );
-        let old = self.roles.clone();
+        self.reload_config();
+        let fresh = crate::blocking::run(|| {
+            RoleSet::load(
+                &self.run_env.vault,
+                &LoadContext {
+                    default_tz: self.config().timezone,
+                    env: self.env.clone(),
+                },
+            )
+        });
+        let old = self.run_env.roles.clone();
         let mut effective = fresh.clone();
         self.kept_last_good.clear();
         for name in fresh.broken.keys() {
@@ -102,30 +150,7 @@ impl Daemon {
                 self.kept_last_good.push(name.clone());
             }
         }
-        // A changed schedule starts from now: no catch-up for slots the old one never had.
-        let mut restarted = Vec::new();
-        for (name, role) in &effective.roles {
-            let changed = old.roles.get(name).is_none_or(|o| {
-                o.schedule.cron_exprs() != role.schedule.cron_exprs() || o.schedule.tz != role.schedule.tz
-            });
-            if changed {
-                restarted.push(name.clone());
-                if let Some(rt) = self.rt.get_mut(name) {
-                    rt.slots.clear();
-                }
-            }
-        }
-        if !restarted.is_empty() {
-            let now = Utc::now();
-            if let Ok(fresh) = self.store.update(move |s| {
-                for n in restarted {
-                    s.role(&n).last_slot = Some(now);
-                }
-                s.clone()
-            }) {
-                self.state = fresh;
-            }
-        }
+        self.restart_changed_schedules(&old, &effective);
         let removed: Vec<String> = self
             .rt
             .keys()
@@ -135,26 +160,118 @@ impl Daemon {
         for n in removed {
             if self.rt.get(&n).is_some_and(|r| !r.running) {
                 self.rt.remove(&n);
+                self.inbox_view.remove(&n);
             }
         }
         let old_broken = old.broken.clone();
-        self.roles = Arc::new(effective);
+        self.run_env.roles = Arc::new(effective);
         self.log_role_errors(&old_broken);
+        self.forget_deleted_roles();
         self.refresh_watches();
         self.init_watch_hashes();
         self.rescan_all = true;
         self.status_dirty = true;
         let status = format!(
             "{} roles; {}",
-            self.roles.runnable().count(),
+            self.roles().runnable().count(),
             self.next_fire_text()
         );
         notify_systemd(&[sd_notify::NotifyState::Status(&status)]);
     }
 
+    /// Applies an edited config: everything derived from it (provider, time zone of the logs,
+    /// host name, settle time, limits) takes effect now, and the log says what changed.
+    fn reload_config(&mut self) {
+        let loaded = crate::blocking::run(|| config::load(self.cli_config.as_deref(), &self.env));
+        let c = match loaded {
+            Ok(c) => c,
+            Err(e) => {
+                let today = self.today();
+                let first = self
+                    .run_env
+                    .store
+                    .update(|s| s.global.first_notice(today, &format!("config: {e}")))
+                    .unwrap_or(true);
+                if first {
+                    let msg = format!("config has errors; keeping the previous one — {e}");
+                    let _ = self
+                        .run_env
+                        .log
+                        .write_line(self.run_env.clock.now(), "tabd", &msg);
+                }
+                tracing::warn!("config has errors; keeping the previous one: {e}");
+                return;
+            }
+        };
+        if c == *self.run_env.config {
+            return;
+        }
+        let changed = changed_parts(&self.run_env.config, &c);
+        tracing::info!("config changed; reloaded ({})", changed.join(", "));
+        if c.provider != self.run_env.config.provider {
+            match provider::build(&c.provider, &self.env) {
+                Ok(p) => self.run_env.provider = p,
+                Err(e) => tracing::warn!("cannot rebuild the provider: {e}"),
+            }
+        }
+        if c.timezone != self.run_env.config.timezone {
+            self.run_env.log.set_tz(c.timezone);
+        }
+        self.host = host_name(&c);
+        self.readiness
+            .set_settle(Duration::from_millis(c.inbox.settle_ms));
+        self.run_env.config = Arc::new(c);
+        // A config change is worth another try of a paused provider.
+        self.unpause();
+    }
+
+    /// A changed schedule starts from now: no catch-up for slots the old one never had.
+    fn restart_changed_schedules(&mut self, old: &RoleSet, new: &RoleSet) {
+        let mut restarted = Vec::new();
+        for (name, role) in &new.roles {
+            let changed = old.roles.get(name).is_none_or(|o| {
+                o.schedule.cron_exprs() != role.schedule.cron_exprs() || o.schedule.tz != role.schedule.tz
+            });
+            if changed {
+                restarted.push(name.clone());
+                if let Some(r) = self.rt.get_mut(name) {
+                    r.slots.clear();
+                }
+            }
+        }
+        if restarted.is_empty() {
+            return;
+        }
+        let now = self.run_env.clock.now();
+        if let Ok(fresh) = self.run_env.store.update(move |s| {
+            for n in restarted {
+                s.role(&n).last_slot = Some(now);
+            }
+            s.clone()
+        }) {
+            self.state = fresh;
+        }
+    }
+
+    /// Drops the state of roles whose file is gone (a broken file keeps its role's state).
+    pub(super) fn forget_deleted_roles(&mut self) {
+        let existing: BTreeSet<String> = self.roles().all_names().into_iter().collect();
+        let stale = self
+            .run_env
+            .store
+            .load()
+            .roles
+            .keys()
+            .any(|n| !existing.contains(n));
+        if stale {
+            let _ = self.run_env.store.update(|s| s.retain_roles(&existing));
+        }
+    }
+
     /// Writes each new role-file error once into the daily log.
     pub(super) fn log_role_errors(&mut self, before: &BTreeMap<String, Vec<crate::diag::Diagnostic>>) {
-        let roles = self.roles.clone();
+        let roles = self.run_env.roles.clone();
+        let now = self.run_env.clock.now();
         for (name, diags) in &roles.broken {
             if before.get(name) == Some(diags) {
                 continue;
@@ -171,16 +288,48 @@ impl Daemon {
                 "role file has errors; the role stays off until it is fixed"
             };
             let _ = self
+                .run_env
                 .log
-                .write_line(Utc::now(), name, &format!("{what} — {first}{more}"));
+                .write_line(now, name, &format!("{what} — {first}{more}"));
             tracing::warn!("{name}: {what}: {first}{more}");
         }
         for name in before.keys() {
             if !roles.broken.contains_key(name) && roles.roles.contains_key(name) {
                 let _ = self
+                    .run_env
                     .log
-                    .write_line(Utc::now(), name, "role file fixed; running the new version");
+                    .write_line(now, name, "role file fixed; running the new version");
             }
         }
     }
+}
+
+/// Which parts of the config differ, for the reload log line.
+fn changed_parts(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if old.timezone != new.timezone {
+        out.push("timezone");
+    }
+    if old.provider != new.provider {
+        out.push("provider");
+    }
+    if old.limits != new.limits {
+        out.push("limits");
+    }
+    if old.inbox != new.inbox {
+        out.push("inbox");
+    }
+    if old.context != new.context {
+        out.push("context");
+    }
+    if old.daemon != new.daemon {
+        out.push("daemon (host, shutdown grace)");
+    }
+    if old.prices != new.prices {
+        out.push("prices");
+    }
+    if out.is_empty() {
+        out.push("other settings");
+    }
+    out
 }

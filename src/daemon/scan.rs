@@ -1,8 +1,17 @@
-//! What is due: inbox notes that are complete, and scheduled slots (recorded before they run).
+//! Inbox scans: which notes are complete, which a run takes, notes tabd cannot read (reported
+//! once), and attempt records of notes that are gone (dropped, so state holds only what exists).
 
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::*;
+use tokio::time::Instant;
+
+use super::status::InboxView;
+use super::Daemon;
+use crate::inbox::{self, Candidate, Note};
+use crate::role::Role;
+use crate::vault::{Entry, OddEntry};
 
 /// What the daemon keeps of a note between scans (valid while `modified` and `size` hold).
 #[derive(Debug, Clone, Copy)]
@@ -14,215 +23,214 @@ pub(super) struct NoteMeta {
 }
 
 impl Daemon {
-    pub(super) fn scan_inboxes(&mut self) {
+    pub(super) fn scan_inboxes(&mut self, now: Instant) {
         let all = std::mem::take(&mut self.rescan_all);
-        let now = Instant::now();
         let names: Vec<String> = self.rt.keys().cloned().collect();
+        let mut unreadable: Vec<(Role, Vec<OddEntry>)> = Vec::new();
+        let mut present: Vec<(String, BTreeSet<String>)> = Vec::new();
         for name in names {
-            let Some(role) = self.roles.roles.get(&name).cloned() else {
+            let Some(role) = self.roles().roles.get(&name).cloned() else {
                 continue;
             };
-            let rt = self.rt.get_mut(&name).map(|r| (r.dirty, r.recheck_at));
-            let Some((dirty, recheck)) = rt else { continue };
+            let Some((dirty, recheck)) = self.rt.get(&name).map(|r| (r.dirty, r.recheck_at)) else {
+                continue;
+            };
             if !(all || dirty || recheck.is_some_and(|t| now >= t)) {
                 continue;
             }
-            let (ready, recheck_at) = self.inbox_state(&role);
-            if let Some(rt) = self.rt.get_mut(&name) {
-                rt.dirty = false;
-                rt.inbox_ready = ready;
-                rt.recheck_at = recheck_at;
+            let listing = match inbox::list(&self.run_env.vault, &role.inbox) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!("cannot read the inbox {} of {name}: {e}", role.inbox);
+                    continue;
+                }
+            };
+            let (ready, recheck_at, view) = self.judge(&role, &listing.notes, now);
+            if let Some(r) = self.rt.get_mut(&name) {
+                r.dirty = false;
+                r.inbox_ready = ready;
+                r.recheck_at = recheck_at;
             }
+            let view = InboxView {
+                unreadable: listing.unreadable.len(),
+                ..view
+            };
+            if self.inbox_view.get(&name) != Some(&view) {
+                self.inbox_view.insert(name.clone(), view);
+                self.status_dirty = true;
+            }
+            if all {
+                present.push((
+                    name.clone(),
+                    listing
+                        .notes
+                        .iter()
+                        .map(|e| e.path.as_str().to_string())
+                        .collect(),
+                ));
+            }
+            unreadable.push((role, listing.unreadable));
+        }
+        self.report_unreadable(unreadable);
+        if all {
+            self.forget_gone_notes(present);
         }
     }
 
-    /// Whether `role` has complete notes waiting, and when to look again if some are settling.
-    pub(super) fn inbox_state(&mut self, role: &Role) -> (bool, Option<Instant>) {
-        let dir = self.inbox_abs(role);
-        let Ok(inbox_path) = VaultPath::parse(&role.inbox, false) else {
-            return (false, None);
-        };
-        let entries = self
-            .vault
-            .walk(&inbox_path, false, &|_| false)
-            .unwrap_or_default();
-        let now = Instant::now();
-        let mut ready = false;
+    /// Whether `role` has complete notes waiting, when to look again if some are settling, and
+    /// the counts for status.
+    fn judge(&mut self, role: &Role, notes: &[Entry], now: Instant) -> (bool, Option<Instant>, InboxView) {
+        let root = self.watching.paths.root.clone();
+        let dir = root.join(role.inbox.as_path());
+        let wall = SystemTime::from(self.run_env.clock.now());
+        let mut view = InboxView::default();
         let mut recheck: Option<Instant> = None;
         // A set: the retains below look up every tracked path (a Vec made them quadratic).
-        let mut existing = std::collections::HashSet::new();
-        for e in entries {
-            if e.is_dir || !inbox::is_trigger_name(e.path.file_name()) {
-                continue;
-            }
-            let abs = self.root.join(e.path.as_path());
+        let mut existing = HashSet::new();
+        for e in notes {
+            let abs = root.join(e.path.as_path());
             existing.insert(abs.clone());
-            let modified = e.modified.unwrap_or(std::time::SystemTime::UNIX_EPOCH);
-            match self.readiness.check(&abs, e.size, modified, now) {
-                Ok(()) => {
-                    if !self.note_meta(&role.name, &abs, &e.path, modified, e.size).draft {
-                        ready = true;
-                    }
+            view.notes += 1;
+            let modified = e.modified.unwrap_or(SystemTime::UNIX_EPOCH);
+            match self.readiness.check(&abs, e.size, modified, now, wall) {
+                Ok(()) if self.note_meta(&abs, e, modified).draft => view.drafts += 1,
+                Ok(()) => view.ready += 1,
+                Err(Some(t)) => {
+                    view.settling += 1;
+                    recheck = Some(recheck.map_or(t, |r: Instant| r.min(t)));
                 }
-                Err(Some(t)) => recheck = Some(recheck.map_or(t, |r: Instant| r.min(t))),
-                Err(None) => {}
+                Err(None) => view.settling += 1,
             }
         }
         self.readiness.retain_existing(&dir, &existing);
-        if let Some(rt) = self.rt.get_mut(&role.name) {
-            rt.notes.retain(|p, _| existing.contains(p));
-        }
-        (ready, recheck)
+        self.notes
+            .retain(|p, _| p.parent() != Some(dir.as_path()) || existing.contains(p));
+        (view.ready > 0, recheck, view)
     }
 
     /// A note's draft status and priority, read once and kept while its mtime and size hold.
-    fn note_meta(
-        &mut self,
-        role: &str,
-        abs: &Path,
-        path: &VaultPath,
-        modified: SystemTime,
-        size: u64,
-    ) -> NoteMeta {
-        if let Some(meta) = self.rt.get(role).and_then(|rt| rt.notes.get(abs)) {
-            if meta.modified == modified && meta.size == size {
+    fn note_meta(&mut self, abs: &Path, e: &Entry, modified: SystemTime) -> NoteMeta {
+        if let Some(meta) = self.notes.get(abs) {
+            if meta.modified == modified && meta.size == e.size {
                 return *meta;
             }
         }
-        let (draft, priority) = inbox::read_note(&self.vault, path)
+        let (draft, priority) = inbox::read_note(&self.run_env.vault, &e.path)
             .map(|n| (n.draft, n.priority))
             .unwrap_or((false, inbox::Priority::Normal));
         let meta = NoteMeta {
             modified,
-            size,
+            size: e.size,
             draft,
             priority,
         };
-        if let Some(rt) = self.rt.get_mut(role) {
-            rt.notes.insert(abs.to_path_buf(), meta);
-        }
+        self.notes.insert(abs.to_path_buf(), meta);
         meta
     }
 
-    /// The notes for a run of `role`: complete (§5), not drafts, highest priority then oldest
-    /// first, at most `max_batch`. Only the chosen notes are read in full.
-    pub(super) fn pick_notes(&mut self, role: &Role) -> Vec<inbox::Note> {
-        let Ok(inbox_path) = VaultPath::parse(&role.inbox, false) else {
+    /// The notes for a run of `role`: complete (§5), not drafts, in `inbox::select` order, at
+    /// most `max_batch`. Only the chosen notes are read in full.
+    pub(super) fn pick_notes(&mut self, role: &Role, now: Instant) -> Vec<Note> {
+        let Ok(listing) = inbox::list(&self.run_env.vault, &role.inbox) else {
             return Vec::new();
         };
-        let entries = self
-            .vault
-            .walk(&inbox_path, false, &|_| false)
-            .unwrap_or_default();
-        let now = Instant::now();
+        let root = self.watching.paths.root.clone();
+        let wall = SystemTime::from(self.run_env.clock.now());
         let mut candidates = Vec::new();
-        for e in entries {
-            if e.is_dir || !inbox::is_trigger_name(e.path.file_name()) {
-                continue;
-            }
-            let abs = self.root.join(e.path.as_path());
+        for e in &listing.notes {
+            let abs: PathBuf = root.join(e.path.as_path());
             let modified = e.modified.unwrap_or(SystemTime::UNIX_EPOCH);
-            if self.readiness.check(&abs, e.size, modified, now).is_err() {
+            if self.readiness.check(&abs, e.size, modified, now, wall).is_err() {
                 continue;
             }
-            let meta = self.note_meta(&role.name, &abs, &e.path, modified, e.size);
+            let meta = self.note_meta(&abs, e, modified);
             if !meta.draft {
-                candidates.push((meta.priority, modified, e.path));
+                candidates.push(Candidate {
+                    path: e.path.clone(),
+                    priority: meta.priority,
+                    modified,
+                });
             }
         }
-        candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-        candidates
+        inbox::select(candidates, self.config().inbox.max_batch)
             .into_iter()
-            .take(self.config.inbox.max_batch)
-            .filter_map(|(_, _, path)| inbox::read_note(&self.vault, &path).ok())
+            .filter_map(|p| inbox::read_note(&self.run_env.vault, &p).ok())
             .collect()
     }
 
-    /// Turns due scheduled slots into queued runs (or logged skips), recording them first.
-    pub(super) fn schedule_due(&mut self, wall: DateTime<Utc>) {
-        let roles: Vec<Role> = self
-            .roles
-            .runnable()
-            .filter(|r| self.role_may_run_here(r) && !r.schedule.is_empty())
-            .cloned()
+    /// Says once in the daily log (and in status) which inbox entries tabd cannot read; forgets
+    /// the ones that are gone, so a new one under the same name is reported again.
+    fn report_unreadable(&mut self, found: Vec<(Role, Vec<OddEntry>)>) {
+        let mut new_lines = Vec::new();
+        let mut updates = Vec::new();
+        for (role, odd) in found {
+            let names: BTreeSet<String> = odd.iter().map(|o| o.name.clone()).collect();
+            let reported = self
+                .state
+                .roles
+                .get(&role.name)
+                .map(|r| r.unreadable_reported.clone())
+                .unwrap_or_default();
+            if reported == names {
+                continue;
+            }
+            for o in odd.iter().filter(|o| !reported.contains(&o.name)) {
+                new_lines.push((
+                    role.display_name.clone(),
+                    format!("{}{}", role.inbox, "/"),
+                    o.clone(),
+                ));
+            }
+            updates.push((role.name.clone(), names));
+        }
+        if updates.is_empty() {
+            return;
+        }
+        let now = self.run_env.clock.now();
+        for (who, inbox, o) in new_lines {
+            let line = format!(
+                "1 note tabd cannot read: {inbox}{} — {}; it stays where it is",
+                o.name, o.why
+            );
+            tracing::warn!("{who}: {line}");
+            let _ = self.run_env.log.write_line(now, &who, &line);
+        }
+        let _ = self.run_env.store.update(move |s| {
+            for (role, names) in updates {
+                s.role(&role).unreadable_reported = names;
+            }
+        });
+        self.status_dirty = true;
+    }
+
+    /// Drops attempt records of notes that no longer exist (deleted by a person, moved away):
+    /// state holds only what exists, and a later note with the same name starts from zero.
+    fn forget_gone_notes(&mut self, present: Vec<(String, BTreeSet<String>)>) {
+        let stale: Vec<(String, Vec<String>)> = present
+            .into_iter()
+            .filter_map(|(role, notes)| {
+                let gone: Vec<String> = self
+                    .state
+                    .roles
+                    .get(&role)?
+                    .attempts
+                    .keys()
+                    .filter(|k| !notes.contains(*k))
+                    .cloned()
+                    .collect();
+                (!gone.is_empty()).then_some((role, gone))
+            })
             .collect();
-        // Decide every role first, record all ledger moves in one write, then queue the runs:
-        // a slot is in the ledger before its run can start.
-        let mut decisions = Vec::new();
-        let mut ledger_moves = Vec::new();
-        for role in roles {
-            let stale = role.settings.stale_after.unwrap_or(Duration::from_secs(7200));
-            let ledger = self.state.roles.get(&role.name).and_then(|r| r.last_slot);
-            let (decision, new_ledger) = slots::decide(&role.schedule, ledger, wall, role.catch_up(), stale);
-            if new_ledger != ledger {
-                ledger_moves.push((role.name.clone(), new_ledger));
-            }
-            if decision != SlotDecision::Nothing {
-                decisions.push((role, decision));
-            }
+        if stale.is_empty() {
+            return;
         }
-        if !ledger_moves.is_empty() {
-            if let Ok(fresh) = self.store.update(move |s| {
-                for (name, slot) in ledger_moves {
-                    s.role(&name).last_slot = slot;
-                }
-                s.clone()
-            }) {
-                self.state = fresh;
-            }
-        }
-        for (role, decision) in decisions {
-            let tz = self.config.timezone;
-            let fmt = |t: DateTime<Utc>| t.with_timezone(&tz).format("%H:%M").to_string();
-            let rt = self.rt.entry(role.name.clone()).or_default();
-            match decision {
-                SlotDecision::Nothing => {}
-                SlotDecision::Run { slot, missed, late } => {
-                    if late {
-                        let what = if missed > 1 {
-                            format!("missed {missed} scheduled runs (the last due {})", fmt(slot))
-                        } else {
-                            format!("missed the {} run", fmt(slot))
-                        };
-                        let _ = self.log.write_line(wall, &role.display_name, &format!(
-                            "{what} while tabd was not running or the computer slept; running once now (catch_up: once)"
-                        ));
-                    }
-                    rt.slots.push_back(SlotRun { slot, missed });
-                }
-                SlotDecision::RunEach { slots, dropped } => {
-                    let _ = self.log.write_line(
-                        wall,
-                        &role.display_name,
-                        &format!(
-                        "missed {} scheduled runs; running {} of them now, oldest first (catch_up: all){}",
-                        slots.len() + dropped,
-                        slots.len(),
-                        if dropped > 0 { format!(", {dropped} older ones skipped") } else { String::new() }
-                    ),
-                    );
-                    rt.slots
-                        .extend(slots.into_iter().map(|slot| SlotRun { slot, missed: 1 }));
-                }
-                SlotDecision::Skip {
-                    count,
-                    first,
-                    last,
-                    why,
-                } => {
-                    let span = if count > 1 {
-                        format!("{count} scheduled runs ({}–{})", fmt(first), fmt(last))
-                    } else {
-                        format!("the {} run", fmt(last))
-                    };
-                    let _ = self.log.write_line(
-                        wall,
-                        &role.display_name,
-                        &format!("skipped — missed {span}: {why}"),
-                    );
-                    self.status_dirty = true;
+        let _ = self.run_env.store.update(move |s| {
+            for (role, gone) in stale {
+                let r = s.role(&role);
+                for k in gone {
+                    r.attempts.remove(&k);
                 }
             }
-        }
+        });
     }
 }

@@ -102,10 +102,71 @@ pub fn decide(
     (decision, Some(last))
 }
 
+/// Every role's slot decision at `now`, and the ledger moves that must be durable before any
+/// of them runs.
+#[derive(Debug, Default)]
+pub struct SlotPlan {
+    pub ledger: Vec<(String, Option<DateTime<Utc>>)>,
+    pub decisions: Vec<(String, SlotDecision)>,
+}
+
+/// Decides for each `(role, schedule, ledger, catch_up, stale_after)` at `now`.
+pub fn plan<'a>(
+    roles: impl IntoIterator<Item = (&'a str, &'a Schedule, Option<DateTime<Utc>>, CatchUp, Duration)>,
+    now: DateTime<Utc>,
+) -> SlotPlan {
+    let mut out = SlotPlan::default();
+    for (name, schedule, ledger, catch_up, stale) in roles {
+        let (decision, new_ledger) = decide(schedule, ledger, now, catch_up, stale);
+        if new_ledger != ledger {
+            out.ledger.push((name.to_string(), new_ledger));
+        }
+        if decision != SlotDecision::Nothing {
+            out.decisions.push((name.to_string(), decision));
+        }
+    }
+    out
+}
+
+impl SlotPlan {
+    /// The decisions, released only once `persist` has made the ledger moves durable: a slot
+    /// whose ledger entry could not be written never runs (the next tick decides it again).
+    pub fn commit<E>(
+        self,
+        persist: impl FnOnce(&[(String, Option<DateTime<Utc>>)]) -> Result<(), E>,
+    ) -> Result<Vec<(String, SlotDecision)>, E> {
+        if !self.ledger.is_empty() {
+            persist(&self.ledger)?;
+        }
+        Ok(self.decisions)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::schedule::{parse_tz, ScheduleLine};
+
+    #[test]
+    fn no_slot_runs_before_its_ledger_entry_is_durable() {
+        let s = sched("every 30 min", "UTC");
+        let ledger = Some(t("2026-01-05T09:10:00Z"));
+        let now = t("2026-01-05T09:30:00.200Z");
+        let roles = || [("r", &s, ledger, CatchUp::Once, TWO_H)];
+        let failed = plan(roles(), now).commit(|_| Err("disk full"));
+        assert_eq!(
+            failed,
+            Err("disk full"),
+            "nothing to run when the ledger write failed"
+        );
+        let mut written = Vec::new();
+        let ok = plan(roles(), now).commit(|moves| {
+            written.extend_from_slice(moves);
+            Ok::<(), ()>(())
+        });
+        assert_eq!(written, [("r".to_string(), Some(t("2026-01-05T09:30:00Z")))]);
+        assert_eq!(ok.unwrap().len(), 1);
+    }
 
     fn sched(line: &str, tz: &str) -> Schedule {
         Schedule {

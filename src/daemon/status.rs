@@ -1,12 +1,18 @@
 //! What `tabd status` prints and `agent/status.md` shows: per role state, last run, next fire,
-//! pending notes, tokens today; errors; the daemon and provider state.
+//! pending notes, tokens and dollars today; errors; the daemon and provider state. The daemon
+//! also writes the same report as `.tabd/status.json`, with what only it knows (running runs,
+//! notes still settling) and a `generation` that grows with every write.
+
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
 
 use crate::config::Config;
+use crate::cost::dollars;
 use crate::inbox;
+use crate::limits::{daily_stop, RoleLimits};
 use crate::role::RoleSet;
 use crate::state::State;
 use crate::text::thousands;
@@ -17,7 +23,26 @@ pub struct LastRunView {
     pub at: DateTime<Utc>,
     pub outcome: String,
     pub tokens: u64,
+    pub cost_usd: f64,
     pub error: Option<String>,
+}
+
+/// What the daemon saw of one role's inbox and queue at its last scan.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct InboxView {
+    /// Notes in the inbox (any state).
+    pub notes: usize,
+    /// Complete and waiting for a run.
+    pub ready: usize,
+    /// Still being written (settle time not over, or empty).
+    pub settling: usize,
+    /// `status: draft`.
+    pub drafts: usize,
+    /// Entries tabd cannot read (symlinks, pipes, non-UTF-8 names).
+    pub unreadable: usize,
+    pub running: bool,
+    pub queued_slots: usize,
+    pub watch_pending: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -30,10 +55,17 @@ pub struct RoleStatus {
     pub next_fire: Option<DateTime<Utc>>,
     pub pending_notes: usize,
     pub failed_notes: usize,
+    /// Inbox entries tabd cannot read, each with why.
+    pub unreadable_notes: Vec<String>,
     pub tokens_today: u64,
     pub daily_token_budget: u64,
+    pub cost_today_usd: f64,
+    pub daily_cost_budget_usd: Option<f64>,
     pub runs_today: u32,
     pub errors: Vec<String>,
+    /// Only from the running daemon.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<InboxView>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -45,8 +77,14 @@ pub struct StatusReport {
     pub watching: String,
     pub tokens_today: u64,
     pub global_daily_token_budget: u64,
+    pub cost_today_usd: f64,
+    pub global_daily_cost_budget_usd: Option<f64>,
+    /// Why scheduled runs cannot be recorded (and so wait), if they cannot.
+    pub ledger_error: Option<String>,
     pub roles: Vec<RoleStatus>,
     pub updated_at: DateTime<Utc>,
+    /// Grows by one with every write by the daemon (0 from `tabd status`).
+    pub generation: u64,
 }
 
 /// Extra facts only the running daemon knows.
@@ -58,19 +96,53 @@ pub struct Live {
     /// Roles running their last good version while their file has errors.
     pub kept_last_good: Vec<String>,
     pub host: String,
+    pub ledger_error: Option<String>,
+    pub generation: u64,
+    pub roles: BTreeMap<String, InboxView>,
 }
 
-fn count_notes(vault: &Vault, dir: &str) -> usize {
-    VaultPath::parse(dir, false)
-        .ok()
-        .and_then(|p| vault.walk(&p, false, &|_| false).ok())
-        .map(|entries| {
-            entries
+fn count_notes(vault: &Vault, dir: &VaultPath) -> (usize, Vec<String>) {
+    match inbox::list(vault, dir) {
+        Ok(l) => (
+            l.notes.len(),
+            l.unreadable
                 .iter()
-                .filter(|e| !e.is_dir && inbox::is_trigger_name(e.path.file_name()))
-                .count()
-        })
-        .unwrap_or(0)
+                .map(|o| format!("{} ({})", o.name, o.why))
+                .collect(),
+        ),
+        Err(_) => (0, Vec::new()),
+    }
+}
+
+fn role_state(
+    role: Option<&crate::role::Role>,
+    name: &str,
+    live: &Live,
+    config: &Config,
+    state: &State,
+    today: chrono::NaiveDate,
+) -> String {
+    let Some(r) = role else { return "error".into() };
+    if live.kept_last_good.iter().any(|n| n == name) {
+        return "error (running last good version)".into();
+    }
+    if !r.enabled() {
+        return "disabled".into();
+    }
+    if let Some(h) = r
+        .settings
+        .runs_on
+        .as_ref()
+        .filter(|h| !live.host.is_empty() && **h != live.host)
+    {
+        return format!("other host ({h})");
+    }
+    let limits = RoleLimits::resolve(r, &config.limits);
+    let mine = state.roles.get(name).map(|s| s.today(today)).unwrap_or_default();
+    match daily_stop(&limits, &config.limits, mine, state.global.today(today)) {
+        Some(stop) => format!("stopped: {} (until midnight)", stop.cause()),
+        None => "enabled".into(),
+    }
 }
 
 pub fn collect(
@@ -88,72 +160,51 @@ pub fn collect(
             continue;
         }
         let rs = state.roles.get(&name).cloned().unwrap_or_default();
-        let (tokens_today, runs_today) = if rs.day == Some(today) {
-            (rs.tokens_today, rs.runs_today)
-        } else {
-            (0, 0)
-        };
-        let errors: Vec<String> = roles
-            .broken
-            .get(&name)
-            .map(|d| d.iter().map(ToString::to_string).collect())
-            .unwrap_or_default();
+        let used = rs.today(today);
         let role = roles.roles.get(&name);
-        let state_text = match role {
-            None => "error".to_string(),
-            Some(_) if live.kept_last_good.contains(&name) => "error (running last good version)".to_string(),
-            Some(r) if !r.enabled() => "disabled".to_string(),
-            Some(r) => match &r.settings.runs_on {
-                Some(h) if !live.host.is_empty() && h != &live.host => format!("other host ({h})"),
-                _ => {
-                    let budget = r
-                        .settings
-                        .daily_token_budget
-                        .unwrap_or(config.limits.daily_token_budget);
-                    let max_runs = r
-                        .settings
-                        .max_runs_per_day
-                        .unwrap_or(config.limits.max_runs_per_day);
-                    if tokens_today >= budget {
-                        "stopped: daily token budget spent (until midnight)".to_string()
-                    } else if runs_today >= max_runs {
-                        "stopped: max_runs_per_day reached (until midnight)".to_string()
-                    } else {
-                        "enabled".to_string()
-                    }
-                }
-            },
-        };
-        let next_fire = role
-            .filter(|r| r.enabled())
-            .and_then(|r| r.schedule.next_after(rs.last_slot.map_or(now, |l| l.max(now))));
-        let inbox_dir = role.map_or_else(|| format!("agent/inbox/{name}/"), |r| r.inbox.clone());
+        let inbox_dir = role
+            .map(|r| r.inbox.clone())
+            .or_else(|| VaultPath::parse(&format!("agent/inbox/{name}"), false).ok())
+            .unwrap_or_else(VaultPath::root);
+        let (pending, unreadable) = count_notes(vault, &inbox_dir);
+        let failed = inbox_dir
+            .join("failed")
+            .map(|d| count_notes(vault, &d).0)
+            .unwrap_or(0);
+        let limits = role.map(|r| RoleLimits::resolve(r, &config.limits));
         out.push(RoleStatus {
             role: name.clone(),
             name: role.map_or_else(|| name.clone(), |r| r.display_name.clone()),
-            state: state_text,
+            state: role_state(role, &name, live, config, state, today),
             last_run: rs.last_run.as_ref().map(|l| LastRunView {
                 at: l.started_at,
                 outcome: l.outcome.clone(),
                 tokens: l.tokens,
+                cost_usd: l.cost_usd,
                 error: l.error.clone(),
             }),
-            next_fire,
-            pending_notes: count_notes(vault, &inbox_dir),
-            failed_notes: count_notes(vault, &format!("{}failed", inbox_dir)),
-            tokens_today,
-            daily_token_budget: role
-                .and_then(|r| r.settings.daily_token_budget)
-                .unwrap_or(config.limits.daily_token_budget),
-            runs_today,
-            errors,
+            next_fire: role
+                .filter(|r| r.enabled())
+                .and_then(|r| r.schedule.next_after(rs.last_slot.map_or(now, |l| l.max(now)))),
+            pending_notes: pending,
+            failed_notes: failed,
+            unreadable_notes: unreadable,
+            tokens_today: used.tokens,
+            daily_token_budget: limits
+                .as_ref()
+                .map_or(config.limits.daily_token_budget, |l| l.daily_token_budget),
+            cost_today_usd: used.cost_usd,
+            daily_cost_budget_usd: limits.as_ref().and_then(|l| l.daily_cost_budget_usd),
+            runs_today: used.runs,
+            errors: roles
+                .broken
+                .get(&name)
+                .map(|d| d.iter().map(ToString::to_string).collect())
+                .unwrap_or_default(),
+            live: live.roles.get(&name).cloned(),
         });
     }
-    let global_tokens = if state.global.day == Some(today) {
-        state.global.tokens_today
-    } else {
-        0
-    };
+    let all = state.global.today(today);
     StatusReport {
         vault: vault.root().display().to_string(),
         daemon_pid: live.pid.clone(),
@@ -165,10 +216,32 @@ pub fn collect(
         ),
         provider_paused: live.paused.clone(),
         watching: live.watching.clone().unwrap_or_else(|| "not running".into()),
-        tokens_today: global_tokens,
+        tokens_today: all.tokens,
         global_daily_token_budget: config.limits.global_daily_token_budget,
+        cost_today_usd: all.cost_usd,
+        global_daily_cost_budget_usd: config.limits.global_daily_cost_budget_usd,
+        ledger_error: live.ledger_error.clone(),
         roles: out,
         updated_at: now,
+        generation: live.generation,
+    }
+}
+
+/// Writes `agent/status.md` and `.tabd/status.json` (both atomically, through the vault).
+pub fn write(vault: &Vault, report: &StatusReport, tz: Tz) {
+    let note = render_note(report, tz);
+    if let Ok(p) = VaultPath::parse("agent/status.md", false) {
+        if let Err(e) = vault.write_atomic(&p, note.as_bytes()) {
+            tracing::warn!("cannot write agent/status.md: {e}");
+        }
+    }
+    if let (Ok(p), Ok(json)) = (
+        VaultPath::parse(".tabd/status.json", false),
+        serde_json::to_vec_pretty(report),
+    ) {
+        if let Err(e) = vault.write_atomic(&p, &json) {
+            tracing::warn!("cannot write .tabd/status.json: {e}");
+        }
     }
 }
 
@@ -179,6 +252,16 @@ fn when(t: DateTime<Utc>, tz: Tz, now: DateTime<Utc>) -> String {
     } else {
         local.format("%a %m-%d %H:%M").to_string()
     }
+}
+
+fn spend(tokens: u64, budget: u64, cost: f64, cost_budget: Option<f64>) -> String {
+    let mut s = format!("{} / {}", thousands(tokens), thousands(budget));
+    match cost_budget {
+        Some(b) => s.push_str(&format!(" · {} / {}", dollars(cost), dollars(b))),
+        None if cost > 0.0 => s.push_str(&format!(" · {}", dollars(cost))),
+        None => {}
+    }
+    s
 }
 
 /// The Markdown of `agent/status.md`.
@@ -195,7 +278,12 @@ pub fn render_note(r: &StatusReport, tz: Tz) -> String {
     if let Some(p) = &r.provider_paused {
         s.push_str(&format!("> [!warning] Model calls are paused\n> {p}\n\n"));
     }
-    s.push_str("| role | state | last run | next fire | pending notes | tokens today / budget |\n|---|---|---|---|---|---|\n");
+    if let Some(e) = &r.ledger_error {
+        s.push_str(&format!(
+            "> [!warning] Scheduled runs cannot be recorded\n> {e}; they wait until .tabd/state.json can be written\n\n"
+        ));
+    }
+    s.push_str("| role | state | last run | next fire | pending notes | spent today / budget |\n|---|---|---|---|---|---|\n");
     for role in &r.roles {
         let last = role.last_run.as_ref().map_or_else(
             || "—".to_string(),
@@ -204,24 +292,45 @@ pub fn render_note(r: &StatusReport, tz: Tz) -> String {
         let next = role
             .next_fire
             .map_or_else(|| "—".to_string(), |t| when(t, tz, r.updated_at));
-        let pending = if role.failed_notes > 0 {
-            format!("{} ({} failed)", role.pending_notes, role.failed_notes)
-        } else {
-            role.pending_notes.to_string()
-        };
+        let mut pending = role.pending_notes.to_string();
+        if role.failed_notes > 0 {
+            pending.push_str(&format!(" ({} failed)", role.failed_notes));
+        }
+        if !role.unreadable_notes.is_empty() {
+            pending.push_str(&format!(" ({} unreadable)", role.unreadable_notes.len()));
+        }
         s.push_str(&format!(
-            "| {} | {} | {last} | {next} | {pending} | {} / {} |\n",
+            "| {} | {} | {last} | {next} | {pending} | {} |\n",
             role.name,
             role.state,
-            thousands(role.tokens_today),
-            thousands(role.daily_token_budget)
+            spend(
+                role.tokens_today,
+                role.daily_token_budget,
+                role.cost_today_usd,
+                role.daily_cost_budget_usd
+            )
         ));
     }
     s.push_str(&format!(
-        "\nAll roles today: {} / {} tokens.\n",
-        thousands(r.tokens_today),
-        thousands(r.global_daily_token_budget)
+        "\nAll roles today: {}.\n",
+        spend(
+            r.tokens_today,
+            r.global_daily_token_budget,
+            r.cost_today_usd,
+            r.global_daily_cost_budget_usd
+        )
     ));
+    let unreadable: Vec<String> = r
+        .roles
+        .iter()
+        .flat_map(|x| x.unreadable_notes.iter().map(move |n| format!("{}: {n}", x.role)))
+        .collect();
+    if !unreadable.is_empty() {
+        s.push_str(&format!("\n## Notes tabd cannot read ({})\n", unreadable.len()));
+        for n in unreadable {
+            s.push_str(&format!("- {n}\n"));
+        }
+    }
     let errors: Vec<&String> = r.roles.iter().flat_map(|x| x.errors.iter()).collect();
     if !errors.is_empty() {
         s.push_str("\n## Role file errors\n");
@@ -246,19 +355,31 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
     if let Some(p) = &r.provider_paused {
         s.push_str(&format!("PAUSED: {p}\n"));
     }
+    if let Some(e) = &r.ledger_error {
+        s.push_str(&format!("SCHEDULED RUNS WAIT: cannot record them ({e})\n"));
+    }
     s.push_str(&format!(
-        "tokens today: {} / {}\n\n",
-        thousands(r.tokens_today),
-        thousands(r.global_daily_token_budget)
+        "spent today: {}\n\n",
+        spend(
+            r.tokens_today,
+            r.global_daily_token_budget,
+            r.cost_today_usd,
+            r.global_daily_cost_budget_usd
+        )
     ));
     for role in &r.roles {
         s.push_str(&format!("{} ({}) — {}\n", role.role, role.name, role.state));
         match &role.last_run {
             Some(l) => s.push_str(&format!(
-                "  last run:  {} {} · {} tokens{}\n",
+                "  last run:  {} {} · {} tokens{}{}\n",
                 l.at.with_timezone(&tz).format("%Y-%m-%d %H:%M"),
                 l.outcome,
                 thousands(l.tokens),
+                if l.cost_usd > 0.0 {
+                    format!(" · {}", dollars(l.cost_usd))
+                } else {
+                    String::new()
+                },
                 l.error.as_ref().map(|e| format!(" · {e}")).unwrap_or_default()
             )),
             None => s.push_str("  last run:  never\n"),
@@ -279,11 +400,23 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
                 String::new()
             }
         ));
+        match role.unreadable_notes.len() {
+            0 => {}
+            n => s.push_str(&format!(
+                "  unreadable: {n} note{} tabd cannot read: {}\n",
+                if n == 1 { "" } else { "s" },
+                role.unreadable_notes.join("; ")
+            )),
+        }
         s.push_str(&format!(
-            "  today:     {} run(s), {} / {} tokens\n",
+            "  today:     {} run(s), {}\n",
             role.runs_today,
-            thousands(role.tokens_today),
-            thousands(role.daily_token_budget)
+            spend(
+                role.tokens_today,
+                role.daily_token_budget,
+                role.cost_today_usd,
+                role.daily_cost_budget_usd
+            )
         ));
         for e in &role.errors {
             s.push_str(&format!("  error: {e}\n"));

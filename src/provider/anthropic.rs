@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::http::{post_json, Endpoint};
@@ -9,6 +10,7 @@ use super::{
     Block, BoxFuture, Message, Provider, ProviderError, Request, Response, Secret, Speaker, StopReason, Usage,
 };
 use crate::config::ProviderConfig;
+use crate::cost::CacheTtl;
 
 const API_VERSION: &str = "2023-06-01";
 
@@ -71,16 +73,30 @@ impl AnthropicProvider {
             body.insert("temperature".into(), json!(t));
         }
         body.insert("max_tokens".into(), json!(max_tokens));
+        let cache = cache_control(req.cache_ttl);
         if !req.system.is_empty() {
             body.insert(
                 "system".into(),
-                json!([{ "type": "text", "text": req.system, "cache_control": { "type": "ephemeral" } }]),
+                json!([{ "type": "text", "text": req.system, "cache_control": cache }]),
             );
         }
-        body.insert(
-            "messages".into(),
-            Value::Array(req.messages.iter().map(message_json).collect()),
-        );
+        let mut messages: Vec<Value> = req.messages.iter().map(|m| message_json(m, &cache)).collect();
+        // After a run's first request, a breakpoint on the newest message lets the next request
+        // read the whole conversation so far from cache (at most 3 breakpoints: system, context,
+        // this one; the API allows 4).
+        // Only on a user message: assistant turns are echoed back exactly as received.
+        let last_is_user = req.messages.last().is_some_and(|m| m.speaker == Speaker::User);
+        if req.messages.len() > 1 && last_is_user {
+            if let Some(last) = messages
+                .last_mut()
+                .and_then(|m| m.get_mut("content"))
+                .and_then(Value::as_array_mut)
+                .and_then(|c| c.last_mut())
+            {
+                last["cache_control"] = cache.clone();
+            }
+        }
+        body.insert("messages".into(), Value::Array(messages));
         if !req.tools.is_empty() {
             let tools: Vec<Value> = req
                 .tools
@@ -145,7 +161,15 @@ impl Provider for AnthropicProvider {
     }
 }
 
-fn message_json(m: &Message) -> Value {
+/// The `cache_control` of every breakpoint: ephemeral, with the configured lifetime.
+fn cache_control(ttl: Option<CacheTtl>) -> Value {
+    match ttl {
+        None => json!({ "type": "ephemeral" }),
+        Some(t) => json!({ "type": "ephemeral", "ttl": t.as_str() }),
+    }
+}
+
+fn message_json(m: &Message, cache: &Value) -> Value {
     let role = match m.speaker {
         Speaker::User => "user",
         Speaker::Assistant => "assistant",
@@ -160,7 +184,7 @@ fn message_json(m: &Message) -> Value {
         .filter_map(|b| match b {
             Block::Text { text, .. } if text.is_empty() => None,
             Block::Text { text, cache: true } => {
-                Some(json!({ "type": "text", "text": text, "cache_control": { "type": "ephemeral" } }))
+                Some(json!({ "type": "text", "text": text, "cache_control": cache }))
             }
             Block::Text { text, cache: false } => Some(json!({ "type": "text", "text": text })),
             Block::ToolUse { id, name, input } => {
@@ -190,42 +214,88 @@ fn bad(message: impl Into<String>) -> ProviderError {
     }
 }
 
+/// A Messages API response body, as far as tabd reads it. `content` stays raw: assistant turns
+/// are echoed back exactly (thinking blocks carry signatures).
+#[derive(Debug, Deserialize)]
+struct WireResponse {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    error: Option<Value>,
+    content: Option<Vec<Value>>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: WireUsage,
+    #[serde(default)]
+    model: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+}
+
+/// One content block. A `tool_use` must have its `id`, `name` and `input`: without them the
+/// result could not be matched to the call, so the response is refused as malformed.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireBlock {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+    },
+    RedactedThinking {},
+    /// Block kinds tabd does not use (server tool results, citations…) are skipped.
+    #[serde(other)]
+    Other,
+}
+
 /// Parses a Messages API response body.
 pub(crate) fn parse(v: Value) -> Result<Response, ProviderError> {
-    if v.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(bad(format!("an error in a 200 response: {}", v["error"])));
+    let wire: WireResponse =
+        serde_json::from_value(v).map_err(|e| bad(format!("unexpected response shape: {e}")))?;
+    if wire.kind.as_deref() == Some("error") {
+        return Err(bad(format!(
+            "an error in a 200 response: {}",
+            wire.error.unwrap_or(Value::Null)
+        )));
     }
-    let raw = v
-        .get("content")
-        .cloned()
-        .ok_or_else(|| bad("no `content` in the response"))?;
-    let items = raw.as_array().ok_or_else(|| bad("`content` is not a list"))?;
-    let mut content = Vec::with_capacity(items.len());
-    for item in items {
-        let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
-        let block = match kind {
-            "text" => Block::Text {
-                text: str_field(item, "text"),
-                cache: false,
-            },
-            "tool_use" => Block::ToolUse {
-                id: str_field(item, "id"),
-                name: str_field(item, "name"),
-                input: item.get("input").cloned().unwrap_or_else(|| json!({})),
-            },
-            "thinking" => Block::Thinking {
-                text: str_field(item, "thinking"),
+    let raw = wire.content.ok_or_else(|| bad("no `content` in the response"))?;
+    let mut content = Vec::with_capacity(raw.len());
+    for item in &raw {
+        let block: WireBlock = serde_json::from_value(item.clone())
+            .map_err(|e| bad(format!("a content block could not be read ({e}): {item}")))?;
+        content.push(match block {
+            WireBlock::Text { text } => Block::Text { text, cache: false },
+            WireBlock::ToolUse { id, name, input } => Block::ToolUse { id, name, input },
+            WireBlock::Thinking { thinking } => Block::Thinking {
+                text: thinking,
                 raw: Some(item.clone()),
             },
-            "redacted_thinking" => Block::Thinking {
+            WireBlock::RedactedThinking {} => Block::Thinking {
                 text: "[redacted thinking]".into(),
                 raw: Some(item.clone()),
             },
-            _ => continue,
-        };
-        content.push(block);
+            WireBlock::Other => continue,
+        });
     }
-    let stop = match v.get("stop_reason").and_then(Value::as_str).unwrap_or("") {
+    let stop = match wire.stop_reason.as_deref().unwrap_or("") {
         "end_turn" => StopReason::EndTurn,
         "tool_use" => StopReason::ToolUse,
         "max_tokens" => StopReason::MaxTokens,
@@ -235,26 +305,43 @@ pub(crate) fn parse(v: Value) -> Result<Response, ProviderError> {
         "model_context_window_exceeded" => StopReason::ContextWindowExceeded,
         other => StopReason::Other(other.to_string()),
     };
-    let u = &v["usage"];
-    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let u = wire.usage;
     let usage = Usage {
-        input_tokens: n("input_tokens"),
-        output_tokens: n("output_tokens"),
-        cache_read_tokens: n("cache_read_input_tokens"),
-        cache_write_tokens: n("cache_creation_input_tokens"),
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        cache_read_tokens: u.cache_read_input_tokens.unwrap_or(0),
+        cache_write_tokens: u.cache_creation_input_tokens.unwrap_or(0),
     };
     Ok(Response {
         message: Message {
             speaker: Speaker::Assistant,
             content,
-            raw: Some(raw),
+            raw: Some(Value::Array(raw)),
         },
         stop,
         usage,
-        model: str_field(&v, "model"),
+        model: wire.model,
     })
 }
 
-fn str_field(v: &Value, key: &str) -> String {
-    v.get(key).and_then(Value::as_str).unwrap_or("").to_string()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_use_without_an_id_is_a_malformed_response() {
+        let body = json!({"type": "message", "content": [{"type": "tool_use", "name": "read_file", "input": {}}],
+                          "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1}});
+        let err = parse(body).unwrap_err();
+        assert!(err.to_string().contains("missing field `id`"), "{err}");
+    }
+
+    #[test]
+    fn unknown_blocks_are_skipped_and_missing_usage_is_zero() {
+        let body = json!({"content": [{"type": "server_tool_use", "id": "x"}, {"type": "text", "text": "hi"}],
+                          "stop_reason": "end_turn"});
+        let r = parse(body).unwrap();
+        assert_eq!(r.text(), "hi");
+        assert_eq!(r.usage, Usage::default());
+    }
 }

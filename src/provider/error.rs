@@ -96,6 +96,18 @@ pub(crate) fn advice(status: u16, key_env: &str, model: &str, spend_limit: bool)
     })
 }
 
+/// The longest `retry-after` taken as given; anything longer (`inf`, `1e20`) is a day, which no
+/// run deadline reaches, so the request is not retried in this run.
+const MAX_RETRY_AFTER_SECS: f64 = 86_400.0;
+
+/// Seconds from a header as a duration; never panics on what a server sends (NaN, inf, huge).
+fn header_secs(secs: f64) -> Option<Duration> {
+    if secs.is_nan() {
+        return None;
+    }
+    Duration::try_from_secs_f64(secs.clamp(0.0, MAX_RETRY_AFTER_SECS)).ok()
+}
+
 /// Reads `retry-after-ms` or `retry-after` (seconds or an HTTP date).
 pub(crate) fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     if let Some(ms) = headers
@@ -103,11 +115,11 @@ pub(crate) fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<f64>().ok())
     {
-        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+        return header_secs(ms / 1000.0);
     }
     let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(secs) = v.parse::<f64>() {
-        return Some(Duration::from_secs_f64(secs.max(0.0)));
+        return header_secs(secs);
     }
     let when = chrono::DateTime::parse_from_rfc2822(v).ok()?;
     let secs = (when.timestamp_millis() - chrono::Utc::now().timestamp_millis()).max(0);
@@ -196,5 +208,23 @@ mod tests {
         let mut h = reqwest::header::HeaderMap::new();
         h.insert("retry-after", "soon".parse().unwrap());
         assert_eq!(parse_retry_after(&h), None);
+    }
+
+    #[test]
+    fn hostile_retry_after_values_never_panic() {
+        let day = Some(Duration::from_secs(86_400));
+        for (header, value, want) in [
+            ("retry-after", "inf", day),
+            ("retry-after", "1e20", day),
+            ("retry-after", "-5", Some(Duration::ZERO)),
+            ("retry-after", "NaN", None),
+            ("retry-after-ms", "inf", day),
+            ("retry-after-ms", "1e300", day),
+            ("retry-after-ms", "-inf", Some(Duration::ZERO)),
+        ] {
+            let mut h = reqwest::header::HeaderMap::new();
+            h.insert(header, value.parse().unwrap());
+            assert_eq!(parse_retry_after(&h), want, "{header}: {value}");
+        }
     }
 }

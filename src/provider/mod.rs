@@ -20,8 +20,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::config::{ProviderConfig, ProviderKind};
+use crate::cost::CacheTtl;
 use crate::environment::Env;
-use crate::tools::ToolSpec;
 
 pub use anthropic::AnthropicProvider;
 pub use error::{FailureClass, ProviderError};
@@ -89,6 +89,14 @@ impl Message {
     }
 }
 
+/// A tool as the model is offered it: its name, what it does, and the JSON Schema of its input.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
 /// A request for one model turn.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -102,6 +110,8 @@ pub struct Request {
     pub thinking_budget: u32,
     /// Offer the tools but forbid calling them (the closing summary after a limit).
     pub tool_choice_none: bool,
+    /// Lifetime of the cache entries this request writes (`None`: the provider's default, 5m).
+    pub cache_ttl: Option<CacheTtl>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -5,6 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::http::{post_json, Endpoint};
@@ -70,63 +71,39 @@ impl OpenAiProvider {
     }
 
     fn parse(&self, v: Value) -> Result<Response, ProviderError> {
-        let bad = |m: &str| ProviderError::BadResponse {
+        let bad = |m: String| ProviderError::BadResponse {
             provider: "openai",
-            message: m.to_string(),
+            message: m,
         };
-        let choice = v
-            .get("choices")
-            .and_then(|c| c.get(0))
-            .ok_or_else(|| bad("no `choices` in the response"))?;
-        let msg = choice
-            .get("message")
-            .ok_or_else(|| bad("no `message` in the first choice"))?;
+        let wire: ChatResponse =
+            serde_json::from_value(v).map_err(|e| bad(format!("unexpected response shape: {e}")))?;
+        let choice = wire
+            .choices
+            .into_iter()
+            .next()
+            .ok_or_else(|| bad("no `choices` in the response".into()))?;
+        let msg = choice.message;
         let mut content = Vec::new();
         // llama.cpp, vLLM and DeepSeek put reasoning in `reasoning_content`; Ollama in `reasoning`.
-        for key in ["reasoning_content", "reasoning"] {
-            if let Some(r) = msg
-                .get(key)
-                .and_then(Value::as_str)
-                .filter(|r| !r.trim().is_empty())
-            {
-                content.push(Block::Thinking {
-                    text: r.to_string(),
-                    raw: None,
-                });
-                break;
-            }
+        if let Some(r) = msg
+            .reasoning_content
+            .or(msg.reasoning)
+            .filter(|r| !r.trim().is_empty())
+        {
+            content.push(Block::Thinking { text: r, raw: None });
         }
-        if let Some(text) = text_of(msg.get("content")) {
+        if let Some(text) = text_of(msg.content.as_ref()) {
             content.push(Block::Text { text, cache: false });
         }
-        let calls = msg
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for call in &calls {
-            let f = call.get("function").unwrap_or(call);
-            let name = f.get("name").and_then(Value::as_str).unwrap_or("").to_string();
-            // Some local servers omit the id; the model still needs one to match the result.
-            let id = match call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-                Some(id) => id.to_string(),
-                None => format!(
-                    "call_tabd_{}",
-                    self.made_up_ids.fetch_add(1, Ordering::Relaxed) + 1
-                ),
-            };
-            content.push(Block::ToolUse {
-                id,
-                name,
-                input: arguments(f.get("arguments")),
-            });
+        let called = !msg.tool_calls.is_empty();
+        for call in msg.tool_calls {
+            content.push(self.tool_use(call).map_err(bad)?);
         }
-        let finish = choice.get("finish_reason").and_then(Value::as_str).unwrap_or("");
-        let stop = if !calls.is_empty() {
-            // Ollama and some llama.cpp templates report `stop` even when they called tools.
+        let stop = if called {
+            // Lenient: Ollama and some llama.cpp templates report `stop` even when they called tools.
             StopReason::ToolUse
         } else {
-            match finish {
+            match choice.finish_reason.as_deref().unwrap_or("") {
                 "stop" | "" => StopReason::EndTurn,
                 "tool_calls" | "function_call" => StopReason::ToolUse,
                 "length" => StopReason::MaxTokens,
@@ -134,15 +111,11 @@ impl OpenAiProvider {
                 other => StopReason::Other(other.to_string()),
             }
         };
-        let u = v.get("usage").cloned().unwrap_or(Value::Null);
-        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-        let cached = u
-            .pointer("/prompt_tokens_details/cached_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
+        let u = wire.usage.unwrap_or_default();
+        let cached = u.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0);
         let usage = Usage {
-            input_tokens: n("prompt_tokens").saturating_sub(cached),
-            output_tokens: n("completion_tokens"),
+            input_tokens: u.prompt_tokens.saturating_sub(cached),
+            output_tokens: u.completion_tokens,
             cache_read_tokens: cached,
             cache_write_tokens: 0,
         };
@@ -154,9 +127,104 @@ impl OpenAiProvider {
             },
             stop,
             usage,
-            model: v.get("model").and_then(Value::as_str).unwrap_or("").to_string(),
+            model: wire.model,
         })
     }
+
+    /// One tool call, with the leniency local servers need: a missing id gets one made up (the
+    /// result must still be matched to the call); `name`/`arguments` may sit at the top level.
+    fn tool_use(&self, call: ChatToolCall) -> Result<Block, String> {
+        let (name, args) = match call.function {
+            Some(f) => (f.name, f.arguments),
+            None => (call.name, call.arguments),
+        };
+        let name = name
+            .filter(|n| !n.is_empty())
+            .ok_or("a tool call without a function name")?;
+        let id = match call.id.filter(|s| !s.is_empty()) {
+            Some(id) => id,
+            None => format!(
+                "call_tabd_{}",
+                self.made_up_ids.fetch_add(1, Ordering::Relaxed) + 1
+            ),
+        };
+        Ok(Block::ToolUse {
+            id,
+            name,
+            input: arguments(args.as_ref()),
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatResponse {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<ChatUsage>,
+    #[serde(default)]
+    model: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    message: ChatMessage,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatMessage {
+    /// A string, or a list of `{type: text, text}` parts (some servers).
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    tool_calls: Vec<ChatToolCall>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<ChatFunction>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatFunction {
+    #[serde(default)]
+    name: Option<String>,
+    /// A JSON string per the spec; an object from Ollama.
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ChatUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ChatToolCall>, D::Error> {
+    Ok(Option::<Vec<ChatToolCall>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// `content` as a string; some servers send a list of `{type: text, text}` parts.

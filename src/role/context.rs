@@ -1,5 +1,7 @@
 //! Entries of a role's `## Context Files`: a file, a folder, a glob or an Obsidian wikilink.
 
+use crate::vault::VaultPath;
+
 /// One context entry, as written (vault-relative, `/` separators).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ContextEntry {
@@ -28,7 +30,13 @@ impl ContextEntry {
             }
             return Ok(Self::Wikilink(target.to_string()));
         }
-        check_relative(text)?;
+        let path = check_relative(text)?;
+        let text = if text.ends_with('/') {
+            format!("{}/", path.as_str())
+        } else {
+            path.as_str().to_string()
+        };
+        let text = text.as_str();
         if text.contains(['*', '?', '[', '{']) {
             globset::Glob::new(text).map_err(|e| format!("`{text}` is not a valid glob: {e}"))?;
             Ok(Self::Glob(text.to_string()))
@@ -55,19 +63,14 @@ impl std::fmt::Display for ContextEntry {
     }
 }
 
-/// Refuses absolute paths and `..` components in a vault-relative path written by a person.
-pub fn check_relative(path: &str) -> Result<(), String> {
-    if path.starts_with('/') || path.starts_with('\\') || path.get(1..2) == Some(":") {
-        return Err(format!(
-            "`{path}` is absolute: write a path inside the vault, like project/scope.md"
-        ));
-    }
-    if path.split(['/', '\\']).any(|c| c == "..") {
-        return Err(format!(
-            "`{path}` leaves the vault (`..`): write a path inside the vault"
-        ));
-    }
-    Ok(())
+/// Checks a vault-relative path written by a person in a role file, with the same rules the
+/// tools apply (so a path that passes `validate` is one tabd can use): no absolute paths, no
+/// `..`, `/` as the only separator.
+pub fn check_relative(path: &str) -> Result<VaultPath, String> {
+    VaultPath::parse(path, false).map_err(|e| match e {
+        crate::vault::VaultError::Refused(why) => why,
+        other => other.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -113,5 +116,6 @@ mod tests {
         assert!(ContextEntry::parse("project/../../x").is_err());
         assert!(ContextEntry::parse("[[]]").is_err());
         assert!(ContextEntry::parse("project/[unclosed").is_err());
+        assert!(ContextEntry::parse("project\\scope.md").is_err(), "backslashes");
     }
 }

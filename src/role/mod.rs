@@ -17,6 +17,7 @@ use crate::environment::Env;
 use crate::frontmatter;
 use crate::schedule::{Schedule, ScheduleLine};
 use crate::text::did_you_mean;
+use crate::vault::{Vault, VaultPath};
 
 pub use context::ContextEntry;
 pub use sections::SectionKind;
@@ -37,6 +38,49 @@ pub const KNOWN_TOOLS: &[&str] = &[
 /// The tools a role gets when its file has no `## Tools` section.
 pub const DEFAULT_TOOLS: &[&str] = &["read_file", "list_files", "search_files", "remember"];
 
+/// Largest role file read.
+const MAX_ROLE_BYTES: u64 = 1024 * 1024;
+
+/// Longest role name (it becomes folder and note names).
+const MAX_ROLE_NAME: usize = 64;
+
+/// Role names become inbox folders, memory files and frontmatter values: letters, digits, `-`
+/// and `_` only (a leading `_` marks an abstract role).
+pub fn check_role_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_ROLE_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && !name.starts_with('-');
+    if ok {
+        return Ok(());
+    }
+    let suggestion: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    Err(format!(
+        "the role name `{name}` (the file name) may use only letters, digits, `-` and `_`, at most \
+         {MAX_ROLE_NAME} characters; rename the file{}",
+        if suggestion.is_empty() {
+            String::new()
+        } else {
+            format!(", e.g. to roles/{suggestion}.md")
+        }
+    ))
+}
+
 /// How deep `extends` chains may go (a role, its parent, grandparent and great-grandparent).
 pub const MAX_EXTENDS_DEPTH: usize = 3;
 
@@ -53,7 +97,7 @@ struct RoleDef {
     context: Vec<ContextEntry>,
     tools: Option<Vec<String>>,
     schedule: Option<Vec<ScheduleLine>>,
-    inbox: Option<String>,
+    inbox: Option<VaultPath>,
     preferences: Option<String>,
     rules: Vec<String>,
     extra: Vec<(String, String)>,
@@ -77,8 +121,8 @@ pub struct Role {
     pub context: Vec<ContextEntry>,
     pub tools: Vec<String>,
     pub schedule: Schedule,
-    /// Vault-relative inbox folder with a trailing `/`.
-    pub inbox: String,
+    /// The inbox folder.
+    pub inbox: VaultPath,
     pub preferences: Option<String>,
     pub rules: Vec<String>,
     /// Unknown sections, passed to the model under their own headings.
@@ -124,42 +168,52 @@ pub struct RoleSet {
 }
 
 impl RoleSet {
-    /// Loads `<vault>/roles/*.md`.
-    pub fn load(vault: &Path, ctx: &LoadContext) -> Self {
-        let dir = vault.join("roles");
-        let mut files: Vec<(String, PathBuf, Result<String, String>)> = Vec::new();
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
+    /// Loads `<vault>/roles/*.md`. Files that are not regular files (a FIFO, a socket) and
+    /// names that are not UTF-8 become errors of their own; they never block or stop the rest.
+    pub fn load(vault: &Vault, ctx: &LoadContext) -> Self {
+        let dir = VaultPath::parse("roles", false).unwrap_or_else(|_| VaultPath::root());
+        let listing = match vault.list(&dir) {
+            Ok(l) => l,
             Err(e) => {
                 let mut set = RoleSet::default();
                 set.diagnostics.push(Diagnostic::error(
                     Path::new("roles/"),
                     0,
                     format!(
-                        "cannot read the roles folder {} ({e}); run `tabd init` to create a vault",
-                        dir.display()
+                        "cannot read the roles folder in {} ({e}); run `tabd init` to create a vault",
+                        vault.root().display()
                     ),
                 ));
                 return set;
             }
         };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let Some(file_name) = path.file_name().and_then(|n| n.to_str()) else {
-                continue;
-            };
-            if !file_name.ends_with(".md") || file_name.starts_with('.') || !path.is_file() {
+        let mut files: Vec<(String, PathBuf, Result<String, String>)> = Vec::new();
+        for entry in &listing.entries {
+            let file_name = entry.path.file_name();
+            if !file_name.ends_with(".md") || file_name.starts_with('.') || entry.is_dir {
                 continue;
             }
             let name = file_name.trim_end_matches(".md").to_string();
-            let rel = PathBuf::from("roles").join(file_name);
-            let text = std::fs::read(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|b| String::from_utf8(b).map_err(|_| "the file is not UTF-8 text".to_string()));
+            let rel = PathBuf::from(entry.path.as_str());
+            let text = vault
+                .read_text(&entry.path, MAX_ROLE_BYTES)
+                .map_err(|e| e.to_string());
             files.push((name, rel, text));
         }
+        let mut set_odd = Vec::new();
+        for odd in &listing.odd {
+            if odd.name.ends_with(".md") {
+                set_odd.push(Diagnostic::error(
+                    &Path::new("roles").join(&odd.name),
+                    0,
+                    format!("this role file is skipped: {}", odd.why),
+                ));
+            }
+        }
         files.sort_by(|a, b| a.0.cmp(&b.0));
-        Self::from_texts(files, ctx)
+        let mut set = Self::from_texts(files, ctx);
+        set.diagnostics.extend(set_odd);
+        set
     }
 
     /// Builds the set from `(name, vault-relative path, text or read error)` triples.
@@ -264,6 +318,9 @@ fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
         path: path.to_path_buf(),
         ..RoleDef::default()
     };
+    if let Err(msg) = check_role_name(name) {
+        def.diagnostics.push(Diagnostic::error(path, 0, msg));
+    }
     match frontmatter::split(text) {
         Ok(split) => {
             if let Some(fm) = split.frontmatter {
@@ -273,6 +330,7 @@ fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
                 for e in errors {
                     def.diagnostics.push(Diagnostic::error(path, e.line, e.message));
                 }
+                check_setting_paths(&mut def, path);
             }
         }
         Err(e) => def.diagnostics.push(Diagnostic::error(path, e.line, e.message)),
@@ -297,6 +355,26 @@ fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
         apply_section(&mut def, section, path);
     }
     def
+}
+
+/// `watch` and `write_paths` name vault paths: checked here, once, with the tools' rules.
+fn check_setting_paths(def: &mut RoleDef, path: &Path) {
+    let mut problems = Vec::new();
+    for (key, items) in [
+        ("watch", &mut def.settings.watch),
+        ("write_paths", &mut def.settings.write_paths),
+    ] {
+        let line = def.key_lines.get(key).copied().unwrap_or(0);
+        for item in items.iter_mut() {
+            match context::check_relative(item.trim()) {
+                // Watched files are compared by path: keep the normal form (`./a//b` → `a/b`).
+                Ok(p) if key == "watch" => *item = p.as_str().to_string(),
+                Ok(_) => {}
+                Err(why) => problems.push(Diagnostic::error(path, line, format!("`{key}`: {why}"))),
+            }
+        }
+    }
+    def.diagnostics.extend(problems);
 }
 
 fn append_text(slot: &mut Option<String>, text: &str) {
@@ -373,7 +451,7 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
             if let Some(item) = section.lines().into_iter().next() {
                 let folder = item.text.trim().trim_matches('`').trim();
                 match context::check_relative(folder) {
-                    Ok(()) => def.inbox = Some(format!("{}/", folder.trim_end_matches('/'))),
+                    Ok(p) => def.inbox = Some(p),
                     Err(e) => def
                         .diagnostics
                         .push(Diagnostic::error(path, item.line, format!("inbox: {e}"))),
@@ -481,10 +559,11 @@ fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> R
             lines: merged.schedule.unwrap_or_default(),
             tz,
         },
-        inbox: def
-            .inbox
-            .clone()
-            .unwrap_or_else(|| format!("agent/inbox/{}/", def.name)),
+        inbox: match &def.inbox {
+            Some(p) => p.clone(),
+            None => VaultPath::parse(&format!("agent/inbox/{}", def.name), false)
+                .map_err(|e| vec![Diagnostic::error(&def.path, 0, e.to_string())])?,
+        },
         preferences: merged.preferences,
         rules: merged.rules,
         extra: merged.extra,
@@ -518,7 +597,9 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
         thinking_budget,
         max_tool_calls,
         max_tokens_per_run,
+        max_cost_usd,
         daily_token_budget,
+        daily_cost_budget_usd,
         max_runs_per_day,
         min_interval,
         max_chain_depth,

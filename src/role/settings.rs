@@ -30,7 +30,9 @@ pub struct RoleSettings {
     pub thinking_budget: Option<u32>,
     pub max_tool_calls: Option<u32>,
     pub max_tokens_per_run: Option<u64>,
+    pub max_cost_usd: Option<f64>,
     pub daily_token_budget: Option<u64>,
+    pub daily_cost_budget_usd: Option<f64>,
     pub max_runs_per_day: Option<u32>,
     pub min_interval: Option<Duration>,
     pub max_chain_depth: Option<u32>,
@@ -54,7 +56,9 @@ pub const KNOWN_KEYS: &[&str] = &[
     "thinking_budget",
     "max_tool_calls",
     "max_tokens_per_run",
+    "max_cost_usd",
     "daily_token_budget",
+    "daily_cost_budget_usd",
     "max_runs_per_day",
     "min_interval",
     "max_chain_depth",
@@ -111,6 +115,8 @@ fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
         "max_tool_calls" => s.max_tool_calls = Some(count(key, v)?),
         "max_tokens_per_run" => s.max_tokens_per_run = Some(count(key, v)?),
         "daily_token_budget" => s.daily_token_budget = Some(count(key, v)?),
+        "max_cost_usd" => s.max_cost_usd = Some(dollars(key, v)?),
+        "daily_cost_budget_usd" => s.daily_cost_budget_usd = Some(dollars(key, v)?),
         "max_runs_per_day" => s.max_runs_per_day = Some(count(key, v)?),
         "max_chain_depth" => s.max_chain_depth = Some(count(key, v)?),
         "min_interval" => s.min_interval = Some(duration(key, v)?),
@@ -161,6 +167,17 @@ fn count<T: TryFrom<u64>>(key: &str, v: &Value) -> Result<T, String> {
         .as_u64()
         .ok_or_else(|| type_error(key, "a whole number of 0 or more, like 30", v))?;
     T::try_from(n).map_err(|_| format!("`{key}` is too large (got {n})"))
+}
+
+fn dollars(key: &str, v: &Value) -> Result<f64, String> {
+    match v.as_f64() {
+        Some(d) if d >= 0.0 && d.is_finite() => Ok(d),
+        _ => Err(type_error(
+            key,
+            "an amount in US dollars of 0 or more, like 0.50",
+            v,
+        )),
+    }
 }
 
 fn boolean(key: &str, v: &Value) -> Result<bool, String> {

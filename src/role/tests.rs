@@ -58,7 +58,7 @@ fn extends_merges_lists_parent_first_and_child_wins_scalars() {
         "child's schedule wins"
     );
     assert_eq!(d.schedule.tz, chrono_tz::Europe::Lisbon);
-    assert_eq!(d.inbox, "agent/inbox/delivery/");
+    assert_eq!(d.inbox.as_str(), "agent/inbox/delivery");
     assert!(set.roles["_base"].is_abstract);
     assert_eq!(set.runnable().count(), 2);
 }

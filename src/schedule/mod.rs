@@ -140,6 +140,12 @@ impl Schedule {
             .collect()
     }
 
+    /// The shortest gap between consecutive fires over the next week (`None`: never fires).
+    pub fn shortest_gap(&self, from: DateTime<Utc>) -> Option<chrono::Duration> {
+        let fires = self.fires_between(from, from + chrono::Duration::days(7), 2_000);
+        fires.windows(2).map(|w| w[1] - w[0]).min()
+    }
+
     /// True when every line is an interval grid (`every 30 min`): `skip_unchanged` defaults on.
     pub fn is_interval(&self) -> bool {
         !self.lines.is_empty() && self.lines.iter().all(|l| l.kind == ScheduleKind::Interval)

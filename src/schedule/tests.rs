@@ -198,3 +198,20 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn shortest_gap_tells_frequent_schedules_from_daily_ones() {
+    let t: chrono::DateTime<chrono::Utc> = "2026-11-23T08:00:00Z".parse().unwrap();
+    let sched = |s: &str| Schedule {
+        lines: vec![ScheduleLine::compile(s, 1).unwrap().unwrap()],
+        tz: chrono_tz::UTC,
+    };
+    assert_eq!(
+        sched("every 30 min, 9am-6pm weekdays").shortest_gap(t),
+        Some(chrono::Duration::minutes(30))
+    );
+    assert_eq!(
+        sched("9am and 5pm, weekdays").shortest_gap(t),
+        Some(chrono::Duration::hours(8))
+    );
+}

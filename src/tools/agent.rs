@@ -86,16 +86,21 @@ impl Tool for TriggerRole {
                 "note is longer than {MAX_NOTE_BYTES} bytes"
             )));
         }
-        let text = format!(
-            "---\nfrom: {}\ndate: {}\npriority: {}\nhops: {hops}\n---\n{}\n",
-            ctx.role.name,
-            ctx.now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            a.priority.as_str(),
-            a.note.trim_end()
-        );
-        let inbox = VaultPath::parse(&target.inbox, false)?;
+        // A real YAML emitter: whatever the names and values hold, the reader gets them back,
+        // and `hops` is always there to read.
+        let header = crate::frontmatter::render(&[
+            ("from", Value::String(ctx.role.name.clone())),
+            (
+                "date",
+                Value::String(ctx.now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            ),
+            ("priority", Value::String(a.priority.as_str().to_string())),
+            ("hops", Value::from(hops)),
+        ]);
+        let text = format!("{header}{}\n", a.note.trim_end());
+        let inbox = &target.inbox;
         let name = format!("{}-from-{}.md", ctx.now.format("%Y-%m-%d-%H%M%S"), ctx.role.name);
-        let path = ctx.vault.create_unique(&inbox, &name, text.as_bytes())?;
+        let path = ctx.vault.create_unique(inbox, &name, text.as_bytes())?;
         Ok(ToolResult::ok(
             format!(
                 "sent a {} note to {} ({path}, hops {hops})",

@@ -411,7 +411,7 @@ impl Tool for MoveFile {
         "Move or rename a file within the vault. Never replaces an existing file."
     }
     fn risk(&self) -> Risk {
-        Risk::Destructive
+        Risk::Write
     }
     fn schema(&self) -> Value {
         schema_of::<MoveArgs>()

@@ -15,27 +15,45 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::provider::ToolSpec;
 use crate::role::{Role, RoleSet};
 use crate::vault::{Vault, VaultError};
 
 pub use policy::AccessPolicy;
 
-/// How much harm a tool can do; shown to the model and available to an approval gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// How much harm a tool call can do (DESIGN §15): what the `approve` map decides on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Risk {
+    /// Reads only.
     Read,
+    /// Changes the vault.
     Write,
+    /// Reaches outside the vault (an MCP tool that is not read-only).
+    Network,
+    /// Can destroy something outside the vault (an MCP tool marked destructive).
     Destructive,
 }
 
-/// What a provider needs to offer a tool to the model.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolSpec {
-    pub name: &'static str,
-    pub description: &'static str,
-    pub input_schema: Value,
-    pub risk: Risk,
+impl Risk {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Network => "network",
+            Self::Destructive => "destructive",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim() {
+            "read" => Some(Self::Read),
+            "write" => Some(Self::Write),
+            "network" => Some(Self::Network),
+            "destructive" => Some(Self::Destructive),
+            _ => None,
+        }
+    }
 }
 
 /// A note or file a tool changed, for the run log's **Changed** line.
@@ -68,7 +86,7 @@ impl ChangeKind {
 }
 
 /// One tool call as the run record keeps it (DESIGN §9 `tool_calls`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ToolCallRecord {
     pub name: String,
     pub input: Value,
@@ -76,6 +94,9 @@ pub struct ToolCallRecord {
     pub error: Option<String>,
     /// Bytes read or written.
     pub bytes: u64,
+    /// The MCP server that ran it (DESIGN §14); absent for vault tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 /// What a call returns: text for the model, and what it did.
@@ -88,7 +109,7 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
-    fn ok(text: String, bytes: u64, changes: Vec<Change>) -> Self {
+    pub fn ok(text: String, bytes: u64, changes: Vec<Change>) -> Self {
         Self {
             text,
             ok: true,
@@ -97,7 +118,7 @@ impl ToolResult {
         }
     }
 
-    fn error(text: String) -> Self {
+    pub fn error(text: String) -> Self {
         Self {
             text,
             ok: false,
@@ -120,7 +141,9 @@ pub struct ToolContext<'a> {
     pub now: DateTime<Tz>,
 }
 
-/// Why a call did nothing; the text goes to the model.
+/// Why a call did nothing. Every variant but `Fatal` goes back to the model as its result;
+/// `Fatal` (the vault's storage failing: disk full, read-only, I/O errors) ends the run, since no
+/// model action can fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ToolError {
     #[error("refused: {0}")]
@@ -129,16 +152,24 @@ pub enum ToolError {
     InvalidInput(String),
     #[error("{0}")]
     Failed(String),
+    #[error("the vault cannot be written: {0}")]
+    Fatal(String),
 }
 
 impl From<VaultError> for ToolError {
     fn from(e: VaultError) -> Self {
         match e {
             VaultError::Refused(why) => Self::Refused(why),
+            VaultError::Storage(why) => Self::Fatal(why),
             other => Self::Failed(other.to_string()),
         }
     }
 }
+
+/// A tool call that must end the run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FatalToolError(pub String);
 
 /// What each tool provides.
 trait Tool: Sync {
@@ -193,31 +224,45 @@ fn cached_specs() -> &'static [ToolSpec] {
         TOOLS
             .iter()
             .map(|t| ToolSpec {
-                name: t.name(),
-                description: t.description(),
+                name: t.name().to_string(),
+                description: t.description().to_string(),
                 input_schema: t.schema(),
-                risk: t.risk(),
             })
             .collect()
     })
 }
 
-/// The specs of the tools `role` may call, in the order of DESIGN §8.
+/// The specs of the vault tools `role` may call, in the order of DESIGN §8.
 pub fn specs_for(role: &Role) -> Vec<ToolSpec> {
     cached_specs()
         .iter()
-        .filter(|s| role.has_tool(s.name))
+        .filter(|s| role.has_tool(&s.name))
         .cloned()
         .collect()
 }
 
-/// All tool specs.
+/// All vault tool specs.
 pub fn all_specs() -> Vec<ToolSpec> {
     cached_specs().to_vec()
 }
 
-/// Runs one tool call for the model and records it. Never panics on model input.
-pub fn execute(ctx: &ToolContext<'_>, name: &str, input: &Value) -> (ToolResult, ToolCallRecord) {
+/// The risk class of vault tool `name` (DESIGN §15), if it is one.
+pub fn vault_risk(name: &str) -> Option<Risk> {
+    find(name).map(|t| t.risk())
+}
+
+/// True when `name` is one of the vault tools.
+pub fn is_vault_tool(name: &str) -> bool {
+    find(name).is_some()
+}
+
+/// Runs one tool call for the model and records it. Never panics on model input; an `Err`
+/// means the run cannot go on (see `ToolError::Fatal`).
+pub fn execute(
+    ctx: &ToolContext<'_>,
+    name: &str,
+    input: &Value,
+) -> Result<(ToolResult, ToolCallRecord), FatalToolError> {
     let result = match find(name) {
         None => Err(ToolError::Refused(format!(
             "there is no tool named `{name}`; your tools are: {}",
@@ -230,19 +275,25 @@ pub fn execute(ctx: &ToolContext<'_>, name: &str, input: &Value) -> (ToolResult,
         ))),
         Some(tool) => tool.call(ctx, input),
     };
-    let result = result.unwrap_or_else(|e| ToolResult::error(e.to_string()));
-    let record = ToolCallRecord {
+    let result = match result {
+        Ok(r) => r,
+        Err(ToolError::Fatal(why)) => return Err(FatalToolError(why)),
+        Err(e) => ToolResult::error(e.to_string()),
+    };
+    let record = record_of(name, input, &result, None);
+    Ok((result, record))
+}
+
+/// The run record's view of a finished call.
+pub fn record_of(name: &str, input: &Value, result: &ToolResult, server: Option<&str>) -> ToolCallRecord {
+    ToolCallRecord {
         name: name.to_string(),
         input: input.clone(),
         ok: result.ok,
-        error: if result.ok {
-            None
-        } else {
-            Some(result.text.clone())
-        },
+        error: (!result.ok).then(|| result.text.clone()),
         bytes: result.bytes,
-    };
-    (result, record)
+        server: server.map(str::to_string),
+    }
 }
 
 #[cfg(test)]

@@ -98,7 +98,7 @@ impl Fixture {
             max_chain_depth: 3,
             now: chrono_tz::UTC.with_ymd_and_hms(2026, 11, 22, 9, 30, 0).unwrap(),
         };
-        let (result, record) = execute(&ctx, name, &input);
+        let (result, record) = execute(&ctx, name, &input).expect("no fatal error");
         assert_eq!(record.ok, result.ok);
         assert_eq!(record.name, name);
         result
@@ -586,7 +586,7 @@ fn trigger_role_writes_a_note_with_frontmatter() {
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(
         text,
-        "---\nfrom: delivery\ndate: 2026-11-22T09:30:00Z\npriority: high\nhops: 1\n---\nAuth is late.\n"
+        "---\nfrom: delivery\ndate: \"2026-11-22T09:30:00Z\"\npriority: high\nhops: 1\n---\nAuth is late.\n"
     );
     let r = f.call("trigger_role", json!({ "role": "risk", "note": "Again." }));
     assert!(r.ok);
@@ -670,7 +670,8 @@ fn remember_appends_dated_lines() {
 
 #[test]
 fn specs_are_generated_schemas_in_design_order() {
-    let names: Vec<&str> = all_specs().iter().map(|s| s.name).collect();
+    let specs = all_specs();
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, crate::role::KNOWN_TOOLS);
     for spec in all_specs() {
         assert_eq!(spec.input_schema["type"], "object", "{}", spec.name);
@@ -682,11 +683,18 @@ fn specs_are_generated_schemas_in_design_order() {
         .as_str()
         .unwrap()
         .contains("Vault-relative"));
-    let trigger = all_specs()
-        .into_iter()
-        .find(|s| s.name == "trigger_role")
-        .unwrap();
-    assert_eq!(trigger.risk, Risk::Write);
-    let mv = all_specs().into_iter().find(|s| s.name == "move_file").unwrap();
-    assert_eq!(mv.risk, Risk::Destructive);
+    // DESIGN §15: reads are `read`, every vault write (moves and triggers included) is `write`.
+    for (name, risk) in [
+        ("read_file", Risk::Read),
+        ("list_files", Risk::Read),
+        ("search_files", Risk::Read),
+        ("write_file", Risk::Write),
+        ("append_file", Risk::Write),
+        ("move_file", Risk::Write),
+        ("trigger_role", Risk::Write),
+        ("remember", Risk::Write),
+    ] {
+        assert_eq!(vault_risk(name), Some(risk), "{name}");
+    }
+    assert_eq!(vault_risk("slack__post"), None);
 }

@@ -1,0 +1,89 @@
+//! Time, as logic sees it. Decisions take `now` from a `Clock` (or as a parameter), so tests
+//! drive time: the wall clock for schedules and logs, the monotonic clock for waits.
+//!
+//! The two are separate on purpose: the monotonic clock stops while the machine sleeps and
+//! never jumps, the wall clock jumps on suspend and NTP steps. The daemon compares them to
+//! notice a jump (DESIGN §4).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Wall-clock time.
+    fn now(&self) -> DateTime<Utc>;
+    /// Monotonic time (tokio's, so paused test time applies).
+    fn instant(&self) -> Instant;
+}
+
+/// The real clocks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+    fn instant(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// A clock tests move by hand: `advance` moves both clocks, `jump_wall` only the wall clock
+/// (a suspend or an NTP step).
+#[derive(Debug)]
+pub struct ManualClock {
+    inner: Mutex<(DateTime<Utc>, Instant)>,
+}
+
+impl ManualClock {
+    pub fn new(wall: DateTime<Utc>) -> Self {
+        Self {
+            inner: Mutex::new((wall, Instant::now())),
+        }
+    }
+
+    pub fn advance(&self, by: Duration) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.0 += chrono::Duration::from_std(by).unwrap_or_default();
+        g.1 += by;
+    }
+
+    pub fn jump_wall(&self, by: chrono::Duration) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.0 += by;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+    fn instant(&self) -> Instant {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_moves_both_or_only_the_wall() {
+        let t0: DateTime<Utc> = "2026-11-22T09:00:00Z".parse().unwrap();
+        let c = ManualClock::new(t0);
+        let m0 = c.instant();
+        c.advance(Duration::from_secs(30));
+        assert_eq!(c.now(), t0 + chrono::Duration::seconds(30));
+        assert_eq!(c.instant() - m0, Duration::from_secs(30));
+        c.jump_wall(chrono::Duration::hours(2));
+        assert_eq!(c.now(), t0 + chrono::Duration::seconds(7230));
+        assert_eq!(
+            c.instant() - m0,
+            Duration::from_secs(30),
+            "a wall jump leaves the monotonic clock"
+        );
+    }
+}

@@ -1,0 +1,251 @@
+//! What runs cost in US dollars (DESIGN §17): built-in prices for Anthropic's models, the
+//! config's `[prices."MODEL"]` on top, and the arithmetic.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::provider::Usage;
+
+/// When the built-in prices were taken from Anthropic's pricing page
+/// (platform.claude.com/docs/en/about-claude/pricing). Newer prices go in the config.
+pub const PRICES_TAKEN: &str = "2026-11-22";
+
+/// US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    /// Writing the cache with the default 5-minute lifetime.
+    #[serde(default = "nan")]
+    pub cache_write: f64,
+    /// Writing the cache with a 1-hour lifetime.
+    #[serde(default = "nan")]
+    pub cache_write_1h: f64,
+    #[serde(default = "nan")]
+    pub cache_read: f64,
+}
+
+fn nan() -> f64 {
+    f64::NAN
+}
+
+impl Price {
+    /// Dollars for `usage` at this price, cache writes at the `ttl` rate.
+    pub fn cost(&self, usage: &Usage, ttl: CacheTtl) -> f64 {
+        let write = match ttl {
+            CacheTtl::FiveMinutes => self.cache_write,
+            CacheTtl::OneHour => self.cache_write_1h,
+        };
+        let m = 1_000_000.0;
+        usage.input_tokens as f64 * self.input / m
+            + usage.output_tokens as f64 * self.output / m
+            + usage.cache_write_tokens as f64 * write / m
+            + usage.cache_read_tokens as f64 * self.cache_read / m
+    }
+
+    /// Anthropic's multipliers fill what a config entry leaves out: cache writes 1.25× (5 min)
+    /// and 2× (1 h) the input price, cache reads 0.1×.
+    pub fn completed(mut self) -> Self {
+        if self.cache_write.is_nan() {
+            self.cache_write = self.input * 1.25;
+        }
+        if self.cache_write_1h.is_nan() {
+            self.cache_write_1h = self.input * 2.0;
+        }
+        if self.cache_read.is_nan() {
+            self.cache_read = self.input * 0.1;
+        }
+        self
+    }
+}
+
+const fn p(input: f64, output: f64, cache_write: f64, cache_write_1h: f64, cache_read: f64) -> Price {
+    Price {
+        input,
+        output,
+        cache_write,
+        cache_write_1h,
+        cache_read,
+    }
+}
+
+/// Model id prefixes and their prices; the longest matching prefix wins, so dated ids
+/// (`claude-sonnet-4-5-20250929`) find their family.
+const BUILT_IN: &[(&str, Price)] = &[
+    ("claude-fable-5", p(10.0, 50.0, 12.5, 20.0, 1.0)),
+    ("claude-fable-5-1", p(10.0, 50.0, 12.5, 20.0, 0.25)),
+    ("claude-mythos-5", p(10.0, 50.0, 12.5, 20.0, 1.0)),
+    ("claude-mythos-5-1", p(10.0, 50.0, 12.5, 20.0, 0.25)),
+    ("claude-opus-5", p(5.0, 25.0, 6.25, 10.0, 0.5)),
+    ("claude-opus-4-8", p(5.0, 25.0, 6.25, 10.0, 0.5)),
+    ("claude-opus-4-7", p(5.0, 25.0, 6.25, 10.0, 0.5)),
+    ("claude-opus-4-6", p(5.0, 25.0, 6.25, 10.0, 0.5)),
+    ("claude-opus-4-5", p(5.0, 25.0, 6.25, 10.0, 0.5)),
+    ("claude-opus-4-1", p(15.0, 75.0, 18.75, 30.0, 1.5)),
+    ("claude-opus-4", p(15.0, 75.0, 18.75, 30.0, 1.5)),
+    ("claude-sonnet-5", p(2.0, 10.0, 2.5, 4.0, 0.2)),
+    ("claude-sonnet-5-5", p(2.0, 10.0, 2.5, 4.0, 0.1)),
+    ("claude-sonnet-4", p(3.0, 15.0, 3.75, 6.0, 0.3)),
+    ("claude-3-7-sonnet", p(3.0, 15.0, 3.75, 6.0, 0.3)),
+    // Haiku 5.5 below 100k prompt tokens; longer prompts cost 5× (not modelled: see docs).
+    ("claude-haiku-5-5", p(0.1, 0.5, 0.125, 0.2, 0.01)),
+    ("claude-haiku-4-5", p(1.0, 5.0, 1.25, 2.0, 0.1)),
+    ("claude-3-5-haiku", p(0.8, 4.0, 1.0, 1.6, 0.08)),
+    ("claude-3-haiku", p(0.25, 1.25, 0.3, 0.5, 0.03)),
+];
+
+/// The built-in price of `model`, by longest prefix.
+pub fn built_in(model: &str) -> Option<Price> {
+    BUILT_IN
+        .iter()
+        .filter(|(prefix, _)| model.starts_with(prefix))
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map(|(_, price)| *price)
+}
+
+/// How long cache entries written by a request live (DESIGN §17 `cache_ttl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+pub enum CacheTtl {
+    #[default]
+    #[serde(rename = "5m")]
+    FiveMinutes,
+    #[serde(rename = "1h")]
+    OneHour,
+}
+
+impl CacheTtl {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FiveMinutes => "5m",
+            Self::OneHour => "1h",
+        }
+    }
+}
+
+/// Prices as configured: the config's entries, then the built-in table.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PriceBook {
+    overrides: BTreeMap<String, Price>,
+}
+
+impl PriceBook {
+    pub fn new(overrides: BTreeMap<String, Price>) -> Self {
+        Self {
+            overrides: overrides.into_iter().map(|(k, v)| (k, v.completed())).collect(),
+        }
+    }
+
+    /// The price of `model`: an exact config entry, else the longest config prefix, else the
+    /// built-in table.
+    pub fn price(&self, model: &str) -> Option<Price> {
+        if let Some(p) = self.overrides.get(model) {
+            return Some(*p);
+        }
+        self.overrides
+            .iter()
+            .filter(|(k, _)| model.starts_with(k.as_str()))
+            .max_by_key(|(k, _)| k.len())
+            .map(|(_, p)| *p)
+            .or_else(|| built_in(model))
+    }
+
+    /// Dollars for `usage` of `model`; `None` when tabd knows no price for it.
+    pub fn cost(&self, model: &str, usage: &Usage, ttl: CacheTtl) -> Option<f64> {
+        self.price(model).map(|p| p.cost(usage, ttl))
+    }
+}
+
+/// Dollars as the logs show them: `$0.031`, `$1.24`, `<$0.001`.
+pub fn dollars(d: f64) -> String {
+    if d <= 0.0 {
+        "$0".into()
+    } else if d < 0.001 {
+        "<$0.001".into()
+    } else if d < 1.0 {
+        format!("${d:.3}")
+    } else {
+        format!("${d:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dated_ids_find_their_family_and_the_longest_prefix_wins() {
+        assert_eq!(built_in("claude-sonnet-4-5-20250929").unwrap().input, 3.0);
+        assert_eq!(built_in("claude-opus-4-1-20250805").unwrap().input, 15.0);
+        assert_eq!(built_in("claude-opus-4-5").unwrap().input, 5.0);
+        assert_eq!(built_in("claude-sonnet-5-5").unwrap().cache_read, 0.1);
+        assert_eq!(built_in("claude-sonnet-5").unwrap().cache_read, 0.2);
+        assert!(built_in("qwen2.5-coder").is_none());
+    }
+
+    #[test]
+    fn cost_of_a_run_with_cache() {
+        let book = PriceBook::default();
+        let usage = Usage {
+            input_tokens: 2_000,
+            output_tokens: 700,
+            cache_read_tokens: 10_000,
+            cache_write_tokens: 4_000,
+        };
+        // Sonnet 4.5: 2000×3 + 700×15 + 4000×3.75 + 10000×0.30, per million.
+        let c = book
+            .cost("claude-sonnet-4-5", &usage, CacheTtl::FiveMinutes)
+            .unwrap();
+        assert!((c - 0.0345).abs() < 1e-9, "{c}");
+        let c1h = book.cost("claude-sonnet-4-5", &usage, CacheTtl::OneHour).unwrap();
+        assert!((c1h - (c + 4_000.0 * (6.0 - 3.75) / 1e6)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn config_prices_win_and_fill_cache_rates() {
+        let book = PriceBook::new(BTreeMap::from([
+            (
+                "claude-sonnet-4-5".to_string(),
+                Price {
+                    input: 1.0,
+                    output: 2.0,
+                    cache_write: f64::NAN,
+                    cache_write_1h: f64::NAN,
+                    cache_read: f64::NAN,
+                },
+            ),
+            (
+                "qwen".to_string(),
+                Price {
+                    input: 0.0,
+                    output: 0.0,
+                    cache_write: f64::NAN,
+                    cache_write_1h: f64::NAN,
+                    cache_read: f64::NAN,
+                },
+            ),
+        ]));
+        let p = book.price("claude-sonnet-4-5").unwrap();
+        assert_eq!(
+            (p.input, p.cache_write, p.cache_write_1h, p.cache_read),
+            (1.0, 1.25, 2.0, 0.1)
+        );
+        assert_eq!(
+            book.cost("qwen2.5-coder:1.5b", &Usage::default(), CacheTtl::FiveMinutes),
+            Some(0.0)
+        );
+        assert_eq!(
+            book.cost("mystery", &Usage::default(), CacheTtl::FiveMinutes),
+            None
+        );
+    }
+
+    #[test]
+    fn dollars_read_well() {
+        assert_eq!(dollars(0.0), "$0");
+        assert_eq!(dollars(0.0004), "<$0.001");
+        assert_eq!(dollars(0.0312), "$0.031");
+        assert_eq!(dollars(1.2449), "$1.24");
+    }
+}

@@ -1,0 +1,161 @@
+//! Scheduled slots: due ones become queued runs (or logged skips), and only after the ledger
+//! records them durably (DESIGN §4: one occurrence runs at most once).
+
+use chrono::{DateTime, Utc};
+
+use super::core::{RoleRuntime, SlotRun};
+use super::slots::{self, SlotDecision};
+use super::Daemon;
+use crate::role::Role;
+use crate::trigger::Trigger;
+
+/// The trigger for the next run of `role`, from what it has waiting: a due slot first, then
+/// inbox notes, then watched files. Takes that work off the queue. `None`: nothing to do.
+pub(super) fn trigger_for(r: &mut RoleRuntime, role: &Role, has_notes: bool) -> Option<Trigger> {
+    let slot = r.slots.pop_front();
+    let watched = std::mem::take(&mut r.watch_pending);
+    r.inbox_ready = false;
+    if let Some(s) = slot {
+        let cron = role
+            .schedule
+            .lines
+            .iter()
+            .map(|l| l.cron_exprs().collect::<Vec<_>>().join(" | "))
+            .collect::<Vec<_>>()
+            .join(" | ");
+        return Some(Trigger::schedule(s.slot, cron, s.missed, role.skip_unchanged()));
+    }
+    if has_notes {
+        return Some(Trigger::inbox());
+    }
+    (!watched.is_empty()).then(|| Trigger::watch(watched))
+}
+
+impl Daemon {
+    /// Turns due scheduled slots into queued runs (or logged skips), recording them first.
+    pub(super) fn schedule_due(&mut self, wall: DateTime<Utc>) {
+        let roles: Vec<Role> = self
+            .roles()
+            .runnable()
+            .filter(|r| self.role_may_run_here(r) && !r.schedule.is_empty())
+            .cloned()
+            .collect();
+        let plan = slots::plan(
+            roles.iter().map(|role| {
+                (
+                    role.name.as_str(),
+                    &role.schedule,
+                    self.state.roles.get(&role.name).and_then(|r| r.last_slot),
+                    role.catch_up(),
+                    role.settings
+                        .stale_after
+                        .unwrap_or(std::time::Duration::from_secs(7200)),
+                )
+            }),
+            wall,
+        );
+        let store = self.run_env.store.clone();
+        let fail = self.run_env.faults.hit("ledger-write");
+        let committed = plan.commit(|moves| {
+            if fail {
+                return Err(crate::vault::VaultError::Io("TABD_FAULTS: ledger-write".into()));
+            }
+            let moves = moves.to_vec();
+            let fresh = store.update(move |s| {
+                for (name, slot) in moves {
+                    s.role(&name).last_slot = slot;
+                }
+                s.clone()
+            })?;
+            self.state = fresh;
+            Ok(())
+        });
+        let decisions = match committed {
+            Ok(d) => d,
+            Err(e) => {
+                self.ledger_failed(&e.to_string());
+                return;
+            }
+        };
+        if self.ledger_error.take().is_some() {
+            tracing::info!("scheduled slots can be recorded again");
+            self.status_dirty = true;
+        }
+        for (name, decision) in decisions {
+            if let Some(role) = roles.iter().find(|r| r.name == name) {
+                self.queue_or_log(role, decision, wall);
+            }
+        }
+    }
+
+    /// The ledger could not be written: no slot runs (each would run again and again from the
+    /// old ledger); said once, shown in status, tried again every tick.
+    fn ledger_failed(&mut self, why: &str) {
+        if self.ledger_error.is_none() {
+            let msg = format!(
+                "cannot record scheduled runs in .tabd/state.json ({why}); scheduled runs wait until it can"
+            );
+            tracing::error!("{msg}");
+            let _ = self
+                .run_env
+                .log
+                .write_line(self.run_env.clock.now(), "tabd", &msg);
+            self.status_dirty = true;
+        }
+        self.ledger_error = Some(why.to_string());
+    }
+
+    fn queue_or_log(&mut self, role: &Role, decision: SlotDecision, wall: DateTime<Utc>) {
+        let tz = self.config().timezone;
+        let fmt = |t: DateTime<Utc>| t.with_timezone(&tz).format("%H:%M").to_string();
+        let log = self.run_env.log.clone();
+        let line = |text: String| {
+            let _ = log.write_line(wall, &role.display_name, &text);
+        };
+        let r = self.rt.entry(role.name.clone()).or_default();
+        match decision {
+            SlotDecision::Nothing => {}
+            SlotDecision::Run { slot, missed, late } => {
+                if late {
+                    let what = if missed > 1 {
+                        format!("missed {missed} scheduled runs (the last due {})", fmt(slot))
+                    } else {
+                        format!("missed the {} run", fmt(slot))
+                    };
+                    line(format!(
+                        "{what} while tabd was not running or the computer slept; running once now (catch_up: once)"
+                    ));
+                }
+                r.slots.push_back(SlotRun { slot, missed });
+            }
+            SlotDecision::RunEach { slots, dropped } => {
+                line(format!(
+                    "missed {} scheduled runs; running {} of them now, oldest first (catch_up: all){}",
+                    slots.len() + dropped,
+                    slots.len(),
+                    if dropped > 0 {
+                        format!(", {dropped} older ones skipped")
+                    } else {
+                        String::new()
+                    }
+                ));
+                r.slots
+                    .extend(slots.into_iter().map(|slot| SlotRun { slot, missed: 1 }));
+            }
+            SlotDecision::Skip {
+                count,
+                first,
+                last,
+                why,
+            } => {
+                let span = if count > 1 {
+                    format!("{count} scheduled runs ({}–{})", fmt(first), fmt(last))
+                } else {
+                    format!("the {} run", fmt(last))
+                };
+                line(format!("skipped — missed {span}: {why}"));
+                self.status_dirty = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,543 @@
+//! The end of a run: decide what it was, plan where its notes go, record it, log it, move them.
+//!
+//! Order is what makes "nothing lost, nothing twice" hold across a crash at any point:
+//! 1. **commit** — one state update records everything (usage, attempts, last run, hashes) and
+//!    the run as *pending*: its JSONL record, its daily-log text and its note moves;
+//! 2. **publish** — JSONL record, daily log, note moves;
+//! 3. the pending entry is cleared.
+//!
+//! A crash before 1 leaves nothing: the notes run again. A crash after 1 is finished by
+//! `recover` at the next start, from the pending entry: the record is written if it is not
+//! there yet, the moves are made, so a record's `moved` list is always true and a note whose run
+//! is recorded is never run again.
+
+use std::collections::BTreeMap;
+
+use chrono::Utc;
+
+use super::{model_settings, Prepared, RunEnv, RunResult};
+use crate::context;
+use crate::inbox::{self, Note};
+use crate::limits::RoleLimits;
+use crate::provider::FailureClass;
+use crate::role::Role;
+use crate::runlog::{HumanRun, Moved, Outcome, RunRecord, TriggerRecord, UsageRecord};
+use crate::state::{Attempts, LastRun, PendingRun, State};
+use crate::toolbox::Toolbox;
+use crate::tools::AccessPolicy;
+use crate::trigger::Trigger;
+use crate::turn::{TurnEnd, TurnOutcome};
+use crate::vault::{VaultError, VaultPath};
+
+/// What the run ended as, in the terms of the logs and of DESIGN §5.
+struct Decided {
+    outcome: Outcome,
+    error: Option<String>,
+    failure: Option<(FailureClass, String)>,
+}
+
+fn decide(end: &TurnEnd) -> Decided {
+    let failed = |class: FailureClass, msg: String| Decided {
+        outcome: Outcome::Failed,
+        error: Some(msg.clone()),
+        failure: Some((class, msg)),
+    };
+    match end {
+        TurnEnd::Done => Decided {
+            outcome: Outcome::Ok,
+            error: None,
+            failure: None,
+        },
+        TurnEnd::Limit(why) => Decided {
+            outcome: Outcome::Limit,
+            error: Some(format!("limit reached: {why}")),
+            failure: None,
+        },
+        TurnEnd::Failed(e) => failed(e.class(), e.to_string()),
+        TurnEnd::ContextExceeded => failed(
+            FailureClass::RunFailure,
+            "the conversation outgrew the model's context window; trim the role's context files".into(),
+        ),
+        TurnEnd::ToolFatal(why) => failed(
+            FailureClass::RunFailure,
+            format!("the vault cannot be written: {why}"),
+        ),
+        TurnEnd::Crashed(why) => failed(
+            FailureClass::RunFailure,
+            format!("tabd failed while running this role ({why}); this is a bug in tabd — please report it"),
+        ),
+    }
+}
+
+/// Where each note goes, and the attempt counts behind it.
+#[derive(Default)]
+struct Plan {
+    moves: Vec<(VaultPath, VaultPath)>,
+    /// (note, failed attempts so far, its inode)
+    attempts: Vec<(String, u32, u64)>,
+}
+
+fn plan(env: &RunEnv, notes: &[Note], failure: Option<FailureClass>, state: &State, role: &str) -> Plan {
+    let max_attempts = env.config.inbox.max_attempts.max(1);
+    let previous = state.roles.get(role).map(|r| &r.attempts);
+    let mut p = Plan::default();
+    for note in notes {
+        let sub = match failure {
+            None => Some("processed"),
+            Some(FailureClass::RunFailure) => {
+                // A count belongs to the note it was counted for: a new note under an old name starts at 0.
+                let before = previous
+                    .and_then(|a| a.get(note.path.as_str()))
+                    .filter(|a| a.ino.is_none_or(|ino| ino == note.ino))
+                    .map_or(0, |a| a.count);
+                let count = before + 1;
+                p.attempts.push((note.path.as_str().to_string(), count, note.ino));
+                (count >= max_attempts).then_some("failed")
+            }
+            Some(FailureClass::Outage) => None,
+        };
+        let Some(sub) = sub else { continue };
+        let taken: Vec<VaultPath> = p.moves.iter().map(|(_, d)| d.clone()).collect();
+        match inbox::destination(&env.vault, &note.path, sub, &taken) {
+            Ok(dest) => p.moves.push((note.path.clone(), dest)),
+            Err(e) => tracing::warn!("cannot plan a move for {}: {e}", note.path),
+        }
+    }
+    p
+}
+
+/// The run's hashes with its own changes absorbed: a role's own writes to its context (and its
+/// `remember`) are not "changes since the last run" for it, so they never wake it again.
+fn hashes_after(
+    env: &RunEnv,
+    role: &Role,
+    before: &BTreeMap<String, String>,
+    outcome: &TurnOutcome,
+) -> BTreeMap<String, String> {
+    let mut hashes = before.clone();
+    if outcome.changes.is_empty() {
+        return hashes;
+    }
+    let changed: Vec<&str> = outcome.changes.iter().map(|c| c.path.as_str()).collect();
+    let resolved = context::resolve(&env.vault, &AccessPolicy::for_role(role), &role.context);
+    let memories: Vec<VaultPath> = crate::prompt::memory_files(role)
+        .into_iter()
+        .filter_map(|(_, p)| VaultPath::parse(&p, false).ok())
+        .collect();
+    let now_in_context: Vec<&VaultPath> = resolved.paths().chain(memories.iter()).collect();
+    for path in changed {
+        match now_in_context.iter().find(|p| p.as_str() == path) {
+            Some(p) => match context::load(&env.vault, p) {
+                Ok(l) => {
+                    hashes.insert(path.to_string(), l.hash);
+                }
+                Err(_) => {
+                    hashes.remove(path);
+                }
+            },
+            None => {
+                hashes.remove(path);
+            }
+        }
+    }
+    hashes
+}
+
+/// The JSONL record of a run; `moved`, `ended_at` and `cost_usd` are filled in by the caller.
+fn record_of(
+    role: &Role,
+    prep: &Prepared,
+    trigger: &Trigger,
+    notes: &[Note],
+    outcome: &TurnOutcome,
+    decided: &Decided,
+) -> RunRecord {
+    RunRecord {
+        run_id: prep.id.clone(),
+        role: role.name.clone(),
+        trigger: TriggerRecord {
+            kind: trigger.kind,
+            notes: notes.iter().map(|n| n.path.as_str().to_string()).collect(),
+            scheduled_for: trigger.scheduled_for,
+            cron: trigger.cron.clone(),
+        },
+        started_at: prep.started,
+        ended_at: prep.started,
+        outcome: decided.outcome,
+        error: decided.error.clone(),
+        model: outcome.model.clone(),
+        usage: UsageRecord {
+            tokens: outcome.usage,
+            cost_usd: 0.0,
+        },
+        tool_calls: outcome.calls.clone(),
+        moved: Vec::new(),
+    }
+}
+
+fn moved_of(moves: &[(VaultPath, VaultPath)]) -> Vec<Moved> {
+    moves
+        .iter()
+        .map(|(f, t)| Moved {
+            from: f.as_str().to_string(),
+            to: t.as_str().to_string(),
+        })
+        .collect()
+}
+
+fn human_of(role: &Role, outcome: &TurnOutcome, plan: &Plan) -> HumanRun {
+    let mut human = HumanRun {
+        display_name: role.display_name.clone(),
+        thinking: outcome.thinking.clone(),
+        summary: outcome.summary.clone(),
+        changes: outcome.changes.clone(),
+        ..HumanRun::default()
+    };
+    for (from, to) in &plan.moves {
+        if to.parent().file_name() == "failed" {
+            let count = plan
+                .attempts
+                .iter()
+                .find(|(n, _, _)| n == from.as_str())
+                .map_or(0, |a| a.1);
+            human.failed_notes.push((to.as_str().to_string(), count));
+        }
+    }
+    for (note, count, _) in &plan.attempts {
+        if !plan.moves.iter().any(|(f, _)| f.as_str() == note) {
+            human.retry_notes.push((note.clone(), *count));
+        }
+    }
+    human
+}
+
+/// Finishes a run that called the model (or tried to).
+pub(super) fn finish(
+    env: &RunEnv,
+    role: &Role,
+    trigger: Trigger,
+    notes: Vec<Note>,
+    prep: Prepared,
+    outcome: TurnOutcome,
+) -> RunResult {
+    let ended = env.clock.now();
+    let decided = decide(&outcome.end);
+    let class = decided.failure.as_ref().map(|(c, _)| *c);
+    let plan = plan(env, &notes, class, &prep.state, &role.name);
+    let model = if outcome.model.is_empty() {
+        model_settings(role, &env.config).model
+    } else {
+        outcome.model.clone()
+    };
+    let cost = env
+        .config
+        .prices
+        .cost(&model, &outcome.usage, prep.ttl)
+        .unwrap_or(0.0);
+    let mut record = record_of(role, &prep, &trigger, &notes, &outcome, &decided);
+    record.ended_at = ended;
+    record.usage.cost_usd = cost;
+    record.moved = moved_of(&plan.moves);
+    let human = human_of(role, &outcome, &plan);
+    let hashes = match class {
+        None => Some(hashes_after(env, role, &prep.hashes, &outcome)),
+        Some(_) => None,
+    };
+    let daily_section = env.log.render_run(&record, &human);
+    let result = |failure, daily_log| RunResult {
+        record: record.clone(),
+        summary: outcome.summary.clone(),
+        failure,
+        daily_log,
+        changes: outcome.changes.clone(),
+        skipped: None,
+    };
+    let daily_path = env.log.daily_path(prep.started);
+    let commit = Commit {
+        role: &role.name,
+        display_name: &role.display_name,
+        record: &record,
+        plan: &plan,
+        hashes,
+        class,
+        error: decided.error.clone(),
+        daily_section,
+        trigger_kind: trigger.kind.as_str(),
+        notes: notes.len(),
+    };
+    let pending = match commit.save(env) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(
+                "cannot record the run of {} in state: {e}; its notes stay in the inbox",
+                role.name
+            );
+            return result(Some((FailureClass::RunFailure, e.to_string())), daily_path);
+        }
+    };
+    publish(env, &role.name, &pending);
+    result(decided.failure, daily_path)
+}
+
+/// Everything one run writes into state, in one update.
+struct Commit<'a> {
+    role: &'a str,
+    display_name: &'a str,
+    record: &'a RunRecord,
+    plan: &'a Plan,
+    /// Hashes to keep for the next run's change list (successful runs only).
+    hashes: Option<BTreeMap<String, String>>,
+    class: Option<FailureClass>,
+    error: Option<String>,
+    daily_section: String,
+    trigger_kind: &'a str,
+    notes: usize,
+}
+
+impl Commit<'_> {
+    fn save(self, env: &RunEnv) -> Result<PendingRun, VaultError> {
+        let rec = self.record;
+        let today = rec.ended_at.with_timezone(&env.log.tz()).date_naive();
+        let record_json = serde_json::to_value(rec).map_err(|e| VaultError::Io(e.to_string()))?;
+        let daily = env.log.daily_path(rec.started_at);
+        let line = |text: &str| env.log.render_line(rec.started_at, self.display_name, text);
+        env.store.update(|s| {
+            s.add_usage(self.role, today, rec.usage.tokens, rec.usage.cost_usd);
+            let r = s.role(self.role);
+            // A run that never reached the model (an outage) does not use up max_runs_per_day.
+            let outage = self.class == Some(FailureClass::Outage);
+            if !outage || rec.usage.tokens.total() > 0 {
+                r.runs_today += 1;
+            }
+            r.last_run = Some(LastRun {
+                run_id: rec.run_id.clone(),
+                started_at: rec.started_at,
+                ended_at: rec.ended_at,
+                // The JSONL record says `failed` (contract); people see that nothing was their fault.
+                outcome: if outage {
+                    "paused".into()
+                } else {
+                    rec.outcome.as_str().into()
+                },
+                error: self.error.clone(),
+                tokens: rec.usage.tokens.total(),
+                trigger: self.trigger_kind.to_string(),
+                cost_usd: rec.usage.cost_usd,
+            });
+            if let Some(h) = self.hashes {
+                r.last_success_at = Some(rec.ended_at);
+                r.context_hashes = h;
+            }
+            for (note, count, ino) in &self.plan.attempts {
+                let last_error = self.error.clone().unwrap_or_default();
+                r.attempts.insert(
+                    note.clone(),
+                    Attempts {
+                        count: *count,
+                        last_error,
+                        ino: Some(*ino),
+                    },
+                );
+            }
+            for (from, _) in &self.plan.moves {
+                r.attempts.remove(from.as_str());
+            }
+            // An outage gets one line per cause per day, not a section per attempt.
+            let daily_text = match (outage, &self.error) {
+                (true, Some(msg)) if r.first_notice(&format!("outage: {msg}")) => {
+                    let waiting = match self.notes {
+                        0 => String::new(),
+                        n => format!("; {n} note(s) wait in the inbox, no attempt counted"),
+                    };
+                    line(&format!("paused — {msg}{waiting}"))
+                }
+                (true, _) => String::new(),
+                (false, _) => self.daily_section.clone(),
+            };
+            let pending = PendingRun {
+                run_id: rec.run_id.clone(),
+                record: record_json.clone(),
+                jsonl: env.log.jsonl_path(rec.started_at).as_str().to_string(),
+                daily: daily.as_str().to_string(),
+                daily_text,
+                moves: self
+                    .plan
+                    .moves
+                    .iter()
+                    .map(|(f, t)| (f.as_str().to_string(), t.as_str().to_string()))
+                    .collect(),
+            };
+            r.pending.push(pending.clone());
+            pending
+        })
+    }
+}
+
+/// Writes a committed run's logs and moves its notes, then clears it from state. Safe to call
+/// again for the same run (crash recovery): nothing is written or moved twice.
+fn publish(env: &RunEnv, role: &str, p: &PendingRun) {
+    env.faults.abort_at("abort-after-commit");
+    let jsonl = VaultPath::parse(&p.jsonl, false);
+    let daily = VaultPath::parse(&p.daily, false);
+    if let Ok(jsonl) = &jsonl {
+        if !env.log.has_record(jsonl, &p.run_id) {
+            if let Err(e) = env.log.append_jsonl(jsonl, &p.record) {
+                tracing::error!("cannot write {jsonl}: {e}");
+            }
+        }
+    }
+    if let (Ok(daily), false) = (&daily, p.daily_text.is_empty()) {
+        if !env.log.daily_has(daily, &p.daily_text) {
+            if let Err(e) = env.log.append_daily(daily, &p.daily_text) {
+                tracing::error!("cannot write the run log {daily}: {e}");
+            }
+        }
+    }
+    env.faults.abort_at("abort-after-log");
+    for (from, to) in &p.moves {
+        let (Ok(f), Ok(t)) = (VaultPath::parse(from, false), VaultPath::parse(to, false)) else {
+            continue;
+        };
+        if !env.vault.exists(&f) {
+            continue; // moved already (a recovery after the move), or by a person
+        }
+        if let Err(e) = inbox::move_note(&env.vault, &f, &t) {
+            tracing::warn!("could not move {from} to {to}: {e}");
+        }
+    }
+    let cleared = env.store.update(|s| {
+        if let Some(r) = s.roles.get_mut(role) {
+            r.pending.retain(|x| x.run_id != p.run_id);
+        }
+    });
+    if let Err(e) = cleared {
+        tracing::warn!("cannot clear the finished run {} from state: {e}", p.run_id);
+    }
+}
+
+/// Finishes runs a crash interrupted after they were committed. Returns how many.
+pub fn recover(env: &RunEnv) -> usize {
+    let state = env.store.load();
+    let mut n = 0;
+    for (role, rs) in &state.roles {
+        for p in &rs.pending {
+            publish(env, role, p);
+            n += 1;
+        }
+    }
+    n
+}
+
+/// A run skipped at zero tokens (`skip_unchanged`): a JSONL `skipped` record, and one daily-log
+/// line per cause per day.
+pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepared) -> RunResult {
+    let why = "nothing changed since the last run (skip_unchanged)".to_string();
+    let record = RunRecord {
+        run_id: prep.id.clone(),
+        role: role.name.clone(),
+        trigger: TriggerRecord {
+            kind: trigger.kind,
+            notes: Vec::new(),
+            scheduled_for: trigger.scheduled_for,
+            cron: trigger.cron.clone(),
+        },
+        started_at: prep.started,
+        ended_at: prep.started,
+        outcome: Outcome::Skipped,
+        error: Some(why.clone()),
+        model: String::new(),
+        usage: UsageRecord::default(),
+        tool_calls: Vec::new(),
+        moved: Vec::new(),
+    };
+    let today = prep.started.with_timezone(&env.log.tz()).date_naive();
+    let first = env
+        .store
+        .update(|s| {
+            let r = s.role(&role.name);
+            r.roll_day(today);
+            r.first_notice("skip_unchanged")
+        })
+        .unwrap_or(true);
+    if first {
+        let _ = env
+            .log
+            .write_line(prep.started, &role.display_name, &format!("skipped — {why}"));
+    }
+    if let Err(e) = env.log.write_record(&record) {
+        tracing::warn!("cannot write the skip record: {e}");
+    }
+    RunResult {
+        record,
+        summary: String::new(),
+        failure: None,
+        daily_log: env.log.daily_path(prep.started),
+        changes: Vec::new(),
+        skipped: Some(why),
+    }
+}
+
+/// Records a run that crashed (a panic in tabd) as a failed run: its notes count an attempt,
+/// so a note that makes tabd fail every time still ends in `failed/` rather than looping.
+pub fn record_crash(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>, why: &str) -> RunResult {
+    let started = env.clock.now();
+    let limits = RoleLimits::resolve(role, &env.config.limits);
+    let prep = Prepared {
+        id: super::run_id(&role.name, started),
+        started,
+        state: env.store.load(),
+        hashes: BTreeMap::new(),
+        ttl: crate::cost::CacheTtl::FiveMinutes,
+        toolbox: Toolbox::new(
+            env.vault.clone(),
+            role,
+            env.roles.clone(),
+            0,
+            limits.max_chain_depth,
+            env.clock.clone(),
+        ),
+        limits,
+    };
+    let outcome = TurnOutcome {
+        end: TurnEnd::Crashed(why.to_string()),
+        thinking: String::new(),
+        summary: String::new(),
+        calls: Vec::new(),
+        changes: Vec::new(),
+        usage: Default::default(),
+        model: String::new(),
+        requests: 0,
+    };
+    finish(env, role, trigger, notes, prep, outcome)
+}
+
+/// The result of a crashed run when even recording it failed: nothing written, the notes stay
+/// in the inbox.
+pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
+    let now = Utc::now();
+    RunResult {
+        record: RunRecord {
+            run_id: String::new(),
+            role: role.name.clone(),
+            trigger: TriggerRecord {
+                kind: crate::trigger::TriggerKind::Manual,
+                notes: Vec::new(),
+                scheduled_for: None,
+                cron: None,
+            },
+            started_at: now,
+            ended_at: now,
+            outcome: Outcome::Failed,
+            error: Some(why.to_string()),
+            model: String::new(),
+            usage: UsageRecord::default(),
+            tool_calls: Vec::new(),
+            moved: Vec::new(),
+        },
+        summary: String::new(),
+        failure: Some((FailureClass::RunFailure, why.to_string())),
+        daily_log: VaultPath::root(),
+        changes: Vec::new(),
+        skipped: None,
+    }
+}

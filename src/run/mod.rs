@@ -1,0 +1,223 @@
+//! One run of one role, start to finish (DESIGN §5, §7, §9): prepare the prompt, skip at zero
+//! tokens when nothing changed, run the turn, then finish (`finish.rs`): decide, record, log,
+//! move notes.
+
+mod finish;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::blocking;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::cost::CacheTtl;
+use crate::faults::Faults;
+use crate::inbox::Note;
+use crate::limits::RoleLimits;
+use crate::prompt::{self, Prompt, PromptInput};
+use crate::provider::{FailureClass, Provider, RetryPolicy};
+use crate::role::{Role, RoleSet};
+use crate::runlog::{RunLog, RunRecord};
+use crate::state::{State, StateStore};
+use crate::toolbox::Toolbox;
+use crate::trigger::Trigger;
+use crate::turn::{self, TurnLimits, TurnOutcome};
+use crate::vault::{Vault, VaultPath};
+
+pub use finish::{record_crash, record_crash_in_memory, recover};
+
+/// Everything a run needs from the daemon or the command line; cheap to clone.
+#[derive(Clone)]
+pub struct RunEnv {
+    pub vault: Arc<Vault>,
+    pub config: Arc<Config>,
+    pub roles: Arc<RoleSet>,
+    pub provider: Arc<dyn Provider>,
+    pub store: StateStore,
+    pub log: Arc<RunLog>,
+    pub clock: Arc<dyn Clock>,
+    pub faults: Faults,
+}
+
+/// What a run ended as.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub record: RunRecord,
+    pub summary: String,
+    /// Set when the run failed; `Outage` means "pause model calls", not "blame the notes".
+    pub failure: Option<(FailureClass, String)>,
+    pub daily_log: VaultPath,
+    /// Every file the run's tools changed (written, appended, moved to, triggered, remembered).
+    pub changes: Vec<crate::tools::Change>,
+    /// The run was skipped at zero tokens (`skip_unchanged`): why.
+    pub skipped: Option<String>,
+}
+
+impl RunResult {
+    pub fn succeeded(&self) -> bool {
+        self.failure.is_none()
+    }
+}
+
+/// The model settings of a role: its own, else the config's.
+pub struct ModelSettings {
+    pub model: String,
+    pub max_tokens: u32,
+    pub temperature: Option<f64>,
+    pub thinking_budget: u32,
+}
+
+pub fn model_settings(role: &Role, config: &Config) -> ModelSettings {
+    let p = &config.provider;
+    ModelSettings {
+        model: role.settings.model.clone().unwrap_or_else(|| p.model.clone()),
+        max_tokens: role.settings.max_tokens.unwrap_or(p.max_tokens),
+        temperature: role.settings.temperature.or(p.temperature),
+        thinking_budget: role.settings.thinking_budget.unwrap_or(p.thinking_budget),
+    }
+}
+
+/// The lifetime of a run's cache entries: the config's, else 1h for a role whose scheduled
+/// runs come less than an hour apart (the next run reads what this one wrote), else 5m.
+pub fn cache_ttl(role: &Role, config: &Config, now: DateTime<Utc>) -> CacheTtl {
+    config
+        .provider
+        .cache_ttl
+        .unwrap_or_else(|| match role.schedule.shortest_gap(now) {
+            Some(gap) if gap < chrono::Duration::hours(1) => CacheTtl::OneHour,
+            _ => CacheTtl::FiveMinutes,
+        })
+}
+
+/// The hashes of a role's last successful run, if it had one.
+pub fn previous_hashes<'a>(state: &'a State, role: &Role) -> Option<&'a BTreeMap<String, String>> {
+    state
+        .roles
+        .get(&role.name)
+        .filter(|r| r.last_success_at.is_some())
+        .map(|r| &r.context_hashes)
+}
+
+/// Where a prompt's files and history come from.
+pub struct PromptSources<'a> {
+    pub vault: &'a Vault,
+    pub config: &'a Config,
+    pub state: &'a State,
+}
+
+/// Builds the prompt a run of `role` would send now, from state as it is (also what
+/// `tabd prompt` prints: one function, so the two can never differ).
+pub fn build_prompt(
+    src: &PromptSources<'_>,
+    role: &Role,
+    trigger: &Trigger,
+    notes: &[Note],
+    tools: Vec<crate::provider::ToolSpec>,
+    now: DateTime<Utc>,
+) -> Prompt {
+    prompt::build(&PromptInput {
+        vault: src.vault,
+        role,
+        config: src.config,
+        previous: previous_hashes(src.state, role),
+        now,
+        trigger,
+        notes,
+        tools,
+        notices: Vec::new(),
+    })
+}
+
+fn run_id(role: &str, at: DateTime<Utc>) -> String {
+    format!(
+        "{}-{role}-{:04x}",
+        at.format("%Y%m%dT%H%M%SZ"),
+        rand::random::<u16>()
+    )
+}
+
+/// What a run knows before it calls the model.
+pub(crate) struct Prepared {
+    pub id: String,
+    pub started: DateTime<Utc>,
+    pub state: State,
+    /// Memory and context hashes the prompt was built from.
+    pub hashes: BTreeMap<String, String>,
+    pub limits: RoleLimits,
+    pub ttl: CacheTtl,
+    pub toolbox: Toolbox,
+}
+
+/// Reads state, builds the toolbox and the prompt (filesystem work: off the runtime's hands).
+fn prepare(env: &RunEnv, role: &Role, trigger: &Trigger, notes: &[Note]) -> (Prepared, Prompt) {
+    let started = env.clock.now();
+    let limits = RoleLimits::resolve(role, &env.config.limits);
+    // A note whose chain depth cannot be read counts as the end of a chain.
+    let hops = if notes.iter().any(|n| n.hops_unknown) {
+        limits.max_chain_depth
+    } else {
+        notes.iter().map(|n| n.hops).max().unwrap_or(0)
+    };
+    let toolbox = Toolbox::new(
+        env.vault.clone(),
+        role,
+        env.roles.clone(),
+        hops,
+        limits.max_chain_depth,
+        env.clock.clone(),
+    );
+    blocking::run(|| {
+        // One read of state serves the prompt (last hashes) and the attempt counts; the role's
+        // run lock keeps anyone else from changing either meanwhile.
+        let state = env.store.load();
+        let src = PromptSources {
+            vault: &env.vault,
+            config: &env.config,
+            state: &state,
+        };
+        let prompt = build_prompt(&src, role, trigger, notes, toolbox.specs(), started);
+        let prep = Prepared {
+            id: run_id(&role.name, started),
+            started,
+            ttl: cache_ttl(role, &env.config, started),
+            state,
+            hashes: prompt.hashes.clone(),
+            limits,
+            toolbox,
+        };
+        (prep, prompt)
+    })
+}
+
+/// Runs `role` once for `trigger` with `notes` (already chosen, in order).
+pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>) -> RunResult {
+    if env.faults.hit("panic-in-run") {
+        panic!("TABD_FAULTS: panic-in-run");
+    }
+    let (prep, prompt) = prepare(env, role, &trigger, &notes);
+    if trigger.skip_if_unchanged && notes.is_empty() {
+        let unchanged = previous_hashes(&prep.state, role).is_some_and(|h| *h == prep.hashes);
+        if unchanged {
+            return blocking::run(|| finish::skipped(env, role, &trigger, &prep));
+        }
+    }
+    let outcome = call_model(env, role, &prep, prompt).await;
+    blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome))
+}
+
+async fn call_model(env: &RunEnv, role: &Role, prep: &Prepared, prompt: Prompt) -> TurnOutcome {
+    let ms = model_settings(role, &env.config);
+    let limits = TurnLimits {
+        max_tool_calls: prep.limits.max_tool_calls,
+        max_tokens_per_run: prep.limits.max_tokens_per_run,
+        max_cost_usd: prep.limits.max_cost_usd,
+        price: env.config.prices.price(&ms.model),
+        cache_ttl: prep.ttl,
+        deadline: env.clock.instant() + prep.limits.run_deadline,
+    };
+    let request = prompt.into_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
+    let retry = RetryPolicy::from_config(&env.config.provider);
+    turn::run_turn(env.provider.as_ref(), &retry, request, &limits, &prep.toolbox).await
+}

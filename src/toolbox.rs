@@ -1,0 +1,80 @@
+//! The harness a run's model works through: which tools the role has, and every call checked
+//! and run by tabd (DESIGN §8). The model never touches anything else.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::blocking;
+use crate::clock::Clock;
+use crate::provider::{BoxFuture, ToolSpec};
+use crate::role::{Role, RoleSet};
+use crate::tools::{self, AccessPolicy, FatalToolError, ToolCallRecord, ToolContext, ToolResult};
+use crate::turn::ToolExecutor;
+use crate::vault::Vault;
+
+/// The tools of one run of one role.
+pub struct Toolbox {
+    pub vault: Arc<Vault>,
+    pub role: Role,
+    pub roles: Arc<RoleSet>,
+    pub policy: AccessPolicy,
+    /// Chain depth of the notes that triggered this run.
+    pub hops: u32,
+    pub max_chain_depth: u32,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Toolbox {
+    pub fn new(
+        vault: Arc<Vault>,
+        role: &Role,
+        roles: Arc<RoleSet>,
+        hops: u32,
+        max_chain_depth: u32,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            vault,
+            policy: AccessPolicy::for_role(role),
+            role: role.clone(),
+            roles,
+            hops,
+            max_chain_depth,
+            clock,
+        }
+    }
+
+    /// What the model is offered.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        tools::specs_for(&self.role)
+    }
+
+    /// Runs one vault tool call (filesystem work, off the async runtime's hands).
+    pub fn call_vault(
+        &self,
+        name: &str,
+        input: &Value,
+    ) -> Result<(ToolResult, ToolCallRecord), FatalToolError> {
+        let ctx = ToolContext {
+            vault: &self.vault,
+            role: &self.role,
+            roles: &self.roles,
+            policy: &self.policy,
+            hops: self.hops,
+            max_chain_depth: self.max_chain_depth,
+            now: self.clock.now().with_timezone(&self.role.schedule.tz),
+        };
+        blocking::run(|| tools::execute(&ctx, name, input))
+    }
+}
+
+impl ToolExecutor for Toolbox {
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        input: &'a Value,
+    ) -> BoxFuture<'a, Result<(ToolResult, ToolCallRecord), FatalToolError>> {
+        Box::pin(async move { self.call_vault(name, input) })
+    }
+}

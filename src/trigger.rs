@@ -1,0 +1,84 @@
+//! Why a run fired (DESIGN §6): the four trigger kinds and what each carries.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TriggerKind {
+    Schedule,
+    Inbox,
+    Manual,
+    Watch,
+}
+
+impl TriggerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Schedule => "schedule",
+            Self::Inbox => "inbox",
+            Self::Manual => "manual",
+            Self::Watch => "watch",
+        }
+    }
+}
+
+impl std::fmt::Display for TriggerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trigger {
+    pub kind: TriggerKind,
+    /// For a scheduled run: the slot it was due, and the cron line(s) of the schedule.
+    pub scheduled_for: Option<DateTime<Utc>>,
+    pub cron: Option<String>,
+    /// Slots that were missed and are covered by this run (catch-up).
+    pub missed: usize,
+    /// For a watch run: the files whose change fired it.
+    pub watched: Vec<String>,
+    /// A scheduled run with no notes whose context is unchanged is skipped at zero tokens
+    /// (`skip_unchanged`, DESIGN §3).
+    pub skip_if_unchanged: bool,
+}
+
+impl Trigger {
+    pub fn manual() -> Self {
+        Self {
+            kind: TriggerKind::Manual,
+            scheduled_for: None,
+            cron: None,
+            missed: 0,
+            watched: Vec::new(),
+            skip_if_unchanged: false,
+        }
+    }
+
+    pub fn inbox() -> Self {
+        Self {
+            kind: TriggerKind::Inbox,
+            ..Self::manual()
+        }
+    }
+
+    pub fn watch(files: Vec<String>) -> Self {
+        Self {
+            kind: TriggerKind::Watch,
+            watched: files,
+            ..Self::manual()
+        }
+    }
+
+    pub fn schedule(slot: DateTime<Utc>, cron: String, missed: usize, skip_if_unchanged: bool) -> Self {
+        Self {
+            kind: TriggerKind::Schedule,
+            scheduled_for: Some(slot),
+            cron: Some(cron),
+            missed,
+            skip_if_unchanged,
+            ..Self::manual()
+        }
+    }
+}
