@@ -66,6 +66,33 @@ impl Clock for ManualClock {
     }
 }
 
+/// The system clocks with the wall clock moved by a number of seconds read from a file at every
+/// look: how the end-to-end tests drive a real wall-clock jump (a suspend, an NTP step) in the
+/// real binary. Set by `TABD_TEST_CLOCK_OFFSET_FILE`; never in normal use.
+#[derive(Debug)]
+pub struct OffsetClock {
+    file: std::path::PathBuf,
+}
+
+impl OffsetClock {
+    pub fn new(file: std::path::PathBuf) -> Self {
+        Self { file }
+    }
+}
+
+impl Clock for OffsetClock {
+    fn now(&self) -> DateTime<Utc> {
+        let secs: i64 = std::fs::read_to_string(&self.file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0);
+        Utc::now() + chrono::Duration::seconds(secs)
+    }
+    fn instant(&self) -> Instant {
+        Instant::now()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

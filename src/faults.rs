@@ -8,6 +8,10 @@
 //! | `abort-after-log` | a run aborts after writing its logs, before moving notes |
 //! | `panic-in-run` | a run panics (a bug in tabd while handling its notes) |
 //! | `ledger-write` | recording scheduled slots in state fails |
+//!
+//! Two more test hooks, each its own variable: `TABD_TEST_CLOCK_OFFSET_FILE` (the daemon's wall
+//! clock runs ahead by the seconds written in that file: a real clock jump) and
+//! `TABD_TEST_EVENT_CAPACITY` (a tiny file-event queue, to make it overflow).
 
 use crate::environment::Env;
 

@@ -4,33 +4,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::daemon::{wait_until, Daemon};
+use crate::support::daemon::{daemon_config, setup, wait_idle, wait_live, wait_until, Daemon, SETTLE_MS};
 use crate::support::fake_model::FakeModel;
 use crate::support::{wire, TestVault};
 
 const T: Duration = Duration::from_secs(20);
-/// The settle time the tests configure; a wait of a few settles shows nothing happened.
-const SETTLE_MS: u64 = 300;
-
-/// `limits` lines go into the `[limits]` table.
-fn daemon_config(limits: &str) -> String {
-    format!("[limits]\nmin_interval = \"0s\"\n{limits}\n[inbox]\nsettle_ms = {SETTLE_MS}\n[daemon]\nshutdown_grace_s = 1\n")
-}
-
-/// A vault + fake model answering "ok" to everything, configured for fast tests.
-fn setup(limits: &str) -> (TestVault, FakeModel) {
-    let v = TestVault::new();
-    let fake = FakeModel::start();
-    v.use_model(&fake, "anthropic", &daemon_config(limits));
-    fake.respond_with(|_, _| wire::text("anthropic", "ok"));
-    (v, fake)
-}
-
-fn quiet() {
-    // Long enough for any settle window and a run to have happened; used only to show that
-    // something did NOT happen.
-    std::thread::sleep(Duration::from_millis(SETTLE_MS * 4));
-}
 
 #[test]
 fn notes_written_in_place_and_renamed_in_both_fire_and_end_in_processed() {
@@ -61,14 +39,17 @@ fn notes_written_in_place_and_renamed_in_both_fire_and_end_in_processed() {
 fn an_untitled_note_created_empty_fires_once_with_its_final_text() {
     let (v, fake) = setup("");
     let _d = Daemon::start(&v);
+    let g = v.generation();
     v.write("agent/inbox/delivery/Untitled.md", "");
-    quiet();
+    wait_live(&v, "delivery", g, "the empty note seen, not ready", |l| {
+        l["notes"] == 1 && l["settling"] == 1
+    });
     assert!(fake.requests().is_empty(), "an empty note is not complete");
     v.write("agent/inbox/delivery/Untitled.md", "The final text of the note.");
     wait_until(T, "processed", || {
         v.files_in("agent/inbox/delivery/processed") == ["Untitled.md"]
     });
-    quiet();
+    wait_idle(&v);
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 1);
     assert!(wire::all_text(&reqs[0].body).contains("The final text of the note."));
@@ -86,6 +67,7 @@ fn a_note_renamed_while_being_typed_waits_for_settle() {
     .unwrap();
     let mut text = String::from("Meet");
     for word in ["ing", " notes", " with", " Nadia", " done."] {
+        // A person typing: a pause shorter than the settle time between keystrokes.
         std::thread::sleep(Duration::from_millis(SETTLE_MS / 3));
         text.push_str(word);
         v.write("agent/inbox/delivery/Meeting.md", &text);
@@ -93,7 +75,7 @@ fn a_note_renamed_while_being_typed_waits_for_settle() {
     wait_until(T, "processed", || {
         v.files_in("agent/inbox/delivery/processed") == ["Meeting.md"]
     });
-    quiet();
+    wait_idle(&v);
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 1, "fired once, after the typing stopped");
     assert!(wire::all_text(&reqs[0].body).contains("Meeting notes with Nadia done."));
@@ -103,10 +85,7 @@ fn a_note_renamed_while_being_typed_waits_for_settle() {
 fn draft_notes_wait_and_editor_temp_files_never_fire() {
     let (v, fake) = setup("");
     let _d = Daemon::start(&v);
-    v.write(
-        "agent/inbox/delivery/plan.md",
-        "---\nstatus: draft\n---\nNot ready yet.",
-    );
+    // Temp files first, then the draft: the scan that sees the draft has seen them too.
     for temp in [
         ".plan.md.swp",
         "plan.md~",
@@ -118,7 +97,14 @@ fn draft_notes_wait_and_editor_temp_files_never_fire() {
     ] {
         v.write(&format!("agent/inbox/delivery/{temp}"), "junk");
     }
-    quiet();
+    let g = v.generation();
+    v.write(
+        "agent/inbox/delivery/plan.md",
+        "---\nstatus: draft\n---\nNot ready yet.",
+    );
+    wait_live(&v, "delivery", g, "the draft seen", |l| {
+        l["drafts"] == 1 && l["notes"] == 1 && l["running"] == false
+    });
     assert!(
         fake.requests().is_empty(),
         "neither a draft nor temp files fire the role"
@@ -137,20 +123,24 @@ fn draft_notes_wait_and_editor_temp_files_never_fire() {
 }
 
 #[test]
-fn a_role_fires_on_schedule_and_a_suspend_is_caught_up_once_and_logged() {
+fn a_wall_clock_jump_is_noticed_and_the_missed_slots_run_once_and_are_logged() {
     let (v, fake) = setup("");
     v.write(
         "roles/ticker.md",
         "---\nskip_unchanged: false\n---\n# Ticker\n## Mission\nTick.\n## Schedule\n*/2 * * * * *\n",
     );
-    let d = Daemon::start(&v);
+    // The daemon's wall clock runs ahead by the seconds in this file: a real jump (a suspend
+    // or an NTP step), with the monotonic clock running on as it does.
+    let offset = v.dir.path().join("clock-offset");
+    std::fs::write(&offset, "0").unwrap();
+    let d = Daemon::start_with_env(&v, &[("TABD_TEST_CLOCK_OFFSET_FILE", offset.to_str().unwrap())]);
     wait_until(T, "a scheduled run", || {
         v.records().iter().any(|r| r["role"] == "ticker")
     });
-    // A simulated suspend: the process is frozen across several slots.
-    d.signal(libc::SIGSTOP);
-    std::thread::sleep(Duration::from_secs(5));
-    d.signal(libc::SIGCONT);
+    std::fs::write(&offset, "7200").unwrap();
+    wait_until(T, "the jump noticed", || {
+        d.stderr().contains("the wall clock jumped by 7")
+    });
     wait_until(T, "the catch-up logged", || v.daily().contains("Ticker · missed"));
     let before = v.records().iter().filter(|r| r["role"] == "ticker").count();
     wait_until(T, "runs go on after the catch-up", || {
@@ -172,8 +162,8 @@ fn a_role_fires_on_schedule_and_a_suspend_is_caught_up_once_and_logged() {
     assert_eq!(unique, slots, "no slot ran twice");
     let times: Vec<chrono::DateTime<chrono::Utc>> = slots.iter().map(|s| s.parse().unwrap()).collect();
     assert!(
-        times.windows(2).any(|w| (w[1] - w[0]).num_seconds() >= 4),
-        "the missed slots were not each run: {slots:?}"
+        times.windows(2).any(|w| (w[1] - w[0]).num_seconds() >= 7000),
+        "the two hours of missed slots were run once, not each: {slots:?}"
     );
     assert!(
         v.daily()
@@ -199,7 +189,14 @@ fn skip_unchanged_skips_at_zero_model_calls_and_logs_once() {
         v.daily()
             .contains("Idle · skipped — nothing changed since the last run")
     });
-    std::thread::sleep(Duration::from_secs(4)); // two more slots pass
+    // Each skipped slot leaves a `skipped` record: wait for two more slots to pass.
+    let skipped = || {
+        v.records()
+            .iter()
+            .filter(|r| r["role"] == "idle" && r["outcome"] == "skipped")
+            .count()
+    };
+    wait_until(T, "two slots skipped", || skipped() >= 2);
     assert_eq!(fake.requests().len(), 1, "no model call while nothing changed");
     assert_eq!(
         v.daily().matches("Idle · skipped — nothing changed").count(),
@@ -232,7 +229,7 @@ fn three_hundred_notes_are_each_processed_exactly_once() {
     wait_until(Duration::from_secs(60), "300 processed", || {
         v.files_in("agent/inbox/delivery/processed").len() == 300
     });
-    quiet();
+    wait_idle(&v);
     let all: String = fake.requests().iter().map(|r| wire::all_text(&r.body)).collect();
     for i in 0..300 {
         assert_eq!(
@@ -277,7 +274,7 @@ fn kill_9_mid_run_then_restart_processes_the_note_once_and_loses_nothing() {
     wait_until(T, "processed after restart", || {
         v.files_in("agent/inbox/delivery/processed") == ["important.md"]
     });
-    quiet();
+    wait_idle(&v);
     assert!(v.files_in("agent/inbox/delivery").is_empty());
     assert_eq!(v.records().len(), 1, "one logged run");
     assert_eq!(v.daily().matches("Delivery Manager · inbox").count(), 1);
@@ -291,7 +288,8 @@ fn a_role_edited_to_a_new_schedule_takes_effect_without_restart() {
         "# Later\n## Mission\nWait.\n## Schedule\non-demand\n",
     );
     let _d = Daemon::start(&v);
-    quiet();
+    // READY comes after the first tick, whose status is written: nothing started in it.
+    assert_eq!(v.live("later")["running"], false);
     assert!(fake.requests().is_empty());
     v.write(
         "roles/later.md",
@@ -400,11 +398,9 @@ fn a_trigger_loop_between_two_roles_stops_at_max_chain_depth() {
                 .any(|t| t.1.contains("max_chain_depth (3)"))
         })
     });
-    quiet();
+    wait_idle(&v);
     let runs = v.records().len();
-    quiet();
-    assert_eq!(v.records().len(), runs, "the loop stopped");
-    assert_eq!(runs, 4, "hops 0, 1, 2, 3");
+    assert_eq!(runs, 4, "hops 0, 1, 2, 3; then the loop stopped");
     assert!(v.files_in("agent/inbox/ping").is_empty() && v.files_in("agent/inbox/pong").is_empty());
 }
 
@@ -425,7 +421,7 @@ fn the_daily_budget_stops_a_role_and_status_says_so() {
         v.daily()
             .contains("Delivery Manager · skipped — daily token budget spent")
     });
-    quiet();
+    // The skip is the dispatch decision for two.md: no run can start for it today.
     assert_eq!(fake.requests().len(), 1, "no model call over budget");
     assert_eq!(
         v.files_in("agent/inbox/delivery"),
@@ -477,15 +473,18 @@ fn a_watched_file_change_fires_the_role_and_its_own_writes_do_not() {
         }
     });
     let _d = Daemon::start(&v);
-    quiet();
+    assert_eq!(
+        v.live("watcher")["running"],
+        false,
+        "the first tick started nothing"
+    );
     assert!(fake.requests().is_empty(), "no change, no run");
     v.write("project/timeline.md", "# Timeline\nLaunch moved to 2026-12-08.\n");
     wait_until(T, "a watch run", || {
         v.records().iter().any(|r| r["trigger"]["kind"] == "watch")
     });
     assert!(wire::all_text(&fake.requests()[0].body).contains("a watched file changed: project/timeline.md"));
-    quiet();
-    quiet();
+    wait_idle(&v);
     assert_eq!(v.records().len(), 1, "its own append did not fire it again");
     assert!(v.read("project/timeline.md").contains("- seen by watcher"));
 }
@@ -509,7 +508,11 @@ fn runs_on_pins_a_role_to_its_host() {
     wait_until(T, "the local role ran", || {
         v.files_in("agent/inbox/here/processed") == ["b.md"]
     });
-    quiet();
+    // The pinned role's note was seen ready and dispatch left it alone.
+    wait_live(&v, "elsewhere", 0, "the pinned role's note seen", |l| {
+        l["ready"] == 1
+    });
+    wait_live(&v, "here", 0, "the local run over", |l| l["running"] == false);
     assert_eq!(
         v.files_in("agent/inbox/elsewhere"),
         ["a.md"],
@@ -524,19 +527,21 @@ fn runs_on_pins_a_role_to_its_host() {
 #[test]
 fn sighup_reloads_the_config_and_the_daemon_keeps_going() {
     let (v, fake) = setup("");
-    let mut d = Daemon::start(&v);
+    // Polling mode watches no config file: only the signal can bring the change in.
+    let d = Daemon::start_with_env(&v, &[("TABD_WATCH", "poll")]);
     // A new model name takes effect on reload without a restart.
     let cfg = std::fs::read_to_string(&v.config).unwrap();
     v.set_config(&cfg.replace("model = \"test-model\"", "model = \"reloaded-model\""));
     d.signal(libc::SIGHUP);
-    wait_until(T, "reload logged", || {
-        d.stderr().contains("SIGHUP: reloading") || d.stderr().contains("config changed")
+    wait_until(T, "the signal's reload", || {
+        d.stderr().contains("SIGHUP: reloading") && d.stderr().contains("config changed; reloaded (provider)")
     });
     v.write("agent/inbox/delivery/after.md", "after the reload");
     wait_until(T, "processed", || {
         v.files_in("agent/inbox/delivery/processed") == ["after.md"]
     });
     assert_eq!(fake.requests()[0].body["model"], "reloaded-model");
+    let mut d = d;
     assert!(d.child.try_wait().unwrap().is_none(), "still running");
 }
 
@@ -579,8 +584,7 @@ fn a_watched_file_recreated_by_move_file_in_the_run_does_not_fire_again() {
         v.records().iter().any(|r| r["trigger"]["kind"] == "watch")
     });
     wait_until(T, "the file restored", || v.path("project/status.md").exists());
-    quiet();
-    quiet();
+    wait_idle(&v);
     assert_eq!(v.records().len(), 1, "the run's own move did not fire it again");
     assert_eq!(v.read("project/status.md"), "the new status");
 }

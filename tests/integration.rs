@@ -3,5 +3,7 @@ mod support;
 
 mod cli_foundation;
 mod daemon_e2e;
+mod daemon_limits;
 mod providers;
+mod robustness;
 mod turn_e2e;

@@ -142,4 +142,7 @@ fn print_result(role: &Role, result: &run::RunResult, started: chrono::DateTime<
         println!("moved {} → {}", m.from, m.to);
     }
     println!("Log: {}", result.daily_log);
+    for e in &result.log_errors {
+        eprintln!("error: {e}");
+    }
 }

@@ -140,11 +140,19 @@ fn host_name(config: &Config) -> String {
 
 impl Daemon {
     pub fn new(init: Init) -> anyhow::Result<Self> {
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let clock: Arc<dyn Clock> = match init.env.get("TABD_TEST_CLOCK_OFFSET_FILE") {
+            Some(f) => Arc::new(crate::clock::OffsetClock::new(PathBuf::from(f))),
+            None => Arc::new(SystemClock),
+        };
         let provider = provider::build(&init.config.provider, &init.env)?;
         let log = Arc::new(RunLog::new(init.vault.clone(), init.config.timezone));
         let faults = Faults::from_env(&init.env);
-        let (events_tx, events_rx) = mpsc::channel(watch::CHANNEL_CAPACITY);
+        let capacity = init
+            .env
+            .get("TABD_TEST_EVENT_CAPACITY")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(watch::CHANNEL_CAPACITY);
+        let (events_tx, events_rx) = mpsc::channel(capacity);
         let overflow = Arc::new(AtomicBool::new(false));
         let (watcher, polling) = watch::start(&init.env, &init.root, events_tx, overflow.clone(), POLL);
         let now = clock.instant();
@@ -590,6 +598,9 @@ impl Daemon {
             Ok(None) => {
                 tracing::info!("{name} is running in another process (`tabd fire`); trying again shortly");
                 if let Some(r) = self.rt.get_mut(name) {
+                    if r.busy_until.is_none() {
+                        self.status_dirty = true;
+                    }
                     r.busy_until = Some(now + BUSY_RETRY);
                 }
                 return;
@@ -601,7 +612,9 @@ impl Daemon {
         };
         let notes = blocking::run(|| self.pick_notes(&role, now));
         let Some(r) = self.rt.get_mut(name) else { return };
-        r.busy_until = None;
+        if r.busy_until.take().is_some() {
+            self.status_dirty = true;
+        }
         let Some(trigger) = schedule::trigger_for(r, &role, !notes.is_empty()) else {
             return; // the notes went away (moved by someone) before the run started
         };
@@ -655,6 +668,7 @@ impl Daemon {
                 .map(|(name, r)| {
                     let mut view = self.inbox_view.get(name).cloned().unwrap_or_default();
                     view.running = r.running;
+                    view.busy_elsewhere = r.busy_until.is_some();
                     view.queued_slots = r.slots.len();
                     view.watch_pending = r.watch_pending.len();
                     (name.clone(), view)

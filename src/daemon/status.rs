@@ -41,6 +41,8 @@ pub struct InboxView {
     /// Entries tabd cannot read (symlinks, pipes, non-UTF-8 names).
     pub unreadable: usize,
     pub running: bool,
+    /// Another process (`tabd fire`) holds the role's run lock; the daemon waits for it.
+    pub busy_elsewhere: bool,
     pub queued_slots: usize,
     pub watch_pending: usize,
 }

@@ -251,6 +251,7 @@ pub(super) fn finish(
         daily_log,
         changes: outcome.changes.clone(),
         skipped: None,
+        log_errors: Vec::new(),
     };
     let daily_path = env.log.daily_path(prep.started);
     let commit = Commit {
@@ -275,8 +276,11 @@ pub(super) fn finish(
             return result(Some((FailureClass::RunFailure, e.to_string())), daily_path);
         }
     };
-    publish(env, &role.name, &pending);
-    result(decided.failure, daily_path)
+    let log_errors = publish(env, &role.name, &pending);
+    RunResult {
+        log_errors,
+        ..result(decided.failure, daily_path)
+    }
 }
 
 /// Everything one run writes into state, in one update.
@@ -375,21 +379,22 @@ impl Commit<'_> {
 
 /// Writes a committed run's logs and moves its notes, then clears it from state. Safe to call
 /// again for the same run (crash recovery): nothing is written or moved twice.
-fn publish(env: &RunEnv, role: &str, p: &PendingRun) {
+fn publish(env: &RunEnv, role: &str, p: &PendingRun) -> Vec<String> {
     env.faults.abort_at("abort-after-commit");
+    let mut problems = Vec::new();
     let jsonl = VaultPath::parse(&p.jsonl, false);
     let daily = VaultPath::parse(&p.daily, false);
     if let Ok(jsonl) = &jsonl {
         if !env.log.has_record(jsonl, &p.run_id) {
             if let Err(e) = env.log.append_jsonl(jsonl, &p.record) {
-                tracing::error!("cannot write {jsonl}: {e}");
+                problems.push(format!("cannot write the run record {jsonl}: {e}"));
             }
         }
     }
     if let (Ok(daily), false) = (&daily, p.daily_text.is_empty()) {
         if !env.log.daily_has(daily, &p.daily_text) {
             if let Err(e) = env.log.append_daily(daily, &p.daily_text) {
-                tracing::error!("cannot write the run log {daily}: {e}");
+                problems.push(format!("cannot write the run log {daily}: {e}"));
             }
         }
     }
@@ -413,6 +418,10 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun) {
     if let Err(e) = cleared {
         tracing::warn!("cannot clear the finished run {} from state: {e}", p.run_id);
     }
+    for problem in &problems {
+        tracing::error!("{problem}");
+    }
+    problems
 }
 
 /// Finishes runs a crash interrupted after they were committed. Returns how many.
@@ -421,7 +430,7 @@ pub fn recover(env: &RunEnv) -> usize {
     let mut n = 0;
     for (role, rs) in &state.roles {
         for p in &rs.pending {
-            publish(env, role, p);
+            let _ = publish(env, role, p);
             n += 1;
         }
     }
@@ -474,6 +483,7 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         daily_log: env.log.daily_path(prep.started),
         changes: Vec::new(),
         skipped: Some(why),
+        log_errors: Vec::new(),
     }
 }
 
@@ -539,5 +549,6 @@ pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
         daily_log: VaultPath::root(),
         changes: Vec::new(),
         skipped: None,
+        log_errors: Vec::new(),
     }
 }

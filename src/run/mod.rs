@@ -53,6 +53,8 @@ pub struct RunResult {
     pub changes: Vec<crate::tools::Change>,
     /// The run was skipped at zero tokens (`skip_unchanged`): why.
     pub skipped: Option<String>,
+    /// Logs that could not be written (the run itself is recorded in state and its notes moved).
+    pub log_errors: Vec<String>,
 }
 
 impl RunResult {

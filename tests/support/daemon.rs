@@ -5,7 +5,61 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use super::TestVault;
+use super::fake_model::FakeModel;
+use super::{wire, TestVault};
+
+/// The settle time the daemon tests configure.
+pub const SETTLE_MS: u64 = 300;
+
+/// A config for fast daemon tests; `limits` lines go into the `[limits]` table.
+pub fn daemon_config(limits: &str) -> String {
+    format!(
+        "[limits]\nmin_interval = \"0s\"\n{limits}\n[inbox]\nsettle_ms = {SETTLE_MS}\n[daemon]\nshutdown_grace_s = 1\n"
+    )
+}
+
+/// A vault + fake model answering "ok" to everything, configured for fast tests.
+pub fn setup(limits: &str) -> (TestVault, FakeModel) {
+    let v = TestVault::new();
+    v.unschedule_stock_roles();
+    let fake = FakeModel::start();
+    v.use_model(&fake, "anthropic", &daemon_config(limits));
+    fake.respond_with(|_, _| wire::text("anthropic", "ok"));
+    (v, fake)
+}
+
+/// Waits until the daemon's live view of `role` satisfies `cond`, written after generation
+/// `after` (so it reflects what happened since).
+pub fn wait_live(
+    v: &TestVault,
+    role: &str,
+    after: u64,
+    what: &str,
+    cond: impl Fn(&serde_json::Value) -> bool,
+) {
+    wait_until(Duration::from_secs(20), what, || {
+        v.generation() > after && cond(&v.live(role))
+    });
+}
+
+/// Waits until no role is running and no role has anything ready, queued or pending: from then
+/// on nothing more can happen without a new event. (A status written while a run is in flight
+/// says `running`; the one written after it ends reflects the scan and dispatch that followed.)
+pub fn wait_idle(v: &TestVault) {
+    wait_until(Duration::from_secs(20), "the daemon idle", || {
+        let Some(s) = v.status_json() else { return false };
+        s["roles"].as_array().is_some_and(|roles| {
+            roles.iter().all(|r| {
+                let l = &r["live"];
+                l.is_null()
+                    || (l["running"] == false
+                        && l["ready"] == 0
+                        && l["queued_slots"] == 0
+                        && l["watch_pending"] == 0)
+            })
+        })
+    });
+}
 
 pub struct Daemon {
     pub child: Child,

@@ -170,12 +170,18 @@ impl FakeModel {
 }
 
 impl Drop for FakeModel {
+    /// Stops the server and checks the wire-format invariants of every request it saw (each
+    /// tool result answers an earlier tool call), so every test that uses it checks them.
     fn drop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        let violations = self.violations();
+        if !violations.is_empty() && !std::thread::panicking() {
+            panic!("requests broke the wire format: {violations:#?}");
         }
     }
 }

@@ -81,20 +81,70 @@ impl TestVault {
         out
     }
 
-    /// Today's daily log (UTC, as the test configs use).
-    pub fn daily(&self) -> String {
-        let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
-        std::fs::read_to_string(self.path(&format!("daily/{today}.md"))).unwrap_or_default()
+    /// Makes the stock roles inbox-only, so no scheduled run (comms runs every 30 minutes in
+    /// working hours) can land in the middle of a test that counts runs.
+    pub fn unschedule_stock_roles(&self) {
+        for role in ["comms", "delivery", "product", "risk"] {
+            let rel = format!("roles/{role}.md");
+            let text = self.read(&rel);
+            let Some(start) = text.find("## Schedule\n") else {
+                continue;
+            };
+            let body = start + "## Schedule\n".len();
+            let end = text[body..].find("\n## ").map_or(text.len(), |i| body + i + 1);
+            self.write(&rel, &format!("{}on-demand\n{}", &text[..body], &text[end..]));
+        }
     }
 
-    /// Today's JSONL records.
+    /// Every daily log, oldest first (a test that runs across midnight sees both days).
+    pub fn daily(&self) -> String {
+        self.concat("daily", ".md")
+    }
+
+    /// Every JSONL record, oldest day first.
     pub fn records(&self) -> Vec<serde_json::Value> {
-        let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
-        std::fs::read_to_string(self.path(&format!(".tabd/runs/{today}.jsonl")))
-            .unwrap_or_default()
+        self.concat(".tabd/runs", ".jsonl")
             .lines()
             .map(|l| serde_json::from_str(l).expect("JSONL line"))
             .collect()
+    }
+
+    fn concat(&self, dir: &str, ext: &str) -> String {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.path(dir))
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.retain(|p| p.to_string_lossy().ends_with(ext));
+        files.sort();
+        files
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .collect()
+    }
+
+    /// The daemon's `.tabd/status.json`, if it wrote one.
+    pub fn status_json(&self) -> Option<serde_json::Value> {
+        let text = std::fs::read_to_string(self.path(".tabd/status.json")).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// The live view of `role` in `.tabd/status.json` (what the daemon saw at its last scan).
+    pub fn live(&self, role: &str) -> serde_json::Value {
+        self.status_json()
+            .and_then(|s| {
+                s["roles"]
+                    .as_array()?
+                    .iter()
+                    .find(|r| r["role"] == role)
+                    .map(|r| r["live"].clone())
+            })
+            .unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The status generation (grows with every status write of the daemon).
+    pub fn generation(&self) -> u64 {
+        self.status_json()
+            .and_then(|s| s["generation"].as_u64())
+            .unwrap_or(0)
     }
 
     pub fn set_config(&self, text: &str) {
@@ -131,6 +181,26 @@ impl TestVault {
 
     pub fn tabd(&self, args: &[&str]) -> Output {
         self.command(args).output().expect("run tabd")
+    }
+
+    /// Runs tabd and fails the test (instead of hanging it) if it takes longer than `limit`.
+    pub fn tabd_within(&self, args: &[&str], limit: std::time::Duration) -> Output {
+        let mut child = self
+            .command(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn tabd");
+        let deadline = std::time::Instant::now() + limit;
+        while child.try_wait().expect("wait").is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("output");
+                panic!("tabd {args:?} hung for {limit:?}:\n{}", describe(&out));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child.wait_with_output().expect("output")
     }
 
     /// Every file of the vault, for failure messages.

@@ -1,0 +1,271 @@
+//! Limits, pauses and daemon plumbing, end to end: each behaviour the daemon promises and no
+//! other test drove.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::daemon::{setup, wait_idle, wait_until, Daemon};
+use crate::support::fake_model::FakeModel;
+use crate::support::{describe, stdout, wire, TestVault};
+
+const T: Duration = Duration::from_secs(20);
+
+/// A vault whose stock roles never fire on schedule, with `config` as the whole config tail.
+fn vault_with(fake: &FakeModel, config: &str) -> TestVault {
+    let v = TestVault::new();
+    v.unschedule_stock_roles();
+    v.use_model(fake, "anthropic", config);
+    v
+}
+
+fn times(r: &serde_json::Value, key: &str) -> chrono::DateTime<chrono::Utc> {
+    r[key].as_str().unwrap().parse().unwrap()
+}
+
+#[test]
+fn min_interval_spaces_the_runs_of_a_role() {
+    let fake = FakeModel::start();
+    fake.respond_with(|_, _| wire::text("anthropic", "ok"));
+    let v = vault_with(
+        &fake,
+        "[limits]\nmin_interval = \"2s\"\n[inbox]\nsettle_ms = 300\n",
+    );
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/one.md", "first");
+    wait_until(T, "the first run", || v.records().len() == 1);
+    v.write("agent/inbox/delivery/two.md", "second, right after");
+    wait_until(T, "the second run", || v.records().len() == 2);
+    let r = v.records();
+    let gap = times(&r[1], "started_at") - times(&r[0], "ended_at");
+    assert!(
+        gap >= chrono::Duration::milliseconds(1990),
+        "min_interval kept: {gap}"
+    );
+}
+
+#[test]
+fn max_runs_per_day_stops_a_role_and_its_notes_wait() {
+    let (v, fake) = setup("max_runs_per_day = 1");
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/one.md", "first");
+    wait_until(T, "the first run", || {
+        v.files_in("agent/inbox/delivery/processed") == ["one.md"]
+    });
+    v.write("agent/inbox/delivery/two.md", "second");
+    wait_until(T, "the skip logged", || {
+        v.daily()
+            .contains("Delivery Manager · skipped — max_runs_per_day reached")
+    });
+    assert_eq!(fake.requests().len(), 1);
+    assert_eq!(v.files_in("agent/inbox/delivery"), ["two.md"]);
+    let skip = v
+        .records()
+        .into_iter()
+        .find(|r| r["outcome"] == "skipped")
+        .unwrap();
+    assert_eq!(skip["trigger"]["kind"], "inbox", "the skip says what it stopped");
+}
+
+#[test]
+fn the_global_budget_stops_every_role() {
+    let (v, fake) = setup("global_daily_token_budget = 1000");
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/one.md", "spends 2,598 tokens");
+    wait_until(T, "the first run", || {
+        v.files_in("agent/inbox/delivery/processed") == ["one.md"]
+    });
+    v.write("agent/inbox/risk/two.md", "another role");
+    wait_until(T, "the skip logged", || {
+        v.daily()
+            .contains("Risk Manager · skipped — global daily token budget spent")
+    });
+    assert_eq!(fake.requests().len(), 1);
+    assert!(stdout(&v.tabd(&["status"]))
+        .contains("risk (Risk Manager) — stopped: global daily token budget spent"));
+}
+
+#[test]
+fn an_outage_pauses_model_calls_and_a_config_change_resumes_them() {
+    let (v, fake) = setup("");
+    fake.respond_with(|_, _| wire::error("anthropic", 401, "authentication_error", "invalid x-api-key"));
+    let d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/n.md", "waits out the outage");
+    wait_until(T, "the pause shown", || {
+        v.read("agent/status.md").contains("Model calls are paused")
+    });
+    assert!(
+        v.daily()
+            .contains("Delivery Manager · paused — anthropic: HTTP 401"),
+        "{}",
+        v.daily()
+    );
+    let requests = fake.requests().len();
+    v.write("agent/inbox/risk/m.md", "also waits");
+    wait_until(T, "the new note seen", || v.live("risk")["ready"] == 1);
+    assert_eq!(fake.requests().len(), requests, "no model call while paused");
+    assert_eq!(
+        v.files_in("agent/inbox/delivery"),
+        ["n.md"],
+        "no attempt counted, nothing moved"
+    );
+    fake.respond_with(|_, _| wire::text("anthropic", "ok"));
+    let cfg = std::fs::read_to_string(&v.config).unwrap();
+    v.set_config(&cfg.replace("max_retries = 1", "max_retries = 2"));
+    wait_until(T, "both notes processed after the resume", || {
+        v.files_in("agent/inbox/delivery/processed") == ["n.md"]
+            && v.files_in("agent/inbox/risk/processed") == ["m.md"]
+    });
+    assert!(d.stderr().contains("config changed"));
+    wait_until(T, "the pause cleared", || {
+        !v.read("agent/status.md").contains("Model calls are paused")
+    });
+}
+
+#[test]
+fn an_overflowing_event_queue_is_rescanned_and_no_note_is_missed() {
+    let (v, fake) = setup("");
+    let d = Daemon::start_with_env(&v, &[("TABD_TEST_EVENT_CAPACITY", "2")]);
+    for i in 0..40 {
+        v.write(
+            &format!("agent/inbox/delivery/n{i:02}.md"),
+            &format!("marker-{i:02}"),
+        );
+    }
+    wait_until(T, "all 40 processed", || {
+        v.files_in("agent/inbox/delivery/processed").len() == 40
+    });
+    assert!(
+        d.stderr()
+            .contains("file events overflowed; rescanning every inbox"),
+        "{}",
+        d.stderr()
+    );
+    wait_idle(&v);
+    let all: String = fake.requests().iter().map(|r| wire::all_text(&r.body)).collect();
+    for i in 0..40 {
+        assert_eq!(all.matches(&format!("marker-{i:02}")).count(), 1, "note {i} once");
+    }
+}
+
+#[test]
+fn ready_status_and_watchdog_reach_systemd() {
+    let (v, _fake) = setup("");
+    // WATCHDOG_USEC as systemd sets it for WatchdogSec=; pings come every half of it.
+    let mut d = Daemon::start_with_env(&v, &[("WATCHDOG_USEC", "400000")]);
+    let ping = d.await_message("WATCHDOG=1", T);
+    assert!(ping.contains("WATCHDOG=1"));
+    let again = d.await_message("WATCHDOG=1", T);
+    assert!(again.contains("WATCHDOG=1"), "pings keep coming");
+    v.write("roles/extra.md", "# Extra\n## Mission\nx\n");
+    let status = d.await_message("STATUS=", T);
+    assert!(status.contains("STATUS=5 roles;"), "{status}");
+}
+
+#[test]
+fn a_413_and_the_run_deadline_fail_the_run_and_count_an_attempt() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    v.use_model(&fake, "anthropic", "[limits]\nrun_deadline = \"1s\"\n");
+    v.write("agent/inbox/delivery/n.md", "too much");
+    fake.script([wire::error(
+        "anthropic",
+        413,
+        "request_too_large",
+        "Request exceeds the maximum size",
+    )]);
+    let out = v.tabd(&["fire", "delivery"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("HTTP 413") && err.contains("trim the role's context files"),
+        "{}",
+        describe(&out)
+    );
+    assert!(err.contains("its notes count an attempt"));
+    fake.script([wire::text("anthropic", "late").delayed(Duration::from_secs(5))]);
+    let out = v.tabd(&["fire", "delivery"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the run's deadline passed"),
+        "{}",
+        describe(&out)
+    );
+    let state: serde_json::Value = serde_json::from_str(&v.read(".tabd/state.json")).expect("state.json");
+    assert_eq!(
+        state["roles"]["delivery"]["attempts"]["agent/inbox/delivery/n.md"]["count"],
+        2
+    );
+    assert!(v
+        .daily()
+        .contains("**Will retry:** [[agent/inbox/delivery/n]] (attempt 2 failed)"));
+}
+
+#[test]
+fn max_tokens_per_run_ends_a_run_with_a_summary() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    v.use_model(&fake, "anthropic", "[limits]\nmax_tokens_per_run = 500\n");
+    fake.script([
+        wire::tools("anthropic", None, &[("t1", "list_files", json!({}))]),
+        wire::text(
+            "anthropic",
+            "Stopped at the token limit; next run: read the timeline.",
+        ),
+    ]);
+    let out = v.tabd(&["fire", "delivery"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let rec = &v.records()[0];
+    assert_eq!(rec["outcome"], "limit");
+    assert_eq!(rec["error"], "limit reached: max_tokens_per_run (500)");
+    assert!(wire::tools_forbidden(&fake.requests()[1].body));
+    assert!(v.daily().contains("Stopped at the token limit"));
+}
+
+#[test]
+fn a_role_file_deleted_at_runtime_is_dropped_quietly() {
+    let (v, _fake) = setup("");
+    v.write("roles/temp.md", "# Temp\n## Mission\nBriefly.\n");
+    let mut d = Daemon::start(&v);
+    wait_until(T, "listed", || v.read("agent/status.md").contains("| Temp |"));
+    std::fs::remove_file(v.path("roles/temp.md")).unwrap();
+    wait_until(T, "gone from status", || {
+        !v.read("agent/status.md").contains("| Temp |")
+    });
+    assert!(
+        !v.daily().contains("error"),
+        "a deleted role is not an error:\n{}",
+        v.daily()
+    );
+    v.write("agent/inbox/delivery/n.md", "still serving");
+    wait_until(T, "others still served", || {
+        v.files_in("agent/inbox/delivery/processed") == ["n.md"]
+    });
+    assert!(d.child.try_wait().unwrap().is_none());
+}
+
+#[test]
+fn a_note_arriving_during_a_run_gets_one_follow_up_run() {
+    let (v, fake) = setup("");
+    fake.respond_with(|_, i| {
+        let r = wire::text("anthropic", "ok");
+        if i == 0 {
+            r.delayed(Duration::from_millis(1500))
+        } else {
+            r
+        }
+    });
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/first.md", "first");
+    fake.wait_for_requests(1, T);
+    v.write("agent/inbox/delivery/second.md", "arrived meanwhile");
+    v.write("agent/inbox/delivery/third.md", "this one too");
+    wait_until(T, "all processed", || {
+        v.files_in("agent/inbox/delivery/processed").len() == 3
+    });
+    wait_idle(&v);
+    let r = v.records();
+    assert_eq!(r.len(), 2, "one run, then one follow-up for both late notes");
+    assert_eq!(r[0]["trigger"]["notes"], json!(["agent/inbox/delivery/first.md"]));
+    assert_eq!(r[1]["trigger"]["notes"].as_array().unwrap().len(), 2);
+}
