@@ -181,7 +181,7 @@ fn skip_unchanged_skips_at_zero_model_calls_and_logs_once() {
     v.write("project/watched.md", "v1");
     v.write(
         "roles/idle.md",
-        "# Idle\n## Context Files\n- project/watched.md\n## Schedule\n*/2 * * * * *\n",
+        "# Idle\n## Context Files\n- project/watched.md\n## Schedule\n* * * * * *\n",
     );
     let _d = Daemon::start(&v);
     wait_until(T, "the first scheduled run", || fake.requests().len() == 1);
