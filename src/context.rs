@@ -216,15 +216,6 @@ pub fn load(vault: &Vault, path: &VaultPath) -> Result<Loaded, VaultError> {
     })
 }
 
-/// Content hashes of files, by vault path (files that cannot be read are left out, so their
-/// coming back counts as a change).
-pub fn hashes<'a>(vault: &Vault, paths: impl IntoIterator<Item = &'a VaultPath>) -> BTreeMap<String, String> {
-    paths
-        .into_iter()
-        .filter_map(|p| load(vault, p).ok().map(|l| (p.as_str().to_string(), l.hash)))
-        .collect()
-}
-
 /// What changed between two hash sets: (new, changed, gone).
 pub fn diff<'a>(
     before: &'a BTreeMap<String, String>,

@@ -11,20 +11,20 @@
 //! - `provider` — model APIs; `tools` — the vault tools and their policy.
 //! - `role`, `schedule`, `config`, `limits`, `cost` — what the person wrote, typed and checked.
 //! - `vault` — the only way to touch files; `clock`, `blocking`, `faults`, `text`, `diag`.
-pub mod blocking;
+pub(crate) mod blocking;
 pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod config;
-pub mod context;
+pub(crate) mod context;
 pub mod cost;
-pub mod daemon;
+pub(crate) mod daemon;
 pub mod diag;
 pub mod environment;
 pub mod faults;
 pub mod frontmatter;
 pub mod inbox;
-pub mod limits;
+pub(crate) mod limits;
 pub mod prompt;
 pub mod provider;
 pub mod role;
@@ -32,10 +32,10 @@ pub mod run;
 pub mod runlog;
 pub mod schedule;
 pub mod state;
-pub mod template;
-pub mod text;
-pub mod toolbox;
+pub(crate) mod template;
+pub(crate) mod text;
+pub(crate) mod toolbox;
 pub mod tools;
 pub mod trigger;
-pub mod turn;
+pub(crate) mod turn;
 pub mod vault;

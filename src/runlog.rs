@@ -279,48 +279,46 @@ impl RunLog {
             .is_ok_and(|t| t.contains(text.trim_end()))
     }
 
+    /// One run's section of the daily note (DESIGN §9).
     pub fn render_run(&self, rec: &RunRecord, human: &HumanRun) -> String {
         let start = rec.started_at.with_timezone(&self.tz());
-        let secs = (rec.ended_at - rec.started_at).num_milliseconds() as f64 / 1000.0;
-        let u = &rec.usage.tokens;
-        let input_all = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens;
-        let cached = if u.cache_read_tokens > 0 {
-            format!(" ({} cached)", thousands(u.cache_read_tokens))
-        } else {
-            String::new()
-        };
-        let cost = if rec.usage.cost_usd > 0.0 {
-            format!(" · {}", crate::cost::dollars(rec.usage.cost_usd))
-        } else {
-            String::new()
-        };
-        let stats = format!(
-            "{secs:.1} s · {} tool calls · {} in{cached} / {} out{cost}",
-            rec.tool_calls.len(),
-            thousands(input_all),
-            thousands(u.output_tokens)
-        );
-        let outcome = match (rec.outcome, &rec.error) {
-            (Outcome::Failed, Some(e)) => format!("failed — {} · {stats}", one_line(e, 300)),
-            (Outcome::Limit, Some(e)) => format!("limit — {} · {stats}", one_line(e, 200)),
-            (o, _) => format!("{o} · {stats}"),
-        };
         let mut s = format!(
             "## {} · {} · {}\n",
             start.format("%H:%M"),
             human.display_name,
             rec.trigger.kind
         );
-        s.push_str(&format!("- **Outcome:** {outcome}\n"));
-        let trigger = match rec.trigger.kind {
+        s.push_str(&format!("- **Outcome:** {}\n", outcome_line(rec)));
+        s.push_str(&format!("- **Trigger:** {}\n", self.trigger_line(rec)));
+        if rec.trigger.kind == TriggerKind::Schedule && !rec.trigger.notes.is_empty() {
+            s.push_str(&format!("- **Notes:** {}\n", note_links(rec).join(", ")));
+        }
+        s.push_str(&facts(human));
+        if !human.thinking.trim().is_empty() {
+            s.push_str(&format!("\n### Thinking\n{}\n", tame(&human.thinking)));
+        }
+        if !rec.tool_calls.is_empty() {
+            s.push_str("\n### Actions\n");
+            for (i, call) in rec.tool_calls.iter().enumerate() {
+                s.push_str(&action_line(i + 1, call));
+            }
+        }
+        if !human.summary.trim().is_empty() {
+            s.push_str(&format!("\n### Summary\n{}\n", tame(&human.summary)));
+        }
+        s.push('\n');
+        s
+    }
+
+    /// `schedule `0 9 * * *` (due 09:00, ran late)`, or `inbox [[note]], …`.
+    fn trigger_line(&self, rec: &RunRecord) -> String {
+        match rec.trigger.kind {
             TriggerKind::Schedule => {
                 let mut t = format!("schedule `{}`", rec.trigger.cron.as_deref().unwrap_or(""));
                 if let Some(due) = rec.trigger.scheduled_for {
                     if (rec.started_at - due).num_minutes() >= 2 {
-                        t.push_str(&format!(
-                            " (due {}, ran late)",
-                            due.with_timezone(&self.tz()).format("%H:%M")
-                        ));
+                        let due = due.with_timezone(&self.tz()).format("%H:%M");
+                        t.push_str(&format!(" (due {due}, ran late)"));
                     }
                 }
                 t
@@ -333,69 +331,85 @@ impl RunLog {
                     format!("{kind} {}", moved.join(", "))
                 }
             }
-        };
-        let extra_notes: Vec<String> = if rec.trigger.kind == TriggerKind::Schedule {
-            note_links(rec)
-        } else {
-            Vec::new()
-        };
-        s.push_str(&format!("- **Trigger:** {trigger}\n"));
-        if !extra_notes.is_empty() {
-            s.push_str(&format!("- **Notes:** {}\n", extra_notes.join(", ")));
         }
-        let mut changed: Vec<String> = Vec::new();
-        for c in &human.changes {
-            let item = format!("{} ({})", wikilink(&c.path), c.kind.as_str());
-            if !changed.contains(&item) {
-                changed.push(item);
-            }
-        }
-        if !changed.is_empty() {
-            s.push_str(&format!("- **Changed:** {}\n", changed.join(", ")));
-        }
-        for (note, attempts) in &human.failed_notes {
-            s.push_str(&format!(
-                "- **Moved to failed/:** {} after {attempts} failed runs\n",
-                wikilink(note)
-            ));
-        }
-        for line in &human.notes {
-            s.push_str(&format!("- {line}\n"));
-        }
-        for (note, attempts) in &human.retry_notes {
-            s.push_str(&format!(
-                "- **Will retry:** {} (attempt {attempts} failed)\n",
-                wikilink(note)
-            ));
-        }
-        if !human.thinking.trim().is_empty() {
-            s.push_str(&format!("\n### Thinking\n{}\n", tame(&human.thinking)));
-        }
-        if !rec.tool_calls.is_empty() {
-            s.push_str("\n### Actions\n");
-            for (i, call) in rec.tool_calls.iter().enumerate() {
-                let subject = call_subject(&call.input);
-                let mut line = match &call.server {
-                    Some(server) => format!("{}. `{}` ({server})", i + 1, call.name),
-                    None => format!("{}. `{}`", i + 1, call.name),
-                };
-                if !subject.is_empty() {
-                    line.push(' ');
-                    line.push_str(&subject);
-                }
-                if let Some(err) = &call.error {
-                    line.push_str(&format!(" — {}", one_line(err, 160)));
-                }
-                s.push_str(&line);
-                s.push('\n');
-            }
-        }
-        if !human.summary.trim().is_empty() {
-            s.push_str(&format!("\n### Summary\n{}\n", tame(&human.summary)));
-        }
-        s.push('\n');
-        s
     }
+}
+
+/// `ok · 14.2 s · 6 tool calls · 12,480 in (10,112 cached) / 611 out · $0.031`
+fn outcome_line(rec: &RunRecord) -> String {
+    let secs = (rec.ended_at - rec.started_at).num_milliseconds() as f64 / 1000.0;
+    let u = &rec.usage.tokens;
+    let input_all = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens;
+    let cached = if u.cache_read_tokens > 0 {
+        format!(" ({} cached)", thousands(u.cache_read_tokens))
+    } else {
+        String::new()
+    };
+    let cost = if rec.usage.cost_usd > 0.0 {
+        format!(" · {}", crate::cost::dollars(rec.usage.cost_usd))
+    } else {
+        String::new()
+    };
+    let stats = format!(
+        "{secs:.1} s · {} tool calls · {} in{cached} / {} out{cost}",
+        rec.tool_calls.len(),
+        thousands(input_all),
+        thousands(u.output_tokens)
+    );
+    match (rec.outcome, &rec.error) {
+        (Outcome::Failed, Some(e)) => format!("failed — {} · {stats}", one_line(e, 300)),
+        (Outcome::Limit, Some(e)) => format!("limit — {} · {stats}", one_line(e, 200)),
+        (o, _) => format!("{o} · {stats}"),
+    }
+}
+
+/// The section's list lines after Trigger: what changed, notes given up on or to be retried.
+fn facts(human: &HumanRun) -> String {
+    let mut s = String::new();
+    let mut changed: Vec<String> = Vec::new();
+    for c in &human.changes {
+        let item = format!("{} ({})", wikilink(&c.path), c.kind.as_str());
+        if !changed.contains(&item) {
+            changed.push(item);
+        }
+    }
+    if !changed.is_empty() {
+        s.push_str(&format!("- **Changed:** {}\n", changed.join(", ")));
+    }
+    for (note, attempts) in &human.failed_notes {
+        s.push_str(&format!(
+            "- **Moved to failed/:** {} after {attempts} failed runs\n",
+            wikilink(note)
+        ));
+    }
+    for line in &human.notes {
+        s.push_str(&format!("- {line}\n"));
+    }
+    for (note, attempts) in &human.retry_notes {
+        s.push_str(&format!(
+            "- **Will retry:** {} (attempt {attempts} failed)\n",
+            wikilink(note)
+        ));
+    }
+    s
+}
+
+/// `3. `read_file` project/timeline.md — error text`
+fn action_line(n: usize, call: &ToolCallRecord) -> String {
+    let mut line = match &call.server {
+        Some(server) => format!("{n}. `{}` ({server})", call.name),
+        None => format!("{n}. `{}`", call.name),
+    };
+    let subject = call_subject(&call.input);
+    if !subject.is_empty() {
+        line.push(' ');
+        line.push_str(&subject);
+    }
+    if let Some(err) = &call.error {
+        line.push_str(&format!(" — {}", one_line(err, 160)));
+    }
+    line.push('\n');
+    line
 }
 
 #[cfg(test)]

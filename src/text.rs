@@ -22,12 +22,6 @@ impl LineIndex {
             Err(i) => i,
         }
     }
-
-    /// Byte offset where 1-based `line` starts (clamped to the last line).
-    pub fn start_of_line(&self, line: usize) -> usize {
-        let i = line.saturating_sub(1).min(self.line_starts.len() - 1);
-        self.line_starts[i]
-    }
 }
 
 /// Strips a Markdown list marker (`-`, `*`, `+`, `1.`, `1)`) and an optional task box from the
@@ -92,7 +86,6 @@ mod tests {
         assert_eq!(idx.line_of(3), 2);
         assert_eq!(idx.line_of(7), 3);
         assert_eq!(idx.line_of(9), 4);
-        assert_eq!(idx.start_of_line(4), 9);
     }
 
     #[test]

@@ -156,56 +156,24 @@ pub fn collect(
     now: DateTime<Utc>,
 ) -> StatusReport {
     let today = now.with_timezone(&config.timezone).date_naive();
-    let mut out = Vec::new();
-    for name in roles.all_names() {
-        if name.starts_with('_') {
-            continue;
-        }
-        let rs = state.roles.get(&name).cloned().unwrap_or_default();
-        let used = rs.today(today);
-        let role = roles.roles.get(&name);
-        let inbox_dir = role
-            .map(|r| r.inbox.clone())
-            .or_else(|| VaultPath::parse(&format!("agent/inbox/{name}"), false).ok())
-            .unwrap_or_else(VaultPath::root);
-        let (pending, unreadable) = count_notes(vault, &inbox_dir);
-        let failed = inbox_dir
-            .join("failed")
-            .map(|d| count_notes(vault, &d).0)
-            .unwrap_or(0);
-        let limits = role.map(|r| RoleLimits::resolve(r, &config.limits));
-        out.push(RoleStatus {
-            role: name.clone(),
-            name: role.map_or_else(|| name.clone(), |r| r.display_name.clone()),
-            state: role_state(role, &name, live, config, state, today),
-            last_run: rs.last_run.as_ref().map(|l| LastRunView {
-                at: l.started_at,
-                outcome: l.outcome.clone(),
-                tokens: l.tokens,
-                cost_usd: l.cost_usd,
-                error: l.error.clone(),
-            }),
-            next_fire: role
-                .filter(|r| r.enabled())
-                .and_then(|r| r.schedule.next_after(rs.last_slot.map_or(now, |l| l.max(now)))),
-            pending_notes: pending,
-            failed_notes: failed,
-            unreadable_notes: unreadable,
-            tokens_today: used.tokens,
-            daily_token_budget: limits
-                .as_ref()
-                .map_or(config.limits.daily_token_budget, |l| l.daily_token_budget),
-            cost_today_usd: used.cost_usd,
-            daily_cost_budget_usd: limits.as_ref().and_then(|l| l.daily_cost_budget_usd),
-            runs_today: used.runs,
-            errors: roles
-                .broken
-                .get(&name)
-                .map(|d| d.iter().map(ToString::to_string).collect())
-                .unwrap_or_default(),
-            live: live.roles.get(&name).cloned(),
-        });
-    }
+    let out = roles
+        .all_names()
+        .into_iter()
+        .filter(|name| !name.starts_with('_'))
+        .map(|name| {
+            role_status(
+                &Sources {
+                    vault,
+                    config,
+                    roles,
+                    state,
+                    live,
+                },
+                now,
+                &name,
+            )
+        })
+        .collect();
     let all = state.global.today(today);
     StatusReport {
         vault: vault.root().display().to_string(),
@@ -226,6 +194,65 @@ pub fn collect(
         roles: out,
         updated_at: now,
         generation: live.generation,
+    }
+}
+
+/// What a status report is made from.
+struct Sources<'a> {
+    vault: &'a Vault,
+    config: &'a Config,
+    roles: &'a RoleSet,
+    state: &'a State,
+    live: &'a Live,
+}
+
+fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus {
+    let config = src.config;
+    let today = now.with_timezone(&config.timezone).date_naive();
+    let rs = src.state.roles.get(name).cloned().unwrap_or_default();
+    let used = rs.today(today);
+    let role = src.roles.roles.get(name);
+    let inbox_dir = role
+        .map(|r| r.inbox.clone())
+        .or_else(|| VaultPath::parse(&format!("agent/inbox/{name}"), false).ok())
+        .unwrap_or_else(VaultPath::root);
+    let (pending, unreadable) = count_notes(src.vault, &inbox_dir);
+    let failed = inbox_dir
+        .join("failed")
+        .map(|d| count_notes(src.vault, &d).0)
+        .unwrap_or(0);
+    let limits = role.map(|r| RoleLimits::resolve(r, &config.limits));
+    RoleStatus {
+        role: name.to_string(),
+        name: role.map_or_else(|| name.to_string(), |r| r.display_name.clone()),
+        state: role_state(role, name, src.live, config, src.state, today),
+        last_run: rs.last_run.as_ref().map(|l| LastRunView {
+            at: l.started_at,
+            outcome: l.outcome.clone(),
+            tokens: l.tokens,
+            cost_usd: l.cost_usd,
+            error: l.error.clone(),
+        }),
+        next_fire: role
+            .filter(|r| r.enabled())
+            .and_then(|r| r.schedule.next_after(rs.last_slot.map_or(now, |l| l.max(now)))),
+        pending_notes: pending,
+        failed_notes: failed,
+        unreadable_notes: unreadable,
+        tokens_today: used.tokens,
+        daily_token_budget: limits
+            .as_ref()
+            .map_or(config.limits.daily_token_budget, |l| l.daily_token_budget),
+        cost_today_usd: used.cost_usd,
+        daily_cost_budget_usd: limits.as_ref().and_then(|l| l.daily_cost_budget_usd),
+        runs_today: used.runs,
+        errors: src
+            .roles
+            .broken
+            .get(name)
+            .map(|d| d.iter().map(ToString::to_string).collect())
+            .unwrap_or_default(),
+        live: src.live.roles.get(name).cloned(),
     }
 }
 
@@ -370,59 +397,65 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
         )
     ));
     for role in &r.roles {
-        s.push_str(&format!("{} ({}) — {}\n", role.role, role.name, role.state));
-        match &role.last_run {
-            Some(l) => s.push_str(&format!(
-                "  last run:  {} {} · {} tokens{}{}\n",
-                l.at.with_timezone(&tz).format("%Y-%m-%d %H:%M"),
-                l.outcome,
-                thousands(l.tokens),
-                if l.cost_usd > 0.0 {
-                    format!(" · {}", dollars(l.cost_usd))
-                } else {
-                    String::new()
-                },
-                l.error.as_ref().map(|e| format!(" · {e}")).unwrap_or_default()
-            )),
-            None => s.push_str("  last run:  never\n"),
-        }
-        s.push_str(&format!(
-            "  next fire: {}\n",
-            role.next_fire.map_or_else(
-                || "— (inbox and `tabd fire` only)".to_string(),
-                |t| t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string()
-            )
-        ));
-        s.push_str(&format!(
-            "  pending:   {} note(s){}\n",
-            role.pending_notes,
-            if role.failed_notes > 0 {
-                format!(", {} in failed/", role.failed_notes)
+        s.push_str(&role_text(role, tz));
+    }
+    s
+}
+
+/// One role in `tabd status`.
+fn role_text(role: &RoleStatus, tz: Tz) -> String {
+    let mut s = format!("{} ({}) — {}\n", role.role, role.name, role.state);
+    match &role.last_run {
+        Some(l) => s.push_str(&format!(
+            "  last run:  {} {} · {} tokens{}{}\n",
+            l.at.with_timezone(&tz).format("%Y-%m-%d %H:%M"),
+            l.outcome,
+            thousands(l.tokens),
+            if l.cost_usd > 0.0 {
+                format!(" · {}", dollars(l.cost_usd))
             } else {
                 String::new()
-            }
-        ));
-        match role.unreadable_notes.len() {
-            0 => {}
-            n => s.push_str(&format!(
-                "  unreadable: {n} note{} tabd cannot read: {}\n",
-                if n == 1 { "" } else { "s" },
-                role.unreadable_notes.join("; ")
-            )),
+            },
+            l.error.as_ref().map(|e| format!(" · {e}")).unwrap_or_default()
+        )),
+        None => s.push_str("  last run:  never\n"),
+    }
+    s.push_str(&format!(
+        "  next fire: {}\n",
+        role.next_fire.map_or_else(
+            || "— (inbox and `tabd fire` only)".to_string(),
+            |t| t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string()
+        )
+    ));
+    s.push_str(&format!(
+        "  pending:   {} note(s){}\n",
+        role.pending_notes,
+        if role.failed_notes > 0 {
+            format!(", {} in failed/", role.failed_notes)
+        } else {
+            String::new()
         }
-        s.push_str(&format!(
-            "  today:     {} run(s), {}\n",
-            role.runs_today,
-            spend(
-                role.tokens_today,
-                role.daily_token_budget,
-                role.cost_today_usd,
-                role.daily_cost_budget_usd
-            )
-        ));
-        for e in &role.errors {
-            s.push_str(&format!("  error: {e}\n"));
-        }
+    ));
+    match role.unreadable_notes.len() {
+        0 => {}
+        n => s.push_str(&format!(
+            "  unreadable: {n} note{} tabd cannot read: {}\n",
+            if n == 1 { "" } else { "s" },
+            role.unreadable_notes.join("; ")
+        )),
+    }
+    s.push_str(&format!(
+        "  today:     {} run(s), {}\n",
+        role.runs_today,
+        spend(
+            role.tokens_today,
+            role.daily_token_budget,
+            role.cost_today_usd,
+            role.daily_cost_budget_usd
+        )
+    ));
+    for e in &role.errors {
+        s.push_str(&format!("  error: {e}\n"));
     }
     s
 }
