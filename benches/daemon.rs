@@ -1,7 +1,7 @@
 //! `cargo bench --bench daemon`: the real `tabd` binary (release) against the fake model
 //! server answering instantly. Prints a table and one JSON object.
 //!
-//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt` (default: all).
+//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss` (default: all).
 //! Timings are medians over repeated runs; nothing here is asserted.
 
 #[path = "../tests/support/fake_model.rs"]
@@ -317,6 +317,53 @@ fn burst(out: &mut Value) {
     out["burst"] = json!({ "notes": 10_000, "all_processed": done, "seconds": secs, "runs": runs, "exactly_once": exactly_once, "peak_rss_mib": peak_rss as f64 / 1024.0 });
 }
 
+/// 2b. RSS over 2,000 runs: one note a run (max_batch 1), RSS read after 10, 500, 1,000 and
+/// 2,000 runs. Flat means finished runs leave nothing behind (tasks, state, caches).
+fn rss(out: &mut Value) {
+    let b = Bench::new();
+    b.bare_vault();
+    b.write("roles/r.md", ROLE);
+    let fake = FakeModel::start();
+    fake.respond_with(|_, _| Reply::ok(canned::anthropic_text("ok")));
+    b.set_config(&fake, "[limits]\nmin_interval = \"0s\"\nmax_runs_per_day = 100000\ndaily_token_budget = 100000000000\nglobal_daily_token_budget = 100000000000\n[inbox]\nsettle_ms = 0\nmax_batch = 1\n");
+    let (child, _) = b.start_daemon();
+    let staging = b.dir.path().join("staging");
+    std::fs::create_dir_all(&staging).unwrap();
+    let mut samples = Vec::new();
+    let runs = |b: &Bench| b.count("agent/inbox/r/processed");
+    for (target, label) in [(10usize, 10), (500, 500), (1000, 1000), (2000, 2000)] {
+        // Feed notes in chunks so the inbox stays small and each run takes one.
+        while runs(&b) < target {
+            let have = runs(&b);
+            for i in have..target.min(have + 50) {
+                let name = format!("n{i:05}.md");
+                std::fs::write(staging.join(&name), "x").unwrap();
+                std::fs::rename(
+                    staging.join(&name),
+                    b.vault().join(format!("agent/inbox/r/{name}")),
+                )
+                .unwrap();
+            }
+            wait_for(Duration::from_secs(120), || runs(&b) >= target.min(have + 50));
+        }
+        samples.push((label, proc_status(child.id(), "VmRSS:")));
+    }
+    let state_kib = std::fs::metadata(b.vault().join(".tabd/state.json")).map_or(0, |m| m.len() / 1024);
+    stop(child);
+    let line: Vec<String> = samples
+        .iter()
+        .map(|(n, kib)| format!("{n} runs {:.1} MiB", *kib as f64 / 1024.0))
+        .collect();
+    println!(
+        "rss     one role, 2,000 runs: {} · state.json {state_kib} KiB",
+        line.join(" · ")
+    );
+    out["rss"] = json!({
+        "runs_rss_kib": samples.iter().map(|(n, k)| json!([n, k])).collect::<Vec<_>>(),
+        "state_json_kib": state_kib,
+    });
+}
+
 /// 3. 50 scheduled roles, idle for 60 s.
 fn idle(out: &mut Value) {
     let b = Bench::new();
@@ -566,7 +613,7 @@ fn prompt_size(out: &mut Value) {
 
 fn main() {
     let wanted =
-        std::env::var("TABD_BENCH").unwrap_or_else(|_| "latency,burst,idle,startup,run,prompt".into());
+        std::env::var("TABD_BENCH").unwrap_or_else(|_| "latency,burst,idle,startup,run,prompt,rss".into());
     let on = |n: &str| wanted.split(',').any(|w| w.trim() == n);
     let mut out = json!({ "machine": machine() });
     println!("tabd daemon benchmark — {}", out["machine"]);
@@ -587,6 +634,9 @@ fn main() {
     }
     if on("idle") {
         idle(&mut out);
+    }
+    if on("rss") {
+        rss(&mut out);
     }
     println!("{}", serde_json::to_string(&out).unwrap());
 }

@@ -479,6 +479,21 @@ max_attempts = 3
     }
 
     #[test]
+    fn prices_and_cache_ttl() {
+        let c = parse_ok(
+            "[provider]\ncache_ttl = \"1h\"\n[prices.\"qwen2.5\"]\ninput = 0\noutput = 0\n[prices.\"claude-sonnet-4-5\"]\ninput = 2.5\noutput = 12\ncache_read = 0.2\n",
+        );
+        assert_eq!(c.provider.cache_ttl, Some(crate::cost::CacheTtl::OneHour));
+        assert_eq!(c.prices.price("qwen2.5-coder:1.5b").map(|p| p.output), Some(0.0));
+        let s = c.prices.price("claude-sonnet-4-5-20250929").unwrap();
+        assert_eq!((s.input, s.cache_read, s.cache_write), (2.5, 0.2, 3.125));
+        let e = parse_err("[prices.\"m\"]\ninput = 1\noutput = 2\ncache_wirte = 3\n");
+        assert_eq!(e.line, Some(4), "{e}");
+        let e = parse_err("[provider]\ncache_ttl = \"10m\"\n");
+        assert_eq!(e.line, Some(2), "{e}");
+    }
+
+    #[test]
     fn locate_order() {
         let e = Env::from_pairs([("TABD_CONFIG", "/etc/t.toml"), ("XDG_CONFIG_HOME", "/x")]);
         assert_eq!(

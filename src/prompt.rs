@@ -586,3 +586,6 @@ impl Prompt {
         out
     }
 }
+
+#[cfg(test)]
+mod tests;

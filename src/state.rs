@@ -273,15 +273,25 @@ impl StateStore {
         }
     }
 
-    /// Applies `change` to the latest state under the lock and saves it atomically and durably.
+    /// Applies `change` to the latest state under the lock and saves it atomically and durably
+    /// (the rename itself survives a power cut).
     pub fn update<T>(&self, change: impl FnOnce(&mut State) -> T) -> Result<T, VaultError> {
+        self.update_with(Durability::FileAndFolder, change)
+    }
+
+    /// `update` with a choice of durability, for changes whose loss only repeats harmless work.
+    pub fn update_with<T>(
+        &self,
+        durability: Durability,
+        change: impl FnOnce(&mut State) -> T,
+    ) -> Result<T, VaultError> {
         let _lock = self.vault.lock(&fixed(STATE_LOCK), true)?;
         let mut state = self.try_load()?;
         state.version = VERSION;
         let out = change(&mut state);
         let bytes = serde_json::to_vec_pretty(&state).map_err(|e| VaultError::Io(e.to_string()))?;
         self.vault
-            .write_atomic_with(&fixed(STATE_FILE), &bytes, Durability::FileAndFolder)?;
+            .write_atomic_with(&fixed(STATE_FILE), &bytes, durability)?;
         Ok(out)
     }
 }

@@ -2,6 +2,7 @@
 mod support;
 
 mod cli_foundation;
+mod cost;
 mod daemon_e2e;
 mod daemon_limits;
 mod providers;

@@ -62,16 +62,11 @@ fn adopt_note(ws: &Workspace, role: &Role, file: &Path) -> Result<VaultPath, Cli
     Ok(path)
 }
 
-/// The role's run lock: one process runs a role at a time (the daemon and `tabd fire` alike).
-pub fn run_lock_path(role: &str) -> VaultPath {
-    VaultPath::parse(&format!(".tabd/run-{role}.lock"), false).unwrap_or_else(|_| VaultPath::root())
-}
-
 pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>) -> Result<u8, CliError> {
     let role = runnable_role(ws, role_name)?;
     let _guard = ws
         .vault
-        .lock(&run_lock_path(&role.name), false)
+        .lock(&run::run_lock_path(&role.name), false)
         .map_err(|e| CliError::failed(format!("cannot take the run lock: {e}")))?
         .ok_or_else(|| {
             CliError::failed(format!(
@@ -80,7 +75,7 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>) -> Result<u8, C
             ))
         })?;
     let env = ws.run_env()?;
-    let recovered = run::recover(&env);
+    let recovered = run::recover(&env, Some(&role.name));
     if recovered > 0 {
         println!("Finished {recovered} run(s) a crash had interrupted.");
     }

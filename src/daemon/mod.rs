@@ -274,7 +274,7 @@ impl Daemon {
     /// Everything before the first tick: finish interrupted runs, forget deleted roles, clean
     /// crash leftovers, point the watcher.
     fn start_up(&mut self) {
-        let recovered = blocking::run(|| crate::run::recover(&self.run_env));
+        let recovered = blocking::run(|| crate::run::recover(&self.run_env, None));
         if recovered > 0 {
             tracing::info!("finished {recovered} run(s) interrupted by the last stop");
         }
@@ -592,7 +592,7 @@ impl Daemon {
         let Some(role) = self.roles().roles.get(name).cloned() else {
             return;
         };
-        let lock_path = crate::commands::fire::run_lock_path(name);
+        let lock_path = crate::run::run_lock_path(name);
         let lock = match self.run_env.vault.lock(&lock_path, false) {
             Ok(Some(l)) => l,
             Ok(None) => {

@@ -276,7 +276,7 @@ pub(super) fn finish(
             return result(Some((FailureClass::RunFailure, e.to_string())), daily_path);
         }
     };
-    let log_errors = publish(env, &role.name, &pending);
+    let log_errors = publish(env, &role.name, &pending, Publish::Fresh);
     RunResult {
         log_errors,
         ..result(decided.failure, daily_path)
@@ -377,22 +377,31 @@ impl Commit<'_> {
     }
 }
 
-/// Writes a committed run's logs and moves its notes, then clears it from state. Safe to call
-/// again for the same run (crash recovery): nothing is written or moved twice.
-fn publish(env: &RunEnv, role: &str, p: &PendingRun) -> Vec<String> {
+/// Whether `publish` first looks for what a crashed attempt already wrote.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Publish {
+    /// A run finishing now: nothing of it is written yet.
+    Fresh,
+    /// Crash recovery: write only what is missing (reads the day's logs once per run).
+    Recover,
+}
+
+/// Writes a committed run's logs and moves its notes, then clears it from state. In recovery,
+/// nothing is written or moved twice.
+fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String> {
     env.faults.abort_at("abort-after-commit");
     let mut problems = Vec::new();
     let jsonl = VaultPath::parse(&p.jsonl, false);
     let daily = VaultPath::parse(&p.daily, false);
     if let Ok(jsonl) = &jsonl {
-        if !env.log.has_record(jsonl, &p.run_id) {
+        if how == Publish::Fresh || !env.log.has_record(jsonl, &p.run_id) {
             if let Err(e) = env.log.append_jsonl(jsonl, &p.record) {
                 problems.push(format!("cannot write the run record {jsonl}: {e}"));
             }
         }
     }
     if let (Ok(daily), false) = (&daily, p.daily_text.is_empty()) {
-        if !env.log.daily_has(daily, &p.daily_text) {
+        if how == Publish::Fresh || !env.log.daily_has(daily, &p.daily_text) {
             if let Err(e) = env.log.append_daily(daily, &p.daily_text) {
                 problems.push(format!("cannot write the run log {daily}: {e}"));
             }
@@ -410,7 +419,8 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun) -> Vec<String> {
             tracing::warn!("could not move {from} to {to}: {e}");
         }
     }
-    let cleared = env.store.update(|s| {
+    // Losing this update (a power cut) only means a recovery that finds everything done.
+    let cleared = env.store.update_with(crate::vault::Durability::File, |s| {
         if let Some(r) = s.roles.get_mut(role) {
             r.pending.retain(|x| x.run_id != p.run_id);
         }
@@ -425,16 +435,36 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun) -> Vec<String> {
 }
 
 /// Finishes runs a crash interrupted after they were committed. Returns how many.
-pub fn recover(env: &RunEnv) -> usize {
+///
+/// Only roles nobody is running are touched: a role whose run lock another process holds may be
+/// finishing that very run. `held` is the role whose lock the caller itself holds (`tabd fire`).
+pub fn recover(env: &RunEnv, held: Option<&str>) -> usize {
     let state = env.store.load();
     let mut n = 0;
-    for (role, rs) in &state.roles {
+    for (role, rs) in state.roles.iter().filter(|(_, r)| !r.pending.is_empty()) {
+        let _lock = if held == Some(role.as_str()) {
+            None
+        } else {
+            match env.vault.lock(&run_lock_path(role), false) {
+                Ok(Some(l)) => Some(l),
+                Ok(None) => continue, // running elsewhere; that process finishes it
+                Err(e) => {
+                    tracing::warn!("cannot take the run lock of {role} to finish its last run: {e}");
+                    continue;
+                }
+            }
+        };
         for p in &rs.pending {
-            let _ = publish(env, role, p);
+            let _ = publish(env, role, p, Publish::Recover);
             n += 1;
         }
     }
     n
+}
+
+/// The role's run lock: one process runs a role at a time (the daemon and `tabd fire` alike).
+pub fn run_lock_path(role: &str) -> VaultPath {
+    VaultPath::parse(&format!(".tabd/run-{role}.lock"), false).unwrap_or_else(|_| VaultPath::root())
 }
 
 /// A run skipped at zero tokens (`skip_unchanged`): a JSONL `skipped` record, and one daily-log

@@ -26,7 +26,7 @@ use crate::trigger::Trigger;
 use crate::turn::{self, TurnLimits, TurnOutcome};
 use crate::vault::{Vault, VaultPath};
 
-pub use finish::{record_crash, record_crash_in_memory, recover};
+pub use finish::{record_crash, record_crash_in_memory, recover, run_lock_path};
 
 /// Everything a run needs from the daemon or the command line; cheap to clone.
 #[derive(Clone)]
@@ -222,4 +222,45 @@ async fn call_model(env: &RunEnv, role: &Role, prep: &Prepared, prompt: Prompt) 
     let request = prompt.into_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
     let retry = RetryPolicy::from_config(&env.config.provider);
     turn::run_turn(env.provider.as_ref(), &retry, request, &limits, &prep.toolbox).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn role(schedule: &str) -> Role {
+        crate::role::RoleSet::from_texts(
+            [(
+                "r".to_string(),
+                std::path::PathBuf::from("roles/r.md"),
+                Ok(format!("# R\n## Schedule\n{schedule}\n")),
+            )],
+            &crate::role::LoadContext {
+                default_tz: chrono_tz::UTC,
+                env: crate::environment::Env::default(),
+            },
+        )
+        .roles["r"]
+            .clone()
+    }
+
+    #[test]
+    fn the_cache_ttl_follows_the_schedule_unless_configured() {
+        let now: DateTime<Utc> = "2026-11-23T08:00:00Z".parse().unwrap();
+        let mut config = Config::default();
+        assert_eq!(
+            cache_ttl(&role("every 30 min, 9am-6pm weekdays"), &config, now),
+            CacheTtl::OneHour
+        );
+        assert_eq!(
+            cache_ttl(&role("9am and 5pm, weekdays"), &config, now),
+            CacheTtl::FiveMinutes
+        );
+        assert_eq!(cache_ttl(&role("on-demand"), &config, now), CacheTtl::FiveMinutes);
+        config.provider.cache_ttl = Some(CacheTtl::FiveMinutes);
+        assert_eq!(
+            cache_ttl(&role("every 30 min"), &config, now),
+            CacheTtl::FiveMinutes
+        );
+    }
 }
