@@ -146,7 +146,8 @@ async fn anthropic_tool_round_trip_sends_exact_json() {
     );
 }
 
-/// Every breakpoint carries the run's TTL, and a request never has more than 4 of them.
+/// The system prompt's breakpoint carries the run's TTL, the context's and the conversation's
+/// 5 minutes (1h before 5m, as the API requires), and a request never has more than 4.
 #[tokio::test]
 async fn cache_breakpoints_carry_the_ttl_and_stay_within_four() {
     let fake = FakeModel::start();

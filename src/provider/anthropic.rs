@@ -73,14 +73,19 @@ impl AnthropicProvider {
             body.insert("temperature".into(), json!(t));
         }
         body.insert("max_tokens".into(), json!(max_tokens));
-        let cache = cache_control(req.cache_ttl);
+        // The system prompt (with the tools before it) is what the role's next run can reuse: it
+        // gets the run's TTL. The context and the conversation change between runs and are only
+        // read back within the run, seconds later: 5 minutes, which also keeps every 1h
+        // breakpoint before every 5m one, as the API requires.
+        let stable = cache_control(req.cache_ttl);
+        let short = cache_control(req.cache_ttl.map(|_| CacheTtl::FiveMinutes));
         if !req.system.is_empty() {
             body.insert(
                 "system".into(),
-                json!([{ "type": "text", "text": req.system, "cache_control": cache }]),
+                json!([{ "type": "text", "text": req.system, "cache_control": stable }]),
             );
         }
-        let mut messages: Vec<Value> = req.messages.iter().map(|m| message_json(m, &cache)).collect();
+        let mut messages: Vec<Value> = req.messages.iter().map(|m| message_json(m, &short)).collect();
         // After a run's first request, a breakpoint on the newest message lets the next request
         // read the whole conversation so far from cache (at most 3 breakpoints: system, context,
         // this one; the API allows 4).
@@ -93,7 +98,7 @@ impl AnthropicProvider {
                 .and_then(Value::as_array_mut)
                 .and_then(|c| c.last_mut())
             {
-                last["cache_control"] = cache.clone();
+                last["cache_control"] = short.clone();
             }
         }
         body.insert("messages".into(), Value::Array(messages));

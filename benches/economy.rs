@@ -1,0 +1,332 @@
+//! `cargo bench --bench economy`: what a stock weekday costs.
+//!
+//! The stock vault from `tabd init`, every scheduled slot of a Tuesday (risk 08:30, delivery
+//! 09:00 and 17:00, comms every 30 minutes 09:00–17:30) run through tabd's real run pipeline
+//! in simulated time, against an in-process fake Anthropic server that prices each request the
+//! way Anthropic's prompt cache does: prefixes up to each `cache_control` breakpoint are written
+//! (5m or 1h, as the request says, each segment at its breakpoint's price) and read back by a
+//! later request whose prefix matches at a breakpoint or up to 20 blocks before one (the API's
+//! lookback), while they live; nothing under 1,024 tokens is cached; tokens ≈ bytes / 4.
+//! Sonnet 4.5 prices. Set `ECONOMY_TRACE=1` to see every request's breakpoints, reads and writes.
+//!
+//! Two days: **idle** (nothing in the vault changes; the model answers in one request) and
+//! **typical** (before every slot a context file of that role changes; each run is 6 requests —
+//! 5 `read_file` calls and a summary — with ~700 output tokens). Each is run as tabd does it now
+//! and as it did before (no wake gate for clock-time roles, no breakpoint on the conversation,
+//! 5-minute cache) and with no caching at all. Nothing is asserted; the figures are printed.
+
+#[path = "../tests/support/fake_model.rs"]
+#[allow(dead_code)]
+mod fake_model;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Duration, Utc};
+use fake_model::{canned, FakeModel, Reply};
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tabd");
+/// Sonnet 4.5, US dollars per million tokens.
+const IN: f64 = 3.0;
+const OUT: f64 = 15.0;
+const WRITE_5M: f64 = 3.75;
+const WRITE_1H: f64 = 6.0;
+const READ: f64 = 0.30;
+/// Anthropic caches nothing shorter than this (Sonnet).
+const MIN_CACHE_TOKENS: u64 = 1024;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Now,
+    Before,
+    NoCache,
+}
+
+/// The prompt cache, as Anthropic's works, in simulated time.
+struct Cache {
+    mode: Mode,
+    now: DateTime<Utc>,
+    entries: HashMap<u64, DateTime<Utc>>,
+    totals: Totals,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Totals {
+    requests: u64,
+    input: u64,
+    write: u64,
+    write_1h: u64,
+    read: u64,
+    output: u64,
+}
+
+impl Totals {
+    fn dollars(&self) -> f64 {
+        (self.input as f64 * IN
+            + self.write as f64 * WRITE_5M
+            + self.write_1h as f64 * WRITE_1H
+            + self.read as f64 * READ
+            + self.output as f64 * OUT)
+            / 1e6
+    }
+}
+
+fn hash(s: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
+
+impl Cache {
+    /// Prices one request body: returns (input, cache write, cache read) tokens.
+    fn price(&mut self, body: &Value, output: u64) -> (u64, u64, u64) {
+        // The cached prefix order: tools, system, then every message's blocks.
+        let mut blocks: Vec<(String, Option<String>, bool)> = vec![(body["tools"].to_string(), None, false)];
+        for b in body["system"].as_array().into_iter().flatten() {
+            blocks.push((
+                b.to_string(),
+                b["cache_control"]["ttl"].as_str().map(str::to_string),
+                !b["cache_control"].is_null(),
+            ));
+        }
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        for (i, m) in messages.iter().enumerate() {
+            for b in m["content"].as_array().into_iter().flatten() {
+                let mut marked = !b["cache_control"].is_null();
+                // "Before": breakpoints only on the system prompt and the context block.
+                if self.mode == Mode::Before && i > 0 {
+                    marked = false;
+                }
+                let ttl = b["cache_control"]["ttl"].as_str().map(str::to_string);
+                let mut plain = b.clone();
+                if let Some(o) = plain.as_object_mut() {
+                    o.remove("cache_control");
+                }
+                blocks.push((plain.to_string(), ttl, marked));
+            }
+        }
+        // Every block boundary: (prefix hash, tokens). A breakpoint looks for a cached prefix at
+        // its own boundary and up to 20 blocks before it (Anthropic's lookback).
+        let mut prefix = String::new();
+        let mut bounds: Vec<(u64, u64)> = Vec::new();
+        let mut marks: Vec<(usize, u64, bool)> = Vec::new(); // (boundary index, tokens, 1h)
+        for (text, ttl, marked) in &blocks {
+            prefix.push_str(text);
+            bounds.push((hash(&prefix), prefix.len() as u64 / 4));
+            if *marked && self.mode != Mode::NoCache {
+                let one_hour = self.mode == Mode::Now && ttl.as_deref() == Some("1h");
+                marks.push((bounds.len() - 1, prefix.len() as u64 / 4, one_hour));
+            }
+        }
+        let total = prefix.len() as u64 / 4;
+        let marks: Vec<_> = marks.into_iter().filter(|m| m.1 >= MIN_CACHE_TOKENS).collect();
+        let mut read = 0;
+        for (at, _, _) in &marks {
+            for i in (at.saturating_sub(20)..=*at).rev() {
+                let (h, tokens) = bounds[i];
+                if tokens > read && self.entries.get(&h).is_some_and(|exp| *exp > self.now) {
+                    read = tokens;
+                    break;
+                }
+            }
+        }
+        // A hit refreshes the entry it hit (with the TTL it was written with; approximated by 5m
+        // unless a 1h breakpoint covers it).
+        if let Some((h, _)) = bounds.iter().find(|b| b.1 == read && read > 0) {
+            let one_hour = marks.iter().any(|m| m.2 && m.1 >= read);
+            let ttl = if one_hour {
+                Duration::hours(1)
+            } else {
+                Duration::minutes(5)
+            };
+            self.entries.insert(*h, self.now + ttl);
+        }
+        let last = marks.last().map_or(0, |m| m.1);
+        // Each segment past the cached prefix is written at its own breakpoint's TTL price.
+        let (mut write, mut write_1h) = (0, 0);
+        let mut done = read;
+        for (at, tokens, one_hour) in &marks {
+            if *tokens > done {
+                if *one_hour {
+                    write_1h += tokens - done;
+                } else {
+                    write += tokens - done;
+                }
+                done = *tokens;
+            }
+            let ttl = if *one_hour {
+                Duration::hours(1)
+            } else {
+                Duration::minutes(5)
+            };
+            self.entries.insert(bounds[*at].0, self.now + ttl);
+        }
+        if std::env::var("ECONOMY_TRACE").is_ok() {
+            let sizes: Vec<String> = marks
+                .iter()
+                .map(|m| format!("{}{}", m.1, if m.2 { "(1h)" } else { "" }))
+                .collect();
+            eprintln!(
+                "{} total {total} · breakpoints at {} · read {read} · write {write}+{write_1h}",
+                self.now.format("%H:%M"),
+                sizes.join(", ")
+            );
+        }
+        let t = &mut self.totals;
+        t.requests += 1;
+        t.input += total - last.max(read);
+        t.write += write;
+        t.write_1h += write_1h;
+        t.read += read;
+        t.output += output;
+        (total - last.max(read), write + write_1h, read)
+    }
+}
+
+fn usage(input: u64, write: u64, read: u64, output: u64) -> Value {
+    canned::anthropic_usage(input, output, read, write)
+}
+
+/// One weekday in `mode`; `typical` decides whether anything changes and how runs go.
+fn day(mode: Mode, typical: bool) -> Totals {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("vault");
+    let out = std::process::Command::new(BIN)
+        .args(["init", root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let root = std::fs::canonicalize(&root).unwrap();
+    let cache = Arc::new(Mutex::new(Cache {
+        mode,
+        now: Utc::now(),
+        entries: HashMap::new(),
+        totals: Totals::default(),
+    }));
+    let fake = FakeModel::start();
+    let sim = cache.clone();
+    fake.respond_with(move |req, _| {
+        let turns = req.body["messages"].as_array().map_or(0, |m| m.len());
+        let steps = if typical { 6 } else { 1 };
+        let step = turns / 2; // each step adds an assistant turn and a user turn
+        let output = if typical { 117 } else { 60 };
+        let (i, w, r) = sim.lock().unwrap().price(&req.body, output);
+        let body = if step + 1 < steps {
+            let files = [
+                "project/timeline.md",
+                "project/scope.md",
+                "project/team.md",
+                "memory.md",
+                "project/blockers/auth-delay.md",
+            ];
+            canned::anthropic_tool_use(
+                Some("Checking what changed."),
+                &[(
+                    &format!("toolu_{step}"),
+                    "read_file",
+                    json!({"path": files[step % files.len()]}),
+                )],
+            )
+        } else {
+            canned::anthropic_text("Reviewed the changes; nothing else needs doing now.")
+        };
+        let mut body = body;
+        body["usage"] = usage(i, w, r, output);
+        Reply::ok(body)
+    });
+    let config_text = format!(
+        "timezone = \"UTC\"\n[provider]\nkind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"claude-sonnet-4-5\"\nmax_retries = 0\n{}",
+        fake.anthropic_url(),
+        if mode == Mode::Before { "cache_ttl = \"5m\"\n" } else { "" }
+    );
+    let env = tabd::environment::Env::from_pairs([("ANTHROPIC_API_KEY", "bench")]);
+    let config = tabd::config::parse(&config_text, Path::new("c"), &env, None).unwrap();
+    let vault = Arc::new(tabd::vault::Vault::open(&root).unwrap());
+    let roles = tabd::role::RoleSet::load(
+        &vault,
+        &tabd::role::LoadContext {
+            default_tz: chrono_tz::UTC,
+            env: env.clone(),
+        },
+    );
+    let provider = tabd::provider::build(&config.provider, &env).unwrap();
+    // Tuesday 2026-11-24, local midnight to midnight: every slot of every stock role.
+    let start: DateTime<Utc> = "2026-11-24T00:00:00Z".parse().unwrap();
+    let mut slots: Vec<(DateTime<Utc>, String)> = roles
+        .runnable()
+        .flat_map(|r| {
+            r.schedule
+                .fires_between(start, start + Duration::days(1), 1000)
+                .into_iter()
+                .map(|t| (t, r.name.clone()))
+        })
+        .collect();
+    slots.sort();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (n, (at, name)) in slots.iter().enumerate() {
+        let role = &roles.roles[name];
+        if typical {
+            // Something in the role's context changed since its last run.
+            let note = root.join("project/timeline.md");
+            let mut text = std::fs::read_to_string(&note).unwrap();
+            text.push_str(&format!("\n- {} update {n}\n", at.format("%H:%M")));
+            std::fs::write(&note, text).unwrap();
+        }
+        cache.lock().unwrap().now = *at;
+        let run_env = tabd::run::RunEnv {
+            vault: vault.clone(),
+            config: Arc::new(config.clone()),
+            roles: Arc::new(roles.clone()),
+            provider: provider.clone(),
+            store: tabd::state::StateStore::new(vault.clone()),
+            log: Arc::new(tabd::runlog::RunLog::new(vault.clone(), chrono_tz::UTC)),
+            clock: Arc::new(tabd::clock::ManualClock::new(*at)),
+            faults: Default::default(),
+        };
+        // Before: clock-time roles did not skip, and memory.md kept every role's gate open.
+        let gate = mode == Mode::Now && role.skip_unchanged();
+        let cron = role.schedule.cron_exprs().join(" | ");
+        let trigger = tabd::trigger::Trigger::schedule(*at, cron, 1, gate);
+        let result = rt.block_on(tabd::run::run_role(&run_env, role, trigger, vec![]));
+        assert!(result.failure.is_none(), "{:?}", result.failure);
+    }
+    let t = cache.lock().unwrap().totals;
+    t
+}
+
+fn show(label: &str, t: Totals) -> Value {
+    println!(
+        "{label:<34} {:>4} requests · {:>7} uncached / {:>7} cache write (of which 1h {:>6}) / {:>7} cache read / {:>6} out · ${:.3}",
+        t.requests,
+        t.input,
+        t.write + t.write_1h,
+        t.write_1h,
+        t.read,
+        t.output,
+        t.dollars()
+    );
+    json!({ "requests": t.requests, "uncached": t.input, "cache_write": t.write + t.write_1h, "cache_write_1h": t.write_1h,
+            "cache_read": t.read, "output": t.output, "usd": t.dollars() })
+}
+
+fn main() {
+    println!("tabd economy — a stock weekday (Sonnet 4.5 prices; tokens ≈ bytes/4)");
+    let mut out = json!({});
+    for (typical, name) in [(false, "idle"), (true, "typical")] {
+        for (mode, label) in [
+            (Mode::Now, "now"),
+            (Mode::Before, "before"),
+            (Mode::NoCache, "no caching"),
+        ] {
+            let t = day(mode, typical);
+            out[name][label] = show(&format!("{name} weekday, {label}"), t);
+        }
+    }
+    println!("{}", serde_json::to_string(&out).unwrap());
+}
