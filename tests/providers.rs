@@ -176,19 +176,30 @@ async fn cache_breakpoints_carry_the_ttl_and_stay_within_four() {
         .unwrap();
     let body = &fake.requests()[0].body;
     let text = body.to_string();
-    let ttl_1h = r#""cache_control":{"ttl":"1h","type":"ephemeral"}"#;
+    let ttl_5m = r#""cache_control":{"ttl":"5m","type":"ephemeral"}"#;
     assert_eq!(
         text.matches("cache_control").count(),
         3,
         "system, context, newest message: {text}"
     );
-    assert_eq!(text.matches(ttl_1h).count(), 3, "{text}");
+    assert_eq!(
+        text.matches(ttl_5m).count(),
+        2,
+        "context and conversation: {text}"
+    );
+    assert_eq!(
+        body["system"][0]["cache_control"],
+        json!({"type": "ephemeral", "ttl": "1h"})
+    );
+    assert_eq!(
+        body["messages"][0]["content"][0]["cache_control"],
+        json!({"type": "ephemeral", "ttl": "5m"})
+    );
     let last = body["messages"].as_array().unwrap().last().unwrap();
     assert_eq!(
         last["content"][0]["cache_control"],
-        json!({"type": "ephemeral", "ttl": "1h"})
+        json!({"type": "ephemeral", "ttl": "5m"})
     );
-    assert_eq!(body["system"][0]["cache_control"]["ttl"], "1h");
 }
 
 #[tokio::test]
