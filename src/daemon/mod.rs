@@ -111,6 +111,8 @@ pub struct Daemon {
     readiness: Readiness,
     notes: HashMap<PathBuf, scan::NoteMeta>,
     inbox_view: BTreeMap<String, status::InboxView>,
+    /// Per role: inbox entries the last scan could not read, for status.
+    unreadable: BTreeMap<String, Vec<String>>,
     tasks: tasks::Tasks,
     paused: Option<Pause>,
     watching: Watching,
@@ -175,6 +177,7 @@ impl Daemon {
             rt: BTreeMap::new(),
             notes: HashMap::new(),
             inbox_view: BTreeMap::new(),
+            unreadable: BTreeMap::new(),
             tasks: tasks::Tasks::default(),
             paused: None,
             watching: Watching {
@@ -417,7 +420,9 @@ impl Daemon {
     /// Everything that can happen at "now": clock checks, reloads, scans, due slots, runs.
     fn tick(&mut self) {
         let (wall, now) = self.now();
-        self.state = blocking::run(|| self.run_env.store.load());
+        // The tick's own file work (state, inbox listings, the status note) is small and bounded:
+        // it runs right here. Long work (runs, tools, hashing big files) is `blocking::run`.
+        self.state = self.run_env.store.load();
         if let Some(drift) = core::wall_jump(self.timers.last_wall, self.timers.last_mono, wall, now) {
             tracing::info!(
                 "the wall clock jumped by {}s (suspend or clock change): recomputing schedules, rescanning inboxes",
@@ -449,13 +454,11 @@ impl Daemon {
             tracing::info!("retrying model calls after the pause");
             self.unpause();
         }
-        blocking::run(|| {
-            self.scan_inboxes(now);
-            self.schedule_due(wall);
-        });
+        self.scan_inboxes(now);
+        self.schedule_due(wall);
         self.dispatch(now);
         if self.status_dirty {
-            blocking::run(|| self.write_status(true));
+            self.write_status(true);
         }
     }
 
@@ -610,7 +613,7 @@ impl Daemon {
                 return;
             }
         };
-        let notes = blocking::run(|| self.pick_notes(&role, now));
+        let notes = self.pick_notes(&role, now);
         let Some(r) = self.rt.get_mut(name) else { return };
         if r.busy_until.take().is_some() {
             self.status_dirty = true;
@@ -674,6 +677,7 @@ impl Daemon {
                     (name.clone(), view)
                 })
                 .collect(),
+            unreadable: self.unreadable.clone(),
         };
         let report = status::collect(
             &self.run_env.vault,

@@ -69,6 +69,12 @@ impl Daemon {
                         .collect(),
                 ));
             }
+            let names: Vec<String> = listing
+                .unreadable
+                .iter()
+                .map(|o| format!("{} ({})", o.name, o.why))
+                .collect();
+            self.unreadable.insert(name.clone(), names);
             unreadable.push((role, listing.unreadable));
         }
         self.report_unreadable(unreadable);

@@ -16,7 +16,7 @@ use crate::limits::{daily_stop, RoleLimits};
 use crate::role::RoleSet;
 use crate::state::State;
 use crate::text::thousands;
-use crate::vault::{Vault, VaultPath};
+use crate::vault::{Durability, Vault, VaultPath};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LastRunView {
@@ -101,6 +101,8 @@ pub struct Live {
     pub ledger_error: Option<String>,
     pub generation: u64,
     pub roles: BTreeMap<String, InboxView>,
+    /// Per role, the inbox entries the last scan could not read (name and why).
+    pub unreadable: BTreeMap<String, Vec<String>>,
 }
 
 fn count_notes(vault: &Vault, dir: &VaultPath) -> (usize, Vec<String>) {
@@ -216,7 +218,14 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
         .map(|r| r.inbox.clone())
         .or_else(|| VaultPath::parse(&format!("agent/inbox/{name}"), false).ok())
         .unwrap_or_else(VaultPath::root);
-    let (pending, unreadable) = count_notes(src.vault, &inbox_dir);
+    // The running daemon knows its inboxes from its last scan; only `tabd status` lists them.
+    let (pending, unreadable) = match src.live.roles.get(name) {
+        Some(view) => (
+            view.notes,
+            src.live.unreadable.get(name).cloned().unwrap_or_default(),
+        ),
+        None => count_notes(src.vault, &inbox_dir),
+    };
     let failed = inbox_dir
         .join("failed")
         .map(|d| count_notes(src.vault, &d).0)
@@ -260,7 +269,7 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
 pub fn write(vault: &Vault, report: &StatusReport, tz: Tz) {
     let note = render_note(report, tz);
     if let Ok(p) = VaultPath::parse("agent/status.md", false) {
-        if let Err(e) = vault.write_atomic(&p, note.as_bytes()) {
+        if let Err(e) = vault.write_atomic_with(&p, note.as_bytes(), Durability::None) {
             tracing::warn!("cannot write agent/status.md: {e}");
         }
     }
@@ -268,7 +277,7 @@ pub fn write(vault: &Vault, report: &StatusReport, tz: Tz) {
         VaultPath::parse(".tabd/status.json", false),
         serde_json::to_vec_pretty(report),
     ) {
-        if let Err(e) = vault.write_atomic(&p, &json) {
+        if let Err(e) = vault.write_atomic_with(&p, &json, Durability::None) {
             tracing::warn!("cannot write .tabd/status.json: {e}");
         }
     }

@@ -305,7 +305,9 @@ impl Commit<'_> {
         let record_json = serde_json::to_value(rec).map_err(|e| VaultError::Io(e.to_string()))?;
         let daily = env.log.daily_path(rec.started_at);
         let line = |text: &str| env.log.render_line(rec.started_at, self.display_name, text);
-        env.store.update(|s| {
+        // Durable against a crash of tabd (the kernel has the data once written); the folder is
+        // not synced here, so a power cut may at worst run the run's notes again.
+        env.store.update_with(crate::vault::Durability::File, |s| {
             s.add_usage(self.role, today, rec.usage.tokens, rec.usage.cost_usd);
             let r = s.role(self.role);
             // A run that never reached the model (an outage) does not use up max_runs_per_day.
@@ -371,7 +373,11 @@ impl Commit<'_> {
                     .map(|(f, t)| (f.as_str().to_string(), t.as_str().to_string()))
                     .collect(),
             };
-            r.pending.push(pending.clone());
+            // A run with no notes to move has nothing a crash could make untrue: its record is
+            // kept only until its logs are written (here), not as a pending entry.
+            if !pending.moves.is_empty() {
+                r.pending.push(pending.clone());
+            }
             pending
         })
     }
@@ -408,6 +414,9 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String
         }
     }
     env.faults.abort_at("abort-after-log");
+    if p.moves.is_empty() {
+        return report(problems);
+    }
     for (from, to) in &p.moves {
         let (Ok(f), Ok(t)) = (VaultPath::parse(from, false), VaultPath::parse(to, false)) else {
             continue;
@@ -428,6 +437,10 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String
     if let Err(e) = cleared {
         tracing::warn!("cannot clear the finished run {} from state: {e}", p.run_id);
     }
+    report(problems)
+}
+
+fn report(problems: Vec<String>) -> Vec<String> {
     for problem in &problems {
         tracing::error!("{problem}");
     }

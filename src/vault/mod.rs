@@ -85,6 +85,9 @@ pub struct OddEntry {
 /// How durable a write must be before it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
+    /// Atomic (readers see the old file or the new one) but not synced: for files tabd rewrites
+    /// constantly and can always make again (the status note).
+    None,
     /// The file's data is on disk (fsync) before the rename that makes it visible.
     File,
     /// Also the rename itself (fsync of the folder): for state whose loss would repeat work.
@@ -306,7 +309,8 @@ impl Vault {
     ) -> Result<(), VaultError> {
         let parent = self.open_parent(path, true)?;
         let name = path.file_name();
-        let tmp = write_temp(&parent, name, bytes).map_err(|e| io_error(path, &e))?;
+        let tmp = write_temp(&parent, name, bytes, durability != Durability::None)
+            .map_err(|e| io_error(path, &e))?;
         if let Err(e) = parent.rename(&tmp, &parent, name) {
             let _ = parent.remove_file(&tmp);
             return Err(io_error(path, &e));
@@ -321,7 +325,7 @@ impl Vault {
     pub fn create_atomic(&self, path: &VaultPath, bytes: &[u8]) -> Result<(), VaultError> {
         let parent = self.open_parent(path, true)?;
         let name = path.file_name();
-        let tmp = write_temp(&parent, name, bytes).map_err(|e| io_error(path, &e))?;
+        let tmp = write_temp(&parent, name, bytes, true).map_err(|e| io_error(path, &e))?;
         let result = rename_noreplace(&parent, &tmp, &parent, name);
         if result.is_err() {
             let _ = parent.remove_file(&tmp);
@@ -600,7 +604,7 @@ pub fn numbered_name(name: &str, n: u32) -> String {
 }
 
 /// A temp file next to `name`, hidden (leading `.`) so watchers and Obsidian ignore it.
-fn write_temp(parent: &Dir, name: &str, bytes: &[u8]) -> std::io::Result<String> {
+fn write_temp(parent: &Dir, name: &str, bytes: &[u8], sync: bool) -> std::io::Result<String> {
     let short: String = name.chars().take(40).collect();
     for _ in 0..16 {
         let tmp = format!(".{short}.tabd-{:08x}.tmp", rand::random::<u32>());
@@ -609,7 +613,9 @@ fn write_temp(parent: &Dir, name: &str, bytes: &[u8]) -> std::io::Result<String>
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         };
-        let written = file.write_all(bytes).and_then(|()| file.sync_all());
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| if sync { file.sync_all() } else { Ok(()) });
         if let Err(e) = written {
             drop(file);
             let _ = parent.remove_file(&tmp);
