@@ -1,7 +1,7 @@
 //! `cargo bench --bench daemon`: the real `tabd` binary (release) against the fake model
 //! server answering instantly. Prints a table and one JSON object.
 //!
-//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss` (default: all).
+//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history` (default: all).
 //! Timings are medians over repeated runs; nothing here is asserted.
 
 #[path = "../tests/support/fake_model.rs"]
@@ -364,6 +364,64 @@ fn rss(out: &mut Value) {
     });
 }
 
+/// 7. Context cost against history: `tabd prompt delivery` on the stock vault with 0, 20,000 and
+/// 50,000 notes in the inboxes' processed/ folders (median of 7 each). `TABD_BENCH_BIN=path`
+/// measures another build of tabd the same way.
+fn history(out: &mut Value) {
+    let bin = std::env::var("TABD_BENCH_BIN").unwrap_or_else(|_| BIN.to_string());
+    let b = Bench::new();
+    let fake = FakeModel::start();
+    b.set_config(&fake, "");
+    let init = Command::new(&bin)
+        .args(["init", b.vault().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(init.status.success());
+    // [[team]] and the folders make the delivery role look through the vault.
+    let time_prompt = || {
+        let mut times = Vec::new();
+        for _ in 0..7 {
+            let t0 = Instant::now();
+            let o = Command::new(&bin)
+                .env_clear()
+                .env("HOME", b.dir.path())
+                .env("ANTHROPIC_API_KEY", "bench")
+                .args([
+                    "--config",
+                    b.config().to_str().unwrap(),
+                    "--vault",
+                    b.vault().to_str().unwrap(),
+                    "prompt",
+                    "delivery",
+                ])
+                .output()
+                .unwrap();
+            assert!(o.status.success());
+            times.push(t0.elapsed().as_secs_f64() * 1000.0);
+        }
+        median(&mut times)
+    };
+    let mut rows = Vec::new();
+    let mut made = 0usize;
+    for target in [0usize, 20_000, 50_000] {
+        while made < target {
+            let role = ["delivery", "risk", "comms", "product"][made % 4];
+            b.write(
+                &format!(
+                    "agent/inbox/{role}/processed/{:02}/note-{made:06}.md",
+                    made / 1000
+                ),
+                &format!("---\nfrom: someone\n---\nAn old note {made} about the team and the timeline.\n"),
+            );
+            made += 1;
+        }
+        let ms = time_prompt();
+        println!("history tabd prompt delivery with {target:>6} processed notes: median {ms:.1} ms");
+        rows.push(json!([target, ms]));
+    }
+    out["history"] = json!({ "binary": bin, "processed_notes_ms": rows });
+}
+
 /// 3. 50 scheduled roles, idle for 60 s.
 fn idle(out: &mut Value) {
     let b = Bench::new();
@@ -612,8 +670,8 @@ fn prompt_size(out: &mut Value) {
 }
 
 fn main() {
-    let wanted =
-        std::env::var("TABD_BENCH").unwrap_or_else(|_| "latency,burst,idle,startup,run,prompt,rss".into());
+    let wanted = std::env::var("TABD_BENCH")
+        .unwrap_or_else(|_| "latency,burst,idle,startup,run,prompt,rss,history".into());
     let on = |n: &str| wanted.split(',').any(|w| w.trim() == n);
     let mut out = json!({ "machine": machine() });
     println!("tabd daemon benchmark — {}", out["machine"]);
@@ -637,6 +695,9 @@ fn main() {
     }
     if on("rss") {
         rss(&mut out);
+    }
+    if on("history") {
+        history(&mut out);
     }
     println!("{}", serde_json::to_string(&out).unwrap());
 }
