@@ -217,10 +217,20 @@ impl RetryPolicy {
     }
 }
 
+/// Makes rustls use ring (reqwest is built without a default crypto provider, to avoid aws-lc's
+/// cmake build). Called before any HTTPS client is made; later calls do nothing.
+pub fn install_tls() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 /// Builds the configured provider. The key is read from the environment now; a missing key is
 /// reported at the first call (so `tabd run` starts, and pauses model calls, without one).
 pub fn build(cfg: &ProviderConfig, env: &Env) -> Result<Arc<dyn Provider>, ProviderError> {
     let key = env.get(&cfg.api_key_env).map(Secret::new);
+    install_tls();
     let client = reqwest::Client::builder()
         .timeout(cfg.timeout)
         .connect_timeout(cfg.timeout.min(Duration::from_secs(30)))
