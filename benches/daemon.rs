@@ -364,9 +364,9 @@ fn rss(out: &mut Value) {
     });
 }
 
-/// 7. Context cost against history: `tabd prompt delivery` on the stock vault with 0, 20,000 and
-/// 50,000 notes in the inboxes' processed/ folders (median of 7 each). `TABD_BENCH_BIN=path`
-/// measures another build of tabd the same way.
+/// Benchmark 7, context cost against history: `tabd prompt delivery` on the stock vault with 0,
+/// 20,000 and 50,000 notes in the inboxes' processed/ folders (median of 7 each).
+/// `TABD_BENCH_BIN=path` measures another build of tabd the same way.
 fn history(out: &mut Value) {
     let bin = std::env::var("TABD_BENCH_BIN").unwrap_or_else(|_| BIN.to_string());
     let b = Bench::new();
@@ -554,13 +554,7 @@ fn per_run(out: &mut Value) {
     )
     .unwrap();
     let vault = std::sync::Arc::new(tabd::vault::Vault::open(&b.vault()).unwrap());
-    let roles = RoleSet::load(
-        &vault,
-        &LoadContext {
-            default_tz: chrono_tz::UTC,
-            env: Env::default(),
-        },
-    );
+    let roles = RoleSet::load(&vault, &LoadContext::new(chrono_tz::UTC, Env::default()));
     let role = roles.roles["bench"].clone();
     let provider = tabd::provider::build(
         &config.provider,
@@ -576,6 +570,8 @@ fn per_run(out: &mut Value) {
         log: std::sync::Arc::new(tabd::runlog::RunLog::new(vault.clone(), chrono_tz::UTC)),
         clock: std::sync::Arc::new(tabd::clock::SystemClock),
         faults: Default::default(),
+        process_env: Default::default(),
+        mcp_pool: None,
     };
     // Prompt assembly alone (100 files read, hashed, capped, formatted).
     let mut build = Vec::new();

@@ -245,13 +245,7 @@ fn day(mode: Mode, typical: bool) -> Totals {
     let env = tabd::environment::Env::from_pairs([("ANTHROPIC_API_KEY", "bench")]);
     let config = tabd::config::parse(&config_text, Path::new("c"), &env, None).unwrap();
     let vault = Arc::new(tabd::vault::Vault::open(&root).unwrap());
-    let roles = tabd::role::RoleSet::load(
-        &vault,
-        &tabd::role::LoadContext {
-            default_tz: chrono_tz::UTC,
-            env: env.clone(),
-        },
-    );
+    let roles = tabd::role::RoleSet::load(&vault, &tabd::role::LoadContext::new(chrono_tz::UTC, env.clone()));
     let provider = tabd::provider::build(&config.provider, &env).unwrap();
     // Tuesday 2026-11-24, local midnight to midnight: every slot of every stock role.
     let start: DateTime<Utc> = "2026-11-24T00:00:00Z".parse().unwrap();
@@ -288,6 +282,8 @@ fn day(mode: Mode, typical: bool) -> Totals {
             log: Arc::new(tabd::runlog::RunLog::new(vault.clone(), chrono_tz::UTC)),
             clock: Arc::new(tabd::clock::ManualClock::new(*at)),
             faults: Default::default(),
+            process_env: Default::default(),
+            mcp_pool: None,
         };
         // Before: clock-time roles did not skip, and memory.md kept every role's gate open.
         let gate = mode == Mode::Now && role.skip_unchanged();

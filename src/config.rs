@@ -49,6 +49,7 @@ struct RawConfig {
     context: ContextConfig,
     daemon: RawDaemon,
     prices: std::collections::BTreeMap<String, crate::cost::Price>,
+    mcp: std::collections::BTreeMap<Spanned<String>, crate::mcp::config::RawServer>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -191,6 +192,8 @@ pub struct Config {
     pub daemon: DaemonConfig,
     /// Prices per model (built in, with `[prices."MODEL"]` on top).
     pub prices: crate::cost::PriceBook,
+    /// MCP servers by name (DESIGN §14).
+    pub mcp: std::collections::BTreeMap<String, crate::mcp::ServerConfig>,
 }
 
 impl Default for Config {
@@ -330,6 +333,12 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         shutdown_grace: Duration::from_secs(raw.daemon.shutdown_grace_s.unwrap_or(20)),
         host: raw.daemon.host.as_ref().map(&expand).transpose()?,
     };
+    let mut mcp = std::collections::BTreeMap::new();
+    for (name, server) in raw.mcp {
+        let resolved =
+            crate::mcp::config::resolve(&name, server, env).map_err(|e| err_at(e.span, e.message))?;
+        mcp.insert(resolved.name.clone(), resolved);
+    }
     Ok(Config {
         path: source,
         vault,
@@ -340,6 +349,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         context: raw.context,
         daemon,
         prices: crate::cost::PriceBook::new(raw.prices),
+        mcp,
     })
 }
 
@@ -491,6 +501,39 @@ max_attempts = 3
         assert_eq!(e.line, Some(4), "{e}");
         let e = parse_err("[provider]\ncache_ttl = \"10m\"\n");
         assert_eq!(e.line, Some(2), "{e}");
+    }
+
+    #[test]
+    fn mcp_servers_are_checked_with_their_lines() {
+        let c = parse_ok(
+            "[mcp.memory]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-memory\"]\nenv = { MEMORY_FILE_PATH = \"${HOME}/m.json\" }\nkeep_alive = true\nrisk = { read_graph = \"read\" }\n\n[mcp.tracker]\nurl = \"http://127.0.0.1:3001/mcp\"\nheaders = { Authorization = \"Bearer ${TOKEN}\" }\nrequired = true\ntool_timeout_s = 5\n",
+        );
+        let m = &c.mcp["memory"];
+        assert!(m.keep_alive && !m.required);
+        assert_eq!(m.startup_timeout, Duration::from_secs(30));
+        assert_eq!(m.risk["read_graph"], crate::tools::Risk::Read);
+        let crate::mcp::Transport::Stdio { command, args, env } = &m.transport else {
+            panic!()
+        };
+        assert_eq!((command.as_str(), args.len()), ("npx", 2));
+        assert_eq!(
+            env[0].1, "${HOME}/m.json",
+            "secrets are expanded when the server starts"
+        );
+        let t = &c.mcp["tracker"];
+        assert!(t.required);
+        assert_eq!(t.tool_timeout, Duration::from_secs(5));
+        for (text, line) in [
+            ("[mcp.x]\ncommand = \"a\"\nmodl = 1\n", 3),
+            ("\n[mcp.Bad_Name]\ncommand = \"a\"\n", 2),
+            ("[mcp.x]\ncommand = \"a\"\nurl = \"http://h\"\n", 2),
+            ("[mcp.x]\nkeep_alive = true\n", 1),
+            ("[mcp.x]\nurl = \"ftp://h\"\n", 2),
+            ("[mcp.x]\ncommand = \"a\"\nrisk = { t = \"scary\" }\n", 3),
+        ] {
+            let e = parse_err(text);
+            assert_eq!(e.line, Some(line), "{text}: {e}");
+        }
     }
 
     #[test]

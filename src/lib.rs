@@ -25,6 +25,7 @@ pub mod faults;
 pub mod frontmatter;
 pub mod inbox;
 pub(crate) mod limits;
+pub mod mcp;
 pub mod prompt;
 pub mod provider;
 pub mod role;

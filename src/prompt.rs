@@ -501,6 +501,11 @@ fn changes_text(
 }
 
 impl Prompt {
+    /// Adds a part to "this run" (after the notes were chosen: servers that are down, approvals).
+    pub fn add_notice(&mut self, title: &str, body: &str) {
+        section(&mut self.trigger, title, body);
+    }
+
     /// The request, built by moving this prompt's text (no copy of the context).
     pub fn into_request(
         self,

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::blocking;
 use crate::clock::Clock;
+use crate::mcp::tools::RunTools;
 use crate::provider::{BoxFuture, ToolSpec};
 use crate::role::{Role, RoleSet};
 use crate::tools::{self, AccessPolicy, FatalToolError, ToolCallRecord, ToolContext, ToolResult};
@@ -23,6 +24,8 @@ pub struct Toolbox {
     pub hops: u32,
     pub max_chain_depth: u32,
     pub clock: Arc<dyn Clock>,
+    /// The role's MCP tools for this run (empty until the servers are opened).
+    pub mcp: Arc<RunTools>,
 }
 
 impl Toolbox {
@@ -42,12 +45,27 @@ impl Toolbox {
             hops,
             max_chain_depth,
             clock,
+            mcp: Arc::new(RunTools::default()),
         }
     }
 
-    /// What the model is offered.
+    /// What the model is offered: the role's vault tools, then its MCP tools.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        tools::specs_for(&self.role)
+        let mut specs = tools::specs_for(&self.role);
+        specs.extend(self.mcp.specs());
+        specs
+    }
+
+    /// A call to a tool the role does not have: refused, with what it does have.
+    fn unknown(&self, name: &str, input: &Value) -> (ToolResult, ToolCallRecord) {
+        let mut names: Vec<&str> = self.role.tools.iter().map(String::as_str).collect();
+        names.extend(self.mcp.names());
+        let result = ToolResult::error(format!(
+            "refused: there is no tool named `{name}` for this role; its tools are: {}",
+            names.join(", ")
+        ));
+        let record = tools::record_of(name, input, &result, None);
+        (result, record)
     }
 
     /// Runs one vault tool call (filesystem work, off the async runtime's hands).
@@ -75,6 +93,25 @@ impl ToolExecutor for Toolbox {
         name: &'a str,
         input: &'a Value,
     ) -> BoxFuture<'a, Result<(ToolResult, ToolCallRecord), FatalToolError>> {
-        Box::pin(async move { self.call_vault(name, input) })
+        Box::pin(async move {
+            if tools::is_vault_tool(name) {
+                return self.call_vault(name, input);
+            }
+            match self.mcp.get(name) {
+                // Deny wins over allow: checked at listing, and again here.
+                Some(t) if self.role.allows_mcp(&t.server, &t.tool) => Ok(t.call(input).await),
+                Some(t) => {
+                    let result = ToolResult::error(format!(
+                        "refused: this role may not use `{name}` ({}/{} is in its deny_tools)",
+                        t.server, t.tool
+                    ));
+                    Ok((
+                        result.clone(),
+                        tools::record_of(name, input, &result, Some(&t.server)),
+                    ))
+                }
+                None => Ok(self.unknown(name, input)),
+            }
+        })
     }
 }

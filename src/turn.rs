@@ -51,6 +51,8 @@ pub enum TurnEnd {
     ToolFatal(String),
     /// tabd itself failed during the run (a panic, caught by the daemon). Never set by the loop.
     Crashed(String),
+    /// A server the role requires could not be used; the model was not called.
+    ServerDown(String),
 }
 
 #[derive(Debug, Clone)]
@@ -66,6 +68,22 @@ pub struct TurnOutcome {
     pub model: String,
     /// Model requests made (retries not counted).
     pub requests: u32,
+}
+
+impl TurnOutcome {
+    /// A turn that ended before the model was called.
+    pub fn ended(end: TurnEnd) -> Self {
+        Self {
+            end,
+            thinking: String::new(),
+            summary: String::new(),
+            calls: Vec::new(),
+            changes: Vec::new(),
+            usage: Usage::default(),
+            model: String::new(),
+            requests: 0,
+        }
+    }
 }
 
 /// Most model calls one run may make, whatever else happens (a safety net for pause_turn

@@ -106,6 +106,9 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>) -> Result<u8, C
                     "the model could not be used; the notes stay in the inbox, no attempt counted"
                 }
                 FailureClass::RunFailure => "the run failed; its notes count an attempt",
+                FailureClass::Unavailable => {
+                    "a server this role requires is down; the notes stay in the inbox, no attempt counted"
+                }
             };
             eprintln!("error: {msg}\n({what})");
             Ok(1)

@@ -70,13 +70,7 @@ impl Workspace {
             Vault::open(&root)
                 .map_err(|e| CliError::failed(format!("cannot open the vault {}: {e}", root.display())))?,
         );
-        let roles = RoleSet::load(
-            &vault,
-            &LoadContext {
-                default_tz: config.timezone,
-                env: env.clone(),
-            },
-        );
+        let roles = RoleSet::load(&vault, &LoadContext::for_config(&config, env.clone()));
         Ok(Self {
             env,
             config,
@@ -102,6 +96,8 @@ impl Workspace {
             )),
             clock: Arc::new(crate::clock::SystemClock),
             faults: crate::faults::Faults::from_env(&self.env),
+            process_env: self.env.clone(),
+            mcp_pool: None,
         })
     }
 }

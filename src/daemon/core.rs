@@ -42,6 +42,8 @@ pub struct RoleRuntime {
     pub dirty: bool,
     /// Another process (`tabd fire`) holds the role's run lock: try again at this instant.
     pub busy_until: Option<Instant>,
+    /// A server the role requires was down: try again at this instant.
+    pub down_until: Option<Instant>,
 }
 
 impl RoleRuntime {
@@ -117,7 +119,8 @@ pub fn dispatch(
             }
             continue;
         }
-        if r.running || !r.has_work() || r.busy_until.is_some_and(|t| now < t) {
+        let waiting = r.busy_until.is_some_and(|t| now < t) || r.down_until.is_some_and(|t| now < t);
+        if r.running || !r.has_work() || waiting {
             continue;
         }
         if r.last_end

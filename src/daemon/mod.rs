@@ -170,6 +170,8 @@ impl Daemon {
                 log,
                 clock: clock.clone(),
                 faults,
+                process_env: init.env.clone(),
+                mcp_pool: None,
             },
             env: init.env,
             cli_config: init.cli_config,
@@ -205,6 +207,17 @@ impl Daemon {
             status_generation: 0,
             ledger_error: None,
         })
+    }
+
+    /// (Re)starts the supervisors of the config's `keep_alive` MCP servers.
+    fn start_mcp_pool(&mut self) {
+        let keep_alive = self.config().mcp.values().any(|s| s.keep_alive);
+        if let Some(old) = self.run_env.mcp_pool.take() {
+            tokio::spawn(async move { old.shutdown().await });
+        }
+        if keep_alive {
+            self.run_env.mcp_pool = Some(crate::mcp::pool::Pool::start(&self.config().mcp, &self.env));
+        }
     }
 
     fn config(&self) -> &Config {
@@ -277,6 +290,7 @@ impl Daemon {
     /// Everything before the first tick: finish interrupted runs, forget deleted roles, clean
     /// crash leftovers, point the watcher.
     fn start_up(&mut self) {
+        self.start_mcp_pool();
         let recovered = blocking::run(|| crate::run::recover(&self.run_env, None));
         if recovered > 0 {
             tracing::info!("finished {recovered} run(s) interrupted by the last stop");
@@ -316,6 +330,9 @@ impl Daemon {
                     break;
                 }
             }
+        }
+        if let Some(pool) = self.run_env.mcp_pool.take() {
+            pool.shutdown().await;
         }
         self.write_status(false);
         tracing::info!("stopped");
@@ -401,6 +418,12 @@ impl Daemon {
                 let _ = self.run_env.store.update(|s| s.global.paused = Some(why));
             }
             Some((FailureClass::RunFailure, why)) => tracing::warn!("run of {} failed: {why}", done.role),
+            Some((FailureClass::Unavailable, why)) => {
+                tracing::warn!("{} waits {} min: {why}", done.role, PAUSE.as_secs() / 60);
+                if let Some(r) = self.rt.get_mut(&done.role) {
+                    r.down_until = Some(now + PAUSE);
+                }
+            }
             None => {
                 if self.paused.is_some() {
                     self.unpause();

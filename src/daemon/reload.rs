@@ -135,10 +135,7 @@ impl Daemon {
         let fresh = crate::blocking::run(|| {
             RoleSet::load(
                 &self.run_env.vault,
-                &LoadContext {
-                    default_tz: self.config().timezone,
-                    env: self.env.clone(),
-                },
+                &LoadContext::for_config(self.config(), self.env.clone()),
             )
         });
         let old = self.run_env.roles.clone();
@@ -327,6 +324,9 @@ fn changed_parts(old: &Config, new: &Config) -> Vec<&'static str> {
     }
     if old.prices != new.prices {
         out.push("prices");
+    }
+    if old.mcp != new.mcp {
+        out.push("mcp servers");
     }
     if out.is_empty() {
         out.push("other settings");

@@ -111,10 +111,7 @@ fn the_index_lists_path_title_date_and_size_and_render_says_why() {
             std::path::PathBuf::from("roles/r.md"),
             Ok("# R\n## Context Files\n- project/risks/\n".to_string()),
         )],
-        &crate::role::LoadContext {
-            default_tz: chrono_tz::UTC,
-            env: crate::environment::Env::default(),
-        },
+        &crate::role::LoadContext::new(chrono_tz::UTC, crate::environment::Env::default()),
     )
     .roles["r"]
         .clone();

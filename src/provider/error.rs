@@ -11,6 +11,9 @@ pub enum FailureClass {
     Outage,
     /// This request failed: rejected as invalid or too large, or the run's deadline passed.
     RunFailure,
+    /// Something this role needs (a `required` MCP server) is down: the role waits, its notes
+    /// stay, no attempt is counted; other roles go on.
+    Unavailable,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

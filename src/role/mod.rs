@@ -96,6 +96,7 @@ struct RoleDef {
     goals: Vec<String>,
     context: Vec<ContextEntry>,
     tools: Option<Vec<String>>,
+    mcp: Vec<McpAllow>,
     schedule: Option<Vec<ScheduleLine>>,
     inbox: Option<VaultPath>,
     preferences: Option<String>,
@@ -120,6 +121,8 @@ pub struct Role {
     pub goals: Vec<String>,
     pub context: Vec<ContextEntry>,
     pub tools: Vec<String>,
+    /// MCP tools allowed in `## Tools` (`server/*`, `server/tool`).
+    pub mcp: Vec<McpAllow>,
     pub schedule: Schedule,
     /// The inbox folder.
     pub inbox: VaultPath,
@@ -145,16 +148,107 @@ impl Role {
         self.settings.catch_up.unwrap_or_default()
     }
 
+    /// A vault tool the role may call (listed, and not in `deny_tools`).
     pub fn has_tool(&self, name: &str) -> bool {
-        self.tools.iter().any(|t| t == name)
+        self.tools.iter().any(|t| t == name) && !self.settings.deny_tools.iter().any(|d| d == name)
+    }
+
+    /// The MCP servers whose tools this role lists (each once, in order).
+    pub fn mcp_servers(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for a in &self.mcp {
+            if !out.contains(&a.server.as_str()) && !self.denies(&a.server, "*") {
+                out.push(&a.server);
+            }
+        }
+        out
+    }
+
+    /// Whether the role may call `tool` of MCP server `server`: listed, and not denied (deny
+    /// wins over allow).
+    pub fn allows_mcp(&self, server: &str, tool: &str) -> bool {
+        let listed = self
+            .mcp
+            .iter()
+            .any(|a| a.server == server && a.tool.as_deref().is_none_or(|t| t == tool));
+        listed && !self.denies(server, tool)
+    }
+
+    /// `deny_tools` names `server/tool` or `server/*`.
+    fn denies(&self, server: &str, tool: &str) -> bool {
+        self.settings.deny_tools.iter().any(|d| {
+            d.split_once('/')
+                .is_some_and(|(s, t)| s == server && (t == "*" || t == tool))
+        })
     }
 }
 
-/// What loading needs from outside: the default time zone and the environment for `${VAR}`.
+/// One MCP entry of `## Tools`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpAllow {
+    pub server: String,
+    /// `None` for `server/*`.
+    pub tool: Option<String>,
+    /// Line in the role file (for "unknown server" errors).
+    pub line: usize,
+}
+
+impl McpAllow {
+    /// Reads `server/tool` or `server/*`.
+    pub fn parse(text: &str, line: usize) -> Result<Self, String> {
+        let (server, tool) = text
+            .split_once('/')
+            .ok_or_else(|| format!("`{text}` is not server/tool"))?;
+        if !crate::mcp::config::valid_name(server) {
+            return Err(format!(
+                "`{text}`: `{server}` is not an MCP server name (a-z, 0-9, `-`, `_`); write server/* or server/tool"
+            ));
+        }
+        let ok_tool =
+            |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+        let tool = match tool {
+            "*" => None,
+            t if ok_tool(t) => Some(t.to_string()),
+            t => {
+                return Err(format!(
+                    "`{text}`: `{t}` is not a tool name; write server/* or server/tool"
+                ))
+            }
+        };
+        Ok(Self {
+            server: server.to_string(),
+            tool,
+            line,
+        })
+    }
+}
+
+/// What loading needs from outside: the default time zone, the environment for `${VAR}`, and
+/// the MCP servers the config declares (to check roles' `server/…` tools; `None`: not checked).
 #[derive(Debug, Clone)]
 pub struct LoadContext {
     pub default_tz: Tz,
     pub env: Env,
+    pub mcp_servers: Option<std::collections::BTreeSet<String>>,
+}
+
+impl LoadContext {
+    pub fn new(default_tz: Tz, env: Env) -> Self {
+        Self {
+            default_tz,
+            env,
+            mcp_servers: None,
+        }
+    }
+
+    /// Roles checked against the config: its time zone and MCP servers.
+    pub fn for_config(config: &crate::config::Config, env: Env) -> Self {
+        Self {
+            default_tz: config.timezone,
+            env,
+            mcp_servers: Some(config.mcp.keys().cloned().collect()),
+        }
+    }
 }
 
 /// Every role of a vault: the good ones, the broken ones, and all diagnostics.
@@ -239,6 +333,11 @@ impl RoleSet {
             defs.insert(name, def);
         }
 
+        if let Some(servers) = &ctx.mcp_servers {
+            for def in defs.values_mut() {
+                check_mcp_servers(def, servers);
+            }
+        }
         let mut set = RoleSet::default();
         for name in defs.keys() {
             match resolve(name, &defs, ctx) {
@@ -357,6 +456,26 @@ fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
     def
 }
 
+/// Every `server/…` entry must name a server the config declares.
+fn check_mcp_servers(def: &mut RoleDef, servers: &std::collections::BTreeSet<String>) {
+    let known: Vec<&str> = servers.iter().map(String::as_str).collect();
+    for a in def.mcp.iter().filter(|a| !servers.contains(&a.server)) {
+        let declared = if known.is_empty() {
+            " (it declares none)".to_string()
+        } else {
+            format!(" (it declares: {})", known.join(", "))
+        };
+        let msg = format!(
+            "`{}/{}` names MCP server `{}`, which the config does not declare{declared}; add [mcp.{}] to the config (see docs/mcp.md)",
+            a.server,
+            a.tool.as_deref().unwrap_or("*"),
+            a.server,
+            a.server
+        );
+        def.diagnostics.push(Diagnostic::error(&def.path, a.line, msg));
+    }
+}
+
 /// `watch` and `write_paths` name vault paths: checked here, once, with the tools' rules.
 fn check_setting_paths(def: &mut RoleDef, path: &Path) {
     let mut problems = Vec::new();
@@ -414,6 +533,17 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
                 let tool = item.text.trim().trim_matches('`').trim();
                 // `- read_file — read notes`: the name is the first word.
                 let tool = tool.split([' ', '\t', ':']).next().unwrap_or("");
+                if tool.contains('/') {
+                    match McpAllow::parse(tool, item.line) {
+                        Ok(a) => {
+                            if !def.mcp.contains(&a) {
+                                def.mcp.push(a)
+                            }
+                        }
+                        Err(e) => def.diagnostics.push(Diagnostic::error(path, item.line, e)),
+                    }
+                    continue;
+                }
                 if KNOWN_TOOLS.contains(&tool) {
                     if !tools.iter().any(|t| t == tool) {
                         tools.push(tool.to_string());
@@ -426,7 +556,7 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
                         path,
                         item.line,
                         format!(
-                            "unknown tool `{tool}`{hint} Known tools: {}",
+                            "unknown tool `{tool}`{hint} Known tools: {}; MCP tools are written server/* or server/tool",
                             KNOWN_TOOLS.join(", ")
                         ),
                     ));
@@ -552,9 +682,15 @@ fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> R
         mission: merged.mission,
         goals: merged.goals,
         context: merged.context,
-        tools: merged
-            .tools
-            .unwrap_or_else(|| DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect()),
+        tools: merged.tools.unwrap_or_else(|| {
+            // A `## Tools` with only MCP entries still lists what the role may use.
+            if merged.mcp.is_empty() {
+                DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect()
+            } else {
+                Vec::new()
+            }
+        }),
+        mcp: merged.mcp,
         schedule: Schedule {
             lines: merged.schedule.unwrap_or_default(),
             tz,
@@ -613,6 +749,7 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
     union(&mut s.can_trigger, &c.can_trigger);
     union(&mut s.write_paths, &c.write_paths);
     union(&mut s.watch, &c.watch);
+    union(&mut s.deny_tools, &c.deny_tools);
 
     if child.mission.is_some() {
         acc.mission = child.mission.clone();
@@ -632,6 +769,11 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
     }
     if let Some(tools) = &child.tools {
         union(acc.tools.get_or_insert_with(Vec::new), tools);
+    }
+    for a in &child.mcp {
+        if !acc.mcp.iter().any(|x| x.server == a.server && x.tool == a.tool) {
+            acc.mcp.push(a.clone());
+        }
     }
     for (heading, body) in &child.extra {
         match acc

@@ -44,6 +44,8 @@ pub struct RoleSettings {
     pub catch_up: Option<CatchUp>,
     pub stale_after: Option<Duration>,
     pub watch: Vec<String>,
+    /// Tools taken away even if listed: `server/tool`, `server/*` or a vault tool's name.
+    pub deny_tools: Vec<String>,
     pub skip_unchanged: Option<bool>,
     pub runs_on: Option<String>,
 }
@@ -70,6 +72,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "catch_up",
     "stale_after",
     "watch",
+    "deny_tools",
     "skip_unchanged",
     "runs_on",
 ];
@@ -129,6 +132,19 @@ fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
         "can_trigger" => s.can_trigger = list(key, v, env)?,
         "write_paths" => s.write_paths = list(key, v, env)?,
         "watch" => s.watch = list(key, v, env)?,
+        "deny_tools" => {
+            let items = list(key, v, env)?;
+            for i in &items {
+                let ok = crate::role::KNOWN_TOOLS.contains(&i.as_str())
+                    || crate::role::McpAllow::parse(i, 0).is_ok();
+                if !ok {
+                    return Err(format!(
+                        "`deny_tools`: `{i}` is neither a tool name nor server/tool or server/*"
+                    ));
+                }
+            }
+            s.deny_tools = items;
+        }
         "catch_up" => {
             s.catch_up = Some(match string(key, v, env)?.as_str() {
                 "once" => CatchUp::Once,

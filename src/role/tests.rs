@@ -4,6 +4,7 @@ fn ctx() -> LoadContext {
     LoadContext {
         default_tz: chrono_tz::Europe::Lisbon,
         env: Env::from_pairs([("TEAM_MODEL", "env-model")]),
+        mcp_servers: Some(["memory".to_string(), "slack".to_string()].into()),
     }
 }
 
@@ -244,4 +245,66 @@ fn a_repeated_section_is_a_warning_at_its_line_and_both_are_used() {
         w[0]
     );
     assert_eq!(set.roles["r"].goals, ["a", "b"]);
+}
+
+#[test]
+fn mcp_tools_are_allowed_per_server_or_tool_and_deny_wins() {
+    let set = load(&[
+        (
+            "_base",
+            "---\ndeny_tools: [memory/delete_entities]\n---\n# Base\n## Tools\n- read_file\n- memory/*\n",
+        ),
+        (
+            "comms",
+            "---\nextends: _base\ndeny_tools: [slack/*, write_file]\n---\n# Comms\n## Tools\n- slack/conversations_add_message\n- write_file\n",
+        ),
+    ]);
+    let r = &set.roles["comms"];
+    assert!(set.diagnostics.is_empty(), "{:?}", set.diagnostics);
+    assert!(r.allows_mcp("memory", "read_graph"), "server/* from the parent");
+    assert!(
+        !r.allows_mcp("memory", "delete_entities"),
+        "the parent's deny is kept"
+    );
+    assert!(
+        !r.allows_mcp("slack", "conversations_add_message"),
+        "deny wins over allow"
+    );
+    assert!(!r.has_tool("write_file"), "a vault tool can be denied too");
+    assert!(r.has_tool("read_file"));
+    assert_eq!(
+        r.mcp_servers(),
+        ["memory"],
+        "a fully denied server is not started"
+    );
+}
+
+#[test]
+fn unknown_servers_and_malformed_entries_are_errors_with_their_line() {
+    let set = load(&[(
+        "ops",
+        "# Ops\n## Tools\n- read_file\n- jira/*\n- memory/bad!\n- Memory/x\n- memory/read_graph — what it does\n",
+    )]);
+    let msgs: Vec<String> = set.diagnostics.iter().map(ToString::to_string).collect();
+    assert!(
+        msgs.iter().any(|m| m.starts_with("roles/ops.md:4: error: `jira/*` names MCP server `jira`, which the config does not declare (it declares: memory, slack)")),
+        "{msgs:#?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.starts_with("roles/ops.md:5: error:")),
+        "{msgs:#?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.starts_with("roles/ops.md:6: error:")),
+        "{msgs:#?}"
+    );
+    assert!(set.broken.contains_key("ops"));
+    let set = load(&[("x", "---\ndeny_tools: [rm -rf]\n---\n# X\n")]);
+    assert!(
+        set.diagnostics[0]
+            .to_string()
+            .contains("roles/x.md:2: error: `deny_tools`"),
+        "{:?}",
+        set.diagnostics
+    );
 }

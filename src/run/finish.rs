@@ -62,6 +62,7 @@ fn decide(end: &TurnEnd) -> Decided {
             FailureClass::RunFailure,
             format!("the vault cannot be written: {why}"),
         ),
+        TurnEnd::ServerDown(why) => failed(FailureClass::Unavailable, why.clone()),
         TurnEnd::Crashed(why) => failed(
             FailureClass::RunFailure,
             format!("tabd failed while running this role ({why}); this is a bug in tabd — please report it"),
@@ -94,7 +95,7 @@ fn plan(env: &RunEnv, notes: &[Note], failure: Option<FailureClass>, state: &Sta
                 p.attempts.push((note.path.as_str().to_string(), count, note.ino));
                 (count >= max_attempts).then_some("failed")
             }
-            Some(FailureClass::Outage) => None,
+            Some(FailureClass::Outage | FailureClass::Unavailable) => None,
         };
         let Some(sub) = sub else { continue };
         let taken: Vec<VaultPath> = p.moves.iter().map(|(_, d)| d.clone()).collect();
@@ -238,7 +239,8 @@ pub(super) fn finish(
     record.ended_at = ended;
     record.usage.cost_usd = cost;
     record.moved = moved_of(&plan.moves);
-    let human = human_of(role, &outcome, &plan);
+    let mut human = human_of(role, &outcome, &plan);
+    human.notes.extend(prep.notes.iter().cloned());
     let hashes = match class {
         None => Some(hashes_after(env, role, &prep.hashes, &outcome)),
         Some(_) => None,
@@ -311,7 +313,7 @@ impl Commit<'_> {
             s.add_usage(self.role, today, rec.usage.tokens, rec.usage.cost_usd);
             let r = s.role(self.role);
             // A run that never reached the model (an outage) does not use up max_runs_per_day.
-            let outage = self.class == Some(FailureClass::Outage);
+            let outage = matches!(self.class, Some(FailureClass::Outage | FailureClass::Unavailable));
             if !outage || rec.usage.tokens.total() > 0 {
                 r.runs_today += 1;
             }
@@ -355,7 +357,12 @@ impl Commit<'_> {
                         0 => String::new(),
                         n => format!("; {n} note(s) wait in the inbox, no attempt counted"),
                     };
-                    line(&format!("paused — {msg}{waiting}"))
+                    let what = if self.class == Some(FailureClass::Unavailable) {
+                        "waiting"
+                    } else {
+                        "paused"
+                    };
+                    line(&format!("{what} — {msg}{waiting}"))
                 }
                 (true, _) => String::new(),
                 (false, _) => self.daily_section.clone(),
@@ -550,17 +557,9 @@ pub fn record_crash(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note
             env.clock.clone(),
         ),
         limits,
+        notes: Vec::new(),
     };
-    let outcome = TurnOutcome {
-        end: TurnEnd::Crashed(why.to_string()),
-        thinking: String::new(),
-        summary: String::new(),
-        calls: Vec::new(),
-        changes: Vec::new(),
-        usage: Default::default(),
-        model: String::new(),
-        requests: 0,
-    };
+    let outcome = TurnOutcome::ended(TurnEnd::Crashed(why.to_string()));
     finish(env, role, trigger, notes, prep, outcome)
 }
 

@@ -16,6 +16,7 @@ use crate::cost::CacheTtl;
 use crate::faults::Faults;
 use crate::inbox::Note;
 use crate::limits::RoleLimits;
+use crate::mcp::tools::RunTools;
 use crate::prompt::{self, Prompt, PromptInput};
 use crate::provider::{FailureClass, Provider, RetryPolicy};
 use crate::role::{Role, RoleSet};
@@ -23,7 +24,7 @@ use crate::runlog::{RunLog, RunRecord};
 use crate::state::{State, StateStore};
 use crate::toolbox::Toolbox;
 use crate::trigger::Trigger;
-use crate::turn::{self, TurnLimits, TurnOutcome};
+use crate::turn::{self, TurnEnd, TurnLimits, TurnOutcome};
 use crate::vault::{Vault, VaultPath};
 
 pub use finish::{record_crash, record_crash_in_memory, recover, run_lock_path};
@@ -39,6 +40,10 @@ pub struct RunEnv {
     pub log: Arc<RunLog>,
     pub clock: Arc<dyn Clock>,
     pub faults: Faults,
+    /// tabd's own environment, for `${VAR}` in MCP servers' settings.
+    pub process_env: crate::environment::Env,
+    /// The daemon's `keep_alive` MCP servers (none for `tabd fire`: they start for the run).
+    pub mcp_pool: Option<Arc<crate::mcp::pool::Pool>>,
 }
 
 /// What a run ended as.
@@ -150,6 +155,8 @@ pub(crate) struct Prepared {
     pub limits: RoleLimits,
     pub ttl: CacheTtl,
     pub toolbox: Toolbox,
+    /// Extra lines for the run's daily-log section (servers that were down).
+    pub notes: Vec<String>,
 }
 
 /// Reads state, builds the toolbox and the prompt (filesystem work: off the runtime's hands).
@@ -188,6 +195,7 @@ fn prepare(env: &RunEnv, role: &Role, trigger: &Trigger, notes: &[Note]) -> (Pre
             hashes: prompt.hashes.clone(),
             limits,
             toolbox,
+            notes: Vec::new(),
         };
         (prep, prompt)
     })
@@ -198,15 +206,40 @@ pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<No
     if env.faults.hit("panic-in-run") {
         panic!("TABD_FAULTS: panic-in-run");
     }
-    let (prep, prompt) = prepare(env, role, &trigger, &notes);
+    let (mut prep, mut prompt) = prepare(env, role, &trigger, &notes);
     if trigger.skip_if_unchanged && notes.is_empty() {
         let unchanged = previous_hashes(&prep.state, role).is_some_and(|h| *h == prep.hashes);
         if unchanged {
             return blocking::run(|| finish::skipped(env, role, &trigger, &prep));
         }
     }
-    let outcome = call_model(env, role, &prep, prompt).await;
+    // MCP servers start only now: a skipped slot never starts one.
+    let mcp = Arc::new(RunTools::open(role, &env.config, &env.process_env, env.mcp_pool.as_deref()).await);
+    prep.notes = mcp.down.iter().map(down_line).collect();
+    let outcome = match mcp.required_down() {
+        Some(d) => TurnOutcome::ended(TurnEnd::ServerDown(format!("{} (it is required)", d.problem))),
+        None => {
+            prompt.tools.extend(mcp.specs());
+            if let Some((title, body)) = mcp.notice() {
+                prompt.add_notice(&title, &body);
+            }
+            prep.toolbox.mcp = mcp.clone();
+            call_model(env, role, &prep, prompt).await
+        }
+    };
+    mcp.close().await;
     blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome))
+}
+
+/// A server that was down, for the run's daily-log section (with the end of its stderr).
+fn down_line(d: &crate::mcp::tools::Down) -> String {
+    let tail = d.problem.stderr.lines().rev().take(3).collect::<Vec<_>>();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    let mut line = format!("**MCP server down:** `{}` {}", d.problem.server, d.problem.why);
+    if !tail.is_empty() {
+        line.push_str(&format!(" — its last output: `{}`", tail.join(" | ")));
+    }
+    line
 }
 
 async fn call_model(env: &RunEnv, role: &Role, prep: &Prepared, prompt: Prompt) -> TurnOutcome {
@@ -235,10 +268,7 @@ mod tests {
                 std::path::PathBuf::from("roles/r.md"),
                 Ok(format!("# R\n## Schedule\n{schedule}\n")),
             )],
-            &crate::role::LoadContext {
-                default_tz: chrono_tz::UTC,
-                env: crate::environment::Env::default(),
-            },
+            &crate::role::LoadContext::new(chrono_tz::UTC, crate::environment::Env::default()),
         )
         .roles["r"]
             .clone()

@@ -69,10 +69,7 @@ fn fixture() -> Fixture {
         ]
         .into_iter()
         .map(|(n, t)| (n.to_string(), PathBuf::from(format!("roles/{n}.md")), Ok(t))),
-        &LoadContext {
-            default_tz: chrono_tz::UTC,
-            env: Env::default(),
-        },
+        &LoadContext::new(chrono_tz::UTC, Env::default()),
     );
     assert!(roles.errors().next().is_none(), "{:#?}", roles.diagnostics);
     let vault = Vault::open(&root).unwrap();

@@ -1,0 +1,196 @@
+//! An MCP server for tabd's tests, built on rmcp's server side (`cargo test` builds it; no Node).
+//! It behaves well or badly as `MCP_TEST_MODE` says:
+//!
+//! | mode | behaviour |
+//! |---|---|
+//! | `normal` (default) | serves the tools below |
+//! | `silent` | never answers `initialize` |
+//! | `flood` | writes endless non-JSON lines to stdout, never answers |
+//! | `garbage` | answers everything with invalid JSON-RPC |
+//! | `exit` | prints a fatal line to stderr and exits at once |
+//!
+//! Tools: `echo {text}`, `add {a, b}` (read-only), `delete_all {}` (destructive), `post {channel,
+//! text}` (no hints: network), `slow {}` (never answers until cancelled), `crash {}` (exits
+//! mid-call), `big {}` (100 KB of text), `image {}`, `grow {}` (adds a tool and says
+//! `tools/list_changed`). Every call is appended as a JSON line to `MCP_TEST_LOG` (if set), and a
+//! cancelled `slow` call writes `{"cancelled": "slow"}`. With `MCP_TEST_GRANDCHILD=FILE` it starts a
+//! long-lived grandchild (as `npx` does) and writes its pid to FILE.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{json, Value};
+
+#[derive(Clone, Default)]
+struct TestServer {
+    grown: Arc<AtomicBool>,
+}
+
+fn schema(v: Value) -> Arc<serde_json::Map<String, Value>> {
+    Arc::new(v.as_object().cloned().unwrap_or_default())
+}
+
+fn log(entry: Value) {
+    if let Ok(path) = std::env::var("MCP_TEST_LOG") {
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(f, "{entry}");
+        }
+    }
+}
+
+impl TestServer {
+    fn tools(&self) -> Vec<Tool> {
+        let obj = |props: Value, required: Value| {
+            schema(
+                json!({"type": "object", "properties": props, "required": required, "additionalProperties": false}),
+            )
+        };
+        let mut tools = vec![
+            Tool::new(
+                "echo",
+                "Echo a text back",
+                obj(json!({"text": {"type": "string"}}), json!(["text"])),
+            ),
+            Tool::new(
+                "add",
+                "Add two integers",
+                obj(
+                    json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+                    json!(["a", "b"]),
+                ),
+            )
+            .annotate(ToolAnnotations::new().read_only(true)),
+            Tool::new("delete_all", "Delete everything", obj(json!({}), json!([])))
+                .annotate(ToolAnnotations::new().destructive(true)),
+            Tool::new(
+                "post",
+                "Post a message to a channel",
+                obj(
+                    json!({"channel": {"type": "string"}, "text": {"type": "string"}}),
+                    json!(["channel", "text"]),
+                ),
+            ),
+            Tool::new("slow", "Never answers until cancelled", obj(json!({}), json!([]))),
+            Tool::new(
+                "crash",
+                "Exits in the middle of the call",
+                obj(json!({}), json!([])),
+            ),
+            Tool::new("big", "Returns 100 KB of text", obj(json!({}), json!([]))),
+            Tool::new("image", "Returns an image", obj(json!({}), json!([]))),
+            Tool::new("grow", "Adds a tool", obj(json!({}), json!([]))),
+        ];
+        if self.grown.load(Ordering::Relaxed) {
+            tools.push(Tool::new(
+                "grown",
+                "Appeared after grow",
+                obj(json!({}), json!([])),
+            ));
+        }
+        tools
+    }
+}
+
+impl ServerHandler for TestServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        log(json!({"tool": request.name, "arguments": args}));
+        let text = |t: String| Ok(CallToolResult::success(vec![Content::text(t)]).into());
+        match request.name.as_ref() {
+            "echo" => text(args["text"].as_str().unwrap_or("").to_string()),
+            "add" => text((args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)).to_string()),
+            "delete_all" => text("deleted everything".into()),
+            "post" => text(format!("posted to {}", args["channel"].as_str().unwrap_or("?"))),
+            "slow" => {
+                context.ct.cancelled().await;
+                log(json!({"cancelled": "slow"}));
+                Err(ErrorData::internal_error("cancelled", None))
+            }
+            "crash" => {
+                eprintln!("test server: crashing on purpose");
+                std::process::exit(3);
+            }
+            "big" => text("x".repeat(100 * 1024)),
+            "image" => Ok(CallToolResult::success(vec![Content::image("aGVsbG8=", "image/png")]).into()),
+            "grow" => {
+                self.grown.store(true, Ordering::Relaxed);
+                let _ = context.peer.notify_tool_list_changed().await;
+                text("grown".into())
+            }
+            "grown" => text("the new tool works".into()),
+            other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
+        }
+    }
+}
+
+fn start_grandchild() {
+    if let Ok(file) = std::env::var("MCP_TEST_GRANDCHILD") {
+        if let Ok(child) = std::process::Command::new("sleep").arg("1000").spawn() {
+            let _ = std::fs::write(file, child.id().to_string());
+            std::mem::forget(child);
+        }
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    eprintln!("test server: starting");
+    start_grandchild();
+    match std::env::var("MCP_TEST_MODE").as_deref().unwrap_or("normal") {
+        "silent" => {
+            eprintln!("test server: ignoring everything");
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+        "flood" => {
+            let mut out = std::io::stdout().lock();
+            while writeln!(out, "this is not JSON-RPC at all, just noise on stdout").is_ok() {}
+        }
+        "garbage" => {
+            use std::io::BufRead;
+            for _ in std::io::stdin().lock().lines() {
+                println!("{{\"jsonrpc\": \"2.0\", \"id\": \"oops\", \"result\": ");
+            }
+        }
+        "exit" => {
+            eprintln!("fatal: SLACK_MCP_XOXP_TOKEN is not set");
+            std::process::exit(1);
+        }
+        _ => {
+            let transport = (tokio::io::stdin(), tokio::io::stdout());
+            match TestServer::default().serve(transport).await {
+                Ok(service) => {
+                    let _ = service.waiting().await;
+                }
+                Err(e) => eprintln!("test server: {e}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! One connection to one MCP server (rmcp's client): start it under its startup timeout, list its
+//! tools, call them under the tool timeout (a late call is cancelled with MCP's
+//! `notifications/cancelled`), and stop it — the whole process group, so wrappers like `npx`
+//! leave no grandchild behind, and every child is reaped.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, Implementation, InitializeRequestParams,
+};
+use rmcp::service::{NotificationContext, Peer, RunningServiceCancellationToken, ServiceError};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+
+use super::config::{expand_pairs, ServerConfig, Transport};
+use crate::environment::Env;
+
+/// Lines of a server's stderr kept for error messages.
+const STDERR_LINES: usize = 20;
+/// Environment a stdio server gets from tabd's own (never its API keys): what `npx`, `uvx` and
+/// friends need to run. Everything else must be named in `[mcp.NAME] env`.
+const PASSED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TMPDIR",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_RUNTIME_DIR",
+];
+
+/// A tool as the server lists it.
+#[derive(Debug, Clone)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: String,
+    pub schema: Value,
+    pub read_only: bool,
+    pub destructive: bool,
+}
+
+/// The last lines a server wrote to stderr.
+#[derive(Debug, Default, Clone)]
+pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        let mut q = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() == STDERR_LINES {
+            q.pop_front();
+        }
+        q.push_back(line.chars().take(300).collect());
+    }
+
+    pub fn text(&self) -> String {
+        let q = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        q.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// Why a server could not be used.
+#[derive(Debug, Clone)]
+pub struct ServerDown {
+    pub server: String,
+    pub why: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Display for ServerDown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MCP server `{}` {}", self.server, self.why)
+    }
+}
+
+/// Hears `notifications/tools/list_changed`.
+#[derive(Clone)]
+struct Handler {
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> InitializeRequestParams {
+        InitializeRequestParams::new(
+            ClientCapabilities::default(),
+            Implementation::new("tabd", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A server's process group, stopped (and reaped) when the connection ends.
+struct Child {
+    child: tokio::process::Child,
+    pgid: Option<rustix::process::Pid>,
+}
+
+impl Child {
+    fn signal(&self, sig: rustix::process::Signal) {
+        if let Some(pgid) = self.pgid {
+            let _ = rustix::process::kill_process_group(pgid, sig);
+        }
+    }
+
+    /// SIGTERM to the group, then SIGKILL after 2 s; the direct child is reaped either way.
+    async fn stop(mut self) {
+        self.signal(rustix::process::Signal::TERM);
+        if tokio::time::timeout(Duration::from_secs(2), self.child.wait())
+            .await
+            .is_err()
+        {
+            self.signal(rustix::process::Signal::KILL);
+            let _ = self.child.wait().await;
+        } else {
+            // The leader is gone; anything left in its group goes too.
+            self.signal(rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        // Reached only when `stop` was not (a panic, a cancelled task): never leave the group.
+        self.signal(rustix::process::Signal::KILL);
+    }
+}
+
+/// A started server.
+pub struct Connection {
+    pub server: Arc<ServerConfig>,
+    peer: Peer<RoleClient>,
+    /// Ends the rmcp service (which runs in its own task, see `connect`).
+    cancel: Mutex<Option<RunningServiceCancellationToken>>,
+    /// Becomes true when the service has ended, for whatever reason.
+    ended: tokio::sync::watch::Receiver<bool>,
+    child: tokio::sync::Mutex<Option<Child>>,
+    tools: Mutex<Vec<ToolInfo>>,
+    tools_changed: Arc<AtomicBool>,
+    pub stderr: StderrTail,
+}
+
+impl Connection {
+    /// Starts `server` and lists its tools, all within its `startup_timeout`.
+    pub async fn start(server: Arc<ServerConfig>, env: &Env) -> Result<Arc<Connection>, ServerDown> {
+        let stderr = StderrTail::default();
+        let down = |why: String, stderr: &StderrTail| ServerDown {
+            server: server.name.clone(),
+            why,
+            stderr: stderr.text(),
+        };
+        let limit = server.startup_timeout;
+        let started = tokio::time::timeout(limit, Self::connect(server.clone(), env, stderr.clone())).await;
+        let conn = match started {
+            Ok(Ok(c)) => c,
+            Ok(Err(why)) => return Err(down(why, &stderr)),
+            Err(_) => {
+                return Err(down(
+                    format!(
+                        "did not finish starting within {}s (startup_timeout_s)",
+                        limit.as_secs()
+                    ),
+                    &stderr,
+                ))
+            }
+        };
+        // The connection is stopped here if listing fails or takes too long.
+        match tokio::time::timeout(limit, conn.relist()).await {
+            Ok(Ok(())) => Ok(conn),
+            Ok(Err(why)) => {
+                conn.stop().await;
+                Err(down(format!("could not list its tools: {why}"), &stderr))
+            }
+            Err(_) => {
+                conn.stop().await;
+                Err(down(
+                    format!(
+                        "did not list its tools within {}s (startup_timeout_s)",
+                        limit.as_secs()
+                    ),
+                    &stderr,
+                ))
+            }
+        }
+    }
+
+    async fn connect(
+        server: Arc<ServerConfig>,
+        env: &Env,
+        stderr: StderrTail,
+    ) -> Result<Arc<Connection>, String> {
+        let tools_changed = Arc::new(AtomicBool::new(false));
+        let handler = Handler {
+            tools_changed: tools_changed.clone(),
+        };
+        let (service, child) = match &server.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env: extra,
+            } => {
+                let (mut child, pgid, stdout, stdin) =
+                    spawn(command, args, extra, env, &server.name, &stderr)?;
+                match handler.serve((stdout, stdin)).await {
+                    Ok(s) => (s, Some(Child { child, pgid })),
+                    Err(e) => {
+                        if let Some(pgid) = pgid {
+                            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+                        }
+                        let _ = child.wait().await;
+                        return Err(format!("failed to start: {e}"));
+                    }
+                }
+            }
+            Transport::Http { url, headers } => {
+                let transport = http_transport(url, headers, env)?;
+                let s = handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("could not connect to {url}: {e}"))?;
+                (s, None)
+            }
+        };
+        let peer = service.peer().clone();
+        let cancel = service.cancellation_token();
+        let (ended_tx, ended) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            let _ = service.waiting().await;
+            let _ = ended_tx.send(true);
+        });
+        Ok(Arc::new(Connection {
+            server,
+            peer,
+            cancel: Mutex::new(Some(cancel)),
+            ended,
+            child: tokio::sync::Mutex::new(child),
+            tools: Mutex::new(Vec::new()),
+            tools_changed,
+            stderr,
+        }))
+    }
+
+    /// Lists the server's tools again (after `tools/list_changed`).
+    pub async fn relist(&self) -> Result<(), String> {
+        let listed = self.peer.list_all_tools().await.map_err(|e| service_error(&e))?;
+        let tools = listed
+            .into_iter()
+            .map(|t| ToolInfo {
+                name: t.name.to_string(),
+                description: t.description.as_deref().unwrap_or("").to_string(),
+                schema: Value::Object((*t.input_schema).clone()),
+                read_only: t
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.read_only_hint)
+                    .unwrap_or(false),
+                destructive: t
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.destructive_hint)
+                    .unwrap_or(false),
+            })
+            .collect();
+        *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = tools;
+        self.tools_changed.store(false, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The tools as last listed; re-listed first when the server said they changed.
+    pub async fn tools(&self) -> Vec<ToolInfo> {
+        if self.tools_changed.load(Ordering::Relaxed) {
+            if let Err(e) = tokio::time::timeout(self.server.startup_timeout, self.relist()).await {
+                tracing::warn!(
+                    "MCP server {}: re-listing tools timed out ({e})",
+                    self.server.name
+                );
+            }
+        }
+        self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        *self.ended.borrow() || self.peer.is_transport_closed()
+    }
+
+    /// Calls `tool` with `arguments` within the tool timeout; a call that runs over is cancelled.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<CallToolResult, String> {
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        let limit = self.server.tool_timeout;
+        // Dropping the request on timeout makes rmcp send `notifications/cancelled`.
+        match tokio::time::timeout(limit, self.peer.call_tool(params)).await {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(e)) => {
+                let mut msg = service_error(&e);
+                if self.is_closed() {
+                    let tail = self.stderr.text();
+                    msg = format!("the server stopped during the call ({msg})");
+                    if !tail.is_empty() {
+                        msg.push_str(&format!("; its last output: {}", tail.replace('\n', " | ")));
+                    }
+                }
+                Err(msg)
+            }
+            Err(_) => Err(format!(
+                "no answer within {}s (tool_timeout_s); the call was cancelled",
+                limit.as_secs()
+            )),
+        }
+    }
+
+    /// Ends the session and stops the process group. Safe to call twice.
+    pub async fn stop(&self) {
+        let cancel = self.cancel.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(token) = cancel {
+            token.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(2), self.closed()).await;
+        }
+        if let Some(child) = self.child.lock().await.take() {
+            child.stop().await;
+        }
+    }
+
+    /// Waits until the server's connection ends (it exited, or `stop` was called).
+    pub async fn closed(&self) {
+        let mut ended = self.ended.clone();
+        let _ = ended.wait_for(|e| *e).await;
+    }
+}
+
+type Spawned = (
+    tokio::process::Child,
+    Option<rustix::process::Pid>,
+    tokio::process::ChildStdout,
+    tokio::process::ChildStdin,
+);
+
+/// Starts a stdio server in its own process group, stderr captured line by line.
+fn spawn(
+    command: &str,
+    args: &[String],
+    extra: &[(String, String)],
+    env: &Env,
+    name: &str,
+    stderr: &StderrTail,
+) -> Result<Spawned, String> {
+    let extra = expand_pairs(extra, env)?;
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args)
+        .env_clear()
+        .envs(
+            PASSED_ENV
+                .iter()
+                .filter_map(|k| env.get(k).map(|v| (*k, v.to_string()))),
+        )
+        .envs(extra)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("could not be started (`{command}`: {e}); is it installed and on PATH?"))?;
+    let pgid = child
+        .id()
+        .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+    let (Some(stdout), Some(stdin), Some(err)) =
+        (child.stdout.take(), child.stdin.take(), child.stderr.take())
+    else {
+        return Err("its stdio could not be connected".into());
+    };
+    let tail = stderr.clone();
+    let name = name.to_string();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(err).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!("mcp {name}: {line}");
+            tail.push(line);
+        }
+    });
+    Ok((child, pgid, stdout, stdin))
+}
+
+fn http_transport(
+    url: &str,
+    headers: &[(String, String)],
+    env: &Env,
+) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    crate::provider::install_tls();
+    let mut map = std::collections::HashMap::new();
+    for (k, v) in expand_pairs(headers, env)? {
+        let name =
+            reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
+        let value = reqwest::header::HeaderValue::from_str(&v).map_err(|e| format!("header {k}: {e}"))?;
+        map.insert(name, value);
+    }
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(map);
+    Ok(rmcp::transport::StreamableHttpClientTransport::from_config(
+        config,
+    ))
+}
+
+fn service_error(e: &ServiceError) -> String {
+    match e {
+        ServiceError::McpError(data) => format!("the server answered with an error: {}", data.message),
+        ServiceError::TransportClosed => "the connection to the server closed".into(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,17 @@
+//! MCP servers: tools beyond the vault (DESIGN §14).
+//!
+//! - `config` — `[mcp.NAME]` tables;
+//! - `client` — one connection: start, list, call, stop (the whole process group);
+//! - `tools` — the MCP tools of one run: which servers a role uses, their tools under the names
+//!   the model sees, risk classes, argument checks, results as text;
+//! - `pool` — `keep_alive` servers, started once by the daemon and restarted with backoff.
+
+pub mod client;
+pub mod config;
+pub mod content;
+pub mod naming;
+pub mod pool;
+pub mod schema;
+pub mod tools;
+
+pub use config::{ServerConfig, Transport};

@@ -1,0 +1,67 @@
+//! Arguments checked against a tool's JSON Schema before tabd sends the call (the harness is
+//! authoritative, DESIGN §8), with messages the model can act on.
+
+use serde_json::Value;
+
+/// A compiled input schema. A schema the validator cannot compile checks only that the input is
+/// an object (and says so once in the log).
+pub struct InputSchema {
+    validator: Option<jsonschema::Validator>,
+}
+
+impl InputSchema {
+    pub fn new(tool: &str, schema: &Value) -> Self {
+        match jsonschema::validator_for(schema) {
+            Ok(v) => Self { validator: Some(v) },
+            Err(e) => {
+                tracing::warn!("the input schema of {tool} cannot be used ({e}); its arguments are checked only to be an object");
+                Self { validator: None }
+            }
+        }
+    }
+
+    /// `Err` with every problem, each with where in the input it is.
+    pub fn check(&self, input: &Value) -> Result<(), String> {
+        if !input.is_object() {
+            return Err(format!("expected a JSON object of arguments, got {input}"));
+        }
+        let Some(v) = &self.validator else { return Ok(()) };
+        let problems: Vec<String> = v
+            .iter_errors(input)
+            .take(5)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn required_fields_types_and_extra_fields() {
+        let s = InputSchema::new(
+            "t",
+            &json!({"type": "object", "properties": {"channel": {"type": "string"}, "n": {"type": "integer"}},
+                    "required": ["channel"], "additionalProperties": false}),
+        );
+        assert!(s.check(&json!({"channel": "C1"})).is_ok());
+        let e = s.check(&json!({"n": "three", "extra": 1})).unwrap_err();
+        assert!(e.contains("\"channel\" is a required property"), "{e}");
+        assert!(e.contains("/n: \"three\" is not of type \"integer\""), "{e}");
+        assert!(s.check(&json!("text")).is_err());
+    }
+}
