@@ -5,6 +5,7 @@ mod cli_foundation;
 mod cost;
 mod daemon_e2e;
 mod daemon_limits;
+mod mcp;
 mod providers;
 mod robustness;
 mod turn_e2e;

@@ -100,39 +100,82 @@ impl ClientHandler for Handler {
     }
 }
 
-/// A server's process group, stopped (and reaped) when the connection ends.
+/// A server's process group. The leader is reaped by a task of its own the moment it exits (its
+/// orphans are killed then, so a crashed `npx` wrapper leaves nothing behind), and `exited` says so:
+/// a server can die while a grandchild still holds its stdout open, and the connection must not
+/// wait for that pipe to close.
 struct Child {
-    child: tokio::process::Child,
     pgid: Option<rustix::process::Pid>,
+    exited: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        // Reached without `stop` only on a panic or a cancelled task: never leave the group.
+        if !*self.exited.borrow() {
+            self.signal(rustix::process::Signal::KILL);
+        }
+    }
+}
+
+/// Kills the whole group when dropped: after the leader exits, or when its task is torn down.
+struct GroupGuard(Option<rustix::process::Pid>);
+
+impl GroupGuard {
+    fn signal(&self, sig: rustix::process::Signal) {
+        if let Some(pgid) = self.0 {
+            let _ = rustix::process::kill_process_group(pgid, sig);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.signal(rustix::process::Signal::KILL);
+    }
 }
 
 impl Child {
+    /// Hands `child` to a reaper task; `on_exit` runs once the leader is gone.
+    fn watch(
+        mut child: tokio::process::Child,
+        pgid: Option<rustix::process::Pid>,
+        on_exit: impl FnOnce() + Send + 'static,
+    ) -> Child {
+        let (tx, exited) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            let guard = GroupGuard(pgid);
+            let status = child.wait().await;
+            drop(guard);
+            tracing::debug!("MCP server process ended: {status:?}");
+            let _ = tx.send(true);
+            on_exit();
+        });
+        Child { pgid, exited }
+    }
+
     fn signal(&self, sig: rustix::process::Signal) {
         if let Some(pgid) = self.pgid {
             let _ = rustix::process::kill_process_group(pgid, sig);
         }
     }
 
-    /// SIGTERM to the group, then SIGKILL after 2 s; the direct child is reaped either way.
-    async fn stop(mut self) {
-        self.signal(rustix::process::Signal::TERM);
-        if tokio::time::timeout(Duration::from_secs(2), self.child.wait())
-            .await
-            .is_err()
-        {
-            self.signal(rustix::process::Signal::KILL);
-            let _ = self.child.wait().await;
-        } else {
-            // The leader is gone; anything left in its group goes too.
-            self.signal(rustix::process::Signal::KILL);
-        }
+    async fn wait_exit(&self, limit: Duration) -> bool {
+        let mut exited = self.exited.clone();
+        let waited = tokio::time::timeout(limit, exited.wait_for(|e| *e)).await;
+        waited.is_ok()
     }
-}
 
-impl Drop for Child {
-    fn drop(&mut self) {
-        // Reached only when `stop` was not (a panic, a cancelled task): never leave the group.
-        self.signal(rustix::process::Signal::KILL);
+    /// SIGTERM to the group, then SIGKILL after 2 s; the leader is reaped either way.
+    async fn stop(self) {
+        if *self.exited.borrow() {
+            return;
+        }
+        self.signal(rustix::process::Signal::TERM);
+        if !self.wait_exit(Duration::from_secs(2)).await {
+            self.signal(rustix::process::Signal::KILL);
+            self.wait_exit(Duration::from_secs(5)).await;
+        }
     }
 }
 
@@ -203,22 +246,42 @@ impl Connection {
         let handler = Handler {
             tools_changed: tools_changed.clone(),
         };
+        let (ended_tx, ended) = tokio::sync::watch::channel(false);
+        let ended_tx = Arc::new(ended_tx);
         let (service, child) = match &server.transport {
             Transport::Stdio {
                 command,
                 args,
                 env: extra,
             } => {
-                let (mut child, pgid, stdout, stdin) =
+                let (mut child, pgid, stdout, stdin, stderr_done) =
                     spawn(command, args, extra, env, &server.name, &stderr)?;
                 match handler.serve((stdout, stdin)).await {
-                    Ok(s) => (s, Some(Child { child, pgid })),
+                    Ok(s) => {
+                        let token = s.cancellation_token();
+                        let tx = ended_tx.clone();
+                        let child = Child::watch(child, pgid, move || {
+                            let _ = tx.send(true);
+                            token.cancel();
+                        });
+                        (s, Some(child))
+                    }
                     Err(e) => {
-                        if let Some(pgid) = pgid {
-                            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+                        // A server that exits at once usually said why on stderr: wait for it
+                        // to be read, and prefer "exited with status 1" to transport jargon.
+                        let exited = tokio::time::timeout(Duration::from_millis(500), child.wait())
+                            .await
+                            .ok()
+                            .and_then(Result::ok);
+                        GroupGuard(pgid).signal(rustix::process::Signal::KILL);
+                        if exited.is_none() {
+                            let _ = child.wait().await;
                         }
-                        let _ = child.wait().await;
-                        return Err(format!("failed to start: {e}"));
+                        let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
+                        return Err(match exited {
+                            Some(status) => format!("exited ({status}) before it finished starting"),
+                            None => format!("failed to start: {}", init_error(&e)),
+                        });
                     }
                 }
             }
@@ -227,13 +290,12 @@ impl Connection {
                 let s = handler
                     .serve(transport)
                     .await
-                    .map_err(|e| format!("could not connect to {url}: {e}"))?;
+                    .map_err(|e| format!("could not connect to {url}: {}", init_error(&e)))?;
                 (s, None)
             }
         };
         let peer = service.peer().clone();
         let cancel = service.cancellation_token();
-        let (ended_tx, ended) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             let _ = service.waiting().await;
             let _ = ended_tx.send(true);
@@ -301,8 +363,14 @@ impl Connection {
     ) -> Result<CallToolResult, String> {
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         let limit = self.server.tool_timeout;
-        // Dropping the request on timeout makes rmcp send `notifications/cancelled`.
-        match tokio::time::timeout(limit, self.peer.call_tool(params)).await {
+        // Dropping the request on timeout makes rmcp send `notifications/cancelled`. A server that
+        // dies mid-call fails the call at once rather than at the timeout.
+        let answer = tokio::select! {
+            biased;
+            answer = tokio::time::timeout(limit, self.peer.call_tool(params)) => answer,
+            () = self.closed() => Ok(Err(ServiceError::TransportClosed)),
+        };
+        match answer {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(e)) => {
                 let mut msg = service_error(&e);
@@ -346,6 +414,7 @@ type Spawned = (
     Option<rustix::process::Pid>,
     tokio::process::ChildStdout,
     tokio::process::ChildStdin,
+    tokio::task::JoinHandle<()>,
 );
 
 /// Starts a stdio server in its own process group, stderr captured line by line.
@@ -385,14 +454,14 @@ fn spawn(
     };
     let tail = stderr.clone();
     let name = name.to_string();
-    tokio::spawn(async move {
+    let stderr_done = tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(err).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             tracing::debug!("mcp {name}: {line}");
             tail.push(line);
         }
     });
-    Ok((child, pgid, stdout, stdin))
+    Ok((child, pgid, stdout, stdin, stderr_done))
 }
 
 fn http_transport(
@@ -413,6 +482,24 @@ fn http_transport(
     Ok(rmcp::transport::StreamableHttpClientTransport::from_config(
         config,
     ))
+}
+
+/// Why `initialize` failed, in words a person can act on (rmcp's own text names Rust types).
+fn init_error(e: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::service::ClientInitializeError as E;
+    match e {
+        E::ConnectionClosed(_) | E::TransportError { .. } => {
+            "it closed the connection before answering `initialize`".into()
+        }
+        E::ExpectedInitResponse(_) | E::ExpectedInitResult(_) => {
+            "it answered `initialize` with something else (is it an MCP server?)".into()
+        }
+        E::JsonRpcError(data) => format!("it refused `initialize`: {}", data.message),
+        E::NoCompatibleProtocolVersion { server_supported, .. } => {
+            format!("it speaks no MCP version tabd knows ({server_supported:?})")
+        }
+        other => other.to_string(),
+    }
 }
 
 fn service_error(e: &ServiceError) -> String {

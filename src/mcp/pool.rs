@@ -17,7 +17,12 @@ struct Slot {
     conn: Option<Arc<Connection>>,
     last_error: Option<ServerDown>,
     attempts: u64,
+    /// When the supervisor tries again, while the server is down.
+    next_try: Option<tokio::time::Instant>,
 }
+
+/// A run waits for a restart due within this long rather than going on without the server.
+const WAIT_FOR_RESTART: Duration = Duration::from_secs(5);
 
 struct Supervised {
     config: Arc<ServerConfig>,
@@ -68,6 +73,19 @@ impl Pool {
         let mut tried = s.tried.subscribe();
         let limit = s.config.startup_timeout + Duration::from_secs(1);
         let _ = tokio::time::timeout(limit, tried.wait_for(|n| *n > 0)).await;
+        // A server that just crashed is restarted in a second or two: wait for that attempt
+        // rather than run without it (a crash loop backs off past this and is reported).
+        let (seen, soon) = {
+            let slot = s.slot.lock().unwrap_or_else(|p| p.into_inner());
+            let down = !slot.conn.as_ref().is_some_and(|c| !c.is_closed());
+            let soon = slot.next_try.filter(|at| {
+                down && at.saturating_duration_since(tokio::time::Instant::now()) <= WAIT_FOR_RESTART
+            });
+            (slot.attempts, soon)
+        };
+        if let Some(at) = soon {
+            let _ = tokio::time::timeout_at(at + limit, tried.wait_for(|n| *n > seen)).await;
+        }
         let slot = s.slot.lock().unwrap_or_else(|p| p.into_inner());
         match (&slot.conn, &slot.last_error) {
             (Some(c), _) if !c.is_closed() => Ok(c.clone()),
@@ -120,15 +138,15 @@ async fn supervise(s: Arc<Supervised>, env: Env, mut stop: tokio::sync::watch::R
         match started {
             Ok(conn) => {
                 tracing::info!("MCP server {name} is up (keep_alive)");
-                set(&s, Some(conn.clone()), None);
                 backoff = Duration::from_secs(1);
+                set(&s, Some(conn.clone()), None, backoff);
                 tokio::select! {
                     _ = conn.closed() => {
                         let tail = conn.stderr.text();
                         tracing::warn!("MCP server {name} exited; restarting in {}s{}", backoff.as_secs(),
                             if tail.is_empty() { String::new() } else { format!("; its last output: {}", tail.replace('\n', " | ")) });
+                        set(&s, None, Some(ServerDown { server: name.clone(), why: "exited; restarting".into(), stderr: tail }), backoff);
                         conn.stop().await;
-                        set(&s, None, Some(ServerDown { server: name.clone(), why: "exited; restarting".into(), stderr: tail }));
                     }
                     _ = stopped(&mut stop) => {
                         conn.stop().await;
@@ -138,7 +156,7 @@ async fn supervise(s: Arc<Supervised>, env: Env, mut stop: tokio::sync::watch::R
             }
             Err(e) => {
                 tracing::warn!("{e}; trying again in {}s", backoff.as_secs());
-                set(&s, None, Some(e));
+                set(&s, None, Some(e), backoff);
             }
         }
         tokio::select! {
@@ -154,9 +172,12 @@ async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = stop.wait_for(|v| *v).await;
 }
 
-fn set(s: &Supervised, conn: Option<Arc<Connection>>, error: Option<ServerDown>) {
+/// Records a start attempt's outcome; a failed one says when the next attempt comes (set in the
+/// same lock, so a run never sees "down" without "restarting soon").
+fn set(s: &Supervised, conn: Option<Arc<Connection>>, error: Option<ServerDown>, backoff: Duration) {
     let n = {
         let mut slot = s.slot.lock().unwrap_or_else(|p| p.into_inner());
+        slot.next_try = conn.is_none().then(|| tokio::time::Instant::now() + backoff);
         slot.conn = conn;
         slot.last_error = error;
         slot.attempts += 1;

@@ -352,7 +352,7 @@ impl Commit<'_> {
             }
             // An outage gets one line per cause per day, not a section per attempt.
             let daily_text = match (outage, &self.error) {
-                (true, Some(msg)) if r.first_notice(&format!("outage: {msg}")) => {
+                (true, Some(msg)) if r.first_notice(&format!("outage: {}", outage_cause(msg))) => {
                     let waiting = match self.notes {
                         0 => String::new(),
                         n => format!("; {n} note(s) wait in the inbox, no attempt counted"),
@@ -388,6 +388,12 @@ impl Commit<'_> {
             pending
         })
     }
+}
+
+/// An outage message without a server's stderr tail: one daily line per cause, even when the
+/// server prints timestamps.
+fn outage_cause(msg: &str) -> &str {
+    msg.split(super::LAST_OUTPUT).next().unwrap_or(msg)
 }
 
 /// Whether `publish` first looks for what a crashed attempt already wrote.

@@ -1,0 +1,482 @@
+//! MCP servers (DESIGN §14) against the in-repo test server (`examples/mcp_test_server.rs`, built
+//! by `cargo test`): tools offered with their schemas, calls run and recorded, servers stopped
+//! with their whole process group, and every way a server can misbehave ending in bounded time.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::fake_model::{FakeModel, Recorded};
+use crate::support::{describe, wire, TestVault};
+
+const KIND: &str = "anthropic";
+
+/// The test server binary cargo built beside tabd.
+fn server_bin() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_tabd"));
+    let p = bin.parent().expect("target dir").join("examples/mcp_test_server");
+    assert!(p.exists(), "{} missing: run through `cargo test`", p.display());
+    p
+}
+
+/// A role `ops` with the given frontmatter lines and tools, and nothing scheduled.
+fn ops_role(v: &TestVault, frontmatter: &str, tools: &[&str]) {
+    v.unschedule_stock_roles();
+    let tools: String = tools.iter().map(|t| format!("- {t}\n")).collect();
+    v.write(
+        "roles/ops.md",
+        &format!("---\n{frontmatter}---\n# Ops\n## Mission\nUse the test server.\n## Tools\n{tools}"),
+    );
+}
+
+/// `[mcp.NAME]` for the test server in `mode`, logging its calls to `log`; `extra` appended.
+fn server_config(name: &str, mode: &str, log: &Path, extra: &str) -> String {
+    format!(
+        "[mcp.{name}]\ncommand = \"{}\"\nenv = {{ MCP_TEST_MODE = \"{mode}\", MCP_TEST_LOG = \"{}\" }}\n{extra}\n",
+        server_bin().display(),
+        log.display()
+    )
+}
+
+/// The calls the test server logged.
+fn server_log(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn tool_names(r: &Recorded) -> Vec<String> {
+    r.body["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn tool<'a>(r: &'a Recorded, name: &str) -> &'a Value {
+    r.body["tools"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["name"] == name))
+        .unwrap_or_else(|| panic!("no tool {name} in {:?}", tool_names(r)))
+}
+
+/// A process is gone when /proc has no entry for it, or only a zombie its parent will reap.
+fn process_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
+}
+
+fn wait_gone(pid: i32) -> bool {
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        if process_gone(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn a_role_gets_the_servers_tools_runs_them_and_leaves_no_process() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let log = v.dir.path().join("calls.jsonl");
+    let pid_file = v.dir.path().join("grandchild.pid");
+    v.use_model(
+        &fake,
+        KIND,
+        &format!(
+            "{}env = {{ MCP_TEST_LOG = \"{}\", MCP_TEST_GRANDCHILD = \"{}\" }}\n",
+            format_args!("[mcp.test]\ncommand = \"{}\"\n", server_bin().display()),
+            log.display(),
+            pid_file.display()
+        ),
+    );
+    ops_role(&v, "", &["read_file", "test/*"]);
+    v.write("agent/inbox/ops/hello.md", "Say hello through the test server.\n");
+    fake.script([
+        wire::tools(
+            KIND,
+            Some("Echo, add, and look at a big result and an image."),
+            &[
+                ("t1", "test__echo", json!({"text": "hello from ops"})),
+                ("t2", "test__add", json!({"a": 2, "b": 40})),
+                ("t3", "test__big", json!({})),
+                ("t4", "test__image", json!({})),
+            ],
+        ),
+        wire::text(KIND, "Done with the test server."),
+    ]);
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    let names = tool_names(&reqs[0]);
+    for t in [
+        "read_file",
+        "test__echo",
+        "test__add",
+        "test__delete_all",
+        "test__post",
+    ] {
+        assert!(names.iter().any(|n| n == t), "{t} missing from {names:?}");
+    }
+    // The server's own schema and description, as the server gave them.
+    let echo = tool(&reqs[0], "test__echo");
+    assert_eq!(echo["input_schema"]["properties"]["text"]["type"], "string");
+    assert_eq!(echo["input_schema"]["required"], json!(["text"]));
+    assert!(
+        echo["description"].as_str().unwrap().contains("Echo a text back"),
+        "{echo}"
+    );
+
+    // Results back to the model: text, the sum, a capped big result, an image summarised.
+    let results = wire::tool_results(&reqs[1].body);
+    assert_eq!(results.len(), 4, "{results:?}");
+    assert_eq!(results[0].1, "hello from ops");
+    assert_eq!(results[1].1, "42");
+    assert!(!results[2].2, "big is not an error");
+    assert!(
+        results[2].1.len() <= 64 * 1024 + 200 && results[2].1.len() > 60 * 1024,
+        "big result capped at 64 KiB: {} bytes",
+        results[2].1.len()
+    );
+    assert!(
+        results[2].1.contains("result cut at 65536 of 102400 bytes"),
+        "{}",
+        &results[2].1[results[2].1.len() - 200..]
+    );
+    assert!(results[3].1.contains("image/png"), "{}", results[3].1);
+
+    // The server really ran the calls, with the model's arguments.
+    let calls = server_log(&log);
+    assert_eq!(
+        calls[0],
+        json!({"tool": "echo", "arguments": {"text": "hello from ops"}})
+    );
+    assert_eq!(calls[1], json!({"tool": "add", "arguments": {"a": 2, "b": 40}}));
+
+    // Recorded with the server, in the JSONL record and the daily log's Actions.
+    let rec = v.records();
+    let r = rec.last().unwrap();
+    assert_eq!(r["tool_calls"][0]["name"], "test__echo");
+    assert_eq!(r["tool_calls"][0]["server"], "test");
+    assert_eq!(r["tool_calls"][0]["ok"], true);
+    let daily = v.daily();
+    assert!(daily.contains("`test__echo` (test)"), "{daily}");
+    assert!(daily.contains("`test__add` (test)"), "{daily}");
+    assert_eq!(v.files_in("agent/inbox/ops/processed"), ["hello.md"]);
+
+    // The server and the grandchild it started (as npx does) are gone.
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("the server started its grandchild")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(wait_gone(pid), "grandchild {pid} survived the run");
+}
+
+#[test]
+fn allow_lists_deny_tools_and_schemas_are_enforced_by_tabd() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let log = v.dir.path().join("calls.jsonl");
+    v.use_model(&fake, KIND, &server_config("test", "normal", &log, ""));
+    ops_role(
+        &v,
+        "deny_tools: [test/delete_all]\n",
+        &["test/echo", "test/delete_all", "test/add"],
+    );
+    fake.script([
+        wire::tools(
+            KIND,
+            None,
+            &[
+                // Wrong type: refused before the server sees it.
+                ("t1", "test__add", json!({"a": "two", "b": 3})),
+                // Denied: never listed, and refused at call time.
+                ("t2", "test__delete_all", json!({})),
+                // Not in the allow list.
+                ("t3", "test__post", json!({"channel": "general", "text": "hi"})),
+                ("t4", "test__echo", json!({"text": "allowed"})),
+            ],
+        ),
+        wire::text(KIND, "ok"),
+    ]);
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let reqs = fake.requests();
+    let mut names = tool_names(&reqs[0]);
+    names.retain(|n| n.starts_with("test__"));
+    names.sort();
+    assert_eq!(names, ["test__add", "test__echo"]);
+    let results = wire::tool_results(&reqs[1].body);
+    assert!(
+        results[0].2 && results[0].1.contains("invalid input"),
+        "{results:?}"
+    );
+    assert!(results[1].2, "{results:?}");
+    assert!(results[2].2, "{results:?}");
+    assert_eq!(results[3].1, "allowed");
+    // Only the allowed, valid call reached the server.
+    assert_eq!(
+        server_log(&log),
+        [json!({"tool": "echo", "arguments": {"text": "allowed"}})]
+    );
+}
+
+/// Each way a server can misbehave at start ends within its startup timeout; an optional server
+/// being down is the model's business (it is told), and the run log carries the stderr tail.
+#[test]
+fn misbehaving_servers_at_start_end_in_bounded_time_and_the_model_is_told() {
+    for (mode, says) in [
+        ("silent", "startup_timeout_s"),
+        ("flood", ""),
+        ("garbage", ""),
+        ("exit", "SLACK_MCP_XOXP_TOKEN is not set"),
+    ] {
+        let v = TestVault::new();
+        let fake = FakeModel::start();
+        let log = v.dir.path().join("calls.jsonl");
+        v.use_model(
+            &fake,
+            KIND,
+            &server_config("bad", mode, &log, "startup_timeout_s = 2"),
+        );
+        ops_role(&v, "", &["read_file", "bad/*"]);
+        fake.script([wire::text(KIND, "Worked without the server.")]);
+        let started = Instant::now();
+        let out = v.tabd_within(&["fire", "ops"], Duration::from_secs(30));
+        let took = started.elapsed();
+        assert_eq!(out.status.code(), Some(0), "{mode}: {}", describe(&out));
+        assert!(took < Duration::from_secs(20), "{mode}: took {took:?}");
+        let reqs = fake.requests();
+        assert_eq!(reqs.len(), 1, "{mode}");
+        assert!(
+            !tool_names(&reqs[0]).iter().any(|n| n.starts_with("bad__")),
+            "{mode}"
+        );
+        let prompt = wire::all_text(&reqs[0].body);
+        assert!(
+            prompt.contains("MCP server `bad`") && prompt.contains("not available in this run"),
+            "{mode}: the model is told\n{prompt}"
+        );
+        let daily = v.daily();
+        assert!(daily.contains("**MCP server down:** `bad`"), "{mode}: {daily}");
+        assert!(daily.contains(says), "{mode}: {daily}");
+        assert!(daily.contains("- **Outcome:** ok"), "{mode}: {daily}");
+    }
+}
+
+#[test]
+fn a_required_server_down_pauses_the_role_without_an_attempt_and_keeps_the_note() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let log = v.dir.path().join("calls.jsonl");
+    v.use_model(
+        &fake,
+        KIND,
+        &server_config("bad", "exit", &log, "required = true"),
+    );
+    ops_role(&v, "", &["bad/*"]);
+    v.write("agent/inbox/ops/task.md", "Needs the server.\n");
+    for _ in 0..2 {
+        let out = v.tabd(&["fire", "ops"]);
+        assert_ne!(out.status.code(), Some(0), "{}", describe(&out));
+    }
+    assert!(
+        fake.requests().is_empty(),
+        "no model call without a required server"
+    );
+    assert_eq!(v.files_in("agent/inbox/ops"), ["task.md"], "{}", v.listing());
+    assert!(v.files_in("agent/inbox/ops/failed").is_empty());
+    // One "waiting" line for the cause (not one per fire), with the server's last words.
+    let daily = v.daily();
+    assert_eq!(
+        daily.matches("· Ops · waiting — MCP server `bad` exited").count(),
+        1,
+        "{daily}"
+    );
+    assert!(daily.contains("SLACK_MCP_XOXP_TOKEN is not set"), "{daily}");
+    assert!(daily.contains("no attempt counted"), "{daily}");
+    let status = v.tabd(&["status", "--json"]);
+    let status: Value = serde_json::from_slice(&status.stdout).expect("status json");
+    let ops = status["roles"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["role"] == "ops"))
+        .expect("ops in status");
+    assert_eq!(ops["last_run"]["outcome"], "paused", "{status}");
+}
+
+#[test]
+fn a_call_that_never_answers_is_cancelled_and_a_crash_mid_call_is_an_error_for_the_model() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let log = v.dir.path().join("calls.jsonl");
+    v.use_model(
+        &fake,
+        KIND,
+        &server_config("test", "normal", &log, "tool_timeout_s = 1"),
+    );
+    ops_role(&v, "", &["test/*"]);
+    fake.script([
+        wire::tools(KIND, None, &[("t1", "test__slow", json!({}))]),
+        wire::tools(KIND, None, &[("t2", "test__crash", json!({}))]),
+        wire::tools(
+            KIND,
+            None,
+            &[("t3", "test__echo", json!({"text": "after the crash"}))],
+        ),
+        wire::text(KIND, "The server is gone."),
+    ]);
+    let started = Instant::now();
+    let out = v.tabd_within(&["fire", "ops"], Duration::from_secs(40));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 4);
+    let slow = wire::tool_results(&reqs[1].body);
+    assert!(slow[0].2 && slow[0].1.contains("tool_timeout_s"), "{slow:?}");
+    let crash = wire::tool_results(&reqs[2].body);
+    assert!(crash[0].2, "{crash:?}");
+    let after = wire::tool_results(&reqs[3].body);
+    assert!(after[0].2, "a dead server answers nothing: {after:?}");
+    // The server heard the cancellation (MCP `notifications/cancelled`).
+    let calls = server_log(&log);
+    assert!(calls.contains(&json!({"cancelled": "slow"})), "{calls:?}");
+}
+
+#[test]
+fn unknown_servers_in_roles_and_bad_server_config_are_validate_errors_with_lines() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let log = v.dir.path().join("calls.jsonl");
+    v.use_model(&fake, KIND, &server_config("test", "normal", &log, ""));
+    ops_role(&v, "", &["read_file", "slack/*"]);
+    let out = v.tabd(&["validate"]);
+    assert_ne!(out.status.code(), Some(0));
+    let text = describe(&out);
+    assert!(
+        text.contains("roles/ops.md:8") && text.contains("slack"),
+        "{text}"
+    );
+
+    v.use_model(
+        &fake,
+        KIND,
+        &format!("{}colour = \"blue\"\n", server_config("test", "normal", &log, "")),
+    );
+    ops_role(&v, "", &["test/*"]);
+    let out = v.tabd(&["validate"]);
+    assert_ne!(out.status.code(), Some(0));
+    let text = describe(&out);
+    assert!(text.contains("colour"), "{text}");
+}
+
+/// The daemon keeps a `keep_alive` server up across runs: it re-lists tools when the server says
+/// they changed, restarts it after a crash, and stops it (and its grandchild) when it stops.
+#[test]
+fn the_daemon_supervises_keep_alive_servers() {
+    use crate::support::daemon::{daemon_config, Daemon};
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let log = v.dir.path().join("calls.jsonl");
+    let pid_file = v.dir.path().join("grandchild.pid");
+    v.use_model(
+        &fake,
+        KIND,
+        &format!(
+            "{}[mcp.test]\ncommand = \"{}\"\nkeep_alive = true\nenv = {{ MCP_TEST_LOG = \"{}\", MCP_TEST_GRANDCHILD = \"{}\" }}\n",
+            daemon_config(""),
+            server_bin().display(),
+            log.display(),
+            pid_file.display()
+        ),
+    );
+    ops_role(&v, "", &["test/*"]);
+    fake.script([
+        wire::tools(KIND, None, &[("t1", "test__grow", json!({}))]),
+        wire::text(KIND, "grown"),
+        wire::tools(
+            KIND,
+            None,
+            &[("t2", "test__grown", json!({})), ("t3", "test__crash", json!({}))],
+        ),
+        wire::text(KIND, "crashed it"),
+        wire::tools(KIND, None, &[("t4", "test__echo", json!({"text": "back again"}))]),
+        wire::text(KIND, "it is back"),
+    ]);
+    let mut d = Daemon::start(&v);
+    let first_grandchild: i32 = {
+        crate::support::daemon::wait_until(Duration::from_secs(10), "keep-alive server started", || {
+            std::fs::read_to_string(&pid_file).is_ok_and(|s| !s.trim().is_empty())
+        });
+        std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+
+    v.write("agent/inbox/ops/one.md", "Grow a tool.\n");
+    let reqs = fake.wait_for_requests(2, Duration::from_secs(20));
+    assert!(!tool_names(&reqs[0]).contains(&"test__grown".to_string()));
+
+    v.write(
+        "agent/inbox/ops/two.md",
+        "Use the new tool, then crash the server.\n",
+    );
+    let reqs = fake.wait_for_requests(4, Duration::from_secs(20));
+    assert!(
+        tool_names(&reqs[2]).contains(&"test__grown".to_string()),
+        "re-listed after tools/list_changed: {:?}",
+        tool_names(&reqs[2])
+    );
+    let results = wire::tool_results(&reqs[3].body);
+    assert_eq!(results[0].1, "the new tool works");
+    assert!(results[1].2, "the crash is an error for the model: {results:?}");
+
+    // The next run waits for the restart (1 s backoff) instead of going on without the server.
+    v.write("agent/inbox/ops/three.md", "Is it back?\n");
+    let reqs = fake.wait_for_requests(6, Duration::from_secs(30));
+    let results = wire::tool_results(&reqs[5].body);
+    assert_eq!(results[0].1, "back again", "{results:?}");
+    let calls: Vec<Value> = server_log(&log)
+        .into_iter()
+        .filter_map(|c| c.get("tool").cloned())
+        .collect();
+    assert_eq!(
+        calls,
+        [json!("grow"), json!("grown"), json!("crash"), json!("echo")]
+    );
+
+    // The first server's group died with it; the restarted one's dies with the daemon.
+    assert!(
+        wait_gone(first_grandchild),
+        "grandchild of the crashed server survived"
+    );
+    let second: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(second, first_grandchild, "the server was restarted");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(20)), Some(0), "{}", d.stderr());
+    assert!(
+        wait_gone(second),
+        "keep-alive server's grandchild survived the daemon"
+    );
+}
