@@ -77,7 +77,7 @@ impl Pool {
         // rather than run without it (a crash loop backs off past this and is reported).
         let (seen, soon) = {
             let slot = s.slot.lock().unwrap_or_else(|p| p.into_inner());
-            let down = !slot.conn.as_ref().is_some_and(|c| !c.is_closed());
+            let down = slot.conn.as_ref().is_none_or(|c| c.is_closed());
             let soon = slot.next_try.filter(|at| {
                 down && at.saturating_duration_since(tokio::time::Instant::now()) <= WAIT_FOR_RESTART
             });
