@@ -62,6 +62,11 @@ pub enum Command {
         /// The role's name, e.g. delivery.
         role: String,
     },
+    /// MCP servers (DESIGN §14).
+    Mcp {
+        #[command(subcommand)]
+        action: McpCommand,
+    },
     /// Show each role's schedule as cron and its next fire times.
     Schedule {
         /// Compute fires after this instant (RFC 3339, e.g. 2026-03-06T12:00:00-05:00); default now.
@@ -71,6 +76,22 @@ pub enum Command {
         #[arg(long, value_name = "N", default_value_t = 5)]
         next: usize,
         /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `tabd mcp …`
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Start the configured MCP servers, list their tools with risk classes and the roles that
+    /// see each, and report servers that fail to start with their last output. Exits 1 if a
+    /// server is down.
+    List {
+        /// Only the servers and tools this role uses.
+        #[arg(long, value_name = "ROLE")]
+        role: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },

@@ -19,14 +19,15 @@ fn main() -> ExitCode {
     }
 }
 
-/// `tracing` to stderr, filtered by `TABD_LOG` or `RUST_LOG` (default `info`); no timestamps under
+/// `tracing` to stderr, filtered by `TABD_LOG` or `RUST_LOG` (default `info`, with rmcp's
+/// per-session chatter at `warn`: tabd says itself what a server did); no timestamps under
 /// journald, which adds its own.
 fn init_logging(env: &Env) {
     use tracing_subscriber::EnvFilter;
     let filter = env
         .get("TABD_LOG")
         .or_else(|| env.get("RUST_LOG"))
-        .unwrap_or("info");
+        .unwrap_or("info,rmcp=warn");
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new(filter))

@@ -480,3 +480,120 @@ fn the_daemon_supervises_keep_alive_servers() {
         "keep-alive server's grandchild survived the daemon"
     );
 }
+
+#[test]
+fn mcp_list_shows_tools_risk_classes_roles_and_servers_that_fail_with_their_output() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let log = v.dir.path().join("calls.jsonl");
+    v.use_model(
+        &fake,
+        KIND,
+        &format!(
+            "{}{}",
+            server_config("test", "normal", &log, "risk = { echo = \"read\" }"),
+            server_config("bad", "exit", &log, "")
+        ),
+    );
+    ops_role(&v, "deny_tools: [test/delete_all]\n", &["test/*", "bad/*"]);
+    v.write(
+        "roles/watcher.md",
+        "# Watcher\n## Mission\nWatch.\n## Tools\n- test/add\n",
+    );
+
+    let out = v.tabd(&["mcp", "list", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "a server is down: {}", describe(&out));
+    let listing: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let servers = listing["servers"].as_array().unwrap();
+    let test = servers.iter().find(|s| s["name"] == "test").unwrap();
+    assert_eq!(test["status"], "ok");
+    assert_eq!(test["transport"], "stdio");
+    assert_eq!(test["roles"], json!(["ops", "watcher"]));
+    let t = |name: &str| {
+        test["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {test}"))
+            .clone()
+    };
+    assert_eq!(t("echo")["risk"], "read", "the config's risk table wins");
+    assert_eq!(t("echo")["exposed"], "test__echo");
+    assert_eq!(t("add")["risk"], "read", "readOnlyHint");
+    assert_eq!(t("add")["roles"], json!(["ops", "watcher"]));
+    assert_eq!(t("post")["risk"], "network", "no hints");
+    assert_eq!(t("post")["roles"], json!(["ops"]));
+    assert_eq!(t("delete_all")["risk"], "destructive");
+    assert_eq!(t("delete_all")["roles"], json!([]), "denied to ops");
+    let bad = servers.iter().find(|s| s["name"] == "bad").unwrap();
+    assert_eq!(bad["status"], "down");
+    assert!(bad["error"].as_str().unwrap().contains("exited"), "{bad}");
+    assert!(
+        bad["stderr"].as_str().unwrap().contains("fatal"),
+        "stderr tail: {bad}"
+    );
+    assert!(server_log(&log).is_empty(), "listing calls no tool");
+
+    // Text, filtered to one role.
+    let out = v.tabd(&["mcp", "list", "--role", "watcher"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(text.contains("test (stdio"), "{text}");
+    assert!(!text.contains("bad ("), "watcher does not use bad: {text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("test__add") && l.contains("read") && l.contains("watcher")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("test__post") && l.contains("no role")),
+        "{text}"
+    );
+
+    let out = v.tabd(&["mcp", "list", "--role", "nobody"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no role named nobody"));
+}
+
+#[test]
+fn tabd_prompt_shows_the_mcp_tools_a_role_would_get_and_leaves_no_process() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let log = v.dir.path().join("calls.jsonl");
+    let pid_file = v.dir.path().join("grandchild.pid");
+    v.use_model(
+        &fake,
+        KIND,
+        &format!(
+            "[mcp.test]\ncommand = \"{}\"\nenv = {{ MCP_TEST_LOG = \"{}\", MCP_TEST_GRANDCHILD = \"{}\" }}\n{}",
+            server_bin().display(),
+            log.display(),
+            pid_file.display(),
+            server_config("bad", "exit", &log, "")
+        ),
+    );
+    ops_role(
+        &v,
+        "deny_tools: [test/delete_all]\n",
+        &["read_file", "test/*", "bad/*"],
+    );
+    let out = v.tabd(&["prompt", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in ["read_file", "test__echo", "test__post", "test__add"] {
+        assert!(text.contains(name), "{name} missing from:\n{text}");
+    }
+    assert!(!text.contains("test__delete_all"), "denied tool shown:\n{text}");
+    assert!(text.contains("\"text\""), "the server's schema is shown: {text}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("MCP server `bad`"), "{err}");
+    assert!(fake.requests().is_empty(), "no model call");
+    let grandchild: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(wait_gone(grandchild), "the server's group was stopped");
+}

@@ -2,6 +2,7 @@
 
 pub mod fire;
 pub mod init;
+pub mod mcp;
 pub mod prompt;
 pub mod run;
 pub mod schedule;
@@ -11,7 +12,7 @@ pub mod validate;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, McpCommand};
 use crate::config::{self, Config};
 use crate::environment::Env;
 use crate::role::{LoadContext, RoleSet};
@@ -118,5 +119,8 @@ pub fn run(cli: Cli, env: Env) -> Result<u8, CliError> {
             run::run(&cli, ws)
         }
         Command::Status { json } => status::run(&Workspace::open(&cli, env)?, *json),
+        Command::Mcp {
+            action: McpCommand::List { role, json },
+        } => mcp::list(&Workspace::open(&cli, env)?, role.as_deref(), *json),
     }
 }

@@ -2,6 +2,7 @@
 
 use super::fire::runnable_role;
 use super::{CliError, Workspace};
+use crate::mcp::tools::RunTools;
 use crate::state::StateStore;
 use crate::trigger::Trigger;
 
@@ -20,7 +21,7 @@ pub fn run(ws: &Workspace, role_name: &str) -> Result<u8, CliError> {
         config: &ws.config,
         state: &state,
     };
-    let p = crate::run::build_prompt(
+    let mut p = crate::run::build_prompt(
         &src,
         role,
         &trigger,
@@ -28,7 +29,24 @@ pub fn run(ws: &Workspace, role_name: &str) -> Result<u8, CliError> {
         crate::tools::specs_for(role),
         chrono::Utc::now(),
     );
+    // The MCP tools the role would get: its servers are started (as a run would) and stopped.
+    let mcp = mcp_tools(ws, role)?;
+    p.tools.extend(mcp.specs());
+    if let Some((title, body)) = mcp.notice() {
+        p.add_notice(&title, &body);
+    }
     print!("{}", p.render());
+    for d in &mcp.down {
+        eprintln!(
+            "note: {}{}",
+            d.problem,
+            if d.required {
+                " (it is required: a run would wait for it)"
+            } else {
+                ""
+            }
+        );
+    }
     if !p.missing.is_empty() {
         eprintln!(
             "note: context entries that found nothing: {}",
@@ -36,4 +54,19 @@ pub fn run(ws: &Workspace, role_name: &str) -> Result<u8, CliError> {
         );
     }
     Ok(0)
+}
+
+fn mcp_tools(ws: &Workspace, role: &crate::role::Role) -> Result<RunTools, CliError> {
+    if role.mcp_servers().is_empty() {
+        return Ok(RunTools::default());
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    Ok(rt.block_on(async {
+        let tools = RunTools::open(role, &ws.config, &ws.env, None).await;
+        tools.close().await;
+        tools
+    }))
 }
