@@ -382,7 +382,12 @@ fn unknown_servers_in_roles_and_bad_server_config_are_validate_errors_with_lines
     let out = v.tabd(&["validate"]);
     assert_ne!(out.status.code(), Some(0));
     let text = describe(&out);
-    assert!(text.contains("colour"), "{text}");
+    let config = std::fs::read_to_string(v.dir.path().join("config.toml")).unwrap();
+    let line = config.lines().position(|l| l.starts_with("colour")).unwrap() + 1;
+    assert!(
+        text.contains(&format!("config.toml:{line}: error: unknown field `colour`")),
+        "{text}"
+    );
 }
 
 /// The daemon keeps a `keep_alive` server up across runs: it re-lists tools when the server says
@@ -596,4 +601,60 @@ fn tabd_prompt_shows_the_mcp_tools_a_role_would_get_and_leaves_no_process() {
         .parse()
         .unwrap();
     assert!(wait_gone(grandchild), "the server's group was stopped");
+}
+
+/// A real published server: `@modelcontextprotocol/server-memory` through `npx` (the wrapper that
+/// leaves grandchildren). Needs Node and the npm registry (or npm's cache), so it is ignored by
+/// default; run it with `cargo test --test integration real_npm -- --ignored`.
+#[test]
+#[ignore = "needs npx and the npm registry; run with --ignored"]
+fn real_npm_memory_server_through_npx() {
+    if std::process::Command::new("npx")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: npx is not installed");
+        return;
+    }
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let memory = v.dir.path().join("memory.jsonl");
+    v.use_model(
+        &fake,
+        KIND,
+        &format!(
+            "[mcp.memory]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-memory\"]\nenv = {{ MEMORY_FILE_PATH = \"{}\" }}\nstartup_timeout_s = 180\n",
+            memory.display()
+        ),
+    );
+    ops_role(&v, "deny_tools: [memory/delete_entities]\n", &["memory/*"]);
+    v.write(
+        "agent/inbox/ops/remember.md",
+        "Remember that Acme's go-live is 3 March.\n",
+    );
+    let entity =
+        json!({"entities": [{"name": "Acme", "entityType": "client", "observations": ["go-live 3 March"]}]});
+    fake.script([
+        wire::tools(KIND, None, &[("t1", "memory__create_entities", entity)]),
+        wire::text(KIND, "Remembered."),
+    ]);
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let reqs = fake.requests();
+    let names = tool_names(&reqs[0]);
+    assert!(names.contains(&"memory__read_graph".to_string()), "{names:?}");
+    assert!(
+        !names.contains(&"memory__delete_entities".to_string()),
+        "{names:?}"
+    );
+    let results = wire::tool_results(&reqs[1].body);
+    assert!(!results[0].2, "the call succeeded: {results:?}");
+    let stored = std::fs::read_to_string(&memory).expect("the server wrote its file");
+    assert!(stored.contains("go-live 3 March"), "{stored}");
+    let out = v.tabd(&["mcp", "list", "--json"]);
+    let listing: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let tools = listing["servers"][0]["tools"].as_array().unwrap();
+    let read_graph = tools.iter().find(|t| t["name"] == "read_graph").unwrap();
+    assert_eq!(read_graph["risk"], "read", "readOnlyHint from the real server");
 }
