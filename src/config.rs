@@ -46,6 +46,7 @@ struct RawConfig {
     provider: RawProvider,
     limits: Limits,
     inbox: InboxConfig,
+    approvals: ApprovalsConfig,
     context: ContextConfig,
     daemon: RawDaemon,
     prices: std::collections::BTreeMap<String, crate::cost::Price>,
@@ -135,6 +136,23 @@ impl Default for Limits {
     }
 }
 
+/// Approval notes (DESIGN §15).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalsConfig {
+    /// A pending approval older than this expires and can no longer be approved.
+    #[serde(with = "humantime_serde")]
+    pub expire_after: Duration,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        Self {
+            expire_after: Duration::from_secs(48 * 3600),
+        }
+    }
+}
+
 /// Inbox behaviour (DESIGN §5).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -188,6 +206,7 @@ pub struct Config {
     pub provider: ProviderConfig,
     pub limits: Limits,
     pub inbox: InboxConfig,
+    pub approvals: ApprovalsConfig,
     pub context: ContextConfig,
     pub daemon: DaemonConfig,
     /// Prices per model (built in, with `[prices."MODEL"]` on top).
@@ -346,6 +365,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         provider,
         limits: raw.limits,
         inbox: raw.inbox,
+        approvals: raw.approvals,
         context: raw.context,
         daemon,
         prices: crate::cost::PriceBook::new(raw.prices),
@@ -418,6 +438,9 @@ mod tests {
             }
         );
         assert_eq!(c.daemon.shutdown_grace, Duration::from_secs(20));
+        assert_eq!(c.approvals.expire_after, Duration::from_secs(48 * 3600));
+        let c = parse_ok("[approvals]\nexpire_after = \"3d\"\n");
+        assert_eq!(c.approvals.expire_after, Duration::from_secs(3 * 86400));
     }
 
     #[test]

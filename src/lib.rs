@@ -8,9 +8,11 @@
 //! - `run` — one run of a role: prompt, skip gate, turn, then record, log and move notes.
 //! - `turn` — the think-then-act loop; `toolbox` — the harness the model's calls go through.
 //! - `prompt`, `context` — what a run sends; `inbox` — notes; `runlog` — the logs; `state`.
-//! - `provider` — model APIs; `tools` — the vault tools and their policy.
+//! - `provider` — model APIs; `tools` — the vault tools and their policy; `mcp` — MCP servers;
+//!   `approvals` — risky calls that wait for the person.
 //! - `role`, `schedule`, `config`, `limits`, `cost` — what the person wrote, typed and checked.
 //! - `vault` — the only way to touch files; `clock`, `blocking`, `faults`, `text`, `diag`.
+pub mod approvals;
 pub(crate) mod blocking;
 pub mod cli;
 pub mod clock;

@@ -408,6 +408,9 @@ fn action_line(n: usize, call: &ToolCallRecord) -> String {
     if let Some(err) = &call.error {
         line.push_str(&format!(" — {}", one_line(err, 160)));
     }
+    if let Some(note) = &call.approval {
+        line.push_str(&format!(" — waiting for approval in {}", wikilink(note)));
+    }
     line.push('\n');
     line
 }
@@ -477,6 +480,7 @@ mod tests {
                     error: None,
                     bytes: 1,
                     server: None,
+                    approval: None,
                 },
                 ToolCallRecord {
                     name: "write_file".into(),
@@ -485,6 +489,7 @@ mod tests {
                     error: None,
                     bytes: 1,
                     server: None,
+                    approval: None,
                 },
             ],
             moved: vec![],

@@ -29,6 +29,8 @@ pub struct State {
     pub version: u32,
     pub roles: BTreeMap<String, RoleState>,
     pub global: GlobalState,
+    /// Approval requests by id (DESIGN §15): what makes "at most once" hold.
+    pub approvals: BTreeMap<String, crate::approvals::Approval>,
 }
 
 /// The outcome of the last run of a role, for `status`.

@@ -12,10 +12,13 @@ use crate::tools::{Change, FatalToolError, ToolCallRecord, ToolResult};
 
 /// Runs the model's tool calls: the harness (vault tools, MCP tools, approvals) behind one door.
 pub trait ToolExecutor: Send + Sync {
+    /// Runs one call. `reason` is the model's text in the message that asked for it (what an
+    /// approval note shows the person).
     fn call<'a>(
         &'a self,
         name: &'a str,
         input: &'a Value,
+        reason: &'a str,
     ) -> BoxFuture<'a, Result<(ToolResult, ToolCallRecord), FatalToolError>>;
 }
 
@@ -99,6 +102,8 @@ struct Loop<'a> {
     thinking_blocks: Vec<String>,
     pre_tool_text: Vec<String>,
     seen_tool: bool,
+    /// The text of the latest model message: the reason for the calls it asks for.
+    last_text: String,
 }
 
 /// Runs the loop.
@@ -127,6 +132,7 @@ pub async fn run_turn(
         thinking_blocks: Vec::new(),
         pre_tool_text: Vec::new(),
         seen_tool: false,
+        last_text: String::new(),
     };
     loop {
         if l.out.requests >= MAX_MODEL_CALLS {
@@ -167,6 +173,16 @@ impl Loop<'_> {
             self.out.model = resp.model.clone();
         }
         self.note_text(&resp.message.content);
+        self.last_text = resp
+            .message
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                Block::Text { text, .. } if !text.trim().is_empty() => Some(text.trim()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n");
         let uses: Vec<(String, String, Value)> = resp
             .tool_uses()
             .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
@@ -220,7 +236,7 @@ impl Loop<'_> {
                 });
                 continue;
             }
-            match exec.call(&name, &input).await {
+            match exec.call(&name, &input, &self.last_text).await {
                 Ok((result, record)) => {
                     self.out.calls.push(record);
                     self.out.changes.extend(result.changes.iter().cloned());

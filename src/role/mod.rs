@@ -750,6 +750,9 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
     union(&mut s.write_paths, &c.write_paths);
     union(&mut s.watch, &c.watch);
     union(&mut s.deny_tools, &c.deny_tools);
+    for (k, v) in &c.approve {
+        s.approve.insert(k.clone(), *v);
+    }
 
     if child.mission.is_some() {
         acc.mission = child.mission.clone();

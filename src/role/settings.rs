@@ -48,6 +48,9 @@ pub struct RoleSettings {
     pub deny_tools: Vec<String>,
     pub skip_unchanged: Option<bool>,
     pub runs_on: Option<String>,
+    /// Risk class, `server/*`, `server/tool` or vault tool → auto/ask/deny (DESIGN §15). Merged
+    /// through `extends` key by key, the child winning.
+    pub approve: std::collections::BTreeMap<String, crate::approvals::Mode>,
 }
 
 /// Every frontmatter key a role may use.
@@ -75,6 +78,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "deny_tools",
     "skip_unchanged",
     "runs_on",
+    "approve",
 ];
 
 /// A settings problem at a 1-based file line.
@@ -145,6 +149,7 @@ fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
             }
             s.deny_tools = items;
         }
+        "approve" => s.approve = approve_map(v)?,
         "catch_up" => {
             s.catch_up = Some(match string(key, v, env)?.as_str() {
                 "once" => CatchUp::Once,
@@ -164,6 +169,35 @@ fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `approve: {network: ask, slack/conversations_add_message: ask, memory/read_graph: auto}`.
+fn approve_map(v: &Value) -> Result<std::collections::BTreeMap<String, crate::approvals::Mode>, String> {
+    use crate::approvals::Mode;
+    let Value::Object(map) = v else {
+        return Err(type_error(
+            "approve",
+            "a map like {network: ask, slack/conversations_add_message: ask}",
+            v,
+        ));
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for (key, mode) in map {
+        let known = crate::tools::Risk::parse(key).is_some()
+            || crate::role::KNOWN_TOOLS.contains(&key.as_str())
+            || crate::role::McpAllow::parse(key, 0).is_ok();
+        if !known {
+            return Err(format!(
+                "`approve`: `{key}` is neither a risk class (read, write, network, destructive), a tool name, nor server/tool or server/*"
+            ));
+        }
+        let mode = mode
+            .as_str()
+            .and_then(Mode::parse)
+            .ok_or_else(|| format!("`approve`: `{key}` must be auto, ask or deny (got {mode})"))?;
+        out.insert(key.clone(), mode);
+    }
+    Ok(out)
 }
 
 fn type_error(key: &str, want: &str, got: &Value) -> String {

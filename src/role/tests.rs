@@ -308,3 +308,63 @@ fn unknown_servers_and_malformed_entries_are_errors_with_their_line() {
         set.diagnostics
     );
 }
+
+#[test]
+fn approve_maps_merge_through_extends_child_winning_per_key_and_decide_calls() {
+    use crate::approvals::{mode_for, Mode};
+    use crate::tools::Risk;
+    let set = load(&[
+        (
+            "_base",
+            "---\napprove:\n  network: deny\n  slack/*: ask\n  write: ask\n---\n# Base\n",
+        ),
+        (
+            "comms",
+            "---\nextends: _base\napprove:\n  slack/conversations_history: auto\n  write: auto\n  remember: ask\n---\n# Comms\n## Tools\n- slack/*\n- write_file\n- remember\n",
+        ),
+        ("plain", "# Plain\n"),
+    ]);
+    assert!(set.errors().next().is_none(), "{:#?}", set.diagnostics);
+    let r = &set.roles["comms"];
+    assert_eq!(
+        mode_for(r, "slack/conversations_history", Risk::Network),
+        Mode::Auto,
+        "tool entry"
+    );
+    assert_eq!(
+        mode_for(r, "slack/conversations_add_message", Risk::Network),
+        Mode::Ask,
+        "server/*"
+    );
+    assert_eq!(
+        mode_for(r, "memory/create_entities", Risk::Network),
+        Mode::Deny,
+        "class from the parent"
+    );
+    assert_eq!(
+        mode_for(r, "write_file", Risk::Write),
+        Mode::Auto,
+        "the child wins per key"
+    );
+    assert_eq!(mode_for(r, "remember", Risk::Write), Mode::Ask);
+    let p = &set.roles["plain"];
+    assert_eq!(mode_for(p, "read_file", Risk::Read), Mode::Auto, "defaults");
+    assert_eq!(mode_for(p, "write_file", Risk::Write), Mode::Auto);
+    assert_eq!(mode_for(p, "x/y", Risk::Network), Mode::Ask);
+    assert_eq!(mode_for(p, "x/z", Risk::Destructive), Mode::Ask);
+}
+
+#[test]
+fn bad_approve_entries_are_errors_with_their_line() {
+    let set = load(&[("x", "---\nmodel: m\napprove:\n  network: maybe\n---\n# X\n")]);
+    let msg = set.errors().map(|d| d.to_string()).collect::<Vec<_>>().join("\n");
+    assert!(
+        msg.contains("roles/x.md:3: error: `approve`: `network` must be auto, ask or deny"),
+        "{msg}"
+    );
+    let set = load(&[("y", "---\napprove:\n  networks: ask\n---\n# Y\n")]);
+    let msg = set.errors().map(|d| d.to_string()).collect::<Vec<_>>().join("\n");
+    assert!(msg.contains("`networks` is neither a risk class"), "{msg}");
+    let set = load(&[("z", "---\napprove: ask\n---\n# Z\n")]);
+    assert!(set.errors().next().is_some());
+}

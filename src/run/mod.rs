@@ -187,8 +187,16 @@ fn prepare(env: &RunEnv, role: &Role, trigger: &Trigger, notes: &[Note]) -> (Pre
             state: &state,
         };
         let prompt = build_prompt(&src, role, trigger, notes, toolbox.specs(), started);
+        let id = run_id(&role.name, started);
+        let mut toolbox = toolbox;
+        toolbox.approvals = Some(crate::approvals::request::AskContext {
+            run_id: id.clone(),
+            run_log: env.log.daily_path(started).as_str().to_string(),
+            expire_after: env.config.approvals.expire_after,
+            tz: env.config.timezone,
+        });
         let prep = Prepared {
-            id: run_id(&role.name, started),
+            id,
             started,
             ttl: cache_ttl(role, &env.config, started),
             state,

@@ -97,6 +97,9 @@ pub struct ToolCallRecord {
     /// The MCP server that ran it (DESIGN §14); absent for vault tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// The approval note the call was queued in (DESIGN §15); absent when it ran at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
 }
 
 /// What a call returns: text for the model, and what it did.
@@ -293,6 +296,7 @@ pub fn record_of(name: &str, input: &Value, result: &ToolResult, server: Option<
         error: (!result.ok).then(|| result.text.clone()),
         bytes: result.bytes,
         server: server.map(str::to_string),
+        approval: None,
     }
 }
 

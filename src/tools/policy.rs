@@ -19,6 +19,12 @@ const PROTECTED: &[(&str, &str)] = &[
     ("agent/inbox", "inboxes take notes through trigger_role only"),
 ];
 
+/// Folders no role may ever write, whatever its `write_paths` say.
+const NEVER_WRITABLE: &[(&str, &str)] = &[(
+    "agent/approvals",
+    "approval notes are decided by the person; a role can never create, edit or move them, so it cannot approve its own calls",
+)];
+
 /// A role's access rules, built once per run.
 #[derive(Debug, Clone)]
 pub struct AccessPolicy {
@@ -82,6 +88,9 @@ impl AccessPolicy {
 
     fn check_write_lexical(&self, path: &VaultPath) -> Result<(), VaultError> {
         let lower = VaultPath::parse(&path.as_str().to_lowercase(), true)?;
+        if let Some((dir, why)) = NEVER_WRITABLE.iter().find(|(d, _)| lower.starts_with(d)) {
+            return Err(VaultError::Refused(format!("{path} is in {dir}/: {why}")));
+        }
         for (dir, why) in PROTECTED {
             if lower.starts_with(dir) && !self.names(path, dir) {
                 return Err(VaultError::Refused(format!(

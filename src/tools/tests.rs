@@ -66,6 +66,10 @@ fn fixture() -> Fixture {
                 "narrow",
                 format!("---\nwrite_paths: [project/**]\n---\n# Narrow\n{ALL_TOOLS}"),
             ),
+            (
+                "sneaky",
+                format!("---\nwrite_paths: [agent/approvals/**, \"**\"]\n---\n# Sneaky\n{ALL_TOOLS}"),
+            ),
         ]
         .into_iter()
         .map(|(n, t)| (n.to_string(), PathBuf::from(format!("roles/{n}.md")), Ok(t))),
@@ -539,6 +543,53 @@ fn tools_outside_the_role_list_are_refused() {
     assert!(r.ok, "default tools include read_file");
     let r = f.call("delete_everything", json!({}));
     assert!(!r.ok && r.text.contains("no tool named"));
+}
+
+#[test]
+fn no_role_can_touch_approval_notes_even_when_its_write_paths_name_them() {
+    let f = fixture();
+    std::fs::create_dir_all(f.root.join("agent/approvals")).unwrap();
+    let note = "agent/approvals/2026-11-22-comms-slack-post-7c41e0.md";
+    std::fs::write(f.root.join(note), "---\nstatus: pending\n---\n").unwrap();
+    for role in ["delivery", "sneaky"] {
+        for (tool, input) in [
+            (
+                "write_file",
+                json!({ "path": note, "content": "---\nstatus: approved\n---\n" }),
+            ),
+            (
+                "write_file",
+                json!({ "path": "agent/approvals/new.md", "content": "x" }),
+            ),
+            (
+                "write_file",
+                json!({ "path": "Agent/Approvals/new.md", "content": "x" }),
+            ),
+            (
+                "append_file",
+                json!({ "path": note, "content": "status: approved" }),
+            ),
+            ("move_file", json!({ "from": note, "to": "project/x.md" })),
+            (
+                "move_file",
+                json!({ "from": "project/timeline.md", "to": "agent/approvals/t.md" }),
+            ),
+        ] {
+            let r = f.call_as(role, 0, tool, input.clone());
+            assert!(
+                !r.ok && r.text.contains("cannot approve its own calls"),
+                "{role} {tool} {input}: {}",
+                r.text
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.root.join(note)).unwrap(),
+        "---\nstatus: pending\n---\n"
+    );
+    assert!(!f.root.join("agent/approvals/new.md").exists());
+    let r = f.call_as("sneaky", 0, "read_file", json!({ "path": note }));
+    assert!(r.ok, "reading is fine: {}", r.text);
 }
 
 #[test]

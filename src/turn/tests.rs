@@ -99,6 +99,7 @@ impl ToolExecutor for Echo {
         &'a self,
         name: &'a str,
         input: &'a Value,
+        _reason: &'a str,
     ) -> BoxFuture<'a, Result<(ToolResult, ToolCallRecord), FatalToolError>> {
         Box::pin(async move {
             if self.fatal == Some(name) {

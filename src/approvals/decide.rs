@@ -1,0 +1,1 @@
+//! The daemon's side of approvals. Filled in below.

@@ -1,0 +1,21 @@
+//! Approvals (DESIGN §15): a risky call waits for the person, then runs exactly once.
+//!
+//! - `policy` — a call's mode (auto, ask, deny) from the role's `approve` map and the risk class;
+//! - `note` — the approval note a person reads and decides in Obsidian: writing, reading, updating;
+//! - `ledger` — tabd's durable record of each request (state.json), which makes "at most once" hold
+//!   across crashes, restarts and duplicate events;
+//! - `request` — the run's side: an `ask` call becomes a note (or reuses a pending one);
+//! - `decide` — the daemon's side: approved notes run, rejected ones are closed, old ones expire,
+//!   and a crash mid-call leaves `unknown`.
+
+pub mod decide;
+pub mod ledger;
+pub mod note;
+pub mod policy;
+pub mod request;
+
+pub use ledger::{Approval, Phase};
+pub use policy::{mode_for, Mode};
+
+/// Where approval notes live. Roles can never write here (tools/policy.rs).
+pub const FOLDER: &str = "agent/approvals";

@@ -1,0 +1,157 @@
+//! The run's side of approvals: a call whose mode is `ask` becomes an approval note — or reuses the
+//! pending one for the same role, tool and arguments — and the model is told it is queued.
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde_json::Value;
+
+use super::ledger::{args_hash, prune, Approval, Phase};
+use super::note::{self, NewNote};
+use crate::role::Role;
+use crate::state::StateStore;
+use crate::tools::Risk;
+use crate::vault::VaultPath;
+
+/// What a run knows that an approval note needs.
+#[derive(Debug, Clone)]
+pub struct AskContext {
+    pub run_id: String,
+    /// The run's daily log (a vault path), linked from the note.
+    pub run_log: String,
+    pub expire_after: std::time::Duration,
+    pub tz: Tz,
+}
+
+/// One call to queue.
+pub struct Call<'a> {
+    /// A vault tool's name or `server/tool`.
+    pub tool: &'a str,
+    pub exposed: &'a str,
+    pub risk: Risk,
+    pub description: &'a str,
+    /// The model's text before the call.
+    pub reason: &'a str,
+    pub args: &'a Value,
+}
+
+/// A queued call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Queued {
+    pub id: String,
+    pub note: String,
+    /// An identical request was already pending: its note is reused.
+    pub reused: bool,
+}
+
+/// Records the request durably, then writes its note. Identical pending requests share a note.
+pub fn ask(
+    store: &StateStore,
+    ctx: &AskContext,
+    role: &Role,
+    call: &Call,
+    now: DateTime<Utc>,
+) -> Result<Queued, String> {
+    let vault = store.vault().clone();
+    let hash = args_hash(call.tool, call.args);
+    let expires =
+        now + chrono::Duration::from_std(ctx.expire_after).unwrap_or_else(|_| chrono::Duration::days(2));
+    let decided = store
+        .update(|s| {
+            prune(&mut s.approvals, now);
+            let existing = s.approvals.iter().find(|(_, a)| {
+                a.phase == Phase::Pending
+                    && a.role == role.name
+                    && a.tool == call.tool
+                    && a.args_hash == hash
+                    && a.expires > now
+                    && VaultPath::parse(&a.note, false).is_ok_and(|p| vault.exists(&p))
+            });
+            if let Some((id, a)) = existing {
+                return Queued {
+                    id: id.clone(),
+                    note: a.note.clone(),
+                    reused: true,
+                };
+            }
+            let id = loop {
+                let id = format!("{:06x}", rand::random::<u32>() & 0xff_ffff);
+                if !s.approvals.contains_key(&id) {
+                    break id;
+                }
+            };
+            let name = note::file_name(now, ctx.tz, &role.name, call.tool, &id);
+            let path = format!("{}/{name}", super::FOLDER);
+            s.approvals.insert(
+                id.clone(),
+                Approval {
+                    role: role.name.clone(),
+                    tool: call.tool.to_string(),
+                    exposed: call.exposed.to_string(),
+                    risk: call.risk,
+                    note: path.clone(),
+                    args_hash: hash.clone(),
+                    run_id: ctx.run_id.clone(),
+                    created: now,
+                    expires,
+                    phase: Phase::Pending,
+                    decided: None,
+                    outcome: None,
+                    reported: false,
+                    executions: 0,
+                },
+            );
+            Queued {
+                id,
+                note: path,
+                reused: false,
+            }
+        })
+        .map_err(|e| format!("the approval could not be recorded: {e}"))?;
+    if decided.reused {
+        return Ok(decided);
+    }
+    let approval = store
+        .load()
+        .approvals
+        .get(&decided.id)
+        .cloned()
+        .ok_or("the approval record vanished")?;
+    let text = note::render(&NewNote {
+        approval: &approval,
+        id: &decided.id,
+        role_display: &role.display_name,
+        description: call.description,
+        reason: call.reason,
+        args: call.args,
+        run_log: &ctx.run_log,
+        tz: ctx.tz,
+    });
+    let written = VaultPath::parse(&decided.note, false)
+        .map_err(|e| e.to_string())
+        .and_then(|p| {
+            vault
+                .create_atomic(&p, text.as_bytes())
+                .map_err(|e| e.to_string())
+        });
+    if let Err(e) = written {
+        // No note, no request: a record nobody can see must not linger as "pending".
+        let _ = store.update(|s| s.approvals.remove(&decided.id));
+        return Err(format!("the approval note could not be written: {e}"));
+    }
+    Ok(decided)
+}
+
+/// What the model is told about a queued call.
+pub fn queued_text(q: &Queued) -> String {
+    let link = crate::runlog::wikilink(&q.note);
+    let again = if q.reused {
+        " (the same call was already waiting there)"
+    } else {
+        ""
+    };
+    format!(
+        "queued for approval: the call has NOT run. The person decides in {link}{again}; if they approve it, \
+         tabd runs it once and a later run is told the result. Do not call this tool again for the same \
+         thing; say in your summary that it is waiting for approval."
+    )
+}
