@@ -62,6 +62,23 @@ pub enum Command {
         /// The role's name, e.g. delivery.
         role: String,
     },
+    /// List the calls waiting for your approval (notes in agent/approvals/).
+    Approvals {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pending call: the daemon runs it once, with the arguments as they stand in its
+    /// note (the same as setting `status: approved` in the note).
+    Approve {
+        /// The approval's id (or the start of it), as `tabd approvals` shows it.
+        id: String,
+    },
+    /// Reject a pending call: nothing runs (the same as setting `status: rejected` in the note).
+    Reject {
+        /// The approval's id (or the start of it).
+        id: String,
+    },
     /// MCP servers (DESIGN §14).
     Mcp {
         #[command(subcommand)]

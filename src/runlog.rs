@@ -154,7 +154,7 @@ fn tame(text: &str) -> String {
     out.join("\n").trim().to_string()
 }
 
-fn one_line(s: &str, max: usize) -> String {
+pub(crate) fn one_line(s: &str, max: usize) -> String {
     let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() > max {
         format!("{}…", flat.chars().take(max).collect::<String>())

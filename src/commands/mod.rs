@@ -1,5 +1,6 @@
 //! The subcommands. Each returns the process exit code or a `CliError`.
 
+pub mod approvals;
 pub mod fire;
 pub mod init;
 pub mod mcp;
@@ -119,6 +120,9 @@ pub fn run(cli: Cli, env: Env) -> Result<u8, CliError> {
             run::run(&cli, ws)
         }
         Command::Status { json } => status::run(&Workspace::open(&cli, env)?, *json),
+        Command::Approvals { json } => approvals::list(&Workspace::open(&cli, env)?, *json),
+        Command::Approve { id } => approvals::decide(&Workspace::open(&cli, env)?, id, true),
+        Command::Reject { id } => approvals::decide(&Workspace::open(&cli, env)?, id, false),
         Command::Mcp {
             action: McpCommand::List { role, json },
         } => mcp::list(&Workspace::open(&cli, env)?, role.as_deref(), *json),

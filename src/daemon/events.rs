@@ -19,6 +19,13 @@ pub struct Paths {
     pub watched_dirs: Vec<PathBuf>,
 }
 
+impl Paths {
+    /// The approval notes' folder (DESIGN §15).
+    pub fn approvals(&self) -> PathBuf {
+        self.root.join(crate::approvals::FOLDER)
+    }
+}
+
 /// One event, classified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventClass {
@@ -33,6 +40,8 @@ pub enum EventClass {
     Folders,
     /// A note event in these roles' inbox.
     Inbox(Vec<String>),
+    /// An approval note changed: look at the approvals.
+    Approvals,
     /// A watched file changed, for these roles.
     Watched { path: String, roles: Vec<String> },
     /// Nothing the daemon acts on.
@@ -56,6 +65,9 @@ pub fn classify(ev: &FsEvent, paths: &Paths) -> EventClass {
     }
     if parent == paths.root.join("agent/inbox") {
         return EventClass::Folders;
+    }
+    if parent == paths.approvals() {
+        return EventClass::Approvals;
     }
     if let Some(owners) = paths.inbox_owners.get(parent) {
         return EventClass::Inbox(owners.clone());
@@ -104,6 +116,10 @@ mod tests {
             }
         );
         assert_eq!(classify(&w("/v/project/other.md"), &p), EventClass::Other);
+        assert_eq!(
+            classify(&w("/v/agent/approvals/2026-11-22-comms-slack-post-7c41e0.md"), &p),
+            EventClass::Approvals
+        );
     }
 
     #[test]

@@ -124,7 +124,19 @@ pub struct Daemon {
     status_generation: u64,
     /// Why scheduled slots cannot be recorded right now (shown in status until it works again).
     ledger_error: Option<String>,
+    approvals: ApprovalWork,
 }
+
+/// The approvals pass (DESIGN §15): one at a time, off the loop (a call may take a while).
+#[derive(Default)]
+struct ApprovalWork {
+    task: Option<tokio::task::JoinHandle<crate::approvals::decide::Pass>>,
+    /// When to look at `agent/approvals/` again.
+    due: Option<Instant>,
+}
+
+/// Approvals are looked at this often even without events (expiry; polling mode).
+const APPROVALS_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
     if let Err(e) = sd_notify::notify(states) {
@@ -206,6 +218,7 @@ impl Daemon {
             status_dirty: true,
             status_generation: 0,
             ledger_error: None,
+            approvals: ApprovalWork::default(),
         })
     }
 
@@ -274,6 +287,10 @@ impl Daemon {
                     }
                 }
                 Some(done) = self.tasks.next(), if !self.tasks.is_empty() => self.on_done(done),
+                pass = async { self.approvals.task.as_mut().expect("guarded").await }, if self.approvals.task.is_some() => {
+                    self.approvals.task = None;
+                    self.on_approvals_pass(pass);
+                }
                 _ = sigterm.recv() => break,
                 _ = sigint.recv() => break,
                 _ = sighup.recv() => {
@@ -307,6 +324,54 @@ impl Daemon {
         self.log_role_errors(&BTreeMap::new());
         self.init_watch_hashes();
         let _ = self.run_env.store.update(|s| s.global.paused = None);
+        self.start_approvals();
+    }
+
+    /// A call that was running when tabd stopped becomes `unknown`; then the first pass.
+    fn start_approvals(&mut self) {
+        if let Ok(dir) = crate::vault::VaultPath::parse(crate::approvals::FOLDER, false) {
+            if let Err(e) = self.run_env.vault.create_dir_all(&dir) {
+                tracing::warn!("cannot create {dir}/: {e}");
+            }
+        }
+        let recovered = blocking::run(|| crate::approvals::decide::recover(&self.run_env));
+        if recovered > 0 {
+            tracing::warn!(
+                "{recovered} approved call(s) were running when tabd stopped: marked unknown in their notes"
+            );
+        }
+        self.refresh_watches();
+        self.approvals.due = Some(self.run_env.clock.instant());
+    }
+
+    /// Starts an approvals pass when one is due and none is running.
+    fn maybe_start_approvals(&mut self) {
+        let now = self.run_env.clock.instant();
+        if self.approvals.task.is_some() || self.approvals.due.is_none_or(|d| d > now) {
+            return;
+        }
+        self.approvals.due = None;
+        let env = self.run_env.clone();
+        self.approvals.task = Some(tokio::spawn(
+            async move { crate::approvals::decide::pass(&env).await },
+        ));
+    }
+
+    fn on_approvals_pass(&mut self, pass: Result<crate::approvals::decide::Pass, tokio::task::JoinError>) {
+        let (wall, now) = self.now();
+        let mut next = now + APPROVALS_EVERY;
+        match pass {
+            Ok(p) => {
+                if let Some(at) = p.next {
+                    next = next.min(core::mono_of(at, wall, now));
+                }
+                if !p.ran.is_empty() || !p.rejected.is_empty() || !p.expired.is_empty() {
+                    self.status_dirty = true;
+                }
+            }
+            Err(e) => tracing::error!("approvals: the pass failed: {e}"),
+        }
+        self.approvals.due = Some(self.approvals.due.map_or(next, |d| d.min(next)));
     }
 
     async fn shutdown(&mut self) {
@@ -331,6 +396,10 @@ impl Daemon {
                 }
             }
         }
+        if let Some(task) = self.approvals.task.take() {
+            // A call in flight is waited for; one cut off stays `executing` and becomes `unknown`.
+            let _ = tokio::time::timeout(grace, task).await;
+        }
         if let Some(pool) = self.run_env.mcp_pool.take() {
             pool.shutdown().await;
         }
@@ -345,6 +414,7 @@ impl Daemon {
             self.timers.reload_at,
             self.timers.next_watchdog,
             self.paused.as_ref().map(|p| p.until),
+            self.approvals.due,
         ];
         if self.watching.polling {
             timers.push(Some(now + POLL));
@@ -394,6 +464,7 @@ impl Daemon {
                 self.readiness.on_event(&ev, now);
             }
             events::EventClass::Watched { path, roles } => self.on_watched_change(&path, &roles),
+            events::EventClass::Approvals => self.approvals.due = Some(now),
             events::EventClass::Other => {}
         }
     }
@@ -480,6 +551,7 @@ impl Daemon {
         self.scan_inboxes(now);
         self.schedule_due(wall);
         self.dispatch(now);
+        self.maybe_start_approvals();
         if self.status_dirty {
             self.write_status(true);
         }

@@ -40,6 +40,7 @@ impl Daemon {
         if let Some(parent) = self.config().path.as_ref().and_then(|p| p.parent()) {
             dirs.push(parent.to_path_buf());
         }
+        dirs.push(self.watching.paths.approvals());
         dirs.sort();
         dirs.dedup();
         dirs.retain(|d| d.is_dir());

@@ -235,12 +235,68 @@ pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<No
             if let Some((title, body)) = mcp.notice() {
                 prompt.add_notice(&title, &body);
             }
+            let decided = decided_approvals(&prep.state, role);
+            if !decided.is_empty() {
+                prompt.add_notice(
+                    "Approvals decided since your last run",
+                    &decided
+                        .iter()
+                        .map(|(_, line)| line.as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                );
+            }
             prep.toolbox.mcp = mcp.clone();
-            call_model(env, role, &prep, prompt).await
+            let outcome = call_model(env, role, &prep, prompt).await;
+            if outcome.requests > 0 && !decided.is_empty() {
+                // The model has been told: later runs are not.
+                let ids: Vec<String> = decided.into_iter().map(|(id, _)| id).collect();
+                let store = env.store.clone();
+                let marked = blocking::run(move || {
+                    store.update(|s| {
+                        for id in &ids {
+                            if let Some(a) = s.approvals.get_mut(id) {
+                                a.reported = true;
+                            }
+                        }
+                    })
+                });
+                if let Err(e) = marked {
+                    tracing::warn!(
+                        "role {}: cannot record that approvals were reported: {e}",
+                        role.name
+                    );
+                }
+            }
+            outcome
         }
     };
     mcp.close().await;
     blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome))
+}
+
+/// The role's approvals decided since it was last told, as prompt lines (DESIGN §15).
+fn decided_approvals(state: &State, role: &Role) -> Vec<(String, String)> {
+    let mut v: Vec<(&String, &crate::approvals::Approval)> = state
+        .approvals
+        .iter()
+        .filter(|(_, a)| a.role == role.name && a.phase.is_decided() && !a.reported)
+        .collect();
+    v.sort_by_key(|(_, a)| a.decided);
+    v.into_iter()
+        .map(|(id, a)| {
+            let outcome = a.outcome.clone().unwrap_or_else(|| a.phase.as_str().to_string());
+            (
+                id.clone(),
+                format!(
+                    "- `{}` (asked in run {}, note {}): {outcome}",
+                    a.exposed,
+                    a.run_id,
+                    crate::runlog::wikilink(&a.note)
+                ),
+            )
+        })
+        .collect()
 }
 
 /// A server that was down, for the run's daily-log section (with the end of its stderr).
