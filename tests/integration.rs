@@ -1,6 +1,7 @@
 //! One integration test binary (fast to link); one module per area.
 mod support;
 
+mod approvals;
 mod cli_foundation;
 mod cost;
 mod daemon_e2e;

@@ -20,13 +20,17 @@ fn server_bin() -> PathBuf {
     p
 }
 
-/// A role `ops` with the given frontmatter lines and tools, and nothing scheduled.
+/// A role `ops` with the given frontmatter lines and tools, and nothing scheduled. Its calls run
+/// at once (`approve` auto for every class): these tests are about the MCP side; approvals have
+/// their own (tests/approvals.rs).
 fn ops_role(v: &TestVault, frontmatter: &str, tools: &[&str]) {
     v.unschedule_stock_roles();
     let tools: String = tools.iter().map(|t| format!("- {t}\n")).collect();
     v.write(
         "roles/ops.md",
-        &format!("---\n{frontmatter}---\n# Ops\n## Mission\nUse the test server.\n## Tools\n{tools}"),
+        &format!(
+            "---\napprove: {{network: auto, destructive: auto}}\n{frontmatter}---\n# Ops\n## Mission\nUse the test server.\n## Tools\n{tools}"
+        ),
     );
 }
 
@@ -369,7 +373,7 @@ fn unknown_servers_in_roles_and_bad_server_config_are_validate_errors_with_lines
     assert_ne!(out.status.code(), Some(0));
     let text = describe(&out);
     assert!(
-        text.contains("roles/ops.md:8") && text.contains("slack"),
+        text.contains("roles/ops.md:9") && text.contains("slack"),
         "{text}"
     );
 

@@ -418,16 +418,20 @@ async fn run_approved(env: &RunEnv, id: &str, a: &Approval, args: Result<Value, 
     } else {
         text.clone()
     };
+    // A fence longer than any run of backticks in the result, so the result cannot close it.
+    let mut fence = "```".to_string();
+    while shown.contains(&fence) {
+        fence.push('`');
+    }
     rewrite(
         env,
         &a.note,
         phase.as_str(),
         &format!(
-            "## Result\nRan {} ({}), approved by you: **{}**.\n\n```\n{}\n```\n",
+            "## Result\nRan {} ({}), approved by you: **{}**.\n\n{fence}\n{shown}\n{fence}\n",
             stamp(end),
             a.tool,
             phase.as_str(),
-            shown.replace("```", "`​``")
         ),
     );
     daily(
