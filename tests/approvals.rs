@@ -145,6 +145,21 @@ fn an_approved_call_runs_once_as_edited_and_the_next_prompt_carries_the_result()
         v.daily().contains("waiting for approval in [[agent/approvals/")
     });
 
+    wait_until(
+        Duration::from_secs(20),
+        "agent/status.md shows the approval",
+        || {
+            std::fs::read_to_string(v.path("agent/status.md"))
+                .is_ok_and(|t| t.contains("1 awaiting approval"))
+        },
+    );
+    // A sync tool's conflict copy saying `approved` is never acted on.
+    let copy = note.replace(".md", ".sync-conflict-20261122-090000-ABCDEFG.md");
+    v.write(
+        &copy,
+        &v.read(note).replace("status: pending", "status: approved"),
+    );
+
     // The person edits the text and approves, in the file.
     let edited = v
         .read(note)
@@ -153,7 +168,12 @@ fn an_approved_call_runs_once_as_edited_and_the_next_prompt_carries_the_result()
     v.write(note, &edited);
     wait_status(&v, note, "done");
     let posts = calls_of(&log, "post");
-    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(
+        posts.len(),
+        1,
+        "the note ran, its conflict copy did not: {posts:?}"
+    );
+    assert_eq!(status_of(&v, &copy), "approved", "the copy is left alone");
     assert_eq!(
         posts[0]["arguments"]["text"],
         "Weekly update: on track, demo Friday"
@@ -360,6 +380,17 @@ fn the_terminal_lists_approves_and_rejects_and_roles_can_never_touch_the_notes()
     );
     assert!(!v.path("agent/approvals/mine.md").exists());
     assert!(calls_of(&log, "echo").is_empty());
+
+    let status: Value = serde_json::from_slice(&v.tabd(&["status", "--json"]).stdout).unwrap();
+    let ops = status["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role"] == "ops")
+        .unwrap();
+    assert_eq!(ops["pending_approvals"].as_array().unwrap().len(), 2, "{ops}");
+    let text = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+    assert!(text.contains("approvals: 2 waiting for you"), "{text}");
 
     let out = v.tabd(&["approvals", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));

@@ -64,6 +64,8 @@ pub struct RoleStatus {
     pub cost_today_usd: f64,
     pub daily_cost_budget_usd: Option<f64>,
     pub runs_today: u32,
+    /// Calls waiting for the person's approval (DESIGN §15): their note paths.
+    pub pending_approvals: Vec<String>,
     pub errors: Vec<String>,
     /// Only from the running daemon.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -255,6 +257,13 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
         cost_today_usd: used.cost_usd,
         daily_cost_budget_usd: limits.as_ref().and_then(|l| l.daily_cost_budget_usd),
         runs_today: used.runs,
+        pending_approvals: src
+            .state
+            .approvals
+            .values()
+            .filter(|a| a.role == name && a.phase == crate::approvals::Phase::Pending && a.expires > now)
+            .map(|a| a.note.clone())
+            .collect(),
         errors: src
             .roles
             .broken
@@ -336,6 +345,18 @@ pub fn render_note(r: &StatusReport, tz: Tz) -> String {
         }
         if !role.unreadable_notes.is_empty() {
             pending.push_str(&format!(" ({} unreadable)", role.unreadable_notes.len()));
+        }
+        if !role.pending_approvals.is_empty() {
+            let links: Vec<String> = role
+                .pending_approvals
+                .iter()
+                .map(|n| crate::runlog::wikilink(n))
+                .collect();
+            pending.push_str(&format!(
+                "; {} awaiting approval: {}",
+                links.len(),
+                links.join(", ")
+            ));
         }
         s.push_str(&format!(
             "| {} | {} | {last} | {next} | {pending} | {} |\n",
@@ -445,6 +466,13 @@ fn role_text(role: &RoleStatus, tz: Tz) -> String {
             String::new()
         }
     ));
+    if !role.pending_approvals.is_empty() {
+        s.push_str(&format!(
+            "  approvals: {} waiting for you ({}); `tabd approvals` lists them\n",
+            role.pending_approvals.len(),
+            role.pending_approvals.join(", ")
+        ));
+    }
     match role.unreadable_notes.len() {
         0 => {}
         n => s.push_str(&format!(
