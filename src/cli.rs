@@ -112,4 +112,15 @@ pub enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Serve ROLE's tools (vault tools and its MCP tools) as an MCP server on stdin/stdout,
+    /// under the role's tool list, sandbox, approvals and limits. For CLI agents run by tabd, and
+    /// for Claude Desktop or any MCP client that should get sandboxed access to the vault.
+    Serve {
+        /// The role whose tools are served.
+        #[arg(long, value_name = "ROLE")]
+        role: String,
+        /// Record the calls for this run (set by tabd when it runs a CLI agent).
+        #[arg(long, value_name = "ID")]
+        run_id: Option<String>,
+    },
 }

@@ -662,3 +662,112 @@ fn real_npm_memory_server_through_npx() {
     let read_graph = tools.iter().find(|t| t["name"] == "read_graph").unwrap();
     assert_eq!(read_graph["risk"], "read", "readOnlyHint from the real server");
 }
+
+/// `tabd mcp serve` is an MCP server like any other: here tabd itself is the client. The served
+/// role's sandbox, tool list and approvals hold for every call, and calls are recorded.
+#[test]
+fn tabd_mcp_serve_offers_exactly_the_roles_tools_under_its_sandbox() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let tabd = env!("CARGO_BIN_EXE_tabd");
+    let vault = v.root();
+    let config = v.dir.path().join("config.toml");
+    let serve = |extra: &str| {
+        format!(
+            "command = \"{tabd}\"\nargs = [\"--vault\", \"{}\", \"--config\", \"{}\", \"mcp\", \"serve\", \"--role\", \"inner\"{extra}]\n",
+            vault.display(),
+            config.display()
+        )
+    };
+    v.use_model(
+        &fake,
+        KIND,
+        &format!(
+            "[mcp.vault]\n{}\n[mcp.recorded]\n{}",
+            serve(""),
+            serve(", \"--run-id\", \"run-1\"")
+        ),
+    );
+    v.unschedule_stock_roles();
+    v.write(
+        "roles/inner.md",
+        "---\nwrite_paths: [project/**]\ndeny_tools: [search_files]\n---\n# Inner\n## Mission\nServed.\n## Tools\n- read_file\n- write_file\n- search_files\n",
+    );
+    ops_role(&v, "", &["vault/*", "recorded/*"]);
+
+    let out = v.tabd(&["mcp", "list", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let served = listing["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "vault")
+        .unwrap();
+    let names: Vec<&str> = served["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["read_file", "write_file"],
+        "the role's tools, minus its deny_tools"
+    );
+    assert_eq!(served["tools"][0]["risk"], "read", "annotated read-only");
+
+    fake.script([
+        wire::tools(
+            KIND,
+            Some("Write inside and outside the sandbox."),
+            &[
+                (
+                    "t1",
+                    "vault__write_file",
+                    json!({"path": "project/ok.md", "content": "fine"}),
+                ),
+                (
+                    "t2",
+                    "vault__write_file",
+                    json!({"path": "roles/inner.md", "content": "pwned"}),
+                ),
+                (
+                    "t3",
+                    "vault__write_file",
+                    json!({"path": "../escape.md", "content": "pwned"}),
+                ),
+                ("t4", "recorded__read_file", json!({"path": "project/ok.md"})),
+            ],
+        ),
+        wire::text(KIND, "done"),
+    ]);
+    v.write("agent/inbox/ops/go.md", "Go.\n");
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let reqs = fake.requests();
+    let results = wire::tool_results(&reqs[1].body);
+    let result = |id: &str| results.iter().find(|r| r.0 == id).unwrap().clone();
+    assert!(!result("t1").2, "{results:?}");
+    assert_eq!(v.read("project/ok.md"), "fine");
+    assert!(result("t2").2 && result("t2").1.contains("roles/"), "{results:?}");
+    assert!(result("t3").2, "{results:?}");
+    assert!(!v.dir.path().join("escape.md").exists());
+    assert!(!v.read("roles/inner.md").contains("pwned"));
+    assert!(result("t4").1.ends_with("\n\nfine"), "{results:?}");
+
+    // Without --run-id each call is a daily-log line; with it, a record for the run.
+    let daily = v.daily();
+    assert!(
+        daily.contains("· Inner · via MCP: `write_file` project/ok.md"),
+        "{daily}"
+    );
+    let recorded = std::fs::read_to_string(v.path(".tabd/calls/run-1.jsonl")).unwrap();
+    let calls: Vec<Value> = recorded
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(calls.len(), 1, "{recorded}");
+    assert_eq!(calls[0]["name"], "read_file");
+    assert_eq!(calls[0]["ok"], true);
+}

@@ -221,3 +221,24 @@ fn render(listing: &Listing) -> String {
     }
     out
 }
+
+/// `tabd mcp serve --role ROLE [--run-id ID]`: stdout is the MCP connection; logs go to stderr.
+pub fn serve(ws: &Workspace, role: &str, run_id: Option<String>) -> Result<u8, CliError> {
+    let role = super::fire::runnable_role(ws, role)?;
+    if let Some(id) = &run_id {
+        if crate::mcp::serve::calls_path(id).is_none() {
+            return Err(CliError::usage(format!(
+                "--run-id {id}: use letters, digits, - and _ only"
+            )));
+        }
+    }
+    let env = ws.run_env()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    rt.block_on(crate::mcp::serve::serve(env, role, run_id))
+        .map_err(|e| CliError::failed(format!("mcp serve: {e:#}")))?;
+    Ok(0)
+}

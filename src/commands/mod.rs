@@ -126,5 +126,8 @@ pub fn run(cli: Cli, env: Env) -> Result<u8, CliError> {
         Command::Mcp {
             action: McpCommand::List { role, json },
         } => mcp::list(&Workspace::open(&cli, env)?, role.as_deref(), *json),
+        Command::Mcp {
+            action: McpCommand::Serve { role, run_id },
+        } => mcp::serve(&Workspace::open(&cli, env)?, role, run_id.clone()),
     }
 }
