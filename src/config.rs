@@ -27,6 +27,8 @@ pub enum ProviderKind {
     #[default]
     Anthropic,
     Openai,
+    /// An agent CLI (claude, codex, gemini) runs the turn, with tabd's tools over MCP (DESIGN §16).
+    Command,
 }
 
 impl ProviderKind {
@@ -34,6 +36,7 @@ impl ProviderKind {
         match self {
             Self::Anthropic => "anthropic",
             Self::Openai => "openai",
+            Self::Command => "command",
         }
     }
 }
@@ -51,6 +54,7 @@ struct RawConfig {
     daemon: RawDaemon,
     prices: std::collections::BTreeMap<String, crate::cost::Price>,
     mcp: std::collections::BTreeMap<Spanned<String>, crate::mcp::config::RawServer>,
+    profiles: std::collections::BTreeMap<String, crate::agent_cli::RawProfile>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -66,6 +70,8 @@ struct RawProvider {
     thinking_budget: Option<u32>,
     temperature: Option<f64>,
     cache_ttl: Option<crate::cost::CacheTtl>,
+    /// For `kind = "command"`: a built-in profile (claude, codex, gemini) or a `[profiles.NAME]`.
+    profile: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -89,6 +95,8 @@ pub struct ProviderConfig {
     pub temperature: Option<f64>,
     /// Lifetime of prompt-cache entries; `None`: chosen per role from its schedule (DESIGN §17).
     pub cache_ttl: Option<crate::cost::CacheTtl>,
+    /// For `kind = "command"`: the agent CLI to run.
+    pub profile: Option<crate::agent_cli::Profile>,
 }
 
 /// Limits that stop runaway loops and bills (DESIGN §6). Roles may override most of them.
@@ -294,6 +302,8 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
             ProviderKind::Anthropic => "claude-sonnet-4-5".to_string(),
             // Local servers name models freely; llama.cpp ignores the name.
             ProviderKind::Openai => "default".to_string(),
+            // The CLI's own default (its price comes from the CLI when it reports one).
+            ProviderKind::Command => String::new(),
         },
     };
     let base_url = match &p.base_url {
@@ -308,14 +318,14 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
             url.trim_end_matches('/').to_string()
         }
         None => match p.kind {
-            ProviderKind::Anthropic => "https://api.anthropic.com".to_string(),
+            ProviderKind::Anthropic | ProviderKind::Command => "https://api.anthropic.com".to_string(),
             ProviderKind::Openai => "http://127.0.0.1:11434/v1".to_string(),
         },
     };
     let api_key_env = match &p.api_key_env {
         Some(k) => expand(k)?,
         None => match p.kind {
-            ProviderKind::Anthropic => "ANTHROPIC_API_KEY".to_string(),
+            ProviderKind::Anthropic | ProviderKind::Command => "ANTHROPIC_API_KEY".to_string(),
             ProviderKind::Openai => "OPENAI_API_KEY".to_string(),
         },
     };
@@ -338,6 +348,25 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         thinking_budget: p.thinking_budget.unwrap_or(0),
         temperature: p.temperature,
         cache_ttl: p.cache_ttl,
+        profile: match (p.kind, &p.profile) {
+            (ProviderKind::Command, None) => {
+                return Err(err_at(
+                    None,
+                    "[provider] kind = \"command\" needs a profile: claude, codex, gemini or a [profiles.NAME] table".into(),
+                ))
+            }
+            (ProviderKind::Command, Some(name)) => Some(
+                crate::agent_cli::resolve(&expand(name)?, &raw.profiles, env)
+                    .map_err(|m| err_at(Some(name.span()), m))?,
+            ),
+            (_, Some(name)) => {
+                return Err(err_at(
+                    Some(name.span()),
+                    "[provider] profile is only for kind = \"command\"".into(),
+                ))
+            }
+            (_, None) => None,
+        },
     };
     if raw.limits.max_concurrent_runs == 0 {
         return Err(err_at(

@@ -22,6 +22,11 @@ impl Env {
         }
     }
 
+    /// Every variable, for a child process that gets tabd's whole environment (an agent CLI).
+    pub fn vars(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.vars.iter().map(|(k, v)| (k.clone(), v.clone()))
+    }
+
     pub fn get(&self, name: &str) -> Option<&str> {
         self.vars.get(name).map(String::as_str).filter(|v| !v.is_empty())
     }

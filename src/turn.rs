@@ -71,6 +71,8 @@ pub struct TurnOutcome {
     pub model: String,
     /// Model requests made (retries not counted).
     pub requests: u32,
+    /// The run's cost as an agent CLI reported it (DESIGN §16); `None`: computed from prices.
+    pub cost_usd: Option<f64>,
 }
 
 impl TurnOutcome {
@@ -85,6 +87,7 @@ impl TurnOutcome {
             usage: Usage::default(),
             model: String::new(),
             requests: 0,
+            cost_usd: None,
         }
     }
 }
@@ -128,6 +131,7 @@ pub async fn run_turn(
             usage: Usage::default(),
             model: req.model.clone(),
             requests: 0,
+            cost_usd: None,
         },
         thinking_blocks: Vec::new(),
         pre_tool_text: Vec::new(),

@@ -1,6 +1,7 @@
 //! One integration test binary (fast to link); one module per area.
 mod support;
 
+mod agent_cli;
 mod approvals;
 mod cli_foundation;
 mod cost;

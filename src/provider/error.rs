@@ -45,6 +45,14 @@ pub enum ProviderError {
     BadResponse { provider: &'static str, message: String },
     #[error("{provider}: the run's deadline passed while waiting for the model")]
     Deadline { provider: &'static str },
+    /// An agent CLI failed (DESIGN §16): `outage` when it cannot be used right now (not
+    /// installed, not logged in, rate-limited, a flag missing), else a bad run.
+    #[error("{provider}: {message}")]
+    Cli {
+        provider: &'static str,
+        message: String,
+        outage: bool,
+    },
 }
 
 impl ProviderError {
@@ -55,7 +63,9 @@ impl ProviderError {
                 status, spend_limit, ..
             } => matches!(status, 408 | 409 | 500..=599) || (*status == 429 && !spend_limit),
             Self::Transport { .. } | Self::Timeout { .. } => true,
-            Self::MissingKey { .. } | Self::BadResponse { .. } | Self::Deadline { .. } => false,
+            Self::MissingKey { .. } | Self::BadResponse { .. } | Self::Deadline { .. } | Self::Cli { .. } => {
+                false
+            }
         }
     }
 
@@ -72,7 +82,8 @@ impl ProviderError {
                 status: 400 | 413 | 422,
                 ..
             }
-            | Self::Deadline { .. } => FailureClass::RunFailure,
+            | Self::Deadline { .. }
+            | Self::Cli { outage: false, .. } => FailureClass::RunFailure,
             _ => FailureClass::Outage,
         }
     }

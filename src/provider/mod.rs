@@ -244,6 +244,7 @@ pub fn build(cfg: &ProviderConfig, env: &Env) -> Result<Arc<dyn Provider>, Provi
     Ok(match cfg.kind {
         ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(client, cfg, key)),
         ProviderKind::Openai => Arc::new(OpenAiProvider::new(client, cfg, key)),
+        ProviderKind::Command => crate::agent_cli::no_api(),
     })
 }
 

@@ -230,11 +230,12 @@ pub(super) fn finish(
     } else {
         outcome.model.clone()
     };
-    let cost = env
-        .config
-        .prices
-        .cost(&model, &outcome.usage, prep.ttl)
-        .unwrap_or(0.0);
+    let cost = outcome.cost_usd.unwrap_or_else(|| {
+        env.config
+            .prices
+            .cost(&model, &outcome.usage, prep.ttl)
+            .unwrap_or(0.0)
+    });
     let mut record = record_of(role, &prep, &trigger, &notes, &outcome, &decided);
     record.ended_at = ended;
     record.usage.cost_usd = cost;

@@ -333,6 +333,12 @@ async fn call_model(env: &RunEnv, role: &Role, prep: &Prepared, prompt: Prompt) 
         cache_ttl: prep.ttl,
         deadline: env.clock.instant() + prep.limits.run_deadline,
     };
+    if env.config.provider.kind == crate::config::ProviderKind::Command {
+        let tools: Vec<String> = prompt.tools.iter().map(|t| t.name.clone()).collect();
+        let request = prompt.into_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
+        let text = crate::agent_cli::prompt_text(&request);
+        return crate::agent_cli::run_turn(env, role, &prep.id, text, &tools, prep.limits.run_deadline).await;
+    }
     let request = prompt.into_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
     let retry = RetryPolicy::from_config(&env.config.provider);
     turn::run_turn(env.provider.as_ref(), &retry, request, &limits, &prep.toolbox).await

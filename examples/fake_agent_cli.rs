@@ -1,0 +1,183 @@
+//! A stand-in for the claude, codex and gemini CLIs in tabd's tests (`cargo test` builds it; no
+//! Node needed). It parses the arguments each profile passes, finds tabd's MCP server the way that
+//! CLI would (claude: `--mcp-config FILE`; codex: `-c mcp_servers.tabd.*`; gemini:
+//! `.gemini/settings.json` in its working folder), connects to it with rmcp's client, makes the
+//! calls `FAKE_CLI_CALLS` lists (a JSON list of `[tool, arguments]`), and prints its result in the
+//! CLI's own output shape.
+//!
+//! `FAKE_CLI_LOG=FILE` gets one JSON line: the arguments, the prompt it read, the tools it saw and
+//! what each call returned. `FAKE_CLI_MODE`: `ok` (default), `not-logged-in`, `denied`, `hang`
+//! (never exits), `crash` (exits 1 with a message on stderr), `old` (`--help` lacks the flags).
+
+use std::io::{Read, Write};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::TokioChildProcess;
+use rmcp::ServiceExt;
+use serde_json::{json, Value};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = std::env::var("FAKE_CLI_MODE").unwrap_or_else(|_| "ok".into());
+    if args.first().map(String::as_str) == Some("--help") {
+        if mode != "old" {
+            println!(
+                "Usage: fake [options]\n  -p --output-format --tools --mcp-config --strict-mcp-config --allowedTools --no-session-persistence\n  exec --json --skip-git-repo-check --ephemeral\n  -o --allowed-mcp-server-names"
+            );
+        } else {
+            println!("Usage: fake [options]\n  -p --output-format");
+        }
+        return;
+    }
+    let shape = if args.first().map(String::as_str) == Some("exec") {
+        "codex"
+    } else if args.iter().any(|a| a == "--allowed-mcp-server-names") {
+        "gemini"
+    } else {
+        "claude"
+    };
+    let mut prompt = String::new();
+    if shape == "gemini" {
+        prompt = after(&args, "-p").unwrap_or_default();
+    } else {
+        let _ = std::io::stdin().read_to_string(&mut prompt);
+    }
+    match mode.as_str() {
+        "hang" => std::thread::sleep(std::time::Duration::from_secs(3600)),
+        "crash" => {
+            eprintln!("fatal: something broke inside the CLI");
+            std::process::exit(1);
+        }
+        _ => {}
+    }
+    let (command, server_args) = server(shape, &args);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (tools, results) = rt.block_on(talk(&command, &server_args));
+    let log = json!({"shape": shape, "args": args, "prompt": prompt, "tools": tools, "results": results});
+    if let Ok(path) = std::env::var("FAKE_CLI_LOG") {
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(f, "{log}");
+        }
+    }
+    print_result(shape, &mode);
+}
+
+fn after(args: &[String], flag: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+/// The MCP server's command and arguments, found as the real CLI would.
+fn server(shape: &str, args: &[String]) -> (String, Vec<String>) {
+    let config: Value = match shape {
+        "claude" => {
+            let file = after(args, "--mcp-config").expect("--mcp-config");
+            let v: Value =
+                serde_json::from_str(&std::fs::read_to_string(file).expect("config")).expect("json");
+            v["mcpServers"]["tabd"].clone()
+        }
+        "gemini" => {
+            let v: Value =
+                serde_json::from_str(&std::fs::read_to_string(".gemini/settings.json").expect("settings"))
+                    .expect("json");
+            v["mcpServers"]["tabd"].clone()
+        }
+        _ => {
+            let mut command = Value::Null;
+            let mut sargs = Value::Null;
+            for (i, a) in args.iter().enumerate() {
+                if a != "-c" {
+                    continue;
+                }
+                let Some(kv) = args.get(i + 1) else { continue };
+                if let Some(v) = kv.strip_prefix("mcp_servers.tabd.command=") {
+                    command = serde_json::from_str(v).expect("command");
+                }
+                if let Some(v) = kv.strip_prefix("mcp_servers.tabd.args=") {
+                    sargs = serde_json::from_str(v).expect("args");
+                }
+            }
+            json!({"command": command, "args": sargs})
+        }
+    };
+    let command = config["command"].as_str().expect("command").to_string();
+    let args = config["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    (command, args)
+}
+
+async fn talk(command: &str, args: &[String]) -> (Vec<String>, Vec<Value>) {
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args);
+    let transport = TokioChildProcess::new(cmd).expect("spawn the MCP server");
+    let client = ().serve(transport).await.expect("initialize");
+    let tools: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    let calls: Vec<(String, Value)> = std::env::var("FAKE_CLI_CALLS")
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default();
+    let mut results = Vec::new();
+    for (name, arguments) in calls {
+        let params = CallToolRequestParams::new(name.clone())
+            .with_arguments(arguments.as_object().cloned().unwrap_or_default());
+        let r = match client.call_tool(params).await {
+            Ok(r) => {
+                let text: Vec<String> = r
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                    .collect();
+                json!({"tool": name, "error": r.is_error.unwrap_or(false), "text": text.join("\n")})
+            }
+            Err(e) => json!({"tool": name, "error": true, "text": e.to_string()}),
+        };
+        results.push(r);
+    }
+    let _ = client.cancel().await;
+    (tools, results)
+}
+
+fn print_result(shape: &str, mode: &str) {
+    let summary = "Handled the note through tabd's tools.";
+    let out = match (shape, mode) {
+        ("claude", "not-logged-in") => json!({"type": "result", "subtype": "success", "is_error": true,
+            "result": "Invalid API key · Please run /login", "total_cost_usd": 0, "usage": {"input_tokens": 0, "output_tokens": 0}}),
+        ("claude", "denied") => {
+            json!({"type": "result", "subtype": "success", "is_error": false, "result": summary,
+            "total_cost_usd": 0.001, "usage": {"input_tokens": 10, "output_tokens": 5},
+            "permission_denials": [{"tool_name": "Bash", "tool_use_id": "x", "tool_input": {"command": "rm -rf /"}}]})
+        }
+        ("claude", _) => json!({"type": "result", "subtype": "success", "is_error": false, "result": summary,
+            "total_cost_usd": 0.0421, "usage": {"input_tokens": 1200, "output_tokens": 80, "cache_read_input_tokens": 300, "cache_creation_input_tokens": 0},
+            "modelUsage": {"claude-sonnet-4-5": {}}, "permission_denials": []}),
+        ("codex", _) => {
+            for line in [
+                json!({"type": "thread.started", "thread_id": "t1"}),
+                json!({"type": "item.completed", "item": {"id": "i1", "type": "agent_message", "text": summary}}),
+                json!({"type": "turn.completed", "usage": {"input_tokens": 900, "cached_input_tokens": 100, "output_tokens": 70}}),
+            ] {
+                println!("{line}");
+            }
+            return;
+        }
+        _ => {
+            json!({"response": summary, "stats": {"models": {"gemini-2.5-pro": {"tokens": {"prompt": 800, "candidates": 60, "cached": 0, "total": 860}}}}})
+        }
+    };
+    println!("{out}");
+}

@@ -1,0 +1,261 @@
+//! Which agent CLI to run and how (DESIGN §16): built-in profiles for claude, codex and gemini,
+//! and `[profiles.NAME]` tables in the config, which may also adjust a built-in one.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::environment::Env;
+
+/// How a CLI prints its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutputFormat {
+    /// One JSON object: `result`, `usage`, `total_cost_usd`, `is_error`, `permission_denials`.
+    ClaudeJson,
+    /// JSON lines: `item.completed` agent messages, `turn.completed` usage, `error` / `turn.failed`.
+    CodexJsonl,
+    /// One JSON object: `response`, `stats.models.*.tokens`, `error`.
+    GeminiJson,
+    /// Plain text: the whole stdout is the summary; no usage.
+    Text,
+}
+
+/// Where the CLI runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkDir {
+    /// The vault folder.
+    #[default]
+    Vault,
+    /// The run's own folder under `.tabd/cli/` (for CLIs that read their MCP config from there).
+    Run,
+}
+
+/// A CLI profile, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    pub name: String,
+    pub command: String,
+    /// With placeholders: `{prompt_file}`, `{prompt}`, `{mcp_config}`, `{allowed_tools}`,
+    /// `{tabd}` (tabd's own path), `{serve_args}` (a JSON list: the `mcp serve` arguments).
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub output: OutputFormat,
+    /// The prompt goes to the CLI's stdin (else stdin is empty).
+    pub prompt_on_stdin: bool,
+    pub workdir: WorkDir,
+    /// Flags the CLI's `--help` must list; checked before the first run (CLIs drop flags).
+    pub required_flags: Vec<String>,
+    /// Extra files written into the run folder before the CLI starts: path → content, with the
+    /// same placeholders (gemini reads its MCP servers from `.gemini/settings.json`).
+    pub files: Vec<(String, String)>,
+}
+
+/// `[profiles.NAME]` as written. Every key is optional when NAME is a built-in profile.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawProfile {
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    output: Option<OutputFormat>,
+    prompt_on_stdin: Option<bool>,
+    workdir: Option<WorkDir>,
+    required_flags: Option<Vec<String>>,
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// The built-in profiles. Flags are those of claude 2.1, codex 0.169 and gemini 0.61.
+pub fn builtin(name: &str) -> Option<Profile> {
+    Some(match name {
+        "claude" => Profile {
+            name: "claude".into(),
+            command: "claude".into(),
+            args: strings(&[
+                "-p",
+                "--output-format",
+                "json",
+                "--tools",
+                "",
+                "--mcp-config",
+                "{mcp_config}",
+                "--strict-mcp-config",
+                "--allowedTools",
+                "{allowed_tools}",
+                "--no-session-persistence",
+            ]),
+            env: Vec::new(),
+            output: OutputFormat::ClaudeJson,
+            prompt_on_stdin: true,
+            workdir: WorkDir::Vault,
+            required_flags: strings(&[
+                "--output-format",
+                "--tools",
+                "--mcp-config",
+                "--strict-mcp-config",
+                "--allowedTools",
+                "--no-session-persistence",
+            ]),
+            files: Vec::new(),
+        },
+        "codex" => Profile {
+            name: "codex".into(),
+            command: "codex".into(),
+            args: strings(&[
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--ephemeral",
+                "-s",
+                "read-only",
+                "-c",
+                "mcp_servers.tabd.command=\"{tabd}\"",
+                "-c",
+                "mcp_servers.tabd.args={serve_args}",
+                "-",
+            ]),
+            env: Vec::new(),
+            output: OutputFormat::CodexJsonl,
+            prompt_on_stdin: true,
+            workdir: WorkDir::Run,
+            required_flags: strings(&["--json", "--skip-git-repo-check", "--ephemeral"]),
+            files: Vec::new(),
+        },
+        "gemini" => Profile {
+            name: "gemini".into(),
+            command: "gemini".into(),
+            args: strings(&[
+                "-o",
+                "json",
+                "--allowed-mcp-server-names",
+                "tabd",
+                "-p",
+                "{prompt}",
+            ]),
+            env: Vec::new(),
+            output: OutputFormat::GeminiJson,
+            prompt_on_stdin: false,
+            workdir: WorkDir::Run,
+            required_flags: strings(&["--output-format", "--allowed-mcp-server-names"]),
+            files: vec![(
+                ".gemini/settings.json".into(),
+                concat!(
+                    "{\"mcpServers\": {\"tabd\": {\"command\": \"{tabd}\", \"args\": {serve_args}, \"trust\": true}},\n",
+                    " \"excludeTools\": {gemini_builtins}, \"tools\": {\"exclude\": {gemini_builtins}}}\n"
+                )
+                .into(),
+            )],
+        },
+        _ => return None,
+    })
+}
+
+/// The profile `name`: a `[profiles.NAME]` table over the built-in of that name, if any.
+pub fn resolve(name: &str, tables: &BTreeMap<String, RawProfile>, env: &Env) -> Result<Profile, String> {
+    let base = builtin(name);
+    let raw = tables.get(name);
+    let mut p = match (base, raw) {
+        (None, None) => {
+            let custom: Vec<&str> = tables.keys().map(String::as_str).collect();
+            return Err(format!(
+                "no CLI profile `{name}`: the built-in ones are claude, codex and gemini{}",
+                if custom.is_empty() {
+                    String::new()
+                } else {
+                    format!("; the config defines {}", custom.join(", "))
+                }
+            ));
+        }
+        (Some(b), _) => b,
+        (None, Some(r)) => {
+            let (Some(command), Some(output)) = (&r.command, r.output) else {
+                return Err(format!(
+                    "[profiles.{name}] needs `command` and `output` (claude-json, codex-jsonl, gemini-json or text)"
+                ));
+            };
+            Profile {
+                name: name.to_string(),
+                command: command.clone(),
+                args: Vec::new(),
+                env: Vec::new(),
+                output,
+                prompt_on_stdin: true,
+                workdir: WorkDir::Vault,
+                required_flags: Vec::new(),
+                files: Vec::new(),
+            }
+        }
+    };
+    if let Some(r) = raw {
+        let ex = |s: &str| env.expand(s).map_err(|e| format!("[profiles.{name}]: {e}"));
+        if let Some(c) = &r.command {
+            p.command = ex(c)?;
+        }
+        if let Some(a) = &r.args {
+            p.args = a.clone();
+        }
+        if let Some(e) = &r.env {
+            // Values stay unexpanded here: `${VAR}` is read when the CLI starts, so a secret is
+            // never copied into tabd's config structures or logs.
+            p.env = e.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        }
+        if let Some(o) = r.output {
+            p.output = o;
+        }
+        if let Some(s) = r.prompt_on_stdin {
+            p.prompt_on_stdin = s;
+        }
+        if let Some(w) = r.workdir {
+            p.workdir = w;
+        }
+        if let Some(f) = &r.required_flags {
+            p.required_flags = f.clone();
+        }
+    }
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_custom_profiles_and_overrides() {
+        let env = Env::from_pairs([("CLAUDE_BIN", "/opt/claude")]);
+        let none = BTreeMap::new();
+        let claude = resolve("claude", &none, &env).unwrap();
+        assert_eq!(claude.command, "claude");
+        assert!(claude.args.contains(&"--strict-mcp-config".to_string()));
+        assert_eq!(
+            claude.args[claude.args.iter().position(|a| a == "--tools").unwrap() + 1],
+            ""
+        );
+        let tables: BTreeMap<String, RawProfile> =
+            toml::from_str("[claude]\ncommand = \"${CLAUDE_BIN}\"\n[mine]\ncommand = \"my-agent\"\noutput = \"text\"\nargs = [\"--prompt-file\", \"{prompt_file}\"]\n")
+                .unwrap();
+        let claude = resolve("claude", &tables, &env).unwrap();
+        assert_eq!(claude.command, "/opt/claude");
+        assert_eq!(
+            claude.output,
+            OutputFormat::ClaudeJson,
+            "the rest of the built-in stays"
+        );
+        let mine = resolve("mine", &tables, &env).unwrap();
+        assert_eq!(mine.output, OutputFormat::Text);
+        assert_eq!(mine.args, ["--prompt-file", "{prompt_file}"]);
+        let e = resolve("cursor", &tables, &env).unwrap_err();
+        assert!(
+            e.contains("built-in ones are claude, codex and gemini") && e.contains("mine"),
+            "{e}"
+        );
+        let bad: BTreeMap<String, RawProfile> = toml::from_str("[x]\nargs = []\n").unwrap();
+        assert!(resolve("x", &bad, &env)
+            .unwrap_err()
+            .contains("needs `command` and `output`"));
+        assert!(toml::from_str::<BTreeMap<String, RawProfile>>("[x]\ncolour = 1\n").is_err());
+    }
+}
