@@ -3,6 +3,7 @@
 //! goes through tabd's harness. The real claude CLI is in `agent_cli_real_claude` below.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -239,4 +240,188 @@ fn the_daemon_runs_a_role_through_the_cli_too() {
     assert_eq!(rec["tool_calls"][0]["name"], "read_file");
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(Duration::from_secs(20)), Some(0), "{}", d.stderr());
+}
+
+/// The claude CLI installed by `scripts/install-test-clis.sh` (or named by `TABD_TEST_CLAUDE`).
+fn real_claude() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("TABD_TEST_CLAUDE") {
+        return Some(PathBuf::from(p));
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-clis/node_modules/.bin/claude");
+    p.exists().then_some(p)
+}
+
+/// The real claude CLI (npm `@anthropic-ai/claude-code`, pinned in `scripts/install-test-clis.sh`)
+/// against the fake model on 127.0.0.1: the model is offered only tabd's tools, a hostile path is
+/// refused by tabd's sandbox, an `ask` call becomes an approval note, and the run is logged with
+/// usage. Skipped, saying so, when the CLI is not installed (tests never reach the network).
+#[test]
+fn agent_cli_real_claude_against_the_fake_model() {
+    let Some(claude) = real_claude() else {
+        eprintln!(
+            "skipped: the claude CLI is not installed; run scripts/install-test-clis.sh (needs npm) to include this test"
+        );
+        return;
+    };
+    let fake = crate::support::fake_model::FakeModel::start();
+    use crate::support::fake_model::{canned, Reply};
+    // Answers the agent's requests (the ones offering tabd's tools) in order; anything else the
+    // CLI asks on the side (titles, quota checks) gets a plain text answer.
+    // The same two-step conversation for the CLI (tools named `mcp__tabd__*`) and, for the
+    // overhead figure below, for tabd's own API path (plain names): the first request that offers
+    // the role's tools gets the calls, the next one the closing text.
+    let step = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = step.clone();
+    fake.respond_with(move |r, _| {
+        let names: Vec<&str> = r.body["tools"]
+            .as_array()
+            .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+            .unwrap_or_default();
+        let prefix = if names.contains(&"mcp__tabd__read_file") {
+            Some("mcp__tabd__")
+        } else if names.contains(&"read_file") {
+            Some("")
+        } else {
+            None
+        };
+        let message = match prefix {
+            None => canned::anthropic_text("ok"),
+            Some(p) if counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 2 == 0 => {
+                canned::anthropic_tool_use(
+                    Some("Reading the brief, then logging."),
+                    &[
+                        (
+                            "t1",
+                            &format!("{p}read_file"),
+                            json!({"path": "project/brief.md"}),
+                        ),
+                        (
+                            "t2",
+                            &format!("{p}write_file"),
+                            json!({"path": "../escape.md", "content": "pwned"}),
+                        ),
+                        (
+                            "t3",
+                            &format!("{p}append_file"),
+                            json!({"path": "project/log.md", "content": "shipped"}),
+                        ),
+                    ],
+                )
+            }
+            Some(_) => canned::anthropic_text("Logged: the append waits for approval."),
+        };
+        if r.body["stream"] == true {
+            Reply::Sse(canned::anthropic_sse(&message))
+        } else {
+            Reply::ok(message)
+        }
+    });
+    let v = TestVault::new();
+    let home = v.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    v.set_config(&format!(
+        "timezone = \"UTC\"\n{}\n[provider]\nkind = \"command\"\nprofile = \"claude\"\n\n[profiles.claude]\ncommand = \"{}\"\nenv = {{ ANTHROPIC_BASE_URL = \"{}\", ANTHROPIC_API_KEY = \"test-key\", HOME = \"{}\", CLAUDE_CONFIG_DIR = \"{}\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", DISABLE_AUTOUPDATER = \"1\" }}\n",
+        daemon_config(""),
+        claude.display(),
+        fake.anthropic_url(),
+        home.display(),
+        home.join(".claude").display()
+    ));
+    v.unschedule_stock_roles();
+    v.write(
+        "roles/ops.md",
+        "---\nwrite_paths: [project/**]\napprove:\n  append_file: ask\n---\n# Ops\n## Mission\nKeep the project log.\n## Tools\n- read_file\n- write_file\n- append_file\n",
+    );
+    v.write("project/brief.md", "The brief: ship on Friday.\n");
+    v.write("agent/inbox/ops/ship.md", "Log that we shipped.\n");
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+
+    let agent: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.body["tools"].as_array().is_some_and(|t| !t.is_empty()))
+        .collect();
+    assert!(agent.len() >= 2, "{} agent requests", agent.len());
+    let names: Vec<String> = agent[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        names.iter().all(|n| n.starts_with("mcp__tabd__")),
+        "none of the CLI's own tools: {names:?}"
+    );
+    assert!(names.contains(&"mcp__tabd__read_file".to_string()), "{names:?}");
+    // The CLI sends tool results as text or as a list of text blocks.
+    let results: Vec<(String, String, bool)> = agent[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            let text = match &b["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                _ => String::new(),
+            };
+            (
+                b["tool_use_id"].as_str().unwrap_or("").to_string(),
+                text,
+                b["is_error"] == true,
+            )
+        })
+        .collect();
+    let result = |id: &str| results.iter().find(|r| r.0 == id).unwrap().clone();
+    assert!(result("t1").1.contains("ship on Friday"), "{results:?}");
+    assert!(result("t2").2, "the sandbox refused it: {results:?}");
+    assert!(result("t3").1.contains("queued for approval"), "{results:?}");
+    assert!(!v.dir.path().join("escape.md").exists());
+    assert_eq!(v.files_in("agent/approvals").len(), 1);
+    let rec = v.records().pop().unwrap();
+    assert_eq!(rec["outcome"], "ok", "{rec}");
+    assert_eq!(rec["tool_calls"].as_array().unwrap().len(), 3, "{rec}");
+    assert!(rec["usage"]["input_tokens"].as_u64().unwrap() > 0, "{rec}");
+    assert_eq!(v.files_in("agent/inbox/ops/processed").len(), 1);
+
+    // The overhead of the CLI path over the API path, same conversation (printed, not asserted:
+    // speed is measured, never asserted; see docs/providers.md for the medians).
+    let cli_secs = rec["ended_at"]
+        .as_str()
+        .zip(rec["started_at"].as_str())
+        .map(|(e, s)| secs_between(s, e));
+    let config = std::fs::read_to_string(v.dir.path().join("config.toml")).unwrap();
+    let api = config.replace(
+        "kind = \"command\"\nprofile = \"claude\"",
+        &format!(
+            "kind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"test-model\"",
+            fake.anthropic_url()
+        ),
+    );
+    v.set_config(&api);
+    step.store(0, std::sync::atomic::Ordering::SeqCst);
+    v.write("agent/inbox/ops/again.md", "Log it again.\n");
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let rec = v.records().pop().unwrap();
+    assert_eq!(rec["tool_calls"].as_array().unwrap().len(), 3, "{rec}");
+    let api_secs = secs_between(
+        rec["started_at"].as_str().unwrap(),
+        rec["ended_at"].as_str().unwrap(),
+    );
+    eprintln!(
+        "run time: CLI path {:.3} s, API path {api_secs:.3} s",
+        cli_secs.unwrap_or(f64::NAN)
+    );
+}
+
+fn secs_between(start: &str, end: &str) -> f64 {
+    let p = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap();
+    (p(end) - p(start)).num_milliseconds() as f64 / 1000.0
 }

@@ -24,6 +24,9 @@ pub enum Reply {
     Delay(Duration, Box<Reply>),
     /// Send 200 headers, then break the connection mid-body.
     DropMidBody,
+    /// A 200 `text/event-stream` body (Anthropic's streaming Messages API; the real claude CLI
+    /// streams).
+    Sse(String),
 }
 
 impl Reply {
@@ -229,6 +232,11 @@ fn respond(reply: Reply) -> std::pin::Pin<Box<dyn std::future::Future<Output = R
                 }
                 b.body(Body::from(body.to_string())).unwrap()
             }
+            Reply::Sse(text) => Response::builder()
+                .status(StatusCode::OK)
+                .header("content-type", "text/event-stream")
+                .body(Body::from(text))
+                .unwrap(),
             Reply::Raw(status, text) => Response::builder()
                 .status(StatusCode::from_u16(status).unwrap())
                 .header("content-type", "application/json")
@@ -339,6 +347,52 @@ pub mod canned {
             "stop_sequence": null,
             "usage": anthropic_usage(472, 89, 0, 0)
         })
+    }
+
+    /// A canned Messages API message as the streaming API sends it: `message_start`, each block's
+    /// start / delta / stop, `message_delta` with the stop reason, `message_stop`.
+    pub fn anthropic_sse(message: &Value) -> String {
+        let mut out = String::new();
+        let mut event = |name: &str, data: Value| out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+        let mut start = message.clone();
+        start["content"] = json!([]);
+        start["stop_reason"] = Value::Null;
+        start["usage"]["output_tokens"] = json!(1);
+        event(
+            "message_start",
+            json!({"type": "message_start", "message": start}),
+        );
+        for (i, block) in message["content"].as_array().into_iter().flatten().enumerate() {
+            let (first, delta) = match block["type"].as_str() {
+                Some("tool_use") => (
+                    json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                    json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+                ),
+                _ => (
+                    json!({"type": "text", "text": ""}),
+                    json!({"type": "text_delta", "text": block["text"]}),
+                ),
+            };
+            event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": i, "content_block": first}),
+            );
+            event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": i, "delta": delta}),
+            );
+            event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": i}),
+            );
+        }
+        event(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": message["stop_reason"], "stop_sequence": null},
+                   "usage": {"output_tokens": message["usage"]["output_tokens"]}}),
+        );
+        event("message_stop", json!({"type": "message_stop"}));
+        out
     }
 
     pub fn anthropic_error(kind: &str, message: &str) -> Value {
