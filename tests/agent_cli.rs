@@ -286,7 +286,11 @@ fn agent_cli_real_claude_against_the_fake_model() {
         };
         let message = match prefix {
             None => canned::anthropic_text("ok"),
-            Some(p) if counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 2 == 0 => {
+            Some(p)
+                if counter
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                    .is_multiple_of(2) =>
+            {
                 canned::anthropic_tool_use(
                     Some("Reading the brief, then logging."),
                     &[
