@@ -225,7 +225,7 @@ fn a_cli_that_never_ends_is_killed_with_its_group_at_the_deadline() {
 fn the_daemon_runs_a_role_through_the_cli_too() {
     let (v, log) = setup(
         "claude",
-        json!([["read_file", {"path": "project/brief.md"}]]),
+        json!([["read_file", {"path": "project/brief.md"}], ["write_file", {"path": "project/out.md", "content": "done"}]]),
         "ok",
         "",
     );
@@ -238,6 +238,12 @@ fn the_daemon_runs_a_role_through_the_cli_too() {
     let rec = v.records().pop().unwrap();
     assert_eq!(rec["outcome"], "ok", "{rec}");
     assert_eq!(rec["tool_calls"][0]["name"], "read_file");
+    assert_eq!(v.read("project/out.md"), "done");
+    wait_until(
+        Duration::from_secs(20),
+        "the run's section in the daily log",
+        || v.daily().contains("- **Changed:** [[project/out]] (written)"),
+    );
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(Duration::from_secs(20)), Some(0), "{}", d.stderr());
 }

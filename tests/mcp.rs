@@ -768,6 +768,6 @@ fn tabd_mcp_serve_offers_exactly_the_roles_tools_under_its_sandbox() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(calls.len(), 1, "{recorded}");
-    assert_eq!(calls[0]["name"], "read_file");
-    assert_eq!(calls[0]["ok"], true);
+    assert_eq!(calls[0]["call"]["name"], "read_file");
+    assert_eq!(calls[0]["call"]["ok"], true);
 }

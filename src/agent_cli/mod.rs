@@ -266,7 +266,7 @@ pub async fn run_turn(
         }
         Err(end) => TurnOutcome::ended(end),
     };
-    outcome.calls = crate::mcp::serve::read_calls(env, run_id);
+    (outcome.calls, outcome.changes) = crate::mcp::serve::read_calls(env, run_id);
     let vault = env.vault.clone();
     let calls = crate::mcp::serve::calls_path(run_id);
     crate::blocking::run(|| {

@@ -37,17 +37,35 @@ pub fn calls_path(run_id: &str) -> Option<VaultPath> {
     VaultPath::parse(&format!("{CALLS_DIR}/{run_id}.jsonl"), false).ok()
 }
 
-/// Reads the calls a `tabd mcp serve --run-id` recorded (lines that do not parse are skipped).
-pub fn read_calls(env: &RunEnv, run_id: &str) -> Vec<ToolCallRecord> {
+/// One recorded call: what the run record shows, and what it changed in the vault (so the daemon
+/// knows its own writes, as for an API run, and a role never fires itself through a CLI).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Recorded {
+    call: ToolCallRecord,
+    #[serde(default)]
+    changes: Vec<crate::tools::Change>,
+}
+
+/// Reads the calls a `tabd mcp serve --run-id` recorded, and their changes (lines that do not
+/// parse are skipped).
+pub fn read_calls(env: &RunEnv, run_id: &str) -> (Vec<ToolCallRecord>, Vec<crate::tools::Change>) {
     let Some(path) = calls_path(run_id) else {
-        return Vec::new();
+        return Default::default();
     };
-    env.vault
+    let mut calls = Vec::new();
+    let mut changes = Vec::new();
+    for line in env
+        .vault
         .read_text(&path, 64 * 1024 * 1024)
         .unwrap_or_default()
         .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    {
+        if let Ok(r) = serde_json::from_str::<Recorded>(line) {
+            calls.push(r.call);
+            changes.extend(r.changes);
+        }
+    }
+    (calls, changes)
 }
 
 #[derive(Clone)]
@@ -83,11 +101,15 @@ impl Server {
             .collect()
     }
 
-    fn record(&self, record: &ToolCallRecord) {
+    fn record(&self, record: &ToolCallRecord, changes: &[crate::tools::Change]) {
         match &self.run_id {
             Some(id) => {
                 let Some(path) = calls_path(id) else { return };
-                let mut line = serde_json::to_string(record).unwrap_or_default();
+                let entry = Recorded {
+                    call: record.clone(),
+                    changes: changes.to_vec(),
+                };
+                let mut line = serde_json::to_string(&entry).unwrap_or_default();
                 line.push('\n');
                 if let Err(e) = self.env.vault.append(&path, &line, None, false) {
                     tracing::error!("mcp serve: cannot record the call in {path}: {e}");
@@ -151,7 +173,7 @@ impl ServerHandler for Server {
                 return Err(ErrorData::internal_error(fatal.0, None));
             }
         };
-        self.record(&record);
+        self.record(&record, &result.changes);
         let content = vec![Content::text(result.text)];
         Ok(if result.ok {
             CallToolResult::success(content)

@@ -57,13 +57,13 @@ impl Risk {
 }
 
 /// A note or file a tool changed, for the run log's **Changed** line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Change {
     pub path: String,
     pub kind: ChangeKind,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChangeKind {
     Written,
