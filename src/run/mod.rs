@@ -337,6 +337,9 @@ async fn call_model(env: &RunEnv, role: &Role, prep: &Prepared, prompt: Prompt) 
         let tools: Vec<String> = prompt.tools.iter().map(|t| t.name.clone()).collect();
         let request = prompt.into_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
         let text = crate::agent_cli::prompt_text(&request);
+        // The servers were opened for the tool list and the required-server check; the CLI's
+        // `tabd mcp serve` opens its own, so these stop before it starts (never two at once).
+        prep.toolbox.mcp.close().await;
         return crate::agent_cli::run_turn(env, role, &prep.id, text, &tools, prep.limits.run_deadline).await;
     }
     let request = prompt.into_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
