@@ -771,3 +771,41 @@ fn tabd_mcp_serve_offers_exactly_the_roles_tools_under_its_sandbox() {
     assert_eq!(calls[0]["call"]["name"], "read_file");
     assert_eq!(calls[0]["call"]["ok"], true);
 }
+
+/// A keep-alive server that cannot start is shown in the daemon's status, with why.
+#[test]
+fn keep_alive_server_health_is_in_the_daemons_status() {
+    use crate::support::daemon::{daemon_config, wait_until, Daemon};
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let log = v.dir.path().join("calls.jsonl");
+    v.use_model(
+        &fake,
+        KIND,
+        &format!(
+            "{}{}{}",
+            daemon_config(""),
+            server_config("good", "normal", &log, "keep_alive = true"),
+            server_config("broken", "exit", &log, "keep_alive = true")
+        ),
+    );
+    ops_role(&v, "", &["good/*", "broken/*"]);
+    let mut d = Daemon::start(&v);
+    wait_until(Duration::from_secs(20), "both servers in status.json", || {
+        v.status_json().is_some_and(|s| {
+            let m = &s["mcp_servers"];
+            m.as_array().is_some_and(|a| a.len() == 2)
+                && m[0]["name"] == "broken"
+                && m[0]["up"] == false
+                && m[0]["error"].as_str().is_some_and(|e| e.contains("exited"))
+                && m[1]["name"] == "good"
+                && m[1]["up"] == true
+        })
+    });
+    wait_until(Duration::from_secs(20), "agent/status.md warns", || {
+        std::fs::read_to_string(v.path("agent/status.md"))
+            .is_ok_and(|t| t.contains("MCP server `broken` is down"))
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(20)), Some(0), "{}", d.stderr());
+}

@@ -125,6 +125,8 @@ pub struct Daemon {
     /// Why scheduled slots cannot be recorded right now (shown in status until it works again).
     ledger_error: Option<String>,
     approvals: ApprovalWork,
+    /// The keep-alive MCP servers' state as last shown in status (a change rewrites it).
+    mcp_shown: Vec<(String, bool, Option<String>)>,
 }
 
 /// The approvals pass (DESIGN §15): one at a time, off the loop (a call may take a while).
@@ -219,6 +221,7 @@ impl Daemon {
             status_generation: 0,
             ledger_error: None,
             approvals: ApprovalWork::default(),
+            mcp_shown: Vec::new(),
         })
     }
 
@@ -552,6 +555,13 @@ impl Daemon {
         self.schedule_due(wall);
         self.dispatch(now);
         self.maybe_start_approvals();
+        if let Some(pool) = &self.run_env.mcp_pool {
+            let now_shown = pool.status();
+            if now_shown != self.mcp_shown {
+                self.mcp_shown = now_shown;
+                self.status_dirty = true;
+            }
+        }
         if self.status_dirty {
             self.write_status(true);
         }
@@ -773,6 +783,17 @@ impl Daemon {
                 })
                 .collect(),
             unreadable: self.unreadable.clone(),
+            mcp_servers: self
+                .run_env
+                .mcp_pool
+                .as_ref()
+                .map(|p| {
+                    p.status()
+                        .into_iter()
+                        .map(|(name, up, error)| status::McpServerStatus { name, up, error })
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
         let report = status::collect(
             &self.run_env.vault,

@@ -85,6 +85,8 @@ pub struct StatusReport {
     pub global_daily_cost_budget_usd: Option<f64>,
     /// Why scheduled runs cannot be recorded (and so wait), if they cannot.
     pub ledger_error: Option<String>,
+    /// Keep-alive MCP servers (only from the running daemon).
+    pub mcp_servers: Vec<McpServerStatus>,
     pub roles: Vec<RoleStatus>,
     pub updated_at: DateTime<Utc>,
     /// Grows by one with every write by the daemon (0 from `tabd status`).
@@ -105,6 +107,17 @@ pub struct Live {
     pub roles: BTreeMap<String, InboxView>,
     /// Per role, the inbox entries the last scan could not read (name and why).
     pub unreadable: BTreeMap<String, Vec<String>>,
+    /// The daemon's keep-alive MCP servers.
+    pub mcp_servers: Vec<McpServerStatus>,
+}
+
+/// A keep-alive MCP server as the daemon's supervisor sees it (DESIGN §14).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct McpServerStatus {
+    pub name: String,
+    pub up: bool,
+    /// Why it is down (with its last output), if it is.
+    pub error: Option<String>,
 }
 
 fn count_notes(vault: &Vault, dir: &VaultPath) -> (usize, Vec<String>) {
@@ -195,6 +208,7 @@ pub fn collect(
         cost_today_usd: all.cost_usd,
         global_daily_cost_budget_usd: config.limits.global_daily_cost_budget_usd,
         ledger_error: live.ledger_error.clone(),
+        mcp_servers: live.mcp_servers.clone(),
         roles: out,
         updated_at: now,
         generation: live.generation,
@@ -325,6 +339,15 @@ pub fn render_note(r: &StatusReport, tz: Tz) -> String {
     if let Some(p) = &r.provider_paused {
         s.push_str(&format!("> [!warning] Model calls are paused\n> {p}\n\n"));
     }
+    for m in r.mcp_servers.iter().filter(|m| !m.up) {
+        if let Some(e) = &m.error {
+            s.push_str(&format!(
+                "> [!warning] MCP server `{}` is down\n> {}\n\n",
+                m.name,
+                crate::runlog::one_line(e, 300)
+            ));
+        }
+    }
     if let Some(e) = &r.ledger_error {
         s.push_str(&format!(
             "> [!warning] Scheduled runs cannot be recorded\n> {e}; they wait until .tabd/state.json can be written\n\n"
@@ -416,6 +439,17 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
     }
     if let Some(e) = &r.ledger_error {
         s.push_str(&format!("SCHEDULED RUNS WAIT: cannot record them ({e})\n"));
+    }
+    for m in &r.mcp_servers {
+        match &m.error {
+            None if m.up => s.push_str(&format!("mcp server {}: up\n", m.name)),
+            None => s.push_str(&format!("mcp server {}: starting\n", m.name)),
+            Some(e) => s.push_str(&format!(
+                "mcp server {}: DOWN: {}\n",
+                m.name,
+                crate::runlog::one_line(e, 300)
+            )),
+        }
     }
     s.push_str(&format!(
         "spent today: {}\n\n",
