@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mode = std::env::var("FAKE_CLI_MODE").unwrap_or_else(|_| "ok".into());
-    if args.first().map(String::as_str) == Some("--help") {
+    if args.iter().any(|a| a == "--help") {
         if mode != "old" {
             println!(
                 "Usage: fake [options]\n  -p --output-format --tools --mcp-config --strict-mcp-config --allowedTools --no-session-persistence\n  exec --json --skip-git-repo-check --ephemeral\n  -o --allowed-mcp-server-names"

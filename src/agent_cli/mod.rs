@@ -84,7 +84,7 @@ async fn probe(profile: &Profile, env: &HashMap<String, String>) -> Result<(), S
 
 async fn probe_now(profile: &Profile, env: &HashMap<String, String>) -> Result<(), String> {
     let mut cmd = tokio::process::Command::new(&profile.command);
-    cmd.arg("--help")
+    cmd.args(&profile.help_args)
         .env_clear()
         .envs(env)
         .stdin(Stdio::null())
@@ -92,7 +92,13 @@ async fn probe_now(profile: &Profile, env: &HashMap<String, String>) -> Result<(
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     let out = match tokio::time::timeout(PROBE_TIMEOUT, cmd.output()).await {
-        Err(_) => return Err(format!("`{} --help` did not answer within 30 s", profile.command)),
+        Err(_) => {
+            return Err(format!(
+                "`{} {}` did not answer within 30 s",
+                profile.command,
+                profile.help_args.join(" ")
+            ))
+        }
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(format!(
                 "the `{}` CLI is not installed or not on tabd's PATH (profile {}); install it or set [profiles.{}] command",
@@ -117,10 +123,12 @@ async fn probe_now(profile: &Profile, env: &HashMap<String, String>) -> Result<(
         Ok(())
     } else {
         Err(format!(
-            "the installed `{}` lacks {} (its --help does not list them): tabd needs them to run it without its own tools; \
+            "the installed `{}` lacks {} (`{} {}` does not list them): tabd needs them to run it without its own tools; \
              install a version that has them, or adjust [profiles.{}]",
             profile.command,
             missing.join(", "),
+            profile.command,
+            profile.help_args.join(" "),
             profile.name
         ))
     }

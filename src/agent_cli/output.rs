@@ -37,6 +37,9 @@ const OUTAGE_SIGNS: &[&str] = &[
     "529",
     "credit balance",
     "usage limit",
+    "auth method",
+    "api_key",
+    "login required",
 ];
 
 pub fn is_outage(message: &str) -> bool {
@@ -58,6 +61,10 @@ pub fn read(format: OutputFormat, stdout: &str, stderr: &str, exit_ok: bool) -> 
     let mut r = match format {
         OutputFormat::ClaudeJson => claude(stdout),
         OutputFormat::CodexJsonl => codex(stdout),
+        // gemini prints its error object on stderr when it cannot start a session.
+        OutputFormat::GeminiJson if last_json(stdout).is_none() && last_json(stderr).is_some() => {
+            gemini(stderr)
+        }
         OutputFormat::GeminiJson => gemini(stdout),
         OutputFormat::Text => CliReport {
             summary: stdout.trim().to_string(),

@@ -45,8 +45,10 @@ pub struct Profile {
     /// The prompt goes to the CLI's stdin (else stdin is empty).
     pub prompt_on_stdin: bool,
     pub workdir: WorkDir,
-    /// Flags the CLI's `--help` must list; checked before the first run (CLIs drop flags).
+    /// Flags the CLI's help must list; checked before the first run (CLIs drop flags).
     pub required_flags: Vec<String>,
+    /// How to ask for that help (`["exec", "--help"]` for codex, whose flags live on `exec`).
+    pub help_args: Vec<String>,
     /// Extra files written into the run folder before the CLI starts: path → content, with the
     /// same placeholders (gemini reads its MCP servers from `.gemini/settings.json`).
     pub files: Vec<(String, String)>,
@@ -63,6 +65,7 @@ pub struct RawProfile {
     prompt_on_stdin: Option<bool>,
     workdir: Option<WorkDir>,
     required_flags: Option<Vec<String>>,
+    help_args: Option<Vec<String>>,
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -100,6 +103,7 @@ pub fn builtin(name: &str) -> Option<Profile> {
                 "--allowedTools",
                 "--no-session-persistence",
             ]),
+            help_args: strings(&["--help"]),
             files: Vec::new(),
         },
         "codex" => Profile {
@@ -123,6 +127,7 @@ pub fn builtin(name: &str) -> Option<Profile> {
             prompt_on_stdin: true,
             workdir: WorkDir::Run,
             required_flags: strings(&["--json", "--skip-git-repo-check", "--ephemeral"]),
+            help_args: strings(&["exec", "--help"]),
             files: Vec::new(),
         },
         "gemini" => Profile {
@@ -141,6 +146,7 @@ pub fn builtin(name: &str) -> Option<Profile> {
             prompt_on_stdin: false,
             workdir: WorkDir::Run,
             required_flags: strings(&["--output-format", "--allowed-mcp-server-names"]),
+            help_args: strings(&["--help"]),
             files: vec![(
                 ".gemini/settings.json".into(),
                 concat!(
@@ -186,6 +192,7 @@ pub fn resolve(name: &str, tables: &BTreeMap<String, RawProfile>, env: &Env) -> 
                 prompt_on_stdin: true,
                 workdir: WorkDir::Vault,
                 required_flags: Vec::new(),
+                help_args: strings(&["--help"]),
                 files: Vec::new(),
             }
         }
@@ -215,6 +222,9 @@ pub fn resolve(name: &str, tables: &BTreeMap<String, RawProfile>, env: &Env) -> 
         if let Some(f) = &r.required_flags {
             p.required_flags = f.clone();
         }
+        if let Some(h) = &r.help_args {
+            p.help_args = h.clone();
+        }
     }
     Ok(p)
 }
@@ -229,6 +239,11 @@ mod tests {
         let none = BTreeMap::new();
         let claude = resolve("claude", &none, &env).unwrap();
         assert_eq!(claude.command, "claude");
+        assert_eq!(
+            resolve("codex", &none, &env).unwrap().help_args,
+            ["exec", "--help"],
+            "codex lists exec's flags only under `exec --help`"
+        );
         assert!(claude.args.contains(&"--strict-mcp-config".to_string()));
         assert_eq!(
             claude.args[claude.args.iter().position(|a| a == "--tools").unwrap() + 1],
