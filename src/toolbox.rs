@@ -92,71 +92,51 @@ impl Toolbox {
 }
 
 impl Toolbox {
-    /// The call as the approval policy sees it: its name in the role file (`write_file`,
-    /// `server/tool`), class and server. `None` for a tool the role does not have at all.
-    fn classify(&self, name: &str) -> Option<(String, Risk, Option<String>, String)> {
-        if let Some(risk) = tools::vault_risk(name) {
-            let description = tools::specs_for(&self.role)
-                .into_iter()
-                .find(|s| s.name == name)
-                .map(|s| s.description)
-                .unwrap_or_default();
-            return Some((name.to_string(), risk, None, description));
-        }
-        self.mcp.get(name).map(|t| {
-            (
-                format!("{}/{}", t.server, t.tool),
-                t.risk,
-                Some(t.server.clone()),
-                t.spec.description.clone(),
-            )
-        })
-    }
-
     /// A call whose mode is `ask`: queued as an approval note; the model is told it has not run.
     fn queue(
         &self,
         name: &str,
         input: &Value,
         reason: &str,
-        (tool, risk, server, description): (String, Risk, Option<String>, String),
+        call: &Classified<'_>,
     ) -> (ToolResult, ToolCallRecord) {
+        let server = call.mcp.map(|t| t.server.as_str());
+        let refused = |text: String| {
+            let result = ToolResult::error(text);
+            (result.clone(), tools::record_of(name, input, &result, server))
+        };
         let Some(ctx) = &self.approvals else {
-            let result = ToolResult::error(format!(
-                "refused: `{tool}` needs the person's approval ({} risk), and approvals cannot be asked for outside a run",
-                risk.as_str()
+            return refused(format!(
+                "refused: `{}` needs the person's approval ({} risk), and approvals cannot be asked for outside a run",
+                call.key,
+                call.risk.as_str()
             ));
-            return (
-                result.clone(),
-                tools::record_of(name, input, &result, server.as_deref()),
-            );
+        };
+        let description = match call.mcp {
+            Some(t) => t.spec.description.as_str(),
+            None => tools::vault_description(name).unwrap_or(""),
         };
         let store = crate::state::StateStore::new(self.vault.clone());
-        let call = crate::approvals::request::Call {
-            tool: &tool,
+        let ask = crate::approvals::request::Call {
+            tool: &call.key,
             exposed: name,
-            risk,
-            description: &description,
+            risk: call.risk,
+            description,
             reason,
             args: input,
         };
-        let queued = blocking::run(|| {
-            crate::approvals::request::ask(&store, ctx, &self.role, &call, self.clock.now())
-        });
+        let queued =
+            blocking::run(|| crate::approvals::request::ask(&store, ctx, &self.role, &ask, self.clock.now()));
         match queued {
             Ok(q) => {
                 let result = ToolResult::ok(crate::approvals::request::queued_text(&q), 0, Vec::new());
-                let mut record = tools::record_of(name, input, &result, server.as_deref());
+                let mut record = tools::record_of(name, input, &result, server);
                 record.approval = Some(q.note);
                 (result, record)
             }
             Err(why) => {
                 tracing::error!("role {}: {why}", self.role.name);
-                let result = ToolResult::error(format!("not run: it needs approval, and {why}"));
-                (
-                    result.clone(),
-                    tools::record_of(name, input, &result, server.as_deref()),
-                )
+                refused(format!("not run: it needs approval, and {why}"))
             }
         }
     }
@@ -168,49 +148,56 @@ impl Toolbox {
         input: &Value,
         reason: &str,
     ) -> Result<(ToolResult, ToolCallRecord), FatalToolError> {
-        let is_vault = tools::is_vault_tool(name);
-        let mcp = self.mcp.get(name);
-        if !is_vault {
-            match mcp {
-                None => return Ok(self.unknown(name, input)),
-                Some(t) if !self.role.allows_mcp(&t.server, &t.tool) => {
-                    let result = ToolResult::error(format!(
-                        "refused: this role may not use `{name}` ({}/{} is in its deny_tools)",
-                        t.server, t.tool
-                    ));
-                    return Ok((
-                        result.clone(),
-                        tools::record_of(name, input, &result, Some(&t.server)),
-                    ));
-                }
-                Some(_) => {}
+        let call = match (tools::vault_risk(name), self.mcp.get(name)) {
+            // The vault tools refuse one the role lacks themselves, with the role's tool list.
+            (Some(_), _) if !self.role.has_tool(name) => return self.call_vault(name, input),
+            (Some(risk), _) => Classified {
+                key: name.to_string(),
+                risk,
+                mcp: None,
+            },
+            (None, None) => return Ok(self.unknown(name, input)),
+            (None, Some(t)) if !self.role.allows_mcp(&t.server, &t.tool) => {
+                let result = ToolResult::error(format!(
+                    "refused: this role may not use `{name}` ({}/{} is in its deny_tools)",
+                    t.server, t.tool
+                ));
+                return Ok((
+                    result.clone(),
+                    tools::record_of(name, input, &result, Some(&t.server)),
+                ));
             }
-        } else if !self.role.has_tool(name) {
-            // The vault tools refuse it themselves, with the role's tool list.
-            return self.call_vault(name, input);
-        }
-        let Some(class) = self.classify(name) else {
-            return Ok(self.unknown(name, input));
+            (None, Some(t)) => Classified {
+                key: format!("{}/{}", t.server, t.tool),
+                risk: t.risk,
+                mcp: Some(t),
+            },
         };
-        match crate::approvals::mode_for(&self.role, &class.0, class.1) {
-            Mode::Auto => match mcp {
-                Some(t) if !is_vault => Ok(t.call(input).await),
-                _ => self.call_vault(name, input),
+        match crate::approvals::mode_for(&self.role, &call.key, call.risk) {
+            Mode::Auto => match call.mcp {
+                Some(t) => Ok(t.call(input).await),
+                None => self.call_vault(name, input),
             },
             Mode::Deny => {
                 let result = ToolResult::error(format!(
                     "refused: this role's `approve` setting denies `{}` ({} risk); do not retry it",
-                    class.0,
-                    class.1.as_str()
+                    call.key,
+                    call.risk.as_str()
                 ));
-                Ok((
-                    result.clone(),
-                    tools::record_of(name, input, &result, class.2.as_deref()),
-                ))
+                let server = call.mcp.map(|t| t.server.as_str());
+                Ok((result.clone(), tools::record_of(name, input, &result, server)))
             }
-            Mode::Ask => Ok(self.queue(name, input, reason, class)),
+            Mode::Ask => Ok(self.queue(name, input, reason, &call)),
         }
     }
+}
+
+/// A call as the approval policy sees it: its name in the role file (`write_file`,
+/// `server/tool`), its risk class, and the MCP tool behind it, if any.
+struct Classified<'a> {
+    key: String,
+    risk: Risk,
+    mcp: Option<&'a crate::mcp::tools::McpTool>,
 }
 
 impl ToolExecutor for Toolbox {

@@ -254,9 +254,9 @@ pub fn vault_risk(name: &str) -> Option<Risk> {
     find(name).map(|t| t.risk())
 }
 
-/// True when `name` is one of the vault tools.
-pub fn is_vault_tool(name: &str) -> bool {
-    find(name).is_some()
+/// What vault tool `name` does, as the model is told (for approval notes).
+pub fn vault_description(name: &str) -> Option<&'static str> {
+    find(name).map(|t| t.description())
 }
 
 /// Runs one tool call for the model and records it. Never panics on model input; an `Err`
