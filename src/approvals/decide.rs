@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::ledger::{Approval, Phase};
-use super::note;
+use super::note::{self, stamp};
 use crate::mcp::client::Connection;
 use crate::run::RunEnv;
 use crate::vault::VaultPath;
@@ -33,11 +33,19 @@ pub struct Pass {
     pub next: Option<DateTime<Utc>>,
 }
 
+/// A ledger change, durable (fsync) before it returns; off the async runtime's hands.
+fn update<T>(
+    env: &RunEnv,
+    change: impl FnOnce(&mut crate::state::State) -> T,
+) -> Result<T, crate::vault::VaultError> {
+    crate::blocking::run(|| env.store.update(change))
+}
+
 /// After a crash: every call recorded as `executing` may or may not have happened. Each becomes
 /// `unknown`, in the ledger and in its note, with a line telling the person how to retry.
 pub fn recover(env: &RunEnv) -> usize {
     let now = env.clock.now();
-    let interrupted: Vec<(String, Approval)> = match env.store.update(|s| {
+    let interrupted: Vec<(String, Approval)> = match update(env, |s| {
         let mut out = Vec::new();
         for (id, a) in s.approvals.iter_mut() {
             if a.phase == Phase::Executing {
@@ -80,7 +88,10 @@ pub fn recover(env: &RunEnv) -> usize {
 pub async fn pass(env: &RunEnv) -> Pass {
     let mut out = Pass::default();
     let now = env.clock.now();
-    expire(env, now, &mut out);
+    // One read of the ledger serves the whole pass; a change (an expiry, a run claiming its note)
+    // is a fresh, locked update, so a stale snapshot can never run a call twice.
+    let ledger = crate::blocking::run(|| env.store.load()).approvals;
+    expire(env, &ledger, now, &mut out);
     let settle = chrono::Duration::milliseconds(env.config.inbox.settle_ms as i64);
     let Ok(dir) = VaultPath::parse(super::FOLDER, false) else {
         return out;
@@ -104,7 +115,7 @@ pub async fn pass(env: &RunEnv) -> Pass {
                 continue;
             }
         }
-        let text = match vault.read_text(&entry.path, MAX_NOTE_BYTES) {
+        let text = match crate::blocking::run(|| vault.read_text(&entry.path, MAX_NOTE_BYTES)) {
             Ok(t) => t,
             Err(e) => {
                 tracing::warn!("approvals: cannot read {}: {e}", entry.path);
@@ -118,12 +129,9 @@ pub async fn pass(env: &RunEnv) -> Pass {
                 continue;
             }
         };
-        act(env, &entry.path, &text, read, &mut out).await;
+        act(env, &ledger, &entry.path, &text, read, &mut out).await;
     }
-    let next_expiry = env
-        .store
-        .load()
-        .approvals
+    let next_expiry = ledger
         .values()
         .filter(|a| a.phase == Phase::Pending)
         .map(|a| a.expires)
@@ -135,23 +143,31 @@ pub async fn pass(env: &RunEnv) -> Pass {
 }
 
 /// Pending requests past their `expires` become `expired`.
-fn expire(env: &RunEnv, now: DateTime<Utc>, out: &mut Pass) {
-    let expired: Vec<(String, Approval)> = env
-        .store
-        .update(|s| {
-            let mut v = Vec::new();
-            for (id, a) in s.approvals.iter_mut() {
-                if a.phase == Phase::Pending && a.expires <= now {
-                    a.phase = Phase::Expired;
-                    a.decided = Some(now);
-                    a.reported = false;
-                    a.outcome = Some("expired unanswered: nothing was run".into());
-                    v.push((id.clone(), a.clone()));
-                }
+fn expire(
+    env: &RunEnv,
+    ledger: &std::collections::BTreeMap<String, Approval>,
+    now: DateTime<Utc>,
+    out: &mut Pass,
+) {
+    let due = |a: &Approval| a.phase == Phase::Pending && a.expires <= now;
+    // Every pass looks; only a pass that finds one writes (and fsyncs) the ledger.
+    if !ledger.values().any(due) {
+        return;
+    }
+    let expired: Vec<(String, Approval)> = update(env, |s| {
+        let mut v = Vec::new();
+        for (id, a) in s.approvals.iter_mut() {
+            if due(a) {
+                a.phase = Phase::Expired;
+                a.decided = Some(now);
+                a.reported = false;
+                a.outcome = Some("expired unanswered: nothing was run".into());
+                v.push((id.clone(), a.clone()));
             }
-            v
-        })
-        .unwrap_or_default();
+        }
+        v
+    })
+    .unwrap_or_default();
     for (id, a) in expired {
         let line = format!(
             "**Expired** ({}): nobody decided in time, so nothing was run. Approving it now does nothing.",
@@ -168,26 +184,29 @@ fn expire(env: &RunEnv, now: DateTime<Utc>, out: &mut Pass) {
 }
 
 /// Acts on one settled note.
-async fn act(env: &RunEnv, path: &VaultPath, text: &str, read: note::Read, out: &mut Pass) {
+async fn act(
+    env: &RunEnv,
+    ledger: &std::collections::BTreeMap<String, Approval>,
+    path: &VaultPath,
+    text: &str,
+    read: note::Read,
+    out: &mut Pass,
+) {
     let status = read.status.as_deref().unwrap_or("");
     if status != "approved" && status != "rejected" {
         return;
     }
     let now = env.clock.now();
-    let record = read.id.as_ref().and_then(|id| {
-        env.store
-            .load()
-            .approvals
-            .get(id)
-            .cloned()
-            .map(|a| (id.clone(), a))
-    });
+    let record = read
+        .id
+        .as_ref()
+        .and_then(|id| ledger.get(id).cloned().map(|a| (id.clone(), a)));
     let Some((id, a)) = record.filter(|(_, a)| a.note == path.as_str()) else {
         if status == "approved" {
             let line = "**Not run:** tabd has no record of asking for this call (was the note copied or \
                         written by hand?). Only notes tabd wrote can be approved.";
             if let Ok(t) = note::update(text, "invalid", line) {
-                let _ = env.vault.write_atomic(path, t.as_bytes());
+                let _ = crate::blocking::run(|| env.vault.write_atomic(path, t.as_bytes()));
             }
             out.refused.push(path.to_string());
         }
@@ -195,15 +214,18 @@ async fn act(env: &RunEnv, path: &VaultPath, text: &str, read: note::Read, out: 
     };
     if status == "rejected" {
         if a.phase.may_run() {
-            let done = env.store.update(|s| {
-                if let Some(r) = s.approvals.get_mut(&id) {
+            // Decided on the fresh record: one that expired this very pass stays expired.
+            let done = update(env, |s| match s.approvals.get_mut(&id) {
+                Some(r) if r.phase.may_run() && !(r.phase == Phase::Pending && r.expires <= now) => {
                     r.phase = Phase::Rejected;
                     r.decided = Some(now);
                     r.reported = false;
                     r.outcome = Some("rejected by the person: nothing was run".into());
+                    true
                 }
+                _ => false,
             });
-            if done.is_ok() {
+            if done == Ok(true) {
                 rewrite(
                     env,
                     &a.note,
@@ -245,7 +267,7 @@ async fn act(env: &RunEnv, path: &VaultPath, text: &str, read: note::Read, out: 
         return;
     }
     if a.phase == Phase::Pending && a.expires <= now {
-        return; // expired this very pass; `expire` wrote the note
+        return; // expired this very pass (the snapshot predates it); `expire` wrote the note
     }
     run_approved(env, &id, &a, read.args, out).await;
 }
@@ -254,7 +276,7 @@ async fn act(env: &RunEnv, path: &VaultPath, text: &str, read: note::Read, out: 
 async fn run_approved(env: &RunEnv, id: &str, a: &Approval, args: Result<Value, String>, out: &mut Pass) {
     let now = env.clock.now();
     let invalid = |why: String| {
-        let _ = env.store.update(|s| {
+        let _ = update(env, |s| {
             if let Some(r) = s.approvals.get_mut(id) {
                 r.phase = Phase::Invalid;
                 r.decided = Some(now);
@@ -334,7 +356,7 @@ async fn run_approved(env: &RunEnv, id: &str, a: &Approval, args: Result<Value, 
         }
     };
     // At most once: the ledger says `executing` (fsynced) before anything is sent.
-    let claimed = env.store.update(|s| match s.approvals.get_mut(id) {
+    let claimed = update(env, |s| match s.approvals.get_mut(id) {
         Some(r) if r.phase.may_run() => {
             r.phase = Phase::Executing;
             r.executions += 1;
@@ -397,7 +419,7 @@ async fn run_approved(env: &RunEnv, id: &str, a: &Approval, args: Result<Value, 
         phase.as_str(),
         crate::runlog::one_line(&text, MAX_OUTCOME)
     );
-    let _ = env.store.update(|s| {
+    let _ = update(env, |s| {
         if let Some(r) = s.approvals.get_mut(id) {
             r.phase = phase;
             r.decided = Some(end);
@@ -405,19 +427,7 @@ async fn run_approved(env: &RunEnv, id: &str, a: &Approval, args: Result<Value, 
             r.outcome = Some(outcome.clone());
         }
     });
-    let shown = if text.len() > MAX_RESULT_IN_NOTE {
-        let mut cut = MAX_RESULT_IN_NOTE;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!(
-            "{}\n… (cut at {MAX_RESULT_IN_NOTE} of {} bytes)",
-            &text[..cut],
-            text.len()
-        )
-    } else {
-        text.clone()
-    };
+    let shown = crate::mcp::content::cap(text, MAX_RESULT_IN_NOTE);
     // A fence longer than any run of backticks in the result, so the result cannot close it.
     let mut fence = "```".to_string();
     while shown.contains(&fence) {
@@ -458,6 +468,10 @@ enum Target {
 
 /// Sets the note's status and appends `line`; a note the person deleted stays deleted.
 fn rewrite(env: &RunEnv, note_path: &str, status: &str, line: &str) {
+    crate::blocking::run(|| rewrite_now(env, note_path, status, line));
+}
+
+fn rewrite_now(env: &RunEnv, note_path: &str, status: &str, line: &str) {
     let Ok(path) = VaultPath::parse(note_path, false) else {
         return;
     };
@@ -482,11 +496,7 @@ fn daily(env: &RunEnv, a: &Approval, text: &str) {
         .roles
         .get(&a.role)
         .map_or(a.role.as_str(), |r| r.display_name.as_str());
-    if let Err(e) = env.log.write_line(env.clock.now(), who, text) {
+    if let Err(e) = crate::blocking::run(|| env.log.write_line(env.clock.now(), who, text)) {
         tracing::warn!("approvals: cannot write the daily log: {e}");
     }
-}
-
-fn stamp(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }

@@ -90,7 +90,8 @@ pub fn render(n: &NewNote) -> String {
     )
 }
 
-fn stamp(t: DateTime<Utc>) -> String {
+/// An instant as the note shows it: `2026-11-22T09:00:04Z`.
+pub(crate) fn stamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 

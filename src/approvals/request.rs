@@ -55,7 +55,7 @@ pub fn ask(
     let hash = args_hash(call.tool, call.args);
     let expires =
         now + chrono::Duration::from_std(ctx.expire_after).unwrap_or_else(|_| chrono::Duration::days(2));
-    let decided = store
+    let (decided, new) = store
         .update(|s| {
             prune(&mut s.approvals, now);
             let existing = s.approvals.iter().find(|(_, a)| {
@@ -67,11 +67,12 @@ pub fn ask(
                     && VaultPath::parse(&a.note, false).is_ok_and(|p| vault.exists(&p))
             });
             if let Some((id, a)) = existing {
-                return Queued {
+                let q = Queued {
                     id: id.clone(),
                     note: a.note.clone(),
                     reused: true,
                 };
+                return (q, None);
             }
             let id = loop {
                 let id = format!("{:06x}", rand::random::<u32>() & 0xff_ffff);
@@ -81,41 +82,35 @@ pub fn ask(
             };
             let name = note::file_name(now, ctx.tz, &role.name, call.tool, &id);
             let path = format!("{}/{name}", super::FOLDER);
-            s.approvals.insert(
-                id.clone(),
-                Approval {
-                    role: role.name.clone(),
-                    tool: call.tool.to_string(),
-                    exposed: call.exposed.to_string(),
-                    risk: call.risk,
-                    note: path.clone(),
-                    args_hash: hash.clone(),
-                    run_id: ctx.run_id.clone(),
-                    created: now,
-                    expires,
-                    phase: Phase::Pending,
-                    decided: None,
-                    outcome: None,
-                    reported: false,
-                    executions: 0,
-                },
-            );
-            Queued {
+            let approval = Approval {
+                role: role.name.clone(),
+                tool: call.tool.to_string(),
+                exposed: call.exposed.to_string(),
+                risk: call.risk,
+                note: path.clone(),
+                args_hash: hash.clone(),
+                run_id: ctx.run_id.clone(),
+                created: now,
+                expires,
+                phase: Phase::Pending,
+                decided: None,
+                outcome: None,
+                reported: false,
+                executions: 0,
+            };
+            s.approvals.insert(id.clone(), approval.clone());
+            let q = Queued {
                 id,
                 note: path,
                 reused: false,
-            }
+            };
+            (q, Some(approval))
         })
         .map_err(|e| format!("the approval could not be recorded: {e}"))?;
-    if decided.reused {
+    // Reused: its note is already there.
+    let Some(approval) = new else {
         return Ok(decided);
-    }
-    let approval = store
-        .load()
-        .approvals
-        .get(&decided.id)
-        .cloned()
-        .ok_or("the approval record vanished")?;
+    };
     let text = note::render(&NewNote {
         approval: &approval,
         id: &decided.id,

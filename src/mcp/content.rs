@@ -21,7 +21,7 @@ pub fn to_text(result: &CallToolResult) -> (String, bool) {
     if text.trim().is_empty() {
         text = "(the tool returned nothing)".into();
     }
-    (cap(text), result.is_error.unwrap_or(false))
+    (cap(text, MAX_RESULT_BYTES), result.is_error.unwrap_or(false))
 }
 
 fn block_text(block: &ContentBlock) -> String {
@@ -54,12 +54,12 @@ fn block_text(block: &ContentBlock) -> String {
     }
 }
 
-/// Cuts `text` to `MAX_RESULT_BYTES` at a char boundary, saying so.
-fn cap(mut text: String) -> String {
-    if text.len() <= MAX_RESULT_BYTES {
+/// Cuts `text` to `max` bytes at a char boundary, saying so.
+pub(crate) fn cap(mut text: String, max: usize) -> String {
+    if text.len() <= max {
         return text;
     }
-    let mut end = MAX_RESULT_BYTES;
+    let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
