@@ -29,6 +29,7 @@ pub mod frontmatter;
 pub mod inbox;
 pub(crate) mod limits;
 pub mod mcp;
+pub(crate) mod process_group;
 pub mod prompt;
 pub mod provider;
 pub mod role;

@@ -20,6 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub use profile::{resolve, Profile, RawProfile};
 
+use crate::process_group;
 use crate::provider::{BoxFuture, Provider, ProviderError, Request, Response};
 use crate::role::Role;
 use crate::run::RunEnv;
@@ -317,9 +318,7 @@ async fn spawn_and_read(
             outage: true,
         })
     })?;
-    let pgid = child
-        .id()
-        .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+    let pgid = process_group::of(&child);
     if let Some(mut stdin) = child.stdin.take() {
         let text = prompt.to_string();
         tokio::spawn(async move {
@@ -335,21 +334,17 @@ async fn spawn_and_read(
     };
     let stdout = tokio::spawn(read(child.stdout.take().map(|p| Box::new(p) as _)));
     let stderr = tokio::spawn(read(child.stderr.take().map(|p| Box::new(p) as _)));
-    let kill = |sig| {
-        if let Some(pgid) = pgid {
-            let _ = rustix::process::kill_process_group(pgid, sig);
-        }
-    };
+    let kill = |sig| process_group::signal(pgid, sig);
     let status = match tokio::time::timeout(deadline, child.wait()).await {
         Ok(status) => status.ok(),
         Err(_) => {
-            kill(rustix::process::Signal::KILL);
+            kill(process_group::Signal::KILL);
             let _ = child.wait().await;
             return Err(TurnEnd::Failed(ProviderError::Deadline { provider: "command" }));
         }
     };
     // The leader is gone; anything it left in its group (an MCP server it started) goes too.
-    kill(rustix::process::Signal::KILL);
+    kill(process_group::Signal::KILL);
     let stdout = stdout.await.unwrap_or_default();
     let stderr = stderr.await.unwrap_or_default();
     if !stderr.trim().is_empty() {

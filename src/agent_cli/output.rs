@@ -16,6 +16,8 @@ pub struct CliReport {
     pub model: String,
     /// Why the run failed, and whether that is an outage.
     pub failure: Option<(String, bool)>,
+    /// Nothing in the output could be read as the CLI's result.
+    pub unreadable: bool,
 }
 
 /// Words in a CLI's error that mean "the service cannot be used right now", not "this run was bad".
@@ -72,11 +74,7 @@ pub fn read(format: OutputFormat, stdout: &str, stderr: &str, exit_ok: bool) -> 
         },
     };
     // A CLI that exited with an error and printed nothing readable: its stderr says why.
-    let unreadable = r
-        .failure
-        .as_ref()
-        .is_some_and(|(m, _)| m.starts_with("the CLI printed no JSON"));
-    if !exit_ok && (r.failure.is_none() || unreadable) {
+    if !exit_ok && (r.failure.is_none() || r.unreadable) {
         let tail: String = stderr
             .lines()
             .rev()
@@ -109,15 +107,21 @@ fn last_json(text: &str) -> Option<Value> {
     })
 }
 
+/// A CLI whose output held no JSON result (a crash, a changed output format).
+fn no_json(stdout: &str) -> CliReport {
+    CliReport {
+        failure: fail(format!(
+            "the CLI printed no JSON result: {}",
+            crate::runlog::one_line(stdout, 300)
+        )),
+        unreadable: true,
+        ..CliReport::default()
+    }
+}
+
 fn claude(stdout: &str) -> CliReport {
     let Some(v) = last_json(stdout) else {
-        return CliReport {
-            failure: fail(format!(
-                "the CLI printed no JSON result: {}",
-                crate::runlog::one_line(stdout, 300)
-            )),
-            ..CliReport::default()
-        };
+        return no_json(stdout);
     };
     let usage = v.get("usage").cloned().unwrap_or(Value::Null);
     let mut r = CliReport {
@@ -133,7 +137,7 @@ fn claude(stdout: &str) -> CliReport {
             .as_object()
             .and_then(|m| m.keys().next().cloned())
             .unwrap_or_default(),
-        failure: None,
+        ..CliReport::default()
     };
     if v["is_error"].as_bool() == Some(true) || v["subtype"].as_str().is_some_and(|s| s.starts_with("error"))
     {
@@ -197,23 +201,14 @@ fn codex(stdout: &str) -> CliReport {
         }
     }
     if !any {
-        r.failure = fail(format!(
-            "the CLI printed no JSON events: {}",
-            crate::runlog::one_line(stdout, 300)
-        ));
+        return no_json(stdout);
     }
     r
 }
 
 fn gemini(stdout: &str) -> CliReport {
     let Some(v) = last_json(stdout) else {
-        return CliReport {
-            failure: fail(format!(
-                "the CLI printed no JSON result: {}",
-                crate::runlog::one_line(stdout, 300)
-            )),
-            ..CliReport::default()
-        };
+        return no_json(stdout);
     };
     let mut r = CliReport {
         summary: v["response"].as_str().unwrap_or("").trim().to_string(),

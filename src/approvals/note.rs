@@ -62,7 +62,7 @@ pub fn render(n: &NewNote) -> String {
         ("expires", Value::from(stamp(a.expires))),
         ("id", Value::from(n.id)),
     ];
-    let what = first_line(n.description);
+    let what = crate::runlog::one_line(n.description.lines().next().unwrap_or(""), 80);
     let title = if what.is_empty() {
         format!("{} asks to run {}", n.role_display, a.tool)
     } else {
@@ -93,15 +93,6 @@ pub fn render(n: &NewNote) -> String {
 /// An instant as the note shows it: `2026-11-22T09:00:04Z`.
 pub(crate) fn stamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-fn first_line(s: &str) -> String {
-    let line = s.lines().next().unwrap_or("").trim();
-    if line.chars().count() > 80 {
-        format!("{}…", line.chars().take(79).collect::<String>())
-    } else {
-        line.to_string()
-    }
 }
 
 /// Reads a note's id, status and arguments. `Err` when its frontmatter cannot be read at all.

@@ -36,8 +36,8 @@ pub fn list(ws: &Workspace, json: bool) -> Result<u8, CliError> {
             risk: a.risk.as_str(),
             note: &a.note,
             run_id: &a.run_id,
-            created: a.created.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            expires: a.expires.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            created: note::stamp(a.created),
+            expires: note::stamp(a.expires),
         })
         .collect();
     if json {

@@ -151,7 +151,7 @@ async fn inspect(ws: &Workspace, server: Arc<ServerConfig>, only: Option<&str>) 
                 report.tools.push(ToolReport {
                     exposed: exposed_name(&server.name, &t.name),
                     risk: risk_of(&server, &t).as_str(),
-                    description: first_line(&t.description),
+                    description: crate::runlog::one_line(&t.description.lines().next().unwrap_or(""), 80),
                     name: t.name,
                     roles,
                 });
@@ -165,15 +165,6 @@ async fn inspect(ws: &Workspace, server: Arc<ServerConfig>, only: Option<&str>) 
         }
     }
     report
-}
-
-fn first_line(s: &str) -> String {
-    let line = s.lines().next().unwrap_or("").trim();
-    if line.chars().count() > 80 {
-        format!("{}…", line.chars().take(79).collect::<String>())
-    } else {
-        line.to_string()
-    }
 }
 
 fn render(listing: &Listing) -> String {

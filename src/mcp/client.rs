@@ -18,6 +18,7 @@ use tokio::io::AsyncBufReadExt;
 
 use super::config::{expand_pairs, ServerConfig, Transport};
 use crate::environment::Env;
+use crate::process_group::{self, Pid, Signal};
 
 /// Lines of a server's stderr kept for error messages.
 const STDERR_LINES: usize = 20;
@@ -105,7 +106,7 @@ impl ClientHandler for Handler {
 /// a server can die while a grandchild still holds its stdout open, and the connection must not
 /// wait for that pipe to close.
 struct Child {
-    pgid: Option<rustix::process::Pid>,
+    pgid: Option<Pid>,
     exited: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -113,25 +114,17 @@ impl Drop for Child {
     fn drop(&mut self) {
         // Reached without `stop` only on a panic or a cancelled task: never leave the group.
         if !*self.exited.borrow() {
-            self.signal(rustix::process::Signal::KILL);
+            self.signal(Signal::KILL);
         }
     }
 }
 
 /// Kills the whole group when dropped: after the leader exits, or when its task is torn down.
-struct GroupGuard(Option<rustix::process::Pid>);
-
-impl GroupGuard {
-    fn signal(&self, sig: rustix::process::Signal) {
-        if let Some(pgid) = self.0 {
-            let _ = rustix::process::kill_process_group(pgid, sig);
-        }
-    }
-}
+struct GroupGuard(Option<Pid>);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        self.signal(rustix::process::Signal::KILL);
+        process_group::signal(self.0, Signal::KILL);
     }
 }
 
@@ -139,7 +132,7 @@ impl Child {
     /// Hands `child` to a reaper task; `on_exit` runs once the leader is gone.
     fn watch(
         mut child: tokio::process::Child,
-        pgid: Option<rustix::process::Pid>,
+        pgid: Option<Pid>,
         on_exit: impl FnOnce() + Send + 'static,
     ) -> Child {
         let (tx, exited) = tokio::sync::watch::channel(false);
@@ -154,10 +147,8 @@ impl Child {
         Child { pgid, exited }
     }
 
-    fn signal(&self, sig: rustix::process::Signal) {
-        if let Some(pgid) = self.pgid {
-            let _ = rustix::process::kill_process_group(pgid, sig);
-        }
+    fn signal(&self, sig: Signal) {
+        process_group::signal(self.pgid, sig);
     }
 
     async fn wait_exit(&self, limit: Duration) -> bool {
@@ -171,9 +162,9 @@ impl Child {
         if *self.exited.borrow() {
             return;
         }
-        self.signal(rustix::process::Signal::TERM);
+        self.signal(Signal::TERM);
         if !self.wait_exit(Duration::from_secs(2)).await {
-            self.signal(rustix::process::Signal::KILL);
+            self.signal(Signal::KILL);
             self.wait_exit(Duration::from_secs(5)).await;
         }
     }
@@ -273,7 +264,7 @@ impl Connection {
                             .await
                             .ok()
                             .and_then(Result::ok);
-                        GroupGuard(pgid).signal(rustix::process::Signal::KILL);
+                        process_group::signal(pgid, Signal::KILL);
                         if exited.is_none() {
                             let _ = child.wait().await;
                         }
@@ -411,7 +402,7 @@ impl Connection {
 
 type Spawned = (
     tokio::process::Child,
-    Option<rustix::process::Pid>,
+    Option<Pid>,
     tokio::process::ChildStdout,
     tokio::process::ChildStdin,
     tokio::task::JoinHandle<()>,
@@ -444,9 +435,7 @@ fn spawn(
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("could not be started (`{command}`: {e}); is it installed and on PATH?"))?;
-    let pgid = child
-        .id()
-        .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+    let pgid = process_group::of(&child);
     let (Some(stdout), Some(stdin), Some(err)) =
         (child.stdout.take(), child.stdin.take(), child.stderr.take())
     else {
