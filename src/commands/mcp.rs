@@ -151,7 +151,7 @@ async fn inspect(ws: &Workspace, server: Arc<ServerConfig>, only: Option<&str>) 
                 report.tools.push(ToolReport {
                     exposed: exposed_name(&server.name, &t.name),
                     risk: risk_of(&server, &t).as_str(),
-                    description: crate::runlog::one_line(&t.description.lines().next().unwrap_or(""), 80),
+                    description: crate::runlog::one_line(t.description.lines().next().unwrap_or(""), 80),
                     name: t.name,
                     roles,
                 });
