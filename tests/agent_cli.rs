@@ -12,10 +12,7 @@ use crate::support::daemon::{daemon_config, wait_until, Daemon};
 use crate::support::{describe, TestVault};
 
 fn fake_cli() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_tabd"));
-    let p = bin.parent().expect("target dir").join("examples/fake_agent_cli");
-    assert!(p.exists(), "{} missing: run through `cargo test`", p.display());
-    p
+    crate::support::mcp_server::example_bin("fake_agent_cli")
 }
 
 /// A vault whose provider is the fake CLI under `profile`, making `calls`; `extra` goes into the

@@ -9,14 +9,10 @@ use serde_json::{json, Value};
 
 use crate::support::daemon::{daemon_config, wait_until, Daemon};
 use crate::support::fake_model::FakeModel;
+use crate::support::mcp_server::{server_config, server_log};
 use crate::support::{describe, wire, TestVault};
 
 const KIND: &str = "anthropic";
-
-fn server_bin() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_tabd"));
-    bin.parent().expect("target dir").join("examples/mcp_test_server")
-}
 
 /// A vault whose role `ops` may use the test server; `approvals` is appended to the config and
 /// `frontmatter` to the role.
@@ -28,10 +24,9 @@ fn setup(approvals: &str, frontmatter: &str) -> (TestVault, FakeModel, PathBuf) 
         &fake,
         KIND,
         &format!(
-            "{}{approvals}\n[mcp.test]\ncommand = \"{}\"\nenv = {{ MCP_TEST_LOG = \"{}\" }}\ntool_timeout_s = 30\n",
+            "{}{approvals}\n{}",
             daemon_config(""),
-            server_bin().display(),
-            log.display()
+            server_config("test", "normal", &log, "tool_timeout_s = 30")
         ),
     );
     v.unschedule_stock_roles();
@@ -46,10 +41,8 @@ fn setup(approvals: &str, frontmatter: &str) -> (TestVault, FakeModel, PathBuf) 
 
 /// The test server's calls of `tool`.
 fn calls_of(log: &Path, tool: &str) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    server_log(log)
+        .into_iter()
         .filter(|c| c["tool"] == tool)
         .collect()
 }

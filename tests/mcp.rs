@@ -2,23 +2,15 @@
 //! by `cargo test`): tools offered with their schemas, calls run and recorded, servers stopped
 //! with their whole process group, and every way a server can misbehave ending in bounded time.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::support::fake_model::{FakeModel, Recorded};
+use crate::support::mcp_server::{server_bin, server_config, server_log};
 use crate::support::{describe, wire, TestVault};
 
 const KIND: &str = "anthropic";
-
-/// The test server binary cargo built beside tabd.
-fn server_bin() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_tabd"));
-    let p = bin.parent().expect("target dir").join("examples/mcp_test_server");
-    assert!(p.exists(), "{} missing: run through `cargo test`", p.display());
-    p
-}
 
 /// A role `ops` with the given frontmatter lines and tools, and nothing scheduled. Its calls run
 /// at once (`approve` auto for every class): these tests are about the MCP side; approvals have
@@ -32,24 +24,6 @@ fn ops_role(v: &TestVault, frontmatter: &str, tools: &[&str]) {
             "---\napprove: {{network: auto, destructive: auto}}\n{frontmatter}---\n# Ops\n## Mission\nUse the test server.\n## Tools\n{tools}"
         ),
     );
-}
-
-/// `[mcp.NAME]` for the test server in `mode`, logging its calls to `log`; `extra` appended.
-fn server_config(name: &str, mode: &str, log: &Path, extra: &str) -> String {
-    format!(
-        "[mcp.{name}]\ncommand = \"{}\"\nenv = {{ MCP_TEST_MODE = \"{mode}\", MCP_TEST_LOG = \"{}\" }}\n{extra}\n",
-        server_bin().display(),
-        log.display()
-    )
-}
-
-/// The calls the test server logged.
-fn server_log(log: &Path) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 fn tool_names(r: &Recorded) -> Vec<String> {

@@ -3,6 +3,7 @@
 
 pub mod daemon;
 pub mod fake_model;
+pub mod mcp_server;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
