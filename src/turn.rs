@@ -54,8 +54,9 @@ pub enum TurnEnd {
     ToolFatal(String),
     /// tabd itself failed during the run (a panic, caught by the daemon). Never set by the loop.
     Crashed(String),
-    /// A server the role requires could not be used; the model was not called.
-    ServerDown(String),
+    /// A server the role requires could not be used; the model was not called. `cause` names the
+    /// server and why (one daily line per cause); `last_output` is what it printed last, if any.
+    ServerDown { cause: String, last_output: String },
 }
 
 #[derive(Debug, Clone)]

@@ -34,12 +34,16 @@ struct Decided {
     outcome: Outcome,
     error: Option<String>,
     failure: Option<(FailureClass, String)>,
+    /// What an outage's daily line is keyed on (one line per cause per day): the error without
+    /// details that change from one attempt to the next, such as a server's last output.
+    cause: Option<String>,
 }
 
 fn decide(end: &TurnEnd) -> Decided {
     let failed = |class: FailureClass, msg: String| Decided {
         outcome: Outcome::Failed,
         error: Some(msg.clone()),
+        cause: Some(msg.clone()),
         failure: Some((class, msg)),
     };
     match end {
@@ -47,11 +51,13 @@ fn decide(end: &TurnEnd) -> Decided {
             outcome: Outcome::Ok,
             error: None,
             failure: None,
+            cause: None,
         },
         TurnEnd::Limit(why) => Decided {
             outcome: Outcome::Limit,
             error: Some(format!("limit reached: {why}")),
             failure: None,
+            cause: None,
         },
         TurnEnd::Failed(e) => failed(e.class(), e.to_string()),
         TurnEnd::ContextExceeded => failed(
@@ -62,7 +68,10 @@ fn decide(end: &TurnEnd) -> Decided {
             FailureClass::RunFailure,
             format!("the vault cannot be written: {why}"),
         ),
-        TurnEnd::ServerDown(why) => failed(FailureClass::Unavailable, why.clone()),
+        TurnEnd::ServerDown { cause, last_output } => Decided {
+            cause: Some(cause.clone()),
+            ..failed(FailureClass::Unavailable, format!("{cause}{last_output}"))
+        },
         TurnEnd::Crashed(why) => failed(
             FailureClass::RunFailure,
             format!("tabd failed while running this role ({why}); this is a bug in tabd — please report it"),
@@ -265,6 +274,7 @@ pub(super) fn finish(
         hashes,
         class,
         error: decided.error.clone(),
+        cause: decided.cause.clone(),
         daily_section,
         trigger_kind: trigger.kind.as_str(),
         notes: notes.len(),
@@ -296,6 +306,8 @@ struct Commit<'a> {
     hashes: Option<BTreeMap<String, String>>,
     class: Option<FailureClass>,
     error: Option<String>,
+    /// What an outage's one daily line per cause is keyed on.
+    cause: Option<String>,
     daily_section: String,
     trigger_kind: &'a str,
     notes: usize,
@@ -352,8 +364,9 @@ impl Commit<'_> {
                 r.attempts.remove(from.as_str());
             }
             // An outage gets one line per cause per day, not a section per attempt.
+            let cause = self.cause.as_deref().unwrap_or_default();
             let daily_text = match (outage, &self.error) {
-                (true, Some(msg)) if r.first_notice(&format!("outage: {}", outage_cause(msg))) => {
+                (true, Some(msg)) if r.first_notice(&format!("outage: {cause}")) => {
                     let waiting = match self.notes {
                         0 => String::new(),
                         n => format!("; {n} note(s) wait in the inbox, no attempt counted"),
@@ -389,12 +402,6 @@ impl Commit<'_> {
             pending
         })
     }
-}
-
-/// An outage message without a server's stderr tail: one daily line per cause, even when the
-/// server prints timestamps.
-fn outage_cause(msg: &str) -> &str {
-    msg.split(super::LAST_OUTPUT).next().unwrap_or(msg)
 }
 
 /// Whether `publish` first looks for what a crashed attempt already wrote.

@@ -225,11 +225,10 @@ pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<No
     let mcp = Arc::new(RunTools::open(role, &env.config, &env.process_env, env.mcp_pool.as_deref()).await);
     prep.notes = mcp.down.iter().map(down_line).collect();
     let outcome = match mcp.required_down() {
-        Some(d) => TurnOutcome::ended(TurnEnd::ServerDown(format!(
-            "{} (it is required){}",
-            d.problem,
-            last_output(d)
-        ))),
+        Some(d) => TurnOutcome::ended(TurnEnd::ServerDown {
+            cause: format!("{} (it is required)", d.problem),
+            last_output: last_output(d),
+        }),
         None => {
             prompt.tools.extend(mcp.specs());
             if let Some((title, body)) = mcp.notice() {
@@ -309,19 +308,16 @@ fn down_line(d: &crate::mcp::tools::Down) -> String {
     )
 }
 
-/// The last lines a server wrote to stderr, for a person reading why it is down. Kept after
-/// `LAST_OUTPUT` so a daily "waiting" line is keyed on the cause, not on a changing tail.
+/// The last lines a server wrote to stderr, for a person reading why it is down.
 fn last_output(d: &crate::mcp::tools::Down) -> String {
     let lines: Vec<&str> = d.problem.stderr.lines().collect();
     let tail = &lines[lines.len().saturating_sub(3)..];
     if tail.is_empty() {
         String::new()
     } else {
-        format!("{LAST_OUTPUT}`{}`", tail.join(" | "))
+        format!(" — its last output: `{}`", tail.join(" | "))
     }
 }
-
-pub(crate) const LAST_OUTPUT: &str = " — its last output: ";
 
 async fn call_model(env: &RunEnv, role: &Role, prep: &Prepared, prompt: Prompt) -> TurnOutcome {
     let ms = model_settings(role, &env.config);
