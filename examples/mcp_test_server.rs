@@ -8,6 +8,7 @@
 //! | `flood` | writes endless non-JSON lines to stdout, never answers |
 //! | `garbage` | answers everything with invalid JSON-RPC |
 //! | `exit` | prints a fatal line to stderr and exits at once |
+//! | `http` | serves the tools over streamable HTTP on 127.0.0.1 (`/mcp`), writes its address to `MCP_TEST_ADDR_FILE`, and answers only requests with `Authorization: Bearer $MCP_TEST_TOKEN` |
 //!
 //! Tools: `echo {text}`, `add {a, b}` (read-only), `delete_all {}` (destructive), `post {channel,
 //! text}` (no hints: network), `slow {}` (never answers until cancelled), `crash {}` (exits
@@ -183,6 +184,7 @@ async fn main() {
             eprintln!("fatal: SLACK_MCP_XOXP_TOKEN is not set");
             std::process::exit(1);
         }
+        "http" => serve_http().await,
         _ => {
             let transport = (tokio::io::stdin(), tokio::io::stdout());
             match TestServer::default().serve(transport).await {
@@ -193,4 +195,36 @@ async fn main() {
             }
         }
     }
+}
+
+/// Streamable HTTP on an ephemeral port of 127.0.0.1, behind a bearer-token check.
+async fn serve_http() {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+    let token = std::env::var("MCP_TEST_TOKEN").unwrap_or_default();
+    let service = StreamableHttpService::new(
+        || Ok(TestServer::default()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default().with_sse_keep_alive(None),
+    );
+    let check = move |req: axum::extract::Request, next: axum::middleware::Next| {
+        let want = format!("Bearer {token}");
+        async move {
+            let given = req.headers().get("authorization").and_then(|v| v.to_str().ok());
+            if given != Some(want.as_str()) {
+                log(json!({"refused": "bad or missing bearer token"}));
+                return axum::response::IntoResponse::into_response(axum::http::StatusCode::UNAUTHORIZED);
+            }
+            next.run(req).await
+        }
+    };
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(check));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    if let Ok(file) = std::env::var("MCP_TEST_ADDR_FILE") {
+        let _ = std::fs::write(file, addr.to_string());
+    }
+    let _ = axum::serve(listener, router).await;
 }

@@ -783,3 +783,84 @@ fn keep_alive_server_health_is_in_the_daemons_status() {
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(Duration::from_secs(20)), Some(0), "{}", d.stderr());
 }
+
+/// A streamable-HTTP server (the test server in `http` mode, rmcp's HTTP server side), with its
+/// bearer token from tabd's environment through `headers = { … "${VAR}" }`: calls work, a wrong
+/// token is a server that is down with why, and the token appears in no log.
+#[test]
+fn a_streamable_http_server_with_a_token_from_the_environment() {
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let log = v.dir.path().join("calls.jsonl");
+    let addr_file = v.dir.path().join("addr");
+    let _server = Killed(
+        std::process::Command::new(server_bin())
+            .env("MCP_TEST_MODE", "http")
+            .env("MCP_TEST_TOKEN", "s3cret-token")
+            .env("MCP_TEST_ADDR_FILE", &addr_file)
+            .env("MCP_TEST_LOG", &log)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    crate::support::daemon::wait_until(Duration::from_secs(20), "the HTTP server's address", || {
+        std::fs::read_to_string(&addr_file).is_ok_and(|a| a.contains(':'))
+    });
+    let addr = std::fs::read_to_string(&addr_file).unwrap();
+    v.use_model(
+        &fake,
+        KIND,
+        &format!(
+            "[mcp.remote]\nurl = \"http://{addr}/mcp\"\nheaders = {{ Authorization = \"Bearer ${{REMOTE_TOKEN}}\" }}\nstartup_timeout_s = 10\n"
+        ),
+    );
+    ops_role(&v, "", &["remote/echo"]);
+    fake.script([
+        wire::tools(
+            KIND,
+            None,
+            &[("t1", "remote__echo", json!({"text": "hello over http"}))],
+        ),
+        wire::text(KIND, "done"),
+    ]);
+    v.write("agent/inbox/ops/go.md", "Echo over HTTP.\n");
+    let out = v
+        .command(&["fire", "ops"])
+        .env("REMOTE_TOKEN", "s3cret-token")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let reqs = fake.requests();
+    assert_eq!(tool_names(&reqs[0]), ["remote__echo"]);
+    let results = wire::tool_results(&reqs[1].body);
+    assert_eq!(results[0].1, "hello over http", "{results:?}");
+    assert_eq!(server_log(&log).iter().filter(|c| c["tool"] == "echo").count(), 1);
+
+    let out = v
+        .command(&["mcp", "list", "--json"])
+        .env("REMOTE_TOKEN", "wrong")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let remote = &listing["servers"][0];
+    assert_eq!(remote["transport"], "http");
+    assert_eq!(remote["status"], "down", "{remote}");
+    assert!(
+        remote["error"]
+            .as_str()
+            .unwrap()
+            .contains("refused the connection (unexpected server response: HTTP 401 Unauthorized)"),
+        "{remote}"
+    );
+    assert!(server_log(&log).iter().any(|c| c.get("refused").is_some()));
+    let logs = format!("{}{:?}", v.daily(), v.records());
+    assert!(!logs.contains("s3cret-token"), "the token leaked into a log");
+}

@@ -271,7 +271,7 @@ impl Connection {
                         let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
                         return Err(match exited {
                             Some(status) => format!("exited ({status}) before it finished starting"),
-                            None => format!("failed to start: {}", init_error(&e)),
+                            None => format!("failed to start: {}", init_error(&e, false)),
                         });
                     }
                 }
@@ -281,7 +281,7 @@ impl Connection {
                 let s = handler
                     .serve(transport)
                     .await
-                    .map_err(|e| format!("could not connect to {url}: {}", init_error(&e)))?;
+                    .map_err(|e| format!("could not connect to {url}: {}", init_error(&e, true)))?;
                 (s, None)
             }
         };
@@ -474,9 +474,15 @@ fn http_transport(
 }
 
 /// Why `initialize` failed, in words a person can act on (rmcp's own text names Rust types).
-fn init_error(e: &rmcp::service::ClientInitializeError) -> String {
+fn init_error(e: &rmcp::service::ClientInitializeError, http: bool) -> String {
     use rmcp::service::ClientInitializeError as E;
     match e {
+        // Over HTTP the transport's error is the server's answer (a 401, a 404): say it.
+        E::TransportError { error, .. } if http => {
+            let answer = error.error.to_string();
+            let answer = answer.trim().trim_end_matches(':');
+            format!("it refused the connection ({answer}); check the url and headers")
+        }
         E::ConnectionClosed(_) | E::TransportError { .. } => {
             "it closed the connection before answering `initialize`".into()
         }
