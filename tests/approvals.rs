@@ -255,13 +255,15 @@ fn rejected_invalid_and_expired_calls_run_nothing_and_identical_requests_share_a
     );
     wait_status(&v, &second, "invalid");
     assert!(v.read(&second).contains("schema"), "{}", v.read(&second));
+    // The fix arrives as a sync tool delivers it: a temp file renamed over the note.
     let text = v.read(&second);
     v.write(
-        &second,
+        "agent/approvals/.syncthing.note.tmp",
         &text
             .replace("\"channel\": 42", "\"channel\": \"C2\"")
             .replace("status: invalid", "status: approved"),
     );
+    std::fs::rename(v.path("agent/approvals/.syncthing.note.tmp"), v.path(&second)).unwrap();
     wait_status(&v, &second, "done");
     let posts = calls_of(&log, "post");
     assert_eq!(posts.len(), 1, "only the fixed one ran: {posts:?}");
