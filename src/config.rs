@@ -563,7 +563,7 @@ max_attempts = 3
         let m = &c.mcp["memory"];
         assert!(m.keep_alive && !m.required);
         assert_eq!(m.startup_timeout, Duration::from_secs(30));
-        assert_eq!(m.risk["read_graph"], crate::tools::Risk::Read);
+        assert_eq!(m.risk["read_graph"], crate::calls::Risk::Read);
         let crate::mcp::Transport::Stdio { command, args, env } = &m.transport else {
             panic!()
         };

@@ -15,6 +15,7 @@
 pub mod agent_cli;
 pub mod approvals;
 pub(crate) mod blocking;
+pub mod calls;
 pub mod cli;
 pub mod clock;
 pub mod commands;

@@ -13,10 +13,11 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
+use crate::calls::ToolSpec;
 use crate::config::{Config, ContextConfig};
 use crate::context::{self, Loaded, Resolved};
 use crate::inbox::Note;
-use crate::provider::{Block, Message, Request, ToolSpec};
+use crate::provider::{Block, Message, Request};
 use crate::role::Role;
 use crate::text::thousands;
 use crate::tools::AccessPolicy;

@@ -12,9 +12,9 @@ use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::provider::Usage;
+use crate::calls::{Change, ToolCallRecord};
+use crate::cost::Usage;
 use crate::text::thousands;
-use crate::tools::{Change, ToolCallRecord};
 use crate::trigger::TriggerKind;
 use crate::vault::{Vault, VaultError, VaultPath};
 
@@ -418,7 +418,7 @@ fn action_line(n: usize, call: &ToolCallRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::ChangeKind;
+    use crate::calls::ChangeKind;
     use serde_json::json;
 
     fn test_vault() -> std::sync::Arc<Vault> {

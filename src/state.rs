@@ -14,7 +14,7 @@ use std::sync::Arc;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::provider::Usage;
+use crate::cost::Usage;
 use crate::vault::{Durability, Vault, VaultError, VaultPath};
 
 const VERSION: u32 = 1;

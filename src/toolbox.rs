@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::approvals::Mode;
 use crate::blocking;
+use crate::calls::Mode;
+use crate::calls::{self, Risk, ToolCallRecord, ToolResult, ToolSpec};
 use crate::clock::Clock;
 use crate::mcp::tools::RunTools;
-use crate::provider::{BoxFuture, ToolSpec};
+use crate::provider::BoxFuture;
 use crate::role::{Role, RoleSet};
-use crate::tools::{self, AccessPolicy, FatalToolError, Risk, ToolCallRecord, ToolContext, ToolResult};
+use crate::tools::{self, AccessPolicy, FatalToolError, ToolContext};
 use crate::turn::ToolExecutor;
 use crate::vault::Vault;
 
@@ -68,7 +69,7 @@ impl Toolbox {
             "refused: there is no tool named `{name}` for this role; its tools are: {}",
             names.join(", ")
         ));
-        let record = tools::record_of(name, input, &result, None);
+        let record = calls::record_of(name, input, &result, None);
         (result, record)
     }
 
@@ -103,7 +104,7 @@ impl Toolbox {
         let server = call.mcp.map(|t| t.server.as_str());
         let refused = |text: String| {
             let result = ToolResult::error(text);
-            (result.clone(), tools::record_of(name, input, &result, server))
+            (result.clone(), calls::record_of(name, input, &result, server))
         };
         let Some(ctx) = &self.approvals else {
             return refused(format!(
@@ -130,7 +131,7 @@ impl Toolbox {
         match queued {
             Ok(q) => {
                 let result = ToolResult::ok(crate::approvals::request::queued_text(&q), 0, Vec::new());
-                let mut record = tools::record_of(name, input, &result, server);
+                let mut record = calls::record_of(name, input, &result, server);
                 record.approval = Some(q.note);
                 (result, record)
             }
@@ -164,7 +165,7 @@ impl Toolbox {
                 ));
                 return Ok((
                     result.clone(),
-                    tools::record_of(name, input, &result, Some(&t.server)),
+                    calls::record_of(name, input, &result, Some(&t.server)),
                 ));
             }
             (None, Some(t)) => Classified {
@@ -185,7 +186,7 @@ impl Toolbox {
                     call.risk.as_str()
                 ));
                 let server = call.mcp.map(|t| t.server.as_str());
-                Ok((result.clone(), tools::record_of(name, input, &result, server)))
+                Ok((result.clone(), calls::record_of(name, input, &result, server)))
             }
             Mode::Ask => Ok(self.queue(name, input, reason, &call)),
         }

@@ -4,11 +4,13 @@
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::calls::{Change, ToolCallRecord, ToolResult};
+use crate::cost::Usage;
 use crate::cost::{CacheTtl, Price};
 use crate::provider::{
-    self, Block, BoxFuture, Message, Provider, ProviderError, Request, RetryPolicy, StopReason, Usage,
+    self, Block, BoxFuture, Message, Provider, ProviderError, Request, RetryPolicy, StopReason,
 };
-use crate::tools::{Change, FatalToolError, ToolCallRecord, ToolResult};
+use crate::tools::FatalToolError;
 
 /// Runs the model's tool calls: the harness (vault tools, MCP tools, approvals) behind one door.
 pub trait ToolExecutor: Send + Sync {

@@ -37,7 +37,7 @@ fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(30)
 }
 
-fn read_file_spec() -> tabd::provider::ToolSpec {
+fn read_file_spec() -> tabd::calls::ToolSpec {
     tabd::tools::all_specs()
         .into_iter()
         .find(|s| s.name == "read_file")

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::profile::OutputFormat;
-use crate::provider::Usage;
+use crate::cost::Usage;
 
 /// The run as the CLI reported it.
 #[derive(Debug, Clone, Default, PartialEq)]

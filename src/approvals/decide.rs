@@ -302,7 +302,7 @@ async fn run_approved(env: &RunEnv, id: &str, a: &Approval, args: Result<Value, 
     let Some(role) = env.roles.roles.get(&a.role) else {
         return invalid(format!("the role {} no longer exists or has errors", a.role));
     };
-    if crate::approvals::mode_for(role, &a.tool, a.risk) == crate::approvals::Mode::Deny {
+    if crate::approvals::mode_for(role, &a.tool, a.risk) == crate::calls::Mode::Deny {
         return invalid(format!("the role's `approve` setting now denies {}", a.tool));
     }
     let target = match a.tool.split_once('/') {

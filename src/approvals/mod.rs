@@ -15,7 +15,7 @@ pub mod policy;
 pub mod request;
 
 pub use ledger::{Approval, Phase};
-pub use policy::{mode_for, Mode};
+pub use policy::mode_for;
 
 /// Where approval notes live. Roles can never write here (tools/policy.rs).
 pub const FOLDER: &str = "agent/approvals";

@@ -197,7 +197,7 @@ pub fn is_conflict_copy(name: &str) -> bool {
 mod tests {
     use super::*;
     use crate::approvals::Phase;
-    use crate::tools::Risk;
+    use crate::calls::Risk;
     use serde_json::json;
 
     fn approval() -> Approval {

@@ -1,40 +1,7 @@
 //! Which calls run at once, which wait for the person and which are refused.
 
-use serde::{Deserialize, Serialize};
-
+use crate::calls::{Mode, Risk};
 use crate::role::Role;
-use crate::tools::Risk;
-
-/// What happens to a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Runs at once.
-    Auto,
-    /// Becomes an approval note; runs only when the person approves it.
-    Ask,
-    /// Refused; the model is told.
-    Deny,
-}
-
-impl Mode {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.trim() {
-            "auto" => Some(Self::Auto),
-            "ask" => Some(Self::Ask),
-            "deny" => Some(Self::Deny),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Ask => "ask",
-            Self::Deny => "deny",
-        }
-    }
-}
 
 /// The default for a class when the role says nothing: reads and vault writes run, anything that
 /// reaches outside the vault asks.

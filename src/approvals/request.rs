@@ -7,9 +7,9 @@ use serde_json::Value;
 
 use super::ledger::{args_hash, prune, Approval, Phase};
 use super::note::{self, NewNote};
+use crate::calls::Risk;
 use crate::role::Role;
 use crate::state::StateStore;
-use crate::tools::Risk;
 use crate::vault::VaultPath;
 
 /// What a run knows that an approval note needs.

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{host_name, notify_systemd, watch, Daemon};
+use crate::calls::Change;
 use crate::config::{self, Config};
 use crate::context;
 use crate::provider;
 use crate::role::{LoadContext, RoleSet};
-use crate::tools::Change;
 use crate::vault::VaultPath;
 
 impl Daemon {

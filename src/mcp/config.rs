@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::calls::Risk;
 use crate::environment::Env;
-use crate::tools::Risk;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -17,9 +17,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
+use crate::calls::ToolCallRecord;
 use crate::run::RunEnv;
 use crate::toolbox::Toolbox;
-use crate::tools::ToolCallRecord;
 use crate::turn::ToolExecutor;
 use crate::vault::VaultPath;
 
@@ -43,12 +43,12 @@ pub fn calls_path(run_id: &str) -> Option<VaultPath> {
 struct Recorded {
     call: ToolCallRecord,
     #[serde(default)]
-    changes: Vec<crate::tools::Change>,
+    changes: Vec<crate::calls::Change>,
 }
 
 /// Reads the calls a `tabd mcp serve --run-id` recorded, and their changes (lines that do not
 /// parse are skipped).
-pub fn read_calls(env: &RunEnv, run_id: &str) -> (Vec<ToolCallRecord>, Vec<crate::tools::Change>) {
+pub fn read_calls(env: &RunEnv, run_id: &str) -> (Vec<ToolCallRecord>, Vec<crate::calls::Change>) {
     let Some(path) = calls_path(run_id) else {
         return Default::default();
     };
@@ -81,7 +81,7 @@ impl Server {
     /// The role's tools, annotated with their risk class so a client (or another tabd) can tell
     /// reads from writes.
     fn tools(&self) -> Vec<Tool> {
-        use crate::tools::Risk;
+        use crate::calls::Risk;
         self.toolbox
             .specs()
             .into_iter()
@@ -101,7 +101,7 @@ impl Server {
             .collect()
     }
 
-    fn record(&self, record: &ToolCallRecord, changes: &[crate::tools::Change]) {
+    fn record(&self, record: &ToolCallRecord, changes: &[crate::calls::Change]) {
         match &self.run_id {
             Some(id) => {
                 let Some(path) = calls_path(id) else { return };

@@ -12,11 +12,11 @@ use super::client::{Connection, ServerDown, ToolInfo};
 use super::naming::exposed_name;
 use super::pool::Pool;
 use super::schema::InputSchema;
+use crate::calls::ToolSpec;
+use crate::calls::{Risk, ToolCallRecord, ToolResult};
 use crate::config::Config;
 use crate::environment::Env;
-use crate::provider::ToolSpec;
 use crate::role::Role;
-use crate::tools::{Risk, ToolCallRecord, ToolResult};
 
 /// One MCP tool as a run offers it.
 pub struct McpTool {
@@ -180,7 +180,7 @@ impl McpTool {
             },
             (Ok(()), None) => ToolResult::error("invalid input: expected a JSON object of arguments".into()),
         };
-        let record = crate::tools::record_of(&self.exposed, input, &result, Some(&self.server));
+        let record = crate::calls::record_of(&self.exposed, input, &result, Some(&self.server));
         (result, record)
     }
 }

@@ -7,10 +7,11 @@ use serde_json::{json, Map, Value};
 
 use super::http::{post_json, Endpoint};
 use super::{
-    Block, BoxFuture, Message, Provider, ProviderError, Request, Response, Secret, Speaker, StopReason, Usage,
+    Block, BoxFuture, Message, Provider, ProviderError, Request, Response, Secret, Speaker, StopReason,
 };
 use crate::config::ProviderConfig;
 use crate::cost::CacheTtl;
+use crate::cost::Usage;
 
 const API_VERSION: &str = "2023-06-01";
 

@@ -19,8 +19,9 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::calls::ToolSpec;
 use crate::config::{ProviderConfig, ProviderKind};
-use crate::cost::CacheTtl;
+use crate::cost::{CacheTtl, Usage};
 use crate::environment::Env;
 
 pub use anthropic::AnthropicProvider;
@@ -89,14 +90,6 @@ impl Message {
     }
 }
 
-/// A tool as the model is offered it: its name, what it does, and the JSON Schema of its input.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub input_schema: Value,
-}
-
 /// A request for one model turn.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -126,29 +119,6 @@ pub enum StopReason {
     Refusal,
     ContextWindowExceeded,
     Other(String),
-}
-
-/// Token counts of one response (or, summed, of a run).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cache_read_tokens: u64,
-    pub cache_write_tokens: u64,
-}
-
-impl Usage {
-    pub fn add(&mut self, other: Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cache_read_tokens += other.cache_read_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
-    }
-
-    /// Everything counted against budgets: all input (cached or not) plus output.
-    pub fn total(&self) -> u64 {
-        self.input_tokens + self.cache_read_tokens + self.cache_write_tokens + self.output_tokens
-    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

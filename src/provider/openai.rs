@@ -10,9 +10,10 @@ use serde_json::{json, Map, Value};
 
 use super::http::{post_json, Endpoint};
 use super::{
-    Block, BoxFuture, Message, Provider, ProviderError, Request, Response, Secret, Speaker, StopReason, Usage,
+    Block, BoxFuture, Message, Provider, ProviderError, Request, Response, Secret, Speaker, StopReason,
 };
 use crate::config::ProviderConfig;
+use crate::cost::Usage;
 
 pub struct OpenAiProvider {
     client: reqwest::Client,

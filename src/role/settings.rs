@@ -50,7 +50,7 @@ pub struct RoleSettings {
     pub runs_on: Option<String>,
     /// Risk class, `server/*`, `server/tool` or vault tool → auto/ask/deny (DESIGN §15). Merged
     /// through `extends` key by key, the child winning.
-    pub approve: std::collections::BTreeMap<String, crate::approvals::Mode>,
+    pub approve: std::collections::BTreeMap<String, crate::calls::Mode>,
 }
 
 /// Every frontmatter key a role may use.
@@ -139,7 +139,7 @@ fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
         "deny_tools" => {
             let items = list(key, v, env)?;
             for i in &items {
-                let ok = crate::role::KNOWN_TOOLS.contains(&i.as_str())
+                let ok = crate::calls::VAULT_TOOLS.contains(&i.as_str())
                     || crate::role::McpAllow::parse(i, 0).is_ok();
                 if !ok {
                     return Err(format!(
@@ -172,8 +172,8 @@ fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
 }
 
 /// `approve: {network: ask, slack/conversations_add_message: ask, memory/read_graph: auto}`.
-fn approve_map(v: &Value) -> Result<std::collections::BTreeMap<String, crate::approvals::Mode>, String> {
-    use crate::approvals::Mode;
+fn approve_map(v: &Value) -> Result<std::collections::BTreeMap<String, crate::calls::Mode>, String> {
+    use crate::calls::Mode;
     let Value::Object(map) = v else {
         return Err(type_error(
             "approve",
@@ -183,8 +183,8 @@ fn approve_map(v: &Value) -> Result<std::collections::BTreeMap<String, crate::ap
     };
     let mut out = std::collections::BTreeMap::new();
     for (key, mode) in map {
-        let known = crate::tools::Risk::parse(key).is_some()
-            || crate::role::KNOWN_TOOLS.contains(&key.as_str())
+        let known = crate::calls::Risk::parse(key).is_some()
+            || crate::calls::VAULT_TOOLS.contains(&key.as_str())
             || crate::role::McpAllow::parse(key, 0).is_ok();
         if !known {
             return Err(format!(

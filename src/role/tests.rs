@@ -311,8 +311,9 @@ fn unknown_servers_and_malformed_entries_are_errors_with_their_line() {
 
 #[test]
 fn approve_maps_merge_through_extends_child_winning_per_key_and_decide_calls() {
-    use crate::approvals::{mode_for, Mode};
-    use crate::tools::Risk;
+    use crate::approvals::mode_for;
+    use crate::calls::Mode;
+    use crate::calls::Risk;
     let set = load(&[
         (
             "_base",

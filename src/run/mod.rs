@@ -55,7 +55,7 @@ pub struct RunResult {
     pub failure: Option<(FailureClass, String)>,
     pub daily_log: VaultPath,
     /// Every file the run's tools changed (written, appended, moved to, triggered, remembered).
-    pub changes: Vec<crate::tools::Change>,
+    pub changes: Vec<crate::calls::Change>,
     /// The run was skipped at zero tokens (`skip_unchanged`): why.
     pub skipped: Option<String>,
     /// Logs that could not be written (the run itself is recorded in state and its notes moved).
@@ -121,7 +121,7 @@ pub fn build_prompt(
     role: &Role,
     trigger: &Trigger,
     notes: &[Note],
-    tools: Vec<crate::provider::ToolSpec>,
+    tools: Vec<crate::calls::ToolSpec>,
     now: DateTime<Utc>,
 ) -> Prompt {
     prompt::build(&PromptInput {

@@ -5,7 +5,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::files::append;
-use super::{args, schema_of, Change, ChangeKind, Risk, Tool, ToolContext, ToolError, ToolResult};
+use super::{args, schema_of, Tool, ToolContext, ToolError};
+use crate::calls::{Change, ChangeKind, Risk, ToolResult};
 use crate::inbox::Priority;
 use crate::vault::VaultPath;
 

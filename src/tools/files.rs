@@ -5,7 +5,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{args, schema_of, Change, ChangeKind, Risk, Tool, ToolContext, ToolError, ToolResult};
+use super::{args, schema_of, Tool, ToolContext, ToolError};
+use crate::calls::{Change, ChangeKind, Risk, ToolResult};
 use crate::text::thousands;
 use crate::vault::{Entry, VaultPath};
 

@@ -12,124 +12,13 @@ use chrono::DateTime;
 use chrono_tz::Tz;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
-use serde::Serialize;
 use serde_json::Value;
 
-use crate::provider::ToolSpec;
+use crate::calls::{record_of, Risk, ToolCallRecord, ToolResult, ToolSpec};
 use crate::role::{Role, RoleSet};
 use crate::vault::{Vault, VaultError};
 
 pub use policy::AccessPolicy;
-
-/// How much harm a tool call can do (DESIGN §15): what the `approve` map decides on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Risk {
-    /// Reads only.
-    Read,
-    /// Changes the vault.
-    Write,
-    /// Reaches outside the vault (an MCP tool that is not read-only).
-    Network,
-    /// Can destroy something outside the vault (an MCP tool marked destructive).
-    Destructive,
-}
-
-impl Risk {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Read => "read",
-            Self::Write => "write",
-            Self::Network => "network",
-            Self::Destructive => "destructive",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.trim() {
-            "read" => Some(Self::Read),
-            "write" => Some(Self::Write),
-            "network" => Some(Self::Network),
-            "destructive" => Some(Self::Destructive),
-            _ => None,
-        }
-    }
-}
-
-/// A note or file a tool changed, for the run log's **Changed** line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Change {
-    pub path: String,
-    pub kind: ChangeKind,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ChangeKind {
-    Written,
-    Appended,
-    Moved,
-    Triggered,
-    Remembered,
-}
-
-impl ChangeKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Written => "written",
-            Self::Appended => "appended",
-            Self::Moved => "moved",
-            Self::Triggered => "triggered",
-            Self::Remembered => "remembered",
-        }
-    }
-}
-
-/// One tool call as the run record keeps it (DESIGN §9 `tool_calls`).
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct ToolCallRecord {
-    pub name: String,
-    pub input: Value,
-    pub ok: bool,
-    pub error: Option<String>,
-    /// Bytes read or written.
-    pub bytes: u64,
-    /// The MCP server that ran it (DESIGN §14); absent for vault tools.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<String>,
-    /// The approval note the call was queued in (DESIGN §15); absent when it ran at once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<String>,
-}
-
-/// What a call returns: text for the model, and what it did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolResult {
-    pub text: String,
-    pub ok: bool,
-    pub bytes: u64,
-    pub changes: Vec<Change>,
-}
-
-impl ToolResult {
-    pub fn ok(text: String, bytes: u64, changes: Vec<Change>) -> Self {
-        Self {
-            text,
-            ok: true,
-            bytes,
-            changes,
-        }
-    }
-
-    pub fn error(text: String) -> Self {
-        Self {
-            text,
-            ok: false,
-            bytes: 0,
-            changes: Vec::new(),
-        }
-    }
-}
 
 /// Everything a tool call may use.
 pub struct ToolContext<'a> {
@@ -285,19 +174,6 @@ pub fn execute(
     };
     let record = record_of(name, input, &result, None);
     Ok((result, record))
-}
-
-/// The run record's view of a finished call.
-pub fn record_of(name: &str, input: &Value, result: &ToolResult, server: Option<&str>) -> ToolCallRecord {
-    ToolCallRecord {
-        name: name.to_string(),
-        input: input.clone(),
-        ok: result.ok,
-        error: (!result.ok).then(|| result.text.clone()),
-        bytes: result.bytes,
-        server: server.map(str::to_string),
-        approval: None,
-    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
+use crate::calls::{Change, ChangeKind};
 use crate::environment::Env;
 use crate::role::LoadContext;
 use crate::vault::VaultPath;
@@ -720,7 +721,7 @@ fn remember_appends_dated_lines() {
 fn specs_are_generated_schemas_in_design_order() {
     let specs = all_specs();
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, crate::role::KNOWN_TOOLS);
+    assert_eq!(names, crate::calls::VAULT_TOOLS);
     for spec in all_specs() {
         assert_eq!(spec.input_schema["type"], "object", "{}", spec.name);
         assert!(spec.input_schema.get("$schema").is_none());

@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
-use crate::provider::{Speaker, ToolSpec};
+use crate::calls::ToolSpec;
+use crate::provider::Speaker;
 
 /// Answers from a script and keeps every request.
 #[derive(Default)]
@@ -106,7 +107,7 @@ impl ToolExecutor for Echo {
                 return Err(FatalToolError("disk full".into()));
             }
             let result = ToolResult::ok(format!("ran {name}"), 1, vec![]);
-            let record = crate::tools::record_of(name, input, &result, None);
+            let record = crate::calls::record_of(name, input, &result, None);
             Ok((result, record))
         })
     }

@@ -1,0 +1,182 @@
+//! The vocabulary every layer shares about tool calls: what a tool is offered as (`ToolSpec`),
+//! how much harm a call can do (`Risk`), what the person decided for such calls (`Mode`), what a
+//! call returns (`ToolResult`) and how the run record keeps it (`ToolCallRecord`, `Change`).
+//! Plain data, no behaviour beyond naming: the tools, the harness and the logs all speak it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The vault tools of DESIGN §8, by name (the `tools` module implements each; a test keeps the
+/// two lists equal).
+pub const VAULT_TOOLS: &[&str] = &[
+    "read_file",
+    "list_files",
+    "search_files",
+    "write_file",
+    "append_file",
+    "move_file",
+    "trigger_role",
+    "remember",
+];
+
+/// A tool as the model is offered it: its name, what it does, and the JSON Schema of its input.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+/// How much harm a tool call can do (DESIGN §15): what the `approve` map decides on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Risk {
+    /// Reads only.
+    Read,
+    /// Changes the vault.
+    Write,
+    /// Reaches outside the vault (an MCP tool that is not read-only).
+    Network,
+    /// Can destroy something outside the vault (an MCP tool marked destructive).
+    Destructive,
+}
+
+impl Risk {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Network => "network",
+            Self::Destructive => "destructive",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim() {
+            "read" => Some(Self::Read),
+            "write" => Some(Self::Write),
+            "network" => Some(Self::Network),
+            "destructive" => Some(Self::Destructive),
+            _ => None,
+        }
+    }
+}
+
+/// A note or file a tool changed, for the run log's **Changed** line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    pub path: String,
+    pub kind: ChangeKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Written,
+    Appended,
+    Moved,
+    Triggered,
+    Remembered,
+}
+
+impl ChangeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Written => "written",
+            Self::Appended => "appended",
+            Self::Moved => "moved",
+            Self::Triggered => "triggered",
+            Self::Remembered => "remembered",
+        }
+    }
+}
+
+/// One tool call as the run record keeps it (DESIGN §9 `tool_calls`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRecord {
+    pub name: String,
+    pub input: Value,
+    pub ok: bool,
+    pub error: Option<String>,
+    /// Bytes read or written.
+    pub bytes: u64,
+    /// The MCP server that ran it (DESIGN §14); absent for vault tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The approval note the call was queued in (DESIGN §15); absent when it ran at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
+}
+
+/// What a call returns: text for the model, and what it did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub text: String,
+    pub ok: bool,
+    pub bytes: u64,
+    pub changes: Vec<Change>,
+}
+
+impl ToolResult {
+    pub fn ok(text: String, bytes: u64, changes: Vec<Change>) -> Self {
+        Self {
+            text,
+            ok: true,
+            bytes,
+            changes,
+        }
+    }
+
+    pub fn error(text: String) -> Self {
+        Self {
+            text,
+            ok: false,
+            bytes: 0,
+            changes: Vec::new(),
+        }
+    }
+}
+
+/// What happens to a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Runs at once.
+    Auto,
+    /// Becomes an approval note; runs only when the person approves it.
+    Ask,
+    /// Refused; the model is told.
+    Deny,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim() {
+            "auto" => Some(Self::Auto),
+            "ask" => Some(Self::Ask),
+            "deny" => Some(Self::Deny),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Ask => "ask",
+            Self::Deny => "deny",
+        }
+    }
+}
+
+/// The run record's view of a finished call.
+pub fn record_of(name: &str, input: &Value, result: &ToolResult, server: Option<&str>) -> ToolCallRecord {
+    ToolCallRecord {
+        name: name.to_string(),
+        input: input.clone(),
+        ok: result.ok,
+        error: (!result.ok).then(|| result.text.clone()),
+        bytes: result.bytes,
+        server: server.map(str::to_string),
+        approval: None,
+    }
+}
