@@ -14,9 +14,9 @@ use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
+use crate::access::AccessPolicy;
 use crate::frontmatter;
 use crate::role::ContextEntry;
-use crate::tools::AccessPolicy;
 use crate::vault::{Entry, Vault, VaultError, VaultPath};
 
 /// Largest context file read at all (bigger ones are listed as not included).
@@ -133,7 +133,7 @@ fn folder_entry(vault: &Vault, policy: &AccessPolicy, raw: &str) -> Vec<VaultPat
 }
 
 fn glob_entry(all_files: &[Entry], pattern: &str) -> Vec<VaultPath> {
-    match crate::tools::policy::glob(pattern) {
+    match crate::access::glob(pattern) {
         Ok(glob) => {
             let m = glob.compile_matcher();
             all_files

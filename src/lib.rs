@@ -12,6 +12,7 @@
 //!   `approvals` — risky calls that wait for the person.
 //! - `role`, `schedule`, `config`, `limits`, `cost` — what the person wrote, typed and checked.
 //! - `vault` — the only way to touch files; `clock`, `blocking`, `faults`, `text`, `diag`.
+pub mod access;
 pub mod agent_cli;
 pub mod approvals;
 pub(crate) mod blocking;

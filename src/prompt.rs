@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
+use crate::access::AccessPolicy;
 use crate::calls::ToolSpec;
 use crate::config::{Config, ContextConfig};
 use crate::context::{self, Loaded, Resolved};
@@ -20,7 +21,6 @@ use crate::inbox::Note;
 use crate::provider::{Block, Message, Request};
 use crate::role::Role;
 use crate::text::thousands;
-use crate::tools::AccessPolicy;
 use crate::trigger::{Trigger, TriggerKind};
 use crate::vault::{Vault, VaultError, VaultPath};
 

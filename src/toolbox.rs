@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::access::AccessPolicy;
 use crate::blocking;
 use crate::calls::Mode;
 use crate::calls::{self, Risk, ToolCallRecord, ToolResult, ToolSpec};
@@ -12,7 +13,7 @@ use crate::clock::Clock;
 use crate::mcp::tools::RunTools;
 use crate::provider::BoxFuture;
 use crate::role::{Role, RoleSet};
-use crate::tools::{self, AccessPolicy, FatalToolError, ToolContext};
+use crate::tools::{self, FatalToolError, ToolContext};
 use crate::turn::ToolExecutor;
 use crate::vault::Vault;
 

@@ -9,19 +9,18 @@
 //! - `output` — reading each CLI's result shape, and telling an outage from a bad run.
 
 pub mod output;
-pub mod profile;
 
 use std::collections::HashMap;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-pub use profile::{resolve, Profile, RawProfile};
+pub use crate::config::profile::{Profile, RawProfile};
 
 use crate::process_group;
-use crate::provider::{BoxFuture, Provider, ProviderError, Request, Response};
+use crate::provider::{ProviderError, Request};
 use crate::role::Role;
 use crate::run::RunEnv;
 use crate::turn::{TurnEnd, TurnOutcome};
@@ -36,25 +35,6 @@ const PROBE_FRESH: Duration = Duration::from_secs(600);
 
 /// Gemini's own tools, excluded so only tabd's remain.
 const GEMINI_BUILTINS: &str = r#"["run_shell_command", "write_file", "replace", "read_file", "read_many_files", "glob", "search_file_content", "list_directory", "web_fetch", "google_web_search", "save_memory"]"#;
-
-/// Stands in for the API provider when `kind = "command"`: runs go through `run_turn` instead,
-/// so nothing ever calls it.
-pub struct NoApi;
-
-impl Provider for NoApi {
-    fn name(&self) -> &'static str {
-        "command"
-    }
-
-    fn send<'a>(&'a self, _req: &'a Request) -> BoxFuture<'a, Result<Response, ProviderError>> {
-        Box::pin(async {
-            Err(ProviderError::BadResponse {
-                provider: "command",
-                message: "kind = \"command\" runs an agent CLI, not an API".into(),
-            })
-        })
-    }
-}
 
 fn failed(message: String, outage: bool) -> TurnOutcome {
     TurnOutcome::ended(TurnEnd::Failed(ProviderError::Cli {
@@ -251,8 +231,8 @@ pub async fn run_turn(
         return failed(format!("cannot write the CLI's files: {e}"), false);
     }
     let workdir = match profile.workdir {
-        profile::WorkDir::Vault => root.clone(),
-        profile::WorkDir::Run => root.join(dir.as_path()),
+        crate::config::profile::WorkDir::Vault => root.clone(),
+        crate::config::profile::WorkDir::Run => root.join(dir.as_path()),
     };
     let args: Vec<String> = profile.args.iter().map(|a| fill.apply(a)).collect();
     let outcome = spawn_and_read(&profile, &args, &workdir, &process_env, &prompt, deadline).await;
@@ -356,9 +336,4 @@ async fn spawn_and_read(
     }
     let ok = status.is_some_and(|s| s.success());
     Ok((output::read(profile.output, &stdout, &stderr, ok), true))
-}
-
-/// For `Arc<dyn Provider>` in `RunEnv` when `kind = "command"`.
-pub fn no_api() -> Arc<dyn Provider> {
-    Arc::new(NoApi)
 }

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::profile::OutputFormat;
+use crate::config::profile::OutputFormat;
 use crate::cost::Usage;
 
 /// The run as the CLI reported it.

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::ledger::{Approval, Phase};
 use super::note::{self, stamp};
 use crate::mcp::client::Connection;
 use crate::run::RunEnv;
+use crate::state::approvals::{Approval, Phase};
 use crate::vault::VaultPath;
 
 /// Longest note read; an approval note is a few KiB.
@@ -392,7 +392,7 @@ async fn run_approved(env: &RunEnv, id: &str, a: &Approval, args: Result<Value, 
             r
         }
         Target::Vault => {
-            let policy = crate::tools::AccessPolicy::for_role(role);
+            let policy = crate::access::AccessPolicy::for_role(role);
             let ctx = crate::tools::ToolContext {
                 vault: &env.vault,
                 role,

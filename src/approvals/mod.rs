@@ -9,12 +9,11 @@
 //!   and a crash mid-call leaves `unknown`.
 
 pub mod decide;
-pub mod ledger;
 pub mod note;
 pub mod policy;
 pub mod request;
 
-pub use ledger::{Approval, Phase};
+pub use crate::state::approvals::{Approval, Phase};
 pub use policy::mode_for;
 
 /// Where approval notes live. Roles can never write here (tools/policy.rs).

@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde_json::Value;
 
-use super::ledger::Approval;
 use crate::frontmatter;
+use crate::state::approvals::Approval;
 
 /// What the note says, as tabd reads it.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,10 +5,10 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde_json::Value;
 
-use super::ledger::{args_hash, prune, Approval, Phase};
 use super::note::{self, NewNote};
 use crate::calls::Risk;
 use crate::role::Role;
+use crate::state::approvals::{args_hash, prune, Approval, Phase};
 use crate::state::StateStore;
 use crate::vault::VaultPath;
 

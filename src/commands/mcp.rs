@@ -7,10 +7,10 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::{CliError, Workspace};
+use crate::config::mcp::{ServerConfig, Transport};
 use crate::mcp::client::Connection;
 use crate::mcp::naming::exposed_name;
 use crate::mcp::tools::risk_of;
-use crate::mcp::{ServerConfig, Transport};
 use crate::role::RoleSet;
 
 #[derive(Debug, Serialize)]

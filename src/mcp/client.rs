@@ -16,7 +16,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
-use super::config::{expand_pairs, ServerConfig, Transport};
+use crate::config::mcp::{expand_pairs, ServerConfig, Transport};
 use crate::environment::Env;
 use crate::process_group::{self, Pid, Signal};
 

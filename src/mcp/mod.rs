@@ -8,12 +8,9 @@
 //! - `serve` — the other direction: a role's tools as an MCP server (`tabd mcp serve`).
 
 pub mod client;
-pub mod config;
 pub mod content;
 pub mod naming;
 pub mod pool;
 pub mod schema;
 pub mod serve;
 pub mod tools;
-
-pub use config::{ServerConfig, Transport};

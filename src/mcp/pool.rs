@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::client::{Connection, ServerDown};
-use super::ServerConfig;
+use crate::config::mcp::ServerConfig;
 use crate::environment::Env;
 
 const MAX_BACKOFF: Duration = Duration::from_secs(300);

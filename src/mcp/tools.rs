@@ -48,7 +48,7 @@ pub struct RunTools {
 
 /// A tool's risk class (DESIGN §15): the config's `risk` table, else the server's hints, else
 /// `network`.
-pub fn risk_of(config: &super::ServerConfig, tool: &ToolInfo) -> Risk {
+pub fn risk_of(config: &crate::config::mcp::ServerConfig, tool: &ToolInfo) -> Risk {
     if let Some(r) = config.risk.get(&tool.name) {
         return *r;
     }
@@ -65,7 +65,7 @@ impl RunTools {
     /// Opens the servers `role` uses. Never fails: a server that cannot be used is in `down`.
     pub async fn open(role: &Role, config: &Config, env: &Env, pool: Option<&Pool>) -> Self {
         let mut out = Self::default();
-        let wanted: Vec<Arc<super::ServerConfig>> = role
+        let wanted: Vec<Arc<crate::config::mcp::ServerConfig>> = role
             .mcp_servers()
             .into_iter()
             .filter_map(|s| config.mcp.get(s).cloned().map(Arc::new))
@@ -97,7 +97,12 @@ impl RunTools {
         out
     }
 
-    async fn add_tools(&mut self, role: &Role, server: &super::ServerConfig, conn: Arc<Connection>) {
+    async fn add_tools(
+        &mut self,
+        role: &Role,
+        server: &crate::config::mcp::ServerConfig,
+        conn: Arc<Connection>,
+    ) {
         for t in conn.tools().await {
             if !role.allows_mcp(&server.name, &t.name) {
                 continue;

@@ -214,8 +214,27 @@ pub fn build(cfg: &ProviderConfig, env: &Env) -> Result<Arc<dyn Provider>, Provi
     Ok(match cfg.kind {
         ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(client, cfg, key)),
         ProviderKind::Openai => Arc::new(OpenAiProvider::new(client, cfg, key)),
-        ProviderKind::Command => crate::agent_cli::no_api(),
+        ProviderKind::Command => Arc::new(NoApi),
     })
+}
+
+/// Stands in for the API provider when `kind = "command"`: runs go through `run_turn` instead,
+/// so nothing ever calls it.
+pub struct NoApi;
+
+impl Provider for NoApi {
+    fn name(&self) -> &'static str {
+        "command"
+    }
+
+    fn send<'a>(&'a self, _req: &'a Request) -> BoxFuture<'a, Result<Response, ProviderError>> {
+        Box::pin(async {
+            Err(ProviderError::BadResponse {
+                provider: "command",
+                message: "kind = \"command\" runs an agent CLI, not an API".into(),
+            })
+        })
+    }
 }
 
 /// Sends `req`, retrying what is worth retrying (DESIGN §10) with exponential backoff and

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use chrono_tz::Tz;
 
+use crate::calls::VAULT_TOOLS;
 use crate::diag::Diagnostic;
 use crate::environment::Env;
 use crate::frontmatter;
@@ -22,18 +23,6 @@ use crate::vault::{Vault, VaultPath};
 pub use context::ContextEntry;
 pub use sections::SectionKind;
 pub use settings::{CatchUp, RoleSettings};
-
-/// The tools of DESIGN §8, by name.
-pub const KNOWN_TOOLS: &[&str] = &[
-    "read_file",
-    "list_files",
-    "search_files",
-    "write_file",
-    "append_file",
-    "move_file",
-    "trigger_role",
-    "remember",
-];
 
 /// The tools a role gets when its file has no `## Tools` section.
 pub const DEFAULT_TOOLS: &[&str] = &["read_file", "list_files", "search_files", "remember"];
@@ -199,7 +188,7 @@ impl McpAllow {
         let (server, tool) = text
             .split_once('/')
             .ok_or_else(|| format!("`{text}` is not server/tool"))?;
-        if !crate::mcp::config::valid_name(server) {
+        if !crate::config::mcp::valid_name(server) {
             return Err(format!(
                 "`{text}`: `{server}` is not an MCP server name (a-z, 0-9, `-`, `_`); write server/* or server/tool"
             ));
@@ -544,12 +533,12 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
                     }
                     continue;
                 }
-                if KNOWN_TOOLS.contains(&tool) {
+                if VAULT_TOOLS.contains(&tool) {
                     if !tools.iter().any(|t| t == tool) {
                         tools.push(tool.to_string());
                     }
                 } else {
-                    let hint = did_you_mean(tool, KNOWN_TOOLS.iter().copied())
+                    let hint = did_you_mean(tool, VAULT_TOOLS.iter().copied())
                         .map(|t| format!(" — did you mean `{t}`?"))
                         .unwrap_or_default();
                     def.diagnostics.push(Diagnostic::error(
@@ -557,7 +546,7 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
                         item.line,
                         format!(
                             "unknown tool `{tool}`{hint} Known tools: {}; MCP tools are written server/* or server/tool",
-                            KNOWN_TOOLS.join(", ")
+                            VAULT_TOOLS.join(", ")
                         ),
                     ));
                 }

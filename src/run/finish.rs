@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use chrono::Utc;
 
 use super::{model_settings, Prepared, RunEnv, RunResult};
+use crate::access::AccessPolicy;
 use crate::context;
 use crate::inbox::{self, Note};
 use crate::limits::RoleLimits;
@@ -24,7 +25,6 @@ use crate::role::Role;
 use crate::runlog::{HumanRun, Moved, Outcome, RunRecord, TriggerRecord, UsageRecord};
 use crate::state::{Attempts, LastRun, PendingRun, State};
 use crate::toolbox::Toolbox;
-use crate::tools::AccessPolicy;
 use crate::trigger::Trigger;
 use crate::turn::{TurnEnd, TurnOutcome};
 use crate::vault::{VaultError, VaultPath};

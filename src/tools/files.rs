@@ -155,7 +155,7 @@ impl Tool for ListFiles {
         let real = ctx.policy.check_read(ctx.vault, &dir)?;
         let matcher = match &a.pattern {
             Some(p) => Some(
-                super::policy::glob(p)
+                crate::access::glob(p)
                     .map_err(|e| ToolError::InvalidInput(format!("pattern `{p}` is not a glob: {e}")))?
                     .compile_matcher(),
             ),

@@ -6,7 +6,6 @@
 
 mod agent;
 mod files;
-pub mod policy;
 
 use chrono::DateTime;
 use chrono_tz::Tz;
@@ -14,11 +13,10 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::access::AccessPolicy;
 use crate::calls::{record_of, Risk, ToolCallRecord, ToolResult, ToolSpec};
 use crate::role::{Role, RoleSet};
 use crate::vault::{Vault, VaultError};
-
-pub use policy::AccessPolicy;
 
 /// Everything a tool call may use.
 pub struct ToolContext<'a> {

@@ -5,6 +5,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
+use crate::access::AccessPolicy;
 use crate::calls::{Change, ChangeKind};
 use crate::environment::Env;
 use crate::role::LoadContext;

@@ -8,6 +8,8 @@
 //! refusing to run; a file that cannot be read at all makes updates fail (nothing is
 //! overwritten that could not be read).
 
+pub mod approvals;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -30,7 +32,7 @@ pub struct State {
     pub roles: BTreeMap<String, RoleState>,
     pub global: GlobalState,
     /// Approval requests by id (DESIGN §15): what makes "at most once" hold.
-    pub approvals: BTreeMap<String, crate::approvals::Approval>,
+    pub approvals: BTreeMap<String, approvals::Approval>,
 }
 
 /// The outcome of the last run of a role, for `status`.

@@ -1,4 +1,4 @@
-//! What a role may read and write (DESIGN §8): protected folders, `write_paths`, refused reads.
+//! What a role may read and write in the vault (DESIGN §8): protected folders, `write_paths`, refused reads.
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 

@@ -8,6 +8,9 @@ use chrono_tz::Tz;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub mod mcp;
+pub mod profile;
+
 use crate::environment::Env;
 use crate::schedule::{parse_tz, system_tz};
 use crate::text::LineIndex;
@@ -53,8 +56,8 @@ struct RawConfig {
     context: ContextConfig,
     daemon: RawDaemon,
     prices: std::collections::BTreeMap<String, crate::cost::Price>,
-    mcp: std::collections::BTreeMap<Spanned<String>, crate::mcp::config::RawServer>,
-    profiles: std::collections::BTreeMap<String, crate::agent_cli::RawProfile>,
+    mcp: std::collections::BTreeMap<Spanned<String>, crate::config::mcp::RawServer>,
+    profiles: std::collections::BTreeMap<String, crate::config::profile::RawProfile>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -96,7 +99,7 @@ pub struct ProviderConfig {
     /// Lifetime of prompt-cache entries; `None`: chosen per role from its schedule (DESIGN §17).
     pub cache_ttl: Option<crate::cost::CacheTtl>,
     /// For `kind = "command"`: the agent CLI to run.
-    pub profile: Option<crate::agent_cli::Profile>,
+    pub profile: Option<crate::config::profile::Profile>,
 }
 
 /// Limits that stop runaway loops and bills (DESIGN §6). Roles may override most of them.
@@ -220,7 +223,7 @@ pub struct Config {
     /// Prices per model (built in, with `[prices."MODEL"]` on top).
     pub prices: crate::cost::PriceBook,
     /// MCP servers by name (DESIGN §14).
-    pub mcp: std::collections::BTreeMap<String, crate::mcp::ServerConfig>,
+    pub mcp: std::collections::BTreeMap<String, crate::config::mcp::ServerConfig>,
 }
 
 impl Default for Config {
@@ -356,7 +359,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
                 ))
             }
             (ProviderKind::Command, Some(name)) => Some(
-                crate::agent_cli::resolve(&expand(name)?, &raw.profiles, env)
+                crate::config::profile::resolve(&expand(name)?, &raw.profiles, env)
                     .map_err(|m| err_at(Some(name.span()), m))?,
             ),
             (_, Some(name)) => {
@@ -384,7 +387,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
     let mut mcp = std::collections::BTreeMap::new();
     for (name, server) in raw.mcp {
         let resolved =
-            crate::mcp::config::resolve(&name, server, env).map_err(|e| err_at(e.span, e.message))?;
+            crate::config::mcp::resolve(&name, server, env).map_err(|e| err_at(e.span, e.message))?;
         mcp.insert(resolved.name.clone(), resolved);
     }
     Ok(Config {
@@ -564,7 +567,7 @@ max_attempts = 3
         assert!(m.keep_alive && !m.required);
         assert_eq!(m.startup_timeout, Duration::from_secs(30));
         assert_eq!(m.risk["read_graph"], crate::calls::Risk::Read);
-        let crate::mcp::Transport::Stdio { command, args, env } = &m.transport else {
+        let crate::config::mcp::Transport::Stdio { command, args, env } = &m.transport else {
             panic!()
         };
         assert_eq!((command.as_str(), args.len()), ("npx", 2));
