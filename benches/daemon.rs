@@ -570,8 +570,9 @@ fn per_run(out: &mut Value) {
         log: std::sync::Arc::new(tabd::runlog::RunLog::new(vault.clone(), chrono_tz::UTC)),
         clock: std::sync::Arc::new(tabd::clock::SystemClock),
         faults: Default::default(),
-        process_env: Default::default(),
+        launcher: Default::default(),
         mcp_pool: None,
+        probes: Default::default(),
     };
     // Prompt assembly alone (100 files read, hashed, capped, formatted).
     let mut build = Vec::new();
@@ -588,7 +589,6 @@ fn per_run(out: &mut Value) {
             &role,
             &tabd::trigger::Trigger::manual(),
             &[],
-            tabd::tools::specs_for(&role),
             chrono::Utc::now(),
         );
         build.push(t0.elapsed().as_secs_f64() * 1000.0);

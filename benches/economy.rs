@@ -282,8 +282,9 @@ fn day(mode: Mode, typical: bool) -> Totals {
             log: Arc::new(tabd::runlog::RunLog::new(vault.clone(), chrono_tz::UTC)),
             clock: Arc::new(tabd::clock::ManualClock::new(*at)),
             faults: Default::default(),
-            process_env: Default::default(),
+            launcher: Default::default(),
             mcp_pool: None,
+            probes: Default::default(),
         };
         // Before: clock-time roles did not skip, and memory.md kept every role's gate open.
         let gate = mode == Mode::Now && role.skip_unchanged();

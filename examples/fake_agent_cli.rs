@@ -22,7 +22,7 @@ fn main() {
     if args.iter().any(|a| a == "--help") {
         if mode != "old" {
             println!(
-                "Usage: fake [options]\n  -p --output-format --tools --mcp-config --strict-mcp-config --allowedTools --no-session-persistence\n  exec --json --skip-git-repo-check --ephemeral\n  -o --allowed-mcp-server-names"
+                "Usage: fake [options]\n  -p --output-format --tools --mcp-config --strict-mcp-config --allowedTools --no-session-persistence --setting-sources\n  exec --json --skip-git-repo-check --ephemeral\n  -o --allowed-mcp-server-names"
             );
         } else {
             println!("Usage: fake [options]\n  -p --output-format");
@@ -36,11 +36,11 @@ fn main() {
     } else {
         "claude"
     };
+    // Every CLI reads the prompt on stdin (gemini appends its `-p` text).
     let mut prompt = String::new();
+    let _ = std::io::stdin().read_to_string(&mut prompt);
     if shape == "gemini" {
-        prompt = after(&args, "-p").unwrap_or_default();
-    } else {
-        let _ = std::io::stdin().read_to_string(&mut prompt);
+        prompt.push_str(&after(&args, "-p").unwrap_or_default());
     }
     match mode.as_str() {
         "hang" => std::thread::sleep(std::time::Duration::from_secs(3600)),

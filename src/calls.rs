@@ -115,6 +115,9 @@ pub struct ToolResult {
     pub ok: bool,
     pub bytes: u64,
     pub changes: Vec<Change>,
+    /// The call may or may not have happened (a timeout, a server that died mid-call): never
+    /// "failed", which would invite a retry of something that may have been done.
+    pub unknown: bool,
 }
 
 impl ToolResult {
@@ -124,6 +127,7 @@ impl ToolResult {
             ok: true,
             bytes,
             changes,
+            unknown: false,
         }
     }
 
@@ -133,6 +137,15 @@ impl ToolResult {
             ok: false,
             bytes: 0,
             changes: Vec::new(),
+            unknown: false,
+        }
+    }
+
+    /// A call whose outcome cannot be known: it may have happened.
+    pub fn unknown(text: String) -> Self {
+        Self {
+            unknown: true,
+            ..Self::error(text)
         }
     }
 }

@@ -119,8 +119,12 @@ pub enum McpCommand {
         /// The role whose tools are served.
         #[arg(long, value_name = "ROLE")]
         role: String,
-        /// Record the calls for this run (set by tabd when it runs a CLI agent).
-        #[arg(long, value_name = "ID")]
+        /// The run whose tools to serve (set by tabd when it runs a CLI agent; needs --socket).
+        #[arg(long, value_name = "ID", requires = "socket")]
         run_id: Option<String>,
+        /// The running run's tool socket: this process only relays to it, so the run's limits,
+        /// chain depth and record stay in the run (set by tabd with --run-id).
+        #[arg(long, value_name = "PATH", requires = "run_id")]
+        socket: Option<PathBuf>,
     },
 }

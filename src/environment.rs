@@ -3,6 +3,23 @@
 
 use std::collections::HashMap;
 
+/// What every child process gets from tabd's environment (never its API keys or other secrets):
+/// what programs, `npx`, `uvx` and friends need to run. Anything else is passed by name.
+pub const CHILD_BASE_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TMPDIR",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_RUNTIME_DIR",
+];
+
 #[derive(Debug, Clone, Default)]
 pub struct Env {
     vars: HashMap<String, String>,
@@ -25,6 +42,14 @@ impl Env {
     /// Every variable, for a child process that gets tabd's whole environment (an agent CLI).
     pub fn vars(&self) -> impl Iterator<Item = (String, String)> + '_ {
         self.vars.iter().map(|(k, v)| (k.clone(), v.clone()))
+    }
+
+    /// The variables of `names` that are set, for a child's environment.
+    pub fn subset(&self, names: &[&str]) -> Vec<(String, String)> {
+        names
+            .iter()
+            .filter_map(|k| self.get(k).map(|v| (k.to_string(), v.to_string())))
+            .collect()
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {

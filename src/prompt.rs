@@ -58,8 +58,6 @@ pub struct PromptInput<'a> {
     pub trigger: &'a Trigger,
     pub notes: &'a [Note],
     pub tools: Vec<ToolSpec>,
-    /// Extra parts of "this run" (approvals decided since the last run, servers that are down).
-    pub notices: Vec<(String, String)>,
 }
 
 /// The memory files every run of `role` reads, in the order the system prompt shows them.
@@ -387,9 +385,6 @@ fn this_run(
             "\nTruncated above (read the rest with read_file): {}",
             truncated.join(", ")
         );
-    }
-    for (title, body) in &input.notices {
-        section(&mut out, title, body);
     }
     out.push_str(&notes_text(input.notes, input.config.context.max_file_bytes, tz));
     out

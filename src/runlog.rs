@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::calls::{Change, ToolCallRecord};
 use crate::cost::Usage;
+use crate::text::one_line;
 use crate::text::thousands;
 use crate::trigger::TriggerKind;
 use crate::vault::{Vault, VaultError, VaultPath};
@@ -152,15 +153,6 @@ fn tame(text: &str) -> String {
         }
     }
     out.join("\n").trim().to_string()
-}
-
-pub(crate) fn one_line(s: &str, max: usize) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > max {
-        format!("{}…", flat.chars().take(max).collect::<String>())
-    } else {
-        flat
-    }
 }
 
 /// What a tool call was about, for the Actions list.

@@ -4,30 +4,16 @@
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::calls::{Change, ToolCallRecord, ToolResult};
+use crate::calls::{Change, ToolCallRecord};
 use crate::cost::Usage;
 use crate::cost::{CacheTtl, Price};
-use crate::provider::{
-    self, Block, BoxFuture, Message, Provider, ProviderError, Request, RetryPolicy, StopReason,
-};
+use crate::harness::ToolExecutor;
+use crate::provider::{self, Block, Message, Provider, ProviderError, Request, RetryPolicy, StopReason};
 use crate::tools::FatalToolError;
-
-/// Runs the model's tool calls: the harness (vault tools, MCP tools, approvals) behind one door.
-pub trait ToolExecutor: Send + Sync {
-    /// Runs one call. `reason` is the model's text in the message that asked for it (what an
-    /// approval note shows the person).
-    fn call<'a>(
-        &'a self,
-        name: &'a str,
-        input: &'a Value,
-        reason: &'a str,
-    ) -> BoxFuture<'a, Result<(ToolResult, ToolCallRecord), FatalToolError>>;
-}
 
 /// Limits that end a run (DESIGN §6, §17).
 #[derive(Debug, Clone)]
 pub struct TurnLimits {
-    pub max_tool_calls: u32,
     pub max_tokens_per_run: u64,
     pub max_cost_usd: Option<f64>,
     /// The model's price, for `max_cost_usd` (none: the cost limit cannot apply).
@@ -230,27 +216,18 @@ impl Loop<'_> {
         uses: Vec<(String, String, Value)>,
         exec: &dyn ToolExecutor,
     ) -> (Vec<Block>, Option<String>) {
-        let max = self.limits.max_tool_calls;
         let mut results = Vec::with_capacity(uses.len());
         let mut limit = None;
         for (id, name, input) in uses {
-            if self.out.calls.len() as u32 >= max {
-                limit.get_or_insert_with(|| format!("max_tool_calls ({max})"));
-                results.push(Block::ToolResult {
-                    tool_use_id: id,
-                    content: format!("not run: this run reached its limit of {max} tool calls"),
-                    is_error: true,
-                });
-                continue;
-            }
             match exec.call(&name, &input, &self.last_text).await {
-                Ok((result, record)) => {
-                    self.out.calls.push(record);
-                    self.out.changes.extend(result.changes.iter().cloned());
+                Ok(called) => {
+                    if let Some(why) = called.limit {
+                        limit.get_or_insert(why);
+                    }
                     results.push(Block::ToolResult {
                         tool_use_id: id,
-                        content: result.text,
-                        is_error: !result.ok,
+                        content: called.result.text,
+                        is_error: !called.result.ok,
                     });
                 }
                 Err(FatalToolError(why)) => {

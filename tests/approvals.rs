@@ -129,7 +129,7 @@ fn an_approved_call_runs_once_as_edited_and_the_next_prompt_carries_the_result()
         "role: ops",
         "tool: test/post",
         "risk: network",
-        "**Why:** The client asked for a weekly update.",
+        "**Why:**\n\n> The client asked for a weekly update.",
         "\"text\": \"Weekly update: on track\"",
     ] {
         assert!(text.contains(want), "{want} missing from\n{text}");

@@ -653,21 +653,13 @@ fn tabd_mcp_serve_offers_exactly_the_roles_tools_under_its_sandbox() {
             config.display()
         )
     };
-    v.use_model(
-        &fake,
-        KIND,
-        &format!(
-            "[mcp.vault]\n{}\n[mcp.recorded]\n{}",
-            serve(""),
-            serve(", \"--run-id\", \"run-1\"")
-        ),
-    );
+    v.use_model(&fake, KIND, &format!("[mcp.vault]\n{}\n", serve("")));
     v.unschedule_stock_roles();
     v.write(
         "roles/inner.md",
         "---\nwrite_paths: [project/**]\ndeny_tools: [search_files]\n---\n# Inner\n## Mission\nServed.\n## Tools\n- read_file\n- write_file\n- search_files\n",
     );
-    ops_role(&v, "", &["vault/*", "recorded/*"]);
+    ops_role(&v, "", &["vault/*"]);
 
     let out = v.tabd(&["mcp", "list", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
@@ -711,7 +703,7 @@ fn tabd_mcp_serve_offers_exactly_the_roles_tools_under_its_sandbox() {
                     "vault__write_file",
                     json!({"path": "../escape.md", "content": "pwned"}),
                 ),
-                ("t4", "recorded__read_file", json!({"path": "project/ok.md"})),
+                ("t4", "vault__read_file", json!({"path": "project/ok.md"})),
             ],
         ),
         wire::text(KIND, "done"),
@@ -730,20 +722,12 @@ fn tabd_mcp_serve_offers_exactly_the_roles_tools_under_its_sandbox() {
     assert!(!v.read("roles/inner.md").contains("pwned"));
     assert!(result("t4").1.ends_with("\n\nfine"), "{results:?}");
 
-    // Without --run-id each call is a daily-log line; with it, a record for the run.
+    // An interactive session's calls are daily-log lines.
     let daily = v.daily();
     assert!(
         daily.contains("· Inner · via MCP: `write_file` project/ok.md"),
         "{daily}"
     );
-    let recorded = std::fs::read_to_string(v.path(".tabd/calls/run-1.jsonl")).unwrap();
-    let calls: Vec<Value> = recorded
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(calls.len(), 1, "{recorded}");
-    assert_eq!(calls[0]["call"]["name"], "read_file");
-    assert_eq!(calls[0]["call"]["ok"], true);
 }
 
 /// A keep-alive server that cannot start is shown in the daemon's status, with why.

@@ -1,66 +1,124 @@
-//! Agent CLIs as the model (DESIGN §16): `[provider] kind = "command"` runs claude, codex, gemini
-//! or a custom CLI headless for one turn. The CLI gets the same prompt as an API run and **no tools
-//! of its own**: its only tools are tabd's, served by `tabd mcp serve --role R --run-id ID`, so the
-//! sandbox, `approve`, `deny_tools` and the limits hold whatever the CLI is. tabd kills the CLI's
-//! whole process group at the run's deadline, reads its result, usage and cost, and takes the tool
-//! calls from what its MCP server recorded.
+//! Agent CLIs as the model (DESIGN §16): runs claude, codex, gemini or a custom CLI headless for
+//! one turn, in the run's own folder (never the vault), with only the environment it needs, and
+//! kills its whole process group at the deadline. The CLI's only tools are tabd's: the run serves
+//! them (see `mcp_server`) and this module only starts the CLI pointed at them.
 //!
-//! - `profile` — the built-in and configured profiles;
 //! - `output` — reading each CLI's result shape, and telling an outage from a bad run.
 
 pub mod output;
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
 
 pub use crate::config::profile::{Profile, RawProfile};
+pub use output::CliReport;
 
-use crate::process_group;
-use crate::provider::{ProviderError, Request};
-use crate::role::Role;
-use crate::run::RunEnv;
-use crate::turn::{TurnEnd, TurnOutcome};
-use crate::vault::VaultPath;
+use crate::environment::{Env, CHILD_BASE_ENV};
+use crate::process::{self, Launcher};
 
 /// Largest stdout or stderr kept from a CLI.
 const MAX_OUTPUT: usize = 16 * 1024 * 1024;
 /// How long `--help` may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 /// A probe's answer is trusted this long (a CLI upgraded meanwhile is probed again).
-const PROBE_FRESH: Duration = Duration::from_secs(600);
+pub const PROBE_FRESH: Duration = Duration::from_secs(600);
 
 /// Gemini's own tools, excluded so only tabd's remain.
 const GEMINI_BUILTINS: &str = r#"["run_shell_command", "write_file", "replace", "read_file", "read_many_files", "glob", "search_file_content", "list_directory", "web_fetch", "google_web_search", "save_memory"]"#;
 
-fn failed(message: String, outage: bool) -> TurnOutcome {
-    TurnOutcome::ended(TurnEnd::Failed(ProviderError::Cli {
-        provider: "command",
-        message,
-        outage,
-    }))
+/// Variables each built-in CLI needs to log in and reach its service, passed from tabd's
+/// environment when set (nothing else is: the CLI never sees tabd's other secrets).
+fn login_env(profile: &str) -> &'static [&'static str] {
+    match profile {
+        "claude" => &[
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "ANTHROPIC_BASE_URL",
+            "ANTHROPIC_MODEL",
+            "CLAUDE_CONFIG_DIR",
+            "CLAUDE_CODE_USE_BEDROCK",
+            "CLAUDE_CODE_USE_VERTEX",
+        ],
+        "codex" => &["OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"],
+        "gemini" => &[
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+            "GOOGLE_CLOUD_PROJECT",
+            "GOOGLE_CLOUD_LOCATION",
+            "GOOGLE_GENAI_USE_VERTEXAI",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+        ],
+        _ => &[],
+    }
 }
 
-/// Checks once in a while that the CLI exists and still has the flags its profile uses.
-async fn probe(profile: &Profile, env: &HashMap<String, String>) -> Result<(), String> {
-    type Cache = Mutex<HashMap<String, (Instant, Result<(), String>)>>;
-    static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    let key = format!("{}\u{0}{}", profile.command, profile.required_flags.join(" "));
-    if let Some((at, r)) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-        if at.elapsed() < PROBE_FRESH {
-            return r.clone();
+/// The environment a CLI runs with: the basics every program needs, its login variables, the
+/// profile's `pass_env` names (a trailing `*` passes a prefix), and its `env` table.
+pub fn child_env(profile: &Profile, env: &Env) -> Result<HashMap<String, String>, String> {
+    let mut out = HashMap::new();
+    let named = CHILD_BASE_ENV.iter().chain(login_env(&profile.name));
+    for name in named {
+        if let Some(v) = env.get(name) {
+            out.insert(name.to_string(), v.to_string());
         }
     }
-    let result = probe_now(profile, env).await;
-    cache
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(key, (Instant::now(), result.clone()));
-    result
+    for pattern in &profile.pass_env {
+        match pattern.strip_suffix('*') {
+            Some(prefix) => out.extend(env.vars().filter(|(k, _)| k.starts_with(prefix))),
+            None => {
+                if let Some(v) = env.get(pattern) {
+                    out.insert(pattern.clone(), v.to_string());
+                }
+            }
+        }
+    }
+    for (k, v) in &profile.env {
+        let v = env
+            .expand(v)
+            .map_err(|e| format!("[profiles.{}] env {k}: {e}", profile.name))?;
+        out.insert(k.clone(), v);
+    }
+    Ok(out)
+}
+
+/// Which CLIs were found, and with the flags tabd needs, recently: owned by whoever runs CLIs
+/// (the daemon, `tabd fire`), timed by the caller's clock.
+#[derive(Default)]
+pub struct Probes {
+    seen: Mutex<HashMap<String, Probed>>,
+}
+
+/// When a CLI was probed, and what the probe found.
+type Probed = (Instant, Result<(), String>);
+
+impl Probes {
+    /// Checks that the CLI exists and still lists the flags its profile uses, unless a check
+    /// younger than `PROBE_FRESH` (at `now`) already said so.
+    pub async fn check(
+        &self,
+        profile: &Profile,
+        env: &HashMap<String, String>,
+        now: Instant,
+    ) -> Result<(), String> {
+        let key = format!("{}\u{0}{}", profile.command, profile.required_flags.join(" "));
+        if let Some((at, r)) = self.seen.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            if now.saturating_duration_since(*at) < PROBE_FRESH {
+                return r.clone();
+            }
+        }
+        let result = probe_now(profile, env).await;
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, (now, result.clone()));
+        result
+    }
 }
 
 async fn probe_now(profile: &Profile, env: &HashMap<String, String>) -> Result<(), String> {
@@ -115,9 +173,42 @@ async fn probe_now(profile: &Profile, env: &HashMap<String, String>) -> Result<(
     }
 }
 
+/// How the CLI starts tabd's MCP server for the run.
+#[derive(Debug, Clone)]
+pub struct ServerCommand {
+    pub command: String,
+    pub args: Vec<String>,
+}
+
+/// One turn to run.
+pub struct CliTurn<'a> {
+    pub profile: &'a Profile,
+    /// The prompt: on the CLI's stdin, and in `prompt.md` in the run folder.
+    pub prompt: &'a str,
+    /// The run's private folder (outside the vault): the CLI's working folder.
+    pub dir: &'a Path,
+    pub server: ServerCommand,
+    /// The names of tabd's tools, as the MCP server offers them.
+    pub tools: &'a [String],
+    pub env: HashMap<String, String>,
+    pub deadline: Duration,
+    /// Where the CLI's process group is written down while it runs.
+    pub launcher: &'a Launcher,
+}
+
+/// How a CLI turn ended.
+#[derive(Debug, Clone)]
+pub enum CliEnd {
+    /// The CLI finished (its report may still say it failed).
+    Finished(CliReport),
+    /// The deadline passed: the whole process group was killed.
+    Deadline,
+    /// It could not be started or its files written.
+    NotStarted { message: String, outage: bool },
+}
+
 /// What the placeholders in a profile stand for.
 struct Fill {
-    prompt: String,
     prompt_file: String,
     mcp_config: String,
     allowed_tools: String,
@@ -133,155 +224,76 @@ impl Fill {
             .replace("{serve_args}", &self.serve_args)
             .replace("{gemini_builtins}", GEMINI_BUILTINS)
             .replace("{tabd}", &self.tabd)
-            .replace("{prompt}", &self.prompt)
     }
 }
 
-/// The prompt as one text: the system prompt, then the first user message.
-pub fn prompt_text(req: &Request) -> String {
-    let user: Vec<&str> = req
-        .messages
-        .iter()
-        .flat_map(|m| m.content.iter())
-        .filter_map(|b| match b {
-            crate::provider::Block::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    format!("{}\n\n---\n\n{}\n", req.system.trim_end(), user.join("\n\n"))
-}
-
-/// One turn through the CLI. `tools` are the names the role's MCP server offers.
-pub async fn run_turn(
-    env: &RunEnv,
-    role: &Role,
-    run_id: &str,
-    prompt: String,
-    tools: &[String],
-    deadline: Duration,
-) -> TurnOutcome {
-    let Some(profile) = env.config.provider.profile.clone() else {
-        return failed("kind = \"command\" without a profile".into(), true);
-    };
-    let mut process_env: HashMap<String, String> = env.process_env.vars().collect();
-    for (k, v) in &profile.env {
-        match env.process_env.expand(v) {
-            Ok(v) => {
-                process_env.insert(k.clone(), v);
-            }
-            Err(e) => return failed(format!("[profiles.{}] env {k}: {e}", profile.name), true),
-        }
-    }
-    if let Err(why) = probe(&profile, &process_env).await {
-        return failed(why, true);
-    }
-    let dir = match VaultPath::parse(&format!(".tabd/cli/{run_id}"), false) {
-        Ok(d) => d,
-        Err(e) => return failed(format!("run folder: {e}"), false),
-    };
-    let root = env.vault.root().to_path_buf();
-    let abs = |p: &VaultPath| root.join(p.as_path()).to_string_lossy().into_owned();
-    let tabd = std::env::current_exe()
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "tabd".into());
-    let mut serve_args = vec!["--vault".to_string(), root.to_string_lossy().into_owned()];
-    if let Some(config) = &env.config.path {
-        serve_args.push("--config".into());
-        serve_args.push(config.to_string_lossy().into_owned());
-    }
-    serve_args.extend(["mcp", "serve", "--role", &role.name, "--run-id", run_id].map(String::from));
-    let serve_json = serde_json::to_string(&serve_args).unwrap_or_default();
-    let prompt_path = dir.join("prompt.md").ok();
-    let mcp_path = dir.join("mcp.json").ok();
-    let (Some(prompt_path), Some(mcp_path)) = (prompt_path, mcp_path) else {
-        return failed("run folder paths".into(), false);
-    };
+/// Writes the CLI's files into the run folder, starts it there and reads its result.
+pub async fn run(turn: CliTurn<'_>) -> CliEnd {
+    let profile = turn.profile;
+    let at = |name: &str| turn.dir.join(name);
+    let serve_json = serde_json::to_string(&turn.server.args).unwrap_or_default();
     let fill = Fill {
-        prompt: prompt.clone(),
-        prompt_file: abs(&prompt_path),
-        mcp_config: abs(&mcp_path),
-        allowed_tools: tools
+        prompt_file: at("prompt.md").to_string_lossy().into_owned(),
+        mcp_config: at("mcp.json").to_string_lossy().into_owned(),
+        allowed_tools: turn
+            .tools
             .iter()
             .map(|t| format!("mcp__tabd__{t}"))
             .collect::<Vec<_>>()
             .join(","),
-        tabd: tabd.clone(),
-        serve_args: serve_json.clone(),
+        tabd: turn.server.command.clone(),
+        serve_args: serve_json,
     };
     let mcp_config = serde_json::json!({
-        "mcpServers": { "tabd": { "type": "stdio", "command": tabd, "args": serve_args } }
+        "mcpServers": { "tabd": { "type": "stdio", "command": turn.server.command, "args": turn.server.args } }
     });
     let mut files = vec![
-        (prompt_path.clone(), prompt.clone()),
-        (mcp_path.clone(), format!("{mcp_config:#}\n")),
+        ("prompt.md".to_string(), turn.prompt.to_string()),
+        ("mcp.json".to_string(), format!("{mcp_config:#}\n")),
     ];
     for (name, content) in &profile.files {
-        match dir.join(name) {
-            Ok(p) => files.push((p, fill.apply(content))),
-            Err(e) => return failed(format!("[profiles.{}] file {name}: {e}", profile.name), false),
+        files.push((name.clone(), fill.apply(content)));
+    }
+    for (name, text) in &files {
+        if let Err(e) = write_private(turn.dir, name, text) {
+            return CliEnd::NotStarted {
+                message: format!("cannot write the CLI's file {name}: {e}"),
+                outage: false,
+            };
         }
     }
-    let vault = env.vault.clone();
-    let written = crate::blocking::run(|| {
-        files.iter().try_for_each(|(p, text)| {
-            vault.write_atomic_with(p, text.as_bytes(), crate::vault::Durability::None)
-        })
-    });
-    if let Err(e) = written {
-        return failed(format!("cannot write the CLI's files: {e}"), false);
-    }
-    let workdir = match profile.workdir {
-        crate::config::profile::WorkDir::Vault => root.clone(),
-        crate::config::profile::WorkDir::Run => root.join(dir.as_path()),
-    };
     let args: Vec<String> = profile.args.iter().map(|a| fill.apply(a)).collect();
-    let outcome = spawn_and_read(&profile, &args, &workdir, &process_env, &prompt, deadline).await;
-    let mut outcome = match outcome {
-        Ok((report, ran)) => {
-            let mut o = TurnOutcome::ended(match report.failure {
-                None => TurnEnd::Done,
-                Some((message, outage)) => TurnEnd::Failed(ProviderError::Cli {
-                    provider: "command",
-                    message,
-                    outage,
-                }),
-            });
-            o.summary = report.summary;
-            o.usage = report.usage;
-            o.cost_usd = report.cost_usd;
-            o.model = report.model;
-            o.requests = u32::from(ran);
-            o
-        }
-        Err(end) => TurnOutcome::ended(end),
-    };
-    (outcome.calls, outcome.changes) = crate::mcp::serve::read_calls(env, run_id);
-    let vault = env.vault.clone();
-    let calls = crate::mcp::serve::calls_path(run_id);
-    crate::blocking::run(|| {
-        let _ = std::fs::remove_dir_all(vault.root().join(dir.as_path()));
-        if let Some(c) = calls {
-            let _ = vault.remove_file(&c);
-        }
-    });
-    outcome
+    spawn_and_read(&turn, &args).await
+}
+
+/// A file of the run folder (which tabd created, private to it).
+fn write_private(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
+    let rel = Path::new(name);
+    if rel.is_absolute()
+        || rel
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(std::io::Error::other(
+            "a profile file must stay inside the run folder",
+        ));
+    }
+    let path = dir.join(rel);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, text)
 }
 
 /// Starts the CLI in its own process group, feeds the prompt, reads both streams, and kills the
 /// group at the deadline.
-async fn spawn_and_read(
-    profile: &Profile,
-    args: &[String],
-    workdir: &std::path::Path,
-    env: &HashMap<String, String>,
-    prompt: &str,
-    deadline: Duration,
-) -> Result<(output::CliReport, bool), TurnEnd> {
+async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
+    let profile = turn.profile;
     let mut cmd = tokio::process::Command::new(&profile.command);
     cmd.args(args)
-        .current_dir(workdir)
+        .current_dir(turn.dir)
         .env_clear()
-        .envs(env)
+        .envs(&turn.env)
         .stdin(if profile.prompt_on_stdin {
             Stdio::piped()
         } else {
@@ -289,18 +301,21 @@ async fn spawn_and_read(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| {
-        TurnEnd::Failed(ProviderError::Cli {
-            provider: "command",
-            message: format!("`{}` could not be started: {e}", profile.command),
-            outage: true,
-        })
-    })?;
-    let pgid = process_group::of(&child);
+    process::own_group(&mut cmd);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return CliEnd::NotStarted {
+                message: format!("`{}` could not be started: {e}", profile.command),
+                outage: true,
+            }
+        }
+    };
+    // Whatever happens from here (a panic, a cancelled run), the group goes with this guard.
+    let group = turn.launcher.guard(process::group_of(&child), &profile.name);
     if let Some(mut stdin) = child.stdin.take() {
-        let text = prompt.to_string();
+        let text = turn.prompt.to_string();
         tokio::spawn(async move {
             let _ = stdin.write_all(text.as_bytes()).await;
         });
@@ -314,26 +329,25 @@ async fn spawn_and_read(
     };
     let stdout = tokio::spawn(read(child.stdout.take().map(|p| Box::new(p) as _)));
     let stderr = tokio::spawn(read(child.stderr.take().map(|p| Box::new(p) as _)));
-    let kill = |sig| process_group::signal(pgid, sig);
-    let status = match tokio::time::timeout(deadline, child.wait()).await {
+    let status = match tokio::time::timeout(turn.deadline, child.wait()).await {
         Ok(status) => status.ok(),
         Err(_) => {
-            kill(process_group::Signal::KILL);
+            group.kill();
             let _ = child.wait().await;
-            return Err(TurnEnd::Failed(ProviderError::Deadline { provider: "command" }));
+            return CliEnd::Deadline;
         }
     };
     // The leader is gone; anything it left in its group (an MCP server it started) goes too.
-    kill(process_group::Signal::KILL);
+    drop(group);
     let stdout = stdout.await.unwrap_or_default();
     let stderr = stderr.await.unwrap_or_default();
     if !stderr.trim().is_empty() {
         tracing::debug!(
             "{} stderr: {}",
             profile.name,
-            crate::runlog::one_line(&stderr, 2000)
+            crate::text::one_line(&stderr, 2000)
         );
     }
     let ok = status.is_some_and(|s| s.success());
-    Ok((output::read(profile.output, &stdout, &stderr, ok), true))
+    CliEnd::Finished(output::read(profile.output, &stdout, &stderr, ok))
 }

@@ -86,7 +86,7 @@ pub fn read(format: OutputFormat, stdout: &str, stderr: &str, exit_ok: bool) -> 
             .collect::<Vec<_>>()
             .join(" | ");
         let what = if tail.is_empty() {
-            crate::runlog::one_line(stdout, 300)
+            crate::text::one_line(stdout, 300)
         } else {
             tail
         };
@@ -112,7 +112,7 @@ fn no_json(stdout: &str) -> CliReport {
     CliReport {
         failure: fail(format!(
             "the CLI printed no JSON result: {}",
-            crate::runlog::one_line(stdout, 300)
+            crate::text::one_line(stdout, 300)
         )),
         unreadable: true,
         ..CliReport::default()
@@ -148,7 +148,7 @@ fn claude(stdout: &str) -> CliReport {
         };
         r.failure = fail(format!(
             "the CLI reported an error: {}",
-            crate::runlog::one_line(&why, 300)
+            crate::text::one_line(&why, 300)
         ));
     } else if let Some(denied) = v["permission_denials"].as_array().filter(|d| !d.is_empty()) {
         let names: Vec<&str> = denied.iter().filter_map(|d| d["tool_name"].as_str()).collect();

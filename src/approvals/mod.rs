@@ -8,7 +8,6 @@
 //! - `decide` — the daemon's side: approved notes run, rejected ones are closed, old ones expire,
 //!   and a crash mid-call leaves `unknown`.
 
-pub mod decide;
 pub mod note;
 pub mod policy;
 pub mod request;

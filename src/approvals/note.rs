@@ -12,6 +12,10 @@ use crate::state::approvals::Approval;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Read {
     pub id: Option<String>,
+    /// The `tool` value: the call a note asks for can never be changed by editing it.
+    pub tool: Option<String>,
+    /// The `role` value, to tell which host's note it is.
+    pub role: Option<String>,
     /// The `status` value, lowercased; `None` when missing or not text.
     pub status: Option<String>,
     /// The arguments as they now stand: `Err` when the block is missing or not JSON.
@@ -62,16 +66,25 @@ pub fn render(n: &NewNote) -> String {
         ("expires", Value::from(stamp(a.expires))),
         ("id", Value::from(n.id)),
     ];
-    let what = crate::runlog::one_line(n.description.lines().next().unwrap_or(""), 80);
+    let what = crate::text::one_line(n.description.lines().next().unwrap_or(""), 80);
     let title = if what.is_empty() {
         format!("{} asks to run {}", n.role_display, a.tool)
     } else {
         format!("{}: {}", n.role_display, what.trim_end_matches('.'))
     };
+    let title = inert(&title);
+    // The model's text (and a server's description) is quoted so it can never form a heading, a
+    // fence, frontmatter or a comment: the `## Arguments` block that runs is the one the person
+    // sees, in every view.
     let reason = if n.reason.trim().is_empty() {
         "(the model gave no reason)".to_string()
     } else {
-        n.reason.trim().to_string()
+        n.reason
+            .trim()
+            .lines()
+            .map(|l| format!("> {}", inert(l)))
+            .collect::<Vec<_>>()
+            .join("\n")
     };
     let args = serde_json::to_string_pretty(n.args).unwrap_or_else(|_| n.args.to_string());
     let expires = a.expires.with_timezone(&n.tz).format("%Y-%m-%d %H:%M");
@@ -79,7 +92,7 @@ pub fn render(n: &NewNote) -> String {
         "{}# {title}\n\n\
          Set `status` to `approved` to run this call once, with the arguments below as they stand\n\
          then (you may edit them), or to `rejected`. Unanswered, it expires at {expires}.\n\n\
-         **Why:** {reason}\n\n\
+         **Why:**\n\n{reason}\n\n\
          **Tool:** `{}` ({} risk) — asked by the run `{}`, see [[{}]]\n\n\
          ## Arguments\n```json\n{args}\n```\n",
         frontmatter::render(&fields),
@@ -88,6 +101,23 @@ pub fn render(n: &NewNote) -> String {
         a.run_id,
         n.run_log.strip_suffix(".md").unwrap_or(n.run_log),
     )
+}
+
+/// `text` with every character that can open Markdown or Obsidian syntax backslash-escaped
+/// (CommonMark): it reads the same, but can start no fence, code span, HTML comment, link,
+/// embed, table cell, heading or Obsidian `%%` comment.
+pub fn inert(text: &str) -> String {
+    const OPENERS: &[char] = &[
+        '\\', '`', '*', '_', '[', ']', '<', '>', '#', '%', '|', '~', '$', '=', '!', '{', '}',
+    ];
+    let mut out = String::with_capacity(text.len() + text.len() / 4);
+    for c in text.chars() {
+        if OPENERS.contains(&c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// An instant as the note shows it: `2026-11-22T09:00:04Z`.
@@ -108,43 +138,128 @@ pub fn read(text: &str) -> Result<Read, String> {
     };
     Ok(Read {
         id: text_of("id"),
+        tool: text_of("tool"),
+        role: text_of("role"),
         status: text_of("status").map(|s| s.to_lowercase()),
         args: arguments(&text[split.body_offset..]),
     })
 }
 
-/// The first fenced code block under the `## Arguments` heading, parsed as JSON.
+/// The fenced code block under the one top-level `## Arguments` heading, parsed as JSON. A
+/// heading or block inside a quote, a list or HTML is not the note's own: it is ignored.
 fn arguments(body: &str) -> Result<Value, String> {
-    use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Parser, Tag, TagEnd};
+    use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
+    let mut depth = 0usize; // inside quotes, lists, footnotes
     let mut in_heading = false;
     let mut heading = String::new();
     let mut under_arguments = false;
+    let mut sections = 0;
     let mut in_code = false;
-    let mut code = String::new();
+    let mut code: Option<String> = None;
     for event in Parser::new(body) {
         match event {
-            Event::Start(Tag::Heading { level, .. }) if level <= HeadingLevel::H2 => {
+            Event::Start(Tag::BlockQuote(_) | Tag::List(_) | Tag::FootnoteDefinition(_)) => depth += 1,
+            Event::End(TagEnd::BlockQuote(_) | TagEnd::List(_) | TagEnd::FootnoteDefinition) => {
+                depth = depth.saturating_sub(1)
+            }
+            Event::Start(Tag::Heading { level, .. }) if depth == 0 && level <= HeadingLevel::H2 => {
                 in_heading = true;
                 heading.clear();
             }
-            Event::End(TagEnd::Heading(level)) if level <= HeadingLevel::H2 => {
+            Event::End(TagEnd::Heading(level)) if in_heading && level <= HeadingLevel::H2 => {
                 in_heading = false;
                 under_arguments = heading.trim().eq_ignore_ascii_case("arguments");
+                sections += usize::from(under_arguments);
             }
-            Event::Text(t) if in_heading => heading.push_str(&t),
-            Event::Start(Tag::CodeBlock(kind)) if under_arguments => {
-                let _ = matches!(kind, CodeBlockKind::Fenced(_));
+            Event::Text(t) | Event::Code(t) if in_heading => heading.push_str(&t),
+            Event::Start(Tag::CodeBlock(_)) if depth == 0 && under_arguments && code.is_none() => {
                 in_code = true;
+                code = Some(String::new());
             }
-            Event::Text(t) if in_code => code.push_str(&t),
-            Event::End(TagEnd::CodeBlock) if in_code => {
-                return serde_json::from_str(&code)
-                    .map_err(|e| format!("the arguments are not valid JSON ({e})"));
+            Event::Text(t) if in_code => {
+                if let Some(c) = code.as_mut() {
+                    c.push_str(&t);
+                }
             }
+            Event::End(TagEnd::CodeBlock) if in_code => in_code = false,
             _ => {}
         }
     }
-    Err("there is no ```json block under `## Arguments`".into())
+    if sections > 1 {
+        return Err("the note has more than one `## Arguments` section; keep one".into());
+    }
+    match code {
+        Some(c) => strict_json(&c),
+        None => Err("there is no ```json block under `## Arguments`".into()),
+    }
+}
+
+/// JSON that names no key twice in one object: `{"a": 1, "a": 2}` is ambiguous (a person may
+/// have edited the first while the second is what would run), so it is refused.
+pub fn strict_json(text: &str) -> Result<Value, String> {
+    use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+    struct Strict;
+    impl<'de> serde::de::DeserializeSeed<'de> for Strict {
+        type Value = Value;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Strict {
+        type Value = Value;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+            Ok(Value::Bool(v))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+            Ok(Value::String(v.to_string()))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Value, E> {
+            Ok(Value::String(v))
+        }
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_none<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            let mut v = Vec::new();
+            while let Some(x) = seq.next_element_seed(Strict)? {
+                v.push(x);
+            }
+            Ok(Value::Array(v))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            let mut m = serde_json::Map::new();
+            while let Some(k) = map.next_key::<String>()? {
+                if m.contains_key(&k) {
+                    return Err(serde::de::Error::custom(format!(
+                        "the key `{k}` appears twice in one object, so which value is meant is ambiguous; keep one"
+                    )));
+                }
+                let v = map.next_value_seed(Strict)?;
+                m.insert(k, v);
+            }
+            Ok(Value::Object(m))
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = serde::de::DeserializeSeed::deserialize(Strict, &mut de)
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|e| format!("the arguments are not valid JSON ({e})"))?;
+    Ok(value)
 }
 
 /// `text` with its frontmatter `status` set to `status` (every other key kept as the person left
@@ -179,18 +294,56 @@ pub fn update(text: &str, status: &str, append: &str) -> Result<String, String> 
     Ok(out)
 }
 
-/// Sync tools keep both sides of a conflict as a copy; only the note itself is acted on.
+/// A name tabd gives approval notes: `YYYY-MM-DD-<role>-<tool>-<6 hex>.md`.
+pub fn is_tabd_name(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".md") else {
+        return false;
+    };
+    let b = stem.as_bytes();
+    let date_ok = b.len() > 11
+        && b[..10].iter().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                *c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        })
+        && b[10] == b'-';
+    let id_ok = stem
+        .rsplit_once('-')
+        .is_some_and(|(_, id)| id.len() == 6 && id.bytes().all(|c| c.is_ascii_hexdigit()));
+    date_ok
+        && id_ok
+        && stem[11..]
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// A copy a sync tool made of one of tabd's notes when both sides changed: tabd's name followed
+/// by the tool's marker — Syncthing `.sync-conflict-…`, Dropbox, Nextcloud and Obsidian Sync
+/// `… (… conflicted copy …)`, OneDrive and Resilio `-<host>` / `.conflict…`. Only the part of the
+/// name tabd did not write is looked at: a role or tool called "conflict" is not a copy.
 pub fn is_conflict_copy(name: &str) -> bool {
-    let lower = name.to_lowercase();
-    [
-        "sync-conflict",
-        "conflicted copy",
-        "(conflict",
-        ".conflict",
-        "conflict-",
-    ]
-    .iter()
-    .any(|m| lower.contains(m))
+    if is_tabd_name(name) {
+        return false;
+    }
+    let Some(stem) = name.strip_suffix(".md") else {
+        return false;
+    };
+    // The longest prefix that is a name tabd wrote, and what a sync tool added after it.
+    let added = (12..=stem.len())
+        .rev()
+        .filter(|&i| stem.is_char_boundary(i))
+        .find(|&i| is_tabd_name(&format!("{}.md", &stem[..i])))
+        .map(|i| stem[i..].to_lowercase());
+    let Some(added) = added else {
+        return false;
+    };
+    added.starts_with(".sync-conflict-")
+        || (added.starts_with(" (") && added.contains("conflict"))
+        || added.starts_with(".conflict")
+        || added.starts_with("-conflict")
+        || added.starts_with(" conflict")
 }
 
 #[cfg(test)]
@@ -219,6 +372,7 @@ mod tests {
             outcome: None,
             reported: false,
             executions: 0,
+            hops: 0,
         }
     }
 
@@ -255,7 +409,10 @@ mod tests {
             assert_eq!(fm.get_str(k), Some(v), "{k} in\n{text}");
         }
         assert!(text.contains("# Comms: Add a message to a channel\n"), "{text}");
-        assert!(text.contains("**Why:** The client asked for a status."));
+        assert!(
+            text.contains("**Why:**\n\n> The client asked for a status."),
+            "{text}"
+        );
         assert!(text.contains("[[agent/runs/2026-11-22]]"));
         let r = read(&text).unwrap();
         assert_eq!(r.id.as_deref(), Some("7c41e0"));
@@ -309,10 +466,25 @@ mod tests {
             ),
             "2026-11-22-comms-slack-conversations_add_message-7c41e0.md"
         );
-        assert!(is_conflict_copy(
-            "2026-11-22-comms-x-1.sync-conflict-20261122-090000-ABC.md"
-        ));
-        assert!(is_conflict_copy("note (conflicted copy 2026-11-22).md"));
-        assert!(!is_conflict_copy("2026-11-22-comms-slack-post-7c41e0.md"));
+        for copy in [
+            "2026-11-22-comms-x-7c41e0.sync-conflict-20261122-090000-ABCDEFG.md",
+            "2026-11-22-comms-x-7c41e0 (conflicted copy 2026-11-22).md",
+            "2026-11-22-comms-x-7c41e0 (Ana's conflicted copy 2026-11-22).md",
+            "2026-11-22-comms-x-7c41e0 (Conflicted copy laptop 202611220900).md",
+        ] {
+            assert!(is_conflict_copy(copy), "{copy}");
+            assert!(!is_tabd_name(copy), "{copy}");
+        }
+        // Names tabd wrote are never copies, whatever the role or tool is called.
+        for own in [
+            "2026-11-22-comms-slack-post-7c41e0.md",
+            "2026-11-22-conflict-manager-write_file-a1b2c3.md",
+            "2026-11-22-ops-tracker-resolve-conflict-0a0b0c.md",
+            "2026-11-22-ops-sync-conflict-x-0a0b0c.md",
+        ] {
+            assert!(is_tabd_name(own), "{own}");
+            assert!(!is_conflict_copy(own), "{own}");
+        }
+        assert!(!is_conflict_copy("my own note about a conflict.md"));
     }
 }

@@ -49,6 +49,7 @@ pub fn ask(
     ctx: &AskContext,
     role: &Role,
     call: &Call,
+    hops: u32,
     now: DateTime<Utc>,
 ) -> Result<Queued, String> {
     let vault = store.vault().clone();
@@ -97,6 +98,7 @@ pub fn ask(
                 outcome: None,
                 reported: false,
                 executions: 0,
+                hops,
             };
             s.approvals.insert(id.clone(), approval.clone());
             let q = Queued {

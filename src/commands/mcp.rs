@@ -1,16 +1,21 @@
 //! `tabd mcp list [--role ROLE] [--json]`: starts the configured MCP servers, lists their tools
 //! with risk classes and the roles that see each, and reports the servers that failed to start
-//! with their stderr tail (DESIGN §14).
+//! with their stderr tail (DESIGN §14). `tabd mcp serve`: the role's tools as an MCP server
+//! (DESIGN §16), for an MCP client, or relayed to a running run's harness for its CLI.
 
 use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::{CliError, Workspace};
+use crate::approvals::request::AskContext;
+use crate::calls::ToolCallRecord;
 use crate::config::mcp::{ServerConfig, Transport};
+use crate::harness::{Harness, Ticket};
 use crate::mcp::client::Connection;
 use crate::mcp::naming::exposed_name;
-use crate::mcp::tools::risk_of;
+use crate::mcp::tools::{risk_of, RunTools};
+use crate::mcp_server::{serve_stdio, HarnessServer, OnCall};
 use crate::role::RoleSet;
 
 #[derive(Debug, Serialize)]
@@ -137,7 +142,15 @@ async fn inspect(ws: &Workspace, server: Arc<ServerConfig>, only: Option<&str>) 
         stderr: None,
         tools: Vec::new(),
     };
-    match Connection::start(server.clone(), &ws.env).await {
+    match Connection::start(
+        server.clone(),
+        &crate::process::Launcher {
+            env: ws.env.clone(),
+            registry: None,
+        },
+    )
+    .await
+    {
         Ok(conn) => {
             for t in conn.tools().await {
                 let roles = ws
@@ -151,7 +164,7 @@ async fn inspect(ws: &Workspace, server: Arc<ServerConfig>, only: Option<&str>) 
                 report.tools.push(ToolReport {
                     exposed: exposed_name(&server.name, &t.name),
                     risk: risk_of(&server, &t).as_str(),
-                    description: crate::runlog::one_line(t.description.lines().next().unwrap_or(""), 80),
+                    description: crate::text::one_line(t.description.lines().next().unwrap_or(""), 80),
                     name: t.name,
                     roles,
                 });
@@ -213,23 +226,89 @@ fn render(listing: &Listing) -> String {
     out
 }
 
-/// `tabd mcp serve --role ROLE [--run-id ID]`: stdout is the MCP connection; logs go to stderr.
-pub fn serve(ws: &Workspace, role: &str, run_id: Option<String>) -> Result<u8, CliError> {
-    let role = super::fire::runnable_role(ws, role)?;
-    if let Some(id) = &run_id {
-        if crate::mcp::serve::calls_path(id).is_none() {
-            return Err(CliError::usage(format!(
-                "--run-id {id}: use letters, digits, - and _ only"
-            )));
-        }
-    }
+/// `tabd mcp serve --role ROLE`: the role's tools for an MCP client (Claude Desktop, Claude Code),
+/// through the same harness as a run; stdout is the MCP connection, logs go to stderr. Each call
+/// gets a line in today's daily log.
+pub fn serve(ws: &Workspace, role: &str) -> Result<u8, CliError> {
+    let role = super::fire::runnable_role(ws, role)?.clone();
     let env = ws.run_env()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| CliError::failed(e.to_string()))?;
-    rt.block_on(crate::mcp::serve::serve(env, role, run_id))
+    rt.block_on(async move {
+        let mcp = Arc::new(RunTools::open(&role, &env.config, &env.launcher, None).await);
+        for d in &mcp.down {
+            tracing::warn!("mcp serve: {}; its tools are not offered", d.problem);
+        }
+        let harness = Arc::new(session_harness(&env, &role, mcp.clone()));
+        let log_env = env.clone();
+        let display = role.display_name.clone();
+        let on_call: OnCall = Arc::new(move |record| {
+            let _ = log_env
+                .log
+                .write_line(log_env.clock.now(), &display, &call_line(record));
+        });
+        let served = serve_stdio(HarnessServer::new(harness, Some(on_call))).await;
+        mcp.close().await;
+        served
+    })
+    .map_err(|e| CliError::failed(format!("mcp serve: {e:#}")))?;
+    Ok(0)
+}
+
+/// An interactive session's harness: a chain starts here (hops 0), the role's limits apply to the
+/// session, and `ask` calls become approval notes like a run's.
+fn session_harness(env: &crate::run::RunEnv, role: &crate::role::Role, mcp: Arc<RunTools>) -> Harness {
+    let limits = crate::limits::RoleLimits::resolve(role, &env.config.limits);
+    let now = env.clock.now();
+    let ticket = Ticket {
+        hops: 0,
+        max_chain_depth: limits.max_chain_depth,
+        max_tool_calls: limits.max_tool_calls,
+        asks: Some(AskContext {
+            run_id: format!("{}-{}-mcp", now.format("%Y%m%dT%H%M%SZ"), role.name),
+            run_log: env.log.daily_path(now).as_str().to_string(),
+            expire_after: env.config.approvals.expire_after,
+            tz: env.config.timezone,
+        }),
+    };
+    Harness::new(
+        env.vault.clone(),
+        role,
+        env.roles.clone(),
+        env.clock.clone(),
+        mcp,
+        ticket,
+    )
+}
+
+/// One call of an interactive session, for the daily log.
+fn call_line(record: &ToolCallRecord) -> String {
+    let mut text = format!("via MCP: `{}`", record.name);
+    if let Some(p) = record.input.get("path").and_then(serde_json::Value::as_str) {
+        text.push_str(&format!(" {p}"));
+    }
+    if let Some(note) = &record.approval {
+        text.push_str(&format!(
+            " — waiting for approval in {}",
+            crate::runlog::wikilink(note)
+        ));
+    } else if let Some(e) = &record.error {
+        text.push_str(&format!(" — {}", crate::text::one_line(e, 160)));
+    }
+    text
+}
+
+/// `tabd mcp serve --run-id ID --socket PATH`: relays to a running run's tools (no vault, no
+/// config needed: the run holds the authority).
+pub fn bridge(socket: &std::path::Path) -> Result<u8, CliError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    rt.block_on(crate::mcp_server::bridge(socket))
         .map_err(|e| CliError::failed(format!("mcp serve: {e:#}")))?;
     Ok(0)
 }

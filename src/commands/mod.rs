@@ -98,14 +98,32 @@ impl Workspace {
             )),
             clock: Arc::new(crate::clock::SystemClock),
             faults: crate::faults::Faults::from_env(&self.env),
-            process_env: self.env.clone(),
+            launcher: crate::process::Launcher {
+                env: self.env.clone(),
+                registry: Some(crate::process::Registry::new(self.vault.clone())),
+            },
             mcp_pool: None,
+            probes: Default::default(),
         })
     }
 }
 
+/// `path` made absolute against the current folder, so it means the same file to every process
+/// tabd starts and after any change of folder (a relative `--config` once disabled a CLI run's
+/// tools without a word).
+fn absolute(path: &std::path::Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    std::env::current_dir()
+        .map(|d| d.join(path))
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// Runs the parsed command line.
-pub fn run(cli: Cli, env: Env) -> Result<u8, CliError> {
+pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
+    cli.config = cli.config.as_deref().map(absolute);
+    cli.vault = cli.vault.as_deref().map(absolute);
     match &cli.command {
         Command::Init { path } => init::run(&cli, path.as_deref(), &env),
         Command::Validate => validate::run(&Workspace::open(&cli, env)?),
@@ -127,7 +145,12 @@ pub fn run(cli: Cli, env: Env) -> Result<u8, CliError> {
             action: McpCommand::List { role, json },
         } => mcp::list(&Workspace::open(&cli, env)?, role.as_deref(), *json),
         Command::Mcp {
-            action: McpCommand::Serve { role, run_id },
-        } => mcp::serve(&Workspace::open(&cli, env)?, role, run_id.clone()),
+            action: McpCommand::Serve {
+                socket: Some(socket), ..
+            },
+        } => mcp::bridge(socket),
+        Command::Mcp {
+            action: McpCommand::Serve { role, .. },
+        } => mcp::serve(&Workspace::open(&cli, env)?, role),
     }
 }

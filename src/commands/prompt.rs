@@ -21,20 +21,11 @@ pub fn run(ws: &Workspace, role_name: &str) -> Result<u8, CliError> {
         config: &ws.config,
         state: &state,
     };
-    let mut p = crate::run::build_prompt(
-        &src,
-        role,
-        &trigger,
-        &notes,
-        crate::tools::specs_for(role),
-        chrono::Utc::now(),
-    );
-    // The MCP tools the role would get: its servers are started (as a run would) and stopped.
+    let mut p = crate::run::build_prompt(&src, role, &trigger, &notes, chrono::Utc::now());
+    // What the run adds once its servers are open (started here as a run would, then stopped):
+    // the MCP tools, servers that are down, approvals decided since the role was last told.
     let mcp = mcp_tools(ws, role)?;
-    p.tools.extend(mcp.specs());
-    if let Some((title, body)) = mcp.notice() {
-        p.add_notice(&title, &body);
-    }
+    crate::run::complete(&mut p, &mcp, &state, role);
     print!("{}", p.render());
     for d in &mcp.down {
         eprintln!(
@@ -65,7 +56,11 @@ fn mcp_tools(ws: &Workspace, role: &crate::role::Role) -> Result<RunTools, CliEr
         .build()
         .map_err(|e| CliError::failed(e.to_string()))?;
     Ok(rt.block_on(async {
-        let tools = RunTools::open(role, &ws.config, &ws.env, None).await;
+        let launcher = crate::process::Launcher {
+            env: ws.env.clone(),
+            registry: None,
+        };
+        let tools = RunTools::open(role, &ws.config, &launcher, None).await;
         tools.close().await;
         tools
     }))

@@ -33,16 +33,17 @@ pub(crate) struct RawServer {
     risk: BTreeMap<String, Spanned<String>>,
 }
 
-/// How to reach a server.
+/// How to reach a server. Every string is as written: `${VAR}` is expanded when the server
+/// starts, and shown to people only as written.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Transport {
-    /// A child process speaking MCP on stdin/stdout. `env` values may hold `${VAR}`.
+    /// A child process speaking MCP on stdin/stdout.
     Stdio {
         command: String,
         args: Vec<String>,
         env: Vec<(String, String)>,
     },
-    /// Streamable HTTP. `headers` values may hold `${VAR}`.
+    /// Streamable HTTP.
     Http {
         url: String,
         headers: Vec<(String, String)>,
@@ -64,6 +65,40 @@ pub struct ServerConfig {
     pub risk: BTreeMap<String, Risk>,
 }
 
+impl ServerConfig {
+    /// The command line or the URL, as written (`${VAR}` unexpanded: it may be a secret).
+    pub fn target(&self) -> String {
+        match &self.transport {
+            Transport::Stdio { command, args, .. } => {
+                let mut line = vec![command.clone()];
+                line.extend(args.iter().cloned());
+                line.join(" ")
+            }
+            Transport::Http { url, .. } => url.clone(),
+        }
+    }
+
+    /// Every `${VAR}` the server's table uses (for `tabd validate`).
+    pub fn vars(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut add = |s: &str| out.extend(vars_in(s));
+        match &self.transport {
+            Transport::Stdio { command, args, env } => {
+                add(command);
+                args.iter().for_each(|a| add(a));
+                env.iter().for_each(|(_, v)| add(v));
+            }
+            Transport::Http { url, headers } => {
+                add(url);
+                headers.iter().for_each(|(_, v)| add(v));
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
 /// A problem at a byte span of the config text.
 pub(crate) struct SpanError {
     pub span: Option<std::ops::Range<usize>>,
@@ -77,38 +112,73 @@ fn at(s: &Spanned<impl std::any::Any>, message: String) -> SpanError {
     }
 }
 
-/// True for a server name tabd accepts: it becomes part of tool names the model sees.
+/// True for a server name tabd accepts: it becomes part of tool names the model sees
+/// (`server__tool`), so it may not itself contain `__` (two servers could then offer one name).
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 32
+        && !name.contains("__")
+        && !name.ends_with('_')
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
+/// Checks that every `${…}` in `s` is well formed; the value is read when the server starts.
+fn check_vars(s: &Spanned<String>) -> Result<String, SpanError> {
+    let text = s.get_ref();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("${") {
+        let after = &rest[i + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(at(s, format!("`${{` without a closing `}}` in \"{text}\"")));
+        };
+        let name = &after[..end];
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(at(s, format!("`${{{name}}}` is not a valid variable name")));
+        }
+        rest = &after[end + 1..];
+    }
+    Ok(text.clone())
+}
+
+/// The `${VAR}` names used in `s`.
+pub fn vars_in(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("${") {
+        let after = &rest[i + 2..];
+        let Some(end) = after.find('}') else { break };
+        out.push(after[..end].to_string());
+        rest = &after[end + 1..];
+    }
+    out
+}
+
 /// Checks and resolves one `[mcp.NAME]` table.
-pub(crate) fn resolve(name: &Spanned<String>, raw: RawServer, env: &Env) -> Result<ServerConfig, SpanError> {
+pub(crate) fn resolve(name: &Spanned<String>, raw: RawServer) -> Result<ServerConfig, SpanError> {
     let n = name.get_ref();
     if !valid_name(n) {
         return Err(at(
             name,
-            format!("[mcp.{n}]: a server name may use only a-z, 0-9, `-` and `_` (at most 32)"),
+            format!("[mcp.{n}]: a server name may use only a-z, 0-9, `-` and `_` (at most 32; no `__` and no `_` at the end: `__` joins server and tool names, so two servers could otherwise offer the same name)"),
         ));
     }
-    let expand = |s: &Spanned<String>| env.expand(s.get_ref()).map_err(|m| at(s, m));
+    // `${VAR}` anywhere in a server's table is read when the server starts (so a secret never
+    // sits expanded in tabd's config or reaches a log); here only its form is checked.
     let transport = match (&raw.command, &raw.url) {
         (Some(command), None) => Transport::Stdio {
-            command: expand(command)?,
-            args: raw.args.iter().map(expand).collect::<Result<_, _>>()?,
+            command: check_vars(command)?,
+            args: raw.args.iter().map(check_vars).collect::<Result<_, _>>()?,
             env: raw
                 .env
                 .iter()
-                .map(|(k, v)| (k.clone(), v.get_ref().clone()))
-                .collect(),
+                .map(|(k, v)| check_vars(v).map(|v| (k.clone(), v)))
+                .collect::<Result<_, _>>()?,
         },
         (None, Some(url)) => {
-            let u = expand(url)?;
-            if !(u.starts_with("http://") || u.starts_with("https://")) {
+            let u = check_vars(url)?;
+            if !(u.starts_with("http://") || u.starts_with("https://") || u.starts_with("${")) {
                 return Err(at(
                     url,
                     format!("[mcp.{n}] url \"{u}\" must start with http:// or https://"),
@@ -125,8 +195,8 @@ pub(crate) fn resolve(name: &Spanned<String>, raw: RawServer, env: &Env) -> Resu
                 headers: raw
                     .headers
                     .iter()
-                    .map(|(k, v)| (k.clone(), v.get_ref().clone()))
-                    .collect(),
+                    .map(|(k, v)| check_vars(v).map(|v| (k.clone(), v)))
+                    .collect::<Result<_, _>>()?,
             }
         }
         (Some(c), Some(_)) => return Err(at(c, format!("[mcp.{n}] has both `command` and `url`; give one"))),

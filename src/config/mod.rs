@@ -200,6 +200,15 @@ impl Default for ContextConfig {
     }
 }
 
+impl DaemonConfig {
+    /// This machine's name for `runs_on`: the configured one, else the host name.
+    pub fn host(&self) -> String {
+        self.host
+            .clone()
+            .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct DaemonConfig {
     pub shutdown_grace: Duration,
@@ -386,8 +395,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
     };
     let mut mcp = std::collections::BTreeMap::new();
     for (name, server) in raw.mcp {
-        let resolved =
-            crate::config::mcp::resolve(&name, server, env).map_err(|e| err_at(e.span, e.message))?;
+        let resolved = mcp::resolve(&name, server).map_err(|e| err_at(e.span, e.message))?;
         mcp.insert(resolved.name.clone(), resolved);
     }
     Ok(Config {

@@ -21,30 +21,23 @@ pub enum OutputFormat {
     Text,
 }
 
-/// Where the CLI runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum WorkDir {
-    /// The vault folder.
-    #[default]
-    Vault,
-    /// The run's own folder under `.tabd/cli/` (for CLIs that read their MCP config from there).
-    Run,
-}
-
 /// A CLI profile, resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
     pub name: String,
     pub command: String,
-    /// With placeholders: `{prompt_file}`, `{prompt}`, `{mcp_config}`, `{allowed_tools}`,
-    /// `{tabd}` (tabd's own path), `{serve_args}` (a JSON list: the `mcp serve` arguments).
+    /// With placeholders: `{prompt_file}`, `{mcp_config}`, `{allowed_tools}`, `{tabd}` (tabd's
+    /// own path), `{serve_args}` (a JSON list: the `mcp serve` arguments). The prompt itself goes
+    /// by stdin or `{prompt_file}`, never in the arguments (readable by every user in
+    /// /proc/PID/cmdline, and limited to 128 KiB).
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// Variables of tabd's environment passed through by name (`FOO`, or `FOO_*` for a prefix),
+    /// beyond the basics and the CLI's own login variables.
+    pub pass_env: Vec<String>,
     pub output: OutputFormat,
     /// The prompt goes to the CLI's stdin (else stdin is empty).
     pub prompt_on_stdin: bool,
-    pub workdir: WorkDir,
     /// Flags the CLI's help must list; checked before the first run (CLIs drop flags).
     pub required_flags: Vec<String>,
     /// How to ask for that help (`["exec", "--help"]` for codex, whose flags live on `exec`).
@@ -61,9 +54,11 @@ pub struct RawProfile {
     command: Option<String>,
     args: Option<Vec<String>>,
     env: Option<BTreeMap<String, String>>,
+    pass_env: Option<Vec<String>>,
     output: Option<OutputFormat>,
     prompt_on_stdin: Option<bool>,
-    workdir: Option<WorkDir>,
+    /// No longer a choice: a CLI always runs in its own run folder (refused with a reason).
+    workdir: Option<String>,
     required_flags: Option<Vec<String>>,
     help_args: Option<Vec<String>>,
 }
@@ -90,11 +85,15 @@ pub fn builtin(name: &str) -> Option<Profile> {
                 "--allowedTools",
                 "{allowed_tools}",
                 "--no-session-persistence",
+                // Only the person's own settings: no project or local settings, hooks or
+                // instructions, whatever folder it runs in.
+                "--setting-sources",
+                "user",
             ]),
             env: Vec::new(),
+            pass_env: Vec::new(),
             output: OutputFormat::ClaudeJson,
             prompt_on_stdin: true,
-            workdir: WorkDir::Vault,
             required_flags: strings(&[
                 "--output-format",
                 "--tools",
@@ -102,6 +101,7 @@ pub fn builtin(name: &str) -> Option<Profile> {
                 "--strict-mcp-config",
                 "--allowedTools",
                 "--no-session-persistence",
+                "--setting-sources",
             ]),
             help_args: strings(&["--help"]),
             files: Vec::new(),
@@ -123,9 +123,9 @@ pub fn builtin(name: &str) -> Option<Profile> {
                 "-",
             ]),
             env: Vec::new(),
+            pass_env: Vec::new(),
             output: OutputFormat::CodexJsonl,
             prompt_on_stdin: true,
-            workdir: WorkDir::Run,
             required_flags: strings(&["--json", "--skip-git-repo-check", "--ephemeral"]),
             help_args: strings(&["exec", "--help"]),
             files: Vec::new(),
@@ -133,18 +133,19 @@ pub fn builtin(name: &str) -> Option<Profile> {
         "gemini" => Profile {
             name: "gemini".into(),
             command: "gemini".into(),
+            // gemini reads the prompt from stdin and appends `-p` to it.
             args: strings(&[
                 "-o",
                 "json",
                 "--allowed-mcp-server-names",
                 "tabd",
                 "-p",
-                "{prompt}",
+                "Follow the instructions above.",
             ]),
             env: Vec::new(),
+            pass_env: Vec::new(),
             output: OutputFormat::GeminiJson,
-            prompt_on_stdin: false,
-            workdir: WorkDir::Run,
+            prompt_on_stdin: true,
             required_flags: strings(&["--output-format", "--allowed-mcp-server-names"]),
             help_args: strings(&["--help"]),
             files: vec![(
@@ -188,9 +189,9 @@ pub fn resolve(name: &str, tables: &BTreeMap<String, RawProfile>, env: &Env) -> 
                 command: command.clone(),
                 args: Vec::new(),
                 env: Vec::new(),
+                pass_env: Vec::new(),
                 output,
                 prompt_on_stdin: true,
-                workdir: WorkDir::Vault,
                 required_flags: Vec::new(),
                 help_args: strings(&["--help"]),
                 files: Vec::new(),
@@ -203,6 +204,13 @@ pub fn resolve(name: &str, tables: &BTreeMap<String, RawProfile>, env: &Env) -> 
             p.command = ex(c)?;
         }
         if let Some(a) = &r.args {
+            if a.iter().any(|x| x.contains("{prompt}")) {
+                return Err(format!(
+                    "[profiles.{name}] args: `{{prompt}}` would put the prompt on the command line, where every \
+                     user of the machine can read it and 128 KiB is the limit; use `prompt_on_stdin = true` or \
+                     `{{prompt_file}}`"
+                ));
+            }
             p.args = a.clone();
         }
         if let Some(e) = &r.env {
@@ -210,14 +218,20 @@ pub fn resolve(name: &str, tables: &BTreeMap<String, RawProfile>, env: &Env) -> 
             // never copied into tabd's config structures or logs.
             p.env = e.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         }
+        if let Some(p2) = &r.pass_env {
+            p.pass_env = p2.clone();
+        }
         if let Some(o) = r.output {
             p.output = o;
         }
         if let Some(s) = r.prompt_on_stdin {
             p.prompt_on_stdin = s;
         }
-        if let Some(w) = r.workdir {
-            p.workdir = w;
+        if r.workdir.is_some() {
+            return Err(format!(
+                "[profiles.{name}] workdir: a CLI always runs in a private folder of its own, never in \
+                 the vault (so nothing a role writes can become its settings); remove this key"
+            ));
         }
         if let Some(f) = &r.required_flags {
             p.required_flags = f.clone();

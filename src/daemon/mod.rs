@@ -132,7 +132,7 @@ pub struct Daemon {
 /// The approvals pass (DESIGN §15): one at a time, off the loop (a call may take a while).
 #[derive(Default)]
 struct ApprovalWork {
-    task: Option<tokio::task::JoinHandle<crate::approvals::decide::Pass>>,
+    task: Option<tokio::task::JoinHandle<crate::approved::Pass>>,
     /// When to look at `agent/approvals/` again.
     due: Option<Instant>,
 }
@@ -147,11 +147,7 @@ fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
 }
 
 fn host_name(config: &Config) -> String {
-    config
-        .daemon
-        .host
-        .clone()
-        .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned())
+    config.daemon.host()
 }
 
 impl Daemon {
@@ -177,15 +173,19 @@ impl Daemon {
             readiness: Readiness::new(Duration::from_millis(init.config.inbox.settle_ms)),
             run_env: RunEnv {
                 store: StateStore::new(init.vault.clone()),
-                vault: init.vault,
+                vault: init.vault.clone(),
                 config: Arc::new(init.config),
                 roles: Arc::new(init.roles),
                 provider,
                 log,
                 clock: clock.clone(),
                 faults,
-                process_env: init.env.clone(),
+                launcher: crate::process::Launcher {
+                    env: init.env.clone(),
+                    registry: Some(crate::process::Registry::new(init.vault.clone())),
+                },
                 mcp_pool: None,
+                probes: Default::default(),
             },
             env: init.env,
             cli_config: init.cli_config,
@@ -232,7 +232,10 @@ impl Daemon {
             tokio::spawn(async move { old.shutdown().await });
         }
         if keep_alive {
-            self.run_env.mcp_pool = Some(crate::mcp::pool::Pool::start(&self.config().mcp, &self.env));
+            self.run_env.mcp_pool = Some(crate::mcp::pool::Pool::start(
+                &self.config().mcp,
+                &self.run_env.launcher,
+            ));
         }
     }
 
@@ -310,6 +313,14 @@ impl Daemon {
     /// Everything before the first tick: finish interrupted runs, forget deleted roles, clean
     /// crash leftovers, point the watcher.
     fn start_up(&mut self) {
+        let orphans = crate::process::reap_orphans(&self.run_env.vault);
+        if !orphans.is_empty() {
+            tracing::warn!(
+                "stopped {} child process group(s) a tabd that was killed left running: {}",
+                orphans.len(),
+                orphans.join(", ")
+            );
+        }
         self.start_mcp_pool();
         let recovered = blocking::run(|| crate::run::recover(&self.run_env, None));
         if recovered > 0 {
@@ -337,7 +348,7 @@ impl Daemon {
                 tracing::warn!("cannot create {dir}/: {e}");
             }
         }
-        let recovered = blocking::run(|| crate::approvals::decide::recover(&self.run_env));
+        let recovered = blocking::run(|| crate::approved::recover(&self.run_env));
         if recovered > 0 {
             tracing::warn!(
                 "{recovered} approved call(s) were running when tabd stopped: marked unknown in their notes"
@@ -355,12 +366,10 @@ impl Daemon {
         }
         self.approvals.due = None;
         let env = self.run_env.clone();
-        self.approvals.task = Some(tokio::spawn(
-            async move { crate::approvals::decide::pass(&env).await },
-        ));
+        self.approvals.task = Some(tokio::spawn(async move { crate::approved::pass(&env).await }));
     }
 
-    fn on_approvals_pass(&mut self, pass: Result<crate::approvals::decide::Pass, tokio::task::JoinError>) {
+    fn on_approvals_pass(&mut self, pass: Result<crate::approved::Pass, tokio::task::JoinError>) {
         let (wall, now) = self.now();
         let mut next = now + APPROVALS_EVERY;
         match pass {

@@ -344,7 +344,7 @@ pub fn render_note(r: &StatusReport, tz: Tz) -> String {
             s.push_str(&format!(
                 "> [!warning] MCP server `{}` is down\n> {}\n\n",
                 m.name,
-                crate::runlog::one_line(e, 300)
+                crate::text::one_line(e, 300)
             ));
         }
     }
@@ -447,7 +447,7 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
             Some(e) => s.push_str(&format!(
                 "mcp server {}: DOWN: {}\n",
                 m.name,
-                crate::runlog::one_line(e, 300)
+                crate::text::one_line(e, 300)
             )),
         }
     }

@@ -17,27 +17,11 @@ use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
 use crate::config::mcp::{expand_pairs, ServerConfig, Transport};
-use crate::environment::Env;
-use crate::process_group::{self, Pid, Signal};
+use crate::environment::CHILD_BASE_ENV;
+use crate::process::{self, GroupGuard, Launcher, Pid, Signal};
 
 /// Lines of a server's stderr kept for error messages.
 const STDERR_LINES: usize = 20;
-/// Environment a stdio server gets from tabd's own (never its API keys): what `npx`, `uvx` and
-/// friends need to run. Everything else must be named in `[mcp.NAME] env`.
-const PASSED_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LC_ALL",
-    "TZ",
-    "TMPDIR",
-    "XDG_CONFIG_HOME",
-    "XDG_CACHE_HOME",
-    "XDG_DATA_HOME",
-    "XDG_RUNTIME_DIR",
-];
 
 /// A tool as the server lists it.
 #[derive(Debug, Clone)]
@@ -66,6 +50,18 @@ impl StderrTail {
         let q = self.0.lock().unwrap_or_else(|p| p.into_inner());
         q.iter().cloned().collect::<Vec<_>>().join("\n")
     }
+}
+
+/// Why a call did not return a result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The server answered with an error: the call was not carried out.
+    #[error("{0}")]
+    Refused(String),
+    /// No answer (a timeout, a server that died or a connection that closed mid-call): the call
+    /// may or may not have happened.
+    #[error("{0}")]
+    Unknown(String),
 }
 
 /// Why a server could not be used.
@@ -119,25 +115,16 @@ impl Drop for Child {
     }
 }
 
-/// Kills the whole group when dropped: after the leader exits, or when its task is torn down.
-struct GroupGuard(Option<Pid>);
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        process_group::signal(self.0, Signal::KILL);
-    }
-}
-
 impl Child {
     /// Hands `child` to a reaper task; `on_exit` runs once the leader is gone.
     fn watch(
         mut child: tokio::process::Child,
+        guard: GroupGuard,
         pgid: Option<Pid>,
         on_exit: impl FnOnce() + Send + 'static,
     ) -> Child {
         let (tx, exited) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
-            let guard = GroupGuard(pgid);
             let status = child.wait().await;
             drop(guard);
             tracing::debug!("MCP server process ended: {status:?}");
@@ -148,7 +135,7 @@ impl Child {
     }
 
     fn signal(&self, sig: Signal) {
-        process_group::signal(self.pgid, sig);
+        process::signal(self.pgid, sig);
     }
 
     async fn wait_exit(&self, limit: Duration) -> bool {
@@ -186,7 +173,10 @@ pub struct Connection {
 
 impl Connection {
     /// Starts `server` and lists its tools, all within its `startup_timeout`.
-    pub async fn start(server: Arc<ServerConfig>, env: &Env) -> Result<Arc<Connection>, ServerDown> {
+    pub async fn start(
+        server: Arc<ServerConfig>,
+        launcher: &Launcher,
+    ) -> Result<Arc<Connection>, ServerDown> {
         let stderr = StderrTail::default();
         let down = |why: String, stderr: &StderrTail| ServerDown {
             server: server.name.clone(),
@@ -194,7 +184,8 @@ impl Connection {
             stderr: stderr.text(),
         };
         let limit = server.startup_timeout;
-        let started = tokio::time::timeout(limit, Self::connect(server.clone(), env, stderr.clone())).await;
+        let started =
+            tokio::time::timeout(limit, Self::connect(server.clone(), launcher, stderr.clone())).await;
         let conn = match started {
             Ok(Ok(c)) => c,
             Ok(Err(why)) => return Err(down(why, &stderr)),
@@ -230,7 +221,7 @@ impl Connection {
 
     async fn connect(
         server: Arc<ServerConfig>,
-        env: &Env,
+        launcher: &Launcher,
         stderr: StderrTail,
     ) -> Result<Arc<Connection>, String> {
         let tools_changed = Arc::new(AtomicBool::new(false));
@@ -245,13 +236,13 @@ impl Connection {
                 args,
                 env: extra,
             } => {
-                let (mut child, pgid, stdout, stdin, stderr_done) =
-                    spawn(command, args, extra, env, &server.name, &stderr)?;
+                let (mut child, guard, pgid, stdout, stdin, stderr_done) =
+                    spawn(command, args, extra, launcher, &server.name, &stderr)?;
                 match handler.serve((stdout, stdin)).await {
                     Ok(s) => {
                         let token = s.cancellation_token();
                         let tx = ended_tx.clone();
-                        let child = Child::watch(child, pgid, move || {
+                        let child = Child::watch(child, guard, pgid, move || {
                             let _ = tx.send(true);
                             token.cancel();
                         });
@@ -264,10 +255,11 @@ impl Connection {
                             .await
                             .ok()
                             .and_then(Result::ok);
-                        process_group::signal(pgid, Signal::KILL);
+                        guard.kill();
                         if exited.is_none() {
                             let _ = child.wait().await;
                         }
+                        drop(guard);
                         let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
                         return Err(match exited {
                             Some(status) => format!("exited ({status}) before it finished starting"),
@@ -277,7 +269,8 @@ impl Connection {
                 }
             }
             Transport::Http { url, headers } => {
-                let transport = http_transport(url, headers, env)?;
+                // `url` may hold `${SECRET}`: expanded only here, never shown expanded.
+                let transport = http_transport(url, headers, &launcher.env)?;
                 let s = handler
                     .serve(transport)
                     .await
@@ -351,7 +344,7 @@ impl Connection {
         &self,
         tool: &str,
         arguments: serde_json::Map<String, Value>,
-    ) -> Result<CallToolResult, String> {
+    ) -> Result<CallToolResult, CallError> {
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         let limit = self.server.tool_timeout;
         // Dropping the request on timeout makes rmcp send `notifications/cancelled`. A server that
@@ -363,6 +356,12 @@ impl Connection {
         };
         match answer {
             Ok(Ok(result)) => Ok(result),
+            // The server answered: it refused the call, nothing was done.
+            Ok(Err(ServiceError::McpError(data))) => Err(CallError::Refused(format!(
+                "the server answered with an error: {}",
+                data.message
+            ))),
+            // The request may have reached the server before the connection ended.
             Ok(Err(e)) => {
                 let mut msg = service_error(&e);
                 if self.is_closed() {
@@ -372,12 +371,14 @@ impl Connection {
                         msg.push_str(&format!("; its last output: {}", tail.replace('\n', " | ")));
                     }
                 }
-                Err(msg)
+                Err(CallError::Unknown(format!(
+                    "{msg}; it may or may not have been carried out"
+                )))
             }
-            Err(_) => Err(format!(
-                "no answer within {}s (tool_timeout_s); the call was cancelled",
+            Err(_) => Err(CallError::Unknown(format!(
+                "no answer within {}s (tool_timeout_s); the call was cancelled, but it may or may not have been carried out",
                 limit.as_secs()
-            )),
+            ))),
         }
     }
 
@@ -402,6 +403,7 @@ impl Connection {
 
 type Spawned = (
     tokio::process::Child,
+    GroupGuard,
     Option<Pid>,
     tokio::process::ChildStdout,
     tokio::process::ChildStdin,
@@ -413,29 +415,35 @@ fn spawn(
     command: &str,
     args: &[String],
     extra: &[(String, String)],
-    env: &Env,
+    launcher: &Launcher,
     name: &str,
     stderr: &StderrTail,
 ) -> Result<Spawned, String> {
+    let env = &launcher.env;
+    // `${VAR}` in the command, its arguments and its environment are read now, at start, the
+    // same way for all three: an unset one stops this server, not tabd.
+    let command = env.expand(command).map_err(|e| format!("command: {e}"))?;
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| env.expand(a))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("args: {e}"))?;
     let extra = expand_pairs(extra, env)?;
-    let mut cmd = tokio::process::Command::new(command);
-    cmd.args(args)
+    let mut cmd = tokio::process::Command::new(&command);
+    cmd.args(&args)
         .env_clear()
-        .envs(
-            PASSED_ENV
-                .iter()
-                .filter_map(|k| env.get(k).map(|v| (*k, v.to_string()))),
-        )
+        .envs(env.subset(CHILD_BASE_ENV))
         .envs(extra)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
+    process::own_group(&mut cmd);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("could not be started (`{command}`: {e}); is it installed and on PATH?"))?;
-    let pgid = process_group::of(&child);
+    let pgid = process::group_of(&child);
+    let guard = launcher.guard(pgid, name);
     let (Some(stdout), Some(stdin), Some(err)) =
         (child.stdout.take(), child.stdin.take(), child.stderr.take())
     else {
@@ -450,14 +458,15 @@ fn spawn(
             tail.push(line);
         }
     });
-    Ok((child, pgid, stdout, stdin, stderr_done))
+    Ok((child, guard, pgid, stdout, stdin, stderr_done))
 }
 
 fn http_transport(
     url: &str,
     headers: &[(String, String)],
-    env: &Env,
+    env: &crate::environment::Env,
 ) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
+    let url = env.expand(url).map_err(|e| format!("url: {e}"))?;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     crate::provider::install_tls();
     let mut map = std::collections::HashMap::new();

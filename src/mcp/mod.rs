@@ -12,5 +12,4 @@ pub mod content;
 pub mod naming;
 pub mod pool;
 pub mod schema;
-pub mod serve;
 pub mod tools;

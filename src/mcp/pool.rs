@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::client::{Connection, ServerDown};
 use crate::config::mcp::ServerConfig;
-use crate::environment::Env;
+use crate::process::Launcher;
 
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
@@ -40,7 +40,10 @@ pub struct Pool {
 
 impl Pool {
     /// Starts a supervisor for every `keep_alive` server of `servers`.
-    pub fn start(servers: &std::collections::BTreeMap<String, ServerConfig>, env: &Env) -> Arc<Pool> {
+    pub fn start(
+        servers: &std::collections::BTreeMap<String, ServerConfig>,
+        launcher: &Launcher,
+    ) -> Arc<Pool> {
         let (stop, _) = tokio::sync::watch::channel(false);
         let mut map = HashMap::new();
         let mut tasks = Vec::new();
@@ -52,7 +55,7 @@ impl Pool {
                 tried,
             });
             map.insert(config.name.clone(), s.clone());
-            tasks.push(tokio::spawn(supervise(s, env.clone(), stop.subscribe())));
+            tasks.push(tokio::spawn(supervise(s, launcher.clone(), stop.subscribe())));
         }
         Arc::new(Pool {
             servers: map,
@@ -127,12 +130,12 @@ impl Pool {
     }
 }
 
-async fn supervise(s: Arc<Supervised>, env: Env, mut stop: tokio::sync::watch::Receiver<bool>) {
+async fn supervise(s: Arc<Supervised>, launcher: Launcher, mut stop: tokio::sync::watch::Receiver<bool>) {
     let name = s.config.name.clone();
     let mut backoff = Duration::from_secs(1);
     loop {
         let started = tokio::select! {
-            r = Connection::start(s.config.clone(), &env) => r,
+            r = Connection::start(s.config.clone(), &launcher) => r,
             _ = stopped(&mut stop) => return,
         };
         match started {

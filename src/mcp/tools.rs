@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::client::{Connection, ServerDown, ToolInfo};
+use super::client::{CallError, Connection, ServerDown, ToolInfo};
 use super::naming::exposed_name;
 use super::pool::Pool;
 use super::schema::InputSchema;
 use crate::calls::ToolSpec;
-use crate::calls::{Risk, ToolCallRecord, ToolResult};
+use crate::calls::{Risk, ToolResult};
 use crate::config::Config;
-use crate::environment::Env;
+use crate::process::Launcher;
 use crate::role::Role;
 
 /// One MCP tool as a run offers it.
@@ -63,11 +63,23 @@ pub fn risk_of(config: &crate::config::mcp::ServerConfig, tool: &ToolInfo) -> Ri
 
 impl RunTools {
     /// Opens the servers `role` uses. Never fails: a server that cannot be used is in `down`.
-    pub async fn open(role: &Role, config: &Config, env: &Env, pool: Option<&Pool>) -> Self {
+    pub async fn open(role: &Role, config: &Config, launcher: &Launcher, pool: Option<&Pool>) -> Self {
+        Self::open_only(role, config, launcher, pool, None).await
+    }
+
+    /// Like `open`, for one server only (`None`: all the role uses): an approved call needs one.
+    pub async fn open_only(
+        role: &Role,
+        config: &Config,
+        launcher: &Launcher,
+        pool: Option<&Pool>,
+        only: Option<&str>,
+    ) -> Self {
         let mut out = Self::default();
         let wanted: Vec<Arc<crate::config::mcp::ServerConfig>> = role
             .mcp_servers()
             .into_iter()
+            .filter(|s| only.is_none_or(|o| o == *s))
             .filter_map(|s| config.mcp.get(s).cloned().map(Arc::new))
             .collect();
         if wanted.is_empty() {
@@ -76,7 +88,7 @@ impl RunTools {
         let started = futures::future::join_all(wanted.iter().map(|s| async move {
             match (s.keep_alive, pool) {
                 (true, Some(p)) => (s.clone(), p.get(&s.name).await, false),
-                _ => (s.clone(), Connection::start(s.clone(), env).await, true),
+                _ => (s.clone(), Connection::start(s.clone(), launcher).await, true),
             }
         }))
         .await;
@@ -108,6 +120,15 @@ impl RunTools {
                 continue;
             }
             let exposed = exposed_name(&server.name, &t.name);
+            if self.tools.iter().any(|x| x.exposed == exposed) {
+                // Impossible with valid server names; never let a second tool shadow the first.
+                tracing::warn!(
+                    "MCP server {}: tool {} would be offered as {exposed}, which another tool has; it is left out",
+                    server.name,
+                    t.name
+                );
+                continue;
+            }
             let description = if t.description.is_empty() {
                 format!("{} (MCP server {})", t.name, server.name)
             } else {
@@ -167,9 +188,9 @@ impl RunTools {
 
 impl McpTool {
     /// Runs the call: arguments checked against the schema, then sent; never panics on model
-    /// input. The record names the server.
-    pub async fn call(&self, input: &Value) -> (ToolResult, ToolCallRecord) {
-        let result = match (self.schema.check(input), input.as_object()) {
+    /// input.
+    pub async fn call(&self, input: &Value) -> ToolResult {
+        match (self.schema.check(input), input.as_object()) {
             (Err(why), _) => ToolResult::error(format!("invalid input: {why}")),
             (Ok(()), Some(args)) => match self.conn.call(&self.tool, args.clone()).await {
                 Ok(r) => {
@@ -181,11 +202,10 @@ impl McpTool {
                         ToolResult::ok(text, bytes, Vec::new())
                     }
                 }
-                Err(why) => ToolResult::error(format!("{} failed: {why}", self.exposed)),
+                Err(CallError::Refused(why)) => ToolResult::error(format!("{} failed: {why}", self.exposed)),
+                Err(CallError::Unknown(why)) => ToolResult::unknown(format!("{}: {why}", self.exposed)),
             },
             (Ok(()), None) => ToolResult::error("invalid input: expected a JSON object of arguments".into()),
-        };
-        let record = crate::calls::record_of(&self.exposed, input, &result, Some(&self.server));
-        (result, record)
+        }
     }
 }

@@ -126,7 +126,6 @@ fn the_index_lists_path_title_date_and_size_and_render_says_why() {
         trigger: &Trigger::manual(),
         notes: &[],
         tools: Vec::new(),
-        notices: Vec::new(),
     });
     assert!(p
         .context

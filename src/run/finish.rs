@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 
 use chrono::Utc;
 
-use super::{model_settings, Prepared, RunEnv, RunResult};
+use super::env::{RunEnv, RunResult};
+use super::prepare::{model_settings, Prepared};
 use crate::access::AccessPolicy;
 use crate::context;
 use crate::inbox::{self, Note};
@@ -24,7 +25,6 @@ use crate::provider::FailureClass;
 use crate::role::Role;
 use crate::runlog::{HumanRun, Moved, Outcome, RunRecord, TriggerRecord, UsageRecord};
 use crate::state::{Attempts, LastRun, PendingRun, State};
-use crate::toolbox::Toolbox;
 use crate::trigger::Trigger;
 use crate::turn::{TurnEnd, TurnOutcome};
 use crate::vault::{VaultError, VaultPath};
@@ -557,19 +557,12 @@ pub fn record_crash(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note
     let started = env.clock.now();
     let limits = RoleLimits::resolve(role, &env.config.limits);
     let prep = Prepared {
-        id: super::run_id(&role.name, started),
+        id: super::prepare::run_id(&role.name, started),
         started,
         state: env.store.load(),
         hashes: BTreeMap::new(),
         ttl: crate::cost::CacheTtl::FiveMinutes,
-        toolbox: Toolbox::new(
-            env.vault.clone(),
-            role,
-            env.roles.clone(),
-            0,
-            limits.max_chain_depth,
-            env.clock.clone(),
-        ),
+        hops: 0,
         limits,
         notes: Vec::new(),
     };

@@ -81,6 +81,10 @@ pub struct Approval {
     /// Times the call was started (at most one per approval; a re-approval after `unknown` adds one).
     #[serde(default)]
     pub executions: u32,
+    /// Chain depth of the run that asked: an approved `trigger_role` continues that chain
+    /// rather than starting a new one at 0.
+    #[serde(default)]
+    pub hops: u32,
 }
 
 /// Hash of a call's arguments (canonical: serde_json sorts object keys).

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::access::AccessPolicy;
-use crate::calls::{record_of, Risk, ToolCallRecord, ToolResult, ToolSpec};
+use crate::calls::{Risk, ToolResult, ToolSpec};
 use crate::role::{Role, RoleSet};
 use crate::vault::{Vault, VaultError};
 
@@ -146,13 +146,9 @@ pub fn vault_description(name: &str) -> Option<&'static str> {
     find(name).map(|t| t.description())
 }
 
-/// Runs one tool call for the model and records it. Never panics on model input; an `Err`
-/// means the run cannot go on (see `ToolError::Fatal`).
-pub fn execute(
-    ctx: &ToolContext<'_>,
-    name: &str,
-    input: &Value,
-) -> Result<(ToolResult, ToolCallRecord), FatalToolError> {
+/// Runs one vault tool call. Never panics on model input; an `Err` means the run cannot go on
+/// (see `ToolError::Fatal`). The harness decides whether the call may run at all.
+pub fn execute(ctx: &ToolContext<'_>, name: &str, input: &Value) -> Result<ToolResult, FatalToolError> {
     let result = match find(name) {
         None => Err(ToolError::Refused(format!(
             "there is no tool named `{name}`; your tools are: {}",
@@ -165,13 +161,11 @@ pub fn execute(
         ))),
         Some(tool) => tool.call(ctx, input),
     };
-    let result = match result {
-        Ok(r) => r,
-        Err(ToolError::Fatal(why)) => return Err(FatalToolError(why)),
-        Err(e) => ToolResult::error(e.to_string()),
-    };
-    let record = record_of(name, input, &result, None);
-    Ok((result, record))
+    match result {
+        Ok(r) => Ok(r),
+        Err(ToolError::Fatal(why)) => Err(FatalToolError(why)),
+        Err(e) => Ok(ToolResult::error(e.to_string())),
+    }
 }
 
 #[cfg(test)]

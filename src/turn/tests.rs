@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use super::*;
-use crate::calls::ToolSpec;
-use crate::provider::Speaker;
+use crate::calls::{ToolResult, ToolSpec};
+use crate::harness::Called;
+use crate::provider::{BoxFuture, Speaker};
 
 /// Answers from a script and keeps every request.
 #[derive(Default)]
@@ -90,9 +93,20 @@ fn call(id: &str, name: &str) -> provider::Response {
     )
 }
 
-/// Echoes every call; `fatal` names a tool whose call fails the vault.
+/// Echoes every call, refusing past `max` calls as the harness does; `fatal` names a tool whose
+/// call fails the vault.
 struct Echo {
     fatal: Option<&'static str>,
+    max: u32,
+    ran: AtomicU32,
+}
+
+fn echo() -> Echo {
+    Echo {
+        fatal: None,
+        max: 5,
+        ran: AtomicU32::new(0),
+    }
 }
 
 impl ToolExecutor for Echo {
@@ -101,14 +115,29 @@ impl ToolExecutor for Echo {
         name: &'a str,
         input: &'a Value,
         _reason: &'a str,
-    ) -> BoxFuture<'a, Result<(ToolResult, ToolCallRecord), FatalToolError>> {
+    ) -> BoxFuture<'a, Result<Called, FatalToolError>> {
         Box::pin(async move {
             if self.fatal == Some(name) {
                 return Err(FatalToolError("disk full".into()));
             }
+            if self.ran.load(Ordering::SeqCst) >= self.max {
+                return Ok(Called {
+                    result: ToolResult::error(format!(
+                        "not run: this run reached its limit of {} tool calls",
+                        self.max
+                    )),
+                    limit: Some(format!("max_tool_calls ({})", self.max)),
+                    record: None,
+                });
+            }
+            self.ran.fetch_add(1, Ordering::SeqCst);
             let result = ToolResult::ok(format!("ran {name}"), 1, vec![]);
             let record = crate::calls::record_of(name, input, &result, None);
-            Ok((result, record))
+            Ok(Called {
+                result,
+                limit: None,
+                record: Some(record),
+            })
         })
     }
 }
@@ -136,7 +165,6 @@ fn request() -> Request {
 
 fn limits() -> TurnLimits {
     TurnLimits {
-        max_tool_calls: 5,
         max_tokens_per_run: 1_000_000,
         max_cost_usd: None,
         price: None,
@@ -156,11 +184,11 @@ fn fast_retry() -> RetryPolicy {
 #[tokio::test(start_paused = true)]
 async fn tool_results_answer_their_calls_and_the_text_is_kept() {
     let p = Scripted::new(vec![Ok(call("t1", "read_file")), Ok(text("All done."))]);
-    let out = run_turn(&p, &fast_retry(), request(), &limits(), &Echo { fatal: None }).await;
+    let out = run_turn(&p, &fast_retry(), request(), &limits(), &echo()).await;
     assert_eq!(out.end, TurnEnd::Done);
     assert_eq!(out.summary, "All done.");
     assert_eq!(out.thinking, "I will use read_file.");
-    assert_eq!(out.calls.len(), 1);
+    assert!(out.calls.is_empty(), "calls are the harness's to record");
     assert_eq!(out.requests, 2);
     assert_eq!(out.usage.total(), 135);
     let second = &p.seen()[1];
@@ -184,13 +212,10 @@ async fn max_tool_calls_ends_with_a_summary_and_tools_forbidden() {
         Ok(call("c", "read_file")),
         Ok(text("Summary: three reads.")),
     ]);
-    let lim = TurnLimits {
-        max_tool_calls: 2,
-        ..limits()
-    };
-    let out = run_turn(&p, &fast_retry(), request(), &lim, &Echo { fatal: None }).await;
+    let exec = Echo { max: 2, ..echo() };
+    let out = run_turn(&p, &fast_retry(), request(), &limits(), &exec).await;
     assert_eq!(out.end, TurnEnd::Limit("max_tool_calls (2)".into()));
-    assert_eq!(out.calls.len(), 2);
+    assert_eq!(exec.ran.load(Ordering::SeqCst), 2);
     assert_eq!(out.summary, "Summary: three reads.");
     let seen = p.seen();
     assert!(
@@ -219,7 +244,7 @@ async fn token_and_dollar_limits_end_the_run() {
         max_tokens_per_run: 100,
         ..limits()
     };
-    let out = run_turn(&p, &fast_retry(), request(), &lim, &Echo { fatal: None }).await;
+    let out = run_turn(&p, &fast_retry(), request(), &lim, &echo()).await;
     assert_eq!(out.end, TurnEnd::Limit("max_tokens_per_run (100)".into()));
 
     let p = Scripted::new(vec![Ok(call("a", "read_file")), Ok(text("stopped"))]);
@@ -228,7 +253,7 @@ async fn token_and_dollar_limits_end_the_run() {
         price: crate::cost::built_in("claude-sonnet-4-5"),
         ..limits()
     };
-    let out = run_turn(&p, &fast_retry(), request(), &lim, &Echo { fatal: None }).await;
+    let out = run_turn(&p, &fast_retry(), request(), &lim, &echo()).await;
     assert!(
         matches!(&out.end, TurnEnd::Limit(why) if why.starts_with("max_cost_usd (")),
         "{:?}",
@@ -241,7 +266,7 @@ async fn a_paused_turn_continues_and_a_full_context_window_ends_it() {
     let paused = reply(vec![], StopReason::PauseTurn, usage(1, 1));
     let full = reply(vec![], StopReason::ContextWindowExceeded, usage(1, 1));
     let p = Scripted::new(vec![Ok(paused), Ok(full)]);
-    let out = run_turn(&p, &fast_retry(), request(), &limits(), &Echo { fatal: None }).await;
+    let out = run_turn(&p, &fast_retry(), request(), &limits(), &echo()).await;
     assert_eq!(out.end, TurnEnd::ContextExceeded);
     assert_eq!(out.requests, 2, "the paused turn was sent back once");
 }
@@ -256,6 +281,7 @@ async fn a_fatal_tool_error_ends_the_run_at_once() {
         &limits(),
         &Echo {
             fatal: Some("write_file"),
+            ..echo()
         },
     )
     .await;

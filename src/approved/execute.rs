@@ -1,0 +1,174 @@
+//! One approved call, run through the harness like any other call (the role's lists, `deny`,
+//! the schema check, hops and the sandbox all apply; only `ask` is satisfied), at most once.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::write::{daily, rewrite, update};
+use super::Pass;
+use crate::approvals::note::stamp;
+use crate::harness::{Door, Harness, Ticket};
+use crate::limits::RoleLimits;
+use crate::mcp::tools::RunTools;
+use crate::run::RunEnv;
+use crate::state::approvals::{Approval, Phase};
+
+/// Longest result kept in the note (the whole result went to no model: this is for the person).
+const MAX_RESULT_IN_NOTE: usize = 16 * 1024;
+/// Longest outcome line kept for the role's next prompt.
+const MAX_OUTCOME: usize = 600;
+
+/// Marks the request `invalid` (the person may fix the note and approve again).
+pub(super) fn invalid(env: &RunEnv, id: &str, a: &Approval, why: &str) {
+    let now = env.clock.now();
+    let _ = update(env, |s| {
+        if let Some(r) = s.approvals.get_mut(id) {
+            r.phase = Phase::Invalid;
+            r.decided = Some(now);
+            r.outcome = Some(format!("invalid: {why}"));
+        }
+    });
+    rewrite(
+        env,
+        &a.note,
+        "invalid",
+        &format!(
+            "**Invalid** ({}): {why}. Nothing was run; fix it and set `status` to `approved` again.",
+            stamp(now)
+        ),
+    );
+    daily(env, a, &format!("approval `{id}` ({}) not run: {why}", a.tool));
+}
+
+/// Checks the approved call as it now stands and runs it once.
+pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: &mut Pass) {
+    if !args.is_object() {
+        return invalid(
+            env,
+            id,
+            a,
+            &format!("the arguments must be a JSON object, not {args}"),
+        );
+    }
+    let Some(role) = env.roles.roles.get(&a.role) else {
+        return invalid(
+            env,
+            id,
+            a,
+            &format!("the role {} no longer exists or has errors", a.role),
+        );
+    };
+    let server = a.tool.split_once('/').map(|(s, _)| s);
+    let mcp = RunTools::open_only(role, &env.config, &env.launcher, env.mcp_pool.as_deref(), server).await;
+    let mcp = Arc::new(mcp);
+    if let Some(down) = mcp.down.first() {
+        mcp.close().await;
+        return invalid(env, id, a, &format!("{}, so nothing was sent", down.problem));
+    }
+    let limits = RoleLimits::resolve(role, &env.config.limits);
+    let ticket = Ticket {
+        // The chain the asking run was in goes on: an approved trigger_role is hop + 1.
+        hops: a.hops,
+        max_chain_depth: limits.max_chain_depth,
+        max_tool_calls: 1,
+        asks: None,
+    };
+    let harness = Harness::new(
+        env.vault.clone(),
+        role,
+        env.roles.clone(),
+        env.clock.clone(),
+        mcp.clone(),
+        ticket,
+    );
+    let checked = match harness.key_of(&a.exposed) {
+        Some(key) if key == a.tool => harness.check(&a.exposed, &args),
+        Some(_) | None => Err(format!("the role no longer has the tool {}", a.tool)),
+    };
+    if let Err(why) = checked {
+        mcp.close().await;
+        return invalid(env, id, a, &why);
+    }
+    if !claim(env, id).await {
+        mcp.close().await;
+        return;
+    }
+    rewrite(env, &a.note, "executing", "");
+    let called = harness.call(&a.exposed, &args, Door::Approved).await;
+    mcp.close().await;
+    let (phase, text) = match called {
+        Ok(c) if c.result.ok => (Phase::Done, c.result.text),
+        Ok(c) if c.result.unknown => (Phase::Unknown, c.result.text),
+        Ok(c) => (Phase::Failed, c.result.text),
+        Err(fatal) => (Phase::Failed, fatal.0),
+    };
+    record(env, id, a, phase, &text);
+    out.ran.push(id.to_string());
+}
+
+/// At most once: the ledger says `executing` (fsynced) before anything is sent.
+async fn claim(env: &RunEnv, id: &str) -> bool {
+    let claimed = update(env, |s| match s.approvals.get_mut(id) {
+        Some(r) if r.phase.may_run() => {
+            r.phase = Phase::Executing;
+            r.executions += 1;
+            true
+        }
+        _ => false,
+    });
+    match claimed {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("approvals: cannot record `executing` for {id}, so it does not run yet: {e}");
+            false
+        }
+    }
+}
+
+/// The outcome: in the ledger, in the note (with the result), in the daily log.
+fn record(env: &RunEnv, id: &str, a: &Approval, phase: Phase, text: &str) {
+    let end = env.clock.now();
+    let outcome = format!("{}: {}", phase.as_str(), crate::text::one_line(text, MAX_OUTCOME));
+    let _ = update(env, |s| {
+        if let Some(r) = s.approvals.get_mut(id) {
+            r.phase = phase;
+            r.decided = Some(end);
+            r.reported = false;
+            r.outcome = Some(outcome.clone());
+        }
+    });
+    let shown = crate::mcp::content::cap(text.to_string(), MAX_RESULT_IN_NOTE);
+    // A fence longer than any run of backticks in the result, so the result cannot close it.
+    let mut fence = "```".to_string();
+    while shown.contains(&fence) {
+        fence.push('`');
+    }
+    let retry = if phase == Phase::Unknown {
+        "\n\nNo answer came back, so the call **may or may not have happened**. Check, and set `status` to \
+         `approved` again if you want it run (once more)."
+    } else {
+        ""
+    };
+    rewrite(
+        env,
+        &a.note,
+        phase.as_str(),
+        &format!(
+            "## Result\nRan {} ({}), approved by you: **{}**.{retry}\n\n{fence}\n{shown}\n{fence}\n",
+            stamp(end),
+            a.tool,
+            phase.as_str(),
+        ),
+    );
+    daily(
+        env,
+        a,
+        &format!(
+            "approval `{id}` ({}) approved → {} — {}",
+            a.tool,
+            phase.as_str(),
+            crate::runlog::wikilink(&a.note)
+        ),
+    );
+}

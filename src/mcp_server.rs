@@ -1,0 +1,210 @@
+//! tabd's own MCP server (DESIGN §16): a role's harness spoken over MCP. Every call goes through
+//! `Harness::call`, exactly as an API run's do — the role's lists, `approve`, the limits, the
+//! sandbox, hops and the record — so a client (an agent CLI, Claude Desktop) has the role's
+//! authority, no more.
+//!
+//! Two ways in:
+//! - **a run's socket**: a CLI run serves its harness on a Unix socket in the run folder, inside
+//!   the run's own process. The CLI starts `tabd mcp serve --run-id ID --socket PATH`, which only
+//!   relays bytes (`bridge`): the limits, the hops and the record live in the run, so no process
+//!   boundary, restart or relative path can reset or lose them;
+//! - **stdio** (`tabd mcp serve --role R` for Claude Desktop): the harness runs in that process.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+
+use crate::calls::{Risk, ToolCallRecord};
+use crate::harness::{Door, Harness};
+
+/// Called after every call with its record (`tabd mcp serve` writes a daily-log line).
+pub type OnCall = Arc<dyn Fn(&ToolCallRecord) + Send + Sync>;
+
+/// The harness as an MCP server.
+#[derive(Clone)]
+pub struct HarnessServer {
+    harness: Arc<Harness>,
+    /// Shown in approval notes as the model's reason (an MCP call carries none).
+    reason: &'static str,
+    on_call: Option<OnCall>,
+    /// A client finished `initialize`: for a CLI run, proof that tabd's tools reached it.
+    connected: Arc<AtomicBool>,
+}
+
+impl HarnessServer {
+    pub fn new(harness: Arc<Harness>, on_call: Option<OnCall>) -> Self {
+        Self {
+            harness,
+            reason: "(asked through tabd's MCP server; the client gave no reason)",
+            on_call,
+            connected: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    pub fn connected(&self) -> bool {
+        self.connected.load(Ordering::SeqCst)
+    }
+
+    /// The role's tools, annotated with their risk class so a client can tell reads from writes.
+    fn tools(&self) -> Vec<Tool> {
+        self.harness
+            .specs()
+            .into_iter()
+            .map(|s| {
+                let risk = self.harness.risk_of(&s.name);
+                let schema = s.input_schema.as_object().cloned().unwrap_or_default();
+                let tool = Tool::new(s.name, s.description, Arc::new(schema));
+                let hints = ToolAnnotations::new();
+                match risk {
+                    Some(Risk::Read) => tool.annotate(hints.read_only(true)),
+                    Some(Risk::Destructive) => tool.annotate(hints.read_only(false).destructive(true)),
+                    Some(Risk::Write) => tool.annotate(hints.read_only(false).destructive(false)),
+                    _ => tool,
+                }
+            })
+            .collect()
+    }
+}
+
+impl ServerHandler for HarnessServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("tabd", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn on_initialized(&self, _context: NotificationContext<RoleServer>) {
+        self.connected.store(true, Ordering::SeqCst);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let input = Value::Object(request.arguments.clone().unwrap_or_default());
+        let door = Door::Model { reason: self.reason };
+        let called = match self.harness.call(&request.name, &input, door).await {
+            Ok(c) => c,
+            Err(fatal) => {
+                tracing::error!("mcp serve: {fatal}");
+                return Err(ErrorData::internal_error(fatal.0, None));
+            }
+        };
+        if let (Some(record), Some(on_call)) = (&called.record, &self.on_call) {
+            on_call(record);
+        }
+        let content = vec![Content::text(called.result.text)];
+        Ok(if called.result.ok {
+            CallToolResult::success(content)
+        } else {
+            CallToolResult::error(content)
+        }
+        .into())
+    }
+}
+
+/// Serves on stdin/stdout until the client closes the connection.
+pub async fn serve_stdio(server: HarnessServer) -> anyhow::Result<()> {
+    let transport = (tokio::io::stdin(), tokio::io::stdout());
+    match server.serve(transport).await {
+        Ok(service) => service.waiting().await.map(|_| ()).map_err(anyhow::Error::from),
+        Err(e) => Err(anyhow::anyhow!("the MCP client did not start a session: {e}")),
+    }
+}
+
+/// A run's harness served on a Unix socket for the run's agent CLI; stops when dropped.
+pub struct SocketServer {
+    pub path: PathBuf,
+    server: HarnessServer,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SocketServer {
+    /// Listens on `path` (in the run's private folder). Every connection is a session of the same
+    /// harness: a CLI that restarts its MCP server keeps the run's limits and record.
+    pub fn start(server: HarnessServer, path: &Path) -> std::io::Result<Self> {
+        let listener = tokio::net::UnixListener::bind(path)?;
+        let accept = server.clone();
+        let task = tokio::spawn(async move {
+            let mut sessions = tokio::task::JoinSet::new();
+            loop {
+                let (stream, _) = match listener.accept().await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!("run MCP socket: {e}");
+                        break;
+                    }
+                };
+                let server = accept.clone();
+                sessions.spawn(async move {
+                    let (read, write) = stream.into_split();
+                    match server.serve((read, write)).await {
+                        Ok(service) => {
+                            let _ = service.waiting().await;
+                        }
+                        Err(e) => tracing::debug!("run MCP socket: a client did not start a session: {e}"),
+                    }
+                });
+            }
+        });
+        Ok(Self {
+            path: path.to_path_buf(),
+            server,
+            task,
+        })
+    }
+
+    pub fn connected(&self) -> bool {
+        self.server.connected()
+    }
+}
+
+impl Drop for SocketServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// `tabd mcp serve --run-id ID --socket PATH`: relays stdin/stdout to the run's socket, byte for
+/// byte, until either side closes. It holds no authority of its own.
+pub async fn bridge(socket: &Path) -> anyhow::Result<()> {
+    let stream = tokio::net::UnixStream::connect(socket).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot reach the run's tool server at {} ({e}); is the run still going?",
+            socket.display()
+        )
+    })?;
+    let (mut from_run, mut to_run) = stream.into_split();
+    let mut stdin = tokio::io::stdin();
+    let mut stdout = tokio::io::stdout();
+    let up = async {
+        let _ = tokio::io::copy(&mut stdin, &mut to_run).await;
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut to_run).await;
+    };
+    let down = async {
+        let _ = tokio::io::copy(&mut from_run, &mut stdout).await;
+        let _ = tokio::io::AsyncWriteExt::flush(&mut stdout).await;
+    };
+    // The session is over when the run closes its side; a client closing stdin ends it too.
+    tokio::select! {
+        () = down => {}
+        () = async { up.await; std::future::pending::<()>().await } => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! What a run needs from the daemon or the command line, and what it ends as.
+
+use std::sync::Arc;
+
+use crate::agent_cli::Probes;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::faults::Faults;
+use crate::mcp::pool::Pool;
+use crate::process::Launcher;
+use crate::provider::{FailureClass, Provider};
+use crate::role::RoleSet;
+use crate::runlog::{RunLog, RunRecord};
+use crate::state::StateStore;
+use crate::vault::{Vault, VaultPath};
+
+/// Everything a run needs; cheap to clone.
+#[derive(Clone)]
+pub struct RunEnv {
+    pub vault: Arc<Vault>,
+    pub config: Arc<Config>,
+    pub roles: Arc<RoleSet>,
+    pub provider: Arc<dyn Provider>,
+    pub store: StateStore,
+    pub log: Arc<RunLog>,
+    pub clock: Arc<dyn Clock>,
+    pub faults: Faults,
+    /// How children (MCP servers, agent CLIs) are started: tabd's environment for `${VAR}` and
+    /// what they may see of it, and where their process groups are written down.
+    pub launcher: Launcher,
+    /// The daemon's `keep_alive` MCP servers (none for `tabd fire`: they start for the run).
+    pub mcp_pool: Option<Arc<Pool>>,
+    /// Which agent CLIs were found lately (`kind = "command"`).
+    pub probes: Arc<Probes>,
+}
+
+/// What a run ended as.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub record: RunRecord,
+    pub summary: String,
+    /// Set when the run failed; `Outage` means "pause model calls", not "blame the notes".
+    pub failure: Option<(FailureClass, String)>,
+    pub daily_log: VaultPath,
+    /// Every file the run's tools changed (written, appended, moved to, triggered, remembered).
+    pub changes: Vec<crate::calls::Change>,
+    /// The run was skipped at zero tokens (`skip_unchanged`): why.
+    pub skipped: Option<String>,
+    /// Logs that could not be written (the run itself is recorded in state and its notes moved).
+    pub log_errors: Vec<String>,
+}
+
+impl RunResult {
+    pub fn succeeded(&self) -> bool {
+        self.failure.is_none()
+    }
+}
