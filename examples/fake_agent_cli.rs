@@ -5,9 +5,12 @@
 //! calls `FAKE_CLI_CALLS` lists (a JSON list of `[tool, arguments]`), and prints its result in the
 //! CLI's own output shape.
 //!
-//! `FAKE_CLI_LOG=FILE` gets one JSON line: the arguments, the prompt it read, the tools it saw and
-//! what each call returned. `FAKE_CLI_MODE`: `ok` (default), `not-logged-in`, `denied`, `hang`
-//! (never exits), `crash` (exits 1 with a message on stderr), `old` (`--help` lacks the flags).
+//! `FAKE_CLI_LOG=FILE` gets one JSON line: the arguments, the prompt it read, its working folder,
+//! the names of its environment variables, the tools it saw and what each call returned.
+//! `FAKE_CLI_MODE`: `ok` (default), `not-logged-in`, `denied`, `hang` (never exits), `crash`
+//! (exits 1 with a message on stderr), `old` (`--help` lacks the flags), `no-mcp` (never starts
+//! tabd's server, yet reports success). `FAKE_CLI_SESSIONS=2` makes the calls over two sessions
+//! (the server restarted between them).
 
 use std::io::{Read, Write};
 
@@ -50,13 +53,23 @@ fn main() {
         }
         _ => {}
     }
-    let (command, server_args) = server(shape, &args);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let (tools, results) = rt.block_on(talk(&command, &server_args));
-    let log = json!({"shape": shape, "args": args, "prompt": prompt, "tools": tools, "results": results});
+    let (tools, results) = if mode == "no-mcp" {
+        (Vec::new(), Vec::new())
+    } else {
+        let (command, server_args) = server(shape, &args);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(talk(&command, &server_args))
+    };
+    let cwd = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    let mut env: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
+    env.sort();
+    let log = json!({"shape": shape, "args": args, "prompt": prompt, "tools": tools, "results": results,
+        "cwd": cwd, "env": env});
     if let Ok(path) = std::env::var("FAKE_CLI_LOG") {
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
             let _ = writeln!(f, "{log}");
@@ -116,6 +129,31 @@ fn server(shape: &str, args: &[String]) -> (String, Vec<String>) {
 }
 
 async fn talk(command: &str, args: &[String]) -> (Vec<String>, Vec<Value>) {
+    let calls: Vec<(String, Value)> = std::env::var("FAKE_CLI_CALLS")
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default();
+    let sessions: usize = std::env::var("FAKE_CLI_SESSIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let per = calls.len().div_ceil(sessions).max(1);
+    let mut tools = Vec::new();
+    let mut results = Vec::new();
+    for chunk in calls.chunks(per) {
+        let (t, r) = session(command, args, chunk).await;
+        tools = t;
+        results.extend(r);
+    }
+    if calls.is_empty() {
+        tools = session(command, args, &[]).await.0;
+    }
+    (tools, results)
+}
+
+/// One session with tabd's MCP server: start it, list the tools, make `calls`, stop it.
+async fn session(command: &str, args: &[String], calls: &[(String, Value)]) -> (Vec<String>, Vec<Value>) {
     let mut cmd = tokio::process::Command::new(command);
     cmd.args(args);
     let transport = TokioChildProcess::new(cmd).expect("spawn the MCP server");
@@ -127,12 +165,8 @@ async fn talk(command: &str, args: &[String]) -> (Vec<String>, Vec<Value>) {
         .into_iter()
         .map(|t| t.name.to_string())
         .collect();
-    let calls: Vec<(String, Value)> = std::env::var("FAKE_CLI_CALLS")
-        .ok()
-        .and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or_default();
     let mut results = Vec::new();
-    for (name, arguments) in calls {
+    for (name, arguments) in calls.iter().cloned() {
         let params = CallToolRequestParams::new(name.clone())
             .with_arguments(arguments.as_object().cloned().unwrap_or_default());
         let r = match client.call_tool(params).await {

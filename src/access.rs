@@ -12,11 +12,30 @@ const UNREADABLE: &[&str] = &[".tabd", ".git"];
 const PROTECTED: &[(&str, &str)] = &[
     ("roles", "role files are edited by you, not by the agent"),
     (".tabd", "tabd's own state"),
-    (".obsidian", "Obsidian's settings"),
-    (".git", "the vault's git history"),
+    (".obsidian", "Obsidian's settings and plugins"),
+    (".git", "the vault's git history and hooks"),
     (".trash", "Obsidian's trash"),
     // Inboxes are written only by `trigger_role`, which sets `hops`, so chains stay bounded.
     ("agent/inbox", "inboxes take notes through trigger_role only"),
+];
+
+/// Files and folders other programs load as settings, hooks, MCP servers or instructions — code
+/// or orders that would run as you the next time you (or an agent CLI) work in this folder. No
+/// role writes one, at any depth, unless its `write_paths` names it explicitly.
+const AGENT_CONFIG: &[(&str, &str)] = &[
+    (".claude", "Claude Code's settings and hooks"),
+    (".gemini", "Gemini CLI's settings"),
+    (".codex", "Codex's settings"),
+    (".cursor", "Cursor's settings and rules"),
+    (".vscode", "editor settings and tasks that run commands"),
+    (".idea", "IDE settings that run commands"),
+    (".mcp.json", "MCP servers an agent CLI starts"),
+    ("CLAUDE.md", "instructions Claude Code loads"),
+    ("CLAUDE.local.md", "instructions Claude Code loads"),
+    ("AGENTS.md", "instructions Codex and other agents load"),
+    ("GEMINI.md", "instructions Gemini CLI loads"),
+    (".envrc", "commands direnv runs when you enter the folder"),
+    (".gitmodules", "repositories git fetches"),
 ];
 
 /// Folders no role may ever write, whatever its `write_paths` say.
@@ -25,21 +44,61 @@ const NEVER_WRITABLE: &[(&str, &str)] = &[(
     "approval notes are decided by the person; a role can never create, edit or move them, so it cannot approve its own calls",
 )];
 
+/// The form two names share when a person would read them as the same: compatibility-decomposed
+/// with accents dropped, lower case, trailing spaces and dots cut from each part
+/// (`agent/Approvalś /` → `agent/approvals`). Protected paths are compared in this form, so a
+/// look-alike folder cannot be created beside a real one.
+pub fn normalised(path: &str) -> String {
+    use unicode_normalization::char::is_combining_mark;
+    use unicode_normalization::UnicodeNormalization;
+    path.split('/')
+        .map(|part| {
+            let folded: String = part
+                .nfkd()
+                .filter(|c| !is_combining_mark(*c))
+                .collect::<String>()
+                .to_lowercase();
+            folded.trim_end_matches([' ', '.', '\t']).to_string()
+        })
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// True when `path` (normalised) is `dir` or inside it.
+fn within(path: &str, dir: &str) -> bool {
+    path == dir || path.starts_with(&format!("{dir}/"))
+}
+
+/// True when `path` (normalised) is a folder that contains `dir`.
+fn contains(path: &str, dir: &str) -> bool {
+    dir.starts_with(&format!("{path}/"))
+}
+
 /// A role's access rules, built once per run.
 #[derive(Debug, Clone)]
 pub struct AccessPolicy {
     /// `write_paths` as written and compiled; `None` = anywhere not protected.
     write_paths: Option<(Vec<String>, GlobSet)>,
+    /// `move_folders: true`: `move_file` may move whole folders (never one that holds a
+    /// protected path).
+    move_folders: bool,
 }
 
 impl AccessPolicy {
     pub fn for_role(role: &Role) -> Self {
-        Self::new(&role.settings.write_paths)
+        Self {
+            move_folders: role.settings.move_folders.unwrap_or(false),
+            ..Self::new(&role.settings.write_paths)
+        }
     }
 
     pub fn new(write_paths: &[String]) -> Self {
         if write_paths.is_empty() {
-            return Self { write_paths: None };
+            return Self {
+                write_paths: None,
+                move_folders: false,
+            };
         }
         let mut builder = GlobSetBuilder::new();
         let mut kept = Vec::new();
@@ -59,6 +118,7 @@ impl AccessPolicy {
         let set = builder.build().unwrap_or_else(|_| GlobSet::empty());
         Self {
             write_paths: Some((kept, set)),
+            move_folders: false,
         }
     }
 
@@ -86,16 +146,82 @@ impl AccessPolicy {
         Ok(real)
     }
 
+    /// Checks a move: both ends as writes, and the thing moved a file — or, for a role with
+    /// `move_folders`, a folder that holds no protected path. Returns both canonical paths.
+    pub fn check_move(
+        &self,
+        vault: &Vault,
+        from: &VaultPath,
+        to: &VaultPath,
+    ) -> Result<(VaultPath, VaultPath), VaultError> {
+        let real_from = self.check_write(vault, from)?;
+        let real_to = self.check_write(vault, to)?;
+        let meta = vault.metadata(&real_from)?;
+        if meta.is_dir {
+            if !self.move_folders {
+                return Err(VaultError::Refused(format!(
+                    "{from} is a folder; move_file moves files only (a person can allow folder moves with \
+                     `move_folders: true` in the role's settings)"
+                )));
+            }
+            // Whatever a folder holds moves with it: a protected path inside would move too.
+            let inside = vault.walk(&real_from, true, &|_| false)?;
+            for e in inside {
+                self.check_write_lexical(&e.path).map_err(|err| match err {
+                    VaultError::Refused(why) => {
+                        VaultError::Refused(format!("{from} holds {}, so it cannot be moved: {why}", e.path))
+                    }
+                    other => other,
+                })?;
+            }
+        } else if !meta.is_file {
+            return Err(VaultError::Refused(format!("{from} is not a file")));
+        }
+        if real_to.starts_with(real_from.as_str()) {
+            return Err(VaultError::Refused(format!("cannot move {from} into itself")));
+        }
+        Ok((real_from, real_to))
+    }
+
+    /// The rules that look at the path itself (applied to the path as given and to where it
+    /// leads after symlinks).
     fn check_write_lexical(&self, path: &VaultPath) -> Result<(), VaultError> {
-        let lower = VaultPath::parse(&path.as_str().to_lowercase(), true)?;
-        if let Some((dir, why)) = NEVER_WRITABLE.iter().find(|(d, _)| lower.starts_with(d)) {
-            return Err(VaultError::Refused(format!("{path} is in {dir}/: {why}")));
+        let norm = normalised(path.as_str());
+        // A protected path is protected with every folder above it: moving or replacing one of
+        // those would move the protected path too.
+        for (dir, why) in NEVER_WRITABLE {
+            if within(&norm, dir) {
+                return Err(VaultError::Refused(format!("{path} is in {dir}/: {why}")));
+            }
+            if contains(&norm, dir) {
+                return Err(VaultError::Refused(format!(
+                    "{path} holds {dir}/ ({why}); it can be neither replaced nor moved"
+                )));
+            }
         }
         for (dir, why) in PROTECTED {
-            if lower.starts_with(dir) && !self.names(path, dir) {
+            if contains(&norm, dir) {
+                return Err(VaultError::Refused(format!(
+                    "{path} holds {dir}/ ({why}); it can be neither replaced nor moved"
+                )));
+            }
+            if within(&norm, dir) && !self.names(path, dir) {
                 return Err(VaultError::Refused(format!(
                     "{path} is in {dir}/ ({why}); a role may write there only if its write_paths names it"
                 )));
+            }
+        }
+        for (name, why) in AGENT_CONFIG {
+            let hit = path.components().position(|c| c == *name);
+            if let Some(i) = hit {
+                let at: Vec<&str> = path.components().take(i + 1).collect();
+                let at = at.join("/");
+                if !self.names(path, &at) {
+                    return Err(VaultError::Refused(format!(
+                        "{path}: `{name}` holds {why}, which would run as the person; a role may write it \
+                         only if its write_paths names it"
+                    )));
+                }
             }
         }
         if let Some((patterns, set)) = &self.write_paths {
@@ -109,22 +235,23 @@ impl AccessPolicy {
         Ok(())
     }
 
-    /// True when a `write_paths` pattern starting with `dir/` matches `path`.
+    /// True when a `write_paths` pattern naming `dir` itself (not `**`) matches `path`.
     fn names(&self, path: &VaultPath, dir: &str) -> bool {
         let Some((patterns, _)) = &self.write_paths else {
             return false;
         };
+        let dir = dir.to_lowercase();
         patterns.iter().any(|p| {
-            p.to_lowercase().starts_with(&format!("{dir}/"))
+            let lower = p.to_lowercase();
+            (lower == dir || lower.starts_with(&format!("{dir}/")))
                 && glob(p).is_ok_and(|g| g.compile_matcher().is_match(path.as_str()))
         })
     }
 }
 
 fn refuse_unreadable(path: &VaultPath) -> Result<(), VaultError> {
-    let lower = path.as_str().to_lowercase();
-    let lower = VaultPath::parse(&lower, true)?;
-    if let Some(dir) = UNREADABLE.iter().find(|d| lower.starts_with(d)) {
+    let norm = normalised(path.as_str());
+    if let Some(dir) = UNREADABLE.iter().find(|d| within(&norm, d)) {
         return Err(VaultError::Refused(format!(
             "{path} is in {dir}/, which tools may not read"
         )));
@@ -221,5 +348,112 @@ mod tests {
             err.to_string().contains("is a link to roles/delivery.md"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_protected_path_is_protected_with_every_folder_above_it() {
+        let (d, v) = vault();
+        std::fs::create_dir_all(d.path().join("agent/approvals")).unwrap();
+        std::fs::create_dir_all(d.path().join("agent/inbox/risk")).unwrap();
+        std::fs::create_dir_all(d.path().join("notes")).unwrap();
+        std::fs::write(d.path().join("notes/x.md"), "x").unwrap();
+        let policy = AccessPolicy::new(&[]);
+        for (from, to) in [
+            ("agent", "xdir"),
+            ("agent", "notes/agent"),
+            ("notes/x.md", "agent"),
+        ] {
+            let err = policy.check_move(&v, &p(from), &p(to)).unwrap_err();
+            assert!(err.to_string().contains("holds agent/"), "{from} → {to}: {err}");
+        }
+        // The same through a symlink the vault holds: it resolves to `agent`.
+        std::os::unix::fs::symlink("../agent", d.path().join("notes/ag")).unwrap();
+        let err = policy.check_move(&v, &p("notes/ag"), &p("xdir")).unwrap_err();
+        assert!(err.to_string().contains("agent"), "{err}");
+        assert!(d.path().join("agent/approvals").is_dir());
+        // Writing a file where the folder is, through the link, is refused too.
+        assert!(policy.check_write(&v, &p("notes/ag")).is_err());
+        assert!(policy.check_write(&v, &p("notes/ag/approvals/a.md")).is_err());
+    }
+
+    #[test]
+    fn move_file_moves_files_only_unless_folder_moves_are_granted() {
+        let (d, v) = vault();
+        std::fs::create_dir_all(d.path().join("project/old")).unwrap();
+        std::fs::write(d.path().join("project/old/a.md"), "a").unwrap();
+        let files_only = AccessPolicy::new(&[]);
+        let err = files_only
+            .check_move(&v, &p("project/old"), &p("project/new"))
+            .unwrap_err();
+        assert!(err.to_string().contains("moves files only"), "{err}");
+        assert!(files_only
+            .check_move(&v, &p("project/old/a.md"), &p("project/a.md"))
+            .is_ok());
+        let folders = AccessPolicy {
+            move_folders: true,
+            ..AccessPolicy::new(&[])
+        };
+        assert!(folders
+            .check_move(&v, &p("project/old"), &p("project/new"))
+            .is_ok());
+        // A folder holding a protected path never moves, granted or not.
+        std::fs::create_dir_all(d.path().join("project/old/.claude")).unwrap();
+        std::fs::write(d.path().join("project/old/.claude/settings.json"), "{}").unwrap();
+        let err = folders
+            .check_move(&v, &p("project/old"), &p("project/new"))
+            .unwrap_err();
+        assert!(err.to_string().contains(".claude"), "{err}");
+    }
+
+    #[test]
+    fn look_alike_names_of_protected_folders_are_refused() {
+        let (_d, v) = vault();
+        let policy = AccessPolicy::new(&[]);
+        for bad in [
+            "agent/approvals /x.md",
+            "agent/approvals./x.md",
+            "agent/Approvals/x.md",
+            "agent/approval\u{015B}/x.md",
+            "agent/approvals\u{0301}/x.md",
+            "agent/\u{FF41}pprovals/x.md",
+            "Roles/x.md",
+            "roles./x.md",
+            ".Tabd/x",
+        ] {
+            let err = policy.check_write(&v, &p(bad));
+            assert!(matches!(err, Err(VaultError::Refused(_))), "{bad}: {err:?}");
+        }
+        assert!(policy
+            .check_write(&v, &p("project/R\u{00E9}sum\u{00E9}.md"))
+            .is_ok());
+        assert_eq!(normalised("agent/Approval\u{015B} ./x"), "agent/approvals/x");
+    }
+
+    #[test]
+    fn files_other_programs_load_as_settings_are_not_written() {
+        let (_d, v) = vault();
+        let policy = AccessPolicy::new(&[]);
+        for bad in [
+            ".claude/settings.json",
+            "project/.claude/settings.local.json",
+            ".mcp.json",
+            "CLAUDE.md",
+            "project/AGENTS.md",
+            ".gemini/settings.json",
+            ".codex/config.toml",
+            ".vscode/tasks.json",
+            ".envrc",
+            ".git/hooks/pre-commit",
+            ".obsidian/plugins/x/main.js",
+        ] {
+            let err = policy.check_write(&v, &p(bad));
+            assert!(matches!(err, Err(VaultError::Refused(_))), "{bad}: {err:?}");
+        }
+        assert!(
+            policy.check_write(&v, &p("project/agents.md")).is_ok(),
+            "only the exact names"
+        );
+        let named = AccessPolicy::new(&["CLAUDE.md".into()]);
+        assert!(named.check_write(&v, &p("CLAUDE.md")).is_ok(), "named explicitly");
     }
 }

@@ -20,6 +20,24 @@ pub const CHILD_BASE_ENV: &[&str] = &[
     "XDG_RUNTIME_DIR",
 ];
 
+/// Writes secret values back as the `${NAME}` they came from.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    pairs: Vec<(String, String)>,
+}
+
+impl Redactor {
+    pub fn apply(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for (value, shown) in &self.pairs {
+            if out.contains(value.as_str()) {
+                out = out.replace(value.as_str(), shown);
+            }
+        }
+        out
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Env {
     vars: HashMap<String, String>,
@@ -56,6 +74,50 @@ impl Env {
         self.vars.get(name).map(String::as_str).filter(|v| !v.is_empty())
     }
 
+    /// `text` with the value of each variable in `names` written back as `${NAME}`: a secret read
+    /// from the environment never reaches a message, a log or a listing.
+    pub fn redact(&self, text: &str, names: &[String]) -> String {
+        self.redactor(names).apply(text)
+    }
+
+    /// A redactor for the values of `names` (set once, applied to many lines).
+    pub fn redactor(&self, names: &[String]) -> Redactor {
+        let mut pairs: Vec<(String, String)> = names
+            .iter()
+            .filter_map(|n| self.get(n).map(|v| (v.to_string(), format!("${{{n}}}"))))
+            // Shorter values would match everywhere and hide nothing.
+            .filter(|(v, _)| v.len() >= 4)
+            .collect();
+        // Longest first, so a value containing another is replaced whole.
+        pairs.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
+        Redactor { pairs }
+    }
+
+    /// A redactor for logs: the values (8 characters or more) of every variable whose name says
+    /// it holds a secret — `*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`, `*CREDENTIAL*`.
+    pub fn secrets_redactor(&self) -> Redactor {
+        const SIGNS: &[&str] = &[
+            "KEY",
+            "TOKEN",
+            "SECRET",
+            "PASSWORD",
+            "PASSWD",
+            "AUTH",
+            "CREDENTIAL",
+            "COOKIE",
+        ];
+        let names: Vec<String> = self
+            .vars
+            .iter()
+            .filter(|(k, v)| {
+                let upper = k.to_uppercase();
+                v.len() >= 8 && SIGNS.iter().any(|s| upper.contains(s))
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        self.redactor(&names)
+    }
+
     /// Replaces every `${NAME}` in `s` with the variable's value. `$$` is not special; a `$`
     /// not followed by `{` is kept as is.
     pub fn expand(&self, s: &str) -> Result<String, String> {
@@ -89,6 +151,26 @@ impl Env {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_written_back_as_their_names() {
+        let env = Env::from_pairs([
+            ("SLACK_TOKEN", "xoxb-123456789"),
+            ("TOKENIZERS_PARALLELISM", "false"),
+            ("HOME", "/home/ana"),
+            ("API_KEY_2", "xoxb-123456789-long"),
+        ]);
+        let r = env.secrets_redactor();
+        assert_eq!(
+            r.apply("url http://h/?t=xoxb-123456789-long and xoxb-123456789, false, /home/ana"),
+            "url http://h/?t=${API_KEY_2} and ${SLACK_TOKEN}, false, /home/ana"
+        );
+        assert_eq!(
+            env.redact("/home/ana/x", &["HOME".to_string()]),
+            "${HOME}/x",
+            "named variables are redacted whatever their names"
+        );
+    }
 
     #[test]
     fn expands_and_reports_missing() {

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use tabd::cli::Cli;
-use tabd::environment::Env;
+use tabd::environment::{Env, Redactor};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -21,7 +21,9 @@ fn main() -> ExitCode {
 
 /// `tracing` to stderr, filtered by `TABD_LOG` or `RUST_LOG` (default `info`, with rmcp's
 /// per-session chatter at `warn`: tabd says itself what a server did); no timestamps under
-/// journald, which adds its own.
+/// journald, which adds its own. Every line goes through a redactor: the values of secret
+/// variables (`*KEY*`, `*TOKEN*` …) are written as `${VAR}`, whoever logs them (a library's
+/// error may quote a url with a token in it).
 fn init_logging(env: &Env) {
     use tracing_subscriber::EnvFilter;
     let filter = env
@@ -29,14 +31,58 @@ fn init_logging(env: &Env) {
         .or_else(|| env.get("RUST_LOG"))
         .unwrap_or("info,rmcp=warn");
     use std::io::IsTerminal;
+    let writer = Redacting(std::sync::Arc::new(env.secrets_redactor()));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false);
     if env.get("JOURNAL_STREAM").is_some() {
         builder.without_time().with_ansi(false).init();
     } else {
         builder.init();
+    }
+}
+
+/// Stderr, with secrets written back as `${VAR}` (each log line is one writer).
+#[derive(Clone)]
+struct Redacting(std::sync::Arc<Redactor>);
+
+struct RedactingLine {
+    redactor: std::sync::Arc<Redactor>,
+    buf: Vec<u8>,
+}
+
+impl std::io::Write for RedactingLine {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(&self.buf);
+        let clean = self.redactor.apply(&text);
+        self.buf.clear();
+        std::io::stderr().write_all(clean.as_bytes())
+    }
+}
+
+impl Drop for RedactingLine {
+    fn drop(&mut self) {
+        let _ = std::io::Write::flush(self);
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Redacting {
+    type Writer = RedactingLine;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        RedactingLine {
+            redactor: self.0.clone(),
+            buf: Vec::new(),
+        }
     }
 }

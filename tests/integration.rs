@@ -3,6 +3,7 @@ mod support;
 
 mod agent_cli;
 mod approvals;
+mod attacks;
 mod cli_foundation;
 mod cost;
 mod daemon_e2e;

@@ -1,19 +1,19 @@
 //! `tabd validate`: every problem at once, `path:line: error: …`, exit 1 on any error.
+//! Beyond the role files: what the config names but this machine lacks — an MCP server's
+//! program, a CLI agent, a `${VAR}` that is not set — so a typo shows today, not at 9am.
+
+use std::path::{Path, PathBuf};
 
 use super::{CliError, Workspace};
+use crate::config::mcp::Transport;
+use crate::diag::Diagnostic;
 
 pub fn run(ws: &Workspace) -> Result<u8, CliError> {
     let roles = &ws.roles;
-    for d in &roles.diagnostics {
+    let mut diags: Vec<Diagnostic> = roles.diagnostics.clone();
+    diags.extend(config_checks(ws));
+    for d in &diags {
         println!("{d}");
-    }
-    let key_env = &ws.config.provider.api_key_env;
-    let needs_key = ws.config.provider.kind == crate::config::ProviderKind::Anthropic;
-    if needs_key && ws.env.get(key_env).is_none() {
-        println!(
-            "config: warning: {key_env} is not set, so model calls will pause until it is; \
-             export it where tabd runs (see docs/providers.md)"
-        );
     }
     let ok: Vec<&str> = roles.runnable().map(|r| r.name.as_str()).collect();
     let abstract_roles: Vec<&str> = roles
@@ -23,8 +23,8 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
         .map(|r| r.name.as_str())
         .collect();
     let broken: Vec<&str> = roles.broken.keys().map(String::as_str).collect();
-    let errors = roles.errors().count();
-    let warnings = roles.diagnostics.len() - errors;
+    let errors = diags.iter().filter(|d| d.is_error()).count();
+    let warnings = diags.len() - errors;
     println!(
         "config: {}",
         ws.config.path.as_ref().map_or_else(
@@ -40,6 +40,89 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
     if !broken.is_empty() {
         println!("broken: {} ({})", broken.len(), broken.join(", "));
     }
-    println!("{errors} errors, {warnings} warnings");
+    println!(
+        "{errors} error{}, {warnings} warning{}",
+        if errors == 1 { "" } else { "s" },
+        if warnings == 1 { "" } else { "s" }
+    );
     Ok(if errors > 0 { 1 } else { 0 })
+}
+
+/// What the config asks of this machine.
+fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
+    let file = ws.config.path.clone().unwrap_or_else(|| PathBuf::from("config"));
+    let mut out = Vec::new();
+    let provider = &ws.config.provider;
+    if provider.kind == crate::config::ProviderKind::Anthropic && ws.env.get(&provider.api_key_env).is_none()
+    {
+        out.push(Diagnostic::warning(
+            &file,
+            0,
+            format!(
+                "{} is not set, so model calls will pause until it is; export it where tabd runs (see docs/providers.md)",
+                provider.api_key_env
+            ),
+        ));
+    }
+    if let Some(profile) = &provider.profile {
+        if find_program(&profile.command, &ws.env).is_none() {
+            out.push(Diagnostic::warning(
+                &file,
+                0,
+                format!(
+                    "[provider] profile {}: `{}` is not installed or not on PATH, so every run will pause; install it \
+                     or set [profiles.{}] command",
+                    profile.name, profile.command, profile.name
+                ),
+            ));
+        }
+    }
+    for server in ws.config.mcp.values() {
+        for var in server.vars() {
+            if ws.env.get(&var).is_none() {
+                out.push(Diagnostic::warning(
+                    &file,
+                    0,
+                    format!(
+                        "[mcp.{}] uses ${{{var}}}, which is not set here: the server will not start until it is",
+                        server.name
+                    ),
+                ));
+            }
+        }
+        if let Transport::Stdio { command, .. } = &server.transport {
+            let Ok(command) = ws.env.expand(command) else {
+                continue;
+            };
+            if find_program(&command, &ws.env).is_none() {
+                let msg = format!(
+                    "[mcp.{}] command `{command}` is not installed or not on PATH: the server cannot start",
+                    server.name
+                );
+                out.push(if server.required {
+                    Diagnostic::error(&file, 0, format!("{msg} (and the server is required)"))
+                } else {
+                    Diagnostic::warning(&file, 0, msg)
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Where `command` would be found: a path as given, else the first match on `PATH`.
+pub fn find_program(command: &str, env: &crate::environment::Env) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.contains('/') {
+        let p = PathBuf::from(command);
+        return runnable(&p).then_some(p);
+    }
+    env.get("PATH")?
+        .split(':')
+        .map(|dir| Path::new(dir).join(command))
+        .find(|p| runnable(p))
 }

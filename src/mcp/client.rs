@@ -178,10 +178,13 @@ impl Connection {
         launcher: &Launcher,
     ) -> Result<Arc<Connection>, ServerDown> {
         let stderr = StderrTail::default();
+        // `${VAR}` values (tokens in a url or header) are written back as `${VAR}` in anything
+        // said about the server: errors quote urls, and servers print their settings.
+        let secrets = server.vars();
         let down = |why: String, stderr: &StderrTail| ServerDown {
             server: server.name.clone(),
-            why,
-            stderr: stderr.text(),
+            why: launcher.env.redact(&why, &secrets),
+            stderr: launcher.env.redact(&stderr.text(), &secrets),
         };
         let limit = server.startup_timeout;
         let started =

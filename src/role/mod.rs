@@ -445,17 +445,47 @@ fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
     def
 }
 
-/// Every `server/…` entry must name a server the config declares.
+/// Every `server/…` entry — in `## Tools`, `approve` and `deny_tools` — must name a server the
+/// config declares: a misspelt one in `deny_tools` would leave the real tool allowed.
 fn check_mcp_servers(def: &mut RoleDef, servers: &std::collections::BTreeSet<String>) {
     let known: Vec<&str> = servers.iter().map(String::as_str).collect();
+    let settings: Vec<(&str, String)> = def
+        .settings
+        .approve
+        .keys()
+        .map(|k| ("approve", k.clone()))
+        .chain(def.settings.deny_tools.iter().map(|d| ("deny_tools", d.clone())))
+        .collect();
+    for (key, entry) in settings {
+        let Some((server, _)) = entry.split_once('/') else {
+            continue;
+        };
+        if servers.contains(server) {
+            continue;
+        }
+        let hint = did_you_mean(server, known.iter().copied())
+            .map(|n| format!(" — did you mean `{n}`?"))
+            .unwrap_or_default();
+        let line = def.key_lines.get(key).copied().unwrap_or(0);
+        def.diagnostics.push(Diagnostic::error(
+            &def.path,
+            line,
+            format!(
+                "`{key}`: `{entry}` names MCP server `{server}`, which the config does not declare{hint}"
+            ),
+        ));
+    }
     for a in def.mcp.iter().filter(|a| !servers.contains(&a.server)) {
         let declared = if known.is_empty() {
             " (it declares none)".to_string()
         } else {
             format!(" (it declares: {})", known.join(", "))
         };
+        let hint = did_you_mean(&a.server, known.iter().copied())
+            .map(|n| format!(" — did you mean `{n}`?"))
+            .unwrap_or_default();
         let msg = format!(
-            "`{}/{}` names MCP server `{}`, which the config does not declare{declared}; add [mcp.{}] to the config (see docs/mcp.md)",
+            "`{}/{}` names MCP server `{}`, which the config does not declare{declared}{hint}; add [mcp.{}] to the config (see docs/mcp.md)",
             a.server,
             a.tool.as_deref().unwrap_or("*"),
             a.server,
@@ -733,7 +763,8 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
         catch_up,
         stale_after,
         skip_unchanged,
-        runs_on
+        runs_on,
+        move_folders
     );
     union(&mut s.can_trigger, &c.can_trigger);
     union(&mut s.write_paths, &c.write_paths);

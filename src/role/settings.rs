@@ -48,6 +48,8 @@ pub struct RoleSettings {
     pub deny_tools: Vec<String>,
     pub skip_unchanged: Option<bool>,
     pub runs_on: Option<String>,
+    /// `move_file` may move whole folders (default: files only).
+    pub move_folders: Option<bool>,
     /// Risk class, `server/*`, `server/tool` or vault tool → auto/ask/deny (DESIGN §15). Merged
     /// through `extends` key by key, the child winning.
     pub approve: std::collections::BTreeMap<String, crate::calls::Mode>,
@@ -79,6 +81,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "skip_unchanged",
     "runs_on",
     "approve",
+    "move_folders",
 ];
 
 /// A settings problem at a 1-based file line.
@@ -131,6 +134,7 @@ fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
         "timezone" => s.timezone = Some(parse_tz(&string(key, v, env)?)?),
         "enabled" => s.enabled = Some(boolean(key, v)?),
         "skip_unchanged" => s.skip_unchanged = Some(boolean(key, v)?),
+        "move_folders" => s.move_folders = Some(boolean(key, v)?),
         "extends" => s.extends = Some(string(key, v, env)?.trim_end_matches(".md").to_string()),
         "runs_on" => s.runs_on = Some(string(key, v, env)?),
         "can_trigger" => s.can_trigger = list(key, v, env)?,
@@ -143,7 +147,9 @@ fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
                     || crate::role::McpAllow::parse(i, 0).is_ok();
                 if !ok {
                     return Err(format!(
-                        "`deny_tools`: `{i}` is neither a tool name nor server/tool or server/*"
+                        "`deny_tools`: `{i}` is neither a tool name nor server/tool or server/*{}; a misspelt \
+                         name would leave the tool allowed",
+                        tool_hint(i)
                     ));
                 }
             }
@@ -187,8 +193,18 @@ fn approve_map(v: &Value) -> Result<std::collections::BTreeMap<String, crate::ca
             || crate::calls::VAULT_TOOLS.contains(&key.as_str())
             || crate::role::McpAllow::parse(key, 0).is_ok();
         if !known {
+            let classes = ["read", "write", "network", "destructive"];
+            let hint = did_you_mean(
+                key,
+                classes
+                    .iter()
+                    .copied()
+                    .chain(crate::calls::VAULT_TOOLS.iter().copied()),
+            )
+            .map(|k| format!(" — did you mean `{k}`?"))
+            .unwrap_or_default();
             return Err(format!(
-                "`approve`: `{key}` is neither a risk class (read, write, network, destructive), a tool name, nor server/tool or server/*"
+                "`approve`: `{key}` is neither a risk class (read, write, network, destructive), a tool name, nor server/tool or server/*{hint}"
             ));
         }
         let mode = mode
@@ -198,6 +214,13 @@ fn approve_map(v: &Value) -> Result<std::collections::BTreeMap<String, crate::ca
         out.insert(key.clone(), mode);
     }
     Ok(out)
+}
+
+/// " — did you mean `write_file`?" for a misspelt vault tool name, else nothing.
+fn tool_hint(name: &str) -> String {
+    did_you_mean(name, crate::calls::VAULT_TOOLS.iter().copied())
+        .map(|k| format!(" — did you mean `{k}`?"))
+        .unwrap_or_default()
 }
 
 fn type_error(key: &str, want: &str, got: &Value) -> String {

@@ -409,7 +409,8 @@ impl Tool for MoveFile {
         "move_file"
     }
     fn description(&self) -> &'static str {
-        "Move or rename a file within the vault. Never replaces an existing file."
+        "Move or rename a file within the vault. Never replaces an existing file. Moves files, not \
+         folders."
     }
     fn risk(&self) -> Risk {
         Risk::Write
@@ -421,11 +422,7 @@ impl Tool for MoveFile {
         let a: MoveArgs = args(input)?;
         let from = path_arg(&a.from)?;
         let to = path_arg(&a.to)?;
-        let real_from = ctx.policy.check_write(ctx.vault, &from)?;
-        let real_to = ctx.policy.check_write(ctx.vault, &to)?;
-        if real_to.starts_with(real_from.as_str()) {
-            return Err(ToolError::InvalidInput(format!("cannot move {from} into itself")));
-        }
+        let (real_from, real_to) = ctx.policy.check_move(ctx.vault, &from, &to)?;
         ctx.vault.rename_noreplace(&real_from, &real_to)?;
         Ok(ToolResult::ok(
             format!("moved {from} to {to}"),

@@ -524,7 +524,7 @@ fn move_file_never_overwrites() {
         "move_file",
         json!({ "from": "project", "to": "project/sub/project" }),
     );
-    assert!(!r.ok && r.text.contains("into itself"), "{}", r.text);
+    assert!(!r.ok && r.text.contains("moves files only"), "{}", r.text);
 }
 
 #[test]
