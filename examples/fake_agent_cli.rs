@@ -166,7 +166,7 @@ async fn session(command: &str, args: &[String], calls: &[(String, Value)]) -> (
         .map(|t| t.name.to_string())
         .collect();
     let mut results = Vec::new();
-    for (name, arguments) in calls.iter().cloned() {
+    for (name, arguments) in calls {
         let params = CallToolRequestParams::new(name.clone())
             .with_arguments(arguments.as_object().cloned().unwrap_or_default());
         let r = match client.call_tool(params).await {
