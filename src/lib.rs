@@ -1,17 +1,25 @@
 //! tabd: a daemon that runs an AI agent's roles against a Markdown (Obsidian) vault.
 //!
 //! The binary (`src/main.rs`) is thin; everything lives here so tests and benchmarks can use it.
-//! The module map, top down (each uses only those below it):
 //!
-//! - `commands` — one module per subcommand; `cli` — the command line.
-//! - `daemon` — `tabd run`: a pure decision core (`daemon::core`) and the I/O shell around it.
-//! - `run` — one run of a role: prompt, skip gate, turn, then record, log and move notes.
-//! - `turn` — the think-then-act loop; `toolbox` — the harness the model's calls go through.
-//! - `prompt`, `context` — what a run sends; `inbox` — notes; `runlog` — the logs; `state`.
-//! - `provider` — model APIs; `tools` — the vault tools and their policy; `mcp` — MCP servers;
-//!   `approvals` — risky calls that wait for the person.
-//! - `role`, `schedule`, `config`, `limits`, `cost` — what the person wrote, typed and checked.
-//! - `vault` — the only way to touch files; `clock`, `blocking`, `faults`, `text`, `diag`.
+//! # Floors
+//!
+//! Each module lives on one floor and imports only from its own floor or those below; no two
+//! files import each other, directly or around a circle. `tests/layering.rs` reads this table
+//! and every `use crate::…` of `src/`, and fails on an import that climbs, a circle, a module
+//! missing from the table, or a production function over 80 lines. A new feature finds its floor
+//! here first. `docs/design-notes.md` has one line per module.
+//!
+//! | floor | modules | what lives there |
+//! |---|---|---|
+//! | 8 | `approved` `daemon` `commands` `cli` | doors: the approvals pass, `tabd run`, the subcommands |
+//! | 7 | `run` `turn` `prompt` `mcp_server` | one run: prompt, the loop, the harness over MCP, finish |
+//! | 6 | `harness` `approvals` | the one door every tool call goes through; approval notes |
+//! | 5 | `tools` `mcp` `provider` `agent_cli` | capabilities: vault tools, MCP client, model APIs, CLIs |
+//! | 4 | `state` `inbox` `access` `limits` `context` `runlog` | records and rules the run reads |
+//! | 3 | `config` `role` | what the person wrote, typed and checked |
+//! | 2 | `frontmatter` `schedule` | formats |
+//! | 1 | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` | foundations |
 pub mod access;
 pub mod agent_cli;
 pub mod approvals;

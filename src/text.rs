@@ -68,7 +68,7 @@ pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str
     let word = word.to_lowercase();
     candidates
         .into_iter()
-        .map(|c| (strsim::levenshtein(&word, c), c))
+        .map(|c| (strsim::levenshtein(&word, &c.to_lowercase()), c))
         .filter(|(d, c)| *d <= 2.max(c.len() / 4))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)

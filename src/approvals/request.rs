@@ -54,9 +54,7 @@ pub fn ask(
 ) -> Result<Queued, String> {
     let vault = store.vault().clone();
     let hash = args_hash(call.tool, call.args);
-    let expires =
-        now + chrono::Duration::from_std(ctx.expire_after).unwrap_or_else(|_| chrono::Duration::days(2));
-    let (decided, new) = store
+    let (queued, new) = store
         .update(|s| {
             prune(&mut s.approvals, now);
             let existing = s.approvals.iter().find(|(_, a)| {
@@ -81,29 +79,11 @@ pub fn ask(
                     break id;
                 }
             };
-            let name = note::file_name(now, ctx.tz, &role.name, call.tool, &id);
-            let path = format!("{}/{name}", super::FOLDER);
-            let approval = Approval {
-                role: role.name.clone(),
-                tool: call.tool.to_string(),
-                exposed: call.exposed.to_string(),
-                risk: call.risk,
-                note: path.clone(),
-                args_hash: hash.clone(),
-                run_id: ctx.run_id.clone(),
-                created: now,
-                expires,
-                phase: Phase::Pending,
-                decided: None,
-                outcome: None,
-                reported: false,
-                executions: 0,
-                hops,
-            };
+            let approval = record(ctx, role, call, &id, hash.clone(), hops, now);
             s.approvals.insert(id.clone(), approval.clone());
             let q = Queued {
                 id,
-                note: path,
+                note: approval.note.clone(),
                 reused: false,
             };
             (q, Some(approval))
@@ -111,11 +91,60 @@ pub fn ask(
         .map_err(|e| format!("the approval could not be recorded: {e}"))?;
     // Reused: its note is already there.
     let Some(approval) = new else {
-        return Ok(decided);
+        return Ok(queued);
     };
+    if let Err(e) = write_note(store, ctx, role, call, &approval, &queued.id) {
+        // No note, no request: a record nobody can see must not linger as "pending".
+        let _ = store.update(|s| s.approvals.remove(&queued.id));
+        return Err(format!("the approval note could not be written: {e}"));
+    }
+    Ok(queued)
+}
+
+/// The ledger record of a new request.
+fn record(
+    ctx: &AskContext,
+    role: &Role,
+    call: &Call,
+    id: &str,
+    args_hash: String,
+    hops: u32,
+    now: DateTime<Utc>,
+) -> Approval {
+    let expires =
+        now + chrono::Duration::from_std(ctx.expire_after).unwrap_or_else(|_| chrono::Duration::days(2));
+    let name = note::file_name(now, ctx.tz, &role.name, call.tool, id);
+    Approval {
+        role: role.name.clone(),
+        tool: call.tool.to_string(),
+        exposed: call.exposed.to_string(),
+        risk: call.risk,
+        note: format!("{}/{name}", super::FOLDER),
+        args_hash,
+        run_id: ctx.run_id.clone(),
+        created: now,
+        expires,
+        phase: Phase::Pending,
+        decided: None,
+        outcome: None,
+        reported: false,
+        executions: 0,
+        hops,
+    }
+}
+
+/// Writes the note of a new request (never over an existing file).
+fn write_note(
+    store: &StateStore,
+    ctx: &AskContext,
+    role: &Role,
+    call: &Call,
+    approval: &Approval,
+    id: &str,
+) -> Result<(), String> {
     let text = note::render(&NewNote {
-        approval: &approval,
-        id: &decided.id,
+        approval,
+        id,
         role_display: &role.display_name,
         description: call.description,
         reason: call.reason,
@@ -123,19 +152,11 @@ pub fn ask(
         run_log: &ctx.run_log,
         tz: ctx.tz,
     });
-    let written = VaultPath::parse(&decided.note, false)
+    let path = VaultPath::parse(&approval.note, false).map_err(|e| e.to_string())?;
+    store
+        .vault()
+        .create_atomic(&path, text.as_bytes())
         .map_err(|e| e.to_string())
-        .and_then(|p| {
-            vault
-                .create_atomic(&p, text.as_bytes())
-                .map_err(|e| e.to_string())
-        });
-    if let Err(e) = written {
-        // No note, no request: a record nobody can see must not linger as "pending".
-        let _ = store.update(|s| s.approvals.remove(&decided.id));
-        return Err(format!("the approval note could not be written: {e}"));
-    }
-    Ok(decided)
 }
 
 /// What the model is told about a queued call.

@@ -220,7 +220,6 @@ async fn act(
     if status != "approved" && status != "rejected" {
         return;
     }
-    let now = env.clock.now();
     let record = read
         .id
         .as_ref()
@@ -239,36 +238,47 @@ async fn act(
         return;
     };
     if status == "rejected" {
-        if a.phase.may_run() {
-            // Decided on the fresh record: one that expired this very pass stays expired.
-            let done = update(env, |s| match s.approvals.get_mut(&id) {
-                Some(r) if r.phase.may_run() && !(r.phase == Phase::Pending && r.expires <= now) => {
-                    r.phase = Phase::Rejected;
-                    r.decided = Some(now);
-                    r.reported = false;
-                    r.outcome = Some("rejected by the person: nothing was run".into());
-                    true
-                }
-                _ => false,
-            });
-            if done == Ok(true) {
-                rewrite(
-                    env,
-                    &a.note,
-                    "rejected",
-                    &format!("**Rejected** ({}): nothing was run.", stamp(now)),
-                );
-                daily(
-                    env,
-                    &a,
-                    &format!("approval `{id}` ({}) rejected — nothing ran", a.tool),
-                );
-                out.rejected.push(id);
-            }
-        }
+        return reject(env, &id, &a, out);
+    }
+    approve(env, &id, &a, read, out).await;
+}
+
+/// `rejected`: closed, if the request could still run.
+fn reject(env: &RunEnv, id: &str, a: &Approval, out: &mut Pass) {
+    if !a.phase.may_run() {
         return;
     }
-    // `approved`.
+    let now = env.clock.now();
+    // Decided on the fresh record: one that expired this very pass stays expired.
+    let done = update(env, |s| match s.approvals.get_mut(id) {
+        Some(r) if r.phase.may_run() && !(r.phase == Phase::Pending && r.expires <= now) => {
+            r.phase = Phase::Rejected;
+            r.decided = Some(now);
+            r.reported = false;
+            r.outcome = Some("rejected by the person: nothing was run".into());
+            true
+        }
+        _ => false,
+    });
+    if done == Ok(true) {
+        rewrite(
+            env,
+            &a.note,
+            "rejected",
+            &format!("**Rejected** ({}): nothing was run.", stamp(now)),
+        );
+        daily(
+            env,
+            a,
+            &format!("approval `{id}` ({}) rejected — nothing ran", a.tool),
+        );
+        out.rejected.push(id.to_string());
+    }
+}
+
+/// `approved`: run once, if it never ran, still asks for the same tool and its arguments read.
+async fn approve(env: &RunEnv, id: &str, a: &Approval, read: note::Read, out: &mut Pass) {
+    let now = env.clock.now();
     if !a.phase.may_run() {
         let why = match a.phase {
             Phase::Done | Phase::Failed | Phase::Executing => format!(
@@ -289,28 +299,27 @@ async fn act(
             phase,
             &format!("**Not run** ({}): {why}.", stamp(now)),
         );
-        out.refused.push(id);
+        out.refused.push(id.to_string());
         return;
     }
     if a.phase == Phase::Pending && a.expires <= now {
         return; // expired this very pass (the snapshot predates it); `expire` wrote the note
     }
-    if read.tool.as_deref() != Some(a.tool.as_str()) {
-        let why = format!(
+    let args = if read.tool.as_deref() != Some(a.tool.as_str()) {
+        Err(format!(
             "its `tool` was changed to `{}`, but a note runs only the call it asked for (`{}`); ask the role \
              for the other call, or set `tool` back",
             read.tool.as_deref().unwrap_or(""),
             a.tool
-        );
-        execute::invalid(env, &id, &a, &why);
-        out.refused.push(id);
-        return;
-    }
-    match read.args {
-        Ok(args) => execute::run(env, &id, &a, args, out).await,
+        ))
+    } else {
+        read.args
+    };
+    match args {
+        Ok(args) => execute::run(env, id, a, args, out).await,
         Err(why) => {
-            execute::invalid(env, &id, &a, &why);
-            out.refused.push(id);
+            execute::invalid(env, id, a, &why);
+            out.refused.push(id.to_string());
         }
     }
 }

@@ -282,120 +282,63 @@ pub fn load(cli: Option<&Path>, env: &Env) -> Result<Config, ConfigError> {
     }
 }
 
+/// What resolving one config file needs: where problems are (for `path:line`) and the
+/// environment `${VAR}` reads from.
+struct Reader<'a> {
+    path: &'a Path,
+    lines: LineIndex,
+    env: &'a Env,
+}
+
+impl Reader<'_> {
+    fn err_at(&self, span: Option<std::ops::Range<usize>>, message: String) -> ConfigError {
+        ConfigError {
+            path: self.path.to_path_buf(),
+            line: span.map(|s| self.lines.line_of(s.start)),
+            message,
+        }
+    }
+
+    fn expand(&self, s: &Spanned<String>) -> Result<String, ConfigError> {
+        self.env
+            .expand(s.get_ref())
+            .map_err(|m| self.err_at(Some(s.span()), m))
+    }
+}
+
 /// Parses config `text` (from `path`, for messages).
 pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Result<Config, ConfigError> {
-    let lines = LineIndex::new(text);
-    let err_at = |span: Option<std::ops::Range<usize>>, message: String| ConfigError {
-        path: path.to_path_buf(),
-        line: span.map(|s| lines.line_of(s.start)),
-        message,
+    let r = Reader {
+        path,
+        lines: LineIndex::new(text),
+        env,
     };
     let raw: RawConfig =
-        toml::from_str(text).map_err(|e| err_at(e.span(), e.message().trim().to_string()))?;
-    let expand = |s: &Spanned<String>| -> Result<String, ConfigError> {
-        env.expand(s.get_ref()).map_err(|m| err_at(Some(s.span()), m))
-    };
-
+        toml::from_str(text).map_err(|e| r.err_at(e.span(), e.message().trim().to_string()))?;
     let timezone = match &raw.timezone {
-        Some(tz) => parse_tz(&expand(tz)?).map_err(|m| err_at(Some(tz.span()), m))?,
+        Some(tz) => parse_tz(&r.expand(tz)?).map_err(|m| r.err_at(Some(tz.span()), m))?,
         None => system_tz(),
     };
     let vault = raw
         .vault
         .as_ref()
-        .map(&expand)
+        .map(|v| r.expand(v))
         .transpose()?
         .map(|v| expand_home(&v, env));
-
-    let p = &raw.provider;
-    let model = match &p.model {
-        Some(m) => expand(m)?,
-        None => match p.kind {
-            ProviderKind::Anthropic => "claude-sonnet-4-5".to_string(),
-            // Local servers name models freely; llama.cpp ignores the name.
-            ProviderKind::Openai => "default".to_string(),
-            // The CLI's own default (its price comes from the CLI when it reports one).
-            ProviderKind::Command => String::new(),
-        },
-    };
-    let base_url = match &p.base_url {
-        Some(u) => {
-            let url = expand(u)?;
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(err_at(
-                    Some(u.span()),
-                    format!("base_url \"{url}\" must start with http:// or https://"),
-                ));
-            }
-            url.trim_end_matches('/').to_string()
-        }
-        None => match p.kind {
-            ProviderKind::Anthropic | ProviderKind::Command => "https://api.anthropic.com".to_string(),
-            ProviderKind::Openai => "http://127.0.0.1:11434/v1".to_string(),
-        },
-    };
-    let api_key_env = match &p.api_key_env {
-        Some(k) => expand(k)?,
-        None => match p.kind {
-            ProviderKind::Anthropic | ProviderKind::Command => "ANTHROPIC_API_KEY".to_string(),
-            ProviderKind::Openai => "OPENAI_API_KEY".to_string(),
-        },
-    };
-    if let Some(t) = p.temperature {
-        if !(0.0..=2.0).contains(&t) {
-            return Err(err_at(
-                None,
-                format!("[provider] temperature must be between 0 and 2 (got {t})"),
-            ));
-        }
-    }
-    let provider = ProviderConfig {
-        kind: p.kind,
-        model,
-        base_url,
-        api_key_env,
-        max_tokens: p.max_tokens.unwrap_or(4096),
-        timeout: Duration::from_secs(p.timeout_s.unwrap_or(120)),
-        max_retries: p.max_retries.unwrap_or(4),
-        thinking_budget: p.thinking_budget.unwrap_or(0),
-        temperature: p.temperature,
-        cache_ttl: p.cache_ttl,
-        profile: match (p.kind, &p.profile) {
-            (ProviderKind::Command, None) => {
-                return Err(err_at(
-                    None,
-                    "[provider] kind = \"command\" needs a profile: claude, codex, gemini or a [profiles.NAME] table".into(),
-                ))
-            }
-            (ProviderKind::Command, Some(name)) => Some(
-                crate::config::profile::resolve(&expand(name)?, &raw.profiles, env)
-                    .map_err(|m| err_at(Some(name.span()), m))?,
-            ),
-            (_, Some(name)) => {
-                return Err(err_at(
-                    Some(name.span()),
-                    "[provider] profile is only for kind = \"command\"".into(),
-                ))
-            }
-            (_, None) => None,
-        },
-    };
+    let provider = resolve_provider(&r, &raw.provider, &raw.profiles)?;
     if raw.limits.max_concurrent_runs == 0 {
-        return Err(err_at(
-            None,
-            "[limits] max_concurrent_runs must be at least 1".into(),
-        ));
+        return Err(r.err_at(None, "[limits] max_concurrent_runs must be at least 1".into()));
     }
     if raw.inbox.max_batch == 0 {
-        return Err(err_at(None, "[inbox] max_batch must be at least 1".into()));
+        return Err(r.err_at(None, "[inbox] max_batch must be at least 1".into()));
     }
     let daemon = DaemonConfig {
         shutdown_grace: Duration::from_secs(raw.daemon.shutdown_grace_s.unwrap_or(20)),
-        host: raw.daemon.host.as_ref().map(&expand).transpose()?,
+        host: raw.daemon.host.as_ref().map(|h| r.expand(h)).transpose()?,
     };
     let mut mcp = std::collections::BTreeMap::new();
     for (name, server) in raw.mcp {
-        let resolved = mcp::resolve(&name, server).map_err(|e| err_at(e.span, e.message))?;
+        let resolved = mcp::resolve(&name, server).map_err(|e| r.err_at(e.span, e.message))?;
         mcp.insert(resolved.name.clone(), resolved);
     }
     Ok(Config {
@@ -410,6 +353,84 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         daemon,
         prices: crate::cost::PriceBook::new(raw.prices),
         mcp,
+    })
+}
+
+/// `[provider]`, with each kind's defaults.
+fn resolve_provider(
+    r: &Reader<'_>,
+    p: &RawProvider,
+    profiles: &std::collections::BTreeMap<String, crate::config::profile::RawProfile>,
+) -> Result<ProviderConfig, ConfigError> {
+    let model = match &p.model {
+        Some(m) => r.expand(m)?,
+        None => match p.kind {
+            ProviderKind::Anthropic => "claude-sonnet-4-5".to_string(),
+            // Local servers name models freely; llama.cpp ignores the name.
+            ProviderKind::Openai => "default".to_string(),
+            // The CLI's own default (its price comes from the CLI when it reports one).
+            ProviderKind::Command => String::new(),
+        },
+    };
+    let base_url = match &p.base_url {
+        Some(u) => {
+            let url = r.expand(u)?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(r.err_at(
+                    Some(u.span()),
+                    format!("base_url \"{url}\" must start with http:// or https://"),
+                ));
+            }
+            url.trim_end_matches('/').to_string()
+        }
+        None => match p.kind {
+            ProviderKind::Anthropic | ProviderKind::Command => "https://api.anthropic.com".to_string(),
+            ProviderKind::Openai => "http://127.0.0.1:11434/v1".to_string(),
+        },
+    };
+    let api_key_env = match &p.api_key_env {
+        Some(k) => r.expand(k)?,
+        None => match p.kind {
+            ProviderKind::Anthropic | ProviderKind::Command => "ANTHROPIC_API_KEY".to_string(),
+            ProviderKind::Openai => "OPENAI_API_KEY".to_string(),
+        },
+    };
+    if let Some(t) = p.temperature.filter(|t| !(0.0..=2.0).contains(t)) {
+        return Err(r.err_at(
+            None,
+            format!("[provider] temperature must be between 0 and 2 (got {t})"),
+        ));
+    }
+    let profile = match (p.kind, &p.profile) {
+        (ProviderKind::Command, None) => return Err(r.err_at(
+            None,
+            "[provider] kind = \"command\" needs a profile: claude, codex, gemini or a [profiles.NAME] table"
+                .into(),
+        )),
+        (ProviderKind::Command, Some(name)) => Some(
+            crate::config::profile::resolve(&r.expand(name)?, profiles, r.env)
+                .map_err(|m| r.err_at(Some(name.span()), m))?,
+        ),
+        (_, Some(name)) => {
+            return Err(r.err_at(
+                Some(name.span()),
+                "[provider] profile is only for kind = \"command\"".into(),
+            ))
+        }
+        (_, None) => None,
+    };
+    Ok(ProviderConfig {
+        kind: p.kind,
+        model,
+        base_url,
+        api_key_env,
+        max_tokens: p.max_tokens.unwrap_or(4096),
+        timeout: Duration::from_secs(p.timeout_s.unwrap_or(120)),
+        max_retries: p.max_retries.unwrap_or(4),
+        thinking_budget: p.thinking_budget.unwrap_or(0),
+        temperature: p.temperature,
+        cache_ttl: p.cache_ttl,
+        profile,
     })
 }
 

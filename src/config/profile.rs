@@ -69,96 +69,108 @@ fn strings(items: &[&str]) -> Vec<String> {
 
 /// The built-in profiles. Flags are those of claude 2.1, codex 0.169 and gemini 0.61.
 pub fn builtin(name: &str) -> Option<Profile> {
-    Some(match name {
-        "claude" => Profile {
-            name: "claude".into(),
-            command: "claude".into(),
-            args: strings(&[
-                "-p",
-                "--output-format",
-                "json",
-                "--tools",
-                "",
-                "--mcp-config",
-                "{mcp_config}",
-                "--strict-mcp-config",
-                "--allowedTools",
-                "{allowed_tools}",
-                "--no-session-persistence",
-                // Only the person's own settings: no project or local settings, hooks or
-                // instructions, whatever folder it runs in.
-                "--setting-sources",
-                "user",
-            ]),
-            env: Vec::new(),
-            pass_env: Vec::new(),
-            output: OutputFormat::ClaudeJson,
-            prompt_on_stdin: true,
-            required_flags: strings(&[
-                "--output-format",
-                "--tools",
-                "--mcp-config",
-                "--strict-mcp-config",
-                "--allowedTools",
-                "--no-session-persistence",
-                "--setting-sources",
-            ]),
-            help_args: strings(&["--help"]),
-            files: Vec::new(),
-        },
-        "codex" => Profile {
-            name: "codex".into(),
-            command: "codex".into(),
-            args: strings(&[
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "--ephemeral",
-                "-s",
-                "read-only",
-                "-c",
-                "mcp_servers.tabd.command=\"{tabd}\"",
-                "-c",
-                "mcp_servers.tabd.args={serve_args}",
-                "-",
-            ]),
-            env: Vec::new(),
-            pass_env: Vec::new(),
-            output: OutputFormat::CodexJsonl,
-            prompt_on_stdin: true,
-            required_flags: strings(&["--json", "--skip-git-repo-check", "--ephemeral"]),
-            help_args: strings(&["exec", "--help"]),
-            files: Vec::new(),
-        },
-        "gemini" => Profile {
-            name: "gemini".into(),
-            command: "gemini".into(),
-            // gemini reads the prompt from stdin and appends `-p` to it.
-            args: strings(&[
-                "-o",
-                "json",
-                "--allowed-mcp-server-names",
-                "tabd",
-                "-p",
-                "Follow the instructions above.",
-            ]),
-            env: Vec::new(),
-            pass_env: Vec::new(),
-            output: OutputFormat::GeminiJson,
-            prompt_on_stdin: true,
-            required_flags: strings(&["--output-format", "--allowed-mcp-server-names"]),
-            help_args: strings(&["--help"]),
-            files: vec![(
-                ".gemini/settings.json".into(),
-                concat!(
-                    "{\"mcpServers\": {\"tabd\": {\"command\": \"{tabd}\", \"args\": {serve_args}, \"trust\": true}},\n",
-                    " \"excludeTools\": {gemini_builtins}, \"tools\": {\"exclude\": {gemini_builtins}}}\n"
-                )
-                .into(),
-            )],
-        },
-        _ => return None,
-    })
+    match name {
+        "claude" => Some(claude()),
+        "codex" => Some(codex()),
+        "gemini" => Some(gemini()),
+        _ => None,
+    }
+}
+
+fn claude() -> Profile {
+    Profile {
+        name: "claude".into(),
+        command: "claude".into(),
+        args: strings(&[
+            "-p",
+            "--output-format",
+            "json",
+            "--tools",
+            "",
+            "--mcp-config",
+            "{mcp_config}",
+            "--strict-mcp-config",
+            "--allowedTools",
+            "{allowed_tools}",
+            "--no-session-persistence",
+            // Only the person's own settings: no project or local settings, hooks or
+            // instructions, whatever folder it runs in.
+            "--setting-sources",
+            "user",
+        ]),
+        env: Vec::new(),
+        pass_env: Vec::new(),
+        output: OutputFormat::ClaudeJson,
+        prompt_on_stdin: true,
+        required_flags: strings(&[
+            "--output-format",
+            "--tools",
+            "--mcp-config",
+            "--strict-mcp-config",
+            "--allowedTools",
+            "--no-session-persistence",
+            "--setting-sources",
+        ]),
+        help_args: strings(&["--help"]),
+        files: Vec::new(),
+    }
+}
+
+fn codex() -> Profile {
+    Profile {
+        name: "codex".into(),
+        command: "codex".into(),
+        args: strings(&[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--ephemeral",
+            "-s",
+            "read-only",
+            "-c",
+            "mcp_servers.tabd.command=\"{tabd}\"",
+            "-c",
+            "mcp_servers.tabd.args={serve_args}",
+            "-",
+        ]),
+        env: Vec::new(),
+        pass_env: Vec::new(),
+        output: OutputFormat::CodexJsonl,
+        prompt_on_stdin: true,
+        required_flags: strings(&["--json", "--skip-git-repo-check", "--ephemeral"]),
+        help_args: strings(&["exec", "--help"]),
+        files: Vec::new(),
+    }
+}
+
+fn gemini() -> Profile {
+    Profile {
+        name: "gemini".into(),
+        command: "gemini".into(),
+        // gemini reads the prompt from stdin and appends `-p` to it.
+        args: strings(&[
+            "-o",
+            "json",
+            "--allowed-mcp-server-names",
+            "tabd",
+            "-p",
+            "Follow the instructions above.",
+        ]),
+        env: Vec::new(),
+        pass_env: Vec::new(),
+        output: OutputFormat::GeminiJson,
+        prompt_on_stdin: true,
+        required_flags: strings(&["--output-format", "--allowed-mcp-server-names"]),
+        help_args: strings(&["--help"]),
+        files: vec![(
+            ".gemini/settings.json".into(),
+            concat!(
+                "{\"mcpServers\": {\"tabd\": {\"command\": \"{tabd}\", \"args\": {serve_args}, \"trust\": true}},\n",
+                " \"excludeTools\": {gemini_builtins}, \"tools\": {\"exclude\": {gemini_builtins}}}\n"
+            )
+            .into(),
+        )],
+    }
 }
 
 /// The profile `name`: a `[profiles.NAME]` table over the built-in of that name, if any.

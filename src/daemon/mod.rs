@@ -11,11 +11,14 @@
 //! - `reload` — config and role files, watched folders;
 //! - `tasks` — run tasks, reaped as they finish; `status` — status note and `tabd status`.
 
+mod approvals;
 pub mod core;
+mod dispatch;
 pub mod events;
 mod lock;
 pub mod ready;
 mod reload;
+mod report;
 mod scan;
 mod schedule;
 pub mod slots;
@@ -45,7 +48,8 @@ use crate::runlog::RunLog;
 use crate::state::{State, StateStore};
 use crate::vault::Vault;
 
-use self::core::{Decision, RoleRuntime, RoleView};
+use self::approvals::ApprovalWork;
+use self::core::RoleRuntime;
 pub use lock::{acquire as acquire_lock, holder as lock_holder, LockError};
 use ready::{FsEvent, Readiness};
 
@@ -57,8 +61,6 @@ const PAUSE: Duration = Duration::from_secs(300);
 const RELOAD_DEBOUNCE: Duration = Duration::from_millis(250);
 /// Scan interval when no watcher could start.
 const POLL: Duration = Duration::from_secs(2);
-/// How soon to look again when `tabd fire` holds a role's run lock.
-const BUSY_RETRY: Duration = Duration::from_secs(2);
 /// Crash leftovers younger than this might be another process's write in flight.
 const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
 
@@ -128,17 +130,6 @@ pub struct Daemon {
     /// The keep-alive MCP servers' state as last shown in status (a change rewrites it).
     mcp_shown: Vec<(String, bool, Option<String>)>,
 }
-
-/// The approvals pass (DESIGN §15): one at a time, off the loop (a call may take a while).
-#[derive(Default)]
-struct ApprovalWork {
-    task: Option<tokio::task::JoinHandle<crate::approved::Pass>>,
-    /// When to look at `agent/approvals/` again.
-    due: Option<Instant>,
-}
-
-/// Approvals are looked at this often even without events (expiry; polling mode).
-const APPROVALS_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
     if let Err(e) = sd_notify::notify(states) {
@@ -341,51 +332,6 @@ impl Daemon {
         self.start_approvals();
     }
 
-    /// A call that was running when tabd stopped becomes `unknown`; then the first pass.
-    fn start_approvals(&mut self) {
-        if let Ok(dir) = crate::vault::VaultPath::parse(crate::approvals::FOLDER, false) {
-            if let Err(e) = self.run_env.vault.create_dir_all(&dir) {
-                tracing::warn!("cannot create {dir}/: {e}");
-            }
-        }
-        let recovered = blocking::run(|| crate::approved::recover(&self.run_env));
-        if recovered > 0 {
-            tracing::warn!(
-                "{recovered} approved call(s) were running when tabd stopped: marked unknown in their notes"
-            );
-        }
-        self.refresh_watches();
-        self.approvals.due = Some(self.run_env.clock.instant());
-    }
-
-    /// Starts an approvals pass when one is due and none is running.
-    fn maybe_start_approvals(&mut self) {
-        let now = self.run_env.clock.instant();
-        if self.approvals.task.is_some() || self.approvals.due.is_none_or(|d| d > now) {
-            return;
-        }
-        self.approvals.due = None;
-        let env = self.run_env.clone();
-        self.approvals.task = Some(tokio::spawn(async move { crate::approved::pass(&env).await }));
-    }
-
-    fn on_approvals_pass(&mut self, pass: Result<crate::approved::Pass, tokio::task::JoinError>) {
-        let (wall, now) = self.now();
-        let mut next = now + APPROVALS_EVERY;
-        match pass {
-            Ok(p) => {
-                if let Some(at) = p.next {
-                    next = next.min(core::mono_of(at, wall, now));
-                }
-                if !p.ran.is_empty() || !p.rejected.is_empty() || !p.expired.is_empty() {
-                    self.status_dirty = true;
-                }
-            }
-            Err(e) => tracing::error!("approvals: the pass failed: {e}"),
-        }
-        self.approvals.due = Some(self.approvals.due.map_or(next, |d| d.min(next)));
-    }
-
     async fn shutdown(&mut self) {
         notify_systemd(&[sd_notify::NotifyState::Stopping]);
         let grace = self.config().daemon.shutdown_grace;
@@ -585,48 +531,6 @@ impl Daemon {
         }
     }
 
-    /// Starts every run that is allowed now (the decisions are `core::dispatch`'s).
-    fn dispatch(&mut self, now: Instant) {
-        let today = self.today();
-        let views: Vec<RoleView> = self
-            .rt
-            .keys()
-            .filter_map(|name| self.roles().roles.get(name))
-            .map(|role| RoleView {
-                name: role.name.clone(),
-                may_run: self.role_may_run_here(role),
-                limits: crate::limits::RoleLimits::resolve(role, &self.config().limits),
-                today: self
-                    .state
-                    .roles
-                    .get(&role.name)
-                    .map(|r| r.today(today))
-                    .unwrap_or_default(),
-            })
-            .collect();
-        let all_today = self.state.global.today(today);
-        let decisions = core::dispatch(
-            &self.rt,
-            &views,
-            &self.config().limits,
-            all_today,
-            self.tasks.len(),
-            self.paused.is_some(),
-            now,
-        );
-        for d in decisions {
-            match d {
-                Decision::Start(name) => self.start_run(&name, now),
-                Decision::Stop(name, stop) => self.stop_for_today(&name, stop),
-                Decision::Drop(name) => {
-                    if let Some(r) = self.rt.get_mut(&name) {
-                        r.slots.clear();
-                    }
-                }
-            }
-        }
-    }
-
     /// The local date of "now" (budgets reset at local midnight).
     fn today(&self) -> chrono::NaiveDate {
         self.run_env
@@ -634,184 +538,5 @@ impl Daemon {
             .now()
             .with_timezone(&self.config().timezone)
             .date_naive()
-    }
-
-    fn stop_for_today(&mut self, name: &str, stop: crate::limits::DailyStop) {
-        let Some(role) = self.roles().roles.get(name).cloned() else {
-            return;
-        };
-        let cause = stop.cause();
-        if self.note_once(name, cause) {
-            let now = self.run_env.clock.now();
-            let _ = self
-                .run_env
-                .log
-                .write_line(now, &role.display_name, &format!("skipped — {cause}"));
-            self.write_skip_record(&role, cause);
-        }
-        if let Some(r) = self.rt.get_mut(name) {
-            r.slots.clear();
-            r.watch_pending.clear();
-            r.inbox_ready = false; // notes wait; the safety tick looks again
-        }
-        self.status_dirty = true;
-    }
-
-    /// True the first time `cause` is noted for `role` today.
-    fn note_once(&self, role: &str, cause: &str) -> bool {
-        let today = self.today();
-        self.run_env
-            .store
-            .update(|s| {
-                let r = s.role(role);
-                r.roll_day(today);
-                r.first_notice(cause)
-            })
-            .unwrap_or(true)
-    }
-
-    fn write_skip_record(&self, role: &Role, cause: &str) {
-        let now = self.run_env.clock.now();
-        let rec = crate::runlog::RunRecord {
-            run_id: format!("{}-{}-skip", now.format("%Y%m%dT%H%M%SZ"), role.name),
-            role: role.name.clone(),
-            trigger: crate::runlog::TriggerRecord {
-                kind: self.pending_kind(&role.name),
-                notes: vec![],
-                scheduled_for: None,
-                cron: None,
-            },
-            started_at: now,
-            ended_at: now,
-            outcome: crate::runlog::Outcome::Skipped,
-            error: Some(cause.to_string()),
-            model: String::new(),
-            usage: Default::default(),
-            tool_calls: vec![],
-            moved: vec![],
-        };
-        let _ = self.run_env.log.write_record(&rec);
-    }
-
-    /// What would have started the run that a limit stopped.
-    fn pending_kind(&self, role: &str) -> crate::trigger::TriggerKind {
-        use crate::trigger::TriggerKind;
-        match self.rt.get(role) {
-            Some(r) if !r.slots.is_empty() => TriggerKind::Schedule,
-            Some(r) if r.inbox_ready => TriggerKind::Inbox,
-            Some(r) if !r.watch_pending.is_empty() => TriggerKind::Watch,
-            _ => TriggerKind::Schedule,
-        }
-    }
-
-    /// Starts a run of `name` if its run lock is free (else `tabd fire` has it: try again soon).
-    fn start_run(&mut self, name: &str, now: Instant) {
-        let Some(role) = self.roles().roles.get(name).cloned() else {
-            return;
-        };
-        let lock_path = crate::run::run_lock_path(name);
-        let lock = match self.run_env.vault.lock(&lock_path, false) {
-            Ok(Some(l)) => l,
-            Ok(None) => {
-                tracing::info!("{name} is running in another process (`tabd fire`); trying again shortly");
-                if let Some(r) = self.rt.get_mut(name) {
-                    if r.busy_until.is_none() {
-                        self.status_dirty = true;
-                    }
-                    r.busy_until = Some(now + BUSY_RETRY);
-                }
-                return;
-            }
-            Err(e) => {
-                tracing::warn!("cannot take the run lock of {name}: {e}");
-                return;
-            }
-        };
-        let notes = self.pick_notes(&role, now);
-        let Some(r) = self.rt.get_mut(name) else { return };
-        if r.busy_until.take().is_some() {
-            self.status_dirty = true;
-        }
-        let Some(trigger) = schedule::trigger_for(r, &role, !notes.is_empty()) else {
-            return; // the notes went away (moved by someone) before the run started
-        };
-        r.running = true;
-        let root = self.watching.paths.root.clone();
-        let paths: Vec<PathBuf> = notes.iter().map(|n| root.join(n.path.as_path())).collect();
-        for p in &paths {
-            self.readiness.forget(p);
-        }
-        self.tasks
-            .spawn(self.run_env.clone(), role, trigger, notes, paths, lock);
-        self.status_dirty = true;
-    }
-
-    fn next_fire_text(&self) -> String {
-        let wall = self.run_env.clock.now();
-        let next = self
-            .roles()
-            .runnable()
-            .filter(|r| self.role_may_run_here(r))
-            .filter_map(|r| r.schedule.next_after(wall).map(|t| (t, r.name.clone())))
-            .min();
-        match next {
-            Some((t, name)) => format!(
-                "next fire {name} at {}",
-                t.with_timezone(&self.config().timezone)
-                    .format("%Y-%m-%d %H:%M %Z")
-            ),
-            None => "no scheduled fires".into(),
-        }
-    }
-
-    fn write_status(&mut self, running: bool) {
-        self.status_dirty = false;
-        self.status_generation += 1;
-        let live = status::Live {
-            pid: running.then(|| std::process::id().to_string()),
-            paused: self.paused.as_ref().map(|p| p.reason.clone()),
-            watching: Some(if self.watching.polling {
-                "polling for changes (file watching unavailable)".into()
-            } else {
-                "watching for changes".into()
-            }),
-            kept_last_good: self.kept_last_good.clone(),
-            host: self.host.clone(),
-            ledger_error: self.ledger_error.clone(),
-            generation: self.status_generation,
-            roles: self
-                .rt
-                .iter()
-                .map(|(name, r)| {
-                    let mut view = self.inbox_view.get(name).cloned().unwrap_or_default();
-                    view.running = r.running;
-                    view.busy_elsewhere = r.busy_until.is_some();
-                    view.queued_slots = r.slots.len();
-                    view.watch_pending = r.watch_pending.len();
-                    (name.clone(), view)
-                })
-                .collect(),
-            unreadable: self.unreadable.clone(),
-            mcp_servers: self
-                .run_env
-                .mcp_pool
-                .as_ref()
-                .map(|p| {
-                    p.status()
-                        .into_iter()
-                        .map(|(name, up, error)| status::McpServerStatus { name, up, error })
-                        .collect()
-                })
-                .unwrap_or_default(),
-        };
-        let report = status::collect(
-            &self.run_env.vault,
-            self.config(),
-            self.roles(),
-            &self.state,
-            &live,
-            self.run_env.clock.now(),
-        );
-        status::write(&self.run_env.vault, &report, self.config().timezone);
     }
 }

@@ -336,6 +336,27 @@ pub fn render_note(r: &StatusReport, tz: Tz) -> String {
             .map_or_else(|| "not running".to_string(), |p| format!("running (pid {p})")),
         r.watching
     ));
+    s.push_str(&note_warnings(r));
+    s.push_str("| role | state | last run | next fire | pending notes | spent today / budget |\n|---|---|---|---|---|---|\n");
+    for role in &r.roles {
+        s.push_str(&note_row(role, r.updated_at, tz));
+    }
+    s.push_str(&format!(
+        "\nAll roles today: {}.\n",
+        spend(
+            r.tokens_today,
+            r.global_daily_token_budget,
+            r.cost_today_usd,
+            r.global_daily_cost_budget_usd
+        )
+    ));
+    s.push_str(&note_lists(r));
+    s
+}
+
+/// Callouts for what stops work: paused model calls, servers down, a ledger that cannot be written.
+fn note_warnings(r: &StatusReport) -> String {
+    let mut s = String::new();
     if let Some(p) = &r.provider_paused {
         s.push_str(&format!("> [!warning] Model calls are paused\n> {p}\n\n"));
     }
@@ -353,55 +374,53 @@ pub fn render_note(r: &StatusReport, tz: Tz) -> String {
             "> [!warning] Scheduled runs cannot be recorded\n> {e}; they wait until .tabd/state.json can be written\n\n"
         ));
     }
-    s.push_str("| role | state | last run | next fire | pending notes | spent today / budget |\n|---|---|---|---|---|---|\n");
-    for role in &r.roles {
-        let last = role.last_run.as_ref().map_or_else(
-            || "—".to_string(),
-            |l| format!("{} {}", when(l.at, tz, r.updated_at), l.outcome),
-        );
-        let next = role
-            .next_fire
-            .map_or_else(|| "—".to_string(), |t| when(t, tz, r.updated_at));
-        let mut pending = role.pending_notes.to_string();
-        if role.failed_notes > 0 {
-            pending.push_str(&format!(" ({} failed)", role.failed_notes));
-        }
-        if !role.unreadable_notes.is_empty() {
-            pending.push_str(&format!(" ({} unreadable)", role.unreadable_notes.len()));
-        }
-        if !role.pending_approvals.is_empty() {
-            let links: Vec<String> = role
-                .pending_approvals
-                .iter()
-                .map(|n| crate::runlog::wikilink(n))
-                .collect();
-            pending.push_str(&format!(
-                "; {} awaiting approval: {}",
-                links.len(),
-                links.join(", ")
-            ));
-        }
-        s.push_str(&format!(
-            "| {} | {} | {last} | {next} | {pending} | {} |\n",
-            role.name,
-            role.state,
-            spend(
-                role.tokens_today,
-                role.daily_token_budget,
-                role.cost_today_usd,
-                role.daily_cost_budget_usd
-            )
+    s
+}
+
+/// One role's row of the table.
+fn note_row(role: &RoleStatus, now: DateTime<Utc>, tz: Tz) -> String {
+    let last = role.last_run.as_ref().map_or_else(
+        || "—".to_string(),
+        |l| format!("{} {}", when(l.at, tz, now), l.outcome),
+    );
+    let next = role
+        .next_fire
+        .map_or_else(|| "—".to_string(), |t| when(t, tz, now));
+    let mut pending = role.pending_notes.to_string();
+    if role.failed_notes > 0 {
+        pending.push_str(&format!(" ({} failed)", role.failed_notes));
+    }
+    if !role.unreadable_notes.is_empty() {
+        pending.push_str(&format!(" ({} unreadable)", role.unreadable_notes.len()));
+    }
+    if !role.pending_approvals.is_empty() {
+        let links: Vec<String> = role
+            .pending_approvals
+            .iter()
+            .map(|n| crate::runlog::wikilink(n))
+            .collect();
+        pending.push_str(&format!(
+            "; {} awaiting approval: {}",
+            links.len(),
+            links.join(", ")
         ));
     }
-    s.push_str(&format!(
-        "\nAll roles today: {}.\n",
+    format!(
+        "| {} | {} | {last} | {next} | {pending} | {} |\n",
+        role.name,
+        role.state,
         spend(
-            r.tokens_today,
-            r.global_daily_token_budget,
-            r.cost_today_usd,
-            r.global_daily_cost_budget_usd
+            role.tokens_today,
+            role.daily_token_budget,
+            role.cost_today_usd,
+            role.daily_cost_budget_usd
         )
-    ));
+    )
+}
+
+/// Notes tabd cannot read, and role-file errors.
+fn note_lists(r: &StatusReport) -> String {
+    let mut s = String::new();
     let unreadable: Vec<String> = r
         .roles
         .iter()

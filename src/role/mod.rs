@@ -321,7 +321,6 @@ impl RoleSet {
             };
             defs.insert(name, def);
         }
-
         if let Some(servers) = &ctx.mcp_servers {
             for def in defs.values_mut() {
                 check_mcp_servers(def, servers);
@@ -338,10 +337,17 @@ impl RoleSet {
                 }
             }
         }
-        // Cross-role checks need the whole set.
+        set.break_bad_targets(&defs);
+        set.collect_diagnostics(&defs);
+        set
+    }
+
+    /// Cross-role checks, which need the whole set: every role a role names (`can_trigger`)
+    /// must exist and be able to run; a role naming one that cannot is broken.
+    fn break_bad_targets(&mut self, defs: &BTreeMap<String, RoleDef>) {
         let names: Vec<String> = defs.keys().cloned().collect();
         let mut newly_broken = Vec::new();
-        for (name, role) in &set.roles {
+        for (name, role) in &self.roles {
             let def = &defs[name];
             for target in &role.settings.can_trigger {
                 let problem = match defs.get(target) {
@@ -363,23 +369,26 @@ impl RoleSet {
             }
         }
         for (name, diag) in newly_broken {
-            set.roles.remove(&name);
-            set.broken.entry(name).or_default().push(diag);
+            self.roles.remove(&name);
+            self.broken.entry(name).or_default().push(diag);
         }
+    }
+
+    /// Every file's diagnostics and every broken role's, once each, by file and line.
+    fn collect_diagnostics(&mut self, defs: &BTreeMap<String, RoleDef>) {
         for def in defs.values() {
-            set.diagnostics.extend(def.diagnostics.iter().cloned());
+            self.diagnostics.extend(def.diagnostics.iter().cloned());
         }
-        for diags in set.broken.values() {
+        for diags in self.broken.values() {
             for d in diags {
-                if !set.diagnostics.contains(d) {
-                    set.diagnostics.push(d.clone());
+                if !self.diagnostics.contains(d) {
+                    self.diagnostics.push(d.clone());
                 }
             }
         }
-        set.diagnostics
+        self.diagnostics
             .sort_by(|a, b| (&a.path, a.line, &a.message).cmp(&(&b.path, b.line, &b.message)));
-        set.diagnostics.dedup();
-        set
+        self.diagnostics.dedup();
     }
 
     pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
@@ -546,42 +555,7 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
                 }
             }
         }
-        SectionKind::Tools => {
-            let tools = def.tools.get_or_insert_with(Vec::new);
-            for item in section.lines() {
-                let tool = item.text.trim().trim_matches('`').trim();
-                // `- read_file — read notes`: the name is the first word.
-                let tool = tool.split([' ', '\t', ':']).next().unwrap_or("");
-                if tool.contains('/') {
-                    match McpAllow::parse(tool, item.line) {
-                        Ok(a) => {
-                            if !def.mcp.contains(&a) {
-                                def.mcp.push(a)
-                            }
-                        }
-                        Err(e) => def.diagnostics.push(Diagnostic::error(path, item.line, e)),
-                    }
-                    continue;
-                }
-                if VAULT_TOOLS.contains(&tool) {
-                    if !tools.iter().any(|t| t == tool) {
-                        tools.push(tool.to_string());
-                    }
-                } else {
-                    let hint = did_you_mean(tool, VAULT_TOOLS.iter().copied())
-                        .map(|t| format!(" — did you mean `{t}`?"))
-                        .unwrap_or_default();
-                    def.diagnostics.push(Diagnostic::error(
-                        path,
-                        item.line,
-                        format!(
-                            "unknown tool `{tool}`{hint} Known tools: {}; MCP tools are written server/* or server/tool",
-                            VAULT_TOOLS.join(", ")
-                        ),
-                    ));
-                }
-            }
-        }
+        SectionKind::Tools => add_tools(def, section, path),
         SectionKind::Schedule => {
             let lines = def.schedule.get_or_insert_with(Vec::new);
             for item in section.lines() {
@@ -607,17 +581,86 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
                 }
             }
         }
-        SectionKind::Other => {
-            def.diagnostics.push(Diagnostic::warning(
+        SectionKind::Other => add_other(def, section, path),
+    }
+}
+
+/// The section names tabd knows, as people write them.
+const KNOWN_SECTIONS: &[&str] = &[
+    "Mission",
+    "Goals",
+    "Context Files",
+    "Context",
+    "Tools",
+    "Schedule",
+    "Inbox",
+    "User Preferences",
+    "Preferences",
+    "Rules",
+];
+
+/// A heading tabd does not know: passed to the model as written, with a warning — or, when it is
+/// a near miss of a known one (`## Schedules`), an error: as written, the role would silently
+/// lose that section (no schedule at all).
+fn add_other(def: &mut RoleDef, section: &sections::Section, path: &Path) {
+    let heading = section.heading.trim();
+    if let Some(meant) = did_you_mean(heading, KNOWN_SECTIONS.iter().copied()) {
+        def.diagnostics.push(Diagnostic::error(
+            path,
+            section.line,
+            format!(
+                "`## {heading}` is not a section tabd knows — did you mean `## {meant}`? As written, tabd would not \
+                 read it as the role's {}; rename the heading",
+                meant.to_lowercase()
+            ),
+        ));
+    } else {
+        def.diagnostics.push(Diagnostic::warning(
+            path,
+            section.line,
+            format!(
+                "unknown section `## {heading}` is passed to the model as written; known sections: Mission, Goals, \
+                 Context Files, Tools, Schedule, Inbox, User Preferences, Rules"
+            ),
+        ));
+    }
+    def.extra.push((section.heading.clone(), section.body.clone()));
+}
+
+/// `## Tools`: vault tools by name, MCP tools as `server/*` or `server/tool`.
+fn add_tools(def: &mut RoleDef, section: &sections::Section, path: &Path) {
+    let tools = def.tools.get_or_insert_with(Vec::new);
+    for item in section.lines() {
+        let tool = item.text.trim().trim_matches('`').trim();
+        // `- read_file — read notes`: the name is the first word.
+        let tool = tool.split([' ', '\t', ':']).next().unwrap_or("");
+        if tool.contains('/') {
+            match McpAllow::parse(tool, item.line) {
+                Ok(a) => {
+                    if !def.mcp.contains(&a) {
+                        def.mcp.push(a)
+                    }
+                }
+                Err(e) => def.diagnostics.push(Diagnostic::error(path, item.line, e)),
+            }
+            continue;
+        }
+        if VAULT_TOOLS.contains(&tool) {
+            if !tools.iter().any(|t| t == tool) {
+                tools.push(tool.to_string());
+            }
+        } else {
+            let hint = did_you_mean(tool, VAULT_TOOLS.iter().copied())
+                .map(|t| format!(" — did you mean `{t}`?"))
+                .unwrap_or_default();
+            def.diagnostics.push(Diagnostic::error(
                 path,
-                section.line,
+                item.line,
                 format!(
-                    "unknown section `## {}` is passed to the model as written; known sections: Mission, Goals, \
-                     Context Files, Tools, Schedule, Inbox, User Preferences, Rules",
-                    section.heading
+                    "unknown tool `{tool}`{hint} Known tools: {}; MCP tools are written server/* or server/tool",
+                    VAULT_TOOLS.join(", ")
                 ),
             ));
-            def.extra.push((section.heading.clone(), section.body.clone()));
         }
     }
 }
@@ -625,50 +668,7 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
 /// Resolves `name` through its `extends` chain into a `Role`, or the errors that stop it.
 fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> Result<Role, Vec<Diagnostic>> {
     let def = &defs[name];
-    // Walk up the chain: child first.
-    let mut chain: Vec<&RoleDef> = vec![def];
-    let mut errors: Vec<Diagnostic> = Vec::new();
-    let mut current = def;
-    while let Some(parent_name) = &current.settings.extends {
-        let line = current.key_lines.get("extends").copied().unwrap_or(0);
-        if chain.iter().any(|d| &d.name == parent_name) {
-            let cycle: Vec<&str> = chain
-                .iter()
-                .map(|d| d.name.as_str())
-                .chain([parent_name.as_str()])
-                .collect();
-            errors.push(Diagnostic::error(
-                &current.path,
-                line,
-                format!(
-                    "`extends` forms a cycle ({}); remove one of the `extends` lines",
-                    cycle.join(" → ")
-                ),
-            ));
-            break;
-        }
-        let Some(parent) = defs.get(parent_name) else {
-            let hint = did_you_mean(parent_name, defs.keys().map(String::as_str))
-                .map(|n| format!(" — did you mean `{n}`?"))
-                .unwrap_or_default();
-            errors.push(Diagnostic::error(
-                &current.path,
-                line,
-                format!("`extends: {parent_name}` names no role: there is no roles/{parent_name}.md{hint}"),
-            ));
-            break;
-        };
-        if chain.len() > MAX_EXTENDS_DEPTH {
-            errors.push(Diagnostic::error(
-                &def.path,
-                def.key_lines.get("extends").copied().unwrap_or(0),
-                format!("`extends` goes deeper than {MAX_EXTENDS_DEPTH} levels; flatten the chain"),
-            ));
-            break;
-        }
-        chain.push(parent);
-        current = parent;
-    }
+    let (chain, mut errors) = extends_chain(def, defs);
     errors.extend(def.diagnostics.iter().filter(|d| d.is_error()).cloned());
     for ancestor in &chain[1..] {
         if ancestor.diagnostics.iter().any(Diagnostic::is_error) {
@@ -727,6 +727,58 @@ fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> R
             ..merged.settings
         },
     })
+}
+
+/// The role and its ancestors, child first, and what stops the chain (a cycle, a missing
+/// parent, too deep).
+fn extends_chain<'a>(
+    def: &'a RoleDef,
+    defs: &'a BTreeMap<String, RoleDef>,
+) -> (Vec<&'a RoleDef>, Vec<Diagnostic>) {
+    let mut chain: Vec<&RoleDef> = vec![def];
+    let mut errors: Vec<Diagnostic> = Vec::new();
+    let mut current = def;
+    while let Some(parent_name) = &current.settings.extends {
+        let line = current.key_lines.get("extends").copied().unwrap_or(0);
+        if chain.iter().any(|d| &d.name == parent_name) {
+            let cycle: Vec<&str> = chain
+                .iter()
+                .map(|d| d.name.as_str())
+                .chain([parent_name.as_str()])
+                .collect();
+            errors.push(Diagnostic::error(
+                &current.path,
+                line,
+                format!(
+                    "`extends` forms a cycle ({}); remove one of the `extends` lines",
+                    cycle.join(" → ")
+                ),
+            ));
+            break;
+        }
+        let Some(parent) = defs.get(parent_name) else {
+            let hint = did_you_mean(parent_name, defs.keys().map(String::as_str))
+                .map(|n| format!(" — did you mean `{n}`?"))
+                .unwrap_or_default();
+            errors.push(Diagnostic::error(
+                &current.path,
+                line,
+                format!("`extends: {parent_name}` names no role: there is no roles/{parent_name}.md{hint}"),
+            ));
+            break;
+        };
+        if chain.len() > MAX_EXTENDS_DEPTH {
+            errors.push(Diagnostic::error(
+                &def.path,
+                def.key_lines.get("extends").copied().unwrap_or(0),
+                format!("`extends` goes deeper than {MAX_EXTENDS_DEPTH} levels; flatten the chain"),
+            ));
+            break;
+        }
+        chain.push(parent);
+        current = parent;
+    }
+    (chain, errors)
 }
 
 fn union(into: &mut Vec<String>, from: &[String]) {

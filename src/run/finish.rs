@@ -319,68 +319,15 @@ impl Commit<'_> {
         let today = rec.ended_at.with_timezone(&env.log.tz()).date_naive();
         let record_json = serde_json::to_value(rec).map_err(|e| VaultError::Io(e.to_string()))?;
         let daily = env.log.daily_path(rec.started_at);
-        let line = |text: &str| env.log.render_line(rec.started_at, self.display_name, text);
+        // A run that never reached the model (an outage) does not use up max_runs_per_day.
+        let outage = matches!(self.class, Some(FailureClass::Outage | FailureClass::Unavailable));
         // Durable against a crash of tabd (the kernel has the data once written); the folder is
         // not synced here, so a power cut may at worst run the run's notes again.
         env.store.update_with(crate::vault::Durability::File, |s| {
             s.add_usage(self.role, today, rec.usage.tokens, rec.usage.cost_usd);
             let r = s.role(self.role);
-            // A run that never reached the model (an outage) does not use up max_runs_per_day.
-            let outage = matches!(self.class, Some(FailureClass::Outage | FailureClass::Unavailable));
-            if !outage || rec.usage.tokens.total() > 0 {
-                r.runs_today += 1;
-            }
-            r.last_run = Some(LastRun {
-                run_id: rec.run_id.clone(),
-                started_at: rec.started_at,
-                ended_at: rec.ended_at,
-                // The JSONL record says `failed` (contract); people see that nothing was their fault.
-                outcome: if outage {
-                    "paused".into()
-                } else {
-                    rec.outcome.as_str().into()
-                },
-                error: self.error.clone(),
-                tokens: rec.usage.tokens.total(),
-                trigger: self.trigger_kind.to_string(),
-                cost_usd: rec.usage.cost_usd,
-            });
-            if let Some(h) = self.hashes {
-                r.last_success_at = Some(rec.ended_at);
-                r.context_hashes = h;
-            }
-            for (note, count, ino) in &self.plan.attempts {
-                let last_error = self.error.clone().unwrap_or_default();
-                r.attempts.insert(
-                    note.clone(),
-                    Attempts {
-                        count: *count,
-                        last_error,
-                        ino: Some(*ino),
-                    },
-                );
-            }
-            for (from, _) in &self.plan.moves {
-                r.attempts.remove(from.as_str());
-            }
-            // An outage gets one line per cause per day, not a section per attempt.
-            let cause = self.cause.as_deref().unwrap_or_default();
-            let daily_text = match (outage, &self.error) {
-                (true, Some(msg)) if r.first_notice(&format!("outage: {cause}")) => {
-                    let waiting = match self.notes {
-                        0 => String::new(),
-                        n => format!("; {n} note(s) wait in the inbox, no attempt counted"),
-                    };
-                    let what = if self.class == Some(FailureClass::Unavailable) {
-                        "waiting"
-                    } else {
-                        "paused"
-                    };
-                    line(&format!("{what} — {msg}{waiting}"))
-                }
-                (true, _) => String::new(),
-                (false, _) => self.daily_section.clone(),
-            };
+            self.count(r, outage);
+            let daily_text = self.daily_text(env, r, outage);
             let pending = PendingRun {
                 run_id: rec.run_id.clone(),
                 record: record_json.clone(),
@@ -401,6 +348,72 @@ impl Commit<'_> {
             }
             pending
         })
+    }
+
+    /// The role's counters: runs today, its last run, its hashes, its notes' attempts.
+    fn count(&self, r: &mut crate::state::RoleState, outage: bool) {
+        let rec = self.record;
+        if !outage || rec.usage.tokens.total() > 0 {
+            r.runs_today += 1;
+        }
+        r.last_run = Some(LastRun {
+            run_id: rec.run_id.clone(),
+            started_at: rec.started_at,
+            ended_at: rec.ended_at,
+            // The JSONL record says `failed` (contract); people see that nothing was their fault.
+            outcome: if outage {
+                "paused".into()
+            } else {
+                rec.outcome.as_str().into()
+            },
+            error: self.error.clone(),
+            tokens: rec.usage.tokens.total(),
+            trigger: self.trigger_kind.to_string(),
+            cost_usd: rec.usage.cost_usd,
+        });
+        if let Some(h) = &self.hashes {
+            r.last_success_at = Some(rec.ended_at);
+            r.context_hashes = h.clone();
+        }
+        for (note, count, ino) in &self.plan.attempts {
+            let last_error = self.error.clone().unwrap_or_default();
+            r.attempts.insert(
+                note.clone(),
+                Attempts {
+                    count: *count,
+                    last_error,
+                    ino: Some(*ino),
+                },
+            );
+        }
+        for (from, _) in &self.plan.moves {
+            r.attempts.remove(from.as_str());
+        }
+    }
+
+    /// What the daily log gets: the run's section — or, for an outage, one line per cause a day.
+    fn daily_text(&self, env: &RunEnv, r: &mut crate::state::RoleState, outage: bool) -> String {
+        let cause = self.cause.as_deref().unwrap_or_default();
+        match (outage, &self.error) {
+            (true, Some(msg)) if r.first_notice(&format!("outage: {cause}")) => {
+                let waiting = match self.notes {
+                    0 => String::new(),
+                    n => format!("; {n} note(s) wait in the inbox, no attempt counted"),
+                };
+                let what = if self.class == Some(FailureClass::Unavailable) {
+                    "waiting"
+                } else {
+                    "paused"
+                };
+                env.log.render_line(
+                    self.record.started_at,
+                    self.display_name,
+                    &format!("{what} — {msg}{waiting}"),
+                )
+            }
+            (true, _) => String::new(),
+            (false, _) => self.daily_section.clone(),
+        }
     }
 }
 

@@ -165,73 +165,7 @@ fn tokenize(s: &str) -> Result<Vec<Token>, String> {
             out.push(Token::Dash);
             i += 1;
         } else if c.is_ascii_digit() {
-            let start = i;
-            while i < chars.len() && chars[i].is_ascii_digit() {
-                i += 1;
-            }
-            let num: String = chars[start..i].iter().collect();
-            let hour: u32 = num.parse().map_err(|_| format!("\"{num}\" is too large"))?;
-            let mut minute = None;
-            if i + 2 < chars.len() + 1 && chars.get(i) == Some(&':') {
-                let mstart = i + 1;
-                let mut j = mstart;
-                while j < chars.len() && chars[j].is_ascii_digit() {
-                    j += 1;
-                }
-                if j - mstart != 2 {
-                    return Err(format!(
-                        "\"{}\" is not a time like 8:30",
-                        chars[start..j].iter().collect::<String>()
-                    ));
-                }
-                minute = Some(
-                    chars[mstart..j]
-                        .iter()
-                        .collect::<String>()
-                        .parse::<u32>()
-                        .unwrap_or(99),
-                );
-                i = j;
-            }
-            // `9 am` and `9am` alike.
-            let mut k = i;
-            while k < chars.len() && chars[k] == ' ' {
-                k += 1;
-            }
-            let suffix: String = chars[k..]
-                .iter()
-                .take_while(|c| c.is_ascii_alphabetic() || **c == '/')
-                .collect();
-            let meridiem = match suffix.as_str() {
-                "am" | "a.m" => Some(false),
-                "pm" | "p.m" => Some(true),
-                _ => None,
-            };
-            if let Some(pm) = meridiem {
-                i = k + suffix.len();
-                if !(1..=12).contains(&hour) {
-                    return Err(format!("\"{hour}{suffix}\" is not a time: use 1–12 with am/pm"));
-                }
-                let h = match (hour, pm) {
-                    (12, false) => 0,
-                    (12, true) => 12,
-                    (h, false) => h,
-                    (h, true) => h + 12,
-                };
-                out.push(Token::Time(h, check_minute(minute, hour)?));
-            } else if let Some(m) = minute {
-                if hour > 23 {
-                    return Err(format!("\"{hour}:{m:02}\" is not a time: hours go 0–23"));
-                }
-                out.push(Token::Time(hour, check_minute(Some(m), hour)?));
-            } else if suffix.starts_with("x/") || suffix == "x" {
-                // `2x/day` shorthand.
-                i = k + suffix.len();
-                out.push(Token::Num(hour));
-                out.push(Token::Word(suffix));
-            } else {
-                out.push(Token::Num(hour));
-            }
+            out.extend(number(&chars, &mut i)?);
         } else if c.is_alphabetic() {
             let start = i;
             while i < chars.len() && (chars[i].is_alphabetic() || chars[i] == '/') {
@@ -248,6 +182,78 @@ fn tokenize(s: &str) -> Result<Vec<Token>, String> {
         }
     }
     Ok(out)
+}
+
+/// A number at `chars[*i]`: a time (`9am`, `9 am`, `17:30`), the `2x/day` shorthand, or a plain
+/// number. Advances `*i` past what it read.
+fn number(chars: &[char], i: &mut usize) -> Result<Vec<Token>, String> {
+    let start = *i;
+    while *i < chars.len() && chars[*i].is_ascii_digit() {
+        *i += 1;
+    }
+    let num: String = chars[start..*i].iter().collect();
+    let hour: u32 = num.parse().map_err(|_| format!("\"{num}\" is too large"))?;
+    let mut minute = None;
+    if chars.get(*i) == Some(&':') {
+        let mstart = *i + 1;
+        let mut j = mstart;
+        while j < chars.len() && chars[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j - mstart != 2 {
+            return Err(format!(
+                "\"{}\" is not a time like 8:30",
+                chars[start..j].iter().collect::<String>()
+            ));
+        }
+        minute = Some(
+            chars[mstart..j]
+                .iter()
+                .collect::<String>()
+                .parse::<u32>()
+                .unwrap_or(99),
+        );
+        *i = j;
+    }
+    // `9 am` and `9am` alike.
+    let mut k = *i;
+    while k < chars.len() && chars[k] == ' ' {
+        k += 1;
+    }
+    let suffix: String = chars[k..]
+        .iter()
+        .take_while(|c| c.is_ascii_alphabetic() || **c == '/')
+        .collect();
+    let meridiem = match suffix.as_str() {
+        "am" | "a.m" => Some(false),
+        "pm" | "p.m" => Some(true),
+        _ => None,
+    };
+    if let Some(pm) = meridiem {
+        *i = k + suffix.len();
+        if !(1..=12).contains(&hour) {
+            return Err(format!("\"{hour}{suffix}\" is not a time: use 1–12 with am/pm"));
+        }
+        let h = match (hour, pm) {
+            (12, false) => 0,
+            (12, true) => 12,
+            (h, false) => h,
+            (h, true) => h + 12,
+        };
+        return Ok(vec![Token::Time(h, check_minute(minute, hour)?)]);
+    }
+    if let Some(m) = minute {
+        if hour > 23 {
+            return Err(format!("\"{hour}:{m:02}\" is not a time: hours go 0–23"));
+        }
+        return Ok(vec![Token::Time(hour, check_minute(Some(m), hour)?)]);
+    }
+    if suffix.starts_with("x/") || suffix == "x" {
+        // `2x/day` shorthand.
+        *i = k + suffix.len();
+        return Ok(vec![Token::Num(hour), Token::Word(suffix)]);
+    }
+    Ok(vec![Token::Num(hour)])
 }
 
 fn check_minute(minute: Option<u32>, hour: u32) -> Result<u32, String> {

@@ -1,0 +1,474 @@
+//! The floors of `src/lib.rs`, checked against the code (issue 20): every module is on a floor,
+//! imports only from its floor or below, no files import each other around a circle, and no
+//! production function is longer than 80 lines. Each rule is also shown failing on a small
+//! made-up crate, so a green run means the checker can see a climb, not only that none exists.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Longest production function, in lines (signature to closing brace).
+const MAX_FN_LINES: usize = 80;
+/// Longest file of the daemon's shell.
+const MAX_DAEMON_MOD_LINES: usize = 600;
+
+/// One source file: its path under `src/` (`run/finish.rs`) and its text without tests and
+/// comments.
+struct Source {
+    path: String,
+    code: String,
+}
+
+/// The floor table of `lib.rs`: module → floor.
+fn floors(lib: &str) -> BTreeMap<String, u32> {
+    let mut out = BTreeMap::new();
+    for line in lib.lines() {
+        let Some(row) = line.strip_prefix("//! | ") else {
+            continue;
+        };
+        let Some((floor, rest)) = row.split_once(" | ") else {
+            continue;
+        };
+        let Ok(floor) = floor.trim().parse::<u32>() else {
+            continue;
+        };
+        let modules = rest.split(" | ").next().unwrap_or("");
+        for name in modules.split('`').skip(1).step_by(2) {
+            out.insert(name.to_string(), floor);
+        }
+    }
+    out
+}
+
+/// The modules `lib.rs` declares.
+fn declared(lib: &str) -> BTreeSet<String> {
+    lib.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let rest = l
+                .strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("pub(crate) mod "))
+                .or_else(|| l.strip_prefix("mod "))?;
+            Some(rest.trim_end_matches(';').to_string())
+        })
+        .collect()
+}
+
+/// The code of a file without its inline test module and without comments (a doc comment may
+/// name `crate::x` without importing it).
+fn production_code(text: &str) -> String {
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            if let Some(next) = lines.peek() {
+                if next.trim_start().starts_with("mod tests {") {
+                    break; // the test module is the end of the file
+                }
+            }
+            continue;
+        }
+        let code = match line.find("//") {
+            Some(i) if !line[..i].contains('"') => &line[..i],
+            _ => line,
+        };
+        out.push_str(code);
+        out.push('\n');
+    }
+    out
+}
+
+fn read_sources(src: &Path) -> Vec<Source> {
+    let mut out = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let rel = p.strip_prefix(src).unwrap().to_string_lossy().replace('\\', "/");
+            let is_test = rel.ends_with("/tests.rs") || rel == "tests.rs";
+            if !rel.ends_with(".rs") || is_test || rel == "main.rs" || rel == "lib.rs" {
+                continue;
+            }
+            out.push(Source {
+                path: rel,
+                code: production_code(&std::fs::read_to_string(&p).unwrap()),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// The top-level module a file belongs to.
+fn module_of(path: &str) -> String {
+    path.split('/')
+        .next()
+        .unwrap()
+        .trim_end_matches(".rs")
+        .to_string()
+}
+
+/// The module path of a file (`run/finish.rs` → `run::finish`, `run/mod.rs` → `run`).
+fn module_path(path: &str) -> Vec<String> {
+    let mut parts: Vec<String> = path
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(String::from)
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// Every path a file names, as module paths from the crate root (`crate::a::b::C`,
+/// `super::x`, grouped `use crate::{a, b::c}`), without the item names' case checked.
+fn references(source: &Source) -> Vec<Vec<String>> {
+    let here = module_path(&source.path);
+    let mut out = Vec::new();
+    let code = &source.code;
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    // A folder's `mod.rs` is its face: it declares, re-exports and calls its children by their
+    // bare names (`child::x`), which are not counted. Everything else — `crate::…` and
+    // `super::…` — is.
+    let mut i = 0;
+    while i < code.len() {
+        let rest = &code[i..];
+        let (base, skip): (Vec<String>, usize) =
+            if rest.starts_with("crate::") && !code[..i].ends_with(|c: char| ident(c)) {
+                (Vec::new(), "crate::".len())
+            } else if rest.starts_with("super::") && !code[..i].ends_with(|c: char| ident(c) || c == ':') {
+                // `super` of `a/b.rs` (a::b) and of `a/b/mod.rs` (also a::b) is `a`.
+                let mut b = here.clone();
+                b.pop();
+                // `super::super::`: one more level each.
+                let mut s = "super::".len();
+                while code[i + s..].starts_with("super::") {
+                    b.pop();
+                    s += "super::".len();
+                }
+                (b, s)
+            } else {
+                i += rest.chars().next().map_or(1, char::len_utf8);
+                continue;
+            };
+        let after = &code[i + skip..];
+        if let Some(group) = after.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let mut p = base.clone();
+                p.extend(
+                    item.trim()
+                        .split("::")
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty()),
+                );
+                out.push(p);
+            }
+        } else {
+            let len = after
+                .char_indices()
+                .find(|(_, c)| !(ident(*c) || *c == ':'))
+                .map_or(after.len(), |(n, _)| n);
+            let mut p = base.clone();
+            p.extend(
+                after[..len]
+                    .split("::")
+                    .filter(|s| !s.is_empty())
+                    .map(String::from),
+            );
+            out.push(p);
+        }
+        i += skip;
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+/// The file a module path points into: its longest prefix that is a file of the crate.
+fn file_of(path: &[String], files: &BTreeSet<String>) -> Option<String> {
+    for n in (1..=path.len()).rev() {
+        let stem = path[..n].join("/");
+        for candidate in [format!("{stem}.rs"), format!("{stem}/mod.rs")] {
+            if files.contains(&candidate) {
+                return Some(candidate);
+            }
+        }
+    }
+    None
+}
+
+/// Imports that climb: (file, its floor, module it imports, that floor).
+fn climbs(sources: &[Source], floors: &BTreeMap<String, u32>) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in sources {
+        let own = module_of(&s.path);
+        let Some(&mine) = floors.get(&own) else { continue };
+        let mut seen = BTreeSet::new();
+        for r in references(s) {
+            let Some(target) = r.first() else { continue };
+            if *target == own || !seen.insert(target.clone()) {
+                continue;
+            }
+            if let Some(&theirs) = floors.get(target) {
+                if theirs > mine {
+                    out.push(format!(
+                        "src/{} (`{own}`, floor {mine}) imports `{target}` (floor {theirs}): move what it needs down to \
+                         floor {mine} or lower, or move this code up",
+                        s.path
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Files that import each other around a circle (each circle once, its files sorted).
+fn circles(sources: &[Source]) -> Vec<Vec<String>> {
+    let files: BTreeSet<String> = sources.iter().map(|s| s.path.clone()).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for s in sources {
+        let to = edges.entry(s.path.clone()).or_default();
+        for r in references(s) {
+            if let Some(f) = file_of(&r, &files) {
+                if f != s.path {
+                    to.insert(f);
+                }
+            }
+        }
+    }
+    // Tarjan's strongly connected components.
+    struct T<'a> {
+        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<String, usize>,
+        low: BTreeMap<String, usize>,
+        stack: Vec<String>,
+        on: BTreeSet<String>,
+        next: usize,
+        out: Vec<Vec<String>>,
+    }
+    fn visit(t: &mut T<'_>, v: &str) {
+        t.index.insert(v.to_string(), t.next);
+        t.low.insert(v.to_string(), t.next);
+        t.next += 1;
+        t.stack.push(v.to_string());
+        t.on.insert(v.to_string());
+        let targets: Vec<String> = t
+            .edges
+            .get(v)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        for w in targets {
+            if !t.index.contains_key(&w) {
+                visit(t, &w);
+                let lw = t.low[&w];
+                let lv = t.low[v];
+                t.low.insert(v.to_string(), lv.min(lw));
+            } else if t.on.contains(&w) {
+                let iw = t.index[&w];
+                let lv = t.low[v];
+                t.low.insert(v.to_string(), lv.min(iw));
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(&w);
+                let done = w == v;
+                comp.push(w);
+                if done {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                t.out.push(comp);
+                t.out.sort();
+            }
+        }
+    }
+    let mut t = T {
+        edges: &edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !t.index.contains_key(v) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+/// Production functions longer than `max` lines: (file, function, lines).
+fn long_functions(sources: &[Source], max: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in sources {
+        let lines: Vec<&str> = s.code.lines().collect();
+        let mut i = 0;
+        while i < lines.len() {
+            let line = lines[i];
+            let trimmed = line.trim_start();
+            let indent = line.len() - trimmed.len();
+            let is_fn = [
+                "fn ",
+                "pub fn ",
+                "async fn ",
+                "pub async fn ",
+                "pub(crate) fn ",
+                "pub(super) fn ",
+                "pub(crate) async fn ",
+                "pub(super) async fn ",
+            ]
+            .iter()
+            .any(|p| trimmed.starts_with(p));
+            if !is_fn {
+                i += 1;
+                continue;
+            }
+            // Find the body's opening line, then its closing brace at the same indent.
+            let mut j = i;
+            while j < lines.len() && !lines[j].contains('{') && !lines[j].trim_end().ends_with(';') {
+                j += 1;
+            }
+            if j >= lines.len() || lines[j].trim_end().ends_with(';') {
+                i = j + 1;
+                continue;
+            }
+            let close = format!("{}}}", " ".repeat(indent));
+            let mut k = j;
+            if !lines[j].trim_end().ends_with('}') || lines[j].trim_end().ends_with("{") {
+                k = j + 1;
+                while k < lines.len()
+                    && !(lines[k].starts_with(&close)
+                        && lines[k].len() - lines[k].trim_start().len() == indent)
+                {
+                    k += 1;
+                }
+            }
+            let n = k - i + 1;
+            if n > max {
+                let name = trimmed
+                    .split("fn ")
+                    .nth(1)
+                    .unwrap_or("")
+                    .split(['(', '<'])
+                    .next()
+                    .unwrap_or("");
+                out.push(format!("src/{}: fn {name} is {n} lines (at most {max})", s.path));
+            }
+            i = k + 1;
+        }
+    }
+    out
+}
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+#[test]
+fn every_module_is_on_a_floor_and_imports_only_from_its_floor_or_below() {
+    let lib = std::fs::read_to_string(src_dir().join("lib.rs")).unwrap();
+    let floors = floors(&lib);
+    let declared = declared(&lib);
+    let on_floors: BTreeSet<String> = floors.keys().cloned().collect();
+    assert_eq!(
+        declared, on_floors,
+        "every module of lib.rs is on exactly one floor of its table, and the table names no other"
+    );
+    let sources = read_sources(&src_dir());
+    assert!(
+        sources.len() > 50,
+        "the checker reads the crate ({} files)",
+        sources.len()
+    );
+    let problems = climbs(&sources, &floors);
+    assert!(
+        problems.is_empty(),
+        "imports that climb a floor:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn no_files_import_each_other_around_a_circle() {
+    let sources = read_sources(&src_dir());
+    let found = circles(&sources);
+    assert!(
+        found.is_empty(),
+        "files that import each other: {}",
+        found.iter().map(|c| c.join(" → ")).collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn production_functions_stay_small_and_the_daemon_shell_stays_short() {
+    let sources = read_sources(&src_dir());
+    let long = long_functions(&sources, MAX_FN_LINES);
+    assert!(long.is_empty(), "split these:\n{}", long.join("\n"));
+    let daemon = std::fs::read_to_string(src_dir().join("daemon/mod.rs")).unwrap();
+    let n = daemon.lines().count();
+    assert!(
+        n <= MAX_DAEMON_MOD_LINES,
+        "src/daemon/mod.rs is {n} lines (at most {MAX_DAEMON_MOD_LINES})"
+    );
+}
+
+/// The checker on a made-up crate: an upward import, a circle and a long function are found.
+#[test]
+fn the_checker_sees_a_climb_a_circle_and_a_long_function() {
+    let lib = "//! | 2 | `high` | up |\n//! | 1 | `low` `other` | down |\npub mod high;\npub mod low;\npub mod other;\n";
+    let floors = floors(lib);
+    assert_eq!(floors["high"], 2);
+    assert_eq!(floors["low"], 1);
+    let src = |path: &str, text: &str| Source {
+        path: path.into(),
+        code: production_code(text),
+    };
+    let sources = vec![
+        src("high.rs", "use crate::low::Thing;\n"),
+        src(
+            "low/mod.rs",
+            "mod a;\nuse crate::high::Up; // climbs\npub use self::a::A;\n",
+        ),
+        src("low/a.rs", "use super::b::B;\n"),
+        src(
+            "low/b.rs",
+            "use crate::low::a::A;\n// use crate::high::Nope; (a comment: not an import)\n",
+        ),
+        src(
+            "other.rs",
+            &format!(
+                "fn long() {{\n{}}}\n#[cfg(test)]\nmod tests {{\n    use crate::high::X;\n}}\n",
+                "    let x = 1;\n".repeat(90)
+            ),
+        ),
+    ];
+    let up = climbs(&sources, &floors);
+    assert_eq!(up.len(), 1, "{up:?}");
+    assert!(
+        up[0].contains("src/low/mod.rs") && up[0].contains("imports `high`"),
+        "{up:?}"
+    );
+    let found = circles(&sources);
+    assert_eq!(
+        found,
+        vec![
+            vec!["high.rs".to_string(), "low/mod.rs".to_string()],
+            vec!["low/a.rs".to_string(), "low/b.rs".to_string()],
+        ],
+        "the climb is a circle too"
+    );
+    let long = long_functions(&sources, MAX_FN_LINES);
+    assert_eq!(long.len(), 1, "{long:?}");
+    assert!(long[0].contains("fn long is 92 lines"), "{long:?}");
+}
