@@ -257,15 +257,14 @@ fn real_claude() -> Option<PathBuf> {
 /// The real claude CLI (npm `@anthropic-ai/claude-code`, pinned in `scripts/install-test-clis.sh`)
 /// against the fake model on 127.0.0.1: the model is offered only tabd's tools, a hostile path is
 /// refused by tabd's sandbox, an `ask` call becomes an approval note, and the run is logged with
-/// usage. Skipped, saying so, when the CLI is not installed (tests never reach the network).
+/// usage. It needs the CLI, so `cargo test` lists it as ignored (never a silent `ok`); `.ci/run`
+/// installs the CLI and runs it with `--ignored` when npm is there. Tests never reach the network.
 #[test]
+#[ignore = "needs the real claude CLI: run scripts/install-test-clis.sh, then cargo test --test integration -- --ignored agent_cli_real_claude"]
 fn agent_cli_real_claude_against_the_fake_model() {
-    let Some(claude) = real_claude() else {
-        eprintln!(
-            "skipped: the claude CLI is not installed; run scripts/install-test-clis.sh (needs npm) to include this test"
-        );
-        return;
-    };
+    let claude = real_claude().expect(
+        "the claude CLI is not installed: run scripts/install-test-clis.sh (needs npm), or set TABD_TEST_CLAUDE",
+    );
     let fake = crate::support::fake_model::FakeModel::start();
     use crate::support::fake_model::{canned, Reply};
     // Answers the agent's requests (the ones offering tabd's tools) in order; anything else the

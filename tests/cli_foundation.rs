@@ -140,3 +140,23 @@ fn bad_from_is_a_usage_error() {
     let out = v.tabd(&["schedule", "--from", "tomorrow"]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
 }
+
+/// A wait that times out says why: it shows the vault's files (and the daemon's stderr, when the
+/// test started one) instead of only "timed out".
+#[test]
+fn a_wait_that_times_out_shows_the_vault() {
+    let v = TestVault::new();
+    v.write("project/marker-for-the-listing.md", "x");
+    let caught = std::panic::catch_unwind(|| {
+        crate::support::daemon::wait_until(std::time::Duration::ZERO, "something that never happens", || {
+            false
+        })
+    });
+    let msg = caught
+        .err()
+        .and_then(|e| e.downcast::<String>().ok())
+        .map(|s| *s)
+        .unwrap_or_default();
+    assert!(msg.contains("something that never happens"), "{msg}");
+    assert!(msg.contains("project/marker-for-the-listing.md"), "{msg}");
+}

@@ -207,6 +207,58 @@ fn expire(
     }
 }
 
+/// What a settled note with a ledger record comes to: the approval state machine, pure.
+#[derive(Debug, Clone, PartialEq)]
+enum Verdict {
+    /// Nothing to do (still pending, decided already, or expired this very pass).
+    Leave,
+    /// `rejected` while it could still run: close it.
+    Reject,
+    /// `approved`, never run, same tool: run it with these arguments.
+    Run(serde_json::Value),
+    /// `approved`, but it cannot run again: the note says why; its status becomes `phase`.
+    Refuse { why: String, phase: &'static str },
+    /// `approved`, but the note is not runnable as it stands: `invalid`, with the reason.
+    Invalid(String),
+}
+
+fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>) -> Verdict {
+    let status = read.status.as_deref().unwrap_or("");
+    let expired_now = a.phase == Phase::Pending && a.expires <= now;
+    match status {
+        "rejected" if a.phase.may_run() && !expired_now => Verdict::Reject,
+        "approved" if !a.phase.may_run() => {
+            let why = match a.phase {
+                Phase::Done | Phase::Failed | Phase::Executing => format!(
+                    "it already ran ({}); an approval runs at most once. Ask the role again for a new request",
+                    a.phase.as_str()
+                ),
+                Phase::Expired => "it expired before it was approved".to_string(),
+                _ => format!("it was {}", a.phase.as_str()),
+            };
+            let phase = if a.phase == Phase::Executing {
+                "unknown"
+            } else {
+                a.phase.as_str()
+            };
+            Verdict::Refuse { why, phase }
+        }
+        // Expired this very pass (the snapshot predates it): `expire` wrote the note.
+        "approved" if expired_now => Verdict::Leave,
+        "approved" if read.tool.as_deref() != Some(a.tool.as_str()) => Verdict::Invalid(format!(
+            "its `tool` was changed to `{}`, but a note runs only the call it asked for (`{}`); ask the role \
+             for the other call, or set `tool` back",
+            read.tool.as_deref().unwrap_or(""),
+            a.tool
+        )),
+        "approved" => match read.args {
+            Ok(args) => Verdict::Run(args),
+            Err(why) => Verdict::Invalid(why),
+        },
+        _ => Verdict::Leave,
+    }
+}
+
 /// Acts on one settled note.
 async fn act(
     env: &RunEnv,
@@ -237,17 +289,24 @@ async fn act(
         }
         return;
     };
-    if status == "rejected" {
-        return reject(env, &id, &a, out);
+    match verdict(&a, read, env.clock.now()) {
+        Verdict::Leave => {}
+        Verdict::Reject => reject(env, &id, &a, out),
+        Verdict::Run(args) => execute::run(env, &id, &a, args, out).await,
+        Verdict::Refuse { why, phase } => {
+            let line = format!("**Not run** ({}): {why}.", stamp(env.clock.now()));
+            rewrite(env, &a.note, phase, &line);
+            out.refused.push(id);
+        }
+        Verdict::Invalid(why) => {
+            execute::invalid(env, &id, &a, &why);
+            out.refused.push(id);
+        }
     }
-    approve(env, &id, &a, read, out).await;
 }
 
-/// `rejected`: closed, if the request could still run.
+/// `rejected`: closed, unless the fresh record says it can no longer run.
 fn reject(env: &RunEnv, id: &str, a: &Approval, out: &mut Pass) {
-    if !a.phase.may_run() {
-        return;
-    }
     let now = env.clock.now();
     // Decided on the fresh record: one that expired this very pass stays expired.
     let done = update(env, |s| match s.approvals.get_mut(id) {
@@ -276,50 +335,131 @@ fn reject(env: &RunEnv, id: &str, a: &Approval, out: &mut Pass) {
     }
 }
 
-/// `approved`: run once, if it never ran, still asks for the same tool and its arguments read.
-async fn approve(env: &RunEnv, id: &str, a: &Approval, read: note::Read, out: &mut Pass) {
-    let now = env.clock.now();
-    if !a.phase.may_run() {
-        let why = match a.phase {
-            Phase::Done | Phase::Failed | Phase::Executing => format!(
-                "it already ran ({}); an approval runs at most once. Ask the role again for a new request",
-                a.phase.as_str()
-            ),
-            Phase::Expired => "it expired before it was approved".to_string(),
-            _ => format!("it was {}", a.phase.as_str()),
-        };
-        let phase = if a.phase == Phase::Executing {
-            "unknown"
-        } else {
-            a.phase.as_str()
-        };
-        rewrite(
-            env,
-            &a.note,
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calls::Risk;
+    use serde_json::json;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn record(phase: Phase) -> Approval {
+        Approval {
+            role: "ops".into(),
+            tool: "test/post".into(),
+            exposed: "test__post".into(),
+            risk: Risk::Network,
+            note: "agent/approvals/n.md".into(),
+            args_hash: String::new(),
+            run_id: "r".into(),
+            created: t("2026-11-22T09:00:00Z"),
+            expires: t("2026-11-24T09:00:00Z"),
             phase,
-            &format!("**Not run** ({}): {why}.", stamp(now)),
-        );
-        out.refused.push(id.to_string());
-        return;
-    }
-    if a.phase == Phase::Pending && a.expires <= now {
-        return; // expired this very pass (the snapshot predates it); `expire` wrote the note
-    }
-    let args = if read.tool.as_deref() != Some(a.tool.as_str()) {
-        Err(format!(
-            "its `tool` was changed to `{}`, but a note runs only the call it asked for (`{}`); ask the role \
-             for the other call, or set `tool` back",
-            read.tool.as_deref().unwrap_or(""),
-            a.tool
-        ))
-    } else {
-        read.args
-    };
-    match args {
-        Ok(args) => execute::run(env, id, a, args, out).await,
-        Err(why) => {
-            execute::invalid(env, id, a, &why);
-            out.refused.push(id.to_string());
+            decided: None,
+            outcome: None,
+            reported: false,
+            executions: 0,
+            hops: 0,
         }
+    }
+
+    fn read(status: &str, tool: &str, args: Result<serde_json::Value, String>) -> note::Read {
+        note::Read {
+            id: Some("abc123".into()),
+            tool: Some(tool.into()),
+            role: Some("ops".into()),
+            status: Some(status.into()),
+            args,
+        }
+    }
+
+    const NOW: &str = "2026-11-23T09:00:00Z";
+
+    #[test]
+    fn approved_runs_once_with_the_arguments_as_they_stand() {
+        let args = json!({"channel": "C1"});
+        for phase in [Phase::Pending, Phase::Invalid, Phase::Unknown] {
+            assert_eq!(
+                verdict(
+                    &record(phase),
+                    read("approved", "test/post", Ok(args.clone())),
+                    t(NOW)
+                ),
+                Verdict::Run(args.clone()),
+                "{phase:?} may run"
+            );
+        }
+        for (phase, shown) in [
+            (Phase::Done, "done"),
+            (Phase::Failed, "failed"),
+            (Phase::Executing, "unknown"),
+            (Phase::Rejected, "rejected"),
+            (Phase::Expired, "expired"),
+        ] {
+            match verdict(
+                &record(phase),
+                read("approved", "test/post", Ok(args.clone())),
+                t(NOW),
+            ) {
+                Verdict::Refuse { phase: p, .. } => assert_eq!(p, shown, "{phase:?}"),
+                other => panic!("{phase:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_edited_tool_or_broken_arguments_are_invalid_and_rejections_close() {
+        let v = verdict(
+            &record(Phase::Pending),
+            read("approved", "test/delete_all", Ok(json!({}))),
+            t(NOW),
+        );
+        assert!(matches!(v, Verdict::Invalid(why) if why.contains("runs only the call it asked for")));
+        let v = verdict(
+            &record(Phase::Pending),
+            read("approved", "test/post", Err("not JSON".into())),
+            t(NOW),
+        );
+        assert_eq!(v, Verdict::Invalid("not JSON".into()));
+        assert_eq!(
+            verdict(
+                &record(Phase::Pending),
+                read("rejected", "test/post", Ok(json!({}))),
+                t(NOW)
+            ),
+            Verdict::Reject
+        );
+        assert_eq!(
+            verdict(
+                &record(Phase::Done),
+                read("rejected", "test/post", Ok(json!({}))),
+                t(NOW)
+            ),
+            Verdict::Leave
+        );
+        assert_eq!(
+            verdict(
+                &record(Phase::Pending),
+                read("pending", "test/post", Ok(json!({}))),
+                t(NOW)
+            ),
+            Verdict::Leave
+        );
+    }
+
+    #[test]
+    fn a_note_past_its_expiry_never_runs_or_is_rejected_by_a_stale_read() {
+        let late = "2026-11-25T09:00:00Z";
+        let r = record(Phase::Pending);
+        assert_eq!(
+            verdict(&r, read("approved", "test/post", Ok(json!({}))), t(late)),
+            Verdict::Leave
+        );
+        assert_eq!(
+            verdict(&r, read("rejected", "test/post", Ok(json!({}))), t(late)),
+            Verdict::Leave
+        );
     }
 }

@@ -214,8 +214,8 @@ mod tests {
         DayUsage::default()
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn min_interval_makes_a_role_wait_and_wake_says_until_when() {
+    #[test]
+    fn min_interval_makes_a_role_wait_and_wake_says_until_when() {
         let now = Instant::now();
         let mut rt = BTreeMap::new();
         let mut r = ready();
@@ -234,8 +234,8 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn daily_limits_stop_a_role_and_a_new_day_lets_it_run() {
+    #[test]
+    fn daily_limits_stop_a_role_and_a_new_day_lets_it_run() {
         let now = Instant::now();
         let rt = BTreeMap::from([("a".to_string(), ready())]);
         let spent = DayUsage {
@@ -272,8 +272,8 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn concurrency_pause_running_and_busy_roles() {
+    #[test]
+    fn concurrency_pause_running_and_busy_roles() {
         let now = Instant::now();
         let mut rt: BTreeMap<String, RoleRuntime> = ["a", "b", "c"]
             .into_iter()
@@ -303,8 +303,8 @@ mod tests {
         assert_eq!(rt["b"].wake(Duration::ZERO), Some(now + Duration::from_secs(2)));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_role_not_meant_for_this_host_drops_its_slots() {
+    #[test]
+    fn a_role_not_meant_for_this_host_drops_its_slots() {
         let now = Instant::now();
         let mut r = RoleRuntime::default();
         r.slots.push_back(SlotRun {
@@ -320,8 +320,8 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_finished_run_coalesces_into_one_follow_up_look() {
+    #[test]
+    fn a_finished_run_coalesces_into_one_follow_up_look() {
         let now = Instant::now();
         let mut r = ready();
         r.running = true;
@@ -330,8 +330,8 @@ mod tests {
         assert_eq!(r.last_end, Some(now));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn wake_is_the_earliest_timer_within_bounds() {
+    #[test]
+    fn wake_is_the_earliest_timer_within_bounds() {
         let now = Instant::now();
         let s = Duration::from_secs;
         assert_eq!(next_wake(now, [None, None]), now + MAX_SLEEP);
@@ -344,8 +344,8 @@ mod tests {
         assert_eq!(next_wake(later, [Some(now)]), later, "never in the past");
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn wall_clock_jumps_are_noticed_and_ticking_is_not() {
+    #[test]
+    fn wall_clock_jumps_are_noticed_and_ticking_is_not() {
         let mono = Instant::now();
         let wall: DateTime<Utc> = "2026-11-22T09:00:00Z".parse().unwrap();
         let s = chrono::Duration::seconds;

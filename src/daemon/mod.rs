@@ -381,11 +381,8 @@ impl Daemon {
             let Some(role) = self.roles().roles.get(name) else {
                 continue;
             };
-            let min_interval = role
-                .settings
-                .min_interval
-                .unwrap_or(self.config().limits.min_interval);
-            timers.push(r.wake(min_interval));
+            let limits = crate::limits::RoleLimits::resolve(role, &self.config().limits);
+            timers.push(r.wake(limits.min_interval));
             if self.role_may_run_here(role) {
                 let ledger = self.state.roles.get(name).and_then(|r| r.last_slot);
                 let after = ledger.map_or(wall, |l| l.max(wall));

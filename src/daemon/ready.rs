@@ -159,8 +159,8 @@ mod tests {
         SystemTime::now() - Duration::from_secs(3600)
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn moved_in_and_atomic_saves_are_ready_at_once() {
+    #[test]
+    fn moved_in_and_atomic_saves_are_ready_at_once() {
         let mut r = Readiness::new(SETTLE);
         let now = Instant::now();
         r.on_event(
@@ -198,8 +198,8 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn in_place_writes_settle_and_every_write_restarts_the_wait() {
+    #[test]
+    fn in_place_writes_settle_and_every_write_restarts_the_wait() {
         let mut r = Readiness::new(SETTLE);
         let t0 = Instant::now();
         let f = p("/v/in/Untitled.md");
@@ -227,8 +227,8 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_visible_rename_in_the_same_folder_waits_for_settle() {
+    #[test]
+    fn a_visible_rename_in_the_same_folder_waits_for_settle() {
         let mut r = Readiness::new(SETTLE);
         let t0 = Instant::now();
         r.on_event(&FsEvent::Written(p("/v/in/Untitled.md")), t0);
@@ -263,8 +263,8 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn temp_names_never_count_and_unknown_files_use_mtime() {
+    #[test]
+    fn temp_names_never_count_and_unknown_files_use_mtime() {
         let mut r = Readiness::new(SETTLE);
         let now = Instant::now();
         for t in [".x.md.swp", "x.md~", "x.tmp", ".syncthing.x.md.tmp", "x.part"] {
@@ -282,8 +282,8 @@ mod tests {
         ));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn zero_settle_is_immediate_for_written_notes() {
+    #[test]
+    fn zero_settle_is_immediate_for_written_notes() {
         let mut r = Readiness::new(Duration::ZERO);
         let now = Instant::now();
         r.on_event(&FsEvent::Written(p("/v/in/a.md")), now);

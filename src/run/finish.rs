@@ -614,3 +614,57 @@ pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
         log_errors: Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ProviderError;
+
+    #[test]
+    fn what_a_turn_ends_as_decides_the_notes_fate() {
+        let ok = decide(&TurnEnd::Done);
+        assert_eq!((ok.outcome, ok.failure.is_none()), (Outcome::Ok, true));
+        let limit = decide(&TurnEnd::Limit("max_tool_calls (3)".into()));
+        assert_eq!(limit.outcome, Outcome::Limit);
+        assert!(
+            limit.failure.is_none(),
+            "a limit is not the notes' fault: they move on"
+        );
+        for end in [
+            TurnEnd::ContextExceeded,
+            TurnEnd::ToolFatal("disk full".into()),
+            TurnEnd::Crashed("panic".into()),
+        ] {
+            let d = decide(&end);
+            assert_eq!(d.outcome, Outcome::Failed, "{end:?}");
+            assert_eq!(
+                d.failure.map(|f| f.0),
+                Some(FailureClass::RunFailure),
+                "{end:?}: counts an attempt"
+            );
+        }
+        let down = decide(&TurnEnd::ServerDown {
+            cause: "MCP server `x` is down".into(),
+            last_output: " — its last output: `boom`".into(),
+        });
+        assert_eq!(
+            down.failure.as_ref().map(|f| f.0),
+            Some(FailureClass::Unavailable)
+        );
+        assert_eq!(
+            down.cause.as_deref(),
+            Some("MCP server `x` is down"),
+            "one daily line per cause, whatever the server printed"
+        );
+        let cli = decide(&TurnEnd::Failed(ProviderError::Cli {
+            provider: "command",
+            message: "Please run /login".into(),
+            outage: true,
+        }));
+        assert_eq!(
+            cli.failure.map(|f| f.0),
+            Some(FailureClass::Outage),
+            "no attempt counted"
+        );
+    }
+}

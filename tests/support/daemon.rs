@@ -91,6 +91,7 @@ impl Daemon {
             .stderr(stderr)
             .spawn()
             .expect("spawn tabd run");
+        super::context::daemon_started(&stderr_path);
         let mut d = Self {
             child,
             stderr_path,
@@ -164,12 +165,16 @@ fn rand_suffix() -> String {
     format!("{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Polls `cond` until true (an observable state), panicking with `what` after `timeout`.
+/// Polls `cond` until true (an observable state), panicking with `what` after `timeout` — and with
+/// what a person needs to see why: the end of the test's daemon's stderr and the vault's files.
 pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !cond() {
         if Instant::now() > deadline {
-            panic!("timed out after {timeout:?} waiting for: {what}");
+            panic!(
+                "timed out after {timeout:?} waiting for: {what}\n{}",
+                super::context::describe()
+            );
         }
         std::thread::sleep(Duration::from_millis(25));
     }

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod context;
 pub mod daemon;
 pub mod fake_model;
 pub mod mcp_server;
@@ -32,6 +33,7 @@ impl TestVault {
             config,
             with_key: std::cell::Cell::new(true),
         };
+        context::vault_created(&vault);
         let out = t.tabd(&["init", vault.to_str().expect("utf-8 path")]);
         assert!(out.status.success(), "init failed:\n{}", describe(&out));
         t
@@ -206,10 +208,15 @@ impl TestVault {
 
     /// Every file of the vault, for failure messages.
     pub fn listing(&self) -> String {
-        let mut out = String::new();
-        list(&self.root(), &self.root(), &mut out);
-        out
+        listing_of(&self.root())
     }
+}
+
+/// Every file under `root`, with sizes.
+pub fn listing_of(root: &Path) -> String {
+    let mut out = String::new();
+    list(root, root, &mut out);
+    out
 }
 
 fn list(root: &Path, dir: &Path, out: &mut String) {
