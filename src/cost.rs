@@ -28,6 +28,12 @@ impl Usage {
     }
 }
 
+/// Dollars kept to a millionth: sums of float prices carry noise (`0.023637000000000002`) that
+/// no record or status file should show.
+pub fn round_usd(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
 /// When the built-in prices were taken from Anthropic's pricing page
 /// (platform.claude.com/docs/en/about-claude/pricing). Newer prices go in the config.
 pub const PRICES_TAKEN: &str = "2026-11-22";

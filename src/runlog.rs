@@ -112,7 +112,43 @@ fn fixed_path(s: &str) -> Result<VaultPath, VaultError> {
 
 /// `project/timeline.md` → `[[project/timeline]]`.
 pub fn wikilink(path: &str) -> String {
-    format!("[[{}]]", path.strip_suffix(".md").unwrap_or(path))
+    let target = path.strip_suffix(".md").unwrap_or(path);
+    // A wikilink cannot hold these (Obsidian reads them as heading, block, alias or link
+    // syntax): such a note gets a Markdown link, its path percent-encoded, which still resolves.
+    if target.contains(['[', ']', '#', '|', '^']) {
+        let name = target.rsplit('/').next().unwrap_or(target);
+        let shown: String = name
+            .chars()
+            .flat_map(|c| {
+                let escape = matches!(c, '[' | ']' | '\\');
+                escape.then_some('\\').into_iter().chain([c])
+            })
+            .collect();
+        return format!("[{shown}]({})", percent_encode(path));
+    }
+    format!("[[{target}]]")
+}
+
+/// A vault path as a Markdown link destination.
+fn percent_encode(path: &str) -> String {
+    let mut out = String::new();
+    for b in path.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// A link to a note that will move (a triggered note goes to `processed/` when its role runs):
+/// by name alone, which Obsidian resolves wherever the note is (tabd's note names are unique).
+pub fn wikilink_by_name(path: &str) -> String {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    if name.contains(['[', ']', '#', '|', '^']) {
+        return wikilink(path);
+    }
+    format!("[[{}]]", name.strip_suffix(".md").unwrap_or(name))
 }
 
 /// Links to the run's trigger notes where they are now (in `processed/` or `failed/` if moved).
@@ -246,7 +282,19 @@ impl RunLog {
 
     /// A one-line entry: `- 09:00 · Risk Manager · skipped — daily token budget spent`.
     pub fn write_line(&self, at: DateTime<Utc>, who: &str, text: &str) -> Result<(), VaultError> {
-        self.append_daily(&self.daily_path(at), &self.render_line(at, who, text))
+        self.append_event(&self.daily_path(at), &self.render_line(at, who, text))
+    }
+
+    /// Appends one-line entries under an `## Events` heading of their own, never under the last
+    /// run's section (Obsidian's outline would put them inside that run).
+    pub fn append_event(&self, path: &VaultPath, line: &str) -> Result<(), VaultError> {
+        let text = self.vault.read_text(path, 512 * 1024 * 1024).unwrap_or_default();
+        let last_heading = text.lines().rev().find(|l| l.starts_with("## "));
+        if last_heading == Some("## Events") {
+            self.vault.append(path, line, Some(&self.title(path)), false)
+        } else {
+            self.append_daily(path, &format!("## Events\n{line}"))
+        }
     }
 
     pub fn render_line(&self, at: DateTime<Utc>, who: &str, text: &str) -> String {
@@ -337,14 +385,12 @@ fn outcome_line(rec: &RunRecord) -> String {
     } else {
         String::new()
     };
-    let cost = if rec.usage.cost_usd > 0.0 {
-        format!(" · {}", crate::cost::dollars(rec.usage.cost_usd))
-    } else {
-        String::new()
-    };
+    // Always shown, `$0` included: a run with no known price (a local model) is not hidden.
+    let cost = format!(" · {}", crate::cost::dollars(rec.usage.cost_usd));
+    let calls = rec.tool_calls.len();
     let stats = format!(
-        "{secs:.1} s · {} tool calls · {} in{cached} / {} out{cost}",
-        rec.tool_calls.len(),
+        "{secs:.1} s · {calls} tool call{} · {} in{cached} / {} out{cost}",
+        if calls == 1 { "" } else { "s" },
         thousands(input_all),
         thousands(u.output_tokens)
     );
@@ -360,7 +406,11 @@ fn facts(human: &HumanRun) -> String {
     let mut s = String::new();
     let mut changed: Vec<String> = Vec::new();
     for c in &human.changes {
-        let item = format!("{} ({})", wikilink(&c.path), c.kind.as_str());
+        let link = match c.kind {
+            crate::calls::ChangeKind::Triggered => wikilink_by_name(&c.path),
+            _ => wikilink(&c.path),
+        };
+        let item = format!("{link} ({})", c.kind.as_str());
         if !changed.contains(&item) {
             changed.push(item);
         }
@@ -511,7 +561,7 @@ mod tests {
         assert_eq!(
             text,
             "## 09:00 · Delivery Manager · schedule\n\
-             - **Outcome:** ok · 14.2 s · 2 tool calls · 12,480 in (10,112 cached) / 611 out\n\
+             - **Outcome:** ok · 14.2 s · 2 tool calls · 12,480 in (10,112 cached) / 611 out · $0\n\
              - **Trigger:** schedule `0 9,17 * * 1-5`\n\
              - **Changed:** [[project/blockers/auth-delay]] (written), [[project/timeline]] (appended)\n\
              \n### Thinking\nThe auth delay threatens the date.\n\

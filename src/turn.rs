@@ -92,7 +92,9 @@ struct Loop<'a> {
     limits: &'a TurnLimits,
     out: TurnOutcome,
     thinking_blocks: Vec<String>,
-    pre_tool_text: Vec<String>,
+    /// The text of every model message, in order: all but the last are the run's thinking
+    /// ("Now I'll record the slip" between tool calls is kept), the last is its summary.
+    texts: Vec<String>,
     seen_tool: bool,
     /// The text of the latest model message: the reason for the calls it asks for.
     last_text: String,
@@ -123,7 +125,7 @@ pub async fn run_turn(
             cost_usd: None,
         },
         thinking_blocks: Vec::new(),
-        pre_tool_text: Vec::new(),
+        texts: Vec::new(),
         seen_tool: false,
         last_text: String::new(),
     };
@@ -193,20 +195,22 @@ impl Loop<'_> {
     }
 
     fn note_text(&mut self, content: &[Block]) {
+        let mut message = Vec::new();
         for block in content {
             match block {
                 Block::Thinking { text, .. } if !self.seen_tool && !text.trim().is_empty() => {
                     self.thinking_blocks.push(text.trim().to_string())
                 }
                 Block::Text { text, .. } if !text.trim().is_empty() => {
-                    if !self.seen_tool {
-                        self.pre_tool_text.push(text.trim().to_string());
-                    }
+                    message.push(text.trim());
                     self.out.summary = text.trim().to_string();
                 }
                 Block::ToolUse { .. } => self.seen_tool = true,
                 _ => {}
             }
+        }
+        if !message.is_empty() {
+            self.texts.push(message.join("\n\n"));
         }
     }
 
@@ -282,7 +286,9 @@ impl Loop<'_> {
     fn finish(mut self) -> TurnOutcome {
         let mut thinking = self.thinking_blocks;
         if self.seen_tool {
-            thinking.extend(self.pre_tool_text);
+            // Everything the model said on the way; its last words are the summary.
+            let said = self.texts.len().saturating_sub(1);
+            thinking.extend(self.texts.into_iter().take(said));
         }
         self.out.thinking = thinking.join("\n\n");
         self.out

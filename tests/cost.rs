@@ -51,7 +51,8 @@ fn a_local_model_priced_at_zero_costs_nothing() {
     fake.script([wire::text("openai", "done")]);
     assert!(v.tabd(&["fire", "delivery"]).status.success());
     assert_eq!(v.records()[0]["usage"]["cost_usd"], 0.0);
-    assert!(!v.daily().contains('$'), "{}", v.daily());
+    // Shown, not hidden: a person sees it cost nothing (issue 21).
+    assert!(v.daily().contains(" · $0\n"), "{}", v.daily());
 }
 
 #[test]

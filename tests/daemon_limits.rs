@@ -23,25 +23,33 @@ fn times(r: &serde_json::Value, key: &str) -> chrono::DateTime<chrono::Utc> {
     r[key].as_str().unwrap().parse().unwrap()
 }
 
+/// `min_interval` holds back what a loop could cause (a note from another role, a slot, a
+/// watched file) — and status says until when and why; a note a person writes runs at once.
 #[test]
-fn min_interval_spaces_the_runs_of_a_role() {
+fn min_interval_holds_back_chains_never_a_persons_note() {
     let fake = FakeModel::start();
     fake.respond_with(|_, _| wire::text("anthropic", "ok"));
     let v = vault_with(
         &fake,
-        "[limits]\nmin_interval = \"2s\"\n[inbox]\nsettle_ms = 300\n",
+        "[limits]\nmin_interval = \"1h\"\n[inbox]\nsettle_ms = 300\n",
     );
     let _d = Daemon::start(&v);
     v.write("agent/inbox/delivery/one.md", "first");
     wait_until(T, "the first run", || v.records().len() == 1);
-    v.write("agent/inbox/delivery/two.md", "second, right after");
-    wait_until(T, "the second run", || v.records().len() == 2);
-    let r = v.records();
-    let gap = times(&r[1], "started_at") - times(&r[0], "ended_at");
-    assert!(
-        gap >= chrono::Duration::milliseconds(1990),
-        "min_interval kept: {gap}"
+    v.write("agent/inbox/delivery/two.md", "second, right after: a person's note runs at once");
+    wait_until(T, "the second run, without waiting an hour", || v.records().len() == 2);
+    v.write(
+        "agent/inbox/delivery/chained.md",
+        "---\nfrom: risk\nhops: 1\n---\nFrom another role: waits for min_interval.\n",
     );
+    wait_until(T, "status says it waits, and why", || {
+        v.read("agent/status.md").contains("waits until")
+            && v.read("agent/status.md").contains("min_interval 1h")
+    });
+    let text = stdout(&v.tabd(&["status"]));
+    assert!(text.contains("waits:     until") && text.contains("min_interval 1h"), "{text}");
+    assert_eq!(v.records().len(), 2, "the chained note has not run");
+    assert!(v.path("agent/inbox/delivery/chained.md").exists());
 }
 
 #[test]
@@ -227,10 +235,10 @@ fn a_role_file_deleted_at_runtime_is_dropped_quietly() {
     let (v, _fake) = setup("");
     v.write("roles/temp.md", "# Temp\n## Mission\nBriefly.\n");
     let mut d = Daemon::start(&v);
-    wait_until(T, "listed", || v.read("agent/status.md").contains("| Temp |"));
+    wait_until(T, "listed", || v.read("agent/status.md").contains("| Temp (temp) |"));
     std::fs::remove_file(v.path("roles/temp.md")).unwrap();
     wait_until(T, "gone from status", || {
-        !v.read("agent/status.md").contains("| Temp |")
+        !v.read("agent/status.md").contains("| Temp (temp) |")
     });
     assert!(
         !v.daily().contains("error"),

@@ -1,31 +1,29 @@
-//! `tabd status [--json]`
+//! `tabd status [--json]`: the same report the daemon writes into `agent/status.md` and
+//! `.tabd/status.json` — read from there while the daemon runs (one source, so the two never
+//! disagree), made here when it does not. A status note that still says a daemon runs when none
+//! does (after `kill -9`) is rewritten.
 
 use chrono::Utc;
 
 use super::{CliError, Workspace};
 use crate::daemon::{self, status};
 use crate::state::StateStore;
+use crate::vault::VaultPath;
 
 pub fn run(ws: &Workspace, json: bool) -> Result<u8, CliError> {
-    let state = StateStore::new(ws.vault.clone()).load();
-    let pid = daemon::lock_holder(&ws.vault);
-    let live = status::Live {
-        paused: if pid.is_some() {
-            state.global.paused.clone()
-        } else {
-            None
-        },
-        watching: pid.as_ref().map(|_| "watching the vault".to_string()),
-        pid,
-        host: ws
-            .config
-            .daemon
-            .host
-            .clone()
-            .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned()),
-        ..status::Live::default()
+    let pid = daemon::lock_holder(&ws.vault).and_then(|p| p.parse::<u32>().ok());
+    let written = read_report(ws);
+    let report = match (pid, written) {
+        (Some(pid), Some(r)) if r.daemon_pid == Some(pid) => r,
+        (pid, written) => {
+            let report = compute(ws, pid);
+            // The daemon is gone but its status files say it runs: correct them now.
+            if pid.is_none() && written.is_some_and(|w| w.daemon_pid.is_some()) {
+                status::write(&ws.vault, &report, ws.config.timezone);
+            }
+            report
+        }
     };
-    let report = status::collect(&ws.vault, &ws.config, &ws.roles, &state, &live, Utc::now());
     if json {
         println!(
             "{}",
@@ -35,4 +33,28 @@ pub fn run(ws: &Workspace, json: bool) -> Result<u8, CliError> {
         print!("{}", status::render_text(&report, ws.config.timezone));
     }
     Ok(0)
+}
+
+/// The report the running daemon last wrote.
+fn read_report(ws: &Workspace) -> Option<status::StatusReport> {
+    let path = VaultPath::parse(".tabd/status.json", false).ok()?;
+    let text = ws.vault.read_text(&path, 64 * 1024 * 1024).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The report made from state and the vault, for when no daemon is writing one.
+fn compute(ws: &Workspace, pid: Option<u32>) -> status::StatusReport {
+    let state = StateStore::new(ws.vault.clone()).load();
+    let live = status::Live {
+        paused: if pid.is_some() {
+            state.global.paused.clone()
+        } else {
+            None
+        },
+        watching: pid.as_ref().map(|_| "watching the vault".to_string()),
+        pid,
+        host: ws.config.daemon.host(),
+        ..status::Live::default()
+    };
+    status::collect(&ws.vault, &ws.config, &ws.roles, &state, &live, Utc::now())
 }

@@ -12,6 +12,7 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
     let roles = &ws.roles;
     let mut diags: Vec<Diagnostic> = roles.diagnostics.clone();
     diags.extend(config_checks(ws));
+    diags.extend(vault_checks(ws));
     for d in &diags {
         println!("{d}");
     }
@@ -106,6 +107,31 @@ fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
                 });
             }
         }
+    }
+    out
+}
+
+/// What the vault holds that a role will not find: context entries that match nothing, notes in
+/// an inbox no role reads.
+fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for role in ws.roles.runnable() {
+        let policy = crate::access::AccessPolicy::for_role(role);
+        let resolved = crate::context::resolve(&ws.vault, &policy, &role.context);
+        for entry in resolved.missing {
+            out.push(Diagnostic::warning(
+                &role.path,
+                0,
+                format!("context entry `{entry}` matches no file in the vault; the role will not see it"),
+            ));
+        }
+    }
+    for folder in crate::daemon::status::stranded_inboxes(&ws.vault, &ws.roles) {
+        out.push(Diagnostic::warning(
+            Path::new("agent/inbox"),
+            0,
+            format!("no role reads {folder}: a role renamed or deleted? Move the notes to a role's inbox"),
+        ));
     }
     out
 }

@@ -36,6 +36,9 @@ pub struct RoleRuntime {
     pub watch_pending: Vec<String>,
     /// Complete notes were seen at the last scan.
     pub inbox_ready: bool,
+    /// One of them was written by a person (no chain depth): it runs within seconds, not after
+    /// `min_interval`, which holds back only what a loop could cause (slots, chains, watches).
+    pub person_note_ready: bool,
     /// Look at the inbox again at this instant (a note settling).
     pub recheck_at: Option<Instant>,
     /// Something changed in the inbox since the last scan.
@@ -53,22 +56,53 @@ impl RoleRuntime {
 
     /// A run ended: the role is free, and notes that arrived meanwhile get a look (coalesced
     /// into one follow-up run).
-    pub fn finished(&mut self, now: Instant) {
+    pub fn finished(&mut self, now: Instant, reached_model: bool) {
         self.running = false;
-        self.last_end = Some(now);
+        if reached_model {
+            self.last_end = Some(now);
+        }
         self.dirty = true;
     }
 
     /// The next instant this role needs the daemon awake for.
     pub fn wake(&self, min_interval: Duration) -> Option<Instant> {
-        let interval_end = match self.last_end {
-            Some(last) if self.has_work() && !self.running => Some(last + min_interval),
-            _ => None,
-        };
-        [self.recheck_at, self.busy_until, interval_end]
+        [self.recheck_at, self.busy_until, self.interval_end(min_interval)]
             .into_iter()
             .flatten()
             .min()
+    }
+
+    /// Until when `min_interval` holds this role's waiting work back, if it does: a person's
+    /// note never waits for it.
+    pub fn interval_end(&self, min_interval: Duration) -> Option<Instant> {
+        match self.last_end {
+            Some(last) if self.has_work() && !self.running && !self.person_note_ready => {
+                Some(last + min_interval)
+            }
+            _ => None,
+        }
+    }
+
+    /// Why waiting work has not started, and until when (for status): `None` when nothing waits
+    /// or it starts at the next look.
+    pub fn waiting(&self, limits: &RoleLimits, now: Instant) -> Option<(Instant, String)> {
+        if self.running || !self.has_work() {
+            return None;
+        }
+        if let Some(t) = self.busy_until.filter(|t| now < *t) {
+            return Some((t, "another tabd process (`tabd fire`) is running this role".into()));
+        }
+        if let Some(t) = self.down_until.filter(|t| now < *t) {
+            return Some((t, "a server this role requires is down".into()));
+        }
+        let end = self.interval_end(limits.min_interval).filter(|t| now < *t)?;
+        Some((
+            end,
+            format!(
+                "min_interval {} since its last run (a note you write never waits for it)",
+                humantime::format_duration(limits.min_interval)
+            ),
+        ))
     }
 }
 
@@ -123,9 +157,7 @@ pub fn dispatch(
         if r.running || !r.has_work() || waiting {
             continue;
         }
-        if r.last_end
-            .is_some_and(|last| now < last + view.limits.min_interval)
-        {
+        if r.interval_end(view.limits.min_interval).is_some_and(|end| now < end) {
             continue; // waits; `RoleRuntime::wake` includes that moment
         }
         if let Some(stop) = daily_stop(&view.limits, global, view.today, all_today) {
@@ -325,7 +357,7 @@ mod tests {
         let now = Instant::now();
         let mut r = ready();
         r.running = true;
-        r.finished(now);
+        r.finished(now, true);
         assert!(!r.running && r.dirty, "the inbox is looked at again");
         assert_eq!(r.last_end, Some(now));
     }

@@ -73,6 +73,7 @@ impl Daemon {
             r.slots.clear();
             r.watch_pending.clear();
             r.inbox_ready = false; // notes wait; the safety tick looks again
+            r.person_note_ready = false;
         }
         self.status_dirty = true;
     }

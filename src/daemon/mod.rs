@@ -327,6 +327,7 @@ impl Daemon {
         self.forget_deleted_roles();
         self.refresh_watches();
         self.log_role_errors(&BTreeMap::new());
+        self.report_stranded();
         self.init_watch_hashes();
         let _ = self.run_env.store.update(|s| s.global.paused = None);
         self.start_approvals();
@@ -429,8 +430,14 @@ impl Daemon {
         for p in &done.notes {
             self.readiness.forget(p);
         }
+        // A run that never reached the model (an outage) spent nothing a loop could run up: the
+        // next try is not held back by min_interval.
+        let reached_model = !matches!(
+            done.result.failure,
+            Some((FailureClass::Outage | FailureClass::Unavailable, _))
+        ) || done.result.record.usage.tokens.total() > 0;
         if let Some(r) = self.rt.get_mut(&done.role) {
-            r.finished(now);
+            r.finished(now, reached_model);
         }
         self.absorb_own_changes(&done.role, &done.result.changes);
         match &done.result.failure {

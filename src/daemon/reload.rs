@@ -164,6 +164,7 @@ impl Daemon {
         let old_broken = old.broken.clone();
         self.run_env.roles = Arc::new(effective);
         self.log_role_errors(&old_broken);
+        self.report_stranded();
         self.forget_deleted_roles();
         self.refresh_watches();
         self.init_watch_hashes();
@@ -219,8 +220,13 @@ impl Daemon {
         self.readiness
             .set_settle(Duration::from_millis(c.inbox.settle_ms));
         self.run_env.config = Arc::new(c);
-        // A config change is worth another try of a paused provider.
+        // A config change is worth another try, at once: of a paused provider, of a role whose
+        // required server was down.
         self.unpause();
+        for r in self.rt.values_mut() {
+            r.down_until = None;
+        }
+        self.rescan_all = true;
     }
 
     /// A changed schedule starts from now: no catch-up for slots the old one never had.

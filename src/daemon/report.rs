@@ -1,8 +1,33 @@
 //! What the daemon says about itself: its status files and the next fire for systemd's STATUS=.
 
 use super::{status, Daemon};
+use crate::limits::RoleLimits;
 
 impl Daemon {
+    /// Notes in an inbox folder no role reads (a role renamed or deleted): one daily-log line per
+    /// folder per day, and the status note lists them.
+    pub(super) fn report_stranded(&mut self) {
+        let stranded = status::stranded_inboxes(&self.run_env.vault, self.roles());
+        let today = self.today();
+        for folder in stranded {
+            let first = self
+                .run_env
+                .store
+                .update(|s| s.global.first_notice(today, &format!("stranded: {folder}")))
+                .unwrap_or(true);
+            if first {
+                let line = format!(
+                    "no role reads {folder}: a role renamed or deleted? Move the notes to a role's inbox"
+                );
+                let _ = self
+                    .run_env
+                    .log
+                    .write_line(self.run_env.clock.now(), "tabd", &line);
+            }
+        }
+        self.status_dirty = true;
+    }
+
     pub(super) fn next_fire_text(&self) -> String {
         let wall = self.run_env.clock.now();
         let next = self
@@ -24,8 +49,9 @@ impl Daemon {
     pub(super) fn write_status(&mut self, running: bool) {
         self.status_dirty = false;
         self.status_generation += 1;
+        let (wall, now) = self.now();
         let live = status::Live {
-            pid: running.then(|| std::process::id().to_string()),
+            pid: running.then(std::process::id),
             paused: self.paused.as_ref().map(|p| p.reason.clone()),
             watching: Some(if self.watching.polling {
                 "polling for changes (file watching unavailable)".into()
@@ -45,6 +71,13 @@ impl Daemon {
                     view.busy_elsewhere = r.busy_until.is_some();
                     view.queued_slots = r.slots.len();
                     view.watch_pending = r.watch_pending.len();
+                    view.waits = self.roles().roles.get(name).and_then(|role| {
+                        let limits = RoleLimits::resolve(role, &self.config().limits);
+                        r.waiting(&limits, now).map(|(until, why)| status::Wait {
+                            until: wall + chrono::Duration::from_std(until - now).unwrap_or_default(),
+                            why,
+                        })
+                    });
                     (name.clone(), view)
                 })
                 .collect(),
@@ -67,7 +100,7 @@ impl Daemon {
             self.roles(),
             &self.state,
             &live,
-            self.run_env.clock.now(),
+            wall,
         );
         status::write(&self.run_env.vault, &report, self.config().timezone);
     }

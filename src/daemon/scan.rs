@@ -20,6 +20,8 @@ pub(super) struct NoteMeta {
     size: u64,
     draft: bool,
     priority: inbox::Priority,
+    /// Written by a person: no chain depth (roles' notes always carry `hops` ≥ 1).
+    by_person: bool,
 }
 
 impl Daemon {
@@ -49,6 +51,7 @@ impl Daemon {
             if let Some(r) = self.rt.get_mut(&name) {
                 r.dirty = false;
                 r.inbox_ready = ready;
+                r.person_note_ready = view.by_person > 0;
                 r.recheck_at = recheck_at;
             }
             let view = InboxView {
@@ -99,8 +102,15 @@ impl Daemon {
             view.notes += 1;
             let modified = e.modified.unwrap_or(SystemTime::UNIX_EPOCH);
             match self.readiness.check(&abs, e.size, modified, now, wall) {
-                Ok(()) if self.note_meta(&abs, e, modified).draft => view.drafts += 1,
-                Ok(()) => view.ready += 1,
+                Ok(()) => {
+                    let meta = self.note_meta(&abs, e, modified);
+                    if meta.draft {
+                        view.drafts += 1;
+                    } else {
+                        view.ready += 1;
+                        view.by_person += usize::from(meta.by_person);
+                    }
+                }
                 Err(Some(t)) => {
                     view.settling += 1;
                     recheck = Some(recheck.map_or(t, |r: Instant| r.min(t)));
@@ -121,14 +131,15 @@ impl Daemon {
                 return *meta;
             }
         }
-        let (draft, priority) = inbox::read_note(&self.run_env.vault, &e.path)
-            .map(|n| (n.draft, n.priority))
-            .unwrap_or((false, inbox::Priority::Normal));
+        let (draft, priority, by_person) = inbox::read_note(&self.run_env.vault, &e.path)
+            .map(|n| (n.draft, n.priority, n.hops == 0 && !n.hops_unknown))
+            .unwrap_or((false, inbox::Priority::Normal, false));
         let meta = NoteMeta {
             modified,
             size: e.size,
             draft,
             priority,
+            by_person,
         };
         self.notes.insert(abs.to_path_buf(), meta);
         meta

@@ -15,6 +15,7 @@ pub(super) fn trigger_for(r: &mut RoleRuntime, role: &Role, has_notes: bool) -> 
     let slot = r.slots.pop_front();
     let watched = std::mem::take(&mut r.watch_pending);
     r.inbox_ready = false;
+    r.person_note_ready = false;
     if let Some(s) = slot {
         let cron = role
             .schedule

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::cost::dollars;
@@ -18,7 +18,7 @@ use crate::state::State;
 use crate::text::thousands;
 use crate::vault::{Durability, Vault, VaultPath};
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LastRunView {
     pub at: DateTime<Utc>,
     pub outcome: String,
@@ -28,12 +28,15 @@ pub struct LastRunView {
 }
 
 /// What the daemon saw of one role's inbox and queue at its last scan.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InboxView {
     /// Notes in the inbox (any state).
     pub notes: usize,
     /// Complete and waiting for a run.
     pub ready: usize,
+    /// Of those, written by a person (they never wait for `min_interval`).
+    #[serde(skip)]
+    pub by_person: usize,
     /// Still being written (settle time not over, or empty).
     pub settling: usize,
     /// `status: draft`.
@@ -45,9 +48,18 @@ pub struct InboxView {
     pub busy_elsewhere: bool,
     pub queued_slots: usize,
     pub watch_pending: usize,
+    /// Work is waiting, and until when and why (`min_interval`, a busy run lock, a server down).
+    pub waits: Option<Wait>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// Why a role's waiting work has not started, and until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Wait {
+    pub until: DateTime<Utc>,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RoleStatus {
     pub role: String,
     pub name: String,
@@ -72,10 +84,10 @@ pub struct RoleStatus {
     pub live: Option<InboxView>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StatusReport {
     pub vault: String,
-    pub daemon_pid: Option<String>,
+    pub daemon_pid: Option<u32>,
     pub provider: String,
     pub provider_paused: Option<String>,
     pub watching: String,
@@ -88,6 +100,10 @@ pub struct StatusReport {
     /// Keep-alive MCP servers (only from the running daemon).
     pub mcp_servers: Vec<McpServerStatus>,
     pub roles: Vec<RoleStatus>,
+    /// Inbox folders no role owns (a role renamed or deleted) that hold notes: they would wait
+    /// forever. One line each: the folder and how many notes.
+    #[serde(default)]
+    pub stranded: Vec<String>,
     pub updated_at: DateTime<Utc>,
     /// Grows by one with every write by the daemon (0 from `tabd status`).
     pub generation: u64,
@@ -96,7 +112,7 @@ pub struct StatusReport {
 /// Extra facts only the running daemon knows.
 #[derive(Debug, Clone, Default)]
 pub struct Live {
-    pub pid: Option<String>,
+    pub pid: Option<u32>,
     pub paused: Option<String>,
     pub watching: Option<String>,
     /// Roles running their last good version while their file has errors.
@@ -112,7 +128,7 @@ pub struct Live {
 }
 
 /// A keep-alive MCP server as the daemon's supervisor sees it (DESIGN §14).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct McpServerStatus {
     pub name: String,
     pub up: bool,
@@ -205,14 +221,37 @@ pub fn collect(
         watching: live.watching.clone().unwrap_or_else(|| "not running".into()),
         tokens_today: all.tokens,
         global_daily_token_budget: config.limits.global_daily_token_budget,
-        cost_today_usd: all.cost_usd,
+        cost_today_usd: crate::cost::round_usd(all.cost_usd),
         global_daily_cost_budget_usd: config.limits.global_daily_cost_budget_usd,
         ledger_error: live.ledger_error.clone(),
         mcp_servers: live.mcp_servers.clone(),
         roles: out,
+        stranded: stranded_inboxes(vault, roles),
         updated_at: now,
         generation: live.generation,
     }
+}
+
+/// Folders of `agent/inbox/` that no role reads but that hold notes: "delivery-old/ (3 notes)".
+pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
+    let Ok(base) = VaultPath::parse("agent/inbox", false) else {
+        return Vec::new();
+    };
+    let Ok(listing) = vault.list(&base) else {
+        return Vec::new();
+    };
+    let owned: Vec<&VaultPath> = roles.roles.values().map(|r| &r.inbox).collect();
+    let known: Vec<String> = roles.all_names();
+    listing
+        .entries
+        .iter()
+        .filter(|e| e.is_dir && !e.is_symlink)
+        .filter(|e| !owned.contains(&&e.path) && !known.contains(&e.path.file_name().to_string()))
+        .filter_map(|e| {
+            let n = count_notes(vault, &e.path).0;
+            (n > 0).then(|| format!("{}/ ({n} note{})", e.path, if n == 1 { "" } else { "s" }))
+        })
+        .collect()
 }
 
 /// What a status report is made from.
@@ -249,13 +288,16 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
     let limits = role.map(|r| RoleLimits::resolve(r, &config.limits));
     RoleStatus {
         role: name.to_string(),
-        name: role.map_or_else(|| name.to_string(), |r| r.display_name.clone()),
+        name: role.map_or_else(
+            || src.roles.titles.get(name).cloned().unwrap_or_else(|| name.to_string()),
+            |r| r.display_name.clone(),
+        ),
         state: role_state(role, name, src.live, config, src.state, today),
         last_run: rs.last_run.as_ref().map(|l| LastRunView {
             at: l.started_at,
             outcome: l.outcome.clone(),
             tokens: l.tokens,
-            cost_usd: l.cost_usd,
+            cost_usd: crate::cost::round_usd(l.cost_usd),
             error: l.error.clone(),
         }),
         next_fire: role
@@ -268,7 +310,7 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
         daily_token_budget: limits
             .as_ref()
             .map_or(config.limits.daily_token_budget, |l| l.daily_token_budget),
-        cost_today_usd: used.cost_usd,
+        cost_today_usd: crate::cost::round_usd(used.cost_usd),
         daily_cost_budget_usd: limits.as_ref().and_then(|l| l.daily_cost_budget_usd),
         runs_today: used.runs,
         pending_approvals: src
@@ -329,15 +371,15 @@ fn spend(tokens: u64, budget: u64, cost: f64, cost_budget: Option<f64>) -> Strin
 pub fn render_note(r: &StatusReport, tz: Tz) -> String {
     let mut s = String::from("# tabd status\n\n");
     s.push_str(&format!(
-        "Updated {} · daemon {} · {}\n\n",
+        "Updated {} · {}\n\n",
         r.updated_at.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z"),
-        r.daemon_pid
-            .as_ref()
-            .map_or_else(|| "not running".to_string(), |p| format!("running (pid {p})")),
-        r.watching
+        r.daemon_pid.as_ref().map_or_else(
+            || "the daemon was not running (`tabd status` says whether it runs now)".to_string(),
+            |p| format!("written by the running daemon (pid {p}), {}", r.watching)
+        ),
     ));
     s.push_str(&note_warnings(r));
-    s.push_str("| role | state | last run | next fire | pending notes | spent today / budget |\n|---|---|---|---|---|---|\n");
+    s.push_str("| role | state | last run | next fire | pending notes | tokens today / budget |\n|---|---|---|---|---|---|\n");
     for role in &r.roles {
         s.push_str(&note_row(role, r.updated_at, tz));
     }
@@ -393,6 +435,9 @@ fn note_row(role: &RoleStatus, now: DateTime<Utc>, tz: Tz) -> String {
     if !role.unreadable_notes.is_empty() {
         pending.push_str(&format!(" ({} unreadable)", role.unreadable_notes.len()));
     }
+    if let Some(w) = role.live.as_ref().and_then(|l| l.waits.as_ref()) {
+        pending.push_str(&format!("; waits until {}: {}", when(w.until, tz, now), w.why));
+    }
     if !role.pending_approvals.is_empty() {
         let links: Vec<String> = role
             .pending_approvals
@@ -407,7 +452,11 @@ fn note_row(role: &RoleStatus, now: DateTime<Utc>, tz: Tz) -> String {
     }
     format!(
         "| {} | {} | {last} | {next} | {pending} | {} |\n",
-        role.name,
+        if role.name == role.role {
+            role.role.clone()
+        } else {
+            format!("{} ({})", role.name, role.role)
+        },
         role.state,
         spend(
             role.tokens_today,
@@ -418,9 +467,15 @@ fn note_row(role: &RoleStatus, now: DateTime<Utc>, tz: Tz) -> String {
     )
 }
 
-/// Notes tabd cannot read, and role-file errors.
+/// Notes tabd cannot read, inboxes no role reads, and role-file errors.
 fn note_lists(r: &StatusReport) -> String {
     let mut s = String::new();
+    if !r.stranded.is_empty() {
+        s.push_str("\n## Notes no role will read\nThese inbox folders belong to no role (renamed or deleted?). Move the notes to a role's inbox, or rename the folder:\n");
+        for f in &r.stranded {
+            s.push_str(&format!("- agent/inbox/{}\n", f.trim_start_matches("agent/inbox/")));
+        }
+    }
     let unreadable: Vec<String> = r
         .roles
         .iter()
@@ -452,6 +507,11 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
             |p| format!("running (pid {p}), {}", r.watching)
         )
     ));
+    for f in &r.stranded {
+        s.push_str(&format!(
+            "no role reads {f}: a role was renamed or deleted? move the notes to a role's inbox\n"
+        ));
+    }
     s.push_str(&format!("provider: {}\n", r.provider));
     if let Some(p) = &r.provider_paused {
         s.push_str(&format!("PAUSED: {p}\n"));
@@ -471,7 +531,7 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
         }
     }
     s.push_str(&format!(
-        "spent today: {}\n\n",
+        "tokens today: {}\n\n",
         spend(
             r.tokens_today,
             r.global_daily_token_budget,
@@ -488,6 +548,13 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
 /// One role in `tabd status`.
 fn role_text(role: &RoleStatus, tz: Tz) -> String {
     let mut s = format!("{} ({}) — {}\n", role.role, role.name, role.state);
+    if let Some(w) = role.live.as_ref().and_then(|l| l.waits.as_ref()) {
+        s.push_str(&format!(
+            "  waits:     until {}: {}\n",
+            w.until.with_timezone(&tz).format("%H:%M:%S"),
+            w.why
+        ));
+    }
     match &role.last_run {
         Some(l) => s.push_str(&format!(
             "  last run:  {} {} · {} tokens{}{}\n",

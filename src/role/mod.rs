@@ -248,6 +248,8 @@ pub struct RoleSet {
     pub broken: BTreeMap<String, Vec<Diagnostic>>,
     /// Every error and warning, sorted by file and line.
     pub diagnostics: Vec<Diagnostic>,
+    /// Each role file's H1, broken ones included (status shows a person's names).
+    pub titles: BTreeMap<String, String>,
 }
 
 impl RoleSet {
@@ -339,6 +341,10 @@ impl RoleSet {
         }
         set.break_bad_targets(&defs);
         set.collect_diagnostics(&defs);
+        set.titles = defs
+            .iter()
+            .filter_map(|(n, d)| d.title.clone().map(|t| (n.clone(), t)))
+            .collect();
         set
     }
 

@@ -247,7 +247,7 @@ pub(super) fn finish(
     });
     let mut record = record_of(role, &prep, &trigger, &notes, &outcome, &decided);
     record.ended_at = ended;
-    record.usage.cost_usd = cost;
+    record.usage.cost_usd = crate::cost::round_usd(cost);
     record.moved = moved_of(&plan.moves);
     let mut human = human_of(role, &outcome, &plan);
     human.notes.extend(prep.notes.iter().cloned());
@@ -442,7 +442,12 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String
     }
     if let (Ok(daily), false) = (&daily, p.daily_text.is_empty()) {
         if how == Publish::Fresh || !env.log.daily_has(daily, &p.daily_text) {
-            if let Err(e) = env.log.append_daily(daily, &p.daily_text) {
+            let appended = if p.daily_text.starts_with("- ") {
+                env.log.append_event(daily, &p.daily_text)
+            } else {
+                env.log.append_daily(daily, &p.daily_text)
+            };
+            if let Err(e) = appended {
                 problems.push(format!("cannot write the run log {daily}: {e}"));
             }
         }
