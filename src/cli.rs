@@ -55,6 +55,10 @@ pub enum Command {
         /// Also hand the role this note (copied into its inbox unless it is already there).
         #[arg(long, value_name = "FILE")]
         note: Option<PathBuf>,
+        /// Run even if the role (or all roles together) has spent today's budget of tokens,
+        /// dollars or runs.
+        #[arg(long)]
+        over_budget: bool,
     },
     /// Print exactly what a run of ROLE would send the model (system prompt, context files,
     /// trigger notes, tools) with sizes, without calling the model.

@@ -28,6 +28,35 @@ impl TurnLimits {
     }
 }
 
+/// The most `req` can cost, in dollars: every byte of its text read as a token at the dearer of
+/// the input and cache-write prices (3 bytes a token: more tokens than real text has), and
+/// `max_tokens` of output. `max_cost_usd` is a ceiling: a request is sent only if this fits.
+fn worst_case_cost(req: &Request, price: &Price, ttl: CacheTtl) -> f64 {
+    let mut bytes = req.system.len();
+    for m in &req.messages {
+        for b in &m.content {
+            bytes += match b {
+                Block::Text { text, .. } | Block::Thinking { text, .. } => text.len(),
+                Block::ToolUse { input, name, .. } => input.to_string().len() + name.len(),
+                Block::ToolResult { content, .. } => content.len(),
+            };
+        }
+    }
+    bytes += req
+        .tools
+        .iter()
+        .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
+        .sum::<usize>();
+    let input_tokens = bytes.div_ceil(3) as u64;
+    let write = match ttl {
+        CacheTtl::FiveMinutes => price.cache_write,
+        CacheTtl::OneHour => price.cache_write_1h,
+    };
+    let per_input = price.input.max(write);
+    let m = 1_000_000.0;
+    input_tokens as f64 * per_input / m + f64::from(req.max_tokens) * price.output / m
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnEnd {
     /// The model ended its turn.
@@ -42,6 +71,8 @@ pub enum TurnEnd {
     ToolFatal(String),
     /// tabd itself failed during the run (a panic, caught by the daemon). Never set by the loop.
     Crashed(String),
+    /// `max_cost_usd` is less than the run's first request could cost: it was not sent.
+    CapTooLow(String),
     /// A server the role requires could not be used; the model was not called. `cause` names the
     /// server and why (one daily line per cause); `last_output` is what it printed last, if any.
     ServerDown { cause: String, last_output: String },
@@ -80,6 +111,11 @@ impl TurnOutcome {
         }
     }
 }
+
+/// Fewest output tokens worth a request under `max_cost_usd` (less could not finish a tool call).
+const MIN_OUTPUT: u32 = 256;
+/// Fewest output tokens worth a closing summary.
+const MIN_SUMMARY: u32 = 64;
 
 /// Most model calls one run may make, whatever else happens (a safety net for pause_turn
 /// loops and models that call one tool at a time up to the limit).
@@ -132,6 +168,14 @@ pub async fn run_turn(
     loop {
         if l.out.requests >= MAX_MODEL_CALLS {
             l.out.end = TurnEnd::Limit(format!("{MAX_MODEL_CALLS} model calls"));
+            break;
+        }
+        if let Err(why) = l.fit_under_cap(&mut req, MIN_OUTPUT) {
+            l.out.end = if l.out.requests == 0 {
+                TurnEnd::CapTooLow(why)
+            } else {
+                TurnEnd::Limit(why)
+            };
             break;
         }
         let Some(uses) = l.ask(&mut req).await else { break };
@@ -261,7 +305,37 @@ impl Loop<'_> {
         }
     }
 
-    /// A limit was reached: one last call, tools forbidden, for a summary.
+    /// Makes `req` unable to cross `max_cost_usd`: its output is shortened so that what it can
+    /// cost at most, on top of what the run spent, fits. `Err` (why) when not even `min_output`
+    /// tokens would fit: the request must not be sent.
+    fn fit_under_cap(&self, req: &mut Request, min_output: u32) -> Result<(), String> {
+        let (Some(max), Some(price)) = (self.limits.max_cost_usd, self.limits.price) else {
+            return Ok(());
+        };
+        let spent = self.limits.cost(&self.out.usage).unwrap_or(0.0);
+        let input_only = Request {
+            max_tokens: 0,
+            ..req.clone()
+        };
+        let room = max - spent - worst_case_cost(&input_only, &price, self.limits.cache_ttl);
+        let fits = if price.output > 0.0 {
+            (room.max(0.0) * 1_000_000.0 / price.output).floor()
+        } else {
+            f64::from(req.max_tokens)
+        };
+        if fits < f64::from(min_output) {
+            return Err(format!(
+                "max_cost_usd ({}; spent {}, and the next request could cost more than is left)",
+                crate::cost::dollars(max),
+                crate::cost::dollars(spent)
+            ));
+        }
+        req.max_tokens = req.max_tokens.min(fits as u32);
+        Ok(())
+    }
+
+    /// A limit was reached: one last call, tools forbidden, for a summary — only if it fits
+    /// under `max_cost_usd` (its output is shortened to fit; a cap is a ceiling).
     async fn summarize(&mut self, req: &mut Request, mut results: Vec<Block>, reason: String) {
         results.push(Block::Text {
             text: format!(
@@ -272,6 +346,11 @@ impl Loop<'_> {
         });
         req.messages.push(Message::user(results));
         req.tool_choice_none = true;
+        if self.fit_under_cap(req, MIN_SUMMARY).is_err() {
+            // No room for a summary under the cap: the run ends on what the model last said.
+            self.out.end = TurnEnd::Limit(reason);
+            return;
+        }
         self.out.requests += 1;
         if let Ok(resp) = provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
             self.out.usage.add(resp.usage);

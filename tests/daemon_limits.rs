@@ -19,10 +19,6 @@ fn vault_with(fake: &FakeModel, config: &str) -> TestVault {
     v
 }
 
-fn times(r: &serde_json::Value, key: &str) -> chrono::DateTime<chrono::Utc> {
-    r[key].as_str().unwrap().parse().unwrap()
-}
-
 /// `min_interval` holds back what a loop could cause (a note from another role, a slot, a
 /// watched file) — and status says until when and why; a note a person writes runs at once.
 #[test]
@@ -36,8 +32,13 @@ fn min_interval_holds_back_chains_never_a_persons_note() {
     let _d = Daemon::start(&v);
     v.write("agent/inbox/delivery/one.md", "first");
     wait_until(T, "the first run", || v.records().len() == 1);
-    v.write("agent/inbox/delivery/two.md", "second, right after: a person's note runs at once");
-    wait_until(T, "the second run, without waiting an hour", || v.records().len() == 2);
+    v.write(
+        "agent/inbox/delivery/two.md",
+        "second, right after: a person's note runs at once",
+    );
+    wait_until(T, "the second run, without waiting an hour", || {
+        v.records().len() == 2
+    });
     v.write(
         "agent/inbox/delivery/chained.md",
         "---\nfrom: risk\nhops: 1\n---\nFrom another role: waits for min_interval.\n",
@@ -47,7 +48,10 @@ fn min_interval_holds_back_chains_never_a_persons_note() {
             && v.read("agent/status.md").contains("min_interval 1h")
     });
     let text = stdout(&v.tabd(&["status"]));
-    assert!(text.contains("waits:     until") && text.contains("min_interval 1h"), "{text}");
+    assert!(
+        text.contains("waits:     until") && text.contains("min_interval 1h"),
+        "{text}"
+    );
     assert_eq!(v.records().len(), 2, "the chained note has not run");
     assert!(v.path("agent/inbox/delivery/chained.md").exists());
 }
@@ -235,7 +239,9 @@ fn a_role_file_deleted_at_runtime_is_dropped_quietly() {
     let (v, _fake) = setup("");
     v.write("roles/temp.md", "# Temp\n## Mission\nBriefly.\n");
     let mut d = Daemon::start(&v);
-    wait_until(T, "listed", || v.read("agent/status.md").contains("| Temp (temp) |"));
+    wait_until(T, "listed", || {
+        v.read("agent/status.md").contains("| Temp (temp) |")
+    });
     std::fs::remove_file(v.path("roles/temp.md")).unwrap();
     wait_until(T, "gone from status", || {
         !v.read("agent/status.md").contains("| Temp (temp) |")

@@ -62,18 +62,68 @@ fn adopt_note(ws: &Workspace, role: &Role, file: &Path) -> Result<VaultPath, Cli
     Ok(path)
 }
 
-pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>) -> Result<u8, CliError> {
+/// A manual run respects the daily budgets like any other (a role that spent its tokens is not
+/// run again by hand without saying so): `Err` says which and how to override.
+fn check_budget(ws: &Workspace, role: &Role) -> Result<(), CliError> {
+    let state = crate::state::StateStore::new(ws.vault.clone()).load();
+    let today = Utc::now().with_timezone(&ws.config.timezone).date_naive();
+    let limits = crate::limits::RoleLimits::resolve(role, &ws.config.limits);
+    let mine = state
+        .roles
+        .get(&role.name)
+        .map(|r| r.today(today))
+        .unwrap_or_default();
+    let all = state.global.today(today);
+    let Some(stop) = crate::limits::daily_stop(&limits, &ws.config.limits, mine, all) else {
+        return Ok(());
+    };
+    let used = match stop {
+        crate::limits::DailyStop::TokenBudget => format!(
+            " ({} of {} tokens)",
+            thousands(mine.tokens),
+            thousands(limits.daily_token_budget)
+        ),
+        crate::limits::DailyStop::GlobalTokenBudget => format!(
+            " ({} of {} tokens, all roles)",
+            thousands(all.tokens),
+            thousands(ws.config.limits.global_daily_token_budget)
+        ),
+        crate::limits::DailyStop::RunsPerDay => format!(" ({} runs)", mine.runs),
+        _ => String::new(),
+    };
+    Err(CliError::failed(format!(
+        "{} is stopped for today: {}{used}; it runs again after midnight. To run it now anyway: \
+         tabd fire {} --over-budget",
+        role.display_name,
+        stop.cause(),
+        role.name
+    )))
+}
+
+pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bool) -> Result<u8, CliError> {
     let role = runnable_role(ws, role_name)?;
-    let _guard = ws
+    if !over_budget {
+        check_budget(ws, role)?;
+    }
+    let lock_path = run::run_lock_path(&role.name);
+    let mut guard = ws
         .vault
-        .lock(&run::run_lock_path(&role.name), false)
+        .lock(&lock_path, false)
         .map_err(|e| CliError::failed(format!("cannot take the run lock: {e}")))?
         .ok_or_else(|| {
+            let holder = ws.vault.read_text(&lock_path, 256).unwrap_or_default();
+            let who = if holder.trim().starts_with("tabd fire") {
+                format!("in another `{}`", holder.trim())
+            } else {
+                "in the daemon".to_string()
+            };
             CliError::failed(format!(
-                "{} is running right now (in the daemon); try again when it finishes",
+                "{} is running right now ({who}); try again when it finishes",
                 role.name
             ))
         })?;
+    // Who holds it, for the message another `tabd fire` gives.
+    let _ = guard.set_content(&format!("tabd fire (pid {})", std::process::id()));
     let env = ws.run_env()?;
     let recovered = run::recover(&env, Some(&role.name));
     if recovered > 0 {

@@ -130,7 +130,11 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
         Command::Schedule { from, next, json } => {
             schedule::run(&Workspace::open(&cli, env)?, from.as_deref(), *next, *json)
         }
-        Command::Fire { role, note } => fire::run(&Workspace::open(&cli, env)?, role, note.as_deref()),
+        Command::Fire {
+            role,
+            note,
+            over_budget,
+        } => fire::run(&Workspace::open(&cli, env)?, role, note.as_deref(), *over_budget),
         Command::Prompt { role } => prompt::run(&Workspace::open(&cli, env)?, role),
         Command::Run { init } => {
             run::init_if_asked(&cli, &env, *init)?;

@@ -90,7 +90,10 @@ impl RoleRuntime {
             return None;
         }
         if let Some(t) = self.busy_until.filter(|t| now < *t) {
-            return Some((t, "another tabd process (`tabd fire`) is running this role".into()));
+            return Some((
+                t,
+                "another tabd process (`tabd fire`) is running this role".into(),
+            ));
         }
         if let Some(t) = self.down_until.filter(|t| now < *t) {
             return Some((t, "a server this role requires is down".into()));
@@ -157,7 +160,9 @@ pub fn dispatch(
         if r.running || !r.has_work() || waiting {
             continue;
         }
-        if r.interval_end(view.limits.min_interval).is_some_and(|end| now < end) {
+        if r.interval_end(view.limits.min_interval)
+            .is_some_and(|end| now < end)
+        {
             continue; // waits; `RoleRuntime::wake` includes that moment
         }
         if let Some(stop) = daily_stop(&view.limits, global, view.today, all_today) {

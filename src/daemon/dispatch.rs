@@ -132,7 +132,10 @@ impl Daemon {
         };
         let lock_path = crate::run::run_lock_path(name);
         let lock = match self.run_env.vault.lock(&lock_path, false) {
-            Ok(Some(l)) => l,
+            Ok(Some(mut l)) => {
+                let _ = l.set_content("the daemon");
+                l
+            }
             Ok(None) => {
                 tracing::info!("{name} is running in another process (`tabd fire`); trying again shortly");
                 if let Some(r) = self.rt.get_mut(name) {

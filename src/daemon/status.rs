@@ -210,7 +210,7 @@ pub fn collect(
     let all = state.global.today(today);
     StatusReport {
         vault: vault.root().display().to_string(),
-        daemon_pid: live.pid.clone(),
+        daemon_pid: live.pid,
         provider: format!(
             "{} {} at {}",
             config.provider.kind.as_str(),
@@ -289,7 +289,13 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
     RoleStatus {
         role: name.to_string(),
         name: role.map_or_else(
-            || src.roles.titles.get(name).cloned().unwrap_or_else(|| name.to_string()),
+            || {
+                src.roles
+                    .titles
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| name.to_string())
+            },
             |r| r.display_name.clone(),
         ),
         state: role_state(role, name, src.live, config, src.state, today),
@@ -473,7 +479,10 @@ fn note_lists(r: &StatusReport) -> String {
     if !r.stranded.is_empty() {
         s.push_str("\n## Notes no role will read\nThese inbox folders belong to no role (renamed or deleted?). Move the notes to a role's inbox, or rename the folder:\n");
         for f in &r.stranded {
-            s.push_str(&format!("- agent/inbox/{}\n", f.trim_start_matches("agent/inbox/")));
+            s.push_str(&format!(
+                "- agent/inbox/{}\n",
+                f.trim_start_matches("agent/inbox/")
+            ));
         }
     }
     let unreadable: Vec<String> = r

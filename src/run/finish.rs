@@ -64,6 +64,12 @@ fn decide(end: &TurnEnd) -> Decided {
             FailureClass::RunFailure,
             "the conversation outgrew the model's context window; trim the role's context files".into(),
         ),
+        TurnEnd::CapTooLow(why) => failed(
+            FailureClass::RunFailure,
+            format!(
+                "limit reached before the first request: {why}; raise max_cost_usd or trim the role's context files"
+            ),
+        ),
         TurnEnd::ToolFatal(why) => failed(
             FailureClass::RunFailure,
             format!("the vault cannot be written: {why}"),

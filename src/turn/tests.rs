@@ -246,19 +246,66 @@ async fn token_and_dollar_limits_end_the_run() {
     };
     let out = run_turn(&p, &fast_retry(), request(), &lim, &echo()).await;
     assert_eq!(out.end, TurnEnd::Limit("max_tokens_per_run (100)".into()));
+}
 
-    let p = Scripted::new(vec![Ok(call("a", "read_file")), Ok(text("stopped"))]);
+/// `max_cost_usd` is a ceiling (issue 21): no request is sent whose cost could cross it — its
+/// output is shortened to fit, and when not even a short answer fits, the run ends before it.
+#[tokio::test(start_paused = true)]
+async fn max_cost_usd_is_a_ceiling_never_crossed() {
+    let price = crate::cost::built_in("claude-sonnet-4-5");
+    let big = |id: &str| {
+        let mut r = call(id, "read_file");
+        r.usage = usage(10_000, 1_000); // $0.045 at Sonnet 4.5 prices
+        r
+    };
+    // Room after the first call: the second request's output is cut to what still fits.
+    let p = Scripted::new(vec![Ok(big("a")), Ok(text("done"))]);
     let lim = TurnLimits {
-        max_cost_usd: Some(0.0001),
-        price: crate::cost::built_in("claude-sonnet-4-5"),
+        max_cost_usd: Some(0.08),
+        price,
         ..limits()
     };
-    let out = run_turn(&p, &fast_retry(), request(), &lim, &echo()).await;
+    let mut req = request();
+    req.max_tokens = 4096;
+    let out = run_turn(&p, &fast_retry(), req.clone(), &lim, &echo()).await;
+    assert_eq!(out.end, TurnEnd::Done);
+    let seen = p.seen();
+    assert_eq!(seen[0].max_tokens, 4096, "the first request fits whole");
+    assert!(
+        seen[1].max_tokens < 4096 && seen[1].max_tokens >= 256,
+        "the second is cut to fit under the cap: {}",
+        seen[1].max_tokens
+    );
+    // Spent on the first request, plus the most the second could add in output, fits the cap.
+    let spent_first = 10_000.0 * 3.0 / 1e6 + 1_000.0 * 15.0 / 1e6;
+    assert!(spent_first + f64::from(seen[1].max_tokens) * 15.0 / 1e6 <= 0.08);
+
+    // No room for even a short answer: the run ends before the request, with no wrap-up call.
+    let p = Scripted::new(vec![Ok(big("a")), Ok(text("never sent"))]);
+    let lim = TurnLimits {
+        max_cost_usd: Some(0.048),
+        price,
+        ..limits()
+    };
+    let out = run_turn(&p, &fast_retry(), req.clone(), &lim, &echo()).await;
     assert!(
         matches!(&out.end, TurnEnd::Limit(why) if why.starts_with("max_cost_usd (")),
         "{:?}",
         out.end
     );
+    assert_eq!(p.seen().len(), 1, "nothing was sent that could cross the cap");
+
+    // A cap below what the very first request could cost: nothing is sent, and it is a failure
+    // of the run (its notes must not move on as if handled).
+    let p = Scripted::new(vec![Ok(text("never sent"))]);
+    let lim = TurnLimits {
+        max_cost_usd: Some(0.0001),
+        price,
+        ..limits()
+    };
+    let out = run_turn(&p, &fast_retry(), req, &lim, &echo()).await;
+    assert!(matches!(out.end, TurnEnd::CapTooLow(_)), "{:?}", out.end);
+    assert!(p.seen().is_empty());
 }
 
 #[tokio::test(start_paused = true)]
