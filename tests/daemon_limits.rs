@@ -43,15 +43,13 @@ fn min_interval_holds_back_chains_never_a_persons_note() {
         "agent/inbox/delivery/chained.md",
         "---\nfrom: risk\nhops: 1\n---\nFrom another role: waits for min_interval.\n",
     );
-    wait_until(T, "status says it waits, and why", || {
-        v.read("agent/status.md").contains("waits until")
-            && v.read("agent/status.md").contains("min_interval 1h")
+    wait_until(T, "tabd status says it waits, and why", || {
+        let text = stdout(&v.tabd(&["status"]));
+        text.contains("waits:     until") && text.contains("min_interval 1h")
     });
-    let text = stdout(&v.tabd(&["status"]));
-    assert!(
-        text.contains("waits:     until") && text.contains("min_interval 1h"),
-        "{text}"
-    );
+    // The same report, in the status note (written just before status.json).
+    let note = v.read("agent/status.md");
+    assert!(note.contains("waits until") && note.contains("min_interval 1h"), "{note}");
     assert_eq!(v.records().len(), 2, "the chained note has not run");
     assert!(v.path("agent/inbox/delivery/chained.md").exists());
 }
