@@ -49,7 +49,10 @@ fn min_interval_holds_back_chains_never_a_persons_note() {
     });
     // The same report, in the status note (written just before status.json).
     let note = v.read("agent/status.md");
-    assert!(note.contains("waits until") && note.contains("min_interval 1h"), "{note}");
+    assert!(
+        note.contains("waits until") && note.contains("min_interval 1h"),
+        "{note}"
+    );
     assert_eq!(v.records().len(), 2, "the chained note has not run");
     assert!(v.path("agent/inbox/delivery/chained.md").exists());
 }

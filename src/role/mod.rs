@@ -567,6 +567,18 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
             for item in section.lines() {
                 for phrase in item.text.split(';') {
                     match ScheduleLine::compile(phrase, item.line) {
+                        Ok(Some(line)) if !line.ever_fires() => {
+                            def.diagnostics.push(Diagnostic::warning(
+                                path,
+                                item.line,
+                                format!(
+                                    "schedule \"{}\" never fires (`{}`: no such date comes); the role runs only from its inbox",
+                                    line.source,
+                                    line.cron_exprs().collect::<Vec<_>>().join("`, `")
+                                ),
+                            ));
+                            lines.push(line);
+                        }
                         Ok(Some(line)) => lines.push(line),
                         Ok(None) => {}
                         Err(e) => def

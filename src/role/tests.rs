@@ -369,3 +369,35 @@ fn bad_approve_entries_are_errors_with_their_line() {
     let set = load(&[("z", "---\napprove: ask\n---\n# Z\n")]);
     assert!(set.errors().next().is_some());
 }
+
+#[test]
+fn a_schedule_that_never_fires_is_a_warning() {
+    let set = load(&[("r", "# R\n## Schedule\n0 0 31 2 *\n")]);
+    let warning = set
+        .diagnostics
+        .iter()
+        .find(|d| !d.is_error() && d.message.contains("never fires"))
+        .unwrap_or_else(|| panic!("{:?}", set.diagnostics));
+    assert_eq!(warning.line, 3);
+    assert!(
+        set.roles.contains_key("r"),
+        "still a role: it runs from its inbox"
+    );
+}
+
+#[test]
+fn a_near_miss_heading_is_an_error_with_did_you_mean() {
+    let set = load(&[("r", "# R\n## Schedules\n9am\n## Notes for the model\nBe kind.\n")]);
+    let e = set
+        .errors()
+        .next()
+        .unwrap_or_else(|| panic!("{:?}", set.diagnostics));
+    assert!(e.message.contains("did you mean `## Schedule`"), "{e}");
+    assert_eq!(e.line, 2);
+    assert!(
+        set.diagnostics
+            .iter()
+            .any(|d| !d.is_error() && d.message.contains("Notes for the model")),
+        "an unrelated heading is a warning only"
+    );
+}

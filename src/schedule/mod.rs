@@ -61,6 +61,16 @@ impl ScheduleLine {
         }))
     }
 
+    /// Whether the line ever fires (`0 0 31 2 *` — February 31st — never does): checked over the
+    /// next eight years from a fixed date, so the answer does not depend on today.
+    pub fn ever_fires(&self) -> bool {
+        let from = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_else(|_| Utc::now());
+        let until = from + chrono::Duration::days(8 * 366);
+        self.next_after(from, chrono_tz::UTC).is_some_and(|t| t < until)
+    }
+
     /// The normalized cron expressions of this line.
     pub fn cron_exprs(&self) -> impl Iterator<Item = &str> {
         self.crons.iter().map(|(e, _)| e.as_str())

@@ -55,10 +55,51 @@ impl fmt::Display for Understood {
 }
 
 /// Shown in every schedule error so the person can copy a working form.
-pub const ACCEPTED: &str = "`0 9,17 * * 1-5` (cron) · `9am and 5pm, weekdays` · `every 30 min` · \
-`every 2 hours` · `hourly` · `every 30 min, 9am-6pm weekdays` · `daily at 8:30` · `at noon` · \
-`mondays at 10am` · `every friday at 4pm` · `weekly on monday` · `weekends at 11am` · \
-`tue,thu at 14:00` · `1x/day` · `2x/day` · `on-demand` (see docs/schedules.md)";
+pub const ACCEPTED: &str = "`0 9,17 * * 1-5` (cron) · `@daily` · `9am and 5pm, weekdays` · `every 30 min` · \
+`every 2 hours` · `hourly` · `every 30 min, 9am-6pm weekdays` · `every 15 min during work hours` · \
+`daily at 8:30` · `at 9` · `at noon` · `twice a day` · `mondays at 10am` · `every friday at 4pm` · \
+`weekly on monday` · `weekends at 11am` · `tue,thu at 14:00` · `monthly` · `1st of the month at 9am` · \
+`first monday of the month` · `last friday of the month` · `1x/day` · `2x/day` · `on-demand` \
+(see docs/schedules.md)";
+
+/// Cron's `@` shorthands, written out so `tabd schedule` shows what they mean.
+const ALIASES: &[(&str, &str, ScheduleKind)] = &[
+    ("@hourly", "0 * * * *", ScheduleKind::Interval),
+    ("@daily", "0 0 * * *", ScheduleKind::ClockTime),
+    ("@midnight", "0 0 * * *", ScheduleKind::ClockTime),
+    ("@weekly", "0 0 * * 0", ScheduleKind::ClockTime),
+    ("@monthly", "0 0 1 * *", ScheduleKind::ClockTime),
+    ("@yearly", "0 0 1 1 *", ScheduleKind::ClockTime),
+    ("@annually", "0 0 1 1 *", ScheduleKind::ClockTime),
+];
+
+/// Phrases that cannot be a fixed schedule, and what to write instead.
+fn refused(norm: &str) -> Option<String> {
+    let every_n_days = norm
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(3)
+        .any(|w| w[0] == "every" && w[1].parse::<u32>().is_ok_and(|n| n > 1) && w[2].starts_with("day"));
+    if norm.contains("every other day") || every_n_days {
+        return Some(
+            "a run every other day (or every N days) drifts against weeks and months, which a clock schedule \
+             cannot follow; write the days, like `mon,wed,fri at 9am`, or `daily at 9am` with `skip_unchanged: true`"
+                .into(),
+        );
+    }
+    if ["every other week", "biweekly", "bi-weekly", "fortnight"]
+        .iter()
+        .any(|w| norm.contains(w))
+    {
+        return Some(
+            "every other week cannot be a fixed clock schedule; write a weekly one (`mondays at 9am`), or two \
+             days of the month (`1st and 15th of the month at 9am` is not possible either: use two lines, \
+             `1st of the month at 9am` and `15th of the month at 9am`)"
+                .into(),
+        );
+    }
+    None
+}
 
 const NO_SCHEDULE: &[&str] = &[
     "",
@@ -75,6 +116,15 @@ pub fn compile(phrase: &str) -> Result<Option<CompiledPhrase>, PhraseError> {
     let norm = normalize(phrase);
     if NO_SCHEDULE.contains(&norm.as_str()) {
         return Ok(None);
+    }
+    if let Some((_, cron, kind)) = ALIASES.iter().find(|(a, _, _)| *a == norm) {
+        return Ok(Some(CompiledPhrase {
+            crons: vec![cron.to_string()],
+            kind: *kind,
+        }));
+    }
+    if let Some(reason) = refused(&norm) {
+        return Err(PhraseError::new(phrase, reason));
     }
     if looks_like_cron(&norm) {
         return compile_cron(phrase.trim()).map(Some);
@@ -278,7 +328,26 @@ struct Reader {
     window: Option<(u32, u32)>,
     days: BTreeSet<u32>,
     weekly: bool,
+    /// The day-of-month field of a monthly schedule (`1`, `15`, `L` for the last day).
+    month_day: Option<String>,
+    /// The day-of-week field of "the nth weekday of the month" (`1#1`, `5#L`).
+    nth_weekday: Option<String>,
+    /// The last word read was `at`: a bare number after it is an hour (`at 9`).
+    after_at: bool,
     understood: Vec<String>,
+}
+
+/// `first` … `fifth` and `last` as cron's `#` suffix.
+fn ordinal_word(w: &str) -> Option<&'static str> {
+    Some(match w {
+        "first" => "1",
+        "second" => "2",
+        "third" => "3",
+        "fourth" => "4",
+        "fifth" => "5",
+        "last" => "L",
+        _ => return None,
+    })
 }
 
 const DAY_NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
@@ -326,6 +395,20 @@ impl Reader {
                 }
                 Token::Num(n) => {
                     if let Some(Token::Word(w)) = next {
+                        if ["st", "nd", "rd", "th"].contains(&w.as_str()) {
+                            i += 2 + self.read_ordinal(&n.to_string(), *n, &tokens[i + 2..])?;
+                            continue;
+                        }
+                    }
+                    if self.after_at && *n <= 23 {
+                        // `at 9`, `every weekday at 9`: a bare hour.
+                        self.after_at = false;
+                        self.times.push((*n, 0));
+                        self.understood.push(format!("at {n:02}:00"));
+                        i += 1;
+                        continue;
+                    }
+                    if let Some(Token::Word(w)) = next {
                         if w == "x/day" || w == "x" {
                             let times: &[(u32, u32)] = match n {
                                 1 => &[(9, 0)],
@@ -348,6 +431,8 @@ impl Reader {
                 }
                 Token::Word(w) => {
                     i += self.read_word(w, &tokens[i + 1..])?;
+                    self.after_at = w == "at";
+                    continue;
                 }
             }
         }
@@ -357,7 +442,45 @@ impl Reader {
     /// Reads the word `w` (followed by `rest`) and returns how many tokens it consumed.
     fn read_word(&mut self, w: &str, rest: &[Token]) -> Result<usize, String> {
         match w {
-            "at" | "on" | "and" | "the" | "of" | "in" => Ok(1),
+            "at" | "on" | "and" | "the" | "of" | "in" | "a" | "month" | "months" | "o'clock" => Ok(1),
+            "monthly" => {
+                self.month_day.get_or_insert_with(|| "1".into());
+                self.understood.push("monthly (the 1st)".into());
+                Ok(1)
+            }
+            "once" | "twice" | "thrice" => {
+                let times: &[(u32, u32)] = match w {
+                    "once" => &[(9, 0)],
+                    "twice" => &[(9, 0), (17, 0)],
+                    _ => &[(9, 0), (13, 0), (17, 0)],
+                };
+                self.times.extend_from_slice(times);
+                self.understood.push(format!("{w} a day"));
+                // `twice a day`, `twice daily`: the rest is read as usual.
+                Ok(1)
+            }
+            "during" | "within" => {
+                // `during work hours`, `within business hours`.
+                let hours_words = ["work", "working", "business", "office"];
+                match (rest.first(), rest.get(1)) {
+                    (Some(Token::Word(a)), Some(Token::Word(b)))
+                        if hours_words.contains(&a.as_str()) && b.starts_with("hour") =>
+                    {
+                        self.set_window((9, 0), (17, 0))?;
+                        if self.days.is_empty() {
+                            self.add_days(1..6, "weekdays");
+                        }
+                        Ok(3)
+                    }
+                    _ => Err(
+                        "\"during\" takes `work hours` (9am–5pm, weekdays) or a window like 9am-6pm".into(),
+                    ),
+                }
+            }
+            w if ordinal_word(w).is_some() => {
+                let which = ordinal_word(w).unwrap_or("1");
+                Ok(1 + self.read_ordinal(which, 0, rest)?)
+            }
             "every" | "each" => self.read_every(rest).map(|n| n + 1),
             "between" | "from" => match (rest.first(), rest.get(1), rest.get(2)) {
                 (Some(Token::Time(h, m)), Some(Token::Word(and)), Some(Token::Time(h2, m2)))
@@ -372,6 +495,7 @@ impl Reader {
                 self.set_interval(Interval::Hours(1))?;
                 Ok(1)
             }
+            "times" => Ok(1),
             "daily" | "day" | "everyday" => {
                 self.add_days(0..7, "every day");
                 Ok(1)
@@ -412,6 +536,59 @@ impl Reader {
                 Ok(1)
             }
         }
+    }
+
+    /// After an ordinal (`first`, `last`, `1st`, `15th`): a weekday of the month (`first monday
+    /// of the month`), the last day (`last day of the month`), or a day of the month (`1st of
+    /// the month`, `on the 15th`). Returns the tokens consumed after the ordinal.
+    fn read_ordinal(&mut self, which: &str, n: u32, rest: &[Token]) -> Result<usize, String> {
+        if let Some(Token::Word(w)) = rest.first() {
+            if let Some(day) = day_of(w) {
+                let nth = match which {
+                    "L" => "L".to_string(),
+                    digit if digit.len() == 1 && digit != "0" && digit <= "5" => digit.to_string(),
+                    _ => return Err(format!("there is no {which}th {w} in a month")),
+                };
+                self.nth_weekday = Some(format!("{day}#{nth}"));
+                self.understood.push(format!(
+                    "the {} {} of the month",
+                    if nth == "L" {
+                        "last".to_string()
+                    } else {
+                        ordinal_text(nth.parse().unwrap_or(1))
+                    },
+                    DAY_NAMES[day as usize]
+                ));
+                return Ok(1);
+            }
+            if w == "day" && which == "L" {
+                self.month_day = Some("L".into());
+                self.understood.push("the last day of the month".into());
+                return Ok(1);
+            }
+        }
+        let day = if which == "L" {
+            0
+        } else if n > 0 {
+            n
+        } else {
+            which.parse().unwrap_or(0)
+        };
+        if !(1..=31).contains(&day) {
+            return Err(format!(
+                "\"{which}\" is not a day of the month: use 1st to 31st, or `last day of the month`"
+            ));
+        }
+        if day > 28 {
+            return Err(format!(
+                "the {} does not come in every month (February has 28 or 29 days): use `last day of the month`, or 28th or earlier",
+                ordinal_text(day)
+            ));
+        }
+        self.month_day = Some(day.to_string());
+        self.understood
+            .push(format!("the {} of the month", ordinal_text(day)));
+        Ok(0)
     }
 
     fn read_every(&mut self, rest: &[Token]) -> Result<usize, String> {
@@ -519,6 +696,9 @@ impl Reader {
     fn to_crons(&self) -> Result<CompiledPhrase, String> {
         let dow = self.dow_field();
         if let Some(interval) = self.interval {
+            if self.month_day.is_some() || self.nth_weekday.is_some() {
+                return Err("an interval cannot also be monthly: use one line for each".into());
+            }
             if !self.times.is_empty() {
                 return Err(
                     "an interval cannot also have clock times: use a window, like `every 30 min, 9am-6pm`"
@@ -548,9 +728,18 @@ impl Reader {
         if self.window.is_some() {
             return Err("a time window needs an interval, like `every 30 min, 9am-6pm`".into());
         }
+        let monthly = self.month_day.is_some() || self.nth_weekday.is_some();
+        if monthly && !self.days.is_empty() {
+            return Err(
+                "a monthly schedule names its day once: `first monday of the month`, not also a weekday list"
+                    .into(),
+            );
+        }
+        let dom = self.month_day.clone().unwrap_or_else(|| "*".into());
+        let dow = self.nth_weekday.clone().unwrap_or(dow);
         let mut times = self.times.clone();
         if times.is_empty() {
-            if self.days.is_empty() && !self.weekly {
+            if self.days.is_empty() && !self.weekly && !monthly {
                 return Err("no time, day or interval found".into());
             }
             times.push((9, 0));
@@ -566,7 +755,7 @@ impl Reader {
             .into_iter()
             .map(|m| {
                 let hours: Vec<u32> = times.iter().filter(|t| t.1 == m).map(|t| t.0).collect();
-                format!("{m} {} * * {dow}", compress(&hours))
+                format!("{m} {} {dom} * {dow}", compress(&hours))
             })
             .collect();
         Ok(CompiledPhrase {
@@ -574,6 +763,16 @@ impl Reader {
             kind: ScheduleKind::ClockTime,
         })
     }
+}
+
+fn ordinal_text(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, x) if x != 11 => "st",
+        (2, x) if x != 12 => "nd",
+        (3, x) if x != 13 => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 fn step(n: u32) -> String {
@@ -662,6 +861,56 @@ mod tests {
             crons("every 15 min between 9am and 5pm on weekdays"),
             ["*/15 9-16 * * 1-5"]
         );
+    }
+
+    #[test]
+    fn what_people_write_is_understood() {
+        let table: &[(&str, &[&str])] = &[
+            ("@hourly", &["0 * * * *"]),
+            ("@daily", &["0 0 * * *"]),
+            ("@weekly", &["0 0 * * 0"]),
+            ("@monthly", &["0 0 1 * *"]),
+            ("@yearly", &["0 0 1 1 *"]),
+            ("twice a day", &["0 9,17 * * *"]),
+            ("twice daily", &["0 9,17 * * *"]),
+            ("once a day", &["0 9 * * *"]),
+            ("at 9", &["0 9 * * *"]),
+            ("every weekday at 9", &["0 9 * * 1-5"]),
+            ("weekdays at 17", &["0 17 * * 1-5"]),
+            ("every 15 minutes during work hours", &["*/15 9-16 * * 1-5"]),
+            ("every 30 min during business hours", &["*/30 9-16 * * 1-5"]),
+            ("monthly", &["0 9 1 * *"]),
+            ("monthly at 8am", &["0 8 1 * *"]),
+            ("1st of the month at 9am", &["0 9 1 * *"]),
+            ("on the 15th of every month at 10:30", &["30 10 15 * *"]),
+            ("first monday of the month", &["0 9 * * 1#1"]),
+            ("second tuesday of each month at 14:00", &["0 14 * * 2#2"]),
+            ("last friday of the month at 4pm", &["0 16 * * 5#L"]),
+            ("last day of the month at 18:00", &["0 18 L * *"]),
+        ];
+        for (phrase, want) in table {
+            assert_eq!(crons(phrase), *want, "{phrase}");
+            // Every expression is one croner evaluates.
+            for c in crons(phrase) {
+                assert!(super::super::parse_cron(&c).is_ok(), "{phrase} → {c}");
+            }
+        }
+    }
+
+    #[test]
+    fn phrases_that_stay_refused_say_what_to_write() {
+        for (phrase, want) in [
+            ("every other day", "mon,wed,fri"),
+            ("every 2 days at 9am", "mon,wed,fri"),
+            ("biweekly on monday", "mondays at 9am"),
+            ("31st of the month", "last day of the month"),
+        ] {
+            let e = compile(phrase).unwrap_err().to_string();
+            assert!(e.contains(want) || e.contains("Accepted forms"), "{phrase}: {e}");
+            assert!(e.contains(phrase), "the message quotes the phrase: {e}");
+        }
+        let e = compile("every other day").unwrap_err().to_string();
+        assert!(e.contains("mon,wed,fri at 9am"), "{e}");
     }
 
     #[test]
