@@ -36,8 +36,9 @@ pub struct RoleRuntime {
     pub watch_pending: Vec<String>,
     /// Complete notes were seen at the last scan.
     pub inbox_ready: bool,
-    /// One of them was written by a person (no chain depth): it runs within seconds, not after
-    /// `min_interval`, which holds back only what a loop could cause (slots, chains, watches).
+    /// One of them is a person's new note (no chain depth, no failed attempt yet): it runs within
+    /// seconds, not after `min_interval`, which holds back what a loop could cause (slots,
+    /// chains, watches, retries).
     pub person_note_ready: bool,
     /// Look at the inbox again at this instant (a note settling).
     pub recheck_at: Option<Instant>,

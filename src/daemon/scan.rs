@@ -108,7 +108,13 @@ impl Daemon {
                         view.drafts += 1;
                     } else {
                         view.ready += 1;
-                        view.by_person += usize::from(meta.by_person);
+                        // A retry waits like anything else: only a person's new note is urgent.
+                        let retried = self
+                            .state
+                            .roles
+                            .get(&role.name)
+                            .is_some_and(|r| r.attempts.contains_key(e.path.as_str()));
+                        view.by_person += usize::from(meta.by_person && !retried);
                     }
                 }
                 Err(Some(t)) => {

@@ -449,34 +449,10 @@ impl Reader {
                 Ok(1)
             }
             "once" | "twice" | "thrice" => {
-                let times: &[(u32, u32)] = match w {
-                    "once" => &[(9, 0)],
-                    "twice" => &[(9, 0), (17, 0)],
-                    _ => &[(9, 0), (13, 0), (17, 0)],
-                };
-                self.times.extend_from_slice(times);
-                self.understood.push(format!("{w} a day"));
-                // `twice a day`, `twice daily`: the rest is read as usual.
+                self.times_a_day(w);
                 Ok(1)
             }
-            "during" | "within" => {
-                // `during work hours`, `within business hours`.
-                let hours_words = ["work", "working", "business", "office"];
-                match (rest.first(), rest.get(1)) {
-                    (Some(Token::Word(a)), Some(Token::Word(b)))
-                        if hours_words.contains(&a.as_str()) && b.starts_with("hour") =>
-                    {
-                        self.set_window((9, 0), (17, 0))?;
-                        if self.days.is_empty() {
-                            self.add_days(1..6, "weekdays");
-                        }
-                        Ok(3)
-                    }
-                    _ => Err(
-                        "\"during\" takes `work hours` (9am–5pm, weekdays) or a window like 9am-6pm".into(),
-                    ),
-                }
-            }
+            "during" | "within" => self.read_during(rest),
             w if ordinal_word(w).is_some() => {
                 let which = ordinal_word(w).unwrap_or("1");
                 Ok(1 + self.read_ordinal(which, 0, rest)?)
@@ -535,6 +511,35 @@ impl Reader {
                 self.add_days([day], DAY_NAMES[day as usize]);
                 Ok(1)
             }
+        }
+    }
+
+    /// `once`, `twice`, `thrice` (a day): 09:00; 09:00 and 17:00; 09:00, 13:00 and 17:00.
+    fn times_a_day(&mut self, w: &str) {
+        let times: &[(u32, u32)] = match w {
+            "once" => &[(9, 0)],
+            "twice" => &[(9, 0), (17, 0)],
+            _ => &[(9, 0), (13, 0), (17, 0)],
+        };
+        self.times.extend_from_slice(times);
+        self.understood.push(format!("{w} a day"));
+    }
+
+    /// `during work hours` (business, office, working): 09:00–17:00, weekdays unless days are
+    /// given. Returns the tokens consumed, the word `during` included.
+    fn read_during(&mut self, rest: &[Token]) -> Result<usize, String> {
+        let hours_words = ["work", "working", "business", "office"];
+        match (rest.first(), rest.get(1)) {
+            (Some(Token::Word(a)), Some(Token::Word(b)))
+                if hours_words.contains(&a.as_str()) && b.starts_with("hour") =>
+            {
+                self.set_window((9, 0), (17, 0))?;
+                if self.days.is_empty() {
+                    self.add_days(1..6, "weekdays");
+                }
+                Ok(3)
+            }
+            _ => Err("\"during\" takes `work hours` (9am–5pm, weekdays) or a window like 9am-6pm".into()),
         }
     }
 
