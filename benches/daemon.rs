@@ -573,6 +573,7 @@ fn per_run(out: &mut Value) {
         launcher: Default::default(),
         mcp_pool: None,
         probes: Default::default(),
+        progress: Default::default(),
     };
     // Prompt assembly alone (100 files read, hashed, capped, formatted).
     let mut build = Vec::new();

@@ -7,7 +7,13 @@ use clap::{Parser, Subcommand};
 /// tabd runs an AI agent's roles against your Markdown (Obsidian) vault: each role fires on its
 /// schedule or when you drop a note into its inbox, and writes what it did into daily/.
 #[derive(Debug, Parser)]
-#[command(name = "tabd", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "tabd",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TABD_COMMIT"), ")"),
+    about,
+    long_about = None,
+    propagate_version = true
+)]
 pub struct Cli {
     /// The vault folder (else $TABD_VAULT, else `vault` in the config file).
     #[arg(long, global = true, value_name = "DIR")]
@@ -16,6 +22,14 @@ pub struct Cli {
     /// The config file (else $TABD_CONFIG, else ~/.config/tabd/config.toml).
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
+
+    /// Say more in the log on stderr (-v: debug, -vv: trace). TABD_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+
+    /// Say only warnings and errors in the log on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
 
     #[command(subcommand)]
     pub command: Command,
@@ -83,7 +97,20 @@ pub enum Command {
         /// The approval's id (or the start of it).
         id: String,
     },
-    /// MCP servers (DESIGN §14).
+    /// Today's runs from the daily log (all roles, or one), and with -f what comes next.
+    Logs {
+        /// Only this role's runs and lines (its name, e.g. delivery).
+        role: Option<String>,
+        /// Keep printing new runs as they are logged (Ctrl-C stops).
+        #[arg(short, long)]
+        follow: bool,
+    },
+    /// Print a completion script for your shell: `tabd completions bash > ~/.local/share/bash-completion/completions/tabd`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// MCP servers: list them and their tools, or serve a role's tools to an MCP client.
     Mcp {
         #[command(subcommand)]
         action: McpCommand,

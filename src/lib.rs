@@ -19,7 +19,7 @@
 //! | 4 | `state` `inbox` `access` `limits` `context` `runlog` | records and rules the run reads |
 //! | 3 | `config` `role` | what the person wrote, typed and checked |
 //! | 2 | `frontmatter` `schedule` | formats |
-//! | 1 | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` | foundations |
+//! | 1 | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` | foundations |
 pub mod access;
 pub mod agent_cli;
 pub mod approvals;
@@ -43,6 +43,7 @@ pub(crate) mod limits;
 pub mod mcp;
 pub mod mcp_server;
 pub mod process;
+pub mod progress;
 pub mod prompt;
 pub mod provider;
 pub mod role;

@@ -9,7 +9,7 @@ use tabd::environment::{Env, Redactor};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let env = Env::from_process();
-    init_logging(&env);
+    init_logging(&env, &cli);
     match tabd::commands::run(cli, env) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -24,12 +24,18 @@ fn main() -> ExitCode {
 /// journald, which adds its own. Every line goes through a redactor: the values of secret
 /// variables (`*KEY*`, `*TOKEN*` …) are written as `${VAR}`, whoever logs them (a library's
 /// error may quote a url with a token in it).
-fn init_logging(env: &Env) {
+fn init_logging(env: &Env, cli: &Cli) {
     use tracing_subscriber::EnvFilter;
+    let from_flags = match (cli.quiet, cli.verbose) {
+        (true, _) => "warn",
+        (false, 0) => "info,rmcp=warn",
+        (false, 1) => "debug,rmcp=info",
+        (false, _) => "trace",
+    };
     let filter = env
         .get("TABD_LOG")
         .or_else(|| env.get("RUST_LOG"))
-        .unwrap_or("info,rmcp=warn");
+        .unwrap_or(from_flags);
     use std::io::IsTerminal;
     let writer = Redacting(std::sync::Arc::new(env.secrets_redactor()));
     let builder = tracing_subscriber::fmt()

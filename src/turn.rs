@@ -200,6 +200,9 @@ impl Loop<'_> {
     /// (empty for a paused turn that continues).
     async fn ask(&mut self, req: &mut Request) -> Option<Vec<(String, String, Value)>> {
         self.out.requests += 1;
+        self.retry
+            .progress
+            .emit(crate::progress::Step::Asking(self.out.requests));
         let resp = match provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
             Ok(r) => r,
             Err(e) => {

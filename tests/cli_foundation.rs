@@ -160,3 +160,43 @@ fn a_wait_that_times_out_shows_the_vault() {
     assert!(msg.contains("something that never happens"), "{msg}");
     assert!(msg.contains("project/marker-for-the-listing.md"), "{msg}");
 }
+
+/// A command line that fits a person's habits (issue 21): the version names its commit, shells
+/// get completions, `tabd logs` shows one role's part of today's log.
+#[test]
+fn version_completions_and_logs() {
+    let v = TestVault::new();
+    let out = v.tabd(&["--version"]);
+    let text = stdout(&out);
+    assert!(text.starts_with("tabd 0.") && text.contains("(commit "), "{text}");
+    let out = v.tabd(&["completions", "bash"]);
+    assert!(
+        out.status.success() && stdout(&out).contains("_tabd"),
+        "{}",
+        describe(&out)
+    );
+    let out = v.tabd(&["logs"]);
+    assert!(
+        stdout(&out).contains("Nothing logged today yet"),
+        "{}",
+        describe(&out)
+    );
+    let day = chrono::Utc::now()
+        .with_timezone(&chrono_tz::UTC)
+        .format("%Y-%m-%d")
+        .to_string();
+    v.write(
+        &format!("daily/{day}.md"),
+        "# Today\n\n## 09:00 · Delivery Manager · schedule\n- **Outcome:** ok\n\n## 09:05 · Risk Manager · inbox\n- **Outcome:** failed\n",
+    );
+    let out = v.tabd(&["logs", "delivery"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("Delivery Manager") && !text.contains("Risk Manager"),
+        "{text}"
+    );
+    let out = v.tabd(&["-q", "validate"]);
+    assert!(out.status.code().is_some(), "{}", describe(&out));
+    let out = v.tabd(&["-q", "-v", "validate"]);
+    assert_eq!(out.status.code(), Some(2), "-q and -v together is a usage error");
+}

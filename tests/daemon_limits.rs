@@ -284,3 +284,24 @@ fn a_note_arriving_during_a_run_gets_one_follow_up_run() {
     assert_eq!(r[0]["trigger"]["notes"], json!(["agent/inbox/delivery/first.md"]));
     assert_eq!(r[1]["trigger"]["notes"].as_array().unwrap().len(), 2);
 }
+
+/// A manual fire respects the daily budget, or says it overrides it (issue 21).
+#[test]
+fn tabd_fire_respects_the_daily_budget_unless_told_to_override() {
+    let fake = FakeModel::start();
+    fake.respond_with(|_, _| wire::text("anthropic", "ok"));
+    let v = vault_with(&fake, "[limits]\ndaily_token_budget = 10\n");
+    let first = v.tabd(&["fire", "delivery"]);
+    assert_eq!(first.status.code(), Some(0), "{}", describe(&first));
+    let second = v.tabd(&["fire", "delivery"]);
+    assert_eq!(second.status.code(), Some(1), "{}", describe(&second));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("daily token budget spent") && err.contains("--over-budget"),
+        "{err}"
+    );
+    assert_eq!(fake.requests().len(), 1, "nothing was sent");
+    let third = v.tabd(&["fire", "delivery", "--over-budget"]);
+    assert_eq!(third.status.code(), Some(0), "{}", describe(&third));
+    assert_eq!(fake.requests().len(), 2);
+}

@@ -30,6 +30,7 @@ fn fast(retries: u32) -> RetryPolicy {
         max_retries: retries,
         min_delay: Duration::from_millis(5),
         max_delay: Duration::from_millis(50),
+        progress: Default::default(),
     }
 }
 
@@ -422,6 +423,7 @@ async fn per_request_timeout_and_retries_stop_at_the_deadline() {
         max_retries: 100,
         min_delay: Duration::from_millis(100),
         max_delay: Duration::from_millis(200),
+        progress: Default::default(),
     };
     let e = provider::complete(
         p.as_ref(),

@@ -73,6 +73,7 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
         max_chain_depth: limits.max_chain_depth,
         max_tool_calls: 1,
         asks: None,
+        progress: Default::default(),
     };
     let harness = Harness::new(
         env.vault.clone(),

@@ -124,7 +124,11 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
         })?;
     // Who holds it, for the message another `tabd fire` gives.
     let _ = guard.set_content(&format!("tabd fire (pid {})", std::process::id()));
-    let env = ws.run_env()?;
+    let mut env = ws.run_env()?;
+    let spinner = spinner(&role.display_name);
+    if let Some(bar) = &spinner {
+        env.progress = progress_of(bar.clone());
+    }
     let recovered = run::recover(&env, Some(&role.name));
     if recovered > 0 {
         println!("Finished {recovered} run(s) a crash had interrupted.");
@@ -147,6 +151,9 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
         .map_err(|e| CliError::failed(e.to_string()))?;
     let started = Utc::now();
     let result = rt.block_on(run::run_role(&env, role, Trigger::manual(), notes));
+    if let Some(bar) = spinner {
+        bar.finish_and_clear();
+    }
     print_result(role, &result, started);
     match &result.failure {
         None => Ok(0),
@@ -164,6 +171,47 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
             Ok(1)
         }
     }
+}
+
+/// A spinner on stderr while the run goes on — only on a terminal (a script gets plain output).
+fn spinner(who: &str) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {prefix} · {elapsed} · {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.set_prefix(who.to_string());
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    Some(bar)
+}
+
+/// What the run is doing, on the spinner: the step, and how many tool calls so far.
+fn progress_of(bar: indicatif::ProgressBar) -> crate::progress::Progress {
+    use crate::progress::Step;
+    let calls = std::sync::atomic::AtomicU32::new(0);
+    crate::progress::Progress::to(move |step| {
+        let n = calls.load(std::sync::atomic::Ordering::Relaxed);
+        let msg = match step {
+            Step::Preparing => "reading the context".to_string(),
+            Step::Starting(what) => format!("starting {what}"),
+            Step::Asking(1) => "asking the model".to_string(),
+            Step::Asking(k) => format!(
+                "asking the model (request {k}, {n} tool call{} so far)",
+                if n == 1 { "" } else { "s" }
+            ),
+            Step::Retrying { wait, why } => format!("retrying in {:.0} s: {why}", wait.as_secs_f64()),
+            Step::Tool { name, subject } => {
+                calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                format!("{name} {subject}")
+            }
+            Step::Finishing => "writing the logs, moving the notes".to_string(),
+        };
+        bar.set_message(msg);
+    })
 }
 
 fn print_result(role: &Role, result: &run::RunResult, started: chrono::DateTime<Utc>) {

@@ -273,6 +273,7 @@ fn session_harness(env: &crate::run::RunEnv, role: &crate::role::Role, mcp: Arc<
             expire_after: env.config.approvals.expire_after,
             tz: env.config.timezone,
         }),
+        progress: Default::default(),
     };
     Harness::new(
         env.vault.clone(),

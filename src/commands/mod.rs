@@ -3,6 +3,7 @@
 pub mod approvals;
 pub mod fire;
 pub mod init;
+pub mod logs;
 pub mod mcp;
 pub mod prompt;
 pub mod run;
@@ -104,6 +105,7 @@ impl Workspace {
             },
             mcp_pool: None,
             probes: Default::default(),
+            progress: Default::default(),
         })
     }
 }
@@ -142,6 +144,12 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
             run::run(&cli, ws)
         }
         Command::Status { json } => status::run(&Workspace::open(&cli, env)?, *json),
+        Command::Logs { role, follow } => logs::run(&Workspace::open(&cli, env)?, role.as_deref(), *follow),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(*shell, &mut Cli::command(), "tabd", &mut std::io::stdout());
+            Ok(0)
+        }
         Command::Approvals { json } => approvals::list(&Workspace::open(&cli, env)?, *json),
         Command::Approve { id } => approvals::decide(&Workspace::open(&cli, env)?, id, true),
         Command::Reject { id } => approvals::decide(&Workspace::open(&cli, env)?, id, false),

@@ -177,6 +177,7 @@ impl Daemon {
                 },
                 mcp_pool: None,
                 probes: Default::default(),
+                progress: Default::default(),
             },
             env: init.env,
             cli_config: init.cli_config,

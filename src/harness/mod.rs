@@ -68,6 +68,8 @@ pub struct Ticket {
     pub max_tool_calls: u32,
     /// Where `ask` calls are queued; `None`: no approval can be asked for (the call is refused).
     pub asks: Option<AskContext>,
+    /// Told of every call that runs.
+    pub progress: crate::progress::Progress,
 }
 
 /// Everything the run's calls did, in order.
@@ -209,6 +211,10 @@ impl Harness {
                         if let Some(limit) = self.take_slot() {
                             return Ok(limit);
                         }
+                        self.ticket.progress.emit(crate::progress::Step::Tool {
+                            name: name.to_string(),
+                            subject: subject_of(input),
+                        });
                         let result = match call.mcp {
                             Some(t) => t.call(input).await,
                             None => self.call_vault(name, input)?,
@@ -357,6 +363,15 @@ impl Harness {
             }
         }
     }
+}
+
+/// What a call is about, in a few words (a path, a role), for progress.
+fn subject_of(input: &Value) -> String {
+    ["path", "from", "role", "query"]
+        .iter()
+        .find_map(|k| input.get(k).and_then(Value::as_str))
+        .map(|s| crate::text::one_line(s, 60))
+        .unwrap_or_default()
 }
 
 impl ToolExecutor for Harness {

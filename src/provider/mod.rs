@@ -175,6 +175,8 @@ pub struct RetryPolicy {
     pub max_retries: u32,
     pub min_delay: Duration,
     pub max_delay: Duration,
+    /// Told of every retry (with the wait and why).
+    pub progress: crate::progress::Progress,
 }
 
 impl RetryPolicy {
@@ -183,6 +185,7 @@ impl RetryPolicy {
             max_retries: cfg.max_retries,
             min_delay: Duration::from_secs(1),
             max_delay: Duration::from_secs(60),
+            progress: Default::default(),
         }
     }
 }
@@ -277,6 +280,12 @@ pub async fn complete(
                 .map_or(delay, |ra| ra.max(Duration::from_millis(1)));
             (Instant::now() + delay < deadline).then_some(delay)
         })
-        .notify(|err, delay| tracing::warn!("{err}; retrying in {:.1}s", delay.as_secs_f64()))
+        .notify(|err, delay| {
+            tracing::warn!("{err}; retrying in {:.1}s", delay.as_secs_f64());
+            policy.progress.emit(crate::progress::Step::Retrying {
+                wait: delay,
+                why: crate::text::one_line(&err.to_string(), 120),
+            });
+        })
         .await
 }

@@ -88,6 +88,10 @@ pub(super) async fn turn(
     };
     let tools: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
     let text = prompt_text(request);
+    env.progress.emit(crate::progress::Step::Starting(format!(
+        "the {} CLI",
+        profile.name
+    )));
     let end = agent_cli::run(CliTurn {
         profile: &profile,
         prompt: &text,

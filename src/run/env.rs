@@ -32,6 +32,8 @@ pub struct RunEnv {
     pub mcp_pool: Option<Arc<Pool>>,
     /// Which agent CLIs were found lately (`kind = "command"`).
     pub probes: Arc<Probes>,
+    /// Told what the run is doing (`tabd fire` on a terminal shows it).
+    pub progress: crate::progress::Progress,
 }
 
 /// What a run ended as.

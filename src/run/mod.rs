@@ -23,6 +23,7 @@ use crate::blocking;
 use crate::harness::{Harness, Ticket};
 use crate::inbox::Note;
 use crate::mcp::tools::RunTools;
+use crate::progress::Step;
 use crate::prompt::Prompt;
 use crate::provider::RetryPolicy;
 use crate::role::Role;
@@ -36,6 +37,7 @@ pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<No
     if env.faults.hit("panic-in-run") {
         panic!("TABD_FAULTS: panic-in-run");
     }
+    env.progress.emit(Step::Preparing);
     let (mut prep, mut prompt) = prepare::prepare(env, role, &trigger, &notes);
     if trigger.skip_if_unchanged && notes.is_empty() {
         let unchanged = prepare::previous_hashes(&prep.state, role).is_some_and(|h| *h == prep.hashes);
@@ -44,6 +46,11 @@ pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<No
         }
     }
     // MCP servers start only now: a skipped slot never starts one.
+    let servers = role.mcp_servers();
+    if !servers.is_empty() {
+        env.progress
+            .emit(Step::Starting(format!("MCP servers: {}", servers.join(", "))));
+    }
     let mcp = Arc::new(RunTools::open(role, &env.config, &env.launcher, env.mcp_pool.as_deref()).await);
     prep.notes = mcp.down.iter().map(down_line).collect();
     let outcome = match mcp.required_down() {
@@ -65,6 +72,7 @@ pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<No
         }
     };
     mcp.close().await;
+    env.progress.emit(Step::Finishing);
     blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome))
 }
 
@@ -80,6 +88,7 @@ fn harness_for(env: &RunEnv, role: &Role, prep: &Prepared, mcp: Arc<RunTools>) -
             expire_after: env.config.approvals.expire_after,
             tz: env.config.timezone,
         }),
+        progress: env.progress.clone(),
     };
     Harness::new(
         env.vault.clone(),
@@ -130,6 +139,9 @@ async fn call_model(
         cache_ttl: prep.ttl,
         deadline: env.clock.instant() + prep.limits.run_deadline,
     };
-    let retry = RetryPolicy::from_config(&env.config.provider);
+    let retry = RetryPolicy {
+        progress: env.progress.clone(),
+        ..RetryPolicy::from_config(&env.config.provider)
+    };
     turn::run_turn(env.provider.as_ref(), &retry, request, &limits, harness.as_ref()).await
 }

@@ -178,6 +178,7 @@ fn fast_retry() -> RetryPolicy {
         max_retries: 3,
         min_delay: Duration::from_secs(1),
         max_delay: Duration::from_secs(4),
+        progress: Default::default(),
     }
 }
 
