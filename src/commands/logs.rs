@@ -25,7 +25,10 @@ pub fn run(ws: &Workspace, role: Option<&str>, follow: bool) -> Result<u8, CliEr
     }
     print!("{}", pick(&text, who.as_deref()));
     printed += text.len();
-    while follow {
+    if !follow {
+        return Ok(0);
+    }
+    loop {
         std::thread::sleep(FOLLOW_EVERY);
         let today = log.daily_path(chrono::Utc::now());
         if today != day {
@@ -39,7 +42,6 @@ pub fn run(ws: &Workspace, role: Option<&str>, follow: bool) -> Result<u8, CliEr
             printed = text.len();
         }
     }
-    Ok(0)
 }
 
 fn read(ws: &Workspace, day: &VaultPath) -> String {
