@@ -153,11 +153,28 @@ fn manual_block(src: &str) -> Option<(std::ops::Range<usize>, usize)> {
     None
 }
 
+/// What to do about YAML's most common complaints, in a person's words.
+fn yaml_hint(info: &str) -> &'static str {
+    if info.contains("mapping values are not allowed") {
+        " — a value that holds `: ` must be quoted, like `title: \"Status: weekly\"`"
+    } else if info.contains("did not find expected key") || info.contains("block end") {
+        " — check the indentation: list items and nested keys line up under their parent"
+    } else if info.contains("found character that cannot start any token") {
+        " — a value starting with `@`, `` ` `` or `%` must be quoted"
+    } else {
+        ""
+    }
+}
+
 fn parse_yaml(yaml: &str, first_line: usize) -> Result<Frontmatter, FrontmatterError> {
     let file_line = |yaml_line: usize| first_line + yaml_line.saturating_sub(1);
     let docs = MarkedYamlOwned::load_from_str(yaml).map_err(|e| FrontmatterError {
         line: file_line(e.marker().line()),
-        message: format!("the frontmatter is not valid YAML: {}", e.info()),
+        message: format!(
+            "the frontmatter is not valid YAML: {}{}",
+            e.info(),
+            yaml_hint(e.info())
+        ),
     })?;
     let Some(doc) = docs.into_iter().next() else {
         return Ok(Frontmatter::default());
@@ -362,5 +379,12 @@ mod tests {
             assert_eq!(&f.get(k).unwrap().value, v, "{k} in\n{text}");
         }
         assert_eq!(&text[split.body_offset..], "body\n");
+    }
+
+    #[test]
+    fn a_colon_in_a_value_gets_a_hint_to_quote_it() {
+        let e = split("---\ntitle: Status: weekly\n---\nbody\n").unwrap_err();
+        assert!(e.message.contains("must be quoted"), "{}", e.message);
+        assert_eq!(e.line, 2);
     }
 }

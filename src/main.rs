@@ -13,7 +13,12 @@ fn main() -> ExitCode {
     match tabd::commands::run(cli, env) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {}", e.message);
+            // Config and role errors already read `path:line: error: …`: not `error: … error:`.
+            if e.message.contains(": error: ") {
+                eprintln!("{}", e.message);
+            } else {
+                eprintln!("error: {}", e.message);
+            }
             ExitCode::from(e.code)
         }
     }

@@ -119,13 +119,101 @@ impl ServerHandler for HarnessServer {
     }
 }
 
-/// Serves on stdin/stdout until the client closes the connection.
+/// Serves on stdin/stdout until the client closes the connection. A client that leaves without
+/// starting a session (a stateless `server/discover`, a probe) is not an error.
 pub async fn serve_stdio(server: HarnessServer) -> anyhow::Result<()> {
-    let transport = (tokio::io::stdin(), tokio::io::stdout());
-    match server.serve(transport).await {
+    let (read, write) = guarded(tokio::io::stdin(), tokio::io::stdout());
+    match server.serve((read, write)).await {
         Ok(service) => service.waiting().await.map(|_| ()).map_err(anyhow::Error::from),
-        Err(e) => Err(anyhow::anyhow!("the MCP client did not start a session: {e}")),
+        Err(e) => {
+            tracing::debug!("the MCP client ended without starting a session: {e}");
+            Ok(())
+        }
     }
+}
+
+/// The answer JSON-RPC asks for to a line that is not JSON (-32700), or to a `tools/call`
+/// whose `name` is missing or whose `arguments` is not an object (-32602); `None` for a line
+/// the MCP library should see. (rmcp answers both with "method not found", -32601.)
+pub fn protocol_error(line: &str) -> Option<String> {
+    let error = |id: serde_json::Value, code: i64, message: &str| {
+        Some(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+                .to_string(),
+        )
+    };
+    if line.trim().is_empty() {
+        return None;
+    }
+    let Ok(msg) = serde_json::from_str::<Value>(line) else {
+        return error(Value::Null, -32700, "Parse error: the line is not JSON");
+    };
+    if msg.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return None;
+    }
+    let id = msg.get("id").cloned().unwrap_or(Value::Null);
+    let params = msg.get("params");
+    let name_ok = params
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    if !name_ok {
+        return error(id, -32602, "Invalid params: tools/call needs a `name` (text)");
+    }
+    let args = params.and_then(|p| p.get("arguments"));
+    if args.is_some_and(|a| !a.is_object() && !a.is_null()) {
+        return error(id, -32602, "Invalid params: `arguments` must be an object");
+    }
+    None
+}
+
+/// Puts `protocol_error` in front of the MCP library: lines it answers go straight back out,
+/// the rest reach rmcp through an in-memory pipe. Returns rmcp's side of the pipe.
+pub fn guarded<R, W>(
+    input: R,
+    output: W,
+) -> (
+    tokio::io::ReadHalf<tokio::io::DuplexStream>,
+    tokio::io::WriteHalf<tokio::io::DuplexStream>,
+)
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (rmcp_side, our_side) = tokio::io::duplex(256 * 1024);
+    let (mut from_rmcp, mut to_rmcp) = tokio::io::split(our_side);
+    let out = Arc::new(tokio::sync::Mutex::new(output));
+    let answers = out.clone();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(input).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            match protocol_error(&line) {
+                Some(answer) => {
+                    let mut o = answers.lock().await;
+                    let _ = o.write_all(format!("{answer}\n").as_bytes()).await;
+                    let _ = o.flush().await;
+                }
+                None => {
+                    if to_rmcp.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = to_rmcp.shutdown().await;
+    });
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(&mut from_rmcp).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let mut o = out.lock().await;
+            if o.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                break;
+            }
+            let _ = o.flush().await;
+        }
+    });
+    tokio::io::split(rmcp_side)
 }
 
 /// A run's harness served on a Unix socket for the run's agent CLI; stops when dropped.
@@ -154,6 +242,7 @@ impl SocketServer {
                 let server = accept.clone();
                 sessions.spawn(async move {
                     let (read, write) = stream.into_split();
+                    let (read, write) = guarded(read, write);
                     match server.serve((read, write)).await {
                         Ok(service) => {
                             let _ = service.waiting().await;
@@ -207,4 +296,44 @@ pub async fn bridge(socket: &Path) -> anyhow::Result<()> {
         () = async { up.await; std::future::pending::<()>().await } => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::protocol_error;
+
+    fn code(line: &str) -> Option<i64> {
+        protocol_error(line).map(|a| {
+            serde_json::from_str::<serde_json::Value>(&a).unwrap()["error"]["code"]
+                .as_i64()
+                .unwrap()
+        })
+    }
+
+    #[test]
+    fn bad_lines_get_the_json_rpc_error_codes() {
+        assert_eq!(code("this is not json"), Some(-32700));
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#),
+            Some(-32602)
+        );
+        assert_eq!(
+            code(
+                r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":"x"}}"#
+            ),
+            Some(-32602)
+        );
+        assert_eq!(
+            code(
+                r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"a"}}}"#
+            ),
+            None
+        );
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#), None);
+        let a: serde_json::Value = serde_json::from_str(
+            &protocol_error(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}"#).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(a["id"], 7, "the answer carries the request's id");
+    }
 }

@@ -848,3 +848,54 @@ fn a_streamable_http_server_with_a_token_from_the_environment() {
     let logs = format!("{}{:?}", v.daily(), v.records());
     assert!(!logs.contains("s3cret-token"), "the token leaked into a log");
 }
+
+/// What the MCP conformance suite found (issue 21): a line that is not JSON gets -32700, a
+/// `tools/call` without a name or with non-object arguments gets -32602 (not "method not found"),
+/// the server calls itself tabd, and a client that leaves without a session is not an error.
+#[test]
+fn tabd_mcp_serve_answers_protocol_errors_by_the_book() {
+    use std::io::{BufRead, Write};
+    let v = TestVault::new();
+    let mut child = v
+        .command(&["mcp", "serve", "--role", "delivery"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut ask = |line: &str| -> Value {
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"))
+    };
+    assert_eq!(ask("this is not json")["error"]["code"], -32700);
+    let a = ask(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"arguments":{}}}"#);
+    assert_eq!(
+        (a["id"].clone(), a["error"]["code"].clone()),
+        (json!(5), json!(-32602)),
+        "{a}"
+    );
+    let a = ask(
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read_file","arguments":[1]}}"#,
+    );
+    assert_eq!(a["error"]["code"], -32602, "{a}");
+    let init = ask(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "tabd", "{init}");
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the session ended cleanly: {status:?}");
+
+    // A client that only probes and leaves: exit 0.
+    let out = v
+        .command(&["mcp", "serve", "--role", "delivery"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+}

@@ -282,6 +282,27 @@ pub fn load(cli: Option<&Path>, env: &Env) -> Result<Config, ConfigError> {
     }
 }
 
+/// serde's type errors (`invalid type: string "many", expected u32`) in words a person can act
+/// on; other messages as they are.
+fn plain_words(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("invalid type: ") else {
+        return message.to_string();
+    };
+    let Some((got, want)) = rest.split_once(", expected ") else {
+        return message.to_string();
+    };
+    let want = match want.trim() {
+        w if ["u8", "u16", "u32", "u64", "usize", "i32", "i64"].contains(&w) => {
+            "a whole number, like 30 (no quotes)".to_string()
+        }
+        "f64" | "f32" => "a number, like 0.5 (no quotes)".to_string(),
+        "a boolean" => "true or false (no quotes)".to_string(),
+        "a string" => "text in quotes, like \"2m\"".to_string(),
+        other => other.to_string(),
+    };
+    format!("expected {want}, but found {got}")
+}
+
 /// What resolving one config file needs: where problems are (for `path:line`) and the
 /// environment `${VAR}` reads from.
 struct Reader<'a> {
@@ -314,7 +335,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         env,
     };
     let raw: RawConfig =
-        toml::from_str(text).map_err(|e| r.err_at(e.span(), e.message().trim().to_string()))?;
+        toml::from_str(text).map_err(|e| r.err_at(e.span(), plain_words(e.message().trim())))?;
     let timezone = match &raw.timezone {
         Some(tz) => parse_tz(&r.expand(tz)?).map_err(|m| r.err_at(Some(tz.span()), m))?,
         None => system_tz(),
@@ -570,6 +591,17 @@ max_attempts = 3
         assert!(e.message.contains("http://"));
         let e = parse_err("[inbox]\nsettle_ms = \"five\"\n");
         assert_eq!(e.line, Some(2));
+    }
+
+    #[test]
+    fn type_errors_say_what_to_write() {
+        let e = parse_err("[limits]\nmax_tool_calls = \"many\"\n");
+        assert_eq!(e.line, Some(2));
+        assert!(
+            e.message.contains("expected a whole number, like 30") && e.message.contains("\"many\""),
+            "{e}"
+        );
+        assert!(!e.message.contains("u32"), "no Rust type names: {e}");
     }
 
     #[test]

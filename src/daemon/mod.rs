@@ -271,6 +271,9 @@ impl Daemon {
             },
             self.next_fire_text()
         );
+        for line in self.next_fires() {
+            tracing::info!("{line}");
+        }
         if let Some(wd) = self.timers.watchdog {
             self.timers.next_watchdog = Some(self.run_env.clock.instant() + wd / 2);
         }

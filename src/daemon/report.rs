@@ -46,6 +46,29 @@ impl Daemon {
         }
     }
 
+    /// Each role's next fire, one line each, for the start-up log a person reads.
+    pub(super) fn next_fires(&self) -> Vec<String> {
+        let wall = self.run_env.clock.now();
+        let tz = self.config().timezone;
+        self.roles()
+            .runnable()
+            .map(|r| {
+                let when = if !self.role_may_run_here(r) {
+                    "not on this host or disabled".to_string()
+                } else {
+                    match r.schedule.next_after(wall) {
+                        Some(t) => format!(
+                            "next fire {}",
+                            t.with_timezone(&tz).format("%a %Y-%m-%d %H:%M %Z")
+                        ),
+                        None => "on-demand (inbox notes and `tabd fire`)".to_string(),
+                    }
+                };
+                format!("  {} ({}): {when}", r.name, r.display_name)
+            })
+            .collect()
+    }
+
     pub(super) fn write_status(&mut self, running: bool) {
         self.status_dirty = false;
         self.status_generation += 1;

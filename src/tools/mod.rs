@@ -70,9 +70,12 @@ trait Tool: Sync {
     fn call(&self, ctx: &ToolContext<'_>, input: &Value) -> Result<ToolResult, ToolError>;
 }
 
-/// The JSON Schema of `T`, shaped for model APIs (no `$schema`/`title` noise).
+/// The JSON Schema of `T`, shaped for model APIs (no `$schema`/`title` noise) and for strict
+/// validators: schemars's own formats (`uint`, `int64` …) are not JSON Schema's and make Ajv
+/// and other strict clients reject the whole tool; the ranges they mean stay as `minimum`.
 fn schema_of<T: JsonSchema>() -> Value {
     let mut value = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+    strip_nonstandard_formats(&mut value);
     if let Some(obj) = value.as_object_mut() {
         obj.remove("$schema");
         obj.remove("title");
@@ -80,6 +83,45 @@ fn schema_of<T: JsonSchema>() -> Value {
             .or_insert_with(|| Value::Object(Default::default()));
     }
     value
+}
+
+/// Removes `format` values JSON Schema does not define, everywhere in `schema`.
+fn strip_nonstandard_formats(schema: &mut Value) {
+    const STANDARD: &[&str] = &[
+        "date-time",
+        "date",
+        "time",
+        "duration",
+        "email",
+        "idn-email",
+        "hostname",
+        "idn-hostname",
+        "ipv4",
+        "ipv6",
+        "uri",
+        "uri-reference",
+        "iri",
+        "iri-reference",
+        "uuid",
+        "uri-template",
+        "json-pointer",
+        "relative-json-pointer",
+        "regex",
+    ];
+    match schema {
+        Value::Object(map) => {
+            let odd = map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| !STANDARD.contains(&f));
+            if odd {
+                map.remove("format");
+            }
+            map.values_mut().for_each(strip_nonstandard_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_nonstandard_formats),
+        _ => {}
+    }
 }
 
 /// Deserializes `input` into the tool's argument struct; a mismatch is an error for the model.
