@@ -3,7 +3,7 @@
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::role::Role;
-use crate::vault::{Vault, VaultError, VaultPath};
+use crate::vault::{Canonicals, Vault, VaultError, VaultPath};
 
 /// Folders no tool reads: tabd's own state and git's.
 const UNREADABLE: &[&str] = &[".tabd", ".git"];
@@ -51,6 +51,15 @@ const NEVER_WRITABLE: &[(&str, &str)] = &[(
 pub fn normalised(path: &str) -> String {
     use unicode_normalization::char::is_combining_mark;
     use unicode_normalization::UnicodeNormalization;
+    if path.is_ascii() {
+        // Nothing to decompose (the common case, on every context file of every run).
+        return path
+            .split('/')
+            .map(|part| part.to_ascii_lowercase().trim_end_matches([' ', '.', '\t']).to_string())
+            .filter(|p| !p.is_empty())
+            .collect::<Vec<_>>()
+            .join("/");
+    }
     path.split('/')
         .map(|part| {
             let folded: String = part
@@ -124,9 +133,16 @@ impl AccessPolicy {
 
     /// Checks a read; returns the canonical path to use.
     pub fn check_read(&self, vault: &Vault, path: &VaultPath) -> Result<VaultPath, VaultError> {
+        self.check_read_with(&vault.canonicals(), path)
+    }
+
+    /// `check_read` for many paths, each folder resolved once.
+    pub fn check_read_with(&self, canon: &Canonicals<'_>, path: &VaultPath) -> Result<VaultPath, VaultError> {
         refuse_unreadable(path)?;
-        let real = vault.canonical(path)?;
-        refuse_unreadable(&real)?;
+        let real = canon.canonical(path)?;
+        if real != *path {
+            refuse_unreadable(&real)?;
+        }
         Ok(real)
     }
 

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::access::AccessPolicy;
 use crate::frontmatter;
 use crate::role::ContextEntry;
-use crate::vault::{Entry, Vault, VaultError, VaultPath};
+use crate::vault::{Canonicals, Entry, Vault, VaultError, VaultPath};
 
 /// Largest context file read at all (bigger ones are listed as not included).
 pub const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
@@ -70,6 +70,7 @@ impl Resolved {
 pub fn resolve(vault: &Vault, policy: &AccessPolicy, entries: &[ContextEntry]) -> Resolved {
     let mut out = Resolved::default();
     let mut seen: BTreeSet<VaultPath> = BTreeSet::new();
+    let canon = vault.canonicals();
     // Globs and wikilinks need a listing of the vault: made once, and only if one is used.
     let needs_listing = entries
         .iter()
@@ -81,8 +82,8 @@ pub fn resolve(vault: &Vault, policy: &AccessPolicy, entries: &[ContextEntry]) -
     };
     for entry in entries {
         let (many, found) = match entry {
-            ContextEntry::File(p) => (false, file_entry(vault, policy, p)),
-            ContextEntry::Folder(p) => (true, folder_entry(vault, policy, p)),
+            ContextEntry::File(p) => (false, file_entry(vault, &canon, policy, p)),
+            ContextEntry::Folder(p) => (true, folder_entry(vault, &canon, policy, p)),
             ContextEntry::Glob(g) => (true, glob_entry(&all_files, g)),
             ContextEntry::Wikilink(name) => (false, resolve_wikilink(&all_files, name).into_iter().collect()),
         };
@@ -113,17 +114,17 @@ fn files_under(vault: &Vault, dir: &VaultPath) -> Vec<Entry> {
         .collect()
 }
 
-fn file_entry(vault: &Vault, policy: &AccessPolicy, raw: &str) -> Vec<VaultPath> {
+fn file_entry(vault: &Vault, canon: &Canonicals<'_>, policy: &AccessPolicy, raw: &str) -> Vec<VaultPath> {
     // Whether it exists is found out when it is read (one open per file).
-    match VaultPath::parse(raw, false).and_then(|p| policy.check_read(vault, &p).map(|_| p)) {
+    match VaultPath::parse(raw, false).and_then(|p| policy.check_read_with(canon, &p).map(|_| p)) {
         Ok(p) if vault.exists(&p) => vec![p],
         _ => Vec::new(),
     }
 }
 
-fn folder_entry(vault: &Vault, policy: &AccessPolicy, raw: &str) -> Vec<VaultPath> {
+fn folder_entry(vault: &Vault, canon: &Canonicals<'_>, policy: &AccessPolicy, raw: &str) -> Vec<VaultPath> {
     match VaultPath::parse(raw, false) {
-        Ok(dir) if policy.check_read(vault, &dir).is_ok() => files_under(vault, &dir)
+        Ok(dir) if policy.check_read_with(canon, &dir).is_ok() => files_under(vault, &dir)
             .into_iter()
             .map(|e| e.path)
             .filter(|p| p.as_str().to_lowercase().ends_with(".md"))

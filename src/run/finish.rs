@@ -135,28 +135,54 @@ fn hashes_after(
         return hashes;
     }
     let changed: Vec<&str> = outcome.changes.iter().map(|c| c.path.as_str()).collect();
-    let resolved = context::resolve(&env.vault, &AccessPolicy::for_role(role), &role.context);
-    let memories: Vec<VaultPath> = crate::prompt::memory_files(role)
+    let memories: Vec<String> = crate::prompt::memory_files(role)
         .into_iter()
-        .filter_map(|(_, p)| VaultPath::parse(&p, false).ok())
+        .map(|(_, p)| p)
         .collect();
-    let now_in_context: Vec<&VaultPath> = resolved.paths().chain(memories.iter()).collect();
+    // Only a change that may be in the context needs the context resolved again (a new file in
+    // a context folder); most runs write elsewhere, and a file already hashed is just reloaded.
+    let may_join = changed.iter().any(|p| {
+        !before.contains_key(*p) && !memories.iter().any(|m| m == p) && may_be_context(role, p)
+    });
+    let now_in_context: Vec<VaultPath> = if may_join {
+        let resolved = context::resolve(&env.vault, &AccessPolicy::for_role(role), &role.context);
+        resolved.paths().cloned().collect()
+    } else {
+        Vec::new()
+    };
     for path in changed {
-        match now_in_context.iter().find(|p| p.as_str() == path) {
-            Some(p) => match context::load(&env.vault, p) {
-                Ok(l) => {
-                    hashes.insert(path.to_string(), l.hash);
-                }
-                Err(_) => {
-                    hashes.remove(path);
-                }
-            },
+        let known = before.contains_key(path)
+            || memories.iter().any(|m| m == path)
+            || now_in_context.iter().any(|p| p.as_str() == path);
+        let loaded = VaultPath::parse(path, false)
+            .ok()
+            .filter(|_| known)
+            .and_then(|p| context::load(&env.vault, &p).ok());
+        match loaded {
+            Some(l) => {
+                hashes.insert(path.to_string(), l.hash);
+            }
             None => {
                 hashes.remove(path);
             }
         }
     }
     hashes
+}
+
+/// Whether a context entry of `role` could name `path` (without listing the vault).
+fn may_be_context(role: &Role, path: &str) -> bool {
+    use crate::role::ContextEntry;
+    role.context.iter().any(|e| match e {
+        ContextEntry::File(f) => f == path,
+        ContextEntry::Folder(d) => path.starts_with(d.as_str()),
+        ContextEntry::Glob(g) => crate::access::glob(g).is_ok_and(|g| g.compile_matcher().is_match(path)),
+        ContextEntry::Wikilink(name) => {
+            let stem = path.rsplit('/').next().unwrap_or(path).trim_end_matches(".md");
+            stem.eq_ignore_ascii_case(name.trim().trim_end_matches(".md"))
+                || path.to_lowercase().ends_with(&format!("{}.md", name.to_lowercase()))
+        }
+    })
 }
 
 /// The JSONL record of a run; `moved`, `ended_at` and `cost_usd` are filled in by the caller.

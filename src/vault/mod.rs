@@ -213,6 +213,16 @@ impl Vault {
         }
     }
 
+    /// `canonical` for many paths at once: each folder is resolved once, then each file costs one
+    /// `lstat` (its own name is not a symlink: its real path is its real folder's, plus the name).
+    /// A context of 100 files in one folder took 100 full resolutions per run before.
+    pub fn canonicals(&self) -> Canonicals<'_> {
+        Canonicals {
+            vault: self,
+            folders: std::cell::RefCell::new(std::collections::HashMap::new()),
+        }
+    }
+
     /// Opens a regular file for reading without ever blocking: FIFOs, sockets, devices and
     /// folders are refused as `NotRegular`.
     fn open_regular(&self, path: &VaultPath) -> Result<(File, Entry), VaultError> {
@@ -567,6 +577,37 @@ pub fn read_regular_path(path: &Path, cap: u64) -> std::io::Result<String> {
     let mut text = String::new();
     file.take(cap).read_to_string(&mut text)?;
     Ok(text)
+}
+
+/// Resolves many paths, each folder once (see `Vault::canonicals`).
+pub struct Canonicals<'a> {
+    vault: &'a Vault,
+    folders: std::cell::RefCell<std::collections::HashMap<VaultPath, VaultPath>>,
+}
+
+impl Canonicals<'_> {
+    /// The same answer as `Vault::canonical`.
+    pub fn canonical(&self, path: &VaultPath) -> Result<VaultPath, VaultError> {
+        if path.is_root() {
+            return Ok(path.clone());
+        }
+        let parent = path.parent();
+        let cached = self.folders.borrow().get(&parent).cloned();
+        let real_parent = match cached {
+            Some(r) => r,
+            None => {
+                let r = self.vault.canonical(&parent)?;
+                self.folders.borrow_mut().insert(parent, r.clone());
+                r
+            }
+        };
+        match self.vault.dir.symlink_metadata(path.as_path()) {
+            // Not a link: it is where its folder really is. (A missing one too: nothing to follow.)
+            Ok(m) if !m.file_type().is_symlink() => real_parent.join(path.file_name()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => real_parent.join(path.file_name()),
+            _ => self.vault.canonical(path),
+        }
+    }
 }
 
 /// A folder listing: usable entries, and odd names with the reason.
