@@ -55,7 +55,11 @@ pub fn normalised(path: &str) -> String {
         // Nothing to decompose (the common case, on every context file of every run).
         return path
             .split('/')
-            .map(|part| part.to_ascii_lowercase().trim_end_matches([' ', '.', '\t']).to_string())
+            .map(|part| {
+                part.to_ascii_lowercase()
+                    .trim_end_matches([' ', '.', '\t'])
+                    .to_string()
+            })
             .filter(|p| !p.is_empty())
             .collect::<Vec<_>>()
             .join("/");

@@ -2,8 +2,8 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::http::{post_json, Endpoint};
 use super::{
@@ -53,68 +53,72 @@ impl AnthropicProvider {
         }
     }
 
-    /// The request body, exactly as sent.
-    pub fn body(&self, req: &Request) -> Value {
-        let mut body = Map::new();
-        body.insert("model".into(), json!(req.model));
+    /// The request body, exactly as sent: serialized straight from the request (borrowed, no
+    /// copy of the context into a `Value` tree) into a buffer sized for it.
+    pub fn body(&self, req: &Request) -> Vec<u8> {
         let mut max_tokens = req.max_tokens;
+        let mut thinking = None;
+        let mut temperature = None;
         if req.thinking_budget > 0 {
             if self.adaptive(&req.model) {
-                body.insert("thinking".into(), json!({ "type": "adaptive" }));
+                thinking = Some(Thinking::Adaptive);
             } else {
                 // max_tokens covers thinking and answer together; keep the answer's share.
                 max_tokens = req.max_tokens.saturating_add(req.thinking_budget);
-                body.insert(
-                    "thinking".into(),
-                    json!({ "type": "enabled", "budget_tokens": req.thinking_budget }),
-                );
+                thinking = Some(Thinking::Enabled {
+                    budget_tokens: req.thinking_budget,
+                });
             }
-        } else if let Some(t) = req.temperature {
+        } else {
             // Extended thinking requires the default temperature, so it is only sent without it.
-            body.insert("temperature".into(), json!(t));
+            temperature = req.temperature;
         }
-        body.insert("max_tokens".into(), json!(max_tokens));
         // The system prompt (with the tools before it) is what the role's next run can reuse: it
         // gets the run's TTL. The context and the conversation change between runs and are only
         // read back within the run, seconds later: 5 minutes, which also keeps every 1h
         // breakpoint before every 5m one, as the API requires.
-        let stable = cache_control(req.cache_ttl);
-        let short = cache_control(req.cache_ttl.map(|_| CacheTtl::FiveMinutes));
-        if !req.system.is_empty() {
-            body.insert(
-                "system".into(),
-                json!([{ "type": "text", "text": req.system, "cache_control": stable }]),
-            );
-        }
-        let mut messages: Vec<Value> = req.messages.iter().map(|m| message_json(m, &short)).collect();
+        let stable = CacheControl::new(req.cache_ttl);
+        let short = CacheControl::new(req.cache_ttl.map(|_| CacheTtl::FiveMinutes));
         // After a run's first request, a breakpoint on the newest message lets the next request
         // read the whole conversation so far from cache (at most 3 breakpoints: system, context,
         // this one; the API allows 4).
         // Only on a user message: assistant turns are echoed back exactly as received.
         let last_is_user = req.messages.last().is_some_and(|m| m.speaker == Speaker::User);
-        if req.messages.len() > 1 && last_is_user {
-            if let Some(last) = messages
-                .last_mut()
-                .and_then(|m| m.get_mut("content"))
-                .and_then(Value::as_array_mut)
-                .and_then(|c| c.last_mut())
-            {
-                last["cache_control"] = short.clone();
-            }
-        }
-        body.insert("messages".into(), Value::Array(messages));
-        if !req.tools.is_empty() {
-            let tools: Vec<Value> = req
-                .tools
-                .iter()
-                .map(|t| json!({ "name": t.name, "description": t.description, "input_schema": t.input_schema }))
-                .collect();
-            body.insert("tools".into(), Value::Array(tools));
-            if req.tool_choice_none {
-                body.insert("tool_choice".into(), json!({ "type": "none" }));
-            }
-        }
-        Value::Object(body)
+        let mark_last = req.messages.len() > 1 && last_is_user;
+        let count = req.messages.len();
+        let messages = req
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| wire_message(m, short, mark_last && i + 1 == count))
+            .collect();
+        let system = (!req.system.is_empty()).then(|| {
+            [SystemBlock {
+                kind: "text",
+                text: &req.system,
+                cache_control: stable,
+            }]
+        });
+        let tools = req
+            .tools
+            .iter()
+            .map(|t| WireTool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.input_schema,
+            })
+            .collect();
+        let body = Body {
+            model: &req.model,
+            thinking,
+            temperature,
+            max_tokens,
+            system,
+            messages,
+            tools,
+            tool_choice: (req.tool_choice_none && !req.tools.is_empty()).then_some(ToolChoice::None),
+        };
+        super::http::to_bytes(&body, super::http::size_hint(req))
     }
 
     async fn send_once(&self, req: &Request) -> Result<Response, ProviderError> {
@@ -132,7 +136,7 @@ impl AnthropicProvider {
             timeout: self.timeout,
         };
         let headers = [("x-api-key", key.expose()), ("anthropic-version", API_VERSION)];
-        let value = post_json(&self.client, &ep, &headers, &self.body(req)).await?;
+        let value = post_json(&self.client, &ep, &headers, self.body(req)).await?;
         parse(value)
     }
 }
@@ -168,49 +172,164 @@ impl Provider for AnthropicProvider {
 }
 
 /// The `cache_control` of every breakpoint: ephemeral, with the configured lifetime.
-fn cache_control(ttl: Option<CacheTtl>) -> Value {
-    match ttl {
-        None => json!({ "type": "ephemeral" }),
-        Some(t) => json!({ "type": "ephemeral", "ttl": t.as_str() }),
+#[derive(Clone, Copy, Serialize)]
+struct CacheControl {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl: Option<&'static str>,
+}
+
+impl CacheControl {
+    fn new(ttl: Option<CacheTtl>) -> Self {
+        Self {
+            kind: "ephemeral",
+            ttl: ttl.map(CacheTtl::as_str),
+        }
     }
 }
 
-fn message_json(m: &Message, cache: &Value) -> Value {
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<[SystemBlock<'a>; 1]>,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoice>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Thinking {
+    Adaptive,
+    Enabled { budget_tokens: u32 },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ToolChoice {
+    None,
+}
+
+#[derive(Serialize)]
+struct SystemBlock<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+    cache_control: CacheControl,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: WireContent<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireContent<'a> {
+    /// An assistant turn echoed exactly as received: thinking blocks keep their signatures.
+    Raw(&'a Value),
+    Blocks(Vec<OutBlock<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OutBlock<'a> {
+    Text {
+        text: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+    /// A thinking block as received, with its signature.
+    #[serde(untagged)]
+    Raw(&'a Value),
+}
+
+impl OutBlock<'_> {
+    fn mark(&mut self, cache: CacheControl) {
+        match self {
+            OutBlock::Text { cache_control, .. } | OutBlock::ToolResult { cache_control, .. } => {
+                *cache_control = Some(cache)
+            }
+            // Echoed blocks stay exactly as received.
+            OutBlock::ToolUse { .. } | OutBlock::Raw(_) => {}
+        }
+    }
+}
+
+/// One message on the wire; `mark` puts a cache breakpoint on its last block.
+fn wire_message(m: &Message, cache: CacheControl, mark: bool) -> WireMessage<'_> {
     let role = match m.speaker {
         Speaker::User => "user",
         Speaker::Assistant => "assistant",
     };
     if let (Speaker::Assistant, Some(raw)) = (m.speaker, &m.raw) {
-        // Echo the assistant turn exactly as received: thinking blocks keep their signatures.
-        return json!({ "role": role, "content": raw });
+        return WireMessage {
+            role,
+            content: WireContent::Raw(raw),
+        };
     }
-    let content: Vec<Value> = m
+    let mut blocks: Vec<OutBlock> = m
         .content
         .iter()
         .filter_map(|b| match b {
             Block::Text { text, .. } if text.is_empty() => None,
-            Block::Text { text, cache: true } => {
-                Some(json!({ "type": "text", "text": text, "cache_control": cache }))
-            }
-            Block::Text { text, cache: false } => Some(json!({ "type": "text", "text": text })),
-            Block::ToolUse { id, name, input } => {
-                Some(json!({ "type": "tool_use", "id": id, "name": name, "input": input }))
-            }
+            Block::Text { text, cache: c } => Some(OutBlock::Text {
+                text,
+                cache_control: c.then_some(cache),
+            }),
+            Block::ToolUse { id, name, input } => Some(OutBlock::ToolUse { id, name, input }),
             Block::ToolResult {
                 tool_use_id,
                 content,
                 is_error,
-            } => {
-                let mut v = json!({ "type": "tool_result", "tool_use_id": tool_use_id, "content": content });
-                if *is_error {
-                    v["is_error"] = json!(true);
-                }
-                Some(v)
-            }
-            Block::Thinking { raw, .. } => raw.clone(),
+            } => Some(OutBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error: *is_error,
+                cache_control: None,
+            }),
+            Block::Thinking { raw, .. } => raw.as_ref().map(OutBlock::Raw),
         })
         .collect();
-    json!({ "role": role, "content": content })
+    if mark {
+        if let Some(last) = blocks.last_mut() {
+            last.mark(cache);
+        }
+    }
+    WireMessage {
+        role,
+        content: WireContent::Blocks(blocks),
+    }
 }
 
 fn bad(message: impl Into<String>) -> ProviderError {
@@ -333,6 +452,105 @@ pub(crate) fn parse(v: Value) -> Result<Response, ProviderError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn provider() -> AnthropicProvider {
+        let cfg = ProviderConfig {
+            kind: crate::config::ProviderKind::Anthropic,
+            model: "claude-x".into(),
+            base_url: "http://127.0.0.1:9".into(),
+            api_key_env: "ANTHROPIC_API_KEY".into(),
+            max_tokens: 100,
+            timeout: std::time::Duration::from_secs(1),
+            max_retries: 0,
+            thinking_budget: 0,
+            temperature: None,
+            cache_ttl: None,
+            profile: None,
+        };
+        crate::provider::install_tls();
+        AnthropicProvider::new(reqwest::Client::new(), &cfg, None)
+    }
+
+    #[test]
+    fn the_body_carries_every_block_in_the_wire_shape() {
+        let thinking = json!({"type": "thinking", "thinking": "hm", "signature": "s1"});
+        let req = Request {
+            model: "claude-x".into(),
+            system: "You are.".into(),
+            messages: vec![
+                Message {
+                    speaker: Speaker::User,
+                    content: vec![
+                        Block::Text {
+                            text: "ctx".into(),
+                            cache: true,
+                        },
+                        Block::Text {
+                            text: String::new(),
+                            cache: false,
+                        },
+                        Block::Text {
+                            text: "go".into(),
+                            cache: false,
+                        },
+                    ],
+                    raw: None,
+                },
+                Message {
+                    speaker: Speaker::Assistant,
+                    content: vec![
+                        Block::Thinking {
+                            text: "hm".into(),
+                            raw: Some(thinking.clone()),
+                        },
+                        Block::ToolUse {
+                            id: "t1".into(),
+                            name: "read_file".into(),
+                            input: json!({"path": "a.md"}),
+                        },
+                    ],
+                    raw: None,
+                },
+                Message {
+                    speaker: Speaker::User,
+                    content: vec![Block::ToolResult {
+                        tool_use_id: "t1".into(),
+                        content: "no".into(),
+                        is_error: true,
+                    }],
+                    raw: None,
+                },
+            ],
+            tools: vec![],
+            max_tokens: 100,
+            temperature: Some(0.5),
+            thinking_budget: 0,
+            tool_choice_none: true,
+            cache_ttl: Some(CacheTtl::OneHour),
+        };
+        let body: Value = serde_json::from_slice(&provider().body(&req)).unwrap();
+        let five = json!({"type": "ephemeral", "ttl": "5m"});
+        assert_eq!(
+            body,
+            json!({
+                "model": "claude-x",
+                "temperature": 0.5,
+                "max_tokens": 100,
+                "system": [{"type": "text", "text": "You are.", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+                "messages": [
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "ctx", "cache_control": five},
+                        {"type": "text", "text": "go"}]},
+                    {"role": "assistant", "content": [
+                        thinking,
+                        {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a.md"}}]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "t1", "content": "no", "is_error": true, "cache_control": five}]},
+                ],
+            })
+        );
+    }
 
     #[test]
     fn a_tool_use_without_an_id_is_a_malformed_response() {

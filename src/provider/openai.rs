@@ -3,10 +3,11 @@
 //! Spoken by OpenAI, Ollama, llama.cpp's server, vLLM, LM Studio and OpenRouter, each with its
 //! own quirks; the parser is lenient where they differ (noted inline).
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
 use super::http::{post_json, Endpoint};
 use super::{
@@ -37,38 +38,37 @@ impl OpenAiProvider {
         }
     }
 
-    /// The request body, exactly as sent.
-    pub fn body(&self, req: &Request) -> Value {
+    /// The request body, exactly as sent, serialized from borrowed parts (see `http::to_bytes`).
+    pub fn body(&self, req: &Request) -> Vec<u8> {
         let mut messages = Vec::new();
         if !req.system.is_empty() {
-            messages.push(json!({ "role": "system", "content": req.system }));
+            messages.push(ChatOut::System { content: &req.system });
         }
         for m in &req.messages {
             append_messages(m, &mut messages);
         }
-        let mut body = Map::new();
-        body.insert("model".into(), json!(req.model));
-        body.insert("messages".into(), Value::Array(messages));
-        body.insert("max_tokens".into(), json!(req.max_tokens));
-        body.insert("stream".into(), json!(false));
-        if let Some(t) = req.temperature {
-            body.insert("temperature".into(), json!(t));
-        }
-        if !req.tools.is_empty() {
-            let tools: Vec<Value> = req
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({ "type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.input_schema } })
-                })
-                .collect();
-            body.insert("tools".into(), Value::Array(tools));
-            if req.tool_choice_none {
-                body.insert("tool_choice".into(), json!("none"));
-            }
-        }
-        Value::Object(body)
+        let tools = req
+            .tools
+            .iter()
+            .map(|t| FunctionTool {
+                kind: "function",
+                function: FunctionSpec {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.input_schema,
+                },
+            })
+            .collect();
+        let body = ChatBody {
+            model: &req.model,
+            messages,
+            max_tokens: req.max_tokens,
+            stream: false,
+            temperature: req.temperature,
+            tools,
+            tool_choice: (req.tool_choice_none && !req.tools.is_empty()).then_some("none"),
+        };
+        super::http::to_bytes(&body, super::http::size_hint(req))
     }
 
     fn parse(&self, v: Value) -> Result<Response, ProviderError> {
@@ -253,29 +253,96 @@ fn arguments(v: Option<&Value>) -> Value {
     }
 }
 
-fn append_messages(m: &Message, out: &mut Vec<Value>) {
+#[derive(Serialize)]
+struct ChatBody<'a> {
+    model: &'a str,
+    messages: Vec<ChatOut<'a>>,
+    max_tokens: u32,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<FunctionTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct FunctionTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionSpec<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionSpec<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+/// One chat message as sent.
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+enum ChatOut<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: Cow<'a, str>,
+    },
+    Assistant {
+        content: Option<String>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<CallOut<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: Cow<'a, str>,
+    },
+}
+
+#[derive(Serialize)]
+struct CallOut<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: CallFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct CallFunction<'a> {
+    name: &'a str,
+    /// A JSON string, as the spec wants.
+    arguments: Cow<'a, str>,
+}
+
+fn append_messages<'a>(m: &'a Message, out: &mut Vec<ChatOut<'a>>) {
     match m.speaker {
         Speaker::Assistant => {
             let text = m.texts();
-            let calls: Vec<Value> = m
+            let tool_calls = m
                 .content
                 .iter()
                 .filter_map(|b| match b {
-                    Block::ToolUse { id, name, input } => {
-                        let args = match input {
-                            Value::String(raw) => raw.clone(),
-                            other => other.to_string(),
-                        };
-                        Some(json!({ "id": id, "type": "function", "function": { "name": name, "arguments": args } }))
-                    }
+                    Block::ToolUse { id, name, input } => Some(CallOut {
+                        id,
+                        kind: "function",
+                        function: CallFunction {
+                            name,
+                            arguments: match input {
+                                Value::String(raw) => Cow::Borrowed(raw.as_str()),
+                                other => Cow::Owned(other.to_string()),
+                            },
+                        },
+                    }),
                     _ => None,
                 })
                 .collect();
-            let mut msg = json!({ "role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text.join("\n\n")) } });
-            if !calls.is_empty() {
-                msg["tool_calls"] = Value::Array(calls);
-            }
-            out.push(msg);
+            out.push(ChatOut::Assistant {
+                content: (!text.is_empty()).then(|| text.join("\n\n")),
+                tool_calls,
+            });
         }
         Speaker::User => {
             // Tool results first: they must directly follow the assistant's tool calls.
@@ -287,17 +354,23 @@ fn append_messages(m: &Message, out: &mut Vec<Value>) {
                 } = b
                 {
                     let content = if *is_error {
-                        format!("ERROR: {content}")
+                        Cow::Owned(format!("ERROR: {content}"))
                     } else {
-                        content.clone()
+                        Cow::Borrowed(content.as_str())
                     };
-                    out.push(json!({ "role": "tool", "tool_call_id": tool_use_id, "content": content }));
+                    out.push(ChatOut::Tool {
+                        tool_call_id: tool_use_id,
+                        content,
+                    });
                 }
             }
             let text: Vec<&str> = m.texts().into_iter().filter(|t| !t.is_empty()).collect();
-            if !text.is_empty() {
-                out.push(json!({ "role": "user", "content": text.join("\n\n") }));
-            }
+            let content = match text.as_slice() {
+                [] => return,
+                [one] => Cow::Borrowed(*one),
+                many => Cow::Owned(many.join("\n\n")),
+            };
+            out.push(ChatOut::User { content });
         }
     }
 }
@@ -321,7 +394,7 @@ impl Provider for OpenAiProvider {
                 .as_deref()
                 .map(|a| vec![("authorization", a)])
                 .unwrap_or_default();
-            let value = post_json(&self.client, &ep, &headers, &self.body(req)).await?;
+            let value = post_json(&self.client, &ep, &headers, self.body(req)).await?;
             self.parse(value)
         })
     }

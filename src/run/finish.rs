@@ -141,9 +141,9 @@ fn hashes_after(
         .collect();
     // Only a change that may be in the context needs the context resolved again (a new file in
     // a context folder); most runs write elsewhere, and a file already hashed is just reloaded.
-    let may_join = changed.iter().any(|p| {
-        !before.contains_key(*p) && !memories.iter().any(|m| m == p) && may_be_context(role, p)
-    });
+    let may_join = changed
+        .iter()
+        .any(|p| !before.contains_key(*p) && !memories.iter().any(|m| m == p) && may_be_context(role, p));
     let now_in_context: Vec<VaultPath> = if may_join {
         let resolved = context::resolve(&env.vault, &AccessPolicy::for_role(role), &role.context);
         resolved.paths().cloned().collect()
@@ -180,7 +180,9 @@ fn may_be_context(role: &Role, path: &str) -> bool {
         ContextEntry::Wikilink(name) => {
             let stem = path.rsplit('/').next().unwrap_or(path).trim_end_matches(".md");
             stem.eq_ignore_ascii_case(name.trim().trim_end_matches(".md"))
-                || path.to_lowercase().ends_with(&format!("{}.md", name.to_lowercase()))
+                || path
+                    .to_lowercase()
+                    .ends_with(&format!("{}.md", name.to_lowercase()))
         }
     })
 }
