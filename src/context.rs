@@ -82,7 +82,7 @@ pub fn resolve(vault: &Vault, policy: &AccessPolicy, entries: &[ContextEntry]) -
     };
     for entry in entries {
         let (many, found) = match entry {
-            ContextEntry::File(p) => (false, file_entry(vault, &canon, policy, p)),
+            ContextEntry::File(p) => (false, file_entry(&canon, policy, p)),
             ContextEntry::Folder(p) => (true, folder_entry(vault, &canon, policy, p)),
             ContextEntry::Glob(g) => (true, glob_entry(&all_files, g)),
             ContextEntry::Wikilink(name) => (false, resolve_wikilink(&all_files, name).into_iter().collect()),
@@ -114,10 +114,10 @@ fn files_under(vault: &Vault, dir: &VaultPath) -> Vec<Entry> {
         .collect()
 }
 
-fn file_entry(vault: &Vault, canon: &Canonicals<'_>, policy: &AccessPolicy, raw: &str) -> Vec<VaultPath> {
-    // Whether it exists is found out when it is read (one open per file).
+fn file_entry(canon: &Canonicals<'_>, policy: &AccessPolicy, raw: &str) -> Vec<VaultPath> {
+    // The access check's lookup already said whether it exists.
     match VaultPath::parse(raw, false).and_then(|p| policy.check_read_with(canon, &p).map(|_| p)) {
-        Ok(p) if vault.exists(&p) => vec![p],
+        Ok(p) if !canon.found_missing(&p) => vec![p],
         _ => Vec::new(),
     }
 }

@@ -220,6 +220,7 @@ impl Vault {
         Canonicals {
             vault: self,
             folders: std::cell::RefCell::new(std::collections::HashMap::new()),
+            missing: std::cell::RefCell::new(std::collections::HashSet::new()),
         }
     }
 
@@ -582,7 +583,10 @@ pub fn read_regular_path(path: &Path, cap: u64) -> std::io::Result<String> {
 /// Resolves many paths, each folder once (see `Vault::canonicals`).
 pub struct Canonicals<'a> {
     vault: &'a Vault,
-    folders: std::cell::RefCell<std::collections::HashMap<VaultPath, VaultPath>>,
+    /// Each folder's real path, and the real folder held open.
+    folders: std::cell::RefCell<std::collections::HashMap<VaultPath, (VaultPath, Option<std::rc::Rc<Dir>>)>>,
+    /// Paths the lookups found missing, so callers need not ask again.
+    missing: std::cell::RefCell<std::collections::HashSet<VaultPath>>,
 }
 
 impl Canonicals<'_> {
@@ -593,20 +597,43 @@ impl Canonicals<'_> {
         }
         let parent = path.parent();
         let cached = self.folders.borrow().get(&parent).cloned();
-        let real_parent = match cached {
+        let (real_parent, folder) = match cached {
             Some(r) => r,
             None => {
-                let r = self.vault.canonical(&parent)?;
-                self.folders.borrow_mut().insert(parent, r.clone());
-                r
+                let real = self.vault.canonical(&parent)?;
+                // Held open so each file costs one `fstatat` of its own name, not a walk.
+                let folder = self.vault.dir.open_dir(real.as_path()).ok().map(std::rc::Rc::new);
+                self.folders
+                    .borrow_mut()
+                    .insert(parent, (real.clone(), folder.clone()));
+                (real, folder)
             }
         };
-        match self.vault.dir.symlink_metadata(path.as_path()) {
+        let found = match &folder {
+            // One name, no slashes, looked up in a folder already resolved inside the vault.
+            Some(dir) => rustix::fs::statat(&**dir, path.file_name(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink)
+                .map_err(std::io::Error::from),
+            None => self
+                .vault
+                .dir
+                .symlink_metadata(path.as_path())
+                .map(|m| m.file_type().is_symlink()),
+        };
+        match found {
             // Not a link: it is where its folder really is. (A missing one too: nothing to follow.)
-            Ok(m) if !m.file_type().is_symlink() => real_parent.join(path.file_name()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => real_parent.join(path.file_name()),
+            Ok(false) => real_parent.join(path.file_name()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.missing.borrow_mut().insert(path.clone());
+                real_parent.join(path.file_name())
+            }
             _ => self.vault.canonical(path),
         }
+    }
+
+    /// True when `canonical(path)` found nothing there (saves a second lookup).
+    pub fn found_missing(&self, path: &VaultPath) -> bool {
+        self.missing.borrow().contains(path)
     }
 }
 

@@ -234,3 +234,38 @@ fn stale_temp_files_are_removed_and_fresh_ones_kept() {
     assert!(dir.path().join("agent/keep.md").exists());
     assert!(dir.path().join("agent/.fresh.md.tabd-00000000.tmp").exists());
 }
+
+#[test]
+fn many_lookups_answer_as_one_lookup_does() {
+    let (dir, v) = vault();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("project/real")).unwrap();
+    std::fs::create_dir_all(root.join(".tabd")).unwrap();
+    std::fs::write(root.join("project/a.md"), "a").unwrap();
+    std::fs::write(root.join("project/real/b.md"), "b").unwrap();
+    std::fs::write(root.join(".tabd/state.json"), "{}").unwrap();
+    std::fs::write(root.join("top.md"), "t").unwrap();
+    let link = |target: &str, at: &str| std::os::unix::fs::symlink(target, root.join(at)).unwrap();
+    link("real", "project/alias");
+    link("../.tabd/state.json", "project/state.md");
+    link("nowhere.md", "project/dangling.md");
+    let canon = v.canonicals();
+    for path in [
+        "project/a.md",
+        "project/missing.md",
+        "project/alias/b.md",
+        "project/state.md",
+        "project/real/b.md",
+        "nofolder/x.md",
+        "top.md",
+    ] {
+        let one = v.canonical(&p(path)).map(|x| x.to_string());
+        let many = canon.canonical(&p(path)).map(|x| x.to_string());
+        assert_eq!(many.as_ref().ok(), one.as_ref().ok(), "{path}");
+        assert_eq!(many.is_err(), one.is_err(), "{path}");
+    }
+    assert_eq!(canon.canonical(&p("project/state.md")).unwrap().as_str(), ".tabd/state.json");
+    assert!(canon.canonical(&p("project/dangling.md")).is_err());
+    assert!(canon.found_missing(&p("project/missing.md")));
+    assert!(!canon.found_missing(&p("project/a.md")));
+}
