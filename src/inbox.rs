@@ -169,6 +169,8 @@ pub struct InboxListing {
     pub notes: Vec<Entry>,
     /// Trigger-like entries tabd cannot read: symlinks, named pipes, non-UTF-8 names.
     pub unreadable: Vec<OddEntry>,
+    /// The inbox has a `failed/` folder (so counting failed notes needs a look inside).
+    pub has_failed: bool,
 }
 
 /// Lists `inbox` (a missing folder is an empty inbox).
@@ -181,6 +183,9 @@ pub fn list(vault: &Vault, inbox: &VaultPath) -> Result<InboxListing, VaultError
     let mut out = InboxListing::default();
     for e in listing.entries {
         let name = e.path.file_name();
+        if e.is_dir && name == "failed" {
+            out.has_failed = true;
+        }
         if e.is_dir || !is_trigger_name(name) {
             continue;
         }

@@ -215,6 +215,16 @@ fn context_block(
     }
     let plan = plan_shares(groups, cfg);
     let tz = role.schedule.tz;
+    // Sized up front: growing a 400 KiB string by doubling copies it again and faults in pages.
+    let shown_bytes: usize = plan
+        .iter()
+        .flat_map(|(_, shown)| shown)
+        .map(|s| match s {
+            Shown::Full(l) => l.text.len().min(cfg.max_file_bytes) + 160,
+            Shown::Index(..) => 200,
+        })
+        .sum();
+    block.text.reserve(shown_bytes.min(cfg.max_context_bytes + 64 * 1024) + 256);
     block.text.push_str("# Context files");
     let mut total = 0usize;
     for (entry, shown) in plan {

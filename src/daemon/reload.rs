@@ -1,7 +1,7 @@
 //! Hot reload of config and role files (a broken edit keeps the last good version), the set of
 //! watched folders, and the `watch` files' hashes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,12 +21,22 @@ impl Daemon {
         let mut dirs: Vec<PathBuf> = vec![root.join("roles"), root.join("agent/inbox")];
         let mut owners: HashMap<PathBuf, Vec<String>> = HashMap::new();
         let mut watched: HashMap<String, Vec<String>> = HashMap::new();
-        let roles: Vec<crate::role::Role> = self.roles().runnable().cloned().collect();
-        for role in &roles {
-            if let Err(e) = self.run_env.vault.create_dir_all(&role.inbox) {
+        let roles = self.run_env.roles.clone();
+        // One listing of agent/inbox says which inboxes exist: a thousand roles cost one read of
+        // a folder, not a thousand mkdir and stat calls.
+        let existing: HashSet<VaultPath> = VaultPath::parse("agent/inbox", false)
+            .ok()
+            .and_then(|d| self.run_env.vault.list(&d).ok())
+            .map(|l| l.entries.into_iter().filter(|e| e.is_dir && !e.is_symlink).map(|e| e.path).collect())
+            .unwrap_or_default();
+        let mut known: HashSet<PathBuf> = HashSet::new();
+        for role in roles.runnable() {
+            let dir = root.join(role.inbox.as_path());
+            if existing.contains(&role.inbox) {
+                known.insert(dir.clone());
+            } else if let Err(e) = self.run_env.vault.create_dir_all(&role.inbox) {
                 tracing::warn!("cannot create {}: {e}", role.inbox);
             }
-            let dir = root.join(role.inbox.as_path());
             owners.entry(dir.clone()).or_default().push(role.name.clone());
             dirs.push(dir);
             for w in &role.settings.watch {
@@ -43,7 +53,7 @@ impl Daemon {
         dirs.push(self.watching.paths.approvals());
         dirs.sort();
         dirs.dedup();
-        dirs.retain(|d| d.is_dir());
+        dirs.retain(|d| known.contains(d) || d.is_dir());
         if let Some(w) = self.watching.watcher.as_mut() {
             let (errors, rebuilt) = w.set(&dirs);
             if rebuilt.0 {

@@ -28,10 +28,11 @@ impl Daemon {
     pub(super) fn scan_inboxes(&mut self, now: Instant) {
         let all = std::mem::take(&mut self.rescan_all);
         let names: Vec<String> = self.rt.keys().cloned().collect();
-        let mut unreadable: Vec<(Role, Vec<OddEntry>)> = Vec::new();
+        let roles = self.run_env.roles.clone();
+        let mut unreadable: Vec<(&Role, Vec<OddEntry>)> = Vec::new();
         let mut present: Vec<(String, BTreeSet<String>)> = Vec::new();
         for name in names {
-            let Some(role) = self.roles().roles.get(&name).cloned() else {
+            let Some(role) = roles.roles.get(&name) else {
                 continue;
             };
             let Some((dirty, recheck)) = self.rt.get(&name).map(|r| (r.dirty, r.recheck_at)) else {
@@ -56,6 +57,7 @@ impl Daemon {
             }
             let view = InboxView {
                 unreadable: listing.unreadable.len(),
+                has_failed: listing.has_failed,
                 ..view
             };
             if self.inbox_view.get(&name) != Some(&view) {
@@ -183,7 +185,7 @@ impl Daemon {
 
     /// Says once in the daily log (and in status) which inbox entries tabd cannot read; forgets
     /// the ones that are gone, so a new one under the same name is reported again.
-    fn report_unreadable(&mut self, found: Vec<(Role, Vec<OddEntry>)>) {
+    fn report_unreadable(&mut self, found: Vec<(&Role, Vec<OddEntry>)>) {
         let mut new_lines = Vec::new();
         let mut updates = Vec::new();
         for (role, odd) in found {

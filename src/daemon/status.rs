@@ -50,6 +50,9 @@ pub struct InboxView {
     pub watch_pending: usize,
     /// Work is waiting, and until when and why (`min_interval`, a busy run lock, a server down).
     pub waits: Option<Wait>,
+    /// The last scan saw a `failed/` folder in the inbox (without one there is nothing to count).
+    #[serde(skip)]
+    pub has_failed: bool,
 }
 
 /// Why a role's waiting work has not started, and until when.
@@ -240,13 +243,13 @@ pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
     let Ok(listing) = vault.list(&base) else {
         return Vec::new();
     };
-    let owned: Vec<&VaultPath> = roles.roles.values().map(|r| &r.inbox).collect();
-    let known: Vec<String> = roles.all_names();
+    let owned: std::collections::HashSet<&VaultPath> = roles.roles.values().map(|r| &r.inbox).collect();
+    let known: std::collections::HashSet<String> = roles.all_names().into_iter().collect();
     listing
         .entries
         .iter()
         .filter(|e| e.is_dir && !e.is_symlink)
-        .filter(|e| !owned.contains(&&e.path) && !known.contains(&e.path.file_name().to_string()))
+        .filter(|e| !owned.contains(&e.path) && !known.contains(e.path.file_name()))
         .filter_map(|e| {
             let n = count_notes(vault, &e.path).0;
             (n > 0).then(|| format!("{}/ ({n} note{})", e.path, if n == 1 { "" } else { "s" }))
@@ -281,10 +284,11 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
         ),
         None => count_notes(src.vault, &inbox_dir),
     };
-    let failed = inbox_dir
-        .join("failed")
-        .map(|d| count_notes(src.vault, &d).0)
-        .unwrap_or(0);
+    let no_failed_folder = src.live.roles.get(name).is_some_and(|v| !v.has_failed);
+    let failed = match inbox_dir.join("failed") {
+        Ok(d) if !no_failed_folder => count_notes(src.vault, &d).0,
+        _ => 0,
+    };
     let limits = role.map(|r| RoleLimits::resolve(r, &config.limits));
     RoleStatus {
         role: name.to_string(),
