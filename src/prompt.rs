@@ -224,7 +224,9 @@ fn context_block(
             Shown::Index(..) => 200,
         })
         .sum();
-    block.text.reserve(shown_bytes.min(cfg.max_context_bytes + 64 * 1024) + 256);
+    block
+        .text
+        .reserve(shown_bytes.min(cfg.max_context_bytes + 64 * 1024) + 256);
     block.text.push_str("# Context files");
     let mut total = 0usize;
     for (entry, shown) in plan {

@@ -277,6 +277,7 @@ impl Daemon {
         if let Some(wd) = self.timers.watchdog {
             self.timers.next_watchdog = Some(self.run_env.clock.instant() + wd / 2);
         }
+        self.sweep_stale_temps();
         loop {
             let wake = self.next_wake();
             tokio::select! {
@@ -321,6 +322,21 @@ impl Daemon {
         if recovered > 0 {
             tracing::info!("finished {recovered} run(s) interrupted by the last stop");
         }
+        self.forget_deleted_roles();
+        self.refresh_watches();
+        self.log_role_errors(&BTreeMap::new());
+        self.report_stranded();
+        self.init_watch_hashes();
+        // A pause lasts for one daemon's life; clearing it costs a state write, so only when set.
+        if self.run_env.store.load().global.paused.is_some() {
+            let _ = self.run_env.store.update(|s| s.global.paused = None);
+        }
+        self.start_approvals();
+    }
+
+    /// Removes the temp files a crash left behind, walking the whole vault in the background
+    /// once the daemon is ready: nothing waits for it, so it does not delay READY.
+    fn sweep_stale_temps(&self) {
         let vault = self.run_env.vault.clone();
         tokio::task::spawn_blocking(move || {
             let removed = vault.remove_stale_temps(STALE_TEMP_AGE);
@@ -328,13 +344,6 @@ impl Daemon {
                 tracing::info!("removed {} temp file(s) a crash left behind", removed.len());
             }
         });
-        self.forget_deleted_roles();
-        self.refresh_watches();
-        self.log_role_errors(&BTreeMap::new());
-        self.report_stranded();
-        self.init_watch_hashes();
-        let _ = self.run_env.store.update(|s| s.global.paused = None);
-        self.start_approvals();
     }
 
     async fn shutdown(&mut self) {

@@ -27,7 +27,13 @@ impl Daemon {
         let existing: HashSet<VaultPath> = VaultPath::parse("agent/inbox", false)
             .ok()
             .and_then(|d| self.run_env.vault.list(&d).ok())
-            .map(|l| l.entries.into_iter().filter(|e| e.is_dir && !e.is_symlink).map(|e| e.path).collect())
+            .map(|l| {
+                l.entries
+                    .into_iter()
+                    .filter(|e| e.is_dir && !e.is_symlink)
+                    .map(|e| e.path)
+                    .collect()
+            })
             .unwrap_or_default();
         let mut known: HashSet<PathBuf> = HashSet::new();
         for role in roles.runnable() {

@@ -47,11 +47,17 @@ impl Daemon {
     }
 
     /// Each role's next fire, one line each, for the start-up log a person reads.
+    /// One line per role for the start-up log; past `NEXT_FIRES_SHOWN` roles, the rest are
+    /// counted (a thousand lines would bury the log; `tabd status` and `tabd schedule` list all).
     pub(super) fn next_fires(&self) -> Vec<String> {
+        const NEXT_FIRES_SHOWN: usize = 20;
         let wall = self.run_env.clock.now();
         let tz = self.config().timezone;
-        self.roles()
+        let total = self.roles().runnable().count();
+        let mut lines: Vec<String> = self
+            .roles()
             .runnable()
+            .take(NEXT_FIRES_SHOWN)
             .map(|r| {
                 let when = if !self.role_may_run_here(r) {
                     "not on this host or disabled".to_string()
@@ -66,7 +72,14 @@ impl Daemon {
                 };
                 format!("  {} ({}): {when}", r.name, r.display_name)
             })
-            .collect()
+            .collect();
+        if total > NEXT_FIRES_SHOWN {
+            lines.push(format!(
+                "  … and {} more roles (`tabd schedule` shows each one's next fires)",
+                total - NEXT_FIRES_SHOWN
+            ));
+        }
+        lines
     }
 
     pub(super) fn write_status(&mut self, running: bool) {

@@ -31,17 +31,23 @@ impl Daemon {
         let roles = self.run_env.roles.clone();
         let mut unreadable: Vec<(&Role, Vec<OddEntry>)> = Vec::new();
         let mut present: Vec<(String, BTreeSet<String>)> = Vec::new();
-        for name in names {
-            let Some(role) = roles.roles.get(&name) else {
-                continue;
-            };
-            let Some((dirty, recheck)) = self.rt.get(&name).map(|r| (r.dirty, r.recheck_at)) else {
-                continue;
-            };
-            if !(all || dirty || recheck.is_some_and(|t| now >= t)) {
-                continue;
-            }
-            let listing = match inbox::list(&self.run_env.vault, &role.inbox) {
+        let due: Vec<(String, &Role)> = names
+            .into_iter()
+            .filter_map(|name| {
+                let role = roles.roles.get(&name)?;
+                let (dirty, recheck) = self.rt.get(&name).map(|r| (r.dirty, r.recheck_at))?;
+                (all || dirty || recheck.is_some_and(|t| now >= t)).then_some((name, role))
+            })
+            .collect();
+        // Listing is the slow part (a folder read per inbox); at start-up, a thousand of them
+        // use every core.
+        let vault = &self.run_env.vault;
+        let listed = crate::blocking::par_map(due, |(name, role)| {
+            let listing = inbox::list(vault, &role.inbox);
+            (name, role, listing)
+        });
+        for (name, role, listing) in listed {
+            let listing = match listing {
                 Ok(l) => l,
                 Err(e) => {
                     tracing::warn!("cannot read the inbox {} of {name}: {e}", role.inbox);

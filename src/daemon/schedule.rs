@@ -35,11 +35,10 @@ pub(super) fn trigger_for(r: &mut RoleRuntime, role: &Role, has_notes: bool) -> 
 impl Daemon {
     /// Turns due scheduled slots into queued runs (or logged skips), recording them first.
     pub(super) fn schedule_due(&mut self, wall: DateTime<Utc>) {
-        let roles: Vec<Role> = self
-            .roles()
+        let set = self.run_env.roles.clone();
+        let roles: Vec<&Role> = set
             .runnable()
             .filter(|r| self.role_may_run_here(r) && !r.schedule.is_empty())
-            .cloned()
             .collect();
         let plan = slots::plan(
             roles.iter().map(|role| {

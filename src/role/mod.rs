@@ -272,19 +272,20 @@ impl RoleSet {
                 return set;
             }
         };
-        let mut files: Vec<(String, PathBuf, Result<String, String>)> = Vec::new();
-        for entry in &listing.entries {
-            let file_name = entry.path.file_name();
-            if !file_name.ends_with(".md") || file_name.starts_with('.') || entry.is_dir {
-                continue;
-            }
-            let name = file_name.trim_end_matches(".md").to_string();
-            let rel = PathBuf::from(entry.path.as_str());
-            let text = vault
-                .read_text(&entry.path, MAX_ROLE_BYTES)
-                .map_err(|e| e.to_string());
-            files.push((name, rel, text));
-        }
+        let role_files: Vec<&VaultPath> = listing
+            .entries
+            .iter()
+            .filter(|e| {
+                let file_name = e.path.file_name();
+                file_name.ends_with(".md") && !file_name.starts_with('.') && !e.is_dir
+            })
+            .map(|e| &e.path)
+            .collect();
+        let mut files = crate::blocking::par_map(role_files, |path| {
+            let name = path.file_name().trim_end_matches(".md").to_string();
+            let text = vault.read_text(path, MAX_ROLE_BYTES).map_err(|e| e.to_string());
+            (name, PathBuf::from(path.as_str()), text)
+        });
         let mut set_odd = Vec::new();
         for odd in &listing.odd {
             if odd.name.ends_with(".md") {
@@ -306,8 +307,8 @@ impl RoleSet {
         files: impl IntoIterator<Item = (String, PathBuf, Result<String, String>)>,
         ctx: &LoadContext,
     ) -> Self {
-        let mut defs: BTreeMap<String, RoleDef> = BTreeMap::new();
-        for (name, path, text) in files {
+        // Each file parses on its own: a thousand roles use every core.
+        let parsed = crate::blocking::par_map(files.into_iter().collect(), |(name, path, text)| {
             let def = match text {
                 Ok(text) => parse_def(&name, &path, &text, &ctx.env),
                 Err(e) => RoleDef {
@@ -321,8 +322,9 @@ impl RoleSet {
                     ..RoleDef::default()
                 },
             };
-            defs.insert(name, def);
-        }
+            (name, def)
+        });
+        let mut defs: BTreeMap<String, RoleDef> = parsed.into_iter().collect();
         if let Some(servers) = &ctx.mcp_servers {
             for def in defs.values_mut() {
                 check_mcp_servers(def, servers);

@@ -264,7 +264,10 @@ fn many_lookups_answer_as_one_lookup_does() {
         assert_eq!(many.as_ref().ok(), one.as_ref().ok(), "{path}");
         assert_eq!(many.is_err(), one.is_err(), "{path}");
     }
-    assert_eq!(canon.canonical(&p("project/state.md")).unwrap().as_str(), ".tabd/state.json");
+    assert_eq!(
+        canon.canonical(&p("project/state.md")).unwrap().as_str(),
+        ".tabd/state.json"
+    );
     assert!(canon.canonical(&p("project/dangling.md")).is_err());
     assert!(canon.found_missing(&p("project/missing.md")));
     assert!(!canon.found_missing(&p("project/a.md")));
