@@ -54,7 +54,7 @@ impl Daemon {
                     continue;
                 }
             };
-            let (ready, recheck_at, view) = self.judge(&role, &listing.notes, now);
+            let (ready, recheck_at, view) = self.judge(role, &listing.notes, now);
             if let Some(r) = self.rt.get_mut(&name) {
                 r.dirty = false;
                 r.inbox_ready = ready;

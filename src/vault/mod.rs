@@ -580,11 +580,14 @@ pub fn read_regular_path(path: &Path, cap: u64) -> std::io::Result<String> {
     Ok(text)
 }
 
+/// A folder's real path, and the real folder held open (absent when it is missing).
+type ResolvedFolder = (VaultPath, Option<std::rc::Rc<Dir>>);
+
 /// Resolves many paths, each folder once (see `Vault::canonicals`).
 pub struct Canonicals<'a> {
     vault: &'a Vault,
     /// Each folder's real path, and the real folder held open.
-    folders: std::cell::RefCell<std::collections::HashMap<VaultPath, (VaultPath, Option<std::rc::Rc<Dir>>)>>,
+    folders: std::cell::RefCell<std::collections::HashMap<VaultPath, ResolvedFolder>>,
     /// Paths the lookups found missing, so callers need not ask again.
     missing: std::cell::RefCell<std::collections::HashSet<VaultPath>>,
 }
