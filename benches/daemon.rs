@@ -454,7 +454,7 @@ fn idle(out: &mut Value) {
     let rss = proc_status(pid, "VmRSS:");
     stop(child);
     let cpu_per_min = (cpu1 - cpu0) * 60.0 / secs as f64;
-    let wakes = (wake1 - wake0) as f64 / secs as f64;
+    let wakes = wake1.saturating_sub(wake0) as f64 / secs as f64;
     println!(
         "idle    50 roles, {secs} s: RSS {:.1} MiB · CPU {:.4} s per minute · {:.2} wake-ups/s",
         rss as f64 / 1024.0,
