@@ -307,18 +307,21 @@ impl Daemon {
             } else {
                 "role file has errors; the role stays off until it is fixed"
             };
+            // A person knows the role by its title, not its file name.
+            let who = roles.titles.get(name).unwrap_or(name);
             let _ = self
                 .run_env
                 .log
-                .write_line(now, name, &format!("{what} — {first}{more}"));
+                .write_line(now, who, &format!("{what} — {first}{more}"));
             tracing::warn!("{name}: {what}: {first}{more}");
         }
         for name in before.keys() {
-            if !roles.broken.contains_key(name) && roles.roles.contains_key(name) {
-                let _ = self
-                    .run_env
-                    .log
-                    .write_line(now, name, "role file fixed; running the new version");
+            if let (false, Some(role)) = (roles.broken.contains_key(name), roles.roles.get(name)) {
+                let _ = self.run_env.log.write_line(
+                    now,
+                    &role.display_name,
+                    "role file fixed; running the new version",
+                );
             }
         }
     }
