@@ -7,6 +7,7 @@ use tabd::cli::Cli;
 use tabd::environment::{Env, Redactor};
 
 fn main() -> ExitCode {
+    quiet_when_the_reader_leaves();
     let cli = Cli::parse();
     let env = Env::from_process();
     init_logging(&env, &cli);
@@ -22,6 +23,25 @@ fn main() -> ExitCode {
             ExitCode::from(e.code)
         }
     }
+}
+
+/// `tabd logs | head` closes the pipe early: end quietly, as any Unix tool does (exit 141, as if
+/// by SIGPIPE), instead of a panic report. Only `print!`'s own failure on a closed stdout is
+/// treated so; every other panic keeps the default report.
+fn quiet_when_the_reader_leaves() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }
 
 /// `tracing` to stderr, filtered by `TABD_LOG` or `RUST_LOG` (default `info`, with rmcp's

@@ -200,3 +200,27 @@ fn version_completions_and_logs() {
     let out = v.tabd(&["-q", "-v", "validate"]);
     assert_eq!(out.status.code(), Some(2), "-q and -v together is a usage error");
 }
+
+/// `tabd completions bash | head -1` or `tabd schedule | head`: the reader leaves early and tabd
+/// ends quietly (exit 141, as by SIGPIPE), never with a panic report.
+#[test]
+fn a_reader_that_leaves_early_gets_no_panic() {
+    let v = TestVault::new();
+    for args in [&["completions", "bash"][..], &["schedule"][..]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader); // closed before tabd writes a byte: the write must fail
+        let out = v
+            .command(args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            matches!(out.status.code(), Some(0) | Some(141)),
+            "{args:?}: {:?} {err}",
+            out.status
+        );
+    }
+}

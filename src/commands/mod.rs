@@ -147,8 +147,16 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
         Command::Logs { role, follow } => logs::run(&Workspace::open(&cli, env)?, role.as_deref(), *follow),
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            clap_complete::generate(*shell, &mut Cli::command(), "tabd", &mut std::io::stdout());
-            Ok(0)
+            // Into a buffer first: clap_complete panics on a write error (`| head` closing early).
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "tabd", &mut script);
+            use std::io::Write;
+            match std::io::stdout().write_all(&script) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Err(CliError::failed(format!("cannot write the completions: {e}")))
+                }
+                _ => Ok(0),
+            }
         }
         Command::Approvals { json } => approvals::list(&Workspace::open(&cli, env)?, *json),
         Command::Approve { id } => approvals::decide(&Workspace::open(&cli, env)?, id, true),
