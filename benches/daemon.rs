@@ -18,6 +18,12 @@ use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tabd");
 
+/// The binary measured: this build, or `TABD_BENCH_BIN=path` to measure another build of tabd
+/// (an older commit, other profile settings) the same way.
+fn bin() -> String {
+    std::env::var("TABD_BENCH_BIN").unwrap_or_else(|_| BIN.to_string())
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -63,7 +69,7 @@ impl Bench {
         .unwrap();
     }
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = Command::new(bin());
         c.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", self.dir.path())
@@ -366,9 +372,8 @@ fn rss(out: &mut Value) {
 
 /// Benchmark 7, context cost against history: `tabd prompt delivery` on the stock vault with 0,
 /// 20,000 and 50,000 notes in the inboxes' processed/ folders (median of 7 each).
-/// `TABD_BENCH_BIN=path` measures another build of tabd the same way.
 fn history(out: &mut Value) {
-    let bin = std::env::var("TABD_BENCH_BIN").unwrap_or_else(|_| BIN.to_string());
+    let bin = bin();
     let b = Bench::new();
     let fake = FakeModel::start();
     b.set_config(&fake, "");
@@ -452,16 +457,22 @@ fn idle(out: &mut Value) {
     std::thread::sleep(Duration::from_secs(secs));
     let (cpu1, wake1) = (cpu_seconds(pid), wakeups(pid));
     let rss = proc_status(pid, "VmRSS:");
+    // RSS = the daemon's own memory (anonymous) + pages of the binary it touched (file-backed,
+    // shared with the page cache and dropped first under pressure).
+    let (anon, file) = (proc_status(pid, "RssAnon:"), proc_status(pid, "RssFile:"));
     stop(child);
     let cpu_per_min = (cpu1 - cpu0) * 60.0 / secs as f64;
     let wakes = wake1.saturating_sub(wake0) as f64 / secs as f64;
+    let mib = |kib: u64| kib as f64 / 1024.0;
     println!(
-        "idle    50 roles, {secs} s: RSS {:.1} MiB · CPU {:.4} s per minute · {:.2} wake-ups/s",
-        rss as f64 / 1024.0,
+        "idle    50 roles, {secs} s: RSS {:.1} MiB ({:.1} own + {:.1} binary pages) · CPU {:.4} s per minute · {:.2} wake-ups/s",
+        mib(rss),
+        mib(anon),
+        mib(file),
         cpu_per_min,
         wakes
     );
-    out["idle"] = json!({ "roles": 50, "seconds": secs, "rss_mib": rss as f64 / 1024.0, "cpu_s_per_min": cpu_per_min, "wakeups_per_s": wakes });
+    out["idle"] = json!({ "roles": 50, "seconds": secs, "rss_mib": mib(rss), "rss_anon_mib": mib(anon), "rss_file_mib": mib(file), "cpu_s_per_min": cpu_per_min, "wakeups_per_s": wakes });
 }
 
 /// 4. Start-up with 1,000 role files: exec → READY=1, and `tabd validate`.
@@ -640,7 +651,7 @@ fn prompt_size(out: &mut Value) {
     let b = Bench::new();
     let fake = FakeModel::start();
     b.set_config(&fake, "");
-    let s = Command::new(BIN)
+    let s = Command::new(bin())
         .arg("init")
         .arg(b.vault())
         .stdout(Stdio::null())

@@ -19,6 +19,15 @@ pub const VAULT_TOOLS: &[&str] = &[
     "remember",
 ];
 
+/// The tool that hands a task to another role and returns its answer (DESIGN §18). Not a vault
+/// tool: a run of another role does the work. Offered to roles with `can_delegate_to`.
+pub const DELEGATE: &str = "delegate";
+
+/// A tool tabd itself provides (`deny_tools` and `approve` may name it).
+pub fn is_tabd_tool(name: &str) -> bool {
+    VAULT_TOOLS.contains(&name) || name == DELEGATE
+}
+
 /// A tool as the model is offered it: its name, what it does, and the JSON Schema of its input.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolSpec {

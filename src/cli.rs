@@ -79,6 +79,9 @@ pub enum Command {
     Prompt {
         /// The role's name, e.g. delivery.
         role: String,
+        /// Show what the role would be sent as a delegated child run with this task.
+        #[arg(long, value_name = "TEXT")]
+        task: Option<String>,
     },
     /// List the calls waiting for your approval (notes in agent/approvals/).
     Approvals {

@@ -197,6 +197,105 @@ pub fn dollars(d: f64) -> String {
     }
 }
 
+/// What one run, and every run it delegated to, has spent — with the run's ceilings
+/// (`max_tokens_per_run`, `max_cost_usd`) and those of the runs above it (DESIGN §18). Shared:
+/// children running in parallel charge it the moment a response arrives, so a parent's ceiling
+/// holds across all of them.
+#[derive(Debug, Clone)]
+pub struct Account(std::sync::Arc<AccountInner>);
+
+#[derive(Debug)]
+struct AccountInner {
+    max_tokens: u64,
+    max_usd: Option<f64>,
+    spent: std::sync::Mutex<(u64, f64)>,
+    parent: Option<Account>,
+}
+
+impl Account {
+    /// A run's account, under its own ceilings only.
+    pub fn new(max_tokens: u64, max_usd: Option<f64>) -> Self {
+        Self(std::sync::Arc::new(AccountInner {
+            max_tokens,
+            max_usd,
+            spent: std::sync::Mutex::new((0, 0.0)),
+            parent: None,
+        }))
+    }
+
+    /// The account of a run delegated from this one: its own ceilings, and every charge counts
+    /// here (and above) too.
+    pub fn child(&self, max_tokens: u64, max_usd: Option<f64>) -> Self {
+        Self(std::sync::Arc::new(AccountInner {
+            max_tokens,
+            max_usd,
+            spent: std::sync::Mutex::new((0, 0.0)),
+            parent: Some(self.clone()),
+        }))
+    }
+
+    fn chain(&self) -> impl Iterator<Item = &AccountInner> {
+        std::iter::successors(Some(&*self.0), |a| a.parent.as_ref().map(|p| &*p.0))
+    }
+
+    fn spent_of(a: &AccountInner) -> (u64, f64) {
+        *a.spent.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts `tokens` and `usd` here and in every account above.
+    pub fn charge(&self, tokens: u64, usd: f64) {
+        for a in self.chain() {
+            let mut s = a.spent.lock().unwrap_or_else(|p| p.into_inner());
+            s.0 += tokens;
+            s.1 += usd;
+        }
+    }
+
+    /// Tokens and dollars spent by this run and its children.
+    pub fn spent(&self) -> (u64, f64) {
+        Self::spent_of(&self.0)
+    }
+
+    /// Dollars that may still be spent under every dollar ceiling up the chain (`None`: no
+    /// ceiling applies).
+    pub fn usd_left(&self) -> Option<f64> {
+        self.chain()
+            .filter_map(|a| a.max_usd.map(|m| m - Self::spent_of(a).1))
+            .reduce(f64::min)
+    }
+
+    /// Tokens that may still be spent under every token ceiling up the chain.
+    pub fn tokens_left(&self) -> u64 {
+        self.chain()
+            .map(|a| a.max_tokens.saturating_sub(Self::spent_of(a).0))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// The ceiling reached, if one is, in words: the run's own, or one of a run above it.
+    pub fn exhausted(&self) -> Option<String> {
+        for (level, a) in self.chain().enumerate() {
+            let (tokens, usd) = Self::spent_of(a);
+            let whose = if level == 0 {
+                ""
+            } else {
+                " of the run that delegated this task"
+            };
+            if tokens >= a.max_tokens {
+                return Some(format!("max_tokens_per_run ({}){whose}", a.max_tokens));
+            }
+            if let Some(max) = a.max_usd.filter(|m| usd >= *m) {
+                return Some(format!(
+                    "max_cost_usd ({}; spent {}){whose}",
+                    dollars(max),
+                    dollars(usd)
+                ));
+            }
+        }
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

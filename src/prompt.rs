@@ -398,7 +398,11 @@ fn this_run(
             truncated.join(", ")
         );
     }
-    out.push_str(&notes_text(input.notes, input.config.context.max_file_bytes, tz));
+    match &input.trigger.delegation {
+        Some(d) => out.push_str(&task_text(d, input.config.context.max_file_bytes)),
+        None => out.push_str(&notes_text(input.notes, input.config.context.max_file_bytes, tz)),
+    }
+    out.push_str(&answer_contract(input));
     out
 }
 
@@ -424,7 +428,54 @@ fn why_text(trigger: &Trigger, notes: usize, now: DateTime<Utc>, tz: Tz) -> Stri
         TriggerKind::Inbox => format!("{notes} new note(s) in your inbox"),
         TriggerKind::Manual => "a person started it by hand (`tabd fire`)".into(),
         TriggerKind::Watch => format!("a watched file changed: {}", trigger.watched.join(", ")),
+        TriggerKind::Delegate => match &trigger.delegation {
+            Some(d) => format!(
+                "{} handed you a task and waits for your answer (delegation depth {}); your final message is the answer they get",
+                d.parent_role, d.depth
+            ),
+            None => "another role handed you a task".into(),
+        },
     }
+}
+
+/// A delegated run's task, in place of trigger notes.
+fn task_text(d: &crate::trigger::Delegation, max_file_bytes: usize) -> String {
+    let shown = cut(&d.task, max_file_bytes);
+    let mut out = format!(
+        "\n\n## Your task (from {})\nYou do not see their conversation: what you need is in this task or in the vault. \
+         No inbox notes come with this run.\n\n{shown}",
+        d.parent_role
+    );
+    if shown.len() < d.task.len() {
+        let _ = write!(
+            out,
+            "\n[… task truncated at {} bytes]",
+            thousands(shown.len() as u64)
+        );
+    }
+    out
+}
+
+/// What the final answer must be, when the role has an output schema (DESIGN §18).
+fn answer_contract(input: &PromptInput<'_>) -> String {
+    let Some(path) = input
+        .role
+        .settings
+        .output
+        .as_ref()
+        .and_then(|o| o.schema.as_deref())
+    else {
+        return String::new();
+    };
+    let schema = VaultPath::parse(path, false)
+        .ok()
+        .and_then(|p| input.vault.read_text(&p, 1024 * 1024).ok())
+        .unwrap_or_default();
+    format!(
+        "\n\n## Your answer\nEnd with one message that is a single JSON object and nothing else (no prose around it); \
+         tabd checks it against this JSON Schema ({path}) and asks you once to repair it if it does not fit:\n```json\n{}\n```",
+        schema.trim()
+    )
 }
 
 fn notes_text(notes: &[Note], max_file_bytes: usize, tz: Tz) -> String {

@@ -68,6 +68,9 @@ pub struct RunRecord {
     pub usage: UsageRecord,
     pub tool_calls: Vec<ToolCallRecord>,
     pub moved: Vec<Moved>,
+    /// Runs this run delegated to, by id (DESIGN §18).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -78,6 +81,26 @@ pub struct TriggerRecord {
     pub scheduled_for: Option<DateTime<Utc>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,
+    /// A delegated run: the run that asked (DESIGN §18).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+}
+
+impl TriggerRecord {
+    /// The record of `trigger`, with the notes it handled.
+    pub fn of(trigger: &crate::trigger::Trigger, notes: Vec<String>) -> Self {
+        let delegation = trigger.delegation.as_ref();
+        Self {
+            kind: trigger.kind,
+            notes,
+            scheduled_for: trigger.scheduled_for,
+            cron: trigger.cron.clone(),
+            parent_run_id: delegation.map(|d| d.parent_run_id.clone()),
+            task: delegation.map(|d| d.task.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -99,6 +122,10 @@ pub struct HumanRun {
     pub retry_notes: Vec<(String, u32)>,
     /// Extra lines for the section's list (e.g. an MCP server that was down).
     pub notes: Vec<String>,
+    /// The runs this run delegated to: each one's `### Delegated` subsection.
+    pub children: Vec<String>,
+    /// What those runs spent together: tokens and dollars.
+    pub children_spent: (u64, f64),
 }
 
 pub struct RunLog {
@@ -329,6 +356,18 @@ impl RunLog {
             rec.trigger.kind
         );
         s.push_str(&format!("- **Outcome:** {}\n", outcome_line(rec)));
+        if !human.children.is_empty() {
+            let (tokens, usd) = human.children_spent;
+            s.push_str(&format!(
+                "- **With delegated runs:** {} run{} · {} tokens · {} — in all {} tokens · {}\n",
+                human.children.len(),
+                if human.children.len() == 1 { "" } else { "s" },
+                thousands(tokens),
+                crate::cost::dollars(usd),
+                thousands(tokens + rec.usage.tokens.total()),
+                crate::cost::dollars(usd + rec.usage.cost_usd)
+            ));
+        }
         s.push_str(&format!("- **Trigger:** {}\n", self.trigger_line(rec)));
         if rec.trigger.kind == TriggerKind::Schedule && !rec.trigger.notes.is_empty() {
             s.push_str(&format!("- **Notes:** {}\n", note_links(rec).join(", ")));
@@ -343,10 +382,41 @@ impl RunLog {
                 s.push_str(&action_line(i + 1, call));
             }
         }
+        for child in &human.children {
+            s.push('\n');
+            s.push_str(child);
+        }
         if !human.summary.trim().is_empty() {
             s.push_str(&format!("\n### Summary\n{}\n", tame(&human.summary)));
         }
         s.push('\n');
+        s
+    }
+
+    /// A delegated run, as a `### Delegated · Role` subsection of its parent's section (DESIGN
+    /// §18): the task, how it ended, what it changed, its answer, and how to find its record.
+    pub fn render_delegated(&self, rec: &RunRecord, human: &HumanRun) -> String {
+        let mut s = format!("### Delegated · {}\n", human.display_name);
+        if let Some(task) = &rec.trigger.task {
+            s.push_str(&format!("- **Task:** {}\n", one_line(task, 300)));
+        }
+        s.push_str(&format!("- **Outcome:** {}\n", outcome_line(rec)));
+        s.push_str(&format!(
+            "- **Run:** `{}` · {}\n",
+            rec.run_id,
+            wikilink(&format!("roles/{}.md", rec.role))
+        ));
+        s.push_str(&facts(human));
+        if !rec.tool_calls.is_empty() {
+            let names: Vec<String> = rec.tool_calls.iter().map(|c| format!("`{}`", c.name)).collect();
+            s.push_str(&format!("- **Actions:** {}\n", names.join(", ")));
+        }
+        if !human.summary.trim().is_empty() {
+            s.push_str("- **Answer:**\n");
+            for line in tame(&human.summary).lines() {
+                s.push_str(&format!("  > {line}\n"));
+            }
+        }
         s
     }
 
@@ -499,6 +569,8 @@ mod tests {
                 notes: vec![],
                 scheduled_for: Some(start),
                 cron: Some("0 9,17 * * 1-5".into()),
+                parent_run_id: None,
+                task: None,
             },
             started_at: start,
             ended_at: start + chrono::Duration::milliseconds(14_200),
@@ -535,6 +607,7 @@ mod tests {
                 },
             ],
             moved: vec![],
+            children: vec![],
         }
     }
 
@@ -581,6 +654,8 @@ mod tests {
             notes: vec!["agent/inbox/delivery/a.md".into()],
             scheduled_for: None,
             cron: None,
+            parent_run_id: None,
+            task: None,
         };
         rec.moved = vec![Moved {
             from: "agent/inbox/delivery/a.md".into(),

@@ -10,6 +10,8 @@ pub enum TriggerKind {
     Inbox,
     Manual,
     Watch,
+    /// Another role's run handed this run a task and waits for its answer (DESIGN §18).
+    Delegate,
 }
 
 impl TriggerKind {
@@ -19,6 +21,7 @@ impl TriggerKind {
             Self::Inbox => "inbox",
             Self::Manual => "manual",
             Self::Watch => "watch",
+            Self::Delegate => "delegate",
         }
     }
 }
@@ -42,6 +45,19 @@ pub struct Trigger {
     /// A scheduled run with no notes whose context is unchanged is skipped at zero tokens
     /// (`skip_unchanged`, DESIGN §3).
     pub skip_if_unchanged: bool,
+    /// For a delegated run: who asked, and what.
+    pub delegation: Option<Delegation>,
+}
+
+/// The task a parent run handed to a child run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delegation {
+    pub parent_run_id: String,
+    /// The parent role's display name (the child's prompt says who asks).
+    pub parent_role: String,
+    pub task: String,
+    /// 1 for a child of a run that was not delegated itself.
+    pub depth: u32,
 }
 
 impl Trigger {
@@ -53,7 +69,21 @@ impl Trigger {
             missed: 0,
             watched: Vec::new(),
             skip_if_unchanged: false,
+            delegation: None,
         }
+    }
+
+    pub fn delegate(delegation: Delegation) -> Self {
+        Self {
+            kind: TriggerKind::Delegate,
+            delegation: Some(delegation),
+            ..Self::manual()
+        }
+    }
+
+    /// How deep in a delegation this run is (0: not delegated).
+    pub fn depth(&self) -> u32 {
+        self.delegation.as_ref().map_or(0, |d| d.depth)
     }
 
     pub fn inbox() -> Self {

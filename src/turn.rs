@@ -5,21 +5,24 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::calls::{Change, ToolCallRecord};
-use crate::cost::Usage;
+use crate::cost::{Account, Usage};
 use crate::cost::{CacheTtl, Price};
 use crate::harness::ToolExecutor;
 use crate::provider::{self, Block, Message, Provider, ProviderError, Request, RetryPolicy, StopReason};
 use crate::tools::FatalToolError;
 
-/// Limits that end a run (DESIGN §6, §17).
+/// Limits that end a run (DESIGN §6, §17, §18).
 #[derive(Debug, Clone)]
 pub struct TurnLimits {
-    pub max_tokens_per_run: u64,
-    pub max_cost_usd: Option<f64>,
+    /// What the run may spend (`max_tokens_per_run`, `max_cost_usd`), shared with the runs it
+    /// delegates to and counted in the runs that delegated to it.
+    pub account: Account,
     /// The model's price, for `max_cost_usd` (none: the cost limit cannot apply).
     pub price: Option<Price>,
     pub cache_ttl: CacheTtl,
     pub deadline: Instant,
+    /// The final answer's contract (`output.schema`): checked when the model ends its turn.
+    pub output: Option<std::sync::Arc<jsonschema::Validator>>,
 }
 
 impl TurnLimits {
@@ -67,6 +70,8 @@ pub enum TurnEnd {
     Failed(ProviderError),
     /// The conversation outgrew the model's context window.
     ContextExceeded,
+    /// The final answer did not satisfy the role's output schema, even after one repair turn.
+    OutputInvalid(String),
     /// A tool call hit a failure of the vault itself (disk full, read-only).
     ToolFatal(String),
     /// tabd itself failed during the run (a panic, caught by the daemon). Never set by the loop.
@@ -93,6 +98,8 @@ pub struct TurnOutcome {
     pub requests: u32,
     /// The run's cost as an agent CLI reported it (DESIGN §16); `None`: computed from prices.
     pub cost_usd: Option<f64>,
+    /// The final answer as JSON, when the role has an output schema and it satisfied it.
+    pub output: Option<Value>,
 }
 
 impl TurnOutcome {
@@ -108,6 +115,7 @@ impl TurnOutcome {
             model: String::new(),
             requests: 0,
             cost_usd: None,
+            output: None,
         }
     }
 }
@@ -159,6 +167,7 @@ pub async fn run_turn(
             model: req.model.clone(),
             requests: 0,
             cost_usd: None,
+            output: None,
         },
         thinking_blocks: Vec::new(),
         texts: Vec::new(),
@@ -170,6 +179,15 @@ pub async fn run_turn(
             l.out.end = TurnEnd::Limit(format!("{MAX_MODEL_CALLS} model calls"));
             break;
         }
+        if let Some(why) = l.spending_limit() {
+            // Spent before this run asked anything: a parent's children used it all up.
+            l.out.end = if l.out.requests == 0 {
+                TurnEnd::CapTooLow(why)
+            } else {
+                TurnEnd::Limit(why)
+            };
+            break;
+        }
         if let Err(why) = l.fit_under_cap(&mut req, MIN_OUTPUT) {
             l.out.end = if l.out.requests == 0 {
                 TurnEnd::CapTooLow(why)
@@ -178,7 +196,10 @@ pub async fn run_turn(
             };
             break;
         }
-        let Some(uses) = l.ask(&mut req).await else { break };
+        let Some(uses) = l.ask(&mut req).await else {
+            l.check_output(&mut req).await;
+            break;
+        };
         if uses.is_empty() {
             continue; // a paused turn, sent back to continue
         }
@@ -210,7 +231,7 @@ impl Loop<'_> {
                 return None;
             }
         };
-        self.out.usage.add(resp.usage);
+        self.charge(resp.usage);
         if !resp.model.is_empty() {
             self.out.model = resp.model.clone();
         }
@@ -293,34 +314,31 @@ impl Loop<'_> {
         (results, limit)
     }
 
-    /// The token or dollar limit the run has reached, if any.
-    fn spending_limit(&self) -> Option<String> {
-        if self.out.usage.total() >= self.limits.max_tokens_per_run {
-            return Some(format!("max_tokens_per_run ({})", self.limits.max_tokens_per_run));
-        }
-        match (self.limits.max_cost_usd, self.limits.cost(&self.out.usage)) {
-            (Some(max), Some(spent)) if spent >= max => Some(format!(
-                "max_cost_usd ({}; spent {})",
-                crate::cost::dollars(max),
-                crate::cost::dollars(spent)
-            )),
-            _ => None,
-        }
+    /// Counts a response's usage in the run and in its account (and the accounts above it).
+    fn charge(&mut self, usage: Usage) {
+        self.out.usage.add(usage);
+        self.limits
+            .account
+            .charge(usage.total(), self.limits.cost(&usage).unwrap_or(0.0));
     }
 
-    /// Makes `req` unable to cross `max_cost_usd`: its output is shortened so that what it can
-    /// cost at most, on top of what the run spent, fits. `Err` (why) when not even `min_output`
-    /// tokens would fit: the request must not be sent.
+    /// The token or dollar limit the run (or a run that delegated to it) has reached, if any.
+    fn spending_limit(&self) -> Option<String> {
+        self.limits.account.exhausted()
+    }
+
+    /// Makes `req` unable to cross `max_cost_usd` (the run's, or that of a run above it): its
+    /// output is shortened so that what it can cost at most fits in what is left. `Err` (why)
+    /// when not even `min_output` tokens would fit: the request must not be sent.
     fn fit_under_cap(&self, req: &mut Request, min_output: u32) -> Result<(), String> {
-        let (Some(max), Some(price)) = (self.limits.max_cost_usd, self.limits.price) else {
+        let (Some(left), Some(price)) = (self.limits.account.usd_left(), self.limits.price) else {
             return Ok(());
         };
-        let spent = self.limits.cost(&self.out.usage).unwrap_or(0.0);
         let input_only = Request {
             max_tokens: 0,
             ..req.clone()
         };
-        let room = max - spent - worst_case_cost(&input_only, &price, self.limits.cache_ttl);
+        let room = left - worst_case_cost(&input_only, &price, self.limits.cache_ttl);
         let fits = if price.output > 0.0 {
             (room.max(0.0) * 1_000_000.0 / price.output).floor()
         } else {
@@ -328,13 +346,59 @@ impl Loop<'_> {
         };
         if fits < f64::from(min_output) {
             return Err(format!(
-                "max_cost_usd ({}; spent {}, and the next request could cost more than is left)",
-                crate::cost::dollars(max),
-                crate::cost::dollars(spent)
+                "max_cost_usd ({} left, and the next request could cost more)",
+                crate::cost::dollars(left.max(0.0))
             ));
         }
         req.max_tokens = req.max_tokens.min(fits as u32);
         Ok(())
+    }
+
+    /// The model ended its turn: with an output schema, its last words must be a JSON object
+    /// that fits. One repair turn (tools forbidden) with the errors; still wrong, the run fails.
+    async fn check_output(&mut self, req: &mut Request) {
+        let Some(schema) = self.limits.output.clone() else {
+            return;
+        };
+        if self.out.end != TurnEnd::Done {
+            return;
+        }
+        let errors = match answer_json(&self.out.summary, &schema) {
+            Ok(v) => {
+                self.out.output = Some(v);
+                return;
+            }
+            Err(errors) => errors,
+        };
+        req.messages.push(Message::user(vec![Block::Text {
+            text: format!(
+                "Your final answer must be one JSON object that satisfies the output schema, and it does not: \
+                 {errors}. Reply now with the corrected JSON object only, no other text."
+            ),
+            cache: false,
+        }]));
+        req.tool_choice_none = true;
+        if let Err(why) = self.fit_under_cap(req, MIN_OUTPUT) {
+            self.out.end = TurnEnd::OutputInvalid(format!("{errors} (no repair turn: {why})"));
+            return;
+        }
+        self.out.requests += 1;
+        match provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
+            Ok(resp) => {
+                self.charge(resp.usage);
+                let text = resp.text();
+                match answer_json(text.trim(), &schema) {
+                    Ok(v) => {
+                        self.out.summary = text.trim().to_string();
+                        self.out.output = Some(v);
+                    }
+                    Err(still) => {
+                        self.out.end = TurnEnd::OutputInvalid(format!("{still} (after one repair turn)"))
+                    }
+                }
+            }
+            Err(e) => self.out.end = TurnEnd::Failed(e),
+        }
     }
 
     /// A limit was reached: one last call, tools forbidden, for a summary — only if it fits
@@ -356,7 +420,7 @@ impl Loop<'_> {
         }
         self.out.requests += 1;
         if let Ok(resp) = provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
-            self.out.usage.add(resp.usage);
+            self.charge(resp.usage);
             let text = resp.text();
             if !text.trim().is_empty() {
                 self.out.summary = text.trim().to_string();
@@ -374,6 +438,36 @@ impl Loop<'_> {
         }
         self.out.thinking = thinking.join("\n\n");
         self.out
+    }
+}
+
+/// The JSON object in a final answer (bare, or in one ```json fence), checked against `schema`.
+pub fn answer_json(answer: &str, schema: &jsonschema::Validator) -> Result<Value, String> {
+    let text = answer.trim();
+    let inner = text
+        .strip_prefix("```json")
+        .or_else(|| text.strip_prefix("```"))
+        .and_then(|t| t.trim_end().strip_suffix("```"))
+        .unwrap_or(text)
+        .trim();
+    let value: Value =
+        serde_json::from_str(inner).map_err(|e| format!("the answer is not a JSON object ({e})"))?;
+    let errors: Vec<String> = schema
+        .iter_errors(&value)
+        .take(10)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(value)
+    } else {
+        Err(errors.join("; "))
     }
 }
 

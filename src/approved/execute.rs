@@ -74,6 +74,12 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
         max_tool_calls: 1,
         asks: None,
         progress: Default::default(),
+        delegator: None,
+    };
+    let delegator = approved_delegator(env, role, a);
+    let ticket = Ticket {
+        delegator: delegator.clone().map(|d| d as Arc<dyn crate::harness::Delegator>),
+        ..ticket
     };
     let harness = Harness::new(
         env.vault.clone(),
@@ -98,6 +104,10 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
     rewrite(env, &a.note, "executing", "");
     let called = harness.call(&a.exposed, &args, Door::Approved).await;
     mcp.close().await;
+    // The children of an approved `delegate` have no parent section to sit in: each gets its own.
+    for child in delegator.map(|d| d.take_children()).unwrap_or_default() {
+        let _ = env.log.append_daily(&child.daily_log, &child.delegated_section);
+    }
     let (phase, text) = match called {
         Ok(c) if c.result.ok => (Phase::Done, c.result.text),
         Ok(c) if c.result.unknown => (Phase::Unknown, c.result.text),
@@ -106,6 +116,25 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
     };
     record(env, id, a, phase, &text);
     out.ran.push(id.to_string());
+}
+
+/// What runs an approved `delegate`: its children may not delegate further (the asking run's
+/// depth is not known here, so the safe bound applies).
+fn approved_delegator(
+    env: &RunEnv,
+    role: &crate::role::Role,
+    a: &Approval,
+) -> Option<Arc<crate::run::RunDelegator>> {
+    crate::run::delegator_for(
+        env,
+        role,
+        &a.run_id,
+        &crate::trigger::Trigger::manual(),
+        crate::run::Lineage {
+            depth_left: Some(1),
+            ..Default::default()
+        },
+    )
 }
 
 /// At most once: the ledger says `executing` (fsynced) before anything is sent.

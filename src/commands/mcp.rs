@@ -274,6 +274,20 @@ fn session_harness(env: &crate::run::RunEnv, role: &crate::role::Role, mcp: Arc<
             tz: env.config.timezone,
         }),
         progress: Default::default(),
+        delegator: None,
+    };
+    // A session may delegate like a run (children are whole runs, recorded on their own).
+    let session_id = ticket.asks.as_ref().map(|a| a.run_id.clone()).unwrap_or_default();
+    let delegator = crate::run::delegator_for(
+        env,
+        role,
+        &session_id,
+        &crate::trigger::Trigger::manual(),
+        crate::run::Lineage::default(),
+    );
+    let ticket = Ticket {
+        delegator: delegator.map(|d| d as Arc<dyn crate::harness::Delegator>),
+        ..ticket
     };
     Harness::new(
         env.vault.clone(),

@@ -137,7 +137,7 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
             note,
             over_budget,
         } => fire::run(&Workspace::open(&cli, env)?, role, note.as_deref(), *over_budget),
-        Command::Prompt { role } => prompt::run(&Workspace::open(&cli, env)?, role),
+        Command::Prompt { role, task } => prompt::run(&Workspace::open(&cli, env)?, role, task.as_deref()),
         Command::Run { init } => {
             run::init_if_asked(&cli, &env, *init)?;
             let ws = Workspace::open(&cli, env)?;

@@ -1,4 +1,5 @@
-//! `tabd prompt ROLE`: exactly what a run would send, without calling a model.
+//! `tabd prompt ROLE [--task TEXT]`: exactly what a run (or a delegated child run) would send,
+//! without calling a model.
 
 use super::fire::runnable_role;
 use super::{CliError, Workspace};
@@ -6,15 +7,30 @@ use crate::mcp::tools::RunTools;
 use crate::state::StateStore;
 use crate::trigger::Trigger;
 
-pub fn run(ws: &Workspace, role_name: &str) -> Result<u8, CliError> {
+pub fn run(ws: &Workspace, role_name: &str, task: Option<&str>) -> Result<u8, CliError> {
     let role = runnable_role(ws, role_name)?;
-    let notes = crate::inbox::ready_notes(&ws.vault, &role.inbox, ws.config.inbox.max_batch)
-        .map_err(|e| CliError::failed(format!("cannot read the inbox: {e}")))?;
     let state = StateStore::new(ws.vault.clone()).load();
-    let trigger = if notes.is_empty() {
-        Trigger::manual()
-    } else {
-        Trigger::inbox()
+    let (trigger, notes) = match task {
+        // A child run takes no inbox notes: the task is its trigger.
+        Some(task) => (
+            Trigger::delegate(crate::trigger::Delegation {
+                parent_run_id: "tabd-prompt".into(),
+                parent_role: "A person (tabd prompt --task)".into(),
+                task: task.to_string(),
+                depth: 1,
+            }),
+            Vec::new(),
+        ),
+        None => {
+            let notes = crate::inbox::ready_notes(&ws.vault, &role.inbox, ws.config.inbox.max_batch)
+                .map_err(|e| CliError::failed(format!("cannot read the inbox: {e}")))?;
+            let trigger = if notes.is_empty() {
+                Trigger::manual()
+            } else {
+                Trigger::inbox()
+            };
+            (trigger, notes)
+        }
     };
     let src = crate::run::PromptSources {
         vault: &ws.vault,

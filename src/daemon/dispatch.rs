@@ -101,6 +101,8 @@ impl Daemon {
                 notes: vec![],
                 scheduled_for: None,
                 cron: None,
+                parent_run_id: None,
+                task: None,
             },
             started_at: now,
             ended_at: now,
@@ -110,6 +112,7 @@ impl Daemon {
             usage: Default::default(),
             tool_calls: vec![],
             moved: vec![],
+            children: vec![],
         };
         let _ = self.run_env.log.write_record(&rec);
     }

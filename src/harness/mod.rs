@@ -59,8 +59,17 @@ pub trait ToolExecutor: Send + Sync {
     ) -> BoxFuture<'a, Result<Called, FatalToolError>>;
 }
 
+/// Runs the tasks a `delegate` call hands to other roles (DESIGN §18). The run layer provides
+/// it (a child is a whole run); the harness only decides whether the call may happen.
+pub trait Delegator: Send + Sync {
+    /// Runs every task (in parallel up to the role's `max_parallel_delegates`) and returns one
+    /// result object per task, in order: `{role, run_id, outcome, answer, output?, cost_usd,
+    /// error?}`.
+    fn run(&self, tasks: Vec<tools::delegate::Task>) -> BoxFuture<'_, Vec<Value>>;
+}
+
 /// What one run (or one `tabd mcp serve` session) may do, fixed when it starts.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Ticket {
     /// Chain depth of the notes that started the run (0 for a scheduled run).
     pub hops: u32,
@@ -70,6 +79,20 @@ pub struct Ticket {
     pub asks: Option<AskContext>,
     /// Told of every call that runs.
     pub progress: crate::progress::Progress,
+    /// Runs `delegate` calls; `None`: this run may not delegate (none named, or the depth is
+    /// used up), and `delegate` is not offered.
+    pub delegator: Option<Arc<dyn Delegator>>,
+}
+
+impl std::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket")
+            .field("hops", &self.hops)
+            .field("max_chain_depth", &self.max_chain_depth)
+            .field("max_tool_calls", &self.max_tool_calls)
+            .field("may_delegate", &self.delegator.is_some())
+            .finish()
+    }
 }
 
 /// Everything the run's calls did, in order.
@@ -137,15 +160,27 @@ impl Harness {
         &self.mcp
     }
 
-    /// What the model is offered: the role's vault tools, then its MCP tools.
+    /// What the model is offered: the role's vault tools, `delegate` if this run may delegate,
+    /// then its MCP tools.
     pub fn specs(&self) -> Vec<ToolSpec> {
         let mut specs = tools::specs_for(&self.role);
+        if self.may_delegate() {
+            specs.push(tools::delegate::spec(&self.role));
+        }
         specs.extend(self.mcp.specs());
         specs
     }
 
+    /// Whether this run offers `delegate`.
+    fn may_delegate(&self) -> bool {
+        self.role.may_delegate() && self.ticket.delegator.is_some()
+    }
+
     /// The risk class of a tool the harness offers, by the name the model sees.
     pub fn risk_of(&self, name: &str) -> Option<Risk> {
+        if name == calls::DELEGATE {
+            return Some(Risk::Write);
+        }
         tools::vault_risk(name).or_else(|| self.mcp.get(name).map(|t| t.risk))
     }
 
@@ -175,6 +210,7 @@ impl Harness {
         }
         let schema = match call.mcp {
             Some(t) => t.spec.input_schema.clone(),
+            None if name == calls::DELEGATE => tools::delegate::spec(&self.role).input_schema,
             None => tools::specs_for(&self.role)
                 .into_iter()
                 .find(|s| s.name == name)
@@ -217,6 +253,7 @@ impl Harness {
                         });
                         let result = match call.mcp {
                             Some(t) => t.call(input).await,
+                            None if name == calls::DELEGATE => self.call_delegate(input).await,
                             None => self.call_vault(name, input)?,
                         };
                         (result, server, None)
@@ -240,6 +277,26 @@ impl Harness {
 
     /// The role's lists: a call to a tool the role does not have is refused with what it has.
     fn classify(&self, name: &str) -> Result<Classified<'_>, String> {
+        if name == calls::DELEGATE {
+            if !self.may_delegate() {
+                return Err(if self.role.may_delegate() {
+                    "refused: this run may not delegate: it is itself a delegated task at the depth \
+                     max_delegation_depth allows; do the work yourself"
+                        .to_string()
+                } else {
+                    format!(
+                        "refused: this role may not delegate (a person names roles with can_delegate_to in {}); its tools are: {}",
+                        self.role.path.display(),
+                        self.tool_names().join(", ")
+                    )
+                });
+            }
+            return Ok(Classified {
+                key: name.to_string(),
+                risk: Risk::Write,
+                mcp: None,
+            });
+        }
         if let Some(risk) = tools::vault_risk(name) {
             if !self.role.has_tool(name) {
                 return Err(format!(
@@ -299,6 +356,34 @@ impl Harness {
             limit: Some(format!("max_tool_calls ({max})")),
             record: None,
         })
+    }
+
+    /// Runs a `delegate` call: the tasks checked against `can_delegate_to`, then each a run of
+    /// its role. One call counts once against `max_tool_calls`, whatever the number of tasks.
+    async fn call_delegate(&self, input: &Value) -> ToolResult {
+        let tasks = match tools::delegate::tasks(&self.role, input) {
+            Ok(t) => t,
+            Err(why) => return ToolResult::error(why),
+        };
+        let Some(delegator) = &self.ticket.delegator else {
+            return ToolResult::error("refused: this run may not delegate".into());
+        };
+        let single = tasks.len() == 1 && input.get("tasks").is_none();
+        let results = delegator.run(tasks).await;
+        let all_failed = results
+            .iter()
+            .all(|r| r.get("error").is_some_and(|e| !e.is_null()));
+        let body = if single {
+            results.into_iter().next().unwrap_or(Value::Null)
+        } else {
+            serde_json::json!({ "results": results })
+        };
+        let text = serde_json::to_string_pretty(&body).unwrap_or_default();
+        if all_failed {
+            ToolResult::error(text)
+        } else {
+            ToolResult::ok(text, 0, Vec::new())
+        }
     }
 
     /// Runs one vault tool call (filesystem work, off the async runtime's hands).

@@ -142,6 +142,25 @@ impl Role {
         self.tools.iter().any(|t| t == name) && !self.settings.deny_tools.iter().any(|d| d == name)
     }
 
+    /// How deep delegation may go from a run of this role (default 1: children cannot delegate).
+    pub fn delegation_depth(&self) -> u32 {
+        if self.settings.can_delegate_to.is_empty() {
+            return 0;
+        }
+        self.settings.max_delegation_depth.unwrap_or(1)
+    }
+
+    /// Children one `delegate` call runs at once (default 3).
+    pub fn parallel_delegates(&self) -> usize {
+        self.settings.max_parallel_delegates.unwrap_or(3).max(1) as usize
+    }
+
+    /// Whether a run of this role is offered `delegate`: it names roles it may delegate to, and
+    /// does not deny the tool.
+    pub fn may_delegate(&self) -> bool {
+        !self.settings.can_delegate_to.is_empty() && !self.settings.deny_tools.iter().any(|d| d == "delegate")
+    }
+
     /// The MCP servers whose tools this role lists (each once, in order).
     pub fn mcp_servers(&self) -> Vec<&str> {
         let mut out: Vec<&str> = Vec::new();
@@ -297,7 +316,7 @@ impl RoleSet {
             }
         }
         files.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut set = Self::from_texts(files, ctx);
+        let mut set = Self::build(files, ctx, Some(vault));
         set.diagnostics.extend(set_odd);
         set
     }
@@ -306,6 +325,15 @@ impl RoleSet {
     pub fn from_texts(
         files: impl IntoIterator<Item = (String, PathBuf, Result<String, String>)>,
         ctx: &LoadContext,
+    ) -> Self {
+        Self::build(files, ctx, None)
+    }
+
+    /// `from_texts`, with the vault to check files the roles name (output schemas) when given.
+    fn build(
+        files: impl IntoIterator<Item = (String, PathBuf, Result<String, String>)>,
+        ctx: &LoadContext,
+        vault: Option<&Vault>,
     ) -> Self {
         // Each file parses on its own: a thousand roles use every core.
         let parsed = crate::blocking::par_map(files.into_iter().collect(), |(name, path, text)| {
@@ -341,7 +369,7 @@ impl RoleSet {
                 }
             }
         }
-        set.break_bad_targets(&defs);
+        set.break_bad_targets(vault, &defs);
         set.collect_diagnostics(&defs);
         set.titles = defs
             .iter()
@@ -350,29 +378,60 @@ impl RoleSet {
         set
     }
 
-    /// Cross-role checks, which need the whole set: every role a role names (`can_trigger`)
-    /// must exist and be able to run; a role naming one that cannot is broken.
-    fn break_bad_targets(&mut self, defs: &BTreeMap<String, RoleDef>) {
+    /// Cross-role checks, which need the whole set: every role a role names (`can_trigger`,
+    /// `can_delegate_to`) must exist and be able to run; delegation must not come back to a role
+    /// within the depth allowed; an output schema must be a JSON Schema file. A role failing one
+    /// is broken.
+    fn break_bad_targets(&mut self, vault: Option<&Vault>, defs: &BTreeMap<String, RoleDef>) {
         let names: Vec<String> = defs.keys().cloned().collect();
         let mut newly_broken = Vec::new();
         for (name, role) in &self.roles {
             let def = &defs[name];
-            for target in &role.settings.can_trigger {
-                let problem = match defs.get(target) {
-                    None => Some(format!(
-                        "`can_trigger` names `{target}`, but there is no roles/{target}.md{}",
-                        did_you_mean(target, names.iter().map(String::as_str))
-                            .map(|n| format!(" — did you mean `{n}`?"))
-                            .unwrap_or_default()
-                    )),
-                    Some(t) if t.name.starts_with('_') => Some(format!(
-                        "`can_trigger` names `{target}`, an abstract role that never runs"
-                    )),
-                    _ => None,
-                };
-                if let Some(msg) = problem {
-                    let line = def.key_lines.get("can_trigger").copied().unwrap_or(0);
-                    newly_broken.push((name.clone(), Diagnostic::error(&role.path, line, msg)));
+            let line_of = |key: &str| def.key_lines.get(key).copied().unwrap_or(0);
+            for (key, targets) in [
+                ("can_trigger", &role.settings.can_trigger),
+                ("can_delegate_to", &role.settings.can_delegate_to),
+            ] {
+                for target in targets {
+                    let problem = match defs.get(target) {
+                        None => Some(format!(
+                            "`{key}` names `{target}`, but there is no roles/{target}.md{}",
+                            did_you_mean(target, names.iter().map(String::as_str))
+                                .map(|n| format!(" — did you mean `{n}`?"))
+                                .unwrap_or_default()
+                        )),
+                        Some(t) if t.name.starts_with('_') => Some(format!(
+                            "`{key}` names `{target}`, an abstract role that never runs"
+                        )),
+                        _ => None,
+                    };
+                    if let Some(msg) = problem {
+                        newly_broken.push((name.clone(), Diagnostic::error(&role.path, line_of(key), msg)));
+                    }
+                }
+            }
+            if let Some(cycle) = self.delegation_cycle(role) {
+                newly_broken.push((
+                    name.clone(),
+                    Diagnostic::error(
+                        &role.path,
+                        line_of("can_delegate_to"),
+                        format!(
+                            "delegation comes back round within max_delegation_depth {}: {}; a role \
+                             cannot wait for an answer from itself — remove one of the links",
+                            role.delegation_depth(),
+                            cycle.join(" → ")
+                        ),
+                    ),
+                ));
+            }
+            let schema = role.settings.output.as_ref().and_then(|o| o.schema.as_ref());
+            if let (Some(vault), Some(schema)) = (vault, schema) {
+                if let Err(msg) = output_schema(vault, schema) {
+                    newly_broken.push((
+                        name.clone(),
+                        Diagnostic::error(&role.path, line_of("output"), msg),
+                    ));
                 }
             }
         }
@@ -380,6 +439,35 @@ impl RoleSet {
             self.roles.remove(&name);
             self.broken.entry(name).or_default().push(diag);
         }
+    }
+
+    /// A chain of delegations from `role` that reaches a role already in it, within the depth
+    /// a run of `role` allows.
+    fn delegation_cycle(&self, role: &Role) -> Option<Vec<String>> {
+        fn walk(set: &RoleSet, path: &mut Vec<String>, left: u32) -> Option<Vec<String>> {
+            if left == 0 {
+                return None;
+            }
+            let current = set.roles.get(path.last()?)?;
+            for target in &current.settings.can_delegate_to {
+                if path.contains(target) {
+                    let mut cycle = path.clone();
+                    cycle.push(target.clone());
+                    return Some(cycle);
+                }
+                let Some(child) = set.roles.get(target) else {
+                    continue;
+                };
+                path.push(target.clone());
+                let found = walk(set, path, (left - 1).min(child.delegation_depth()));
+                path.pop();
+                if found.is_some() {
+                    return found;
+                }
+            }
+            None
+        }
+        walk(self, &mut vec![role.name.clone()], role.delegation_depth())
     }
 
     /// Every file's diagnostics and every broken role's, once each, by file and line.
@@ -665,6 +753,15 @@ fn add_tools(def: &mut RoleDef, section: &sections::Section, path: &Path) {
             }
             continue;
         }
+        if tool == crate::calls::DELEGATE {
+            def.diagnostics.push(Diagnostic::error(
+                path,
+                item.line,
+                "`delegate` is not listed under ## Tools: name the roles this role may ask in its frontmatter, \
+                 `can_delegate_to: [risk]`, and it gets the tool",
+            ));
+            continue;
+        }
         if VAULT_TOOLS.contains(&tool) {
             if !tools.iter().any(|t| t == tool) {
                 tools.push(tool.to_string());
@@ -836,9 +933,13 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
         stale_after,
         skip_unchanged,
         runs_on,
-        move_folders
+        move_folders,
+        max_delegation_depth,
+        max_parallel_delegates,
+        output
     );
     union(&mut s.can_trigger, &c.can_trigger);
+    union(&mut s.can_delegate_to, &c.can_delegate_to);
     union(&mut s.write_paths, &c.write_paths);
     union(&mut s.watch, &c.watch);
     union(&mut s.deny_tools, &c.deny_tools);
@@ -880,6 +981,19 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
             None => acc.extra.push((heading.clone(), body.clone())),
         }
     }
+}
+
+/// Reads and compiles a role's output schema: `Err` says what is wrong, for the role's file.
+pub fn output_schema(vault: &Vault, path: &str) -> Result<jsonschema::Validator, String> {
+    let vp = VaultPath::parse(path, false)
+        .map_err(|e| format!("`output.schema`: `{path}` is not a vault path: {e}"))?;
+    let text = vault
+        .read_text(&vp, 1024 * 1024)
+        .map_err(|e| format!("`output.schema`: cannot read {path}: {e}"))?;
+    let schema: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("`output.schema`: {path} is not JSON: {e}"))?;
+    jsonschema::validator_for(&schema)
+        .map_err(|e| format!("`output.schema`: {path} is not a valid JSON Schema: {e}"))
 }
 
 #[cfg(test)]

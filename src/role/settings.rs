@@ -53,7 +53,27 @@ pub struct RoleSettings {
     /// Risk class, `server/*`, `server/tool` or vault tool → auto/ask/deny (DESIGN §15). Merged
     /// through `extends` key by key, the child winning.
     pub approve: std::collections::BTreeMap<String, crate::calls::Mode>,
+    /// Roles this role may hand a task to with `delegate` (DESIGN §18); empty: no `delegate` tool.
+    pub can_delegate_to: Vec<String>,
+    /// How deep delegation may go from a run of this role (1: its children cannot delegate).
+    pub max_delegation_depth: Option<u32>,
+    /// How many children one `delegate` call runs at once.
+    pub max_parallel_delegates: Option<u32>,
+    /// The contract of the role's final answer.
+    pub output: Option<OutputContract>,
 }
+
+/// `output: {schema: PATH, path: TEMPLATE}` (DESIGN §18).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutputContract {
+    /// A JSON Schema file in the vault the final answer (a JSON object) must satisfy.
+    pub schema: Option<String>,
+    /// A vault file the final answer is also written to: `{date}`, `{role}`, `{run_id}`.
+    pub path: Option<String>,
+}
+
+/// The deepest delegation a role may ask for.
+pub const MAX_DELEGATION_DEPTH: u32 = 5;
 
 /// Every frontmatter key a role may use.
 pub const KNOWN_KEYS: &[&str] = &[
@@ -82,6 +102,10 @@ pub const KNOWN_KEYS: &[&str] = &[
     "runs_on",
     "approve",
     "move_folders",
+    "can_delegate_to",
+    "max_delegation_depth",
+    "max_parallel_delegates",
+    "output",
 ];
 
 /// A settings problem at a 1-based file line.
@@ -138,13 +162,16 @@ fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
         "extends" => s.extends = Some(string(key, v, env)?.trim_end_matches(".md").to_string()),
         "runs_on" => s.runs_on = Some(string(key, v, env)?),
         "can_trigger" => s.can_trigger = list(key, v, env)?,
+        "can_delegate_to" => s.can_delegate_to = list(key, v, env)?,
+        "max_delegation_depth" => s.max_delegation_depth = Some(delegation_depth(v)?),
+        "max_parallel_delegates" => s.max_parallel_delegates = Some(parallel_delegates(v)?),
+        "output" => s.output = Some(output_contract(v, env)?),
         "write_paths" => s.write_paths = list(key, v, env)?,
         "watch" => s.watch = list(key, v, env)?,
         "deny_tools" => {
             let items = list(key, v, env)?;
             for i in &items {
-                let ok = crate::calls::VAULT_TOOLS.contains(&i.as_str())
-                    || crate::role::McpAllow::parse(i, 0).is_ok();
+                let ok = crate::calls::is_tabd_tool(i) || crate::role::McpAllow::parse(i, 0).is_ok();
                 if !ok {
                     return Err(format!(
                         "`deny_tools`: `{i}` is neither a tool name nor server/tool or server/*{}; a misspelt \
@@ -177,6 +204,62 @@ fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
     Ok(())
 }
 
+fn delegation_depth(v: &Value) -> Result<u32, String> {
+    let n: u32 = count("max_delegation_depth", v)?;
+    if n > MAX_DELEGATION_DEPTH {
+        return Err(format!(
+            "`max_delegation_depth` is at most {MAX_DELEGATION_DEPTH} (got {n}): every level multiplies runs and cost"
+        ));
+    }
+    Ok(n)
+}
+
+fn parallel_delegates(v: &Value) -> Result<u32, String> {
+    let n: u32 = count("max_parallel_delegates", v)?;
+    if n == 0 {
+        return Err("`max_parallel_delegates` must be 1 or more (1: one child at a time)".into());
+    }
+    Ok(n)
+}
+
+/// `output: {schema: schemas/risk.json, path: "reports/{date}-{role}.md"}`.
+fn output_contract(v: &Value, env: &Env) -> Result<OutputContract, String> {
+    let Value::Object(map) = v else {
+        return Err(type_error(
+            "output",
+            "a map like {schema: schemas/assessment.json, path: \"reports/{date}-{role}.md\"}",
+            v,
+        ));
+    };
+    let mut out = OutputContract::default();
+    for (key, value) in map {
+        let text = string(&format!("output.{key}"), value, env)?;
+        match key.as_str() {
+            "schema" => out.schema = Some(text),
+            "path" => {
+                for part in text.split('{').skip(1) {
+                    let name = part.split('}').next().unwrap_or("");
+                    if !["date", "role", "run_id"].contains(&name) {
+                        return Err(format!(
+                            "`output.path`: unknown placeholder {{{name}}}; use {{date}}, {{role}} or {{run_id}}"
+                        ));
+                    }
+                }
+                out.path = Some(text)
+            }
+            other => {
+                return Err(format!(
+                    "`output` has no key `{other}`{}; it takes `schema` (a JSON Schema file) and `path` (where the answer is written)",
+                    did_you_mean(other, ["schema", "path"].into_iter())
+                        .map(|k| format!(" — did you mean `{k}`?"))
+                        .unwrap_or_default()
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// `approve: {network: ask, slack/conversations_add_message: ask, memory/read_graph: auto}`.
 fn approve_map(v: &Value) -> Result<std::collections::BTreeMap<String, crate::calls::Mode>, String> {
     use crate::calls::Mode;
@@ -190,7 +273,7 @@ fn approve_map(v: &Value) -> Result<std::collections::BTreeMap<String, crate::ca
     let mut out = std::collections::BTreeMap::new();
     for (key, mode) in map {
         let known = crate::calls::Risk::parse(key).is_some()
-            || crate::calls::VAULT_TOOLS.contains(&key.as_str())
+            || crate::calls::is_tabd_tool(key)
             || crate::role::McpAllow::parse(key, 0).is_ok();
         if !known {
             let classes = ["read", "write", "network", "destructive"];
@@ -199,7 +282,8 @@ fn approve_map(v: &Value) -> Result<std::collections::BTreeMap<String, crate::ca
                 classes
                     .iter()
                     .copied()
-                    .chain(crate::calls::VAULT_TOOLS.iter().copied()),
+                    .chain(crate::calls::VAULT_TOOLS.iter().copied())
+                    .chain([crate::calls::DELEGATE]),
             )
             .map(|k| format!(" — did you mean `{k}`?"))
             .unwrap_or_default();
@@ -218,9 +302,15 @@ fn approve_map(v: &Value) -> Result<std::collections::BTreeMap<String, crate::ca
 
 /// " — did you mean `write_file`?" for a misspelt vault tool name, else nothing.
 fn tool_hint(name: &str) -> String {
-    did_you_mean(name, crate::calls::VAULT_TOOLS.iter().copied())
-        .map(|k| format!(" — did you mean `{k}`?"))
-        .unwrap_or_default()
+    did_you_mean(
+        name,
+        crate::calls::VAULT_TOOLS
+            .iter()
+            .copied()
+            .chain([crate::calls::DELEGATE]),
+    )
+    .map(|k| format!(" — did you mean `{k}`?"))
+    .unwrap_or_default()
 }
 
 fn type_error(key: &str, want: &str, got: &Value) -> String {

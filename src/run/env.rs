@@ -50,6 +50,11 @@ pub struct RunResult {
     pub skipped: Option<String>,
     /// Logs that could not be written (the run itself is recorded in state and its notes moved).
     pub log_errors: Vec<String>,
+    /// The final answer as JSON, when the role has an output schema and the answer satisfied it.
+    pub output: Option<serde_json::Value>,
+    /// A delegated run's `### Delegated` subsection, which its parent's daily section includes
+    /// (a delegated run writes no section of its own).
+    pub delegated_section: String,
 }
 
 impl RunResult {

@@ -70,6 +70,10 @@ fn decide(end: &TurnEnd) -> Decided {
                 "limit reached before the first request: {why}; raise max_cost_usd or trim the role's context files"
             ),
         ),
+        TurnEnd::OutputInvalid(why) => failed(
+            FailureClass::RunFailure,
+            format!("the final answer does not satisfy the role's output schema: {why}"),
+        ),
         TurnEnd::ToolFatal(why) => failed(
             FailureClass::RunFailure,
             format!("the vault cannot be written: {why}"),
@@ -199,12 +203,10 @@ fn record_of(
     RunRecord {
         run_id: prep.id.clone(),
         role: role.name.clone(),
-        trigger: TriggerRecord {
-            kind: trigger.kind,
-            notes: notes.iter().map(|n| n.path.as_str().to_string()).collect(),
-            scheduled_for: trigger.scheduled_for,
-            cron: trigger.cron.clone(),
-        },
+        trigger: TriggerRecord::of(
+            trigger,
+            notes.iter().map(|n| n.path.as_str().to_string()).collect(),
+        ),
         started_at: prep.started,
         ended_at: prep.started,
         outcome: decided.outcome,
@@ -216,6 +218,7 @@ fn record_of(
         },
         tool_calls: outcome.calls.clone(),
         moved: Vec::new(),
+        children: Vec::new(),
     }
 }
 
@@ -255,6 +258,27 @@ fn human_of(role: &Role, outcome: &TurnOutcome, plan: &Plan) -> HumanRun {
     human
 }
 
+/// What the run cost: as an agent CLI reported it, else from the model's price (0 if unknown).
+fn cost_of(env: &RunEnv, role: &Role, outcome: &TurnOutcome, ttl: crate::cost::CacheTtl) -> f64 {
+    let model = if outcome.model.is_empty() {
+        model_settings(role, &env.config).model
+    } else {
+        outcome.model.clone()
+    };
+    outcome
+        .cost_usd
+        .unwrap_or_else(|| env.config.prices.cost(&model, &outcome.usage, ttl).unwrap_or(0.0))
+}
+
+/// The runs a run delegated to: their ids in its record, their sections and spending in its log.
+fn add_children(record: &mut RunRecord, human: &mut HumanRun, children: &[RunResult]) {
+    record.children = children.iter().map(|c| c.record.run_id.clone()).collect();
+    human.children = children.iter().map(|c| c.delegated_section.clone()).collect();
+    human.children_spent = children.iter().fold((0, 0.0), |(t, d), c| {
+        (t + c.record.usage.tokens.total(), d + c.record.usage.cost_usd)
+    });
+}
+
 /// Finishes a run that called the model (or tried to).
 pub(super) fn finish(
     env: &RunEnv,
@@ -263,33 +287,31 @@ pub(super) fn finish(
     notes: Vec<Note>,
     prep: Prepared,
     outcome: TurnOutcome,
+    children: Vec<RunResult>,
 ) -> RunResult {
     let ended = env.clock.now();
     let decided = decide(&outcome.end);
     let class = decided.failure.as_ref().map(|(c, _)| *c);
     let plan = plan(env, &notes, class, &prep.state, &role.name);
-    let model = if outcome.model.is_empty() {
-        model_settings(role, &env.config).model
-    } else {
-        outcome.model.clone()
-    };
-    let cost = outcome.cost_usd.unwrap_or_else(|| {
-        env.config
-            .prices
-            .cost(&model, &outcome.usage, prep.ttl)
-            .unwrap_or(0.0)
-    });
+    let cost = cost_of(env, role, &outcome, prep.ttl);
     let mut record = record_of(role, &prep, &trigger, &notes, &outcome, &decided);
     record.ended_at = ended;
     record.usage.cost_usd = crate::cost::round_usd(cost);
     record.moved = moved_of(&plan.moves);
     let mut human = human_of(role, &outcome, &plan);
     human.notes.extend(prep.notes.iter().cloned());
+    add_children(&mut record, &mut human, &children);
+    let delegated = trigger.delegation.is_some();
+    // A delegated run answers a task: it leaves the role's own change tracking alone.
     let hashes = match class {
-        None => Some(hashes_after(env, role, &prep.hashes, &outcome)),
-        Some(_) => None,
+        None if !delegated => Some(hashes_after(env, role, &prep.hashes, &outcome)),
+        _ => None,
     };
-    let daily_section = env.log.render_run(&record, &human);
+    let (daily_section, delegated_section) = if delegated {
+        (String::new(), env.log.render_delegated(&record, &human))
+    } else {
+        (env.log.render_run(&record, &human), String::new())
+    };
     let result = |failure, daily_log| RunResult {
         record: record.clone(),
         summary: outcome.summary.clone(),
@@ -298,6 +320,8 @@ pub(super) fn finish(
         changes: outcome.changes.clone(),
         skipped: None,
         log_errors: Vec::new(),
+        output: outcome.output.clone(),
+        delegated_section: delegated_section.clone(),
     };
     let daily_path = env.log.daily_path(prep.started);
     let commit = Commit {
@@ -312,6 +336,7 @@ pub(super) fn finish(
         daily_section,
         trigger_kind: trigger.kind.as_str(),
         notes: notes.len(),
+        children_spent: human.children_spent,
     };
     let pending = match commit.save(env) {
         Ok(p) => p,
@@ -345,6 +370,9 @@ struct Commit<'a> {
     daily_section: String,
     trigger_kind: &'a str,
     notes: usize,
+    /// Tokens and dollars of the runs this run delegated to: they count in this role's daily
+    /// budget too (each child counted its own, and the global budget, already).
+    children_spent: (u64, f64),
 }
 
 impl Commit<'_> {
@@ -360,6 +388,9 @@ impl Commit<'_> {
         env.store.update_with(crate::vault::Durability::File, |s| {
             s.add_usage(self.role, today, rec.usage.tokens, rec.usage.cost_usd);
             let r = s.role(self.role);
+            r.roll_day(today);
+            r.tokens_today += self.children_spent.0;
+            r.cost_today_usd += self.children_spent.1;
             self.count(r, outage);
             let daily_text = self.daily_text(env, r, outage);
             let pending = PendingRun {
@@ -387,7 +418,9 @@ impl Commit<'_> {
     /// The role's counters: runs today, its last run, its hashes, its notes' attempts.
     fn count(&self, r: &mut crate::state::RoleState, outage: bool) {
         let rec = self.record;
-        if !outage || rec.usage.tokens.total() > 0 {
+        // A delegated run is bounded by its parent; it does not use up the role's own runs.
+        let delegated = self.trigger_kind == crate::trigger::TriggerKind::Delegate.as_str();
+        if (!outage || rec.usage.tokens.total() > 0) && !delegated {
             r.runs_today += 1;
         }
         r.last_run = Some(LastRun {
@@ -560,12 +593,7 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
     let record = RunRecord {
         run_id: prep.id.clone(),
         role: role.name.clone(),
-        trigger: TriggerRecord {
-            kind: trigger.kind,
-            notes: Vec::new(),
-            scheduled_for: trigger.scheduled_for,
-            cron: trigger.cron.clone(),
-        },
+        trigger: TriggerRecord::of(trigger, Vec::new()),
         started_at: prep.started,
         ended_at: prep.started,
         outcome: Outcome::Skipped,
@@ -574,6 +602,7 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         usage: UsageRecord::default(),
         tool_calls: Vec::new(),
         moved: Vec::new(),
+        children: Vec::new(),
     };
     let today = prep.started.with_timezone(&env.log.tz()).date_naive();
     let first = env
@@ -600,6 +629,8 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         changes: Vec::new(),
         skipped: Some(why),
         log_errors: Vec::new(),
+        output: None,
+        delegated_section: String::new(),
     }
 }
 
@@ -619,7 +650,7 @@ pub fn record_crash(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note
         notes: Vec::new(),
     };
     let outcome = TurnOutcome::ended(TurnEnd::Crashed(why.to_string()));
-    finish(env, role, trigger, notes, prep, outcome)
+    finish(env, role, trigger, notes, prep, outcome, Vec::new())
 }
 
 /// The result of a crashed run when even recording it failed: nothing written, the notes stay
@@ -630,12 +661,7 @@ pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
         record: RunRecord {
             run_id: String::new(),
             role: role.name.clone(),
-            trigger: TriggerRecord {
-                kind: crate::trigger::TriggerKind::Manual,
-                notes: Vec::new(),
-                scheduled_for: None,
-                cron: None,
-            },
+            trigger: TriggerRecord::of(&Trigger::manual(), Vec::new()),
             started_at: now,
             ended_at: now,
             outcome: Outcome::Failed,
@@ -644,6 +670,7 @@ pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
             usage: UsageRecord::default(),
             tool_calls: Vec::new(),
             moved: Vec::new(),
+            children: Vec::new(),
         },
         summary: String::new(),
         failure: Some((FailureClass::RunFailure, why.to_string())),
@@ -651,6 +678,8 @@ pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
         changes: Vec::new(),
         skipped: None,
         log_errors: Vec::new(),
+        output: None,
+        delegated_section: String::new(),
     }
 }
 

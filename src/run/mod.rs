@@ -8,18 +8,21 @@
 //! - `finish` — decide, record, log, move notes; crash recovery.
 
 mod cli;
+mod delegate;
 mod env;
 mod finish;
 mod prepare;
 
 use std::sync::Arc;
 
+pub use delegate::{delegator_for, Lineage, RunDelegator};
 pub use env::{RunEnv, RunResult};
 pub use finish::{record_crash, record_crash_in_memory, recover, run_lock_path};
 pub use prepare::{build_prompt, cache_ttl, complete, model_settings, PromptSources};
 
 use crate::approvals::request::AskContext;
 use crate::blocking;
+use crate::cost::Account;
 use crate::harness::{Harness, Ticket};
 use crate::inbox::Note;
 use crate::mcp::tools::RunTools;
@@ -34,17 +37,48 @@ use prepare::{down_line, last_output, Prepared};
 
 /// Runs `role` once for `trigger` with `notes` (already chosen, in order).
 pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>) -> RunResult {
+    run_in(env, role, trigger, notes, Lineage::default()).await
+}
+
+/// A run, possibly delegated from another (`lineage`: the parent's account, deadline and depth).
+async fn run_in(
+    env: &RunEnv,
+    role: &Role,
+    trigger: Trigger,
+    notes: Vec<Note>,
+    lineage: Lineage,
+) -> RunResult {
     if env.faults.hit("panic-in-run") {
         panic!("TABD_FAULTS: panic-in-run");
     }
     env.progress.emit(Step::Preparing);
     let (mut prep, mut prompt) = prepare::prepare(env, role, &trigger, &notes);
+    if let Some(deadline) = lineage.deadline {
+        // A child ends by its parent's deadline.
+        let left = deadline.saturating_duration_since(env.clock.instant());
+        prep.limits.run_deadline = prep.limits.run_deadline.min(left);
+    }
     if trigger.skip_if_unchanged && notes.is_empty() {
         let unchanged = prepare::previous_hashes(&prep.state, role).is_some_and(|h| *h == prep.hashes);
         if unchanged {
             return blocking::run(|| finish::skipped(env, role, &trigger, &prep));
         }
     }
+    let account = match &lineage.account {
+        Some(parent) => parent.child(prep.limits.max_tokens_per_run, prep.limits.max_cost_usd),
+        None => Account::new(prep.limits.max_tokens_per_run, prep.limits.max_cost_usd),
+    };
+    let delegator = delegator_for(
+        env,
+        role,
+        &prep.id,
+        &trigger,
+        Lineage {
+            account: Some(account.clone()),
+            deadline: Some(env.clock.instant() + prep.limits.run_deadline),
+            depth_left: Some(lineage.depth_left_for(role)),
+        },
+    );
     // MCP servers start only now: a skipped slot never starts one.
     let servers = role.mcp_servers();
     if !servers.is_empty() {
@@ -53,15 +87,20 @@ pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<No
     }
     let mcp = Arc::new(RunTools::open(role, &env.config, &env.launcher, env.mcp_pool.as_deref()).await);
     prep.notes = mcp.down.iter().map(down_line).collect();
-    let outcome = match mcp.required_down() {
-        Some(d) => TurnOutcome::ended(TurnEnd::ServerDown {
+    let outcome = match (mcp.required_down(), output_check(env, role)) {
+        (Some(d), _) => TurnOutcome::ended(TurnEnd::ServerDown {
             cause: format!("{} (it is required)", d.problem),
             last_output: last_output(d),
         }),
-        None => {
+        (None, Err(why)) => TurnOutcome::ended(TurnEnd::OutputInvalid(why)),
+        (None, Ok(output)) => {
             let decided = prepare::complete(&mut prompt, &mcp, &prep.state, role);
-            let harness = Arc::new(harness_for(env, role, &prep, mcp.clone()));
-            let mut outcome = call_model(env, role, &prep, prompt, harness.clone()).await;
+            let delegates = delegator.clone().map(|d| d as Arc<dyn crate::harness::Delegator>);
+            let harness = Arc::new(harness_for(env, role, &prep, mcp.clone(), delegates));
+            // What the model is offered is what the harness will run (delegate included or not).
+            prompt.tools = harness.specs();
+            let turn = TurnContext { account, output };
+            let mut outcome = call_model(env, role, &prep, prompt, harness.clone(), turn).await;
             let log = harness.log();
             outcome.calls = log.calls;
             outcome.changes = log.changes;
@@ -73,11 +112,33 @@ pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<No
     };
     mcp.close().await;
     env.progress.emit(Step::Finishing);
-    blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome))
+    let children = delegator.map(|d| d.take_children()).unwrap_or_default();
+    blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome, children))
+}
+
+/// The role's output contract, compiled (a schema file broken since the role was loaded fails
+/// the run before the model is paid).
+fn output_check(env: &RunEnv, role: &Role) -> Result<Option<Arc<jsonschema::Validator>>, String> {
+    match role.settings.output.as_ref().and_then(|o| o.schema.as_deref()) {
+        None => Ok(None),
+        Some(path) => crate::role::output_schema(&env.vault, path).map(|v| Some(Arc::new(v))),
+    }
+}
+
+/// What the turn gets beyond the role's settings: the account it spends from, the answer's schema.
+struct TurnContext {
+    account: Account,
+    output: Option<Arc<jsonschema::Validator>>,
 }
 
 /// The harness of this run: the role's tools under its limits, with the run's chain depth.
-fn harness_for(env: &RunEnv, role: &Role, prep: &Prepared, mcp: Arc<RunTools>) -> Harness {
+fn harness_for(
+    env: &RunEnv,
+    role: &Role,
+    prep: &Prepared,
+    mcp: Arc<RunTools>,
+    delegator: Option<Arc<dyn crate::harness::Delegator>>,
+) -> Harness {
     let ticket = Ticket {
         hops: prep.hops,
         max_chain_depth: prep.limits.max_chain_depth,
@@ -89,6 +150,7 @@ fn harness_for(env: &RunEnv, role: &Role, prep: &Prepared, mcp: Arc<RunTools>) -
             tz: env.config.timezone,
         }),
         progress: env.progress.clone(),
+        delegator,
     };
     Harness::new(
         env.vault.clone(),
@@ -126,18 +188,29 @@ async fn call_model(
     prep: &Prepared,
     prompt: Prompt,
     harness: Arc<Harness>,
+    turn: TurnContext,
 ) -> TurnOutcome {
     let ms = model_settings(role, &env.config);
     let request = prompt.into_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
     if env.config.provider.kind == crate::config::ProviderKind::Command {
-        return cli::turn(env, role, prep, &request, harness).await;
+        let mut outcome = cli::turn(env, role, prep, &request, harness).await;
+        // A CLI's session is over when it answers: no repair turn, the answer fits or the run fails.
+        if let (Some(schema), TurnEnd::Done) = (&turn.output, &outcome.end) {
+            match crate::turn::answer_json(&outcome.summary, schema) {
+                Ok(v) => outcome.output = Some(v),
+                Err(why) => outcome.end = TurnEnd::OutputInvalid(why),
+            }
+        }
+        turn.account
+            .charge(outcome.usage.total(), outcome.cost_usd.unwrap_or(0.0));
+        return outcome;
     }
     let limits = TurnLimits {
-        max_tokens_per_run: prep.limits.max_tokens_per_run,
-        max_cost_usd: prep.limits.max_cost_usd,
+        account: turn.account,
         price: env.config.prices.price(&ms.model),
         cache_ttl: prep.ttl,
         deadline: env.clock.instant() + prep.limits.run_deadline,
+        output: turn.output,
     };
     let retry = RetryPolicy {
         progress: env.progress.clone(),

@@ -81,8 +81,18 @@ pub fn build_prompt(
         now,
         trigger,
         notes,
-        tools: crate::tools::specs_for(role),
+        tools: tools_for(role, trigger),
     })
+}
+
+/// The tabd tools a run of `role` is offered: its vault tools, and `delegate` when the role
+/// names roles to ask and the depth allows (a run's harness decides finally, see `run_in`).
+fn tools_for(role: &Role, trigger: &Trigger) -> Vec<crate::calls::ToolSpec> {
+    let mut tools = crate::tools::specs_for(role);
+    if role.may_delegate() && trigger.depth() < role.delegation_depth() {
+        tools.push(crate::tools::delegate::spec(role));
+    }
+    tools
 }
 
 /// Everything the prompt says that depends on the role's servers and the approvals ledger: the

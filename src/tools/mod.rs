@@ -5,6 +5,7 @@
 //! never a panic and never an effect on disk.
 
 mod agent;
+pub mod delegate;
 mod files;
 
 use chrono::DateTime;

@@ -165,11 +165,11 @@ fn request() -> Request {
 
 fn limits() -> TurnLimits {
     TurnLimits {
-        max_tokens_per_run: 1_000_000,
-        max_cost_usd: None,
+        account: crate::cost::Account::new(1_000_000, None),
         price: None,
         cache_ttl: CacheTtl::OneHour,
         deadline: Instant::now() + Duration::from_secs(600),
+        output: None,
     }
 }
 
@@ -242,7 +242,7 @@ async fn max_tool_calls_ends_with_a_summary_and_tools_forbidden() {
 async fn token_and_dollar_limits_end_the_run() {
     let p = Scripted::new(vec![Ok(call("a", "read_file")), Ok(text("stopped"))]);
     let lim = TurnLimits {
-        max_tokens_per_run: 100,
+        account: crate::cost::Account::new(100, None),
         ..limits()
     };
     let out = run_turn(&p, &fast_retry(), request(), &lim, &echo()).await;
@@ -262,7 +262,7 @@ async fn max_cost_usd_is_a_ceiling_never_crossed() {
     // Room after the first call: the second request's output is cut to what still fits.
     let p = Scripted::new(vec![Ok(big("a")), Ok(text("done"))]);
     let lim = TurnLimits {
-        max_cost_usd: Some(0.08),
+        account: crate::cost::Account::new(1_000_000, Some(0.08)),
         price,
         ..limits()
     };
@@ -284,7 +284,7 @@ async fn max_cost_usd_is_a_ceiling_never_crossed() {
     // No room for even a short answer: the run ends before the request, with no wrap-up call.
     let p = Scripted::new(vec![Ok(big("a")), Ok(text("never sent"))]);
     let lim = TurnLimits {
-        max_cost_usd: Some(0.048),
+        account: crate::cost::Account::new(1_000_000, Some(0.048)),
         price,
         ..limits()
     };
@@ -300,7 +300,7 @@ async fn max_cost_usd_is_a_ceiling_never_crossed() {
     // of the run (its notes must not move on as if handled).
     let p = Scripted::new(vec![Ok(text("never sent"))]);
     let lim = TurnLimits {
-        max_cost_usd: Some(0.0001),
+        account: crate::cost::Account::new(1_000_000, Some(0.0001)),
         price,
         ..limits()
     };

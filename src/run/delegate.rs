@@ -1,0 +1,140 @@
+//! Delegation (DESIGN §18): a `delegate` call becomes runs of other roles, here and now. Each
+//! child is a whole run — its own prompt, tools, sandbox, approvals and record — that starts with
+//! no parent conversation, moves no inbox notes, never waits for a daemon run slot, ends by the
+//! parent's deadline, and spends from an account its parent's ceilings also watch.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::env::{RunEnv, RunResult};
+use crate::cost::Account;
+use crate::harness::Delegator;
+use crate::provider::BoxFuture;
+use crate::role::Role;
+use crate::tools::delegate::Task;
+use crate::trigger::{Delegation, Trigger};
+
+/// Where a run stands in a delegation: what it inherits from the run that asked for it.
+#[derive(Clone, Default)]
+pub struct Lineage {
+    /// The parent's account: the child's spending counts there too.
+    pub account: Option<Account>,
+    /// The parent's deadline: the child ends by it.
+    pub deadline: Option<Instant>,
+    /// How many more levels the parent allows below it (the child takes the smaller of this and
+    /// its own `max_delegation_depth`).
+    pub depth_left: Option<u32>,
+}
+
+impl Lineage {
+    /// How many levels a run of `role` may still delegate.
+    pub fn depth_left_for(&self, role: &Role) -> u32 {
+        let own = role.delegation_depth();
+        self.depth_left.map_or(own, |d| d.min(own))
+    }
+}
+
+/// The run that delegates: what its children need to know of it, and their results.
+pub struct RunDelegator {
+    pub env: RunEnv,
+    pub parent: Role,
+    pub parent_run_id: String,
+    /// The parent's depth in its own chain (0: not delegated itself).
+    pub depth: u32,
+    pub lineage: Lineage,
+    /// Every child run, in the order they ended (the parent's record and log list them).
+    pub children: Mutex<Vec<RunResult>>,
+}
+
+impl RunDelegator {
+    /// The child runs so far.
+    pub fn take_children(&self) -> Vec<RunResult> {
+        std::mem::take(&mut *self.children.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    async fn one(&self, task: Task) -> Value {
+        let Some(role) = self.env.roles.roles.get(&task.role).cloned() else {
+            return json!({"role": task.role, "outcome": "failed", "error": format!("there is no runnable role `{}` (its file has errors, or it was removed)", task.role)});
+        };
+        if !role.enabled() {
+            return json!({"role": task.role, "outcome": "failed", "error": format!("the role `{}` is disabled (enabled: false)", task.role)});
+        }
+        let trigger = Trigger::delegate(Delegation {
+            parent_run_id: self.parent_run_id.clone(),
+            parent_role: self.parent.display_name.clone(),
+            task: task.task,
+            depth: self.depth + 1,
+        });
+        let lineage = Lineage {
+            account: self.lineage.account.clone(),
+            deadline: self.lineage.deadline,
+            depth_left: Some(self.lineage.depth_left_for(&self.parent).saturating_sub(1)),
+        };
+        // Boxed: a child run may itself delegate (a recursive future).
+        let run: BoxFuture<'_, RunResult> =
+            Box::pin(super::run_in(&self.env, &role, trigger, Vec::new(), lineage));
+        let result = run.await;
+        let value = result_json(&result);
+        self.children
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(result);
+        value
+    }
+}
+
+/// What the parent's model gets back for one child.
+fn result_json(r: &RunResult) -> Value {
+    let mut v = json!({
+        "role": r.record.role,
+        "run_id": r.record.run_id,
+        "outcome": r.record.outcome.as_str(),
+        "answer": r.summary,
+        "cost_usd": r.record.usage.cost_usd,
+    });
+    if let Some(output) = &r.output {
+        v["output"] = output.clone();
+    }
+    if let Some((_, why)) = &r.failure {
+        v["error"] = Value::String(why.clone());
+    }
+    v
+}
+
+impl Delegator for RunDelegator {
+    fn run(&self, tasks: Vec<Task>) -> BoxFuture<'_, Vec<Value>> {
+        Box::pin(async move {
+            use futures::stream::StreamExt;
+            let parallel = self.parent.parallel_delegates();
+            // In order of the tasks, at most `parallel` at a time.
+            futures::stream::iter(tasks)
+                .map(|t| self.one(t))
+                .buffered(parallel)
+                .collect()
+                .await
+        })
+    }
+}
+
+/// A delegator for a run of `role`, when it may delegate; `None` otherwise.
+pub fn delegator_for(
+    env: &RunEnv,
+    role: &Role,
+    run_id: &str,
+    trigger: &Trigger,
+    lineage: Lineage,
+) -> Option<Arc<RunDelegator>> {
+    if !role.may_delegate() || lineage.depth_left_for(role) == 0 {
+        return None;
+    }
+    Some(Arc::new(RunDelegator {
+        env: env.clone(),
+        parent: role.clone(),
+        parent_run_id: run_id.to_string(),
+        depth: trigger.depth(),
+        lineage,
+        children: Mutex::new(Vec::new()),
+    }))
+}
