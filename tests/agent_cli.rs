@@ -431,3 +431,46 @@ fn secs_between(start: &str, end: &str) -> f64 {
     let p = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap();
     (p(end) - p(start)).num_milliseconds() as f64 / 1000.0
 }
+
+/// The CLI door (issue 22): a CLI run's `delegate` call reaches the same harness, and the child
+/// is a whole run (here through the CLI too) recorded with its parent; the child cannot delegate.
+#[test]
+fn a_cli_run_delegates_through_the_same_harness() {
+    let calls = json!([["delegate", {"role": "risk", "task": "rate the slip"}]]);
+    let (v, log) = setup("claude", calls, "ok", "");
+    let ops = v.read("roles/ops.md");
+    v.write(
+        "roles/ops.md",
+        &ops.replacen("---\n", "---\ncan_delegate_to: [risk]\n", 1),
+    );
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+
+    let seen = cli_log(&log);
+    assert_eq!(seen.len(), 2, "the parent's CLI run and the child's: {seen:?}");
+    let parent = seen
+        .iter()
+        .find(|r| r["tools"].as_array().unwrap().contains(&json!("delegate")))
+        .unwrap();
+    let result = &parent["results"][0];
+    assert_eq!(result["tool"], "delegate");
+    assert_eq!(result["error"], false, "{result}");
+    let answer: Value = serde_json::from_str(result["text"].as_str().unwrap()).unwrap();
+    assert_eq!(answer["role"], "risk");
+    assert_eq!(answer["answer"], "Handled the note through tabd's tools.");
+    let child = seen
+        .iter()
+        .find(|r| !r["tools"].as_array().unwrap().contains(&json!("delegate")))
+        .unwrap();
+    assert_eq!(
+        child["results"][0]["error"], true,
+        "the child may not delegate: {child}"
+    );
+
+    let records = v.records();
+    let parent = records.iter().find(|r| r["role"] == "ops").unwrap();
+    let child = records.iter().find(|r| r["role"] == "risk").unwrap();
+    assert_eq!(child["trigger"]["kind"], "delegate");
+    assert_eq!(child["trigger"]["parent_run_id"], parent["run_id"]);
+    assert_eq!(parent["children"], json!([child["run_id"]]));
+}

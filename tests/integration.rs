@@ -8,6 +8,7 @@ mod cli_foundation;
 mod cost;
 mod daemon_e2e;
 mod daemon_limits;
+mod delegation;
 mod first_hour;
 mod layering;
 mod mcp;
