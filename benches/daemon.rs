@@ -1,7 +1,7 @@
 //! `cargo bench --bench daemon`: the real `tabd` binary (release) against the fake model
 //! server answering instantly. Prints a table and one JSON object.
 //!
-//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history` (default: all).
+//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history,delegation` (default: all).
 //! Timings are medians over repeated runs; nothing here is asserted.
 
 #[path = "../tests/support/fake_model.rs"]
@@ -677,9 +677,90 @@ fn prompt_size(out: &mut Value) {
     out["prompt"] = Value::Array(rows);
 }
 
+/// 8. Delegation (DESIGN §18): what a child run costs beyond its model calls, and a batch of
+/// three in parallel against the same batch one at a time. `tabd fire` each time (process start
+/// included on both sides of the difference).
+fn delegation(out: &mut Value) {
+    let b = Bench::new();
+    b.bare_vault();
+    let role = |name: &str, extra: &str| {
+        format!("---\n{extra}\n---\n# {name}\n## Mission\nAnswer as MARK-{name}.\n## Tools\n- read_file\n")
+    };
+    b.write("roles/solo.md", &role("Solo", ""));
+    b.write("roles/boss.md", &role("Boss", "can_delegate_to: [helper]"));
+    b.write(
+        "roles/batch3.md",
+        &role("Batch", "can_delegate_to: [helper]\nmax_parallel_delegates: 3"),
+    );
+    b.write(
+        "roles/batch1.md",
+        &role("Batch", "can_delegate_to: [helper]\nmax_parallel_delegates: 1"),
+    );
+    b.write("roles/helper.md", &role("Helper", ""));
+    b.write("notes.md", "x");
+    let child_delay = Duration::from_millis(200);
+    let fake = FakeModel::start();
+    fake.respond_with(move |req, _| {
+        let text = req.body.to_string();
+        if text.contains("## Your task (from") {
+            let answer = Reply::ok(canned::anthropic_text("child answer"));
+            return if text.contains("SLOWTASK") {
+                answer.delayed(child_delay)
+            } else {
+                answer
+            };
+        }
+        let has_results = req.body["messages"].as_array().is_some_and(|m| m.len() > 1);
+        if has_results {
+            return Reply::ok(canned::anthropic_text("done"));
+        }
+        let call = if text.contains("MARK-Solo") {
+            ("t1", "read_file", json!({"path": "notes.md"}))
+        } else if text.contains("MARK-Boss") {
+            ("t1", "delegate", json!({"role": "helper", "task": "answer fast"}))
+        } else {
+            let tasks: Vec<Value> = (0..3)
+                .map(|i| json!({"role": "helper", "task": format!("SLOWTASK {i}")}))
+                .collect();
+            ("t1", "delegate", json!({ "tasks": tasks }))
+        };
+        Reply::ok(canned::anthropic_tool_use(None, &[call]))
+    });
+    b.set_config(
+        &fake,
+        "[limits]\nmax_runs_per_day = 100000\nmin_interval = \"0s\"\n",
+    );
+    let fire = |role: &str, n: usize| {
+        let mut times: Vec<f64> = (0..n)
+            .map(|_| {
+                let t0 = Instant::now();
+                let s = b.command(&["fire", role]).output().unwrap();
+                assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+                t0.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect();
+        median(&mut times)
+    };
+    let solo = fire("solo", 15);
+    let boss = fire("boss", 15);
+    let parallel = fire("batch3", 5);
+    let sequential = fire("batch1", 5);
+    println!(
+        "delegate one child: {:.1} ms per fire vs {:.1} ms without (overhead {:.1} ms, one instant model call included) · batch of 3 (model {} ms each): parallel {:.0} ms, sequential {:.0} ms",
+        boss,
+        solo,
+        boss - solo,
+        child_delay.as_millis(),
+        parallel,
+        sequential
+    );
+    out["delegation"] = json!({ "fire_ms_with_child": boss, "fire_ms_without": solo, "child_overhead_ms": boss - solo,
+        "batch3_parallel_ms": parallel, "batch3_sequential_ms": sequential, "child_model_delay_ms": child_delay.as_millis() as u64 });
+}
+
 fn main() {
     let wanted = std::env::var("TABD_BENCH")
-        .unwrap_or_else(|_| "latency,burst,idle,startup,run,prompt,rss,history".into());
+        .unwrap_or_else(|_| "latency,burst,idle,startup,run,prompt,rss,history,delegation".into());
     let on = |n: &str| wanted.split(',').any(|w| w.trim() == n);
     let mut out = json!({ "machine": machine() });
     println!("tabd daemon benchmark — {}", out["machine"]);
@@ -706,6 +787,9 @@ fn main() {
     }
     if on("history") {
         history(&mut out);
+    }
+    if on("delegation") {
+        delegation(&mut out);
     }
     println!("{}", serde_json::to_string(&out).unwrap());
 }
