@@ -677,9 +677,9 @@ fn prompt_size(out: &mut Value) {
     out["prompt"] = Value::Array(rows);
 }
 
-/// 8. Delegation (DESIGN §18): what a child run costs beyond its model calls, and a batch of
-/// three in parallel against the same batch one at a time. `tabd fire` each time (process start
-/// included on both sides of the difference).
+/// Benchmark 8, delegation (DESIGN §18): what a child run costs beyond its model calls, and a
+/// batch of three in parallel against the same batch one at a time. `tabd fire` each time
+/// (process start included on both sides of the difference).
 fn delegation(out: &mut Value) {
     let b = Bench::new();
     b.bare_vault();

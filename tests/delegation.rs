@@ -382,7 +382,7 @@ fn an_invalid_output_is_repaired_once_then_fails() {
         let v = vault(
             &fake,
             "can_delegate_to: [risk]",
-            "output: {schema: schemas/risk.json}",
+            "output: {schema: schemas/risk.json, path: \"project/reports/{role}-{run_id}.md\"}",
             "",
         );
         v.write("schemas/risk.json", SCHEMA);
@@ -417,12 +417,25 @@ fn an_invalid_output_is_repaired_once_then_fails() {
         if ok {
             assert_eq!(result["output"], json!({"level": "high"}));
             assert_eq!(children[0]["outcome"], "ok");
+            let report = format!(
+                "project/reports/risk-{}.md",
+                children[0]["run_id"].as_str().unwrap()
+            );
+            assert_eq!(
+                v.read(&report),
+                r#"{"level": "high"}"#,
+                "output.path holds the answer"
+            );
         } else {
             assert_eq!(children[0]["outcome"], "failed");
             let error = result["error"].as_str().unwrap();
             assert!(
                 error.contains("output schema") && error.contains("dire"),
                 "{error}"
+            );
+            assert!(
+                v.files_in("project/reports").is_empty(),
+                "a failed answer is not written"
             );
         }
     }

@@ -386,6 +386,27 @@ impl Harness {
         }
     }
 
+    /// Writes the run's final answer to `path` (the role's `output.path`), under the role's
+    /// sandbox; the change joins the run's record. `Err` says why it was not written.
+    pub fn write_output(&self, path: &str, answer: &str) -> Result<(), String> {
+        let ctx = ToolContext {
+            vault: &self.vault,
+            role: &self.role,
+            roles: &self.roles,
+            policy: &self.policy,
+            hops: self.ticket.hops,
+            max_chain_depth: self.ticket.max_chain_depth,
+            now: self.clock.now().with_timezone(&self.role.schedule.tz),
+        };
+        let result = crate::blocking::run(|| tools::write_answer(&ctx, path, answer)).map_err(|e| e.0)?;
+        if !result.ok {
+            return Err(result.text);
+        }
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.changes.extend(result.changes);
+        Ok(())
+    }
+
     /// Runs one vault tool call (filesystem work, off the async runtime's hands).
     fn call_vault(&self, name: &str, input: &Value) -> Result<ToolResult, FatalToolError> {
         let ctx = ToolContext {

@@ -101,6 +101,9 @@ async fn run_in(
             prompt.tools = harness.specs();
             let turn = TurnContext { account, output };
             let mut outcome = call_model(env, role, &prep, prompt, harness.clone(), turn).await;
+            if let Some(line) = write_answer(role, &prep, &outcome, &harness) {
+                prep.notes.push(line);
+            }
             let log = harness.log();
             outcome.calls = log.calls;
             outcome.changes = log.changes;
@@ -114,6 +117,28 @@ async fn run_in(
     env.progress.emit(Step::Finishing);
     let children = delegator.map(|d| d.take_children()).unwrap_or_default();
     blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome, children))
+}
+
+/// `output.path`: a finished run's answer is also written to that note. `Some` (a line for the
+/// run's log) when it could not be.
+fn write_answer(role: &Role, prep: &Prepared, outcome: &TurnOutcome, harness: &Harness) -> Option<String> {
+    let template = role.settings.output.as_ref()?.path.as_ref()?;
+    if outcome.end != TurnEnd::Done || outcome.summary.trim().is_empty() {
+        return None;
+    }
+    let date = prep
+        .started
+        .with_timezone(&role.schedule.tz)
+        .format("%Y-%m-%d")
+        .to_string();
+    let path = template
+        .replace("{date}", &date)
+        .replace("{role}", &role.name)
+        .replace("{run_id}", &prep.id);
+    harness
+        .write_output(&path, &outcome.summary)
+        .err()
+        .map(|why| format!("**Answer not written** to {path}: {why}"))
 }
 
 /// The role's output contract, compiled (a schema file broken since the role was loaded fails

@@ -211,5 +211,17 @@ pub fn execute(ctx: &ToolContext<'_>, name: &str, input: &Value) -> Result<ToolR
     }
 }
 
+/// Writes a run's final answer to the note its role's `output.path` names (DESIGN §18): the
+/// `write_file` tool's checks (`write_paths`, protected folders, size), without the role having to
+/// list `write_file` — the person named the note, the model only wrote the text.
+pub fn write_answer(ctx: &ToolContext<'_>, path: &str, answer: &str) -> Result<ToolResult, FatalToolError> {
+    let input = serde_json::json!({ "path": path, "content": answer });
+    match files::WriteFile.call(ctx, &input) {
+        Ok(r) => Ok(r),
+        Err(ToolError::Fatal(why)) => Err(FatalToolError(why)),
+        Err(e) => Ok(ToolResult::error(e.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests;
