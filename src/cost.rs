@@ -301,6 +301,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_childs_spending_counts_up_the_chain_and_the_tightest_ceiling_wins() {
+        let parent = Account::new(10_000, Some(1.0));
+        let a = parent.child(8_000, None);
+        let b = parent.child(8_000, Some(0.5));
+        a.charge(6_000, 0.3);
+        b.charge(3_000, 0.4);
+        assert_eq!(parent.spent(), (9_000, 0.7));
+        assert_eq!(
+            a.tokens_left(),
+            1_000,
+            "the parent's 1,000 left is less than a's own 2,000"
+        );
+        assert!((b.usd_left().unwrap() - 0.1).abs() < 1e-9, "b's own $0.10 left");
+        assert!(
+            (a.usd_left().unwrap() - 0.3).abs() < 1e-9,
+            "a has no cap: the parent's $0.30"
+        );
+        assert_eq!(a.exhausted(), None);
+        b.charge(1_000, 0.0);
+        assert_eq!(
+            a.exhausted().as_deref(),
+            Some("max_tokens_per_run (10000) of the run that delegated this task"),
+            "a sibling's spending stops a"
+        );
+        assert_eq!(parent.exhausted().as_deref(), Some("max_tokens_per_run (10000)"));
+    }
+
+    #[test]
     fn dated_ids_find_their_family_and_the_longest_prefix_wins() {
         assert_eq!(built_in("claude-sonnet-4-5-20250929").unwrap().input, 3.0);
         assert_eq!(built_in("claude-opus-4-1-20250805").unwrap().input, 15.0);

@@ -451,4 +451,28 @@ mod tests {
         assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
         assert!(parse_duration("soon").is_err());
     }
+
+    #[test]
+    fn delegation_settings_are_checked() {
+        let (s, errors) = settings(
+            "can_delegate_to: [risk]\nmax_delegation_depth: 2\nmax_parallel_delegates: 4\noutput: {schema: s.json, path: \"r/{date}-{role}.md\"}",
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(s.can_delegate_to, ["risk"]);
+        assert_eq!(
+            (s.max_delegation_depth, s.max_parallel_delegates),
+            (Some(2), Some(4))
+        );
+        assert_eq!(s.output.unwrap().path.as_deref(), Some("r/{date}-{role}.md"));
+        for (bad, says) in [
+            ("max_delegation_depth: 6", "at most 5"),
+            ("max_parallel_delegates: 0", "1 or more"),
+            ("output: {schema: s.json, paht: x}", "did you mean `path`"),
+            ("output: {path: \"r/{day}.md\"}", "unknown placeholder {day}"),
+            ("output: s.json", "a map like"),
+        ] {
+            let (_, errors) = settings(bad);
+            assert!(errors[0].message.contains(says), "{bad}: {errors:?}");
+        }
+    }
 }
