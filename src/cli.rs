@@ -74,6 +74,35 @@ pub enum Command {
         #[arg(long)]
         over_budget: bool,
     },
+    /// List recent runs, newest first: id, time, role, trigger, outcome, cost, files changed.
+    Runs {
+        /// Only this role's runs.
+        #[arg(long)]
+        role: Option<String>,
+        /// Only runs on or after this date (YYYY-MM-DD, UTC).
+        #[arg(long, value_name = "DATE")]
+        since: Option<String>,
+        /// Print JSON: {"runs": [{"run_id", "role", "started_at", "trigger", "outcome", "cost_usd", "changed"}]}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put back what run RUN_ID changed, where each file is still as the run left it (files
+    /// changed since are skipped and named). Exits 0 when all was restored, 1 when something
+    /// was skipped.
+    Undo {
+        /// The run's id, or a unique start of it (see `tabd runs`).
+        run_id: String,
+        /// Show what would be done; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Restore files even where they changed since the run (their later content is lost,
+        /// except in this undo's own journal).
+        #[arg(long)]
+        force: bool,
+        /// Also move the notes the run handled back into the inbox (they will run again).
+        #[arg(long)]
+        requeue: bool,
+    },
     /// Print exactly what a run of ROLE would send the model (system prompt, context files,
     /// trigger notes, tools) with sizes, without calling the model.
     Prompt {

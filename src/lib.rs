@@ -16,7 +16,7 @@
 //! | 7 | `run` `turn` `prompt` `mcp_server` | one run: prompt, the loop, the harness over MCP, finish |
 //! | 6 | `harness` `approvals` | the one door every tool call goes through; approval notes |
 //! | 5 | `tools` `mcp` `provider` `agent_cli` | capabilities: vault tools, MCP client, model APIs, CLIs |
-//! | 4 | `state` `inbox` `access` `limits` `context` `runlog` | records and rules the run reads |
+//! | 4 | `state` `inbox` `access` `limits` `context` `runlog` `journal` | records and rules the run reads |
 //! | 3 | `config` `role` | what the person wrote, typed and checked |
 //! | 2 | `frontmatter` `schedule` | formats |
 //! | 1 | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` | foundations |
@@ -39,6 +39,7 @@ pub mod faults;
 pub mod frontmatter;
 pub mod harness;
 pub mod inbox;
+pub mod journal;
 pub(crate) mod limits;
 pub mod mcp;
 pub mod mcp_server;

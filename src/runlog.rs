@@ -389,7 +389,7 @@ impl RunLog {
         if !human.summary.trim().is_empty() {
             s.push_str(&format!("\n### Summary\n{}\n", tame(&human.summary)));
         }
-        s.push('\n');
+        s.push_str(&format!("\nUndo: `tabd undo {}`\n\n", rec.run_id));
         s
     }
 
@@ -639,7 +639,8 @@ mod tests {
              - **Changed:** [[project/blockers/auth-delay]] (written), [[project/timeline]] (appended)\n\
              \n### Thinking\nThe auth delay threatens the date.\n\
              \n### Actions\n1. `read_file` project/timeline.md\n2. `write_file` project/blockers/auth-delay.md\n\
-             \n### Summary\nRecorded the blocker.\n**Next**\nWatch it.\n\n"
+             \n### Summary\nRecorded the blocker.\n**Next**\nWatch it.\n\
+             \nUndo: `tabd undo r1`\n\n"
         );
     }
 

@@ -67,6 +67,15 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
         return invalid(env, id, a, &format!("{}, so nothing was sent", down.problem));
     }
     let limits = RoleLimits::resolve(role, &env.config.limits);
+    // The approved call's changes can be undone like a run's (`tabd runs` lists it).
+    let started = env.clock.now();
+    let journal = Arc::new(crate::journal::RunJournal::new(
+        env.vault.clone(),
+        &format!("{}-{}-approval-{id}", started.format("%Y%m%dT%H%M%SZ"), role.name),
+        &role.name,
+        started,
+        "approved",
+    ));
     let ticket = Ticket {
         // The chain the asking run was in goes on: an approved trigger_role is hop + 1.
         hops: a.hops,
@@ -75,6 +84,7 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
         asks: None,
         progress: Default::default(),
         delegator: None,
+        journal: Some(journal.clone()),
     };
     let delegator = approved_delegator(env, role, a);
     let ticket = Ticket {
@@ -104,6 +114,9 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
     rewrite(env, &a.note, "executing", "");
     let called = harness.call(&a.exposed, &args, Door::Approved).await;
     mcp.close().await;
+    if let Err(e) = journal.seal(&[], env.clock.now()) {
+        tracing::warn!("approval {id}: cannot close its undo journal: {e}");
+    }
     // The children of an approved `delegate` have no parent section to sit in: each gets its own.
     for child in delegator.map(|d| d.take_children()).unwrap_or_default() {
         let _ = env.log.append_daily(&child.daily_log, &child.delegated_section);

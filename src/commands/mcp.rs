@@ -275,6 +275,7 @@ fn session_harness(env: &crate::run::RunEnv, role: &crate::role::Role, mcp: Arc<
         }),
         progress: Default::default(),
         delegator: None,
+        journal: None,
     };
     // A session may delegate like a run (children are whole runs, recorded on their own).
     let session_id = ticket.asks.as_ref().map(|a| a.run_id.clone()).unwrap_or_default();

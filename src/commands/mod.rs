@@ -7,8 +7,10 @@ pub mod logs;
 pub mod mcp;
 pub mod prompt;
 pub mod run;
+pub mod runs;
 pub mod schedule;
 pub mod status;
+pub mod undo;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -144,6 +146,26 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
             run::run(&cli, ws)
         }
         Command::Status { json } => status::run(&Workspace::open(&cli, env)?, *json),
+        Command::Runs { role, since, json } => runs::run(
+            &Workspace::open(&cli, env)?,
+            role.as_deref(),
+            since.as_deref(),
+            *json,
+        ),
+        Command::Undo {
+            run_id,
+            dry_run,
+            force,
+            requeue,
+        } => undo::run(
+            &Workspace::open(&cli, env)?,
+            run_id,
+            &undo::Options {
+                dry_run: *dry_run,
+                force: *force,
+                requeue: *requeue,
+            },
+        ),
         Command::Logs { role, follow } => logs::run(&Workspace::open(&cli, env)?, role.as_deref(), *follow),
         Command::Completions { shell } => {
             use clap::CommandFactory;

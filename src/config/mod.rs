@@ -53,6 +53,7 @@ struct RawConfig {
     limits: Limits,
     inbox: InboxConfig,
     approvals: ApprovalsConfig,
+    journal: JournalConfig,
     context: ContextConfig,
     daemon: RawDaemon,
     prices: std::collections::BTreeMap<String, crate::cost::Price>,
@@ -164,6 +165,25 @@ impl Default for ApprovalsConfig {
     }
 }
 
+/// The undo journal (DESIGN §19): how long and how much of it is kept.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JournalConfig {
+    /// Journals of runs older than this many days are dropped.
+    pub keep_days: u32,
+    /// The journal's most size on disk, in MiB; the oldest runs go first.
+    pub max_mib: u64,
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        Self {
+            keep_days: 30,
+            max_mib: 200,
+        }
+    }
+}
+
 /// Inbox behaviour (DESIGN §5).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -227,6 +247,7 @@ pub struct Config {
     pub limits: Limits,
     pub inbox: InboxConfig,
     pub approvals: ApprovalsConfig,
+    pub journal: JournalConfig,
     pub context: ContextConfig,
     pub daemon: DaemonConfig,
     /// Prices per model (built in, with `[prices."MODEL"]` on top).
@@ -370,6 +391,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         limits: raw.limits,
         inbox: raw.inbox,
         approvals: raw.approvals,
+        journal: raw.journal,
         context: raw.context,
         daemon,
         prices: crate::cost::PriceBook::new(raw.prices),

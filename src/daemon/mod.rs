@@ -59,6 +59,8 @@ const SAFETY_TICK: Duration = Duration::from_secs(60);
 const PAUSE: Duration = Duration::from_secs(300);
 /// Quiet time after a role-file event before reloading (editors write in bursts).
 const RELOAD_DEBOUNCE: Duration = Duration::from_millis(250);
+/// How often the daemon prunes the undo journal (and once at start).
+const JOURNAL_PRUNE_EVERY: Duration = Duration::from_secs(6 * 3600);
 /// Scan interval when no watcher could start.
 const POLL: Duration = Duration::from_secs(2);
 /// Crash leftovers younger than this might be another process's write in flight.
@@ -342,6 +344,33 @@ impl Daemon {
             let removed = vault.remove_stale_temps(STALE_TEMP_AGE);
             if !removed.is_empty() {
                 tracing::info!("removed {} temp file(s) a crash left behind", removed.len());
+            }
+        });
+        self.prune_journal();
+    }
+
+    /// Keeps the undo journal within `[journal] keep_days` and `max_mib`: now, then every few
+    /// hours (off the loop: it lists and reads the journal).
+    fn prune_journal(&self) {
+        let vault = self.run_env.vault.clone();
+        let clock = self.run_env.clock.clone();
+        let keep = self.config().journal.clone();
+        tokio::spawn(async move {
+            loop {
+                let (vault, now, keep) = (vault.clone(), clock.now(), keep.clone());
+                let pruned = tokio::task::spawn_blocking(move || {
+                    crate::journal::prune(&vault, keep.keep_days, keep.max_mib * 1024 * 1024, now)
+                })
+                .await;
+                if let Some(p) = pruned.ok().filter(|p| p.runs + p.blobs > 0) {
+                    tracing::info!(
+                        "undo journal: dropped {} run(s) and {} stored version(s), {} KiB",
+                        p.runs,
+                        p.blobs,
+                        p.bytes / 1024
+                    );
+                }
+                tokio::time::sleep(JOURNAL_PRUNE_EVERY).await;
             }
         });
     }

@@ -82,6 +82,8 @@ pub struct Ticket {
     /// Runs `delegate` calls; `None`: this run may not delegate (none named, or the depth is
     /// used up), and `delegate` is not offered.
     pub delegator: Option<Arc<dyn Delegator>>,
+    /// Where vault changes are journaled for undo (DESIGN §19); `None`: not journaled.
+    pub journal: Option<Arc<crate::journal::RunJournal>>,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -397,6 +399,7 @@ impl Harness {
             hops: self.ticket.hops,
             max_chain_depth: self.ticket.max_chain_depth,
             now: self.clock.now().with_timezone(&self.role.schedule.tz),
+            journal: self.ticket.journal.as_deref(),
         };
         let result = crate::blocking::run(|| tools::write_answer(&ctx, path, answer)).map_err(|e| e.0)?;
         if !result.ok {
@@ -417,6 +420,7 @@ impl Harness {
             hops: self.ticket.hops,
             max_chain_depth: self.ticket.max_chain_depth,
             now: self.clock.now().with_timezone(&self.role.schedule.tz),
+            journal: self.ticket.journal.as_deref(),
         };
         crate::blocking::run(|| tools::execute(&ctx, name, input))
     }

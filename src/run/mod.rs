@@ -25,6 +25,7 @@ use crate::blocking;
 use crate::cost::Account;
 use crate::harness::{Harness, Ticket};
 use crate::inbox::Note;
+use crate::journal::RunJournal;
 use crate::mcp::tools::RunTools;
 use crate::progress::Step;
 use crate::prompt::Prompt;
@@ -64,21 +65,7 @@ async fn run_in(
             return blocking::run(|| finish::skipped(env, role, &trigger, &prep));
         }
     }
-    let account = match &lineage.account {
-        Some(parent) => parent.child(prep.limits.max_tokens_per_run, prep.limits.max_cost_usd),
-        None => Account::new(prep.limits.max_tokens_per_run, prep.limits.max_cost_usd),
-    };
-    let delegator = delegator_for(
-        env,
-        role,
-        &prep.id,
-        &trigger,
-        Lineage {
-            account: Some(account.clone()),
-            deadline: Some(env.clock.instant() + prep.limits.run_deadline),
-            depth_left: Some(lineage.depth_left_for(role)),
-        },
-    );
+    let (account, journal, delegator) = run_parts(env, role, &prep, &trigger, &lineage);
     // MCP servers start only now: a skipped slot never starts one.
     let servers = role.mcp_servers();
     if !servers.is_empty() {
@@ -96,7 +83,14 @@ async fn run_in(
         (None, Ok(output)) => {
             let decided = prepare::complete(&mut prompt, &mcp, &prep.state, role);
             let delegates = delegator.clone().map(|d| d as Arc<dyn crate::harness::Delegator>);
-            let harness = Arc::new(harness_for(env, role, &prep, mcp.clone(), delegates));
+            let harness = Arc::new(harness_for(
+                env,
+                role,
+                &prep,
+                mcp.clone(),
+                delegates,
+                journal.clone(),
+            ));
             // What the model is offered is what the harness will run (delegate included or not).
             prompt.tools = harness.specs();
             let turn = TurnContext { account, output };
@@ -116,7 +110,23 @@ async fn run_in(
     mcp.close().await;
     env.progress.emit(Step::Finishing);
     let children = delegator.map(|d| d.take_children()).unwrap_or_default();
-    blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome, children))
+    let result = blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome, children));
+    seal(env, &journal, &result);
+    result
+}
+
+/// Closes the run's journal with the state it left and the notes it moved (DESIGN §19).
+fn seal(env: &RunEnv, journal: &RunJournal, result: &RunResult) {
+    let moved: Vec<(String, String)> = result
+        .record
+        .moved
+        .iter()
+        .map(|m| (m.from.clone(), m.to.clone()))
+        .collect();
+    let now = env.clock.now();
+    if let Err(e) = blocking::run(|| journal.seal(&moved, now)) {
+        tracing::warn!("run {}: cannot close its undo journal: {e}", journal.run_id());
+    }
 }
 
 /// `output.path`: a finished run's answer is also written to that note. `Some` (a line for the
@@ -141,6 +151,39 @@ fn write_answer(role: &Role, prep: &Prepared, outcome: &TurnOutcome, harness: &H
         .map(|why| format!("**Answer not written** to {path}: {why}"))
 }
 
+/// What a run spends from, where it journals its changes, and who runs its `delegate` calls.
+fn run_parts(
+    env: &RunEnv,
+    role: &Role,
+    prep: &Prepared,
+    trigger: &Trigger,
+    lineage: &Lineage,
+) -> (Account, Arc<RunJournal>, Option<Arc<RunDelegator>>) {
+    let account = match &lineage.account {
+        Some(parent) => parent.child(prep.limits.max_tokens_per_run, prep.limits.max_cost_usd),
+        None => Account::new(prep.limits.max_tokens_per_run, prep.limits.max_cost_usd),
+    };
+    let journal = Arc::new(RunJournal::new(
+        env.vault.clone(),
+        &prep.id,
+        &role.name,
+        prep.started,
+        trigger.kind.as_str(),
+    ));
+    let delegator = delegator_for(
+        env,
+        role,
+        &prep.id,
+        trigger,
+        Lineage {
+            account: Some(account.clone()),
+            deadline: Some(env.clock.instant() + prep.limits.run_deadline),
+            depth_left: Some(lineage.depth_left_for(role)),
+        },
+    );
+    (account, journal, delegator)
+}
+
 /// The role's output contract, compiled (a schema file broken since the role was loaded fails
 /// the run before the model is paid).
 fn output_check(env: &RunEnv, role: &Role) -> Result<Option<Arc<jsonschema::Validator>>, String> {
@@ -163,6 +206,7 @@ fn harness_for(
     prep: &Prepared,
     mcp: Arc<RunTools>,
     delegator: Option<Arc<dyn crate::harness::Delegator>>,
+    journal: Arc<RunJournal>,
 ) -> Harness {
     let ticket = Ticket {
         hops: prep.hops,
@@ -176,6 +220,7 @@ fn harness_for(
         }),
         progress: env.progress.clone(),
         delegator,
+        journal: Some(journal),
     };
     Harness::new(
         env.vault.clone(),

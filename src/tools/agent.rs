@@ -102,6 +102,11 @@ impl Tool for TriggerRole {
         let inbox = &target.inbox;
         let name = format!("{}-from-{}.md", ctx.now.format("%Y-%m-%d-%H%M%S"), ctx.role.name);
         let path = ctx.vault.create_unique(inbox, &name, text.as_bytes())?;
+        // A new note (create never replaces): its prior state is "absent".
+        if let Some(j) = ctx.journal {
+            j.created(&path)
+                .map_err(|e| ToolError::Fatal(format!("cannot keep {path} in the undo journal: {e}")))?;
+        }
         Ok(ToolResult::ok(
             format!(
                 "sent a {} note to {} ({path}, hops {hops})",

@@ -320,6 +320,7 @@ impl Tool for WriteFile {
             return Err(ToolError::Failed(format!("{path} is a folder")));
         }
         let existed = ctx.vault.exists(&real);
+        ctx.before_change(&real)?;
         ctx.vault.write_atomic(&real, a.content.as_bytes())?;
         let how = if existed { "replaced" } else { "new file" };
         Ok(ToolResult::ok(
@@ -358,6 +359,7 @@ pub(crate) fn append(ctx: &ToolContext<'_>, real: &VaultPath, content: &str) -> 
         text.push('\n');
     }
     text.push_str(content);
+    ctx.before_change(real)?;
     ctx.vault.write_atomic(real, text.as_bytes())?;
     Ok(())
 }
@@ -393,6 +395,26 @@ impl Tool for AppendFile {
     }
 }
 
+/// Journals both ends of a move: each file under `from` (a folder moves whole) and where it lands.
+fn journal_move(ctx: &ToolContext<'_>, from: &VaultPath, to: &VaultPath) -> Result<(), ToolError> {
+    if ctx.journal.is_none() {
+        return Ok(());
+    }
+    if !ctx.vault.metadata(from).is_ok_and(|m| m.is_dir) {
+        ctx.before_change(from)?;
+        return ctx.before_change(to);
+    }
+    for entry in ctx.vault.walk(from, true, &|_| false)? {
+        if entry.is_dir {
+            continue;
+        }
+        let rest = entry.path.as_str()[from.as_str().len()..].trim_start_matches('/');
+        ctx.before_change(&entry.path)?;
+        ctx.before_change(&to.join(rest)?)?;
+    }
+    Ok(())
+}
+
 pub struct MoveFile;
 
 #[derive(Deserialize, JsonSchema)]
@@ -423,6 +445,7 @@ impl Tool for MoveFile {
         let from = path_arg(&a.from)?;
         let to = path_arg(&a.to)?;
         let (real_from, real_to) = ctx.policy.check_move(ctx.vault, &from, &to)?;
+        journal_move(ctx, &real_from, &real_to)?;
         ctx.vault.rename_noreplace(&real_from, &real_to)?;
         Ok(ToolResult::ok(
             format!("moved {from} to {to}"),

@@ -30,6 +30,23 @@ pub struct ToolContext<'a> {
     pub max_chain_depth: u32,
     /// Now, in the role's time zone.
     pub now: DateTime<Tz>,
+    /// Where the run keeps each file's state before it first changes it (`None`: not journaled,
+    /// e.g. in unit tests).
+    pub journal: Option<&'a crate::journal::RunJournal>,
+}
+
+impl ToolContext<'_> {
+    /// Call before changing `path` (a real path, after the access check): its prior state goes
+    /// into the run's journal, so the change can be undone. A change that could not be journaled
+    /// does not happen.
+    pub fn before_change(&self, path: &crate::vault::VaultPath) -> Result<(), ToolError> {
+        match self.journal {
+            Some(j) => j
+                .before_change(path)
+                .map_err(|e| ToolError::Fatal(format!("cannot keep {path} in the undo journal: {e}"))),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Why a call did nothing. Every variant but `Fatal` goes back to the model as its result;

@@ -100,6 +100,7 @@ impl Fixture {
             hops,
             max_chain_depth: 3,
             now: chrono_tz::UTC.with_ymd_and_hms(2026, 11, 22, 9, 30, 0).unwrap(),
+            journal: None,
         };
         execute(&ctx, name, &input).expect("no fatal error")
     }
