@@ -426,3 +426,73 @@ pub fn apply(vault: &Vault, steps: &[Step], undo: &RunJournal) -> Result<usize, 
     }
     Ok(done)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vault() -> (tempfile::TempDir, Arc<Vault>) {
+        let d = tempfile::tempdir().unwrap();
+        let v = Arc::new(Vault::open(d.path()).unwrap());
+        (d, v)
+    }
+
+    fn p(s: &str) -> VaultPath {
+        VaultPath::parse(s, false).unwrap()
+    }
+
+    /// A run that changed `file` from `old` to `new`, started `days_ago`.
+    fn journaled(v: &Arc<Vault>, id: &str, file: &str, old: &str, new: &str, days_ago: i64) {
+        let now = Utc::now();
+        v.write_atomic(&p(file), old.as_bytes()).unwrap();
+        let j = RunJournal::new(
+            v.clone(),
+            id,
+            "r",
+            now - chrono::Duration::days(days_ago),
+            "manual",
+        );
+        j.before_change(&p(file)).unwrap();
+        j.before_change(&p(file)).unwrap(); // only the first change keeps the prior state
+        v.write_atomic(&p(file), new.as_bytes()).unwrap();
+        j.seal(&[], now).unwrap();
+    }
+
+    #[test]
+    fn a_sealed_entry_round_trips_and_only_the_first_prior_state_counts() {
+        let (_d, v) = vault();
+        journaled(&v, "20261101T000000Z-r-1", "a.md", "old", "new", 0);
+        let e = load(&v, "20261101T000000Z-r-1").unwrap();
+        assert_eq!(e.before, [("a.md".to_string(), Some(digest(b"old")))]);
+        assert_eq!(e.left.unwrap()["a.md"], Some(digest(b"new")));
+        assert_eq!(blob(&v, &digest(b"old")).unwrap(), b"old");
+        let steps = plan_undo(&v, &load(&v, "20261101T000000Z-r-1").unwrap(), false).unwrap();
+        assert_eq!(
+            steps,
+            [Step::Restore {
+                path: "a.md".into(),
+                to: Some(digest(b"old"))
+            }]
+        );
+    }
+
+    #[test]
+    fn pruning_drops_old_runs_then_the_oldest_over_the_size_limit_then_unnamed_blobs() {
+        let (_d, v) = vault();
+        journaled(&v, "20261001T000000Z-r-old", "a.md", "very old", "x", 40);
+        journaled(&v, "20261110T000000Z-r-mid", "b.md", &"b".repeat(10_000), "y", 10);
+        journaled(&v, "20261120T000000Z-r-new", "c.md", "c", "z", 1);
+        // Blobs are young (written just now): age them past the hour pruning leaves alone.
+        let later = Utc::now() + chrono::Duration::hours(2);
+        let pruned = prune(&v, 30, 1024 * 1024, later);
+        assert_eq!(pruned.runs, 1, "only the 40-day-old run");
+        assert_eq!(pruned.blobs, 1, "its prior content goes with it");
+        assert_eq!(run_ids(&v), ["20261110T000000Z-r-mid", "20261120T000000Z-r-new"]);
+        assert!(blob(&v, &digest(b"very old")).is_err());
+
+        let pruned = prune(&v, 30, 2_000, later);
+        assert_eq!(pruned.runs, 1, "the oldest goes first to fit 2,000 bytes");
+        assert_eq!(run_ids(&v), ["20261120T000000Z-r-new"]);
+        assert!(blob(&v, &digest(b"c")).is_ok(), "a kept run's content stays");
+    }
+}

@@ -15,3 +15,4 @@ mod mcp;
 mod providers;
 mod robustness;
 mod turn_e2e;
+mod undo;

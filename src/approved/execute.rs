@@ -67,15 +67,7 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
         return invalid(env, id, a, &format!("{}, so nothing was sent", down.problem));
     }
     let limits = RoleLimits::resolve(role, &env.config.limits);
-    // The approved call's changes can be undone like a run's (`tabd runs` lists it).
-    let started = env.clock.now();
-    let journal = Arc::new(crate::journal::RunJournal::new(
-        env.vault.clone(),
-        &format!("{}-{}-approval-{id}", started.format("%Y%m%dT%H%M%SZ"), role.name),
-        &role.name,
-        started,
-        "approved",
-    ));
+    let journal = approval_journal(env, role, id);
     let ticket = Ticket {
         // The chain the asking run was in goes on: an approved trigger_role is hop + 1.
         hops: a.hops,
@@ -129,6 +121,18 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
     };
     record(env, id, a, phase, &text);
     out.ran.push(id.to_string());
+}
+
+/// The approved call's changes can be undone like a run's (`tabd runs` lists it).
+fn approval_journal(env: &RunEnv, role: &crate::role::Role, id: &str) -> Arc<crate::journal::RunJournal> {
+    let started = env.clock.now();
+    Arc::new(crate::journal::RunJournal::new(
+        env.vault.clone(),
+        &format!("{}-{}-approval-{id}", started.format("%Y%m%dT%H%M%SZ"), role.name),
+        &role.name,
+        started,
+        "approved",
+    ))
 }
 
 /// What runs an approved `delegate`: its children may not delegate further (the asking run's

@@ -59,7 +59,7 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
         return Ok(if skipped > 0 { 1 } else { 0 });
     }
     let now = chrono::Utc::now();
-    let undo_id = format!("{}-undo-{}", now.format("%Y%m%dT%H%M%SZ"), short(&run_id));
+    let undo_id = format!("{}-undo-{run_id}", now.format("%Y%m%dT%H%M%SZ"));
     let journal = RunJournal::new(ws.vault.clone(), &undo_id, &entry.role, now, "undo");
     let restored = journal::apply(&ws.vault, &steps, &journal).map_err(|e| {
         CliError::failed(format!(
@@ -75,10 +75,6 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
         if opts.requeue { format!(", {requeued} note(s) back in the inbox") } else { String::new() }
     );
     Ok(if skipped > 0 { 1 } else { 0 })
-}
-
-fn short(run_id: &str) -> &str {
-    run_id.get(..28.min(run_id.len())).unwrap_or(run_id)
 }
 
 fn lock(ws: &Workspace, entry: &Entry) -> Result<Option<crate::vault::FileLock>, CliError> {

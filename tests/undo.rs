@@ -1,0 +1,358 @@
+//! Undo (DESIGN §19, issue 23): the change journal, `tabd runs` and `tabd undo`, through the real
+//! binary: what a run wrote, appended, created and moved goes back — but never over an edit made
+//! since.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::daemon::{wait_until, Daemon};
+use crate::support::fake_model::FakeModel;
+use crate::support::{describe, stdout, wire, TestVault};
+
+const T: Duration = Duration::from_secs(20);
+
+/// The stock vault (no schedules), delivery allowed to write and move anywhere in project/.
+fn vault(fake: &FakeModel) -> TestVault {
+    let v = TestVault::new();
+    v.unschedule_stock_roles();
+    let d = v.read("roles/delivery.md");
+    v.write(
+        "roles/delivery.md",
+        &d.replacen("## Tools\n", "## Tools\n- move_file\n", 1),
+    );
+    v.use_model(fake, "anthropic", "");
+    v
+}
+
+/// The model makes `calls` in its first request, then ends.
+fn script(fake: &FakeModel, calls: Vec<(&'static str, Value)>) {
+    fake.respond_with(move |r, _| {
+        if wire::tool_results(&r.body).is_empty() {
+            let named: Vec<(String, &str, Value)> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, (name, input))| (format!("t{i}"), *name, input.clone()))
+                .collect();
+            let refs: Vec<(&str, &str, Value)> = named
+                .iter()
+                .map(|(id, n, i)| (id.as_str(), *n, i.clone()))
+                .collect();
+            return wire::tools("anthropic", None, &refs);
+        }
+        wire::text("anthropic", "done")
+    });
+}
+
+fn fire(v: &TestVault) -> String {
+    let before: Vec<String> = v
+        .records()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap().to_string())
+        .collect();
+    let out = v.tabd(&["fire", "delivery"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    v.records()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap().to_string())
+        .find(|id| !before.contains(id))
+        .expect("a new run")
+}
+
+fn undo(v: &TestVault, args: &[&str]) -> (i32, String) {
+    let mut all = vec!["undo"];
+    all.extend_from_slice(args);
+    let out = v.tabd(&all);
+    (out.status.code().unwrap_or(-1), describe(&out))
+}
+
+/// Write, append, create and move (a file moved away is "deleted" from where it was) all go
+/// back; `tabd runs` lists what the run changed; the daily log says what undo did.
+#[test]
+fn undo_puts_back_writes_appends_creations_and_moves() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    v.write("project/plan.md", "the person's plan\n");
+    v.write("project/log.md", "line 1\n");
+    v.write("project/old.md", "an old note\n");
+    script(
+        &fake,
+        vec![
+            (
+                "write_file",
+                json!({"path": "project/plan.md", "content": "the model's plan"}),
+            ),
+            (
+                "append_file",
+                json!({"path": "project/log.md", "content": "line 2"}),
+            ),
+            (
+                "write_file",
+                json!({"path": "project/new.md", "content": "created"}),
+            ),
+            (
+                "move_file",
+                json!({"from": "project/old.md", "to": "project/attic/old.md"}),
+            ),
+        ],
+    );
+    let run = fire(&v);
+    assert_eq!(v.read("project/plan.md"), "the model's plan");
+    assert!(v.daily().contains(&format!("Undo: `tabd undo {run}`")));
+
+    let listed: Value = serde_json::from_str(&stdout(&v.tabd(&["runs", "--json"]))).unwrap();
+    let entry = listed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == run.as_str())
+        .unwrap();
+    let mut changed: Vec<&str> = entry["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    changed.sort();
+    assert_eq!(
+        changed,
+        [
+            "project/attic/old.md",
+            "project/log.md",
+            "project/new.md",
+            "project/old.md",
+            "project/plan.md"
+        ]
+    );
+    assert!(
+        !changed
+            .iter()
+            .any(|c| c.starts_with("memory") || c.starts_with("roles")),
+        "files only read are not journaled"
+    );
+
+    let (code, out) = undo(&v, &["--dry-run", &run[..20]]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("would restore  project/plan.md"), "{out}");
+    assert_eq!(
+        v.read("project/plan.md"),
+        "the model's plan",
+        "a dry run changes nothing"
+    );
+
+    let (code, out) = undo(&v, &[&run[..20]]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v.read("project/plan.md"), "the person's plan\n");
+    assert_eq!(v.read("project/log.md"), "line 1\n");
+    assert!(
+        !v.path("project/new.md").exists(),
+        "a file the run created is removed"
+    );
+    assert_eq!(v.read("project/old.md"), "an old note\n");
+    assert!(!v.path("project/attic/old.md").exists());
+    assert!(
+        v.daily()
+            .contains(&format!("undid run `{run}`: 5 restored, 0 skipped")),
+        "{}",
+        v.daily()
+    );
+
+    // The undo is journaled too: undoing it brings the run's changes back.
+    let undo_id: String = out
+        .split("tabd undo ")
+        .nth(1)
+        .unwrap()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '-')
+        .collect();
+    let (code, out) = undo(&v, &[&undo_id]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v.read("project/plan.md"), "the model's plan");
+}
+
+/// Two runs changed the same note: undoing the first (out of order) skips it and names the
+/// second; undoing the second, then the first, goes all the way back.
+#[test]
+fn a_chain_undone_in_the_wrong_order_names_the_later_run() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    v.write("project/plan.md", "v0\n");
+    script(
+        &fake,
+        vec![("write_file", json!({"path": "project/plan.md", "content": "v1"}))],
+    );
+    let first = fire(&v);
+    script(
+        &fake,
+        vec![("write_file", json!({"path": "project/plan.md", "content": "v2"}))],
+    );
+    let second = fire(&v);
+
+    let (code, out) = undo(&v, &[&first]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&format!("changed since by run {second}")), "{out}");
+    assert_eq!(v.read("project/plan.md"), "v2");
+
+    assert_eq!(undo(&v, &[&second]).0, 0);
+    assert_eq!(v.read("project/plan.md"), "v1");
+    assert_eq!(undo(&v, &[&first]).0, 0);
+    assert_eq!(v.read("project/plan.md"), "v0\n");
+}
+
+/// A note the person edited after the run is never overwritten — unless they say --force.
+#[test]
+fn the_persons_edit_is_kept_unless_forced() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    v.write("project/plan.md", "original\n");
+    script(
+        &fake,
+        vec![(
+            "write_file",
+            json!({"path": "project/plan.md", "content": "by the model"}),
+        )],
+    );
+    let run = fire(&v);
+    v.write("project/plan.md", "by the model, then edited by the person\n");
+
+    let (code, out) = undo(&v, &[&run]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("changed since the run (by you or a sync tool"),
+        "{out}"
+    );
+    assert_eq!(
+        v.read("project/plan.md"),
+        "by the model, then edited by the person\n"
+    );
+
+    let (code, out) = undo(&v, &["--force", &run]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v.read("project/plan.md"), "original\n");
+}
+
+/// --requeue puts the notes the run handled back into the inbox.
+#[test]
+fn requeue_moves_the_handled_notes_back() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    v.write("agent/inbox/delivery/ask.md", "please plan");
+    script(
+        &fake,
+        vec![(
+            "write_file",
+            json!({"path": "project/plan.md", "content": "planned"}),
+        )],
+    );
+    let run = fire(&v);
+    assert_eq!(v.files_in("agent/inbox/delivery/processed"), ["ask.md"]);
+
+    let (code, out) = undo(&v, &[&run]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        v.files_in("agent/inbox/delivery/processed"),
+        ["ask.md"],
+        "not without --requeue"
+    );
+
+    let v2 = vault(&fake);
+    v2.write("agent/inbox/delivery/ask.md", "please plan");
+    let run = fire(&v2);
+    let (code, out) = undo(&v2, &["--requeue", &run]);
+    assert_eq!(code, 0, "{out}");
+    assert!(v2.files_in("agent/inbox/delivery/processed").is_empty());
+    assert_eq!(v2.read("agent/inbox/delivery/ask.md"), "please plan");
+    assert!(!v2.path("project/plan.md").exists());
+}
+
+/// tabd killed after the run's changes and record but before the journal was closed: undo
+/// closes it with the files as they are, and puts them back.
+#[test]
+fn a_run_that_crashed_can_still_be_undone() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    v.write("project/plan.md", "before the crash\n");
+    v.write("agent/inbox/delivery/ask.md", "please plan");
+    script(
+        &fake,
+        vec![(
+            "write_file",
+            json!({"path": "project/plan.md", "content": "mid-crash"}),
+        )],
+    );
+    let out = v
+        .command(&["fire", "delivery"])
+        .env("TABD_FAULTS", "abort-after-commit")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the fault aborted it: {}", describe(&out));
+    assert_eq!(v.read("project/plan.md"), "mid-crash");
+    let listed = stdout(&v.tabd(&["runs"]));
+    let run = listed
+        .split_whitespace()
+        .find(|w| w.contains("-delivery-"))
+        .unwrap_or_else(|| panic!("{listed}"))
+        .to_string();
+    let (code, out) = undo(&v, &[&run]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v.read("project/plan.md"), "before the crash\n");
+}
+
+/// With the daemon running: undo waits for no one (the role is idle), and the restored note is
+/// a change the daemon sees like any other — a role watching it fires.
+#[test]
+fn undo_while_the_daemon_runs_is_seen_as_a_change() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    let d = v.read("roles/delivery.md");
+    v.write(
+        "roles/delivery.md",
+        &d.replacen(
+            "extends: _base\n",
+            "extends: _base\nwatch: [project/plan.md]\nmin_interval: 0s\n",
+            1,
+        ),
+    );
+    v.write("project/plan.md", "original\n");
+    script(
+        &fake,
+        vec![(
+            "write_file",
+            json!({"path": "project/plan.md", "content": "by the model"}),
+        )],
+    );
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/ask.md", "please plan");
+    wait_until(T, "the run that writes", || v.records().len() == 1);
+    let run = v.records()[0]["run_id"].as_str().unwrap().to_string();
+    fake.respond_with(|_, _| wire::text("anthropic", "saw the plan change back"));
+
+    let (code, out) = undo(&v, &[&run]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v.read("project/plan.md"), "original\n");
+    wait_until(T, "a watch run after the undo", || {
+        v.records().iter().any(|r| r["trigger"]["kind"] == "watch")
+    });
+}
+
+#[test]
+fn unknown_and_ambiguous_ids_are_usage_errors() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    let (code, out) = undo(&v, &["20991231"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("no journaled run `20991231`"), "{out}");
+    script(
+        &fake,
+        vec![("write_file", json!({"path": "project/a.md", "content": "a"}))],
+    );
+    fire(&v);
+    script(
+        &fake,
+        vec![("write_file", json!({"path": "project/b.md", "content": "b"}))],
+    );
+    fire(&v);
+    let (code, out) = undo(&v, &["20"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("could be any of 2 runs"), "{out}");
+}
