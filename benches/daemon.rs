@@ -124,6 +124,20 @@ impl Bench {
     }
 }
 
+/// Bytes of every file under `dir`.
+fn walkdir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => walkdir_size(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
+}
+
 /// CPU time of the calling thread (where the run executes), in milliseconds.
 fn thread_cpu_ms() -> f64 {
     let mut ts = libc::timespec {
@@ -639,6 +653,33 @@ fn per_run(out: &mut Value) {
         }
     }
     let prompt_bytes = fake.requests().last().map_or(0, |r| r.body.to_string().len());
+    // The undo journal (DESIGN §19): what it stored for these runs, and what its part of a run
+    // costs — the run's one change (the append) journaled and sealed, as the run does it.
+    let journal_dir = b.vault().join(".tabd/journal");
+    let journal_bytes: u64 = walkdir_size(&journal_dir);
+    let log = tabd::vault::VaultPath::parse("project/log.md", false).unwrap();
+    let mut journal_ms = Vec::new();
+    for i in 0..50 {
+        let t0 = Instant::now();
+        let j = tabd::journal::RunJournal::new(
+            vault.clone(),
+            &format!("bench-journal-{i}"),
+            "bench",
+            chrono::Utc::now(),
+            "manual",
+        );
+        j.before_change(&log).unwrap();
+        j.seal(&[], chrono::Utc::now()).unwrap();
+        journal_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    let journal_ms = median(&mut journal_ms);
+    println!(
+        "journal 60 runs stored {} KiB ({:.1} KiB per run; log.md is {} KiB and grows each run) · journaling one change and sealing: {journal_ms:.3} ms",
+        journal_bytes / 1024,
+        journal_bytes as f64 / 1024.0 / 60.0,
+        std::fs::metadata(b.vault().join("project/log.md")).map_or(0, |m| m.len()) / 1024
+    );
+    out["journal"] = json!({ "runs": 60, "bytes": journal_bytes, "per_change_ms": journal_ms });
     let t = median(&mut total);
     let gap = median(&mut model);
     let own_cpu = median(&mut cpu);
