@@ -250,8 +250,15 @@ pub fn serve(ws: &Workspace, role: &str) -> Result<u8, CliError> {
                 .log
                 .write_line(log_env.clock.now(), &display, &call_line(record));
         });
+        let journal = harness.ticket().journal.clone();
         let served = serve_stdio(HarnessServer::new(harness, Some(on_call))).await;
         mcp.close().await;
+        // The session's changes can be undone like a run's (`tabd runs` lists the session).
+        if let Some(j) = journal {
+            if let Err(e) = j.seal(&[], env.clock.now()) {
+                tracing::warn!("mcp serve: cannot close the session's undo journal: {e}");
+            }
+        }
         served
     })
     .map_err(|e| CliError::failed(format!("mcp serve: {e:#}")))?;
@@ -275,7 +282,13 @@ fn session_harness(env: &crate::run::RunEnv, role: &crate::role::Role, mcp: Arc<
         }),
         progress: Default::default(),
         delegator: None,
-        journal: None,
+        journal: Some(Arc::new(crate::journal::RunJournal::new(
+            env.vault.clone(),
+            &format!("{}-{}-mcp", now.format("%Y%m%dT%H%M%SZ"), role.name),
+            &role.name,
+            now,
+            "mcp",
+        ))),
     };
     // A session may delegate like a run (children are whole runs, recorded on their own).
     let session_id = ticket.asks.as_ref().map(|a| a.run_id.clone()).unwrap_or_default();
