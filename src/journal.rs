@@ -154,8 +154,7 @@ impl RunJournal {
             path: path.as_str().to_string(),
             before,
         }));
-        self.vault
-            .append(&entry_path(&self.run_id)?, &text, None, false)?;
+        append_entry(&self.vault, &self.run_id, &text)?;
         seen.push(path.as_str().to_string());
         Ok(())
     }
@@ -174,8 +173,7 @@ impl RunJournal {
             path: path.as_str().to_string(),
             before: None,
         }));
-        self.vault
-            .append(&entry_path(&self.run_id)?, &text, None, false)?;
+        append_entry(&self.vault, &self.run_id, &text)?;
         seen.push(path.as_str().to_string());
         Ok(())
     }
@@ -204,8 +202,15 @@ impl RunJournal {
             left,
             moved: moved.to_vec(),
         }));
-        self.vault.append(&entry_path(&self.run_id)?, &text, None, false)
+        append_entry(&self.vault, &self.run_id, &text)
     }
+}
+
+/// Appends to a run's journal file, its folder made on first use.
+fn append_entry(vault: &Vault, run_id: &str, text: &str) -> Result<(), VaultError> {
+    let path = entry_path(run_id)?;
+    vault.create_dir_all(&path.parent())?;
+    vault.append(&path, text, None, false)
 }
 
 fn line(l: &Line) -> String {

@@ -19,7 +19,7 @@
 //! | 4 | `state` `inbox` `access` `limits` `context` `runlog` `journal` | records and rules the run reads |
 //! | 3 | `config` `role` | what the person wrote, typed and checked |
 //! | 2 | `frontmatter` `schedule` | formats |
-//! | 1 | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` | foundations |
+//! | 1 | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` `sandbox` | foundations |
 pub mod access;
 pub mod agent_cli;
 pub mod approvals;
@@ -50,6 +50,7 @@ pub mod provider;
 pub mod role;
 pub mod run;
 pub mod runlog;
+pub mod sandbox;
 pub mod schedule;
 pub mod state;
 pub(crate) mod template;

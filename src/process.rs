@@ -26,12 +26,95 @@ const GROUPS_DIR: &str = ".tabd/groups";
 pub struct Launcher {
     pub env: Env,
     pub registry: Option<Arc<Registry>>,
+    /// The vault, for children's state folders (`.tabd/children/<name>/`).
+    pub vault: Option<Arc<Vault>>,
+    /// `[sandbox] require`: refuse to start a child the kernel cannot sandbox.
+    pub require_sandbox: bool,
+    /// Whether the kernel can sandbox, and which children were already reported unsandboxed.
+    pub sandbox_probe: Arc<crate::sandbox::Probe>,
+}
+
+/// A child's own folders: its state folder (also its `HOME` unless configured) and a private
+/// temporary folder inside it.
+pub struct ChildDirs {
+    pub state: std::path::PathBuf,
+    pub tmp: std::path::PathBuf,
 }
 
 impl Launcher {
     pub fn guard(&self, pgid: Option<Pid>, name: &str) -> GroupGuard {
         GroupGuard::new(pgid, self.registry.clone(), name)
     }
+
+    /// Creates (through the vault) and returns child `name`'s folders.
+    pub fn child_dirs(&self, name: &str) -> Result<ChildDirs, String> {
+        let vault = self.vault.as_ref().ok_or("no vault to keep its state in")?;
+        let safe: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let tmp =
+            VaultPath::parse(&format!(".tabd/children/{safe}/tmp"), false).map_err(|e| e.to_string())?;
+        vault.create_dir_all(&tmp).map_err(|e| e.to_string())?;
+        let tmp = vault.root().join(tmp.as_path());
+        let state = tmp
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_else(|| tmp.clone());
+        Ok(ChildDirs { state, tmp })
+    }
+
+    /// Makes the child `cmd` starts run under `spec` (DESIGN §20). Where the kernel cannot, the
+    /// child starts unsandboxed and the log says so once — or, with `[sandbox] require`, it is
+    /// refused (`Err`). Returns what the kernel enforces.
+    pub fn confine(
+        &self,
+        cmd: &mut tokio::process::Command,
+        name: &str,
+        spec: &crate::sandbox::Spec,
+    ) -> Result<crate::sandbox::Support, String> {
+        let support = self.sandbox_probe.support();
+        if !support.enforced() {
+            if self.require_sandbox {
+                return Err(format!(
+                    "not started: it cannot be sandboxed here ({}) and [sandbox] require = true",
+                    support.describe()
+                ));
+            }
+            if self.sandbox_probe.first_warning(name) {
+                tracing::warn!("{name} runs WITHOUT a sandbox: {}", support.describe());
+            }
+            return Ok(support);
+        }
+        let prepared = crate::sandbox::prepare(spec).map_err(|e| e.to_string())?;
+        crate::sandbox::install(cmd, prepared);
+        Ok(support)
+    }
+}
+
+/// Where `command` would be found: a path as given, else the first runnable match on `env`'s
+/// `PATH`.
+pub fn find_program(command: &str, env: &Env) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::{Path, PathBuf};
+    let runnable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.contains('/') {
+        let p = PathBuf::from(command);
+        return runnable(&p).then_some(p);
+    }
+    env.get("PATH")?
+        .split(':')
+        .map(|dir| Path::new(dir).join(command))
+        .find(|p| runnable(p))
 }
 
 /// Puts the child `cmd` will start into a new process group of its own.

@@ -75,10 +75,11 @@ fn a_role_gets_the_servers_tools_runs_them_and_leaves_no_process() {
         &fake,
         KIND,
         &format!(
-            "{}env = {{ MCP_TEST_LOG = \"{}\", MCP_TEST_GRANDCHILD = \"{}\" }}\n",
+            "{}env = {{ MCP_TEST_LOG = \"{}\", MCP_TEST_GRANDCHILD = \"{}\" }}\nwritable = [\"{}\"]\n",
             format_args!("[mcp.test]\ncommand = \"{}\"\n", server_bin().display()),
             log.display(),
-            pid_file.display()
+            pid_file.display(),
+            v.dir.path().display()
         ),
     );
     ops_role(&v, "", &["read_file", "test/*"]);
@@ -381,11 +382,12 @@ fn the_daemon_supervises_keep_alive_servers() {
         &fake,
         KIND,
         &format!(
-            "{}[mcp.test]\ncommand = \"{}\"\nkeep_alive = true\nenv = {{ MCP_TEST_LOG = \"{}\", MCP_TEST_GRANDCHILD = \"{}\" }}\n",
+            "{}[mcp.test]\ncommand = \"{}\"\nkeep_alive = true\nenv = {{ MCP_TEST_LOG = \"{}\", MCP_TEST_GRANDCHILD = \"{}\" }}\nwritable = [\"{}\"]\n",
             daemon_config(""),
             server_bin().display(),
             log.display(),
-            pid_file.display()
+            pid_file.display(),
+            v.dir.path().display()
         ),
     );
     ops_role(&v, "", &["test/*"]);
@@ -550,10 +552,11 @@ fn tabd_prompt_shows_the_mcp_tools_a_role_would_get_and_leaves_no_process() {
         &fake,
         KIND,
         &format!(
-            "[mcp.test]\ncommand = \"{}\"\nenv = {{ MCP_TEST_LOG = \"{}\", MCP_TEST_GRANDCHILD = \"{}\" }}\n{}",
+            "[mcp.test]\ncommand = \"{}\"\nenv = {{ MCP_TEST_LOG = \"{}\", MCP_TEST_GRANDCHILD = \"{}\" }}\nwritable = [\"{}\"]\n{}",
             server_bin().display(),
             log.display(),
             pid_file.display(),
+            v.dir.path().display(),
             server_config("bad", "exit", &log, "")
         ),
     );

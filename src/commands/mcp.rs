@@ -142,15 +142,7 @@ async fn inspect(ws: &Workspace, server: Arc<ServerConfig>, only: Option<&str>) 
         stderr: None,
         tools: Vec::new(),
     };
-    match Connection::start(
-        server.clone(),
-        &crate::process::Launcher {
-            env: ws.env.clone(),
-            registry: None,
-        },
-    )
-    .await
-    {
+    match Connection::start(server.clone(), &ws.launcher(false)).await {
         Ok(conn) => {
             for t in conn.tools().await {
                 let roles = ws

@@ -85,6 +85,18 @@ impl Workspace {
         })
     }
 
+    /// How this command starts children (sandboxed, DESIGN §20); `registry`: their process
+    /// groups are written down (for children that outlive a moment).
+    pub fn launcher(&self, registry: bool) -> crate::process::Launcher {
+        crate::process::Launcher {
+            env: self.env.clone(),
+            registry: registry.then(|| crate::process::Registry::new(self.vault.clone())),
+            vault: Some(self.vault.clone()),
+            require_sandbox: self.config.sandbox.require,
+            sandbox_probe: Default::default(),
+        }
+    }
+
     /// What a run needs, for commands that run roles in the foreground.
     pub fn run_env(&self) -> Result<crate::run::RunEnv, CliError> {
         let provider = crate::provider::build(&self.config.provider, &self.env)
@@ -101,10 +113,7 @@ impl Workspace {
             )),
             clock: Arc::new(crate::clock::SystemClock),
             faults: crate::faults::Faults::from_env(&self.env),
-            launcher: crate::process::Launcher {
-                env: self.env.clone(),
-                registry: Some(crate::process::Registry::new(self.vault.clone())),
-            },
+            launcher: self.launcher(true),
             mcp_pool: None,
             probes: Default::default(),
             progress: Default::default(),

@@ -72,10 +72,7 @@ fn mcp_tools(ws: &Workspace, role: &crate::role::Role) -> Result<RunTools, CliEr
         .build()
         .map_err(|e| CliError::failed(e.to_string()))?;
     Ok(rt.block_on(async {
-        let launcher = crate::process::Launcher {
-            env: ws.env.clone(),
-            registry: None,
-        };
+        let launcher = ws.launcher(false);
         let tools = RunTools::open(role, &ws.config, &launcher, None).await;
         tools.close().await;
         tools

@@ -136,19 +136,7 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
     out
 }
 
-/// Where `command` would be found: a path as given, else the first match on `PATH`.
+/// Where `command` would be found (one owner: `process::find_program`).
 pub fn find_program(command: &str, env: &crate::environment::Env) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &Path| {
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if command.contains('/') {
-        let p = PathBuf::from(command);
-        return runnable(&p).then_some(p);
-    }
-    env.get("PATH")?
-        .split(':')
-        .map(|dir| Path::new(dir).join(command))
-        .find(|p| runnable(p))
+    crate::process::find_program(command, env)
 }

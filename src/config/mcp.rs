@@ -31,6 +31,13 @@ pub(crate) struct RawServer {
     required: Option<bool>,
     #[serde(default)]
     risk: BTreeMap<String, Spanned<String>>,
+    /// The child's sandbox (DESIGN §20): command servers only.
+    vault: Option<Spanned<super::sandbox::VaultAccess>>,
+    network: Option<Spanned<bool>>,
+    #[serde(default)]
+    readable: Vec<String>,
+    #[serde(default)]
+    writable: Vec<String>,
 }
 
 /// How to reach a server. Every string is as written: `${VAR}` is expanded when the server
@@ -63,6 +70,8 @@ pub struct ServerConfig {
     pub required: bool,
     /// Tool → risk class, over the server's own hints.
     pub risk: BTreeMap<String, Risk>,
+    /// What a command server may reach (DESIGN §20).
+    pub sandbox: super::sandbox::ChildSandbox,
 }
 
 impl ServerConfig {
@@ -212,6 +221,23 @@ pub(crate) fn resolve(name: &Spanned<String>, raw: RawServer) -> Result<ServerCo
     if matches!(transport, Transport::Stdio { .. }) && !raw.headers.is_empty() {
         return Err(at(name, format!("[mcp.{n}]: `headers` are for `url` servers")));
     }
+    let sandboxed =
+        raw.vault.is_some() || raw.network.is_some() || !raw.readable.is_empty() || !raw.writable.is_empty();
+    if matches!(transport, Transport::Http { .. }) && sandboxed {
+        return Err(at(
+            name,
+            format!(
+                "[mcp.{n}]: `vault`, `network`, `readable` and `writable` sandbox a program tabd starts; an HTTP \
+                 server runs elsewhere (its connection is tabd's own)"
+            ),
+        ));
+    }
+    let sandbox = super::sandbox::ChildSandbox {
+        vault: raw.vault.map(|v| *v.get_ref()).unwrap_or_default(),
+        network: raw.network.map(|v| *v.get_ref()).unwrap_or(true),
+        readable: raw.readable.clone(),
+        writable: raw.writable.clone(),
+    };
     let mut risk = BTreeMap::new();
     for (tool, class) in &raw.risk {
         let r = Risk::parse(class.get_ref()).ok_or_else(|| {
@@ -233,6 +259,7 @@ pub(crate) fn resolve(name: &Spanned<String>, raw: RawServer) -> Result<ServerCo
         tool_timeout: Duration::from_secs(raw.tool_timeout_s.unwrap_or(60).max(1)),
         required: raw.required.unwrap_or(false),
         risk,
+        sandbox,
     })
 }
 

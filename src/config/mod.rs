@@ -10,6 +10,7 @@ use toml::Spanned;
 
 pub mod mcp;
 pub mod profile;
+pub mod sandbox;
 
 use crate::environment::Env;
 use crate::schedule::{parse_tz, system_tz};
@@ -54,6 +55,7 @@ struct RawConfig {
     inbox: InboxConfig,
     approvals: ApprovalsConfig,
     journal: JournalConfig,
+    sandbox: SandboxConfig,
     context: ContextConfig,
     daemon: RawDaemon,
     prices: std::collections::BTreeMap<String, crate::cost::Price>,
@@ -165,6 +167,14 @@ impl Default for ApprovalsConfig {
     }
 }
 
+/// `[sandbox]` (DESIGN §20): what happens where the kernel cannot sandbox children.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// Refuse to start a child without a sandbox (default: start it, and say so once).
+    pub require: bool,
+}
+
 /// The undo journal (DESIGN §19): how long and how much of it is kept.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -248,6 +258,7 @@ pub struct Config {
     pub inbox: InboxConfig,
     pub approvals: ApprovalsConfig,
     pub journal: JournalConfig,
+    pub sandbox: SandboxConfig,
     pub context: ContextConfig,
     pub daemon: DaemonConfig,
     /// Prices per model (built in, with `[prices."MODEL"]` on top).
@@ -392,6 +403,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         inbox: raw.inbox,
         approvals: raw.approvals,
         journal: raw.journal,
+        sandbox: raw.sandbox,
         context: raw.context,
         daemon,
         prices: crate::cost::PriceBook::new(raw.prices),

@@ -45,6 +45,17 @@ pub struct Profile {
     /// Extra files written into the run folder before the CLI starts: path → content, with the
     /// same placeholders (gemini reads its MCP servers from `.gemini/settings.json`).
     pub files: Vec<(String, String)>,
+    /// What the CLI may reach (DESIGN §20): by default its own login and settings folders,
+    /// its run folder, the network (it calls its model), and no part of the vault.
+    pub sandbox: super::sandbox::ChildSandbox,
+}
+
+/// The default sandbox of a CLI whose settings live in `dirs` (under the home folder).
+fn cli_sandbox(dirs: &[&str]) -> super::sandbox::ChildSandbox {
+    super::sandbox::ChildSandbox {
+        writable: strings(dirs),
+        ..Default::default()
+    }
 }
 
 /// `[profiles.NAME]` as written. Every key is optional when NAME is a built-in profile.
@@ -61,6 +72,11 @@ pub struct RawProfile {
     workdir: Option<String>,
     required_flags: Option<Vec<String>>,
     help_args: Option<Vec<String>>,
+    /// The CLI's sandbox (DESIGN §20); `readable` and `writable` add to the profile's own.
+    vault: Option<super::sandbox::VaultAccess>,
+    network: Option<bool>,
+    readable: Option<Vec<String>>,
+    writable: Option<Vec<String>>,
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -113,6 +129,7 @@ fn claude() -> Profile {
         ]),
         help_args: strings(&["--help"]),
         files: Vec::new(),
+        sandbox: cli_sandbox(&["~/.claude", "~/.claude.json", "~/.config/claude"]),
     }
 }
 
@@ -140,6 +157,7 @@ fn codex() -> Profile {
         required_flags: strings(&["--json", "--skip-git-repo-check", "--ephemeral"]),
         help_args: strings(&["exec", "--help"]),
         files: Vec::new(),
+        sandbox: cli_sandbox(&["~/.codex"]),
     }
 }
 
@@ -170,7 +188,20 @@ fn gemini() -> Profile {
             )
             .into(),
         )],
+        sandbox: cli_sandbox(&["~/.gemini"]),
     }
+}
+
+/// A `[profiles.NAME]` table's sandbox keys over the profile's own (grants add up).
+fn apply_sandbox(sandbox: &mut super::sandbox::ChildSandbox, r: &RawProfile) {
+    if let Some(v) = r.vault {
+        sandbox.vault = v;
+    }
+    if let Some(n) = r.network {
+        sandbox.network = n;
+    }
+    sandbox.readable.extend(r.readable.iter().flatten().cloned());
+    sandbox.writable.extend(r.writable.iter().flatten().cloned());
 }
 
 /// The profile `name`: a `[profiles.NAME]` table over the built-in of that name, if any.
@@ -207,6 +238,7 @@ pub fn resolve(name: &str, tables: &BTreeMap<String, RawProfile>, env: &Env) -> 
                 required_flags: Vec::new(),
                 help_args: strings(&["--help"]),
                 files: Vec::new(),
+                sandbox: Default::default(),
             }
         }
     };
@@ -251,6 +283,7 @@ pub fn resolve(name: &str, tables: &BTreeMap<String, RawProfile>, env: &Env) -> 
         if let Some(h) = &r.help_args {
             p.help_args = h.clone();
         }
+        apply_sandbox(&mut p.sandbox, r);
     }
     Ok(p)
 }

@@ -161,6 +161,7 @@ impl Daemon {
         let overflow = Arc::new(AtomicBool::new(false));
         let (watcher, polling) = watch::start(&init.env, &init.root, events_tx, overflow.clone(), POLL);
         let now = clock.instant();
+        let require_sandbox = init.config.sandbox.require;
         Ok(Self {
             host: host_name(&init.config),
             readiness: Readiness::new(Duration::from_millis(init.config.inbox.settle_ms)),
@@ -176,6 +177,9 @@ impl Daemon {
                 launcher: crate::process::Launcher {
                     env: init.env.clone(),
                     registry: Some(crate::process::Registry::new(init.vault.clone())),
+                    vault: Some(init.vault.clone()),
+                    require_sandbox,
+                    sandbox_probe: Default::default(),
                 },
                 mcp_pool: None,
                 probes: Default::default(),

@@ -240,7 +240,7 @@ impl Connection {
                 env: extra,
             } => {
                 let (mut child, guard, pgid, stdout, stdin, stderr_done) =
-                    spawn(command, args, extra, launcher, &server.name, &stderr)?;
+                    spawn(command, args, extra, launcher, &server, &stderr)?;
                 match handler.serve((stdout, stdin)).await {
                     Ok(s) => {
                         let token = s.cancellation_token();
@@ -419,9 +419,10 @@ fn spawn(
     args: &[String],
     extra: &[(String, String)],
     launcher: &Launcher,
-    name: &str,
+    server: &ServerConfig,
     stderr: &StderrTail,
 ) -> Result<Spawned, String> {
+    let name = server.name.as_str();
     let env = &launcher.env;
     // `${VAR}` in the command, its arguments and its environment are read now, at start, the
     // same way for all three: an unset one stops this server, not tabd.
@@ -436,12 +437,13 @@ fn spawn(
     cmd.args(&args)
         .env_clear()
         .envs(env.subset(CHILD_BASE_ENV))
-        .envs(extra)
+        .envs(extra.iter().cloned())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
     process::own_group(&mut cmd);
+    sandbox(&mut cmd, &command, &args, &extra, launcher, server)?;
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("could not be started (`{command}`: {e}); is it installed and on PATH?"))?;
@@ -462,6 +464,47 @@ fn spawn(
         }
     });
     Ok((child, guard, pgid, stdout, stdin, stderr_done))
+}
+
+/// The server's sandbox (DESIGN §20): its own state folder (its `HOME` unless its `env` sets
+/// one) and temp folder, and what its `[mcp.NAME]` table grants.
+fn sandbox(
+    cmd: &mut tokio::process::Command,
+    command: &str,
+    args: &[String],
+    extra: &[(String, String)],
+    launcher: &Launcher,
+    server: &ServerConfig,
+) -> Result<crate::sandbox::Support, String> {
+    let program = crate::process::find_program(command, &launcher.env);
+    if program.as_deref().is_some_and(crate::sandbox::is_tabd) {
+        // `tabd mcp serve` is tabd: its tools go through the harness, under the role's rules,
+        // and it must reach the vault to do that.
+        return Ok(crate::sandbox::Support::None(
+            "tabd itself (its tools are the harness's)".into(),
+        ));
+    }
+    let dirs = launcher.child_dirs(&server.name)?;
+    if !extra.iter().any(|(k, _)| k == "HOME") {
+        cmd.env("HOME", &dirs.state);
+    }
+    cmd.env("TMPDIR", &dirs.tmp);
+    let home = launcher.env.get("HOME").map(std::path::PathBuf::from);
+    let root = launcher
+        .vault
+        .as_ref()
+        .map(|v| v.root().to_path_buf())
+        .unwrap_or_default();
+    let spec = server.sandbox.spec(&crate::config::sandbox::Start {
+        vault_root: &root,
+        state_dir: &dirs.state,
+        tmp_dir: &dirs.tmp,
+        work_dir: None,
+        program: program.as_deref(),
+        args,
+        home: home.as_deref(),
+    });
+    launcher.confine(cmd, &server.name, &spec)
 }
 
 fn http_transport(

@@ -18,12 +18,14 @@ pub fn server_bin() -> PathBuf {
     example_bin("mcp_test_server")
 }
 
-/// `[mcp.NAME]` for the test server in `mode`, logging its calls to `log`; `extra` appended.
+/// `[mcp.NAME]` for the test server in `mode`, logging its calls to `log` (its folder granted
+/// writable: the server is sandboxed like any child); `extra` appended.
 pub fn server_config(name: &str, mode: &str, log: &Path, extra: &str) -> String {
     format!(
-        "[mcp.{name}]\ncommand = \"{}\"\nenv = {{ MCP_TEST_MODE = \"{mode}\", MCP_TEST_LOG = \"{}\" }}\n{extra}\n",
+        "[mcp.{name}]\ncommand = \"{}\"\nenv = {{ MCP_TEST_MODE = \"{mode}\", MCP_TEST_LOG = \"{}\" }}\nwritable = [\"{}\"]\n{extra}\n",
         server_bin().display(),
-        log.display()
+        log.display(),
+        log.parent().unwrap().display()
     )
 }
 
