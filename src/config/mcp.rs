@@ -221,23 +221,7 @@ pub(crate) fn resolve(name: &Spanned<String>, raw: RawServer) -> Result<ServerCo
     if matches!(transport, Transport::Stdio { .. }) && !raw.headers.is_empty() {
         return Err(at(name, format!("[mcp.{n}]: `headers` are for `url` servers")));
     }
-    let sandboxed =
-        raw.vault.is_some() || raw.network.is_some() || !raw.readable.is_empty() || !raw.writable.is_empty();
-    if matches!(transport, Transport::Http { .. }) && sandboxed {
-        return Err(at(
-            name,
-            format!(
-                "[mcp.{n}]: `vault`, `network`, `readable` and `writable` sandbox a program tabd starts; an HTTP \
-                 server runs elsewhere (its connection is tabd's own)"
-            ),
-        ));
-    }
-    let sandbox = super::sandbox::ChildSandbox {
-        vault: raw.vault.map(|v| *v.get_ref()).unwrap_or_default(),
-        network: raw.network.map(|v| *v.get_ref()).unwrap_or(true),
-        readable: raw.readable.clone(),
-        writable: raw.writable.clone(),
-    };
+    let sandbox = sandbox_of(n, name, &raw, &transport)?;
     let mut risk = BTreeMap::new();
     for (tool, class) in &raw.risk {
         let r = Risk::parse(class.get_ref()).ok_or_else(|| {
@@ -260,6 +244,32 @@ pub(crate) fn resolve(name: &Spanned<String>, raw: RawServer) -> Result<ServerCo
         required: raw.required.unwrap_or(false),
         risk,
         sandbox,
+    })
+}
+
+/// A command server's sandbox keys (an HTTP server runs elsewhere: refused there).
+fn sandbox_of(
+    n: &str,
+    name: &Spanned<String>,
+    raw: &RawServer,
+    transport: &Transport,
+) -> Result<super::sandbox::ChildSandbox, SpanError> {
+    let sandboxed =
+        raw.vault.is_some() || raw.network.is_some() || !raw.readable.is_empty() || !raw.writable.is_empty();
+    if matches!(transport, Transport::Http { .. }) && sandboxed {
+        return Err(at(
+            name,
+            format!(
+                "[mcp.{n}]: `vault`, `network`, `readable` and `writable` sandbox a program tabd starts; an HTTP \
+                 server runs elsewhere (its connection is tabd's own)"
+            ),
+        ));
+    }
+    Ok(super::sandbox::ChildSandbox {
+        vault: raw.vault.as_ref().map(|v| *v.get_ref()).unwrap_or_default(),
+        network: raw.network.as_ref().map(|v| *v.get_ref()).unwrap_or(true),
+        readable: raw.readable.clone(),
+        writable: raw.writable.clone(),
     })
 }
 
