@@ -21,11 +21,12 @@ fn setup(profile: &str, calls: Value, mode: &str, config: &str) -> (TestVault, P
     let v = TestVault::new();
     let log = v.dir.path().join("cli.jsonl");
     v.set_config(&format!(
-        "timezone = \"UTC\"\n{}\n[provider]\nkind = \"command\"\nprofile = \"{profile}\"\n\n[profiles.{profile}]\ncommand = \"{}\"\nenv = {{ FAKE_CLI_LOG = \"{}\", FAKE_CLI_MODE = \"{mode}\", FAKE_CLI_CALLS = '{}' }}\n{config}",
+        "timezone = \"UTC\"\n{}\n[provider]\nkind = \"command\"\nprofile = \"{profile}\"\n\n[profiles.{profile}]\ncommand = \"{}\"\nenv = {{ FAKE_CLI_LOG = \"{}\", FAKE_CLI_MODE = \"{mode}\", FAKE_CLI_CALLS = '{}' }}\nwritable = [\"{}\"]\n{config}",
         daemon_config(""),
         fake_cli().display(),
         log.display(),
-        calls
+        calls,
+        v.dir.path().display()
     ));
     v.unschedule_stock_roles();
     v.write(

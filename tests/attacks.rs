@@ -171,11 +171,12 @@ fn cli_setup(calls: Value, frontmatter: &str, extra_profile: &str) -> (TestVault
     let v = TestVault::new();
     let log = v.dir.path().join("cli.jsonl");
     v.set_config(&format!(
-        "timezone = \"UTC\"\n{}\n[provider]\nkind = \"command\"\nprofile = \"claude\"\n\n[profiles.claude]\ncommand = \"{}\"\nenv = {{ FAKE_CLI_LOG = \"{}\", FAKE_CLI_CALLS = '{}' }}\n{extra_profile}\n",
+        "timezone = \"UTC\"\n{}\n[provider]\nkind = \"command\"\nprofile = \"claude\"\n\n[profiles.claude]\ncommand = \"{}\"\nenv = {{ FAKE_CLI_LOG = \"{}\", FAKE_CLI_CALLS = '{}' }}\nwritable = [\"{}\"]\n{extra_profile}\n",
         daemon_config(""),
         crate::support::mcp_server::example_bin("fake_agent_cli").display(),
         log.display(),
-        calls
+        calls,
+        v.dir.path().display()
     ));
     v.unschedule_stock_roles();
     v.write(
@@ -529,9 +530,10 @@ fn the_gemini_prompt_never_goes_in_argv() {
     let v = TestVault::new();
     let log = v.dir.path().join("cli.jsonl");
     v.set_config(&format!(
-        "timezone = \"UTC\"\n[provider]\nkind = \"command\"\nprofile = \"gemini\"\n[profiles.gemini]\ncommand = \"{}\"\nenv = {{ FAKE_CLI_LOG = \"{}\" }}\n[context]\nmax_context_bytes = 1000000\nmax_file_bytes = 400000\n",
+        "timezone = \"UTC\"\n[provider]\nkind = \"command\"\nprofile = \"gemini\"\n[profiles.gemini]\ncommand = \"{}\"\nenv = {{ FAKE_CLI_LOG = \"{}\" }}\nwritable = [\"{}\"]\n[context]\nmax_context_bytes = 1000000\nmax_file_bytes = 400000\n",
         crate::support::mcp_server::example_bin("fake_agent_cli").display(),
-        log.display()
+        log.display(),
+        v.dir.path().display()
     ));
     v.unschedule_stock_roles();
     v.write(

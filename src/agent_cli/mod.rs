@@ -285,6 +285,37 @@ fn write_private(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
     std::fs::write(path, text)
 }
 
+/// The CLI's sandbox (DESIGN §20): its run folder and its own settings folders writable, a
+/// private temp folder, the system and its install readable, no part of the vault (it reaches
+/// the vault only through tabd's tools, over the run's socket).
+fn confine(cmd: &mut tokio::process::Command, turn: &CliTurn<'_>, args: &[String]) -> Result<(), String> {
+    let profile = turn.profile;
+    let launcher = turn.launcher;
+    let dirs = launcher.child_dirs(&format!("cli-{}", profile.name))?;
+    cmd.env("TMPDIR", &dirs.tmp);
+    let program = process::find_program(&profile.command, &launcher.env);
+    let home = turn.env.get("HOME").map(std::path::PathBuf::from);
+    let root = launcher
+        .vault
+        .as_ref()
+        .map(|v| v.root().to_path_buf())
+        .unwrap_or_default();
+    let mut spec = profile.sandbox.spec(&crate::config::sandbox::Start {
+        vault_root: &root,
+        state_dir: &dirs.state,
+        tmp_dir: &dirs.tmp,
+        work_dir: Some(turn.dir),
+        program: program.as_deref(),
+        args,
+        home: home.as_deref(),
+    });
+    // The CLI starts `tabd mcp serve` (a relay to the run's socket): tabd must be runnable.
+    if let Ok(me) = std::env::current_exe() {
+        spec.readable.extend(crate::sandbox::install_prefix(&me));
+    }
+    launcher.confine(cmd, &profile.name, &spec).map(|_| ())
+}
+
 /// Starts the CLI in its own process group, feeds the prompt, reads both streams, and kills the
 /// group at the deadline.
 async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
@@ -303,6 +334,12 @@ async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     process::own_group(&mut cmd);
+    if let Err(message) = confine(&mut cmd, turn, args) {
+        return CliEnd::NotStarted {
+            message,
+            outage: true,
+        };
+    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {

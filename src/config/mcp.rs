@@ -222,6 +222,21 @@ pub(crate) fn resolve(name: &Spanned<String>, raw: RawServer) -> Result<ServerCo
         return Err(at(name, format!("[mcp.{n}]: `headers` are for `url` servers")));
     }
     let sandbox = sandbox_of(n, name, &raw, &transport)?;
+    let risk = risk_of(n, &raw)?;
+    Ok(ServerConfig {
+        name: n.clone(),
+        transport,
+        keep_alive: raw.keep_alive.unwrap_or(false),
+        startup_timeout: Duration::from_secs(raw.startup_timeout_s.unwrap_or(30).max(1)),
+        tool_timeout: Duration::from_secs(raw.tool_timeout_s.unwrap_or(60).max(1)),
+        required: raw.required.unwrap_or(false),
+        risk,
+        sandbox,
+    })
+}
+
+/// `risk = { tool = "class" }`, checked.
+fn risk_of(n: &str, raw: &RawServer) -> Result<BTreeMap<String, Risk>, SpanError> {
     let mut risk = BTreeMap::new();
     for (tool, class) in &raw.risk {
         let r = Risk::parse(class.get_ref()).ok_or_else(|| {
@@ -235,16 +250,7 @@ pub(crate) fn resolve(name: &Spanned<String>, raw: RawServer) -> Result<ServerCo
         })?;
         risk.insert(tool.clone(), r);
     }
-    Ok(ServerConfig {
-        name: n.clone(),
-        transport,
-        keep_alive: raw.keep_alive.unwrap_or(false),
-        startup_timeout: Duration::from_secs(raw.startup_timeout_s.unwrap_or(30).max(1)),
-        tool_timeout: Duration::from_secs(raw.tool_timeout_s.unwrap_or(60).max(1)),
-        required: raw.required.unwrap_or(false),
-        risk,
-        sandbox,
-    })
+    Ok(risk)
 }
 
 /// A command server's sandbox keys (an HTTP server runs elsewhere: refused there).

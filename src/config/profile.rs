@@ -192,8 +192,16 @@ fn gemini() -> Profile {
     }
 }
 
-/// A `[profiles.NAME]` table's sandbox keys over the profile's own (grants add up).
-fn apply_sandbox(sandbox: &mut super::sandbox::ChildSandbox, r: &RawProfile) {
+/// A `[profiles.NAME]` table's flag checks, and its sandbox keys over the profile's own (grants
+/// add up).
+fn apply_checks_and_sandbox(p: &mut Profile, r: &RawProfile) {
+    if let Some(f) = &r.required_flags {
+        p.required_flags = f.clone();
+    }
+    if let Some(h) = &r.help_args {
+        p.help_args = h.clone();
+    }
+    let sandbox = &mut p.sandbox;
     if let Some(v) = r.vault {
         sandbox.vault = v;
     }
@@ -277,13 +285,7 @@ pub fn resolve(name: &str, tables: &BTreeMap<String, RawProfile>, env: &Env) -> 
                  the vault (so nothing a role writes can become its settings); remove this key"
             ));
         }
-        if let Some(f) = &r.required_flags {
-            p.required_flags = f.clone();
-        }
-        if let Some(h) = &r.help_args {
-            p.help_args = h.clone();
-        }
-        apply_sandbox(&mut p.sandbox, r);
+        apply_checks_and_sandbox(&mut p, r);
     }
     Ok(p)
 }
