@@ -13,7 +13,8 @@
 //! Tools: `echo {text}`, `add {a, b}` (read-only), `delete_all {}` (destructive), `post {channel,
 //! text}` (no hints: network), `slow {}` (never answers until cancelled), `crash {}` (exits
 //! mid-call), `big {}` (100 KB of text), `image {}`, `grow {}` (adds a tool and says
-//! `tools/list_changed`). Every call is appended as a JSON line to `MCP_TEST_LOG` (if set), and a
+//! `tools/list_changed`), `probe {read, write, connect, grandchild}` (tries each and reports "ok" or
+//! the error: the sandbox tests' hostile server). Every call is appended as a JSON line to `MCP_TEST_LOG` (if set), and a
 //! cancelled `slow` call writes `{"cancelled": "slow"}`. With `MCP_TEST_GRANDCHILD=FILE` it starts a
 //! long-lived grandchild (as `npx` does) and writes its pid to FILE.
 
@@ -87,6 +88,15 @@ impl TestServer {
             Tool::new("big", "Returns 100 KB of text", obj(json!({}), json!([]))),
             Tool::new("image", "Returns an image", obj(json!({}), json!([]))),
             Tool::new("grow", "Adds a tool", obj(json!({}), json!([]))),
+            Tool::new(
+                "probe",
+                "Tries to read and write files, connect to an address, and do the same from a grandchild",
+                obj(
+                    json!({"read": {"type": "array"}, "write": {"type": "array"}, "connect": {"type": "string"},
+                           "grandchild": {"type": "boolean"}}),
+                    json!([]),
+                ),
+            ),
         ];
         if self.grown.load(Ordering::Relaxed) {
             tools.push(Tool::new(
@@ -147,8 +157,64 @@ impl ServerHandler for TestServer {
                 text("grown".into())
             }
             "grown" => text("the new tool works".into()),
+            "probe" => {
+                let mut results = probe(&args);
+                if args["grandchild"] == json!(true) {
+                    results["grandchild"] = grandchild_probe(&args);
+                }
+                text(results.to_string())
+            }
             other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
         }
+    }
+}
+
+/// Each attempt the `probe` tool asks for: "ok", or the error the system gave.
+fn probe(args: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    let outcome = |r: std::io::Result<()>| match r {
+        Ok(()) => "ok".to_string(),
+        Err(e) => format!("denied: {e}"),
+    };
+    for p in args["read"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        out.insert(format!("read {p}"), json!(outcome(std::fs::read(p).map(|_| ()))));
+    }
+    for p in args["write"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        out.insert(format!("write {p}"), json!(outcome(std::fs::write(p, "probe"))));
+    }
+    if let Some(addr) = args["connect"].as_str() {
+        let tcp = std::net::TcpStream::connect(addr).map(|_| ());
+        out.insert(format!("connect {addr}"), json!(outcome(tcp)));
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").map(|_| ());
+        out.insert("udp socket".into(), json!(outcome(udp)));
+    }
+    Value::Object(out)
+}
+
+/// The same attempts from a process this server starts (as `npx` starts the real server).
+fn grandchild_probe(args: &Value) -> Value {
+    let Ok(me) = std::env::current_exe() else {
+        return json!("no exe");
+    };
+    let out = std::process::Command::new(me)
+        .env("MCP_TEST_MODE", "probe-once")
+        .env("MCP_TEST_PROBE", args.to_string())
+        .output();
+    match out {
+        Ok(o) => {
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| json!(String::from_utf8_lossy(&o.stderr)))
+        }
+        Err(e) => json!(format!("could not start: {e}")),
     }
 }
 
@@ -185,6 +251,11 @@ async fn main() {
             std::process::exit(1);
         }
         "http" => serve_http().await,
+        "probe-once" => {
+            let args: Value = serde_json::from_str(&std::env::var("MCP_TEST_PROBE").unwrap_or_default())
+                .unwrap_or_default();
+            println!("{}", probe(&args));
+        }
         _ => {
             let transport = (tokio::io::stdin(), tokio::io::stdout());
             match TestServer::default().serve(transport).await {

@@ -378,13 +378,18 @@ pub enum Step {
     AlreadyBefore { path: String },
 }
 
-/// The runs that changed `path` after `run_id`, oldest first.
-pub fn later_runs(vault: &Vault, run_id: &str, path: &str) -> Vec<String> {
-    run_ids(vault)
+/// The runs that changed `path` after `entry` started, oldest first (by start time: two runs
+/// in one second have ids that do not sort by time).
+pub fn later_runs(vault: &Vault, entry: &Entry, path: &str) -> Vec<String> {
+    let mut later: Vec<(DateTime<Utc>, String)> = run_ids(vault)
         .into_iter()
-        .filter(|id| id.as_str() > run_id)
-        .filter(|id| load(vault, id).is_ok_and(|e| e.before.iter().any(|(p, _)| p == path)))
-        .collect()
+        .filter(|id| *id != entry.run_id)
+        .filter_map(|id| load(vault, &id).ok())
+        .filter(|e| e.started_at > entry.started_at && e.before.iter().any(|(p, _)| p == path))
+        .map(|e| (e.started_at, e.run_id))
+        .collect();
+    later.sort();
+    later.into_iter().map(|(_, id)| id).collect()
 }
 
 /// What undoing `entry` would do, file by file (`force`: restore changed files too).
@@ -403,7 +408,7 @@ pub fn plan_undo(vault: &Vault, entry: &Entry, force: bool) -> Result<Vec<Step>,
         } else {
             Step::Skip {
                 path: path.clone(),
-                later_run: later_runs(vault, &entry.run_id, path).into_iter().next(),
+                later_run: later_runs(vault, entry, path).into_iter().next(),
             }
         };
         steps.push(step);

@@ -14,5 +14,6 @@ mod layering;
 mod mcp;
 mod providers;
 mod robustness;
+mod sandbox;
 mod turn_e2e;
 mod undo;

@@ -38,7 +38,43 @@ struct ServerReport {
     status: &'static str,
     error: Option<String>,
     stderr: Option<String>,
+    /// What a command server may reach (DESIGN §20); none for an HTTP server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sandbox: Option<SandboxReport>,
     tools: Vec<ToolReport>,
+}
+
+#[derive(Debug, Serialize)]
+struct SandboxReport {
+    /// The kernel enforces it (else the server starts unsandboxed, or not at all with
+    /// `[sandbox] require`).
+    enforced: bool,
+    /// Why it is not enforced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why_not: Option<String>,
+    vault: &'static str,
+    network: bool,
+    writable: Vec<String>,
+    readable: Vec<String>,
+}
+
+fn sandbox_report(ws: &Workspace, server: &ServerConfig) -> Option<SandboxReport> {
+    let Transport::Stdio { .. } = &server.transport else {
+        return None;
+    };
+    let support = crate::sandbox::Probe::default().support();
+    let sb = &server.sandbox;
+    Some(SandboxReport {
+        enforced: support.enforced(),
+        why_not: (!support.enforced()).then(|| support.describe()),
+        vault: sb.vault.as_str(),
+        network: sb.network,
+        writable: std::iter::once(format!(".tabd/children/{}/", server.name))
+            .chain(sb.writable.iter().cloned())
+            .collect(),
+        readable: sb.readable.clone(),
+    })
+    .filter(|_| ws.config.mcp.contains_key(&server.name))
 }
 
 #[derive(Debug, Serialize)]
@@ -137,6 +173,7 @@ async fn inspect(ws: &Workspace, server: Arc<ServerConfig>, only: Option<&str>) 
         keep_alive: server.keep_alive,
         required: server.required,
         roles: users,
+        sandbox: sandbox_report(ws, &server),
         status: "ok",
         error: None,
         stderr: None,
@@ -186,6 +223,16 @@ fn render(listing: &Listing) -> String {
             "{} ({} `{}`, {life}{req}) — {users}\n",
             s.name, s.transport, s.target
         ));
+        if let Some(sb) = &s.sandbox {
+            out.push_str(&format!(
+                "  sandbox: {} · vault {} · {} · writes {}{}\n",
+                if sb.enforced { "enforced" } else { "NOT ENFORCED" },
+                sb.vault,
+                if sb.network { "network" } else { "no network" },
+                sb.writable.join(", "),
+                sb.why_not.as_ref().map_or(String::new(), |w| format!(" ({w})"))
+            ));
+        }
         if let Some(e) = &s.error {
             out.push_str(&format!("  DOWN: {e}\n"));
             if let Some(tail) = &s.stderr {

@@ -91,6 +91,25 @@ fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
                 ));
             }
         }
+        let home = ws.env.get("HOME").map(std::path::PathBuf::from);
+        for (key, paths) in [
+            ("readable", &server.sandbox.readable),
+            ("writable", &server.sandbox.writable),
+        ] {
+            for p in paths {
+                let real = server.sandbox.expand(p, home.as_deref());
+                if !real.exists() {
+                    out.push(Diagnostic::warning(
+                        &file,
+                        0,
+                        format!(
+                            "[mcp.{}] {key}: {p} does not exist; the server gets no access there",
+                            server.name
+                        ),
+                    ));
+                }
+            }
+        }
         if let Transport::Stdio { command, .. } = &server.transport {
             let Ok(command) = ws.env.expand(command) else {
                 continue;
