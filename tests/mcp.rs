@@ -600,7 +600,9 @@ fn real_npm_memory_server_through_npx() {
     }
     let v = TestVault::new();
     let fake = FakeModel::start();
-    let memory = v.dir.path().join("memory.jsonl");
+    // Sandboxed (DESIGN §20): the server may write only its own state folder, which is also its
+    // HOME (npx's cache lands there too).
+    let memory = v.root().join(".tabd/children/memory/memory.jsonl");
     v.use_model(
         &fake,
         KIND,
@@ -631,7 +633,7 @@ fn real_npm_memory_server_through_npx() {
     );
     let results = wire::tool_results(&reqs[1].body);
     assert!(!results[0].2, "the call succeeded: {results:?}");
-    let stored = std::fs::read_to_string(&memory).expect("the server wrote its file");
+    let stored = std::fs::read_to_string(&memory).expect("the server wrote its file in its state folder");
     assert!(stored.contains("go-live 3 March"), "{stored}");
     let out = v.tabd(&["mcp", "list", "--json"]);
     let listing: Value = serde_json::from_slice(&out.stdout).expect("JSON");
