@@ -1,7 +1,7 @@
 //! `cargo bench --bench daemon`: the real `tabd` binary (release) against the fake model
 //! server answering instantly. Prints a table and one JSON object.
 //!
-//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history,delegation` (default: all).
+//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox` (default: all).
 //! Timings are medians over repeated runs; nothing here is asserted.
 
 #[path = "../tests/support/fake_model.rs"]
@@ -799,9 +799,78 @@ fn delegation(out: &mut Value) {
         "batch3_parallel_ms": parallel, "batch3_sequential_ms": sequential, "child_model_delay_ms": child_delay.as_millis() as u64 });
 }
 
+/// Benchmark 9, the children's sandbox (DESIGN §20): what it adds to starting a child — the
+/// rules built (folders opened, seccomp compiled) and applied — against the same child started
+/// plain (`/bin/true`, spawn to exit, median of 10 each), and a whole `tabd mcp list` of the
+/// in-repo test server (start, initialize, list tools, stop).
+fn sandbox(out: &mut Value) {
+    let spec = tabd::sandbox::Spec {
+        readable: tabd::sandbox::system_paths(),
+        writable: vec![std::env::temp_dir()],
+        network: false,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let start = |sandboxed: bool| -> f64 {
+        let t0 = Instant::now();
+        let mut cmd = tokio::process::Command::new("/bin/true");
+        if sandboxed {
+            let prepared = tabd::sandbox::prepare(&spec).unwrap();
+            tabd::sandbox::install(&mut cmd, prepared);
+        }
+        let status = rt.block_on(async { cmd.status().await.unwrap() });
+        assert!(status.success());
+        t0.elapsed().as_secs_f64() * 1000.0
+    };
+    let mut plain: Vec<f64> = (0..10).map(|_| start(false)).collect();
+    let mut boxed: Vec<f64> = (0..10).map(|_| start(true)).collect();
+    let (plain, boxed) = (median(&mut plain), median(&mut boxed));
+    let b = Bench::new();
+    b.bare_vault();
+    let fake = FakeModel::start();
+    // The test server is an example: built by `cargo test` (debug) or `cargo build --examples`.
+    let target = std::path::Path::new(BIN)
+        .parent()
+        .and_then(|p| p.parent())
+        .unwrap();
+    let Some(server) = ["release", "debug"]
+        .iter()
+        .map(|p| target.join(p).join("examples/mcp_test_server"))
+        .find(|p| p.exists())
+    else {
+        println!("sandbox child start: +{:.2} ms ({plain:.2} → {boxed:.2}); run `cargo test` once for the mcp list part", boxed - plain);
+        out["sandbox"] = json!({ "plain_ms": plain, "sandboxed_ms": boxed, "added_ms": boxed - plain });
+        return;
+    };
+    b.set_config(
+        &fake,
+        &format!(
+            "[mcp.test]\ncommand = \"{}\"\nnetwork = false\n",
+            server.display()
+        ),
+    );
+    let mut list: Vec<f64> = (0..10)
+        .map(|_| {
+            let t0 = Instant::now();
+            let o = b.command(&["mcp", "list"]).output().unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            t0.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
+    let list = median(&mut list);
+    println!(
+        "sandbox child start (/bin/true): {plain:.2} ms plain, {boxed:.2} ms sandboxed (+{:.2} ms) · tabd mcp list of the test server, sandboxed: {list:.1} ms",
+        boxed - plain
+    );
+    out["sandbox"] =
+        json!({ "plain_ms": plain, "sandboxed_ms": boxed, "added_ms": boxed - plain, "mcp_list_ms": list });
+}
+
 fn main() {
     let wanted = std::env::var("TABD_BENCH")
-        .unwrap_or_else(|_| "latency,burst,idle,startup,run,prompt,rss,history,delegation".into());
+        .unwrap_or_else(|_| "latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox".into());
     let on = |n: &str| wanted.split(',').any(|w| w.trim() == n);
     let mut out = json!({ "machine": machine() });
     println!("tabd daemon benchmark — {}", out["machine"]);
@@ -831,6 +900,9 @@ fn main() {
     }
     if on("delegation") {
         delegation(&mut out);
+    }
+    if on("sandbox") {
+        sandbox(&mut out);
     }
     println!("{}", serde_json::to_string(&out).unwrap());
 }
