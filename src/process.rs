@@ -333,6 +333,33 @@ impl Drop for GroupGuard {
 
 #[cfg(test)]
 mod tests {
+
+    /// Where the kernel cannot sandbox: `[sandbox] require` refuses the child; without it the
+    /// child starts, and the warning is given once per child.
+    #[test]
+    fn a_child_that_cannot_be_sandboxed_is_refused_only_when_required() {
+        let no = crate::sandbox::Support::None("this kernel has no Landlock".into());
+        let spec = crate::sandbox::Spec::default();
+        let mut launcher = Launcher {
+            sandbox_probe: Arc::new(crate::sandbox::Probe::known(no.clone())),
+            require_sandbox: true,
+            ..Launcher::default()
+        };
+        let mut cmd = tokio::process::Command::new("true");
+        let err = launcher.confine(&mut cmd, "memory", &spec).unwrap_err();
+        assert!(
+            err.contains("no Landlock") && err.contains("require = true"),
+            "{err}"
+        );
+        launcher.require_sandbox = false;
+        assert_eq!(launcher.confine(&mut cmd, "memory", &spec), Ok(no));
+        assert!(
+            !launcher.sandbox_probe.first_warning("memory"),
+            "warned once already"
+        );
+        assert!(launcher.sandbox_probe.first_warning("slack"));
+    }
+
     use super::*;
 
     #[test]

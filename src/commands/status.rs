@@ -54,6 +54,10 @@ fn compute(ws: &Workspace, pid: Option<u32>) -> status::StatusReport {
         watching: pid.as_ref().map(|_| "watching the vault".to_string()),
         pid,
         host: ws.config.daemon.host(),
+        unsandboxed: {
+            let support = crate::sandbox::Probe::default().support();
+            (!support.enforced()).then(|| support.describe())
+        },
         ..status::Live::default()
     };
     status::collect(&ws.vault, &ws.config, &ws.roles, &state, &live, Utc::now())

@@ -98,6 +98,7 @@ impl Daemon {
             host: self.host.clone(),
             ledger_error: self.ledger_error.clone(),
             generation: self.status_generation,
+            unsandboxed: unsandboxed(&self.run_env.launcher),
             roles: self
                 .rt
                 .iter()
@@ -140,4 +141,10 @@ impl Daemon {
         );
         status::write(&self.run_env.vault, &report, self.config().timezone);
     }
+}
+
+/// Why children start unsandboxed here, if they do (the launcher's probe, made once).
+fn unsandboxed(launcher: &crate::process::Launcher) -> Option<String> {
+    let support = launcher.sandbox_probe.support();
+    (!support.enforced()).then(|| support.describe())
 }

@@ -107,6 +107,9 @@ pub struct StatusReport {
     /// forever. One line each: the folder and how many notes.
     #[serde(default)]
     pub stranded: Vec<String>,
+    /// Children (MCP servers, agent CLIs) start without a sandbox here: why (DESIGN §20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsandboxed: Option<String>,
     pub updated_at: DateTime<Utc>,
     /// Grows by one with every write by the daemon (0 from `tabd status`).
     pub generation: u64,
@@ -128,6 +131,8 @@ pub struct Live {
     pub unreadable: BTreeMap<String, Vec<String>>,
     /// The daemon's keep-alive MCP servers.
     pub mcp_servers: Vec<McpServerStatus>,
+    /// Why the children tabd starts run without a sandbox, if they do (DESIGN §20).
+    pub unsandboxed: Option<String>,
 }
 
 /// A keep-alive MCP server as the daemon's supervisor sees it (DESIGN §14).
@@ -230,9 +235,19 @@ pub fn collect(
         mcp_servers: live.mcp_servers.clone(),
         roles: out,
         stranded: stranded_inboxes(vault, roles),
+        unsandboxed: live.unsandboxed.clone().filter(|_| starts_children(config)),
         updated_at: now,
         generation: live.generation,
     }
+}
+
+/// Whether tabd starts children with this config (stdio MCP servers or an agent CLI).
+fn starts_children(config: &Config) -> bool {
+    config.provider.kind == crate::config::ProviderKind::Command
+        || config
+            .mcp
+            .values()
+            .any(|m| matches!(m.transport, crate::config::mcp::Transport::Stdio { .. }))
 }
 
 /// Folders of `agent/inbox/` that no role reads but that hold notes: "delivery-old/ (3 notes)".
@@ -409,6 +424,11 @@ pub fn render_note(r: &StatusReport, tz: Tz) -> String {
 /// Callouts for what stops work: paused model calls, servers down, a ledger that cannot be written.
 fn note_warnings(r: &StatusReport) -> String {
     let mut s = String::new();
+    if let Some(why) = &r.unsandboxed {
+        s.push_str(&format!(
+            "> [!warning] MCP servers and agent CLIs run without a sandbox\n> {why} (docs/mcp.md#sandbox)\n\n"
+        ));
+    }
     if let Some(p) = &r.provider_paused {
         s.push_str(&format!("> [!warning] Model calls are paused\n> {p}\n\n"));
     }
@@ -524,6 +544,9 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
         s.push_str(&format!(
             "no role reads {f}: a role was renamed or deleted? move the notes to a role's inbox\n"
         ));
+    }
+    if let Some(why) = &r.unsandboxed {
+        s.push_str(&format!("children: NOT sandboxed — {why}\n"));
     }
     s.push_str(&format!("provider: {}\n", r.provider));
     if let Some(p) = &r.provider_paused {
