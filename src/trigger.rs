@@ -58,6 +58,9 @@ pub struct Delegation {
     pub task: String,
     /// 1 for a child of a run that was not delegated itself.
     pub depth: u32,
+    /// How many more levels the parent allows below this run (its own `max_delegation_depth`
+    /// may lower it further).
+    pub depth_left: u32,
 }
 
 impl Trigger {

@@ -147,10 +147,8 @@ fn approved_delegator(
         role,
         &a.run_id,
         &crate::trigger::Trigger::manual(),
-        crate::run::Lineage {
-            depth_left: Some(1),
-            ..Default::default()
-        },
+        1,
+        crate::run::Lineage::default(),
     )
 }
 

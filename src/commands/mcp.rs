@@ -58,11 +58,10 @@ struct SandboxReport {
     readable: Vec<String>,
 }
 
-fn sandbox_report(ws: &Workspace, server: &ServerConfig) -> Option<SandboxReport> {
+fn sandbox_report(server: &ServerConfig, support: &crate::sandbox::Support) -> Option<SandboxReport> {
     let Transport::Stdio { .. } = &server.transport else {
         return None;
     };
-    let support = crate::sandbox::Probe::default().support();
     let sb = &server.sandbox;
     Some(SandboxReport {
         enforced: support.enforced(),
@@ -74,7 +73,6 @@ fn sandbox_report(ws: &Workspace, server: &ServerConfig) -> Option<SandboxReport
             .collect(),
         readable: sb.readable.clone(),
     })
-    .filter(|_| ws.config.mcp.contains_key(&server.name))
 }
 
 #[derive(Debug, Serialize)]
@@ -121,7 +119,9 @@ pub fn list(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliErr
         .build()
         .map_err(|e| CliError::failed(e.to_string()))?;
     let reports = rt.block_on(async {
-        futures::future::join_all(servers.iter().map(|s| inspect(ws, s.clone(), role))).await
+        // Whether the kernel can sandbox is asked once for all servers.
+        let support = crate::sandbox::Probe::default().support();
+        futures::future::join_all(servers.iter().map(|s| inspect(ws, s.clone(), role, &support))).await
     });
     let listing = Listing { servers: reports };
     if json {
@@ -148,7 +148,12 @@ fn unknown_role(roles: &RoleSet, name: &str) -> String {
 }
 
 /// Starts one server, lists its tools and stops it.
-async fn inspect(ws: &Workspace, server: Arc<ServerConfig>, only: Option<&str>) -> ServerReport {
+async fn inspect(
+    ws: &Workspace,
+    server: Arc<ServerConfig>,
+    only: Option<&str>,
+    support: &crate::sandbox::Support,
+) -> ServerReport {
     let role_filter = |r: &&crate::role::Role| only.is_none_or(|o| r.name == o);
     let users: Vec<String> = ws
         .roles
@@ -173,7 +178,7 @@ async fn inspect(ws: &Workspace, server: Arc<ServerConfig>, only: Option<&str>) 
         keep_alive: server.keep_alive,
         required: server.required,
         roles: users,
-        sandbox: sandbox_report(ws, &server),
+        sandbox: sandbox_report(&server, support),
         status: "ok",
         error: None,
         stderr: None,
@@ -336,6 +341,7 @@ fn session_harness(env: &crate::run::RunEnv, role: &crate::role::Role, mcp: Arc<
         role,
         &session_id,
         &crate::trigger::Trigger::manual(),
+        role.delegation_depth(),
         crate::run::Lineage::default(),
     );
     let ticket = Ticket {

@@ -18,6 +18,7 @@ pub fn run(ws: &Workspace, role_name: &str, task: Option<&str>) -> Result<u8, Cl
                 parent_role: "A person (tabd prompt --task)".into(),
                 task: task.to_string(),
                 depth: 1,
+                depth_left: 0,
             }),
             Vec::new(),
         ),

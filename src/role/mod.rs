@@ -150,6 +150,17 @@ impl Role {
         self.settings.max_delegation_depth.unwrap_or(1)
     }
 
+    /// How many levels a run of this role for `trigger` may still delegate: the role's own depth,
+    /// lowered by what the runs above it allow. One rule for what the prompt offers and what the
+    /// harness runs.
+    pub fn delegation_left(&self, trigger: &crate::trigger::Trigger) -> u32 {
+        if !self.may_delegate() {
+            return 0;
+        }
+        let own = self.delegation_depth();
+        trigger.delegation.as_ref().map_or(own, |d| d.depth_left.min(own))
+    }
+
     /// Children one `delegate` call runs at once (default 3).
     pub fn parallel_delegates(&self) -> usize {
         self.settings.max_parallel_delegates.unwrap_or(3).max(1) as usize

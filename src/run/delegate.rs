@@ -16,24 +16,13 @@ use crate::role::Role;
 use crate::tools::delegate::Task;
 use crate::trigger::{Delegation, Trigger};
 
-/// Where a run stands in a delegation: what it inherits from the run that asked for it.
+/// What a run inherits from the run that asked for it (the depth left travels in the trigger).
 #[derive(Clone, Default)]
 pub struct Lineage {
     /// The parent's account: the child's spending counts there too.
     pub account: Option<Account>,
     /// The parent's deadline: the child ends by it.
     pub deadline: Option<Instant>,
-    /// How many more levels the parent allows below it (the child takes the smaller of this and
-    /// its own `max_delegation_depth`).
-    pub depth_left: Option<u32>,
-}
-
-impl Lineage {
-    /// How many levels a run of `role` may still delegate.
-    pub fn depth_left_for(&self, role: &Role) -> u32 {
-        let own = role.delegation_depth();
-        self.depth_left.map_or(own, |d| d.min(own))
-    }
 }
 
 /// The run that delegates: what its children need to know of it, and their results.
@@ -43,6 +32,8 @@ pub struct RunDelegator {
     pub parent_run_id: String,
     /// The parent's depth in its own chain (0: not delegated itself).
     pub depth: u32,
+    /// How many levels the parent may still delegate (1 or more).
+    pub depth_left: u32,
     pub lineage: Lineage,
     /// Every child run, in the order they ended (the parent's record and log list them).
     pub children: Mutex<Vec<RunResult>>,
@@ -66,15 +57,16 @@ impl RunDelegator {
             parent_role: self.parent.display_name.clone(),
             task: task.task,
             depth: self.depth + 1,
+            depth_left: self.depth_left - 1,
         });
-        let lineage = Lineage {
-            account: self.lineage.account.clone(),
-            deadline: self.lineage.deadline,
-            depth_left: Some(self.lineage.depth_left_for(&self.parent).saturating_sub(1)),
-        };
         // Boxed: a child run may itself delegate (a recursive future).
-        let run: BoxFuture<'_, RunResult> =
-            Box::pin(super::run_in(&self.env, &role, trigger, Vec::new(), lineage));
+        let run: BoxFuture<'_, RunResult> = Box::pin(super::run_in(
+            &self.env,
+            &role,
+            trigger,
+            Vec::new(),
+            self.lineage.clone(),
+        ));
         let result = run.await;
         let value = result_json(&result);
         self.children
@@ -118,15 +110,17 @@ impl Delegator for RunDelegator {
     }
 }
 
-/// A delegator for a run of `role`, when it may delegate; `None` otherwise.
+/// A delegator for a run of `role` that may still delegate `depth_left` levels (the run's
+/// `Role::delegation_left`, or less at a door that knows less); `None` when that is 0.
 pub fn delegator_for(
     env: &RunEnv,
     role: &Role,
     run_id: &str,
     trigger: &Trigger,
+    depth_left: u32,
     lineage: Lineage,
 ) -> Option<Arc<RunDelegator>> {
-    if !role.may_delegate() || lineage.depth_left_for(role) == 0 {
+    if depth_left == 0 || !role.may_delegate() {
         return None;
     }
     Some(Arc::new(RunDelegator {
@@ -134,6 +128,7 @@ pub fn delegator_for(
         parent: role.clone(),
         parent_run_id: run_id.to_string(),
         depth: trigger.depth(),
+        depth_left,
         lineage,
         children: Mutex::new(Vec::new()),
     }))

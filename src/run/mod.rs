@@ -91,8 +91,6 @@ async fn run_in(
                 delegates,
                 journal.clone(),
             ));
-            // What the model is offered is what the harness will run (delegate included or not).
-            prompt.tools = harness.specs();
             let turn = TurnContext { account, output };
             let mut outcome = call_model(env, role, &prep, prompt, harness.clone(), turn).await;
             if let Some(line) = write_answer(role, &prep, &outcome, &harness) {
@@ -175,10 +173,10 @@ fn run_parts(
         role,
         &prep.id,
         trigger,
+        role.delegation_left(trigger),
         Lineage {
             account: Some(account.clone()),
             deadline: Some(env.clock.instant() + prep.limits.run_deadline),
-            depth_left: Some(lineage.depth_left_for(role)),
         },
     );
     (account, journal, delegator)

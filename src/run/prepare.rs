@@ -89,7 +89,7 @@ pub fn build_prompt(
 /// names roles to ask and the depth allows (a run's harness decides finally, see `run_in`).
 fn tools_for(role: &Role, trigger: &Trigger) -> Vec<crate::calls::ToolSpec> {
     let mut tools = crate::tools::specs_for(role);
-    if role.may_delegate() && trigger.depth() < role.delegation_depth() {
+    if role.delegation_left(trigger) > 0 {
         tools.push(crate::tools::delegate::spec(role));
     }
     tools
