@@ -146,17 +146,7 @@ impl RunJournal {
             Err(VaultError::NotFound(_)) => None,
             Err(e) => return Err(e),
         };
-        let mut text = String::new();
-        if seen.is_empty() {
-            text.push_str(&line(&self.header));
-        }
-        text.push_str(&line(&Line::Before {
-            path: path.as_str().to_string(),
-            before,
-        }));
-        append_entry(&self.vault, &self.run_id, &text)?;
-        seen.push(path.as_str().to_string());
-        Ok(())
+        self.write_before(&mut seen, path, before)
     }
 
     /// Journals a file the run just created (it did not exist before: creation never replaces).
@@ -165,13 +155,23 @@ impl RunJournal {
         if seen.iter().any(|p| p == path.as_str()) {
             return Ok(());
         }
+        self.write_before(&mut seen, path, None)
+    }
+
+    /// Appends a file's prior state (the header first, for the run's first change).
+    fn write_before(
+        &self,
+        seen: &mut Vec<String>,
+        path: &VaultPath,
+        before: Option<String>,
+    ) -> Result<(), VaultError> {
         let mut text = String::new();
         if seen.is_empty() {
             text.push_str(&line(&self.header));
         }
         text.push_str(&line(&Line::Before {
             path: path.as_str().to_string(),
-            before: None,
+            before,
         }));
         append_entry(&self.vault, &self.run_id, &text)?;
         seen.push(path.as_str().to_string());

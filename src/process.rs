@@ -49,16 +49,7 @@ impl Launcher {
     /// Creates (through the vault) and returns child `name`'s folders.
     pub fn child_dirs(&self, name: &str) -> Result<ChildDirs, String> {
         let vault = self.vault.as_ref().ok_or("no vault to keep its state in")?;
-        let safe: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let safe = crate::text::safe_name(name, '_');
         let tmp =
             VaultPath::parse(&format!(".tabd/children/{safe}/tmp"), false).map_err(|e| e.to_string())?;
         vault.create_dir_all(&tmp).map_err(|e| e.to_string())?;

@@ -83,6 +83,20 @@ pub fn one_line(s: &str, max: usize) -> String {
     }
 }
 
+/// `s` with every character but ASCII letters, digits, `_` and `-` replaced by `with`: a name that
+/// is safe as a file name or a tool name.
+pub fn safe_name(s: &str, with: char) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                with
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

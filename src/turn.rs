@@ -452,23 +452,8 @@ pub fn answer_json(answer: &str, schema: &jsonschema::Validator) -> Result<Value
         .trim();
     let value: Value =
         serde_json::from_str(inner).map_err(|e| format!("the answer is not a JSON object ({e})"))?;
-    let errors: Vec<String> = schema
-        .iter_errors(&value)
-        .take(10)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{at}: {e}")
-            }
-        })
-        .collect();
-    if errors.is_empty() {
-        Ok(value)
-    } else {
-        Err(errors.join("; "))
-    }
+    crate::mcp::schema::problems(schema, &value, 10)?;
+    Ok(value)
 }
 
 #[cfg(test)]

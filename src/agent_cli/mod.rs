@@ -308,6 +308,7 @@ fn confine(cmd: &mut tokio::process::Command, turn: &CliTurn<'_>, args: &[String
         program: program.as_deref(),
         args,
         home: home.as_deref(),
+        env: &launcher.env,
     });
     // The CLI starts `tabd mcp serve` (a relay to the run's socket): tabd must be runnable.
     if let Ok(me) = std::env::current_exe() {

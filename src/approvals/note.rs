@@ -38,16 +38,7 @@ pub struct NewNote<'a> {
 
 /// The note's file name: `YYYY-MM-DD-<role>-<tool>-<id>.md`, the tool's `/` as `-`.
 pub fn file_name(created: DateTime<Utc>, tz: Tz, role: &str, tool: &str, id: &str) -> String {
-    let tool: String = tool
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
+    let tool = crate::text::safe_name(tool, '-');
     format!(
         "{}-{role}-{tool}-{id}.md",
         created.with_timezone(&tz).format("%Y-%m-%d")

@@ -63,6 +63,8 @@ pub struct Start<'a> {
     pub args: &'a [String],
     /// The person's home folder, for `~` in grants.
     pub home: Option<&'a Path>,
+    /// tabd's environment (its `PATH` finds the runtimes).
+    pub env: &'a crate::environment::Env,
 }
 
 impl ChildSandbox {
@@ -83,7 +85,7 @@ impl ChildSandbox {
         }
         // Runtimes a script is run by (`#!/usr/bin/env node`), wherever they are installed.
         for runtime in ["node", "python3", "deno", "bun"] {
-            if let Some(found) = which(runtime) {
+            if let Some(found) = crate::process::find_program(runtime, start.env) {
                 readable.extend(sandbox::install_prefix(&found));
             }
         }
@@ -125,11 +127,4 @@ fn vault_entries(root: &Path) -> Vec<PathBuf> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn which(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
 }

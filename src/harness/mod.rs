@@ -388,10 +388,9 @@ impl Harness {
         }
     }
 
-    /// Writes the run's final answer to `path` (the role's `output.path`), under the role's
-    /// sandbox; the change joins the run's record. `Err` says why it was not written.
-    pub fn write_output(&self, path: &str, answer: &str) -> Result<(), String> {
-        let ctx = ToolContext {
+    /// What the vault tools of this run work with: its role, sandbox, chain depth and journal.
+    fn tool_context(&self) -> ToolContext<'_> {
+        ToolContext {
             vault: &self.vault,
             role: &self.role,
             roles: &self.roles,
@@ -400,7 +399,13 @@ impl Harness {
             max_chain_depth: self.ticket.max_chain_depth,
             now: self.clock.now().with_timezone(&self.role.schedule.tz),
             journal: self.ticket.journal.as_deref(),
-        };
+        }
+    }
+
+    /// Writes the run's final answer to `path` (the role's `output.path`), under the role's
+    /// sandbox; the change joins the run's record. `Err` says why it was not written.
+    pub fn write_output(&self, path: &str, answer: &str) -> Result<(), String> {
+        let ctx = self.tool_context();
         let result = crate::blocking::run(|| tools::write_answer(&ctx, path, answer)).map_err(|e| e.0)?;
         if !result.ok {
             return Err(result.text);
@@ -412,16 +417,7 @@ impl Harness {
 
     /// Runs one vault tool call (filesystem work, off the async runtime's hands).
     fn call_vault(&self, name: &str, input: &Value) -> Result<ToolResult, FatalToolError> {
-        let ctx = ToolContext {
-            vault: &self.vault,
-            role: &self.role,
-            roles: &self.roles,
-            policy: &self.policy,
-            hops: self.ticket.hops,
-            max_chain_depth: self.ticket.max_chain_depth,
-            now: self.clock.now().with_timezone(&self.role.schedule.tz),
-            journal: self.ticket.journal.as_deref(),
-        };
+        let ctx = self.tool_context();
         crate::blocking::run(|| tools::execute(&ctx, name, input))
     }
 

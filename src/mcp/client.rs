@@ -503,6 +503,7 @@ fn sandbox(
         program: program.as_deref(),
         args,
         home: home.as_deref(),
+        env: &launcher.env,
     });
     launcher.confine(cmd, &server.name, &spec)
 }

@@ -8,16 +8,7 @@ pub const MAX_NAME: usize = 64;
 
 pub fn exposed_name(server: &str, tool: &str) -> String {
     let joined = format!("{server}__{tool}");
-    let clean: String = joined
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let clean = crate::text::safe_name(&joined, '_');
     if clean.len() <= MAX_NAME && clean == joined {
         return clean;
     }

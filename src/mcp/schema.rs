@@ -26,23 +26,29 @@ impl InputSchema {
             return Err(format!("expected a JSON object of arguments, got {input}"));
         }
         let Some(v) = &self.validator else { return Ok(()) };
-        let problems: Vec<String> = v
-            .iter_errors(input)
-            .take(5)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
+        problems(v, input, 5)
+    }
+}
+
+/// Where `value` breaks `schema`, at most `max` problems, each with where in the value it is;
+/// `Ok` when it fits. (Shared by tool arguments and output contracts.)
+pub fn problems(schema: &jsonschema::Validator, value: &Value, max: usize) -> Result<(), String> {
+    let found: Vec<String> = schema
+        .iter_errors(value)
+        .take(max)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(found.join("; "))
     }
 }
 
