@@ -26,30 +26,30 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
         ),
         None => None,
     };
-    let mut runs = records(ws, since);
+    // Every journal read once: what each run changed, and the changes no run record names.
+    let mut journals: std::collections::HashMap<String, journal::Entry> = journal::run_ids(&ws.vault)
+        .into_iter()
+        .filter_map(|id| journal::load(&ws.vault, &id).ok().map(|e| (id, e)))
+        .collect();
+    let mut runs = records(ws, since, &mut journals);
     // Journaled changes that no run record names: approved calls, undos, a run that crashed.
-    for id in journal::run_ids(&ws.vault) {
-        if runs.iter().any(|r| r.run_id == id) {
+    for (id, e) in journals {
+        if since.is_some_and(|d| e.started_at.date_naive() < d) {
             continue;
         }
-        if let Ok(e) = journal::load(&ws.vault, &id) {
-            if since.is_some_and(|d| e.started_at.date_naive() < d) {
-                continue;
-            }
-            runs.push(Listed {
-                run_id: id,
-                role: e.role.clone(),
-                started_at: e.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                trigger: e.trigger.clone(),
-                outcome: if e.left.is_some() {
-                    "ok".into()
-                } else {
-                    "unfinished".into()
-                },
-                cost_usd: 0.0,
-                changed: e.changed().iter().map(|s| s.to_string()).collect(),
-            });
-        }
+        runs.push(Listed {
+            run_id: id,
+            role: e.role.clone(),
+            started_at: e.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            trigger: e.trigger.clone(),
+            outcome: if e.left.is_some() {
+                "ok".into()
+            } else {
+                "unfinished".into()
+            },
+            cost_usd: 0.0,
+            changed: e.changed().iter().map(|s| s.to_string()).collect(),
+        });
     }
     runs.retain(|r| role.is_none_or(|want| r.role == want));
     runs.sort_by(|a, b| b.started_at.cmp(&a.started_at).then(b.run_id.cmp(&a.run_id)));
@@ -92,8 +92,13 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
     Ok(0)
 }
 
-/// The run records of the machine log (`.tabd/runs/*.jsonl`), skips left out.
-fn records(ws: &Workspace, since: Option<NaiveDate>) -> Vec<Listed> {
+/// The run records of the machine log (`.tabd/runs/*.jsonl`), skips left out; each record's
+/// journal is taken out of `journals`.
+fn records(
+    ws: &Workspace,
+    since: Option<NaiveDate>,
+    journals: &mut std::collections::HashMap<String, journal::Entry>,
+) -> Vec<Listed> {
     let Ok(dir) = crate::vault::VaultPath::parse(".tabd/runs", false) else {
         return Vec::new();
     };
@@ -118,7 +123,8 @@ fn records(ws: &Workspace, since: Option<NaiveDate>) -> Vec<Listed> {
                 continue;
             }
             let run_id = v["run_id"].as_str().unwrap_or("").to_string();
-            let changed = journal::load(&ws.vault, &run_id)
+            let changed = journals
+                .remove(&run_id)
                 .map(|e| e.changed().iter().map(|s| s.to_string()).collect())
                 .unwrap_or_default();
             out.push(Listed {
