@@ -18,6 +18,28 @@ fn child_task(r: &Recorded) -> Option<String> {
     Some(body.lines().next().unwrap_or("").to_string())
 }
 
+/// The fake model as a parent and its children: the parent's first request calls `delegate` with
+/// `input`, its next ends the run; every child request is answered by `child`.
+fn parent_delegates(
+    fake: &FakeModel,
+    input: Value,
+    child: impl Fn(&Recorded) -> Reply + Send + Sync + 'static,
+) {
+    fake.respond_with(move |r, _| {
+        if child_task(r).is_some() {
+            return child(r);
+        }
+        if wire::tool_results(&r.body).is_empty() {
+            return wire::tools(
+                "anthropic",
+                Some("I'll ask."),
+                &[("d1", "delegate", input.clone())],
+            );
+        }
+        wire::text("anthropic", "done")
+    });
+}
+
 fn offered(r: &Recorded) -> Vec<String> {
     r.body["tools"]
         .as_array()
@@ -77,23 +99,11 @@ fn one_child_answers_in_the_parents_run() {
         "agent/inbox/delivery/slip.md",
         "The API slipped a week. PARENT-ONLY-DETAIL",
     );
-    fake.respond_with(|r, _| {
-        if child_task(r).is_some() {
-            return wire::text("anthropic", "Risk: high. The launch moves unless QA overlaps.");
-        }
-        if wire::tool_results(&r.body).is_empty() {
-            return wire::tools(
-                "anthropic",
-                Some("I'll ask the Risk Manager."),
-                &[(
-                    "d1",
-                    "delegate",
-                    json!({"role": "risk", "task": "Rate the risk of a one-week API slip for the launch."}),
-                )],
-            );
-        }
-        wire::text("anthropic", "Recorded: risk is high.")
-    });
+    parent_delegates(
+        &fake,
+        json!({"role": "risk", "task": "Rate the risk of a one-week API slip for the launch."}),
+        |_| wire::text("anthropic", "Risk: high. The launch moves unless QA overlaps."),
+    );
     let out = v.tabd(&["fire", "delivery"]);
     assert!(out.status.success(), "{}", describe(&out));
 
@@ -163,22 +173,13 @@ fn a_batch_runs_its_children_in_parallel() {
         "",
     );
     let answer_after = Duration::from_secs(2);
-    fake.respond_with(move |r, _| {
-        if let Some(task) = child_task(r) {
-            return wire::text("anthropic", &format!("answer to {task}")).delayed(answer_after);
-        }
-        if wire::tool_results(&r.body).is_empty() {
-            let tasks: Vec<Value> = ["A", "B", "C"]
-                .iter()
-                .map(|t| json!({"role": "risk", "task": format!("task {t}")}))
-                .collect();
-            return wire::tools(
-                "anthropic",
-                None,
-                &[("d1", "delegate", json!({ "tasks": tasks }))],
-            );
-        }
-        wire::text("anthropic", "all three in")
+    let tasks: Vec<Value> = ["A", "B", "C"]
+        .iter()
+        .map(|t| json!({"role": "risk", "task": format!("task {t}")}))
+        .collect();
+    parent_delegates(&fake, json!({ "tasks": tasks }), move |r| {
+        let task = child_task(r).unwrap_or_default();
+        wire::text("anthropic", &format!("answer to {task}")).delayed(answer_after)
     });
     let out = v.tabd(&["fire", "delivery"]);
     assert!(out.status.success(), "{}", describe(&out));
@@ -328,8 +329,10 @@ fn childrens_spending_rolls_up_and_stops_the_parent() {
 fn a_childs_ask_call_becomes_an_approval_note() {
     let fake = FakeModel::start();
     let v = vault(&fake, "can_delegate_to: [risk]", "approve: {write_file: ask}", "");
-    fake.respond_with(|r, _| {
-        if child_task(r).is_some() {
+    parent_delegates(
+        &fake,
+        json!({"role": "risk", "task": "record the slip risk"}),
+        |r| {
             if wire::tool_results(&r.body).is_empty() {
                 return wire::tools(
                     "anthropic",
@@ -341,21 +344,9 @@ fn a_childs_ask_call_becomes_an_approval_note() {
                     )],
                 );
             }
-            return wire::text("anthropic", "asked for approval");
-        }
-        if wire::tool_results(&r.body).is_empty() {
-            return wire::tools(
-                "anthropic",
-                None,
-                &[(
-                    "d1",
-                    "delegate",
-                    json!({"role": "risk", "task": "record the slip risk"}),
-                )],
-            );
-        }
-        wire::text("anthropic", "ok")
-    });
+            wire::text("anthropic", "asked for approval")
+        },
+    );
     let out = v.tabd(&["fire", "delivery"]);
     assert!(out.status.success(), "{}", describe(&out));
     assert!(
@@ -387,19 +378,9 @@ fn an_invalid_output_is_repaired_once_then_fails() {
         );
         v.write("schemas/risk.json", SCHEMA);
         let second = second.to_string();
-        fake.respond_with(move |r, _| {
-            if child_task(r).is_some() {
-                let repair = wire::all_text(&r.body).contains("does not: ");
-                return wire::text("anthropic", if repair { &second } else { "It is high, I think." });
-            }
-            if wire::tool_results(&r.body).is_empty() {
-                return wire::tools(
-                    "anthropic",
-                    None,
-                    &[("d1", "delegate", json!({"role": "risk", "task": "rate it"}))],
-                );
-            }
-            wire::text("anthropic", "noted")
+        parent_delegates(&fake, json!({"role": "risk", "task": "rate it"}), move |r| {
+            let repair = wire::all_text(&r.body).contains("does not: ");
+            wire::text("anthropic", if repair { &second } else { "It is high, I think." })
         });
         let out = v.tabd(&["fire", "delivery"]);
         assert!(out.status.success(), "{}", describe(&out));
@@ -451,23 +432,11 @@ fn a_childs_deadline_is_cut_by_the_parents() {
         "",
         "[limits]\nrun_deadline = \"3s\"\n",
     );
-    fake.respond_with(|r, _| {
-        if child_task(r).is_some() {
-            return wire::text("anthropic", "too late").delayed(Duration::from_secs(30));
-        }
-        if wire::tool_results(&r.body).is_empty() {
-            return wire::tools(
-                "anthropic",
-                None,
-                &[(
-                    "d1",
-                    "delegate",
-                    json!({"role": "risk", "task": "think for a long time"}),
-                )],
-            );
-        }
-        wire::text("anthropic", "the child timed out")
-    });
+    parent_delegates(
+        &fake,
+        json!({"role": "risk", "task": "think for a long time"}),
+        |_| wire::text("anthropic", "too late").delayed(Duration::from_secs(30)),
+    );
     let started = std::time::Instant::now();
     let out = v.tabd(&["fire", "delivery"]);
     assert!(

@@ -44,6 +44,14 @@ fn script(fake: &FakeModel, calls: Vec<(&'static str, Value)>) {
     });
 }
 
+/// The model writes `content` to `path`, then ends.
+fn writes(fake: &FakeModel, path: &str, content: &str) {
+    script(
+        fake,
+        vec![("write_file", json!({"path": path, "content": content}))],
+    );
+}
+
 fn fire(v: &TestVault) -> String {
     let before: Vec<String> = v
         .records()
@@ -177,15 +185,9 @@ fn a_chain_undone_in_the_wrong_order_names_the_later_run() {
     let fake = FakeModel::start();
     let v = vault(&fake);
     v.write("project/plan.md", "v0\n");
-    script(
-        &fake,
-        vec![("write_file", json!({"path": "project/plan.md", "content": "v1"}))],
-    );
+    writes(&fake, "project/plan.md", "v1");
     let first = fire(&v);
-    script(
-        &fake,
-        vec![("write_file", json!({"path": "project/plan.md", "content": "v2"}))],
-    );
+    writes(&fake, "project/plan.md", "v2");
     let second = fire(&v);
 
     let (code, out) = undo(&v, &[&first]);
@@ -205,13 +207,7 @@ fn the_persons_edit_is_kept_unless_forced() {
     let fake = FakeModel::start();
     let v = vault(&fake);
     v.write("project/plan.md", "original\n");
-    script(
-        &fake,
-        vec![(
-            "write_file",
-            json!({"path": "project/plan.md", "content": "by the model"}),
-        )],
-    );
+    writes(&fake, "project/plan.md", "by the model");
     let run = fire(&v);
     v.write("project/plan.md", "by the model, then edited by the person\n");
 
@@ -237,13 +233,7 @@ fn requeue_moves_the_handled_notes_back() {
     let fake = FakeModel::start();
     let v = vault(&fake);
     v.write("agent/inbox/delivery/ask.md", "please plan");
-    script(
-        &fake,
-        vec![(
-            "write_file",
-            json!({"path": "project/plan.md", "content": "planned"}),
-        )],
-    );
+    writes(&fake, "project/plan.md", "planned");
     let run = fire(&v);
     assert_eq!(v.files_in("agent/inbox/delivery/processed"), ["ask.md"]);
 
@@ -273,13 +263,7 @@ fn a_run_that_crashed_can_still_be_undone() {
     let v = vault(&fake);
     v.write("project/plan.md", "before the crash\n");
     v.write("agent/inbox/delivery/ask.md", "please plan");
-    script(
-        &fake,
-        vec![(
-            "write_file",
-            json!({"path": "project/plan.md", "content": "mid-crash"}),
-        )],
-    );
+    writes(&fake, "project/plan.md", "mid-crash");
     let out = v
         .command(&["fire", "delivery"])
         .env("TABD_FAULTS", "abort-after-commit")
@@ -314,13 +298,7 @@ fn undo_while_the_daemon_runs_is_seen_as_a_change() {
         ),
     );
     v.write("project/plan.md", "original\n");
-    script(
-        &fake,
-        vec![(
-            "write_file",
-            json!({"path": "project/plan.md", "content": "by the model"}),
-        )],
-    );
+    writes(&fake, "project/plan.md", "by the model");
     let _d = Daemon::start(&v);
     v.write("agent/inbox/delivery/ask.md", "please plan");
     wait_until(T, "the run that writes", || v.records().len() == 1);
@@ -342,15 +320,9 @@ fn unknown_and_ambiguous_ids_are_usage_errors() {
     let (code, out) = undo(&v, &["20991231"]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("no journaled run `20991231`"), "{out}");
-    script(
-        &fake,
-        vec![("write_file", json!({"path": "project/a.md", "content": "a"}))],
-    );
+    writes(&fake, "project/a.md", "a");
     fire(&v);
-    script(
-        &fake,
-        vec![("write_file", json!({"path": "project/b.md", "content": "b"}))],
-    );
+    writes(&fake, "project/b.md", "b");
     fire(&v);
     let (code, out) = undo(&v, &["20"]);
     assert_eq!(code, 2, "{out}");
