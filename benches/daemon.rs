@@ -1,7 +1,8 @@
 //! `cargo bench --bench daemon`: the real `tabd` binary (release) against the fake model
 //! server answering instantly. Prints a table and one JSON object.
 //!
-//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox` (default: all).
+//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox` (default: all), and
+//! `journal10k` (10,000 runs, ~2 minutes; not in the default set).
 //! Timings are medians over repeated runs; nothing here is asserted.
 
 #[path = "../tests/support/fake_model.rs"]
@@ -868,6 +869,109 @@ fn sandbox(out: &mut Value) {
         json!({ "plain_ms": plain, "sandboxed_ms": boxed, "added_ms": boxed - plain, "mcp_list_ms": list });
 }
 
+/// Benchmark 10, the undo journal over a long life (DESIGN §19): the stock Delivery Manager run
+/// `TABD_BENCH_JOURNAL_RUNS` times (default 10,000) on the template vault against the fake
+/// model, each run appending a line to the project's status note and writing a blocker note (the
+/// stock role's usual changes); then the journal's size on disk and one prune's time.
+fn journal_long(out: &mut Value) {
+    use tabd::environment::Env;
+    use tabd::role::{LoadContext, RoleSet};
+    let runs: usize = std::env::var("TABD_BENCH_JOURNAL_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10_000);
+    let b = Bench::new();
+    let init = Command::new(bin())
+        .args(["init", b.vault().to_str().unwrap()])
+        .env("HOME", b.dir.path())
+        .output()
+        .unwrap();
+    assert!(init.status.success());
+    let fake = FakeModel::start();
+    let counter = std::sync::atomic::AtomicUsize::new(0);
+    fake.respond_with(move |req, _| {
+        let has_results = req.body["messages"].as_array().is_some_and(|m| m.len() > 1);
+        if has_results {
+            return Reply::ok(canned::anthropic_text("done"));
+        }
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Reply::ok(canned::anthropic_tool_use(
+            None,
+            &[
+                ("t1", "append_file", json!({"path": "project/status.md", "content": format!("- run {n}: on track")})),
+                ("t2", "write_file", json!({"path": format!("project/blockers/b{}.md", n % 20), "content": format!("Blocker seen in run {n}.")})),
+            ],
+        ))
+    });
+    b.set_config(
+        &fake,
+        "[limits]\nmax_runs_per_day = 1000000\nmin_interval = \"0s\"\n",
+    );
+    let config = tabd::config::parse(
+        &std::fs::read_to_string(b.config()).unwrap(),
+        Path::new("c"),
+        &Env::default(),
+        None,
+    )
+    .unwrap();
+    let vault = std::sync::Arc::new(tabd::vault::Vault::open(&b.vault()).unwrap());
+    let roles = RoleSet::load(&vault, &LoadContext::new(chrono_tz::UTC, Env::default()));
+    let role = roles.roles["delivery"].clone();
+    let provider = tabd::provider::build(
+        &config.provider,
+        &Env::from_pairs([("ANTHROPIC_API_KEY", "bench")]),
+    )
+    .unwrap();
+    let env = tabd::run::RunEnv {
+        vault: vault.clone(),
+        config: std::sync::Arc::new(config),
+        roles: std::sync::Arc::new(roles),
+        provider,
+        store: tabd::state::StateStore::new(vault.clone()),
+        log: std::sync::Arc::new(tabd::runlog::RunLog::new(vault.clone(), chrono_tz::UTC)),
+        clock: std::sync::Arc::new(tabd::clock::SystemClock),
+        faults: Default::default(),
+        launcher: Default::default(),
+        mcp_pool: None,
+        probes: Default::default(),
+        progress: Default::default(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    for _ in 0..runs {
+        let r = rt.block_on(tabd::run::run_role(
+            &env,
+            &role,
+            tabd::trigger::Trigger::manual(),
+            vec![],
+        ));
+        assert!(r.succeeded());
+    }
+    let took = t0.elapsed().as_secs_f64();
+    let journal = b.vault().join(".tabd/journal");
+    let bytes = walkdir_size(&journal);
+    let status = std::fs::metadata(b.vault().join("project/status.md")).map_or(0, |m| m.len());
+    let t1 = Instant::now();
+    // As the daemon's next pass would, a few minutes later (blobs younger than a minute are kept:
+    // they may belong to a run still writing its journal line).
+    let later = chrono::Utc::now() + chrono::Duration::minutes(5);
+    let pruned = tabd::journal::prune(&vault, 30, 200 * 1024 * 1024, later);
+    let prune_ms = t1.elapsed().as_secs_f64() * 1000.0;
+    let after = walkdir_size(&journal);
+    println!(
+        "journal {runs} stock runs ({took:.0} s): {:.1} MiB on disk (status note now {} KiB) · prune to 200 MiB: {prune_ms:.0} ms, dropped {} run(s), {:.1} MiB left",
+        bytes as f64 / 1048576.0,
+        status / 1024,
+        pruned.runs,
+        after as f64 / 1048576.0
+    );
+    out["journal_long"] =
+        json!({ "runs": runs, "bytes": bytes, "prune_ms": prune_ms, "after_prune_bytes": after });
+}
+
 fn main() {
     let wanted = std::env::var("TABD_BENCH")
         .unwrap_or_else(|_| "latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox".into());
@@ -903,6 +1007,9 @@ fn main() {
     }
     if on("sandbox") {
         sandbox(&mut out);
+    }
+    if on("journal10k") {
+        journal_long(&mut out);
     }
     println!("{}", serde_json::to_string(&out).unwrap());
 }

@@ -11,7 +11,7 @@
 //! Journal files are atomic but not fsynced (as the run records are): they survive a crash of
 //! tabd; a power cut may lose the last run's journal.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -306,16 +306,20 @@ pub struct Pruned {
 /// Drops journals older than `keep_days`, then the oldest until the journal fits in
 /// `max_bytes`, then blobs no journal names.
 pub fn prune(vault: &Vault, keep_days: u32, max_bytes: u64, now: DateTime<Utc>) -> Pruned {
+    // Blobs are listed before journals are read: a blob written after this listing is not
+    // considered at all, and one written just before it whose journal line is not appended yet
+    // is protected by the grace period.
+    let blobs = list_blobs(vault, now);
     let mut pruned = Pruned::default();
     let cutoff = now - chrono::Duration::days(i64::from(keep_days));
-    let mut kept: Vec<(String, u64, HashSet<String>)> = Vec::new();
+    let mut kept: VecDeque<(String, u64, Vec<String>)> = Default::default();
     for id in run_ids(vault) {
         let Ok(path) = entry_path(&id) else { continue };
         let size = vault.metadata(&path).map(|m| m.size).unwrap_or(0);
         match load(vault, &id) {
             Ok(e) if e.started_at >= cutoff => {
-                let blobs = e.before.iter().filter_map(|(_, b)| b.clone()).collect();
-                kept.push((id, size, blobs));
+                let named = e.before.into_iter().filter_map(|(_, b)| b).collect();
+                kept.push_back((id, size, named));
             }
             _ => {
                 if vault.remove_file(&path).is_ok() {
@@ -325,10 +329,53 @@ pub fn prune(vault: &Vault, keep_days: u32, max_bytes: u64, now: DateTime<Utc>) 
             }
         }
     }
-    let blob_dir = fixed(&format!("{ROOT}/blobs")).ok();
-    // A blob written in the last hour may belong to a run still writing its journal line.
-    let fresh = std::time::SystemTime::from(now) - std::time::Duration::from_secs(3600);
-    let blobs: Vec<(String, u64, bool)> = blob_dir
+    // Oldest first out while over the size limit: each run counts with the blobs only it names
+    // (reference counts, so the total is kept as runs go, not recomputed).
+    let size_of: HashMap<&str, u64> = blobs.iter().map(|(h, s, _)| (h.as_str(), *s)).collect();
+    let mut refs: HashMap<String, usize> = Default::default();
+    let mut total: u64 = kept.iter().map(|k| k.1).sum();
+    for hash in kept.iter().flat_map(|k| k.2.iter()) {
+        let n = refs.entry(hash.clone()).or_default();
+        if *n == 0 {
+            total += size_of.get(hash.as_str()).copied().unwrap_or(0);
+        }
+        *n += 1;
+    }
+    while total > max_bytes {
+        let Some((id, size, named)) = kept.pop_front() else {
+            break;
+        };
+        if entry_path(&id).is_ok_and(|p| vault.remove_file(&p).is_ok()) {
+            pruned.runs += 1;
+            pruned.bytes += size;
+        }
+        total = total.saturating_sub(size);
+        for hash in named {
+            if let Some(n) = refs.get_mut(&hash) {
+                *n -= 1;
+                if *n == 0 {
+                    total = total.saturating_sub(size_of.get(hash.as_str()).copied().unwrap_or(0));
+                }
+            }
+        }
+    }
+    for (hash, size, young) in &blobs {
+        let named = refs.get(hash).is_some_and(|n| *n > 0);
+        if !named && !young && blob_path(hash).is_ok_and(|p| vault.remove_file(&p).is_ok()) {
+            pruned.blobs += 1;
+            pruned.bytes += size;
+        }
+    }
+    pruned
+}
+
+/// Each stored blob: its hash, size, and whether it is too young to drop (it may belong to a run
+/// that has not written its journal line yet).
+fn list_blobs(vault: &Vault, now: DateTime<Utc>) -> Vec<(String, u64, bool)> {
+    const GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+    let fresh = std::time::SystemTime::from(now) - GRACE;
+    fixed(&format!("{ROOT}/blobs"))
+        .ok()
         .and_then(|d| vault.list(&d).ok())
         .map(|l| {
             l.entries
@@ -339,32 +386,7 @@ pub fn prune(vault: &Vault, keep_days: u32, max_bytes: u64, now: DateTime<Utc>) 
                 })
                 .collect()
         })
-        .unwrap_or_default();
-    let blob_size: BTreeMap<&str, u64> = blobs.iter().map(|(h, s, _)| (h.as_str(), *s)).collect();
-    // Oldest first out while over the size limit (each run counted with the blobs it holds).
-    let total = |kept: &[(String, u64, HashSet<String>)]| -> u64 {
-        let named: HashSet<&String> = kept.iter().flat_map(|k| k.2.iter()).collect();
-        kept.iter().map(|k| k.1).sum::<u64>()
-            + named
-                .iter()
-                .map(|h| blob_size.get(h.as_str()).copied().unwrap_or(0))
-                .sum::<u64>()
-    };
-    while !kept.is_empty() && total(&kept) > max_bytes {
-        let (id, size, _) = kept.remove(0);
-        if entry_path(&id).is_ok_and(|p| vault.remove_file(&p).is_ok()) {
-            pruned.runs += 1;
-            pruned.bytes += size;
-        }
-    }
-    let named: HashSet<&String> = kept.iter().flat_map(|k| k.2.iter()).collect();
-    for (hash, size, young) in &blobs {
-        if !named.contains(hash) && !young && blob_path(hash).is_ok_and(|p| vault.remove_file(&p).is_ok()) {
-            pruned.blobs += 1;
-            pruned.bytes += size;
-        }
-    }
-    pruned
+        .unwrap_or_default()
 }
 
 /// What undo does with one file.
@@ -504,5 +526,12 @@ mod tests {
         assert_eq!(pruned.runs, 1, "the oldest goes first to fit 2,000 bytes");
         assert_eq!(run_ids(&v), ["20261120T000000Z-r-new"]);
         assert!(blob(&v, &digest(b"c")).is_ok(), "a kept run's content stays");
+
+        // A blob written a moment ago may belong to a run still writing its journal line: kept
+        // even when nothing names it yet.
+        journaled(&v, "20261001T000000Z-r-young", "d.md", "young content", "w", 40);
+        let pruned = prune(&v, 30, 1024 * 1024, Utc::now());
+        assert_eq!((pruned.runs, pruned.blobs), (1, 0));
+        assert!(blob(&v, &digest(b"young content")).is_ok());
     }
 }
