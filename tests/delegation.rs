@@ -497,3 +497,40 @@ fn tabd_prompt_shows_what_a_child_is_sent() {
     );
     assert!(!text.contains("an inbox note the child never sees"), "{text}");
 }
+
+/// `delegate` is a tool like any other: `deny_tools` takes it away (not offered, refused if called
+/// anyway), and `approve: {delegate: ask}` turns a call into an approval note — no child runs.
+#[test]
+fn deny_tools_and_approve_apply_to_delegate() {
+    let fake = FakeModel::start();
+    let v = vault(&fake, "can_delegate_to: [risk]\ndeny_tools: [delegate]", "", "");
+    parent_delegates(&fake, json!({"role": "risk", "task": "rate it"}), |_| {
+        wire::text("anthropic", "never asked")
+    });
+    let out = v.tabd(&["fire", "delivery"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let requests = fake.requests();
+    assert!(!offered(&requests[0]).contains(&"delegate".to_string()));
+    let (_, refused, is_error) = &wire::tool_results(&requests[1].body)[0];
+    assert!(*is_error && refused.contains("may not delegate"), "{refused}");
+    assert!(parent_records(&v).1.is_empty(), "no child ran");
+
+    let fake = FakeModel::start();
+    let v = vault(&fake, "can_delegate_to: [risk]\napprove: {delegate: ask}", "", "");
+    parent_delegates(&fake, json!({"role": "risk", "task": "rate it"}), |_| {
+        wire::text("anthropic", "never asked")
+    });
+    let out = v.tabd(&["fire", "delivery"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        fake.requests().iter().all(|r| child_task(r).is_none()),
+        "no child ran"
+    );
+    let notes = v.files_in("agent/approvals");
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let note = v.read(&format!("agent/approvals/{}", notes[0]));
+    assert!(
+        note.contains("tool: delegate") && note.contains("rate it"),
+        "{note}"
+    );
+}
