@@ -1,30 +1,62 @@
-//! The notify watcher: raw events in, `FsEvent`s out on a bounded channel.
+//! The inotify watcher: raw events in, `FsEvent`s out on a bounded channel.
 //!
-//! The callback only converts and `try_send`s; a full channel sets the overflow flag, which the
+//! tabd watches a known list of folders (each inbox, `roles/`, `agent/inbox/`, the config's
+//! folder, the folders of `watch` files), never a tree, so it talks to inotify itself: a watch is
+//! one system call made here (1,000 inboxes: ~3 ms), where notify sent each to its thread and
+//! waited for the answer (~65 µs each, two thirds of start-up with 1,000 roles).
+//! A reader task converts and `try_send`s; a full channel sets the overflow flag, which the
 //! daemon treats like inotify's own overflow: rescan everything.
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
-use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use futures::StreamExt;
+use inotify::{EventMask, EventStream, Inotify, WatchDescriptor, WatchMask, Watches};
 use tokio::sync::mpsc;
 
 use super::ready::FsEvent;
 
 pub const CHANNEL_CAPACITY: usize = 8192;
 
+/// What a watch asks for: content written, names coming and going, and the folder itself going.
+/// (Not opens, reads or attributes: never a change of content.)
+const MASK: WatchMask = WatchMask::CREATE
+    .union(WatchMask::MODIFY)
+    .union(WatchMask::CLOSE_WRITE)
+    .union(WatchMask::MOVED_FROM)
+    .union(WatchMask::MOVED_TO)
+    .union(WatchMask::DELETE)
+    .union(WatchMask::DELETE_SELF)
+    .union(WatchMask::MOVE_SELF);
+
+/// Which folder each watch is on, shared with the reader task (it names each event's path).
+type Folders = Arc<Mutex<HashMap<WatchDescriptor, PathBuf>>>;
+
+fn lock(folders: &Folders) -> MutexGuard<'_, HashMap<WatchDescriptor, PathBuf>> {
+    // The map stays consistent whatever panicked while it was held: each change is one call.
+    folders.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 pub struct FsWatcher {
-    watcher: RecommendedWatcher,
-    /// Each watched folder with the identity it had when the watch was set: a folder deleted
-    /// and made again (sync tools do this) is a new folder and needs a new watch.
-    watched: HashMap<PathBuf, Identity>,
+    watches: Watches,
+    folders: Folders,
+    /// Each watched folder with its watch and the identity it had when the watch was set: a
+    /// folder deleted and made again (sync tools do this) is a new folder and needs a new watch.
+    watched: HashMap<PathBuf, (Identity, WatchDescriptor)>,
     /// Watched folders seen going away (their watch is dead even if one with the same name is back).
     lost: HashSet<PathBuf>,
-    tx: mpsc::Sender<FsEvent>,
-    overflow: Arc<AtomicBool>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FsWatcher {
+    fn drop(&mut self) {
+        // Dropping the stream closes the inotify descriptor, which removes every watch.
+        self.reader.abort();
+    }
 }
 
 /// Device, inode and birth time: filesystems reuse a freed inode number at once, so the birth
@@ -39,101 +71,118 @@ fn identity(dir: &Path) -> Option<Identity> {
         .map(|m| (m.dev(), m.ino(), m.created().ok()))
 }
 
-/// Converts one notify event.
-pub fn convert(event: &notify::Event) -> Vec<FsEvent> {
-    if event.need_rescan() {
+/// The source of the last rename out of a watched folder, kept until its other half arrives:
+/// inotify reports a rename as `MOVED_FROM` and `MOVED_TO` with one cookie.
+#[derive(Debug, Default)]
+pub struct Renames {
+    from: Option<(u32, PathBuf)>,
+}
+
+/// Converts one inotify event on the folder `dir` (`None`: a watch tabd no longer knows).
+pub fn convert(
+    renames: &mut Renames,
+    mask: EventMask,
+    cookie: u32,
+    dir: Option<&Path>,
+    name: Option<&OsStr>,
+) -> Vec<FsEvent> {
+    if mask.contains(EventMask::Q_OVERFLOW) {
         return vec![FsEvent::Rescan];
     }
-    let paths = &event.paths;
-    match &event.kind {
-        EventKind::Create(_)
-        | EventKind::Modify(ModifyKind::Data(_))
-        | EventKind::Modify(ModifyKind::Any) => paths.iter().cloned().map(FsEvent::Written).collect(),
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => {
-            paths.iter().cloned().map(FsEvent::Written).collect()
+    let Some(dir) = dir else {
+        return Vec::new();
+    };
+    let path = match name {
+        Some(n) if !n.is_empty() => dir.join(n),
+        _ => dir.to_path_buf(),
+    };
+    if mask.contains(EventMask::MOVED_FROM) {
+        renames.from = Some((cookie, path.clone()));
+        return vec![FsEvent::Gone(path)];
+    }
+    if mask.contains(EventMask::MOVED_TO) {
+        let from = match renames.from.take() {
+            Some((c, from)) if c == cookie => Some(from),
+            _ => None,
+        };
+        return vec![FsEvent::RenamedTo { to: path, from }];
+    }
+    if mask.intersects(EventMask::CREATE | EventMask::MODIFY | EventMask::CLOSE_WRITE) {
+        return vec![FsEvent::Written(path)];
+    }
+    if mask.intersects(EventMask::DELETE | EventMask::DELETE_SELF | EventMask::MOVE_SELF | EventMask::UNMOUNT)
+    {
+        return vec![FsEvent::Gone(path)];
+    }
+    // IGNORED (a watch ended) and anything else: nothing to tell.
+    Vec::new()
+}
+
+/// Reads events until the watcher is dropped.
+async fn read(
+    mut stream: EventStream<Vec<u8>>,
+    folders: Folders,
+    tx: mpsc::Sender<FsEvent>,
+    overflow: Arc<AtomicBool>,
+) {
+    let mut renames = Renames::default();
+    while let Some(item) = stream.next().await {
+        let events = match item {
+            Ok(ev) => {
+                let dir = if ev.mask.contains(EventMask::IGNORED) {
+                    lock(&folders).remove(&ev.wd)
+                } else {
+                    lock(&folders).get(&ev.wd).cloned()
+                };
+                convert(
+                    &mut renames,
+                    ev.mask,
+                    ev.cookie,
+                    dir.as_deref(),
+                    ev.name.as_deref(),
+                )
+            }
+            Err(e) => {
+                tracing::warn!("file watcher error: {e}; rescanning");
+                vec![FsEvent::Rescan]
+            }
+        };
+        for ev in events {
+            if tx.try_send(ev).is_err() {
+                overflow.store(true, Ordering::Relaxed);
+            }
         }
-        EventKind::Modify(ModifyKind::Name(RenameMode::Both)) if paths.len() == 2 => {
-            vec![FsEvent::RenamedTo {
-                to: paths[1].clone(),
-                from: Some(paths[0].clone()),
-            }]
-        }
-        EventKind::Modify(ModifyKind::Name(RenameMode::To)) => paths
-            .iter()
-            .cloned()
-            .map(|to| FsEvent::RenamedTo { to, from: None })
-            .collect(),
-        EventKind::Modify(ModifyKind::Name(RenameMode::From)) | EventKind::Remove(_) => {
-            paths.iter().cloned().map(FsEvent::Gone).collect()
-        }
-        EventKind::Modify(ModifyKind::Name(_)) => paths
-            .iter()
-            .cloned()
-            .map(|to| FsEvent::RenamedTo { to, from: None })
-            .collect(),
-        // Opens, reads, metadata: never a change of content.
-        _ => Vec::new(),
+    }
+    tracing::warn!("the file watcher stopped; rescanning");
+    if tx.try_send(FsEvent::Rescan).is_err() {
+        overflow.store(true, Ordering::Relaxed);
     }
 }
 
 impl FsWatcher {
-    /// Starts a watcher sending to `tx`; a full channel raises `overflow`.
-    pub fn start(tx: mpsc::Sender<FsEvent>, overflow: Arc<AtomicBool>) -> notify::Result<Self> {
+    /// Starts a watcher sending to `tx`; a full channel raises `overflow`. Needs a tokio runtime.
+    pub fn start(tx: mpsc::Sender<FsEvent>, overflow: Arc<AtomicBool>) -> io::Result<Self> {
+        // 16 KiB: a few hundred events per read (each is 16 bytes and the name).
+        let stream = Inotify::init()?.into_event_stream(vec![0u8; 16 * 1024])?;
+        let watches = stream.watches();
+        let folders = Folders::default();
+        let reader = tokio::spawn(read(stream, folders.clone(), tx, overflow));
         Ok(Self {
-            watcher: Self::make(tx.clone(), overflow.clone())?,
+            watches,
+            folders,
             watched: HashMap::new(),
             lost: HashSet::new(),
-            tx,
-            overflow,
-        })
-    }
-
-    fn make(tx: mpsc::Sender<FsEvent>, overflow: Arc<AtomicBool>) -> notify::Result<RecommendedWatcher> {
-        notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            let events = match res {
-                Ok(ev) => convert(&ev),
-                Err(e) => {
-                    tracing::warn!("file watcher error: {e}; rescanning");
-                    vec![FsEvent::Rescan]
-                }
-            };
-            for ev in events {
-                if tx.try_send(ev).is_err() {
-                    overflow.store(true, Ordering::Relaxed);
-                }
-            }
+            reader,
         })
     }
 
     /// Watches exactly `dirs` (non-recursively), adding and removing watches as needed.
     ///
-    /// A folder replaced since its watch was set (deleted and made again: sync tools do this)
-    /// needs a new watch, and notify drops a watch *by path* when it sees the old folder go, which
-    /// can race with the new watch. So then the watcher is made anew with every folder, and
-    /// `Rebuilt` says so (the caller rescans: events may have been missed meanwhile).
-    pub fn set(&mut self, dirs: &[PathBuf]) -> (Vec<(PathBuf, notify::Error)>, Rebuilt) {
+    /// A folder replaced since its watch was set (deleted and made again: sync tools do this), or
+    /// seen going, is watched anew, and `Rebuilt` says so: the caller rescans, since events may
+    /// have been missed meanwhile.
+    pub fn set(&mut self, dirs: &[PathBuf]) -> (Vec<(PathBuf, io::Error)>, Rebuilt) {
         let wanted: HashSet<&PathBuf> = dirs.iter().collect();
-        let replaced = dirs.iter().any(|d| {
-            self.lost.contains(d)
-                || self
-                    .watched
-                    .get(d)
-                    .is_some_and(|id| identity(d).as_ref() != Some(id))
-        });
-        self.lost.clear();
-        let rebuilt = if replaced {
-            match Self::make(self.tx.clone(), self.overflow.clone()) {
-                Ok(w) => {
-                    // Dropping the old watcher first would be the same: its events stop here.
-                    self.watcher = w;
-                    self.watched.clear();
-                    Rebuilt(true)
-                }
-                Err(e) => return (vec![(PathBuf::from("(watcher)"), e)], Rebuilt(false)),
-            }
-        } else {
-            Rebuilt(false)
-        };
         let gone: Vec<PathBuf> = self
             .watched
             .keys()
@@ -141,27 +190,46 @@ impl FsWatcher {
             .cloned()
             .collect();
         for d in gone {
-            self.watched.remove(&d);
-            let _ = self.watcher.unwatch(&d);
+            if let Some((_, wd)) = self.watched.remove(&d) {
+                self.unwatch(wd);
+            }
         }
         let mut errors = Vec::new();
+        let mut rebuilt = false;
         for d in dirs {
-            if self.watched.contains_key(d) {
-                continue;
-            }
-            match (self.watcher.watch(d, RecursiveMode::NonRecursive), identity(d)) {
-                (Ok(()), Some(id)) => {
-                    self.watched.insert(d.clone(), id);
+            if let Some((id, _)) = self.watched.get(d) {
+                if !self.lost.contains(d) && identity(d).as_ref() == Some(id) {
+                    continue;
                 }
-                (Ok(()), None) => {}
-                (Err(e), _) => errors.push((d.clone(), e)),
+                rebuilt = true;
+            }
+            // Held while adding: the reader must know the folder before its first event.
+            let mut folders = lock(&self.folders);
+            match self.watches.add(d, MASK) {
+                Ok(wd) => {
+                    folders.insert(wd.clone(), d.clone());
+                    drop(folders);
+                    if let Some(id) = identity(d) {
+                        self.watched.insert(d.clone(), (id, wd));
+                    }
+                }
+                Err(e) => errors.push((d.clone(), e)),
             }
         }
-        (errors, rebuilt)
+        self.lost.clear();
+        (errors, Rebuilt(rebuilt))
     }
-}
 
-impl FsWatcher {
+    /// Removes a watch no wanted folder shares (one folder can be wanted under two names).
+    fn unwatch(&mut self, wd: WatchDescriptor) {
+        if self.watched.values().any(|(_, w)| *w == wd) {
+            return;
+        }
+        lock(&self.folders).remove(&wd);
+        // Fails when the folder is already gone (inotify ended the watch itself): nothing to do.
+        let _ = self.watches.remove(wd);
+    }
+
     /// A watched folder went away (an event said so): its watch is dead.
     pub fn lost(&mut self, dir: &Path) {
         if self.watched.contains_key(dir) {
@@ -170,7 +238,7 @@ impl FsWatcher {
     }
 }
 
-/// The watcher was made anew (events may have been missed).
+/// Some watches were set anew (events may have been missed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rebuilt(pub bool);
 
@@ -203,23 +271,39 @@ pub fn start(
 }
 
 /// Explains a watch error, with the fix for the inotify limits.
-pub fn explain(dir: &Path, e: &notify::Error) -> String {
-    let text = e.to_string();
-    if text.contains("No space left") || text.contains("os error 28") || text.contains("MaxFilesWatch") {
-        format!(
-            "cannot watch {}: the inotify watch limit is reached ({text}); raise it with \
+pub fn explain(dir: &Path, e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => format!(
+            "cannot watch {}: the inotify watch limit is reached ({e}); raise it with \
              `sudo sysctl fs.inotify.max_user_watches=524288` (see docs/operations.md); polling meanwhile",
             dir.display()
-        )
-    } else {
-        format!("cannot watch {} ({text}); polling it instead", dir.display())
+        ),
+        Some(libc::EMFILE) => format!(
+            "cannot watch {}: the inotify instance limit is reached ({e}); raise it with \
+             `sudo sysctl fs.inotify.max_user_instances=1024` (see docs/operations.md); polling meanwhile",
+            dir.display()
+        ),
+        _ => format!("cannot watch {} ({e}); polling it instead", dir.display()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use notify::event::{CreateKind, DataChange, Flag, RemoveKind};
+
+    async fn next_written(rx: &mut mpsc::Receiver<FsEvent>, name: &str) -> bool {
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            loop {
+                match rx.recv().await {
+                    Some(FsEvent::Written(p)) if p.ends_with(name) => return true,
+                    Some(_) => continue,
+                    None => return false,
+                }
+            }
+        })
+        .await;
+        got == Ok(true)
+    }
 
     #[tokio::test]
     async fn a_folder_deleted_and_made_again_is_watched_again() {
@@ -235,95 +319,142 @@ mod tests {
         assert!(errors.is_empty() && rebuilt.0, "watched anew: {errors:?}");
         while rx.try_recv().is_ok() {}
         std::fs::write(inbox.join("note.md"), "x").unwrap();
-        let got = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        assert!(
+            next_written(&mut rx, "note.md").await,
+            "an event from the new folder"
+        );
+    }
+
+    #[tokio::test]
+    async fn real_events_arrive_converted_and_an_unwatched_folder_goes_quiet() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let (tx, mut rx) = mpsc::channel(1024);
+        let mut w = FsWatcher::start(tx, Arc::new(AtomicBool::new(false))).unwrap();
+        let (errors, rebuilt) = w.set(&[a.clone(), b.clone()]);
+        assert!(errors.is_empty() && !rebuilt.0, "{errors:?}");
+        // A rename between two watched folders carries its source.
+        std::fs::write(a.join(".n.tmp"), "x").unwrap();
+        assert!(next_written(&mut rx, ".n.tmp").await);
+        std::fs::rename(a.join(".n.tmp"), b.join("n.md")).unwrap();
+        let mut seen = Vec::new();
+        while !seen.iter().any(|e| matches!(e, FsEvent::RenamedTo { .. })) {
+            match rx.recv().await.unwrap() {
+                FsEvent::Written(_) => {} // the write's own create, modify and close
+                ev => seen.push(ev),
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                FsEvent::Gone(a.join(".n.tmp")),
+                FsEvent::RenamedTo {
+                    to: b.join("n.md"),
+                    from: Some(a.join(".n.tmp"))
+                }
+            ]
+        );
+        // `a` no longer wanted: its events stop; `b` still speaks.
+        assert!(w.set(std::slice::from_ref(&b)).0.is_empty());
+        std::fs::write(a.join("quiet.md"), "x").unwrap();
+        std::fs::write(b.join("loud.md"), "x").unwrap();
+        let mut names = Vec::new();
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while let Some(ev) = rx.recv().await {
+                if let FsEvent::Written(p) = &ev {
+                    names.push(p.clone());
+                    if p.ends_with("loud.md") {
+                        break;
+                    }
+                }
+            }
+        })
+        .await
+        .unwrap();
+        assert!(!names.iter().any(|p| p.ends_with("quiet.md")), "{names:?}");
+        // The folder itself going is reported with its own path.
+        std::fs::remove_dir_all(&b).unwrap();
+        let gone = tokio::time::timeout(std::time::Duration::from_secs(10), async {
             loop {
-                match rx.recv().await {
-                    Some(FsEvent::Written(p)) if p.ends_with("note.md") => return true,
-                    Some(_) => continue,
-                    None => return false,
+                if let Some(FsEvent::Gone(p)) = rx.recv().await {
+                    if p == b {
+                        return true;
+                    }
                 }
             }
         })
         .await;
-        assert_eq!(got, Ok(true), "an event from the new folder");
-    }
-
-    fn ev(kind: EventKind, paths: &[&str]) -> notify::Event {
-        let mut e = notify::Event::new(kind);
-        for p in paths {
-            e = e.add_path(PathBuf::from(p));
-        }
-        e
+        assert_eq!(gone, Ok(true));
     }
 
     #[test]
     fn converts_each_kind() {
+        let mut r = Renames::default();
+        let dir = Some(Path::new("/v"));
+        let n = |s: &'static str| Some(OsStr::new(s));
+        let mut c = |mask, cookie, name| convert(&mut r, mask, cookie, dir, name);
+        let w = |s: &str| vec![FsEvent::Written(PathBuf::from(s))];
+        assert_eq!(c(EventMask::CREATE, 0, n("a.md")), w("/v/a.md"));
+        assert_eq!(c(EventMask::MODIFY, 0, n("a.md")), w("/v/a.md"));
+        assert_eq!(c(EventMask::CLOSE_WRITE, 0, n("a.md")), w("/v/a.md"));
         assert_eq!(
-            convert(&ev(EventKind::Create(CreateKind::File), &["/a.md"])),
-            [FsEvent::Written("/a.md".into())]
+            c(EventMask::DELETE, 0, n("a.md")),
+            [FsEvent::Gone("/v/a.md".into())]
         );
         assert_eq!(
-            convert(&ev(
-                EventKind::Modify(ModifyKind::Data(DataChange::Content)),
-                &["/a.md"]
-            )),
-            [FsEvent::Written("/a.md".into())]
+            c(EventMask::DELETE_SELF, 0, None),
+            [FsEvent::Gone("/v".into())],
+            "the folder itself"
+        );
+        assert!(c(EventMask::IGNORED, 0, None).is_empty());
+        // A rename: its source goes, then the target comes with the source when the cookies match.
+        assert_eq!(
+            c(EventMask::MOVED_FROM, 7, n(".a.tmp")),
+            [FsEvent::Gone("/v/.a.tmp".into())]
         );
         assert_eq!(
-            convert(&ev(
-                EventKind::Access(AccessKind::Close(AccessMode::Write)),
-                &["/a.md"]
-            )),
-            [FsEvent::Written("/a.md".into())]
-        );
-        assert!(
-            convert(&ev(
-                EventKind::Access(AccessKind::Open(AccessMode::Read)),
-                &["/a.md"]
-            ))
-            .is_empty(),
-            "opens are ignored"
-        );
-        assert!(convert(&ev(
-            EventKind::Access(AccessKind::Close(AccessMode::Read)),
-            &["/a.md"]
-        ))
-        .is_empty());
-        assert_eq!(
-            convert(&ev(
-                EventKind::Modify(ModifyKind::Name(RenameMode::Both)),
-                &["/.a.tmp", "/a.md"]
-            )),
+            c(EventMask::MOVED_TO, 7, n("a.md")),
             [FsEvent::RenamedTo {
-                to: "/a.md".into(),
-                from: Some("/.a.tmp".into())
+                to: "/v/a.md".into(),
+                from: Some("/v/.a.tmp".into())
             }]
         );
+        // A move from an unwatched folder, and a cookie that does not match.
         assert_eq!(
-            convert(&ev(
-                EventKind::Modify(ModifyKind::Name(RenameMode::To)),
-                &["/a.md"]
-            )),
+            c(EventMask::MOVED_TO, 8, n("b.md")),
             [FsEvent::RenamedTo {
-                to: "/a.md".into(),
+                to: "/v/b.md".into(),
+                from: None
+            }]
+        );
+        c(EventMask::MOVED_FROM, 9, n("x.md"));
+        assert_eq!(
+            c(EventMask::MOVED_TO, 10, n("y.md")),
+            [FsEvent::RenamedTo {
+                to: "/v/y.md".into(),
                 from: None
             }]
         );
         assert_eq!(
-            convert(&ev(
-                EventKind::Modify(ModifyKind::Name(RenameMode::From)),
-                &["/a.md"]
-            )),
-            [FsEvent::Gone("/a.md".into())]
-        );
-        assert_eq!(
-            convert(&ev(EventKind::Remove(RemoveKind::File), &["/a.md"])),
-            [FsEvent::Gone("/a.md".into())]
-        );
-        assert_eq!(
-            convert(&ev(EventKind::Other, &[]).set_flag(Flag::Rescan)),
+            convert(&mut r, EventMask::Q_OVERFLOW, 0, None, None),
             [FsEvent::Rescan],
             "overflow means rescan"
         );
+        assert!(
+            convert(&mut r, EventMask::CREATE, 0, None, n("a.md")).is_empty(),
+            "a watch tabd no longer knows"
+        );
+    }
+
+    #[test]
+    fn explains_the_limits() {
+        let full = io::Error::from_raw_os_error(libc::ENOSPC);
+        assert!(explain(Path::new("/v/in"), &full).contains("max_user_watches"));
+        let many = io::Error::from_raw_os_error(libc::EMFILE);
+        assert!(explain(Path::new("/v/in"), &many).contains("max_user_instances"));
+        let other = io::Error::from_raw_os_error(libc::EACCES);
+        assert!(explain(Path::new("/v/in"), &other).contains("polling it instead"));
     }
 }
