@@ -1,7 +1,7 @@
 //! `cargo bench --bench daemon`: the real `tabd` binary (release) against the fake model
 //! server answering instantly. Prints a table and one JSON object.
 //!
-//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox` (default: all), and
+//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox,quiet` (default: all), and
 //! `journal10k` (10,000 runs, ~2 minutes; not in the default set).
 //! Timings are medians over repeated runs; nothing here is asserted.
 
@@ -216,6 +216,94 @@ fn wakeups(pid: u32) -> u64 {
 }
 
 const ROLE: &str = "---\nmin_interval: 0s\n---\n# Bench\n## Mission\nAnswer.\n## Schedule\non-demand\n";
+
+/// CPU nanoseconds of every live thread, from /proc/<pid>/task/*/schedstat.
+fn cpu_ns(pid: u32) -> u64 {
+    let mut total = 0;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let s = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+            total += s
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// Minor page faults of a process, from /proc/<pid>/stat.
+fn minor_faults(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    after
+        .split_whitespace()
+        .nth(7)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// What giving back program pages when quiet costs the next run: a note after 12 s of quiet
+/// (the daemon gave its pages back at 10 s) against a note right after the last run.
+fn quiet(out: &mut Value) {
+    let b = Bench::new();
+    b.bare_vault();
+    b.write("roles/bench.md", ROLE);
+    let fake = FakeModel::start();
+    fake.respond_with(|_, _| Reply::ok(canned::anthropic_text("ok")));
+    b.set_config(
+        &fake,
+        "[limits]\nmin_interval = \"0s\"\nmax_runs_per_day = 100000\n[inbox]\nsettle_ms = 0\n",
+    );
+    let (child, _) = b.start_daemon();
+    let pid = child.id();
+    let staging = b.dir.path().join("staging");
+    std::fs::create_dir_all(&staging).unwrap();
+    let mut n = 0;
+    let mut one = || {
+        let name = format!("n{n:04}.md");
+        let src = staging.join(&name);
+        std::fs::write(&src, "note").unwrap();
+        let (cpu0, flt0, rss0) = (cpu_ns(pid), minor_faults(pid), proc_status(pid, "VmRSS:"));
+        let t0 = Instant::now();
+        std::fs::rename(&src, b.vault().join("agent/inbox/bench").join(&name)).unwrap();
+        let reqs = fake.wait_for_requests(n + 1, Duration::from_secs(30));
+        let ms = reqs[n].at.duration_since(t0).as_secs_f64() * 1000.0;
+        n += 1;
+        assert!(wait_for(Duration::from_secs(10), || b
+            .count("agent/inbox/bench/processed")
+            == n));
+        let cpu = (cpu_ns(pid) - cpu0) as f64 / 1e6;
+        (ms, cpu, (minor_faults(pid) - flt0) as f64, rss0 as f64 / 1024.0)
+    };
+    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_secs(12));
+        cold.push(one());
+        warm.push(one());
+    }
+    stop(child);
+    let mut row = |label: &str, v: &[(f64, f64, f64, f64)]| {
+        let (mut ms, mut cpu, mut flt, mut rss): (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) = (
+            v.iter().map(|x| x.0).collect(),
+            v.iter().map(|x| x.1).collect(),
+            v.iter().map(|x| x.2).collect(),
+            v.iter().map(|x| x.3).collect(),
+        );
+        let r = json!({ "latency_ms": median(&mut ms), "cpu_ms": median(&mut cpu), "minor_faults": median(&mut flt), "rss_before_mib": median(&mut rss) });
+        println!(
+            "quiet   {label:<28} latency {:>6.2} ms · CPU {:>5.2} ms · {:>5.0} minor faults · RSS before {:.1} MiB (medians of 5)",
+            r["latency_ms"].as_f64().unwrap(),
+            r["cpu_ms"].as_f64().unwrap(),
+            r["minor_faults"].as_f64().unwrap(),
+            r["rss_before_mib"].as_f64().unwrap()
+        );
+        out["quiet"][label] = r;
+    };
+    row("run after 12 s quiet", &cold);
+    row("run right after a run", &warm);
+}
 
 /// 1. Note renamed into an inbox → request at the fake server.
 fn latency(out: &mut Value) {
@@ -973,8 +1061,9 @@ fn journal_long(out: &mut Value) {
 }
 
 fn main() {
-    let wanted = std::env::var("TABD_BENCH")
-        .unwrap_or_else(|_| "latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox".into());
+    let wanted = std::env::var("TABD_BENCH").unwrap_or_else(|_| {
+        "latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox,quiet".into()
+    });
     let on = |n: &str| wanted.split(',').any(|w| w.trim() == n);
     let mut out = json!({ "machine": machine() });
     println!("tabd daemon benchmark — {}", out["machine"]);
@@ -1007,6 +1096,9 @@ fn main() {
     }
     if on("sandbox") {
         sandbox(&mut out);
+    }
+    if on("quiet") {
+        quiet(&mut out);
     }
     if on("journal10k") {
         journal_long(&mut out);

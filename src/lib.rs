@@ -19,7 +19,7 @@
 //! | 4 | `state` `inbox` `access` `limits` `context` `runlog` `journal` | records and rules the run reads |
 //! | 3 | `config` `role` | what the person wrote, typed and checked |
 //! | 2 | `frontmatter` `schedule` | formats |
-//! | 1 | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` `sandbox` | foundations |
+//! | 1 | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` `sandbox` `memory` | foundations |
 pub mod access;
 pub mod agent_cli;
 pub mod approvals;
@@ -43,6 +43,7 @@ pub mod journal;
 pub(crate) mod limits;
 pub mod mcp;
 pub mod mcp_server;
+pub mod memory;
 pub mod process;
 pub mod progress;
 pub mod prompt;

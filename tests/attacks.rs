@@ -602,14 +602,16 @@ fn after_kill_9_the_next_start_stops_the_orphaned_servers() {
     v.unschedule_stock_roles();
     v.write("roles/ops.md", "# Ops\n## Mission\nM.\n## Tools\n- kept/*\n");
     let d = Daemon::start(&v);
+    // The server writes the file in place: wait for the whole number, not just the file.
+    let read_pid = || {
+        std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+    };
     wait_until(Duration::from_secs(20), "the grandchild started", || {
-        pid_file.exists()
+        read_pid().is_some()
     });
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = read_pid().unwrap();
     let alive = |pid: i32| unsafe { libc::kill(pid, 0) == 0 };
     d.signal(libc::SIGKILL);
     std::thread::sleep(Duration::from_millis(300)); // the kernel reaps; nothing to await

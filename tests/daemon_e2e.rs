@@ -603,3 +603,45 @@ fn an_edited_config_file_is_reloaded_without_a_signal() {
     });
     assert_eq!(fake.requests()[0].body["model"], "edited-model");
 }
+
+/// Once quiet, the daemon gives back the program pages start-up and runs touched; it must go on
+/// working exactly as before (the pages come back from the page cache when needed).
+#[test]
+fn a_quiet_daemon_gives_back_its_program_pages_and_still_runs_notes() {
+    let (v, fake) = setup("");
+    let d = Daemon::start_with_env(
+        &v,
+        &[
+            ("TABD_TEST_QUIET_MS", "200"),
+            ("TABD_LOG", "info,tabd::daemon=debug"),
+        ],
+    );
+    let given_back = |d: &Daemon| {
+        d.stderr()
+            .lines()
+            .filter_map(|l| l.split_once("quiet: gave back ").map(|(_, r)| r.to_string()))
+            .collect::<Vec<_>>()
+    };
+    wait_until(T, "pages given back after start-up", || {
+        !given_back(&d).is_empty()
+    });
+    let first = given_back(&d)[0].clone();
+    let kib: u64 = first.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(kib > 1024, "at least a MiB of program pages: {first}");
+    v.write(
+        "agent/inbox/delivery/after-quiet.md",
+        "a note after the pages went",
+    );
+    wait_until(T, "the note processed", || {
+        v.files_in("agent/inbox/delivery/processed") == ["after-quiet.md"]
+    });
+    assert!(wire::all_text(&fake.requests()[0].body).contains("a note after the pages went"));
+    wait_until(T, "pages given back again after the run", || {
+        given_back(&d).len() >= 2
+    });
+    v.write("agent/inbox/delivery/second.md", "and another");
+    wait_until(T, "the second note processed", || {
+        v.files_in("agent/inbox/delivery/processed").len() == 2
+    });
+    assert!(!d.stderr().contains("panicked"), "{}", d.stderr());
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::daemon::{wait_until, Daemon};
+use crate::support::daemon::{wait_idle, wait_until, Daemon};
 use crate::support::fake_model::FakeModel;
 use crate::support::{describe, stdout, wire, TestVault};
 
@@ -302,6 +302,8 @@ fn undo_while_the_daemon_runs_is_seen_as_a_change() {
     let _d = Daemon::start(&v);
     v.write("agent/inbox/delivery/ask.md", "please plan");
     wait_until(T, "the run that writes", || v.records().len() == 1);
+    // Its record is written before the run lets go of its lock: wait until it has ended.
+    wait_idle(&v);
     let run = v.records()[0]["run_id"].as_str().unwrap().to_string();
     fake.respond_with(|_, _| wire::text("anthropic", "saw the plan change back"));
 

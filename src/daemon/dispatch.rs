@@ -14,6 +14,15 @@ use crate::role::Role;
 const BUSY_RETRY: Duration = Duration::from_secs(2);
 
 impl Daemon {
+    /// The local date of "now" (budgets reset at local midnight).
+    pub(super) fn today(&self) -> chrono::NaiveDate {
+        self.run_env
+            .clock
+            .now()
+            .with_timezone(&self.config().timezone)
+            .date_naive()
+    }
+
     /// Starts every run that is allowed now (the decisions are `core::dispatch`'s).
     pub(super) fn dispatch(&mut self, now: Instant) {
         let today = self.today();

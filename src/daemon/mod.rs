@@ -16,6 +16,7 @@ pub mod core;
 mod dispatch;
 pub mod events;
 mod lock;
+mod quiet;
 pub mod ready;
 mod reload;
 mod report;
@@ -24,6 +25,7 @@ mod schedule;
 pub mod slots;
 pub mod status;
 mod tasks;
+mod timers;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap};
@@ -50,11 +52,10 @@ use crate::vault::Vault;
 
 use self::approvals::ApprovalWork;
 use self::core::RoleRuntime;
+use self::timers::{Timers, SAFETY_TICK};
 pub use lock::{acquire as acquire_lock, holder as lock_holder, LockError};
 use ready::{FsEvent, Readiness};
 
-/// Every inbox is rescanned this often even with no event (events can be lost).
-const SAFETY_TICK: Duration = Duration::from_secs(60);
 /// How long model calls pause after the provider proved unusable.
 const PAUSE: Duration = Duration::from_secs(300);
 /// Quiet time after a role-file event before reloading (editors write in bursts).
@@ -80,16 +81,6 @@ pub struct Init {
 struct Pause {
     until: Instant,
     reason: String,
-}
-
-/// The clocks as last read, and the timers the loop wakes for.
-struct Timers {
-    last_wall: DateTime<Utc>,
-    last_mono: Instant,
-    next_safety: Instant,
-    reload_at: Option<Instant>,
-    watchdog: Option<Duration>,
-    next_watchdog: Option<Instant>,
 }
 
 /// The file watcher and what it is pointed at.
@@ -162,6 +153,7 @@ impl Daemon {
         let (watcher, polling) = watch::start(&init.env, &init.root, events_tx, overflow.clone(), POLL);
         let now = clock.instant();
         let require_sandbox = init.config.sandbox.require;
+        let quiet = quiet::quiet(&init.env);
         Ok(Self {
             host: host_name(&init.config),
             readiness: Readiness::new(Duration::from_millis(init.config.inbox.settle_ms)),
@@ -205,14 +197,7 @@ impl Daemon {
                 },
                 hashes: HashMap::new(),
             },
-            timers: Timers {
-                last_wall: clock.now(),
-                last_mono: now,
-                next_safety: now + SAFETY_TICK,
-                reload_at: None,
-                watchdog: sd_notify::watchdog_enabled(),
-                next_watchdog: None,
-            },
+            timers: Timers::new(clock.now(), now, quiet),
             state: State::default(),
             rescan_all: true,
             status_dirty: true,
@@ -418,6 +403,7 @@ impl Daemon {
             Some(self.timers.next_safety),
             self.timers.reload_at,
             self.timers.next_watchdog,
+            self.timers.trim_at,
             self.paused.as_ref().map(|p| p.until),
             self.approvals.due,
         ];
@@ -473,6 +459,7 @@ impl Daemon {
 
     fn on_done(&mut self, done: tasks::Done) {
         let (_, now) = self.now();
+        self.busy_until_quiet(now);
         for p in &done.notes {
             self.readiness.forget(p);
         }
@@ -552,6 +539,7 @@ impl Daemon {
             self.reload();
         }
         self.send_watchdog(now);
+        self.trim_when_quiet(now);
         if self.paused.as_ref().is_some_and(|p| now >= p.until) {
             tracing::info!("retrying model calls after the pause");
             self.unpause();
@@ -579,14 +567,5 @@ impl Daemon {
                 self.timers.next_watchdog = self.timers.watchdog.map(|wd| now + wd / 2);
             }
         }
-    }
-
-    /// The local date of "now" (budgets reset at local midnight).
-    fn today(&self) -> chrono::NaiveDate {
-        self.run_env
-            .clock
-            .now()
-            .with_timezone(&self.config().timezone)
-            .date_naive()
     }
 }

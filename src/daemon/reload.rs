@@ -148,6 +148,7 @@ impl Daemon {
 
     /// Reloads config and roles: broken edits keep the last good version running.
     pub(super) fn reload(&mut self) {
+        self.busy_until_quiet(self.run_env.clock.instant());
         self.reload_config();
         let fresh = crate::blocking::run(|| {
             RoleSet::load(

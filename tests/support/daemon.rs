@@ -81,12 +81,12 @@ impl Daemon {
         let stderr_path = v.dir.path().join(format!("daemon-{}.log", rand_suffix()));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut cmd = v.command(&["run"]);
+        cmd.env("TABD_LOG", "info");
         for (k, val) in env {
             cmd.env(k, val);
         }
         let child = cmd
             .env("NOTIFY_SOCKET", &sock_path)
-            .env("TABD_LOG", "info")
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()
