@@ -534,3 +534,56 @@ fn deny_tools_and_approve_apply_to_delegate() {
         "{note}"
     );
 }
+
+/// An approved `delegate` call runs through the same door as any approved call: once, its child a
+/// whole run of the named role whose answer lands in the note's `## Result`; children of an
+/// approved call may not delegate further.
+#[test]
+fn an_approved_delegate_runs_its_child_once_and_the_answer_lands_in_the_note() {
+    use crate::support::daemon::{wait_until, Daemon};
+    let fake = FakeModel::start();
+    let v = vault(
+        &fake,
+        "can_delegate_to: [risk]\napprove: {delegate: ask}",
+        "can_delegate_to: [comms]",
+        "",
+    );
+    parent_delegates(&fake, json!({"role": "risk", "task": "rate the launch"}), |r| {
+        let offered = offered(r);
+        wire::text(
+            "anthropic",
+            &format!(
+                "risk is low (delegate offered: {})",
+                offered.contains(&"delegate".to_string())
+            ),
+        )
+    });
+    let out = v.tabd(&["fire", "delivery"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let notes = v.files_in("agent/approvals");
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let note = format!("agent/approvals/{}", notes[0]);
+    let id = notes[0]
+        .trim_end_matches(".md")
+        .rsplit('-')
+        .next()
+        .unwrap()
+        .to_string();
+    let out = v.tabd(&["approve", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+
+    let _d = Daemon::start(&v);
+    wait_until(Duration::from_secs(20), "the approved call done", || {
+        v.read(&note).contains("status: done")
+    });
+    let text = v.read(&note);
+    assert!(
+        text.contains("## Result") && text.contains("risk is low (delegate offered: false)"),
+        "{text}"
+    );
+    let children: Vec<_> = fake.requests().iter().filter_map(child_task).collect();
+    assert_eq!(children, ["rate the launch"], "one child, once");
+    let (_, records) = parent_records(&v);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["role"], "risk");
+}
