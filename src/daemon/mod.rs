@@ -530,6 +530,7 @@ impl Daemon {
             self.rescan_all = true;
             // A folder replaced without an event we saw is watched again here at the latest.
             self.refresh_watches();
+            self.timers.trim_at = Some(now + quiet::AFTER_RESCAN);
         }
         if self.watching.polling {
             self.rescan_all = true;
@@ -539,7 +540,6 @@ impl Daemon {
             self.reload();
         }
         self.send_watchdog(now);
-        self.trim_when_quiet(now);
         if self.paused.as_ref().is_some_and(|p| now >= p.until) {
             tracing::info!("retrying model calls after the pause");
             self.unpause();
@@ -558,6 +558,7 @@ impl Daemon {
         if self.status_dirty {
             self.write_status(true);
         }
+        self.trim_when_quiet(now);
     }
 
     fn send_watchdog(&mut self, now: Instant) {

@@ -1,6 +1,6 @@
 //! What the daemon does once it has been quiet a while: give back the program pages that
 //! start-up, a reload or the last runs touched (`crate::memory`), so an idle tabd holds only
-//! what idling needs.
+//! what idling needs. The minute's safety rescan gives its pages back a second later.
 
 use std::time::Duration;
 
@@ -12,6 +12,9 @@ use super::Daemon;
 /// next run needs again comes back with minor faults (~100 of them, under a millisecond), never
 /// a disk read.
 const QUIET: Duration = Duration::from_secs(10);
+
+/// After the minute's safety rescan (and the approvals pass it may start), a second is enough.
+pub const AFTER_RESCAN: Duration = Duration::from_secs(1);
 
 /// The quiet time (`TABD_TEST_QUIET_MS` shortens it for tests).
 pub fn quiet(env: &crate::environment::Env) -> Duration {
@@ -26,12 +29,13 @@ impl Daemon {
         self.timers.trim_at = Some(now + self.timers.quiet);
     }
 
-    /// At `trim_at`: gives the pages back, or waits again while a run is still going.
+    /// At the end of a tick, from `trim_at` on: gives the pages back, or waits again while a run
+    /// or the approvals pass is still going.
     pub(super) fn trim_when_quiet(&mut self, now: Instant) {
         if self.timers.trim_at.is_none_or(|t| now < t) {
             return;
         }
-        if !self.tasks.is_empty() {
+        if !self.tasks.is_empty() || self.approvals.task.is_some() {
             self.busy_until_quiet(now);
             return;
         }
