@@ -4,7 +4,7 @@
 //! folder, the folders of `watch` files), never a tree, so it talks to inotify itself: a watch is
 //! one system call made here (1,000 inboxes: ~3 ms), where notify sent each to its thread and
 //! waited for the answer (~65 µs each, two thirds of start-up with 1,000 roles).
-//! A reader task converts and `try_send`s; a full channel sets the overflow flag, which the
+//! A reader thread converts and `try_send`s; a full channel sets the overflow flag, which the
 //! daemon treats like inotify's own overflow: rescan everything.
 
 use std::collections::{HashMap, HashSet};
@@ -33,7 +33,7 @@ const MASK: WatchMask = WatchMask::CREATE
     .union(WatchMask::DELETE_SELF)
     .union(WatchMask::MOVE_SELF);
 
-/// Which folder each watch is on, shared with the reader task (it names each event's path).
+/// Which folder each watch is on, shared with the reader thread (it names each event's path).
 type Folders = Arc<Mutex<HashMap<WatchDescriptor, PathBuf>>>;
 
 fn lock(folders: &Folders) -> MutexGuard<'_, HashMap<WatchDescriptor, PathBuf>> {
@@ -49,14 +49,8 @@ pub struct FsWatcher {
     watched: HashMap<PathBuf, (Identity, WatchDescriptor)>,
     /// Watched folders seen going away (their watch is dead even if one with the same name is back).
     lost: HashSet<PathBuf>,
-    reader: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for FsWatcher {
-    fn drop(&mut self) {
-        // Dropping the stream closes the inotify descriptor, which removes every watch.
-        self.reader.abort();
-    }
+    /// Dropping it stops the reader thread (which closes the inotify descriptor: every watch goes).
+    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 /// Device, inode and birth time: filesystems reuse a freed inode number at once, so the birth
@@ -160,19 +154,39 @@ async fn read(
 }
 
 impl FsWatcher {
-    /// Starts a watcher sending to `tx`; a full channel raises `overflow`. Needs a tokio runtime.
+    /// Starts a watcher sending to `tx`; a full channel raises `overflow`.
+    ///
+    /// Events are read on a thread of their own with its own small reactor (as notify did): an
+    /// event reaches the daemon's channel at once, never queued behind work on the daemon's runtime.
     pub fn start(tx: mpsc::Sender<FsEvent>, overflow: Arc<AtomicBool>) -> io::Result<Self> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()?;
         // 16 KiB: a few hundred events per read (each is 16 bytes and the name).
-        let stream = Inotify::init()?.into_event_stream(vec![0u8; 16 * 1024])?;
+        let stream = {
+            let _reactor = rt.enter();
+            Inotify::init()?.into_event_stream(vec![0u8; 16 * 1024])?
+        };
         let watches = stream.watches();
         let folders = Folders::default();
-        let reader = tokio::spawn(read(stream, folders.clone(), tx, overflow));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let reader_folders = folders.clone();
+        std::thread::Builder::new()
+            .name("tabd-watch".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    tokio::select! {
+                        _ = read(stream, reader_folders, tx, overflow) => {}
+                        _ = stopped => {}
+                    }
+                })
+            })?;
         Ok(Self {
             watches,
             folders,
             watched: HashMap::new(),
             lost: HashSet::new(),
-            reader,
+            _stop: stop,
         })
     }
 
@@ -387,6 +401,13 @@ mod tests {
         })
         .await;
         assert_eq!(gone, Ok(true));
+        // Dropping the watcher stops its thread: the sender it held goes with it.
+        drop(w);
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while rx.recv().await.is_some() {}
+        })
+        .await;
+        assert!(closed.is_ok(), "the reader thread ended");
     }
 
     #[test]
