@@ -586,10 +586,11 @@ fn a_role_named_conflict_gets_its_approvals_run() {
     d.wait_exit(Duration::from_secs(20));
 }
 
-/// Item 11: after a `kill -9` of the daemon, the next start stops the MCP servers (and their
-/// grandchildren) the dead one left running.
+/// Item 11: after a `kill -9` of the daemon, the MCP servers it started (and their
+/// grandchildren) do not outlive it: each one's keeper sees its parent die and ends them, before
+/// any tabd starts again.
 #[test]
-fn after_kill_9_the_next_start_stops_the_orphaned_servers() {
+fn after_kill_9_no_server_or_grandchild_outlives_the_daemon() {
     let v = TestVault::new();
     let fake = FakeModel::start();
     let log = v.dir.path().join("calls.jsonl");
@@ -612,16 +613,28 @@ fn after_kill_9_the_next_start_stops_the_orphaned_servers() {
         read_pid().is_some()
     });
     let pid = read_pid().unwrap();
-    let alive = |pid: i32| unsafe { libc::kill(pid, 0) == 0 };
+    let alive =
+        |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
+    assert!(alive(pid));
+    // The children the daemon wrote down (their keepers).
+    let written = std::fs::read_to_string(v.path(&format!(".tabd/groups/{}.json", d.pid()))).unwrap();
+    let keepers: Vec<i32> = serde_json::from_str::<Value>(&written)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["pid"].as_i64().unwrap() as i32)
+        .collect();
+    assert_eq!(keepers.len(), 1, "{written}");
     d.signal(libc::SIGKILL);
-    std::thread::sleep(Duration::from_millis(300)); // the kernel reaps; nothing to await
-    assert!(alive(pid), "orphaned, as on the old code");
-    std::fs::remove_file(&pid_file).unwrap();
+    wait_until(Duration::from_secs(20), "the orphans stopped", || {
+        !alive(pid) && keepers.iter().all(|k| !alive(*k))
+    });
+    // A later start finds nothing left to stop.
     let mut d2 = Daemon::start(&v);
-    wait_until(Duration::from_secs(20), "the orphan stopped", || !alive(pid));
-    assert!(d2.stderr().contains("left running"), "{}", d2.stderr());
     d2.signal(libc::SIGTERM);
     d2.wait_exit(Duration::from_secs(20));
+    assert!(!d2.stderr().contains("left running"), "{}", d2.stderr());
 }
 
 /// Items 12–14: config and role mistakes that used to pass `validate` silently.

@@ -332,9 +332,8 @@ async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    process::own_group(&mut cmd);
+        .stderr(Stdio::piped());
+    process::as_tenant(&mut cmd);
     if let Err(message) = confine(&mut cmd, turn, args) {
         return CliEnd::NotStarted {
             message,
@@ -350,8 +349,9 @@ async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
             }
         }
     };
-    // Whatever happens from here (a panic, a cancelled run), the group goes with this guard.
-    let group = turn.launcher.guard(process::group_of(&child), &profile.name);
+    // Whatever happens from here (a panic, a cancelled run), the CLI and everything it started
+    // go with this handle.
+    let group = turn.launcher.tenant(&child, &profile.name);
     if let Some(mut stdin) = child.stdin.take() {
         let text = turn.prompt.to_string();
         tokio::spawn(async move {

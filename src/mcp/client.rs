@@ -18,7 +18,7 @@ use tokio::io::AsyncBufReadExt;
 
 use crate::config::mcp::{expand_pairs, ServerConfig, Transport};
 use crate::environment::CHILD_BASE_ENV;
-use crate::process::{self, GroupGuard, Launcher, Pid, Signal};
+use crate::process::{self, Launcher, Tenant};
 
 /// Lines of a server's stderr kept for error messages.
 const STDERR_LINES: usize = 20;
@@ -97,45 +97,42 @@ impl ClientHandler for Handler {
     }
 }
 
-/// A server's process group. The leader is reaped by a task of its own the moment it exits (its
-/// orphans are killed then, so a crashed `npx` wrapper leaves nothing behind), and `exited` says so:
-/// a server can die while a grandchild still holds its stdout open, and the connection must not
-/// wait for that pipe to close.
+/// A server's process (a tenant: see `process`). It is reaped by a task of its own the moment it
+/// exits (its keeper has killed everything it left by then, so a crashed `npx` wrapper leaves
+/// nothing behind), and `exited` says so: a server can die while a grandchild still holds its
+/// stdout open, and the connection must not wait for that pipe to close.
 struct Child {
-    pgid: Option<Pid>,
+    tenant: Arc<Tenant>,
     exited: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Drop for Child {
     fn drop(&mut self) {
-        // Reached without `stop` only on a panic or a cancelled task: never leave the group.
+        // Reached without `stop` only on a panic or a cancelled task: never leave anything.
         if !*self.exited.borrow() {
-            self.signal(Signal::KILL);
+            self.tenant.kill();
         }
     }
 }
 
 impl Child {
-    /// Hands `child` to a reaper task; `on_exit` runs once the leader is gone.
+    /// Hands `child` to a reaper task; `on_exit` runs once it is gone.
     fn watch(
         mut child: tokio::process::Child,
-        guard: GroupGuard,
-        pgid: Option<Pid>,
+        tenant: Tenant,
         on_exit: impl FnOnce() + Send + 'static,
     ) -> Child {
         let (tx, exited) = tokio::sync::watch::channel(false);
+        let tenant = Arc::new(tenant);
+        let held = tenant.clone();
         tokio::spawn(async move {
             let status = child.wait().await;
-            drop(guard);
+            drop(held);
             tracing::debug!("MCP server process ended: {status:?}");
             let _ = tx.send(true);
             on_exit();
         });
-        Child { pgid, exited }
-    }
-
-    fn signal(&self, sig: Signal) {
-        process::signal(self.pgid, sig);
+        Child { tenant, exited }
     }
 
     async fn wait_exit(&self, limit: Duration) -> bool {
@@ -144,14 +141,14 @@ impl Child {
         waited.is_ok()
     }
 
-    /// SIGTERM to the group, then SIGKILL after 2 s; the leader is reaped either way.
+    /// SIGTERM to the server's group, then everything killed after 2 s; reaped either way.
     async fn stop(self) {
         if *self.exited.borrow() {
             return;
         }
-        self.signal(Signal::TERM);
+        self.tenant.stop();
         if !self.wait_exit(Duration::from_secs(2)).await {
-            self.signal(Signal::KILL);
+            self.tenant.kill();
             self.wait_exit(Duration::from_secs(5)).await;
         }
     }
@@ -239,13 +236,13 @@ impl Connection {
                 args,
                 env: extra,
             } => {
-                let (mut child, guard, pgid, stdout, stdin, stderr_done) =
+                let (mut child, tenant, stdout, stdin, stderr_done) =
                     spawn(command, args, extra, launcher, &server, &stderr)?;
                 match handler.serve((stdout, stdin)).await {
                     Ok(s) => {
                         let token = s.cancellation_token();
                         let tx = ended_tx.clone();
-                        let child = Child::watch(child, guard, pgid, move || {
+                        let child = Child::watch(child, tenant, move || {
                             let _ = tx.send(true);
                             token.cancel();
                         });
@@ -258,11 +255,11 @@ impl Connection {
                             .await
                             .ok()
                             .and_then(Result::ok);
-                        guard.kill();
+                        tenant.kill();
                         if exited.is_none() {
                             let _ = child.wait().await;
                         }
-                        drop(guard);
+                        drop(tenant);
                         let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
                         return Err(match exited {
                             Some(status) => format!("exited ({status}) before it finished starting"),
@@ -406,14 +403,13 @@ impl Connection {
 
 type Spawned = (
     tokio::process::Child,
-    GroupGuard,
-    Option<Pid>,
+    Tenant,
     tokio::process::ChildStdout,
     tokio::process::ChildStdin,
     tokio::task::JoinHandle<()>,
 );
 
-/// Starts a stdio server in its own process group, stderr captured line by line.
+/// Starts a stdio server as a tenant (its own session and keeper), stderr captured line by line.
 fn spawn(
     command: &str,
     args: &[String],
@@ -440,15 +436,13 @@ fn spawn(
         .envs(extra.iter().cloned())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    process::own_group(&mut cmd);
+        .stderr(std::process::Stdio::piped());
+    process::as_tenant(&mut cmd);
     sandbox(&mut cmd, &command, &args, &extra, launcher, server)?;
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("could not be started (`{command}`: {e}); is it installed and on PATH?"))?;
-    let pgid = process::group_of(&child);
-    let guard = launcher.guard(pgid, name);
+    let tenant = launcher.tenant(&child, name);
     let (Some(stdout), Some(stdin), Some(err)) =
         (child.stdout.take(), child.stdin.take(), child.stderr.take())
     else {
@@ -463,7 +457,7 @@ fn spawn(
             tail.push(line);
         }
     });
-    Ok((child, guard, pgid, stdout, stdin, stderr_done))
+    Ok((child, tenant, stdout, stdin, stderr_done))
 }
 
 /// The server's sandbox (DESIGN §20): its own state folder (its `HOME` unless its `env` sets

@@ -1,11 +1,16 @@
-//! Children tabd starts (MCP servers, agent CLIs) each run in a process group of their own:
-//! wrappers such as `npx` start the real program as a grandchild, and only a signal to the whole
-//! group reaches it. One guard type owns a group for its whole life and kills it when dropped —
+//! Children tabd starts (MCP servers, agent CLIs) are tenants: each runs under a keeper of its
+//! own (`keeper`), in a session of its own, and everything it starts — wrappers such as `npx`
+//! start the real program as a grandchild, and a grandchild may leave the group with `setsid` —
+//! ends with it. One handle, `Tenant`, owns a child for its whole life and kills it when dropped —
 //! after a normal stop, a panic or a cancelled run alike.
 //!
-//! A `kill -9` of tabd drops no guard. So every live group is also written down in
-//! `.tabd/groups/<tabd's pid>.json`, and the next tabd to start stops the groups a dead tabd left
-//! behind (`reap_orphans`).
+//! A `kill -9` of tabd drops no handle: the keepers see their parent die and sweep on their own.
+//! Every live keeper is also written down in `.tabd/groups/<tabd's pid>.json`, and the next tabd
+//! to start stops those a dead tabd left behind (`reap_orphans`), in case one missed it.
+//!
+//! - `keeper` — the process between tabd and each child: session, subreaper, sweep.
+
+mod keeper;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -42,8 +47,9 @@ pub struct ChildDirs {
 }
 
 impl Launcher {
-    pub fn guard(&self, pgid: Option<Pid>, name: &str) -> GroupGuard {
-        GroupGuard::new(pgid, self.registry.clone(), name)
+    /// The handle of `child`, started as a tenant (`as_tenant`), written down while it lives.
+    pub fn tenant(&self, child: &tokio::process::Child, name: &str) -> Tenant {
+        Tenant::new(child.id(), self.registry.clone(), name)
     }
 
     /// Creates (through the vault) and returns child `name`'s folders.
@@ -108,34 +114,32 @@ pub fn find_program(command: &str, env: &Env) -> Option<std::path::PathBuf> {
         .find(|p| runnable(p))
 }
 
-/// Puts the child `cmd` will start into a new process group of its own.
-pub fn own_group(cmd: &mut tokio::process::Command) {
-    cmd.process_group(0);
-}
-
-/// The group of a child spawned by `own_group` (its own pid); `None` once it is reaped.
-pub fn group_of(child: &tokio::process::Child) -> Option<Pid> {
-    child.id().and_then(|id| Pid::from_raw(id as i32))
-}
-
-/// Sends `sig` to every process in the group; a group that is already gone is not an error.
-pub fn signal(group: Option<Pid>, sig: Signal) {
-    if let Some(pgid) = group {
-        let _ = rustix::process::kill_process_group(pgid, sig);
+/// Makes the child `cmd` starts a tenant: under a keeper, in a session of its own, with every
+/// descendant ending with it (see `keeper`). Call it before anything else that adds `pre_exec`
+/// steps (the sandbox): those then run in the tenant only, never in the keeper.
+pub fn as_tenant(cmd: &mut tokio::process::Command) {
+    // SAFETY: `become_keeper` makes only system calls (no allocation, no lock) and returns only
+    // in the tenant, which goes on to exec.
+    unsafe {
+        cmd.pre_exec(|| keeper::become_keeper());
     }
+    // Killing the keeper alone would orphan the tenant: the `Tenant` handle stops it instead.
+    cmd.kill_on_drop(false);
 }
 
-/// One group as the registry file keeps it.
+/// One child as the registry file keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Recorded {
-    pgid: i32,
-    /// The leader's start time (clock ticks since boot, /proc/PID/stat): tells our group from a
-    /// later one that was given the same number.
+    /// Its keeper's pid.
+    #[serde(alias = "pgid")]
+    pid: i32,
+    /// The keeper's start time (clock ticks since boot, /proc/PID/stat): tells our keeper from a
+    /// later process that was given the same number.
     start: u64,
     name: String,
 }
 
-/// The live groups of this tabd process, written down so a successor can stop them.
+/// The live children of this tabd process, written down so a successor can stop them.
 pub struct Registry {
     vault: Arc<Vault>,
     file: VaultPath,
@@ -153,15 +157,16 @@ impl Registry {
         })
     }
 
-    fn add(&self, pgid: Pid, name: &str) {
-        let Some(start) = start_ticks(pgid.as_raw_nonzero().get()) else {
+    fn add(&self, pid: Pid, name: &str) {
+        let pid = pid.as_raw_nonzero().get();
+        let Some(start) = start_ticks(pid) else {
             return;
         };
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         live.insert(
-            pgid.as_raw_nonzero().get(),
+            pid,
             Recorded {
-                pgid: pgid.as_raw_nonzero().get(),
+                pid,
                 start,
                 name: name.to_string(),
             },
@@ -169,9 +174,9 @@ impl Registry {
         self.save(&live);
     }
 
-    fn remove(&self, pgid: Pid) {
+    fn remove(&self, pid: Pid) {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        if live.remove(&pgid.as_raw_nonzero().get()).is_some() {
+        if live.remove(&pid.as_raw_nonzero().get()).is_some() {
             self.save(&live);
         }
     }
@@ -191,8 +196,8 @@ impl Registry {
     }
 }
 
-/// Stops the groups that tabd processes which are no longer running left behind (a `kill -9`,
-/// a power cut while children ran). Returns what was stopped, for the log.
+/// Stops the children that tabd processes which are no longer running left behind (a keeper that
+/// missed its parent's death). Returns what was stopped, for the log.
 pub fn reap_orphans(vault: &Vault) -> Vec<String> {
     let Ok(dir) = VaultPath::parse(GROUPS_DIR, false) else {
         return Vec::new();
@@ -219,10 +224,10 @@ pub fn reap_orphans(vault: &Vault) -> Vec<String> {
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default();
         for g in groups {
-            if ours_still_running(&g) {
-                if let Some(pgid) = Pid::from_raw(g.pgid) {
-                    let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
-                    stopped.push(format!("{} (process group {})", g.name, g.pgid));
+            if start_ticks(g.pid) == Some(g.start) {
+                if let Some(pid) = Pid::from_raw(g.pid) {
+                    let _ = rustix::process::kill_process(pid, Signal::USR1);
+                    stopped.push(format!("{} (process {})", g.name, g.pid));
                 }
             }
         }
@@ -231,30 +236,10 @@ pub fn reap_orphans(vault: &Vault) -> Vec<String> {
     stopped
 }
 
-/// True when processes of group `g` still run and the number was not given to a new group: the
-/// leader is gone (it died with tabd or was killed) or is still the same process.
-fn ours_still_running(g: &Recorded) -> bool {
-    match start_ticks(g.pgid) {
-        Some(start) if start != g.start => return false, // a new process got the number
-        _ => {}
-    }
-    members(g.pgid).into_iter().any(|(_, start)| start >= g.start)
-}
-
-/// (pid, start ticks) of every process in group `pgid`.
-fn members(pgid: i32) -> Vec<(i32, u64)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
-        .filter_map(|pid| stat(pid).filter(|s| s.pgrp == pgid).map(|s| (pid, s.start)))
-        .collect()
-}
-
 struct Stat {
-    pgrp: i32,
     start: u64,
+    /// Exited, waiting to be reaped (a zombie runs nothing).
+    exited: bool,
 }
 
 /// Fields of /proc/PID/stat after the command name (which may hold spaces and parentheses).
@@ -264,13 +249,14 @@ fn stat(pid: i32) -> Option<Stat> {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // After `)`: state(0) ppid(1) pgrp(2) … starttime is field 22 of the line, 19 here.
     Some(Stat {
-        pgrp: fields.get(2)?.parse().ok()?,
         start: fields.get(19)?.parse().ok()?,
+        exited: matches!(fields.first(), Some(&"Z" | &"X")),
     })
 }
 
+/// When `pid` started, if it is running.
 fn start_ticks(pid: i32) -> Option<u64> {
-    stat(pid).map(|s| s.start)
+    stat(pid).filter(|s| !s.exited).map(|s| s.start)
 }
 
 /// Whether `pid` is a running tabd (its executable's name says so).
@@ -289,34 +275,54 @@ fn is_tabd(pid: i32) -> bool {
         })
 }
 
-/// Owns a child's process group: SIGKILLs the whole group when dropped (or at `kill`), and keeps
-/// it written down in the registry while it lives.
-pub struct GroupGuard {
-    pgid: Option<Pid>,
+/// A child tabd started, through its keeper: `stop` asks it to end (SIGTERM to its process
+/// group), `kill` — or dropping the handle — ends it and everything below it at once. Signals go
+/// through a pidfd where the kernel has them, so they can never reach a later process that was
+/// given the same number.
+pub struct Tenant {
+    pid: Option<Pid>,
+    pidfd: Option<std::os::fd::OwnedFd>,
     registry: Option<Arc<Registry>>,
 }
 
-impl GroupGuard {
-    pub fn new(pgid: Option<Pid>, registry: Option<Arc<Registry>>, name: &str) -> Self {
-        if let (Some(p), Some(r)) = (pgid, &registry) {
+impl Tenant {
+    fn new(pid: Option<u32>, registry: Option<Arc<Registry>>, name: &str) -> Self {
+        let pid = pid.and_then(|p| Pid::from_raw(p as i32));
+        let pidfd =
+            pid.and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
+        if let (Some(p), Some(r)) = (pid, &registry) {
             r.add(p, name);
         }
-        Self { pgid, registry }
+        Self { pid, pidfd, registry }
     }
 
-    pub fn signal(&self, sig: Signal) {
-        signal(self.pgid, sig);
+    /// Asks the child to end (its keeper passes SIGTERM on to its group).
+    pub fn stop(&self) {
+        self.send(Signal::TERM);
     }
 
+    /// Ends the child and everything below it now.
     pub fn kill(&self) {
-        self.signal(Signal::KILL);
+        self.send(Signal::USR1);
+    }
+
+    fn send(&self, sig: Signal) {
+        match (&self.pidfd, self.pid) {
+            (Some(fd), _) => {
+                let _ = rustix::process::pidfd_send_signal(fd, sig);
+            }
+            (None, Some(pid)) => {
+                let _ = rustix::process::kill_process(pid, sig);
+            }
+            (None, None) => {}
+        }
     }
 }
 
-impl Drop for GroupGuard {
+impl Drop for Tenant {
     fn drop(&mut self) {
         self.kill();
-        if let (Some(p), Some(r)) = (self.pgid, &self.registry) {
+        if let (Some(p), Some(r)) = (self.pid, &self.registry) {
             r.remove(p);
         }
     }
@@ -354,13 +360,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stat_reads_our_own_group_and_start_time() {
+    fn stat_reads_our_own_start_time() {
         let me = std::process::id() as i32;
         let s = stat(me).expect("our own stat");
-        assert_eq!(s.pgrp, rustix::process::getpgrp().as_raw_nonzero().get());
         assert!(s.start > 0);
-        assert!(is_tabd(me) || !is_tabd(me)); // readable either way: must not panic
-        assert!(members(s.pgrp).iter().any(|(pid, _)| *pid == me));
+        let _ = is_tabd(me); // readable either way: must not panic
     }
 
     #[test]
@@ -371,10 +375,10 @@ mod tests {
         let mut child = std::process::Command::new("sleep");
         std::os::unix::process::CommandExt::process_group(&mut child, 0);
         let mut child = child.arg("60").spawn().unwrap();
-        let pgid = child.id() as i32;
+        let pid = child.id() as i32;
         let rec = Recorded {
-            pgid,
-            start: start_ticks(pgid).unwrap(),
+            pid,
+            start: start_ticks(pid).unwrap(),
             name: "test".into(),
         };
         let dead_owner = i32::MAX - 7;
@@ -395,7 +399,7 @@ mod tests {
         std::os::unix::process::CommandExt::process_group(&mut other, 0);
         let mut other = other.arg("60").spawn().unwrap();
         let stale = Recorded {
-            pgid: other.id() as i32,
+            pid: other.id() as i32,
             start: 1,
             name: "stale".into(),
         };
@@ -406,5 +410,97 @@ mod tests {
         assert!(other.try_wait().unwrap().is_none(), "still running");
         other.kill().unwrap();
         let _ = other.wait();
+    }
+
+    fn alive(pid: i32) -> bool {
+        // A zombie still answers kill(0): count it as gone.
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    }
+
+    /// Waits (up to 10 s) for `file` to hold a number.
+    async fn pid_in(file: &std::path::Path) -> i32 {
+        for _ in 0..1000 {
+            if let Some(pid) = std::fs::read_to_string(file)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                return pid;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("{} was never written", file.display());
+    }
+
+    /// A shell tenant that starts a grandchild which leaves its group and session (as a daemon
+    /// would), writes what the test checks into `dir`, then runs `rest`.
+    fn escaping_tenant(dir: &std::path::Path, rest: &str) -> tokio::process::Command {
+        let script = format!(
+            "cut -d' ' -f5,6 /proc/$$/stat > {d}/ids; setsid sh -c 'echo $$ > {d}/escaped; exec sleep 1000' & \
+             while [ ! -s {d}/escaped ]; do sleep 0.01; done; {rest}",
+            d = dir.display()
+        );
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c").arg(script);
+        as_tenant(&mut cmd);
+        cmd
+    }
+
+    #[tokio::test]
+    async fn a_tenant_has_a_session_of_its_own_and_nothing_it_starts_outlives_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = escaping_tenant(dir.path(), "exit 3").spawn().unwrap();
+        let keeper = child.id().unwrap() as i32;
+        let escaped = pid_in(&dir.path().join("escaped")).await;
+        let status = child.wait().await.unwrap();
+        assert_eq!(status.code(), Some(3), "the keeper exits as the tenant did");
+        assert!(!alive(escaped), "the grandchild that called setsid was killed");
+        let ids = std::fs::read_to_string(dir.path().join("ids")).unwrap();
+        let ids: Vec<i32> = ids.split_whitespace().map(|n| n.parse().unwrap()).collect();
+        let (group, session) = (ids[0], ids[1]);
+        let ours = rustix::process::getsid(None).unwrap().as_raw_nonzero().get();
+        assert_eq!(session, keeper, "the keeper leads a new session (no terminal)");
+        assert_ne!(session, ours);
+        assert_ne!(
+            group, keeper,
+            "the tenant has a group of its own, apart from its keeper"
+        );
+    }
+
+    #[tokio::test]
+    async fn killing_a_tenant_ends_everything_below_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = escaping_tenant(dir.path(), "exec sleep 1000").spawn().unwrap();
+        let escaped = pid_in(&dir.path().join("escaped")).await;
+        let tenant = Launcher::default().tenant(&child, "test");
+        assert!(alive(escaped));
+        tenant.kill();
+        let status = child.wait().await.unwrap();
+        assert!(!status.success(), "{status:?}");
+        assert!(!alive(escaped), "the escaped grandchild went with it");
+        // The handle is dropped after its process was reaped: its pidfd makes that harmless.
+        drop(tenant);
+    }
+
+    #[tokio::test]
+    async fn stop_asks_the_tenant_and_it_may_finish_gracefully() {
+        let dir = tempfile::tempdir().unwrap();
+        let done = dir.path().join("done");
+        let script = format!(
+            "trap 'echo bye > {}; exit 0' TERM; echo $$ > {}/ready; while true; do sleep 0.05; done",
+            done.display(),
+            dir.path().display()
+        );
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c").arg(script);
+        as_tenant(&mut cmd);
+        let mut child = cmd.spawn().unwrap();
+        pid_in(&dir.path().join("ready")).await;
+        let tenant = Launcher::default().tenant(&child, "test");
+        tenant.stop();
+        let status = child.wait().await.unwrap();
+        assert_eq!(status.code(), Some(0), "it handled SIGTERM itself");
+        assert_eq!(std::fs::read_to_string(&done).unwrap().trim(), "bye");
     }
 }
