@@ -78,11 +78,7 @@ unsafe fn keep(tenant: libc::pid_t, tabd: libc::pid_t, waited: &libc::sigset_t) 
     loop {
         let sig = libc::sigwaitinfo(waited, std::ptr::null_mut());
         match sig {
-            libc::SIGCHLD => {
-                if reap_finished(tenant, &mut status) {
-                    break;
-                }
-            }
+            libc::SIGCHLD if reap_finished(tenant, &mut status) => break,
             libc::SIGTERM => {
                 libc::kill(-tenant, libc::SIGTERM);
             }
@@ -227,11 +223,8 @@ unsafe fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
     let mut path = [0u8; 32];
     let prefix = b"/proc/";
     path[..prefix.len()].copy_from_slice(prefix);
-    let mut at = prefix.len() + write_decimal(&mut path[prefix.len()..], pid);
-    for b in b"/stat\0" {
-        *path.get_mut(at)? = *b;
-        at += 1;
-    }
+    let at = prefix.len() + write_decimal(&mut path[prefix.len()..], pid);
+    path.get_mut(at..at + 6)?.copy_from_slice(b"/stat\0");
     let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
     if fd < 0 {
         return None;
