@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 pub enum Severity {
     Error,
     Warning,
+    /// Neither: what tabd will do (a grant it makes), for the person to know.
+    Note,
 }
 
 /// One finding about a file, printed as `path:line: error: message`.
@@ -39,6 +41,15 @@ impl Diagnostic {
         }
     }
 
+    pub fn note(path: &Path, line: usize, message: impl Into<String>) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            line,
+            severity: Severity::Note,
+            message: message.into(),
+        }
+    }
+
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }
@@ -49,6 +60,7 @@ impl fmt::Display for Diagnostic {
         let kind = match self.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
+            Severity::Note => "note",
         };
         if self.line > 0 {
             write!(

@@ -104,6 +104,7 @@ impl Probes {
         &self,
         profile: &Profile,
         env: &HashMap<String, String>,
+        launcher: &Launcher,
         now: Instant,
     ) -> Result<(), String> {
         let key = format!("{}\u{0}{}", profile.command, profile.required_flags.join(" "));
@@ -112,7 +113,7 @@ impl Probes {
                 return r.clone();
             }
         }
-        let result = probe_now(profile, env).await;
+        let result = probe_now(profile, env, launcher).await;
         self.seen
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -121,15 +122,17 @@ impl Probes {
     }
 }
 
-async fn probe_now(profile: &Profile, env: &HashMap<String, String>) -> Result<(), String> {
+async fn probe_now(profile: &Profile, env: &HashMap<String, String>, launcher: &Launcher) -> Result<(), String> {
     let mut cmd = tokio::process::Command::new(&profile.command);
     cmd.args(&profile.help_args)
         .env_clear()
         .envs(env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
+    // Even `--help` runs as a tenant, in the CLI's private folder and sandbox.
+    process::as_tenant(&mut cmd);
+    confine(&mut cmd, profile, launcher, None, &profile.help_args)?;
     let out = match tokio::time::timeout(PROBE_TIMEOUT, cmd.output()).await {
         Err(_) => {
             return Err(format!(
@@ -187,6 +190,8 @@ pub struct CliTurn<'a> {
     pub prompt: &'a str,
     /// The run's private folder (outside the vault): the CLI's working folder.
     pub dir: &'a Path,
+    /// The run's relay socket in that folder (tabd's tools): the one socket the CLI may reach.
+    pub relay: &'a Path,
     pub server: ServerCommand,
     /// The names of tabd's tools, as the MCP server offers them.
     pub tools: &'a [String],
@@ -285,36 +290,76 @@ fn write_private(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
     std::fs::write(path, text)
 }
 
-/// The CLI's sandbox (DESIGN §20): its run folder and its own settings folders writable, a
-/// private temp folder, the system and its install readable, no part of the vault (it reaches
-/// the vault only through tabd's tools, over the run's socket).
-fn confine(cmd: &mut tokio::process::Command, turn: &CliTurn<'_>, args: &[String]) -> Result<(), String> {
-    let profile = turn.profile;
-    let launcher = turn.launcher;
+/// The CLI's sandbox (DESIGN §20): its private folder outside the vault as its `HOME` (its
+/// config folder inside it, seeded with the person's login files, never the person's own
+/// settings), a private temp folder, its run folder and relay socket (`run`: `None` for the
+/// `--help` probe), and no part of the vault: it reaches the vault only through tabd's tools.
+fn confine(
+    cmd: &mut tokio::process::Command,
+    profile: &Profile,
+    launcher: &Launcher,
+    run: Option<(&Path, &Path)>,
+    args: &[String],
+) -> Result<(), String> {
     let dirs = launcher.child_dirs(&format!("cli-{}", profile.name))?;
-    cmd.env("TMPDIR", &dirs.tmp);
-    let program = process::find_program(&profile.command, &launcher.env);
-    let home = turn.env.get("HOME").map(std::path::PathBuf::from);
-    let root = launcher
-        .vault
-        .as_ref()
-        .map(|v| v.root().to_path_buf())
-        .unwrap_or_default();
-    let mut spec = profile.sandbox.spec(&crate::config::sandbox::Start {
-        vault_root: &root,
-        state_dir: &dirs.state,
-        tmp_dir: &dirs.tmp,
-        work_dir: Some(turn.dir),
-        program: program.as_deref(),
-        args,
-        home: home.as_deref(),
-        env: &launcher.env,
-    });
-    // The CLI starts `tabd mcp serve` (a relay to the run's socket): tabd must be runnable.
-    if let Ok(me) = std::env::current_exe() {
-        spec.readable.extend(crate::sandbox::install_prefix(&me));
+    for (k, v) in launcher.home_env(&dirs, false) {
+        cmd.env(k, v);
     }
-    launcher.confine(cmd, &profile.name, &spec).map(|_| ())
+    for (var, folder) in &profile.private_env {
+        let (path, _) = crate::sandbox::folders::subfolder(&dirs.state, folder).map_err(|e| e.to_string())?;
+        cmd.env(var, path);
+    }
+    seed_logins(profile, launcher, &dirs.state);
+    let places = launcher.places();
+    let mut own = vec![dirs.state.clone(), dirs.tmp.clone()];
+    let mut sockets = Vec::new();
+    if let Some((dir, relay)) = run {
+        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        own.push(canonical(dir));
+        sockets.push(canonical(relay));
+    }
+    let env: Vec<(String, String)> = profile
+        .env
+        .iter()
+        .filter_map(|(k, v)| launcher.env.expand(v).ok().map(|v| (k.clone(), v)))
+        .collect();
+    let grants = profile.sandbox.grants(&crate::config::sandbox::Start {
+        places: &places,
+        own: &own,
+        sockets: &sockets,
+        args,
+        env: &env,
+    });
+    launcher.confine(cmd, &profile.name, &grants).map(|_| ())
+}
+
+/// Copies the person's login files for the CLI into its private folder when the person's copy
+/// is newer (a new login reaches tabd's copy); never the other way.
+fn seed_logins(profile: &Profile, launcher: &Launcher, state: &Path) {
+    let home = launcher.home();
+    for a in &profile.auth {
+        let dir = a
+            .dir_var
+            .and_then(|v| launcher.env.get(v))
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| crate::config::sandbox::expand_home(a.dir, home.as_deref()));
+        let from = dir.join(a.file);
+        let Ok(theirs) = from.metadata().and_then(|m| m.modified()) else {
+            continue;
+        };
+        let to = state.join(a.to).join(a.file);
+        let ours = std::fs::symlink_metadata(&to).and_then(|m| m.modified()).ok();
+        if ours.is_some_and(|o| o >= theirs) {
+            continue;
+        }
+        let copied = std::fs::read(&from).map_err(|e| e.to_string()).and_then(|bytes| {
+            let (_, fd) = crate::sandbox::folders::subfolder(state, a.to).map_err(|e| e.to_string())?;
+            crate::sandbox::folders::replace_file(&fd, a.file, &bytes).map_err(|e| e.to_string())
+        });
+        if let Err(e) = copied {
+            tracing::warn!("{}: cannot copy the login file {}: {e}", profile.name, from.display());
+        }
+    }
 }
 
 /// Starts the CLI in its own process group, feeds the prompt, reads both streams, and kills the
@@ -334,7 +379,7 @@ async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     process::as_tenant(&mut cmd);
-    if let Err(message) = confine(&mut cmd, turn, args) {
+    if let Err(message) = confine(&mut cmd, profile, turn.launcher, Some((turn.dir, turn.relay)), args) {
         return CliEnd::NotStarted {
             message,
             outage: true,

@@ -44,6 +44,7 @@ struct ServerReport {
     tools: Vec<ToolReport>,
 }
 
+/// The rules a command server runs under, as applied (DESIGN §20).
 #[derive(Debug, Serialize)]
 struct SandboxReport {
     /// The kernel enforces it (else the server starts unsandboxed, or not at all with
@@ -52,26 +53,49 @@ struct SandboxReport {
     /// Why it is not enforced.
     #[serde(skip_serializing_if = "Option::is_none")]
     why_not: Option<String>,
+    landlock_abi: u8,
+    /// What this kernel cannot enforce of the rules below (each with the kernel that can).
+    not_enforced: Vec<String>,
     vault: &'static str,
     network: bool,
-    writable: Vec<String>,
+    /// Everything is readable but these (the vault, tabd's places, secrets, `deny_read`).
+    hidden: Vec<String>,
+    /// Readable even so (the vault's entries with `vault = "read"`, `readable`).
     readable: Vec<String>,
+    /// Its own folders: writable, checked at every start, outside the vault.
+    own: Vec<String>,
+    /// Writable beyond its own folders (`writable`, paths named in `env` and `args`, the vault).
+    writable: Vec<String>,
+    devices: Vec<String>,
+    unix_sockets: Vec<String>,
+    /// Paths the config named that were granted, and those that were not (and why).
+    granted: Vec<String>,
+    refused: Vec<String>,
 }
 
-fn sandbox_report(server: &ServerConfig, support: &crate::sandbox::Support) -> Option<SandboxReport> {
-    let Transport::Stdio { .. } = &server.transport else {
-        return None;
-    };
-    let sb = &server.sandbox;
+fn sandbox_report(
+    server: &ServerConfig,
+    launcher: &crate::process::Launcher,
+    support: &crate::sandbox::Support,
+) -> Option<SandboxReport> {
+    let grants = crate::mcp::client::planned_grants(server, launcher)?;
+    let show = |v: &[std::path::PathBuf]| v.iter().map(|p| p.display().to_string()).collect();
+    let spec = &grants.spec;
     Some(SandboxReport {
         enforced: support.enforced(),
         why_not: (!support.enforced()).then(|| support.describe()),
-        vault: sb.vault.as_str(),
-        network: sb.network,
-        writable: std::iter::once(format!(".tabd/children/{}/", server.name))
-            .chain(sb.writable.iter().cloned())
-            .collect(),
-        readable: sb.readable.clone(),
+        landlock_abi: support.abi(),
+        not_enforced: if support.enforced() { support.gaps() } else { Vec::new() },
+        vault: server.sandbox.vault.as_str(),
+        network: spec.network,
+        hidden: show(&spec.hidden),
+        readable: show(&spec.readable),
+        own: show(&spec.private),
+        writable: show(&spec.writable),
+        devices: show(&spec.devices),
+        unix_sockets: show(&spec.sockets),
+        granted: grants.granted,
+        refused: grants.refused,
     })
 }
 
@@ -178,7 +202,7 @@ async fn inspect(
         keep_alive: server.keep_alive,
         required: server.required,
         roles: users,
-        sandbox: sandbox_report(&server, support),
+        sandbox: sandbox_report(&server, &ws.launcher(false), support),
         status: "ok",
         error: None,
         stderr: None,
@@ -229,14 +253,7 @@ fn render(listing: &Listing) -> String {
             s.name, s.transport, s.target
         ));
         if let Some(sb) = &s.sandbox {
-            out.push_str(&format!(
-                "  sandbox: {} · vault {} · {} · writes {}{}\n",
-                if sb.enforced { "enforced" } else { "NOT ENFORCED" },
-                sb.vault,
-                if sb.network { "network" } else { "no network" },
-                sb.writable.join(", "),
-                sb.why_not.as_ref().map_or(String::new(), |w| format!(" ({w})"))
-            ));
+            out.push_str(&render_sandbox(sb));
         }
         if let Some(e) = &s.error {
             out.push_str(&format!("  DOWN: {e}\n"));
@@ -266,6 +283,32 @@ fn render(listing: &Listing) -> String {
             ));
         }
         out.push('\n');
+    }
+    out
+}
+
+fn render_sandbox(sb: &SandboxReport) -> String {
+    let writes: Vec<&str> = sb.own.iter().chain(&sb.writable).map(String::as_str).collect();
+    let mut out = format!(
+        "  sandbox: {} · vault {} · {} · reads all but {} hidden places · writes {}{}\n",
+        if sb.enforced { "enforced" } else { "NOT ENFORCED" },
+        sb.vault,
+        if sb.network { "network" } else { "no network" },
+        sb.hidden.len(),
+        writes.join(", "),
+        sb.why_not.as_ref().map_or(String::new(), |w| format!(" ({w})"))
+    );
+    if !sb.unix_sockets.is_empty() {
+        out.push_str(&format!("  sockets: {}\n", sb.unix_sockets.join(", ")));
+    }
+    for gap in &sb.not_enforced {
+        out.push_str(&format!("  this kernel cannot enforce: {gap}\n"));
+    }
+    for note in &sb.granted {
+        out.push_str(&format!("  granted: {note}\n"));
+    }
+    for note in &sb.refused {
+        out.push_str(&format!("  not granted: {note}\n"));
     }
     out
 }

@@ -92,6 +92,7 @@ impl Workspace {
             env: self.env.clone(),
             registry: registry.then(|| crate::process::Registry::new(self.vault.clone())),
             vault: Some(self.vault.clone()),
+            config_file: self.config.path.clone(),
             require_sandbox: self.config.sandbox.require,
             sandbox_probe: Default::default(),
         }

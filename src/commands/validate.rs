@@ -25,7 +25,10 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
         .collect();
     let broken: Vec<&str> = roles.broken.keys().map(String::as_str).collect();
     let errors = diags.iter().filter(|d| d.is_error()).count();
-    let warnings = diags.len() - errors;
+    let warnings = diags
+        .iter()
+        .filter(|d| d.severity == crate::diag::Severity::Warning)
+        .count();
     println!(
         "config: {}",
         ws.config.path.as_ref().map_or_else(
@@ -91,23 +94,13 @@ fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
                 ));
             }
         }
-        let home = ws.env.get("HOME").map(std::path::PathBuf::from);
-        for (key, paths) in [
-            ("readable", &server.sandbox.readable),
-            ("writable", &server.sandbox.writable),
-        ] {
-            for p in paths {
-                let real = server.sandbox.expand(p, home.as_deref());
-                if !real.exists() {
-                    out.push(Diagnostic::warning(
-                        &file,
-                        0,
-                        format!(
-                            "[mcp.{}] {key}: {p} does not exist; the server gets no access there",
-                            server.name
-                        ),
-                    ));
-                }
+        // What its sandbox grants beyond its own folders, and what it will not grant.
+        if let Some(grants) = crate::mcp::client::planned_grants(server, &ws.launcher(false)) {
+            for g in grants.granted {
+                out.push(Diagnostic::note(&file, 0, format!("[mcp.{}] grants {g}", server.name)));
+            }
+            for r in grants.refused {
+                out.push(Diagnostic::warning(&file, 0, format!("[mcp.{}] {r}", server.name)));
             }
         }
         if let Transport::Stdio { command, .. } = &server.transport {

@@ -38,6 +38,10 @@ pub(crate) struct RawServer {
     readable: Vec<String>,
     #[serde(default)]
     writable: Vec<String>,
+    #[serde(default)]
+    deny_read: Vec<String>,
+    #[serde(default)]
+    unix_sockets: Vec<String>,
 }
 
 /// How to reach a server. Every string is as written: `${VAR}` is expanded when the server
@@ -260,14 +264,18 @@ fn sandbox_of(
     raw: &RawServer,
     transport: &Transport,
 ) -> Result<super::sandbox::ChildSandbox, SpanError> {
-    let sandboxed =
-        raw.vault.is_some() || raw.network.is_some() || !raw.readable.is_empty() || !raw.writable.is_empty();
+    let sandboxed = raw.vault.is_some()
+        || raw.network.is_some()
+        || !raw.readable.is_empty()
+        || !raw.writable.is_empty()
+        || !raw.deny_read.is_empty()
+        || !raw.unix_sockets.is_empty();
     if matches!(transport, Transport::Http { .. }) && sandboxed {
         return Err(at(
             name,
             format!(
-                "[mcp.{n}]: `vault`, `network`, `readable` and `writable` sandbox a program tabd starts; an HTTP \
-                 server runs elsewhere (its connection is tabd's own)"
+                "[mcp.{n}]: `vault`, `network`, `readable`, `writable`, `deny_read` and `unix_sockets` sandbox a \
+                 program tabd starts; an HTTP server runs elsewhere (its connection is tabd's own)"
             ),
         ));
     }
@@ -276,6 +284,8 @@ fn sandbox_of(
         network: raw.network.as_ref().map(|v| *v.get_ref()).unwrap_or(true),
         readable: raw.readable.clone(),
         writable: raw.writable.clone(),
+        deny_read: raw.deny_read.clone(),
+        unix_sockets: raw.unix_sockets.clone(),
     })
 }
 

@@ -45,17 +45,32 @@ pub struct Profile {
     /// Extra files written into the run folder before the CLI starts: path → content, with the
     /// same placeholders (gemini reads its MCP servers from `.gemini/settings.json`).
     pub files: Vec<(String, String)>,
-    /// What the CLI may reach (DESIGN §20): by default its own login and settings folders,
-    /// its run folder, the network (it calls its model), and no part of the vault.
+    /// What the CLI may reach (DESIGN §20): by default its private folder (its `HOME`), its
+    /// run folder, the network (it calls its model), and no part of the vault.
     pub sandbox: super::sandbox::ChildSandbox,
+    /// Variables that point the CLI at its config folder inside its private one
+    /// (`CLAUDE_CONFIG_DIR` → `.claude`): never the person's own, whose settings, hooks and MCP
+    /// servers a compromised CLI could otherwise rewrite for the person's next session.
+    pub private_env: Vec<(String, String)>,
+    /// Login files copied from the person's folders into the private one before each start
+    /// (when the person's copy is newer); never copied back.
+    pub auth: Vec<AuthFile>,
 }
 
-/// The default sandbox of a CLI whose settings live in `dirs` (under the home folder).
-fn cli_sandbox(dirs: &[&str]) -> super::sandbox::ChildSandbox {
-    super::sandbox::ChildSandbox {
-        writable: strings(dirs),
-        ..Default::default()
-    }
+/// A login file a CLI needs, copied from the person's config folder into its private one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthFile {
+    /// The variable that names the person's folder, when set (`CLAUDE_CONFIG_DIR`)…
+    pub dir_var: Option<&'static str>,
+    /// …else this folder (`~/.claude`).
+    pub dir: &'static str,
+    pub file: &'static str,
+    /// The folder inside the private one it goes to (`.claude`).
+    pub to: &'static str,
+}
+
+fn auth(dir_var: Option<&'static str>, dir: &'static str, file: &'static str, to: &'static str) -> AuthFile {
+    AuthFile { dir_var, dir, file, to }
 }
 
 /// `[profiles.NAME]` as written. Every key is optional when NAME is a built-in profile.
@@ -77,6 +92,8 @@ pub struct RawProfile {
     network: Option<bool>,
     readable: Option<Vec<String>>,
     writable: Option<Vec<String>>,
+    deny_read: Option<Vec<String>>,
+    unix_sockets: Option<Vec<String>>,
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -129,7 +146,9 @@ fn claude() -> Profile {
         ]),
         help_args: strings(&["--help"]),
         files: Vec::new(),
-        sandbox: cli_sandbox(&["~/.claude", "~/.claude.json", "~/.config/claude"]),
+        sandbox: Default::default(),
+        private_env: vec![("CLAUDE_CONFIG_DIR".into(), ".claude".into())],
+        auth: vec![auth(Some("CLAUDE_CONFIG_DIR"), "~/.claude", ".credentials.json", ".claude")],
     }
 }
 
@@ -157,7 +176,9 @@ fn codex() -> Profile {
         required_flags: strings(&["--json", "--skip-git-repo-check", "--ephemeral"]),
         help_args: strings(&["exec", "--help"]),
         files: Vec::new(),
-        sandbox: cli_sandbox(&["~/.codex"]),
+        sandbox: Default::default(),
+        private_env: vec![("CODEX_HOME".into(), ".codex".into())],
+        auth: vec![auth(Some("CODEX_HOME"), "~/.codex", "auth.json", ".codex")],
     }
 }
 
@@ -188,7 +209,12 @@ fn gemini() -> Profile {
             )
             .into(),
         )],
-        sandbox: cli_sandbox(&["~/.gemini"]),
+        sandbox: Default::default(),
+        private_env: Vec::new(),
+        auth: vec![
+            auth(None, "~/.gemini", "oauth_creds.json", ".gemini"),
+            auth(None, "~/.gemini", "google_accounts.json", ".gemini"),
+        ],
     }
 }
 
@@ -210,6 +236,8 @@ fn apply_checks_and_sandbox(p: &mut Profile, r: &RawProfile) {
     }
     sandbox.readable.extend(r.readable.iter().flatten().cloned());
     sandbox.writable.extend(r.writable.iter().flatten().cloned());
+    sandbox.deny_read.extend(r.deny_read.iter().flatten().cloned());
+    sandbox.unix_sockets.extend(r.unix_sockets.iter().flatten().cloned());
 }
 
 /// The profile `name`: a `[profiles.NAME]` table over the built-in of that name, if any.
@@ -247,6 +275,8 @@ pub fn resolve(name: &str, tables: &BTreeMap<String, RawProfile>, env: &Env) -> 
                 help_args: strings(&["--help"]),
                 files: Vec::new(),
                 sandbox: Default::default(),
+                private_env: Vec::new(),
+                auth: Vec::new(),
             }
         }
     };

@@ -1,11 +1,14 @@
 //! A child's sandbox as the person writes it in `[mcp.NAME]` or `[profiles.NAME]` (DESIGN §20),
-//! and what that grants at start: folders to read, folders to write, the network.
+//! and what that grants at a start: everything readable but what is hidden, its own folders
+//! writable, plus the vault, folders, files and sockets the config names.
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::sandbox::{self, Spec};
+use crate::sandbox::places::{canonical_existing, Places};
+use crate::sandbox::{tree, Grants, Spec, DEVICES};
+use crate::vault::protected::{AGENT_CONFIG, NEVER_WRITABLE, PROTECTED};
 
 /// How much of the vault a child may reach directly (else only through tabd's tools).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -32,10 +35,14 @@ impl VaultAccess {
 pub struct ChildSandbox {
     pub vault: VaultAccess,
     pub network: bool,
-    /// Extra folders or files it may read (`~` is the home folder).
+    /// Extra folders or files it may read even where hidden (`~` is the home folder).
     pub readable: Vec<String>,
     /// Extra folders or files it may change.
     pub writable: Vec<String>,
+    /// More places it may not read, beside the secrets tabd always hides.
+    pub deny_read: Vec<String>,
+    /// Unix socket files it may connect to (docker's, say).
+    pub unix_sockets: Vec<String>,
 }
 
 impl Default for ChildSandbox {
@@ -45,86 +52,287 @@ impl Default for ChildSandbox {
             network: true,
             readable: Vec::new(),
             writable: Vec::new(),
+            deny_read: Vec::new(),
+            unix_sockets: Vec::new(),
         }
     }
 }
 
 /// What tabd knows about the child it is starting.
 pub struct Start<'a> {
-    /// The vault's folder.
-    pub vault_root: &'a Path,
-    /// The child's own state folder (`.tabd/children/<name>/`) and its private temp folder.
-    pub state_dir: &'a Path,
-    pub tmp_dir: &'a Path,
-    /// Another folder it works in (an agent CLI's run folder).
-    pub work_dir: Option<&'a Path>,
-    /// The program, found on PATH, and its arguments (files named there are readable).
-    pub program: Option<&'a Path>,
+    /// tabd's places (the vault, the home folder, tabd's state and config).
+    pub places: &'a Places,
+    /// The child's own folders: its state folder and its temp folder, and another folder it works
+    /// in (an agent CLI's run folder). All canonical.
+    pub own: &'a [PathBuf],
+    /// Sockets it must reach (an agent CLI's relay to tabd's tools).
+    pub sockets: &'a [PathBuf],
+    /// Its arguments and `env` values, expanded: paths named there are granted.
     pub args: &'a [String],
-    /// The person's home folder, for `~` in grants.
-    pub home: Option<&'a Path>,
-    /// tabd's environment (its `PATH` finds the runtimes).
-    pub env: &'a crate::environment::Env,
+    pub env: &'a [(String, String)],
 }
 
 impl ChildSandbox {
     /// `~/x` → the home folder's `x`.
     pub fn expand(&self, path: &str, home: Option<&Path>) -> PathBuf {
-        match (path.strip_prefix("~/"), home) {
-            (Some(rest), Some(h)) => h.join(rest),
-            _ if path == "~" => home.map_or_else(|| PathBuf::from(path), Path::to_path_buf),
-            _ => PathBuf::from(path),
-        }
+        expand_home(path, home)
     }
 
     /// The rules for one start.
-    pub fn spec(&self, start: &Start<'_>) -> Spec {
-        let mut readable = sandbox::system_paths();
-        if let Some(program) = start.program {
-            readable.extend(sandbox::install_prefix(program));
+    pub fn grants(&self, start: &Start<'_>) -> Grants {
+        let places = start.places;
+        let home = places.home.as_deref();
+        let deny: Vec<PathBuf> = self.deny_read.iter().map(|p| expand_home(p, home)).collect();
+        let mut g = Grants {
+            spec: Spec {
+                hidden: places.hidden(&deny),
+                private: start.own.to_vec(),
+                devices: DEVICES.iter().map(PathBuf::from).collect(),
+                sockets: start.sockets.to_vec(),
+                network: self.network,
+                ..Spec::default()
+            },
+            ..Grants::default()
+        };
+        let grant = |key: &str, raw: &str, write: bool, g: &mut Grants| {
+            let path = expand_home(raw, home);
+            let Ok(real) = std::fs::canonicalize(&path) else {
+                g.refused.push(format!("{key}: {raw} does not exist; nothing granted there"));
+                return;
+            };
+            match places.never_granted(&real) {
+                Some(why) => g.refused.push(format!("{key}: {raw} is not granted: {why}")),
+                None if write => g.spec.writable.push(real),
+                None => g.spec.readable.push(real),
+            }
+        };
+        for p in &self.readable {
+            grant("readable", p, false, &mut g);
         }
-        // Runtimes a script is run by (`#!/usr/bin/env node`), wherever they are installed.
-        for runtime in ["node", "python3", "deno", "bun"] {
-            if let Some(found) = crate::process::find_program(runtime, start.env) {
-                readable.extend(sandbox::install_prefix(&found));
+        for p in &self.writable {
+            grant("writable", p, true, &mut g);
+        }
+        for p in &self.unix_sockets {
+            let path = expand_home(p, home);
+            match std::fs::canonicalize(&path) {
+                Ok(real) => g.spec.sockets.push(real),
+                Err(_) => g.refused.push(format!("unix_sockets: {p} does not exist")),
             }
         }
-        // A script or module named in the arguments (`--require x.js`, `server.py`).
-        readable.extend(
-            start
-                .args
-                .iter()
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute() && p.exists()),
-        );
-        readable.extend(self.readable.iter().map(|p| self.expand(p, start.home)));
-        let mut writable = sandbox::device_paths();
-        writable.push(start.state_dir.to_path_buf());
-        writable.push(start.tmp_dir.to_path_buf());
-        writable.extend(start.work_dir.map(Path::to_path_buf));
-        writable.extend(self.writable.iter().map(|p| self.expand(p, start.home)));
-        match self.vault {
-            VaultAccess::None => {}
-            VaultAccess::Read => readable.extend(vault_entries(start.vault_root)),
-            VaultAccess::Write => writable.extend(vault_entries(start.vault_root)),
+        let hidden = g.spec.hidden.clone();
+        named_paths(start, &hidden, &mut g);
+        vault(self.vault, places, &mut g.spec);
+        g
+    }
+}
+
+/// `~/x` → the home folder's `x`.
+pub fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
+    match (path.strip_prefix("~/"), home) {
+        (Some(rest), Some(h)) => h.join(rest),
+        _ if path == "~" => home.map_or_else(|| PathBuf::from(path), Path::to_path_buf),
+        _ => PathBuf::from(path),
+    }
+}
+
+/// Code a child runs is readable already; writing it would let a child change what runs next.
+const CODE: &[&str] = &["js", "mjs", "cjs", "ts", "py", "pyc", "sh", "rb", "pl", "jar", "php", "lua"];
+
+/// Paths the person names in the child's `env` values and `args` (`MEMORY_FILE_PATH =
+/// "/home/me/graphs/work.jsonl"`, a data folder as an argument): the config is the person's, so
+/// each is granted as what it is — a folder: that folder; a file: that file; a file that does not
+/// exist yet in an existing folder: made empty at the start, then that file — never one that is
+/// or holds the home folder, the vault or tabd's places, and never a program or script.
+fn named_paths(start: &Start<'_>, hidden: &[PathBuf], g: &mut Grants) {
+    let values = start
+        .args
+        .iter()
+        .map(|a| ("args", a.as_str()))
+        .chain(start.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    for (key, value) in values {
+        // `--db=/x/y.db` names a path too.
+        let value = value.rsplit_once('=').map_or(value, |(_, v)| v);
+        if !value.starts_with('/') || value.contains('\n') {
+            continue;
         }
-        Spec {
-            readable,
-            writable,
-            network: self.network,
+        let path = PathBuf::from(value);
+        let (real, exists) = match std::fs::canonicalize(&path) {
+            Ok(r) => (r, true),
+            Err(_) => match path.parent().and_then(|p| std::fs::canonicalize(p).ok()) {
+                Some(parent) if parent.is_dir() && path.file_name().is_some() => {
+                    (parent.join(path.file_name().unwrap_or_default()), false)
+                }
+                _ => continue,
+            },
+        };
+        if let Some(why) = start.places.never_granted(&real) {
+            g.refused.push(format!("{key}: {value} is not granted: {why}"));
+            continue;
+        }
+        if hidden.iter().any(|h| real.starts_with(h)) {
+            g.refused.push(format!(
+                "{key}: {value} is not granted: it is among the secrets tabd hides (grant it with `readable` or `writable` if you mean it)"
+            ));
+            continue;
+        }
+        if exists && is_code(&real) {
+            continue; // readable like every program; never writable
+        }
+        if !exists {
+            if real.extension().is_none() {
+                g.refused.push(format!(
+                    "{key}: {value} does not exist; make the folder to grant it (a file is made for a name with an extension)"
+                ));
+                continue;
+            }
+            g.to_create.push(real.clone());
+        }
+        g.granted.push(format!(
+            "{key}: {} writable{}",
+            real.display(),
+            if exists { "" } else { " (made empty at its first start)" }
+        ));
+        g.spec.writable.push(real);
+    }
+}
+
+fn is_code(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    CODE.contains(&ext)
+        || path
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// `vault = "read"`: every entry of the vault but `.tabd/`, readable (links never followed: a
+/// link in the vault cannot carry the grant elsewhere). `"write"`: the same writable, except
+/// what no role may write either — tabd's state, the person's roles and decisions, Obsidian's
+/// settings, and files other programs load as settings at any depth — which stay read-only.
+fn vault(access: VaultAccess, places: &Places, spec: &mut Spec) {
+    let root = &places.vault;
+    let tabd = root.join(".tabd");
+    match access {
+        VaultAccess::None => {}
+        VaultAccess::Read => spec.readable.extend(tree::all_but(root, &[tabd])),
+        VaultAccess::Write => {
+            let mut kept: Vec<PathBuf> = PROTECTED
+                .iter()
+                .chain(NEVER_WRITABLE)
+                .map(|(p, _)| root.join(p))
+                .collect();
+            find_settings(root, 0, &mut kept);
+            let kept = canonical_existing(kept);
+            let mut hidden = kept.clone();
+            hidden.push(tabd.clone());
+            spec.writable.extend(tree::all_but(root, &hidden));
+            let readable: Vec<PathBuf> = kept.into_iter().filter(|k| !k.starts_with(&tabd)).collect();
+            spec.readable.extend(readable.iter().flat_map(|k| tree::all_but(k, &[tabd.clone()])));
         }
     }
 }
 
-/// The vault's top-level entries but `.tabd/` (tabd's state: never reachable by a child).
-/// Landlock grants whole folders, so the vault is granted entry by entry.
-fn vault_entries(root: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(root)
-        .map(|d| {
-            d.flatten()
-                .filter(|e| e.file_name() != ".tabd")
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
+/// How deep `vault = "write"` looks for files other programs load (`project/.git/config`).
+const SETTINGS_DEPTH: usize = 4;
+
+fn find_settings(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_ascii_lowercase();
+        let path = e.path();
+        let is_settings = matches!(name.as_str(), ".git" | ".hg" | ".github")
+            || AGENT_CONFIG.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name));
+        if is_settings {
+            out.push(path);
+        } else if depth < SETTINGS_DEPTH && name != ".tabd" && e.file_type().is_ok_and(|t| t.is_dir()) {
+            find_settings(&path, depth + 1, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn places(root: &Path) -> Places {
+        Places {
+            home: Some(root.to_path_buf()),
+            vault: root.join("Vault"),
+            config: vec![root.join(".config/tabd")],
+            state: root.join(".local/state/tabd"),
+        }
+    }
+
+    #[test]
+    fn paths_named_in_env_and_args_are_granted_as_what_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for d in ["Vault/project", "graphs", "code", ".local/state/tabd", ".ssh"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(root.join("code/server.js"), "x").unwrap();
+        let p = places(&root);
+        let env = vec![
+            ("MEMORY_FILE_PATH".to_string(), root.join("graphs/work.jsonl").display().to_string()),
+            ("ALSO".to_string(), root.join("new.json").display().to_string()),
+            ("KEYS".to_string(), root.join(".ssh").display().to_string()),
+        ];
+        let args = vec![
+            root.join("code/server.js").display().to_string(),
+            root.join("Vault/project").display().to_string(),
+            root.display().to_string(),
+            format!("--data={}", root.join("graphs").display()),
+            "-y".into(),
+        ];
+        let g = ChildSandbox::default().grants(&Start {
+            places: &p,
+            own: &[],
+            sockets: &[],
+            args: &args,
+            env: &env,
+        });
+        let w = &g.spec.writable;
+        assert!(w.contains(&root.join("graphs/work.jsonl")), "{g:#?}");
+        assert!(w.contains(&root.join("new.json")), "a new file in the home folder: that file only");
+        assert!(w.contains(&root.join("graphs")));
+        assert_eq!(g.to_create, [root.join("graphs/work.jsonl"), root.join("new.json")]);
+        assert!(!w.iter().any(|x| x == &root || x.starts_with(root.join("Vault"))), "{w:?}");
+        assert!(!w.contains(&root.join("code/server.js")), "a script stays read-only");
+        assert!(!w.contains(&root.join(".ssh")), "secrets are not granted by naming them");
+        let notes = g.refused.join("\n");
+        assert!(notes.contains("home folder as a whole") && notes.contains("vault"), "{notes}");
+    }
+
+    #[test]
+    fn vault_write_keeps_settings_and_decisions_read_only_and_follows_no_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for d in ["Vault/.tabd", "Vault/roles", "Vault/agent/approvals", "Vault/agent/notes", "Vault/project/.git", "Vault/.obsidian", ".ssh"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(root.join("Vault/Claude.md"), "x").unwrap();
+        std::fs::write(root.join("Vault/project/a.md"), "x").unwrap();
+        std::os::unix::fs::symlink(root.join(".ssh"), root.join("Vault/keys")).unwrap();
+        let p = places(&root);
+        let start = Start { places: &p, own: &[], sockets: &[], args: &[], env: &[] };
+        let sb = ChildSandbox { vault: VaultAccess::Write, ..ChildSandbox::default() };
+        let spec = sb.grants(&start).spec;
+        let v = |s: &str| root.join("Vault").join(s);
+        assert!(spec.may_write(&v("agent/notes/a.md")));
+        assert!(spec.may_write(&v("project/a.md")));
+        // A folder that holds a protected entry is granted entry by entry: its existing files.
+        assert!(!spec.may_write(&v("project/new.md")));
+        for ro in ["roles/x.md", "agent/approvals/x.md", "project/.git/config", ".obsidian/app.json", "Claude.md"] {
+            assert!(!spec.may_write(&v(ro)), "{ro} writable");
+            assert!(spec.may_read(&v(ro)), "{ro} unreadable");
+        }
+        assert!(!spec.may_read(&v(".tabd/state.json")));
+        assert!(!spec.may_write(&v("keys/id_rsa")) && !spec.readable.contains(&v("keys")), "the link is not granted");
+        let read = ChildSandbox { vault: VaultAccess::Read, ..ChildSandbox::default() }.grants(&start).spec;
+        assert!(read.may_read(&v("project/a.md")) && !read.may_write(&v("project/a.md")));
+        assert!(!read.readable.contains(&v("keys")));
+        assert!(!read.may_read(&v(".tabd/x")));
+    }
 }

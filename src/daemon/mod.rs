@@ -153,6 +153,7 @@ impl Daemon {
         let (watcher, polling) = watch::start(&init.env, &init.root, events_tx, overflow.clone(), POLL);
         let now = clock.instant();
         let require_sandbox = init.config.sandbox.require;
+        let config_file = init.config.path.clone();
         let quiet = quiet::quiet(&init.env);
         Ok(Self {
             host: host_name(&init.config),
@@ -170,6 +171,7 @@ impl Daemon {
                     env: init.env.clone(),
                     registry: Some(crate::process::Registry::new(init.vault.clone())),
                     vault: Some(init.vault.clone()),
+                    config_file,
                     require_sandbox,
                     sandbox_probe: Default::default(),
                 },

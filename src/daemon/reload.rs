@@ -234,6 +234,9 @@ impl Daemon {
             self.run_env.log.set_tz(c.timezone);
         }
         self.host = host_name(&c);
+        // `[sandbox] require` holds from the next child on, like every other setting.
+        self.run_env.launcher.require_sandbox = c.sandbox.require;
+        self.run_env.launcher.config_file = c.path.clone();
         self.readiness
             .set_settle(Duration::from_millis(c.inbox.settle_ms));
         self.run_env.config = Arc::new(c);

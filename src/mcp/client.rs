@@ -17,6 +17,11 @@ use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
 use crate::config::mcp::{expand_pairs, ServerConfig, Transport};
+use crate::config::sandbox::Start;
+use crate::process::ChildDirs;
+use crate::sandbox::explain::Applied;
+use crate::sandbox::places::Places;
+use crate::sandbox::Grants;
 use crate::environment::CHILD_BASE_ENV;
 use crate::process::{self, Launcher, Tenant};
 
@@ -33,22 +38,58 @@ pub struct ToolInfo {
     pub destructive: bool,
 }
 
-/// The last lines a server wrote to stderr.
+/// What a server wrote to stderr: the first lines that name an error (the cause, which a long
+/// stack trace would push out of the tail) and the last lines.
 #[derive(Debug, Default, Clone)]
-pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+pub struct StderrTail(Arc<Mutex<Lines>>);
+
+#[derive(Debug, Default)]
+struct Lines {
+    errors: Vec<String>,
+    tail: VecDeque<String>,
+}
+
+/// First lines that name an error, kept whatever follows them.
+const ERROR_LINES: usize = 5;
+
+/// Whether a line of stderr names an error (not a frame of a stack trace).
+fn names_an_error(line: &str) -> bool {
+    let l = line.to_ascii_lowercase();
+    let trimmed = l.trim_start();
+    !trimmed.starts_with("at ")
+        && !trimmed.starts_with("file \"")
+        && ["error", "denied", "not permitted", "cannot", "can't", "failed", "fatal", "no such", "eacces", "eperm", "enoent"]
+            .iter()
+            .any(|w| l.contains(w))
+}
 
 impl StderrTail {
     fn push(&self, line: String) {
+        let line: String = line.chars().take(300).collect();
         let mut q = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if q.len() == STDERR_LINES {
-            q.pop_front();
+        if q.errors.len() < ERROR_LINES && names_an_error(&line) {
+            q.errors.push(line.clone());
         }
-        q.push_back(line.chars().take(300).collect());
+        if q.tail.len() == STDERR_LINES {
+            q.tail.pop_front();
+        }
+        q.tail.push_back(line);
     }
 
+    /// The first error lines (when the tail no longer holds them), then the last lines.
     pub fn text(&self) -> String {
         let q = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        q.iter().cloned().collect::<Vec<_>>().join("\n")
+        let mut out: Vec<String> = q
+            .errors
+            .iter()
+            .filter(|e| !q.tail.contains(e))
+            .cloned()
+            .collect();
+        if !out.is_empty() {
+            out.push("…".into());
+        }
+        out.extend(q.tail.iter().cloned());
+        out.join("\n")
     }
 }
 
@@ -166,9 +207,17 @@ pub struct Connection {
     tools: Mutex<Vec<ToolInfo>>,
     tools_changed: Arc<AtomicBool>,
     pub stderr: StderrTail,
+    /// The sandbox it runs under (`None`: not sandboxed), to say when a refusal was its doing.
+    applied: Option<Arc<Applied>>,
 }
 
 impl Connection {
+    /// When `text` (a tool's error, its stderr) shows that the sandbox refused something: a
+    /// sentence naming the path and the grant to add.
+    pub fn sandbox_refusal(&self, text: &str) -> Option<String> {
+        self.applied.as_ref()?.explain(text)
+    }
+
     /// Starts `server` and lists its tools, all within its `startup_timeout`.
     pub async fn start(
         server: Arc<ServerConfig>,
@@ -230,13 +279,13 @@ impl Connection {
         };
         let (ended_tx, ended) = tokio::sync::watch::channel(false);
         let ended_tx = Arc::new(ended_tx);
-        let (service, child) = match &server.transport {
+        let (service, child, applied) = match &server.transport {
             Transport::Stdio {
                 command,
                 args,
                 env: extra,
             } => {
-                let (mut child, tenant, stdout, stdin, stderr_done) =
+                let (child, tenant, stdout, stdin, stderr_done, applied) =
                     spawn(command, args, extra, launcher, &server, &stderr)?;
                 match handler.serve((stdout, stdin)).await {
                     Ok(s) => {
@@ -246,25 +295,11 @@ impl Connection {
                             let _ = tx.send(true);
                             token.cancel();
                         });
-                        (s, Some(child))
+                        (s, Some(child), applied)
                     }
                     Err(e) => {
-                        // A server that exits at once usually said why on stderr: wait for it
-                        // to be read, and prefer "exited with status 1" to transport jargon.
-                        let exited = tokio::time::timeout(Duration::from_millis(500), child.wait())
-                            .await
-                            .ok()
-                            .and_then(Result::ok);
-                        tenant.kill();
-                        if exited.is_none() {
-                            let _ = child.wait().await;
-                        }
-                        drop(tenant);
-                        let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
-                        return Err(match exited {
-                            Some(status) => format!("exited ({status}) before it finished starting"),
-                            None => format!("failed to start: {}", init_error(&e, false)),
-                        });
+                        let why = init_error(&e, false);
+                        return Err(failed_start(child, tenant, stderr_done, why, applied, &stderr).await);
                     }
                 }
             }
@@ -275,7 +310,7 @@ impl Connection {
                     .serve(transport)
                     .await
                     .map_err(|e| format!("could not connect to {url}: {}", init_error(&e, true)))?;
-                (s, None)
+                (s, None, None)
             }
         };
         let peer = service.peer().clone();
@@ -293,6 +328,7 @@ impl Connection {
             tools: Mutex::new(Vec::new()),
             tools_changed,
             stderr,
+            applied,
         }))
     }
 
@@ -407,6 +443,7 @@ type Spawned = (
     tokio::process::ChildStdout,
     tokio::process::ChildStdin,
     tokio::task::JoinHandle<()>,
+    Option<Arc<Applied>>,
 );
 
 /// Starts a stdio server as a tenant (its own session and keeper), stderr captured line by line.
@@ -438,10 +475,16 @@ fn spawn(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     process::as_tenant(&mut cmd);
-    sandbox(&mut cmd, &command, &args, &extra, launcher, server)?;
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("could not be started (`{command}`: {e}); is it installed and on PATH?"))?;
+    let applied = sandbox(&mut cmd, &command, &args, &extra, launcher, server)?;
+    let mut child = cmd.spawn().map_err(|e| {
+        let program = crate::process::find_program(&command, &launcher.env)
+            .map_or_else(|| command.clone(), |p| p.display().to_string());
+        let why = format!("could not be started (`{program}`: {e}); is it installed and on PATH?");
+        match applied.as_ref().and_then(|a| a.explain(&format!("{program}: {e}"))) {
+            Some(sandbox) => format!("{why} — {sandbox}"),
+            None => why,
+        }
+    })?;
     let tenant = launcher.tenant(&child, name);
     let (Some(stdout), Some(stdin), Some(err)) =
         (child.stdout.take(), child.stdin.take(), child.stderr.take())
@@ -457,11 +500,43 @@ fn spawn(
             tail.push(line);
         }
     });
-    Ok((child, tenant, stdout, stdin, stderr_done))
+    Ok((child, tenant, stdout, stdin, stderr_done, applied))
 }
 
-/// The server's sandbox (DESIGN §20): its own state folder (its `HOME` unless its `env` sets
-/// one) and temp folder, and what its `[mcp.NAME]` table grants.
+/// Why a server that did not finish `initialize` failed. One that exits at once usually said why
+/// on stderr: wait for it to be read, prefer "exited with status 1" to transport jargon, and say
+/// when the sandbox was the cause.
+async fn failed_start(
+    mut child: tokio::process::Child,
+    tenant: Tenant,
+    stderr_done: tokio::task::JoinHandle<()>,
+    init: String,
+    applied: Option<Arc<Applied>>,
+    stderr: &StderrTail,
+) -> String {
+    let exited = tokio::time::timeout(Duration::from_millis(500), child.wait())
+        .await
+        .ok()
+        .and_then(Result::ok);
+    tenant.kill();
+    if exited.is_none() {
+        let _ = child.wait().await;
+    }
+    drop(tenant);
+    let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
+    let why = match exited {
+        Some(status) => format!("exited ({status}) before it finished starting"),
+        None => format!("failed to start: {init}"),
+    };
+    match applied.and_then(|a| a.explain(&stderr.text())) {
+        Some(sandbox) => format!("{why} — {sandbox}"),
+        None => why,
+    }
+}
+
+/// The server's sandbox (DESIGN §20): its own state folder outside the vault (its `HOME` unless
+/// its `env` sets one) and temp folder, and what its `[mcp.NAME]` table grants. Returns the
+/// rules applied, to explain what it reports (`None`: not sandboxed).
 fn sandbox(
     cmd: &mut tokio::process::Command,
     command: &str,
@@ -469,37 +544,72 @@ fn sandbox(
     extra: &[(String, String)],
     launcher: &Launcher,
     server: &ServerConfig,
-) -> Result<crate::sandbox::Support, String> {
+) -> Result<Option<Arc<Applied>>, String> {
     let program = crate::process::find_program(command, &launcher.env);
     if program.as_deref().is_some_and(crate::sandbox::is_tabd) {
         // `tabd mcp serve` is tabd: its tools go through the harness, under the role's rules,
         // and it must reach the vault to do that.
-        return Ok(crate::sandbox::Support::None(
-            "tabd itself (its tools are the harness's)".into(),
-        ));
+        return Ok(None);
     }
     let dirs = launcher.child_dirs(&server.name)?;
-    if !extra.iter().any(|(k, _)| k == "HOME") {
-        cmd.env("HOME", &dirs.state);
+    let set = |k: &str| extra.iter().any(|(name, _)| name == k);
+    for (k, v) in launcher.home_env(&dirs, set("HOME")) {
+        if !set(&k) {
+            cmd.env(k, v);
+        }
     }
-    cmd.env("TMPDIR", &dirs.tmp);
-    let home = launcher.env.get("HOME").map(std::path::PathBuf::from);
-    let root = launcher
-        .vault
-        .as_ref()
-        .map(|v| v.root().to_path_buf())
-        .unwrap_or_default();
-    let spec = server.sandbox.spec(&crate::config::sandbox::Start {
-        vault_root: &root,
-        state_dir: &dirs.state,
-        tmp_dir: &dirs.tmp,
-        work_dir: None,
-        program: program.as_deref(),
+    let places = launcher.places();
+    let grants = grants_for(server, &places, &dirs, args, extra);
+    let support = launcher.confine(cmd, &server.name, &grants)?;
+    Ok(support.enforced().then(|| {
+        Arc::new(Applied {
+            spec: grants.spec,
+            places,
+            table: format!("[mcp.{}]", server.name),
+        })
+    }))
+}
+
+/// What `server` is granted with its own folders `dirs` and its expanded `args` and `env`.
+fn grants_for(
+    server: &ServerConfig,
+    places: &Places,
+    dirs: &ChildDirs,
+    args: &[String],
+    env: &[(String, String)],
+) -> Grants {
+    server.sandbox.grants(&Start {
+        places,
+        own: &[dirs.state.clone(), dirs.tmp.clone()],
+        sockets: &[],
         args,
-        home: home.as_deref(),
-        env: &launcher.env,
-    });
-    launcher.confine(cmd, &server.name, &spec)
+        env,
+    })
+}
+
+/// What a stdio server would be granted at its next start (`None` for an HTTP server), for
+/// `tabd mcp list` and `tabd validate`: nothing is made or started; `${VAR}`s unset here are
+/// left out.
+pub fn planned_grants(server: &ServerConfig, launcher: &Launcher) -> Option<Grants> {
+    let Transport::Stdio { args, env, .. } = &server.transport else {
+        return None;
+    };
+    let expand = |v: &String| launcher.env.expand(v).ok();
+    let args: Vec<String> = args.iter().filter_map(expand).collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .filter_map(|(k, v)| expand(v).map(|v| (k.clone(), v)))
+        .collect();
+    let places = launcher.places();
+    let state = places
+        .children()
+        .join(crate::text::safe_name(&server.name, '_'));
+    let dirs = ChildDirs {
+        tmp: state.join("tmp"),
+        state,
+        mended: None,
+    };
+    Some(grants_for(server, &places, &dirs, &args, &env))
 }
 
 fn http_transport(

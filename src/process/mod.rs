@@ -13,12 +13,14 @@
 mod keeper;
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub use rustix::process::{Pid, Signal};
 use serde::{Deserialize, Serialize};
 
 use crate::environment::Env;
+use crate::sandbox::places::Places;
 use crate::vault::{Durability, Vault, VaultPath};
 
 /// Where live groups are written down, one file per tabd process.
@@ -31,20 +33,30 @@ const GROUPS_DIR: &str = ".tabd/groups";
 pub struct Launcher {
     pub env: Env,
     pub registry: Option<Arc<Registry>>,
-    /// The vault, for children's state folders (`.tabd/children/<name>/`).
+    /// The vault (hidden from children unless granted).
     pub vault: Option<Arc<Vault>>,
+    /// tabd's config file (hidden from children).
+    pub config_file: Option<PathBuf>,
     /// `[sandbox] require`: refuse to start a child the kernel cannot sandbox.
     pub require_sandbox: bool,
     /// Whether the kernel can sandbox, and which children were already reported unsandboxed.
     pub sandbox_probe: Arc<crate::sandbox::Probe>,
 }
 
-/// A child's own folders: its state folder (also its `HOME` unless configured) and a private
-/// temporary folder inside it.
-pub struct ChildDirs {
-    pub state: std::path::PathBuf,
-    pub tmp: std::path::PathBuf,
-}
+pub use crate::sandbox::folders::ChildDirs;
+
+/// Version managers whose shims find their versions through a folder in the home folder: with a
+/// child's `HOME` moved to its state folder, each is told where the person's is (when it exists
+/// and tabd's own environment does not name it already).
+const MANAGER_HOMES: &[(&str, &str)] = &[
+    ("PYENV_ROOT", ".pyenv"),
+    ("ASDF_DATA_DIR", ".asdf"),
+    ("NVM_DIR", ".nvm"),
+    ("VOLTA_HOME", ".volta"),
+    ("MISE_DATA_DIR", ".local/share/mise"),
+    ("MISE_CONFIG_DIR", ".config/mise"),
+    ("RUSTUP_HOME", ".rustup"),
+];
 
 impl Launcher {
     /// The handle of `child`, started as a tenant (`as_tenant`), written down while it lives.
@@ -52,29 +64,104 @@ impl Launcher {
         Tenant::new(child.id(), self.registry.clone(), name)
     }
 
-    /// Creates (through the vault) and returns child `name`'s folders.
-    pub fn child_dirs(&self, name: &str) -> Result<ChildDirs, String> {
-        let vault = self.vault.as_ref().ok_or("no vault to keep its state in")?;
-        let safe = crate::text::safe_name(name, '_');
-        let tmp =
-            VaultPath::parse(&format!(".tabd/children/{safe}/tmp"), false).map_err(|e| e.to_string())?;
-        vault.create_dir_all(&tmp).map_err(|e| e.to_string())?;
-        let tmp = vault.root().join(tmp.as_path());
-        let state = tmp
-            .parent()
-            .map(std::path::Path::to_path_buf)
-            .unwrap_or_else(|| tmp.clone());
-        Ok(ChildDirs { state, tmp })
+    /// The person's home folder, from tabd's environment.
+    pub fn home(&self) -> Option<PathBuf> {
+        self.env
+            .get("HOME")
+            .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| PathBuf::from(h)))
     }
 
-    /// Makes the child `cmd` starts run under `spec` (DESIGN §20). Where the kernel cannot, the
-    /// child starts unsandboxed and the log says so once — or, with `[sandbox] require`, it is
-    /// refused (`Err`). Returns what the kernel enforces.
+    /// Where tabd's own things are (for what children may never reach).
+    pub fn places(&self) -> Places {
+        let home = self.home();
+        let state_home = self
+            .env
+            .get("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".local/state")))
+            .unwrap_or_else(std::env::temp_dir);
+        let state = state_home.join("tabd");
+        let config_home = self
+            .env
+            .get("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".config")));
+        let mut config: Vec<PathBuf> = config_home.into_iter().map(|c| c.join("tabd")).collect();
+        if let Some(file) = &self.config_file {
+            config.push(file.clone());
+            config.extend(file.parent().map(|d| d.join("env")));
+        }
+        let canonical = |p: PathBuf| std::fs::canonicalize(&p).unwrap_or(p);
+        Places {
+            vault: self
+                .vault
+                .as_ref()
+                .map(|v| canonical(v.root().to_path_buf()))
+                .unwrap_or_default(),
+            state: canonical(state),
+            config: config.into_iter().map(canonical).collect(),
+            home,
+        }
+    }
+
+    /// Child `name`'s folders, outside the vault (`~/.local/state/tabd/children/<vault>/<name>/`),
+    /// checked anew at every start (see `sandbox::folders`); what was mended is logged.
+    pub fn child_dirs(&self, name: &str) -> Result<ChildDirs, String> {
+        let root = crate::sandbox::folders::make_root(&self.places().children()).map_err(|e| e.to_string())?;
+        let dirs = crate::sandbox::folders::child_dirs(&root, &crate::text::safe_name(name, '_'))
+            .map_err(|e| e.to_string())?;
+        if let Some(m) = &dirs.mended {
+            tracing::warn!("{name}: {m}");
+        }
+        Ok(dirs)
+    }
+
+    /// The environment a child gets for its own folders: `HOME` (unless `keep_home`), `TMPDIR`,
+    /// and where the person's version managers are. `.tool-versions` (asdf, mise) is linked in.
+    pub fn home_env(&self, dirs: &ChildDirs, keep_home: bool) -> Vec<(String, String)> {
+        let mut out = vec![("TMPDIR".to_string(), dirs.tmp.display().to_string())];
+        if keep_home {
+            return out;
+        }
+        out.push(("HOME".into(), dirs.state.display().to_string()));
+        // The person's XDG folders would send its config, cache and data back to the home folder,
+        // and the runtime folder holds the session's sockets: all inside its own folder instead.
+        for (var, folder) in [
+            ("XDG_CONFIG_HOME", ".config"),
+            ("XDG_CACHE_HOME", ".cache"),
+            ("XDG_DATA_HOME", ".local/share"),
+            ("XDG_STATE_HOME", ".local/state"),
+            ("XDG_RUNTIME_DIR", "tmp"),
+        ] {
+            out.push((var.into(), dirs.state.join(folder).display().to_string()));
+        }
+        let Some(home) = self.home() else {
+            return out;
+        };
+        for (var, folder) in MANAGER_HOMES {
+            let theirs = home.join(folder);
+            if self.env.get(var).is_none() && theirs.is_dir() {
+                out.push((var.to_string(), theirs.display().to_string()));
+            }
+        }
+        let versions = home.join(".tool-versions");
+        let link = dirs.state.join(".tool-versions");
+        if versions.is_file() && std::fs::read_link(&link).ok().as_deref() != Some(versions.as_path()) {
+            let _ = std::fs::remove_file(&link);
+            let _ = std::os::unix::fs::symlink(&versions, &link);
+        }
+        out
+    }
+
+    /// Makes the child `cmd` starts run under `grants` (DESIGN §20): files it was named are made
+    /// first. Where the kernel cannot sandbox, the child starts unsandboxed and the log says so
+    /// once — or, with `[sandbox] require`, it is refused (`Err`). Returns what the kernel
+    /// enforces.
     pub fn confine(
         &self,
         cmd: &mut tokio::process::Command,
         name: &str,
-        spec: &crate::sandbox::Spec,
+        grants: &crate::sandbox::Grants,
     ) -> Result<crate::sandbox::Support, String> {
         let support = self.sandbox_probe.support();
         if !support.enforced() {
@@ -89,9 +176,29 @@ impl Launcher {
             }
             return Ok(support);
         }
-        let prepared = crate::sandbox::prepare(spec).map_err(|e| e.to_string())?;
+        for file in &grants.to_create {
+            create_private_file(file).map_err(|e| format!("cannot make {}: {e}", file.display()))?;
+        }
+        let prepared = crate::sandbox::prepare(&grants.spec).map_err(|e| e.to_string())?;
         crate::sandbox::install(cmd, prepared);
         Ok(support)
+    }
+}
+
+/// Makes `path` an empty file readable by its owner only, unless something is there already
+/// (never through a link).
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -336,7 +443,7 @@ mod tests {
     #[test]
     fn a_child_that_cannot_be_sandboxed_is_refused_only_when_required() {
         let no = crate::sandbox::Support::None("this kernel has no Landlock".into());
-        let spec = crate::sandbox::Spec::default();
+        let spec = crate::sandbox::Grants::default();
         let mut launcher = Launcher {
             sandbox_probe: Arc::new(crate::sandbox::Probe::known(no.clone())),
             require_sandbox: true,

@@ -38,15 +38,10 @@ pub fn prompt_text(req: &Request) -> String {
     format!("{}\n\n---\n\n{}\n", req.system.trim_end(), user.join("\n\n"))
 }
 
-/// Where run folders are made: the user's runtime folder (private, in memory) when there is one,
-/// else the system's temp folder. Never the vault.
-fn runs_root(env: &RunEnv) -> PathBuf {
-    env.launcher
-        .env
-        .get("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_dir())
-        .unwrap_or_else(std::env::temp_dir)
+/// Where run folders are made: tabd's own state folder outside the vault (private to tabd's
+/// user, hidden from every other child), never the vault or a shared temp folder.
+fn runs_root(env: &RunEnv) -> Result<PathBuf, String> {
+    crate::sandbox::folders::make_root(&env.launcher.places().runs()).map_err(|e| e.to_string())
 }
 
 /// tabd's own executable, for the CLI to start as its MCP server.
@@ -70,14 +65,16 @@ pub(super) async fn turn(
         Ok(e) => e,
         Err(why) => return failed(why, true),
     };
-    if let Err(why) = env.probes.check(&profile, &child_env, env.clock.instant()).await {
+    if let Err(why) = env.probes.check(&profile, &child_env, &env.launcher, env.clock.instant()).await {
         return failed(why, true);
     }
     // A private folder (0700) of its own, removed when the run ends.
-    let dir = match tempfile::Builder::new()
-        .prefix(&format!("tabd-{}-", role.name))
-        .tempdir_in(runs_root(env))
-    {
+    let dir = match runs_root(env).and_then(|root| {
+        tempfile::Builder::new()
+            .prefix(&format!("{}-", role.name))
+            .tempdir_in(root)
+            .map_err(|e| e.to_string())
+    }) {
         Ok(d) => d,
         Err(e) => return failed(format!("cannot make the run's folder: {e}"), false),
     };
@@ -96,6 +93,7 @@ pub(super) async fn turn(
         profile: &profile,
         prompt: &text,
         dir: dir.path(),
+        relay: &socket_path,
         server: serve_command(role, &prep.id, &socket_path),
         tools: &tools,
         env: child_env,

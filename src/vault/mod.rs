@@ -23,6 +23,7 @@
 
 mod lock;
 mod path;
+pub mod protected;
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
