@@ -10,7 +10,9 @@
 //! `FAKE_CLI_MODE`: `ok` (default), `not-logged-in`, `denied`, `hang` (never exits), `crash`
 //! (exits 1 with a message on stderr), `old` (`--help` lacks the flags), `no-mcp` (never starts
 //! tabd's server, yet reports success). `FAKE_CLI_SESSIONS=2` makes the calls over two sessions
-//! (the server restarted between them).
+//! (the server restarted between them). `FAKE_CLI_NOKEY=1`: first tries the run's tool socket
+//! itself without the run's key (logged as `nokey`). `FAKE_CLI_WAIT=FILE`: waits for FILE to
+//! exist before it finishes (so a test can act while the run is going).
 
 use std::io::{Read, Write};
 
@@ -53,6 +55,12 @@ fn main() {
         }
         _ => {}
     }
+    let nokey = if std::env::var("FAKE_CLI_NOKEY").is_ok() {
+        let (_, server_args) = server(shape, &args);
+        after(&server_args, "--socket").map(|s| without_key(&s))
+    } else {
+        None
+    };
     let (tools, results) = if mode == "no-mcp" {
         (Vec::new(), Vec::new())
     } else {
@@ -68,14 +76,48 @@ fn main() {
         .unwrap_or_default();
     let mut env: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
     env.sort();
+    if let Ok(file) = std::env::var("FAKE_CLI_WAIT") {
+        for _ in 0..6000 {
+            if std::path::Path::new(&file).exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+    let home = std::env::var("HOME").unwrap_or_default();
     let log = json!({"shape": shape, "args": args, "prompt": prompt, "tools": tools, "results": results,
-        "cwd": cwd, "env": env});
+        "cwd": cwd, "env": env, "home": home, "nokey": nokey,
+        "claude_config_dir": std::env::var("CLAUDE_CONFIG_DIR").ok()});
     if let Ok(path) = std::env::var("FAKE_CLI_LOG") {
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
             let _ = writeln!(f, "{log}");
         }
     }
     print_result(shape, &mode);
+}
+
+/// Connects to the run's tool socket without its key and asks for `write_file`: what came back.
+fn without_key(socket: &str) -> String {
+    use std::io::{BufRead, BufReader};
+    let stream = match std::os::unix::net::UnixStream::connect(socket) {
+        Ok(s) => s,
+        Err(e) => return format!("denied: {e}"),
+    };
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    let Ok(mut w) = stream.try_clone() else {
+        return "denied: no stream".into();
+    };
+    for l in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "nokey", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": "hijacked.md", "content": "owned"}}}),
+    ] {
+        if writeln!(w, "{l}").is_err() {
+            return "denied: closed".into();
+        }
+    }
+    let got: Vec<String> = BufReader::new(stream).lines().map_while(Result::ok).collect();
+    got.join("\n")
 }
 
 fn after(args: &[String], flag: &str) -> Option<String> {

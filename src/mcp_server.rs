@@ -7,7 +7,10 @@
 //! - **a run's socket**: a CLI run serves its harness on a Unix socket in the run folder, inside
 //!   the run's own process. The CLI starts `tabd mcp serve --run-id ID --socket PATH`, which only
 //!   relays bytes (`bridge`): the limits, the hops and the record live in the run, so no process
-//!   boundary, restart or relative path can reset or lose them;
+//!   boundary, restart or relative path can reset or lose them. Only that run's CLI may use it
+//!   (DESIGN §20): the peer must be a process below the CLI's keeper (the kernel's credentials of
+//!   the connection), and its first line must carry the run's key (`relay.key`, 0600 in the run
+//!   folder, which every other child is denied);
 //! - **stdio** (`tabd mcp serve --role R` for Claude Desktop): the harness runs in that process.
 
 use std::path::{Path, PathBuf};
@@ -216,6 +219,112 @@ where
     tokio::io::split(rmcp_side)
 }
 
+/// The file beside a run's socket that holds its key.
+pub fn key_file(socket: &Path) -> PathBuf {
+    socket.with_file_name("relay.key")
+}
+
+/// The first line a relay sends: the run's key.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeyLine {
+    tabd_relay_key: String,
+}
+
+/// Who may use a run's relay: processes below the CLI's keeper (its pid, known once the CLI has
+/// started), holding the run's key.
+#[derive(Clone)]
+pub struct RelayGate {
+    key: Arc<String>,
+    keeper: tokio::sync::watch::Receiver<Option<i32>>,
+}
+
+/// Tells the gate which process the CLI's keeper is.
+pub type KeeperSetter = tokio::sync::watch::Sender<Option<i32>>;
+
+impl RelayGate {
+    /// A new key for a run, written 0600 beside `socket`; the setter names the CLI's keeper.
+    pub fn new(socket: &Path) -> std::io::Result<(Self, KeeperSetter)> {
+        use rand::RngCore;
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut bytes = [0u8; 32];
+        rand::rng().fill_bytes(&mut bytes);
+        let key: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(key_file(socket))?
+            .write_all(key.as_bytes())?;
+        let (set, keeper) = tokio::sync::watch::channel(None);
+        Ok((
+            Self {
+                key: Arc::new(key),
+                keeper,
+            },
+            set,
+        ))
+    }
+
+    /// Lets the connection in, or says why not.
+    async fn admit(
+        &self,
+        stream: &tokio::net::UnixStream,
+        first_line: &str,
+    ) -> Result<(), String> {
+        let peer = stream
+            .peer_cred()
+            .map_err(|e| format!("no credentials: {e}"))?;
+        if peer.uid() != rustix::process::geteuid().as_raw() {
+            return Err(format!("a process of another user ({})", peer.uid()));
+        }
+        let mut keeper = self.keeper.clone();
+        let keeper = tokio::time::timeout(std::time::Duration::from_secs(5), keeper.wait_for(Option::is_some))
+            .await
+            .ok()
+            .and_then(|k| k.ok().and_then(|k| *k))
+            .ok_or("the run's CLI has not started")?;
+        let pid = peer.pid().ok_or("no peer pid")?;
+        if !descends_from(pid, keeper) {
+            return Err(format!("process {pid} is not the run's CLI nor started by it"));
+        }
+        let given = serde_json::from_str::<KeyLine>(first_line)
+            .map(|k| k.tabd_relay_key)
+            .unwrap_or_default();
+        if !same_secret(given.as_bytes(), self.key.as_bytes()) {
+            return Err(format!("process {pid} did not give the run's key"));
+        }
+        Ok(())
+    }
+}
+
+/// Compares without stopping at the first difference.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Whether `pid` is `ancestor` or below it (the keeper is a subreaper: whatever the CLI starts
+/// stays below it, even after its parent dies).
+fn descends_from(pid: i32, ancestor: i32) -> bool {
+    let mut at = pid;
+    for _ in 0..256 {
+        if at == ancestor {
+            return true;
+        }
+        match parent_of(at) {
+            Some(p) if p > 1 && p != at => at = p,
+            _ => return false,
+        }
+    }
+    false
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 2..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// A run's harness served on a Unix socket for the run's agent CLI; stops when dropped.
 pub struct SocketServer {
     pub path: PathBuf,
@@ -224,9 +333,10 @@ pub struct SocketServer {
 }
 
 impl SocketServer {
-    /// Listens on `path` (in the run's private folder). Every connection is a session of the same
-    /// harness: a CLI that restarts its MCP server keeps the run's limits and record.
-    pub fn start(server: HarnessServer, path: &Path) -> std::io::Result<Self> {
+    /// Listens on `path` (in the run's private folder). Every connection the gate admits is a
+    /// session of the same harness: a CLI that restarts its MCP server keeps the run's limits
+    /// and record.
+    pub fn start(server: HarnessServer, path: &Path, gate: RelayGate) -> std::io::Result<Self> {
         let listener = tokio::net::UnixListener::bind(path)?;
         let accept = server.clone();
         let task = tokio::spawn(async move {
@@ -240,16 +350,8 @@ impl SocketServer {
                     }
                 };
                 let server = accept.clone();
-                sessions.spawn(async move {
-                    let (read, write) = stream.into_split();
-                    let (read, write) = guarded(read, write);
-                    match server.serve((read, write)).await {
-                        Ok(service) => {
-                            let _ = service.waiting().await;
-                        }
-                        Err(e) => tracing::debug!("run MCP socket: a client did not start a session: {e}"),
-                    }
-                });
+                let gate = gate.clone();
+                sessions.spawn(async move { serve_admitted(server, gate, stream).await });
             }
         });
         Ok(Self {
@@ -264,6 +366,35 @@ impl SocketServer {
     }
 }
 
+/// One connection to a run's socket: its first line is the key; refused, it is closed with a
+/// line saying why (and the run's log says so); admitted, the rest is an MCP session.
+async fn serve_admitted(server: HarnessServer, gate: RelayGate, stream: tokio::net::UnixStream) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (read, mut write) = stream.into_split();
+    let mut read = tokio::io::BufReader::new(read);
+    let mut first = String::new();
+    let line = tokio::time::timeout(std::time::Duration::from_secs(10), read.read_line(&mut first)).await;
+    let stream = read.get_ref().as_ref();
+    let verdict = match line {
+        Ok(Ok(_)) => gate.admit(stream, first.trim()).await,
+        _ => Err("no key line".to_string()),
+    };
+    if let Err(why) = verdict {
+        tracing::warn!("refused a connection to the run's tool relay: {why}");
+        let refusal = serde_json::json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32600, "message": "refused: only this run's CLI may use its tools"}});
+        let _ = write.write_all(format!("{refusal}\n").as_bytes()).await;
+        return;
+    }
+    let (read, write) = guarded(read, write);
+    match server.serve((read, write)).await {
+        Ok(service) => {
+            let _ = service.waiting().await;
+        }
+        Err(e) => tracing::debug!("run MCP socket: a client did not start a session: {e}"),
+    }
+}
+
 impl Drop for SocketServer {
     fn drop(&mut self) {
         self.task.abort();
@@ -271,8 +402,16 @@ impl Drop for SocketServer {
 }
 
 /// `tabd mcp serve --run-id ID --socket PATH`: relays stdin/stdout to the run's socket, byte for
-/// byte, until either side closes. It holds no authority of its own.
+/// byte, until either side closes, after the run's key (from `relay.key` beside the socket). It
+/// holds no authority of its own.
 pub async fn bridge(socket: &Path) -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let key = std::fs::read_to_string(key_file(socket)).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read the run's key beside {} ({e}); is the run still going?",
+            socket.display()
+        )
+    })?;
     let stream = tokio::net::UnixStream::connect(socket).await.map_err(|e| {
         anyhow::anyhow!(
             "cannot reach the run's tool server at {} ({e}); is the run still going?",
@@ -280,6 +419,10 @@ pub async fn bridge(socket: &Path) -> anyhow::Result<()> {
         )
     })?;
     let (mut from_run, mut to_run) = stream.into_split();
+    let line = serde_json::to_string(&KeyLine {
+        tabd_relay_key: key.trim().to_string(),
+    })?;
+    to_run.write_all(format!("{line}\n").as_bytes()).await?;
     let mut stdin = tokio::io::stdin();
     let mut stdout = tokio::io::stdout();
     let up = async {

@@ -192,6 +192,8 @@ pub struct CliTurn<'a> {
     pub dir: &'a Path,
     /// The run's relay socket in that folder (tabd's tools): the one socket the CLI may reach.
     pub relay: &'a Path,
+    /// Told the CLI's process (its keeper) once started: the relay admits only what runs below it.
+    pub started: Option<&'a tokio::sync::watch::Sender<Option<i32>>>,
     pub server: ServerCommand,
     /// The names of tabd's tools, as the MCP server offers them.
     pub tools: &'a [String],
@@ -397,6 +399,9 @@ async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
     // Whatever happens from here (a panic, a cancelled run), the CLI and everything it started
     // go with this handle.
     let group = turn.launcher.tenant(&child, &profile.name);
+    if let (Some(started), Some(pid)) = (turn.started, child.id()) {
+        let _ = started.send(Some(pid as i32));
+    }
     if let Some(mut stdin) = child.stdin.take() {
         let text = turn.prompt.to_string();
         tokio::spawn(async move {

@@ -11,7 +11,7 @@ use super::env::RunEnv;
 use super::prepare::Prepared;
 use crate::agent_cli::{self, CliEnd, CliTurn, ServerCommand};
 use crate::harness::Harness;
-use crate::mcp_server::{HarnessServer, SocketServer};
+use crate::mcp_server::{HarnessServer, RelayGate, SocketServer};
 use crate::provider::{Block, ProviderError, Request};
 use crate::role::Role;
 use crate::turn::{TurnEnd, TurnOutcome};
@@ -79,7 +79,11 @@ pub(super) async fn turn(
         Err(e) => return failed(format!("cannot make the run's folder: {e}"), false),
     };
     let socket_path = dir.path().join("mcp.sock");
-    let server = match SocketServer::start(HarnessServer::new(harness.clone(), None), &socket_path) {
+    let (gate, keeper) = match RelayGate::new(&socket_path) {
+        Ok(g) => g,
+        Err(e) => return failed(format!("cannot make the run's key: {e}"), false),
+    };
+    let server = match SocketServer::start(HarnessServer::new(harness.clone(), None), &socket_path, gate) {
         Ok(s) => s,
         Err(e) => return failed(format!("cannot serve tabd's tools to the CLI: {e}"), false),
     };
@@ -94,6 +98,7 @@ pub(super) async fn turn(
         prompt: &text,
         dir: dir.path(),
         relay: &socket_path,
+        started: Some(&keeper),
         server: serve_command(role, &prep.id, &socket_path),
         tools: &tools,
         env: child_env,
