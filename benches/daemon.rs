@@ -889,32 +889,53 @@ fn delegation(out: &mut Value) {
 }
 
 /// Benchmark 9, the children's sandbox (DESIGN §20): what it adds to starting a child — the
-/// rules built (folders opened, seccomp compiled) and applied — against the same child started
-/// plain (`/bin/true`, spawn to exit, median of 10 each), and a whole `tabd mcp list` of the
-/// in-repo test server (start, initialize, list tools, stop).
+/// keeper (own session, subreaper), the child's folders checked, the rules worked out for this
+/// machine's real home folder (the hidden set, the split around it), built (paths opened,
+/// seccomp compiled) and applied — against the same child started plain (`/bin/true`, spawn to
+/// exit, median of 15 each), and a whole `tabd mcp list` of the in-repo test server (start,
+/// initialize, list tools, stop).
 fn sandbox(out: &mut Value) {
-    let spec = tabd::sandbox::Spec {
-        readable: tabd::sandbox::system_paths(),
-        writable: vec![std::env::temp_dir()],
+    let vault = tempfile::tempdir().unwrap();
+    let launcher = tabd::process::Launcher {
+        env: tabd::environment::Env::from_process(),
+        vault: Some(std::sync::Arc::new(
+            tabd::vault::Vault::open(vault.path()).unwrap(),
+        )),
+        ..Default::default()
+    };
+    let server = tabd::config::sandbox::ChildSandbox {
         network: false,
+        ..Default::default()
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let start = |sandboxed: bool| -> f64 {
+    let mut rules = 0;
+    let mut start = |sandboxed: bool| -> f64 {
         let t0 = Instant::now();
         let mut cmd = tokio::process::Command::new("/bin/true");
         if sandboxed {
-            let prepared = tabd::sandbox::prepare(&spec).unwrap();
-            tabd::sandbox::install(&mut cmd, prepared);
+            tabd::process::as_tenant(&mut cmd);
+            let dirs = launcher.child_dirs("bench").unwrap();
+            cmd.envs(launcher.home_env(&dirs, false));
+            let places = launcher.places();
+            let grants = server.grants(&tabd::config::sandbox::Start {
+                places: &places,
+                own: &[dirs.state.clone(), dirs.tmp.clone()],
+                sockets: &[],
+                args: &[],
+                env: &[],
+            });
+            rules = grants.spec.read_roots().len();
+            launcher.confine(&mut cmd, "bench", &grants).unwrap();
         }
         let status = rt.block_on(async { cmd.status().await.unwrap() });
         assert!(status.success());
         t0.elapsed().as_secs_f64() * 1000.0
     };
-    let mut plain: Vec<f64> = (0..10).map(|_| start(false)).collect();
-    let mut boxed: Vec<f64> = (0..10).map(|_| start(true)).collect();
+    let mut plain: Vec<f64> = (0..15).map(|_| start(false)).collect();
+    let mut boxed: Vec<f64> = (0..15).map(|_| start(true)).collect();
     let (plain, boxed) = (median(&mut plain), median(&mut boxed));
     let b = Bench::new();
     b.bare_vault();
@@ -950,11 +971,11 @@ fn sandbox(out: &mut Value) {
         .collect();
     let list = median(&mut list);
     println!(
-        "sandbox child start (/bin/true): {plain:.2} ms plain, {boxed:.2} ms sandboxed (+{:.2} ms) · tabd mcp list of the test server, sandboxed: {list:.1} ms",
+        "sandbox child start (/bin/true): {plain:.2} ms plain, {boxed:.2} ms as a sandboxed tenant (+{:.2} ms; {rules} read rules for this home) · tabd mcp list of the test server, sandboxed: {list:.1} ms",
         boxed - plain
     );
-    out["sandbox"] =
-        json!({ "plain_ms": plain, "sandboxed_ms": boxed, "added_ms": boxed - plain, "mcp_list_ms": list });
+    out["sandbox"] = json!({ "plain_ms": plain, "sandboxed_ms": boxed, "added_ms": boxed - plain,
+        "read_rules": rules, "mcp_list_ms": list });
 }
 
 /// Benchmark 10, the undo journal over a long life (DESIGN §19): the stock Delivery Manager run

@@ -202,10 +202,16 @@ fn strings(v: &Value) -> impl Iterator<Item = &str> {
 fn probe(args: &Value) -> Value {
     let mut out = serde_json::Map::new();
     for p in strings(&args["read"]) {
-        out.insert(format!("read {p}"), json!(outcome(std::fs::read(at_home(p)).map(|_| ()))));
+        out.insert(
+            format!("read {p}"),
+            json!(outcome(std::fs::read(at_home(p)).map(|_| ()))),
+        );
     }
     for p in strings(&args["write"]) {
-        out.insert(format!("write {p}"), json!(outcome(std::fs::write(at_home(p), "probe"))));
+        out.insert(
+            format!("write {p}"),
+            json!(outcome(std::fs::write(at_home(p), "probe"))),
+        );
     }
     if let Some(addr) = args["connect"].as_str() {
         let tcp = std::net::TcpStream::connect(addr).map(|_| ());
@@ -216,27 +222,72 @@ fn probe(args: &Value) -> Value {
     for p in strings(&args["unix"]) {
         out.insert(format!("unix {p}"), json!(outcome(unix_connect(p).map(|_| ()))));
     }
-    for pid in args["signal"].as_array().into_iter().flatten().filter_map(Value::as_i64) {
-        let r = unsafe { libc::kill(pid as i32, libc::SIGCONT) };
-        let r = if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) };
-        out.insert(format!("signal {pid}"), json!(outcome(r)));
+    for target in args["signal"].as_array().into_iter().flatten() {
+        let pid = match target.as_str() {
+            // The process that started it (its keeper), and the one above that (tabd).
+            Some("keeper") => Some(unsafe { libc::getppid() }),
+            Some("tabd") => parent_of(unsafe { libc::getppid() }),
+            _ => target.as_i64().map(|p| p as i32),
+        };
+        let Some(pid) = pid else { continue };
+        let r = unsafe { libc::kill(pid, libc::SIGCONT) };
+        let r = if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        };
+        out.insert(
+            format!(
+                "signal {}",
+                target.as_str().map_or(pid.to_string(), str::to_string)
+            ),
+            json!(outcome(r)),
+        );
     }
     if args["tty"] == json!(true) {
-        out.insert("open /dev/tty".into(), json!(outcome(std::fs::File::open("/dev/tty").map(|_| ()))));
+        out.insert(
+            "open /dev/tty".into(),
+            json!(outcome(std::fs::File::open("/dev/tty").map(|_| ()))),
+        );
         out.insert("TIOCSTI".into(), json!(outcome(type_into_terminal())));
     }
     if let (Some(link), Some(to)) = (args["plant"]["link"].as_str(), args["plant"]["to"].as_str()) {
         let link = at_home(link);
         let _ = std::fs::remove_dir_all(&link);
-        out.insert("plant".into(), json!(outcome(std::os::unix::fs::symlink(to, &link))));
+        out.insert(
+            "plant".into(),
+            json!(outcome(std::os::unix::fs::symlink(to, &link))),
+        );
     }
     if let Some(file) = args["escape"].as_str() {
-        out.insert("escape".into(), json!(outcome(escape(file))));
+        out.insert("escape".into(), json!(outcome(escape(&at_home(file)))));
     }
     if let Some(socket) = args["relay"]["socket"].as_str() {
-        out.insert("relay".into(), json!(relay_call(socket, args["relay"]["key"].as_str())));
+        out.insert(
+            "relay".into(),
+            json!(relay_call(socket, args["relay"]["key"].as_str())),
+        );
+    }
+    if args["relay"]["find"] == json!(true) {
+        // As an attacker would: every tool relay the kernel lists.
+        let listed = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+        let found: Vec<&str> = listed
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(7))
+            .filter(|p| p.ends_with("mcp.sock"))
+            .collect();
+        out.insert("relays found".into(), json!(found.len()));
+        for socket in found {
+            out.insert(format!("relay {socket}"), json!(relay_call(socket, None)));
+        }
     }
     Value::Object(out)
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 2..];
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn unix_connect(p: &str) -> std::io::Result<std::os::unix::net::UnixStream> {
@@ -253,7 +304,10 @@ fn unix_connect(p: &str) -> std::io::Result<std::os::unix::net::UnixStream> {
 /// Opens the controlling terminal and pushes a character into its input, as an attack would.
 fn type_into_terminal() -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let tty = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty")?;
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")?;
     let c: u8 = b'#';
     if unsafe { libc::ioctl(tty.as_raw_fd(), libc::TIOCSTI, &c) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -265,7 +319,11 @@ fn type_into_terminal() -> std::io::Result<()> {
 fn escape(file: &str) -> std::io::Result<()> {
     let script = format!("echo $$ > {file}; exec sleep 1000");
     let mut cmd = std::process::Command::new("sh");
-    cmd.arg("-c").arg(script);
+    cmd.arg("-c")
+        .arg(script)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
             libc::setsid();

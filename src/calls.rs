@@ -127,6 +127,9 @@ pub struct ToolResult {
     /// The call may or may not have happened (a timeout, a server that died mid-call): never
     /// "failed", which would invite a retry of something that may have been done.
     pub unknown: bool,
+    /// The child's sandbox refused what the call needed (a sentence naming the path and the
+    /// grant to add): the person may grant it and approve the call again.
+    pub sandbox: Option<String>,
 }
 
 impl ToolResult {
@@ -137,6 +140,7 @@ impl ToolResult {
             bytes,
             changes,
             unknown: false,
+            sandbox: None,
         }
     }
 
@@ -147,7 +151,15 @@ impl ToolResult {
             bytes: 0,
             changes: Vec::new(),
             unknown: false,
+            sandbox: None,
         }
+    }
+
+    /// The same failure, told that the sandbox caused it: the sentence is added to the text.
+    pub fn refused_by_sandbox(mut self, sentence: String) -> Self {
+        self.text = format!("{}\n(tabd: {sentence})", self.text);
+        self.sandbox = Some(sentence);
+        self
     }
 
     /// A call whose outcome cannot be known: it may have happened.

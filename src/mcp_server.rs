@@ -267,23 +267,20 @@ impl RelayGate {
     }
 
     /// Lets the connection in, or says why not.
-    async fn admit(
-        &self,
-        stream: &tokio::net::UnixStream,
-        first_line: &str,
-    ) -> Result<(), String> {
-        let peer = stream
-            .peer_cred()
-            .map_err(|e| format!("no credentials: {e}"))?;
+    async fn admit(&self, stream: &tokio::net::UnixStream, first_line: &str) -> Result<(), String> {
+        let peer = stream.peer_cred().map_err(|e| format!("no credentials: {e}"))?;
         if peer.uid() != rustix::process::geteuid().as_raw() {
             return Err(format!("a process of another user ({})", peer.uid()));
         }
         let mut keeper = self.keeper.clone();
-        let keeper = tokio::time::timeout(std::time::Duration::from_secs(5), keeper.wait_for(Option::is_some))
-            .await
-            .ok()
-            .and_then(|k| k.ok().and_then(|k| *k))
-            .ok_or("the run's CLI has not started")?;
+        let keeper = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            keeper.wait_for(Option::is_some),
+        )
+        .await
+        .ok()
+        .and_then(|k| k.ok().and_then(|k| *k))
+        .ok_or("the run's CLI has not started")?;
         let pid = peer.pid().ok_or("no peer pid")?;
         if !descends_from(pid, keeper) {
             return Err(format!("process {pid} is not the run's CLI nor started by it"));

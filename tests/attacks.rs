@@ -617,7 +617,11 @@ fn after_kill_9_no_server_or_grandchild_outlives_the_daemon() {
         |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
     assert!(alive(pid));
     // The children the daemon wrote down (their keepers).
-    let written = std::fs::read_to_string(v.path(&format!(".tabd/groups/{}.json", d.pid()))).unwrap();
+    let registry = v.path(&format!(".tabd/groups/{}.json", d.pid()));
+    wait_until(Duration::from_secs(20), "the server written down", || {
+        registry.exists()
+    });
+    let written = std::fs::read_to_string(&registry).unwrap();
     let keepers: Vec<i32> = serde_json::from_str::<Value>(&written)
         .unwrap()
         .as_array()

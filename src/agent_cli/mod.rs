@@ -122,7 +122,11 @@ impl Probes {
     }
 }
 
-async fn probe_now(profile: &Profile, env: &HashMap<String, String>, launcher: &Launcher) -> Result<(), String> {
+async fn probe_now(
+    profile: &Profile,
+    env: &HashMap<String, String>,
+    launcher: &Launcher,
+) -> Result<(), String> {
     let mut cmd = tokio::process::Command::new(&profile.command);
     cmd.args(&profile.help_args)
         .env_clear()
@@ -359,7 +363,11 @@ fn seed_logins(profile: &Profile, launcher: &Launcher, state: &Path) {
             crate::sandbox::folders::replace_file(&fd, a.file, &bytes).map_err(|e| e.to_string())
         });
         if let Err(e) = copied {
-            tracing::warn!("{}: cannot copy the login file {}: {e}", profile.name, from.display());
+            tracing::warn!(
+                "{}: cannot copy the login file {}: {e}",
+                profile.name,
+                from.display()
+            );
         }
     }
 }
@@ -381,7 +389,13 @@ async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     process::as_tenant(&mut cmd);
-    if let Err(message) = confine(&mut cmd, profile, turn.launcher, Some((turn.dir, turn.relay)), args) {
+    if let Err(message) = confine(
+        &mut cmd,
+        profile,
+        turn.launcher,
+        Some((turn.dir, turn.relay)),
+        args,
+    ) {
         return CliEnd::NotStarted {
             message,
             outage: true,

@@ -85,7 +85,11 @@ fn sandbox_report(
         enforced: support.enforced(),
         why_not: (!support.enforced()).then(|| support.describe()),
         landlock_abi: support.abi(),
-        not_enforced: if support.enforced() { support.gaps() } else { Vec::new() },
+        not_enforced: if support.enforced() {
+            support.gaps()
+        } else {
+            Vec::new()
+        },
         vault: server.sandbox.vault.as_str(),
         network: spec.network,
         hidden: show(&spec.hidden),

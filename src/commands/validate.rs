@@ -97,10 +97,18 @@ fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
         // What its sandbox grants beyond its own folders, and what it will not grant.
         if let Some(grants) = crate::mcp::client::planned_grants(server, &ws.launcher(false)) {
             for g in grants.granted {
-                out.push(Diagnostic::note(&file, 0, format!("[mcp.{}] grants {g}", server.name)));
+                out.push(Diagnostic::note(
+                    &file,
+                    0,
+                    format!("[mcp.{}] grants {g}", server.name),
+                ));
             }
             for r in grants.refused {
-                out.push(Diagnostic::warning(&file, 0, format!("[mcp.{}] {r}", server.name)));
+                out.push(Diagnostic::warning(
+                    &file,
+                    0,
+                    format!("[mcp.{}] {r}", server.name),
+                ));
             }
         }
         if let Transport::Stdio { command, .. } = &server.transport {

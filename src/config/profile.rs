@@ -70,7 +70,12 @@ pub struct AuthFile {
 }
 
 fn auth(dir_var: Option<&'static str>, dir: &'static str, file: &'static str, to: &'static str) -> AuthFile {
-    AuthFile { dir_var, dir, file, to }
+    AuthFile {
+        dir_var,
+        dir,
+        file,
+        to,
+    }
 }
 
 /// `[profiles.NAME]` as written. Every key is optional when NAME is a built-in profile.
@@ -148,7 +153,12 @@ fn claude() -> Profile {
         files: Vec::new(),
         sandbox: Default::default(),
         private_env: vec![("CLAUDE_CONFIG_DIR".into(), ".claude".into())],
-        auth: vec![auth(Some("CLAUDE_CONFIG_DIR"), "~/.claude", ".credentials.json", ".claude")],
+        auth: vec![auth(
+            Some("CLAUDE_CONFIG_DIR"),
+            "~/.claude",
+            ".credentials.json",
+            ".claude",
+        )],
     }
 }
 
@@ -237,7 +247,9 @@ fn apply_checks_and_sandbox(p: &mut Profile, r: &RawProfile) {
     sandbox.readable.extend(r.readable.iter().flatten().cloned());
     sandbox.writable.extend(r.writable.iter().flatten().cloned());
     sandbox.deny_read.extend(r.deny_read.iter().flatten().cloned());
-    sandbox.unix_sockets.extend(r.unix_sockets.iter().flatten().cloned());
+    sandbox
+        .unix_sockets
+        .extend(r.unix_sockets.iter().flatten().cloned());
 }
 
 /// The profile `name`: a `[profiles.NAME]` table over the built-in of that name, if any.

@@ -97,7 +97,8 @@ impl ChildSandbox {
         let grant = |key: &str, raw: &str, write: bool, g: &mut Grants| {
             let path = expand_home(raw, home);
             let Ok(real) = std::fs::canonicalize(&path) else {
-                g.refused.push(format!("{key}: {raw} does not exist; nothing granted there"));
+                g.refused
+                    .push(format!("{key}: {raw} does not exist; nothing granted there"));
                 return;
             };
             match places.never_granted(&real) {
@@ -136,7 +137,9 @@ pub fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
 }
 
 /// Code a child runs is readable already; writing it would let a child change what runs next.
-const CODE: &[&str] = &["js", "mjs", "cjs", "ts", "py", "pyc", "sh", "rb", "pl", "jar", "php", "lua"];
+const CODE: &[&str] = &[
+    "js", "mjs", "cjs", "ts", "py", "pyc", "sh", "rb", "pl", "jar", "php", "lua",
+];
 
 /// Paths the person names in the child's `env` values and `args` (`MEMORY_FILE_PATH =
 /// "/home/me/graphs/work.jsonl"`, a data folder as an argument): the config is the person's, so
@@ -190,7 +193,11 @@ fn named_paths(start: &Start<'_>, hidden: &[PathBuf], g: &mut Grants) {
         g.granted.push(format!(
             "{key}: {} writable{}",
             real.display(),
-            if exists { "" } else { " (made empty at its first start)" }
+            if exists {
+                ""
+            } else {
+                " (made empty at its first start)"
+            }
         ));
         g.spec.writable.push(real);
     }
@@ -227,7 +234,11 @@ fn vault(access: VaultAccess, places: &Places, spec: &mut Spec) {
             hidden.push(tabd.clone());
             spec.writable.extend(tree::all_but(root, &hidden));
             let readable: Vec<PathBuf> = kept.into_iter().filter(|k| !k.starts_with(&tabd)).collect();
-            spec.readable.extend(readable.iter().flat_map(|k| tree::all_but(k, &[tabd.clone()])));
+            spec.readable.extend(
+                readable
+                    .iter()
+                    .flat_map(|k| tree::all_but(k, std::slice::from_ref(&tabd))),
+            );
         }
     }
 }
@@ -275,7 +286,10 @@ mod tests {
         std::fs::write(root.join("code/server.js"), "x").unwrap();
         let p = places(&root);
         let env = vec![
-            ("MEMORY_FILE_PATH".to_string(), root.join("graphs/work.jsonl").display().to_string()),
+            (
+                "MEMORY_FILE_PATH".to_string(),
+                root.join("graphs/work.jsonl").display().to_string(),
+            ),
             ("ALSO".to_string(), root.join("new.json").display().to_string()),
             ("KEYS".to_string(), root.join(".ssh").display().to_string()),
         ];
@@ -295,42 +309,91 @@ mod tests {
         });
         let w = &g.spec.writable;
         assert!(w.contains(&root.join("graphs/work.jsonl")), "{g:#?}");
-        assert!(w.contains(&root.join("new.json")), "a new file in the home folder: that file only");
+        assert!(
+            w.contains(&root.join("new.json")),
+            "a new file in the home folder: that file only"
+        );
         assert!(w.contains(&root.join("graphs")));
-        assert_eq!(g.to_create, [root.join("graphs/work.jsonl"), root.join("new.json")]);
-        assert!(!w.iter().any(|x| x == &root || x.starts_with(root.join("Vault"))), "{w:?}");
-        assert!(!w.contains(&root.join("code/server.js")), "a script stays read-only");
-        assert!(!w.contains(&root.join(".ssh")), "secrets are not granted by naming them");
+        assert_eq!(
+            g.to_create,
+            [root.join("graphs/work.jsonl"), root.join("new.json")]
+        );
+        assert!(
+            !w.iter().any(|x| x == &root || x.starts_with(root.join("Vault"))),
+            "{w:?}"
+        );
+        assert!(
+            !w.contains(&root.join("code/server.js")),
+            "a script stays read-only"
+        );
+        assert!(
+            !w.contains(&root.join(".ssh")),
+            "secrets are not granted by naming them"
+        );
         let notes = g.refused.join("\n");
-        assert!(notes.contains("home folder as a whole") && notes.contains("vault"), "{notes}");
+        assert!(
+            notes.contains("home folder as a whole") && notes.contains("vault"),
+            "{notes}"
+        );
     }
 
     #[test]
     fn vault_write_keeps_settings_and_decisions_read_only_and_follows_no_link() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
-        for d in ["Vault/.tabd", "Vault/roles", "Vault/agent/approvals", "Vault/agent/notes", "Vault/project/.git", "Vault/.obsidian", ".ssh"] {
+        for d in [
+            "Vault/.tabd",
+            "Vault/roles",
+            "Vault/agent/approvals",
+            "Vault/agent/notes",
+            "Vault/project/.git",
+            "Vault/.obsidian",
+            ".ssh",
+        ] {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
         std::fs::write(root.join("Vault/Claude.md"), "x").unwrap();
         std::fs::write(root.join("Vault/project/a.md"), "x").unwrap();
         std::os::unix::fs::symlink(root.join(".ssh"), root.join("Vault/keys")).unwrap();
         let p = places(&root);
-        let start = Start { places: &p, own: &[], sockets: &[], args: &[], env: &[] };
-        let sb = ChildSandbox { vault: VaultAccess::Write, ..ChildSandbox::default() };
+        let start = Start {
+            places: &p,
+            own: &[],
+            sockets: &[],
+            args: &[],
+            env: &[],
+        };
+        let sb = ChildSandbox {
+            vault: VaultAccess::Write,
+            ..ChildSandbox::default()
+        };
         let spec = sb.grants(&start).spec;
         let v = |s: &str| root.join("Vault").join(s);
         assert!(spec.may_write(&v("agent/notes/a.md")));
         assert!(spec.may_write(&v("project/a.md")));
         // A folder that holds a protected entry is granted entry by entry: its existing files.
         assert!(!spec.may_write(&v("project/new.md")));
-        for ro in ["roles/x.md", "agent/approvals/x.md", "project/.git/config", ".obsidian/app.json", "Claude.md"] {
+        for ro in [
+            "roles/x.md",
+            "agent/approvals/x.md",
+            "project/.git/config",
+            ".obsidian/app.json",
+            "Claude.md",
+        ] {
             assert!(!spec.may_write(&v(ro)), "{ro} writable");
             assert!(spec.may_read(&v(ro)), "{ro} unreadable");
         }
         assert!(!spec.may_read(&v(".tabd/state.json")));
-        assert!(!spec.may_write(&v("keys/id_rsa")) && !spec.readable.contains(&v("keys")), "the link is not granted");
-        let read = ChildSandbox { vault: VaultAccess::Read, ..ChildSandbox::default() }.grants(&start).spec;
+        assert!(
+            !spec.may_write(&v("keys/id_rsa")) && !spec.readable.contains(&v("keys")),
+            "the link is not granted"
+        );
+        let read = ChildSandbox {
+            vault: VaultAccess::Read,
+            ..ChildSandbox::default()
+        }
+        .grants(&start)
+        .spec;
         assert!(read.may_read(&v("project/a.md")) && !read.may_write(&v("project/a.md")));
         assert!(!read.readable.contains(&v("keys")));
         assert!(!read.may_read(&v(".tabd/x")));

@@ -18,12 +18,12 @@ use tokio::io::AsyncBufReadExt;
 
 use crate::config::mcp::{expand_pairs, ServerConfig, Transport};
 use crate::config::sandbox::Start;
+use crate::environment::CHILD_BASE_ENV;
 use crate::process::ChildDirs;
+use crate::process::{self, Launcher, Tenant};
 use crate::sandbox::explain::Applied;
 use crate::sandbox::places::Places;
 use crate::sandbox::Grants;
-use crate::environment::CHILD_BASE_ENV;
-use crate::process::{self, Launcher, Tenant};
 
 /// Lines of a server's stderr kept for error messages.
 const STDERR_LINES: usize = 20;
@@ -58,9 +58,21 @@ fn names_an_error(line: &str) -> bool {
     let trimmed = l.trim_start();
     !trimmed.starts_with("at ")
         && !trimmed.starts_with("file \"")
-        && ["error", "denied", "not permitted", "cannot", "can't", "failed", "fatal", "no such", "eacces", "eperm", "enoent"]
-            .iter()
-            .any(|w| l.contains(w))
+        && [
+            "error",
+            "denied",
+            "not permitted",
+            "cannot",
+            "can't",
+            "failed",
+            "fatal",
+            "no such",
+            "eacces",
+            "eperm",
+            "enoent",
+        ]
+        .iter()
+        .any(|w| l.contains(w))
 }
 
 impl StderrTail {
@@ -79,12 +91,7 @@ impl StderrTail {
     /// The first error lines (when the tail no longer holds them), then the last lines.
     pub fn text(&self) -> String {
         let q = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out: Vec<String> = q
-            .errors
-            .iter()
-            .filter(|e| !q.tail.contains(e))
-            .cloned()
-            .collect();
+        let mut out: Vec<String> = q.errors.iter().filter(|e| !q.tail.contains(e)).cloned().collect();
         if !out.is_empty() {
             out.push("…".into());
         }
@@ -480,7 +487,10 @@ fn spawn(
         let program = crate::process::find_program(&command, &launcher.env)
             .map_or_else(|| command.clone(), |p| p.display().to_string());
         let why = format!("could not be started (`{program}`: {e}); is it installed and on PATH?");
-        match applied.as_ref().and_then(|a| a.explain(&format!("{program}: {e}"))) {
+        match applied
+            .as_ref()
+            .and_then(|a| a.explain(&format!("{program}: {e}")))
+        {
             Some(sandbox) => format!("{why} — {sandbox}"),
             None => why,
         }
@@ -601,9 +611,7 @@ pub fn planned_grants(server: &ServerConfig, launcher: &Launcher) -> Option<Gran
         .filter_map(|(k, v)| expand(v).map(|v| (k.clone(), v)))
         .collect();
     let places = launcher.places();
-    let state = places
-        .children()
-        .join(crate::text::safe_name(&server.name, '_'));
+    let state = places.children().join(crate::text::safe_name(&server.name, '_'));
     let dirs = ChildDirs {
         tmp: state.join("tmp"),
         state,

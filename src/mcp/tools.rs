@@ -190,6 +190,19 @@ impl McpTool {
     /// Runs the call: arguments checked against the schema, then sent; never panics on model
     /// input.
     pub async fn call(&self, input: &Value) -> ToolResult {
+        let result = self.call_server(input).await;
+        if result.ok {
+            return result;
+        }
+        // The server says only "permission denied": read against its sandbox, say who refused.
+        let said = format!("{}\n{}", result.text, self.conn.stderr.text());
+        match self.conn.sandbox_refusal(&said) {
+            Some(sentence) => result.refused_by_sandbox(sentence),
+            None => result,
+        }
+    }
+
+    async fn call_server(&self, input: &Value) -> ToolResult {
         match (self.schema.check(input), input.as_object()) {
             (Err(why), _) => ToolResult::error(format!("invalid input: {why}")),
             (Ok(()), Some(args)) => match self.conn.call(&self.tool, args.clone()).await {

@@ -107,7 +107,8 @@ impl Launcher {
     /// Child `name`'s folders, outside the vault (`~/.local/state/tabd/children/<vault>/<name>/`),
     /// checked anew at every start (see `sandbox::folders`); what was mended is logged.
     pub fn child_dirs(&self, name: &str) -> Result<ChildDirs, String> {
-        let root = crate::sandbox::folders::make_root(&self.places().children()).map_err(|e| e.to_string())?;
+        let root =
+            crate::sandbox::folders::make_root(&self.places().children()).map_err(|e| e.to_string())?;
         let dirs = crate::sandbox::folders::child_dirs(&root, &crate::text::safe_name(name, '_'))
             .map_err(|e| e.to_string())?;
         if let Some(m) = &dirs.mended {

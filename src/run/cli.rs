@@ -65,7 +65,11 @@ pub(super) async fn turn(
         Ok(e) => e,
         Err(why) => return failed(why, true),
     };
-    if let Err(why) = env.probes.check(&profile, &child_env, &env.launcher, env.clock.instant()).await {
+    if let Err(why) = env
+        .probes
+        .check(&profile, &child_env, &env.launcher, env.clock.instant())
+        .await
+    {
         return failed(why, true);
     }
     // A private folder (0700) of its own, removed when the run ends.

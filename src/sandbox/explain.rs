@@ -37,11 +37,7 @@ impl Refusal {
     /// One sentence for a person: "the sandbox refused … ; to allow it, add … to [mcp.NAME]".
     pub fn sentence(&self, table: &str) -> String {
         if self.grant.starts_with("it ") {
-            format!(
-                "the sandbox refused {} ({})",
-                self.path.display(),
-                self.grant
-            )
+            format!("the sandbox refused {} ({})", self.path.display(), self.grant)
         } else {
             format!(
                 "the sandbox refused {}; to allow it, add `{}` to {table} in the config",
@@ -68,11 +64,7 @@ const REFUSED: &[&str] = &[
 
 /// The first refusal in `text` (a child's stderr, a tool's error) that `spec` explains, with the
 /// grant that would allow it; `never` says why a path can never be granted.
-pub fn refusal(
-    spec: &Spec,
-    text: &str,
-    never: &dyn Fn(&Path) -> Option<&'static str>,
-) -> Option<Refusal> {
+pub fn refusal(spec: &Spec, text: &str, never: &dyn Fn(&Path) -> Option<&'static str>) -> Option<Refusal> {
     for line in text.lines() {
         let lower = line.to_ascii_lowercase();
         if !REFUSED.iter().any(|w| lower.contains(w)) {
@@ -117,12 +109,13 @@ fn explain_path(
     never: &dyn Fn(&Path) -> Option<&'static str>,
 ) -> Option<Refusal> {
     let real = resolve(path);
-    let socket = line.contains("connect") && std::fs::symlink_metadata(&real).is_ok_and(|m| {
-        use std::os::unix::fs::FileTypeExt;
-        m.file_type().is_socket()
-    });
+    let socket = line.contains("connect")
+        && std::fs::symlink_metadata(&real).is_ok_and(|m| {
+            use std::os::unix::fs::FileTypeExt;
+            m.file_type().is_socket()
+        });
     if socket {
-        if spec.sockets.iter().any(|s| *s == real) {
+        if spec.sockets.contains(&real) {
             return None;
         }
         return Some(Refusal {
@@ -152,7 +145,9 @@ fn explain_path(
     };
     let grant = match never(&target) {
         Some(why) => format!(
-            "{why}: name a file or folder of its own in its `env` or `args`, or grant one below it with `writable`"
+            "it is in {} — never granted, as {why}; name the file itself in the child's `env` or `args` \
+             (a named file is granted alone) or grant a folder below with `writable`",
+            target.display()
         ),
         None => format!("writable = [\"{}\"]", target.display()),
     };
@@ -209,7 +204,10 @@ mod tests {
             home.join("graphs/memory.json").display()
         );
         let r = refusal(&s, &node, &never).unwrap();
-        assert_eq!(r.grant, format!("writable = [\"{}\"]", home.join("graphs").display()));
+        assert_eq!(
+            r.grant,
+            format!("writable = [\"{}\"]", home.join("graphs").display())
+        );
         assert!(r.sentence("[mcp.memory]").contains("the sandbox refused"));
         let python = format!(
             "PermissionError: [Errno 13] Permission denied: '{}'",
@@ -218,7 +216,10 @@ mod tests {
         let r = refusal(&s, &python, &never).unwrap();
         assert!(r.grant.starts_with("readable = ["), "{r:?}");
         // A file directly in the home folder: the folder is never granted; say what to do.
-        let shell = format!("sh: 1: cannot create {}: Permission denied", home.join("x.json").display());
+        let shell = format!(
+            "sh: 1: cannot create {}: Permission denied",
+            home.join("x.json").display()
+        );
         let r = refusal(&s, &shell, &never).unwrap();
         assert!(r.grant.contains("home folder as a whole"), "{r:?}");
         // Allowed by the sandbox: not its doing.

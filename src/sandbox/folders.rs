@@ -54,7 +54,13 @@ pub fn make_root(root: &Path) -> Result<PathBuf, FolderError> {
 pub fn open_no_links(path: &Path) -> io::Result<OwnedFd> {
     use rustix::fs::ResolveFlags;
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    match rustix::fs::openat2(rustix::fs::CWD, path, flags, Mode::empty(), ResolveFlags::NO_SYMLINKS) {
+    match rustix::fs::openat2(
+        rustix::fs::CWD,
+        path,
+        flags,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    ) {
         Err(rustix::io::Errno::NOSYS) => open_level_by_level(path, flags),
         other => other.map_err(io::Error::from),
     }

@@ -31,8 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use landlock::{
     Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, PathBeneath,
-    RestrictionStatus, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus,
-    Scope, ABI,
+    RestrictionStatus, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
 /// The highest Landlock ABI this crate knows: asked for in full, and each kernel gives what it
@@ -75,7 +74,13 @@ pub struct Grants {
 }
 
 /// Device files every program may use: read and write, no ioctl (so no terminal: no `/dev/tty`).
-pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
+pub const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
 
 impl Spec {
     /// The folders and files granted for reading (the split of `/` around `hidden`), as the
@@ -144,7 +149,11 @@ impl Support {
             }
         };
         lacks(3, "truncating files it may only read", "6.2");
-        lacks(4, "TCP by Landlock (seccomp still refuses network sockets)", "6.7");
+        lacks(
+            4,
+            "TCP by Landlock (seccomp still refuses network sockets)",
+            "6.7",
+        );
         lacks(5, "ioctls on devices", "6.10");
         lacks(6, "signals and abstract Unix sockets outside its sandbox", "6.12");
         lacks(
@@ -213,8 +222,7 @@ fn probe_kernel() -> Support {
             .and_then(|r| r.create())
             .and_then(|r| r.restrict_self())
             .map_err(|e| e.to_string())?;
-        let seccomp = filter(&Spec::default())
-            .is_ok_and(|f| seccompiler::apply_filter(&f).is_ok());
+        let seccomp = filter(&Spec::default()).is_ok_and(|f| seccompiler::apply_filter(&f).is_ok());
         Ok((status, seccomp))
     });
     match probe.join() {
@@ -245,10 +253,7 @@ pub enum SandboxError {
     #[error("cannot build the sandbox: {0}")]
     Rules(String),
     #[error("cannot open its own folder {path} without following a link: {source}")]
-    Private {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Private { path: PathBuf, source: std::io::Error },
 }
 
 /// Builds the rules for `spec` (before the fork). A granted path that does not exist is
@@ -283,9 +288,15 @@ pub fn prepare(spec: &Spec) -> Result<Prepared, SandboxError> {
     let created = ruleset
         .create()
         .map_err(err)?
-        .add_rules(landlock::path_beneath_rules(spec.read_roots(), AccessFs::from_read(abi)))
+        .add_rules(landlock::path_beneath_rules(
+            spec.read_roots(),
+            AccessFs::from_read(abi),
+        ))
         .map_err(err)?
-        .add_rules(landlock::path_beneath_rules(&spec.readable, AccessFs::from_read(abi)))
+        .add_rules(landlock::path_beneath_rules(
+            &spec.readable,
+            AccessFs::from_read(abi),
+        ))
         .map_err(err)?
         .add_rules(landlock::path_beneath_rules(&spec.writable, write))
         .map_err(err)?
@@ -328,10 +339,7 @@ fn filter(spec: &Spec) -> Result<seccompiler::BpfProgram, SandboxError> {
     rules.insert(libc::SYS_io_uring_setup, vec![]);
     rules.insert(
         libc::SYS_ioctl,
-        vec![
-            rule(1, Op::Eq, libc::TIOCSTI)?,
-            rule(1, Op::Eq, libc::TIOCLINUX)?,
-        ],
+        vec![rule(1, Op::Eq, libc::TIOCSTI)?, rule(1, Op::Eq, libc::TIOCLINUX)?],
     );
     let arch = std::env::consts::ARCH
         .try_into()
@@ -405,9 +413,7 @@ mod tests {
         assert!(!spec.may_read(Path::new("/dev/tty")));
         assert!(spec.may_read(Path::new("/dev/null")));
         assert!(spec.may_write(Path::new("/srv/out/x")));
-        assert!(spec.may_write(Path::new(
-            "/home/me/.local/state/tabd/children/v/memory/tmp/x"
-        )));
+        assert!(spec.may_write(Path::new("/home/me/.local/state/tabd/children/v/memory/tmp/x")));
         assert!(!spec.may_write(Path::new("/home/me/notes.txt")));
     }
 
@@ -432,7 +438,10 @@ mod tests {
             seccomp: true,
         };
         let gaps = old.gaps().join("\n");
-        assert!(gaps.contains("signals") && gaps.contains("Unix socket files"), "{gaps}");
+        assert!(
+            gaps.contains("signals") && gaps.contains("Unix socket files"),
+            "{gaps}"
+        );
         assert!(!gaps.contains("ioctls"), "{gaps}");
         assert!(old.describe().contains("cannot enforce"));
         assert!(Support::None("x".into()).describe().starts_with("NOT enforced"));

@@ -14,7 +14,7 @@ pub fn all_but(root: &Path, hidden: &[PathBuf]) -> Vec<PathBuf> {
         .map(PathBuf::as_path)
         .filter(|h| h.starts_with(root))
         .collect();
-    if inside.iter().any(|h| *h == root) {
+    if inside.contains(&root) {
         return Vec::new();
     }
     if inside.is_empty() {
@@ -38,11 +38,7 @@ fn split(dir: &Path, hidden: &[&Path], out: &mut Vec<PathBuf>) {
         if kind.is_symlink() || hidden.contains(&path.as_path()) {
             continue;
         }
-        let below: Vec<&Path> = hidden
-            .iter()
-            .copied()
-            .filter(|h| h.starts_with(&path))
-            .collect();
+        let below: Vec<&Path> = hidden.iter().copied().filter(|h| h.starts_with(&path)).collect();
         if below.is_empty() {
             out.push(path);
         } else if kind.is_dir() {
@@ -68,7 +64,13 @@ mod tests {
     fn a_hidden_path_is_cut_out_level_by_level() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
-        for d in ["home/.ssh", "home/.config/tabd", "home/.config/git", "home/docs", "usr/bin"] {
+        for d in [
+            "home/.ssh",
+            "home/.config/tabd",
+            "home/.config/git",
+            "home/docs",
+            "usr/bin",
+        ] {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
         std::fs::write(root.join("home/.bashrc"), "x").unwrap();

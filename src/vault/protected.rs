@@ -41,4 +41,3 @@ pub const NEVER_WRITABLE: &[(&str, &str)] = &[(
     "agent/approvals",
     "approval notes are decided by the person; a role can never create, edit or move them, so it cannot approve its own calls",
 )];
-
