@@ -574,3 +574,109 @@ fn servers_installed_the_usual_ways_start_and_refusals_name_the_grant() {
     let daily = v.daily();
     assert!(daily.contains("the sandbox refused"), "{daily}");
 }
+
+/// An approved call the sandbox stopped is `blocked`, not `failed`: the note names the grant, the
+/// ledger says it did not do its work, and with the grant added it may be approved again — and
+/// then it runs.
+#[test]
+fn an_approved_call_stopped_by_the_sandbox_may_be_approved_again_after_the_grant() {
+    use crate::support::daemon::{daemon_config, wait_until, Daemon};
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let home = v.dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(home.join("graphs")).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/echo_server.py");
+    let server = |grant: &str| {
+        format!(
+            "{}[mcp.py]\ncommand = \"/usr/bin/python3\"\nargs = [\"{}\"]\n{grant}",
+            daemon_config(""),
+            script.display()
+        )
+    };
+    v.use_model(&fake, "anthropic", &server(""));
+    v.unschedule_stock_roles();
+    v.write(
+        "roles/ops.md",
+        "# Ops\n## Mission\nWrite the graph.\n## Tools\n- py/*\n",
+    );
+    if enforced(&v).is_none() {
+        return;
+    }
+    let target = home.join("graphs/g.json");
+    fake.script([
+        wire::tools(
+            "anthropic",
+            Some("Write it."),
+            &[("w", "py__write", json!({"path": target.display().to_string()}))],
+        ),
+        wire::text("anthropic", "Queued."),
+    ]);
+    assert!(v.tabd(&["fire", "ops"]).status.success());
+    let note = format!(
+        "agent/approvals/{}",
+        v.files_in("agent/approvals").pop().expect("an approval note")
+    );
+    let id = note
+        .trim_end_matches(".md")
+        .rsplit('-')
+        .next()
+        .unwrap()
+        .to_string();
+    let status = |v: &TestVault| {
+        v.read(&note)
+            .lines()
+            .find_map(|l| l.strip_prefix("status: ").map(str::to_string))
+            .unwrap_or_default()
+    };
+    assert!(v.tabd(&["approve", &id]).status.success());
+    let mut d = Daemon::start(&v);
+    wait_until(Duration::from_secs(20), "blocked", || status(&v) == "blocked");
+    d.signal(libc::SIGTERM);
+    d.wait_exit(Duration::from_secs(20));
+    let text = v.read(&note);
+    let grant = format!("writable = [\"{}\"]", home.join("graphs").display());
+    assert!(
+        text.contains("Stopped by the sandbox") && text.contains(&grant),
+        "{text}"
+    );
+    assert!(!target.exists());
+    // The person grants it and approves again: it runs, once.
+    v.use_model(&fake, "anthropic", &server(&format!("{grant}\n")));
+    let out = v.tabd(&["approve", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let mut d = Daemon::start(&v);
+    wait_until(Duration::from_secs(20), "done", || status(&v) == "done");
+    d.signal(libc::SIGTERM);
+    d.wait_exit(Duration::from_secs(20));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "written");
+}
+
+/// A server the sandbox stops at its start: `tabd mcp list` says so, names the line to add, and
+/// shows the error line even when a long stack trace follows it.
+#[test]
+fn a_server_stopped_at_start_says_it_was_the_sandbox() {
+    let v = TestVault::new();
+    let home = v.dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(home.join("cache")).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/echo_server.py");
+    v.set_config(&format!(
+        "timezone = \"UTC\"\n[mcp.py]\ncommand = \"/usr/bin/python3\"\nargs = [\"{}\"]\nenv = {{ ECHO_WRITE_AT_START = \"{}\" }}\n",
+        script.display(),
+        home.join("cache/x/y.json").display()
+    ));
+    if enforced(&v).is_none() {
+        return;
+    }
+    let out = v.tabd(&["mcp", "list"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let grant = format!("writable = [\"{}\"]", home.join("cache").display());
+    assert!(
+        text.contains("DOWN") && text.contains("the sandbox refused") && text.contains(&grant),
+        "{text}"
+    );
+    assert!(
+        text.contains("Error: EACCES: permission denied"),
+        "the cause, above the trace: {text}"
+    );
+}

@@ -113,13 +113,14 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
     for child in delegator.map(|d| d.take_children()).unwrap_or_default() {
         let _ = env.log.append_daily(&child.daily_log, &child.delegated_section);
     }
-    let (phase, text) = match called {
-        Ok(c) if c.result.ok => (Phase::Done, c.result.text),
-        Ok(c) if c.result.unknown => (Phase::Unknown, c.result.text),
-        Ok(c) => (Phase::Failed, c.result.text),
-        Err(fatal) => (Phase::Failed, fatal.0),
+    let (phase, text, sandbox) = match called {
+        Ok(c) if c.result.ok => (Phase::Done, c.result.text, None),
+        Ok(c) if c.result.unknown => (Phase::Unknown, c.result.text, None),
+        Ok(c) if c.result.sandbox.is_some() => (Phase::Blocked, c.result.text, c.result.sandbox),
+        Ok(c) => (Phase::Failed, c.result.text, None),
+        Err(fatal) => (Phase::Failed, fatal.0, None),
     };
-    record(env, id, a, phase, &text);
+    record(env, id, a, phase, &text, sandbox.as_deref());
     out.ran.push(id.to_string());
 }
 
@@ -172,7 +173,7 @@ async fn claim(env: &RunEnv, id: &str) -> bool {
 }
 
 /// The outcome: in the ledger, in the note (with the result), in the daily log.
-fn record(env: &RunEnv, id: &str, a: &Approval, phase: Phase, text: &str) {
+fn record(env: &RunEnv, id: &str, a: &Approval, phase: Phase, text: &str, sandbox: Option<&str>) {
     let end = env.clock.now();
     let outcome = format!("{}: {}", phase.as_str(), crate::text::one_line(text, MAX_OUTCOME));
     let _ = update(env, |s| {
@@ -189,11 +190,17 @@ fn record(env: &RunEnv, id: &str, a: &Approval, phase: Phase, text: &str) {
     while shown.contains(&fence) {
         fence.push('`');
     }
-    let retry = if phase == Phase::Unknown {
-        "\n\nNo answer came back, so the call **may or may not have happened**. Check, and set `status` to \
-         `approved` again if you want it run (once more)."
-    } else {
-        ""
+    let retry = match (phase, sandbox) {
+        (Phase::Unknown, _) => {
+            "\n\nNo answer came back, so the call **may or may not have happened**. Check, and \
+             set `status` to `approved` again if you want it run (once more)."
+                .to_string()
+        }
+        (Phase::Blocked, Some(sentence)) => format!(
+            "\n\n**Stopped by the sandbox**: {sentence}. If the server should be allowed that, add the line \
+             to the config (tabd reloads it), then set `status` to `approved` again to run the call."
+        ),
+        _ => String::new(),
     };
     rewrite(
         env,

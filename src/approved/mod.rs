@@ -380,7 +380,7 @@ mod tests {
     #[test]
     fn approved_runs_once_with_the_arguments_as_they_stand() {
         let args = json!({"channel": "C1"});
-        for phase in [Phase::Pending, Phase::Invalid, Phase::Unknown] {
+        for phase in [Phase::Pending, Phase::Invalid, Phase::Unknown, Phase::Blocked] {
             assert_eq!(
                 verdict(
                     &record(phase),

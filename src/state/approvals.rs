@@ -24,6 +24,9 @@ pub enum Phase {
     Invalid,
     /// tabd stopped during the call: it may or may not have happened.
     Unknown,
+    /// The server's sandbox refused what the call needed (DESIGN §20): it did not do its work;
+    /// the person may grant it and approve the note again.
+    Blocked,
 }
 
 impl Phase {
@@ -37,13 +40,17 @@ impl Phase {
             Self::Expired => "expired",
             Self::Invalid => "invalid",
             Self::Unknown => "unknown",
+            Self::Blocked => "blocked",
         }
     }
 
     /// An `approved` note in this phase may run: it never ran, or the person re-approved after
-    /// being told the outcome is unknown or the arguments were invalid.
+    /// being told the outcome is unknown, the arguments were invalid or the sandbox stopped it.
     pub fn may_run(self) -> bool {
-        matches!(self, Self::Pending | Self::Invalid | Self::Unknown)
+        matches!(
+            self,
+            Self::Pending | Self::Invalid | Self::Unknown | Self::Blocked
+        )
     }
 
     /// A phase whose outcome the role has not been told yet, once decided.
