@@ -584,6 +584,73 @@ fn tabd_prompt_shows_the_mcp_tools_a_role_would_get_and_leaves_no_process() {
     assert!(wait_gone(grandchild), "the server's group was stopped");
 }
 
+/// The real `@modelcontextprotocol/server-memory`, installed the way people install it (npm into
+/// node_modules, by `scripts/install-test-clis.sh`): run as `node …/dist/index.js` and through its
+/// `.bin` link, sandboxed with nothing granted, it keeps its graph in a file outside the vault
+/// (`MEMORY_FILE_PATH`, whose own folder tabd grants) across a restart of the server.
+#[test]
+fn real_memory_server_keeps_its_graph_outside_the_vault_across_a_restart() {
+    let modules = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-clis/node_modules");
+    let script = modules.join("@modelcontextprotocol/server-memory/dist/index.js");
+    let node = std::process::Command::new("node").arg("--version").output();
+    if !script.exists() || node.is_err() {
+        eprintln!("skipped: the memory server is not installed (scripts/install-test-clis.sh installs it)");
+        return;
+    }
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let home = v.dir.path().canonicalize().unwrap();
+    v.use_model(
+        &fake,
+        KIND,
+        &format!(
+            "[mcp.memory]\ncommand = \"node\"\nargs = [\"{}\"]\nenv = {{ MEMORY_FILE_PATH = \"${{HOME}}/tabd-memory/memory.jsonl\" }}\nstartup_timeout_s = 60\n\n[mcp.linked]\ncommand = \"{}\"\nenv = {{ MEMORY_FILE_PATH = \"${{HOME}}/linked/graph.jsonl\" }}\nstartup_timeout_s = 60\n",
+            script.display(),
+            modules.join(".bin/mcp-server-memory").display()
+        ),
+    );
+    ops_role(&v, "", &["memory/*", "linked/*"]);
+    let entity =
+        |what: &str| json!({"entities": [{"name": "Acme", "entityType": "client", "observations": [what]}]});
+    fake.script([
+        wire::tools(
+            KIND,
+            None,
+            &[
+                ("a", "memory__create_entities", entity("go-live 3 March")),
+                ("b", "linked__create_entities", entity("kick-off 1 May")),
+            ],
+        ),
+        wire::text(KIND, "Remembered."),
+    ]);
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let results = wire::tool_results(&fake.requests()[1].body);
+    assert!(results.iter().all(|r| !r.2), "both writes worked: {results:?}");
+    // A new run starts the servers again: the graph is read back from the file.
+    fake.script([
+        wire::tools(
+            KIND,
+            None,
+            &[
+                ("c", "memory__read_graph", json!({})),
+                ("d", "linked__read_graph", json!({})),
+            ],
+        ),
+        wire::text(KIND, "Read."),
+    ]);
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let results = wire::tool_results(&fake.requests()[3].body);
+    assert!(results[0].1.contains("go-live 3 March"), "{results:?}");
+    assert!(results[1].1.contains("kick-off 1 May"), "{results:?}");
+    let stored = std::fs::read_to_string(home.join("tabd-memory/memory.jsonl")).unwrap();
+    assert!(stored.contains("go-live 3 March"), "{stored}");
+    assert!(std::fs::read_to_string(home.join("linked/graph.jsonl"))
+        .unwrap()
+        .contains("kick-off"));
+}
+
 /// A real published server: `@modelcontextprotocol/server-memory` through `npx` (the wrapper that
 /// leaves grandchildren). Needs Node and the npm registry (or npm's cache), so it is ignored by
 /// default; run it with `cargo test --test integration real_npm -- --ignored`.
@@ -600,9 +667,9 @@ fn real_npm_memory_server_through_npx() {
     }
     let v = TestVault::new();
     let fake = FakeModel::start();
-    // Sandboxed (DESIGN §20): the server may write only its own state folder, which is also its
-    // HOME (npx's cache lands there too).
-    let memory = v.root().join(".tabd/children/memory/memory.jsonl");
+    // Sandboxed (DESIGN §20): npx's cache lands in its own folder (its HOME); the graph in a file
+    // outside the vault, in a folder of its own that tabd grants because the config names it.
+    let memory = v.dir.path().join("graphs/memory.jsonl");
     v.use_model(
         &fake,
         KIND,

@@ -143,9 +143,11 @@ const CODE: &[&str] = &[
 
 /// Paths the person names in the child's `env` values and `args` (`MEMORY_FILE_PATH =
 /// "/home/me/graphs/work.jsonl"`, a data folder as an argument): the config is the person's, so
-/// each is granted as what it is — a folder: that folder; a file: that file; a file that does not
-/// exist yet in an existing folder: made empty at the start, then that file — never one that is
-/// or holds the home folder, the vault or tabd's places, and never a program or script.
+/// each is granted as what it is — a folder: that folder; a file: that file, and its folder too
+/// when the folder holds nothing else (servers write a temporary file beside theirs and rename it
+/// over: they need the folder); a file that does not exist yet: made empty at the start (and its
+/// folder, one level, if that is missing too) — never one that is or holds the home folder, the
+/// vault or tabd's places, never a secret, never a program or script.
 fn named_paths(start: &Start<'_>, hidden: &[PathBuf], g: &mut Grants) {
     let values = start
         .args
@@ -158,49 +160,130 @@ fn named_paths(start: &Start<'_>, hidden: &[PathBuf], g: &mut Grants) {
         if !value.starts_with('/') || value.contains('\n') {
             continue;
         }
-        let path = PathBuf::from(value);
-        let (real, exists) = match std::fs::canonicalize(&path) {
-            Ok(r) => (r, true),
-            Err(_) => match path.parent().and_then(|p| std::fs::canonicalize(p).ok()) {
-                Some(parent) if parent.is_dir() && path.file_name().is_some() => {
-                    (parent.join(path.file_name().unwrap_or_default()), false)
-                }
-                _ => continue,
-            },
+        let Some(named) = Named::resolve(Path::new(value)) else {
+            continue;
         };
-        if let Some(why) = start.places.never_granted(&real) {
+        let refused = |p: &Path| -> Option<String> {
+            if let Some(why) = start.places.never_granted(p) {
+                return Some(why.to_string());
+            }
+            hidden.iter().any(|h| p.starts_with(h)).then(|| {
+                "it is among the secrets tabd hides (grant it with `readable` or `writable` if you mean it)".to_string()
+            })
+        };
+        if let Some(why) = refused(&named.path) {
             g.refused.push(format!("{key}: {value} is not granted: {why}"));
             continue;
         }
-        if hidden.iter().any(|h| real.starts_with(h)) {
-            g.refused.push(format!(
-                "{key}: {value} is not granted: it is among the secrets tabd hides (grant it with `readable` or `writable` if you mean it)"
-            ));
-            continue;
-        }
-        if exists && is_code(&real) {
-            continue; // readable like every program; never writable
-        }
-        if !exists {
-            if real.extension().is_none() {
+        let exists = named.exists();
+        match named.kind {
+            Kind::Folder => {
+                g.granted
+                    .push(format!("{key}: {} writable", named.path.display()));
+                g.spec.writable.push(named.path);
+            }
+            Kind::File { exists: true } if is_code(&named.path) => {} // readable like every program
+            Kind::NewFile { .. } | Kind::File { .. } if named.path.extension().is_none() && !exists => {
                 g.refused.push(format!(
-                    "{key}: {value} does not exist; make the folder to grant it (a file is made for a name with an extension)"
+                    "{key}: {value} does not exist; make it to grant it (a file is made only for a name with an extension)"
                 ));
-                continue;
             }
-            g.to_create.push(real.clone());
+            kind => {
+                let folder = named.path.parent().map(Path::to_path_buf).unwrap_or_default();
+                let new_folder = matches!(kind, Kind::NewFile { new_folder: true });
+                let own_folder =
+                    (new_folder || holds_only(&folder, &named.path)) && refused(&folder).is_none();
+                if new_folder {
+                    g.make_folders.push(folder.clone());
+                }
+                if !exists {
+                    g.to_create.push(named.path.clone());
+                }
+                g.granted.push(format!(
+                    "{key}: {} writable{}{}",
+                    named.path.display(),
+                    if own_folder {
+                        format!(", with its folder {} (it holds only this file)", folder.display())
+                    } else {
+                        String::new()
+                    },
+                    if exists {
+                        ""
+                    } else {
+                        " — made empty at the first start"
+                    }
+                ));
+                if own_folder {
+                    g.spec.writable.push(folder);
+                } else {
+                    g.spec.writable.push(named.path);
+                }
+            }
         }
-        g.granted.push(format!(
-            "{key}: {} writable{}",
-            real.display(),
-            if exists {
-                ""
-            } else {
-                " (made empty at its first start)"
-            }
-        ));
-        g.spec.writable.push(real);
     }
+}
+
+/// A path named in a child's config, resolved.
+struct Named {
+    /// Canonical (its deepest existing folder made canonical).
+    path: PathBuf,
+    kind: Kind,
+}
+
+enum Kind {
+    Folder,
+    File {
+        exists: bool,
+    },
+    /// Not there yet; `new_folder`: its folder is not either (but the one above is).
+    NewFile {
+        new_folder: bool,
+    },
+}
+
+impl Named {
+    fn resolve(path: &Path) -> Option<Self> {
+        if let Ok(real) = std::fs::canonicalize(path) {
+            let kind = if real.is_dir() {
+                Kind::Folder
+            } else {
+                Kind::File { exists: true }
+            };
+            return Some(Self { path: real, kind });
+        }
+        let name = path.file_name()?;
+        let parent = path.parent()?;
+        if let Ok(folder) = std::fs::canonicalize(parent) {
+            return folder.is_dir().then(|| Self {
+                path: folder.join(name),
+                kind: Kind::NewFile { new_folder: false },
+            });
+        }
+        let above = std::fs::canonicalize(parent.parent()?)
+            .ok()
+            .filter(|a| a.is_dir())?;
+        Some(Self {
+            path: above.join(parent.file_name()?).join(name),
+            kind: Kind::NewFile { new_folder: true },
+        })
+    }
+
+    fn exists(&self) -> bool {
+        matches!(self.kind, Kind::Folder | Kind::File { exists: true })
+    }
+}
+
+/// Whether `folder` holds nothing but `file` and files named after it (its temporary copies,
+/// its backups).
+fn holds_only(folder: &Path, file: &Path) -> bool {
+    let Some(name) = file.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return false;
+    };
+    std::fs::read_dir(folder).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .all(|e| e.file_name().to_string_lossy().starts_with(&name))
+    })
 }
 
 fn is_code(path: &Path) -> bool {
@@ -280,24 +363,32 @@ mod tests {
     fn paths_named_in_env_and_args_are_granted_as_what_they_are() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
-        for d in ["Vault/project", "graphs", "code", ".local/state/tabd", ".ssh"] {
+        for d in [
+            "Vault/project",
+            "graphs",
+            "code",
+            "docs",
+            ".local/state/tabd",
+            ".ssh",
+        ] {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
         std::fs::write(root.join("code/server.js"), "x").unwrap();
+        std::fs::write(root.join("docs/other.txt"), "x").unwrap();
         let p = places(&root);
+        let named = |rel: &str| root.join(rel).display().to_string();
         let env = vec![
-            (
-                "MEMORY_FILE_PATH".to_string(),
-                root.join("graphs/work.jsonl").display().to_string(),
-            ),
-            ("ALSO".to_string(), root.join("new.json").display().to_string()),
-            ("KEYS".to_string(), root.join(".ssh").display().to_string()),
+            ("MEMORY_FILE_PATH".to_string(), named("graphs/work.jsonl")),
+            ("IN_HOME".to_string(), named("new.json")),
+            ("SHARED".to_string(), named("docs/x.json")),
+            ("NEW_FOLDER".to_string(), named("tabd-memory/memory.jsonl")),
+            ("KEYS".to_string(), named(".ssh")),
         ];
         let args = vec![
-            root.join("code/server.js").display().to_string(),
-            root.join("Vault/project").display().to_string(),
+            named("code/server.js"),
+            named("Vault/project"),
             root.display().to_string(),
-            format!("--data={}", root.join("graphs").display()),
+            format!("--data={}", named("code")),
             "-y".into(),
         ];
         let g = ChildSandbox::default().grants(&Start {
@@ -308,15 +399,29 @@ mod tests {
             env: &env,
         });
         let w = &g.spec.writable;
-        assert!(w.contains(&root.join("graphs/work.jsonl")), "{g:#?}");
+        assert!(
+            w.contains(&root.join("graphs")),
+            "a folder that holds only the file: {g:#?}"
+        );
         assert!(
             w.contains(&root.join("new.json")),
-            "a new file in the home folder: that file only"
+            "in the home folder: that file only"
         );
-        assert!(w.contains(&root.join("graphs")));
+        assert!(
+            w.contains(&root.join("docs/x.json")) && !w.contains(&root.join("docs")),
+            "a shared folder: the file only"
+        );
+        assert!(w.contains(&root.join("tabd-memory")), "a new folder made for it");
+        assert!(w.contains(&root.join("code")), "a folder named in the arguments");
+        assert_eq!(g.make_folders, [root.join("tabd-memory")]);
         assert_eq!(
             g.to_create,
-            [root.join("graphs/work.jsonl"), root.join("new.json")]
+            [
+                root.join("graphs/work.jsonl"),
+                root.join("new.json"),
+                root.join("docs/x.json"),
+                root.join("tabd-memory/memory.jsonl")
+            ]
         );
         assert!(
             !w.iter().any(|x| x == &root || x.starts_with(root.join("Vault"))),

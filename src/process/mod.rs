@@ -46,8 +46,8 @@ pub struct Launcher {
 pub use crate::sandbox::folders::ChildDirs;
 
 /// Version managers whose shims find their versions through a folder in the home folder: with a
-/// child's `HOME` moved to its state folder, each is told where the person's is (when it exists
-/// and tabd's own environment does not name it already).
+/// child's `HOME` moved to its state folder, each is told where the person's is (tabd's own
+/// setting of the variable, else the folder when it exists).
 const MANAGER_HOMES: &[(&str, &str)] = &[
     ("PYENV_ROOT", ".pyenv"),
     ("ASDF_DATA_DIR", ".asdf"),
@@ -141,8 +141,10 @@ impl Launcher {
         };
         for (var, folder) in MANAGER_HOMES {
             let theirs = home.join(folder);
-            if self.env.get(var).is_none() && theirs.is_dir() {
-                out.push((var.to_string(), theirs.display().to_string()));
+            match self.env.get(var) {
+                Some(set) => out.push((var.to_string(), set.to_string())),
+                None if theirs.is_dir() => out.push((var.to_string(), theirs.display().to_string())),
+                None => {}
             }
         }
         let versions = home.join(".tool-versions");
@@ -176,6 +178,14 @@ impl Launcher {
                 tracing::warn!("{name} runs WITHOUT a sandbox: {}", support.describe());
             }
             return Ok(support);
+        }
+        for folder in &grants.make_folders {
+            use std::os::unix::fs::DirBuilderExt;
+            match std::fs::DirBuilder::new().mode(0o700).create(folder) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(format!("cannot make {}: {e}", folder.display())),
+            }
         }
         for file in &grants.to_create {
             create_private_file(file).map_err(|e| format!("cannot make {}: {e}", file.display()))?;
@@ -610,5 +620,53 @@ mod tests {
         let status = child.wait().await.unwrap();
         assert_eq!(status.code(), Some(0), "it handled SIGTERM itself");
         assert_eq!(std::fs::read_to_string(&done).unwrap().trim(), "bye");
+    }
+
+    /// A child's `HOME` is its own folder; the person's version managers are still found there.
+    #[test]
+    fn a_childs_home_is_its_own_and_version_managers_are_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().canonicalize().unwrap();
+        for d in [".pyenv", ".volta", ".local/share/mise"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        std::fs::write(home.join(".tool-versions"), "nodejs 20.0.0\n").unwrap();
+        let vault_dir = home.join("Vault");
+        std::fs::create_dir_all(&vault_dir).unwrap();
+        let launcher = Launcher {
+            env: Env::from_pairs([
+                ("HOME", home.display().to_string()),
+                ("VOLTA_HOME", "/opt/volta".into()),
+            ]),
+            vault: Some(Arc::new(Vault::open(&vault_dir).unwrap())),
+            ..Launcher::default()
+        };
+        let dirs = launcher.child_dirs("memory").unwrap();
+        assert!(
+            dirs.state.starts_with(home.join(".local/state/tabd/children")),
+            "{:?}",
+            dirs.state
+        );
+        assert!(!dirs.state.starts_with(&vault_dir));
+        let env: std::collections::HashMap<String, String> =
+            launcher.home_env(&dirs, false).into_iter().collect();
+        assert_eq!(env["HOME"], dirs.state.display().to_string());
+        assert_eq!(env["TMPDIR"], dirs.tmp.display().to_string());
+        assert_eq!(env["PYENV_ROOT"], home.join(".pyenv").display().to_string());
+        assert_eq!(
+            env["MISE_DATA_DIR"],
+            home.join(".local/share/mise").display().to_string()
+        );
+        assert_eq!(
+            env["VOLTA_HOME"], "/opt/volta",
+            "tabd's own setting passes through"
+        );
+        assert!(!env.contains_key("ASDF_DATA_DIR"), "only managers that are there");
+        assert!(env["XDG_CACHE_HOME"].starts_with(&env["HOME"]));
+        let link = dirs.state.join(".tool-versions");
+        assert_eq!(std::fs::read_link(&link).unwrap(), home.join(".tool-versions"));
+        let kept: std::collections::HashMap<String, String> =
+            launcher.home_env(&dirs, true).into_iter().collect();
+        assert!(!kept.contains_key("HOME"), "a configured HOME is kept");
     }
 }

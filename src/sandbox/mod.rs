@@ -67,6 +67,8 @@ pub struct Grants {
     /// Files named in the child's `env` or `args` that do not exist yet: made empty (0600) at the
     /// start, so that the child can be granted them alone, not their folder.
     pub to_create: Vec<PathBuf>,
+    /// Folders for those files that do not exist yet either: made (0700) first.
+    pub make_folders: Vec<PathBuf>,
     /// Paths the config named that were granted (`MEMORY_FILE_PATH: /x/y.json writable`).
     pub granted: Vec<String>,
     /// Paths the config named that were not, and why.
