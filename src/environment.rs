@@ -18,6 +18,12 @@ pub const CHILD_BASE_ENV: &[&str] = &[
     "XDG_CACHE_HOME",
     "XDG_DATA_HOME",
     "XDG_RUNTIME_DIR",
+    // Where this machine's certificate authorities are (a company proxy's own CA): without
+    // them `npx` and `uvx` cannot fetch their packages. Paths, never secrets.
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
 ];
 
 /// Writes secret values back as the `${NAME}` they came from.
