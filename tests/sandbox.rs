@@ -660,7 +660,7 @@ fn a_server_stopped_at_start_says_it_was_the_sandbox() {
     std::fs::create_dir_all(home.join("cache")).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/echo_server.py");
     v.set_config(&format!(
-        "timezone = \"UTC\"\n[mcp.py]\ncommand = \"/usr/bin/python3\"\nargs = [\"{}\"]\nenv = {{ ECHO_WRITE_AT_START = \"{}\" }}\n",
+        "timezone = \"UTC\"\n[mcp.py]\ncommand = \"/usr/bin/python3\"\nargs = [\"{}\"]\nenv = {{ ECHO_WRITE_AT_START = \"file:{}\" }}\n",
         script.display(),
         home.join("cache/x/y.json").display()
     ));

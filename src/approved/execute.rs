@@ -113,15 +113,22 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
     for child in delegator.map(|d| d.take_children()).unwrap_or_default() {
         let _ = env.log.append_daily(&child.daily_log, &child.delegated_section);
     }
-    let (phase, text, sandbox) = match called {
+    let (phase, text, sandbox) = outcome(called);
+    record(env, id, a, phase, &text, sandbox.as_deref());
+    out.ran.push(id.to_string());
+}
+
+/// What the call came to: its phase, its text, and the sandbox's refusal if that stopped it.
+fn outcome(
+    called: Result<crate::harness::Called, crate::tools::FatalToolError>,
+) -> (Phase, String, Option<String>) {
+    match called {
         Ok(c) if c.result.ok => (Phase::Done, c.result.text, None),
         Ok(c) if c.result.unknown => (Phase::Unknown, c.result.text, None),
         Ok(c) if c.result.sandbox.is_some() => (Phase::Blocked, c.result.text, c.result.sandbox),
         Ok(c) => (Phase::Failed, c.result.text, None),
         Err(fatal) => (Phase::Failed, fatal.0, None),
-    };
-    record(env, id, a, phase, &text, sandbox.as_deref());
-    out.ran.push(id.to_string());
+    }
 }
 
 /// The approved call's changes can be undone like a run's (`tabd runs` lists it).
