@@ -324,15 +324,12 @@ fn agent_cli_real_claude_against_the_fake_model() {
         }
     });
     let v = TestVault::new();
-    let home = v.dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
+    // claude's HOME and config folder are its private ones (DESIGN §20), not set here.
     v.set_config(&format!(
-        "timezone = \"UTC\"\n{}\n[provider]\nkind = \"command\"\nprofile = \"claude\"\n\n[profiles.claude]\ncommand = \"{}\"\nenv = {{ ANTHROPIC_BASE_URL = \"{}\", ANTHROPIC_API_KEY = \"test-key\", HOME = \"{}\", CLAUDE_CONFIG_DIR = \"{}\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", DISABLE_AUTOUPDATER = \"1\" }}\n",
+        "timezone = \"UTC\"\n{}\n[provider]\nkind = \"command\"\nprofile = \"claude\"\n\n[profiles.claude]\ncommand = \"{}\"\nenv = {{ ANTHROPIC_BASE_URL = \"{}\", ANTHROPIC_API_KEY = \"test-key\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", DISABLE_AUTOUPDATER = \"1\" }}\n",
         daemon_config(""),
         claude.display(),
-        fake.anthropic_url(),
-        home.display(),
-        home.join(".claude").display()
+        fake.anthropic_url()
     ));
     v.unschedule_stock_roles();
     v.write(
@@ -396,6 +393,21 @@ fn agent_cli_real_claude_against_the_fake_model() {
     assert_eq!(rec["tool_calls"].as_array().unwrap().len(), 3, "{rec}");
     assert!(rec["usage"]["input_tokens"].as_u64().unwrap() > 0, "{rec}");
     assert_eq!(v.files_in("agent/inbox/ops/processed").len(), 1);
+    // claude kept its settings in its private folder, not in the person's home.
+    let children = v.dir.path().join(".local/state/tabd/children");
+    let private = std::fs::read_dir(&children)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("cli-claude");
+    assert!(
+        private.join(".claude").is_dir(),
+        "{}",
+        crate::support::listing_of(&private)
+    );
+    assert!(!v.dir.path().join(".claude").exists() && !v.dir.path().join(".claude.json").exists());
 
     // The overhead of the CLI path over the API path, same conversation (printed, not asserted:
     // speed is measured, never asserted; see docs/providers.md for the medians).

@@ -33,7 +33,9 @@ pub const PROBE_FRESH: Duration = Duration::from_secs(600);
 const GEMINI_BUILTINS: &str = r#"["run_shell_command", "write_file", "replace", "read_file", "read_many_files", "glob", "search_file_content", "list_directory", "web_fetch", "google_web_search", "save_memory"]"#;
 
 /// Variables each built-in CLI needs to log in and reach its service, passed from tabd's
-/// environment when set (nothing else is: the CLI never sees tabd's other secrets).
+/// environment when set (nothing else is: the CLI never sees tabd's other secrets). Its config
+/// folder (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`) is never the person's: it is set to the CLI's
+/// private one (`Profile::private_env`).
 fn login_env(profile: &str) -> &'static [&'static str] {
     match profile {
         "claude" => &[
@@ -41,11 +43,11 @@ fn login_env(profile: &str) -> &'static [&'static str] {
             "ANTHROPIC_AUTH_TOKEN",
             "ANTHROPIC_BASE_URL",
             "ANTHROPIC_MODEL",
-            "CLAUDE_CONFIG_DIR",
+            "CLAUDE_CODE_OAUTH_TOKEN",
             "CLAUDE_CODE_USE_BEDROCK",
             "CLAUDE_CODE_USE_VERTEX",
         ],
-        "codex" => &["OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"],
+        "codex" => &["OPENAI_API_KEY", "OPENAI_BASE_URL"],
         "gemini" => &[
             "GEMINI_API_KEY",
             "GOOGLE_API_KEY",
@@ -308,10 +310,14 @@ fn confine(
     args: &[String],
 ) -> Result<(), String> {
     let dirs = launcher.child_dirs(&format!("cli-{}", profile.name))?;
-    for (k, v) in launcher.home_env(&dirs, false) {
-        cmd.env(k, v);
+    // What the profile's own `env` sets is the person's choice and wins.
+    let set = |k: &str| profile.env.iter().any(|(name, _)| name == k);
+    for (k, v) in launcher.home_env(&dirs, set("HOME")) {
+        if !set(&k) {
+            cmd.env(k, v);
+        }
     }
-    for (var, folder) in &profile.private_env {
+    for (var, folder) in profile.private_env.iter().filter(|(v, _)| !set(v)) {
         let (path, _) = crate::sandbox::folders::subfolder(&dirs.state, folder).map_err(|e| e.to_string())?;
         cmd.env(var, path);
     }
