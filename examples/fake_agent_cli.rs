@@ -12,7 +12,8 @@
 //! tabd's server, yet reports success). `FAKE_CLI_SESSIONS=2` makes the calls over two sessions
 //! (the server restarted between them). `FAKE_CLI_NOKEY=1`: first tries the run's tool socket
 //! itself without the run's key (logged as `nokey`). `FAKE_CLI_WAIT=FILE`: waits for FILE to
-//! exist before it finishes (so a test can act while the run is going).
+//! exist before it finishes (so a test can act while the run is going). `FAKE_CLI_WRITE`: a JSON
+//! list of files it tries to write (as a compromised CLI would; logged as `writes`).
 
 use std::io::{Read, Write};
 
@@ -55,6 +56,19 @@ fn main() {
         }
         _ => {}
     }
+    let writes: serde_json::Map<String, Value> = std::env::var("FAKE_CLI_WRITE")
+        .ok()
+        .and_then(|s| serde_json::from_str::<Vec<String>>(&s).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| {
+            let r = std::fs::write(&p, "{\"hooks\": \"pwned\"}");
+            (
+                p,
+                json!(r.map_or_else(|e| format!("denied: {e}"), |_| "ok".into())),
+            )
+        })
+        .collect();
     let nokey = if std::env::var("FAKE_CLI_NOKEY").is_ok() {
         let (_, server_args) = server(shape, &args);
         after(&server_args, "--socket").map(|s| without_key(&s))
@@ -86,7 +100,7 @@ fn main() {
     }
     let home = std::env::var("HOME").unwrap_or_default();
     let log = json!({"shape": shape, "args": args, "prompt": prompt, "tools": tools, "results": results,
-        "cwd": cwd, "env": env, "home": home, "nokey": nokey,
+        "cwd": cwd, "env": env, "home": home, "nokey": nokey, "writes": writes,
         "claude_config_dir": std::env::var("CLAUDE_CONFIG_DIR").ok()});
     if let Ok(path) = std::env::var("FAKE_CLI_LOG") {
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {

@@ -352,15 +352,21 @@ fn only_the_runs_own_cli_uses_its_relay_and_the_cli_has_a_private_config() {
     std::fs::write(home.join(".claude/.credentials.json"), "{\"token\": \"t\"}").unwrap();
     std::fs::write(home.join(".claude/settings.json"), "{}").unwrap();
     let calls = json!([
-        ["locked__probe", {"relay": {"find": true}, "write": [home.join(".claude/settings.json").display().to_string(), home.join(".claude.json").display().to_string()]}],
+        ["locked__probe", {"relay": {"find": true}}],
         ["write_file", {"path": "project/ok.md", "content": "fine"}],
     ]);
+    let settings = [home.join(".claude/settings.json"), home.join(".claude.json")];
+    let writes = json!(settings
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>());
     v.set_config(&format!(
-        "timezone = \"UTC\"\n[provider]\nkind = \"command\"\nprofile = \"claude\"\n\n[profiles.claude]\ncommand = \"{}\"\nenv = {{ FAKE_CLI_LOG = \"{}\", FAKE_CLI_CALLS = '{}', FAKE_CLI_NOKEY = \"1\", FAKE_CLI_WAIT = \"{}\" }}\n\n[mcp.locked]\ncommand = \"{}\"\n",
+        "timezone = \"UTC\"\n[provider]\nkind = \"command\"\nprofile = \"claude\"\n\n[profiles.claude]\ncommand = \"{}\"\nenv = {{ FAKE_CLI_LOG = \"{}\", FAKE_CLI_CALLS = '{}', FAKE_CLI_NOKEY = \"1\", FAKE_CLI_WAIT = \"{}\", FAKE_CLI_WRITE = '{}' }}\n\n[mcp.locked]\ncommand = \"{}\"\n",
         example_bin("fake_agent_cli").display(),
         log.display(),
         calls,
         release.display(),
+        writes,
         server_bin().display()
     ));
     v.unschedule_stock_roles();
