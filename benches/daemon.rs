@@ -892,8 +892,10 @@ fn delegation(out: &mut Value) {
 /// keeper (own session, subreaper), the child's folders checked, the rules worked out for this
 /// machine's real home folder (the hidden set, the split around it), built (paths opened,
 /// seccomp compiled) and applied — against the same child started plain (`/bin/true`, spawn to
-/// exit, median of 15 each), and a whole `tabd mcp list` of the in-repo test server (start,
-/// initialize, list tools, stop).
+/// exit, median of 31 each), and a whole `tabd mcp list` of the in-repo test server (start,
+/// initialize, list tools, stop). `TABD_BENCH_STEPS=both|nokeeper|nosandbox|fork` first prints
+/// the mean of each step over 200 starts (with the keeper and the sandbox, without one of them,
+/// or an empty `pre_exec` alone: what forking instead of `posix_spawn` costs).
 fn sandbox(out: &mut Value) {
     let vault = tempfile::tempdir().unwrap();
     let launcher = tabd::process::Launcher {
@@ -934,8 +936,50 @@ fn sandbox(out: &mut Value) {
         assert!(status.success());
         t0.elapsed().as_secs_f64() * 1000.0
     };
-    let mut plain: Vec<f64> = (0..15).map(|_| start(false)).collect();
-    let mut boxed: Vec<f64> = (0..15).map(|_| start(true)).collect();
+    if std::env::var("TABD_BENCH_STEPS").is_ok() {
+        let mut steps = [0f64; 5];
+        for _ in 0..200 {
+            let t = Instant::now();
+            let dirs = launcher.child_dirs("bench").unwrap();
+            let mut cmd = tokio::process::Command::new("/bin/true");
+            let mode = std::env::var("TABD_BENCH_STEPS").unwrap();
+            if mode == "fork" {
+                unsafe { cmd.pre_exec(|| Ok(())) };
+            } else if mode != "nokeeper" {
+                tabd::process::as_tenant(&mut cmd);
+            }
+            cmd.envs(launcher.home_env(&dirs, false));
+            steps[0] += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let places = launcher.places();
+            let grants = server.grants(&tabd::config::sandbox::Start {
+                places: &places,
+                own: &[dirs.state.clone(), dirs.tmp.clone()],
+                sockets: &[],
+                args: &[],
+                env: &[],
+            });
+            steps[1] += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let roots = grants.spec.read_roots();
+            steps[2] += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let prepared = tabd::sandbox::prepare(&grants.spec, &launcher.sandbox_probe).unwrap();
+            if mode != "nosandbox" && mode != "fork" {
+                tabd::sandbox::install(&mut cmd, prepared);
+            }
+            steps[3] += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let status = rt.block_on(async { cmd.status().await.unwrap() });
+            assert!(status.success());
+            steps[4] += t.elapsed().as_secs_f64();
+            let _ = roots;
+        }
+        println!("steps (ms, mean of 200): dirs+env {:.3}, places+grants {:.3}, read roots {:.3}, prepare {:.3}, spawn+exit {:.3}",
+            steps[0] * 5.0, steps[1] * 5.0, steps[2] * 5.0, steps[3] * 5.0, steps[4] * 5.0);
+    }
+    let mut plain: Vec<f64> = (0..31).map(|_| start(false)).collect();
+    let mut boxed: Vec<f64> = (0..31).map(|_| start(true)).collect();
     let (plain, boxed) = (median(&mut plain), median(&mut boxed));
     let b = Bench::new();
     b.bare_vault();

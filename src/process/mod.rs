@@ -190,7 +190,8 @@ impl Launcher {
         for file in &grants.to_create {
             create_private_file(file).map_err(|e| format!("cannot make {}: {e}", file.display()))?;
         }
-        let prepared = crate::sandbox::prepare(&grants.spec).map_err(|e| e.to_string())?;
+        let prepared =
+            crate::sandbox::prepare(&grants.spec, &self.sandbox_probe).map_err(|e| e.to_string())?;
         crate::sandbox::install(cmd, prepared);
         Ok(support)
     }

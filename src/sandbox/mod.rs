@@ -187,6 +187,8 @@ impl Support {
 pub struct Probe {
     support: OnceLock<Support>,
     warned: Mutex<Vec<String>>,
+    /// Compiled seccomp filters, by (network, Unix sockets): four at most, built once.
+    filters: Mutex<Vec<((bool, bool), seccompiler::BpfProgram)>>,
 }
 
 impl Probe {
@@ -201,6 +203,18 @@ impl Probe {
     /// calling thread) and reports how far that went.
     pub fn support(&self) -> Support {
         self.support.get_or_init(probe_kernel).clone()
+    }
+
+    /// The seccomp filter for `spec`, compiled once per kind.
+    fn filter(&self, spec: &Spec) -> Result<seccompiler::BpfProgram, SandboxError> {
+        let key = (spec.network, !spec.sockets.is_empty());
+        let mut cache = self.filters.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, f)) = cache.iter().find(|(k, _)| *k == key) {
+            return Ok(f.clone());
+        }
+        let f = filter(spec)?;
+        cache.push((key, f.clone()));
+        Ok(f)
     }
 
     /// True the first time `name` is seen (the "not sandboxed" warning is given once).
@@ -260,7 +274,7 @@ pub enum SandboxError {
 
 /// Builds the rules for `spec` (before the fork). A granted path that does not exist is
 /// skipped; one of tabd's own folders that cannot be opened safely is an error.
-pub fn prepare(spec: &Spec) -> Result<Prepared, SandboxError> {
+pub fn prepare(spec: &Spec, probe: &Probe) -> Result<Prepared, SandboxError> {
     let err = |e: landlock::RulesetError| SandboxError::Rules(e.to_string());
     let abi = ABI_WANTED;
     let mut ruleset = Ruleset::default()
@@ -310,7 +324,7 @@ pub fn prepare(spec: &Spec) -> Result<Prepared, SandboxError> {
         .map_err(err)?;
     Ok(Prepared {
         ruleset: Mutex::new(Some(created)),
-        filter: Some(filter(spec)?),
+        filter: Some(probe.filter(spec)?),
     })
 }
 

@@ -141,10 +141,12 @@ pub fn vault_key(vault: &Path) -> String {
     format!("{safe}-{hex}")
 }
 
-/// The existing ones, as canonical paths, without duplicates.
+/// The existing ones, as canonical paths, without duplicates. (Most secrets on a machine do not
+/// exist: one `lstat` tells, before the dearer walk to the canonical path.)
 pub fn canonical_existing(paths: Vec<PathBuf>) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = paths
         .into_iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
         .filter_map(|p| std::fs::canonicalize(p).ok())
         .collect();
     out.sort();
