@@ -74,6 +74,17 @@ fn ok(r: &Value, k: &str) -> bool {
     r[k] == "ok"
 }
 
+/// The system's own Python (not a version manager's shim), if the machine has one.
+fn system_python() -> Option<&'static str> {
+    let found = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    if found.is_none() {
+        eprintln!("skipped: no system python3");
+    }
+    found
+}
+
 fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
 }
@@ -526,8 +537,9 @@ fn servers_installed_the_usual_ways_start_and_refusals_name_the_grant() {
         std::fs::copy(server_bin(), home.join(d).join("server")).ok();
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/echo_server.py");
+    let Some(python) = system_python() else { return };
     let mut config = format!(
-        "[mcp.bin]\ncommand = \"{h}/bin/server\"\n\n[mcp.local]\ncommand = \"{h}/.local/bin/server\"\n\n[mcp.py]\ncommand = \"/usr/bin/python3\"\nargs = [\"{s}\"]\n",
+        "[mcp.bin]\ncommand = \"{h}/bin/server\"\n\n[mcp.local]\ncommand = \"{h}/.local/bin/server\"\n\n[mcp.py]\ncommand = \"{python}\"\nargs = [\"{s}\"]\n",
         h = home.display(),
         s = script.display()
     );
@@ -592,9 +604,10 @@ fn an_approved_call_stopped_by_the_sandbox_may_be_approved_again_after_the_grant
     let home = v.dir.path().canonicalize().unwrap();
     std::fs::create_dir_all(home.join("graphs")).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/echo_server.py");
+    let Some(python) = system_python() else { return };
     let server = |grant: &str| {
         format!(
-            "{}[mcp.py]\ncommand = \"/usr/bin/python3\"\nargs = [\"{}\"]\n{grant}",
+            "{}[mcp.py]\ncommand = \"{python}\"\nargs = [\"{}\"]\n{grant}",
             daemon_config(""),
             script.display()
         )
@@ -665,8 +678,9 @@ fn a_server_stopped_at_start_says_it_was_the_sandbox() {
     let home = v.dir.path().canonicalize().unwrap();
     std::fs::create_dir_all(home.join("cache")).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/echo_server.py");
+    let Some(python) = system_python() else { return };
     v.set_config(&format!(
-        "timezone = \"UTC\"\n[mcp.py]\ncommand = \"/usr/bin/python3\"\nargs = [\"{}\"]\nenv = {{ ECHO_WRITE_AT_START = \"file:{}\" }}\n",
+        "timezone = \"UTC\"\n[mcp.py]\ncommand = \"{python}\"\nargs = [\"{}\"]\nenv = {{ ECHO_WRITE_AT_START = \"file:{}\" }}\n",
         script.display(),
         home.join("cache/x/y.json").display()
     ));
