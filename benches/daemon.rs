@@ -913,6 +913,17 @@ fn sandbox(out: &mut Value) {
         .enable_all()
         .build()
         .unwrap();
+    // The rules for one start, as tabd works them out (this machine's real home folder).
+    let grants_for = |dirs: &tabd::process::ChildDirs| {
+        let places = launcher.places();
+        server.grants(&tabd::config::sandbox::Start {
+            places: &places,
+            own: &[dirs.state.clone(), dirs.tmp.clone()],
+            sockets: &[],
+            args: &[],
+            env: &[],
+        })
+    };
     let mut rules = 0;
     let mut start = |sandboxed: bool| -> f64 {
         let t0 = Instant::now();
@@ -921,14 +932,7 @@ fn sandbox(out: &mut Value) {
             tabd::process::as_tenant(&mut cmd);
             let dirs = launcher.child_dirs("bench").unwrap();
             cmd.envs(launcher.home_env(&dirs, false));
-            let places = launcher.places();
-            let grants = server.grants(&tabd::config::sandbox::Start {
-                places: &places,
-                own: &[dirs.state.clone(), dirs.tmp.clone()],
-                sockets: &[],
-                args: &[],
-                env: &[],
-            });
+            let grants = grants_for(&dirs);
             rules = grants.spec.read_roots().len();
             launcher.confine(&mut cmd, "bench", &grants).unwrap();
         }
@@ -951,14 +955,7 @@ fn sandbox(out: &mut Value) {
             cmd.envs(launcher.home_env(&dirs, false));
             steps[0] += t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let places = launcher.places();
-            let grants = server.grants(&tabd::config::sandbox::Start {
-                places: &places,
-                own: &[dirs.state.clone(), dirs.tmp.clone()],
-                sockets: &[],
-                args: &[],
-                env: &[],
-            });
+            let grants = grants_for(&dirs);
             steps[1] += t.elapsed().as_secs_f64();
             let t = Instant::now();
             let roots = grants.spec.read_roots();

@@ -282,7 +282,7 @@ impl RelayGate {
         .and_then(|k| k.ok().and_then(|k| *k))
         .ok_or("the run's CLI has not started")?;
         let pid = peer.pid().ok_or("no peer pid")?;
-        if !descends_from(pid, keeper) {
+        if !crate::process::descends_from(pid, keeper) {
             return Err(format!("process {pid} is not the run's CLI nor started by it"));
         }
         let given = serde_json::from_str::<KeyLine>(first_line)
@@ -298,28 +298,6 @@ impl RelayGate {
 /// Compares without stopping at the first difference.
 fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Whether `pid` is `ancestor` or below it (the keeper is a subreaper: whatever the CLI starts
-/// stays below it, even after its parent dies).
-fn descends_from(pid: i32, ancestor: i32) -> bool {
-    let mut at = pid;
-    for _ in 0..256 {
-        if at == ancestor {
-            return true;
-        }
-        match parent_of(at) {
-            Some(p) if p > 1 && p != at => at = p,
-            _ => return false,
-        }
-    }
-    false
-}
-
-fn parent_of(pid: i32) -> Option<i32> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 2..];
-    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// A run's harness served on a Unix socket for the run's agent CLI; stops when dropped.

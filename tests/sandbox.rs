@@ -251,9 +251,8 @@ fn a_hostile_server_reaches_only_what_its_config_grants() {
     let _ = editor.wait();
 }
 
-/// Finding 2: with tabd on the person's terminal, a child can neither open it nor type into it.
-#[test]
-fn a_child_cannot_reach_the_persons_terminal() {
+/// A vault whose role `ops` uses one test server, `locked`; `None` where the kernel cannot sandbox.
+fn one_locked_server() -> Option<(TestVault, FakeModel)> {
     let v = TestVault::new();
     let fake = FakeModel::start();
     v.use_model(
@@ -262,9 +261,16 @@ fn a_child_cannot_reach_the_persons_terminal() {
         &format!("[mcp.locked]\ncommand = \"{}\"\n", server_bin().display()),
     );
     ops_role(&v, &["locked"]);
-    if enforced(&v).is_none() {
+    enforced(&v)?;
+    Some((v, fake))
+}
+
+/// Finding 2: with tabd on the person's terminal, a child can neither open it nor type into it.
+#[test]
+fn a_child_cannot_reach_the_persons_terminal() {
+    let Some((v, fake)) = one_locked_server() else {
         return;
-    }
+    };
     fake.script([
         wire::tools("anthropic", None, &[("t", "locked__probe", json!({"tty": true}))]),
         wire::text("anthropic", "probed"),
@@ -307,17 +313,9 @@ fn pty() -> (std::fs::File, std::ffi::CString) {
 /// a real folder again — its writes through the old path land in its own folder, not the vault.
 #[test]
 fn a_planted_link_does_not_widen_the_next_start() {
-    let v = TestVault::new();
-    let fake = FakeModel::start();
-    v.use_model(
-        &fake,
-        "anthropic",
-        &format!("[mcp.locked]\ncommand = \"{}\"\n", server_bin().display()),
-    );
-    ops_role(&v, &["locked"]);
-    if enforced(&v).is_none() {
+    let Some((v, fake)) = one_locked_server() else {
         return;
-    }
+    };
     let root = v.root().canonicalize().unwrap();
     let plant = json!({"plant": {"link": "~/tmp", "to": root.display().to_string()}});
     let first = probe(&v, &fake, &["locked"], &plant);

@@ -356,6 +356,7 @@ pub fn reap_orphans(vault: &Vault) -> Vec<String> {
 }
 
 struct Stat {
+    parent: i32,
     start: u64,
     /// Exited, waiting to be reaped (a zombie runs nothing).
     exited: bool,
@@ -368,9 +369,26 @@ fn stat(pid: i32) -> Option<Stat> {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // After `)`: state(0) ppid(1) pgrp(2) … starttime is field 22 of the line, 19 here.
     Some(Stat {
+        parent: fields.get(1)?.parse().ok()?,
         start: fields.get(19)?.parse().ok()?,
         exited: matches!(fields.first(), Some(&"Z" | &"X")),
     })
+}
+
+/// Whether `pid` is `ancestor` or below it. (A keeper is a subreaper: whatever its child starts
+/// stays below it, even after its own parent dies.)
+pub fn descends_from(pid: i32, ancestor: i32) -> bool {
+    let mut at = pid;
+    for _ in 0..256 {
+        if at == ancestor {
+            return true;
+        }
+        match stat(at).map(|s| s.parent) {
+            Some(p) if p > 1 && p != at => at = p,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// When `pid` started, if it is running.
