@@ -139,7 +139,19 @@ async fn probe_now(
     // Even `--help` runs as a tenant, in the CLI's private folder and sandbox.
     process::as_tenant(&mut cmd);
     confine(&mut cmd, profile, launcher, None, &profile.help_args)?;
-    let out = match tokio::time::timeout(PROBE_TIMEOUT, cmd.output()).await {
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "the `{}` CLI is not installed or not on tabd's PATH (profile {}); install it or set [profiles.{}] command",
+                profile.command, profile.name, profile.name
+            ))
+        }
+        Err(e) => return Err(format!("`{}` could not be started: {e}", profile.command)),
+    };
+    // A CLI that hangs on `--help` goes with this handle when the wait is given up.
+    let _tenant = launcher.tenant(&child, &profile.name);
+    let out = match tokio::time::timeout(PROBE_TIMEOUT, child.wait_with_output()).await {
         Err(_) => {
             return Err(format!(
                 "`{} {}` did not answer within 30 s",
@@ -147,13 +159,7 @@ async fn probe_now(
                 profile.help_args.join(" ")
             ))
         }
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!(
-                "the `{}` CLI is not installed or not on tabd's PATH (profile {}); install it or set [profiles.{}] command",
-                profile.command, profile.name, profile.name
-            ))
-        }
-        Ok(Err(e)) => return Err(format!("`{}` could not be started: {e}", profile.command)),
+        Ok(Err(e)) => return Err(format!("`{}` could not be read: {e}", profile.command)),
         Ok(Ok(o)) => o,
     };
     let help = format!(

@@ -195,8 +195,8 @@ impl McpTool {
             return result;
         }
         // The server says only "permission denied": read against its sandbox, say who refused.
-        let said = format!("{}\n{}", result.text, self.conn.stderr.text());
-        match self.conn.sandbox_refusal(&said) {
+        // (Its answer only: its stderr may hold a refusal from long before that it got over.)
+        match self.conn.sandbox_refusal(&result.text) {
             Some(sentence) => result.refused_by_sandbox(sentence),
             None => result,
         }

@@ -39,15 +39,30 @@ fn io_at(path: &Path) -> impl FnOnce(io::Error) -> FolderError + '_ {
 }
 
 /// Makes `root` (and its parents) if needed, private to tabd's user, and returns its canonical
-/// path: the start of every checked path below.
+/// path: the start of every checked path below. A root another user owns, or one others may
+/// write in, is refused (they could swap the folders below it).
 pub fn make_root(root: &Path) -> Result<PathBuf, FolderError> {
-    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(root)
         .map_err(io_at(root))?;
-    std::fs::canonicalize(root).map_err(io_at(root))
+    let real = std::fs::canonicalize(root).map_err(io_at(root))?;
+    let meta = std::fs::metadata(&real).map_err(io_at(&real))?;
+    if meta.uid() != rustix::process::geteuid().as_raw() {
+        return Err(FolderError::NotOurs {
+            path: real,
+            why: "another user owns it",
+        });
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(FolderError::NotOurs {
+            path: real,
+            why: "others may write in it",
+        });
+    }
+    Ok(real)
 }
 
 /// Opens the canonical folder `path` without following a symbolic link at any level.
@@ -198,6 +213,18 @@ mod tests {
         let third = child_dirs(&root, "memory").unwrap();
         assert!(std::fs::symlink_metadata(&third.state).unwrap().is_dir());
         assert!(!target.join("tmp").exists(), "nothing was made through the link");
+    }
+
+    #[test]
+    fn a_root_others_may_write_in_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = make_root(&shared).unwrap_err().to_string();
+        assert!(err.contains("others may write in it"), "{err}");
+        assert!(make_root(&dir.path().join("own")).is_ok());
     }
 
     #[test]
