@@ -94,6 +94,7 @@ impl TestServer {
                 obj(
                     json!({"read": {"type": "array"}, "write": {"type": "array"}, "connect": {"type": "string"},
                            "unix": {"type": "array"}, "signal": {"type": "array"}, "tty": {"type": "boolean"},
+                           "cwd": {"type": "boolean"},
                            "plant": {"type": "object"}, "escape": {"type": "string"}, "relay": {"type": "object"},
                            "grandchild": {"type": "boolean"}}),
                     json!([]),
@@ -195,6 +196,7 @@ fn strings(v: &Value) -> impl Iterator<Item = &str> {
 /// - `connect`: a TCP address (and a UDP socket is opened);
 /// - `unix`: Unix socket files, or `@name` for an abstract socket, to connect to;
 /// - `signal`: pids to send SIGCONT (harmless) to;
+/// - `cwd`: where it was started, and whether it may list that folder;
 /// - `tty`: open `/dev/tty` and type into it with `TIOCSTI`;
 /// - `plant`: `{"link": P, "to": T}` replaces folder P by a link to T (for its next start);
 /// - `escape`: starts a process that leaves its session (`setsid`) and writes its pid there;
@@ -242,6 +244,16 @@ fn probe(args: &Value) -> Value {
                 target.as_str().map_or(pid.to_string(), str::to_string)
             ),
             json!(outcome(r)),
+        );
+    }
+    if args["cwd"] == json!(true) {
+        let here = std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
+        out.insert("cwd".into(), json!(here));
+        out.insert(
+            "list cwd".into(),
+            json!(outcome(std::fs::read_dir(".").map(|_| ()))),
         );
     }
     if args["tty"] == json!(true) {

@@ -309,6 +309,38 @@ fn pty() -> (std::fs::File, std::ffi::CString) {
     }
 }
 
+/// A server starts in its own folder, whatever tabd's working folder is (`tabd fire` typed in the
+/// vault, which the server may not read).
+#[test]
+fn a_server_starts_in_its_own_folder() {
+    let Some((v, fake)) = one_locked_server() else {
+        return;
+    };
+    fake.script([
+        wire::tools("anthropic", None, &[("c", "locked__probe", json!({"cwd": true}))]),
+        wire::text("anthropic", "probed"),
+    ]);
+    let out = v
+        .command(&["fire", "ops"])
+        .current_dir(v.root())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    let results = wire::tool_results(&fake.requests()[1].body);
+    let r: Value = serde_json::from_str(&results[0].1).unwrap_or_else(|_| panic!("{results:?}"));
+    assert!(ok(&r, "list cwd"), "{r}");
+    let state = v
+        .dir
+        .path()
+        .canonicalize()
+        .unwrap()
+        .join(".local/state/tabd/children");
+    assert!(
+        r["cwd"].as_str().unwrap().starts_with(state.to_str().unwrap()),
+        "{r}"
+    );
+}
+
 /// Finding 1: a server that swaps its temp folder for a link to the vault gets, at its next start,
 /// a real folder again — its writes through the old path land in its own folder, not the vault.
 #[test]

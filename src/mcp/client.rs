@@ -562,6 +562,9 @@ fn sandbox(
         return Ok(None);
     }
     let dirs = launcher.child_dirs(&server.name)?;
+    // It starts in its own folder: tabd's own working folder may be one it may not read (the
+    // vault, when `tabd fire` is typed there), and `npx` looks for packages from where it starts.
+    cmd.current_dir(&dirs.state);
     let set = |k: &str| extra.iter().any(|(name, _)| name == k);
     for (k, v) in launcher.home_env(&dirs, set("HOME")) {
         if !set(&k) {
