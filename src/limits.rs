@@ -61,6 +61,24 @@ impl DailyStop {
     }
 }
 
+/// Why `role` may not run again today, in words, if its day is spent (its daily tokens or
+/// dollars, the global ones, its runs per day): for every door, as the daemon checks it.
+pub fn day_spent(
+    role: &Role,
+    global: &Limits,
+    state: &crate::state::State,
+    today: chrono::NaiveDate,
+) -> Option<String> {
+    let limits = RoleLimits::resolve(role, global);
+    let mine = state
+        .roles
+        .get(&role.name)
+        .map(|r| r.today(today))
+        .unwrap_or_default();
+    daily_stop(&limits, global, mine, state.global.today(today))
+        .map(|stop| format!("role `{}`: {}", role.name, stop.cause()))
+}
+
 /// The first daily limit `role` has hit, given today's use by it and by all roles.
 pub fn daily_stop(role: &RoleLimits, global: &Limits, mine: DayUsage, all: DayUsage) -> Option<DailyStop> {
     if mine.tokens >= role.daily_token_budget {

@@ -602,7 +602,7 @@ fn after_kill_9_no_server_or_grandchild_outlives_the_daemon() {
     v.use_model(&fake, KIND, &format!("{}{server}", daemon_config("")));
     v.unschedule_stock_roles();
     v.write("roles/ops.md", "# Ops\n## Mission\nM.\n## Tools\n- kept/*\n");
-    let d = Daemon::start(&v);
+    let mut d = Daemon::start(&v);
     // The server writes the file in place: wait for the whole number, not just the file.
     let read_pid = || {
         std::fs::read_to_string(&pid_file)
@@ -631,6 +631,7 @@ fn after_kill_9_no_server_or_grandchild_outlives_the_daemon() {
         .collect();
     assert_eq!(keepers.len(), 1, "{written}");
     d.signal(libc::SIGKILL);
+    d.wait_exit(Duration::from_secs(20));
     wait_until(Duration::from_secs(20), "the orphans stopped", || {
         !alive(pid) && keepers.iter().all(|k| !alive(*k))
     });

@@ -1,16 +1,13 @@
 //! One approved call, run through the harness like any other call (the role's lists, `deny`,
 //! the schema check, hops and the sandbox all apply; only `ask` is satisfied), at most once.
 
-use std::sync::Arc;
-
 use serde_json::Value;
 
 use super::write::{daily, rewrite, update};
 use super::Pass;
 use crate::approvals::note::stamp;
-use crate::harness::{Door, Harness, Ticket};
-use crate::limits::RoleLimits;
-use crate::mcp::tools::RunTools;
+use crate::harness::Door;
+use crate::run::session::{self, Door as SessionDoor, Opening, Servers, Session};
 use crate::run::RunEnv;
 use crate::state::approvals::{Approval, Phase};
 
@@ -59,60 +56,36 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
             &format!("the role {} no longer exists or has errors", a.role),
         );
     };
-    let server = a.tool.split_once('/').map(|(s, _)| s);
-    let mcp = RunTools::open_only(role, &env.config, &env.launcher, env.mcp_pool.as_deref(), server).await;
-    let mcp = Arc::new(mcp);
+    let session = open_session(env, role, a).await;
+    let mcp = session.mcp.clone();
     if let Some(down) = mcp.down.first() {
-        mcp.close().await;
-        return invalid(env, id, a, &format!("{}, so nothing was sent", down.problem));
+        let why = format!("{}, so nothing was sent", down.problem);
+        session.close(&[]).await;
+        return invalid(env, id, a, &why);
     }
-    let limits = RoleLimits::resolve(role, &env.config.limits);
-    let journal = approval_journal(env, role, id);
-    let ticket = Ticket {
-        // The chain the asking run was in goes on: an approved trigger_role is hop + 1.
-        hops: a.hops,
-        max_chain_depth: limits.max_chain_depth,
-        max_tool_calls: 1,
-        asks: None,
-        progress: Default::default(),
-        delegator: None,
-        journal: Some(journal.clone()),
-    };
-    let delegator = approved_delegator(env, role, a);
-    let ticket = Ticket {
-        delegator: delegator.clone().map(|d| d as Arc<dyn crate::harness::Delegator>),
-        ..ticket
-    };
-    let harness = Harness::new(
-        env.vault.clone(),
-        role,
-        env.roles.clone(),
-        env.clock.clone(),
-        mcp.clone(),
-        ticket,
-    );
+    // One call, no asking (the person has answered), the chain the asking run was in.
+    let mut ticket = session.ticket(None, Default::default());
+    ticket.max_tool_calls = 1;
+    let harness = session.harness(ticket);
     let checked = match harness.key_of(&a.exposed) {
         Some(key) if key == a.tool => harness.check(&a.exposed, &args),
         Some(_) | None => Err(format!("the role no longer has the tool {}", a.tool)),
     };
     if let Err(why) = checked {
-        mcp.close().await;
+        session.close(&[]).await;
         return invalid(env, id, a, &why);
     }
     if !claim(env, id).await {
-        mcp.close().await;
+        session.close(&[]).await;
         return;
     }
     rewrite(env, &a.note, "executing", "");
     let called = harness.call(&a.exposed, &args, Door::Approved).await;
-    mcp.close().await;
-    if let Err(e) = journal.seal(&[], env.clock.now()) {
-        tracing::warn!("approval {id}: cannot close its undo journal: {e}");
-    }
     // The children of an approved `delegate` have no parent section to sit in: each gets its own.
-    for child in delegator.map(|d| d.take_children()).unwrap_or_default() {
+    for child in session.take_children() {
         let _ = env.log.append_daily(&child.daily_log, &child.delegated_section);
     }
+    session.close(&[]).await;
     let (phase, text, sandbox) = outcome(called);
     record(env, id, a, phase, &text, sandbox.as_deref());
     out.ran.push(id.to_string());
@@ -131,33 +104,32 @@ fn outcome(
     }
 }
 
-/// The approved call's changes can be undone like a run's (`tabd runs` lists it).
-fn approval_journal(env: &RunEnv, role: &crate::role::Role, id: &str) -> Arc<crate::journal::RunJournal> {
+/// The session of an approved call: its own id and journal (undoable like a run), the server
+/// the call needs and no other, the chain the asking run was in (an approved `trigger_role` is
+/// hop + 1), and children that may not delegate further (the asking run's depth is not kept, so
+/// the safe bound applies).
+async fn open_session(env: &RunEnv, role: &crate::role::Role, a: &Approval) -> Session {
     let started = env.clock.now();
-    Arc::new(crate::journal::RunJournal::new(
-        env.vault.clone(),
-        &format!("{}-{}-approval-{id}", started.format("%Y%m%dT%H%M%SZ"), role.name),
-        &role.name,
-        started,
-        "approved",
-    ))
-}
-
-/// What runs an approved `delegate`: its children may not delegate further (the asking run's
-/// depth is not known here, so the safe bound applies).
-fn approved_delegator(
-    env: &RunEnv,
-    role: &crate::role::Role,
-    a: &Approval,
-) -> Option<Arc<crate::run::RunDelegator>> {
-    crate::run::delegator_for(
+    let trigger = crate::trigger::Trigger::manual();
+    let servers = match a.tool.split_once('/') {
+        Some((server, _)) => Servers::Only(server),
+        None => Servers::None,
+    };
+    Session::open(
         env,
-        role,
-        &a.run_id,
-        &crate::trigger::Trigger::manual(),
-        1,
-        crate::run::Lineage::default(),
+        Opening {
+            door: SessionDoor::Approved,
+            role,
+            trigger: &trigger,
+            id: session::new_id(&role.name, started),
+            started,
+            hops: a.hops,
+            lineage: Default::default(),
+            servers,
+            depth_left: Some(1),
+        },
     )
+    .await
 }
 
 /// At most once: the ledger says `executing` (fsynced) before anything is sent.

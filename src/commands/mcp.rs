@@ -8,15 +8,14 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::{CliError, Workspace};
-use crate::approvals::request::AskContext;
 use crate::calls::ToolCallRecord;
 use crate::config::mcp::{ServerConfig, Transport};
-use crate::harness::{Harness, Ticket};
 use crate::mcp::client::Connection;
 use crate::mcp::naming::exposed_name;
-use crate::mcp::tools::{risk_of, RunTools};
+use crate::mcp::tools::risk_of;
 use crate::mcp_server::{serve_stdio, HarnessServer, OnCall};
 use crate::role::RoleSet;
+use crate::run::session::{self, Door, Opening, Servers, Session};
 
 #[derive(Debug, Serialize)]
 struct Listing {
@@ -329,11 +328,29 @@ pub fn serve(ws: &Workspace, role: &str) -> Result<u8, CliError> {
         .build()
         .map_err(|e| CliError::failed(e.to_string()))?;
     rt.block_on(async move {
-        let mcp = Arc::new(RunTools::open(&role, &env.config, &env.launcher, None).await);
-        for d in &mcp.down {
+        // A session like a run's: its own id and journal (undoable), the role's ceilings on what
+        // it and its children spend, a chain that starts here (hops 0).
+        let now = env.clock.now();
+        let trigger = crate::trigger::Trigger::manual();
+        let session = Session::open(
+            &env,
+            Opening {
+                door: Door::McpServe,
+                role: &role,
+                trigger: &trigger,
+                id: session::new_id(&role.name, now),
+                started: now,
+                hops: 0,
+                lineage: Default::default(),
+                servers: Servers::All,
+                depth_left: None,
+            },
+        )
+        .await;
+        for d in &session.mcp.down {
             tracing::warn!("mcp serve: {}; its tools are not offered", d.problem);
         }
-        let harness = Arc::new(session_harness(&env, &role, mcp.clone()));
+        let harness = Arc::new(session.harness(session.ticket(Some(session.asks()), Default::default())));
         let log_env = env.clone();
         let display = role.display_name.clone();
         let on_call: OnCall = Arc::new(move |record| {
@@ -341,68 +358,16 @@ pub fn serve(ws: &Workspace, role: &str) -> Result<u8, CliError> {
                 .log
                 .write_line(log_env.clock.now(), &display, &call_line(record));
         });
-        let journal = harness.ticket().journal.clone();
         let served = serve_stdio(HarnessServer::new(harness, Some(on_call))).await;
-        mcp.close().await;
-        // The session's changes can be undone like a run's (`tabd runs` lists the session).
-        if let Some(j) = journal {
-            if let Err(e) = j.seal(&[], env.clock.now()) {
-                tracing::warn!("mcp serve: cannot close the session's undo journal: {e}");
-            }
+        // Its children have no section of a run to sit in: each gets its own.
+        for child in session.take_children() {
+            let _ = env.log.append_daily(&child.daily_log, &child.delegated_section);
         }
+        session.close(&[]).await;
         served
     })
     .map_err(|e| CliError::failed(format!("mcp serve: {e:#}")))?;
     Ok(0)
-}
-
-/// An interactive session's harness: a chain starts here (hops 0), the role's limits apply to the
-/// session, and `ask` calls become approval notes like a run's.
-fn session_harness(env: &crate::run::RunEnv, role: &crate::role::Role, mcp: Arc<RunTools>) -> Harness {
-    let limits = crate::limits::RoleLimits::resolve(role, &env.config.limits);
-    let now = env.clock.now();
-    let ticket = Ticket {
-        hops: 0,
-        max_chain_depth: limits.max_chain_depth,
-        max_tool_calls: limits.max_tool_calls,
-        asks: Some(AskContext {
-            run_id: format!("{}-{}-mcp", now.format("%Y%m%dT%H%M%SZ"), role.name),
-            run_log: env.log.daily_path(now).as_str().to_string(),
-            expire_after: env.config.approvals.expire_after,
-            tz: env.config.timezone,
-        }),
-        progress: Default::default(),
-        delegator: None,
-        journal: Some(Arc::new(crate::journal::RunJournal::new(
-            env.vault.clone(),
-            &format!("{}-{}-mcp", now.format("%Y%m%dT%H%M%SZ"), role.name),
-            &role.name,
-            now,
-            "mcp",
-        ))),
-    };
-    // A session may delegate like a run (children are whole runs, recorded on their own).
-    let session_id = ticket.asks.as_ref().map(|a| a.run_id.clone()).unwrap_or_default();
-    let delegator = crate::run::delegator_for(
-        env,
-        role,
-        &session_id,
-        &crate::trigger::Trigger::manual(),
-        role.delegation_depth(),
-        crate::run::Lineage::default(),
-    );
-    let ticket = Ticket {
-        delegator: delegator.map(|d| d as Arc<dyn crate::harness::Delegator>),
-        ..ticket
-    };
-    Harness::new(
-        env.vault.clone(),
-        role,
-        env.roles.clone(),
-        env.clock.clone(),
-        mcp,
-        ticket,
-    )
 }
 
 /// One call of an interactive session, for the daily log.

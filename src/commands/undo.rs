@@ -59,7 +59,15 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
         return Ok(if skipped > 0 { 1 } else { 0 });
     }
     let now = chrono::Utc::now();
-    let undo_id = format!("{}-undo-{run_id}", now.format("%Y%m%dT%H%M%SZ"));
+    // One id format for every door; the undone run is named in the log line and the output.
+    let undo_id = crate::run::session::new_id(
+        if entry.role.is_empty() {
+            "undo"
+        } else {
+            &entry.role
+        },
+        now,
+    );
     let journal = RunJournal::new(ws.vault.clone(), &undo_id, &entry.role, now, "undo");
     let restored = journal::apply(&ws.vault, &steps, &journal).map_err(|e| {
         CliError::failed(format!(

@@ -103,7 +103,7 @@ impl Daemon {
     pub(super) fn write_skip_record(&self, role: &Role, cause: &str) {
         let now = self.run_env.clock.now();
         let rec = crate::runlog::RunRecord {
-            run_id: format!("{}-{}-skip", now.format("%Y%m%dT%H%M%SZ"), role.name),
+            run_id: crate::run::session::new_id(&role.name, now),
             role: role.name.clone(),
             trigger: crate::runlog::TriggerRecord {
                 kind: self.pending_kind(&role.name),

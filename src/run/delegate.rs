@@ -1,7 +1,11 @@
 //! Delegation (DESIGN §18): a `delegate` call becomes runs of other roles, here and now. Each
 //! child is a whole run — its own prompt, tools, sandbox, approvals and record — that starts with
 //! no parent conversation, moves no inbox notes, never waits for a daemon run slot, ends by the
-//! parent's deadline, and spends from an account its parent's ceilings also watch.
+//! parent's deadline, carries the parent's chain depth (hops), and spends from an account its
+//! parent's ceilings also watch. Before a child starts, its role's day must not be spent (its
+//! daily budgets, the global ones, its runs per day), and the session's gate must have room:
+//! `max_parallel_delegates` holds for the whole session, however many `delegate` calls come at
+//! once (an agent CLI can send several).
 
 use std::sync::{Arc, Mutex};
 
@@ -23,6 +27,9 @@ pub struct Lineage {
     pub account: Option<Account>,
     /// The parent's deadline: the child ends by it.
     pub deadline: Option<Instant>,
+    /// The parent's chain depth: a child is part of its parent's chain, so a note it triggers
+    /// is one hop further than the parent's (a loop through children stays bounded).
+    pub hops: u32,
 }
 
 /// The run that delegates: what its children need to know of it, and their results.
@@ -35,6 +42,8 @@ pub struct RunDelegator {
     /// How many levels the parent may still delegate (1 or more).
     pub depth_left: u32,
     pub lineage: Lineage,
+    /// `max_parallel_delegates` for the whole session: every child holds a place while it runs.
+    pub gate: Arc<tokio::sync::Semaphore>,
     /// Every child run, in the order they ended (the parent's record and log list them).
     pub children: Mutex<Vec<RunResult>>,
 }
@@ -51,6 +60,20 @@ impl RunDelegator {
         };
         if !role.enabled() {
             return json!({"role": task.role, "outcome": "failed", "error": format!("the role `{}` is disabled (enabled: false)", task.role)});
+        }
+        let Ok(_place) = self.gate.acquire().await else {
+            return json!({"role": task.role, "outcome": "failed", "error": "the session has ended"});
+        };
+        let spent = {
+            let env = self.env.clone();
+            let child = role.clone();
+            crate::blocking::run(move || {
+                let today = env.clock.now().with_timezone(&env.config.timezone).date_naive();
+                crate::limits::day_spent(&child, &env.config.limits, &env.store.load(), today)
+            })
+        };
+        if let Some(why) = spent {
+            return json!({"role": task.role, "outcome": "failed", "error": format!("not started: {why}")});
         }
         let trigger = Trigger::delegate(Delegation {
             parent_run_id: self.parent_run_id.clone(),
@@ -130,6 +153,7 @@ pub fn delegator_for(
         depth: trigger.depth(),
         depth_left,
         lineage,
+        gate: Arc::new(tokio::sync::Semaphore::new(role.parallel_delegates().max(1))),
         children: Mutex::new(Vec::new()),
     }))
 }

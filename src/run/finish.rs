@@ -418,9 +418,9 @@ impl Commit<'_> {
     /// The role's counters: runs today, its last run, its hashes, its notes' attempts.
     fn count(&self, r: &mut crate::state::RoleState, outage: bool) {
         let rec = self.record;
-        // A delegated run is bounded by its parent; it does not use up the role's own runs.
-        let delegated = self.trigger_kind == crate::trigger::TriggerKind::Delegate.as_str();
-        if (!outage || rec.usage.tokens.total() > 0) && !delegated {
+        // Every run counts in its role's runs per day, a delegated one too: a role's ceilings
+        // hold whatever door its runs came through.
+        if !outage || rec.usage.tokens.total() > 0 {
             r.runs_today += 1;
         }
         r.last_run = Some(LastRun {
@@ -640,7 +640,7 @@ pub fn record_crash(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note
     let started = env.clock.now();
     let limits = RoleLimits::resolve(role, &env.config.limits);
     let prep = Prepared {
-        id: super::prepare::run_id(&role.name, started),
+        id: super::session::new_id(&role.name, started),
         started,
         state: env.store.load(),
         hashes: BTreeMap::new(),

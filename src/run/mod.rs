@@ -1,6 +1,7 @@
 //! One run of one role, start to finish (DESIGN §5, §7, §9):
 //!
 //! - `env` — what a run needs (`RunEnv`) and what it ends as (`RunResult`);
+//! - `session` — what every door opens: id, account, hops, journal, MCP servers, delegator;
 //! - `prepare` — id, limits, state and the prompt, including what the role's servers and the
 //!   approvals ledger add to it (shared with `tabd prompt`);
 //! - here — skip at zero tokens when nothing changed, open the role's MCP servers, build its
@@ -12,6 +13,7 @@ mod delegate;
 mod env;
 mod finish;
 mod prepare;
+pub mod session;
 
 use std::sync::Arc;
 
@@ -20,13 +22,10 @@ pub use env::{RunEnv, RunResult};
 pub use finish::{record_crash, record_crash_in_memory, recover, run_lock_path};
 pub use prepare::{build_prompt, cache_ttl, complete, model_settings, PromptSources};
 
-use crate::approvals::request::AskContext;
 use crate::blocking;
 use crate::cost::Account;
-use crate::harness::{Harness, Ticket};
+use crate::harness::Harness;
 use crate::inbox::Note;
-use crate::journal::RunJournal;
-use crate::mcp::tools::RunTools;
 use crate::progress::Step;
 use crate::prompt::Prompt;
 use crate::provider::RetryPolicy;
@@ -35,6 +34,7 @@ use crate::trigger::Trigger;
 use crate::turn::{self, TurnEnd, TurnLimits, TurnOutcome};
 
 use prepare::{down_line, last_output, Prepared};
+use session::{Door, Opening, Servers, Session};
 
 /// Runs `role` once for `trigger` with `notes` (already chosen, in order).
 pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>) -> RunResult {
@@ -54,25 +54,37 @@ async fn run_in(
     }
     env.progress.emit(Step::Preparing);
     let (mut prep, mut prompt) = prepare::prepare(env, role, &trigger, &notes);
-    if let Some(deadline) = lineage.deadline {
-        // A child ends by its parent's deadline.
-        let left = deadline.saturating_duration_since(env.clock.instant());
-        prep.limits.run_deadline = prep.limits.run_deadline.min(left);
-    }
     if trigger.skip_if_unchanged && notes.is_empty() {
         let unchanged = prepare::previous_hashes(&prep.state, role).is_some_and(|h| *h == prep.hashes);
         if unchanged {
             return blocking::run(|| finish::skipped(env, role, &trigger, &prep));
         }
     }
-    let (account, journal, delegator) = run_parts(env, role, &prep, &trigger, &lineage);
     // MCP servers start only now: a skipped slot never starts one.
     let servers = role.mcp_servers();
     if !servers.is_empty() {
         env.progress
             .emit(Step::Starting(format!("MCP servers: {}", servers.join(", "))));
     }
-    let mcp = Arc::new(RunTools::open(role, &env.config, &env.launcher, env.mcp_pool.as_deref()).await);
+    let session = Session::open(
+        env,
+        Opening {
+            door: Door::Run,
+            role,
+            trigger: &trigger,
+            id: prep.id.clone(),
+            started: prep.started,
+            hops: prep.hops,
+            lineage,
+            servers: Servers::All,
+            depth_left: None,
+        },
+    )
+    .await;
+    // The chain and the deadline as the session has them (a child carries its parent's).
+    prep.hops = session.hops;
+    prep.limits.run_deadline = session.deadline.saturating_duration_since(env.clock.instant());
+    let mcp = session.mcp.clone();
     prep.notes = mcp.down.iter().map(down_line).collect();
     let outcome = match (mcp.required_down(), output_check(env, role)) {
         (Some(d), _) => TurnOutcome::ended(TurnEnd::ServerDown {
@@ -82,16 +94,12 @@ async fn run_in(
         (None, Err(why)) => TurnOutcome::ended(TurnEnd::OutputInvalid(why)),
         (None, Ok(output)) => {
             let decided = prepare::complete(&mut prompt, &mcp, &prep.state, role);
-            let delegates = delegator.clone().map(|d| d as Arc<dyn crate::harness::Delegator>);
-            let harness = Arc::new(harness_for(
-                env,
-                role,
-                &prep,
-                mcp.clone(),
-                delegates,
-                journal.clone(),
-            ));
-            let turn = TurnContext { account, output };
+            let ticket = session.ticket(Some(session.asks()), env.progress.clone());
+            let harness = Arc::new(session.harness(ticket));
+            let turn = TurnContext {
+                account: session.account.clone(),
+                output,
+            };
             let mut outcome = call_model(env, role, &prep, prompt, harness.clone(), turn).await;
             if let Some(line) = write_answer(role, &prep, &outcome, &harness) {
                 prep.notes.push(line);
@@ -107,24 +115,20 @@ async fn run_in(
     };
     mcp.close().await;
     env.progress.emit(Step::Finishing);
-    let children = delegator.map(|d| d.take_children()).unwrap_or_default();
+    let children = session.take_children();
     let result = blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome, children));
-    seal(env, &journal, &result);
+    session.close(&moved(&result)).await;
     result
 }
 
-/// Closes the run's journal with the state it left and the notes it moved (DESIGN §19).
-fn seal(env: &RunEnv, journal: &RunJournal, result: &RunResult) {
-    let moved: Vec<(String, String)> = result
+/// The notes a run moved (from, to): its journal keeps them for `tabd undo --requeue`.
+fn moved(result: &RunResult) -> Vec<(String, String)> {
+    result
         .record
         .moved
         .iter()
         .map(|m| (m.from.clone(), m.to.clone()))
-        .collect();
-    let now = env.clock.now();
-    if let Err(e) = blocking::run(|| journal.seal(&moved, now)) {
-        tracing::warn!("run {}: cannot close its undo journal: {e}", journal.run_id());
-    }
+        .collect()
 }
 
 /// `output.path`: a finished run's answer is also written to that note. `Some` (a line for the
@@ -149,39 +153,6 @@ fn write_answer(role: &Role, prep: &Prepared, outcome: &TurnOutcome, harness: &H
         .map(|why| format!("**Answer not written** to {path}: {why}"))
 }
 
-/// What a run spends from, where it journals its changes, and who runs its `delegate` calls.
-fn run_parts(
-    env: &RunEnv,
-    role: &Role,
-    prep: &Prepared,
-    trigger: &Trigger,
-    lineage: &Lineage,
-) -> (Account, Arc<RunJournal>, Option<Arc<RunDelegator>>) {
-    let account = match &lineage.account {
-        Some(parent) => parent.child(prep.limits.max_tokens_per_run, prep.limits.max_cost_usd),
-        None => Account::new(prep.limits.max_tokens_per_run, prep.limits.max_cost_usd),
-    };
-    let journal = Arc::new(RunJournal::new(
-        env.vault.clone(),
-        &prep.id,
-        &role.name,
-        prep.started,
-        trigger.kind.as_str(),
-    ));
-    let delegator = delegator_for(
-        env,
-        role,
-        &prep.id,
-        trigger,
-        role.delegation_left(trigger),
-        Lineage {
-            account: Some(account.clone()),
-            deadline: Some(env.clock.instant() + prep.limits.run_deadline),
-        },
-    );
-    (account, journal, delegator)
-}
-
 /// The role's output contract, compiled (a schema file broken since the role was loaded fails
 /// the run before the model is paid).
 fn output_check(env: &RunEnv, role: &Role) -> Result<Option<Arc<jsonschema::Validator>>, String> {
@@ -195,39 +166,6 @@ fn output_check(env: &RunEnv, role: &Role) -> Result<Option<Arc<jsonschema::Vali
 struct TurnContext {
     account: Account,
     output: Option<Arc<jsonschema::Validator>>,
-}
-
-/// The harness of this run: the role's tools under its limits, with the run's chain depth.
-fn harness_for(
-    env: &RunEnv,
-    role: &Role,
-    prep: &Prepared,
-    mcp: Arc<RunTools>,
-    delegator: Option<Arc<dyn crate::harness::Delegator>>,
-    journal: Arc<RunJournal>,
-) -> Harness {
-    let ticket = Ticket {
-        hops: prep.hops,
-        max_chain_depth: prep.limits.max_chain_depth,
-        max_tool_calls: prep.limits.max_tool_calls,
-        asks: Some(AskContext {
-            run_id: prep.id.clone(),
-            run_log: env.log.daily_path(prep.started).as_str().to_string(),
-            expire_after: env.config.approvals.expire_after,
-            tz: env.config.timezone,
-        }),
-        progress: env.progress.clone(),
-        delegator,
-        journal: Some(journal),
-    };
-    Harness::new(
-        env.vault.clone(),
-        role,
-        env.roles.clone(),
-        env.clock.clone(),
-        mcp,
-        ticket,
-    )
 }
 
 /// The model has been told about these decided approvals: later runs are not.

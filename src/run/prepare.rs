@@ -153,7 +153,7 @@ pub(super) fn prepare(env: &RunEnv, role: &Role, trigger: &Trigger, notes: &[Not
         };
         let prompt = build_prompt(&src, role, trigger, notes, started);
         let prep = Prepared {
-            id: run_id(&role.name, started),
+            id: super::session::new_id(&role.name, started),
             started,
             ttl: cache_ttl(role, &env.config, started),
             state,
@@ -164,14 +164,6 @@ pub(super) fn prepare(env: &RunEnv, role: &Role, trigger: &Trigger, notes: &[Not
         };
         (prep, prompt)
     })
-}
-
-pub(super) fn run_id(role: &str, at: DateTime<Utc>) -> String {
-    format!(
-        "{}-{role}-{:04x}",
-        at.format("%Y%m%dT%H%M%SZ"),
-        rand::random::<u16>()
-    )
 }
 
 /// The role's approvals decided since it was last told, as prompt lines (DESIGN §15).
