@@ -43,7 +43,7 @@ pub enum Door {
 
 impl Door {
     /// The label its journal keeps.
-    fn label<'a>(self, trigger: &'a Trigger) -> &'a str {
+    fn label(self, trigger: &Trigger) -> &str {
         match self {
             Self::Run => trigger.kind.as_str(),
             Self::McpServe => "mcp",
