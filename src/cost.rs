@@ -208,8 +208,29 @@ pub struct Account(std::sync::Arc<AccountInner>);
 struct AccountInner {
     max_tokens: u64,
     max_usd: Option<f64>,
-    spent: std::sync::Mutex<(u64, f64)>,
+    /// Tokens and dollars spent, and dollars held by requests still in flight.
+    spent: std::sync::Mutex<(u64, f64, f64)>,
     parent: Option<Account>,
+    /// Shared by the whole chain: a reservation checks and holds on every account at once.
+    gate: std::sync::Arc<std::sync::Mutex<()>>,
+}
+
+/// Dollars a request holds on every account up the chain while it is in flight: what it could
+/// cost at most. Released when dropped (after its response was charged).
+#[derive(Debug)]
+pub struct Reservation {
+    account: Account,
+    usd: f64,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let _gate = self.account.0.gate.lock().unwrap_or_else(|p| p.into_inner());
+        for a in self.account.chain() {
+            let mut s = a.spent.lock().unwrap_or_else(|p| p.into_inner());
+            s.2 = (s.2 - self.usd).max(0.0);
+        }
+    }
 }
 
 impl Account {
@@ -218,8 +239,9 @@ impl Account {
         Self(std::sync::Arc::new(AccountInner {
             max_tokens,
             max_usd,
-            spent: std::sync::Mutex::new((0, 0.0)),
+            spent: std::sync::Mutex::new((0, 0.0, 0.0)),
             parent: None,
+            gate: Default::default(),
         }))
     }
 
@@ -229,8 +251,9 @@ impl Account {
         Self(std::sync::Arc::new(AccountInner {
             max_tokens,
             max_usd,
-            spent: std::sync::Mutex::new((0, 0.0)),
+            spent: std::sync::Mutex::new((0, 0.0, 0.0)),
             parent: Some(self.clone()),
+            gate: self.0.gate.clone(),
         }))
     }
 
@@ -238,7 +261,7 @@ impl Account {
         std::iter::successors(Some(&*self.0), |a| a.parent.as_ref().map(|p| &*p.0))
     }
 
-    fn spent_of(a: &AccountInner) -> (u64, f64) {
+    fn spent_of(a: &AccountInner) -> (u64, f64, f64) {
         *a.spent.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -253,15 +276,38 @@ impl Account {
 
     /// Tokens and dollars spent by this run and its children.
     pub fn spent(&self) -> (u64, f64) {
-        Self::spent_of(&self.0)
+        let (t, u, _) = Self::spent_of(&self.0);
+        (t, u)
     }
 
-    /// Dollars that may still be spent under every dollar ceiling up the chain (`None`: no
-    /// ceiling applies).
+    /// Dollars that may still be spent under every dollar ceiling up the chain, less what
+    /// requests in flight hold (`None`: no ceiling applies).
     pub fn usd_left(&self) -> Option<f64> {
         self.chain()
-            .filter_map(|a| a.max_usd.map(|m| m - Self::spent_of(a).1))
+            .filter_map(|a| {
+                a.max_usd.map(|m| {
+                    let (_, spent, held) = Self::spent_of(a);
+                    m - spent - held
+                })
+            })
             .reduce(f64::min)
+    }
+
+    /// Holds `usd` (what a request could cost at most) on every account up the chain, if it
+    /// fits under every dollar ceiling once what is spent and held is counted: siblings running
+    /// in parallel cannot each spend the same dollars left. `None` when it does not fit.
+    pub fn reserve(&self, usd: f64) -> Option<Reservation> {
+        let _gate = self.0.gate.lock().unwrap_or_else(|p| p.into_inner());
+        if self.usd_left().is_some_and(|left| usd > left) {
+            return None;
+        }
+        for a in self.chain() {
+            a.spent.lock().unwrap_or_else(|p| p.into_inner()).2 += usd;
+        }
+        Some(Reservation {
+            account: self.clone(),
+            usd,
+        })
     }
 
     /// Tokens that may still be spent under every token ceiling up the chain.
@@ -275,7 +321,7 @@ impl Account {
     /// The ceiling reached, if one is, in words: the run's own, or one of a run above it.
     pub fn exhausted(&self) -> Option<String> {
         for (level, a) in self.chain().enumerate() {
-            let (tokens, usd) = Self::spent_of(a);
+            let (tokens, usd, _) = Self::spent_of(a);
             let whose = if level == 0 {
                 ""
             } else {
@@ -299,6 +345,28 @@ impl Account {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Children in parallel (issue 29): each request holds what it could cost until its response
+    /// is charged, so two siblings cannot each spend the same dollars left.
+    #[test]
+    fn reservations_keep_parallel_siblings_under_the_parents_cap() {
+        let parent = Account::new(u64::MAX, Some(0.05));
+        let (a, b) = (parent.child(u64::MAX, None), parent.child(u64::MAX, None));
+        let held = a.reserve(0.04).expect("fits");
+        assert!(b.reserve(0.04).is_none(), "b cannot take what a holds");
+        assert!((b.usd_left().unwrap() - 0.01).abs() < 1e-9);
+        a.charge(100, 0.03);
+        drop(held);
+        assert!(
+            (parent.usd_left().unwrap() - 0.02).abs() < 1e-9,
+            "released, the charge stays"
+        );
+        assert!(b.reserve(0.02).is_some());
+        assert!(
+            Account::new(1, None).reserve(1e9).is_some(),
+            "no dollar cap: anything fits"
+        );
+    }
 
     #[test]
     fn a_childs_spending_counts_up_the_chain_and_the_tightest_ceiling_wins() {

@@ -188,15 +188,20 @@ pub async fn run_turn(
             };
             break;
         }
-        if let Err(why) = l.fit_under_cap(&mut req, MIN_OUTPUT) {
-            l.out.end = if l.out.requests == 0 {
-                TurnEnd::CapTooLow(why)
-            } else {
-                TurnEnd::Limit(why)
-            };
-            break;
-        }
-        let Some(uses) = l.ask(&mut req).await else {
+        let held = match l.fit_under_cap(&mut req, MIN_OUTPUT) {
+            Ok(held) => held,
+            Err(why) => {
+                l.out.end = if l.out.requests == 0 {
+                    TurnEnd::CapTooLow(why)
+                } else {
+                    TurnEnd::Limit(why)
+                };
+                break;
+            }
+        };
+        let asked = l.ask(&mut req).await;
+        drop(held); // charged now: what it held goes back
+        let Some(uses) = asked else {
             l.check_output(&mut req).await;
             break;
         };
@@ -328,30 +333,44 @@ impl Loop<'_> {
     }
 
     /// Makes `req` unable to cross `max_cost_usd` (the run's, or that of a run above it): its
-    /// output is shortened so that what it can cost at most fits in what is left. `Err` (why)
-    /// when not even `min_output` tokens would fit: the request must not be sent.
-    fn fit_under_cap(&self, req: &mut Request, min_output: u32) -> Result<(), String> {
+    /// input must fit in what is left, and its output is shortened so that what it can cost at
+    /// most fits too; that most is then held on the account (and every account above) until the
+    /// response is charged, so runs in parallel cannot spend the same dollars. `Err` (why) when
+    /// not even `min_output` tokens would fit: the request must not be sent.
+    fn fit_under_cap(
+        &self,
+        req: &mut Request,
+        min_output: u32,
+    ) -> Result<Option<crate::cost::Reservation>, String> {
         let (Some(left), Some(price)) = (self.limits.account.usd_left(), self.limits.price) else {
-            return Ok(());
+            return Ok(None);
+        };
+        let too_dear = || {
+            format!(
+                "max_cost_usd ({} left, and the next request could cost more)",
+                crate::cost::dollars(left.max(0.0))
+            )
         };
         let input_only = Request {
             max_tokens: 0,
             ..req.clone()
         };
+        // The input alone must fit, whatever the output costs (a model that prices only input).
         let room = left - worst_case_cost(&input_only, &price, self.limits.cache_ttl);
+        if room < 0.0 {
+            return Err(too_dear());
+        }
         let fits = if price.output > 0.0 {
-            (room.max(0.0) * 1_000_000.0 / price.output).floor()
+            (room * 1_000_000.0 / price.output).floor()
         } else {
             f64::from(req.max_tokens)
         };
         if fits < f64::from(min_output) {
-            return Err(format!(
-                "max_cost_usd ({} left, and the next request could cost more)",
-                crate::cost::dollars(left.max(0.0))
-            ));
+            return Err(too_dear());
         }
         req.max_tokens = req.max_tokens.min(fits as u32);
-        Ok(())
+        let most = worst_case_cost(req, &price, self.limits.cache_ttl);
+        self.limits.account.reserve(most).map(Some).ok_or_else(too_dear)
     }
 
     /// The model ended its turn: with an output schema, its last words must be a JSON object
@@ -378,10 +397,13 @@ impl Loop<'_> {
             cache: false,
         }]));
         req.tool_choice_none = true;
-        if let Err(why) = self.fit_under_cap(req, MIN_OUTPUT) {
-            self.out.end = TurnEnd::OutputInvalid(format!("{errors} (no repair turn: {why})"));
-            return;
-        }
+        let _held = match self.fit_under_cap(req, MIN_OUTPUT) {
+            Ok(held) => held,
+            Err(why) => {
+                self.out.end = TurnEnd::OutputInvalid(format!("{errors} (no repair turn: {why})"));
+                return;
+            }
+        };
         self.out.requests += 1;
         match provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
             Ok(resp) => {
@@ -413,11 +435,11 @@ impl Loop<'_> {
         });
         req.messages.push(Message::user(results));
         req.tool_choice_none = true;
-        if self.fit_under_cap(req, MIN_SUMMARY).is_err() {
+        let Ok(_held) = self.fit_under_cap(req, MIN_SUMMARY) else {
             // No room for a summary under the cap: the run ends on what the model last said.
             self.out.end = TurnEnd::Limit(reason);
             return;
-        }
+        };
         self.out.requests += 1;
         if let Ok(resp) = provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
             self.charge(resp.usage);

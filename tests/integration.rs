@@ -9,6 +9,7 @@ mod cost;
 mod daemon_e2e;
 mod daemon_limits;
 mod delegation;
+mod doors;
 mod first_hour;
 mod layering;
 mod mcp;

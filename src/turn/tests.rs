@@ -309,6 +309,48 @@ async fn max_cost_usd_is_a_ceiling_never_crossed() {
     assert!(p.seen().is_empty());
 }
 
+/// A model that prices only its input (issue 29, item 2): the input is bounded too — a request
+/// whose input alone could cross the cap is never sent, whatever its output would cost.
+#[tokio::test(start_paused = true)]
+async fn max_cost_usd_counts_the_input_of_a_model_that_prices_only_input() {
+    let input_only = crate::cost::Price {
+        input: 3.0,
+        output: 0.0,
+        cache_write: 3.0,
+        cache_write_1h: 3.0,
+        cache_read: 3.0,
+    };
+    let big = |id: &str| {
+        let mut r = call(id, "read_file");
+        r.usage = usage(40_000, 10); // $0.12 of input
+        r
+    };
+    let p = Scripted::new(vec![Ok(big("a")), Ok(big("b")), Ok(text("never sent"))]);
+    let lim = TurnLimits {
+        account: crate::cost::Account::new(10_000_000, Some(0.15)),
+        price: Some(input_only),
+        ..limits()
+    };
+    // The conversation the second request would carry is large: its input alone is dearer
+    // than the $0.03 left.
+    let mut req = request();
+    req.max_tokens = 4096;
+    req.system = "x".repeat(60_000);
+    let out = run_turn(&p, &fast_retry(), req, &lim, &echo()).await;
+    assert!(
+        matches!(&out.end, TurnEnd::Limit(why) if why.starts_with("max_cost_usd (")),
+        "{:?}",
+        out.end
+    );
+    assert_eq!(
+        p.seen().len(),
+        1,
+        "the second request could cross the cap: not sent"
+    );
+    let (_, spent) = lim.account.spent();
+    assert!(spent <= 0.15, "spent {spent}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_paused_turn_continues_and_a_full_context_window_ends_it() {
     let paused = reply(vec![], StopReason::PauseTurn, usage(1, 1));
