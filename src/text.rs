@@ -74,6 +74,54 @@ pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str
         .map(|(_, c)| c)
 }
 
+/// A URL as tabd may print or record it (DESIGN §8, issue 29): no user name or password, no
+/// query value (`?api_key=…`), no fragment — a daily note every role can read must never hold
+/// them. Each query key stays, its value shown as `…`.
+pub fn display_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if u.has_host() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            let keys: Vec<String> = u.query_pairs().map(|(k, _)| k.into_owned()).collect();
+            u.set_query(None);
+            u.set_fragment(None);
+            let mut out = u.to_string();
+            if !keys.is_empty() {
+                out.push('?');
+                out.push_str(
+                    &keys
+                        .iter()
+                        .map(|k| format!("{k}=…"))
+                        .collect::<Vec<_>>()
+                        .join("&"),
+                );
+            }
+            out
+        }
+        // Not a URL we can read: cut everything after `://` up to the host's `@`, and after `?`.
+        _ => {
+            let mut out = url.split(['?', '#']).next().unwrap_or("").to_string();
+            if let Some(scheme_end) = out.find("://") {
+                let rest = &out[scheme_end + 3..];
+                let host_end = rest.find('/').unwrap_or(rest.len());
+                if let Some(at) = rest[..host_end].rfind('@') {
+                    out = format!("{}{}", &out[..scheme_end + 3], &rest[at + 1..]);
+                }
+            }
+            out
+        }
+    }
+}
+
+/// `text` with every occurrence of `url` written as `display_url` writes it (an error message
+/// that quotes the URL it failed on).
+pub fn scrub_url(text: &str, url: &str) -> String {
+    if url.is_empty() {
+        return text.to_string();
+    }
+    text.replace(url, &display_url(url))
+}
+
 pub fn one_line(s: &str, max: usize) -> String {
     let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() > max {
@@ -100,6 +148,23 @@ pub fn safe_name(s: &str, with: char) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_lose_their_user_info_and_query_values() {
+        assert_eq!(
+            display_url("http://user:PASS@10.0.0.5:8080/v1/?api_key=s3cret&model=x#frag"),
+            "http://10.0.0.5:8080/v1/?api_key=…&model=…"
+        );
+        assert_eq!(
+            display_url("https://api.anthropic.com"),
+            "https://api.anthropic.com/"
+        );
+        assert_eq!(display_url("not a url user:pw@x?k=v"), "not a url user:pw@x");
+        assert_eq!(display_url("weird://u:p@host/x?y=1"), "weird://host/x?y=…");
+        let msg = "error sending request for url (http://u:PASS@h/v1?key=abc): refused";
+        let clean = scrub_url(msg, "http://u:PASS@h/v1?key=abc");
+        assert!(!clean.contains("PASS") && !clean.contains("abc"), "{clean}");
+    }
 
     #[test]
     fn line_index_counts_lf_and_crlf() {

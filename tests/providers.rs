@@ -683,3 +683,42 @@ async fn every_anthropic_stop_reason_is_understood() {
         assert_eq!(r.stop, want, "{wire_name}");
     }
 }
+
+/// Issue 29, item 7: a password and a key in `base_url` never reach the daily note (which every
+/// role can read), the run record or the output, even in the error that names the URL.
+#[test]
+fn secrets_in_the_base_url_never_reach_a_note_or_a_record() {
+    use crate::support::{describe, TestVault};
+    let v = TestVault::new();
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    v.set_config(&format!(
+        "timezone = \"UTC\"\n[provider]\nkind = \"anthropic\"\nbase_url = \"http://user:PASSWORD1@{dead}/?api_key=${{TOKEN}}\"\nmodel = \"m\"\nmax_retries = 1\n"
+    ));
+    v.unschedule_stock_roles();
+    v.write("roles/ops.md", "# Ops\n## Mission\nM.\n");
+    v.write("agent/inbox/ops/a.md", "Go.\n");
+    let out = v
+        .command(&["fire", "ops"])
+        .env("TOKEN", "tok-abcdef123456")
+        .output()
+        .unwrap();
+    let records: String = v.records().iter().map(|r| r.to_string()).collect();
+    let all = format!(
+        "{}{}{}{}{}",
+        v.daily(),
+        records,
+        std::fs::read_to_string(v.path(".tabd/state.json")).unwrap_or_default(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        all.contains(&dead.to_string()),
+        "the error was written: {}",
+        describe(&out)
+    );
+    assert!(!all.contains("PASSWORD1"), "{all}");
+    assert!(!all.contains("tok-abcdef123456"), "{all}");
+}

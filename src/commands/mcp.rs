@@ -196,7 +196,7 @@ async fn inspect(
             line.extend(args.iter().cloned());
             ("stdio", line.join(" "))
         }
-        Transport::Http { url, .. } => ("http", url.clone()),
+        Transport::Http { url, .. } => ("http", crate::text::display_url(url)),
     };
     let mut report = ServerReport {
         name: server.name.clone(),

@@ -87,7 +87,7 @@ impl ServerConfig {
                 line.extend(args.iter().cloned());
                 line.join(" ")
             }
-            Transport::Http { url, .. } => url.clone(),
+            Transport::Http { url, .. } => crate::text::display_url(url),
         }
     }
 

@@ -223,7 +223,7 @@ pub fn collect(
             "{} {} at {}",
             config.provider.kind.as_str(),
             config.provider.model,
-            config.provider.base_url
+            crate::text::display_url(&config.provider.base_url)
         ),
         provider_paused: live.paused.clone(),
         watching: live.watching.clone().unwrap_or_else(|| "not running".into()),

@@ -313,10 +313,10 @@ impl Connection {
             Transport::Http { url, headers } => {
                 // `url` may hold `${SECRET}`: expanded only here, never shown expanded.
                 let transport = http_transport(url, headers, &launcher.env)?;
-                let s = handler
-                    .serve(transport)
-                    .await
-                    .map_err(|e| format!("could not connect to {url}: {}", init_error(&e, true)))?;
+                let s = handler.serve(transport).await.map_err(|e| {
+                    let url = crate::text::display_url(url);
+                    format!("could not connect to {url}: {}", init_error(&e, true))
+                })?;
                 (s, None, None)
             }
         };

@@ -88,7 +88,7 @@ fn transport(ep: &Endpoint<'_>, e: &reqwest::Error) -> ProviderError {
     if e.is_timeout() {
         return ProviderError::Timeout {
             provider: ep.provider,
-            url: ep.url.to_string(),
+            url: crate::text::display_url(ep.url),
             timeout: ep.timeout,
         };
     }
@@ -97,10 +97,11 @@ fn transport(ep: &Endpoint<'_>, e: &reqwest::Error) -> ProviderError {
     while let Some(next) = cause.source() {
         cause = next;
     }
+    // Both go into the daily note and the run record: no password or key from the URL.
     ProviderError::Transport {
         provider: ep.provider,
-        url: ep.url.to_string(),
-        message: cause.to_string(),
+        url: crate::text::display_url(ep.url),
+        message: crate::text::scrub_url(&cause.to_string(), ep.url),
     }
 }
 

@@ -211,8 +211,8 @@ pub fn build(cfg: &ProviderConfig, env: &Env) -> Result<Arc<dyn Provider>, Provi
         .build()
         .map_err(|e| ProviderError::Transport {
             provider: cfg.kind.as_str(),
-            url: cfg.base_url.clone(),
-            message: e.to_string(),
+            url: crate::text::display_url(&cfg.base_url),
+            message: crate::text::scrub_url(&e.to_string(), &cfg.base_url),
         })?;
     Ok(match cfg.kind {
         ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(client, cfg, key)),
