@@ -5,41 +5,8 @@ use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use crate::role::Role;
 use crate::vault::{Canonicals, Vault, VaultError, VaultPath};
 
-use crate::vault::protected::{AGENT_CONFIG, NEVER_WRITABLE, PROTECTED, UNREADABLE};
-
-/// The form two names share when a person would read them as the same: compatibility-decomposed
-/// with accents dropped, lower case, trailing spaces and dots cut from each part
-/// (`agent/Approvalś /` → `agent/approvals`). Protected paths are compared in this form, so a
-/// look-alike folder cannot be created beside a real one.
-pub fn normalised(path: &str) -> String {
-    use unicode_normalization::char::is_combining_mark;
-    use unicode_normalization::UnicodeNormalization;
-    if path.is_ascii() {
-        // Nothing to decompose (the common case, on every context file of every run).
-        return path
-            .split('/')
-            .map(|part| {
-                part.to_ascii_lowercase()
-                    .trim_end_matches([' ', '.', '\t'])
-                    .to_string()
-            })
-            .filter(|p| !p.is_empty())
-            .collect::<Vec<_>>()
-            .join("/");
-    }
-    path.split('/')
-        .map(|part| {
-            let folded: String = part
-                .nfkd()
-                .filter(|c| !is_combining_mark(*c))
-                .collect::<String>()
-                .to_lowercase();
-            folded.trim_end_matches([' ', '.', '\t']).to_string()
-        })
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join("/")
-}
+pub use crate::vault::protected::normalised;
+use crate::vault::protected::{loaded_by_programs, NEVER_WRITABLE, PROTECTED, UNREADABLE};
 
 /// True when `path` (normalised) is `dir` or inside it.
 fn within(path: &str, dir: &str) -> bool {
@@ -173,36 +140,37 @@ impl AccessPolicy {
         // A protected path is protected with every folder above it: moving or replacing one of
         // those would move the protected path too.
         for (dir, why) in NEVER_WRITABLE {
-            if within(&norm, dir) {
+            let dir = normalised(dir);
+            if within(&norm, &dir) {
                 return Err(VaultError::Refused(format!("{path} is in {dir}/: {why}")));
             }
-            if contains(&norm, dir) {
+            if contains(&norm, &dir) {
                 return Err(VaultError::Refused(format!(
                     "{path} holds {dir}/ ({why}); it can be neither replaced nor moved"
                 )));
             }
         }
         for (dir, why) in PROTECTED {
-            if contains(&norm, dir) {
+            let dir = normalised(dir);
+            if contains(&norm, &dir) {
                 return Err(VaultError::Refused(format!(
                     "{path} holds {dir}/ ({why}); it can be neither replaced nor moved"
                 )));
             }
-            if within(&norm, dir) && !self.names(path, dir) {
+            if within(&norm, &dir) && !self.names(path, &dir) {
                 return Err(VaultError::Refused(format!(
                     "{path} is in {dir}/ ({why}); a role may write there only if its write_paths names it"
                 )));
             }
         }
-        for (name, why) in AGENT_CONFIG {
-            let hit = path.components().position(|c| c == *name);
-            if let Some(i) = hit {
-                let at: Vec<&str> = path.components().take(i + 1).collect();
-                let at = at.join("/");
+        // Files other programs load, at any depth: hidden names, and the few visible ones.
+        let parts: Vec<&str> = norm.split('/').collect();
+        for (i, part) in parts.iter().enumerate() {
+            if let Some(why) = loaded_by_programs(part) {
+                let at = parts[..=i].join("/");
                 if !self.names(path, &at) {
                     return Err(VaultError::Refused(format!(
-                        "{path}: `{name}` holds {why}, which would run as the person; a role may write it \
-                         only if its write_paths names it"
+                        "{path}: `{part}` is {why}; a role may write it only if its write_paths names it"
                     )));
                 }
             }
@@ -218,15 +186,15 @@ impl AccessPolicy {
         Ok(())
     }
 
-    /// True when a `write_paths` pattern naming `dir` itself (not `**`) matches `path`.
+    /// True when a `write_paths` pattern naming `dir` (normalised) itself, not through `**`,
+    /// matches `path`.
     fn names(&self, path: &VaultPath, dir: &str) -> bool {
         let Some((patterns, _)) = &self.write_paths else {
             return false;
         };
-        let dir = dir.to_lowercase();
         patterns.iter().any(|p| {
-            let lower = p.to_lowercase();
-            (lower == dir || lower.starts_with(&format!("{dir}/")))
+            let named = normalised(p);
+            (named == dir || named.starts_with(&format!("{dir}/")))
                 && glob(p).is_ok_and(|g| g.compile_matcher().is_match(path.as_str()))
         })
     }
@@ -234,7 +202,7 @@ impl AccessPolicy {
 
 fn refuse_unreadable(path: &VaultPath) -> Result<(), VaultError> {
     let norm = normalised(path.as_str());
-    if let Some(dir) = UNREADABLE.iter().find(|d| within(&norm, d)) {
+    if let Some(dir) = UNREADABLE.iter().find(|d| within(&norm, &normalised(d))) {
         return Err(VaultError::Refused(format!(
             "{path} is in {dir}/, which tools may not read"
         )));
@@ -428,14 +396,51 @@ mod tests {
             ".envrc",
             ".git/hooks/pre-commit",
             ".obsidian/plugins/x/main.js",
+            // Issue 29, item 5: written once, by a model, and then loaded by other programs.
+            "project/.git/config",
+            "project/.hg/hgrc",
+            ".github/workflows/ci.yml",
+            ".github/copilot-instructions.md",
+            "AGENTS.override.md",
+            ".cursorrules",
+            ".windsurfrules",
+            ".clinerules",
+            ".zed/settings.json",
+            "opencode.json",
+            ".continue/config.json",
+            ".roo/rules.md",
+            ".kiro/steering.md",
+            ".amazonq/rules.md",
+            ".npmrc",
+            ".mise.toml",
+            // Case variants: the same file on macOS and Windows.
+            ".Claude/settings.json",
+            "Claude.md",
+            ".MCP.json",
+            "project/agents.md",
+            // Invisible characters and look-alikes.
+            "CLAUDE\u{00AD}.md",
+            "CLAU\u{200D}DE.md",
+            "agent/approvaIs/x.md",
+            "agent/approva\u{217C}s/x.md",
+            "r\u{043E}les/x.md",
         ] {
             let err = policy.check_write(&v, &p(bad));
             assert!(matches!(err, Err(VaultError::Refused(_))), "{bad}: {err:?}");
         }
+        for good in [
+            "project/notes.md",
+            "project/agent notes.md",
+            "daily/2026-11-24.md",
+        ] {
+            assert!(policy.check_write(&v, &p(good)).is_ok(), "{good}");
+        }
+        let dotted = AccessPolicy::new(&["project/.notes/**".into()]);
         assert!(
-            policy.check_write(&v, &p("project/agents.md")).is_ok(),
-            "only the exact names"
+            dotted.check_write(&v, &p("project/.notes/a.md")).is_ok(),
+            "a hidden folder named explicitly"
         );
+        assert!(dotted.check_write(&v, &p("project/.git/config")).is_err());
         let named = AccessPolicy::new(&["CLAUDE.md".into()]);
         assert!(named.check_write(&v, &p("CLAUDE.md")).is_ok(), "named explicitly");
     }

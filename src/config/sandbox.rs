@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::sandbox::places::{canonical_existing, Places};
 use crate::sandbox::{tree, Grants, Spec, DEVICES};
-use crate::vault::protected::{AGENT_CONFIG, NEVER_WRITABLE, PROTECTED};
+use crate::vault::protected::{loaded_by_programs, normalised, NEVER_WRITABLE, PROTECTED};
 
 /// How much of the vault a child may reach directly (else only through tabd's tools).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -334,13 +334,11 @@ fn find_settings(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
         return;
     };
     for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().to_ascii_lowercase();
+        let name = normalised(&e.file_name().to_string_lossy());
         let path = e.path();
-        let is_settings = matches!(name.as_str(), ".git" | ".hg" | ".github")
-            || AGENT_CONFIG.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name));
-        if is_settings {
+        if loaded_by_programs(&name).is_some() {
             out.push(path);
-        } else if depth < SETTINGS_DEPTH && name != ".tabd" && e.file_type().is_ok_and(|t| t.is_dir()) {
+        } else if depth < SETTINGS_DEPTH && e.file_type().is_ok_and(|t| t.is_dir()) {
             find_settings(&path, depth + 1, out);
         }
     }

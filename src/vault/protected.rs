@@ -1,7 +1,12 @@
 //! Paths of the vault with a meaning of their own (DESIGN §8): tabd's state, the person's role
 //! files and decisions, files other programs load as settings. The access policy (`access`)
 //! keeps roles' tools off them, and the child sandbox keeps them read-only for a server granted
-//! `vault = "write"`: one list for both.
+//! `vault = "write"`: one list for both, compared in one normal form (`normalised`).
+//!
+//! Files other programs load are found by a rule, not only a list: every hidden file or folder
+//! (a name starting with `.`: `.git/config`, `.github/workflows/`, `.cursorrules`, `.npmrc`,
+//! `.mise.toml`, `.zed/` …, at any depth), and the few visible names agents read
+//! (`SETTINGS_NAMES`: `CLAUDE.md`, `AGENTS.override.md`, `opencode.json` …).
 
 /// Folders no tool reads: tabd's own state and git's.
 pub const UNREADABLE: &[&str] = &[".tabd", ".git"];
@@ -17,24 +22,61 @@ pub const PROTECTED: &[(&str, &str)] = &[
     ("agent/inbox", "inboxes take notes through trigger_role only"),
 ];
 
-/// Files and folders other programs load as settings, hooks, MCP servers or instructions — code
-/// or orders that would run as you the next time you (or an agent CLI) work in this folder. No
-/// role writes one, at any depth, unless its `write_paths` names it explicitly.
-pub const AGENT_CONFIG: &[(&str, &str)] = &[
-    (".claude", "Claude Code's settings and hooks"),
-    (".gemini", "Gemini CLI's settings"),
-    (".codex", "Codex's settings"),
-    (".cursor", "Cursor's settings and rules"),
-    (".vscode", "editor settings and tasks that run commands"),
-    (".idea", "IDE settings that run commands"),
-    (".mcp.json", "MCP servers an agent CLI starts"),
+/// Visible names other programs load as instructions or settings — orders that would run as you
+/// the next time you (or an agent CLI) work in that folder. (Hidden names are all treated so.)
+/// No role writes one, at any depth, unless its `write_paths` names it explicitly.
+pub const SETTINGS_NAMES: &[(&str, &str)] = &[
     ("CLAUDE.md", "instructions Claude Code loads"),
     ("CLAUDE.local.md", "instructions Claude Code loads"),
     ("AGENTS.md", "instructions Codex and other agents load"),
+    ("AGENTS.override.md", "instructions Codex loads"),
     ("GEMINI.md", "instructions Gemini CLI loads"),
-    (".envrc", "commands direnv runs when you enter the folder"),
-    (".gitmodules", "repositories git fetches"),
+    ("QWEN.md", "instructions Qwen Code loads"),
+    ("CONVENTIONS.md", "conventions aider loads"),
+    ("opencode.json", "opencode's settings"),
+    ("opencode.jsonc", "opencode's settings"),
+    ("mise.toml", "tasks and tools mise runs in this folder"),
 ];
+
+/// Why a hidden name is dangerous to let a role write.
+pub const HIDDEN_WHY: &str =
+    "a hidden file or folder: git (`.git/config`, hooks), CI (`.github/workflows`), \
+     editors and agents (`.vscode`, `.zed`, `.claude`, `.cursorrules`, `.mcp.json` …) and tools (`.envrc`, \
+     `.npmrc`, `.mise.toml`) load such files as settings that run as you";
+
+/// Whether a name (one path component, in `normalised` form) is one other programs load: hidden,
+/// or one of `SETTINGS_NAMES`. Returns why.
+pub fn loaded_by_programs(component: &str) -> Option<&'static str> {
+    if component.starts_with('.') {
+        return Some(HIDDEN_WHY);
+    }
+    SETTINGS_NAMES
+        .iter()
+        .find(|(name, _)| normalised(name) == component)
+        .map(|(_, why)| *why)
+}
+
+/// The form two names share when a person (or an operating system) would read them as the same:
+/// invisible characters dropped (soft hyphen, zero-width joiner …), look-alikes folded to one
+/// skeleton (Unicode TR39: `approvaIs` with a capital I, Cyrillic `а`), accents dropped, lower
+/// case (the real file on macOS and Windows), trailing spaces and dots cut from each part
+/// (`agent/Approvalś /` → `agent/approvals`). Protected paths are compared in this form, so a
+/// look-alike folder cannot be created beside a real one.
+pub fn normalised(path: &str) -> String {
+    use unicode_normalization::char::is_combining_mark;
+    path.split('/')
+        .map(|part| {
+            // Look-alikes first (a capital I is an l), then case.
+            let folded: String = unicode_security::skeleton(part)
+                .filter(|c| !is_combining_mark(*c))
+                .collect::<String>()
+                .to_lowercase();
+            folded.trim_end_matches([' ', '.', '\t']).to_string()
+        })
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("/")
+}
 
 /// Folders no role may ever write, whatever its `write_paths` say.
 pub const NEVER_WRITABLE: &[(&str, &str)] = &[(
