@@ -194,28 +194,10 @@ fn note_links(rec: &RunRecord) -> Vec<String> {
         .collect()
 }
 
-/// Model text inside a section: its headings become bold lines so they cannot break the log's
-/// own structure of `##` runs and `###` parts.
+/// Model text inside a section: the one renderer (`text::for_note`), so it cannot break the
+/// log's own structure of `##` runs and `###` parts.
 fn tame(text: &str) -> String {
-    let mut out = Vec::new();
-    let mut in_fence = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            in_fence = !in_fence;
-        }
-        let t = line.trim_start();
-        if !in_fence && t.starts_with('#') {
-            let title = t.trim_start_matches('#').trim();
-            out.push(if title.is_empty() {
-                String::new()
-            } else {
-                format!("**{title}**")
-            });
-        } else {
-            out.push(line.to_string());
-        }
-    }
-    out.join("\n").trim().to_string()
+    crate::text::for_note(text)
 }
 
 /// What a tool call was about, for the Actions list.
@@ -325,6 +307,8 @@ impl RunLog {
     }
 
     pub fn render_line(&self, at: DateTime<Utc>, who: &str, text: &str) -> String {
+        // One line, whatever it quotes (an error, a path a model chose): no line end of any kind.
+        let text = text.replace(['\r', '\n'], " ");
         format!(
             "- {} · {who} · {text}\n",
             at.with_timezone(&self.tz()).format("%H:%M")

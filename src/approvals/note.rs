@@ -70,8 +70,7 @@ pub fn render(n: &NewNote) -> String {
     let reason = if n.reason.trim().is_empty() {
         "(the model gave no reason)".to_string()
     } else {
-        n.reason
-            .trim()
+        crate::text::for_note(n.reason)
             .lines()
             .map(|l| format!("> {}", inert(l)))
             .collect::<Vec<_>>()
