@@ -131,14 +131,19 @@ pub fn scrub_url(text: &str, url: &str) -> String {
 /// a list marker or indentation. So nothing the model writes can open, close or forge a section
 /// of tabd's.
 pub fn for_note(text: &str) -> String {
-    let unified = text.replace("\r\n", "\n").replace('\r', "\n");
-    unified
+    unify_line_ends(text)
         .lines()
         .map(tame_line)
         .collect::<Vec<_>>()
         .join("\n")
         .trim()
         .to_string()
+}
+
+/// `text` with every line ending Markdown knows (`\r\n`, `\n`, a lone `\r`) as `\n`: a lone
+/// carriage return ends a line for Obsidian, not for `str::lines`.
+pub fn unify_line_ends(text: &str) -> String {
+    text.replace("\r\n", "\n").replace('\r', "\n")
 }
 
 /// One line of model text, made unable to start a block of its own.

@@ -70,7 +70,8 @@ pub fn render(n: &NewNote) -> String {
     let reason = if n.reason.trim().is_empty() {
         "(the model gave no reason)".to_string()
     } else {
-        crate::text::for_note(n.reason)
+        // Escaped whole (`inert`): only the line ends need the common form first.
+        crate::text::unify_line_ends(n.reason.trim())
             .lines()
             .map(|l| format!("> {}", inert(l)))
             .collect::<Vec<_>>()
