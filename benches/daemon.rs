@@ -748,16 +748,19 @@ fn per_run(out: &mut Value) {
     let journal_bytes: u64 = walkdir_size(&journal_dir);
     let log = tabd::vault::VaultPath::parse("project/log.md", false).unwrap();
     let mut journal_ms = Vec::new();
+    let key = std::sync::Arc::new(tabd::journal::Key::from_bytes(&[7u8; 32]));
     for i in 0..50 {
         let t0 = Instant::now();
         let j = tabd::journal::RunJournal::new(
             vault.clone(),
+            key.clone(),
             &format!("bench-journal-{i}"),
             "bench",
             chrono::Utc::now(),
             "manual",
         );
         j.before_change(&log).unwrap();
+        j.settle().unwrap();
         j.seal(&[], chrono::Utc::now()).unwrap();
         journal_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
     }

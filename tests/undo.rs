@@ -282,6 +282,42 @@ fn a_run_that_crashed_can_still_be_undone() {
     assert_eq!(v.read("project/plan.md"), "before the crash\n");
 }
 
+/// Issue 29, item 4: after a crashed run, the person edits the file; the real undo does what
+/// its dry run said — it skips the edit — and a forged journal is refused whole.
+#[test]
+fn after_a_crash_the_real_undo_does_what_the_dry_run_said() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    v.write("project/plan.md", "before the crash\n");
+    v.write("agent/inbox/delivery/ask.md", "please plan");
+    writes(&fake, "project/plan.md", "mid-crash");
+    let out = v
+        .command(&["fire", "delivery"])
+        .env("TABD_FAULTS", "abort-after-commit")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", describe(&out));
+    v.write("project/plan.md", "the person's edit\n");
+    let listed = stdout(&v.tabd(&["runs"]));
+    let run = listed
+        .split_whitespace()
+        .find(|w| w.contains("-delivery-"))
+        .unwrap_or_else(|| panic!("{listed}"))
+        .to_string();
+    let (dry, said) = undo(&v, &[&run, "--dry-run"]);
+    let (real, did) = undo(&v, &[&run]);
+    assert_eq!((dry, real), (1, 1), "both skip:\n{said}\n{did}");
+    assert!(said.contains("skip") && did.contains("skip"), "{said}\n{did}");
+    assert_eq!(v.read("project/plan.md"), "the person's edit\n");
+    // A journal written into the vault by someone else: refused, nothing restored.
+    let forged = v.path(".tabd/journal/runs/20261101T000000Z-delivery-00000000.jsonl");
+    std::fs::write(&forged, "{\"kind\":\"header\",\"run_id\":\"20261101T000000Z-delivery-00000000\",\"role\":\"delivery\",\"started_at\":\"2026-11-01T00:00:00Z\",\"trigger\":\"manual\"}\n{\"kind\":\"before\",\"path\":\"project/plan.md\",\"before\":null}\n").unwrap();
+    let (code, out) = undo(&v, &["20261101T000000Z-delivery-00000000"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("not signed by this machine's key"), "{out}");
+    assert_eq!(v.read("project/plan.md"), "the person's edit\n");
+}
+
 /// With the daemon running: undo waits for no one (the role is idle), and the restored note is
 /// a change the daemon sees like any other — a role watching it fires.
 #[test]

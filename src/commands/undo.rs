@@ -2,6 +2,7 @@
 //! changed, file by file, only where the file is still as the run left it.
 
 use super::{CliError, Workspace};
+use crate::access::AccessPolicy;
 use crate::journal::{self, Entry, RunJournal, Step};
 use crate::vault::VaultPath;
 
@@ -35,26 +36,35 @@ pub fn find(ws: &Workspace, id: &str) -> Result<String, CliError> {
 
 pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
     let run_id = find(ws, id)?;
-    let entry = journal::load(&ws.vault, &run_id)
+    let key = journal::Key::load_or_create(&ws.launcher(false).places().state)
+        .map_err(|e| CliError::failed(format!("cannot read the undo journal's key: {e}")))?;
+    let key = std::sync::Arc::new(key);
+    let entry = journal::load(&ws.vault, &run_id, Some(&key))
         .map_err(|e| CliError::failed(format!("cannot read the journal: {e}")))?;
     // The role's run lock: no run of it changes files while they are put back.
     let _guard = lock(ws, &entry)?;
-    let entry = if entry.left.is_none() && !opts.dry_run {
-        // The run crashed before closing its journal: what it left is what is there now.
-        journal::seal_now(&ws.vault, &entry, chrono::Utc::now())
-            .map_err(|e| CliError::failed(format!("cannot close the crashed run's journal: {e}")))?
-    } else {
-        entry
-    };
-    let steps = journal::plan_undo(&ws.vault, &entry, opts.force)
-        .map_err(|e| CliError::failed(format!("cannot read the vault: {e}")))?;
+    // The same gate as the role's own writes (its write_paths, protected paths, no links).
+    let policy = ws
+        .roles
+        .roles
+        .get(&entry.role)
+        .map_or_else(|| AccessPolicy::new(&[]), AccessPolicy::for_role);
+    // A crashed run is planned from its last record after each call: the dry run and the real
+    // undo see the same thing.
+    let steps = journal::plan_undo(&ws.vault, &entry, &policy, opts.force).map_err(|e| match e {
+        crate::vault::VaultError::Refused(why) => CliError::failed(why),
+        other => CliError::failed(format!("cannot read the vault: {other}")),
+    })?;
     let requeue = if opts.requeue {
         requeue_moves(ws, &entry)
     } else {
         Vec::new()
     };
     print_plan(&steps, &requeue, opts.dry_run);
-    let skipped = steps.iter().filter(|s| matches!(s, Step::Skip { .. })).count();
+    let skipped = steps
+        .iter()
+        .filter(|s| matches!(s, Step::Skip { .. } | Step::Unknown { .. } | Step::Refused { .. }))
+        .count();
     if opts.dry_run {
         return Ok(if skipped > 0 { 1 } else { 0 });
     }
@@ -68,7 +78,7 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
         },
         now,
     );
-    let journal = RunJournal::new(ws.vault.clone(), &undo_id, &entry.role, now, "undo");
+    let journal = RunJournal::new(ws.vault.clone(), key, &undo_id, &entry.role, now, "undo");
     let restored = journal::apply(&ws.vault, &steps, &journal).map_err(|e| {
         CliError::failed(format!(
             "undo stopped: {e}; run it again to finish (files already put back stay so)"
@@ -141,6 +151,10 @@ fn print_plan(steps: &[Step], requeue: &[(VaultPath, VaultPath)], dry_run: bool)
             Step::Restore { path, to: Some(_) } => println!("  {will}restore  {path}"),
             Step::Restore { path, to: None } => println!("  {will}remove   {path} (the run created it)"),
             Step::AlreadyBefore { path } => println!("  unchanged {path} (already as before the run)"),
+            Step::Unknown { path } => println!(
+                "  skip     {path}: the run ended before it recorded what it left (a crash); --force restores it"
+            ),
+            Step::Refused { path, why } => println!("  refuse   {path}: {why}"),
             Step::Skip { path, later_run } => match later_run {
                 Some(id) => {
                     println!("  skip     {path}: changed since by run {id} (undo that first, or --force)")

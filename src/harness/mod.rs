@@ -263,6 +263,7 @@ impl Harness {
                 }
             }
         };
+        self.settle_journal();
         let mut record = calls::record_of(name, input, &result, server.as_deref());
         record.approval = approval;
         {
@@ -410,9 +411,20 @@ impl Harness {
         if !result.ok {
             return Err(result.text);
         }
+        self.settle_journal();
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
         log.changes.extend(result.changes);
         Ok(())
+    }
+
+    /// The undo journal records what the call left of each file it changed (so a run that
+    /// crashes later is undone exactly as its dry run says).
+    fn settle_journal(&self) {
+        if let Some(j) = &self.ticket.journal {
+            if let Err(e) = crate::blocking::run(|| j.settle()) {
+                tracing::warn!("run {}: cannot record in its undo journal: {e}", j.run_id());
+            }
+        }
     }
 
     /// Runs one vault tool call (filesystem work, off the async runtime's hands).

@@ -10,6 +10,20 @@
 //!
 //! Journal files are atomic but not fsynced (as the run records are): they survive a crash of
 //! tabd; a power cut may lose the last run's journal.
+//!
+//! Every line is signed with a key kept outside the vault (`key`): `tabd undo` refuses a journal
+//! that was forged or edited. After each tool call the run also records what each file it
+//! journaled now is (`settle`), so the state a run left is known even when it crashed before
+//! its closing line, and undo does exactly what its dry run says.
+//!
+//! - `key` — the signing key, outside the vault;
+//! - `undo` — planning and carrying out an undo, through the same gate as a tool write.
+
+pub mod key;
+pub mod undo;
+
+pub use key::Key;
+pub use undo::{apply, later_runs, plan_undo, Step};
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -50,7 +64,7 @@ pub fn state_of(vault: &Vault, path: &VaultPath) -> Result<Option<String>, Vault
 
 /// One line of a run's journal.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(tag = "kind", rename_all = "lowercase")]
 enum Line {
     Header {
         run_id: String,
@@ -58,10 +72,10 @@ enum Line {
         started_at: DateTime<Utc>,
         trigger: String,
     },
-    Before {
-        path: String,
-        before: Option<String>,
-    },
+    /// A file's state the moment before the run first changed it.
+    Before { path: String, before: Option<String> },
+    /// A file's state after a tool call changed it (the last one is what the run left).
+    After { path: String, after: Option<String> },
     Sealed {
         sealed_at: DateTime<Utc>,
         left: BTreeMap<String, Option<String>>,
@@ -81,13 +95,26 @@ pub struct Entry {
     pub before: Vec<(String, Option<String>)>,
     /// The state the run left (`None` until sealed: the run crashed, or still runs).
     pub left: Option<BTreeMap<String, Option<String>>>,
+    /// Each file's state after the last tool call that changed it (what a crashed run left).
+    pub after: BTreeMap<String, Option<String>>,
     /// Inbox notes the run moved (to `processed/` or `failed/`).
     pub moved: Vec<(String, String)>,
+    /// Every line is signed by this machine's key: nothing in it was forged or edited.
+    pub verified: bool,
 }
 
 impl Entry {
     pub fn changed(&self) -> Vec<&str> {
         self.before.iter().map(|(p, _)| p.as_str()).collect()
+    }
+
+    /// What the run left of `path`: its closing line says, else its last record after a call
+    /// (a crashed run); `None` when neither knows.
+    pub fn left_of(&self, path: &str) -> Option<&Option<String>> {
+        match &self.left {
+            Some(left) => left.get(path),
+            None => self.after.get(path),
+        }
     }
 }
 
@@ -95,15 +122,23 @@ impl Entry {
 #[derive(Debug)]
 pub struct RunJournal {
     vault: Arc<Vault>,
+    key: Arc<Key>,
     run_id: String,
     header: Line,
-    /// Files already journaled in this run (only the first change keeps the prior state).
-    seen: Mutex<Vec<String>>,
+    files: Mutex<Files>,
+}
+
+/// The files a run journaled, and those changed since its last `settle`.
+#[derive(Debug, Default)]
+struct Files {
+    seen: Vec<String>,
+    unsettled: Vec<String>,
 }
 
 impl RunJournal {
     pub fn new(
         vault: Arc<Vault>,
+        key: Arc<Key>,
         run_id: &str,
         role: &str,
         started_at: DateTime<Utc>,
@@ -111,6 +146,7 @@ impl RunJournal {
     ) -> Self {
         Self {
             vault,
+            key,
             run_id: run_id.to_string(),
             header: Line::Header {
                 run_id: run_id.to_string(),
@@ -118,7 +154,7 @@ impl RunJournal {
                 started_at,
                 trigger: trigger.to_string(),
             },
-            seen: Mutex::new(Vec::new()),
+            files: Mutex::new(Files::default()),
         }
     }
 
@@ -129,8 +165,11 @@ impl RunJournal {
     /// Keeps `path`'s state before this run first changes it. An `Err` means the change must
     /// not happen (it could not be undone).
     pub fn before_change(&self, path: &VaultPath) -> Result<(), VaultError> {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if seen.iter().any(|p| p == path.as_str()) {
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        if !files.unsettled.iter().any(|p| p == path.as_str()) {
+            files.unsettled.push(path.as_str().to_string());
+        }
+        if files.seen.iter().any(|p| p == path.as_str()) {
             return Ok(());
         }
         let before = match self.vault.read_bytes(path, u64::MAX) {
@@ -142,50 +181,83 @@ impl RunJournal {
                 }
                 Some(hash)
             }
-            Ok(_) => return Ok(()), // a folder: its files are journaled one by one
+            Ok(_) => {
+                files.unsettled.retain(|p| p != path.as_str());
+                return Ok(()); // a folder: its files are journaled one by one
+            }
             Err(VaultError::NotFound(_)) => None,
             Err(e) => return Err(e),
         };
-        self.write_before(&mut seen, path, before)
+        self.write_before(&mut files, path, before)
     }
 
     /// Journals a file the run just created (it did not exist before: creation never replaces).
     pub fn created(&self, path: &VaultPath) -> Result<(), VaultError> {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if seen.iter().any(|p| p == path.as_str()) {
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        if !files.unsettled.iter().any(|p| p == path.as_str()) {
+            files.unsettled.push(path.as_str().to_string());
+        }
+        if files.seen.iter().any(|p| p == path.as_str()) {
             return Ok(());
         }
-        self.write_before(&mut seen, path, None)
+        self.write_before(&mut files, path, None)
     }
 
     /// Appends a file's prior state (the header first, for the run's first change).
     fn write_before(
         &self,
-        seen: &mut Vec<String>,
+        files: &mut Files,
         path: &VaultPath,
         before: Option<String>,
     ) -> Result<(), VaultError> {
         let mut text = String::new();
-        if seen.is_empty() {
-            text.push_str(&line(&self.header));
+        if files.seen.is_empty() {
+            text.push_str(&self.signed(&self.header));
         }
-        text.push_str(&line(&Line::Before {
+        text.push_str(&self.signed(&Line::Before {
             path: path.as_str().to_string(),
             before,
         }));
         append_entry(&self.vault, &self.run_id, &text)?;
-        seen.push(path.as_str().to_string());
+        files.seen.push(path.as_str().to_string());
         Ok(())
+    }
+
+    /// Records what each file changed since the last settle is now (called after every tool
+    /// call, by the harness): what a run left is known even if it never closes its journal.
+    pub fn settle(&self) -> Result<(), VaultError> {
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        if files.unsettled.is_empty() {
+            return Ok(());
+        }
+        let mut text = String::new();
+        for p in std::mem::take(&mut files.unsettled) {
+            let after = state_of(&self.vault, &fixed(&p)?)?;
+            text.push_str(&self.signed(&Line::After { path: p, after }));
+        }
+        append_entry(&self.vault, &self.run_id, &text)
+    }
+
+    /// A line with its MAC (see `key`).
+    fn signed(&self, l: &Line) -> String {
+        let body = serde_json::to_string(l).unwrap_or_default();
+        let mac = self.key.mac(&self.run_id, &body);
+        // The object with one more field: `{…,"mac":"…"}`.
+        format!("{},\"mac\":\"{mac}\"}}\n", &body[..body.len().saturating_sub(1)])
     }
 
     /// Whether the run changed anything.
     pub fn is_empty(&self) -> bool {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+        self.files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .seen
+            .is_empty()
     }
 
     /// The run is over: the state it left, and the notes it moved.
     pub fn seal(&self, moved: &[(String, String)], now: DateTime<Utc>) -> Result<(), VaultError> {
-        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let seen = self.files.lock().unwrap_or_else(|p| p.into_inner()).seen.clone();
         if seen.is_empty() && moved.is_empty() {
             return Ok(());
         }
@@ -195,9 +267,9 @@ impl RunJournal {
         }
         let mut text = String::new();
         if seen.is_empty() {
-            text.push_str(&line(&self.header));
+            text.push_str(&self.signed(&self.header));
         }
-        text.push_str(&line(&Line::Sealed {
+        text.push_str(&self.signed(&Line::Sealed {
             sealed_at: now,
             left,
             moved: moved.to_vec(),
@@ -213,14 +285,23 @@ fn append_entry(vault: &Vault, run_id: &str, text: &str) -> Result<(), VaultErro
     vault.append(&path, text, None, false)
 }
 
-fn line(l: &Line) -> String {
-    let mut s = serde_json::to_string(l).unwrap_or_default();
-    s.push('\n');
-    s
+/// One line read back: the line, and whether `key` signed it (`None`: not checked).
+fn read_line(l: &str, run_id: &str, key: Option<&Key>) -> Option<(Line, bool)> {
+    let mut value: serde_json::Value = serde_json::from_str(l).ok()?;
+    let mac = value.as_object_mut()?.remove("mac");
+    let line: Line = serde_json::from_value(value).ok()?;
+    let signed = match (key, mac.as_ref().and_then(|m| m.as_str())) {
+        (Some(k), Some(mac)) => {
+            let body = serde_json::to_string(&line).ok()?;
+            k.verifies(run_id, &body, mac)
+        }
+        _ => false,
+    };
+    Some((line, signed))
 }
 
-/// Reads a run's journal.
-pub fn load(vault: &Vault, run_id: &str) -> Result<Entry, VaultError> {
+/// Reads a run's journal; with `key`, checks that every line is signed by it.
+pub fn load(vault: &Vault, run_id: &str, key: Option<&Key>) -> Result<Entry, VaultError> {
     let text = vault.read_text(&entry_path(run_id)?, 256 * 1024 * 1024)?;
     let mut entry = Entry {
         run_id: run_id.to_string(),
@@ -229,31 +310,42 @@ pub fn load(vault: &Vault, run_id: &str) -> Result<Entry, VaultError> {
         trigger: String::new(),
         before: Vec::new(),
         left: None,
+        after: BTreeMap::new(),
         moved: Vec::new(),
+        verified: key.is_some(),
     };
+    let mut header = false;
     for l in text.lines().filter(|l| !l.trim().is_empty()) {
         // A torn last line (a crash while appending) is skipped, never fatal.
-        let Ok(parsed) = serde_json::from_str::<Line>(l) else {
+        let Some((parsed, signed)) = read_line(l, run_id, key) else {
             continue;
         };
+        entry.verified &= signed;
         match parsed {
             Line::Header {
+                run_id: id,
                 role,
                 started_at,
                 trigger,
-                ..
             } => {
+                // A header naming another run: this journal was copied or forged.
+                entry.verified &= id == run_id;
+                header = true;
                 entry.role = role;
                 entry.started_at = started_at;
                 entry.trigger = trigger;
             }
             Line::Before { path, before } => entry.before.push((path, before)),
+            Line::After { path, after } => {
+                entry.after.insert(path, after);
+            }
             Line::Sealed { left, moved, .. } => {
                 entry.left = Some(left);
                 entry.moved = moved;
             }
         }
     }
+    entry.verified &= header;
     Ok(entry)
 }
 
@@ -280,21 +372,6 @@ pub fn blob(vault: &Vault, hash: &str) -> Result<Vec<u8>, VaultError> {
     vault.read_bytes(&blob_path(hash)?, u64::MAX).map(|(b, _)| b)
 }
 
-/// Writes the journal's closing line for a run that never wrote one (it crashed): the state it
-/// left is taken as the files are now.
-pub fn seal_now(vault: &Arc<Vault>, entry: &Entry, now: DateTime<Utc>) -> Result<Entry, VaultError> {
-    let j = RunJournal::new(
-        vault.clone(),
-        &entry.run_id,
-        &entry.role,
-        entry.started_at,
-        &entry.trigger,
-    );
-    *j.seen.lock().unwrap_or_else(|p| p.into_inner()) = entry.before.iter().map(|(p, _)| p.clone()).collect();
-    j.seal(&[], now)?;
-    load(vault, &entry.run_id)
-}
-
 /// What pruning removed.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Pruned {
@@ -316,7 +393,7 @@ pub fn prune(vault: &Vault, keep_days: u32, max_bytes: u64, now: DateTime<Utc>) 
     for id in run_ids(vault) {
         let Ok(path) = entry_path(&id) else { continue };
         let size = vault.metadata(&path).map(|m| m.size).unwrap_or(0);
-        match load(vault, &id) {
+        match load(vault, &id, None) {
             Ok(e) if e.started_at >= cutoff => {
                 let named = e.before.into_iter().filter_map(|(_, b)| b).collect();
                 kept.push_back((id, size, named));
@@ -389,76 +466,6 @@ fn list_blobs(vault: &Vault, now: DateTime<Utc>) -> Vec<(String, u64, bool)> {
         .unwrap_or_default()
 }
 
-/// What undo does with one file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
-    /// Still as the run left it: back to its prior content (`Some(hash)`) or removed (`None`).
-    Restore { path: String, to: Option<String> },
-    /// Changed since the run (by the person, a sync tool or a later run, named when known).
-    Skip { path: String, later_run: Option<String> },
-    /// Already as it was before the run: nothing to do.
-    AlreadyBefore { path: String },
-}
-
-/// The runs that changed `path` after `entry` started, oldest first (by start time: two runs
-/// in one second have ids that do not sort by time).
-pub fn later_runs(vault: &Vault, entry: &Entry, path: &str) -> Vec<String> {
-    let mut later: Vec<(DateTime<Utc>, String)> = run_ids(vault)
-        .into_iter()
-        .filter(|id| *id != entry.run_id)
-        .filter_map(|id| load(vault, &id).ok())
-        .filter(|e| e.started_at > entry.started_at && e.before.iter().any(|(p, _)| p == path))
-        .map(|e| (e.started_at, e.run_id))
-        .collect();
-    later.sort();
-    later.into_iter().map(|(_, id)| id).collect()
-}
-
-/// What undoing `entry` would do, file by file (`force`: restore changed files too).
-pub fn plan_undo(vault: &Vault, entry: &Entry, force: bool) -> Result<Vec<Step>, VaultError> {
-    let left = entry.left.clone().unwrap_or_default();
-    let mut steps = Vec::new();
-    for (path, before) in &entry.before {
-        let now = state_of(vault, &fixed(path)?)?;
-        let step = if now == *before {
-            Step::AlreadyBefore { path: path.clone() }
-        } else if force || left.get(path) == Some(&now) {
-            Step::Restore {
-                path: path.clone(),
-                to: before.clone(),
-            }
-        } else {
-            Step::Skip {
-                path: path.clone(),
-                later_run: later_runs(vault, entry, path).into_iter().next(),
-            }
-        };
-        steps.push(step);
-    }
-    Ok(steps)
-}
-
-/// Carries out the `Restore` steps, each journaled in `undo` (so the undo can be undone).
-pub fn apply(vault: &Vault, steps: &[Step], undo: &RunJournal) -> Result<usize, VaultError> {
-    let mut done = 0;
-    for step in steps {
-        let Step::Restore { path, to } = step else {
-            continue;
-        };
-        let p = fixed(path)?;
-        undo.before_change(&p)?;
-        match to {
-            Some(hash) => vault.write_atomic(&p, &blob(vault, hash)?)?,
-            None => match vault.remove_file(&p) {
-                Ok(()) | Err(VaultError::NotFound(_)) => {}
-                Err(e) => return Err(e),
-            },
-        }
-        done += 1;
-    }
-    Ok(done)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,12 +480,17 @@ mod tests {
         VaultPath::parse(s, false).unwrap()
     }
 
+    fn key() -> Arc<Key> {
+        Arc::new(Key::from_bytes(b"a key of this machine, 32 bytes!"))
+    }
+
     /// A run that changed `file` from `old` to `new`, started `days_ago`.
     fn journaled(v: &Arc<Vault>, id: &str, file: &str, old: &str, new: &str, days_ago: i64) {
         let now = Utc::now();
         v.write_atomic(&p(file), old.as_bytes()).unwrap();
         let j = RunJournal::new(
             v.clone(),
+            key(),
             id,
             "r",
             now - chrono::Duration::days(days_ago),
@@ -494,11 +506,14 @@ mod tests {
     fn a_sealed_entry_round_trips_and_only_the_first_prior_state_counts() {
         let (_d, v) = vault();
         journaled(&v, "20261101T000000Z-r-1", "a.md", "old", "new", 0);
-        let e = load(&v, "20261101T000000Z-r-1").unwrap();
+        let k = key();
+        let e = load(&v, "20261101T000000Z-r-1", Some(&k)).unwrap();
+        assert!(e.verified, "signed by this machine's key");
         assert_eq!(e.before, [("a.md".to_string(), Some(digest(b"old")))]);
-        assert_eq!(e.left.unwrap()["a.md"], Some(digest(b"new")));
+        assert_eq!(e.left.clone().unwrap()["a.md"], Some(digest(b"new")));
         assert_eq!(blob(&v, &digest(b"old")).unwrap(), b"old");
-        let steps = plan_undo(&v, &load(&v, "20261101T000000Z-r-1").unwrap(), false).unwrap();
+        let policy = crate::access::AccessPolicy::new(&[]);
+        let steps = plan_undo(&v, &e, &policy, false).unwrap();
         assert_eq!(
             steps,
             [Step::Restore {
@@ -506,6 +521,112 @@ mod tests {
                 to: Some(digest(b"old"))
             }]
         );
+        let other = Key::from_bytes(b"another machine's key, 32 bytes.");
+        let stranger = load(&v, "20261101T000000Z-r-1", Some(&other)).unwrap();
+        assert!(!stranger.verified);
+        assert!(plan_undo(&v, &stranger, &policy, false).is_err(), "refused whole");
+    }
+
+    /// Issue 29, item 4: a journal edited in the vault, a swapped blob, a path a role may not
+    /// write, a folder replaced by a link — each refused.
+    #[test]
+    fn undo_passes_the_gate_of_a_tool_write() {
+        let (_d, v) = vault();
+        let k = key();
+        journaled(&v, "20261101T000000Z-r-2", "project/a.md", "old", "new", 0);
+        // A forged line added to a signed journal: the whole journal is refused.
+        let path = entry_path("20261101T000000Z-r-2").unwrap();
+        let mut text = v.read_text(&path, 1 << 20).unwrap();
+        text.push_str("{\"kind\":\"before\",\"path\":\"roles/writer.md\",\"before\":null}\n");
+        v.write_atomic(&path, text.as_bytes()).unwrap();
+        assert!(!load(&v, "20261101T000000Z-r-2", Some(&k)).unwrap().verified);
+        // A signed journal naming a protected path (the role could never have written it).
+        let policy = crate::access::AccessPolicy::new(&[]);
+        v.write_atomic(&p("roles/writer.md"), b"person's").unwrap();
+        journaled(
+            &v,
+            "20261101T000000Z-r-3",
+            ".claude/settings.json",
+            "{}",
+            "{\"hooks\":1}",
+            0,
+        );
+        let e = load(&v, "20261101T000000Z-r-3", Some(&k)).unwrap();
+        assert!(matches!(
+            &plan_undo(&v, &e, &policy, true).unwrap()[0],
+            Step::Refused { .. }
+        ));
+        // The journal's copy swapped for other bytes: refused, not restored.
+        journaled(&v, "20261101T000000Z-r-4", "project/b.md", "old b", "new b", 0);
+        v.write_atomic(&blob_path(&digest(b"old b")).unwrap(), b"evil")
+            .unwrap();
+        let e = load(&v, "20261101T000000Z-r-4", Some(&k)).unwrap();
+        let steps = plan_undo(&v, &e, &policy, false).unwrap();
+        assert!(
+            matches!(&steps[0], Step::Refused { why, .. } if why.contains("bytes were changed")),
+            "{steps:?}"
+        );
+        // A folder replaced by a link after the run: nothing is removed through it.
+        let (dir, v2) = vault();
+        let j = RunJournal::new(
+            v2.clone(),
+            k.clone(),
+            "20261101T000000Z-r-5",
+            "r",
+            Utc::now(),
+            "manual",
+        );
+        j.before_change(&p("project/new.md")).unwrap();
+        v2.write_atomic(&p("project/new.md"), b"made").unwrap();
+        j.seal(&[], Utc::now()).unwrap();
+        v2.write_atomic(&p("roles/writer.md"), b"keep me").unwrap();
+        std::fs::remove_dir_all(dir.path().join("project")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("roles"), dir.path().join("project")).unwrap();
+        std::fs::rename(
+            dir.path().join("roles/writer.md"),
+            dir.path().join("roles/new.md"),
+        )
+        .unwrap();
+        let e = load(&v2, "20261101T000000Z-r-5", Some(&k)).unwrap();
+        let steps = plan_undo(&v2, &e, &policy, true).unwrap();
+        assert!(
+            matches!(&steps[0], Step::Refused { why, .. } if why.contains("link")),
+            "{steps:?}"
+        );
+        assert!(dir.path().join("roles/new.md").exists());
+    }
+
+    /// A run that crashed before its closing line is undone from its last record after each
+    /// call: a file the person edited since is skipped, as the dry run says.
+    #[test]
+    fn a_crashed_run_is_planned_from_its_records_after_each_call() {
+        let (_d, v) = vault();
+        let k = key();
+        v.write_atomic(&p("a.md"), b"before").unwrap();
+        let j = RunJournal::new(
+            v.clone(),
+            k.clone(),
+            "20261101T000000Z-r-6",
+            "r",
+            Utc::now(),
+            "manual",
+        );
+        j.before_change(&p("a.md")).unwrap();
+        v.write_atomic(&p("a.md"), b"by the run").unwrap();
+        j.settle().unwrap();
+        drop(j); // the crash: never sealed
+        let policy = crate::access::AccessPolicy::new(&[]);
+        let e = load(&v, "20261101T000000Z-r-6", Some(&k)).unwrap();
+        assert!(e.left.is_none());
+        assert!(matches!(
+            &plan_undo(&v, &e, &policy, false).unwrap()[0],
+            Step::Restore { .. }
+        ));
+        v.write_atomic(&p("a.md"), b"the person's edit").unwrap();
+        assert!(matches!(
+            &plan_undo(&v, &e, &policy, false).unwrap()[0],
+            Step::Skip { .. }
+        ));
     }
 
     #[test]
