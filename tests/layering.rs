@@ -371,6 +371,27 @@ fn long_functions(sources: &[Source], max: usize) -> Vec<String> {
     out
 }
 
+/// The only files that may run a tool: the harness (every call of every door goes through it),
+/// and the tools themselves. Anything else that names the tool runners would be a second door.
+const TOOL_RUNNERS: &[&str] = &["tools::execute", "tools::write_answer", "McpTool"];
+
+/// Files outside the harness that name a tool runner (production code only).
+fn doors_around_the_harness(sources: &[Source]) -> Vec<String> {
+    let allowed = |p: &str| p.starts_with("harness/") || p.starts_with("tools/") || p == "mcp/tools.rs";
+    let mut out = Vec::new();
+    for s in sources.iter().filter(|s| !allowed(&s.path)) {
+        for runner in TOOL_RUNNERS {
+            if s.code.contains(runner) {
+                out.push(format!(
+                    "src/{} names `{runner}`: only the harness runs tools",
+                    s.path
+                ));
+            }
+        }
+    }
+    out
+}
+
 fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
@@ -396,6 +417,24 @@ fn every_module_is_on_a_floor_and_imports_only_from_its_floor_or_below() {
         problems.is_empty(),
         "imports that climb a floor:\n{}",
         problems.join("\n")
+    );
+}
+
+/// Issue 29: every door to a tool goes through the harness — no other file runs a vault tool or
+/// an MCP tool itself.
+#[test]
+fn only_the_harness_runs_tools() {
+    let sources = read_sources(&src_dir());
+    let found = doors_around_the_harness(&sources);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    let fake = vec![Source {
+        path: "approved/execute.rs".into(),
+        code: production_code("fn go() { crate::tools::execute(&ctx, \"write_file\", &input); }\n"),
+    }];
+    assert_eq!(
+        doors_around_the_harness(&fake).len(),
+        1,
+        "the rule sees a second door"
     );
 }
 

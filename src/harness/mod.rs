@@ -303,9 +303,8 @@ impl Harness {
         if let Some(risk) = tools::vault_risk(name) {
             if !self.role.has_tool(name) {
                 return Err(format!(
-                    "refused: this role may not use `{name}`; its tools are: {} (a person can add it under ## Tools in {})",
-                    self.tool_names().join(", "),
-                    self.role.path.display()
+                    "refused: {}",
+                    tools::not_listed(name, &self.role, &self.tool_names())
                 ));
             }
             return Ok(Classified {

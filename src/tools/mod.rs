@@ -206,6 +206,16 @@ pub fn vault_description(name: &str) -> Option<&'static str> {
     find(name).map(|t| t.description())
 }
 
+/// Why a role may not call `name`, which it does not list: one text wherever it is refused.
+/// `tools`: the names it may call.
+pub fn not_listed(name: &str, role: &Role, tools: &[&str]) -> String {
+    format!(
+        "this role may not use `{name}`; its tools are: {} (a person can add it under ## Tools in {})",
+        tools.join(", "),
+        role.path.display()
+    )
+}
+
 /// Runs one vault tool call. Never panics on model input; an `Err` means the run cannot go on
 /// (see `ToolError::Fatal`). The harness decides whether the call may run at all.
 pub fn execute(ctx: &ToolContext<'_>, name: &str, input: &Value) -> Result<ToolResult, FatalToolError> {
@@ -214,11 +224,10 @@ pub fn execute(ctx: &ToolContext<'_>, name: &str, input: &Value) -> Result<ToolR
             "there is no tool named `{name}`; your tools are: {}",
             ctx.role.tools.join(", ")
         ))),
-        Some(_) if !ctx.role.has_tool(name) => Err(ToolError::Refused(format!(
-            "this role may not use `{name}`; its tools are: {} (a person can add it under ## Tools in {})",
-            ctx.role.tools.join(", "),
-            ctx.role.path.display()
-        ))),
+        Some(_) if !ctx.role.has_tool(name) => {
+            let tools: Vec<&str> = ctx.role.tools.iter().map(String::as_str).collect();
+            Err(ToolError::Refused(not_listed(name, ctx.role, &tools)))
+        }
         Some(tool) => tool.call(ctx, input),
     };
     match result {
