@@ -6,7 +6,7 @@ use crate::role::Role;
 use crate::vault::{Canonicals, Vault, VaultError, VaultPath};
 
 pub use crate::vault::protected::normalised;
-use crate::vault::protected::{loaded_by_programs, NEVER_WRITABLE, PROTECTED, UNREADABLE};
+use crate::vault::protected::{loaded_by_programs, normal};
 
 /// True when `path` (normalised) is `dir` or inside it.
 fn within(path: &str, dir: &str) -> bool {
@@ -139,25 +139,23 @@ impl AccessPolicy {
         let norm = normalised(path.as_str());
         // A protected path is protected with every folder above it: moving or replacing one of
         // those would move the protected path too.
-        for (dir, why) in NEVER_WRITABLE {
-            let dir = normalised(dir);
-            if within(&norm, &dir) {
+        for (dir, why) in &normal().never_writable {
+            if within(&norm, dir) {
                 return Err(VaultError::Refused(format!("{path} is in {dir}/: {why}")));
             }
-            if contains(&norm, &dir) {
+            if contains(&norm, dir) {
                 return Err(VaultError::Refused(format!(
                     "{path} holds {dir}/ ({why}); it can be neither replaced nor moved"
                 )));
             }
         }
-        for (dir, why) in PROTECTED {
-            let dir = normalised(dir);
-            if contains(&norm, &dir) {
+        for (dir, why) in &normal().protected {
+            if contains(&norm, dir) {
                 return Err(VaultError::Refused(format!(
                     "{path} holds {dir}/ ({why}); it can be neither replaced nor moved"
                 )));
             }
-            if within(&norm, &dir) && !self.names(path, &dir) {
+            if within(&norm, dir) && !self.names(path, dir) {
                 return Err(VaultError::Refused(format!(
                     "{path} is in {dir}/ ({why}); a role may write there only if its write_paths names it"
                 )));
@@ -202,7 +200,7 @@ impl AccessPolicy {
 
 fn refuse_unreadable(path: &VaultPath) -> Result<(), VaultError> {
     let norm = normalised(path.as_str());
-    if let Some(dir) = UNREADABLE.iter().find(|d| within(&norm, &normalised(d))) {
+    if let Some(dir) = normal().unreadable.iter().find(|d| within(&norm, d)) {
         return Err(VaultError::Refused(format!(
             "{path} is in {dir}/, which tools may not read"
         )));

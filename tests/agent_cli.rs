@@ -487,3 +487,21 @@ fn a_cli_run_delegates_through_the_same_harness() {
     assert_eq!(child["trigger"]["parent_run_id"], parent["run_id"]);
     assert_eq!(parent["children"], json!([child["run_id"]]));
 }
+
+/// Issue 29: a CLI spends out of tabd's sight until it answers, so it is not started at all when
+/// the run has no dollars left under its `max_cost_usd`.
+#[test]
+fn a_cli_is_not_started_when_the_run_has_nothing_left_to_spend() {
+    let (v, log) = setup("claude", calls(), "ok", "");
+    let role = v.read("roles/ops.md");
+    v.write(
+        "roles/ops.md",
+        &role.replacen("---\n", "---\nmax_cost_usd: 0\n", 1),
+    );
+    v.write("agent/inbox/ops/ship.md", "Log that we shipped.\n");
+    let out = v.tabd(&["fire", "ops"]);
+    assert_ne!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(cli_log(&log).is_empty(), "the CLI never ran");
+    let rec = v.records().pop().unwrap();
+    assert!(rec.to_string().contains("max_cost_usd"), "{rec}");
+}

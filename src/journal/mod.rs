@@ -223,6 +223,16 @@ impl RunJournal {
         Ok(())
     }
 
+    /// Whether a file changed since the last `settle` (cheap: no file is read).
+    pub fn unsettled(&self) -> bool {
+        !self
+            .files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unsettled
+            .is_empty()
+    }
+
     /// Records what each file changed since the last settle is now (called after every tool
     /// call, by the harness): what a run left is known even if it never closes its journal.
     pub fn settle(&self) -> Result<(), VaultError> {

@@ -199,6 +199,17 @@ async fn call_model(
     let ms = model_settings(role, &env.config);
     let request = prompt.into_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
     if env.config.provider.kind == crate::config::ProviderKind::Command {
+        // A CLI spends out of tabd's sight until it answers: it does not start at all when the
+        // session (or one above it) has nothing left.
+        let spent = turn.account.exhausted().or_else(|| {
+            turn.account
+                .usd_left()
+                .filter(|left| *left <= 0.0)
+                .map(|_| "max_cost_usd (nothing left)".to_string())
+        });
+        if let Some(why) = spent {
+            return TurnOutcome::ended(TurnEnd::CapTooLow(why));
+        }
         let mut outcome = cli::turn(env, role, prep, &request, harness).await;
         // A CLI's session is over when it answers: no repair turn, the answer fits or the run fails.
         if let (Some(schema), TurnEnd::Done) = (&turn.output, &outcome.end) {

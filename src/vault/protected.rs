@@ -50,9 +50,10 @@ pub fn loaded_by_programs(component: &str) -> Option<&'static str> {
     if component.starts_with('.') {
         return Some(HIDDEN_WHY);
     }
-    SETTINGS_NAMES
+    normal()
+        .settings
         .iter()
-        .find(|(name, _)| normalised(name) == component)
+        .find(|(name, _)| name == component)
         .map(|(_, why)| *why)
 }
 
@@ -67,15 +68,84 @@ pub fn normalised(path: &str) -> String {
     path.split('/')
         .map(|part| {
             // Look-alikes first (a capital I is an l), then case.
-            let folded: String = unicode_security::skeleton(part)
-                .filter(|c| !is_combining_mark(*c))
-                .collect::<String>()
-                .to_lowercase();
+            let folded: String = if part.is_ascii() {
+                // The common case, on every path a run reads: the skeleton of ASCII, without
+                // its tables (checked against them in the tests).
+                part.chars()
+                    .map(ascii_prototype)
+                    .collect::<String>()
+                    .to_lowercase()
+            } else {
+                unicode_security::skeleton(part)
+                    .filter(|c| !is_combining_mark(*c))
+                    .collect::<String>()
+                    .to_lowercase()
+            };
             folded.trim_end_matches([' ', '.', '\t']).to_string()
         })
         .filter(|p| !p.is_empty())
         .collect::<Vec<_>>()
         .join("/")
+}
+
+/// The TR39 prototype of an ASCII character (the eight that have one other than themselves).
+fn ascii_prototype(c: char) -> &'static str {
+    match c {
+        '"' => "''",
+        '%' => "°/₀",
+        '0' => "O",
+        '1' | 'I' | '|' => "l",
+        '`' => "'",
+        'm' => "rn",
+        _ => ascii_str(c),
+    }
+}
+
+/// `c` as a one-character string (ASCII only).
+fn ascii_str(c: char) -> &'static str {
+    const ASCII: &str = "\0\x01\x02\x03\x04\x05\x06\x07\x08\t\n\x0b\x0c\r\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~\x7f";
+    let i = c as usize;
+    ASCII.get(i..i + 1).unwrap_or("")
+}
+
+/// The protected names in normal form, worked out once.
+pub struct Normal {
+    pub unreadable: Vec<String>,
+    pub protected: Vec<(String, &'static str)>,
+    pub never_writable: Vec<(String, &'static str)>,
+    pub settings: Vec<(String, &'static str)>,
+}
+
+/// `Normal`, made on first use (constants, not state).
+pub fn normal() -> &'static Normal {
+    static NORMAL: std::sync::LazyLock<Normal> = std::sync::LazyLock::new(|| {
+        let pairs = |list: &[(&str, &'static str)]| list.iter().map(|(n, w)| (normalised(n), *w)).collect();
+        Normal {
+            unreadable: UNREADABLE.iter().map(|n| normalised(n)).collect(),
+            protected: pairs(PROTECTED),
+            never_writable: pairs(NEVER_WRITABLE),
+            settings: pairs(SETTINGS_NAMES),
+        }
+    });
+    &NORMAL
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ascii_shortcut_is_the_skeleton() {
+        for b in 0u8..0x80 {
+            let c = (b as char).to_string();
+            let skeleton: String = unicode_security::skeleton(&c).collect();
+            assert_eq!(ascii_prototype(b as char), skeleton, "{b:#x}");
+        }
+        assert_eq!(
+            normalised("agent/approvaIs/x.md"),
+            normalised("agent/approvals/x.md")
+        );
+    }
 }
 
 /// Folders no role may ever write, whatever its `write_paths` say.
