@@ -130,6 +130,12 @@ pub fn normal() -> &'static Normal {
     &NORMAL
 }
 
+/// Folders no role may ever write, whatever its `write_paths` say.
+pub const NEVER_WRITABLE: &[(&str, &str)] = &[(
+    "agent/approvals",
+    "approval notes are decided by the person; a role can never create, edit or move them, so it cannot approve its own calls",
+)];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,9 +153,3 @@ mod tests {
         );
     }
 }
-
-/// Folders no role may ever write, whatever its `write_paths` say.
-pub const NEVER_WRITABLE: &[(&str, &str)] = &[(
-    "agent/approvals",
-    "approval notes are decided by the person; a role can never create, edit or move them, so it cannot approve its own calls",
-)];
