@@ -434,7 +434,14 @@ fn only_the_runs_own_cli_uses_its_relay_and_the_cli_has_a_private_config() {
             .find(|p| p.exists())
     });
     let key = std::fs::read_to_string(socket.with_file_name("relay.key")).unwrap();
-    let answer = relay_with_key(&socket, &key);
+    let answer = match relay_with_key(&socket, &key) {
+        Ok(a) => a,
+        Err(e) => {
+            std::fs::write(&release, "").unwrap();
+            let out = run.wait_with_output().unwrap();
+            panic!("cannot reach the run's relay ({e}):\n{}", describe(&out));
+        }
+    };
     assert!(
         answer.contains("refused"),
         "a process outside the CLI, with the key: {answer}"
@@ -488,18 +495,18 @@ fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
 }
 
 /// Speaks to a run's relay with its key, from this (unrelated) process.
-fn relay_with_key(socket: &Path, key: &str) -> String {
+fn relay_with_key(socket: &Path, key: &str) -> std::io::Result<String> {
     use std::io::{BufRead, BufReader, Write};
-    let stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    let stream = std::os::unix::net::UnixStream::connect(socket)?;
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut w = stream.try_clone().unwrap();
     writeln!(w, "{}", json!({"tabd_relay_key": key.trim()})).unwrap();
     writeln!(w, "{}", json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}})).unwrap();
-    BufReader::new(stream)
+    Ok(BufReader::new(stream)
         .lines()
         .map_while(Result::ok)
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n"))
 }
 
 /// `tabd mcp list` shows the rules applied; `tabd validate` what it grants and what it will not.

@@ -255,15 +255,12 @@ fn requeue_moves_the_handled_notes_back() {
     assert!(!v2.path("project/plan.md").exists());
 }
 
-/// tabd killed after the run's changes and record but before the journal was closed: undo
-/// closes it with the files as they are, and puts them back.
-#[test]
-fn a_run_that_crashed_can_still_be_undone() {
-    let fake = FakeModel::start();
-    let v = vault(&fake);
+/// A delivery run that wrote `project/plan.md` ("before the crash" → "mid-crash") and was killed
+/// after its changes and record, before its journal was closed. Returns its id.
+fn crashed_run(v: &TestVault, fake: &FakeModel) -> String {
     v.write("project/plan.md", "before the crash\n");
     v.write("agent/inbox/delivery/ask.md", "please plan");
-    writes(&fake, "project/plan.md", "mid-crash");
+    writes(fake, "project/plan.md", "mid-crash");
     let out = v
         .command(&["fire", "delivery"])
         .env("TABD_FAULTS", "abort-after-commit")
@@ -272,11 +269,20 @@ fn a_run_that_crashed_can_still_be_undone() {
     assert!(!out.status.success(), "the fault aborted it: {}", describe(&out));
     assert_eq!(v.read("project/plan.md"), "mid-crash");
     let listed = stdout(&v.tabd(&["runs"]));
-    let run = listed
+    listed
         .split_whitespace()
         .find(|w| w.contains("-delivery-"))
         .unwrap_or_else(|| panic!("{listed}"))
-        .to_string();
+        .to_string()
+}
+
+/// tabd killed after the run's changes and record but before the journal was closed: undo
+/// knows what the run left from its record after the call, and puts it back.
+#[test]
+fn a_run_that_crashed_can_still_be_undone() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    let run = crashed_run(&v, &fake);
     let (code, out) = undo(&v, &[&run]);
     assert_eq!(code, 0, "{out}");
     assert_eq!(v.read("project/plan.md"), "before the crash\n");
@@ -288,22 +294,8 @@ fn a_run_that_crashed_can_still_be_undone() {
 fn after_a_crash_the_real_undo_does_what_the_dry_run_said() {
     let fake = FakeModel::start();
     let v = vault(&fake);
-    v.write("project/plan.md", "before the crash\n");
-    v.write("agent/inbox/delivery/ask.md", "please plan");
-    writes(&fake, "project/plan.md", "mid-crash");
-    let out = v
-        .command(&["fire", "delivery"])
-        .env("TABD_FAULTS", "abort-after-commit")
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "{}", describe(&out));
+    let run = crashed_run(&v, &fake);
     v.write("project/plan.md", "the person's edit\n");
-    let listed = stdout(&v.tabd(&["runs"]));
-    let run = listed
-        .split_whitespace()
-        .find(|w| w.contains("-delivery-"))
-        .unwrap_or_else(|| panic!("{listed}"))
-        .to_string();
     let (dry, said) = undo(&v, &[&run, "--dry-run"]);
     let (real, did) = undo(&v, &[&run]);
     assert_eq!((dry, real), (1, 1), "both skip:\n{said}\n{did}");

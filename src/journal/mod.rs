@@ -135,6 +135,17 @@ struct Files {
     unsettled: Vec<String>,
 }
 
+impl Files {
+    /// Notes that `path` is about to change (to be settled after the call); true when its prior
+    /// state is journaled already.
+    fn touch(&mut self, path: &VaultPath) -> bool {
+        if !self.unsettled.iter().any(|p| p == path.as_str()) {
+            self.unsettled.push(path.as_str().to_string());
+        }
+        self.seen.iter().any(|p| p == path.as_str())
+    }
+}
+
 impl RunJournal {
     pub fn new(
         vault: Arc<Vault>,
@@ -166,10 +177,7 @@ impl RunJournal {
     /// not happen (it could not be undone).
     pub fn before_change(&self, path: &VaultPath) -> Result<(), VaultError> {
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
-        if !files.unsettled.iter().any(|p| p == path.as_str()) {
-            files.unsettled.push(path.as_str().to_string());
-        }
-        if files.seen.iter().any(|p| p == path.as_str()) {
+        if files.touch(path) {
             return Ok(());
         }
         let before = match self.vault.read_bytes(path, u64::MAX) {
@@ -194,10 +202,7 @@ impl RunJournal {
     /// Journals a file the run just created (it did not exist before: creation never replaces).
     pub fn created(&self, path: &VaultPath) -> Result<(), VaultError> {
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
-        if !files.unsettled.iter().any(|p| p == path.as_str()) {
-            files.unsettled.push(path.as_str().to_string());
-        }
-        if files.seen.iter().any(|p| p == path.as_str()) {
+        if files.touch(path) {
             return Ok(());
         }
         self.write_before(&mut files, path, None)
