@@ -111,6 +111,61 @@ fn schedule_json_reports_broken_roles() {
     assert_eq!(risk["next"], serde_json::json!([]));
 }
 
+/// Several day+time pairs in one phrase are one cron each (never a cross product), `tabd
+/// schedule` says in words what it understood, and `validate` notes a bare hour's reading.
+#[test]
+fn schedule_says_what_it_understood_and_pairs_days_with_their_times() {
+    let v = TestVault::new();
+    v.set_config("timezone = \"Europe/Lisbon\"\n");
+    v.write(
+        "roles/risk.md",
+        "# Risk\n## Mission\nWatch.\n## Schedule\nfriday at 4pm and monday at 9am\nevery friday at 4 UTC\n",
+    );
+    let out = v.tabd(&[
+        "schedule",
+        "--json",
+        "--from",
+        "2026-07-01T00:00:00Z",
+        "--next",
+        "3",
+    ]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let risk = json["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role"] == "risk")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        risk["cron"],
+        serde_json::json!(["0 16 * * 5", "0 9 * * 1", "0 16 * * 5"])
+    );
+    assert_eq!(
+        risk["understood"],
+        serde_json::json!(["fri at 16:00; mon at 09:00", "fri at 16:00 (UTC)"])
+    );
+    // Lisbon is UTC+1 in July: the UTC line fires at 17:00 there, after the 16:00 Lisbon one.
+    assert_eq!(
+        risk["next"],
+        serde_json::json!([
+            "2026-07-03T16:00:00+01:00",
+            "2026-07-03T17:00:00+01:00",
+            "2026-07-06T09:00:00+01:00"
+        ])
+    );
+    let text = stdout(&v.tabd(&["schedule"]));
+    assert!(text.contains("understood: fri at 16:00; mon at 09:00"), "{text}");
+    let out = v.tabd(&["validate"]);
+    let said = stdout(&out);
+    assert!(
+        said.contains("roles/risk.md:6: note: \"at 4\" read as 16:00"),
+        "{said}"
+    );
+    assert_eq!(out.status.code(), Some(0), "a note is not an error: {said}");
+}
+
 #[test]
 fn config_errors_exit_2_with_file_and_line() {
     let v = TestVault::new();

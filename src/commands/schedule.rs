@@ -17,6 +17,9 @@ struct RoleSchedule {
     timezone: String,
     next: Vec<String>,
     error: Option<String>,
+    /// Each line as tabd read it, in words (`fri at 16:00; mon at 09:00`): added to the contract's
+    /// shape, which keeps its other names.
+    understood: Vec<String>,
 }
 
 pub fn run(ws: &Workspace, from: Option<&str>, next: usize, json: bool) -> Result<u8, CliError> {
@@ -48,6 +51,7 @@ pub fn run(ws: &Workspace, from: Option<&str>, next: usize, json: bool) -> Resul
                     .map(|t| t.with_timezone(&tz).to_rfc3339_opts(SecondsFormat::Secs, true))
                     .collect(),
                 error: None,
+                understood: role.schedule.lines.iter().map(|l| l.understood.clone()).collect(),
             });
         } else if let Some(diags) = ws.roles.broken.get(&name) {
             if name.starts_with('_') {
@@ -65,6 +69,7 @@ pub fn run(ws: &Workspace, from: Option<&str>, next: usize, json: bool) -> Resul
                         .collect::<Vec<_>>()
                         .join("\n"),
                 ),
+                understood: Vec::new(),
             });
         }
     }
@@ -96,6 +101,10 @@ fn print_table(ws: &Workspace, out: &Output) {
                     line.source,
                     line.cron_exprs().collect::<Vec<_>>().join(" | ")
                 );
+                println!("    understood: {}", line.understood);
+                for note in &line.notes {
+                    println!("    note: {note}");
+                }
             }
             if !role.enabled() {
                 println!("  disabled (enabled: false)");

@@ -680,7 +680,13 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
                             ));
                             lines.push(line);
                         }
-                        Ok(Some(line)) => lines.push(line),
+                        Ok(Some(line)) => {
+                            for note in &line.notes {
+                                def.diagnostics
+                                    .push(Diagnostic::note(path, item.line, note.clone()));
+                            }
+                            lines.push(line);
+                        }
                         Ok(None) => {}
                         Err(e) => def
                             .diagnostics

@@ -32,6 +32,12 @@ pub struct ScheduleLine {
     /// 1-based line in the role file.
     pub line: usize,
     pub kind: ScheduleKind,
+    /// A zone the line names itself (`… 4pm UTC`); otherwise the role's.
+    pub zone: Option<Tz>,
+    /// What tabd understood, in words, for `tabd schedule`.
+    pub understood: String,
+    /// Readings the person may not have meant, for `tabd validate`.
+    pub notes: Vec<String>,
     crons: Vec<(String, Cron)>,
 }
 
@@ -57,6 +63,9 @@ impl ScheduleLine {
             source: source.trim().to_string(),
             line,
             kind: compiled.kind,
+            zone: compiled.zone,
+            understood: compiled.understood,
+            notes: compiled.notes,
             crons,
         }))
     }
@@ -76,9 +85,9 @@ impl ScheduleLine {
         self.crons.iter().map(|(e, _)| e.as_str())
     }
 
-    /// The first fire strictly after `after`, in `tz`.
+    /// The first fire strictly after `after`, in the line's own zone if it names one, else `tz`.
     pub fn next_after(&self, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
-        let local = after.with_timezone(&tz);
+        let local = after.with_timezone(&self.zone.unwrap_or(tz));
         self.crons
             .iter()
             .filter_map(|(_, c)| c.find_next_occurrence(&local, false).ok())

@@ -6,6 +6,9 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::str::FromStr;
+
+use chrono_tz::Tz;
 
 /// How a schedule line fires: on a fixed grid (`every 30 min`) or at clock times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -20,6 +23,24 @@ pub enum ScheduleKind {
 pub struct CompiledPhrase {
     pub crons: Vec<String>,
     pub kind: ScheduleKind,
+    /// A zone named in the phrase (`every friday at 4pm UTC`); it wins over the role's.
+    pub zone: Option<Tz>,
+    /// What tabd understood, in words (`fri at 16:00; mon at 09:00`), for `tabd schedule`.
+    pub understood: String,
+    /// Readings the person may not have meant (`"at 4" read as 16:00`), shown by `validate`.
+    pub notes: Vec<String>,
+}
+
+impl CompiledPhrase {
+    fn plain(cron: &str, kind: ScheduleKind, understood: String) -> Self {
+        Self {
+            crons: vec![cron.to_string()],
+            kind,
+            zone: None,
+            understood,
+            notes: Vec::new(),
+        }
+    }
 }
 
 /// Why a phrase could not be read.
@@ -113,21 +134,82 @@ const NO_SCHEDULE: &[&str] = &[
 
 /// Compiles one schedule phrase. `Ok(None)` means "no schedule" (`on-demand`, `manual`, …).
 pub fn compile(phrase: &str) -> Result<Option<CompiledPhrase>, PhraseError> {
-    let norm = normalize(phrase);
+    let (rest, zone) = take_zone(phrase).map_err(|reason| PhraseError::new(phrase, reason))?;
+    let compiled = compile_without_zone(phrase, &rest)?;
+    Ok(compiled.map(|mut c| {
+        if let Some(zone) = zone {
+            c.understood = format!("{} ({})", c.understood, zone.name());
+            c.zone = Some(zone);
+        }
+        c
+    }))
+}
+
+/// Takes a time zone out of the phrase (`… 4pm UTC`, `… at 9am in Europe/Lisbon`): an IANA
+/// name, or UTC/GMT. Abbreviations like EST or CET are refused, because they name a fixed offset
+/// that the person almost never means (New York's clocks change; EST does not).
+fn take_zone(phrase: &str) -> Result<(String, Option<Tz>), String> {
+    let mut zone: Option<Tz> = None;
+    let mut kept: Vec<&str> = Vec::new();
+    let words: Vec<&str> = phrase.split_whitespace().collect();
+    for (i, raw) in words.iter().enumerate() {
+        let word = raw.trim_matches(|c: char| matches!(c, '(' | ')' | ',' | '.'));
+        let found = match word.to_ascii_lowercase().as_str() {
+            "utc" | "gmt" | "z" => Some(Tz::UTC),
+            _ if word.contains('/') && word.starts_with(|c: char| c.is_ascii_alphabetic()) => Some(Tz::from_str(word).map_err(|_| {
+                format!("\"{word}\" is not an IANA time zone name; write one like Europe/Lisbon or America/New_York")
+            })?),
+            "est" | "edt" | "cst" | "cdt" | "mst" | "mdt" | "pst" | "pdt" | "cet" | "cest" | "bst" | "ist"
+            | "eet" | "eest" | "wet" | "west" | "jst" | "aest" => {
+                return Err(format!(
+                    "\"{word}\" is an abbreviation, not a time zone: write an IANA name (America/New_York, \
+                     Europe/Berlin, …), whose clocks change with daylight saving as people's do"
+                ))
+            }
+            _ => None,
+        };
+        match (found, zone) {
+            (Some(z), Some(before)) if z != before => {
+                return Err(format!(
+                    "two time zones in one line ({} and {}): put each on its own line",
+                    before.name(),
+                    z.name()
+                ))
+            }
+            (Some(z), _) => {
+                zone = Some(z);
+                // `in UTC`, `in Europe/Lisbon`: the `in` goes with the zone.
+                if kept.last().is_some_and(|w| w.eq_ignore_ascii_case("in")) && i > 0 {
+                    kept.pop();
+                }
+                // A trailing comma belongs to the phrase's structure, not the zone.
+                if raw.ends_with(',') {
+                    kept.push(",");
+                }
+            }
+            (None, _) => kept.push(raw),
+        }
+    }
+    Ok((kept.join(" "), zone))
+}
+
+fn compile_without_zone(phrase: &str, rest: &str) -> Result<Option<CompiledPhrase>, PhraseError> {
+    let norm = normalize(rest);
     if NO_SCHEDULE.contains(&norm.as_str()) {
         return Ok(None);
     }
     if let Some((_, cron, kind)) = ALIASES.iter().find(|(a, _, _)| *a == norm) {
-        return Ok(Some(CompiledPhrase {
-            crons: vec![cron.to_string()],
-            kind: *kind,
-        }));
+        return Ok(Some(CompiledPhrase::plain(
+            cron,
+            *kind,
+            format!("{norm} (`{cron}`)"),
+        )));
     }
     if let Some(reason) = refused(&norm) {
         return Err(PhraseError::new(phrase, reason));
     }
     if looks_like_cron(&norm) {
-        return compile_cron(phrase.trim()).map(Some);
+        return compile_cron(rest.trim()).map(Some);
     }
     let tokens = tokenize(&norm).map_err(|reason| PhraseError {
         phrase: phrase.trim().to_string(),
@@ -182,10 +264,7 @@ fn compile_cron(expr: &str) -> Result<CompiledPhrase, PhraseError> {
     } else {
         ScheduleKind::ClockTime
     };
-    Ok(CompiledPhrase {
-        crons: vec![expr],
-        kind,
-    })
+    Ok(CompiledPhrase::plain(&expr, kind, format!("cron `{expr}`")))
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -334,7 +413,25 @@ struct Reader {
     nth_weekday: Option<String>,
     /// The last word read was `at`: a bare number after it is an hour (`at 9`).
     after_at: bool,
+    /// Days and times in the order they were written, runs of one kind merged: pairs of them
+    /// (`fri at 4pm and mon at 9am`) become one cron each, never a cross product.
+    runs: Vec<Run>,
+    /// Readings worth a word to the person (`"at 4" read as 16:00`).
+    notes: Vec<String>,
     understood: Vec<String>,
+}
+
+/// A stretch of the phrase that names days, or one that names times.
+#[derive(Debug, Clone)]
+enum Run {
+    Days(BTreeSet<u32>),
+    Times(Vec<(u32, u32)>),
+}
+
+/// The days and times of one cron line.
+struct Group {
+    days: BTreeSet<u32>,
+    times: Vec<(u32, u32)>,
 }
 
 /// `first` … `fifth` and `last` as cron's `#` suffix.
@@ -389,7 +486,7 @@ impl Reader {
                             continue;
                         }
                     }
-                    self.times.push((*h, *m));
+                    self.add_time(*h, *m);
                     self.understood.push(format!("at {h:02}:{m:02}"));
                     i += 1;
                 }
@@ -403,12 +500,29 @@ impl Reader {
                     if self.after_at && *n <= 23 {
                         // `at 9`, `every weekday at 9`: a bare hour.
                         self.after_at = false;
-                        self.times.push((*n, 0));
-                        self.understood.push(format!("at {n:02}:00"));
+                        let hour = bare_hour(*n);
+                        if (1..=12).contains(n) {
+                            let other = if hour == *n {
+                                format!("{n}pm")
+                            } else {
+                                format!("{n}am")
+                            };
+                            self.notes.push(format!(
+                                "\"at {n}\" read as {hour:02}:00 (a bare 1 to 6 is the afternoon, 7 to 12 the \
+                                 morning and noon); write {other} if you meant that"
+                            ));
+                        }
+                        self.add_time(hour, 0);
+                        self.understood.push(format!("at {hour:02}:00"));
                         i += 1;
                         continue;
                     }
                     if let Some(Token::Word(w)) = next {
+                        if w.starts_with("x/") && w != "x/day" {
+                            return Err(format!(
+                                "\"{n}{w}\" names no days or times: write them, like `mon,thu at 9am`"
+                            ));
+                        }
                         if w == "x/day" || w == "x" {
                             let times: &[(u32, u32)] = match n {
                                 1 => &[(9, 0)],
@@ -419,7 +533,9 @@ impl Reader {
                                     ))
                                 }
                             };
-                            self.times.extend_from_slice(times);
+                            for (h, m) in times {
+                                self.add_time(*h, *m);
+                            }
                             self.understood.push(format!("{n}x/day"));
                             i += 2;
                             continue;
@@ -448,10 +564,7 @@ impl Reader {
                 self.understood.push("monthly (the 1st)".into());
                 Ok(1)
             }
-            "once" | "twice" | "thrice" => {
-                self.times_a_day(w);
-                Ok(1)
-            }
+            "once" | "twice" | "thrice" => self.times_a(w, rest),
             "during" | "within" => self.read_during(rest),
             w if ordinal_word(w).is_some() => {
                 let which = ordinal_word(w).unwrap_or("1");
@@ -476,7 +589,7 @@ impl Reader {
                 self.add_days(0..7, "every day");
                 Ok(1)
             }
-            "weekly" => {
+            "weekly" | "week" | "weeks" => {
                 self.weekly = true;
                 self.understood.push("weekly".into());
                 Ok(1)
@@ -515,14 +628,95 @@ impl Reader {
     }
 
     /// `once`, `twice`, `thrice` (a day): 09:00; 09:00 and 17:00; 09:00, 13:00 and 17:00.
-    fn times_a_day(&mut self, w: &str) {
+    /// `once a week` is weekly and `once a month` monthly; twice a week or month names no days,
+    /// and guessing them would be a schedule the person did not write.
+    fn times_a(&mut self, w: &str, rest: &[Token]) -> Result<usize, String> {
+        let unit = match (rest.first(), rest.get(1)) {
+            (Some(Token::Word(a)), Some(Token::Word(u)))
+                if ["a", "per", "each", "every"].contains(&a.as_str()) =>
+            {
+                Some(u.as_str())
+            }
+            _ => None,
+        };
+        match unit.map(|u| u.trim_end_matches('s')) {
+            Some("week") if w == "once" => {
+                self.weekly = true;
+                self.understood.push("once a week (monday)".into());
+                return Ok(3);
+            }
+            Some("month") if w == "once" => {
+                self.month_day.get_or_insert_with(|| "1".into());
+                self.understood.push("once a month (the 1st)".into());
+                return Ok(3);
+            }
+            Some(u @ ("week" | "month")) => {
+                let example = if u == "week" {
+                    "`mon,thu at 9am`"
+                } else {
+                    "two lines, `1st of the month at 9am` and `15th of the month at 9am`"
+                };
+                return Err(format!(
+                    "\"{w} a {u}\" does not say which days: write them, like {example}"
+                ));
+            }
+            _ => {}
+        }
         let times: &[(u32, u32)] = match w {
             "once" => &[(9, 0)],
             "twice" => &[(9, 0), (17, 0)],
             _ => &[(9, 0), (13, 0), (17, 0)],
         };
-        self.times.extend_from_slice(times);
+        for (h, m) in times {
+            self.add_time(*h, *m);
+        }
         self.understood.push(format!("{w} a day"));
+        Ok(if unit == Some("day") { 3 } else { 1 })
+    }
+
+    fn add_time(&mut self, hour: u32, minute: u32) {
+        self.times.push((hour, minute));
+        match self.runs.last_mut() {
+            Some(Run::Times(times)) => times.push((hour, minute)),
+            _ => self.runs.push(Run::Times(vec![(hour, minute)])),
+        }
+    }
+
+    /// The phrase's day and time pairs. One run of days and one of times (in either order) is
+    /// one group: `mon and fri at 9am and 5pm` means both days at both times. More runs pair up
+    /// in order (`fri at 4pm and mon at 9am`, `9am weekdays, 11am weekends`); a run left without
+    /// a partner is refused rather than guessed.
+    fn groups(&self) -> Result<Vec<Group>, String> {
+        if self.runs.len() <= 2 {
+            return Ok(vec![Group {
+                days: self.days.clone(),
+                times: self.times.clone(),
+            }]);
+        }
+        if self.runs.len() % 2 == 1 {
+            return Err(
+                "it names days and times that do not pair up, so tabd cannot tell which time goes with \
+                 which days: write one pair per line or join them with `;`, like `fri at 4pm; mon at 9am`"
+                    .into(),
+            );
+        }
+        Ok(self
+            .runs
+            .chunks(2)
+            .map(|pair| {
+                let mut group = Group {
+                    days: BTreeSet::new(),
+                    times: Vec::new(),
+                };
+                for run in pair {
+                    match run {
+                        Run::Days(d) => group.days.extend(d),
+                        Run::Times(t) => group.times.extend(t),
+                    }
+                }
+                group
+            })
+            .collect())
     }
 
     /// `during work hours` (business, office, working): 09:00–17:00, weekdays unless days are
@@ -674,12 +868,17 @@ impl Reader {
     }
 
     fn add_days(&mut self, days: impl IntoIterator<Item = u32>, label: &str) {
-        self.days.extend(days);
+        let days: Vec<u32> = days.into_iter().collect();
+        self.days.extend(days.iter().copied());
+        match self.runs.last_mut() {
+            Some(Run::Days(run)) => run.extend(days),
+            _ => self.runs.push(Run::Days(days.into_iter().collect())),
+        }
         self.understood.push(label.to_string());
     }
 
-    fn dow_field(&self) -> String {
-        let mut days = self.days.clone();
+    fn dow_field(&self, days: &BTreeSet<u32>) -> String {
+        let mut days = days.clone();
         if self.weekly && days.is_empty() {
             days.insert(1);
         }
@@ -699,7 +898,14 @@ impl Reader {
     }
 
     fn to_crons(&self) -> Result<CompiledPhrase, String> {
-        let dow = self.dow_field();
+        let groups = self.groups()?;
+        let compiled = |crons: Vec<String>, kind, understood: String| CompiledPhrase {
+            crons,
+            kind,
+            zone: None,
+            understood,
+            notes: self.notes.clone(),
+        };
         if let Some(interval) = self.interval {
             if self.month_day.is_some() || self.nth_weekday.is_some() {
                 return Err("an interval cannot also be monthly: use one line for each".into());
@@ -710,6 +916,7 @@ impl Reader {
                         .into(),
                 );
             }
+            let dow = self.dow_field(&self.days);
             let hours = self
                 .window_hours()
                 .map(|h| compress(&h))
@@ -725,10 +932,11 @@ impl Reader {
                     None => format!("0 {} * * {dow}", step(n)),
                 },
             };
-            return Ok(CompiledPhrase {
-                crons: vec![cron],
-                kind: ScheduleKind::Interval,
-            });
+            return Ok(compiled(
+                vec![cron],
+                ScheduleKind::Interval,
+                self.understood.join(", "),
+            ));
         }
         if self.window.is_some() {
             return Err("a time window needs an interval, like `every 30 min, 9am-6pm`".into());
@@ -740,33 +948,88 @@ impl Reader {
                     .into(),
             );
         }
-        let dom = self.month_day.clone().unwrap_or_else(|| "*".into());
-        let dow = self.nth_weekday.clone().unwrap_or(dow);
-        let mut times = self.times.clone();
-        if times.is_empty() {
-            if self.days.is_empty() && !self.weekly && !monthly {
-                return Err("no time, day or interval found".into());
-            }
-            times.push((9, 0));
+        if self.times.is_empty() && self.days.is_empty() && !self.weekly && !monthly {
+            return Err("no time, day or interval found".into());
         }
-        times.sort();
-        times.dedup();
-        // One cron per distinct minute: `30 9` and `0 17` cannot share an expression.
-        let mut minutes: Vec<u32> = times.iter().map(|t| t.1).collect();
-        minutes.dedup();
-        minutes.sort();
-        minutes.dedup();
-        let crons = minutes
-            .into_iter()
-            .map(|m| {
+        let dom = self.month_day.clone().unwrap_or_else(|| "*".into());
+        let mut crons = Vec::new();
+        let mut said = Vec::new();
+        for group in &groups {
+            let dow = self
+                .nth_weekday
+                .clone()
+                .unwrap_or_else(|| self.dow_field(&group.days));
+            let mut times = group.times.clone();
+            if times.is_empty() {
+                times.push((9, 0));
+            }
+            times.sort();
+            times.dedup();
+            // One cron per distinct minute: `30 9` and `0 17` cannot share an expression.
+            let mut minutes: Vec<u32> = times.iter().map(|t| t.1).collect();
+            minutes.sort();
+            minutes.dedup();
+            for m in minutes {
                 let hours: Vec<u32> = times.iter().filter(|t| t.1 == m).map(|t| t.0).collect();
-                format!("{m} {} {dom} * {dow}", compress(&hours))
+                crons.push(format!("{m} {} {dom} * {dow}", compress(&hours)));
+            }
+            let when = if monthly {
+                self.understood
+                    .iter()
+                    .find(|u| u.contains("month"))
+                    .cloned()
+                    .unwrap_or_else(|| "monthly".into())
+            } else {
+                describe_days(&self.dow_field(&group.days))
+            };
+            said.push(format!("{when} at {}", describe_times(&times)));
+        }
+        Ok(compiled(crons, ScheduleKind::ClockTime, said.join("; ")))
+    }
+}
+
+/// A cron day-of-week field in words: `*` every day, `1-5` weekdays, `5` fri.
+fn describe_days(dow: &str) -> String {
+    match dow {
+        "*" => "every day".into(),
+        "1-5" => "weekdays".into(),
+        "0,6" => "weekends".into(),
+        _ => dow
+            .split(',')
+            .map(|part| match part.split_once('-') {
+                Some((a, b)) => format!("{}-{}", day_name(a), day_name(b)),
+                None => day_name(part).to_string(),
             })
-            .collect();
-        Ok(CompiledPhrase {
-            crons,
-            kind: ScheduleKind::ClockTime,
-        })
+            .collect::<Vec<_>>()
+            .join(","),
+    }
+}
+
+fn day_name(n: &str) -> &'static str {
+    n.parse::<usize>()
+        .ok()
+        .and_then(|n| DAY_NAMES.get(n))
+        .copied()
+        .unwrap_or("?")
+}
+
+/// `09:00 and 17:00`, `09:00, 13:00 and 17:00`.
+fn describe_times(times: &[(u32, u32)]) -> String {
+    let each: Vec<String> = times.iter().map(|(h, m)| format!("{h:02}:{m:02}")).collect();
+    match each.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        Some((last, _)) => last.clone(),
+        None => String::new(),
+    }
+}
+
+/// A bare hour after `at`: 1 to 6 is the afternoon (people schedule work, not 4 am), 7 to 12
+/// and 0, 13 to 23 are read as written. Documented in docs/schedules.md.
+fn bare_hour(n: u32) -> u32 {
+    if (1..=6).contains(&n) {
+        n + 12
+    } else {
+        n
     }
 }
 
@@ -955,6 +1218,92 @@ mod tests {
             "every 5 hours",
         ] {
             assert!(compile(bad).is_err(), "{bad} should be an error");
+        }
+    }
+
+    #[test]
+    fn several_day_and_time_pairs_are_one_cron_each_never_a_cross_product() {
+        let table: &[(&str, &[&str])] = &[
+            ("friday at 4pm and monday at 9am", &["0 16 * * 5", "0 9 * * 1"]),
+            ("9am weekdays, 11am weekends", &["0 9 * * 1-5", "0 11 * * 0,6"]),
+            (
+                "weekdays at 9am and saturdays at noon",
+                &["0 9 * * 1-5", "0 12 * * 6"],
+            ),
+            ("mon at 9am, tue at 10am and 2pm", &["0 9 * * 1", "0 10,14 * * 2"]),
+            // One run of days and one of times is still every day at every time, as written.
+            ("mondays and fridays at 9am and 5pm", &["0 9,17 * * 1,5"]),
+            ("9am and 5pm, weekdays", &["0 9,17 * * 1-5"]),
+            (
+                "every day at 8am and weekends at 11am",
+                &["0 8 * * *", "0 11 * * 0,6"],
+            ),
+        ];
+        for (phrase, want) in table {
+            assert_eq!(crons(phrase), *want, "{phrase}");
+        }
+        let c = compile("friday at 4pm and monday at 9am").unwrap().unwrap();
+        assert_eq!(c.understood, "fri at 16:00; mon at 09:00");
+        let e = compile("weekdays at 9am and saturdays").unwrap_err().to_string();
+        assert!(e.contains("do not pair up") && e.contains(';'), "{e}");
+        let e = compile("9am weekdays and saturdays at noon")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("do not pair up"), "{e}");
+    }
+
+    #[test]
+    fn a_bare_hour_is_read_in_working_hours_and_says_so() {
+        let c = compile("every friday at 4").unwrap().unwrap();
+        assert_eq!(c.crons, ["0 16 * * 5"]);
+        assert_eq!(c.understood, "fri at 16:00");
+        assert!(
+            c.notes[0].contains("\"at 4\" read as 16:00") && c.notes[0].contains("4am"),
+            "{:?}",
+            c.notes
+        );
+        let c = compile("at 9").unwrap().unwrap();
+        assert_eq!(c.crons, ["0 9 * * *"]);
+        assert!(c.notes[0].contains("9pm"), "{:?}", c.notes);
+        // Written unambiguously: no note.
+        for clear in ["at 4pm", "at 16:00", "at 17", "at 4am"] {
+            assert!(compile(clear).unwrap().unwrap().notes.is_empty(), "{clear}");
+        }
+        assert_eq!(crons("at 4am"), ["0 4 * * *"]);
+    }
+
+    #[test]
+    fn a_week_and_a_zone_in_the_phrase() {
+        assert_eq!(crons("every week on Friday at 4 pm"), ["0 16 * * 5"]);
+        assert_eq!(crons("every week"), ["0 9 * * 1"]);
+        assert_eq!(crons("once a week"), ["0 9 * * 1"]);
+        assert_eq!(crons("once a month"), ["0 9 1 * *"]);
+        assert_eq!(crons("twice a day"), ["0 9,17 * * *"]);
+        let c = compile("every friday at 4pm UTC").unwrap().unwrap();
+        assert_eq!(
+            (c.crons.as_slice(), c.zone),
+            (&["0 16 * * 5".to_string()][..], Some(Tz::UTC))
+        );
+        assert_eq!(c.understood, "fri at 16:00 (UTC)");
+        let c = compile("weekdays at 9am in America/New_York").unwrap().unwrap();
+        assert_eq!(c.zone, Some(chrono_tz::America::New_York));
+        assert_eq!(c.crons, ["0 9 * * 1-5"]);
+        let e = compile("every friday at 4pm EST").unwrap_err().to_string();
+        assert!(e.contains("America/New_York"), "{e}");
+        let e = compile("at 9am Europe/Lisbn").unwrap_err().to_string();
+        assert!(e.contains("IANA"), "{e}");
+        // Cron steps are not zones.
+        assert_eq!(crons("*/15 * * * *"), ["*/15 * * * *"]);
+    }
+
+    #[test]
+    fn twice_a_week_names_no_days_and_says_what_to_write() {
+        for phrase in ["twice a week", "thrice per week", "2x/week", "twice a month"] {
+            let e = compile(phrase).unwrap_err().to_string();
+            assert!(
+                e.contains("mon,thu at 9am") || e.contains("15th of the month"),
+                "{phrase}: {e}"
+            );
         }
     }
 }

@@ -215,3 +215,14 @@ fn shortest_gap_tells_frequent_schedules_from_daily_ones() {
         Some(chrono::Duration::hours(8))
     );
 }
+
+#[test]
+fn a_zone_in_the_phrase_wins_over_the_roles() {
+    let s = sched(&["every friday at 4pm UTC", "mondays at 9am"], "Europe/Lisbon");
+    // Summer: Lisbon is UTC+1, so 16:00 UTC is 17:00 there; Monday stays 09:00 Lisbon time.
+    let next = s.next_n(utc("2026-07-01T00:00:00Z"), 2);
+    assert_eq!(
+        local(&next, "Europe/Lisbon"),
+        ["Fri 2026-07-03 17:00 WEST", "Mon 2026-07-06 09:00 WEST"]
+    );
+}
