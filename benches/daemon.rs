@@ -688,6 +688,7 @@ fn per_run(out: &mut Value) {
         mcp_pool: None,
         probes: Default::default(),
         progress: Default::default(),
+        stop: Default::default(),
     };
     // Prompt assembly alone (100 files read, hashed, capped, formatted).
     let mut build = Vec::new();
@@ -1088,6 +1089,7 @@ fn journal_long(out: &mut Value) {
         mcp_pool: None,
         probes: Default::default(),
         progress: Default::default(),
+        stop: Default::default(),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -286,6 +286,7 @@ fn day(mode: Mode, typical: bool) -> Totals {
             mcp_pool: None,
             probes: Default::default(),
             progress: Default::default(),
+            stop: Default::default(),
         };
         // Before: clock-time roles did not skip, and memory.md kept every role's gate open.
         let gate = mode == Mode::Now && role.skip_unchanged();

@@ -71,6 +71,11 @@ pub struct RunRecord {
     /// Runs this run delegated to, by id (DESIGN §18).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<String>,
+    /// Why a `failed` run was nobody's fault: `paused` (the model or a required server could
+    /// not be used) or `stopped` (tabd was stopped). Its notes stay and count no
+    /// attempt. Absent otherwise; `outcome` keeps the contract's four values.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -449,6 +454,11 @@ fn outcome_line(rec: &RunRecord) -> String {
         thousands(u.output_tokens)
     );
     match (rec.outcome, &rec.error) {
+        (Outcome::Failed, Some(e)) if rec.ended.is_some() => format!(
+            "{} — {} · {stats}",
+            rec.ended.as_deref().unwrap_or_default(),
+            one_line(e, 300)
+        ),
         (Outcome::Failed, Some(e)) => format!("failed — {} · {stats}", one_line(e, 300)),
         (Outcome::Limit, Some(e)) => format!("limit — {} · {stats}", one_line(e, 200)),
         (o, _) => format!("{o} · {stats}"),
@@ -592,6 +602,7 @@ mod tests {
             ],
             moved: vec![],
             children: vec![],
+            ended: None,
         }
     }
 

@@ -76,6 +76,9 @@ pub enum TurnEnd {
     ToolFatal(String),
     /// tabd itself failed during the run (a panic, caught by the daemon). Never set by the loop.
     Crashed(String),
+    /// tabd was stopped (a restart, Ctrl-C) before the run ended: nobody's fault, the notes run
+    /// again. Never set by the loop.
+    Stopped,
     /// `max_cost_usd` is less than the run's first request could cost: it was not sent.
     CapTooLow(String),
     /// A server the role requires could not be used; the model was not called. `cause` names the

@@ -437,17 +437,95 @@ fn the_daily_budget_stops_a_role_and_status_says_so() {
     assert_eq!(v.daily().matches("skipped — daily token budget spent").count(), 1);
 }
 
+/// A stop during a run costs nothing (issue: three restarts once walked a note into `failed/`):
+/// the run is recorded as stopped, counts no attempt, says so in plain words, and the note simply
+/// runs again — however many times tabd is restarted.
 #[test]
-fn sigterm_mid_run_exits_0_with_the_note_still_in_the_inbox() {
+fn a_stop_mid_run_counts_no_attempt_and_the_note_runs_again() {
     let (v, fake) = setup("");
-    fake.respond_with(|_, _| wire::text("anthropic", "slow").delayed(Duration::from_secs(30)));
+    fake.respond_with(|_, _| wire::text("anthropic", "slow").delayed(Duration::from_secs(60)));
+    v.write("agent/inbox/delivery/pending.md", "in flight");
+    // More stops than max_attempts (3): a stop is never an attempt.
+    for stop in 1..=4 {
+        let mut d = Daemon::start(&v);
+        fake.wait_for_requests(stop, T);
+        d.signal(libc::SIGTERM);
+        assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
+        assert_eq!(v.files_in("agent/inbox/delivery"), ["pending.md"], "stop {stop}");
+        assert!(
+            v.files_in("agent/inbox/delivery/failed").is_empty(),
+            "stop {stop}"
+        );
+        assert!(!d.stderr().contains("crashed"), "{}", d.stderr());
+    }
+    let daily = v.daily();
+    assert_eq!(
+        daily.matches("by a restart of tabd; runs again at the next start; its note waits in the inbox, no attempt counted").count(),
+        4,
+        "{daily}"
+    );
+    assert!(
+        !daily.contains("bug in tabd") && !daily.contains("crashed"),
+        "{daily}"
+    );
+    let state: serde_json::Value = serde_json::from_str(&v.read(".tabd/state.json")).expect("state.json");
+    let attempts = &state["roles"]["delivery"]["attempts"];
+    assert!(
+        attempts.as_object().is_none_or(|a| a.is_empty()),
+        "no attempt counted: {attempts}"
+    );
+    assert_eq!(state["roles"]["delivery"]["last_run"]["outcome"], "stopped");
+    let records = v.records();
+    assert_eq!(records.len(), 4, "{records:?}");
+    for r in &records {
+        // The contract's four outcomes stay; `ended` says it was nobody's fault.
+        assert_eq!(
+            (r["outcome"].as_str(), r["ended"].as_str()),
+            (Some("failed"), Some("stopped")),
+            "{r}"
+        );
+    }
+    // Once the model answers, the note is handled like any other.
+    fake.respond_with(|_, _| wire::text("anthropic", "done"));
+    let _d = Daemon::start(&v);
+    wait_until(T, "the note processed", || {
+        v.files_in("agent/inbox/delivery/processed").len() == 1
+    });
+}
+
+/// The stop wait is `[daemon] shutdown_grace_s`; a second SIGINT (Ctrl-C) or SIGTERM ends it.
+#[test]
+fn a_second_stop_signal_ends_the_wait_at_once() {
+    let v = TestVault::new();
+    v.unschedule_stock_roles();
+    let fake = FakeModel::start();
+    v.use_model(
+        &fake,
+        "anthropic",
+        &daemon_config("").replace("shutdown_grace_s = 1", "shutdown_grace_s = 600"),
+    );
+    fake.respond_with(|_, _| wire::text("anthropic", "slow").delayed(Duration::from_secs(600)));
     let mut d = Daemon::start(&v);
     v.write("agent/inbox/delivery/pending.md", "in flight");
     fake.wait_for_requests(1, T);
-    d.signal(libc::SIGTERM);
+    d.signal(libc::SIGINT);
+    wait_until(T, "the stop wait announced", || {
+        d.stderr().contains("waiting up to 600s")
+    });
+    assert!(
+        d.stderr().contains("stop again, e.g. Ctrl-C, to stop them now"),
+        "{}",
+        d.stderr()
+    );
+    d.signal(libc::SIGINT);
+    // Far less than the 600 s wait: only the second signal can have ended it.
     assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
     assert_eq!(v.files_in("agent/inbox/delivery"), ["pending.md"]);
-    assert!(v.files_in("agent/inbox/delivery/processed").is_empty());
+    assert!(
+        v.daily().contains("by a restart of tabd; runs again"),
+        "{}",
+        v.daily()
+    );
 }
 
 #[test]

@@ -150,7 +150,7 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
         .build()
         .map_err(|e| CliError::failed(e.to_string()))?;
     let started = Utc::now();
-    let result = rt.block_on(run::run_role(&env, role, Trigger::manual(), notes));
+    let result = rt.block_on(run_until_ctrl_c(&env, role, notes));
     if let Some(bar) = spinner {
         bar.finish_and_clear();
     }
@@ -166,11 +166,30 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
                 FailureClass::Unavailable => {
                     "a server this role requires is down; the notes stay in the inbox, no attempt counted"
                 }
+                FailureClass::Stopped => {
+                    "stopped before it ended; the notes stay in the inbox, no attempt counted"
+                }
             };
             eprintln!("error: {msg}\n({what})");
             Ok(1)
         }
     }
+}
+
+/// Runs the role; Ctrl-C stops the run where it is and records it as stopped (its notes stay,
+/// no attempt counted), a second Ctrl-C leaves at once.
+async fn run_until_ctrl_c(env: &run::RunEnv, role: &Role, notes: Vec<inbox::Note>) -> run::RunResult {
+    let stop = env.stop.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nstopping the run (Ctrl-C again to leave at once)…");
+            stop.request();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    run::run_role(env, role, Trigger::manual(), notes).await
 }
 
 /// A spinner on stderr while the run goes on — only on a terminal (a script gets plain output).

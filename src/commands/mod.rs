@@ -118,6 +118,7 @@ impl Workspace {
             mcp_pool: None,
             probes: Default::default(),
             progress: Default::default(),
+            stop: Default::default(),
         })
     }
 }

@@ -14,6 +14,8 @@ struct Listed {
     started_at: String,
     trigger: String,
     outcome: String,
+    /// `paused` or `stopped`: a failed run that was nobody's fault (shown instead of `failed`).
+    ended: Option<String>,
     cost_usd: f64,
     changed: Vec<String>,
 }
@@ -47,6 +49,7 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
             } else {
                 "unfinished".into()
             },
+            ended: None,
             cost_usd: 0.0,
             changed: e.changed().iter().map(|s| s.to_string()).collect(),
         });
@@ -80,7 +83,7 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
             r.run_id,
             r.role,
             r.trigger,
-            r.outcome,
+            r.ended.as_deref().unwrap_or(&r.outcome),
             crate::cost::dollars(r.cost_usd),
             match r.changed.len() {
                 0 => "no files changed".to_string(),
@@ -133,6 +136,7 @@ fn records(
                 started_at: v["started_at"].as_str().unwrap_or("").to_string(),
                 trigger: v["trigger"]["kind"].as_str().unwrap_or("").to_string(),
                 outcome: v["outcome"].as_str().unwrap_or("").to_string(),
+                ended: v["ended"].as_str().map(str::to_string),
                 cost_usd: v["usage"]["cost_usd"].as_f64().unwrap_or(0.0),
                 changed,
             });

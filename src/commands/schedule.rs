@@ -17,9 +17,6 @@ struct RoleSchedule {
     timezone: String,
     next: Vec<String>,
     error: Option<String>,
-    /// Each line as tabd read it, in words (`fri at 16:00; mon at 09:00`): added to the contract's
-    /// shape, which keeps its other names.
-    understood: Vec<String>,
 }
 
 pub fn run(ws: &Workspace, from: Option<&str>, next: usize, json: bool) -> Result<u8, CliError> {
@@ -51,7 +48,6 @@ pub fn run(ws: &Workspace, from: Option<&str>, next: usize, json: bool) -> Resul
                     .map(|t| t.with_timezone(&tz).to_rfc3339_opts(SecondsFormat::Secs, true))
                     .collect(),
                 error: None,
-                understood: role.schedule.lines.iter().map(|l| l.understood.clone()).collect(),
             });
         } else if let Some(diags) = ws.roles.broken.get(&name) {
             if name.starts_with('_') {
@@ -69,7 +65,6 @@ pub fn run(ws: &Workspace, from: Option<&str>, next: usize, json: bool) -> Resul
                         .collect::<Vec<_>>()
                         .join("\n"),
                 ),
-                understood: Vec::new(),
             });
         }
     }

@@ -122,6 +122,7 @@ impl Daemon {
             tool_calls: vec![],
             moved: vec![],
             children: vec![],
+            ended: None,
         };
         let _ = self.run_env.log.write_record(&rec);
     }

@@ -24,6 +24,7 @@ mod scan;
 mod schedule;
 pub mod slots;
 pub mod status;
+mod stop;
 mod tasks;
 mod timers;
 mod watch;
@@ -178,6 +179,7 @@ impl Daemon {
                 mcp_pool: None,
                 probes: Default::default(),
                 progress: Default::default(),
+                stop: Default::default(),
             },
             env: init.env,
             cli_config: init.cli_config,
@@ -295,7 +297,7 @@ impl Daemon {
             }
             self.tick();
         }
-        self.shutdown().await;
+        self.shutdown(&mut sigterm, &mut sigint).await;
         Ok(0)
     }
 
@@ -364,39 +366,6 @@ impl Daemon {
                 tokio::time::sleep(JOURNAL_PRUNE_EVERY).await;
             }
         });
-    }
-
-    async fn shutdown(&mut self) {
-        notify_systemd(&[sd_notify::NotifyState::Stopping]);
-        let grace = self.config().daemon.shutdown_grace;
-        if !self.tasks.is_empty() {
-            tracing::info!(
-                "stopping: waiting up to {}s for {} running turn(s)",
-                grace.as_secs(),
-                self.tasks.len()
-            );
-        }
-        let deadline = self.run_env.clock.instant() + grace;
-        while !self.tasks.is_empty() {
-            tokio::select! {
-                Some(done) = self.tasks.next() => self.on_done(done),
-                _ = tokio::time::sleep_until(deadline) => {
-                    tracing::warn!("stopping: cancelling {} turn(s); their notes stay in the inbox", self.tasks.len());
-                    self.tasks.abort_all();
-                    while self.tasks.next().await.is_some() {}
-                    break;
-                }
-            }
-        }
-        if let Some(task) = self.approvals.task.take() {
-            // A call in flight is waited for; one cut off stays `executing` and becomes `unknown`.
-            let _ = tokio::time::timeout(grace, task).await;
-        }
-        if let Some(pool) = self.run_env.mcp_pool.take() {
-            pool.shutdown().await;
-        }
-        self.write_status(false);
-        tracing::info!("stopped");
     }
 
     fn next_wake(&self) -> Instant {
@@ -469,7 +438,10 @@ impl Daemon {
         // next try is not held back by min_interval.
         let reached_model = !matches!(
             done.result.failure,
-            Some((FailureClass::Outage | FailureClass::Unavailable, _))
+            Some((
+                FailureClass::Outage | FailureClass::Unavailable | FailureClass::Stopped,
+                _
+            ))
         ) || done.result.record.usage.tokens.total() > 0;
         if let Some(r) = self.rt.get_mut(&done.role) {
             r.finished(now, reached_model);
@@ -486,6 +458,12 @@ impl Daemon {
                 let _ = self.run_env.store.update(|s| s.global.paused = Some(why));
             }
             Some((FailureClass::RunFailure, why)) => tracing::warn!("run of {} failed: {why}", done.role),
+            Some((FailureClass::Stopped, _)) => {
+                tracing::info!(
+                    "run of {} stopped; its notes run again at the next start",
+                    done.role
+                )
+            }
             Some((FailureClass::Unavailable, why)) => {
                 tracing::warn!("{} waits {} min: {why}", done.role, PAUSE.as_secs() / 60);
                 if let Some(r) = self.rt.get_mut(&done.role) {

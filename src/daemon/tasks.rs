@@ -34,6 +34,8 @@ struct Ticket {
 pub struct Tasks {
     set: JoinSet<Done>,
     tickets: HashMap<Id, Ticket>,
+    /// Set by `abort_all`: a run cancelled now was stopped by tabd, not crashed.
+    stopping: bool,
 }
 
 impl Tasks {
@@ -84,14 +86,36 @@ impl Tasks {
             }
             Err(e) => {
                 let ticket = self.tickets.remove(&e.id())?;
+                if e.is_cancelled() && self.stopping {
+                    return Some(stopped(ticket));
+                }
                 Some(crashed(ticket, &e))
             }
         }
     }
 
-    /// Cancels every run (shutdown after the grace period); their notes stay in the inbox.
+    /// Cancels every run still going after they were asked to stop (`RunEnv::stop`) and did not
+    /// record themselves in time; they are recorded as stopped and their notes stay in the inbox.
     pub fn abort_all(&mut self) {
+        self.stopping = true;
         self.set.abort_all();
+    }
+}
+
+fn stopped(t: Ticket) -> Done {
+    let role = t.role.clone();
+    let recorded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::blocking::run(|| run::record_stopped(&t.env, &role, t.trigger.clone(), t.notes.clone()))
+    }));
+    let result = recorded.unwrap_or_else(|_| {
+        let mut r = run::record_crash_in_memory(&t.role, run::STOPPED);
+        r.failure = Some((crate::provider::FailureClass::Stopped, run::STOPPED.into()));
+        r
+    });
+    Done {
+        role: t.role.name,
+        result,
+        notes: t.paths,
     }
 }
 

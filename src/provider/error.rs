@@ -14,6 +14,9 @@ pub enum FailureClass {
     /// Something this role needs (a `required` MCP server) is down: the role waits, its notes
     /// stay, no attempt is counted; other roles go on.
     Unavailable,
+    /// tabd itself was stopped during the run: the notes stay, no attempt is counted, and they
+    /// run again at the next start.
+    Stopped,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -34,6 +34,37 @@ pub struct RunEnv {
     pub probes: Arc<Probes>,
     /// Told what the run is doing (`tabd fire` on a terminal shows it).
     pub progress: crate::progress::Progress,
+    /// Set when tabd is being stopped: runs end where they are, recorded as stopped.
+    pub stop: Stop,
+}
+
+/// "tabd is stopping": runs watching it end at their next wait (a model request, a tool call),
+/// are recorded as stopped — no attempt counted, their notes run again — and never as crashed.
+#[derive(Clone, Debug)]
+pub struct Stop(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Stop {
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+}
+
+impl Stop {
+    /// Asks every run to stop now.
+    pub fn request(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub fn requested(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once a stop is requested (at once if it was already).
+    pub async fn requested_wait(&self) {
+        let mut rx = self.0.subscribe();
+        // The sender lives as long as `self`: an error cannot happen while we hold it.
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
 }
 
 /// What a run ended as.

@@ -39,6 +39,9 @@ struct Decided {
     cause: Option<String>,
 }
 
+/// What a run cut short by tabd's own stop is recorded as.
+pub const STOPPED: &str = "stopped by a restart of tabd; runs again";
+
 fn decide(end: &TurnEnd) -> Decided {
     let failed = |class: FailureClass, msg: String| Decided {
         outcome: Outcome::Failed,
@@ -86,6 +89,7 @@ fn decide(end: &TurnEnd) -> Decided {
             FailureClass::RunFailure,
             format!("tabd failed while running this role ({why}); this is a bug in tabd — please report it"),
         ),
+        TurnEnd::Stopped => failed(FailureClass::Stopped, STOPPED.into()),
     }
 }
 
@@ -114,7 +118,7 @@ fn plan(env: &RunEnv, notes: &[Note], failure: Option<FailureClass>, state: &Sta
                 p.attempts.push((note.path.as_str().to_string(), count, note.ino));
                 (count >= max_attempts).then_some("failed")
             }
-            Some(FailureClass::Outage | FailureClass::Unavailable) => None,
+            Some(FailureClass::Outage | FailureClass::Unavailable | FailureClass::Stopped) => None,
         };
         let Some(sub) = sub else { continue };
         let taken: Vec<VaultPath> = p.moves.iter().map(|(_, d)| d.clone()).collect();
@@ -219,6 +223,7 @@ fn record_of(
         tool_calls: outcome.calls.clone(),
         moved: Vec::new(),
         children: Vec::new(),
+        ended: None,
     }
 }
 
@@ -296,6 +301,11 @@ pub(super) fn finish(
     let cost = cost_of(env, role, &outcome, prep.ttl);
     let mut record = record_of(role, &prep, &trigger, &notes, &outcome, &decided);
     record.ended_at = ended;
+    record.ended = match class {
+        Some(FailureClass::Outage | FailureClass::Unavailable) => Some("paused".into()),
+        Some(FailureClass::Stopped) => Some("stopped".into()),
+        _ => None,
+    };
     record.usage.cost_usd = crate::cost::round_usd(cost);
     record.moved = moved_of(&plan.moves);
     let mut human = human_of(role, &outcome, &plan);
@@ -381,8 +391,12 @@ impl Commit<'_> {
         let today = rec.ended_at.with_timezone(&env.log.tz()).date_naive();
         let record_json = serde_json::to_value(rec).map_err(|e| VaultError::Io(e.to_string()))?;
         let daily = env.log.daily_path(rec.started_at);
-        // A run that never reached the model (an outage) does not use up max_runs_per_day.
-        let outage = matches!(self.class, Some(FailureClass::Outage | FailureClass::Unavailable));
+        // A run that never reached the model (an outage), or one tabd's own stop cut short, does
+        // not use up max_runs_per_day unless it spent tokens.
+        let outage = matches!(
+            self.class,
+            Some(FailureClass::Outage | FailureClass::Unavailable | FailureClass::Stopped)
+        );
         // Durable against a crash of tabd (the kernel has the data once written); the folder is
         // not synced here, so a power cut may at worst run the run's notes again.
         env.store.update_with(crate::vault::Durability::File, |s| {
@@ -428,11 +442,7 @@ impl Commit<'_> {
             started_at: rec.started_at,
             ended_at: rec.ended_at,
             // The JSONL record says `failed` (contract); people see that nothing was their fault.
-            outcome: if outage {
-                "paused".into()
-            } else {
-                rec.outcome.as_str().into()
-            },
+            outcome: rec.ended.clone().unwrap_or_else(|| rec.outcome.as_str().into()),
             error: self.error.clone(),
             tokens: rec.usage.tokens.total(),
             trigger: self.trigger_kind.to_string(),
@@ -458,9 +468,28 @@ impl Commit<'_> {
         }
     }
 
-    /// What the daily log gets: the run's section — or, for an outage, one line per cause a day.
+    /// What the daily log gets: the run's section — or, for an outage, one line per cause a day;
+    /// for a run tabd's stop cut short, one line unless it did something (then its section).
     fn daily_text(&self, env: &RunEnv, r: &mut crate::state::RoleState, outage: bool) -> String {
         let cause = self.cause.as_deref().unwrap_or_default();
+        if self.class == Some(FailureClass::Stopped) {
+            if !self.record.tool_calls.is_empty() {
+                return self.daily_section.clone();
+            }
+            let secs = (self.record.ended_at - self.record.started_at).num_seconds();
+            let waiting = match self.notes {
+                0 => String::new(),
+                1 => "; its note waits in the inbox, no attempt counted".into(),
+                n => format!("; its {n} notes wait in the inbox, no attempt counted"),
+            };
+            return env.log.render_line(
+                self.record.started_at,
+                self.display_name,
+                &format!(
+                    "stopped after {secs} s by a restart of tabd; runs again at the next start{waiting}"
+                ),
+            );
+        }
         match (outage, &self.error) {
             (true, Some(msg)) if r.first_notice(&format!("outage: {cause}")) => {
                 let waiting = match self.notes {
@@ -603,6 +632,7 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         tool_calls: Vec::new(),
         moved: Vec::new(),
         children: Vec::new(),
+        ended: None,
     };
     let today = prep.started.with_timezone(&env.log.tz()).date_naive();
     let first = env
@@ -637,6 +667,15 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
 /// Records a run that crashed (a panic in tabd) as a failed run: its notes count an attempt,
 /// so a note that makes tabd fail every time still ends in `failed/` rather than looping.
 pub fn record_crash(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>, why: &str) -> RunResult {
+    record_ended(env, role, trigger, notes, TurnEnd::Crashed(why.to_string()))
+}
+
+/// Records a run whose task was cancelled by tabd's own stop before it could record itself.
+pub fn record_stopped(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>) -> RunResult {
+    record_ended(env, role, trigger, notes, TurnEnd::Stopped)
+}
+
+fn record_ended(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>, end: TurnEnd) -> RunResult {
     let started = env.clock.now();
     let limits = RoleLimits::resolve(role, &env.config.limits);
     let prep = Prepared {
@@ -649,8 +688,15 @@ pub fn record_crash(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note
         limits,
         notes: Vec::new(),
     };
-    let outcome = TurnOutcome::ended(TurnEnd::Crashed(why.to_string()));
-    finish(env, role, trigger, notes, prep, outcome, Vec::new())
+    finish(
+        env,
+        role,
+        trigger,
+        notes,
+        prep,
+        TurnOutcome::ended(end),
+        Vec::new(),
+    )
 }
 
 /// The result of a crashed run when even recording it failed: nothing written, the notes stay
@@ -671,6 +717,7 @@ pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
             tool_calls: Vec::new(),
             moved: Vec::new(),
             children: Vec::new(),
+            ended: None,
         },
         summary: String::new(),
         failure: Some((FailureClass::RunFailure, why.to_string())),

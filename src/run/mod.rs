@@ -18,8 +18,8 @@ pub mod session;
 use std::sync::Arc;
 
 pub use delegate::{delegator_for, Lineage, RunDelegator};
-pub use env::{RunEnv, RunResult};
-pub use finish::{record_crash, record_crash_in_memory, recover, run_lock_path};
+pub use env::{RunEnv, RunResult, Stop};
+pub use finish::{record_crash, record_crash_in_memory, record_stopped, recover, run_lock_path, STOPPED};
 pub use prepare::{build_prompt, cache_ttl, complete, model_settings, PromptSources};
 
 use crate::blocking;
@@ -100,7 +100,8 @@ async fn run_in(
                 account: session.account.clone(),
                 output,
             };
-            let mut outcome = call_model(env, role, &prep, prompt, harness.clone(), turn).await;
+            let mut outcome =
+                call_model_until_stop(env, role, &prep, prompt, harness.clone(), turn, &session).await;
             if let Some(line) = write_answer(role, &prep, &outcome, &harness) {
                 prep.notes.push(line);
             }
@@ -119,6 +120,36 @@ async fn run_in(
     let result = blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome, children));
     session.close(&moved(&result)).await;
     result
+}
+
+/// The turn, unless tabd is stopped first: then it ends where it waits (a request, a tool call,
+/// a CLI); what it did so far is recorded from the harness and the account, and its notes run
+/// again.
+async fn call_model_until_stop(
+    env: &RunEnv,
+    role: &Role,
+    prep: &Prepared,
+    prompt: Prompt,
+    harness: Arc<Harness>,
+    turn: TurnContext,
+    session: &Session,
+) -> TurnOutcome {
+    let account = turn.account.clone();
+    tokio::select! {
+        outcome = call_model(env, role, prep, prompt, harness, turn) => outcome,
+        () = env.stop.requested_wait() => stopped(&account, session),
+    }
+}
+
+/// A turn cut short by tabd's stop: what it spent is what its account was charged, less what
+/// finished children recorded themselves (children cut short with it recorded nothing).
+fn stopped(account: &Account, session: &Session) -> TurnOutcome {
+    let (tokens, usd) = account.spent();
+    let (child_tokens, child_usd) = session.children_spent();
+    let mut outcome = TurnOutcome::ended(TurnEnd::Stopped);
+    outcome.usage.input_tokens = tokens.saturating_sub(child_tokens);
+    outcome.cost_usd = Some(crate::cost::round_usd((usd - child_usd).max(0.0)));
+    outcome
 }
 
 /// The notes a run moved (from, to): its journal keeps them for `tabd undo --requeue`.

@@ -233,6 +233,17 @@ impl Session {
             .unwrap_or_default()
     }
 
+    /// Tokens and dollars its finished children recorded themselves.
+    pub fn children_spent(&self) -> (u64, f64) {
+        let Some(d) = self.delegator.as_ref() else {
+            return (0, 0.0);
+        };
+        let children = d.children.lock().unwrap_or_else(|p| p.into_inner());
+        children.iter().fold((0, 0.0), |(t, u), c| {
+            (t + c.record.usage.tokens.total(), u + c.record.usage.cost_usd)
+        })
+    }
+
     /// Stops its servers and seals its journal with the notes it moved (`moved`: from, to).
     pub async fn close(&self, moved: &[(String, String)]) {
         if self.closed.swap(true, Ordering::SeqCst) {

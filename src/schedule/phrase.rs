@@ -490,61 +490,7 @@ impl Reader {
                     self.understood.push(format!("at {h:02}:{m:02}"));
                     i += 1;
                 }
-                Token::Num(n) => {
-                    if let Some(Token::Word(w)) = next {
-                        if ["st", "nd", "rd", "th"].contains(&w.as_str()) {
-                            i += 2 + self.read_ordinal(&n.to_string(), *n, &tokens[i + 2..])?;
-                            continue;
-                        }
-                    }
-                    if self.after_at && *n <= 23 {
-                        // `at 9`, `every weekday at 9`: a bare hour.
-                        self.after_at = false;
-                        let hour = bare_hour(*n);
-                        if (1..=12).contains(n) {
-                            let other = if hour == *n {
-                                format!("{n}pm")
-                            } else {
-                                format!("{n}am")
-                            };
-                            self.notes.push(format!(
-                                "\"at {n}\" read as {hour:02}:00 (a bare 1 to 6 is the afternoon, 7 to 12 the \
-                                 morning and noon); write {other} if you meant that"
-                            ));
-                        }
-                        self.add_time(hour, 0);
-                        self.understood.push(format!("at {hour:02}:00"));
-                        i += 1;
-                        continue;
-                    }
-                    if let Some(Token::Word(w)) = next {
-                        if w.starts_with("x/") && w != "x/day" {
-                            return Err(format!(
-                                "\"{n}{w}\" names no days or times: write them, like `mon,thu at 9am`"
-                            ));
-                        }
-                        if w == "x/day" || w == "x" {
-                            let times: &[(u32, u32)] = match n {
-                                1 => &[(9, 0)],
-                                2 => &[(9, 0), (17, 0)],
-                                _ => {
-                                    return Err(format!(
-                                        "\"{n}x/day\" is not supported: use 1x/day, 2x/day or list the times"
-                                    ))
-                                }
-                            };
-                            for (h, m) in times {
-                                self.add_time(*h, *m);
-                            }
-                            self.understood.push(format!("{n}x/day"));
-                            i += 2;
-                            continue;
-                        }
-                    }
-                    return Err(format!(
-                        "\"{n}\" is not a time: write 9am, 17:00 or `every {n} min`"
-                    ));
-                }
+                Token::Num(n) => i += self.read_number(*n, &tokens[i + 1..])?,
                 Token::Word(w) => {
                     i += self.read_word(w, &tokens[i + 1..])?;
                     self.after_at = w == "at";
@@ -553,6 +499,61 @@ impl Reader {
             }
         }
         Ok(())
+    }
+
+    /// A bare number `n` followed by `rest`: an ordinal (`15th`), an hour after `at`, or the
+    /// `2x/day` shorthand. Returns the tokens consumed, the number included.
+    fn read_number(&mut self, n: u32, rest: &[Token]) -> Result<usize, String> {
+        if let Some(Token::Word(w)) = rest.first() {
+            if ["st", "nd", "rd", "th"].contains(&w.as_str()) {
+                return Ok(2 + self.read_ordinal(&n.to_string(), n, &rest[1..])?);
+            }
+        }
+        if self.after_at && n <= 23 {
+            // `at 9`, `every weekday at 9`: a bare hour.
+            self.after_at = false;
+            let hour = bare_hour(n);
+            if (1..=12).contains(&n) {
+                let other = if hour == n {
+                    format!("{n}pm")
+                } else {
+                    format!("{n}am")
+                };
+                self.notes.push(format!(
+                    "\"at {n}\" read as {hour:02}:00 (a bare 1 to 6 is the afternoon, 7 to 12 the \
+                     morning and noon); write {other} if you meant that"
+                ));
+            }
+            self.add_time(hour, 0);
+            self.understood.push(format!("at {hour:02}:00"));
+            return Ok(1);
+        }
+        if let Some(Token::Word(w)) = rest.first() {
+            if w.starts_with("x/") && w != "x/day" {
+                return Err(format!(
+                    "\"{n}{w}\" names no days or times: write them, like `mon,thu at 9am`"
+                ));
+            }
+            if w == "x/day" || w == "x" {
+                let times: &[(u32, u32)] = match n {
+                    1 => &[(9, 0)],
+                    2 => &[(9, 0), (17, 0)],
+                    _ => {
+                        return Err(format!(
+                            "\"{n}x/day\" is not supported: use 1x/day, 2x/day or list the times"
+                        ))
+                    }
+                };
+                for (h, m) in times {
+                    self.add_time(*h, *m);
+                }
+                self.understood.push(format!("{n}x/day"));
+                return Ok(2);
+            }
+        }
+        Err(format!(
+            "\"{n}\" is not a time: write 9am, 17:00 or `every {n} min`"
+        ))
     }
 
     /// Reads the word `w` (followed by `rest`) and returns how many tokens it consumed.
@@ -897,6 +898,34 @@ impl Reader {
         })
     }
 
+    /// The one cron line of an interval (`every 30 min, 9am-6pm weekdays`).
+    fn interval_cron(&self, interval: Interval) -> Result<String, String> {
+        if self.month_day.is_some() || self.nth_weekday.is_some() {
+            return Err("an interval cannot also be monthly: use one line for each".into());
+        }
+        if !self.times.is_empty() {
+            return Err(
+                "an interval cannot also have clock times: use a window, like `every 30 min, 9am-6pm`".into(),
+            );
+        }
+        let dow = self.dow_field(&self.days);
+        let hours = self
+            .window_hours()
+            .map(|h| compress(&h))
+            .unwrap_or_else(|| "*".into());
+        Ok(match interval {
+            Interval::Seconds(n) => format!("{} * {hours} * * {dow}", step(n)),
+            Interval::Minutes(n) => format!("{} {hours} * * {dow}", step(n)),
+            Interval::Hours(n) => match self.window_hours() {
+                Some(hours) => {
+                    let picked: Vec<u32> = hours.iter().step_by(n as usize).copied().collect();
+                    format!("0 {} * * {dow}", compress(&picked))
+                }
+                None => format!("0 {} * * {dow}", step(n)),
+            },
+        })
+    }
+
     fn to_crons(&self) -> Result<CompiledPhrase, String> {
         let groups = self.groups()?;
         let compiled = |crons: Vec<String>, kind, understood: String| CompiledPhrase {
@@ -907,33 +936,8 @@ impl Reader {
             notes: self.notes.clone(),
         };
         if let Some(interval) = self.interval {
-            if self.month_day.is_some() || self.nth_weekday.is_some() {
-                return Err("an interval cannot also be monthly: use one line for each".into());
-            }
-            if !self.times.is_empty() {
-                return Err(
-                    "an interval cannot also have clock times: use a window, like `every 30 min, 9am-6pm`"
-                        .into(),
-                );
-            }
-            let dow = self.dow_field(&self.days);
-            let hours = self
-                .window_hours()
-                .map(|h| compress(&h))
-                .unwrap_or_else(|| "*".into());
-            let cron = match interval {
-                Interval::Seconds(n) => format!("{} * {hours} * * {dow}", step(n)),
-                Interval::Minutes(n) => format!("{} {hours} * * {dow}", step(n)),
-                Interval::Hours(n) => match self.window_hours() {
-                    Some(hours) => {
-                        let picked: Vec<u32> = hours.iter().step_by(n as usize).copied().collect();
-                        format!("0 {} * * {dow}", compress(&picked))
-                    }
-                    None => format!("0 {} * * {dow}", step(n)),
-                },
-            };
             return Ok(compiled(
-                vec![cron],
+                vec![self.interval_cron(interval)?],
                 ScheduleKind::Interval,
                 self.understood.join(", "),
             ));
