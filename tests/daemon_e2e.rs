@@ -723,3 +723,45 @@ fn a_quiet_daemon_gives_back_its_program_pages_and_still_runs_notes() {
     });
     assert!(!d.stderr().contains("panicked"), "{}", d.stderr());
 }
+
+/// A person who starts tabd before writing a config (the quick start's order, reversed) gets it
+/// read the moment it appears — its folder did not exist either — and `tabd run` says at start
+/// that no key is set, as `validate` does.
+#[test]
+fn a_config_made_after_start_is_read_and_a_missing_key_is_said_at_start() {
+    let v = TestVault::new();
+    v.unschedule_stock_roles();
+    v.with_key.set(false);
+    let fake = FakeModel::start();
+    // The new config names an OpenAI-compatible server, which needs no key.
+    fake.respond_with(|_, _| wire::text("openai", "ok"));
+    v.use_model(&fake, "openai", &daemon_config(""));
+    let config = std::fs::read_to_string(&v.config).unwrap();
+    std::fs::remove_file(&v.config).unwrap();
+    std::fs::create_dir_all(v.xdg_config().parent().unwrap().parent().unwrap()).unwrap();
+    let mut d = Daemon::start_command(&v, {
+        let mut cmd = v.command_with_default_config(&["run"]);
+        cmd.env("TABD_LOG", "info");
+        cmd
+    });
+    assert!(
+        d.stderr()
+            .contains("ANTHROPIC_API_KEY is not set, so model calls will pause until it is"),
+        "{}",
+        d.stderr()
+    );
+    // `xdg/tabd/` and its config.toml are both new.
+    std::fs::create_dir_all(v.xdg_config().parent().unwrap()).unwrap();
+    std::fs::write(v.xdg_config(), config).unwrap();
+    wait_until(T, "the new config read", || {
+        d.stderr().contains("config changed; reloaded")
+    });
+    v.write("agent/inbox/delivery/hello.md", "hi");
+    // The run reaches the fake model that only the new config names.
+    fake.wait_for_requests(1, T);
+    wait_until(T, "the note processed", || {
+        v.files_in("agent/inbox/delivery/processed").len() == 1
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0));
+}

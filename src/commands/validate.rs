@@ -57,16 +57,8 @@ fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
     let file = ws.config.path.clone().unwrap_or_else(|| PathBuf::from("config"));
     let mut out = Vec::new();
     let provider = &ws.config.provider;
-    if provider.kind == crate::config::ProviderKind::Anthropic && ws.env.get(&provider.api_key_env).is_none()
-    {
-        out.push(Diagnostic::warning(
-            &file,
-            0,
-            format!(
-                "{} is not set, so model calls will pause until it is; export it where tabd runs (see docs/providers.md)",
-                provider.api_key_env
-            ),
-        ));
+    if let Some(warning) = provider.missing_key(&ws.env) {
+        out.push(Diagnostic::warning(&file, 0, warning));
     }
     if let Some(profile) = &provider.profile {
         if find_program(&profile.command, &ws.env).is_none() {

@@ -105,6 +105,19 @@ pub struct ProviderConfig {
     pub profile: Option<crate::config::profile::Profile>,
 }
 
+impl ProviderConfig {
+    /// What to tell the person when the provider needs a key that is not set (the Anthropic
+    /// API does; an OpenAI-compatible local server may not): said by `validate` and `tabd run`.
+    pub fn missing_key(&self, env: &Env) -> Option<String> {
+        (self.kind == ProviderKind::Anthropic && env.get(&self.api_key_env).is_none()).then(|| {
+            format!(
+                "{} is not set, so model calls will pause until it is; export it where tabd runs (see docs/providers.md)",
+                self.api_key_env
+            )
+        })
+    }
+}
+
 /// Limits that stop runaway loops and bills (DESIGN §6). Roles may override most of them.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]

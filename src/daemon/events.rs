@@ -9,7 +9,7 @@ use super::ready::FsEvent;
 #[derive(Debug, Default, Clone)]
 pub struct Paths {
     pub root: PathBuf,
-    /// The config file, if there is one.
+    /// The config file, or where it would be when there is none yet.
     pub config: Option<PathBuf>,
     /// Inbox folder → the roles reading it.
     pub inbox_owners: HashMap<PathBuf, Vec<String>>,
@@ -60,7 +60,12 @@ pub fn classify(ev: &FsEvent, paths: &Paths) -> EventClass {
     if parent == paths.root.join("roles") {
         return EventClass::Roles;
     }
-    if paths.config.as_deref() == Some(p.as_path()) {
+    // The config file, or a folder on its way made (`~/.config/tabd` before `config.toml`).
+    if paths
+        .config
+        .as_deref()
+        .is_some_and(|c| c == p || c.starts_with(p))
+    {
         return EventClass::Config;
     }
     if parent == paths.root.join("agent/inbox") {
@@ -103,6 +108,14 @@ mod tests {
         assert_eq!(classify(&FsEvent::Rescan, &p), EventClass::Rescan);
         assert_eq!(classify(&w("/v/roles/risk.md"), &p), EventClass::Roles);
         assert_eq!(classify(&w("/etc/tabd.toml"), &p), EventClass::Config);
+        // A folder on the way to a config not made yet: reload, which watches it.
+        let mut later = p.clone();
+        later.config = Some("/home/u/.config/tabd/config.toml".into());
+        assert_eq!(classify(&w("/home/u/.config/tabd"), &later), EventClass::Config);
+        assert_eq!(
+            classify(&w("/home/u/.config/other.conf"), &later),
+            EventClass::Other
+        );
         assert_eq!(classify(&w("/v/agent/inbox/new-role"), &p), EventClass::Folders);
         assert_eq!(
             classify(&w("/v/agent/inbox/risk/a.md"), &p),

@@ -304,6 +304,9 @@ impl Daemon {
     /// Everything before the first tick: finish interrupted runs, forget deleted roles, clean
     /// crash leftovers, point the watcher.
     fn start_up(&mut self) {
+        if let Some(warning) = self.config().provider.missing_key(&self.env) {
+            tracing::warn!("{warning}");
+        }
         let orphans = crate::process::reap_orphans(&self.run_env.vault);
         if !orphans.is_empty() {
             tracing::warn!(

@@ -53,8 +53,18 @@ impl Daemon {
             }
             self.rt.entry(role.name.clone()).or_default();
         }
-        if let Some(parent) = self.config().path.as_ref().and_then(|p| p.parent()) {
-            dirs.push(parent.to_path_buf());
+        // The config file — or where it would be: one made after start-up is read too. Its
+        // folder, or (not made yet either) the nearest folder above it, at most two levels up.
+        let config_path = self
+            .config()
+            .path
+            .clone()
+            .or_else(|| config::locate(self.cli_config.as_deref(), &self.env).map(|(p, _)| p));
+        if let Some(dir) = config_path
+            .as_deref()
+            .and_then(|p| p.ancestors().skip(1).take(3).find(|d| d.is_dir()))
+        {
+            dirs.push(dir.to_path_buf());
         }
         dirs.push(self.watching.paths.approvals());
         dirs.sort();
@@ -71,7 +81,7 @@ impl Daemon {
                 self.watching.polling = true;
             }
         }
-        self.watching.paths.config = self.config().path.clone();
+        self.watching.paths.config = config_path;
         self.watching.paths.inbox_owners = owners;
         self.watching.paths.watched = watched;
         self.watching.paths.watched_dirs = dirs;

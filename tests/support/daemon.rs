@@ -75,16 +75,21 @@ impl Daemon {
 
     /// Like `start`, with extra environment variables.
     pub fn start_with_env(v: &TestVault, env: &[(&str, &str)]) -> Self {
-        let sock_path = v.dir.path().join(format!("notify-{}.sock", rand_suffix()));
-        let socket = UnixDatagram::bind(&sock_path).expect("bind notify socket");
-        socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let stderr_path = v.dir.path().join(format!("daemon-{}.log", rand_suffix()));
-        let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut cmd = v.command(&["run"]);
         cmd.env("TABD_LOG", "info");
         for (k, val) in env {
             cmd.env(k, val);
         }
+        Self::start_command(v, cmd)
+    }
+
+    /// Starts `cmd` (a `tabd run` of `v`) and waits for READY=1.
+    pub fn start_command(v: &TestVault, mut cmd: std::process::Command) -> Self {
+        let sock_path = v.dir.path().join(format!("notify-{}.sock", rand_suffix()));
+        let socket = UnixDatagram::bind(&sock_path).expect("bind notify socket");
+        socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let stderr_path = v.dir.path().join(format!("daemon-{}.log", rand_suffix()));
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
         let child = cmd
             .env("NOTIFY_SOCKET", &sock_path)
             .stdout(Stdio::null())

@@ -163,8 +163,28 @@ impl TestVault {
         cmd
     }
 
+    /// Like `command`, without `--config`: tabd looks for its config where a person's would be,
+    /// `$XDG_CONFIG_HOME/tabd/config.toml` (see `xdg_config`).
+    pub fn command_with_default_config(&self, args: &[&str]) -> Command {
+        let mut cmd = self.environment();
+        cmd.args(args).arg("--vault").arg(self.root());
+        cmd
+    }
+
+    /// Where `command_with_default_config` looks for the config.
+    pub fn xdg_config(&self) -> PathBuf {
+        self.dir.path().join("xdg/tabd/config.toml")
+    }
+
     /// Like `command`, without `--vault`.
     pub fn bare_command(&self, args: &[&str]) -> Command {
+        let mut cmd = self.environment();
+        cmd.arg("--config").arg(&self.config).args(args);
+        cmd
+    }
+
+    /// The binary with a clean environment: only what the test passes.
+    fn environment(&self) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tabd"));
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -175,10 +195,7 @@ impl TestVault {
                 "ANTHROPIC_API_KEY",
                 if self.with_key.get() { TEST_KEY } else { "" },
             )
-            .env("OPENAI_API_KEY", if self.with_key.get() { TEST_KEY } else { "" })
-            .arg("--config")
-            .arg(&self.config)
-            .args(args);
+            .env("OPENAI_API_KEY", if self.with_key.get() { TEST_KEY } else { "" });
         cmd
     }
 
