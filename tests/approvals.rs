@@ -431,3 +431,33 @@ fn the_terminal_lists_approves_and_rejects_and_roles_can_never_touch_the_notes()
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(Duration::from_secs(20)), Some(0), "{}", d.stderr());
 }
+
+/// A call `tabd fire` sends for approval while the daemon runs shows in `tabd status` and
+/// `agent/status.md` at once (not after the daemon's next own run), and `fire` says it waits.
+#[test]
+fn a_call_fire_queues_while_the_daemon_runs_shows_in_status_at_once() {
+    let (v, fake, _log) = setup("", "");
+    fake.script([
+        tools_reply(&[post("t1", "C1", "Weekly update")], "The client asked for it."),
+        wire::text(KIND, "Queued it."),
+    ]);
+    let d = Daemon::start(&v);
+    let generation = v.generation();
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(said.contains("· 1 tool call ·"), "{said}");
+    assert!(
+        said.contains("1 call waits for your approval: agent/approvals/"),
+        "{said}"
+    );
+    let note = notes(&v).pop().expect("an approval note");
+    wait_until(
+        Duration::from_secs(20),
+        "the daemon's status listing the approval",
+        || v.generation() > generation && v.read("agent/status.md").contains(note.trim_end_matches(".md")),
+    );
+    let text = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+    assert!(text.contains("approvals: 1 waiting for you"), "{text}");
+    drop(d);
+}

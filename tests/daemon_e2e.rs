@@ -56,7 +56,7 @@ fn an_untitled_note_created_empty_fires_once_with_its_final_text() {
 }
 
 #[test]
-fn a_note_renamed_while_being_typed_waits_for_settle() {
+fn a_note_renamed_while_being_typed_waits_for_the_person() {
     let (v, fake) = setup("");
     let _d = Daemon::start(&v);
     v.write("agent/inbox/delivery/Untitled.md", "Meet");
@@ -764,4 +764,72 @@ fn a_config_made_after_start_is_read_and_a_missing_key_is_said_at_start() {
     });
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(T), Some(0));
+}
+
+/// While a run goes on, `tabd status` and `agent/status.md` say so — since when and what
+/// started it — not only `--json`.
+#[test]
+fn status_shows_a_run_going_on() {
+    let (v, fake) = setup("");
+    fake.respond_with(|_, _| wire::text("anthropic", "slow").delayed(Duration::from_secs(60)));
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/now.md", "please");
+    fake.wait_for_requests(1, T);
+    wait_until(T, "the status note saying it runs", || {
+        v.read("agent/status.md").contains("running since")
+    });
+    let text = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("delivery ("))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        line.contains("— enabled · running since ") && line.ends_with("(inbox)"),
+        "{text}"
+    );
+    assert!(
+        v.read("agent/status.md").contains("enabled · running since "),
+        "{}",
+        v.read("agent/status.md")
+    );
+}
+
+/// A note typed in the inbox (Obsidian's empty `Untitled.md`, then its first words) waits for
+/// the person — `[inbox] typing_settle_s` — and `tabd status` shows how long it still waits.
+#[test]
+fn a_note_typed_in_the_inbox_waits_for_the_person_and_status_says_how_long() {
+    let v = TestVault::new();
+    v.unschedule_stock_roles();
+    let fake = FakeModel::start();
+    fake.respond_with(|_, _| wire::text("anthropic", "ok"));
+    let config = daemon_config("").replace("typing_settle_s = 1", "typing_settle_s = 3");
+    assert!(config.contains("typing_settle_s = 3"), "{config}");
+    v.use_model(&fake, "anthropic", &config);
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/Untitled.md", "");
+    wait_until(T, "the empty note seen as being typed", || {
+        let l = v.live("delivery");
+        l["settling"] == 1 && l["typing"] == true
+    });
+    let text = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+    assert!(
+        text.contains("1 note settling — empty, waits for its first words"),
+        "{text}"
+    );
+    v.write("agent/inbox/delivery/Untitled.md", "First words");
+    wait_until(T, "the typed note's wait in the status", || {
+        let l = v.live("delivery");
+        l["typing"] == true && l["settle_until"].is_string()
+    });
+    let text = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+    assert!(
+        text.contains("for you to finish typing; `status: draft` holds it longer"),
+        "{text}"
+    );
+    // Its wait is the typing one: the run comes only after it (3 s here, 60 s by default).
+    wait_until(T, "the typed note processed", || {
+        v.files_in("agent/inbox/delivery/processed").len() == 1
+    });
+    assert_eq!(fake.requests().len(), 1);
 }

@@ -241,12 +241,13 @@ fn print_result(role: &Role, result: &run::RunResult, started: chrono::DateTime<
     } else {
         String::new()
     };
+    let calls = rec.tool_calls.len();
     println!(
-        "{} · {} · {:.1} s · {} tool calls · {} tokens in / {} out{cost}",
+        "{} · {} · {:.1} s · {calls} tool call{} · {} tokens in / {} out{cost}",
         role.display_name,
-        rec.outcome,
+        rec.ended.as_deref().unwrap_or(rec.outcome.as_str()),
         (Utc::now() - started).num_milliseconds() as f64 / 1000.0,
-        rec.tool_calls.len(),
+        if calls == 1 { "" } else { "s" },
         thousands(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens),
         thousands(u.output_tokens)
     );
@@ -255,6 +256,20 @@ fn print_result(role: &Role, result: &run::RunResult, started: chrono::DateTime<
     }
     for m in &rec.moved {
         println!("moved {} → {}", m.from, m.to);
+    }
+    let waiting: Vec<&str> = rec
+        .tool_calls
+        .iter()
+        .filter_map(|c| c.approval.as_deref())
+        .collect();
+    if !waiting.is_empty() {
+        println!(
+            "{} call{} wait{} for your approval: {} — set `status: approved` in the note, or `tabd approvals`",
+            waiting.len(),
+            if waiting.len() == 1 { "" } else { "s" },
+            if waiting.len() == 1 { "s" } else { "" },
+            waiting.join(", ")
+        );
     }
     println!("Log: {}", result.daily_log);
     for e in &result.log_errors {

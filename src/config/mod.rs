@@ -212,6 +212,9 @@ impl Default for JournalConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct InboxConfig {
     pub settle_ms: u64,
+    /// How long a note typed in the inbox itself (it began empty, as Obsidian's `Untitled.md`
+    /// does, or was renamed there) must stay unchanged: a person pauses longer than a program.
+    pub typing_settle_s: u64,
     pub max_batch: usize,
     pub max_attempts: u32,
 }
@@ -220,9 +223,20 @@ impl Default for InboxConfig {
     fn default() -> Self {
         Self {
             settle_ms: 5000,
+            typing_settle_s: 60,
             max_batch: 20,
             max_attempts: 3,
         }
+    }
+}
+
+impl InboxConfig {
+    /// The settle times of `ready::Readiness`: a program's write, a person's typing.
+    pub fn settle(&self) -> (Duration, Duration) {
+        (
+            Duration::from_millis(self.settle_ms),
+            Duration::from_secs(self.typing_settle_s).max(Duration::from_millis(self.settle_ms)),
+        )
     }
 }
 
@@ -562,6 +576,7 @@ mod tests {
             c.inbox,
             InboxConfig {
                 settle_ms: 5000,
+                typing_settle_s: 60,
                 max_batch: 20,
                 max_attempts: 3
             }

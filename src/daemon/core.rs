@@ -30,6 +30,8 @@ pub struct SlotRun {
 #[derive(Debug, Default)]
 pub struct RoleRuntime {
     pub running: bool,
+    /// The run going on: when it started (wall clock) and what started it, for `tabd status`.
+    pub started: Option<(chrono::DateTime<chrono::Utc>, String)>,
     pub last_end: Option<Instant>,
     pub slots: VecDeque<SlotRun>,
     /// Watched files that changed, not yet handed to a run.
@@ -59,6 +61,7 @@ impl RoleRuntime {
     /// into one follow-up run).
     pub fn finished(&mut self, now: Instant, reached_model: bool) {
         self.running = false;
+        self.started = None;
         if reached_model {
             self.last_end = Some(now);
         }

@@ -173,6 +173,7 @@ impl Daemon {
             return; // the notes went away (moved by someone) before the run started
         };
         r.running = true;
+        r.started = Some((self.run_env.clock.now(), trigger.kind.as_str().to_string()));
         let root = self.watching.paths.root.clone();
         let paths: Vec<PathBuf> = notes.iter().map(|n| root.join(n.path.as_path())).collect();
         for p in &paths {

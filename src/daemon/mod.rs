@@ -158,7 +158,7 @@ impl Daemon {
         let quiet = quiet::quiet(&init.env);
         Ok(Self {
             host: host_name(&init.config),
-            readiness: Readiness::new(Duration::from_millis(init.config.inbox.settle_ms)),
+            readiness: Readiness::new(init.config.inbox.settle()),
             run_env: RunEnv {
                 store: StateStore::new(init.vault.clone()),
                 vault: init.vault.clone(),
@@ -426,7 +426,11 @@ impl Daemon {
                 self.readiness.on_event(&ev, now);
             }
             events::EventClass::Watched { path, roles } => self.on_watched_change(&path, &roles),
-            events::EventClass::Approvals => self.approvals.due = Some(now),
+            events::EventClass::Approvals => {
+                // `tabd fire` may have asked for one: the status shows it now, not after a run.
+                self.approvals.due = Some(now);
+                self.status_dirty = true;
+            }
             events::EventClass::Other => {}
         }
     }

@@ -2,9 +2,13 @@
 //!
 //! - moved in from outside the inbox folder, or renamed from a temp name (an atomic save):
 //!   complete at once;
-//! - written in place, or renamed from another visible name in the same folder (a person typing
-//!   in Obsidian): complete once non-empty and unchanged for `settle`;
-//! - `status: draft` is decided later, when the note is read.
+//! - written in place by a program (its first content arrives at once): complete once unchanged
+//!   for `settle` (`[inbox] settle_ms`, 5 s);
+//! - typed in the inbox by a person — it began empty (Obsidian's `Untitled.md`) or was renamed
+//!   from another visible name in the same folder (Obsidian renaming it to its title while the
+//!   person types): complete once non-empty and unchanged for `typing` (`[inbox] typing_settle_s`,
+//!   60 s), since a person pauses to think far longer than a program between writes;
+//! - `status: draft` is decided later, when the note is read: it holds a note however long.
 //!
 //! Events are hints: a note with no events (found by a rescan) is judged by its modification
 //! time instead, so nothing depends on an event arriving.
@@ -34,13 +38,27 @@ pub enum FsEvent {
 enum How {
     /// Complete now.
     Atomic,
-    /// Complete when unchanged until `since + settle`.
-    Settling { since: Instant },
+    /// Complete when unchanged until `since + settle` (or `+ typing`, for a person's note).
+    Settling { since: Instant, typing: bool },
+}
+
+/// How long a note must stay empty to count as one a person is typing (a program creates and
+/// writes within microseconds).
+const EMPTY_FOR: Duration = Duration::from_millis(500);
+
+/// Why a note is not complete yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotYet {
+    /// When to look again; `None`: it is empty and waits for its first write.
+    pub until: Option<Instant>,
+    /// A person is typing it in the inbox (the longer wait applies).
+    pub typing: bool,
 }
 
 #[derive(Debug)]
 pub struct Readiness {
     settle: Duration,
+    typing: Duration,
     files: HashMap<PathBuf, How>,
 }
 
@@ -49,15 +67,22 @@ fn name(p: &Path) -> &str {
 }
 
 impl Readiness {
-    pub fn new(settle: Duration) -> Self {
+    /// `settle`: a program's note; `typing`: a note a person types in the inbox.
+    pub fn new((settle, typing): (Duration, Duration)) -> Self {
         Self {
             settle,
+            typing,
             files: HashMap::new(),
         }
     }
 
-    pub fn set_settle(&mut self, settle: Duration) {
+    pub fn set_settle(&mut self, (settle, typing): (Duration, Duration)) {
         self.settle = settle;
+        self.typing = typing;
+    }
+
+    fn typing_now(&self, p: &Path) -> bool {
+        matches!(self.files.get(p), Some(How::Settling { typing: true, .. }))
     }
 
     /// Takes one event seen at `now`.
@@ -65,7 +90,8 @@ impl Readiness {
         match ev {
             FsEvent::Written(p) => {
                 if is_trigger_name(name(p)) {
-                    self.files.insert(p.clone(), How::Settling { since: now });
+                    let typing = self.typing_now(p);
+                    self.files.insert(p.clone(), How::Settling { since: now, typing });
                 }
             }
             FsEvent::RenamedTo { to, from } => {
@@ -78,10 +104,16 @@ impl Readiness {
                     .is_some_and(|f| !is_temp_name(name(f)) && is_trigger_name(name(f)));
                 let how = if same_folder && from_visible {
                     // Obsidian renaming `Untitled.md` while the person types: wait for them.
-                    How::Settling { since: now }
-                } else if let (Some(How::Settling { since }), None) = (self.files.get(to), from) {
+                    How::Settling {
+                        since: now,
+                        typing: true,
+                    }
+                } else if let (Some(How::Settling { since, typing }), None) = (self.files.get(to), from) {
                     // A bare `To` for a file we already saw written: keep waiting.
-                    How::Settling { since: *since }
+                    How::Settling {
+                        since: *since,
+                        typing: *typing,
+                    }
                 } else {
                     How::Atomic
                 };
@@ -97,37 +129,59 @@ impl Readiness {
         }
     }
 
-    /// Whether the note at `path` (size, mtime) is complete at `now`. `None` = not yet, with the
-    /// instant to look again.
+    /// Whether the note at `path` (size, mtime) is complete at `now`; if not, until when it
+    /// waits. An empty note is being typed: from then on it waits as a person's note.
     pub fn check(
-        &self,
+        &mut self,
         path: &Path,
         size: u64,
         modified: SystemTime,
         now: Instant,
         wall_now: SystemTime,
-    ) -> Result<(), Option<Instant>> {
-        match self.files.get(path) {
+    ) -> Result<(), NotYet> {
+        match self.files.get_mut(path) {
             Some(How::Atomic) => Ok(()),
-            Some(How::Settling { since }) => {
-                let due = *since + self.settle;
+            Some(How::Settling { since, typing }) => {
                 if size == 0 {
-                    Err(None) // an empty note waits for its first write
-                } else if now >= due {
+                    // An empty note waits for its first write. Empty for a moment is a program
+                    // between creating and writing; empty for longer is a person about to type.
+                    if now >= *since + EMPTY_FOR {
+                        *typing = true;
+                        return Err(NotYet {
+                            until: None,
+                            typing: true,
+                        });
+                    }
+                    return Err(NotYet {
+                        until: Some(*since + EMPTY_FOR),
+                        typing: *typing,
+                    });
+                }
+                let due = *since + if *typing { self.typing } else { self.settle };
+                if now >= due {
                     Ok(())
                 } else {
-                    Err(Some(due))
+                    Err(NotYet {
+                        until: Some(due),
+                        typing: *typing,
+                    })
                 }
             }
             None => {
                 // No event seen (start-up, rescan): judge by the modification time.
                 let age = wall_now.duration_since(modified).unwrap_or(Duration::ZERO);
                 if size == 0 {
-                    Err(None)
+                    let since = now.checked_sub(age.min(EMPTY_FOR)).unwrap_or(now);
+                    self.files
+                        .insert(path.to_path_buf(), How::Settling { since, typing: false });
+                    self.check(path, size, modified, now, wall_now)
                 } else if age >= self.settle {
                     Ok(())
                 } else {
-                    Err(Some(now + (self.settle - age)))
+                    Err(NotYet {
+                        until: Some(now + (self.settle - age)),
+                        typing: false,
+                    })
                 }
             }
         }
@@ -150,6 +204,15 @@ mod tests {
     use super::*;
 
     const SETTLE: Duration = Duration::from_millis(5000);
+    const TYPING: Duration = Duration::from_secs(60);
+    const BOTH: (Duration, Duration) = (SETTLE, TYPING);
+
+    fn waits(until: Instant, typing: bool) -> Result<(), NotYet> {
+        Err(NotYet {
+            until: Some(until),
+            typing,
+        })
+    }
 
     fn p(s: &str) -> PathBuf {
         PathBuf::from(s)
@@ -161,7 +224,7 @@ mod tests {
 
     #[test]
     fn moved_in_and_atomic_saves_are_ready_at_once() {
-        let mut r = Readiness::new(SETTLE);
+        let mut r = Readiness::new(BOTH);
         let now = Instant::now();
         r.on_event(
             &FsEvent::RenamedTo {
@@ -199,17 +262,17 @@ mod tests {
     }
 
     #[test]
-    fn in_place_writes_settle_and_every_write_restarts_the_wait() {
-        let mut r = Readiness::new(SETTLE);
+    fn a_programs_in_place_write_settles_and_every_write_restarts_the_wait() {
+        let mut r = Readiness::new(BOTH);
         let t0 = Instant::now();
-        let f = p("/v/in/Untitled.md");
+        let f = p("/v/in/report.md");
         r.on_event(&FsEvent::Written(f.clone()), t0);
+        // Empty for a moment (between create and write): not yet a person typing.
         assert_eq!(
-            r.check(&f, 0, SystemTime::now(), t0 + SETTLE * 2, SystemTime::now()),
-            Err(None),
-            "empty waits for content"
+            r.check(&f, 0, SystemTime::now(), t0, SystemTime::now()),
+            waits(t0 + EMPTY_FOR, false)
         );
-        let t1 = t0 + Duration::from_secs(3);
+        let t1 = t0 + Duration::from_millis(1);
         r.on_event(&FsEvent::Written(f.clone()), t1);
         assert_eq!(
             r.check(
@@ -219,7 +282,7 @@ mod tests {
                 t1 + Duration::from_secs(4),
                 SystemTime::now()
             ),
-            Err(Some(t1 + SETTLE))
+            waits(t1 + SETTLE, false)
         );
         assert_eq!(
             r.check(&f, 50, SystemTime::now(), t1 + SETTLE, SystemTime::now()),
@@ -227,9 +290,59 @@ mod tests {
         );
     }
 
+    /// Obsidian makes `Untitled.md` empty, then the person types its first words and pauses:
+    /// those words must not go out five seconds later. A note that was empty waits `TYPING`.
     #[test]
-    fn a_visible_rename_in_the_same_folder_waits_for_settle() {
-        let mut r = Readiness::new(SETTLE);
+    fn a_note_typed_in_the_inbox_waits_for_the_person() {
+        let mut r = Readiness::new(BOTH);
+        let t0 = Instant::now();
+        let f = p("/v/in/Untitled.md");
+        r.on_event(&FsEvent::Written(f.clone()), t0);
+        assert_eq!(
+            r.check(&f, 0, SystemTime::now(), t0 + SETTLE * 2, SystemTime::now()),
+            Err(NotYet {
+                until: None,
+                typing: true
+            }),
+            "empty for long: a person is about to type"
+        );
+        let t1 = t0 + Duration::from_secs(12);
+        r.on_event(&FsEvent::Written(f.clone()), t1);
+        assert_eq!(
+            r.check(&f, 5, SystemTime::now(), t1 + SETTLE, SystemTime::now()),
+            waits(t1 + TYPING, true),
+            "the first words wait for the person, not for a program's settle"
+        );
+        let t2 = t1 + Duration::from_secs(30);
+        r.on_event(&FsEvent::Written(f.clone()), t2);
+        assert_eq!(
+            r.check(&f, 80, SystemTime::now(), t2 + SETTLE, SystemTime::now()),
+            waits(t2 + TYPING, true)
+        );
+        assert_eq!(
+            r.check(&f, 80, SystemTime::now(), t2 + TYPING, SystemTime::now()),
+            Ok(())
+        );
+        // Found empty by a rescan (no events): the same, judged by its modification time.
+        let mut fresh = Readiness::new(BOTH);
+        let g = p("/v/in/Untitled 1.md");
+        assert_eq!(
+            fresh.check(&g, 0, old(), t0, SystemTime::now()),
+            Err(NotYet {
+                until: None,
+                typing: true
+            })
+        );
+        fresh.on_event(&FsEvent::Written(g.clone()), t1);
+        assert_eq!(
+            fresh.check(&g, 3, SystemTime::now(), t1, SystemTime::now()),
+            waits(t1 + TYPING, true)
+        );
+    }
+
+    #[test]
+    fn a_visible_rename_in_the_same_folder_waits_for_the_person() {
+        let mut r = Readiness::new(BOTH);
         let t0 = Instant::now();
         r.on_event(&FsEvent::Written(p("/v/in/Untitled.md")), t0);
         r.on_event(
@@ -254,7 +367,8 @@ mod tests {
                 t0,
                 SystemTime::now()
             ),
-            Err(Some(t0 + SETTLE))
+            waits(t0 + TYPING, true),
+            "renamed in the inbox while being typed: a person's note"
         );
         assert_eq!(
             r.check(&p("/v/in/Untitled.md"), 9, old(), t0, SystemTime::now()),
@@ -265,7 +379,7 @@ mod tests {
 
     #[test]
     fn temp_names_never_count_and_unknown_files_use_mtime() {
-        let mut r = Readiness::new(SETTLE);
+        let mut r = Readiness::new(BOTH);
         let now = Instant::now();
         for t in [".x.md.swp", "x.md~", "x.tmp", ".syncthing.x.md.tmp", "x.part"] {
             r.on_event(&FsEvent::Written(p(&format!("/v/in/{t}"))), now);
@@ -278,13 +392,16 @@ mod tests {
         let fresh = SystemTime::now();
         assert!(matches!(
             r.check(&p("/v/in/new.md"), 5, fresh, now, SystemTime::now()),
-            Err(Some(_))
+            Err(NotYet {
+                until: Some(_),
+                typing: false
+            })
         ));
     }
 
     #[test]
     fn zero_settle_is_immediate_for_written_notes() {
-        let mut r = Readiness::new(Duration::ZERO);
+        let mut r = Readiness::new((Duration::ZERO, Duration::ZERO));
         let now = Instant::now();
         r.on_event(&FsEvent::Written(p("/v/in/a.md")), now);
         assert_eq!(

@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{host_name, notify_systemd, watch, Daemon};
 use crate::calls::Change;
@@ -247,8 +246,7 @@ impl Daemon {
         // `[sandbox] require` holds from the next child on, like every other setting.
         self.run_env.launcher.require_sandbox = c.sandbox.require;
         self.run_env.launcher.config_file = c.path.clone();
-        self.readiness
-            .set_settle(Duration::from_millis(c.inbox.settle_ms));
+        self.readiness.set_settle(c.inbox.settle());
         self.run_env.config = Arc::new(c);
         // A config change is worth another try, at once: of a paused provider, of a role whose
         // required server was down.

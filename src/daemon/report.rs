@@ -105,6 +105,8 @@ impl Daemon {
                 .map(|(name, r)| {
                     let mut view = self.inbox_view.get(name).cloned().unwrap_or_default();
                     view.running = r.running;
+                    view.running_since = r.started.as_ref().map(|s| s.0);
+                    view.running_trigger = r.started.as_ref().map(|s| s.1.clone());
                     view.busy_elsewhere = r.busy_until.is_some();
                     view.queued_slots = r.slots.len();
                     view.watch_pending = r.watch_pending.len();

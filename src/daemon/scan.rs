@@ -125,13 +125,19 @@ impl Daemon {
                         view.by_person += usize::from(meta.by_person && !retried);
                     }
                 }
-                Err(Some(t)) => {
+                Err(not_yet) => {
                     view.settling += 1;
-                    recheck = Some(recheck.map_or(t, |r: Instant| r.min(t)));
+                    view.typing |= not_yet.typing;
+                    if let Some(t) = not_yet.until {
+                        recheck = Some(recheck.map_or(t, |r: Instant| r.min(t)));
+                    }
                 }
-                Err(None) => view.settling += 1,
             }
         }
+        view.settle_until = recheck.map(|t| {
+            let wall = self.run_env.clock.now();
+            wall + chrono::Duration::from_std(t.saturating_duration_since(now)).unwrap_or_default()
+        });
         self.readiness.retain_existing(&dir, &existing);
         self.notes
             .retain(|p, _| p.parent() != Some(dir.as_path()) || existing.contains(p));

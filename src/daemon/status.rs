@@ -39,6 +39,18 @@ pub struct InboxView {
     pub by_person: usize,
     /// Still being written (settle time not over, or empty).
     pub settling: usize,
+    /// When the first settling note will be complete if nobody touches it again (`None`: an
+    /// empty note, which waits for its first words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle_until: Option<DateTime<Utc>>,
+    /// A settling note is being typed in the inbox by a person (the longer wait applies).
+    #[serde(default)]
+    pub typing: bool,
+    /// A run of this role is going on: since when, and what started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_since: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_trigger: Option<String>,
     /// `status: draft`.
     pub drafts: usize,
     /// Entries tabd cannot read (symlinks, pipes, non-UTF-8 names).
@@ -449,6 +461,46 @@ fn note_warnings(r: &StatusReport) -> String {
     s
 }
 
+/// The role's state, with a run going on: `enabled · running since 14:02:11 (inbox)`.
+fn state_line(role: &RoleStatus, tz: Tz) -> String {
+    match role.live.as_ref().and_then(|l| l.running_since.map(|t| (t, l))) {
+        Some((since, l)) => format!(
+            "{} · running since {} ({})",
+            role.state,
+            since.with_timezone(&tz).format("%H:%M:%S"),
+            l.running_trigger.as_deref().unwrap_or("run")
+        ),
+        None => role.state.clone(),
+    }
+}
+
+/// Notes still being written: `1 note settling — waits 42 s more for you to finish typing`.
+fn settling_line(view: &InboxView, now: DateTime<Utc>, tz: Tz) -> Option<String> {
+    if view.settling == 0 {
+        return None;
+    }
+    let count = format!(
+        "{} note{} settling",
+        view.settling,
+        if view.settling == 1 { "" } else { "s" }
+    );
+    let wait = match view.settle_until {
+        None => "empty, waits for its first words".to_string(),
+        Some(t) => {
+            let left = (t - now).num_seconds().max(0);
+            let until = t.with_timezone(&tz).format("%H:%M:%S");
+            if view.typing {
+                format!(
+                    "waits {left} s more (until {until}) for you to finish typing; `status: draft` holds it longer"
+                )
+            } else {
+                format!("waits {left} s more (until {until}) to be sure it is complete")
+            }
+        }
+    };
+    Some(format!("{count} — {wait}"))
+}
+
 /// One role's row of the table.
 fn note_row(role: &RoleStatus, now: DateTime<Utc>, tz: Tz) -> String {
     let last = role.last_run.as_ref().map_or_else(
@@ -467,6 +519,9 @@ fn note_row(role: &RoleStatus, now: DateTime<Utc>, tz: Tz) -> String {
     }
     if let Some(w) = role.live.as_ref().and_then(|l| l.waits.as_ref()) {
         pending.push_str(&format!("; waits until {}: {}", when(w.until, tz, now), w.why));
+    }
+    if let Some(s) = role.live.as_ref().and_then(|l| settling_line(l, now, tz)) {
+        pending.push_str(&format!("; {s}"));
     }
     if !role.pending_approvals.is_empty() {
         let links: Vec<String> = role
@@ -487,7 +542,7 @@ fn note_row(role: &RoleStatus, now: DateTime<Utc>, tz: Tz) -> String {
         } else {
             format!("{} ({})", role.name, role.role)
         },
-        role.state,
+        state_line(role, tz),
         spend(
             role.tokens_today,
             role.daily_token_budget,
@@ -575,15 +630,19 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
             r.global_daily_cost_budget_usd
         )
     ));
+    let now = Utc::now().max(r.updated_at);
     for role in &r.roles {
-        s.push_str(&role_text(role, tz));
+        s.push_str(&role_text(role, tz, now));
     }
     s
 }
 
 /// One role in `tabd status`.
-fn role_text(role: &RoleStatus, tz: Tz) -> String {
-    let mut s = format!("{} ({}) — {}\n", role.role, role.name, role.state);
+fn role_text(role: &RoleStatus, tz: Tz, now: DateTime<Utc>) -> String {
+    let mut s = format!("{} ({}) — {}\n", role.role, role.name, state_line(role, tz));
+    if let Some(line) = role.live.as_ref().and_then(|l| settling_line(l, now, tz)) {
+        s.push_str(&format!("  inbox:     {line}\n"));
+    }
     if let Some(w) = role.live.as_ref().and_then(|l| l.waits.as_ref()) {
         s.push_str(&format!(
             "  waits:     until {}: {}\n",

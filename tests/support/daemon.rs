@@ -14,7 +14,7 @@ pub const SETTLE_MS: u64 = 300;
 /// A config for fast daemon tests; `limits` lines go into the `[limits]` table.
 pub fn daemon_config(limits: &str) -> String {
     format!(
-        "[limits]\nmin_interval = \"0s\"\n{limits}\n[inbox]\nsettle_ms = {SETTLE_MS}\n[daemon]\nshutdown_grace_s = 1\n"
+        "[limits]\nmin_interval = \"0s\"\n{limits}\n[inbox]\nsettle_ms = {SETTLE_MS}\ntyping_settle_s = 1\n[daemon]\nshutdown_grace_s = 1\n"
     )
 }
 
