@@ -276,3 +276,43 @@ fn a_reader_that_leaves_early_gets_no_panic() {
         );
     }
 }
+
+/// A bad value in the config does not lock the person out: the commands that only read work with
+/// what they can, print the config's error on top and exit 0; those that act still refuse (2).
+#[test]
+fn a_broken_config_leaves_the_read_only_commands_working() {
+    let v = TestVault::new();
+    v.set_config("timezone = \"Europe/Lisbon\"\n[limits]\nmax_tool_calls = \"many\"\n");
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["logs"],
+        &["approvals"],
+        &["runs"],
+        &["schedule"],
+    ] {
+        let out = v.tabd(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", describe(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("config.toml:3: error:"), "{args:?}: {err}");
+    }
+    let text = stdout(&v.tabd(&["status"]));
+    assert!(
+        text.contains("CONFIG ERROR: ") && text.contains("config.toml:3"),
+        "{text}"
+    );
+    // The time zone could still be read.
+    assert!(stdout(&v.tabd(&["schedule"])).contains("(Europe/Lisbon)"));
+    for args in [&["fire", "delivery"][..], &["validate"], &["approve", "x"]] {
+        assert_eq!(v.tabd(args).status.code(), Some(2), "{args:?}");
+    }
+    // Not even TOML: still readable with --vault, and the error says where.
+    v.set_config("[limits\n");
+    let out = v.tabd(&["status"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("config.toml:1"),
+        "{}",
+        describe(&out)
+    );
+}

@@ -833,3 +833,28 @@ fn a_note_typed_in_the_inbox_waits_for_the_person_and_status_says_how_long() {
     });
     assert_eq!(fake.requests().len(), 1);
 }
+
+/// The daemon keeps the config it had when an edit breaks the file, and says so where the person
+/// looks: `agent/status.md` and `tabd status`. Fixed, the warning goes.
+#[test]
+fn status_shows_the_config_error_the_daemon_lives_with() {
+    let (v, _fake) = setup("");
+    let good = std::fs::read_to_string(&v.config).unwrap();
+    let _d = Daemon::start(&v);
+    let generation = v.generation();
+    v.set_config(&format!("{good}\n[limits]\nmax_runs_per_day = -1\n"));
+    wait_until(T, "the status note showing the config error", || {
+        v.generation() > generation && v.read("agent/status.md").contains("The config file has an error")
+    });
+    let note = v.read("agent/status.md");
+    assert!(
+        note.contains("keeps running with the config it had before"),
+        "{note}"
+    );
+    let text = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+    assert!(text.contains("CONFIG ERROR: "), "{text}");
+    v.set_config(&good);
+    wait_until(T, "the warning gone once the file is fixed", || {
+        !v.read("agent/status.md").contains("The config file has an error")
+    });
+}

@@ -63,11 +63,41 @@ pub struct Workspace {
     pub root: PathBuf,
     pub vault: Arc<Vault>,
     pub roles: RoleSet,
+    /// The config's error, when a read-only command goes on without it (`open_readable`).
+    pub config_error: Option<String>,
 }
 
 impl Workspace {
     pub fn open(cli: &Cli, env: Env) -> Result<Self, CliError> {
         let config = config::load(cli.config.as_deref(), &env).map_err(|e| CliError::usage(e.to_string()))?;
+        Self::with_config(cli, env, config)
+    }
+
+    /// For commands that only read (status, logs, runs, schedule, the list of approvals): a
+    /// config with an error does not stop them. It is printed on top, and they show what they can
+    /// read with the defaults (and the config's vault and time zone, if those can be read).
+    pub fn open_readable(cli: &Cli, env: Env) -> Result<Self, CliError> {
+        let (config, error) = config::load_readable(cli.config.as_deref(), &env);
+        if let Some(e) = &error {
+            eprintln!(
+                "{e}\n(the config has an error: showing what can be read without it; `tabd validate` checks the rest)\n"
+            );
+        }
+        match Self::with_config(cli, env, config) {
+            Ok(ws) => Ok(Self {
+                config_error: error.map(|e| e.to_string()),
+                ..ws
+            }),
+            Err(mut failed) => {
+                if let Some(e) = error {
+                    failed.message = format!("{e}\n{}", failed.message);
+                }
+                Err(failed)
+            }
+        }
+    }
+
+    fn with_config(cli: &Cli, env: Env, config: Config) -> Result<Self, CliError> {
         let chosen = config::resolve_vault(cli.vault.as_deref(), &env, &config).map_err(CliError::usage)?;
         let root = std::fs::canonicalize(&chosen)
             .map_err(|e| CliError::usage(format!("cannot open the vault {}: {e}", chosen.display())))?;
@@ -82,6 +112,7 @@ impl Workspace {
             root,
             vault,
             roles,
+            config_error: None,
         })
     }
 
@@ -142,9 +173,12 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
     match &cli.command {
         Command::Init { path } => init::run(&cli, path.as_deref(), &env),
         Command::Validate => validate::run(&Workspace::open(&cli, env)?),
-        Command::Schedule { from, next, json } => {
-            schedule::run(&Workspace::open(&cli, env)?, from.as_deref(), *next, *json)
-        }
+        Command::Schedule { from, next, json } => schedule::run(
+            &Workspace::open_readable(&cli, env)?,
+            from.as_deref(),
+            *next,
+            *json,
+        ),
         Command::Fire {
             role,
             note,
@@ -156,9 +190,9 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
             let ws = Workspace::open(&cli, env)?;
             run::run(&cli, ws)
         }
-        Command::Status { json } => status::run(&Workspace::open(&cli, env)?, *json),
+        Command::Status { json } => status::run(&Workspace::open_readable(&cli, env)?, *json),
         Command::Runs { role, since, json } => runs::run(
-            &Workspace::open(&cli, env)?,
+            &Workspace::open_readable(&cli, env)?,
             role.as_deref(),
             since.as_deref(),
             *json,
@@ -177,7 +211,9 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
                 requeue: *requeue,
             },
         ),
-        Command::Logs { role, follow } => logs::run(&Workspace::open(&cli, env)?, role.as_deref(), *follow),
+        Command::Logs { role, follow } => {
+            logs::run(&Workspace::open_readable(&cli, env)?, role.as_deref(), *follow)
+        }
         Command::Completions { shell } => {
             use clap::CommandFactory;
             // Into a buffer first: clap_complete panics on a write error (`| head` closing early).
@@ -191,7 +227,7 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
                 _ => Ok(0),
             }
         }
-        Command::Approvals { json } => approvals::list(&Workspace::open(&cli, env)?, *json),
+        Command::Approvals { json } => approvals::list(&Workspace::open_readable(&cli, env)?, *json),
         Command::Approve { id } => approvals::decide(&Workspace::open(&cli, env)?, id, true),
         Command::Reject { id } => approvals::decide(&Workspace::open(&cli, env)?, id, false),
         Command::Mcp {

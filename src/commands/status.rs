@@ -58,6 +58,7 @@ fn compute(ws: &Workspace, pid: Option<u32>) -> status::StatusReport {
             let support = crate::sandbox::Probe::default().support();
             (!support.enforced()).then(|| support.describe())
         },
+        config_error: ws.config_error.clone(),
         ..status::Live::default()
     };
     status::collect(&ws.vault, &ws.config, &ws.roles, &state, &live, Utc::now())

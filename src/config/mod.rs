@@ -341,6 +341,40 @@ pub fn load(cli: Option<&Path>, env: &Env) -> Result<Config, ConfigError> {
     }
 }
 
+/// For commands that only read (`status`, `logs`, `approvals`, …): the config, or — when it has
+/// an error — the defaults with whatever of `vault` and `timezone` can still be read from it, and
+/// the error, which the command prints on top. A typo in `[limits]` must not lock the person out
+/// of seeing what tabd is doing.
+pub fn load_readable(cli: Option<&Path>, env: &Env) -> (Config, Option<ConfigError>) {
+    let error = match load(cli, env) {
+        Ok(c) => return (c, None),
+        Err(e) => e,
+    };
+    let defaults = || parse("", Path::new("<defaults>"), env, None);
+    let text = crate::vault::read_regular_path(&error.path, 16 * 1024 * 1024).unwrap_or_default();
+    // TOML that parses but holds a bad value still names the vault and time zone.
+    let table: toml::Table = toml::from_str(&text).unwrap_or_default();
+    let salvage = |keys: &[&str]| {
+        let kept: toml::Table = keys
+            .iter()
+            .filter_map(|k| {
+                table
+                    .get(*k)
+                    .filter(|v| v.is_str())
+                    .map(|v| (k.to_string(), v.clone()))
+            })
+            .collect();
+        toml::to_string(&kept)
+            .ok()
+            .and_then(|t| parse(&t, &error.path, env, Some(error.path.clone())).ok())
+    };
+    let config = salvage(&["vault", "timezone"])
+        .or_else(|| salvage(&["vault"]))
+        .or_else(|| defaults().ok())
+        .unwrap_or_default();
+    (config, Some(error))
+}
+
 /// serde's type errors (`invalid type: string "many", expected u32`) in words a person can act
 /// on; other messages as they are.
 fn plain_words(message: &str) -> String {

@@ -103,6 +103,8 @@ pub struct Daemon {
     host: String,
     /// Roles running their last good version while their file has errors.
     kept_last_good: Vec<String>,
+    /// The config file's error since its last edit: the daemon runs with the previous config.
+    config_error: Option<String>,
     rt: BTreeMap<String, RoleRuntime>,
     readiness: Readiness,
     notes: HashMap<PathBuf, scan::NoteMeta>,
@@ -184,6 +186,7 @@ impl Daemon {
             env: init.env,
             cli_config: init.cli_config,
             kept_last_good: Vec::new(),
+            config_error: None,
             rt: BTreeMap::new(),
             notes: HashMap::new(),
             inbox_view: BTreeMap::new(),

@@ -225,9 +225,14 @@ impl Daemon {
                         .write_line(self.run_env.clock.now(), "tabd", &msg);
                 }
                 tracing::warn!("config has errors; keeping the previous one: {e}");
+                self.config_error = Some(e.to_string());
+                self.status_dirty = true;
                 return;
             }
         };
+        if self.config_error.take().is_some() {
+            self.status_dirty = true;
+        }
         if c == *self.run_env.config {
             return;
         }

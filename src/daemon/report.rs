@@ -95,6 +95,7 @@ impl Daemon {
                 "watching for changes".into()
             }),
             kept_last_good: self.kept_last_good.clone(),
+            config_error: self.config_error.clone(),
             host: self.host.clone(),
             ledger_error: self.ledger_error.clone(),
             generation: self.status_generation,

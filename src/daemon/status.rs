@@ -122,6 +122,10 @@ pub struct StatusReport {
     /// Children (MCP servers, agent CLIs) start without a sandbox here: why (DESIGN §20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsandboxed: Option<String>,
+    /// The config file's error: the daemon keeps running with the config it had before (or a
+    /// read-only command shows what it can without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_error: Option<String>,
     pub updated_at: DateTime<Utc>,
     /// Grows by one with every write by the daemon (0 from `tabd status`).
     pub generation: u64,
@@ -145,6 +149,8 @@ pub struct Live {
     pub mcp_servers: Vec<McpServerStatus>,
     /// Why the children tabd starts run without a sandbox, if they do (DESIGN §20).
     pub unsandboxed: Option<String>,
+    /// The config file's error, when the daemon lives with the previous config.
+    pub config_error: Option<String>,
 }
 
 /// A keep-alive MCP server as the daemon's supervisor sees it (DESIGN §14).
@@ -248,6 +254,7 @@ pub fn collect(
         roles: out,
         stranded: stranded_inboxes(vault, roles),
         unsandboxed: live.unsandboxed.clone().filter(|_| starts_children(config)),
+        config_error: live.config_error.clone(),
         updated_at: now,
         generation: live.generation,
     }
@@ -436,6 +443,17 @@ pub fn render_note(r: &StatusReport, tz: Tz) -> String {
 /// Callouts for what stops work: paused model calls, servers down, a ledger that cannot be written.
 fn note_warnings(r: &StatusReport) -> String {
     let mut s = String::new();
+    if let Some(e) = &r.config_error {
+        let living = if r.daemon_pid.is_some() {
+            "tabd keeps running with the config it had before; fix the file and it is read again"
+        } else {
+            "fix it before tabd starts again (`tabd validate`)"
+        };
+        s.push_str(&format!(
+            "> [!error] The config file has an error\n> {}\n> {living}\n\n",
+            crate::text::one_line(e, 500)
+        ));
+    }
     if let Some(why) = &r.unsandboxed {
         s.push_str(&format!(
             "> [!warning] MCP servers and agent CLIs run without a sandbox\n> {why} (docs/mcp.md#sandbox)\n\n"
@@ -602,6 +620,9 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
     }
     if let Some(why) = &r.unsandboxed {
         s.push_str(&format!("children: NOT sandboxed — {why}\n"));
+    }
+    if let Some(e) = &r.config_error {
+        s.push_str(&format!("CONFIG ERROR: {}\n", crate::text::one_line(e, 500)));
     }
     s.push_str(&format!("provider: {}\n", r.provider));
     if let Some(p) = &r.provider_paused {
