@@ -173,6 +173,26 @@ pub struct InboxListing {
     pub has_failed: bool,
 }
 
+/// The folders tabd keeps in an inbox (DESIGN §5).
+const INBOX_FOLDERS: [&str; 3] = ["processed", "failed", "archive"];
+
+/// Why an entry a person put in an inbox is not read, when it looks like it was meant to be: a
+/// folder of notes (only notes directly in the inbox are read), or a file that is not Markdown
+/// (`notes.txt`). Editor and sync temp files and hidden files are left alone.
+fn not_read(e: &crate::vault::Entry) -> Option<&'static str> {
+    let name = e.path.file_name();
+    if is_temp_name(name) || name.starts_with('.') || e.is_symlink {
+        return None;
+    }
+    if e.is_dir {
+        return (!INBOX_FOLDERS.contains(&name))
+            .then_some("a folder: tabd reads only notes directly in the inbox; move them up into it");
+    }
+    let markdown = name.to_lowercase().ends_with(".md");
+    (e.is_file && !markdown)
+        .then_some("not a Markdown note: tabd reads only `*.md` files; rename it to end in `.md` (or link to it from a note)")
+}
+
 /// Lists `inbox` (a missing folder is an empty inbox).
 pub fn list(vault: &Vault, inbox: &VaultPath) -> Result<InboxListing, VaultError> {
     let listing = match vault.list(inbox) {
@@ -185,6 +205,17 @@ pub fn list(vault: &Vault, inbox: &VaultPath) -> Result<InboxListing, VaultError
         let name = e.path.file_name();
         if e.is_dir && name == "failed" {
             out.has_failed = true;
+        }
+        if let Some(why) = not_read(&e) {
+            out.unreadable.push(OddEntry {
+                name: if e.is_dir {
+                    format!("{name}/")
+                } else {
+                    name.to_string()
+                },
+                why,
+            });
+            continue;
         }
         if e.is_dir || !is_trigger_name(name) {
             continue;

@@ -191,3 +191,36 @@ fn validate_warns_about_missing_context_and_a_missing_cli() {
         "the count matches what was printed: {text}"
     );
 }
+
+/// Notes in the wrong place are reported the moment they land — a typo'd or miscased inbox
+/// folder (with a did-you-mean), a note in `agent/inbox/` itself, a folder inside an inbox, a
+/// `.txt` — and none of them is moved, lost or sent.
+#[test]
+fn notes_in_the_wrong_place_are_reported_at_once() {
+    let (v, fake) = setup("");
+    let _d = Daemon::start(&v);
+    let misplaced = [
+        ("agent/inbox/deliverry/a.md", "no role reads agent/inbox/deliverry/ (1 note) — did you mean agent/inbox/delivery/?"),
+        ("agent/inbox/Delivery/b.md", "no role reads agent/inbox/Delivery/ (1 note) — did you mean agent/inbox/delivery/?"),
+        ("agent/inbox/c.md", "no role reads agent/inbox/c.md — a note directly in agent/inbox/ is in no role's inbox"),
+        ("agent/inbox/delivery/misc/d.md", "tabd does not read agent/inbox/delivery/misc/ — a folder: tabd reads only notes directly in the inbox"),
+        ("agent/inbox/delivery/e.txt", "tabd does not read agent/inbox/delivery/e.txt — not a Markdown note"),
+    ];
+    for (path, said) in misplaced {
+        v.write(path, "please look at this");
+        wait_until(T, said, || v.daily().contains(said));
+    }
+    let status = stdout(&v.tabd(&["status"]));
+    assert!(status.contains("did you mean agent/inbox/delivery/?"), "{status}");
+    assert!(status.contains("e.txt"), "{status}");
+    for (path, _) in misplaced {
+        assert!(v.path(path).is_file(), "{path} stays where it is");
+    }
+    assert!(fake.requests().is_empty(), "nothing misplaced was sent");
+    let out = v.tabd(&["validate"]);
+    assert!(
+        stdout(&out).contains("did you mean agent/inbox/delivery/?"),
+        "{}",
+        stdout(&out)
+    );
+}

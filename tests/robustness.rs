@@ -350,7 +350,10 @@ fn unreadable_inbox_entries_are_reported_once_and_counted_in_status() {
     std::os::unix::fs::symlink("../../../elsewhere.md", v.path("agent/inbox/delivery/link.md")).unwrap();
     let _d = Daemon::start(&v);
     wait_until(T, "both reported", || {
-        v.daily().matches("note tabd cannot read").count() == 2
+        v.daily()
+            .matches("tabd does not read agent/inbox/delivery/")
+            .count()
+            == 2
     });
     v.write("agent/inbox/delivery/ok.md", "a fine note"); // another scan of the same inbox
     wait_until(T, "the fine note processed", || {
@@ -358,13 +361,15 @@ fn unreadable_inbox_entries_are_reported_once_and_counted_in_status() {
     });
     wait_idle(&v);
     assert_eq!(
-        v.daily().matches("note tabd cannot read").count(),
+        v.daily()
+            .matches("tabd does not read agent/inbox/delivery/")
+            .count(),
         2,
         "once each:\n{}",
         v.daily()
     );
     let text = stdout(&v.tabd(&["status"]));
-    assert!(text.contains("unreadable: 2 notes tabd cannot read"), "{text}");
+    assert!(text.contains("not read:  2 entries tabd does not read"), "{text}");
     assert!(text.contains("link.md (it is a symlink"), "{text}");
 }
 

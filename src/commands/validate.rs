@@ -142,7 +142,7 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
         out.push(Diagnostic::warning(
             Path::new("agent/inbox"),
             0,
-            format!("no role reads {folder}: a role renamed or deleted? Move the notes to a role's inbox"),
+            format!("no role reads {folder}"),
         ));
     }
     out

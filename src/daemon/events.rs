@@ -40,6 +40,8 @@ pub enum EventClass {
     Folders,
     /// A note event in these roles' inbox.
     Inbox(Vec<String>),
+    /// Something in a folder of `agent/inbox/` that no role reads (`deliverry/`): say so now.
+    Stranded,
     /// An approval note changed: look at the approvals.
     Approvals,
     /// A watched file changed, for these roles.
@@ -76,6 +78,9 @@ pub fn classify(ev: &FsEvent, paths: &Paths) -> EventClass {
     }
     if let Some(owners) = paths.inbox_owners.get(parent) {
         return EventClass::Inbox(owners.clone());
+    }
+    if parent.parent() == Some(paths.root.join("agent/inbox").as_path()) {
+        return EventClass::Stranded;
     }
     let rel = p.strip_prefix(&paths.root).ok().and_then(Path::to_str);
     match rel.and_then(|r| paths.watched.get(r).map(|roles| (r, roles))) {
@@ -117,6 +122,14 @@ mod tests {
             EventClass::Other
         );
         assert_eq!(classify(&w("/v/agent/inbox/new-role"), &p), EventClass::Folders);
+        assert_eq!(
+            classify(&w("/v/agent/inbox/deliverry/a.md"), &p),
+            EventClass::Stranded
+        );
+        assert_eq!(
+            classify(&w("/v/agent/inbox/risk/processed/a.md"), &p),
+            EventClass::Other
+        );
         assert_eq!(
             classify(&w("/v/agent/inbox/risk/a.md"), &p),
             EventClass::Inbox(vec!["risk".into()])

@@ -419,7 +419,9 @@ impl Daemon {
                 }
                 self.rescan_all = true;
                 self.refresh_watches();
+                self.report_stranded();
             }
+            events::EventClass::Stranded => self.report_stranded(),
             events::EventClass::Inbox(owners) => {
                 for name in &owners {
                     if let Some(r) = self.rt.get_mut(name) {

@@ -35,6 +35,14 @@ impl Daemon {
             })
             .unwrap_or_default();
         let mut known: HashSet<PathBuf> = HashSet::new();
+        // Folders no role reads are watched too: a note dropped into a typo (`deliverry/`) is
+        // reported the moment it lands.
+        let owned: HashSet<&VaultPath> = roles.runnable().map(|r| &r.inbox).collect();
+        for dir in existing.iter().filter(|d| !owned.contains(d)) {
+            let abs = root.join(dir.as_path());
+            known.insert(abs.clone());
+            dirs.push(abs);
+        }
         for role in roles.runnable() {
             let dir = root.join(role.inbox.as_path());
             if existing.contains(&role.inbox) {

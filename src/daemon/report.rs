@@ -16,9 +16,7 @@ impl Daemon {
                 .update(|s| s.global.first_notice(today, &format!("stranded: {folder}")))
                 .unwrap_or(true);
             if first {
-                let line = format!(
-                    "no role reads {folder}: a role renamed or deleted? Move the notes to a role's inbox"
-                );
+                let line = format!("no role reads {folder}");
                 let _ = self
                     .run_env
                     .log

@@ -226,7 +226,7 @@ impl Daemon {
         let now = self.run_env.clock.now();
         for (who, inbox, o) in new_lines {
             let line = format!(
-                "1 note tabd cannot read: {inbox}{} — {}; it stays where it is",
+                "tabd does not read {inbox}{} — {}; it stays where it is",
                 o.name, o.why
             );
             tracing::warn!("{who}: {line}");

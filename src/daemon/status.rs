@@ -269,7 +269,9 @@ fn starts_children(config: &Config) -> bool {
             .any(|m| matches!(m.transport, crate::config::mcp::Transport::Stdio { .. }))
 }
 
-/// Folders of `agent/inbox/` that no role reads but that hold notes: "delivery-old/ (3 notes)".
+/// Notes in `agent/inbox/` that no role reads, each with what to do: in a folder no role owns
+/// (`agent/inbox/deliverry/ (1 note) — did you mean agent/inbox/delivery/?`), or directly in
+/// `agent/inbox/` itself.
 pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
     let Ok(base) = VaultPath::parse("agent/inbox", false) else {
         return Vec::new();
@@ -279,16 +281,37 @@ pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
     };
     let owned: std::collections::HashSet<&VaultPath> = roles.roles.values().map(|r| &r.inbox).collect();
     let known: std::collections::HashSet<String> = roles.all_names().into_iter().collect();
-    listing
+    let inboxes: Vec<&str> = roles.runnable().map(|r| r.inbox.as_str()).collect();
+    let mut out: Vec<String> = listing
         .entries
         .iter()
         .filter(|e| e.is_dir && !e.is_symlink)
         .filter(|e| !owned.contains(&e.path) && !known.contains(e.path.file_name()))
         .filter_map(|e| {
             let n = count_notes(vault, &e.path).0;
-            (n > 0).then(|| format!("{}/ ({n} note{})", e.path, if n == 1 { "" } else { "s" }))
+            let names = inboxes.iter().filter_map(|i| i.strip_prefix("agent/inbox/"));
+            let advice = match crate::text::did_you_mean(e.path.file_name(), names) {
+                Some(inbox) => format!("did you mean agent/inbox/{inbox}/? Move the notes there"),
+                None => "a role renamed or deleted? Move the notes to a role's inbox".to_string(),
+            };
+            (n > 0).then(|| {
+                format!(
+                    "{}/ ({n} note{}) — {advice}",
+                    e.path,
+                    if n == 1 { "" } else { "s" }
+                )
+            })
         })
-        .collect()
+        .collect();
+    let example = inboxes.first().map_or("agent/inbox/ROLE", |i| i);
+    out.extend(
+        listing
+            .entries
+            .iter()
+            .filter(|e| !e.is_dir && inbox::is_trigger_name(e.path.file_name()))
+            .map(|e| format!("{} — a note directly in agent/inbox/ is in no role's inbox: move it into one, like {example}/", e.path)),
+    );
+    out
 }
 
 /// What a status report is made from.
@@ -574,12 +597,9 @@ fn note_row(role: &RoleStatus, now: DateTime<Utc>, tz: Tz) -> String {
 fn note_lists(r: &StatusReport) -> String {
     let mut s = String::new();
     if !r.stranded.is_empty() {
-        s.push_str("\n## Notes no role will read\nThese inbox folders belong to no role (renamed or deleted?). Move the notes to a role's inbox, or rename the folder:\n");
+        s.push_str("\n## Notes no role will read\nThese notes are in no role's inbox. Move each into one (or rename its folder):\n");
         for f in &r.stranded {
-            s.push_str(&format!(
-                "- agent/inbox/{}\n",
-                f.trim_start_matches("agent/inbox/")
-            ));
+            s.push_str(&format!("- {f}\n"));
         }
     }
     let unreadable: Vec<String> = r
@@ -588,7 +608,7 @@ fn note_lists(r: &StatusReport) -> String {
         .flat_map(|x| x.unreadable_notes.iter().map(move |n| format!("{}: {n}", x.role)))
         .collect();
     if !unreadable.is_empty() {
-        s.push_str(&format!("\n## Notes tabd cannot read ({})\n", unreadable.len()));
+        s.push_str(&format!("\n## Notes tabd does not read ({})\n", unreadable.len()));
         for n in unreadable {
             s.push_str(&format!("- {n}\n"));
         }
@@ -614,9 +634,7 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
         )
     ));
     for f in &r.stranded {
-        s.push_str(&format!(
-            "no role reads {f}: a role was renamed or deleted? move the notes to a role's inbox\n"
-        ));
+        s.push_str(&format!("no role reads {f}\n"));
     }
     if let Some(why) = &r.unsandboxed {
         s.push_str(&format!("children: NOT sandboxed — {why}\n"));
@@ -712,8 +730,8 @@ fn role_text(role: &RoleStatus, tz: Tz, now: DateTime<Utc>) -> String {
     match role.unreadable_notes.len() {
         0 => {}
         n => s.push_str(&format!(
-            "  unreadable: {n} note{} tabd cannot read: {}\n",
-            if n == 1 { "" } else { "s" },
+            "  not read:  {n} entr{} tabd does not read: {}\n",
+            if n == 1 { "y" } else { "ies" },
             role.unreadable_notes.join("; ")
         )),
     }
