@@ -401,3 +401,37 @@ fn a_near_miss_heading_is_an_error_with_did_you_mean() {
         "an unrelated heading is a warning only"
     );
 }
+
+/// "A role calls only the tools its ## Tools lists": a person who lists `delegate` there is
+/// understood. With `can_delegate_to` it is accepted silently; without, a warning says where the
+/// tool comes from — never an error that stops the role.
+#[test]
+fn delegate_listed_under_tools_is_accepted() {
+    let with =
+        "---\ncan_delegate_to: [risk]\n---\n# Boss\n## Mission\nAsk.\n## Tools\n- read_file\n- delegate\n";
+    let without = "# Lone\n## Mission\nAsk.\n## Tools\n- delegate — ask others\n";
+    let set = load(&[("boss", with), ("lone", without), ("risk", RISK)]);
+    assert!(set.errors().next().is_none(), "{:#?}", set.diagnostics);
+    assert!(set.roles["boss"].may_delegate());
+    assert_eq!(set.roles["boss"].tools, ["read_file"]);
+    let warning = set
+        .diagnostics
+        .iter()
+        .find(|d| d.path.ends_with("lone.md"))
+        .unwrap_or_else(|| panic!("{:?}", set.diagnostics));
+    assert_eq!(
+        (warning.severity, warning.line),
+        (crate::diag::Severity::Warning, 5)
+    );
+    assert!(
+        warning.message.contains("can_delegate_to: [risk]"),
+        "{}",
+        warning.message
+    );
+    assert!(set.roles.contains_key("lone") && !set.roles["lone"].may_delegate());
+    assert!(
+        !set.diagnostics.iter().any(|d| d.path.ends_with("boss.md")),
+        "{:?}",
+        set.diagnostics
+    );
+}
