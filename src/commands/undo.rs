@@ -148,8 +148,8 @@ fn print_plan(steps: &[Step], requeue: &[(VaultPath, VaultPath)], dry_run: bool)
     let will = if dry_run { "would " } else { "" };
     for step in steps {
         match step {
-            Step::Restore { path, to: Some(_) } => println!("  {will}restore  {path}"),
-            Step::Restore { path, to: None } => println!("  {will}remove   {path} (the run created it)"),
+            Step::Restore { path, to: Some(_), .. } => println!("  {will}restore  {path}"),
+            Step::Restore { path, to: None, .. } => println!("  {will}remove   {path} (the run created it)"),
             Step::AlreadyBefore { path } => println!("  unchanged {path} (already as before the run)"),
             Step::Unknown { path } => println!(
                 "  skip     {path}: the run ended before it recorded what it left (a crash); --force restores it"

@@ -72,8 +72,15 @@ enum Line {
         started_at: DateTime<Utc>,
         trigger: String,
     },
-    /// A file's state the moment before the run first changed it.
-    Before { path: String, before: Option<String> },
+    /// A file's state the moment before the run first changed it. With `prefix`, the run only
+    /// appended to it: its prior content is the first `prefix` bytes of what the run left, and
+    /// no copy is stored (a note appended on every run costs a line, not the note, each time).
+    Before {
+        path: String,
+        before: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prefix: Option<u64>,
+    },
     /// A file's state after a tool call changed it (the last one is what the run left).
     After { path: String, after: Option<String> },
     Sealed {
@@ -93,6 +100,9 @@ pub struct Entry {
     pub trigger: String,
     /// Each changed file's prior state, in the order the run first changed them.
     pub before: Vec<(String, Option<String>)>,
+    /// Files the run only appended to: their prior content is the first this many bytes of
+    /// what the run left (no copy kept).
+    pub prefix: BTreeMap<String, u64>,
     /// The state the run left (`None` until sealed: the run crashed, or still runs).
     pub left: Option<BTreeMap<String, Option<String>>>,
     /// Each file's state after the last tool call that changed it (what a crashed run left).
@@ -133,6 +143,8 @@ pub struct RunJournal {
 struct Files {
     seen: Vec<String>,
     unsettled: Vec<String>,
+    /// Journaled as appended to (no copy kept): the prior length and digest.
+    appended: HashMap<String, (u64, String)>,
 }
 
 impl Files {
@@ -178,7 +190,10 @@ impl RunJournal {
     pub fn before_change(&self, path: &VaultPath) -> Result<(), VaultError> {
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
         if files.touch(path) {
-            return Ok(());
+            return match files.appended.remove(path.as_str()) {
+                Some(kept) => self.keep_prefix(path, kept),
+                None => Ok(()),
+            };
         }
         let before = match self.vault.read_bytes(path, u64::MAX) {
             Ok((bytes, entry)) if !entry.is_dir => {
@@ -196,7 +211,47 @@ impl RunJournal {
             Err(VaultError::NotFound(_)) => None,
             Err(e) => return Err(e),
         };
-        self.write_before(&mut files, path, before)
+        self.write_before(&mut files, path, before, None)
+    }
+
+    /// Keeps `path`'s state before this run appends to it, from `prior` (its bytes as read for
+    /// the append; `None`: it does not exist). Only the length and digest are stored: appending
+    /// keeps them as the file's first bytes. O(1) in the journal however long the note grows.
+    pub fn before_append(&self, path: &VaultPath, prior: Option<&[u8]>) -> Result<(), VaultError> {
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        if files.touch(path) {
+            return Ok(()); // journaled already, whole or as a prefix: an append keeps both true
+        }
+        let Some(prior) = prior.filter(|b| !b.is_empty()) else {
+            let before = prior.map(digest);
+            return self.write_before(&mut files, path, before, None);
+        };
+        let (len, hash) = (prior.len() as u64, digest(prior));
+        files
+            .appended
+            .insert(path.as_str().to_string(), (len, hash.clone()));
+        self.write_before(&mut files, path, Some(hash), Some(len))
+    }
+
+    /// A file journaled as appended to is about to change some other way: its prior content,
+    /// still the file's first bytes now, is stored whole after all.
+    fn keep_prefix(&self, path: &VaultPath, (len, hash): (u64, String)) -> Result<(), VaultError> {
+        let (bytes, _) = self.vault.read_bytes(path, u64::MAX)?;
+        let prior = bytes.get(..len as usize).filter(|b| digest(b) == hash).ok_or_else(|| {
+            VaultError::Refused(format!(
+                "{path} changed under this run after it appended to it; its earlier content cannot be kept for undo"
+            ))
+        })?;
+        let blob = blob_path(&hash)?;
+        if !self.vault.exists(&blob) {
+            self.vault.write_atomic_with(&blob, prior, Durability::None)?;
+        }
+        let line = self.signed(&Line::Before {
+            path: path.as_str().to_string(),
+            before: Some(hash),
+            prefix: None,
+        });
+        append_entry(&self.vault, &self.run_id, &line)
     }
 
     /// Journals a file the run just created (it did not exist before: creation never replaces).
@@ -205,7 +260,7 @@ impl RunJournal {
         if files.touch(path) {
             return Ok(());
         }
-        self.write_before(&mut files, path, None)
+        self.write_before(&mut files, path, None, None)
     }
 
     /// Appends a file's prior state (the header first, for the run's first change).
@@ -214,6 +269,7 @@ impl RunJournal {
         files: &mut Files,
         path: &VaultPath,
         before: Option<String>,
+        prefix: Option<u64>,
     ) -> Result<(), VaultError> {
         let mut text = String::new();
         if files.seen.is_empty() {
@@ -222,6 +278,7 @@ impl RunJournal {
         text.push_str(&self.signed(&Line::Before {
             path: path.as_str().to_string(),
             before,
+            prefix,
         }));
         append_entry(&self.vault, &self.run_id, &text)?;
         files.seen.push(path.as_str().to_string());
@@ -324,6 +381,7 @@ pub fn load(vault: &Vault, run_id: &str, key: Option<&Key>) -> Result<Entry, Vau
         started_at: DateTime::<Utc>::MIN_UTC,
         trigger: String::new(),
         before: Vec::new(),
+        prefix: BTreeMap::new(),
         left: None,
         after: BTreeMap::new(),
         moved: Vec::new(),
@@ -350,7 +408,18 @@ pub fn load(vault: &Vault, run_id: &str, key: Option<&Key>) -> Result<Entry, Vau
                 entry.started_at = started_at;
                 entry.trigger = trigger;
             }
-            Line::Before { path, before } => entry.before.push((path, before)),
+            Line::Before { path, before, prefix } => {
+                match prefix {
+                    Some(len) => entry.prefix.insert(path.clone(), len),
+                    None => entry.prefix.remove(&path),
+                };
+                // A second line for a file: it was appended to, then changed some other way (its
+                // prior content is now kept whole). Same prior state; it keeps its place.
+                match entry.before.iter_mut().find(|(p, _)| *p == path) {
+                    Some(slot) => slot.1 = before,
+                    None => entry.before.push((path, before)),
+                }
+            }
             Line::After { path, after } => {
                 entry.after.insert(path, after);
             }
@@ -533,7 +602,8 @@ mod tests {
             steps,
             [Step::Restore {
                 path: "a.md".into(),
-                to: Some(digest(b"old"))
+                to: Some(digest(b"old")),
+                prefix: None
             }]
         );
         let other = Key::from_bytes(b"another machine's key, 32 bytes.");
@@ -669,5 +739,71 @@ mod tests {
         let pruned = prune(&v, 30, 1024 * 1024, Utc::now());
         assert_eq!((pruned.runs, pruned.blobs), (1, 0));
         assert!(blob(&v, &digest(b"young content")).is_ok());
+    }
+
+    /// Issue 30, item 10: a note appended on every run is journaled as its prior length and
+    /// digest — no copy — and undo still restores it exactly; once the run also rewrites it, the
+    /// prior content is kept whole after all.
+    #[test]
+    fn an_append_is_journaled_in_constant_space_and_undone_exactly() {
+        let (_d, v) = vault();
+        let policy = crate::access::AccessPolicy::new(&[]);
+        let big = "- an old line of the timeline\n".repeat(10_000);
+        v.write_atomic(&p("project/timeline.md"), big.as_bytes()).unwrap();
+        let now = Utc::now();
+        let j = RunJournal::new(v.clone(), key(), "20261101T000000Z-r-9", "r", now, "manual");
+        j.before_append(&p("project/timeline.md"), Some(big.as_bytes())).unwrap();
+        let grown = format!("{big}- today\n");
+        v.write_atomic(&p("project/timeline.md"), grown.as_bytes()).unwrap();
+        j.before_append(&p("project/timeline.md"), Some(grown.as_bytes())).unwrap();
+        v.write_atomic(&p("project/timeline.md"), format!("{grown}- and more\n").as_bytes()).unwrap();
+        j.seal(&[], now).unwrap();
+        assert!(blob(&v, &digest(big.as_bytes())).is_err(), "no copy of the note was stored");
+        let journal = v.read_text(&entry_path("20261101T000000Z-r-9").unwrap(), 1 << 20).unwrap();
+        assert!(journal.len() < 2_000, "{} bytes for a {} byte note", journal.len(), big.len());
+        let e = load(&v, "20261101T000000Z-r-9", Some(&key())).unwrap();
+        assert!(e.verified);
+        assert_eq!(e.prefix["project/timeline.md"], big.len() as u64);
+        let steps = plan_undo(&v, &e, &policy, false).unwrap();
+        let undo = RunJournal::new(v.clone(), key(), "20261101T000001Z-undo-1", "r", now, "undo");
+        assert_eq!(apply(&v, &steps, &undo).unwrap(), 1);
+        assert_eq!(v.read_text(&p("project/timeline.md"), 1 << 24).unwrap(), big);
+
+        // Appended, then rewritten in the same run: the prior content is kept whole then.
+        let j = RunJournal::new(v.clone(), key(), "20261101T000002Z-r-10", "r", now, "manual");
+        j.before_append(&p("project/timeline.md"), Some(big.as_bytes())).unwrap();
+        v.write_atomic(&p("project/timeline.md"), format!("{big}- x\n").as_bytes()).unwrap();
+        j.before_change(&p("project/timeline.md")).unwrap();
+        v.write_atomic(&p("project/timeline.md"), b"all replaced").unwrap();
+        j.seal(&[], now).unwrap();
+        assert_eq!(blob(&v, &digest(big.as_bytes())).unwrap(), big.as_bytes());
+        let e = load(&v, "20261101T000002Z-r-10", Some(&key())).unwrap();
+        assert!(e.prefix.is_empty() && e.before.len() == 1, "{:?}", e.before);
+        let steps = plan_undo(&v, &e, &policy, false).unwrap();
+        let undo = RunJournal::new(v.clone(), key(), "20261101T000003Z-undo-2", "r", now, "undo");
+        assert_eq!(apply(&v, &steps, &undo).unwrap(), 1);
+        assert_eq!(v.read_text(&p("project/timeline.md"), 1 << 24).unwrap(), big);
+    }
+
+    /// An appended note whose beginning a person edited after the run cannot be restored from
+    /// its prefix: `--force` is refused for it rather than writing the wrong bytes.
+    #[test]
+    fn an_appended_note_edited_at_its_start_is_refused_not_guessed() {
+        let (_d, v) = vault();
+        let policy = crate::access::AccessPolicy::new(&[]);
+        v.write_atomic(&p("log.md"), b"first\n").unwrap();
+        let now = Utc::now();
+        let j = RunJournal::new(v.clone(), key(), "20261101T000000Z-r-11", "r", now, "manual");
+        j.before_append(&p("log.md"), Some(b"first\n")).unwrap();
+        v.write_atomic(&p("log.md"), b"first\nsecond\n").unwrap();
+        j.seal(&[], now).unwrap();
+        v.write_atomic(&p("log.md"), b"FIRST\nsecond\n").unwrap();
+        let e = load(&v, "20261101T000000Z-r-11", Some(&key())).unwrap();
+        let steps = plan_undo(&v, &e, &policy, true).unwrap();
+        assert!(
+            matches!(&steps[..], [Step::Refused { why, .. }] if why.contains("no longer begins with")),
+            "{steps:?}"
+        );
+        assert_eq!(v.read_text(&p("log.md"), 1 << 20).unwrap(), "FIRST\nsecond\n");
     }
 }

@@ -13,7 +13,13 @@ use chrono::{DateTime, Utc};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// Still as the run left it: back to its prior content (`Some(hash)`) or removed (`None`).
-    Restore { path: String, to: Option<String> },
+    /// `prefix`: the run only appended, and the prior content is the file's first this many
+    /// bytes (no copy was kept).
+    Restore {
+        path: String,
+        to: Option<String>,
+        prefix: Option<u64>,
+    },
     /// Changed since the run (by the person, a sync tool or a later run, named when known).
     Skip { path: String, later_run: Option<String> },
     /// Already as it was before the run: nothing to do.
@@ -57,7 +63,8 @@ pub fn plan_undo(
     let mut steps = Vec::new();
     for (path, before) in &entry.before {
         let p = fixed(path)?;
-        if let Err(why) = gate(vault, policy, &p, before.as_deref()) {
+        let prefix = entry.prefix.get(path).copied();
+        if let Err(why) = gate(vault, policy, &p, before.as_deref(), prefix) {
             steps.push(Step::Refused {
                 path: path.clone(),
                 why,
@@ -72,10 +79,12 @@ pub fn plan_undo(
                 Some(left) if force || *left == now => Step::Restore {
                     path: path.clone(),
                     to: before.clone(),
+                    prefix,
                 },
                 None if force => Step::Restore {
                     path: path.clone(),
                     to: before.clone(),
+                    prefix,
                 },
                 None => Step::Unknown { path: path.clone() },
                 Some(_) => Step::Skip {
@@ -90,19 +99,46 @@ pub fn plan_undo(
 }
 
 /// The checks a restore passes, as a tool write would: no link anywhere on the path, the role
-/// may write it, and the journal's copy is the bytes it names.
-fn gate(vault: &Vault, policy: &AccessPolicy, p: &VaultPath, to: Option<&str>) -> Result<(), String> {
+/// may write it, and the prior bytes — the journal's copy, or for a file the run only appended
+/// to, its first `prefix` bytes — are the ones the journal names.
+fn gate(
+    vault: &Vault,
+    policy: &AccessPolicy,
+    p: &VaultPath,
+    to: Option<&str>,
+    prefix: Option<u64>,
+) -> Result<(), String> {
     no_link(vault, p)?;
     policy.check_write(vault, p).map_err(|e| e.to_string())?;
     if let Some(hash) = to {
-        let bytes = blob(vault, hash).map_err(|e| format!("the journal's copy of {p} is gone: {e}"))?;
-        if digest(&bytes) != hash {
-            return Err(format!(
-                "the journal's copy of {p} is not what it recorded (its bytes were changed)"
-            ));
-        }
+        prior_bytes(vault, p, hash, prefix)?;
     }
     Ok(())
+}
+
+/// The content `p` had before the run: the journal's copy, or (the run only appended, and the
+/// file was not changed otherwise since) the file's first `prefix` bytes — checked against `hash`.
+fn prior_bytes(vault: &Vault, p: &VaultPath, hash: &str, prefix: Option<u64>) -> Result<Vec<u8>, String> {
+    let bytes = match (blob(vault, hash), prefix) {
+        (Ok(bytes), _) => bytes,
+        (Err(_), Some(len)) => {
+            let (now, _) = vault.read_bytes(p, u64::MAX).map_err(|e| format!("{p}: {e}"))?;
+            let Some(head) = now.get(..len as usize).filter(|b| digest(b) == hash) else {
+                return Err(format!(
+                    "{p} no longer begins with what it held before the run (the run only appended to it, \
+                     so no copy was kept): it cannot be restored"
+                ));
+            };
+            head.to_vec()
+        }
+        (Err(e), None) => return Err(format!("the journal's copy of {p} is gone: {e}")),
+    };
+    if digest(&bytes) != hash {
+        return Err(format!(
+            "the journal's copy of {p} is not what it recorded (its bytes were changed)"
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Refuses a path that leads through a link at any level (a folder replaced by a link to
@@ -120,14 +156,19 @@ fn no_link(vault: &Vault, p: &VaultPath) -> Result<(), String> {
 pub fn apply(vault: &Vault, steps: &[Step], undo: &RunJournal) -> Result<usize, VaultError> {
     let mut done = 0;
     for step in steps {
-        let Step::Restore { path, to } = step else {
+        let Step::Restore { path, to, prefix } = step else {
             continue;
         };
         let p = fixed(path)?;
         no_link(vault, &p).map_err(VaultError::Refused)?;
+        // Read before the undo's own journal keeps the file: the prefix is in the file itself.
+        let prior = match to {
+            Some(hash) => Some(prior_bytes(vault, &p, hash, *prefix).map_err(VaultError::Refused)?),
+            None => None,
+        };
         undo.before_change(&p)?;
-        match to {
-            Some(hash) => vault.write_atomic(&p, &blob(vault, hash)?)?,
+        match prior {
+            Some(bytes) => vault.write_atomic(&p, &bytes)?,
             None => match vault.remove_file(&p) {
                 Ok(()) | Err(VaultError::NotFound(_)) => {}
                 Err(e) => return Err(e),

@@ -350,16 +350,17 @@ struct AppendArgs {
 
 /// Appends `content` to `path` atomically (read, join, replace), adding a newline between.
 pub(crate) fn append(ctx: &ToolContext<'_>, real: &VaultPath, content: &str) -> Result<(), ToolError> {
-    let mut text = match ctx.vault.read_text(real, MAX_FILE_BYTES) {
-        Ok(t) => t,
-        Err(crate::vault::VaultError::NotFound(_)) => String::new(),
+    let (mut text, existed) = match ctx.vault.read_text(real, MAX_FILE_BYTES) {
+        Ok(t) => (t, true),
+        Err(crate::vault::VaultError::NotFound(_)) => (String::new(), false),
         Err(e) => return Err(e.into()),
     };
+    // What is there stays the file's first bytes: the journal keeps their length, not a copy.
+    ctx.before_append(real, existed.then_some(text.as_bytes()))?;
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
     text.push_str(content);
-    ctx.before_change(real)?;
     ctx.vault.write_atomic(real, text.as_bytes())?;
     Ok(())
 }

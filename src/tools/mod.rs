@@ -49,6 +49,19 @@ impl ToolContext<'_> {
     }
 }
 
+impl ToolContext<'_> {
+    /// Like `before_change`, for an append to `path` whose current bytes are `prior` (`None`: it
+    /// does not exist): the journal keeps their length and digest, not a copy.
+    pub fn before_append(&self, path: &crate::vault::VaultPath, prior: Option<&[u8]>) -> Result<(), ToolError> {
+        match self.journal {
+            Some(j) => j
+                .before_append(path, prior)
+                .map_err(|e| ToolError::Fatal(format!("cannot keep {path} in the undo journal: {e}"))),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Why a call did nothing. Every variant but `Fatal` goes back to the model as its result;
 /// `Fatal` (the vault's storage failing: disk full, read-only, I/O errors) ends the run, since no
 /// model action can fix it.
