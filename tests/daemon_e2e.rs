@@ -858,3 +858,39 @@ fn status_shows_the_config_error_the_daemon_lives_with() {
         !v.read("agent/status.md").contains("The config file has an error")
     });
 }
+
+/// Editing a role in Obsidian saves it every few seconds, broken in a new way each time: the
+/// daily note gets one short line for the state the file is left in, not one (900 characters
+/// long) per save — and one line when it is fixed.
+#[test]
+fn a_role_edited_in_obsidian_gets_one_error_line_per_broken_state() {
+    let (v, _fake) = setup("");
+    let _d = Daemon::start(&v);
+    let good = v.read("roles/risk.md");
+    // Autosaves while the person types a schedule (faster than typing_settle_s = 1 s apart).
+    for typed in ["9", "9am and", "9am and 5", "9am and 5p"] {
+        v.write("roles/risk.md", &format!("{good}\n## Schedule\n{typed}\n"));
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    wait_until(T, "the error logged once the edits stopped", || {
+        v.daily().contains("role file has errors")
+    });
+    let daily = v.daily();
+    assert_eq!(daily.matches("role file has errors").count(), 1, "{daily}");
+    let line = daily
+        .lines()
+        .find(|l| l.contains("role file has errors"))
+        .unwrap();
+    assert!(
+        line.contains("9am and 5p"),
+        "the state the file was left in: {line}"
+    );
+    assert!(
+        line.chars().count() < 500,
+        "{} characters: {line}",
+        line.chars().count()
+    );
+    v.write("roles/risk.md", &good);
+    wait_until(T, "the fix logged", || v.daily().contains("role file fixed"));
+    assert_eq!(v.daily().matches("role file has errors").count(), 1);
+}

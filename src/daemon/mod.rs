@@ -105,6 +105,8 @@ pub struct Daemon {
     kept_last_good: Vec<String>,
     /// The config file's error since its last edit: the daemon runs with the previous config.
     config_error: Option<String>,
+    /// Each broken role's errors as the daily note last stated them.
+    role_errors_logged: BTreeMap<String, Vec<crate::diag::Diagnostic>>,
     rt: BTreeMap<String, RoleRuntime>,
     readiness: Readiness,
     notes: HashMap<PathBuf, scan::NoteMeta>,
@@ -187,6 +189,7 @@ impl Daemon {
             cli_config: init.cli_config,
             kept_last_good: Vec::new(),
             config_error: None,
+            role_errors_logged: BTreeMap::new(),
             rt: BTreeMap::new(),
             notes: HashMap::new(),
             inbox_view: BTreeMap::new(),
@@ -325,7 +328,7 @@ impl Daemon {
         }
         self.forget_deleted_roles();
         self.refresh_watches();
-        self.log_role_errors(&BTreeMap::new());
+        self.log_role_errors();
         self.report_stranded();
         self.init_watch_hashes();
         // A pause lasts for one daemon's life; clearing it costs a state write, so only when set.
@@ -379,6 +382,7 @@ impl Daemon {
         let mut timers = vec![
             Some(self.timers.next_safety),
             self.timers.reload_at,
+            self.timers.role_errors_at,
             self.timers.next_watchdog,
             self.timers.trim_at,
             self.paused.as_ref().map(|p| p.until),
@@ -530,6 +534,10 @@ impl Daemon {
         if self.timers.reload_at.is_some_and(|t| now >= t) {
             self.timers.reload_at = None;
             self.reload();
+        }
+        if self.timers.role_errors_at.is_some_and(|t| now >= t) {
+            self.timers.role_errors_at = None;
+            self.log_role_errors();
         }
         self.send_watchdog(now);
         if self.paused.as_ref().is_some_and(|p| now >= p.until) {

@@ -1,7 +1,7 @@
 //! Hot reload of config and role files (a broken edit keeps the last good version), the set of
 //! watched folders, and the `watch` files' hashes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -197,7 +197,12 @@ impl Daemon {
         }
         let old_broken = old.broken.clone();
         self.run_env.roles = Arc::new(effective);
-        self.log_role_errors(&old_broken);
+        if old_broken != self.run_env.roles.broken {
+            // Obsidian saves every few seconds while a person types: the daily note gets the
+            // state the file is left in, once they have stopped editing, not one line a save.
+            let quiet = self.config().inbox.settle().1;
+            self.timers.role_errors_at = Some(self.run_env.clock.instant() + quiet);
+        }
         self.report_stranded();
         self.forget_deleted_roles();
         self.refresh_watches();
@@ -314,14 +319,19 @@ impl Daemon {
     }
 
     /// Writes each new role-file error once into the daily log.
-    pub(super) fn log_role_errors(&mut self, before: &BTreeMap<String, Vec<crate::diag::Diagnostic>>) {
+    /// Writes into the daily note what changed in the roles' broken states since it last did:
+    /// one line per broken state (its first error, cut short), one when a logged one is fixed.
+    pub(super) fn log_role_errors(&mut self) {
         let roles = self.run_env.roles.clone();
         let now = self.run_env.clock.now();
         for (name, diags) in &roles.broken {
-            if before.get(name) == Some(diags) {
+            if self.role_errors_logged.get(name) == Some(diags) {
                 continue;
             }
-            let first = diags.first().map(ToString::to_string).unwrap_or_default();
+            let first = diags
+                .first()
+                .map(|d| crate::text::one_line(&d.to_string(), 300))
+                .unwrap_or_default();
             let more = if diags.len() > 1 {
                 format!(" (+{} more; run `tabd validate`)", diags.len() - 1)
             } else {
@@ -339,9 +349,17 @@ impl Daemon {
                 .log
                 .write_line(now, who, &format!("{what} — {first}{more}"));
             tracing::warn!("{name}: {what}: {first}{more}");
+            self.role_errors_logged.insert(name.clone(), diags.clone());
         }
-        for name in before.keys() {
-            if let (false, Some(role)) = (roles.broken.contains_key(name), roles.roles.get(name)) {
+        let fixed: Vec<String> = self
+            .role_errors_logged
+            .keys()
+            .filter(|n| !roles.broken.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in fixed {
+            self.role_errors_logged.remove(&name);
+            if let Some(role) = roles.roles.get(&name) {
                 let _ = self.run_env.log.write_line(
                     now,
                     &role.display_name,

@@ -14,6 +14,8 @@ pub(super) struct Timers {
     pub(super) last_mono: Instant,
     pub(super) next_safety: Instant,
     pub(super) reload_at: Option<Instant>,
+    /// When to write role-file errors into the daily note: once the person has stopped editing.
+    pub(super) role_errors_at: Option<Instant>,
     pub(super) watchdog: Option<Duration>,
     pub(super) next_watchdog: Option<Instant>,
     /// When to give back program pages if still quiet, and how long quiet is (`quiet.rs`).
@@ -28,6 +30,7 @@ impl Timers {
             last_mono: now,
             next_safety: now + SAFETY_TICK,
             reload_at: None,
+            role_errors_at: None,
             watchdog: sd_notify::watchdog_enabled(),
             next_watchdog: None,
             trim_at: Some(now + quiet),

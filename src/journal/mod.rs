@@ -752,15 +752,32 @@ mod tests {
         v.write_atomic(&p("project/timeline.md"), big.as_bytes()).unwrap();
         let now = Utc::now();
         let j = RunJournal::new(v.clone(), key(), "20261101T000000Z-r-9", "r", now, "manual");
-        j.before_append(&p("project/timeline.md"), Some(big.as_bytes())).unwrap();
+        j.before_append(&p("project/timeline.md"), Some(big.as_bytes()))
+            .unwrap();
         let grown = format!("{big}- today\n");
-        v.write_atomic(&p("project/timeline.md"), grown.as_bytes()).unwrap();
-        j.before_append(&p("project/timeline.md"), Some(grown.as_bytes())).unwrap();
-        v.write_atomic(&p("project/timeline.md"), format!("{grown}- and more\n").as_bytes()).unwrap();
+        v.write_atomic(&p("project/timeline.md"), grown.as_bytes())
+            .unwrap();
+        j.before_append(&p("project/timeline.md"), Some(grown.as_bytes()))
+            .unwrap();
+        v.write_atomic(
+            &p("project/timeline.md"),
+            format!("{grown}- and more\n").as_bytes(),
+        )
+        .unwrap();
         j.seal(&[], now).unwrap();
-        assert!(blob(&v, &digest(big.as_bytes())).is_err(), "no copy of the note was stored");
-        let journal = v.read_text(&entry_path("20261101T000000Z-r-9").unwrap(), 1 << 20).unwrap();
-        assert!(journal.len() < 2_000, "{} bytes for a {} byte note", journal.len(), big.len());
+        assert!(
+            blob(&v, &digest(big.as_bytes())).is_err(),
+            "no copy of the note was stored"
+        );
+        let journal = v
+            .read_text(&entry_path("20261101T000000Z-r-9").unwrap(), 1 << 20)
+            .unwrap();
+        assert!(
+            journal.len() < 2_000,
+            "{} bytes for a {} byte note",
+            journal.len(),
+            big.len()
+        );
         let e = load(&v, "20261101T000000Z-r-9", Some(&key())).unwrap();
         assert!(e.verified);
         assert_eq!(e.prefix["project/timeline.md"], big.len() as u64);
@@ -771,10 +788,13 @@ mod tests {
 
         // Appended, then rewritten in the same run: the prior content is kept whole then.
         let j = RunJournal::new(v.clone(), key(), "20261101T000002Z-r-10", "r", now, "manual");
-        j.before_append(&p("project/timeline.md"), Some(big.as_bytes())).unwrap();
-        v.write_atomic(&p("project/timeline.md"), format!("{big}- x\n").as_bytes()).unwrap();
+        j.before_append(&p("project/timeline.md"), Some(big.as_bytes()))
+            .unwrap();
+        v.write_atomic(&p("project/timeline.md"), format!("{big}- x\n").as_bytes())
+            .unwrap();
         j.before_change(&p("project/timeline.md")).unwrap();
-        v.write_atomic(&p("project/timeline.md"), b"all replaced").unwrap();
+        v.write_atomic(&p("project/timeline.md"), b"all replaced")
+            .unwrap();
         j.seal(&[], now).unwrap();
         assert_eq!(blob(&v, &digest(big.as_bytes())).unwrap(), big.as_bytes());
         let e = load(&v, "20261101T000002Z-r-10", Some(&key())).unwrap();

@@ -52,7 +52,11 @@ impl ToolContext<'_> {
 impl ToolContext<'_> {
     /// Like `before_change`, for an append to `path` whose current bytes are `prior` (`None`: it
     /// does not exist): the journal keeps their length and digest, not a copy.
-    pub fn before_append(&self, path: &crate::vault::VaultPath, prior: Option<&[u8]>) -> Result<(), ToolError> {
+    pub fn before_append(
+        &self,
+        path: &crate::vault::VaultPath,
+        prior: Option<&[u8]>,
+    ) -> Result<(), ToolError> {
         match self.journal {
             Some(j) => j
                 .before_append(path, prior)
