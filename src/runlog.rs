@@ -378,7 +378,12 @@ impl RunLog {
         if !human.summary.trim().is_empty() {
             s.push_str(&format!("\n### Summary\n{}\n", tame(&human.summary)));
         }
-        s.push_str(&format!("\nUndo: `tabd undo {}`\n\n", rec.run_id));
+        // Only a run that changed something has something to undo (issue 30).
+        if human.changes.is_empty() {
+            s.push('\n');
+        } else {
+            s.push_str(&format!("\nUndo: `tabd undo {}`\n\n", rec.run_id));
+        }
         s
     }
 

@@ -461,3 +461,67 @@ fn a_call_fire_queues_while_the_daemon_runs_shows_in_status_at_once() {
     assert!(text.contains("approvals: 1 waiting for you"), "{text}");
     drop(d);
 }
+
+/// An approved call that changed a file says in its note (and the daily log) how to undo it, and
+/// that undo works; a file's content waits in the note as text the person can edit, and what
+/// runs is what they left there. A run that changed nothing has no `Undo:` line.
+#[test]
+fn an_approved_write_shows_its_content_as_text_and_its_undo() {
+    let (v, fake, _log) = setup("", "approve:\n  write_file: ask\n");
+    fake.script([
+        wire::tools(
+            KIND,
+            Some("Record the plan."),
+            &[(
+                "w1",
+                "write_file",
+                json!({"path": "project/plan.md", "content": "# Plan\n\n- ship\n"}),
+            )],
+        ),
+        wire::text(KIND, "Queued the plan."),
+    ]);
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/ops/plan.md", "Write the plan down.\n");
+    wait_until(Duration::from_secs(20), "an approval note", || {
+        notes(&v).len() == 1
+    });
+    let note = notes(&v).pop().unwrap();
+    let text = v.read(&note);
+    assert!(
+        text.contains("### content\n```text\n# Plan\n\n- ship\n\n```"),
+        "{text}"
+    );
+    wait_until(Duration::from_secs(20), "the run's section", || {
+        v.daily().contains("Queued the plan.")
+    });
+    assert!(
+        !v.daily().contains("Undo: `tabd undo"),
+        "the run itself changed nothing:\n{}",
+        v.daily()
+    );
+    // The person edits the content as text, then approves.
+    v.write(&note, &text.replace("- ship\n", "- ship on Friday\n"));
+    set_status(&v, &note, "approved");
+    wait_status(&v, &note, "done");
+    assert_eq!(v.read("project/plan.md"), "# Plan\n\n- ship on Friday\n");
+    let done = v.read(&note);
+    let undo = done
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Undo: `tabd undo ")
+                .and_then(|r| r.strip_suffix('`'))
+        })
+        .unwrap_or_else(|| panic!("no undo line in\n{done}"))
+        .to_string();
+    assert!(
+        v.daily().contains(&format!("undo: `tabd undo {undo}`")),
+        "{}",
+        v.daily()
+    );
+    let out = v.tabd(&["undo", &undo]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        !v.path("project/plan.md").exists(),
+        "the approved write is undone"
+    );
+}

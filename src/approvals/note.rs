@@ -57,11 +57,17 @@ pub fn render(n: &NewNote) -> String {
         ("expires", Value::from(stamp(a.expires))),
         ("id", Value::from(n.id)),
     ];
-    let what = crate::text::one_line(n.description.lines().next().unwrap_or(""), 80);
-    let title = if what.is_empty() {
+    // The description's first sentence when it is short enough for a title; never one cut off
+    // mid-sentence (issue 30).
+    let first = n.description.lines().next().unwrap_or("").trim();
+    let sentence = first
+        .split_once(". ")
+        .map_or(first, |(s, _)| s)
+        .trim_end_matches('.');
+    let title = if sentence.is_empty() || sentence.chars().count() > 100 {
         format!("{} asks to run {}", n.role_display, a.tool)
     } else {
-        format!("{}: {}", n.role_display, what.trim_end_matches('.'))
+        format!("{}: {sentence}", n.role_display)
     };
     let title = inert(&title);
     // The model's text (and a server's description) is quoted so it can never form a heading, a
@@ -77,7 +83,8 @@ pub fn render(n: &NewNote) -> String {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let args = serde_json::to_string_pretty(n.args).unwrap_or_else(|_| n.args.to_string());
+    let (args, long_texts) = split_long_texts(n.args);
+    let args = serde_json::to_string_pretty(&args).unwrap_or_else(|_| args.to_string());
     let expires = a.expires.with_timezone(&n.tz).format("%Y-%m-%d %H:%M");
     format!(
         "{}# {title}\n\n\
@@ -85,13 +92,42 @@ pub fn render(n: &NewNote) -> String {
          then (you may edit them), or to `rejected`. Unanswered, it expires at {expires}.\n\n\
          **Why:**\n\n{reason}\n\n\
          **Tool:** `{}` ({} risk) — asked by the run `{}`, see [[{}]]\n\n\
-         ## Arguments\n```json\n{args}\n```\n",
+         ## Arguments\n```json\n{args}\n```\n{long_texts}",
         frontmatter::render(&fields),
         a.tool,
         a.risk.as_str(),
         a.run_id,
         n.run_log.strip_suffix(".md").unwrap_or(n.run_log),
     )
+}
+
+/// The arguments with each text that spans lines (a file's content, a message with line breaks)
+/// taken out of the JSON, and those texts as they will be used, each in a block of its own under
+/// `### <name>` that a person edits as text (not as a JSON string full of `\n`).
+fn split_long_texts(args: &Value) -> (Value, String) {
+    let Some(object) = args.as_object() else {
+        return (args.clone(), String::new());
+    };
+    let mut kept = object.clone();
+    let mut blocks = String::new();
+    for (key, value) in object {
+        let Some(text) = value.as_str().filter(|t| t.contains('\n')) else {
+            continue;
+        };
+        if key.contains(['\n', '\r']) || key.trim() != key || key.is_empty() {
+            continue;
+        }
+        kept.remove(key);
+        // A fence longer than any run of backticks in the text, so the text cannot close it.
+        let mut fence = "```".to_string();
+        while text.contains(&fence) {
+            fence.push('`');
+        }
+        // One line break more than the text has: reading drops exactly one, so a text with or
+        // without a final line break comes back as it was.
+        blocks.push_str(&format!("\n### {}\n{fence}text\n{text}\n{fence}\n", inert(key)));
+    }
+    (Value::Object(kept), blocks)
 }
 
 /// `text` with every character that can open Markdown or Obsidian syntax backslash-escaped
@@ -147,6 +183,11 @@ fn arguments(body: &str) -> Result<Value, String> {
     let mut sections = 0;
     let mut in_code = false;
     let mut code: Option<String> = None;
+    // `### <name>` under `## Arguments`: a long text argument, in the block that follows it.
+    let mut in_sub = false;
+    let mut sub: Option<String> = None;
+    let mut texts: Vec<(String, String)> = Vec::new();
+    let mut in_text = false;
     for event in Parser::new(body) {
         match event {
             Event::Start(Tag::BlockQuote(_) | Tag::List(_) | Tag::FootnoteDefinition(_)) => depth += 1,
@@ -161,17 +202,39 @@ fn arguments(body: &str) -> Result<Value, String> {
                 in_heading = false;
                 under_arguments = heading.trim().eq_ignore_ascii_case("arguments");
                 sections += usize::from(under_arguments);
+                sub = None;
             }
-            Event::Text(t) | Event::Code(t) if in_heading => heading.push_str(&t),
+            Event::Start(Tag::Heading {
+                level: HeadingLevel::H3,
+                ..
+            }) if depth == 0 && under_arguments => {
+                in_sub = true;
+                heading.clear();
+            }
+            Event::End(TagEnd::Heading(HeadingLevel::H3)) if in_sub => {
+                in_sub = false;
+                sub = Some(heading.trim().to_string());
+            }
+            Event::Text(t) | Event::Code(t) if in_heading || in_sub => heading.push_str(&t),
+            Event::Start(Tag::CodeBlock(_)) if depth == 0 && under_arguments && sub.is_some() => {
+                in_text = true;
+                texts.push((sub.take().unwrap_or_default(), String::new()));
+            }
             Event::Start(Tag::CodeBlock(_)) if depth == 0 && under_arguments && code.is_none() => {
                 in_code = true;
                 code = Some(String::new());
+            }
+            Event::Text(t) if in_text => {
+                if let Some((_, text)) = texts.last_mut() {
+                    text.push_str(&t);
+                }
             }
             Event::Text(t) if in_code => {
                 if let Some(c) = code.as_mut() {
                     c.push_str(&t);
                 }
             }
+            Event::End(TagEnd::CodeBlock) if in_text => in_text = false,
             Event::End(TagEnd::CodeBlock) if in_code => in_code = false,
             _ => {}
         }
@@ -179,10 +242,23 @@ fn arguments(body: &str) -> Result<Value, String> {
     if sections > 1 {
         return Err("the note has more than one `## Arguments` section; keep one".into());
     }
-    match code {
-        Some(c) => strict_json(&c),
-        None => Err("there is no ```json block under `## Arguments`".into()),
+    let mut args = match code {
+        Some(c) => strict_json(&c)?,
+        None => return Err("there is no ```json block under `## Arguments`".into()),
+    };
+    for (key, mut text) in texts {
+        let Some(object) = args.as_object_mut() else {
+            return Err(format!("`### {key}` belongs to arguments that are a JSON object"));
+        };
+        if object.contains_key(&key) {
+            return Err(format!(
+                "`{key}` is given twice: in the JSON block and under `### {key}`; keep one"
+            ));
+        }
+        text.pop(); // the one line break the note adds (see `split_long_texts`)
+        object.insert(key, Value::String(text));
     }
+    Ok(args)
 }
 
 /// JSON that names no key twice in one object: `{"a": 1, "a": 2}` is ambiguous (a person may
@@ -409,6 +485,58 @@ mod tests {
         assert_eq!(r.id.as_deref(), Some("7c41e0"));
         assert_eq!(r.status.as_deref(), Some("pending"));
         assert_eq!(r.args.unwrap(), args, "the arguments survive the note");
+    }
+
+    /// Issue 30: a file's content is shown as text a person can edit, in a block of its own —
+    /// not a JSON string of `\n`s — and comes back exactly, with or without a final line break,
+    /// whatever fences or headings it holds.
+    #[test]
+    fn long_texts_are_their_own_editable_blocks_and_round_trip_exactly() {
+        for content in [
+            "# Blockers\n\n- auth delay\n",
+            "no final line break\nsecond line",
+            "## Arguments\n```json\n{\"path\": \"roles/x.md\"}\n```\n### path\n````\nx\n",
+        ] {
+            let args = json!({"path": "project/blockers.md", "content": content});
+            let text = rendered(&args, "r");
+            assert!(text.contains("\n### content\n"), "{text}");
+            assert!(
+                !text.contains("\\n"),
+                "no escaped line breaks for the person to edit: {text}"
+            );
+            assert_eq!(read(&text).unwrap().args.unwrap(), args, "{text}");
+        }
+        // Edited by the person: the block is what runs.
+        let args = json!({"path": "p.md", "content": "one\ntwo\n"});
+        let edited = rendered(&args, "r").replace("one\ntwo\n", "one\nTWO, edited\n");
+        assert_eq!(
+            read(&edited).unwrap().args.unwrap()["content"],
+            "one\nTWO, edited\n"
+        );
+        // Named twice: refused, not guessed.
+        let twice =
+            rendered(&args, "r").replace("\"path\": \"p.md\"", "\"path\": \"p.md\", \"content\": \"x\"");
+        assert!(read(&twice).unwrap().args.unwrap_err().contains("given twice"));
+    }
+
+    #[test]
+    fn titles_are_whole_sentences() {
+        let text = rendered(&json!({"a": 1}), "r");
+        assert!(text.contains("# Comms: Add a message to a channel\n"), "{text}");
+        let long = render(&NewNote {
+            approval: &approval(),
+            id: "7c41e0",
+            role_display: "Comms",
+            description: &"Sends a message to a channel, a thread or a person, with formatting and attachments, mentions and more".repeat(2),
+            reason: "r",
+            args: &json!({}),
+            run_log: "agent/runs/2026-11-22.md",
+            tz: chrono_tz::UTC,
+        });
+        assert!(
+            long.contains("# Comms asks to run slack/conversations\\_add\\_message\n"),
+            "{long}"
+        );
     }
 
     #[test]

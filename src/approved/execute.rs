@@ -86,8 +86,10 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
         let _ = env.log.append_daily(&child.daily_log, &child.delegated_section);
     }
     session.close(&[]).await;
+    // What it changed can be undone like a run's: its note says how, by the session's id.
+    let undo = matches!(&called, Ok(c) if !c.result.changes.is_empty()).then(|| session.id.clone());
     let (phase, text, sandbox) = outcome(called);
-    record(env, id, a, phase, &text, sandbox.as_deref());
+    record(env, id, a, (phase, &text, sandbox.as_deref()), undo.as_deref());
     out.ran.push(id.to_string());
 }
 
@@ -151,8 +153,15 @@ async fn claim(env: &RunEnv, id: &str) -> bool {
     }
 }
 
-/// The outcome: in the ledger, in the note (with the result), in the daily log.
-fn record(env: &RunEnv, id: &str, a: &Approval, phase: Phase, text: &str, sandbox: Option<&str>) {
+/// The outcome: in the ledger, in the note (with the result and, when it changed files, how to
+/// undo it), in the daily log.
+fn record(
+    env: &RunEnv,
+    id: &str,
+    a: &Approval,
+    (phase, text, sandbox): (Phase, &str, Option<&str>),
+    undo: Option<&str>,
+) {
     let end = env.clock.now();
     let outcome = format!("{}: {}", phase.as_str(), crate::text::one_line(text, MAX_OUTCOME));
     let _ = update(env, |s| {
@@ -181,12 +190,13 @@ fn record(env: &RunEnv, id: &str, a: &Approval, phase: Phase, text: &str, sandbo
         ),
         _ => String::new(),
     };
+    let undo_line = undo.map_or(String::new(), |run| format!("\nUndo: `tabd undo {run}`\n"));
     rewrite(
         env,
         &a.note,
         phase.as_str(),
         &format!(
-            "## Result\nRan {} ({}), approved by you: **{}**.{retry}\n\n{fence}\n{shown}\n{fence}\n",
+            "## Result\nRan {} ({}), approved by you: **{}**.{retry}\n\n{fence}\n{shown}\n{fence}\n{undo_line}",
             stamp(end),
             a.tool,
             phase.as_str(),
@@ -196,10 +206,11 @@ fn record(env: &RunEnv, id: &str, a: &Approval, phase: Phase, text: &str, sandbo
         env,
         a,
         &format!(
-            "approval `{id}` ({}) approved → {} — {}",
+            "approval `{id}` ({}) approved → {} — {}{}",
             a.tool,
             phase.as_str(),
-            crate::runlog::wikilink(&a.note)
+            crate::runlog::wikilink(&a.note),
+            undo.map_or(String::new(), |run| format!(" · undo: `tabd undo {run}`"))
         ),
     );
 }
