@@ -211,8 +211,22 @@ fn call_subject(input: &Value) -> String {
     if let (Some(from), Some(to)) = (s("from"), s("to")) {
         return format!("{from} → {to}");
     }
-    if let Some(role) = s("role") {
-        return format!("→ {role}: {}", one_line(s("note").unwrap_or(""), 60));
+    // `trigger_role` (`note`) and `delegate` (`task`, or several `tasks`): whom, and what.
+    let asked = |one: &Value| {
+        let text = |k: &str| one.get(k).and_then(Value::as_str);
+        text("role").map(|role| {
+            let what = text("task").or_else(|| text("note")).unwrap_or("");
+            format!("→ {role}: {}", one_line(what, 80))
+        })
+    };
+    if let Some(line) = asked(input) {
+        return line;
+    }
+    if let Some(tasks) = input.get("tasks").and_then(Value::as_array) {
+        let each: Vec<String> = tasks.iter().filter_map(asked).collect();
+        if !each.is_empty() {
+            return each.join("; ");
+        }
     }
     if let Some(q) = s("query") {
         return format!(
@@ -534,6 +548,29 @@ mod tests {
 
     fn test_vault() -> std::sync::Arc<Vault> {
         std::sync::Arc::new(Vault::open(std::path::Path::new("/")).unwrap())
+    }
+
+    #[test]
+    fn a_delegation_shows_whom_it_asked_and_what_not_json() {
+        let call = |input: Value| ToolCallRecord {
+            name: "delegate".into(),
+            input,
+            ok: true,
+            error: None,
+            bytes: 0,
+            server: None,
+            approval: None,
+        };
+        let one = action_line(1, &call(json!({"role": "risk", "task": "Rate the auth delay."})));
+        assert_eq!(one, "1. `delegate` → risk: Rate the auth delay.\n");
+        let many = action_line(
+            2,
+            &call(
+                json!({"tasks": [{"role": "risk", "task": "Rate it."}, {"role": "comms", "task": "Draft a note."}]}),
+            ),
+        );
+        assert_eq!(many, "2. `delegate` → risk: Rate it.; → comms: Draft a note.\n");
+        assert!(!many.contains('{'));
     }
 
     #[test]

@@ -343,8 +343,17 @@ fn dollars(key: &str, v: &Value) -> Result<f64, String> {
     }
 }
 
+/// `true`/`false`, and the words people write in Obsidian's Properties: `yes`/`no`, `on`/`off`
+/// (YAML 1.1 read them as booleans; the YAML tabd reads, 1.2, reads them as text).
 fn boolean(key: &str, v: &Value) -> Result<bool, String> {
-    v.as_bool().ok_or_else(|| type_error(key, "true or false", v))
+    if let Some(b) = v.as_bool() {
+        return Ok(b);
+    }
+    match v.as_str().map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        Some("yes" | "on" | "true") => Ok(true),
+        Some("no" | "off" | "false") => Ok(false),
+        _ => Err(type_error(key, "true or false (yes or no)", v)),
+    }
 }
 
 fn duration(key: &str, v: &Value) -> Result<Duration, String> {

@@ -435,3 +435,21 @@ fn delegate_listed_under_tools_is_accepted() {
         set.diagnostics
     );
 }
+
+#[test]
+fn enabled_takes_yes_and_no_as_people_write_them() {
+    for (value, on) in [
+        ("yes", true),
+        ("No", false),
+        ("off", false),
+        ("true", true),
+        ("false", false),
+    ] {
+        let set = load(&[("r", &format!("---\nenabled: {value}\n---\n# R\n## Mission\nM.\n"))]);
+        assert!(set.errors().next().is_none(), "{value}: {:?}", set.diagnostics);
+        assert_eq!(set.roles["r"].enabled(), on, "{value}");
+    }
+    let set = load(&[("r", "---\nenabled: maybe\n---\n# R\n")]);
+    let e = set.errors().next().map(|d| d.message.clone()).unwrap_or_default();
+    assert!(e.contains("true or false (yes or no)"), "{e}");
+}
