@@ -54,6 +54,8 @@ pub enum Command {
     /// Show each role's state, last run, next fire, pending notes and tokens used today,
     /// and whether a daemon is running.
     Status {
+        /// Only this role (its name, e.g. delivery).
+        role: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -131,8 +133,17 @@ pub enum Command {
     },
     /// Today's runs from the daily log (all roles, or one), and with -f what comes next.
     Logs {
-        /// Only this role's runs and lines (its name, e.g. delivery).
+        /// Only this role's runs and lines, and the runs delegated to it (its name, e.g. delivery).
         role: Option<String>,
+        /// That day's log (YYYY-MM-DD) instead of today's.
+        #[arg(long, conflicts_with = "since")]
+        date: Option<String>,
+        /// Every day's log from that day (YYYY-MM-DD) to today.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only the last N entries (run sections and event lines).
+        #[arg(short = 'n', long = "last", value_name = "N")]
+        last: Option<usize>,
         /// Keep printing new runs as they are logged (Ctrl-C stops).
         #[arg(short, long)]
         follow: bool,

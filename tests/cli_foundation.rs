@@ -247,6 +247,58 @@ fn version_completions_and_logs() {
         text.contains("Delivery Manager") && !text.contains("Risk Manager"),
         "{text}"
     );
+    // Another day, a run delegated to risk, the last N entries.
+    v.write(
+        "daily/2026-11-02.md",
+        "# 2026-11-02
+
+## 08:00 · Delivery Manager · inbox
+- **Outcome:** ok
+
+### Delegated · Risk Manager
+- **Task:** rate the delay
+
+### Summary
+Asked risk.
+",
+    );
+    let text = stdout(&v.tabd(&["logs", "--date", "2026-11-02", "risk"]));
+    assert!(
+        text.contains(
+            "## 08:00 · Delivery Manager · inbox (delegated)
+### Delegated · Risk Manager
+- **Task:** rate the delay"
+        ) && !text.contains("Asked risk."),
+        "{text}"
+    );
+    let text = stdout(&v.tabd(&["logs", "-n", "1"]));
+    assert!(
+        text.contains("09:05 · Risk Manager") && !text.contains("09:00 · Delivery"),
+        "{text}"
+    );
+    let text = stdout(&v.tabd(&["logs", "--since", "2026-11-02", "-n", "2"]));
+    assert!(
+        text.contains("# 2026-11-02") || text.contains(&format!("# {day}")),
+        "{text}"
+    );
+    assert!(stdout(&v.tabd(&["logs", "--date", "2026-11-03"])).contains("Nothing logged on 2026-11-03"));
+    assert_eq!(v.tabd(&["logs", "--date", "soon"]).status.code(), Some(2));
+    // One role's status.
+    let text = stdout(&v.tabd(&["status", "risk"]));
+    assert!(
+        text.contains("risk (Risk Manager)") && !text.contains("delivery (Delivery Manager)"),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&v.tabd(&["status", "risk", "--json"]).stdout).unwrap();
+    assert_eq!(json["roles"].as_array().map(Vec::len), Some(1), "{json}");
+    let out = v.tabd(&["status", "rsik"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("did you mean `risk`?"),
+        "{}",
+        describe(&out)
+    );
     let out = v.tabd(&["-q", "validate"]);
     assert!(out.status.code().is_some(), "{}", describe(&out));
     let out = v.tabd(&["-q", "-v", "validate"]);

@@ -190,7 +190,9 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
             let ws = Workspace::open(&cli, env)?;
             run::run(&cli, ws)
         }
-        Command::Status { json } => status::run(&Workspace::open_readable(&cli, env)?, *json),
+        Command::Status { role, json } => {
+            status::run(&Workspace::open_readable(&cli, env)?, role.as_deref(), *json)
+        }
         Command::Runs { role, since, json } => runs::run(
             &Workspace::open_readable(&cli, env)?,
             role.as_deref(),
@@ -211,9 +213,22 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
                 requeue: *requeue,
             },
         ),
-        Command::Logs { role, follow } => {
-            logs::run(&Workspace::open_readable(&cli, env)?, role.as_deref(), *follow)
-        }
+        Command::Logs {
+            role,
+            date,
+            since,
+            last,
+            follow,
+        } => logs::run(
+            &Workspace::open_readable(&cli, env)?,
+            &logs::Options {
+                role: role.clone(),
+                date: date.clone(),
+                since: since.clone(),
+                last: *last,
+                follow: *follow,
+            },
+        ),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             // Into a buffer first: clap_complete panics on a write error (`| head` closing early).

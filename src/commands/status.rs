@@ -10,10 +10,10 @@ use crate::daemon::{self, status};
 use crate::state::StateStore;
 use crate::vault::VaultPath;
 
-pub fn run(ws: &Workspace, json: bool) -> Result<u8, CliError> {
+pub fn run(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliError> {
     let pid = daemon::lock_holder(&ws.vault).and_then(|p| p.parse::<u32>().ok());
     let written = read_report(ws);
-    let report = match (pid, written) {
+    let mut report = match (pid, written) {
         (Some(pid), Some(r)) if r.daemon_pid == Some(pid) => r,
         (pid, written) => {
             let report = compute(ws, pid);
@@ -24,6 +24,19 @@ pub fn run(ws: &Workspace, json: bool) -> Result<u8, CliError> {
             report
         }
     };
+    if let Some(name) = role {
+        if !report.roles.iter().any(|r| r.role == name) {
+            let known: Vec<&str> = report.roles.iter().map(|r| r.role.as_str()).collect();
+            let hint = crate::text::did_you_mean(name, known.iter().copied())
+                .map(|k| format!(" — did you mean `{k}`?"))
+                .unwrap_or_default();
+            return Err(CliError::usage(format!(
+                "there is no role `{name}`{hint} Roles: {}",
+                known.join(", ")
+            )));
+        }
+        report.roles.retain(|r| r.role == name);
+    }
     if json {
         println!(
             "{}",
