@@ -63,6 +63,12 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// An instant as every human-facing text of tabd shows one (issue 30: one format): local time,
+/// `2026-11-25 14:02`. Machine formats (JSON, frontmatter, the run records) use RFC 3339.
+pub fn shown(t: chrono::DateTime<chrono::Utc>, tz: chrono_tz::Tz) -> String {
+    t.with_timezone(&tz).format("%Y-%m-%d %H:%M").to_string()
+}
+
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
 pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let word = word.to_lowercase();

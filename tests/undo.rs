@@ -222,9 +222,43 @@ fn the_persons_edit_is_kept_unless_forced() {
         "by the model, then edited by the person\n"
     );
 
+    // The dry run of --force says whose edit would be lost, before it is.
+    let (_, out) = undo(&v, &["--force", "--dry-run", &run]);
+    assert!(
+        out.contains("would restore  project/plan.md — would overwrite changes made to it since the run (by you or a sync tool)"),
+        "{out}"
+    );
+    assert_eq!(
+        v.read("project/plan.md"),
+        "by the model, then edited by the person\n"
+    );
     let (code, out) = undo(&v, &["--force", &run]);
     assert_eq!(code, 0, "{out}");
     assert_eq!(v.read("project/plan.md"), "original\n");
+    // Undo the undo, and undo that: each id has the one shape, however deep it goes.
+    let mut id = out
+        .split("tabd undo ")
+        .nth(1)
+        .unwrap()
+        .split('`')
+        .next()
+        .unwrap()
+        .to_string();
+    let shape = id.len();
+    for _ in 0..3 {
+        let (code, out) = undo(&v, &[&id]);
+        assert_eq!(code, 0, "{out}");
+        id = out
+            .split("tabd undo ")
+            .nth(1)
+            .unwrap()
+            .split('`')
+            .next()
+            .unwrap()
+            .to_string();
+        assert_eq!(id.len(), shape, "{id}");
+        assert!(id.contains("-delivery-"), "{id}");
+    }
 }
 
 /// --requeue puts the notes the run handled back into the inbox.

@@ -85,7 +85,7 @@ pub fn render(n: &NewNote) -> String {
     };
     let (args, long_texts) = split_long_texts(n.args);
     let args = serde_json::to_string_pretty(&args).unwrap_or_else(|_| args.to_string());
-    let expires = a.expires.with_timezone(&n.tz).format("%Y-%m-%d %H:%M");
+    let expires = crate::text::shown(a.expires, n.tz);
     format!(
         "{}# {title}\n\n\
          Set `status` to `approved` to run this call once, with the arguments below as they stand\n\
@@ -242,10 +242,14 @@ fn arguments(body: &str) -> Result<Value, String> {
     if sections > 1 {
         return Err("the note has more than one `## Arguments` section; keep one".into());
     }
-    let mut args = match code {
-        Some(c) => strict_json(&c)?,
-        None => return Err("there is no ```json block under `## Arguments`".into()),
-    };
+    match code {
+        Some(c) => with_texts(strict_json(&c)?, texts),
+        None => Err("there is no ```json block under `## Arguments`".into()),
+    }
+}
+
+/// The arguments of the JSON block with the long texts of their own blocks put back.
+fn with_texts(mut args: Value, texts: Vec<(String, String)>) -> Result<Value, String> {
     for (key, mut text) in texts {
         let Some(object) = args.as_object_mut() else {
             return Err(format!("`### {key}` belongs to arguments that are a JSON object"));

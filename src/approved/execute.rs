@@ -5,7 +5,6 @@ use serde_json::Value;
 
 use super::write::{daily, rewrite, update};
 use super::Pass;
-use crate::approvals::note::stamp;
 use crate::harness::Door;
 use crate::run::session::{self, Door as SessionDoor, Opening, Servers, Session};
 use crate::run::RunEnv;
@@ -32,7 +31,7 @@ pub(super) fn invalid(env: &RunEnv, id: &str, a: &Approval, why: &str) {
         "invalid",
         &format!(
             "**Invalid** ({}): {why}. Nothing was run; fix it and set `status` to `approved` again.",
-            stamp(now)
+            crate::text::shown(now, env.log.tz())
         ),
     );
     daily(env, a, &format!("approval `{id}` ({}) not run: {why}", a.tool));
@@ -197,7 +196,7 @@ fn record(
         phase.as_str(),
         &format!(
             "## Result\nRan {} ({}), approved by you: **{}**.{retry}\n\n{fence}\n{shown}\n{fence}\n{undo_line}",
-            stamp(end),
+            crate::text::shown(end, env.log.tz()),
             a.tool,
             phase.as_str(),
         ),

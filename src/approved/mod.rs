@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use crate::approvals::note::{self, stamp};
+use crate::approvals::note;
 use crate::run::RunEnv;
 use crate::state::approvals::{Approval, Phase};
 use crate::vault::{Entry, VaultError, VaultPath};
@@ -64,7 +64,7 @@ pub fn recover(env: &RunEnv) -> usize {
         let line = format!(
             "**Unknown** ({}): tabd stopped while this call was running, so it may or may not have happened. \
              Check, and set `status` to `approved` again if you want it run (once more).",
-            stamp(now)
+            crate::text::shown(now, env.log.tz())
         );
         rewrite(env, &a.note, "unknown", &line);
         daily(
@@ -195,7 +195,7 @@ fn expire(
     for (id, a) in expired {
         let line = format!(
             "**Expired** ({}): nobody decided in time, so nothing was run. Approving it now does nothing.",
-            stamp(now)
+            crate::text::shown(now, env.log.tz())
         );
         rewrite(env, &a.note, "expired", &line);
         daily(
@@ -294,7 +294,10 @@ async fn act(
         Verdict::Reject => reject(env, &id, &a, out),
         Verdict::Run(args) => execute::run(env, &id, &a, args, out).await,
         Verdict::Refuse { why, phase } => {
-            let line = format!("**Not run** ({}): {why}.", stamp(env.clock.now()));
+            let line = format!(
+                "**Not run** ({}): {why}.",
+                crate::text::shown(env.clock.now(), env.log.tz())
+            );
             rewrite(env, &a.note, phase, &line);
             out.refused.push(id);
         }
@@ -324,7 +327,10 @@ fn reject(env: &RunEnv, id: &str, a: &Approval, out: &mut Pass) {
             env,
             &a.note,
             "rejected",
-            &format!("**Rejected** ({}): nothing was run.", stamp(now)),
+            &format!(
+                "**Rejected** ({}): nothing was run.",
+                crate::text::shown(now, env.log.tz())
+            ),
         );
         daily(
             env,

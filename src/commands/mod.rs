@@ -166,6 +166,21 @@ fn absolute(path: &std::path::Path) -> PathBuf {
         .unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// `tabd completions SHELL`.
+fn completions(shell: clap_complete::Shell) -> Result<u8, CliError> {
+    use clap::CommandFactory;
+    use std::io::Write;
+    // Into a buffer first: clap_complete panics on a write error (`| head` closing early).
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "tabd", &mut script);
+    match std::io::stdout().write_all(&script) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::failed(format!("cannot write the completions: {e}")))
+        }
+        _ => Ok(0),
+    }
+}
+
 /// Runs the parsed command line.
 pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
     cli.config = cli.config.as_deref().map(absolute);
@@ -229,19 +244,7 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
                 follow: *follow,
             },
         ),
-        Command::Completions { shell } => {
-            use clap::CommandFactory;
-            // Into a buffer first: clap_complete panics on a write error (`| head` closing early).
-            let mut script = Vec::new();
-            clap_complete::generate(*shell, &mut Cli::command(), "tabd", &mut script);
-            use std::io::Write;
-            match std::io::stdout().write_all(&script) {
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                    Err(CliError::failed(format!("cannot write the completions: {e}")))
-                }
-                _ => Ok(0),
-            }
-        }
+        Command::Completions { shell } => completions(*shell),
         Command::Approvals { json } => approvals::list(&Workspace::open_readable(&cli, env)?, *json),
         Command::Approve { id } => approvals::decide(&Workspace::open(&cli, env)?, id, true),
         Command::Reject { id } => approvals::decide(&Workspace::open(&cli, env)?, id, false),

@@ -77,9 +77,13 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
         );
     }
     for r in &runs {
+        let started = chrono::DateTime::parse_from_rfc3339(&r.started_at).map_or_else(
+            |_| r.started_at.clone(),
+            |t| crate::text::shown(t.with_timezone(&chrono::Utc), ws.config.timezone),
+        );
         println!(
             "{}  {}  {:<10} {:<9} {:<8} {}  {}",
-            r.started_at,
+            started,
             r.run_id,
             r.role,
             r.trigger,

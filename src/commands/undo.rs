@@ -148,8 +148,19 @@ fn print_plan(steps: &[Step], requeue: &[(VaultPath, VaultPath)], dry_run: bool)
     let will = if dry_run { "would " } else { "" };
     for step in steps {
         match step {
-            Step::Restore { path, to: Some(_), .. } => println!("  {will}restore  {path}"),
-            Step::Restore { path, to: None, .. } => println!("  {will}remove   {path} (the run created it)"),
+            Step::Restore { path, to, loses, .. } => {
+                let what = match to {
+                    Some(_) => format!("{will}restore  {path}"),
+                    None => format!("{will}remove   {path} (the run created it)"),
+                };
+                // --force: say whose changes go with it, before they go.
+                let lost = match loses {
+                    None => String::new(),
+                    Some(Some(run)) => format!(" — {will}overwrite what run {run} changed in it since"),
+                    Some(None) => format!(" — {will}overwrite changes made to it since the run (by you or a sync tool)"),
+                };
+                println!("  {what}{lost}");
+            }
             Step::AlreadyBefore { path } => println!("  unchanged {path} (already as before the run)"),
             Step::Unknown { path } => println!(
                 "  skip     {path}: the run ended before it recorded what it left (a crash); --force restores it"

@@ -692,7 +692,7 @@ fn role_text(role: &RoleStatus, tz: Tz, now: DateTime<Utc>) -> String {
     match &role.last_run {
         Some(l) => s.push_str(&format!(
             "  last run:  {} {} · {} tokens{}{}\n",
-            l.at.with_timezone(&tz).format("%Y-%m-%d %H:%M"),
+            crate::text::shown(l.at, tz),
             l.outcome,
             thousands(l.tokens),
             if l.cost_usd > 0.0 {

@@ -603,7 +603,8 @@ mod tests {
             [Step::Restore {
                 path: "a.md".into(),
                 to: Some(digest(b"old")),
-                prefix: None
+                prefix: None,
+                loses: None
             }]
         );
         let other = Key::from_bytes(b"another machine's key, 32 bytes.");

@@ -19,6 +19,9 @@ pub enum Step {
         path: String,
         to: Option<String>,
         prefix: Option<u64>,
+        /// With `--force`, the file changed since the run: whose changes the restore throws away
+        /// (`Some(Some(run))` a later run's, `Some(None)` a person's or a sync tool's).
+        loses: Option<Option<String>>,
     },
     /// Changed since the run (by the person, a sync tool or a later run, named when known).
     Skip { path: String, later_run: Option<String> },
@@ -76,15 +79,17 @@ pub fn plan_undo(
             Step::AlreadyBefore { path: path.clone() }
         } else {
             match entry.left_of(path) {
-                Some(left) if force || *left == now => Step::Restore {
+                Some(left) if *left == now => Step::Restore {
                     path: path.clone(),
                     to: before.clone(),
                     prefix,
+                    loses: None,
                 },
-                None if force => Step::Restore {
+                Some(_) | None if force => Step::Restore {
                     path: path.clone(),
                     to: before.clone(),
                     prefix,
+                    loses: Some(later_runs(vault, entry, path).into_iter().next()),
                 },
                 None => Step::Unknown { path: path.clone() },
                 Some(_) => Step::Skip {
@@ -156,7 +161,7 @@ fn no_link(vault: &Vault, p: &VaultPath) -> Result<(), String> {
 pub fn apply(vault: &Vault, steps: &[Step], undo: &RunJournal) -> Result<usize, VaultError> {
     let mut done = 0;
     for step in steps {
-        let Step::Restore { path, to, prefix } = step else {
+        let Step::Restore { path, to, prefix, .. } = step else {
             continue;
         };
         let p = fixed(path)?;
