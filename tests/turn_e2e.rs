@@ -203,6 +203,9 @@ fn a_missing_api_key_never_walks_notes_into_failed() {
         "logged once per cause:\n{}",
         v.daily()
     );
+    // Nobody's fault: `tabd runs` says paused, not failed.
+    let runs = String::from_utf8_lossy(&v.tabd(&["runs"]).stdout).to_string();
+    assert!(runs.contains(" paused ") && !runs.contains(" failed "), "{runs}");
 }
 
 #[test]
