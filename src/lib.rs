@@ -15,7 +15,7 @@
 //! | 8 | `approved` `daemon` `commands` `cli` | doors: the approvals pass, `tabd run`, the subcommands |
 //! | 7 | `run` `turn` `prompt` `mcp_server` | one run: prompt, the loop, the harness over MCP, finish |
 //! | 6 | `harness` `approvals` | the one door every tool call goes through; approval notes |
-//! | 5 | `tools` `mcp` `provider` `agent_cli` | capabilities: vault tools, MCP client, model APIs, CLIs |
+//! | 5 | `tools` `mcp` `provider` `agent_cli` `notify` | capabilities: vault tools, MCP client, model APIs, CLIs, reaching the person |
 //! | 4 | `state` `inbox` `access` `limits` `context` `runlog` `journal` | records and rules the run reads |
 //! | 3 | `config` `role` | what the person wrote, typed and checked |
 //! | 2 | `frontmatter` `schedule` | formats |
@@ -44,6 +44,7 @@ pub(crate) mod limits;
 pub mod mcp;
 pub mod mcp_server;
 pub mod memory;
+pub mod notify;
 pub mod process;
 pub mod progress;
 pub mod prompt;

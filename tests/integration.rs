@@ -13,6 +13,7 @@ mod doors;
 mod first_hour;
 mod layering;
 mod mcp;
+mod notify;
 mod providers;
 mod robustness;
 mod sandbox;

@@ -129,6 +129,7 @@ fn record(
         outcome: None,
         reported: false,
         executions: 0,
+        notified: false,
         hops,
     }
 }

@@ -367,6 +367,7 @@ mod tests {
             outcome: None,
             reported: false,
             executions: 0,
+            notified: false,
             hops: 0,
         }
     }

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub mod mcp;
+pub mod notify;
 pub mod profile;
 pub mod sandbox;
 
@@ -59,6 +60,7 @@ struct RawConfig {
     context: ContextConfig,
     daemon: RawDaemon,
     prices: std::collections::BTreeMap<String, crate::cost::Price>,
+    notify: notify::NotifyConfig,
     mcp: std::collections::BTreeMap<Spanned<String>, crate::config::mcp::RawServer>,
     profiles: std::collections::BTreeMap<String, crate::config::profile::RawProfile>,
 }
@@ -292,6 +294,8 @@ pub struct Config {
     pub prices: crate::cost::PriceBook,
     /// MCP servers by name (DESIGN §14).
     pub mcp: std::collections::BTreeMap<String, crate::config::mcp::ServerConfig>,
+    /// Where tabd reaches the person (DESIGN §22).
+    pub notify: notify::NotifyConfig,
 }
 
 impl Default for Config {
@@ -450,6 +454,13 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         shutdown_grace: Duration::from_secs(raw.daemon.shutdown_grace_s.unwrap_or(20)),
         host: raw.daemon.host.as_ref().map(|h| r.expand(h)).transpose()?,
     };
+    raw.notify.quiet().map_err(|m| r.err_at(None, m))?;
+    if raw.notify.command.first().is_some_and(|c| c.trim().is_empty()) {
+        return Err(r.err_at(
+            None,
+            "[notify] command: the first word is the program to run".into(),
+        ));
+    }
     let mut mcp = std::collections::BTreeMap::new();
     for (name, server) in raw.mcp {
         let resolved = mcp::resolve(&name, server).map_err(|e| r.err_at(e.span, e.message))?;
@@ -469,6 +480,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         daemon,
         prices: crate::cost::PriceBook::new(raw.prices),
         mcp,
+        notify: raw.notify,
     })
 }
 

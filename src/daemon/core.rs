@@ -50,6 +50,8 @@ pub struct RoleRuntime {
     pub busy_until: Option<Instant>,
     /// A server the role requires was down: try again at this instant.
     pub down_until: Option<Instant>,
+    /// Runs that failed (the notes' fault or tabd's) since the last one that did not.
+    pub failed_in_a_row: u32,
 }
 
 impl RoleRuntime {

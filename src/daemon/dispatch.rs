@@ -77,6 +77,7 @@ impl Daemon {
                 .log
                 .write_line(now, &role.display_name, &format!("skipped — {cause}"));
             self.write_skip_record(&role, cause);
+            self.notify_stopped(name, cause);
         }
         if let Some(r) = self.rt.get_mut(name) {
             r.slots.clear();

@@ -16,6 +16,7 @@ pub mod core;
 mod dispatch;
 pub mod events;
 mod lock;
+mod notify;
 mod quiet;
 pub mod ready;
 mod reload;
@@ -107,6 +108,8 @@ pub struct Daemon {
     config_error: Option<String>,
     /// Each broken role's errors as the daily note last stated them.
     role_errors_logged: BTreeMap<String, Vec<crate::diag::Diagnostic>>,
+    /// Where the person is told what needs them (`[notify]`); `None`: no channel set.
+    notifier: Option<crate::notify::Notifier>,
     rt: BTreeMap<String, RoleRuntime>,
     readiness: Readiness,
     notes: HashMap<PathBuf, scan::NoteMeta>,
@@ -132,6 +135,14 @@ pub struct Daemon {
 fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
     if let Err(e) = sd_notify::notify(states) {
         tracing::debug!("sd_notify: {e}");
+    }
+}
+
+/// Resolves when `[notify]`'s channels start or stop failing; never without a notifier.
+async fn notify_changed(notifier: Option<&crate::notify::Notifier>) {
+    match notifier {
+        Some(n) => n.problems_changed().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -190,6 +201,7 @@ impl Daemon {
             kept_last_good: Vec::new(),
             config_error: None,
             role_errors_logged: BTreeMap::new(),
+            notifier: None,
             rt: BTreeMap::new(),
             notes: HashMap::new(),
             inbox_view: BTreeMap::new(),
@@ -281,7 +293,9 @@ impl Daemon {
         self.sweep_stale_temps();
         loop {
             let wake = self.next_wake();
+            let notifier = self.notifier.clone();
             tokio::select! {
+                () = notify_changed(notifier.as_ref()) => self.status_dirty = true,
                 _ = tokio::time::sleep_until(wake) => {}
                 Some(ev) = self.watching.events_rx.recv() => {
                     self.on_event(ev);
@@ -310,6 +324,7 @@ impl Daemon {
     /// Everything before the first tick: finish interrupted runs, forget deleted roles, clean
     /// crash leftovers, point the watcher.
     fn start_up(&mut self) {
+        self.start_notifier();
         if let Some(warning) = self.config().provider.missing_key(&self.env) {
             tracing::warn!("{warning}");
         }
@@ -461,7 +476,13 @@ impl Daemon {
         ) || done.result.record.usage.tokens.total() > 0;
         if let Some(r) = self.rt.get_mut(&done.role) {
             r.finished(now, reached_model);
+            match &done.result.failure {
+                Some((FailureClass::RunFailure, _)) => r.failed_in_a_row += 1,
+                None => r.failed_in_a_row = 0,
+                Some(_) => {}
+            }
         }
+        self.notify_run(&done);
         self.absorb_own_changes(&done.role, &done.result.changes);
         match &done.result.failure {
             Some((FailureClass::Outage, why)) => {
@@ -548,6 +569,7 @@ impl Daemon {
         self.schedule_due(wall);
         self.dispatch(now);
         self.maybe_start_approvals();
+        self.notify_approvals();
         if let Some(pool) = &self.run_env.mcp_pool {
             let now_shown = pool.status();
             if now_shown != self.mcp_shown {

@@ -265,7 +265,11 @@ impl Daemon {
         self.run_env.launcher.require_sandbox = c.sandbox.require;
         self.run_env.launcher.config_file = c.path.clone();
         self.readiness.set_settle(c.inbox.settle());
+        let notify_changed = c.notify != self.run_env.config.notify;
         self.run_env.config = Arc::new(c);
+        if notify_changed {
+            self.start_notifier();
+        }
         // A config change is worth another try, at once: of a paused provider, of a role whose
         // required server was down.
         self.unpause();
@@ -381,6 +385,9 @@ fn changed_parts(old: &Config, new: &Config) -> Vec<&'static str> {
     }
     if old.limits != new.limits {
         out.push("limits");
+    }
+    if old.notify != new.notify {
+        out.push("notify");
     }
     if old.inbox != new.inbox {
         out.push("inbox");

@@ -94,6 +94,7 @@ impl Daemon {
             }),
             kept_last_good: self.kept_last_good.clone(),
             config_error: self.config_error.clone(),
+            notify_problems: self.notifier.as_ref().map(|n| n.problems()).unwrap_or_default(),
             host: self.host.clone(),
             ledger_error: self.ledger_error.clone(),
             generation: self.status_generation,

@@ -126,6 +126,9 @@ pub struct StatusReport {
     /// read-only command shows what it can without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_error: Option<String>,
+    /// `[notify]` channels that fail: the person is not being reached.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify_problems: Vec<String>,
     pub updated_at: DateTime<Utc>,
     /// Grows by one with every write by the daemon (0 from `tabd status`).
     pub generation: u64,
@@ -151,6 +154,8 @@ pub struct Live {
     pub unsandboxed: Option<String>,
     /// The config file's error, when the daemon lives with the previous config.
     pub config_error: Option<String>,
+    /// `[notify]` channels whose last delivery failed, each with why.
+    pub notify_problems: Vec<String>,
 }
 
 /// A keep-alive MCP server as the daemon's supervisor sees it (DESIGN §14).
@@ -255,6 +260,7 @@ pub fn collect(
         stranded: stranded_inboxes(vault, roles),
         unsandboxed: live.unsandboxed.clone().filter(|_| starts_children(config)),
         config_error: live.config_error.clone(),
+        notify_problems: live.notify_problems.clone(),
         updated_at: now,
         generation: live.generation,
     }
@@ -485,6 +491,12 @@ fn note_warnings(r: &StatusReport) -> String {
     if let Some(p) = &r.provider_paused {
         s.push_str(&format!("> [!warning] Model calls are paused\n> {p}\n\n"));
     }
+    for p in &r.notify_problems {
+        s.push_str(&format!(
+            "> [!warning] tabd cannot reach you\n> [notify] {}\n\n",
+            crate::text::one_line(p, 300)
+        ));
+    }
     for m in r.mcp_servers.iter().filter(|m| !m.up) {
         if let Some(e) = &m.error {
             s.push_str(&format!(
@@ -641,6 +653,9 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
     }
     if let Some(e) = &r.config_error {
         s.push_str(&format!("CONFIG ERROR: {}\n", crate::text::one_line(e, 500)));
+    }
+    for p in &r.notify_problems {
+        s.push_str(&format!("NOTIFY FAILING: {}\n", crate::text::one_line(p, 300)));
     }
     s.push_str(&format!("provider: {}\n", r.provider));
     if let Some(p) = &r.provider_paused {

@@ -92,6 +92,9 @@ pub struct Approval {
     /// rather than starting a new one at 0.
     #[serde(default)]
     pub hops: u32,
+    /// The person was told it waits (`[notify]`): once, across restarts.
+    #[serde(default)]
+    pub notified: bool,
 }
 
 /// Hash of a call's arguments (canonical: serde_json sorts object keys).

@@ -1,0 +1,161 @@
+//! `[notify]` (DESIGN §22): where tabd says "I need you" — a command, a webhook (ntfy's format as
+//! a preset), the desktop — for which events, and when it keeps quiet.
+
+use chrono::NaiveTime;
+use serde::Deserialize;
+
+/// What tabd tells the person about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A call waits for the person's approval.
+    Approval,
+    /// Model calls paused (provider outage, no key) or a role stopped for the day (budget).
+    Paused,
+    /// A note was moved to `failed/`.
+    FailedNote,
+    /// A role's runs failed `after_failures` times in a row.
+    Failing,
+    /// A role's `expect:` was not met in time.
+    Expect,
+    /// A run finished (only when asked for: it is not an "I need you").
+    Done,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approval => "approval",
+            Self::Paused => "paused",
+            Self::FailedNote => "failed_note",
+            Self::Failing => "failing",
+            Self::Expect => "expect",
+            Self::Done => "done",
+        }
+    }
+
+    /// The events sent when `events` is not set: every "I need you", not "done".
+    pub const DEFAULT: [EventKind; 5] = [
+        Self::Approval,
+        Self::Paused,
+        Self::FailedNote,
+        Self::Failing,
+        Self::Expect,
+    ];
+}
+
+/// How a webhook's body is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookFormat {
+    /// The event as JSON (`{"event", "title", "message", "role", "note", "url", "at"}`).
+    #[default]
+    Json,
+    /// ntfy's: the message as the body, `Title`, `Click` (the note's obsidian:// link), `Tags`.
+    Ntfy,
+}
+
+/// `[notify]` as written.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotifyConfig {
+    /// A program (and its arguments) that gets each event as one JSON line on stdin.
+    pub command: Vec<String>,
+    /// A URL each event is POSTed to; `${VAR}` in it is read from the environment when sending,
+    /// so a secret token never sits in the file (nor in a log: it is shown as written).
+    pub webhook: Option<String>,
+    pub format: WebhookFormat,
+    /// A desktop notification over the session D-Bus, where there is one.
+    pub desktop: bool,
+    /// Which events to send (default: approval, paused, failed_note, failing, expect).
+    pub events: Option<Vec<EventKind>>,
+    /// `"22:00-07:00"`: events in these hours (the config's time zone) wait until they end.
+    pub quiet_hours: Option<String>,
+    /// How many failed runs in a row of one role make a `failing` event (default 2).
+    pub after_failures: u32,
+    /// The vault's name in Obsidian, for `obsidian://` links (default: its folder's name).
+    pub obsidian_vault: Option<String>,
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        Self {
+            command: Vec::new(),
+            webhook: None,
+            format: WebhookFormat::Json,
+            desktop: false,
+            events: None,
+            quiet_hours: None,
+            after_failures: 2,
+            obsidian_vault: None,
+        }
+    }
+}
+
+impl NotifyConfig {
+    /// Whether any channel is set.
+    pub fn any(&self) -> bool {
+        !self.command.is_empty() || self.webhook.is_some() || self.desktop
+    }
+
+    pub fn wants(&self, kind: EventKind) -> bool {
+        match &self.events {
+            Some(list) => list.contains(&kind),
+            None => EventKind::DEFAULT.contains(&kind),
+        }
+    }
+
+    /// The quiet hours, checked when the config is read.
+    pub fn quiet(&self) -> Result<Option<(NaiveTime, NaiveTime)>, String> {
+        let Some(text) = self.quiet_hours.as_deref() else {
+            return Ok(None);
+        };
+        let bad = || format!("[notify] quiet_hours = \"{text}\": write two times like \"22:00-07:00\"");
+        let (from, to) = text.split_once('-').ok_or_else(bad)?;
+        let time = |t: &str| NaiveTime::parse_from_str(t.trim(), "%H:%M").map_err(|_| bad());
+        let (from, to) = (time(from)?, time(to)?);
+        if from == to {
+            return Err(format!(
+                "[notify] quiet_hours = \"{text}\" starts and ends at the same time"
+            ));
+        }
+        Ok(Some((from, to)))
+    }
+}
+
+/// Whether `t` falls in the quiet hours `from`–`to` (which may run past midnight).
+pub fn in_quiet(t: NaiveTime, (from, to): (NaiveTime, NaiveTime)) -> bool {
+    if from < to {
+        t >= from && t < to
+    } else {
+        t >= from || t < to
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quiet_hours_run_past_midnight_and_bad_ones_say_what_to_write() {
+        let c = NotifyConfig {
+            quiet_hours: Some("22:00-07:00".into()),
+            ..NotifyConfig::default()
+        };
+        let q = c.quiet().unwrap().unwrap();
+        let at = |s: &str| NaiveTime::parse_from_str(s, "%H:%M").unwrap();
+        assert!(in_quiet(at("23:30"), q) && in_quiet(at("06:59"), q));
+        assert!(!in_quiet(at("07:00"), q) && !in_quiet(at("12:00"), q));
+        let day = (at("12:00"), at("13:00"));
+        assert!(in_quiet(at("12:30"), day) && !in_quiet(at("13:00"), day));
+        for bad in ["22-07", "late", "10:00-10:00"] {
+            let c = NotifyConfig {
+                quiet_hours: Some(bad.into()),
+                ..NotifyConfig::default()
+            };
+            assert!(c.quiet().is_err(), "{bad}");
+        }
+        assert!(NotifyConfig::default().wants(EventKind::Approval));
+        assert!(!NotifyConfig::default().wants(EventKind::Done));
+    }
+}

@@ -1,0 +1,194 @@
+//! `[notify]` (DESIGN §22) end to end: the real daemon tells a command (the event as JSON on
+//! stdin) and a webhook (a local HTTP listener) that a call waits for approval — once; a channel
+//! that fails shows in the status without its secret.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::daemon::{daemon_config, wait_until, Daemon};
+use crate::support::fake_model::FakeModel;
+use crate::support::{wire, TestVault};
+
+const T: Duration = Duration::from_secs(30);
+
+/// What a local HTTP listener was sent: (path with query, body). Paths under `/fail` get 500.
+#[derive(Clone, Default)]
+struct Listener {
+    got: Arc<Mutex<Vec<(String, Value)>>>,
+    port: u16,
+}
+
+impl Listener {
+    fn start() -> Self {
+        let socket = TcpListener::bind("127.0.0.1:0").unwrap();
+        let me = Listener {
+            got: Arc::default(),
+            port: socket.local_addr().unwrap().port(),
+        };
+        let got = me.got.clone();
+        std::thread::spawn(move || {
+            for stream in socket.incoming().flatten() {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request = String::new();
+                let _ = reader.read_line(&mut request);
+                let path = request.split_whitespace().nth(1).unwrap_or("").to_string();
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let fail = path.starts_with("/fail");
+                got.lock()
+                    .unwrap()
+                    .push((path, serde_json::from_slice(&body).unwrap_or(Value::Null)));
+                let status = if fail {
+                    "500 Internal Server Error"
+                } else {
+                    "200 OK"
+                };
+                let mut stream = stream;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+            }
+        });
+        me
+    }
+
+    fn got(&self) -> Vec<(String, Value)> {
+        self.got.lock().unwrap().clone()
+    }
+}
+
+/// A role whose `write_file` waits for approval, and a model that asks for one.
+fn asking_vault(notify: &str) -> (TestVault, FakeModel) {
+    let v = TestVault::new();
+    v.unschedule_stock_roles();
+    let fake = FakeModel::start();
+    v.use_model(&fake, "anthropic", &format!("{}{notify}", daemon_config("")));
+    v.write(
+        "roles/ops.md",
+        "---\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- write_file\n",
+    );
+    fake.respond_with(|req, _| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                "anthropic",
+                Some("Record the plan."),
+                &[(
+                    "w1",
+                    "write_file",
+                    json!({"path": "project/plan.md", "content": "ship"}),
+                )],
+            )
+        } else {
+            wire::text("anthropic", "Queued.")
+        }
+    });
+    (v, fake)
+}
+
+#[test]
+fn a_waiting_approval_reaches_a_command_and_a_webhook_once() {
+    let hook = Listener::start();
+    let out = tempfile::tempdir().unwrap();
+    let events = out.path().join("events.jsonl");
+    let notify = format!(
+        "[notify]\ncommand = [\"sh\", \"-c\", \"cat >> {}\"]\nwebhook = \"http://127.0.0.1:{}/hook?token=${{HOOK_TOKEN}}\"\nobsidian_vault = \"Work\"\n",
+        events.display(),
+        hook.port
+    );
+    let (v, _fake) = asking_vault(&notify);
+    let _d = Daemon::start_with_env(&v, &[("HOOK_TOKEN", "s3cret-token")]);
+    v.write("agent/inbox/ops/plan.md", "Write the plan.");
+    wait_until(T, "the command told", || {
+        std::fs::read_to_string(&events).is_ok_and(|t| !t.is_empty())
+    });
+    wait_until(T, "the webhook told", || !hook.got().is_empty());
+    let line = std::fs::read_to_string(&events).unwrap();
+    let ev: Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    assert_eq!(ev["event"], "approval", "{ev}");
+    assert_eq!(ev["role"], "ops");
+    let note = ev["note"].as_str().unwrap();
+    assert!(
+        note.starts_with("agent/approvals/") && v.path(note).is_file(),
+        "{ev}"
+    );
+    let url = ev["url"].as_str().unwrap();
+    assert!(
+        url.starts_with("obsidian://open?vault=Work&file=agent%2Fapprovals%2F"),
+        "{url}"
+    );
+    let (path, body) = hook.got()[0].clone();
+    assert_eq!(
+        path, "/hook?token=s3cret-token",
+        "the token is read from the environment when sending"
+    );
+    assert_eq!(body["event"], "approval");
+    assert_eq!(body["note"], ev["note"]);
+    // Another event in the vault (a note for another run) sends nothing about the same approval.
+    v.write("agent/inbox/ops/again.md", "Again.");
+    wait_until(T, "the second run", || v.daily().matches("Queued.").count() == 2);
+    let state: Value = serde_json::from_str(&v.read(".tabd/state.json")).unwrap();
+    assert!(
+        state["approvals"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|a| a["notified"] == true),
+        "{state}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&events).unwrap().lines().count(),
+        1,
+        "one message per event"
+    );
+    assert!(!v.daily().contains("s3cret-token"));
+}
+
+#[test]
+fn a_failing_channel_shows_in_status_without_its_secret() {
+    let hook = Listener::start();
+    let notify = format!(
+        "[notify]\nwebhook = \"http://127.0.0.1:{}/fail/${{HOOK_TOKEN}}\"\nformat = \"ntfy\"\n",
+        hook.port
+    );
+    let (v, _fake) = asking_vault(&notify);
+    let d = Daemon::start_with_env(&v, &[("HOOK_TOKEN", "s3cret-token")]);
+    v.write("agent/inbox/ops/plan.md", "Write the plan.");
+    wait_until(T, "the status showing the failing channel", || {
+        v.read("agent/status.md").contains("tabd cannot reach you")
+    });
+    // ntfy's JSON publishing: the topic from the URL's last part, posted to the server's root.
+    let (path, body) = hook.got()[0].clone();
+    assert_eq!(path, "/fail/");
+    assert_eq!(body["topic"], "s3cret-token");
+    assert!(
+        body["click"]
+            .as_str()
+            .unwrap()
+            .starts_with("obsidian://open?vault="),
+        "{body}"
+    );
+    assert!(hook.got().len() >= 2, "retried: {:?}", hook.got().len());
+    let status = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+    assert!(
+        status.contains("NOTIFY FAILING: webhook:") && status.contains("HTTP 500"),
+        "{status}"
+    );
+    for text in [status, v.read("agent/status.md"), d.stderr(), v.daily()] {
+        assert!(!text.contains("s3cret-token"), "{text}");
+    }
+}
