@@ -192,3 +192,57 @@ fn a_failing_channel_shows_in_status_without_its_secret() {
         assert!(!text.contains("s3cret-token"), "{text}");
     }
 }
+
+/// `expect:` — a file a role must have produced by each deadline: missing, the daily note and a
+/// `[notify]` command say so (a reported ok is no proof); once it is there, nothing more is said.
+#[test]
+fn a_missed_expectation_is_logged_and_notified() {
+    let out = tempfile::tempdir().unwrap();
+    let events = out.path().join("events.jsonl");
+    let v = TestVault::new();
+    v.unschedule_stock_roles();
+    let fake = FakeModel::start();
+    v.use_model(
+        &fake,
+        "anthropic",
+        &format!(
+            "{}[notify]\ncommand = [\"sh\", \"-c\", \"cat >> {}\"]\n",
+            daemon_config(""),
+            events.display()
+        ),
+    );
+    // Deadlines every two seconds (a cron with seconds), so the test sees several.
+    v.write(
+        "roles/reporter.md",
+        "---\nexpect: {path: \"reports/{date}-{role}.md\", by: \"*/2 * * * * *\"}\n---\n# Reporter\n## Mission\nReport.\n",
+    );
+    let _d = Daemon::start(&v);
+    wait_until(T, "the missed expectation in the daily note", || {
+        v.daily().contains("Reporter · expected [[reports/")
+    });
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    assert!(
+        v.daily().contains(&format!("[[reports/{today}-reporter]] by ")),
+        "{}",
+        v.daily()
+    );
+    wait_until(T, "the expect event", || {
+        std::fs::read_to_string(&events).is_ok_and(|t| t.contains("\"expect\""))
+    });
+    // Produced: later deadlines find it.
+    v.write(&format!("reports/{today}-reporter.md"), "the report");
+    let written = chrono::Utc::now();
+    let said = v.daily().matches("expected [[reports/").count();
+    wait_until(T, "two more deadlines checked", || {
+        let state: Value = serde_json::from_str(&v.read(".tabd/state.json")).unwrap_or_default();
+        state["roles"]["reporter"]["expect_checked"]
+            .as_str()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .is_some_and(|t| t > written + chrono::Duration::seconds(4))
+    });
+    let now_said = v.daily().matches("expected [[reports/").count();
+    assert!(
+        now_said <= said + 1,
+        "at most the deadline that raced the write: {said} → {now_said}"
+    );
+}

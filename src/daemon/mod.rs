@@ -15,6 +15,7 @@ mod approvals;
 pub mod core;
 mod dispatch;
 pub mod events;
+mod expect;
 mod lock;
 mod notify;
 mod quiet;
@@ -398,6 +399,7 @@ impl Daemon {
             Some(self.timers.next_safety),
             self.timers.reload_at,
             self.timers.role_errors_at,
+            self.next_deadline(wall, now),
             self.timers.next_watchdog,
             self.timers.trim_at,
             self.paused.as_ref().map(|p| p.until),
@@ -567,6 +569,7 @@ impl Daemon {
         }
         self.scan_inboxes(now);
         self.schedule_due(wall);
+        self.check_expectations(wall);
         self.dispatch(now);
         self.maybe_start_approvals();
         self.notify_approvals();

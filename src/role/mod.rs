@@ -964,6 +964,9 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
     union(&mut s.write_paths, &c.write_paths);
     union(&mut s.watch, &c.watch);
     union(&mut s.deny_tools, &c.deny_tools);
+    if !c.expect.is_empty() {
+        s.expect = c.expect.clone();
+    }
     for (k, v) in &c.approve {
         s.approve.insert(k.clone(), *v);
     }

@@ -61,6 +61,32 @@ pub struct RoleSettings {
     pub max_parallel_delegates: Option<u32>,
     /// The contract of the role's final answer.
     pub output: Option<OutputContract>,
+    /// What the role must have produced by when (DESIGN §22): checked at each deadline.
+    pub expect: Vec<Expectation>,
+}
+
+/// `expect: {path: "reports/{date}.md", by: "weekdays at 8:30"}`: a file that must exist at each
+/// time the `by` schedule names — a reported "ok" is not proof the work happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expectation {
+    /// A vault path; `{date}` is the deadline's date (YYYY-MM-DD), `{role}` the role's name.
+    pub path: String,
+    /// A schedule phrase (or cron) of the deadlines.
+    pub by: String,
+}
+
+impl Expectation {
+    /// The deadlines, compiled (checked when the role was read, so `None` only for no schedule).
+    pub fn deadlines(&self) -> Option<crate::schedule::ScheduleLine> {
+        crate::schedule::ScheduleLine::compile(&self.by, 0).ok().flatten()
+    }
+
+    /// The path due at a deadline on `date`.
+    pub fn path_on(&self, date: chrono::NaiveDate, role: &str) -> String {
+        self.path
+            .replace("{date}", &date.format("%Y-%m-%d").to_string())
+            .replace("{role}", role)
+    }
 }
 
 /// `output: {schema: PATH, path: TEMPLATE}` (DESIGN §18).
@@ -106,6 +132,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "max_delegation_depth",
     "max_parallel_delegates",
     "output",
+    "expect",
 ];
 
 /// A settings problem at a 1-based file line.
@@ -166,6 +193,7 @@ fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
         "max_delegation_depth" => s.max_delegation_depth = Some(delegation_depth(v)?),
         "max_parallel_delegates" => s.max_parallel_delegates = Some(parallel_delegates(v)?),
         "output" => s.output = Some(output_contract(v, env)?),
+        "expect" => s.expect = expectations(v, env)?,
         "write_paths" => s.write_paths = list(key, v, env)?,
         "watch" => s.watch = list(key, v, env)?,
         "deny_tools" => {
@@ -258,6 +286,52 @@ fn output_contract(v: &Value, env: &Env) -> Result<OutputContract, String> {
         }
     }
     Ok(out)
+}
+
+/// `expect: {path: …, by: …}`, or a list of them.
+fn expectations(v: &Value, env: &Env) -> Result<Vec<Expectation>, String> {
+    let items = match v {
+        Value::Array(items) => items.clone(),
+        one => vec![one.clone()],
+    };
+    let example = "{path: \"reports/{date}.md\", by: \"weekdays at 8:30\"}";
+    items
+        .iter()
+        .map(|item| {
+            let Value::Object(map) = item else {
+                return Err(type_error("expect", &format!("a map like {example}"), item));
+            };
+            if let Some(other) = map.keys().find(|k| *k != "path" && *k != "by") {
+                return Err(format!(
+                    "`expect` has no key `{other}`; it takes `path` and `by`, like {example}"
+                ));
+            }
+            let get = |k: &str| match map.get(k) {
+                Some(value) => string(&format!("expect.{k}"), value, env),
+                None => Err(format!("`expect` needs `{k}`, like {example}")),
+            };
+            let (path, by) = (get("path")?, get("by")?);
+            for part in path.split('{').skip(1) {
+                let name = part.split('}').next().unwrap_or("");
+                if !["date", "role"].contains(&name) {
+                    return Err(format!(
+                        "`expect.path`: unknown placeholder {{{name}}}; use {{date}} or {{role}}"
+                    ));
+                }
+            }
+            crate::role::context::check_relative(
+                &path.replace("{date}", "2026-01-01").replace("{role}", "r"),
+            )
+            .map_err(|e| format!("`expect.path`: {e}"))?;
+            match crate::schedule::ScheduleLine::compile(&by, 0) {
+                Ok(Some(_)) => Ok(Expectation { path, by }),
+                Ok(None) => Err(format!(
+                    "`expect.by` \"{by}\" names no time: write one like \"weekdays at 8:30\""
+                )),
+                Err(e) => Err(format!("`expect.by`: {e}")),
+            }
+        })
+        .collect()
 }
 
 /// `approve: {network: ask, slack/conversations_add_message: ask, memory/read_graph: auto}`.

@@ -453,3 +453,35 @@ fn enabled_takes_yes_and_no_as_people_write_them() {
     let e = set.errors().next().map(|d| d.message.clone()).unwrap_or_default();
     assert!(e.contains("true or false (yes or no)"), "{e}");
 }
+
+#[test]
+fn expect_takes_a_path_and_a_deadline_schedule_and_says_what_is_wrong() {
+    let ok = load(&[(
+        "r",
+        "---\nexpect:\n  - path: \"reports/{date}.md\"\n    by: weekdays at 8:30\n---\n# R\n",
+    )]);
+    assert!(ok.errors().next().is_none(), "{:?}", ok.diagnostics);
+    let e = &ok.roles["r"].settings.expect[0];
+    assert_eq!(
+        e.path_on(chrono::NaiveDate::from_ymd_opt(2026, 11, 25).unwrap(), "r"),
+        "reports/2026-11-25.md"
+    );
+    assert_eq!(
+        e.deadlines().unwrap().cron_exprs().collect::<Vec<_>>(),
+        ["30 8 * * 1-5"]
+    );
+    for (bad, says) in [
+        (
+            "{path: \"r/{week}.md\", by: \"8:30\"}",
+            "unknown placeholder {week}",
+        ),
+        ("{path: \"r.md\"}", "needs `by`"),
+        ("{path: \"r.md\", by: \"sometimes\"}", "cannot read schedule"),
+        ("{path: \"../out.md\", by: \"8:30\"}", "expect.path"),
+        ("{path: \"r.md\", by: \"8:30\", when: 1}", "no key `when`"),
+    ] {
+        let set = load(&[("r", &format!("---\nexpect: {bad}\n---\n# R\n"))]);
+        let e = set.errors().next().map(|d| d.message.clone()).unwrap_or_default();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}

@@ -88,6 +88,9 @@ pub struct RoleState {
     /// The occurrence ledger: every scheduled slot at or before this instant has been handled
     /// (run, or logged as skipped/missed). Recorded before a slot runs.
     pub last_slot: Option<DateTime<Utc>>,
+    /// Every `expect:` deadline at or before this instant has been checked (DESIGN §22).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_checked: Option<DateTime<Utc>>,
     pub day: Option<NaiveDate>,
     pub tokens_today: u64,
     pub cost_today_usd: f64,
