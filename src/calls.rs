@@ -29,7 +29,7 @@ pub fn is_tabd_tool(name: &str) -> bool {
 }
 
 /// A tool as the model is offered it: its name, what it does, and the JSON Schema of its input.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
     pub name: String,
     pub description: String,

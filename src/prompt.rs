@@ -427,6 +427,7 @@ fn why_text(trigger: &Trigger, notes: usize, now: DateTime<Utc>, tz: Tz) -> Stri
         }
         TriggerKind::Inbox => format!("{notes} new note(s) in your inbox"),
         TriggerKind::Manual => "a person started it by hand (`tabd fire`)".into(),
+        TriggerKind::Resume => "the person decided the calls this run waited for; it goes on".into(),
         TriggerKind::Watch => format!("a watched file changed: {}", trigger.watched.join(", ")),
         TriggerKind::Delegate => match &trigger.delegation {
             Some(d) => format!(

@@ -12,6 +12,8 @@ pub enum TriggerKind {
     Watch,
     /// Another role's run handed this run a task and waits for its answer (DESIGN §18).
     Delegate,
+    /// The second part of a run that waited for the person's approval (DESIGN §22).
+    Resume,
 }
 
 impl TriggerKind {
@@ -22,6 +24,7 @@ impl TriggerKind {
             Self::Manual => "manual",
             Self::Watch => "watch",
             Self::Delegate => "delegate",
+            Self::Resume => "resume",
         }
     }
 }
@@ -64,6 +67,14 @@ pub struct Delegation {
 }
 
 impl Trigger {
+    /// The second part of a run that waited for an approval.
+    pub fn resume() -> Self {
+        Self {
+            kind: TriggerKind::Resume,
+            ..Self::manual()
+        }
+    }
+
     pub fn manual() -> Self {
         Self {
             kind: TriggerKind::Manual,

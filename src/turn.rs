@@ -23,6 +23,9 @@ pub struct TurnLimits {
     pub deadline: Instant,
     /// The final answer's contract (`output.schema`): checked when the model ends its turn.
     pub output: Option<std::sync::Arc<jsonschema::Validator>>,
+    /// A call that waits for the person's approval suspends the turn (role `resume`, default
+    /// on): it goes on with the call's result once decided, instead of with "queued".
+    pub suspend: bool,
 }
 
 impl TurnLimits {
@@ -84,6 +87,20 @@ pub enum TurnEnd {
     /// A server the role requires could not be used; the model was not called. `cause` names the
     /// server and why (one daily line per cause); `last_output` is what it printed last, if any.
     ServerDown { cause: String, last_output: String },
+    /// A call waits for the person's approval: the turn is saved (`TurnOutcome::suspension`) and
+    /// goes on once it is decided.
+    Suspended,
+}
+
+/// A turn stopped at a call waiting for approval: everything needed to go on from there.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Suspension {
+    /// The conversation so far, its last message the model's, with the calls.
+    pub request: Request,
+    /// Every call's result in that message, in order; those waiting say "queued" for now.
+    pub results: Vec<Block>,
+    /// The waiting calls: the model's call id and the approval note.
+    pub waiting: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -103,6 +120,8 @@ pub struct TurnOutcome {
     pub cost_usd: Option<f64>,
     /// The final answer as JSON, when the role has an output schema and it satisfied it.
     pub output: Option<Value>,
+    /// Set when the turn ended `Suspended`.
+    pub suspension: Option<Suspension>,
 }
 
 impl TurnOutcome {
@@ -119,6 +138,7 @@ impl TurnOutcome {
             requests: 0,
             cost_usd: None,
             output: None,
+            suspension: None,
         }
     }
 }
@@ -171,6 +191,7 @@ pub async fn run_turn(
             requests: 0,
             cost_usd: None,
             output: None,
+            suspension: None,
         },
         thinking_blocks: Vec::new(),
         texts: Vec::new(),
@@ -211,8 +232,18 @@ pub async fn run_turn(
         if uses.is_empty() {
             continue; // a paused turn, sent back to continue
         }
-        let (results, limit) = l.run_tools(uses, exec).await;
+        let (results, limit, waiting) = l.run_tools(uses, exec).await;
         if let TurnEnd::ToolFatal(_) = l.out.end {
+            break;
+        }
+        if limits.suspend && !waiting.is_empty() {
+            // The person decides; the turn goes on from here with the call's real result.
+            l.out.end = TurnEnd::Suspended;
+            l.out.suspension = Some(Suspension {
+                request: req,
+                results,
+                waiting,
+            });
             break;
         }
         if let Some(reason) = limit {
@@ -290,19 +321,24 @@ impl Loop<'_> {
         }
     }
 
-    /// Runs the calls in order; returns their results and the limit that ends the run, if any.
+    /// Runs the calls in order; returns their results, the limit that ends the run (if any) and
+    /// the calls that wait for approval (call id, note).
     async fn run_tools(
         &mut self,
         uses: Vec<(String, String, Value)>,
         exec: &dyn ToolExecutor,
-    ) -> (Vec<Block>, Option<String>) {
+    ) -> (Vec<Block>, Option<String>, Vec<(String, String)>) {
         let mut results = Vec::with_capacity(uses.len());
         let mut limit = None;
+        let mut waiting = Vec::new();
         for (id, name, input) in uses {
             match exec.call(&name, &input, &self.last_text).await {
                 Ok(called) => {
                     if let Some(why) = called.limit {
                         limit.get_or_insert(why);
+                    }
+                    if let Some(note) = called.record.as_ref().and_then(|r| r.approval.clone()) {
+                        waiting.push((id.clone(), note));
                     }
                     results.push(Block::ToolResult {
                         tool_use_id: id,
@@ -312,14 +348,14 @@ impl Loop<'_> {
                 }
                 Err(FatalToolError(why)) => {
                     self.out.end = TurnEnd::ToolFatal(why);
-                    return (results, None);
+                    return (results, None, waiting);
                 }
             }
         }
         if limit.is_none() {
             limit = self.spending_limit();
         }
-        (results, limit)
+        (results, limit, waiting)
     }
 
     /// Counts a response's usage in the run and in its account (and the accounts above it).

@@ -409,23 +409,31 @@ pub fn load(vault: &Vault, run_id: &str, key: Option<&Key>) -> Result<Entry, Vau
                 entry.trigger = trigger;
             }
             Line::Before { path, before, prefix } => {
-                match prefix {
-                    Some(len) => entry.prefix.insert(path.clone(), len),
-                    None => entry.prefix.remove(&path),
-                };
-                // A second line for a file: it was appended to, then changed some other way (its
-                // prior content is now kept whole). Same prior state; it keeps its place.
-                match entry.before.iter_mut().find(|(p, _)| *p == path) {
-                    Some(slot) => slot.1 = before,
-                    None => entry.before.push((path, before)),
+                // A second line for a file: it was appended to, then changed some other way (the
+                // same prior state, now kept whole), or a resumed run's second part changed it
+                // again. The first prior state is the one undo goes back to.
+                match entry.before.iter().find(|(p, _)| *p == path) {
+                    Some((_, first)) => {
+                        if prefix.is_none() && *first == before {
+                            entry.prefix.remove(&path);
+                        }
+                    }
+                    None => {
+                        if let Some(len) = prefix {
+                            entry.prefix.insert(path.clone(), len);
+                        }
+                        entry.before.push((path, before));
+                    }
                 }
             }
             Line::After { path, after } => {
                 entry.after.insert(path, after);
             }
             Line::Sealed { left, moved, .. } => {
-                entry.left = Some(left);
-                entry.moved = moved;
+                // A run in two parts (suspended for an approval, then resumed) seals twice: what
+                // the second part left wins for the files it changed.
+                entry.left.get_or_insert_with(BTreeMap::new).extend(left);
+                entry.moved.extend(moved);
             }
         }
     }

@@ -28,15 +28,16 @@ pub use anthropic::AnthropicProvider;
 pub use error::{FailureClass, ProviderError};
 pub use openai::OpenAiProvider;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Speaker {
     User,
     Assistant,
 }
 
-/// One block of a message.
-#[derive(Debug, Clone, PartialEq)]
+/// One block of a message. Serialized only into a suspended run's record (`run::suspend`).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum Block {
     /// Text; `cache` marks a cache breakpoint after it (the end of the stable prefix).
     Text {
@@ -61,7 +62,7 @@ pub enum Block {
     },
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Message {
     pub speaker: Speaker,
     pub content: Vec<Block>,
@@ -91,7 +92,7 @@ impl Message {
 }
 
 /// A request for one model turn.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Request {
     pub model: String,
     /// The stable system prompt (cached).

@@ -957,7 +957,8 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
         move_folders,
         max_delegation_depth,
         max_parallel_delegates,
-        output
+        output,
+        resume
     );
     union(&mut s.can_trigger, &c.can_trigger);
     union(&mut s.can_delegate_to, &c.can_delegate_to);

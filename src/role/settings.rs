@@ -63,6 +63,8 @@ pub struct RoleSettings {
     pub output: Option<OutputContract>,
     /// What the role must have produced by when (DESIGN §22): checked at each deadline.
     pub expect: Vec<Expectation>,
+    /// A run whose call waits for approval goes on once it is decided (default true).
+    pub resume: Option<bool>,
 }
 
 /// `expect: {path: "reports/{date}.md", by: "weekdays at 8:30"}`: a file that must exist at each
@@ -133,6 +135,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "max_parallel_delegates",
     "output",
     "expect",
+    "resume",
 ];
 
 /// A settings problem at a 1-based file line.
@@ -186,6 +189,7 @@ fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
         "enabled" => s.enabled = Some(boolean(key, v)?),
         "skip_unchanged" => s.skip_unchanged = Some(boolean(key, v)?),
         "move_folders" => s.move_folders = Some(boolean(key, v)?),
+        "resume" => s.resume = Some(boolean(key, v)?),
         "extends" => s.extends = Some(string(key, v, env)?.trim_end_matches(".md").to_string()),
         "runs_on" => s.runs_on = Some(string(key, v, env)?),
         "can_trigger" => s.can_trigger = list(key, v, env)?,

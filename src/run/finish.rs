@@ -90,6 +90,14 @@ fn decide(end: &TurnEnd) -> Decided {
             format!("tabd failed while running this role ({why}); this is a bug in tabd — please report it"),
         ),
         TurnEnd::Stopped => failed(FailureClass::Stopped, STOPPED.into()),
+        // The run did what it could until a call needed the person: its notes are handled; it
+        // goes on (a second part, same run id) once the call is decided.
+        TurnEnd::Suspended => Decided {
+            outcome: Outcome::Ok,
+            error: None,
+            failure: None,
+            cause: None,
+        },
     }
 }
 

@@ -99,6 +99,8 @@ async fn run_in(
             let turn = TurnContext {
                 account: session.account.clone(),
                 output,
+                // A child answers its parent now: only a run of its own waits for the person.
+                suspend: role.settings.resume.unwrap_or(true) && trigger.delegation.is_none(),
             };
             let mut outcome =
                 call_model_until_stop(env, role, &prep, prompt, harness.clone(), turn, &session).await;
@@ -193,10 +195,12 @@ fn output_check(env: &RunEnv, role: &Role) -> Result<Option<Arc<jsonschema::Vali
     }
 }
 
-/// What the turn gets beyond the role's settings: the account it spends from, the answer's schema.
+/// What the turn gets beyond the role's settings: the account it spends from, the answer's
+/// schema, whether a call waiting for approval suspends it.
 struct TurnContext {
     account: Account,
     output: Option<Arc<jsonschema::Validator>>,
+    suspend: bool,
 }
 
 /// The model has been told about these decided approvals: later runs are not.
@@ -259,6 +263,7 @@ async fn call_model(
         cache_ttl: prep.ttl,
         deadline: env.clock.instant() + prep.limits.run_deadline,
         output: turn.output,
+        suspend: turn.suspend,
     };
     let retry = RetryPolicy {
         progress: env.progress.clone(),

@@ -170,6 +170,7 @@ fn limits() -> TurnLimits {
         cache_ttl: CacheTtl::OneHour,
         deadline: Instant::now() + Duration::from_secs(600),
         output: None,
+        suspend: false,
     }
 }
 
