@@ -50,6 +50,8 @@ pub struct Trigger {
     pub skip_if_unchanged: bool,
     /// For a delegated run: who asked, and what.
     pub delegation: Option<Delegation>,
+    /// The run this one is the second part of (`Resume`).
+    pub resumes: Option<String>,
 }
 
 /// The task a parent run handed to a child run.
@@ -67,10 +69,11 @@ pub struct Delegation {
 }
 
 impl Trigger {
-    /// The second part of a run that waited for an approval.
-    pub fn resume() -> Self {
+    /// The second part of the run `run_id`, which waited for an approval.
+    pub fn resume(run_id: &str) -> Self {
         Self {
             kind: TriggerKind::Resume,
+            resumes: Some(run_id.to_string()),
             ..Self::manual()
         }
     }
@@ -84,6 +87,7 @@ impl Trigger {
             watched: Vec::new(),
             skip_if_unchanged: false,
             delegation: None,
+            resumes: None,
         }
     }
 

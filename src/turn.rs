@@ -237,13 +237,7 @@ pub async fn run_turn(
             break;
         }
         if limits.suspend && !waiting.is_empty() {
-            // The person decides; the turn goes on from here with the call's real result.
-            l.out.end = TurnEnd::Suspended;
-            l.out.suspension = Some(Suspension {
-                request: req,
-                results,
-                waiting,
-            });
+            l.suspend(req, results, waiting);
             break;
         }
         if let Some(reason) = limit {
@@ -319,6 +313,16 @@ impl Loop<'_> {
         if !message.is_empty() {
             self.texts.push(message.join("\n\n"));
         }
+    }
+
+    /// The person decides: the turn goes on from here, later, with the calls' real results.
+    fn suspend(&mut self, request: Request, results: Vec<Block>, waiting: Vec<(String, String)>) {
+        self.out.end = TurnEnd::Suspended;
+        self.out.suspension = Some(Suspension {
+            request,
+            results,
+            waiting,
+        });
     }
 
     /// Runs the calls in order; returns their results, the limit that ends the run (if any) and

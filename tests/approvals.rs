@@ -15,8 +15,14 @@ use crate::support::{describe, wire, TestVault};
 const KIND: &str = "anthropic";
 
 /// A vault whose role `ops` may use the test server; `approvals` is appended to the config and
-/// `frontmatter` to the role.
+/// `frontmatter` to the role. These tests look at the approval itself, so the role's runs do not
+/// wait for it (`resume: false`) unless `frontmatter` says otherwise (see `tests/resume.rs`).
 fn setup(approvals: &str, frontmatter: &str) -> (TestVault, FakeModel, PathBuf) {
+    let frontmatter = if frontmatter.contains("resume:") {
+        frontmatter.to_string()
+    } else {
+        format!("resume: false\n{frontmatter}")
+    };
     let v = TestVault::new();
     let fake = FakeModel::start();
     let log = v.dir.path().join("calls.jsonl");

@@ -33,7 +33,8 @@ fn setup(config: &str, frontmatter: &str) -> (TestVault, FakeModel, PathBuf) {
     v.write(
         "roles/ops.md",
         &format!(
-            "---\n{frontmatter}---\n# Ops\n## Mission\nTell the team.\n## Tools\n- read_file\n- write_file\n- move_file\n- trigger_role\n- test/*\n"
+            // The attacks go on after a call is queued: the run does not wait for it here.
+            "---\nresume: false\n{frontmatter}---\n# Ops\n## Mission\nTell the team.\n## Tools\n- read_file\n- write_file\n- move_file\n- trigger_role\n- test/*\n"
         ),
     );
     (v, fake, log)

@@ -15,6 +15,7 @@ mod layering;
 mod mcp;
 mod notify;
 mod providers;
+mod resume;
 mod robustness;
 mod sandbox;
 mod turn_e2e;

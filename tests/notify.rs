@@ -80,7 +80,7 @@ fn asking_vault(notify: &str) -> (TestVault, FakeModel) {
     v.use_model(&fake, "anthropic", &format!("{}{notify}", daemon_config("")));
     v.write(
         "roles/ops.md",
-        "---\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- write_file\n",
+        "---\nresume: false\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- write_file\n",
     );
     fake.respond_with(|req, _| {
         if wire::tool_results(&req.body).is_empty() {

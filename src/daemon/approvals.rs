@@ -56,6 +56,7 @@ impl Daemon {
                 }
                 if !p.ran.is_empty() || !p.rejected.is_empty() || !p.expired.is_empty() {
                     self.status_dirty = true;
+                    self.queue_resumes();
                 }
             }
             Err(e) => tracing::error!("approvals: the pass failed: {e}"),

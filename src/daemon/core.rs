@@ -52,11 +52,16 @@ pub struct RoleRuntime {
     pub down_until: Option<Instant>,
     /// Runs that failed (the notes' fault or tabd's) since the last one that did not.
     pub failed_in_a_row: u32,
+    /// Suspended runs of this role whose calls the person has decided: their second parts.
+    pub resumes: VecDeque<String>,
 }
 
 impl RoleRuntime {
     pub fn has_work(&self) -> bool {
-        !self.slots.is_empty() || self.inbox_ready || !self.watch_pending.is_empty()
+        !self.slots.is_empty()
+            || self.inbox_ready
+            || !self.watch_pending.is_empty()
+            || !self.resumes.is_empty()
     }
 
     /// A run ended: the role is free, and notes that arrived meanwhile get a look (coalesced
@@ -82,7 +87,10 @@ impl RoleRuntime {
     /// note never waits for it.
     pub fn interval_end(&self, min_interval: Duration) -> Option<Instant> {
         match self.last_end {
-            Some(last) if self.has_work() && !self.running && !self.person_note_ready => {
+            // The person's note, or the person's decision a run waits on: never held back.
+            Some(last)
+                if self.has_work() && !self.running && !self.person_note_ready && self.resumes.is_empty() =>
+            {
                 Some(last + min_interval)
             }
             _ => None,

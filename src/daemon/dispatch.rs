@@ -165,7 +165,13 @@ impl Daemon {
                 return;
             }
         };
-        let notes = self.pick_notes(&role, now);
+        // A second part takes no notes: its run handled its own in its first part.
+        let resuming = self.rt.get(name).is_some_and(|r| !r.resumes.is_empty());
+        let notes = if resuming {
+            Vec::new()
+        } else {
+            self.pick_notes(&role, now)
+        };
         let Some(r) = self.rt.get_mut(name) else { return };
         if r.busy_until.take().is_some() {
             self.status_dirty = true;

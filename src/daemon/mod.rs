@@ -22,6 +22,7 @@ mod quiet;
 pub mod ready;
 mod reload;
 mod report;
+mod resume;
 mod scan;
 mod schedule;
 pub mod slots;
@@ -352,6 +353,8 @@ impl Daemon {
             let _ = self.run_env.store.update(|s| s.global.paused = None);
         }
         self.start_approvals();
+        self.drop_interrupted_resumes();
+        self.queue_resumes();
     }
 
     /// Removes the temp files a crash left behind, walking the whole vault in the background

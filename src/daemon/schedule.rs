@@ -12,6 +12,10 @@ use crate::trigger::Trigger;
 /// The trigger for the next run of `role`, from what it has waiting: a due slot first, then
 /// inbox notes, then watched files. Takes that work off the queue. `None`: nothing to do.
 pub(super) fn trigger_for(r: &mut RoleRuntime, role: &Role, has_notes: bool) -> Option<Trigger> {
+    // A run the person's decision unblocked goes first: it is the rest of a run already begun.
+    if let Some(id) = r.resumes.pop_front() {
+        return Some(Trigger::resume(&id));
+    }
     let slot = r.slots.pop_front();
     let watched = std::mem::take(&mut r.watch_pending);
     r.inbox_ready = false;

@@ -13,7 +13,9 @@ mod delegate;
 mod env;
 mod finish;
 mod prepare;
+mod resume;
 pub mod session;
+pub mod suspend;
 
 use std::sync::Arc;
 
@@ -38,7 +40,23 @@ use session::{Door, Opening, Servers, Session};
 
 /// Runs `role` once for `trigger` with `notes` (already chosen, in order).
 pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>) -> RunResult {
+    if trigger.resumes.is_some() {
+        return resume::resume(env, role, trigger).await;
+    }
     run_in(env, role, trigger, notes, Lineage::default()).await
+}
+
+/// The daily-log lines of a run that waits for the person.
+fn waiting_lines(turn: &crate::turn::Suspension) -> Vec<String> {
+    turn.waiting
+        .iter()
+        .map(|(_, note)| {
+            format!(
+                "**Waiting for your approval:** {} — the run goes on with the call's result once you decide",
+                crate::runlog::wikilink(note)
+            )
+        })
+        .collect()
 }
 
 /// A run, possibly delegated from another (`lineage`: the parent's account, deadline and depth).
@@ -94,22 +112,9 @@ async fn run_in(
         (None, Err(why)) => TurnOutcome::ended(TurnEnd::OutputInvalid(why)),
         (None, Ok(output)) => {
             let decided = prepare::complete(&mut prompt, &mcp, &prep.state, role);
-            let ticket = session.ticket(Some(session.asks()), env.progress.clone());
-            let harness = Arc::new(session.harness(ticket));
-            let turn = TurnContext {
-                account: session.account.clone(),
-                output,
-                // A child answers its parent now: only a run of its own waits for the person.
-                suspend: role.settings.resume.unwrap_or(true) && trigger.delegation.is_none(),
-            };
-            let mut outcome =
-                call_model_until_stop(env, role, &prep, prompt, harness.clone(), turn, &session).await;
-            if let Some(line) = write_answer(role, &prep, &outcome, &harness) {
-                prep.notes.push(line);
-            }
-            let log = harness.log();
-            outcome.calls = log.calls;
-            outcome.changes = log.changes;
+            // A child answers its parent now: only a run of its own waits for the person.
+            let suspend = role.settings.resume.unwrap_or(true) && trigger.delegation.is_none();
+            let outcome = model_turn(env, role, &mut prep, prompt, &session, (output, suspend)).await;
             if outcome.requests > 0 && !decided.is_empty() {
                 mark_reported(env, role, decided);
             }
@@ -119,9 +124,85 @@ async fn run_in(
     mcp.close().await;
     env.progress.emit(Step::Finishing);
     let children = session.take_children();
+    let suspended = outcome
+        .suspension
+        .clone()
+        .map(|turn| suspended_record(env, role, &session, &prep, turn, outcome.calls.len()));
     let result = blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome, children));
     session.close(&moved(&result)).await;
+    keep_suspended(env, suspended);
     result
+}
+
+/// The turn through the session's harness, what it did recorded on the outcome, its answer
+/// written where the role asks, and the lines of a run that now waits for the person.
+async fn model_turn(
+    env: &RunEnv,
+    role: &Role,
+    prep: &mut Prepared,
+    prompt: Prompt,
+    session: &Session,
+    (output, suspend): (Option<Arc<jsonschema::Validator>>, bool),
+) -> TurnOutcome {
+    let ticket = session.ticket(Some(session.asks()), env.progress.clone());
+    let harness = Arc::new(session.harness(ticket));
+    let turn = TurnContext {
+        account: session.account.clone(),
+        output,
+        suspend,
+    };
+    let mut outcome = call_model_until_stop(env, role, prep, prompt, harness.clone(), turn, session).await;
+    if let Some(line) = write_answer(role, prep, &outcome, &harness) {
+        prep.notes.push(line);
+    }
+    let log = harness.log();
+    outcome.calls = log.calls;
+    outcome.changes = log.changes;
+    prep.notes
+        .extend(outcome.suspension.iter().flat_map(waiting_lines));
+    outcome
+}
+
+/// Saves a run that waits for the person, after its first part is recorded (a crash in between
+/// loses only the going-on: the decision still reaches the role's next run).
+fn keep_suspended(env: &RunEnv, suspended: Option<suspend::Suspended>) {
+    if let Some(s) = suspended {
+        if let Err(e) = suspend::save(&env.vault, &s) {
+            tracing::error!(
+                "run {}: cannot save it to go on after the approval: {e}",
+                s.run_id
+            );
+        }
+    }
+}
+
+/// What a run that waits for the person keeps to go on later.
+fn suspended_record(
+    env: &RunEnv,
+    role: &Role,
+    session: &Session,
+    prep: &Prepared,
+    turn: crate::turn::Suspension,
+    calls: usize,
+) -> suspend::Suspended {
+    let (spent_tokens, spent_usd) = session.account.spent();
+    suspend::Suspended {
+        run_id: prep.id.clone(),
+        role: role.name.clone(),
+        started_at: prep.started,
+        suspended_at: env.clock.now(),
+        turn,
+        spent_tokens,
+        spent_usd,
+        tool_calls: calls as u32,
+        deadline_left_ms: session
+            .deadline
+            .saturating_duration_since(env.clock.instant())
+            .as_millis() as u64,
+        hops: session.hops,
+        role_hash: suspend::role_hash(&env.vault, &role.path),
+        resuming: false,
+    }
 }
 
 /// The turn, unless tabd is stopped first: then it ends where it waits (a request, a tool call,
@@ -204,7 +285,7 @@ struct TurnContext {
 }
 
 /// The model has been told about these decided approvals: later runs are not.
-fn mark_reported(env: &RunEnv, role: &Role, ids: Vec<String>) {
+pub(super) fn mark_reported(env: &RunEnv, role: &Role, ids: Vec<String>) {
     let store = env.store.clone();
     let marked = blocking::run(move || {
         store.update(|s| {

@@ -1,0 +1,210 @@
+//! Resume (DESIGN §22) end to end: a run whose call waits for approval is suspended, and when the
+//! person decides, the call runs once and the same run goes on with its result — also after a
+//! restart and after `kill -9`.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::daemon::{daemon_config, wait_until, Daemon};
+use crate::support::fake_model::{FakeModel, Recorded};
+use crate::support::{wire, TestVault};
+
+const T: Duration = Duration::from_secs(30);
+const KIND: &str = "anthropic";
+
+/// A vault whose role `ops` asks before `write_file`, and a model that writes the plan, then
+/// (given the call's result) says it recorded it.
+fn setup() -> (TestVault, FakeModel) {
+    let v = TestVault::new();
+    v.unschedule_stock_roles();
+    let fake = FakeModel::start();
+    v.use_model(&fake, KIND, &daemon_config(""));
+    v.write(
+        "roles/ops.md",
+        "---\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- read_file\n- write_file\n",
+    );
+    fake.respond_with(|req, _| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                KIND,
+                Some("Record the plan."),
+                &[(
+                    "w1",
+                    "write_file",
+                    json!({"path": "project/plan.md", "content": "ship on Friday"}),
+                )],
+            )
+        } else {
+            wire::text(KIND, "Recorded the plan; the link is in the project note.")
+        }
+    });
+    (v, fake)
+}
+
+fn approval_note(v: &TestVault) -> String {
+    let notes: Vec<String> = v
+        .files_in("agent/approvals")
+        .into_iter()
+        .filter(|n| n.ends_with(".md"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    format!("agent/approvals/{}", notes[0])
+}
+
+fn approve(v: &TestVault, note: &str) {
+    let text = v.read(note);
+    v.write(note, &text.replacen("status: pending", "status: approved", 1));
+}
+
+fn suspended(v: &TestVault) -> Vec<String> {
+    v.files_in(".tabd/suspended")
+}
+
+/// The second request carries the first turn and the call's real result, not "queued".
+fn assert_resumed_with_the_result(second: &Recorded) {
+    let results = wire::tool_results(&second.body);
+    assert_eq!(results.len(), 1, "{results:?}");
+    let (id, text, is_error) = &results[0];
+    assert_eq!(id, "w1");
+    assert!(!is_error, "{text}");
+    assert!(
+        text.contains("approved this call and it ran") && text.contains("wrote"),
+        "{text}"
+    );
+    let messages = second.body["messages"].as_array().unwrap();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "assistant" && m["content"].to_string().contains("\"w1\"")),
+        "the earlier turn is in the conversation: {messages:?}"
+    );
+}
+
+#[test]
+fn an_approved_call_runs_once_and_the_run_goes_on_with_its_result() {
+    let (v, fake) = setup();
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/ops/plan.md", "Write the plan down.");
+    fake.wait_for_requests(1, T);
+    wait_until(T, "the run suspended", || suspended(&v).len() == 1);
+    assert_eq!(fake.requests().len(), 1, "suspended, not told 'queued'");
+    assert_eq!(
+        v.files_in("agent/inbox/ops/processed"),
+        ["plan.md"],
+        "the first part handled the note"
+    );
+    assert!(
+        v.daily().contains("**Waiting for your approval:**"),
+        "{}",
+        v.daily()
+    );
+    assert!(!v.path("project/plan.md").exists());
+
+    let note = approval_note(&v);
+    approve(&v, &note);
+    let reqs = fake.wait_for_requests(2, T);
+    assert_resumed_with_the_result(&reqs[1]);
+    wait_until(T, "the second part logged", || {
+        v.daily().contains("Recorded the plan;")
+    });
+    wait_until(T, "the record gone", || suspended(&v).is_empty());
+    assert_eq!(v.read("project/plan.md"), "ship on Friday", "the call ran once");
+    let daily = v.daily();
+    assert!(
+        daily.contains("· Ops · resume") && daily.contains("**Resumed:** run `"),
+        "{daily}"
+    );
+    assert!(
+        daily.contains("for your decision on [[agent/approvals/"),
+        "{daily}"
+    );
+    // One run in two parts: one id, two records; `tabd undo` of it covers both.
+    let records: Vec<Value> = v.records().into_iter().filter(|r| r["role"] == "ops").collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0]["run_id"], records[1]["run_id"]);
+    assert_eq!(fake.requests().len(), 2, "the conversation went on once");
+}
+
+/// Decided while tabd was stopped: at the next start the call runs once and the run goes on.
+#[test]
+fn a_run_goes_on_after_a_restart() {
+    let (v, fake) = setup();
+    let mut d = Daemon::start(&v);
+    v.write("agent/inbox/ops/plan.md", "Write the plan down.");
+    wait_until(T, "the run suspended", || suspended(&v).len() == 1);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0));
+    approve(&v, &approval_note(&v));
+    let _d = Daemon::start(&v);
+    let reqs = fake.wait_for_requests(2, T);
+    assert_resumed_with_the_result(&reqs[1]);
+    wait_until(T, "the record gone", || suspended(&v).is_empty());
+    assert_eq!(v.read("project/plan.md"), "ship on Friday");
+}
+
+/// `kill -9` while suspended loses nothing: the record is on disk, and the run goes on once.
+#[test]
+fn a_run_goes_on_once_after_kill_9() {
+    let (v, fake) = setup();
+    let mut d = Daemon::start(&v);
+    v.write("agent/inbox/ops/plan.md", "Write the plan down.");
+    wait_until(T, "the run suspended", || suspended(&v).len() == 1);
+    d.signal(libc::SIGKILL);
+    assert!(d.wait_exit(T).is_none());
+    approve(&v, &approval_note(&v));
+    let _d = Daemon::start(&v);
+    fake.wait_for_requests(2, T);
+    wait_until(T, "the record gone", || suspended(&v).is_empty());
+    crate::support::daemon::wait_idle(&v);
+    assert_eq!(fake.requests().len(), 2, "the conversation went on once");
+    assert_eq!(v.read("project/plan.md"), "ship on Friday");
+}
+
+/// Rejected: the run goes on, told the call did not run.
+#[test]
+fn a_rejected_call_is_said_to_the_run_that_asked() {
+    let (v, fake) = setup();
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/ops/plan.md", "Write the plan down.");
+    wait_until(T, "the run suspended", || suspended(&v).len() == 1);
+    let note = approval_note(&v);
+    let text = v.read(&note);
+    v.write(&note, &text.replacen("status: pending", "status: rejected", 1));
+    let reqs = fake.wait_for_requests(2, T);
+    let results = wire::tool_results(&reqs[1].body);
+    assert!(
+        results[0].2 && results[0].1.contains("rejected this call"),
+        "{results:?}"
+    );
+    assert!(!v.path("project/plan.md").exists());
+}
+
+/// `kill -9` during the second part: it is never started again (its calls may have run); the
+/// daily note says so and points to undo.
+#[test]
+fn a_second_part_cut_off_by_kill_9_does_not_start_twice() {
+    let (v, fake) = setup();
+    let mut d = Daemon::start(&v);
+    v.write("agent/inbox/ops/plan.md", "Write the plan down.");
+    wait_until(T, "the run suspended", || suspended(&v).len() == 1);
+    fake.respond_with(|req, _| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::text(KIND, "unexpected")
+        } else {
+            wire::text(KIND, "slow").delayed(Duration::from_secs(600))
+        }
+    });
+    approve(&v, &approval_note(&v));
+    fake.wait_for_requests(2, T);
+    d.signal(libc::SIGKILL);
+    assert!(d.wait_exit(T).is_none());
+    let _d = Daemon::start(&v);
+    wait_until(T, "the cut-off part named", || {
+        v.daily()
+            .contains("was cut off when tabd stopped; it does not start twice")
+    });
+    crate::support::daemon::wait_idle(&v);
+    assert!(suspended(&v).is_empty());
+    assert_eq!(fake.requests().len(), 2, "no third request");
+}
