@@ -1,7 +1,7 @@
 //! `cargo bench --bench daemon`: the real `tabd` binary (release) against the fake model
 //! server answering instantly. Prints a table and one JSON object.
 //!
-//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox,quiet` (default: all), and
+//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox,quiet,resume` (default: all), and
 //! `journal10k` (10,000 runs, ~2 minutes; not in the default set).
 //! Timings are medians over repeated runs; nothing here is asserted.
 
@@ -1127,9 +1127,88 @@ fn journal_long(out: &mut Value) {
         json!({ "runs": runs, "bytes": bytes, "prune_ms": prune_ms, "after_prune_bytes": after });
 }
 
+/// What suspending a run and going on costs tabd (DESIGN §22): saving the record, the daemon's
+/// look at the suspended runs after an approvals pass, the decisions, the continued conversation,
+/// marking it resuming and removing it — for a run with a 24 KB conversation. Medians of 200.
+fn resume_cost(out: &mut Value) {
+    use tabd::provider::{Block, Message, Request};
+    use tabd::run::suspend::{self, Suspended};
+    let dir = tempfile::tempdir().unwrap();
+    let vault = tabd::vault::Vault::open(dir.path()).unwrap();
+    let text = "The delivery plan, with its milestones and risks. ".repeat(160);
+    let request = Request {
+        model: "claude-sonnet-4-5".into(),
+        system: text.clone(),
+        messages: vec![
+            Message::user(vec![Block::Text { text: text.clone(), cache: true }]),
+            Message {
+                speaker: tabd::provider::Speaker::Assistant,
+                content: vec![Block::ToolUse { id: "w1".into(), name: "write_file".into(), input: json!({"path": "p.md", "content": text}) }],
+                raw: None,
+            },
+        ],
+        tools: Vec::new(),
+        max_tokens: 4096,
+        temperature: None,
+        thinking_budget: 0,
+        tool_choice_none: false,
+        cache_ttl: None,
+    };
+    let note = "agent/approvals/2026-11-25-ops-write_file-abc123.md".to_string();
+    let record = Suspended {
+        run_id: "20261125T090000Z-ops-0000abcd".into(),
+        role: "ops".into(),
+        started_at: chrono::Utc::now(),
+        suspended_at: chrono::Utc::now(),
+        turn: serde_json::from_value(json!({
+            "request": serde_json::to_value(&request).unwrap(),
+            "results": [{"type": "tool_result", "tool_use_id": "w1", "content": "queued", "is_error": false}],
+            "waiting": [["w1", note]],
+        }))
+        .unwrap(),
+        spent_tokens: 12_000,
+        spent_usd: 0.04,
+        tool_calls: 1,
+        deadline_left_ms: 500_000,
+        hops: 0,
+        role_hash: String::new(),
+        resuming: false,
+    };
+    let mut state = tabd::state::State::default();
+    state.approvals.insert(
+        "abc123".into(),
+        serde_json::from_value(json!({
+            "role": "ops", "tool": "write_file", "exposed": "write_file", "risk": "write", "note": note,
+            "args_hash": "", "run_id": record.run_id, "created": chrono::Utc::now(), "expires": chrono::Utc::now(),
+            "phase": "done", "outcome": "done: wrote 8,000 bytes to p.md"
+        }))
+        .unwrap(),
+    );
+    let mut ms = Vec::new();
+    for _ in 0..200 {
+        let t0 = Instant::now();
+        suspend::save(&vault, &record).unwrap();
+        let mut found = suspend::all(&vault).pop().unwrap();
+        let decided = suspend::decisions(&state, &found).unwrap();
+        let req = suspend::continued(&found, &decided);
+        found.resuming = true;
+        suspend::save(&vault, &found).unwrap();
+        suspend::remove(&vault, &found.run_id);
+        ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(req.messages.len(), 3);
+    }
+    ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let median = percentile(&ms, 0.5);
+    println!(
+        "suspend + resume of a run with a 24 KB conversation: median {median:.3} ms (p90 {:.3} ms) over 200",
+        percentile(&ms, 0.9)
+    );
+    out["resume"] = json!({ "median_ms": median, "p90_ms": percentile(&ms, 0.9) });
+}
+
 fn main() {
     let wanted = std::env::var("TABD_BENCH").unwrap_or_else(|_| {
-        "latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox,quiet".into()
+        "latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox,quiet,resume".into()
     });
     let on = |n: &str| wanted.split(',').any(|w| w.trim() == n);
     let mut out = json!({ "machine": machine() });
@@ -1169,6 +1248,9 @@ fn main() {
     }
     if on("journal10k") {
         journal_long(&mut out);
+    }
+    if on("resume") {
+        resume_cost(&mut out);
     }
     println!("{}", serde_json::to_string(&out).unwrap());
 }

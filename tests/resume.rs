@@ -208,3 +208,62 @@ fn a_second_part_cut_off_by_kill_9_does_not_start_twice() {
     assert!(suspended(&v).is_empty());
     assert_eq!(fake.requests().len(), 2, "no third request");
 }
+
+/// Two calls wait in one turn: the run goes on only when both are decided, with both results;
+/// what its two parts changed is undone by one `tabd undo` of the run.
+#[test]
+fn several_waiting_calls_resume_together_and_undo_covers_both_parts() {
+    let v = TestVault::new();
+    v.unschedule_stock_roles();
+    let fake = FakeModel::start();
+    v.use_model(&fake, KIND, &daemon_config(""));
+    v.write("project/a.md", "a before\n");
+    v.write(
+        "roles/ops.md",
+        "---\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep notes.\n## Tools\n- write_file\n- append_file\n",
+    );
+    fake.respond_with(|req, _| {
+        let results = wire::tool_results(&req.body);
+        if results.is_empty() {
+            wire::tools(
+                KIND,
+                Some("Note it, and ask for two plans."),
+                &[
+                    ("a1", "append_file", json!({"path": "project/a.md", "content": "part one"})),
+                    ("w1", "write_file", json!({"path": "project/one.md", "content": "1"})),
+                    ("w2", "write_file", json!({"path": "project/two.md", "content": "2"})),
+                ],
+            )
+        } else if !results.iter().any(|r| r.0 == "a2") {
+            wire::tools(KIND, Some("And note the outcome."), &[("a2", "append_file", json!({"path": "project/a.md", "content": "part two"}))])
+        } else {
+            wire::text(KIND, "Done.")
+        }
+    });
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/ops/go.md", "Go.");
+    wait_until(T, "the run suspended", || suspended(&v).len() == 1);
+    let notes: Vec<String> = v
+        .files_in("agent/approvals")
+        .into_iter()
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("agent/approvals/{n}"))
+        .collect();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    approve(&v, &notes[0]);
+    wait_until(T, "the first call ran", || v.path("project/one.md").exists() || v.path("project/two.md").exists());
+    crate::support::daemon::wait_idle(&v);
+    assert_eq!(fake.requests().len(), 1, "one call still waits: no second part yet");
+    approve(&v, &notes[1]);
+    let reqs = fake.wait_for_requests(2, T);
+    let results = wire::tool_results(&reqs[1].body);
+    let ran = |id: &str| results.iter().any(|r| r.0 == id && r.1.contains("approved this call and it ran"));
+    assert!(ran("w1") && ran("w2"), "{results:?}");
+    assert!(results.iter().any(|r| r.0 == "a1" && !r.2), "the first part's own call keeps its result: {results:?}");
+    wait_until(T, "the run done", || suspended(&v).is_empty() && v.daily().contains("Done."));
+    assert_eq!(v.read("project/a.md"), "a before\npart one\npart two");
+    let run = v.records()[0]["run_id"].as_str().unwrap().to_string();
+    let out = v.tabd(&["undo", &run]);
+    assert_eq!(out.status.code(), Some(0), "{}", crate::support::describe(&out));
+    assert_eq!(v.read("project/a.md"), "a before\n", "both parts undone");
+}

@@ -155,6 +155,12 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
         bar.finish_and_clear();
     }
     print_result(role, &result, started);
+    if run::suspend::all(&ws.vault).iter().any(|s| s.run_id == result.record.run_id) {
+        println!(
+            "The run waits for your decision and goes on with the result once you decide — in the running \
+             daemon, or when `tabd run` next starts."
+        );
+    }
     match &result.failure {
         None => Ok(0),
         Some((class, msg)) => {
