@@ -1140,10 +1140,17 @@ fn resume_cost(out: &mut Value) {
         model: "claude-sonnet-4-5".into(),
         system: text.clone(),
         messages: vec![
-            Message::user(vec![Block::Text { text: text.clone(), cache: true }]),
+            Message::user(vec![Block::Text {
+                text: text.clone(),
+                cache: true,
+            }]),
             Message {
                 speaker: tabd::provider::Speaker::Assistant,
-                content: vec![Block::ToolUse { id: "w1".into(), name: "write_file".into(), input: json!({"path": "p.md", "content": text}) }],
+                content: vec![Block::ToolUse {
+                    id: "w1".into(),
+                    name: "write_file".into(),
+                    input: json!({"path": "p.md", "content": text}),
+                }],
                 raw: None,
             },
         ],

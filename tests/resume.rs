@@ -229,13 +229,33 @@ fn several_waiting_calls_resume_together_and_undo_covers_both_parts() {
                 KIND,
                 Some("Note it, and ask for two plans."),
                 &[
-                    ("a1", "append_file", json!({"path": "project/a.md", "content": "part one"})),
-                    ("w1", "write_file", json!({"path": "project/one.md", "content": "1"})),
-                    ("w2", "write_file", json!({"path": "project/two.md", "content": "2"})),
+                    (
+                        "a1",
+                        "append_file",
+                        json!({"path": "project/a.md", "content": "part one"}),
+                    ),
+                    (
+                        "w1",
+                        "write_file",
+                        json!({"path": "project/one.md", "content": "1"}),
+                    ),
+                    (
+                        "w2",
+                        "write_file",
+                        json!({"path": "project/two.md", "content": "2"}),
+                    ),
                 ],
             )
         } else if !results.iter().any(|r| r.0 == "a2") {
-            wire::tools(KIND, Some("And note the outcome."), &[("a2", "append_file", json!({"path": "project/a.md", "content": "part two"}))])
+            wire::tools(
+                KIND,
+                Some("And note the outcome."),
+                &[(
+                    "a2",
+                    "append_file",
+                    json!({"path": "project/a.md", "content": "part two"}),
+                )],
+            )
         } else {
             wire::text(KIND, "Done.")
         }
@@ -251,16 +271,31 @@ fn several_waiting_calls_resume_together_and_undo_covers_both_parts() {
         .collect();
     assert_eq!(notes.len(), 2, "{notes:?}");
     approve(&v, &notes[0]);
-    wait_until(T, "the first call ran", || v.path("project/one.md").exists() || v.path("project/two.md").exists());
+    wait_until(T, "the first call ran", || {
+        v.path("project/one.md").exists() || v.path("project/two.md").exists()
+    });
     crate::support::daemon::wait_idle(&v);
-    assert_eq!(fake.requests().len(), 1, "one call still waits: no second part yet");
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "one call still waits: no second part yet"
+    );
     approve(&v, &notes[1]);
     let reqs = fake.wait_for_requests(2, T);
     let results = wire::tool_results(&reqs[1].body);
-    let ran = |id: &str| results.iter().any(|r| r.0 == id && r.1.contains("approved this call and it ran"));
+    let ran = |id: &str| {
+        results
+            .iter()
+            .any(|r| r.0 == id && r.1.contains("approved this call and it ran"))
+    };
     assert!(ran("w1") && ran("w2"), "{results:?}");
-    assert!(results.iter().any(|r| r.0 == "a1" && !r.2), "the first part's own call keeps its result: {results:?}");
-    wait_until(T, "the run done", || suspended(&v).is_empty() && v.daily().contains("Done."));
+    assert!(
+        results.iter().any(|r| r.0 == "a1" && !r.2),
+        "the first part's own call keeps its result: {results:?}"
+    );
+    wait_until(T, "the run done", || {
+        suspended(&v).is_empty() && v.daily().contains("Done.")
+    });
     assert_eq!(v.read("project/a.md"), "a before\npart one\npart two");
     let run = v.records()[0]["run_id"].as_str().unwrap().to_string();
     let out = v.tabd(&["undo", &run]);

@@ -155,12 +155,7 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
         bar.finish_and_clear();
     }
     print_result(role, &result, started);
-    if run::suspend::all(&ws.vault).iter().any(|s| s.run_id == result.record.run_id) {
-        println!(
-            "The run waits for your decision and goes on with the result once you decide — in the running \
-             daemon, or when `tabd run` next starts."
-        );
-    }
+    say_if_waiting(ws, &result);
     match &result.failure {
         None => Ok(0),
         Some((class, msg)) => {
@@ -179,6 +174,19 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
             eprintln!("error: {msg}\n({what})");
             Ok(1)
         }
+    }
+}
+
+/// A run that waits for the person's decision says so: it goes on once they decide.
+fn say_if_waiting(ws: &Workspace, result: &run::RunResult) {
+    if run::suspend::all(&ws.vault)
+        .iter()
+        .any(|s| s.run_id == result.record.run_id)
+    {
+        println!(
+            "The run waits for your decision and goes on with the result once you decide — in the running \
+             daemon, or when `tabd run` next starts."
+        );
     }
 }
 
