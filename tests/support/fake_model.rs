@@ -302,6 +302,51 @@ fn check_invariants(rec: &Recorded) -> Vec<String> {
             }
         }
     }
+    problems.extend(unanswered_calls(messages));
+    problems
+}
+
+/// Every call the model made is answered before the conversation goes on (issue 32): a
+/// `tool_use` by a `tool_result` in the very next message (Anthropic), a `tool_calls` entry by a
+/// `role: tool` message before the next other message (OpenAI). The real APIs reject a request
+/// that breaks this with a 400.
+fn unanswered_calls(messages: &[Value]) -> Vec<String> {
+    let ids = |m: &Value, kind: &str, key: &str| -> Vec<String> {
+        m.get("content")
+            .and_then(Value::as_array)
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .filter(|b| b["type"] == kind)
+                    .filter_map(|b| b[key].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut problems = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        for id in ids(m, "tool_use", "id") {
+            let answered = messages
+                .get(i + 1)
+                .is_some_and(|next| ids(next, "tool_result", "tool_use_id").contains(&id));
+            if !answered {
+                problems.push(format!("tool_use {id} has no tool_result in the next message"));
+            }
+        }
+        if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
+            let answers: Vec<&str> = messages[i + 1..]
+                .iter()
+                .take_while(|n| n["role"] == "tool")
+                .filter_map(|n| n["tool_call_id"].as_str())
+                .collect();
+            for c in calls {
+                let id = c["id"].as_str().unwrap_or("");
+                if !answers.contains(&id) {
+                    problems.push(format!("tool call {id} has no tool message after it"));
+                }
+            }
+        }
+    }
     problems
 }
 
@@ -444,4 +489,26 @@ pub mod canned {
     pub fn openai_error(kind: &str, message: &str) -> Value {
         json!({ "error": { "message": message, "type": kind, "param": null, "code": kind } })
     }
+}
+
+#[test]
+fn a_call_without_its_answer_breaks_the_wire_format() {
+    use serde_json::json;
+    let anthropic = [
+        json!({"role": "user", "content": [{"type": "text", "text": "go"}]}),
+        json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}]}),
+        json!({"role": "user", "content": [{"type": "text", "text": "no answer"}]}),
+    ];
+    assert_eq!(unanswered_calls(&anthropic), ["tool_use t1 has no tool_result in the next message"]);
+    let openai = [
+        json!({"role": "assistant", "tool_calls": [{"id": "c1"}, {"id": "c2"}]}),
+        json!({"role": "tool", "tool_call_id": "c1", "content": "ok"}),
+        json!({"role": "user", "content": "next"}),
+    ];
+    assert_eq!(unanswered_calls(&openai), ["tool call c2 has no tool message after it"]);
+    let fine = [
+        json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}]}),
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}),
+    ];
+    assert!(unanswered_calls(&fine).is_empty());
 }
