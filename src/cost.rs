@@ -34,9 +34,6 @@ pub fn round_usd(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
-/// When the built-in prices were taken from Anthropic's pricing page
-/// (platform.claude.com/docs/en/about-claude/pricing). Newer prices go in the config.
-pub const PRICES_TAKEN: &str = "2026-11-22";
 
 /// US dollars per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
@@ -99,7 +96,8 @@ const fn p(input: f64, output: f64, cache_write: f64, cache_write_1h: f64, cache
 }
 
 /// Model id prefixes and their prices; the longest matching prefix wins, so dated ids
-/// (`claude-sonnet-4-5-20250929`) find their family.
+/// (`claude-sonnet-4-5-20250929`) find their family. Taken from Anthropic's pricing page
+/// (platform.claude.com/docs/en/about-claude/pricing) on 2026-11-22; newer prices go in the config.
 const BUILT_IN: &[(&str, Price)] = &[
     ("claude-fable-5", p(10.0, 50.0, 12.5, 20.0, 1.0)),
     ("claude-fable-5-1", p(10.0, 50.0, 12.5, 20.0, 0.25)),

@@ -294,14 +294,6 @@ impl RunLog {
         self.vault.append(path, &line, None, false)
     }
 
-    /// Appends one run's section to the daily note.
-    pub fn write_run(&self, rec: &RunRecord, human: &HumanRun) -> Result<VaultPath, VaultError> {
-        let text = self.render_run(rec, human);
-        let path = self.daily_path(rec.started_at);
-        self.append_daily(&path, &text)?;
-        Ok(path)
-    }
-
     /// Appends the JSONL record.
     pub fn write_record(&self, rec: &RunRecord) -> Result<(), VaultError> {
         let value = serde_json::to_value(rec).map_err(|e| VaultError::Io(e.to_string()))?;
@@ -738,7 +730,8 @@ mod tests {
                             summary: format!("run {t}-{i}\n").repeat(50),
                             ..HumanRun::default()
                         };
-                        log.write_run(&rec, &human).unwrap();
+                        let day = log.daily_path(rec.started_at);
+                        log.append_daily(&day, &log.render_run(&rec, &human)).unwrap();
                         log.write_record(&rec).unwrap();
                     }
                 })

@@ -21,10 +21,15 @@ fn reported(v: &TestVault) -> Value {
     listed["servers"][0]["sandbox"].clone()
 }
 
-/// Whether the kernel enforces the sandbox, and its Landlock ABI (else these tests say so).
+/// Whether the kernel enforces the sandbox, and its Landlock ABI (else these tests say so — or,
+/// with `TABD_REQUIRE_SANDBOX=1`, which `.ci/run` sets where the kernel lists Landlock, fail:
+/// a machine that should sandbox must not pass these tests by skipping them).
 fn enforced(v: &TestVault) -> Option<u64> {
     let sb = reported(v);
     if sb["enforced"] != json!(true) {
+        if std::env::var("TABD_REQUIRE_SANDBOX").is_ok_and(|r| r == "1") {
+            panic!("TABD_REQUIRE_SANDBOX=1, but this machine cannot sandbox: {}", sb["why_not"]);
+        }
         eprintln!("skipped: this kernel cannot sandbox ({})", sb["why_not"]);
         return None;
     }

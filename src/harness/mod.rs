@@ -186,11 +186,6 @@ impl Harness {
         tools::vault_risk(name).or_else(|| self.mcp.get(name).map(|t| t.risk))
     }
 
-    /// Calls counted so far.
-    pub fn calls_used(&self) -> u32 {
-        self.used.load(Ordering::SeqCst).min(self.ticket.max_tool_calls)
-    }
-
     /// Everything recorded so far (the run's record takes it at the end).
     pub fn log(&self) -> CallLog {
         self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()

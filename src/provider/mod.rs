@@ -9,8 +9,6 @@ mod error;
 mod http;
 mod openai;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -143,7 +141,7 @@ impl Response {
     }
 }
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use futures::future::BoxFuture;
 
 /// One model API. `send` makes exactly one HTTP attempt; `complete` adds retries.
 pub trait Provider: Send + Sync {
