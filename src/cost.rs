@@ -34,7 +34,6 @@ pub fn round_usd(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
-
 /// US dollars per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]

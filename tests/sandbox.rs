@@ -28,7 +28,10 @@ fn enforced(v: &TestVault) -> Option<u64> {
     let sb = reported(v);
     if sb["enforced"] != json!(true) {
         if std::env::var("TABD_REQUIRE_SANDBOX").is_ok_and(|r| r == "1") {
-            panic!("TABD_REQUIRE_SANDBOX=1, but this machine cannot sandbox: {}", sb["why_not"]);
+            panic!(
+                "TABD_REQUIRE_SANDBOX=1, but this machine cannot sandbox: {}",
+                sb["why_not"]
+            );
         }
         eprintln!("skipped: this kernel cannot sandbox ({})", sb["why_not"]);
         return None;

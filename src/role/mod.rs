@@ -930,47 +930,7 @@ fn union(into: &mut Vec<String>, from: &[String]) {
 /// Applies `child` over `acc` (which holds the merged ancestors): scalars and text sections from
 /// the child win; lists are unions, parent first, so a child never loses a parent's guardrail.
 fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
-    let s = &mut acc.settings;
-    let c = &child.settings;
-    macro_rules! child_wins {
-        ($($field:ident),*) => { $( if c.$field.is_some() { s.$field = c.$field.clone(); } )* };
-    }
-    child_wins!(
-        model,
-        max_tokens,
-        temperature,
-        thinking_budget,
-        max_tool_calls,
-        max_tokens_per_run,
-        max_cost_usd,
-        daily_token_budget,
-        daily_cost_budget_usd,
-        max_runs_per_day,
-        min_interval,
-        max_chain_depth,
-        timezone,
-        enabled,
-        catch_up,
-        stale_after,
-        skip_unchanged,
-        runs_on,
-        move_folders,
-        max_delegation_depth,
-        max_parallel_delegates,
-        output,
-        resume
-    );
-    union(&mut s.can_trigger, &c.can_trigger);
-    union(&mut s.can_delegate_to, &c.can_delegate_to);
-    union(&mut s.write_paths, &c.write_paths);
-    union(&mut s.watch, &c.watch);
-    union(&mut s.deny_tools, &c.deny_tools);
-    if !c.expect.is_empty() {
-        s.expect = c.expect.clone();
-    }
-    for (k, v) in &c.approve {
-        s.approve.insert(k.clone(), *v);
-    }
+    acc.settings.inherit(&child.settings);
 
     if child.mission.is_some() {
         acc.mission = child.mission.clone();

@@ -100,6 +100,94 @@ pub struct OutputContract {
     pub path: Option<String>,
 }
 
+impl RoleSettings {
+    /// `child` extends `self` (DESIGN §3): the child's scalars win, lists join (the parent's
+    /// first), `approve` entries are overridden one by one, `expect` is the child's when it has
+    /// one. Every field is named here — no `..` — so a setting added to the struct and not
+    /// decided here does not compile (issue 32: a field forgotten was silently not inherited).
+    pub fn inherit(&mut self, child: &RoleSettings) {
+        let RoleSettings {
+            model,
+            max_tokens,
+            temperature,
+            thinking_budget,
+            max_tool_calls,
+            max_tokens_per_run,
+            max_cost_usd,
+            daily_token_budget,
+            daily_cost_budget_usd,
+            max_runs_per_day,
+            min_interval,
+            max_chain_depth,
+            timezone,
+            enabled,
+            extends: _, // each file's own: never inherited
+            can_trigger,
+            write_paths,
+            catch_up,
+            stale_after,
+            watch,
+            deny_tools,
+            skip_unchanged,
+            runs_on,
+            move_folders,
+            approve,
+            can_delegate_to,
+            max_delegation_depth,
+            max_parallel_delegates,
+            output,
+            expect,
+            resume,
+        } = child;
+        fn wins<T: Clone>(mine: &mut Option<T>, child: &Option<T>) {
+            if child.is_some() {
+                mine.clone_from(child);
+            }
+        }
+        fn union(mine: &mut Vec<String>, child: &[String]) {
+            for item in child {
+                if !mine.contains(item) {
+                    mine.push(item.clone());
+                }
+            }
+        }
+        wins(&mut self.model, model);
+        wins(&mut self.max_tokens, max_tokens);
+        wins(&mut self.temperature, temperature);
+        wins(&mut self.thinking_budget, thinking_budget);
+        wins(&mut self.max_tool_calls, max_tool_calls);
+        wins(&mut self.max_tokens_per_run, max_tokens_per_run);
+        wins(&mut self.max_cost_usd, max_cost_usd);
+        wins(&mut self.daily_token_budget, daily_token_budget);
+        wins(&mut self.daily_cost_budget_usd, daily_cost_budget_usd);
+        wins(&mut self.max_runs_per_day, max_runs_per_day);
+        wins(&mut self.min_interval, min_interval);
+        wins(&mut self.max_chain_depth, max_chain_depth);
+        wins(&mut self.timezone, timezone);
+        wins(&mut self.enabled, enabled);
+        wins(&mut self.catch_up, catch_up);
+        wins(&mut self.stale_after, stale_after);
+        wins(&mut self.skip_unchanged, skip_unchanged);
+        wins(&mut self.runs_on, runs_on);
+        wins(&mut self.move_folders, move_folders);
+        wins(&mut self.max_delegation_depth, max_delegation_depth);
+        wins(&mut self.max_parallel_delegates, max_parallel_delegates);
+        wins(&mut self.output, output);
+        wins(&mut self.resume, resume);
+        union(&mut self.can_trigger, can_trigger);
+        union(&mut self.can_delegate_to, can_delegate_to);
+        union(&mut self.write_paths, write_paths);
+        union(&mut self.watch, watch);
+        union(&mut self.deny_tools, deny_tools);
+        for (k, v) in approve {
+            self.approve.insert(k.clone(), *v);
+        }
+        if !expect.is_empty() {
+            self.expect.clone_from(expect);
+        }
+    }
+}
+
 /// The deepest delegation a role may ask for.
 pub const MAX_DELEGATION_DEPTH: u32 = 5;
 

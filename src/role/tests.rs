@@ -485,3 +485,32 @@ fn expect_takes_a_path_and_a_deadline_schedule_and_says_what_is_wrong() {
         assert!(e.contains(says), "{bad}: {e}");
     }
 }
+
+/// Issue 32: the list of known settings and what reads them cannot drift apart — every listed
+/// key is read (a wrong value gets that key's own message, never "unknown setting").
+#[test]
+fn every_known_setting_is_read() {
+    for key in crate::role::settings::KNOWN_KEYS {
+        let set = load(&[("r", &format!("---\n{key}: [[[nonsense]]]\n---\n# R\n"))]);
+        for d in &set.diagnostics {
+            assert!(!d.message.contains("unknown setting"), "{key}: {}", d.message);
+        }
+    }
+}
+
+/// A child inherits every setting it does not set itself (checked field by field by the
+/// compiler in `RoleSettings::inherit`; here, for a few, by behaviour).
+#[test]
+fn a_child_inherits_what_it_does_not_set() {
+    let parent =
+        "---\nresume: false\nmax_parallel_delegates: 2\nexpect: {path: \"r.md\", by: \"8:30\"}\n---\n# P\n";
+    let set = load(&[
+        ("_p", parent),
+        ("c", "---\nextends: _p\n---\n# C\n## Mission\nM.\n"),
+    ]);
+    let c = &set.roles["c"].settings;
+    assert_eq!(
+        (c.resume, c.max_parallel_delegates, c.expect.len()),
+        (Some(false), Some(2), 1)
+    );
+}

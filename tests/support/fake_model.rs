@@ -499,13 +499,19 @@ fn a_call_without_its_answer_breaks_the_wire_format() {
         json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}]}),
         json!({"role": "user", "content": [{"type": "text", "text": "no answer"}]}),
     ];
-    assert_eq!(unanswered_calls(&anthropic), ["tool_use t1 has no tool_result in the next message"]);
+    assert_eq!(
+        unanswered_calls(&anthropic),
+        ["tool_use t1 has no tool_result in the next message"]
+    );
     let openai = [
         json!({"role": "assistant", "tool_calls": [{"id": "c1"}, {"id": "c2"}]}),
         json!({"role": "tool", "tool_call_id": "c1", "content": "ok"}),
         json!({"role": "user", "content": "next"}),
     ];
-    assert_eq!(unanswered_calls(&openai), ["tool call c2 has no tool message after it"]);
+    assert_eq!(
+        unanswered_calls(&openai),
+        ["tool call c2 has no tool message after it"]
+    );
     let fine = [
         json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}]}),
         json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}),
