@@ -173,8 +173,7 @@ pub struct InboxListing {
     pub has_failed: bool,
 }
 
-/// The folders tabd keeps in an inbox (DESIGN §5).
-const INBOX_FOLDERS: [&str; 3] = ["processed", "failed", "archive"];
+use crate::vault::layout::INBOX_FOLDERS;
 
 /// Why an entry a person put in an inbox is not read, when it looks like it was meant to be: a
 /// folder of notes (only notes directly in the inbox are read), or a file that is not Markdown
@@ -203,7 +202,7 @@ pub fn list(vault: &Vault, inbox: &VaultPath) -> Result<InboxListing, VaultError
     let mut out = InboxListing::default();
     for e in listing.entries {
         let name = e.path.file_name();
-        if e.is_dir && name == "failed" {
+        if e.is_dir && name == crate::vault::layout::FAILED {
             out.has_failed = true;
         }
         if let Some(why) = not_read(&e) {

@@ -266,13 +266,18 @@ impl RunLog {
     }
 
     pub fn daily_path(&self, at: DateTime<Utc>) -> VaultPath {
-        let name = format!("daily/{}.md", at.with_timezone(&self.tz()).format("%Y-%m-%d"));
+        let name = format!(
+            "{}/{}.md",
+            crate::vault::layout::DAILY,
+            at.with_timezone(&self.tz()).format("%Y-%m-%d")
+        );
         fixed_path(&name).unwrap_or_else(|_| VaultPath::root())
     }
 
     pub fn jsonl_path(&self, at: DateTime<Utc>) -> VaultPath {
         let name = format!(
-            ".tabd/runs/{}.jsonl",
+            "{}/{}.jsonl",
+            crate::vault::layout::RUNS,
             at.with_timezone(&self.tz()).format("%Y-%m-%d")
         );
         fixed_path(&name).unwrap_or_else(|_| VaultPath::root())
@@ -404,7 +409,7 @@ impl RunLog {
         s.push_str(&format!(
             "- **Run:** `{}` · {}\n",
             rec.run_id,
-            wikilink(&format!("roles/{}.md", rec.role))
+            wikilink(&crate::vault::layout::role_file(&rec.role))
         ));
         s.push_str(&facts(human));
         if !rec.tool_calls.is_empty() {

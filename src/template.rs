@@ -46,7 +46,9 @@ pub fn init_vault(root: &Path) -> std::io::Result<InitReport> {
             Err(e) => return Err(e),
         }
     }
-    let inboxes = stock_role_names().into_iter().map(|r| format!("agent/inbox/{r}"));
+    let inboxes = stock_role_names()
+        .into_iter()
+        .map(|r| crate::vault::layout::default_inbox(&r));
     for folder in FOLDERS.iter().map(|s| s.to_string()).chain(inboxes) {
         let path = root.join(&folder);
         if !path.exists() {

@@ -16,4 +16,4 @@ pub use crate::state::approvals::{Approval, Phase};
 pub use policy::mode_for;
 
 /// Where approval notes live. Roles can never write here (tools/policy.rs).
-pub const FOLDER: &str = "agent/approvals";
+pub const FOLDER: &str = crate::vault::layout::APPROVALS;

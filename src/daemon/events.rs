@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::ready::FsEvent;
+use crate::vault::layout;
 
 /// The paths the daemon cares about, as of the last reload.
 #[derive(Debug, Default, Clone)]
@@ -59,7 +60,7 @@ pub fn classify(ev: &FsEvent, paths: &Paths) -> EventClass {
         return EventClass::Folders;
     }
     let parent = p.parent().unwrap_or(Path::new(""));
-    if parent == paths.root.join("roles") {
+    if parent == paths.root.join(layout::ROLES) {
         return EventClass::Roles;
     }
     // The config file, or a folder on its way made (`~/.config/tabd` before `config.toml`).
@@ -70,7 +71,7 @@ pub fn classify(ev: &FsEvent, paths: &Paths) -> EventClass {
     {
         return EventClass::Config;
     }
-    if parent == paths.root.join("agent/inbox") {
+    if parent == paths.root.join(layout::INBOXES) {
         return EventClass::Folders;
     }
     if parent == paths.approvals() {
@@ -79,7 +80,7 @@ pub fn classify(ev: &FsEvent, paths: &Paths) -> EventClass {
     if let Some(owners) = paths.inbox_owners.get(parent) {
         return EventClass::Inbox(owners.clone());
     }
-    if parent.parent() == Some(paths.root.join("agent/inbox").as_path()) {
+    if parent.parent() == Some(paths.root.join(layout::INBOXES).as_path()) {
         return EventClass::Stranded;
     }
     let rel = p.strip_prefix(&paths.root).ok().and_then(Path::to_str);

@@ -16,7 +16,7 @@ pub enum LockError {
 }
 
 fn lock_path() -> VaultPath {
-    VaultPath::parse(".tabd/lock", false).unwrap_or_else(|_| VaultPath::root())
+    VaultPath::parse(crate::vault::layout::DAEMON_LOCK, false).unwrap_or_else(|_| VaultPath::root())
 }
 
 /// Takes the lock or says who holds it.

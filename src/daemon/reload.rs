@@ -11,19 +11,19 @@ use crate::config::{self, Config};
 use crate::context;
 use crate::provider;
 use crate::role::{LoadContext, RoleSet};
-use crate::vault::VaultPath;
+use crate::vault::{layout, VaultPath};
 
 impl Daemon {
     /// Creates inboxes, points the watcher at them, `roles/`, the config and `watch` files.
     pub(super) fn refresh_watches(&mut self) {
         let root = self.watching.paths.root.clone();
-        let mut dirs: Vec<PathBuf> = vec![root.join("roles"), root.join("agent/inbox")];
+        let mut dirs: Vec<PathBuf> = vec![root.join(layout::ROLES), root.join(layout::INBOXES)];
         let mut owners: HashMap<PathBuf, Vec<String>> = HashMap::new();
         let mut watched: HashMap<String, Vec<String>> = HashMap::new();
         let roles = self.run_env.roles.clone();
         // One listing of agent/inbox says which inboxes exist: a thousand roles cost one read of
         // a folder, not a thousand mkdir and stat calls.
-        let existing: HashSet<VaultPath> = VaultPath::parse("agent/inbox", false)
+        let existing: HashSet<VaultPath> = VaultPath::parse(layout::INBOXES, false)
             .ok()
             .and_then(|d| self.run_env.vault.list(&d).ok())
             .map(|l| {

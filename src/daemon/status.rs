@@ -16,7 +16,7 @@ use crate::limits::{daily_stop, RoleLimits};
 use crate::role::RoleSet;
 use crate::state::State;
 use crate::text::thousands;
-use crate::vault::{Durability, Vault, VaultPath};
+use crate::vault::{layout, Durability, Vault, VaultPath};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LastRunView {
@@ -279,7 +279,7 @@ fn starts_children(config: &Config) -> bool {
 /// (`agent/inbox/deliverry/ (1 note) — did you mean agent/inbox/delivery/?`), or directly in
 /// `agent/inbox/` itself.
 pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
-    let Ok(base) = VaultPath::parse("agent/inbox", false) else {
+    let Ok(base) = VaultPath::parse(layout::INBOXES, false) else {
         return Vec::new();
     };
     let Ok(listing) = vault.list(&base) else {
@@ -337,7 +337,7 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
     let role = src.roles.roles.get(name);
     let inbox_dir = role
         .map(|r| r.inbox.clone())
-        .or_else(|| VaultPath::parse(&format!("agent/inbox/{name}"), false).ok())
+        .or_else(|| VaultPath::parse(&layout::default_inbox(name), false).ok())
         .unwrap_or_else(VaultPath::root);
     // The running daemon knows its inboxes from its last scan; only `tabd status` lists them.
     let (pending, unreadable) = match src.live.roles.get(name) {
@@ -348,7 +348,7 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
         None => count_notes(src.vault, &inbox_dir),
     };
     let no_failed_folder = src.live.roles.get(name).is_some_and(|v| !v.has_failed);
-    let failed = match inbox_dir.join("failed") {
+    let failed = match inbox_dir.join(layout::FAILED) {
         Ok(d) if !no_failed_folder => count_notes(src.vault, &d).0,
         _ => 0,
     };
@@ -406,13 +406,13 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
 /// Writes `agent/status.md` and `.tabd/status.json` (both atomically, through the vault).
 pub fn write(vault: &Vault, report: &StatusReport, tz: Tz) {
     let note = render_note(report, tz);
-    if let Ok(p) = VaultPath::parse("agent/status.md", false) {
+    if let Ok(p) = VaultPath::parse(layout::STATUS_NOTE, false) {
         if let Err(e) = vault.write_atomic_with(&p, note.as_bytes(), Durability::None) {
             tracing::warn!("cannot write agent/status.md: {e}");
         }
     }
     if let (Ok(p), Ok(json)) = (
-        VaultPath::parse(".tabd/status.json", false),
+        VaultPath::parse(layout::STATUS_JSON, false),
         serde_json::to_vec_pretty(report),
     ) {
         if let Err(e) = vault.write_atomic_with(&p, &json, Durability::None) {

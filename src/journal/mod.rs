@@ -34,7 +34,7 @@ use sha2::{Digest, Sha256};
 
 use crate::vault::{Durability, Vault, VaultError, VaultPath};
 
-const ROOT: &str = ".tabd/journal";
+const ROOT: &str = crate::vault::layout::JOURNAL;
 
 /// The full SHA-256 of `bytes`, hex.
 pub fn digest(bytes: &[u8]) -> String {

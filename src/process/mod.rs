@@ -24,7 +24,7 @@ use crate::sandbox::places::Places;
 use crate::vault::{Durability, Vault, VaultPath};
 
 /// Where live groups are written down, one file per tabd process.
-const GROUPS_DIR: &str = ".tabd/groups";
+const GROUPS_DIR: &str = crate::vault::layout::GROUPS;
 
 /// How tabd starts children: the environment their settings draw on (`${VAR}`, the variables
 /// passed through) and where their groups are written down (`None`: not written down, e.g. for a

@@ -854,7 +854,7 @@ fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> R
         },
         inbox: match &def.inbox {
             Some(p) => p.clone(),
-            None => VaultPath::parse(&format!("agent/inbox/{}", def.name), false)
+            None => VaultPath::parse(&crate::vault::layout::default_inbox(&def.name), false)
                 .map_err(|e| vec![Diagnostic::error(&def.path, 0, e.to_string())])?,
         },
         preferences: merged.preferences,

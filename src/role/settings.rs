@@ -139,18 +139,6 @@ impl RoleSettings {
             expect,
             resume,
         } = child;
-        fn wins<T: Clone>(mine: &mut Option<T>, child: &Option<T>) {
-            if child.is_some() {
-                mine.clone_from(child);
-            }
-        }
-        fn union(mine: &mut Vec<String>, child: &[String]) {
-            for item in child {
-                if !mine.contains(item) {
-                    mine.push(item.clone());
-                }
-            }
-        }
         wins(&mut self.model, model);
         wins(&mut self.max_tokens, max_tokens);
         wins(&mut self.temperature, temperature);
@@ -184,6 +172,22 @@ impl RoleSettings {
         }
         if !expect.is_empty() {
             self.expect.clone_from(expect);
+        }
+    }
+}
+
+/// The child's value when it has one.
+fn wins<T: Clone>(mine: &mut Option<T>, child: &Option<T>) {
+    if child.is_some() {
+        mine.clone_from(child);
+    }
+}
+
+/// The parent's items, then the child's new ones.
+fn union(mine: &mut Vec<String>, child: &[String]) {
+    for item in child {
+        if !mine.contains(item) {
+            mine.push(item.clone());
         }
     }
 }

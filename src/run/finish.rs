@@ -115,7 +115,7 @@ fn plan(env: &RunEnv, notes: &[Note], failure: Option<FailureClass>, state: &Sta
     let mut p = Plan::default();
     for note in notes {
         let sub = match failure {
-            None => Some("processed"),
+            None => Some(crate::vault::layout::PROCESSED),
             Some(FailureClass::RunFailure) => {
                 // A count belongs to the note it was counted for: a new note under an old name starts at 0.
                 let before = previous
@@ -124,7 +124,7 @@ fn plan(env: &RunEnv, notes: &[Note], failure: Option<FailureClass>, state: &Sta
                     .map_or(0, |a| a.count);
                 let count = before + 1;
                 p.attempts.push((note.path.as_str().to_string(), count, note.ino));
-                (count >= max_attempts).then_some("failed")
+                (count >= max_attempts).then_some(crate::vault::layout::FAILED)
             }
             Some(FailureClass::Outage | FailureClass::Unavailable | FailureClass::Stopped) => None,
         };
@@ -254,7 +254,7 @@ fn human_of(role: &Role, outcome: &TurnOutcome, plan: &Plan) -> HumanRun {
         ..HumanRun::default()
     };
     for (from, to) in &plan.moves {
-        if to.parent().file_name() == "failed" {
+        if to.parent().file_name() == crate::vault::layout::FAILED {
             let count = plan
                 .attempts
                 .iter()
@@ -620,7 +620,7 @@ pub fn recover(env: &RunEnv, held: Option<&str>) -> usize {
 
 /// The role's run lock: one process runs a role at a time (the daemon and `tabd fire` alike).
 pub fn run_lock_path(role: &str) -> VaultPath {
-    VaultPath::parse(&format!(".tabd/run-{role}.lock"), false).unwrap_or_else(|_| VaultPath::root())
+    VaultPath::parse(&crate::vault::layout::run_lock(role), false).unwrap_or_else(|_| VaultPath::root())
 }
 
 /// A run skipped at zero tokens (`skip_unchanged`): a JSONL `skipped` record, and one daily-log

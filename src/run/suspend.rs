@@ -14,7 +14,7 @@ use crate::state::State;
 use crate::turn::Suspension;
 use crate::vault::{Durability, Vault, VaultError, VaultPath};
 
-const DIR: &str = ".tabd/suspended";
+const DIR: &str = crate::vault::layout::SUSPENDED;
 
 /// One suspended run, as saved.
 #[derive(Debug, Clone, Serialize, Deserialize)]

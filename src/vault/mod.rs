@@ -21,6 +21,7 @@
 //! write; the write then still lands inside the vault. Someone with that access can already
 //! write there directly, so this grants nothing new.
 
+pub mod layout;
 mod lock;
 mod path;
 pub mod protected;

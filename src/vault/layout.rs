@@ -1,0 +1,46 @@
+//! Where things live in a vault (DESIGN §2): every fixed path tabd uses, in one place.
+
+/// Role files: `roles/<name>.md`.
+pub const ROLES: &str = "roles";
+/// The inboxes: `agent/inbox/<role>/`.
+pub const INBOXES: &str = "agent/inbox";
+/// Approval notes (DESIGN §15).
+pub const APPROVALS: &str = "agent/approvals";
+/// The status note the daemon keeps.
+pub const STATUS_NOTE: &str = "agent/status.md";
+/// The daily run logs: `daily/YYYY-MM-DD.md`.
+pub const DAILY: &str = "daily";
+/// tabd's own folder: no role reads or writes it.
+pub const TABD: &str = ".tabd";
+/// The machine run records: `.tabd/runs/YYYY-MM-DD.jsonl`.
+pub const RUNS: &str = ".tabd/runs";
+/// The status as JSON (what `tabd status` reads while the daemon runs).
+pub const STATUS_JSON: &str = ".tabd/status.json";
+/// The undo journal (DESIGN §19).
+pub const JOURNAL: &str = ".tabd/journal";
+/// Runs waiting for the person's decision (DESIGN §22).
+pub const SUSPENDED: &str = ".tabd/suspended";
+/// The process groups of children, for reaping after `kill -9`.
+pub const GROUPS: &str = ".tabd/groups";
+/// The daemon's lock: one daemon per vault.
+pub const DAEMON_LOCK: &str = ".tabd/lock";
+/// The folders tabd keeps inside an inbox: handled notes, given-up notes, kept notes.
+pub const INBOX_FOLDERS: [&str; 3] = [PROCESSED, FAILED, ARCHIVE];
+pub const PROCESSED: &str = "processed";
+pub const FAILED: &str = "failed";
+pub const ARCHIVE: &str = "archive";
+
+/// A role's inbox when its file names none: `agent/inbox/<role>`.
+pub fn default_inbox(role: &str) -> String {
+    format!("{INBOXES}/{role}")
+}
+
+/// A role's file: `roles/<role>.md`.
+pub fn role_file(role: &str) -> String {
+    format!("{ROLES}/{role}.md")
+}
+
+/// A role's run lock: one process runs a role at a time.
+pub fn run_lock(role: &str) -> String {
+    format!("{TABD}/run-{role}.lock")
+}
