@@ -894,3 +894,25 @@ fn a_role_edited_in_obsidian_gets_one_error_line_per_broken_state() {
     wait_until(T, "the fix logged", || v.daily().contains("role file fixed"));
     assert_eq!(v.daily().matches("role file has errors").count(), 1);
 }
+
+/// A write the daemon makes on the side (a daily-note line) that fails — here `daily` is a file,
+/// as a full disk would fail it — is counted and shown, never silent (issue 32).
+#[test]
+fn failed_writes_are_counted_and_shown_in_status() {
+    let (v, _fake) = setup("");
+    let _ = std::fs::remove_dir_all(v.path("daily"));
+    std::fs::write(v.path("daily"), "not a folder").unwrap();
+    let _d = Daemon::start(&v);
+    // A note no role reads makes the daemon write a line into the daily note: it cannot.
+    v.write("agent/inbox/nobody/x.md", "who reads me?");
+    wait_until(T, "the failed write in the status note", || {
+        v.read("agent/status.md").contains("tabd cannot write everything")
+    });
+    let status = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+    assert!(
+        status.contains("WRITES FAILING: ")
+            && status.contains("failed since tabd started")
+            && status.contains("the daily note"),
+        "{status}"
+    );
+}

@@ -72,10 +72,12 @@ impl Daemon {
         let cause = stop.cause();
         if self.note_once(name, cause) {
             let now = self.run_env.clock.now();
-            let _ = self
-                .run_env
-                .log
-                .write_line(now, &role.display_name, &format!("skipped — {cause}"));
+            self.writes.check(
+                "the daily note",
+                self.run_env
+                    .log
+                    .write_line(now, &role.display_name, &format!("skipped — {cause}")),
+            );
             self.write_skip_record(&role, cause);
             self.notify_stopped(name, cause);
         }
@@ -125,7 +127,8 @@ impl Daemon {
             children: vec![],
             ended: None,
         };
-        let _ = self.run_env.log.write_record(&rec);
+        self.writes
+            .check("a run record", self.run_env.log.write_record(&rec));
     }
 
     /// What would have started the run that a limit stopped.

@@ -69,10 +69,12 @@ impl Daemon {
             crate::runlog::wikilink(path)
         );
         tracing::warn!("{}: expected {path} by {at}; it is not there", role.name);
-        let _ = self
-            .run_env
-            .log
-            .write_line(self.run_env.clock.now(), &role.display_name, &line);
+        self.writes.check(
+            "the daily note",
+            self.run_env
+                .log
+                .write_line(self.run_env.clock.now(), &role.display_name, &line),
+        );
         self.tell(
             EventKind::Expect,
             &role.name,

@@ -14,6 +14,7 @@
 mod approvals;
 pub mod core;
 mod dispatch;
+mod done;
 pub mod events;
 mod expect;
 mod lock;
@@ -31,6 +32,7 @@ mod stop;
 mod tasks;
 mod timers;
 mod watch;
+mod writes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -47,7 +49,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::environment::Env;
 use crate::faults::Faults;
-use crate::provider::{self, FailureClass};
+use crate::provider;
 use crate::role::{Role, RoleSet};
 use crate::run::RunEnv;
 use crate::runlog::RunLog;
@@ -108,6 +110,10 @@ pub struct Daemon {
     kept_last_good: Vec<String>,
     /// The config file's error since its last edit: the daemon runs with the previous config.
     config_error: Option<String>,
+    /// Side writes (log lines, state) that failed: counted and shown, never silent.
+    writes: writes::Writes,
+    /// The failed-write count the status last showed.
+    writes_shown: u64,
     /// Each broken role's errors as the daily note last stated them.
     role_errors_logged: BTreeMap<String, Vec<crate::diag::Diagnostic>>,
     /// Where the person is told what needs them (`[notify]`); `None`: no channel set.
@@ -202,6 +208,8 @@ impl Daemon {
             cli_config: init.cli_config,
             kept_last_good: Vec::new(),
             config_error: None,
+            writes: Default::default(),
+            writes_shown: 0,
             role_errors_logged: BTreeMap::new(),
             notifier: None,
             rt: BTreeMap::new(),
@@ -350,7 +358,8 @@ impl Daemon {
         self.init_watch_hashes();
         // A pause lasts for one daemon's life; clearing it costs a state write, so only when set.
         if self.run_env.store.load().global.paused.is_some() {
-            let _ = self.run_env.store.update(|s| s.global.paused = None);
+            let r = self.run_env.store.update(|s| s.global.paused = None);
+            self.writes.check("the state (paused)", r);
         }
         self.start_approvals();
         self.drop_interrupted_resumes();
@@ -464,70 +473,6 @@ impl Daemon {
         }
     }
 
-    fn on_done(&mut self, done: tasks::Done) {
-        let (_, now) = self.now();
-        self.busy_until_quiet(now);
-        for p in &done.notes {
-            self.readiness.forget(p);
-        }
-        // A run that never reached the model (an outage) spent nothing a loop could run up: the
-        // next try is not held back by min_interval.
-        let reached_model = !matches!(
-            done.result.failure,
-            Some((
-                FailureClass::Outage | FailureClass::Unavailable | FailureClass::Stopped,
-                _
-            ))
-        ) || done.result.record.usage.tokens.total() > 0;
-        if let Some(r) = self.rt.get_mut(&done.role) {
-            r.finished(now, reached_model);
-            match &done.result.failure {
-                Some((FailureClass::RunFailure, _)) => r.failed_in_a_row += 1,
-                None => r.failed_in_a_row = 0,
-                Some(_) => {}
-            }
-        }
-        self.notify_run(&done);
-        self.absorb_own_changes(&done.role, &done.result.changes);
-        match &done.result.failure {
-            Some((FailureClass::Outage, why)) => {
-                tracing::warn!("model calls paused for {} min: {why}", PAUSE.as_secs() / 60);
-                self.paused = Some(Pause {
-                    until: now + PAUSE,
-                    reason: why.clone(),
-                });
-                let why = why.clone();
-                let _ = self.run_env.store.update(|s| s.global.paused = Some(why));
-            }
-            Some((FailureClass::RunFailure, why)) => tracing::warn!("run of {} failed: {why}", done.role),
-            Some((FailureClass::Stopped, _)) => {
-                tracing::info!(
-                    "run of {} stopped; its notes run again at the next start",
-                    done.role
-                )
-            }
-            Some((FailureClass::Unavailable, why)) => {
-                tracing::warn!("{} waits {} min: {why}", done.role, PAUSE.as_secs() / 60);
-                if let Some(r) = self.rt.get_mut(&done.role) {
-                    r.down_until = Some(now + PAUSE);
-                }
-            }
-            None => {
-                if self.paused.is_some() {
-                    self.unpause();
-                }
-                tracing::info!("run of {} finished: {}", done.role, done.result.record.outcome);
-            }
-        }
-        self.status_dirty = true;
-    }
-
-    fn unpause(&mut self) {
-        self.paused = None;
-        let _ = self.run_env.store.update(|s| s.global.paused = None);
-        self.status_dirty = true;
-    }
-
     /// Everything that can happen at "now": clock checks, reloads, scans, due slots, runs.
     fn tick(&mut self) {
         let (wall, now) = self.now();
@@ -582,6 +527,10 @@ impl Daemon {
                 self.mcp_shown = now_shown;
                 self.status_dirty = true;
             }
+        }
+        if self.writes.count() != self.writes_shown {
+            self.writes_shown = self.writes.count();
+            self.status_dirty = true;
         }
         if self.status_dirty {
             self.write_status(true);

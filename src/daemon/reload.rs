@@ -232,10 +232,12 @@ impl Daemon {
                     .unwrap_or(true);
                 if first {
                     let msg = format!("config has errors; keeping the previous one — {e}");
-                    let _ = self
-                        .run_env
-                        .log
-                        .write_line(self.run_env.clock.now(), "tabd", &msg);
+                    self.writes.check(
+                        "the daily note",
+                        self.run_env
+                            .log
+                            .write_line(self.run_env.clock.now(), "tabd", &msg),
+                    );
                 }
                 tracing::warn!("config has errors; keeping the previous one: {e}");
                 self.config_error = Some(e.to_string());
@@ -318,7 +320,10 @@ impl Daemon {
             .keys()
             .any(|n| !existing.contains(n));
         if stale {
-            let _ = self.run_env.store.update(|s| s.retain_roles(&existing));
+            self.writes.check(
+                "the state",
+                self.run_env.store.update(|s| s.retain_roles(&existing)),
+            );
         }
     }
 
@@ -348,10 +353,12 @@ impl Daemon {
             };
             // A person knows the role by its title, not its file name.
             let who = roles.titles.get(name).unwrap_or(name);
-            let _ = self
-                .run_env
-                .log
-                .write_line(now, who, &format!("{what} — {first}{more}"));
+            self.writes.check(
+                "the daily note",
+                self.run_env
+                    .log
+                    .write_line(now, who, &format!("{what} — {first}{more}")),
+            );
             tracing::warn!("{name}: {what}: {first}{more}");
             self.role_errors_logged.insert(name.clone(), diags.clone());
         }
@@ -364,10 +371,13 @@ impl Daemon {
         for name in fixed {
             self.role_errors_logged.remove(&name);
             if let Some(role) = roles.roles.get(&name) {
-                let _ = self.run_env.log.write_line(
-                    now,
-                    &role.display_name,
-                    "role file fixed; running the new version",
+                self.writes.check(
+                    "the daily note",
+                    self.run_env.log.write_line(
+                        now,
+                        &role.display_name,
+                        "role file fixed; running the new version",
+                    ),
                 );
             }
         }

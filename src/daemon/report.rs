@@ -17,10 +17,12 @@ impl Daemon {
                 .unwrap_or(true);
             if first {
                 let line = format!("no role reads {folder}");
-                let _ = self
-                    .run_env
-                    .log
-                    .write_line(self.run_env.clock.now(), "tabd", &line);
+                self.writes.check(
+                    "the daily note",
+                    self.run_env
+                        .log
+                        .write_line(self.run_env.clock.now(), "tabd", &line),
+                );
             }
         }
         self.status_dirty = true;
@@ -95,6 +97,7 @@ impl Daemon {
             kept_last_good: self.kept_last_good.clone(),
             config_error: self.config_error.clone(),
             notify_problems: self.notifier.as_ref().map(|n| n.problems()).unwrap_or_default(),
+            write_problem: self.writes.problem(),
             host: self.host.clone(),
             ledger_error: self.ledger_error.clone(),
             generation: self.status_generation,

@@ -45,7 +45,10 @@ impl Daemon {
                 s.run_id, s.run_id
             );
             tracing::warn!("{who}: {line}");
-            let _ = self.run_env.log.write_line(self.run_env.clock.now(), &who, &line);
+            self.writes.check(
+                "the daily note",
+                self.run_env.log.write_line(self.run_env.clock.now(), &who, &line),
+            );
             suspend::remove(&self.run_env.vault, &s.run_id);
         }
     }

@@ -230,13 +230,17 @@ impl Daemon {
                 o.name, o.why
             );
             tracing::warn!("{who}: {line}");
-            let _ = self.run_env.log.write_line(now, &who, &line);
+            self.writes
+                .check("the daily note", self.run_env.log.write_line(now, &who, &line));
         }
-        let _ = self.run_env.store.update(move |s| {
-            for (role, names) in updates {
-                s.role(&role).unreadable_reported = names;
-            }
-        });
+        self.writes.check(
+            "the state",
+            self.run_env.store.update(move |s| {
+                for (role, names) in updates {
+                    s.role(&role).unreadable_reported = names;
+                }
+            }),
+        );
         self.status_dirty = true;
     }
 
@@ -261,13 +265,16 @@ impl Daemon {
         if stale.is_empty() {
             return;
         }
-        let _ = self.run_env.store.update(move |s| {
-            for (role, gone) in stale {
-                let r = s.role(&role);
-                for k in gone {
-                    r.attempts.remove(&k);
+        self.writes.check(
+            "the state",
+            self.run_env.store.update(move |s| {
+                for (role, gone) in stale {
+                    let r = s.role(&role);
+                    for k in gone {
+                        r.attempts.remove(&k);
+                    }
                 }
-            }
-        });
+            }),
+        );
     }
 }

@@ -100,10 +100,12 @@ impl Daemon {
                 "cannot record scheduled runs in .tabd/state.json ({why}); scheduled runs wait until it can"
             );
             tracing::error!("{msg}");
-            let _ = self
-                .run_env
-                .log
-                .write_line(self.run_env.clock.now(), "tabd", &msg);
+            self.writes.check(
+                "the daily note",
+                self.run_env
+                    .log
+                    .write_line(self.run_env.clock.now(), "tabd", &msg),
+            );
             self.status_dirty = true;
         }
         self.ledger_error = Some(why.to_string());
@@ -113,9 +115,9 @@ impl Daemon {
         let tz = self.config().timezone;
         let fmt = |t: DateTime<Utc>| t.with_timezone(&tz).format("%H:%M").to_string();
         let log = self.run_env.log.clone();
-        let line = |text: String| {
-            let _ = log.write_line(wall, &role.display_name, &text);
-        };
+        let writes = &self.writes;
+        let line =
+            |text: String| writes.check("the daily note", log.write_line(wall, &role.display_name, &text));
         let r = self.rt.entry(role.name.clone()).or_default();
         match decision {
             SlotDecision::Nothing => {}

@@ -129,6 +129,9 @@ pub struct StatusReport {
     /// `[notify]` channels that fail: the person is not being reached.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notify_problems: Vec<String>,
+    /// Writes that failed (a full disk): lines of the daily note or the state may be missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_problem: Option<String>,
     pub updated_at: DateTime<Utc>,
     /// Grows by one with every write by the daemon (0 from `tabd status`).
     pub generation: u64,
@@ -156,6 +159,8 @@ pub struct Live {
     pub config_error: Option<String>,
     /// `[notify]` channels whose last delivery failed, each with why.
     pub notify_problems: Vec<String>,
+    /// Side writes (log lines, state) that failed since start-up, and the last one.
+    pub write_problem: Option<String>,
 }
 
 /// A keep-alive MCP server as the daemon's supervisor sees it (DESIGN §14).
@@ -261,6 +266,7 @@ pub fn collect(
         unsandboxed: live.unsandboxed.clone().filter(|_| starts_children(config)),
         config_error: live.config_error.clone(),
         notify_problems: live.notify_problems.clone(),
+        write_problem: live.write_problem.clone(),
         updated_at: now,
         generation: live.generation,
     }
@@ -497,6 +503,12 @@ fn note_warnings(r: &StatusReport) -> String {
             crate::text::one_line(p, 300)
         ));
     }
+    if let Some(p) = &r.write_problem {
+        s.push_str(&format!(
+            "> [!warning] tabd cannot write everything\n> {}\n\n",
+            crate::text::one_line(p, 400)
+        ));
+    }
     for m in r.mcp_servers.iter().filter(|m| !m.up) {
         if let Some(e) = &m.error {
             s.push_str(&format!(
@@ -656,6 +668,9 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
     }
     for p in &r.notify_problems {
         s.push_str(&format!("NOTIFY FAILING: {}\n", crate::text::one_line(p, 300)));
+    }
+    if let Some(p) = &r.write_problem {
+        s.push_str(&format!("WRITES FAILING: {}\n", crate::text::one_line(p, 400)));
     }
     s.push_str(&format!("provider: {}\n", r.provider));
     if let Some(p) = &r.provider_paused {
