@@ -202,3 +202,21 @@ pub enum McpCommand {
         socket: Option<PathBuf>,
     },
 }
+
+impl Command {
+    /// Commands that only print (no child, no socket, no run): a reader that leaves early
+    /// (`tabd logs | head`) may end them as SIGPIPE ends any Unix tool.
+    pub fn only_prints(&self) -> bool {
+        matches!(
+            self,
+            Self::Schedule { .. }
+                | Self::Status { .. }
+                | Self::Runs { .. }
+                | Self::Logs { .. }
+                | Self::Approvals { .. }
+                | Self::Prompt { .. }
+                | Self::Validate
+                | Self::Completions { .. }
+        )
+    }
+}

@@ -7,15 +7,17 @@ use tabd::cli::Cli;
 use tabd::environment::{Env, Redactor};
 
 fn main() -> ExitCode {
-    quiet_when_the_reader_leaves();
     let cli = Cli::parse();
+    if cli.command.only_prints() {
+        end_like_a_unix_tool_when_the_reader_leaves();
+    }
     let env = Env::from_process();
     init_logging(&env, &cli);
     match tabd::commands::run(cli, env) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            // Config and role errors already read `path:line: error: …`: not `error: … error:`.
-            if e.message.contains(": error: ") {
+            // An error that names its file and line reads `path:line: error: …` already.
+            if e.located {
                 eprintln!("{}", e.message);
             } else {
                 eprintln!("error: {}", e.message);
@@ -25,23 +27,15 @@ fn main() -> ExitCode {
     }
 }
 
-/// `tabd logs | head` closes the pipe early: end quietly, as any Unix tool does (exit 141, as if
-/// by SIGPIPE), instead of a panic report. Only `print!`'s own failure on a closed stdout is
-/// treated so; every other panic keeps the default report.
-fn quiet_when_the_reader_leaves() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let message = info
-            .payload()
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| info.payload().downcast_ref::<&str>().copied())
-            .unwrap_or("");
-        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
-            std::process::exit(141);
-        }
-        default(info);
-    }));
+/// `tabd logs | head` closes the pipe early: the command ends as any Unix tool does, by
+/// SIGPIPE (the shell says 141), instead of a panic report from `print!`. Only for commands
+/// that print and nothing else: a daemon or a run writes to its children's pipes, and a child
+/// that died must be an error there, not the end of tabd.
+fn end_like_a_unix_tool_when_the_reader_leaves() {
+    // SAFETY: restoring the default disposition of one signal, before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 /// `tracing` to stderr, filtered by `TABD_LOG` or `RUST_LOG` (default `info`, with rmcp's

@@ -306,7 +306,7 @@ Asked risk.
 }
 
 /// `tabd completions bash | head -1` or `tabd schedule | head`: the reader leaves early and tabd
-/// ends quietly (exit 141, as by SIGPIPE), never with a panic report.
+/// ends quietly, by SIGPIPE as any Unix tool (the shell says 141), never with a panic report.
 #[test]
 fn a_reader_that_leaves_early_gets_no_panic() {
     let v = TestVault::new();
@@ -321,8 +321,9 @@ fn a_reader_that_leaves_early_gets_no_panic() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.contains("panicked"), "{args:?}: {err}");
+        use std::os::unix::process::ExitStatusExt;
         assert!(
-            matches!(out.status.code(), Some(0) | Some(141)),
+            out.status.code() == Some(0) || out.status.signal() == Some(libc::SIGPIPE),
             "{args:?}: {:?} {err}",
             out.status
         );

@@ -28,6 +28,8 @@ use crate::vault::Vault;
 pub struct CliError {
     pub code: u8,
     pub message: String,
+    /// The message names its file and line already (`path:line: error: …`).
+    pub located: bool,
 }
 
 impl CliError {
@@ -36,6 +38,7 @@ impl CliError {
         Self {
             code: 2,
             message: message.into(),
+            located: false,
         }
     }
 
@@ -43,6 +46,15 @@ impl CliError {
         Self {
             code: 1,
             message: message.into(),
+            located: false,
+        }
+    }
+
+    /// A config error: exit 2, its message already `path:line: error: …`.
+    pub fn config(e: &config::ConfigError) -> Self {
+        Self {
+            located: true,
+            ..Self::usage(e.to_string())
         }
     }
 }
@@ -69,7 +81,7 @@ pub struct Workspace {
 
 impl Workspace {
     pub fn open(cli: &Cli, env: Env) -> Result<Self, CliError> {
-        let config = config::load(cli.config.as_deref(), &env).map_err(|e| CliError::usage(e.to_string()))?;
+        let config = config::load(cli.config.as_deref(), &env).map_err(|e| CliError::config(&e))?;
         Self::with_config(cli, env, config)
     }
 
@@ -91,6 +103,7 @@ impl Workspace {
             Err(mut failed) => {
                 if let Some(e) = error {
                     failed.message = format!("{e}\n{}", failed.message);
+                    failed.located = true;
                 }
                 Err(failed)
             }
