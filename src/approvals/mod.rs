@@ -2,11 +2,12 @@
 //!
 //! - `policy` — a call's mode (auto, ask, deny) from the role's `approve` map and the risk class;
 //! - `note` — the approval note a person reads and decides in Obsidian: writing, reading, updating;
-//! - `ledger` — tabd's durable record of each request (state.json), which makes "at most once" hold
-//!   across crashes, restarts and duplicate events;
-//! - `request` — the run's side: an `ask` call becomes a note (or reuses a pending one);
-//! - `decide` — the daemon's side: approved notes run, rejected ones are closed, old ones expire,
-//!   and a crash mid-call leaves `unknown`.
+//! - `request` — the run's side: an `ask` call becomes a note (or reuses a pending one).
+//!
+//! Elsewhere: the ledger, tabd's durable record of each request that makes "at most once" hold
+//! across crashes, restarts and duplicate events, is `state::approvals`; the daemon's side —
+//! approved notes run, rejected ones closed, old ones expired, a crash mid-call left `unknown` —
+//! is the `approved` door.
 
 pub mod note;
 pub mod policy;
@@ -15,5 +16,5 @@ pub mod request;
 pub use crate::state::approvals::{Approval, Phase};
 pub use policy::mode_for;
 
-/// Where approval notes live. Roles can never write here (tools/policy.rs).
+/// Where approval notes live. Roles can never write here (`vault::protected`, `access`).
 pub const FOLDER: &str = crate::vault::layout::APPROVALS;
