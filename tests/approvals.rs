@@ -2,14 +2,15 @@
 //! model. A network call becomes a pending note and does not run; the person's decision in the
 //! note (or from the terminal) runs it exactly once, or not at all.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::support::approvals::{calls_of, notes, set_status, status_of, wait_status};
 use crate::support::daemon::{daemon_config, wait_until, Daemon};
 use crate::support::fake_model::FakeModel;
-use crate::support::mcp_server::{server_config, server_log};
+use crate::support::mcp_server::server_config;
 use crate::support::{describe, wire, TestVault};
 
 const KIND: &str = "anthropic";
@@ -43,47 +44,6 @@ fn setup(approvals: &str, frontmatter: &str) -> (TestVault, FakeModel, PathBuf) 
         ),
     );
     (v, fake, log)
-}
-
-/// The test server's calls of `tool`.
-fn calls_of(log: &Path, tool: &str) -> Vec<Value> {
-    server_log(log)
-        .into_iter()
-        .filter(|c| c["tool"] == tool)
-        .collect()
-}
-
-fn notes(v: &TestVault) -> Vec<String> {
-    v.files_in("agent/approvals")
-        .into_iter()
-        .filter(|p| p.ends_with(".md"))
-        .map(|p| format!("agent/approvals/{p}"))
-        .collect()
-}
-
-fn status_of(v: &TestVault, note: &str) -> String {
-    let text = v.read(note);
-    text.lines()
-        .find_map(|l| l.strip_prefix("status: "))
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
-fn set_status(v: &TestVault, note: &str, status: &str) {
-    let text = v.read(note);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("status: "))
-        .unwrap()
-        .to_string();
-    v.write(note, &text.replacen(&line, &format!("status: {status}"), 1));
-}
-
-fn wait_status(v: &TestVault, note: &str, want: &str) {
-    wait_until(Duration::from_secs(20), &format!("{note} → {want}"), || {
-        status_of(v, note) == want
-    });
 }
 
 fn post(id: &str, channel: &str, text: &str) -> (String, String, Value) {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::support::approvals::{calls_of, note_in, notes, set_status, status_of, wait_status};
 use crate::support::daemon::{daemon_config, wait_until, Daemon};
 use crate::support::fake_model::{FakeModel, Reply};
 use crate::support::mcp_server::{server_config, server_log};
@@ -40,56 +41,8 @@ fn setup(config: &str, frontmatter: &str) -> (TestVault, FakeModel, PathBuf) {
     (v, fake, log)
 }
 
-fn calls_of(log: &Path, tool: &str) -> Vec<Value> {
-    server_log(log)
-        .into_iter()
-        .filter(|c| c["tool"] == tool)
-        .collect()
-}
-
-fn approval_notes(v: &TestVault) -> Vec<String> {
-    v.files_in("agent/approvals")
-        .into_iter()
-        .filter(|p| p.ends_with(".md"))
-        .map(|p| format!("agent/approvals/{p}"))
-        .collect()
-}
-
-fn status_of(v: &TestVault, note: &str) -> String {
-    v.read(note)
-        .lines()
-        .find_map(|l| l.strip_prefix("status: "))
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
-fn set_status(v: &TestVault, note: &str, status: &str) {
-    let text = v.read(note);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("status: "))
-        .unwrap()
-        .to_string();
-    v.write(note, &text.replacen(&line, &format!("status: {status}"), 1));
-}
-
-fn wait_status(v: &TestVault, note: &str, want: &str) {
-    wait_until(Duration::from_secs(20), &format!("{note} → {want}"), || {
-        status_of(v, note) == want
-    });
-}
-
 fn tool_reply(calls: &[(&str, &str, Value)], why: &str) -> Reply {
     wire::tools(KIND, Some(why), calls)
-}
-
-/// The approval note named in a tool result (`[[agent/approvals/…]]`).
-fn note_in(results: &[(String, String, bool)], id: &str) -> String {
-    let text = &results.iter().find(|r| r.0 == id).expect("result").1;
-    let start = text.find("[[agent/approvals/").expect("a note link") + 2;
-    let end = start + text[start..].find("]]").expect("link end");
-    format!("{}.md", &text[start..end])
 }
 
 /// Item 1: in one turn, move `agent/` aside, write `status: approved` into the pending note, move
@@ -140,7 +93,7 @@ fn a_role_cannot_approve_its_own_call_by_moving_the_approvals_folder() {
         assert!(r.2, "{id} must be refused: {results:?}");
     }
     assert!(v.path("agent/approvals").is_dir() && !v.path("ydir").exists());
-    let notes = approval_notes(&v);
+    let notes = notes(&v);
     assert_eq!(notes.len(), 2, "{notes:?}");
     assert!(notes.iter().all(|n| status_of(&v, n) == "pending"));
     assert!(!v.path("agent/inbox/ops/loop.md").exists());
@@ -283,7 +236,7 @@ fn what_runs_is_the_block_the_person_saw_and_edited() {
     v.write("agent/inbox/ops/go.md", "Post.\n");
     let out = v.tabd(&["fire", "ops"]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    let note = approval_notes(&v).pop().unwrap();
+    let note = notes(&v).pop().unwrap();
     let text = v.read(&note);
     assert!(!text.contains("\n%%"), "no comment can open:\n{text}");
     assert!(!text.contains("\n<!--"), "{text}");
@@ -360,7 +313,7 @@ fn an_approved_trigger_role_continues_the_chain_it_was_asked_in() {
     v.write("agent/inbox/ops/go.md", "---\nhops: 2\n---\nGo.\n");
     let out = v.tabd(&["fire", "ops"]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    let note = approval_notes(&v).pop().unwrap();
+    let note = notes(&v).pop().unwrap();
     set_status(&v, &note, "approved");
     let mut d = Daemon::start(&v);
     wait_status(&v, &note, "done");
@@ -435,7 +388,7 @@ fn an_approved_call_that_times_out_is_unknown() {
     ]);
     v.write("agent/inbox/ops/go.md", "Go.\n");
     assert_eq!(v.tabd(&["fire", "ops"]).status.code(), Some(0));
-    let note = approval_notes(&v).pop().unwrap();
+    let note = notes(&v).pop().unwrap();
     set_status(&v, &note, "approved");
     let mut d = Daemon::start(&v);
     wait_status(&v, &note, "unknown");
@@ -570,7 +523,7 @@ fn a_role_named_conflict_gets_its_approvals_run() {
     ]);
     v.write("agent/inbox/conflict-desk/go.md", "Go.\n");
     assert_eq!(v.tabd(&["fire", "conflict-desk"]).status.code(), Some(0));
-    let note = approval_notes(&v).pop().unwrap();
+    let note = notes(&v).pop().unwrap();
     assert!(note.contains("-conflict-desk-"), "{note}");
     let id = note
         .trim_end_matches(".md")
@@ -705,7 +658,7 @@ fn edited_tools_duplicate_keys_and_huge_notes_are_invalid() {
     ]);
     v.write("agent/inbox/ops/go.md", "Go.\n");
     assert_eq!(v.tabd(&["fire", "ops"]).status.code(), Some(0));
-    let notes = approval_notes(&v);
+    let notes = notes(&v);
     let find = |ch: &str| {
         notes
             .iter()
@@ -782,7 +735,7 @@ fn model_text_cannot_forge_a_run_heading_or_an_approval_section() {
             .any(|l| l.starts_with("```") || l.starts_with("~~~") || l.starts_with("> [!")),
         "{daily}"
     );
-    let note = v.read(&approval_notes(&v).pop().unwrap());
+    let note = v.read(&notes(&v).pop().unwrap());
     let sections = note
         .split(['\r', '\n'])
         .filter(|l| l.starts_with("## Arguments"))

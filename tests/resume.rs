@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::support::approvals::{notes, set_status};
 use crate::support::daemon::{daemon_config, wait_until, Daemon};
 use crate::support::fake_model::{FakeModel, Recorded};
 use crate::support::{wire, TestVault};
@@ -43,18 +44,13 @@ fn setup() -> (TestVault, FakeModel) {
 }
 
 fn approval_note(v: &TestVault) -> String {
-    let notes: Vec<String> = v
-        .files_in("agent/approvals")
-        .into_iter()
-        .filter(|n| n.ends_with(".md"))
-        .collect();
-    assert_eq!(notes.len(), 1, "{notes:?}");
-    format!("agent/approvals/{}", notes[0])
+    let all = notes(v);
+    assert_eq!(all.len(), 1, "{all:?}");
+    all[0].clone()
 }
 
 fn approve(v: &TestVault, note: &str) {
-    let text = v.read(note);
-    v.write(note, &text.replacen("status: pending", "status: approved", 1));
+    set_status(v, note, "approved");
 }
 
 fn suspended(v: &TestVault) -> Vec<String> {
@@ -168,9 +164,7 @@ fn a_rejected_call_is_said_to_the_run_that_asked() {
     let _d = Daemon::start(&v);
     v.write("agent/inbox/ops/plan.md", "Write the plan down.");
     wait_until(T, "the run suspended", || suspended(&v).len() == 1);
-    let note = approval_note(&v);
-    let text = v.read(&note);
-    v.write(&note, &text.replacen("status: pending", "status: rejected", 1));
+    set_status(&v, &approval_note(&v), "rejected");
     let reqs = fake.wait_for_requests(2, T);
     let results = wire::tool_results(&reqs[1].body);
     assert!(
@@ -263,14 +257,9 @@ fn several_waiting_calls_resume_together_and_undo_covers_both_parts() {
     let _d = Daemon::start(&v);
     v.write("agent/inbox/ops/go.md", "Go.");
     wait_until(T, "the run suspended", || suspended(&v).len() == 1);
-    let notes: Vec<String> = v
-        .files_in("agent/approvals")
-        .into_iter()
-        .filter(|n| n.ends_with(".md"))
-        .map(|n| format!("agent/approvals/{n}"))
-        .collect();
-    assert_eq!(notes.len(), 2, "{notes:?}");
-    approve(&v, &notes[0]);
+    let waiting = notes(&v);
+    assert_eq!(waiting.len(), 2, "{waiting:?}");
+    approve(&v, &waiting[0]);
     wait_until(T, "the first call ran", || {
         v.path("project/one.md").exists() || v.path("project/two.md").exists()
     });
@@ -280,7 +269,7 @@ fn several_waiting_calls_resume_together_and_undo_covers_both_parts() {
         1,
         "one call still waits: no second part yet"
     );
-    approve(&v, &notes[1]);
+    approve(&v, &waiting[1]);
     let reqs = fake.wait_for_requests(2, T);
     let results = wire::tool_results(&reqs[1].body);
     let ran = |id: &str| {

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod approvals;
 pub mod context;
 pub mod daemon;
 pub mod fake_model;

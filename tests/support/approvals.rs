@@ -1,0 +1,62 @@
+//! Approval notes in tests: list them, read and set their status, wait for one, find the note a
+//! tool result names, and what the MCP test server was asked to do.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::daemon::wait_until;
+use super::mcp_server::server_log;
+use super::TestVault;
+
+/// The test server's calls of `tool`.
+pub fn calls_of(log: &Path, tool: &str) -> Vec<Value> {
+    server_log(log)
+        .into_iter()
+        .filter(|c| c["tool"] == tool)
+        .collect()
+}
+
+/// Every approval note, as vault paths.
+pub fn notes(v: &TestVault) -> Vec<String> {
+    v.files_in("agent/approvals")
+        .into_iter()
+        .filter(|p| p.ends_with(".md"))
+        .map(|p| format!("agent/approvals/{p}"))
+        .collect()
+}
+
+pub fn status_of(v: &TestVault, note: &str) -> String {
+    v.read(note)
+        .lines()
+        .find_map(|l| l.strip_prefix("status: "))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// What a person does in Obsidian's Properties editor: the `status` line, changed.
+pub fn set_status(v: &TestVault, note: &str, status: &str) {
+    let text = v.read(note);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("status: "))
+        .expect("a status line")
+        .to_string();
+    v.write(note, &text.replacen(&line, &format!("status: {status}"), 1));
+}
+
+pub fn wait_status(v: &TestVault, note: &str, want: &str) {
+    wait_until(Duration::from_secs(20), &format!("{note} → {want}"), || {
+        status_of(v, note) == want
+    });
+}
+
+/// The approval note named in a tool result (`[[agent/approvals/…]]`).
+pub fn note_in(results: &[(String, String, bool)], id: &str) -> String {
+    let text = &results.iter().find(|r| r.0 == id).expect("result").1;
+    let start = text.find("[[agent/approvals/").expect("a note link") + 2;
+    let end = start + text[start..].find("]]").expect("link end");
+    format!("{}.md", &text[start..end])
+}
