@@ -22,7 +22,7 @@ pub struct FrontmatterError {
 
 /// One top-level `key: value` of a frontmatter block.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Entry {
+pub struct Field {
     pub key: String,
     /// 1-based file line of the key.
     pub line: usize,
@@ -32,11 +32,11 @@ pub struct Entry {
 /// A parsed frontmatter block.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Frontmatter {
-    pub entries: Vec<Entry>,
+    pub entries: Vec<Field>,
 }
 
 impl Frontmatter {
-    pub fn get(&self, key: &str) -> Option<&Entry> {
+    pub fn get(&self, key: &str) -> Option<&Field> {
         self.entries.iter().find(|e| e.key == key)
     }
 
@@ -181,14 +181,14 @@ fn parse_yaml(yaml: &str, first_line: usize) -> Result<Frontmatter, FrontmatterE
     };
     match doc.data {
         YamlDataOwned::Mapping(map) => {
-            let mut entries: Vec<Entry> = Vec::with_capacity(map.len());
+            let mut entries: Vec<Field> = Vec::with_capacity(map.len());
             for (key, value) in map {
                 let line = file_line(key.span.start.line());
                 let key = match to_json(&key) {
                     Value::String(s) => s,
                     other => other.to_string(),
                 };
-                entries.push(Entry {
+                entries.push(Field {
                     key,
                     line,
                     value: to_json(&value),

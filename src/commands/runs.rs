@@ -29,7 +29,7 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
         None => None,
     };
     // Every journal read once: what each run changed, and the changes no run record names.
-    let mut journals: std::collections::HashMap<String, journal::Entry> = journal::run_ids(&ws.vault)
+    let mut journals: std::collections::HashMap<String, journal::RunChanges> = journal::run_ids(&ws.vault)
         .into_iter()
         .filter_map(|id| journal::load(&ws.vault, &id, None).ok().map(|e| (id, e)))
         .collect();
@@ -104,7 +104,7 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
 fn records(
     ws: &Workspace,
     since: Option<NaiveDate>,
-    journals: &mut std::collections::HashMap<String, journal::Entry>,
+    journals: &mut std::collections::HashMap<String, journal::RunChanges>,
 ) -> Vec<Listed> {
     let Ok(dir) = crate::vault::VaultPath::parse(".tabd/runs", false) else {
         return Vec::new();

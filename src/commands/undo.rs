@@ -3,7 +3,7 @@
 
 use super::{CliError, Workspace};
 use crate::access::AccessPolicy;
-use crate::journal::{self, Entry, RunJournal, Step};
+use crate::journal::{self, RunChanges, RunJournal, Step};
 use crate::vault::VaultPath;
 
 /// The options of one undo.
@@ -95,7 +95,7 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
     Ok(if skipped > 0 { 1 } else { 0 })
 }
 
-fn lock(ws: &Workspace, entry: &Entry) -> Result<Option<crate::vault::FileLock>, CliError> {
+fn lock(ws: &Workspace, entry: &RunChanges) -> Result<Option<crate::vault::FileLock>, CliError> {
     if entry.role.is_empty() {
         return Ok(None);
     }
@@ -115,7 +115,7 @@ fn lock(ws: &Workspace, entry: &Entry) -> Result<Option<crate::vault::FileLock>,
 
 /// Notes the run moved out of the inbox that can go back: still where the run put them, and
 /// nothing in their old place.
-fn requeue_moves(ws: &Workspace, entry: &Entry) -> Vec<(VaultPath, VaultPath)> {
+fn requeue_moves(ws: &Workspace, entry: &RunChanges) -> Vec<(VaultPath, VaultPath)> {
     entry
         .moved
         .iter()
@@ -184,7 +184,7 @@ fn print_plan(steps: &[Step], requeue: &[(VaultPath, VaultPath)], dry_run: bool)
 fn log_line(
     ws: &Workspace,
     run_id: &str,
-    entry: &Entry,
+    entry: &RunChanges,
     restored: usize,
     skipped: usize,
     requeued: usize,

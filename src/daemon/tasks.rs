@@ -22,7 +22,7 @@ pub struct Done {
 }
 
 /// What a run was started with, kept until it ends (to record a crash).
-struct Ticket {
+struct Started {
     env: RunEnv,
     role: Role,
     trigger: Trigger,
@@ -33,7 +33,7 @@ struct Ticket {
 #[derive(Default)]
 pub struct Tasks {
     set: JoinSet<Done>,
-    tickets: HashMap<Id, Ticket>,
+    started: HashMap<Id, Started>,
     /// Set by `abort_all`: a run cancelled now was stopped by tabd, not crashed.
     stopping: bool,
 }
@@ -57,7 +57,7 @@ impl Tasks {
         paths: Vec<PathBuf>,
         lock: FileLock,
     ) {
-        let ticket = Ticket {
+        let started = Started {
             env: env.clone(),
             role: role.clone(),
             trigger: trigger.clone(),
@@ -73,7 +73,7 @@ impl Tasks {
                 notes: paths,
             }
         });
-        self.tickets.insert(handle.id(), ticket);
+        self.started.insert(handle.id(), started);
     }
 
     /// The next finished run; `None` when none is running. A run that panicked is recorded as
@@ -81,15 +81,15 @@ impl Tasks {
     pub async fn next(&mut self) -> Option<Done> {
         match self.set.join_next_with_id().await? {
             Ok((id, done)) => {
-                self.tickets.remove(&id);
+                self.started.remove(&id);
                 Some(done)
             }
             Err(e) => {
-                let ticket = self.tickets.remove(&e.id())?;
+                let started = self.started.remove(&e.id())?;
                 if e.is_cancelled() && self.stopping {
-                    return Some(stopped(ticket));
+                    return Some(stopped(started));
                 }
-                Some(crashed(ticket, &e))
+                Some(crashed(started, &e))
             }
         }
     }
@@ -102,7 +102,7 @@ impl Tasks {
     }
 }
 
-fn stopped(t: Ticket) -> Done {
+fn stopped(t: Started) -> Done {
     let role = t.role.clone();
     let recorded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::blocking::run(|| run::record_stopped(&t.env, &role, t.trigger.clone(), t.notes.clone()))
@@ -127,7 +127,7 @@ fn panic_text(e: &tokio::task::JoinError) -> String {
     text.lines().next().unwrap_or("panicked").to_string()
 }
 
-fn crashed(t: Ticket, e: &tokio::task::JoinError) -> Done {
+fn crashed(t: Started, e: &tokio::task::JoinError) -> Done {
     let why = panic_text(e);
     tracing::error!(
         "the run of {} crashed: {why}; recording it as a failed run",

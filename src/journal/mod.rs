@@ -93,7 +93,7 @@ enum Line {
 
 /// What one run's journal says.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub struct RunChanges {
     pub run_id: String,
     pub role: String,
     pub started_at: DateTime<Utc>,
@@ -113,7 +113,7 @@ pub struct Entry {
     pub verified: bool,
 }
 
-impl Entry {
+impl RunChanges {
     pub fn changed(&self) -> Vec<&str> {
         self.before.iter().map(|(p, _)| p.as_str()).collect()
     }
@@ -373,9 +373,9 @@ fn read_line(l: &str, run_id: &str, key: Option<&Key>) -> Option<(Line, bool)> {
 }
 
 /// Reads a run's journal; with `key`, checks that every line is signed by it.
-pub fn load(vault: &Vault, run_id: &str, key: Option<&Key>) -> Result<Entry, VaultError> {
+pub fn load(vault: &Vault, run_id: &str, key: Option<&Key>) -> Result<RunChanges, VaultError> {
     let text = vault.read_text(&entry_path(run_id)?, 256 * 1024 * 1024)?;
-    let mut entry = Entry {
+    let mut entry = RunChanges {
         run_id: run_id.to_string(),
         role: String::new(),
         started_at: DateTime::<Utc>::MIN_UTC,

@@ -4,7 +4,7 @@
 //! and only bytes whose hash is the one the journal names. A run that crashed is undone from its
 //! last record after each call, so the real undo does exactly what its dry run says.
 
-use super::{blob, digest, fixed, load, run_ids, state_of, Entry, RunJournal};
+use super::{blob, digest, fixed, load, run_ids, state_of, RunChanges, RunJournal};
 use crate::access::AccessPolicy;
 use crate::vault::{Vault, VaultError, VaultPath};
 use chrono::{DateTime, Utc};
@@ -35,7 +35,7 @@ pub enum Step {
 
 /// The runs that changed `path` after `entry` started, oldest first (by start time: two runs
 /// in one second have ids that do not sort by time).
-pub fn later_runs(vault: &Vault, entry: &Entry, path: &str) -> Vec<String> {
+pub fn later_runs(vault: &Vault, entry: &RunChanges, path: &str) -> Vec<String> {
     let mut later: Vec<(DateTime<Utc>, String)> = run_ids(vault)
         .into_iter()
         .filter(|id| *id != entry.run_id)
@@ -52,7 +52,7 @@ pub fn later_runs(vault: &Vault, entry: &Entry, path: &str) -> Vec<String> {
 /// refused whole.
 pub fn plan_undo(
     vault: &Vault,
-    entry: &Entry,
+    entry: &RunChanges,
     policy: &AccessPolicy,
     force: bool,
 ) -> Result<Vec<Step>, VaultError> {

@@ -6,7 +6,7 @@ use chrono_tz::Tz;
 use serde_json::Value;
 
 use crate::environment::Env;
-use crate::frontmatter::{Entry, Frontmatter};
+use crate::frontmatter::{Field, Frontmatter};
 use crate::schedule::parse_tz;
 use crate::text::did_you_mean;
 
@@ -252,7 +252,7 @@ pub fn parse(fm: &Frontmatter, env: &Env) -> (RoleSettings, Vec<SettingError>) {
     (s, errors)
 }
 
-fn apply(s: &mut RoleSettings, e: &Entry, env: &Env) -> Result<(), String> {
+fn apply(s: &mut RoleSettings, e: &Field, env: &Env) -> Result<(), String> {
     let key = e.key.as_str();
     let v = &e.value;
     match key {

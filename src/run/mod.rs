@@ -5,10 +5,11 @@
 //! - `prepare` — id, limits, state and the prompt, including what the role's servers and the
 //!   approvals ledger add to it (shared with `tabd prompt`);
 //! - here — skip at zero tokens when nothing changed, open the role's MCP servers, build its
-//!   harness, run the turn (an API loop, or an agent CLI through `cli`);
-//! - `finish` — decide, record, log, move notes; crash recovery.
+//!   harness, run the turn (an API loop, or an agent CLI through `agent_turn`);
+//! - `finish` — decide, record, log, move notes; crash recovery;
+//! - `suspend`, `resume` — a run that waits for the person's decision, and its second part.
 
-mod cli;
+mod agent_turn;
 mod delegate;
 mod env;
 mod finish;
@@ -326,7 +327,7 @@ async fn call_model(
         if let Some(why) = spent {
             return TurnOutcome::ended(TurnEnd::CapTooLow(why));
         }
-        let mut outcome = cli::turn(env, role, prep, &request, harness).await;
+        let mut outcome = agent_turn::turn(env, role, prep, &request, harness).await;
         // A CLI's session is over when it answers: no repair turn, the answer fits or the run fails.
         if let (Some(schema), TurnEnd::Done) = (&turn.output, &outcome.end) {
             match crate::turn::answer_json(&outcome.summary, schema) {
