@@ -369,3 +369,31 @@ fn a_broken_config_leaves_the_read_only_commands_working() {
         describe(&out)
     );
 }
+
+/// `[notify]` that cannot work on this machine is found by `validate`, not when tabd needs you.
+#[test]
+fn validate_checks_the_notify_channels() {
+    let v = TestVault::new();
+    v.set_config(
+        "timezone = \"UTC\"\n[notify]\ncommand = [\"no-such-alerter\"]\nwebhook = \"https://ntfy.sh/${NOPE_TOKEN}\"\nquiet_hours = \"22:00-07:00\"\n",
+    );
+    let out = v.tabd(&["validate"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("[notify] command: `no-such-alerter` is not installed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[notify] webhook:") && text.contains("NOPE_TOKEN"),
+        "{text}"
+    );
+    assert_eq!(out.status.code(), Some(0), "warnings, not errors: {text}");
+    v.set_config("timezone = \"UTC\"\n[notify]\nquiet_hours = \"late\"\n");
+    let out = v.tabd(&["validate"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("quiet_hours"),
+        "{}",
+        describe(&out)
+    );
+}

@@ -60,6 +60,7 @@ fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
     if let Some(warning) = provider.missing_key(&ws.env) {
         out.push(Diagnostic::warning(&file, 0, warning));
     }
+    out.extend(notify_checks(ws, &file));
     if let Some(profile) = &provider.profile {
         if find_program(&profile.command, &ws.env).is_none() {
             out.push(Diagnostic::warning(
@@ -149,6 +150,43 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
 }
 
 /// Where `command` would be found (one owner: `process::find_program`).
+/// `[notify]`: a channel that cannot work here is found today, not when tabd needs the person.
+fn notify_checks(ws: &Workspace, file: &Path) -> Vec<Diagnostic> {
+    let n = &ws.config.notify;
+    let mut out = Vec::new();
+    if let Some(program) = n.command.first() {
+        if find_program(program, &ws.env).is_none() {
+            out.push(Diagnostic::warning(
+                file,
+                0,
+                format!("[notify] command: `{program}` is not installed or not on PATH, so nothing reaches you through it"),
+            ));
+        }
+    }
+    if let Some(Err(e)) = n.webhook.as_ref().map(|w| ws.env.expand(w)) {
+        out.push(Diagnostic::warning(
+            file,
+            0,
+            format!("[notify] webhook: {e}; set it where tabd runs (~/.config/tabd/env)"),
+        ));
+    }
+    if n.desktop && find_program("notify-send", &ws.env).is_none() {
+        out.push(Diagnostic::warning(
+            file,
+            0,
+            "[notify] desktop: `notify-send` is not installed (Debian/Ubuntu: libnotify-bin), so no desktop notification can be shown",
+        ));
+    }
+    if !n.any() && n.events.is_some() {
+        out.push(Diagnostic::note(
+            file,
+            0,
+            "[notify] lists events but no channel (command, webhook or desktop): nothing is sent",
+        ));
+    }
+    out
+}
+
 pub fn find_program(command: &str, env: &crate::environment::Env) -> Option<PathBuf> {
     crate::process::find_program(command, env)
 }
