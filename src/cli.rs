@@ -204,8 +204,9 @@ pub enum McpCommand {
 }
 
 impl Command {
-    /// Commands that only print (no child, no socket, no run): a reader that leaves early
-    /// (`tabd logs | head`) may end them as SIGPIPE ends any Unix tool.
+    /// Commands that only print (no child, no socket, no run — `prompt` starts the role's MCP
+    /// servers, so it is not one): a reader that leaves early (`tabd logs | head`) may end them
+    /// as SIGPIPE ends any Unix tool.
     pub fn only_prints(&self) -> bool {
         matches!(
             self,
@@ -214,7 +215,6 @@ impl Command {
                 | Self::Runs { .. }
                 | Self::Logs { .. }
                 | Self::Approvals { .. }
-                | Self::Prompt { .. }
                 | Self::Validate
                 | Self::Completions { .. }
         )
