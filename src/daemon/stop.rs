@@ -35,14 +35,7 @@ impl Daemon {
             );
         }
         let deadline = self.run_env.clock.instant() + grace;
-        while !self.tasks.is_empty() {
-            tokio::select! {
-                Some(done) = self.tasks.next() => self.on_done(done),
-                _ = tokio::time::sleep_until(deadline) => break,
-                _ = sigterm.recv() => break,
-                _ = sigint.recv() => break,
-            }
-        }
+        self.let_runs_end(deadline, sigterm, sigint).await;
         if !self.tasks.is_empty() {
             tracing::warn!(
                 "stopping: stopping {} turn(s) now; their notes stay in the inbox and run again at the next start",
@@ -50,14 +43,7 @@ impl Daemon {
             );
             self.run_env.stop.request();
             let recorded_by = self.run_env.clock.instant() + STOP_RECORD;
-            while !self.tasks.is_empty() {
-                tokio::select! {
-                    Some(done) = self.tasks.next() => self.on_done(done),
-                    _ = tokio::time::sleep_until(recorded_by) => break,
-                    _ = sigterm.recv() => break,
-                    _ = sigint.recv() => break,
-                }
-            }
+            self.let_runs_end(recorded_by, sigterm, sigint).await;
             if !self.tasks.is_empty() {
                 self.tasks.abort_all();
                 while let Some(done) = self.tasks.next().await {
@@ -74,5 +60,22 @@ impl Daemon {
         }
         self.write_status(false);
         tracing::info!("stopped");
+    }
+
+    /// Takes in the runs that end until `until`, or until another stop signal comes.
+    async fn let_runs_end(
+        &mut self,
+        until: tokio::time::Instant,
+        sigterm: &mut tokio::signal::unix::Signal,
+        sigint: &mut tokio::signal::unix::Signal,
+    ) {
+        while !self.tasks.is_empty() {
+            tokio::select! {
+                Some(done) = self.tasks.next() => self.on_done(done),
+                _ = tokio::time::sleep_until(until) => break,
+                _ = sigterm.recv() => break,
+                _ = sigint.recv() => break,
+            }
+        }
     }
 }
