@@ -100,6 +100,15 @@ fn an_approved_call_runs_once_and_the_run_goes_on_with_its_result() {
         v.daily()
     );
     assert!(!v.path("project/plan.md").exists());
+    wait_until(T, "the status showing the waiting run", || {
+        String::from_utf8_lossy(&v.tabd(&["status", "ops"]).stdout).contains("waits for your decision since")
+    });
+    assert!(
+        v.read("agent/status.md")
+            .contains("1 run waiting for your decision"),
+        "{}",
+        v.read("agent/status.md")
+    );
 
     let note = approval_note(&v);
     approve(&v, &note);

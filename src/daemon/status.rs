@@ -93,6 +93,9 @@ pub struct RoleStatus {
     pub runs_today: u32,
     /// Calls waiting for the person's approval (DESIGN §15): their note paths.
     pub pending_approvals: Vec<String>,
+    /// Runs of this role waiting for the person's decision to go on (DESIGN §22): id and since.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_runs: Vec<(String, DateTime<Utc>)>,
     pub errors: Vec<String>,
     /// Only from the running daemon.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -225,6 +228,7 @@ pub fn collect(
     now: DateTime<Utc>,
 ) -> StatusReport {
     let today = now.with_timezone(&config.timezone).date_naive();
+    let waiting = crate::run::suspend::all(vault);
     let out = roles
         .all_names()
         .into_iter()
@@ -237,6 +241,7 @@ pub fn collect(
                     roles,
                     state,
                     live,
+                    waiting: &waiting,
                 },
                 now,
                 &name,
@@ -333,6 +338,8 @@ struct Sources<'a> {
     roles: &'a RoleSet,
     state: &'a State,
     live: &'a Live,
+    /// Runs waiting for the person's decision (DESIGN §22).
+    waiting: &'a [crate::run::suspend::Suspended],
 }
 
 fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus {
@@ -398,6 +405,12 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
             .values()
             .filter(|a| a.role == name && a.phase == crate::approvals::Phase::Pending && a.expires > now)
             .map(|a| a.note.clone())
+            .collect(),
+        waiting_runs: src
+            .waiting
+            .iter()
+            .filter(|s| s.role == name && !s.resuming)
+            .map(|s| (s.run_id.clone(), s.suspended_at))
             .collect(),
         errors: src
             .roles
@@ -588,6 +601,13 @@ fn note_row(role: &RoleStatus, now: DateTime<Utc>, tz: Tz) -> String {
     if let Some(s) = role.live.as_ref().and_then(|l| settling_line(l, now, tz)) {
         pending.push_str(&format!("; {s}"));
     }
+    if !role.waiting_runs.is_empty() {
+        pending.push_str(&format!(
+            "; {} run{} waiting for your decision",
+            role.waiting_runs.len(),
+            if role.waiting_runs.len() == 1 { "" } else { "s" }
+        ));
+    }
     if !role.pending_approvals.is_empty() {
         let links: Vec<String> = role
             .pending_approvals
@@ -750,6 +770,12 @@ fn role_text(role: &RoleStatus, tz: Tz, now: DateTime<Utc>) -> String {
             String::new()
         }
     ));
+    for (run, since) in &role.waiting_runs {
+        s.push_str(&format!(
+            "  waiting:   run {run} waits for your decision since {}; it goes on once you decide\n",
+            crate::text::shown(*since, tz)
+        ));
+    }
     if !role.pending_approvals.is_empty() {
         s.push_str(&format!(
             "  approvals: {} waiting for you ({}); `tabd approvals` lists them\n",
