@@ -72,7 +72,8 @@ pub struct RunRecord {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<String>,
     /// Why a `failed` run was nobody's fault: `paused` (the model or a required server could
-    /// not be used) or `stopped` (tabd was stopped). Its notes stay and count no
+    /// not be used) or `stopped` (tabd was stopped); or, on an `ok` one, `waiting`: its first
+    /// part, which goes on once the person decides. Its notes stay and count no
     /// attempt. Absent otherwise; `outcome` keeps the contract's four values.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,

@@ -132,6 +132,10 @@ fn an_approved_call_runs_once_and_the_run_goes_on_with_its_result() {
     let records: Vec<Value> = v.records().into_iter().filter(|r| r["role"] == "ops").collect();
     assert_eq!(records.len(), 2, "{records:?}");
     assert_eq!(records[0]["run_id"], records[1]["run_id"]);
+    assert_eq!(
+        (records[0]["ended"].as_str(), records[1]["ended"].as_str()),
+        (Some("waiting"), None)
+    );
     assert_eq!(fake.requests().len(), 2, "the conversation went on once");
 }
 

@@ -126,7 +126,8 @@ impl Daemon {
                     ),
                     Some(done.result.daily_log.as_str().to_string()),
                 ),
-            None => self.tell(
+            // A first part that waits for the person is not done (its approval is the event).
+            None if rec.ended.is_none() => self.tell(
                 EventKind::Done,
                 &done.role,
                 format!("done:{}", rec.run_id),

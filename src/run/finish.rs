@@ -312,6 +312,8 @@ pub(super) fn finish(
     record.ended = match class {
         Some(FailureClass::Outage | FailureClass::Unavailable) => Some("paused".into()),
         Some(FailureClass::Stopped) => Some("stopped".into()),
+        // The first part of a run that waits for the person: `ok` so far, and not over.
+        None if outcome.end == TurnEnd::Suspended => Some("waiting".into()),
         _ => None,
     };
     record.usage.cost_usd = crate::cost::round_usd(cost);
