@@ -292,6 +292,17 @@ fn add_children(record: &mut RunRecord, human: &mut HumanRun, children: &[RunRes
     });
 }
 
+/// The record's `ended`: why a failed run was nobody's fault, or that an ok one waits.
+fn ended_of(class: Option<FailureClass>, end: &TurnEnd) -> Option<String> {
+    match class {
+        Some(FailureClass::Outage | FailureClass::Unavailable) => Some("paused".into()),
+        Some(FailureClass::Stopped) => Some("stopped".into()),
+        // The first part of a run that waits for the person: `ok` so far, and not over.
+        None if *end == TurnEnd::Suspended => Some("waiting".into()),
+        _ => None,
+    }
+}
+
 /// Finishes a run that called the model (or tried to).
 pub(super) fn finish(
     env: &RunEnv,
@@ -309,13 +320,7 @@ pub(super) fn finish(
     let cost = cost_of(env, role, &outcome, prep.ttl);
     let mut record = record_of(role, &prep, &trigger, &notes, &outcome, &decided);
     record.ended_at = ended;
-    record.ended = match class {
-        Some(FailureClass::Outage | FailureClass::Unavailable) => Some("paused".into()),
-        Some(FailureClass::Stopped) => Some("stopped".into()),
-        // The first part of a run that waits for the person: `ok` so far, and not over.
-        None if outcome.end == TurnEnd::Suspended => Some("waiting".into()),
-        _ => None,
-    };
+    record.ended = ended_of(class, &outcome.end);
     record.usage.cost_usd = crate::cost::round_usd(cost);
     record.moved = moved_of(&plan.moves);
     let mut human = human_of(role, &outcome, &plan);
