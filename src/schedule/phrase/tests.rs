@@ -1,0 +1,231 @@
+use super::*;
+
+fn crons(phrase: &str) -> Vec<String> {
+    compile(phrase)
+        .unwrap_or_else(|e| panic!("{phrase}: {e}"))
+        .unwrap_or_else(|| panic!("{phrase}: no schedule"))
+        .crons
+}
+
+#[test]
+fn every_row_of_the_design_table() {
+    let table: &[(&str, &[&str])] = &[
+        ("0 9,17 * * 1-5", &["0 9,17 * * 1-5"]),
+        ("*/10 * * * * *", &["*/10 * * * * *"]),
+        ("9am and 5pm, weekdays", &["0 9,17 * * 1-5"]),
+        ("every 30 min", &["*/30 * * * *"]),
+        ("every 30 minutes", &["*/30 * * * *"]),
+        ("every 2 hours", &["0 */2 * * *"]),
+        ("hourly", &["0 * * * *"]),
+        ("every 30 min, 9am-6pm weekdays", &["*/30 9-17 * * 1-5"]),
+        ("daily at 8:30", &["30 8 * * *"]),
+        ("every day at 20:15", &["15 20 * * *"]),
+        ("at noon", &["0 12 * * *"]),
+        ("mondays at 10am", &["0 10 * * 1"]),
+        ("every friday at 4pm", &["0 16 * * 5"]),
+        ("weekly on monday", &["0 9 * * 1"]),
+        ("weekends at 11am", &["0 11 * * 0,6"]),
+        ("tue,thu at 14:00", &["0 14 * * 2,4"]),
+        ("1x/day", &["0 9 * * *"]),
+        ("2x/day", &["0 9,17 * * *"]),
+    ];
+    for (phrase, want) in table {
+        assert_eq!(crons(phrase), *want, "{phrase}");
+    }
+}
+
+#[test]
+fn no_schedule_words() {
+    for p in ["on-demand", "On demand", "manual", "none", "", "  "] {
+        assert_eq!(compile(p).unwrap(), None, "{p}");
+    }
+}
+
+#[test]
+fn more_natural_forms() {
+    assert_eq!(crons("weekly"), ["0 9 * * 1"]);
+    assert_eq!(crons("daily"), ["0 9 * * *"]);
+    assert_eq!(crons("9:30am and 5pm"), ["0 17 * * *", "30 9 * * *"]);
+    assert_eq!(crons("mon-fri at 9am"), ["0 9 * * 1-5"]);
+    assert_eq!(crons("every 2 hours, 9am-6pm"), ["0 9,11,13,15,17 * * *"]);
+    assert_eq!(
+        crons("every 15 min between 9am and 5pm on weekdays"),
+        ["*/15 9-16 * * 1-5"]
+    );
+}
+
+#[test]
+fn what_people_write_is_understood() {
+    let table: &[(&str, &[&str])] = &[
+        ("@hourly", &["0 * * * *"]),
+        ("@daily", &["0 0 * * *"]),
+        ("@weekly", &["0 0 * * 0"]),
+        ("@monthly", &["0 0 1 * *"]),
+        ("@yearly", &["0 0 1 1 *"]),
+        ("twice a day", &["0 9,17 * * *"]),
+        ("twice daily", &["0 9,17 * * *"]),
+        ("once a day", &["0 9 * * *"]),
+        ("at 9", &["0 9 * * *"]),
+        ("every weekday at 9", &["0 9 * * 1-5"]),
+        ("weekdays at 17", &["0 17 * * 1-5"]),
+        ("every 15 minutes during work hours", &["*/15 9-16 * * 1-5"]),
+        ("every 30 min during business hours", &["*/30 9-16 * * 1-5"]),
+        ("monthly", &["0 9 1 * *"]),
+        ("monthly at 8am", &["0 8 1 * *"]),
+        ("1st of the month at 9am", &["0 9 1 * *"]),
+        ("on the 15th of every month at 10:30", &["30 10 15 * *"]),
+        ("first monday of the month", &["0 9 * * 1#1"]),
+        ("second tuesday of each month at 14:00", &["0 14 * * 2#2"]),
+        ("last friday of the month at 4pm", &["0 16 * * 5#L"]),
+        ("last day of the month at 18:00", &["0 18 L * *"]),
+    ];
+    for (phrase, want) in table {
+        assert_eq!(crons(phrase), *want, "{phrase}");
+        // Every expression is one croner evaluates.
+        for c in crons(phrase) {
+            assert!(super::super::parse_cron(&c).is_ok(), "{phrase} → {c}");
+        }
+    }
+}
+
+#[test]
+fn phrases_that_stay_refused_say_what_to_write() {
+    for (phrase, want) in [
+        ("every other day", "mon,wed,fri"),
+        ("every 2 days at 9am", "mon,wed,fri"),
+        ("biweekly on monday", "mondays at 9am"),
+        ("31st of the month", "last day of the month"),
+    ] {
+        let e = compile(phrase).unwrap_err().to_string();
+        assert!(e.contains(want) || e.contains("Accepted forms"), "{phrase}: {e}");
+        assert!(e.contains(phrase), "the message quotes the phrase: {e}");
+    }
+    let e = compile("every other day").unwrap_err().to_string();
+    assert!(e.contains("mon,wed,fri at 9am"), "{e}");
+}
+
+#[test]
+fn interval_kinds() {
+    assert_eq!(
+        compile("every 30 min").unwrap().unwrap().kind,
+        ScheduleKind::Interval
+    );
+    assert_eq!(
+        compile("*/5 * * * *").unwrap().unwrap().kind,
+        ScheduleKind::Interval
+    );
+    assert_eq!(
+        compile("0 9 * * *").unwrap().unwrap().kind,
+        ScheduleKind::ClockTime
+    );
+    assert_eq!(compile("at noon").unwrap().unwrap().kind, ScheduleKind::ClockTime);
+}
+
+#[test]
+fn errors_quote_the_phrase_and_what_was_understood() {
+    let err = compile("9am and 5pn").unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("\"9am and 5pn\""), "{msg}");
+    assert!(msg.contains("understood so far: at 09:00"), "{msg}");
+    assert!(msg.contains("Accepted forms"), "{msg}");
+    for bad in [
+        "every 7 min",
+        "every blue moon",
+        "25:00",
+        "13pm",
+        "9am-6pm",
+        "every 30 min at 9am",
+        "0 99 * * *",
+        "sometimes",
+        "every 90 minutes",
+        "every 5 hours",
+    ] {
+        assert!(compile(bad).is_err(), "{bad} should be an error");
+    }
+}
+
+#[test]
+fn several_day_and_time_pairs_are_one_cron_each_never_a_cross_product() {
+    let table: &[(&str, &[&str])] = &[
+        ("friday at 4pm and monday at 9am", &["0 16 * * 5", "0 9 * * 1"]),
+        ("9am weekdays, 11am weekends", &["0 9 * * 1-5", "0 11 * * 0,6"]),
+        (
+            "weekdays at 9am and saturdays at noon",
+            &["0 9 * * 1-5", "0 12 * * 6"],
+        ),
+        ("mon at 9am, tue at 10am and 2pm", &["0 9 * * 1", "0 10,14 * * 2"]),
+        // One run of days and one of times is still every day at every time, as written.
+        ("mondays and fridays at 9am and 5pm", &["0 9,17 * * 1,5"]),
+        ("9am and 5pm, weekdays", &["0 9,17 * * 1-5"]),
+        (
+            "every day at 8am and weekends at 11am",
+            &["0 8 * * *", "0 11 * * 0,6"],
+        ),
+    ];
+    for (phrase, want) in table {
+        assert_eq!(crons(phrase), *want, "{phrase}");
+    }
+    let c = compile("friday at 4pm and monday at 9am").unwrap().unwrap();
+    assert_eq!(c.understood, "fri at 16:00; mon at 09:00");
+    let e = compile("weekdays at 9am and saturdays").unwrap_err().to_string();
+    assert!(e.contains("do not pair up") && e.contains(';'), "{e}");
+    let e = compile("9am weekdays and saturdays at noon")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("do not pair up"), "{e}");
+}
+
+#[test]
+fn a_bare_hour_is_read_in_working_hours_and_says_so() {
+    let c = compile("every friday at 4").unwrap().unwrap();
+    assert_eq!(c.crons, ["0 16 * * 5"]);
+    assert_eq!(c.understood, "fri at 16:00");
+    assert!(
+        c.notes[0].contains("\"at 4\" read as 16:00") && c.notes[0].contains("4am"),
+        "{:?}",
+        c.notes
+    );
+    let c = compile("at 9").unwrap().unwrap();
+    assert_eq!(c.crons, ["0 9 * * *"]);
+    assert!(c.notes[0].contains("9pm"), "{:?}", c.notes);
+    // Written unambiguously: no note.
+    for clear in ["at 4pm", "at 16:00", "at 17", "at 4am"] {
+        assert!(compile(clear).unwrap().unwrap().notes.is_empty(), "{clear}");
+    }
+    assert_eq!(crons("at 4am"), ["0 4 * * *"]);
+}
+
+#[test]
+fn a_week_and_a_zone_in_the_phrase() {
+    assert_eq!(crons("every week on Friday at 4 pm"), ["0 16 * * 5"]);
+    assert_eq!(crons("every week"), ["0 9 * * 1"]);
+    assert_eq!(crons("once a week"), ["0 9 * * 1"]);
+    assert_eq!(crons("once a month"), ["0 9 1 * *"]);
+    assert_eq!(crons("twice a day"), ["0 9,17 * * *"]);
+    let c = compile("every friday at 4pm UTC").unwrap().unwrap();
+    assert_eq!(
+        (c.crons.as_slice(), c.zone),
+        (&["0 16 * * 5".to_string()][..], Some(Tz::UTC))
+    );
+    assert_eq!(c.understood, "fri at 16:00 (UTC)");
+    let c = compile("weekdays at 9am in America/New_York").unwrap().unwrap();
+    assert_eq!(c.zone, Some(chrono_tz::America::New_York));
+    assert_eq!(c.crons, ["0 9 * * 1-5"]);
+    let e = compile("every friday at 4pm EST").unwrap_err().to_string();
+    assert!(e.contains("America/New_York"), "{e}");
+    let e = compile("at 9am Europe/Lisbn").unwrap_err().to_string();
+    assert!(e.contains("IANA"), "{e}");
+    // Cron steps are not zones.
+    assert_eq!(crons("*/15 * * * *"), ["*/15 * * * *"]);
+}
+
+#[test]
+fn twice_a_week_names_no_days_and_says_what_to_write() {
+    for phrase in ["twice a week", "thrice per week", "2x/week", "twice a month"] {
+        let e = compile(phrase).unwrap_err().to_string();
+        assert!(
+            e.contains("mon,thu at 9am") || e.contains("15th of the month"),
+            "{phrase}: {e}"
+        );
+    }
+}
