@@ -25,6 +25,11 @@ impl Daemon {
             .collect();
         for role in roles {
             let since = self.state.roles.get(&role.name).and_then(|r| r.expect_checked);
+            // Nothing to write until a deadline has passed since the last check (this runs at
+            // every wake: a state write each time would be a write per event).
+            if since.is_some_and(|s| !self.deadline_passed(&role, s, wall)) {
+                continue;
+            }
             let missed = since.map(|s| self.missed(&role, s, wall)).unwrap_or_default();
             let recorded = self
                 .run_env
@@ -40,12 +45,21 @@ impl Daemon {
         }
     }
 
+    /// Whether any of the role's deadlines falls in `(since, wall]`.
+    fn deadline_passed(&self, role: &Role, since: DateTime<Utc>, wall: DateTime<Utc>) -> bool {
+        role.settings
+            .expect
+            .iter()
+            .filter_map(|e| e.deadlines().next_after(since, role.schedule.tz))
+            .any(|due| due <= wall)
+    }
+
     /// The expected files missing at deadlines in `(since, wall]`.
     fn missed(&self, role: &Role, since: DateTime<Utc>, wall: DateTime<Utc>) -> Vec<(String, DateTime<Utc>)> {
         let tz = role.schedule.tz;
         let mut out = Vec::new();
         for e in &role.settings.expect {
-            let Some(line) = e.deadlines() else { continue };
+            let line = e.deadlines();
             let mut t = since;
             for _ in 0..MAX_BACKLOG {
                 let Some(due) = line.next_after(t, tz).filter(|d| *d <= wall) else {
@@ -98,7 +112,7 @@ impl Daemon {
         self.roles()
             .runnable()
             .flat_map(|r| r.settings.expect.iter().map(move |e| (r, e)))
-            .filter_map(|(r, e)| e.deadlines()?.next_after(wall, r.schedule.tz))
+            .filter_map(|(r, e)| e.deadlines().next_after(wall, r.schedule.tz))
             .min()
             .map(|t| core::mono_of(t, wall, now))
     }

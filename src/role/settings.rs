@@ -69,18 +69,28 @@ pub struct RoleSettings {
 
 /// `expect: {path: "reports/{date}.md", by: "weekdays at 8:30"}`: a file that must exist at each
 /// time the `by` schedule names — a reported "ok" is not proof the work happened.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Expectation {
     /// A vault path; `{date}` is the deadline's date (YYYY-MM-DD), `{role}` the role's name.
     pub path: String,
     /// A schedule phrase (or cron) of the deadlines.
     pub by: String,
+    /// `by`, compiled once when the role was read (the daemon asks for it at every wake).
+    line: crate::schedule::ScheduleLine,
 }
 
+impl PartialEq for Expectation {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.path, &self.by) == (&other.path, &other.by)
+    }
+}
+
+impl Eq for Expectation {}
+
 impl Expectation {
-    /// The deadlines, compiled (checked when the role was read, so `None` only for no schedule).
-    pub fn deadlines(&self) -> Option<crate::schedule::ScheduleLine> {
-        crate::schedule::ScheduleLine::compile(&self.by, 0).ok().flatten()
+    /// The deadlines.
+    pub fn deadlines(&self) -> &crate::schedule::ScheduleLine {
+        &self.line
     }
 
     /// The path due at a deadline on `date`.
@@ -420,7 +430,7 @@ fn expectations(v: &Value, env: &Env) -> Result<Vec<Expectation>, String> {
             )
             .map_err(|e| format!("`expect.path`: {e}"))?;
             match crate::schedule::ScheduleLine::compile(&by, 0) {
-                Ok(Some(_)) => Ok(Expectation { path, by }),
+                Ok(Some(line)) => Ok(Expectation { path, by, line }),
                 Ok(None) => Err(format!(
                     "`expect.by` \"{by}\" names no time: write one like \"weekdays at 8:30\""
                 )),

@@ -467,7 +467,7 @@ fn expect_takes_a_path_and_a_deadline_schedule_and_says_what_is_wrong() {
         "reports/2026-11-25.md"
     );
     assert_eq!(
-        e.deadlines().unwrap().cron_exprs().collect::<Vec<_>>(),
+        e.deadlines().cron_exprs().collect::<Vec<_>>(),
         ["30 8 * * 1-5"]
     );
     for (bad, says) in [
