@@ -468,7 +468,7 @@ fn a_stop_mid_run_counts_no_attempt_and_the_note_runs_again() {
         !daily.contains("bug in tabd") && !daily.contains("crashed"),
         "{daily}"
     );
-    let state: serde_json::Value = serde_json::from_str(&v.read(".tabd/state.json")).expect("state.json");
+    let state = v.state();
     let attempts = &state["roles"]["delivery"]["attempts"];
     assert!(
         attempts.as_object().is_none_or(|a| a.is_empty()),

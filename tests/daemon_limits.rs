@@ -204,7 +204,7 @@ fn a_413_and_the_run_deadline_fail_the_run_and_count_an_attempt() {
         "{}",
         describe(&out)
     );
-    let state: serde_json::Value = serde_json::from_str(&v.read(".tabd/state.json")).expect("state.json");
+    let state = v.state();
     assert_eq!(
         state["roles"]["delivery"]["attempts"]["agent/inbox/delivery/n.md"]["count"],
         2

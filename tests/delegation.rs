@@ -307,7 +307,7 @@ fn childrens_spending_rolls_up_and_stops_the_parent() {
         wire::tools_forbidden(&fake.requests().last().unwrap().body),
         "the wrap-up asks for a summary only"
     );
-    let state: Value = serde_json::from_str(&v.read(".tabd/state.json")).unwrap();
+    let state = v.state();
     let parent_tokens = parent["usage"]["input_tokens"].as_u64().unwrap()
         + parent["usage"]["output_tokens"].as_u64().unwrap();
     assert_eq!(

@@ -141,7 +141,7 @@ fn a_waiting_approval_reaches_a_command_and_a_webhook_once() {
     // Another event in the vault (a note for another run) sends nothing about the same approval.
     v.write("agent/inbox/ops/again.md", "Again.");
     wait_until(T, "the second run", || v.daily().matches("Queued.").count() == 2);
-    let state: Value = serde_json::from_str(&v.read(".tabd/state.json")).unwrap();
+    let state = v.state();
     assert!(
         state["approvals"]
             .as_object()
@@ -234,7 +234,7 @@ fn a_missed_expectation_is_logged_and_notified() {
     let written = chrono::Utc::now();
     let said = v.daily().matches("expected [[reports/").count();
     wait_until(T, "two more deadlines checked", || {
-        let state: Value = serde_json::from_str(&v.read(".tabd/state.json")).unwrap_or_default();
+        let state = v.state();
         state["roles"]["reporter"]["expect_checked"]
             .as_str()
             .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())

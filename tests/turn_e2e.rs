@@ -158,7 +158,7 @@ fn provider_500s_leave_notes_without_counting_an_attempt() {
         assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
         assert_eq!(fake.requests().len(), 2, "one try and max_retries = 1 retry");
         assert_eq!(v.files_in("agent/inbox/delivery"), ["a.md"], "the note stays");
-        let state: serde_json::Value = serde_json::from_str(&v.read(".tabd/state.json")).unwrap();
+        let state = v.state();
         assert_eq!(
             state["roles"]["delivery"]["attempts"],
             json!({}),
@@ -228,7 +228,7 @@ fn invalid_request_three_times_moves_the_note_to_failed() {
         let in_inbox = v.files_in("agent/inbox/delivery");
         if attempt < 3 {
             assert_eq!(in_inbox, ["huge.md"], "attempt {attempt}");
-            let state: serde_json::Value = serde_json::from_str(&v.read(".tabd/state.json")).unwrap();
+            let state = v.state();
             assert_eq!(
                 state["roles"]["delivery"]["attempts"]["agent/inbox/delivery/huge.md"]["count"],
                 attempt
@@ -554,7 +554,7 @@ fn a_paused_turn_is_continued_and_a_full_context_window_fails_the_run() {
     let out = v.tabd(&["fire", "delivery"]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert_eq!(v.files_in("agent/inbox/delivery"), ["big.md"]);
-    let state: serde_json::Value = serde_json::from_str(&v.read(".tabd/state.json")).unwrap();
+    let state = v.state();
     assert_eq!(
         state["roles"]["delivery"]["attempts"]["agent/inbox/delivery/big.md"]["count"],
         1

@@ -466,10 +466,7 @@ fn expect_takes_a_path_and_a_deadline_schedule_and_says_what_is_wrong() {
         e.path_on(chrono::NaiveDate::from_ymd_opt(2026, 11, 25).unwrap(), "r"),
         "reports/2026-11-25.md"
     );
-    assert_eq!(
-        e.deadlines().cron_exprs().collect::<Vec<_>>(),
-        ["30 8 * * 1-5"]
-    );
+    assert_eq!(e.deadlines().cron_exprs().collect::<Vec<_>>(), ["30 8 * * 1-5"]);
     for (bad, says) in [
         (
             "{path: \"r/{week}.md\", by: \"8:30\"}",

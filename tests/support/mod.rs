@@ -125,6 +125,14 @@ impl TestVault {
             .collect()
     }
 
+    /// `.tabd/state.json` (`Null` while it is missing or being replaced).
+    pub fn state(&self) -> serde_json::Value {
+        std::fs::read_to_string(self.path(".tabd/state.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    }
+
     /// The daemon's `.tabd/status.json`, if it wrote one.
     pub fn status_json(&self) -> Option<serde_json::Value> {
         let text = std::fs::read_to_string(self.path(".tabd/status.json")).ok()?;
