@@ -60,6 +60,10 @@ impl Daemon {
             .approvals
             .iter()
             .filter(|(_, a)| a.phase == crate::approvals::Phase::Pending && !a.notified && a.expires > now)
+            // The ledger is written before the note: tell the person once there is a note to open.
+            .filter(|(_, a)| {
+                crate::vault::VaultPath::parse(&a.note, false).is_ok_and(|p| self.run_env.vault.exists(&p))
+            })
             .map(|(id, a)| (id.clone(), a.clone()))
             .collect();
         if fresh.is_empty() {
