@@ -505,7 +505,18 @@ fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
 /// Speaks to a run's relay with its key, from this (unrelated) process.
 fn relay_with_key(socket: &Path, key: &str) -> std::io::Result<String> {
     use std::io::{BufRead, BufReader, Write};
-    let stream = std::os::unix::net::UnixStream::connect(socket)?;
+    // The socket's file appears at bind(), a moment before listen(): until then a connect is
+    // refused. Wait for the listener, not for a time.
+    let mut tries = 0;
+    let stream = loop {
+        match std::os::unix::net::UnixStream::connect(socket) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && tries < 500 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => break other?,
+        }
+    };
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut w = stream.try_clone().unwrap();
     // A relay that refuses may close before the second line is written (EPIPE): what it

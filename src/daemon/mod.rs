@@ -1,10 +1,11 @@
 //! `tabd run`: the long-running daemon (DESIGN §4–§6, §13).
 //!
-//! The decisions live in `core` (dispatch, limits, wake time, clock jumps), `slots` (scheduled
-//! slots and catch-up), `ready` (when a note is complete) and `events` (what a file event
-//! means) — all pure, given `now`. This module is the shell around them: one task that owns
-//! the daemon's state, reads the clocks, reacts to file events, timers, finished runs and
-//! signals, and carries the decisions out (spawn a run, write a log line, set a watch).
+//! The decisions live in `core` — a state machine that owns every role's runtime, the notes'
+//! readiness (`ready`) and the model-call pause, changed only by `Core::step(input, now)` — and
+//! in `slots` (scheduled slots and catch-up) and `events` (what a file event means), all pure.
+//! This module is the shell around them: one task that reads the clocks and the vault, turns
+//! file events, timers, finished runs and signals into the core's inputs, and carries its
+//! effects out (take a run lock and spawn a run, write a log line, set a watch, write status).
 //!
 //! - `scan` — inbox scans (what is ready), unreadable notes, stale attempt records;
 //! - `schedule` — due slots recorded in the ledger before they run;
@@ -13,8 +14,7 @@
 
 mod approvals;
 pub mod core;
-mod dispatch;
-mod done;
+mod effects;
 pub mod events;
 mod expect;
 mod lock;
@@ -57,13 +57,11 @@ use crate::state::{State, StateStore};
 use crate::vault::Vault;
 
 use self::approvals::ApprovalWork;
-use self::core::RoleRuntime;
+use self::core::{Core, Input};
 use self::timers::{Timers, SAFETY_TICK};
 pub use lock::{acquire as acquire_lock, holder as lock_holder, LockError};
-use ready::{FsEvent, Readiness};
+use ready::FsEvent;
 
-/// How long model calls pause after the provider proved unusable.
-const PAUSE: Duration = Duration::from_secs(300);
 /// Quiet time after a role-file event before reloading (editors write in bursts).
 const RELOAD_DEBOUNCE: Duration = Duration::from_millis(250);
 /// How often the daemon prunes the undo journal (and once at start).
@@ -81,12 +79,6 @@ pub struct Init {
     pub root: PathBuf,
     pub vault: Arc<Vault>,
     pub roles: RoleSet,
-}
-
-/// Model calls are paused until `until` (the provider proved unusable).
-struct Pause {
-    until: Instant,
-    reason: String,
 }
 
 /// The file watcher and what it is pointed at.
@@ -118,14 +110,13 @@ pub struct Daemon {
     role_errors_logged: BTreeMap<String, Vec<crate::diag::Diagnostic>>,
     /// Where the person is told what needs them (`[notify]`); `None`: no channel set.
     notifier: Option<crate::notify::Notifier>,
-    rt: BTreeMap<String, RoleRuntime>,
-    readiness: Readiness,
+    /// Every role's runtime, the notes' readiness, the pause: changed only through `core.step`.
+    core: Core,
     notes: HashMap<PathBuf, scan::NoteMeta>,
     inbox_view: BTreeMap<String, status::InboxView>,
     /// Per role: inbox entries the last scan could not read, for status.
     unreadable: BTreeMap<String, Vec<String>>,
     tasks: tasks::Tasks,
-    paused: Option<Pause>,
     watching: Watching,
     timers: Timers,
     /// `state.json` as of this tick: read once per tick, not once per role.
@@ -181,7 +172,7 @@ impl Daemon {
         let quiet = quiet::quiet(&init.env);
         Ok(Self {
             host: host_name(&init.config),
-            readiness: Readiness::new(init.config.inbox.settle()),
+            core: Core::new(init.config.inbox.settle()),
             run_env: RunEnv {
                 store: StateStore::new(init.vault.clone()),
                 vault: init.vault.clone(),
@@ -212,12 +203,10 @@ impl Daemon {
             writes_shown: 0,
             role_errors_logged: BTreeMap::new(),
             notifier: None,
-            rt: BTreeMap::new(),
             notes: HashMap::new(),
             inbox_view: BTreeMap::new(),
             unreadable: BTreeMap::new(),
             tasks: tasks::Tasks::default(),
-            paused: None,
             watching: Watching {
                 events_rx,
                 overflow,
@@ -352,6 +341,10 @@ impl Daemon {
             tracing::info!("finished {recovered} run(s) interrupted by the last stop");
         }
         self.forget_deleted_roles();
+        self.apply(Input::Roles {
+            names: self.roles().runnable().map(|r| r.name.clone()).collect(),
+            rescheduled: Vec::new(),
+        });
         self.refresh_watches();
         self.log_role_errors();
         self.report_stranded();
@@ -414,18 +407,22 @@ impl Daemon {
             self.next_deadline(wall, now),
             self.timers.next_watchdog,
             self.timers.trim_at,
-            self.paused.as_ref().map(|p| p.until),
             self.approvals.due,
         ];
+        let limits = &self.config().limits;
+        let roles = &self.roles().roles;
+        timers.extend(self.core.wakes(|name| {
+            roles
+                .get(name)
+                .map(|role| crate::limits::RoleLimits::resolve(role, limits).min_interval)
+        }));
         if self.watching.polling {
             timers.push(Some(now + POLL));
         }
-        for (name, r) in &self.rt {
+        for (name, _) in self.core.roles() {
             let Some(role) = self.roles().roles.get(name) else {
                 continue;
             };
-            let limits = crate::limits::RoleLimits::resolve(role, &self.config().limits);
-            timers.push(r.wake(limits.min_interval));
             if self.role_may_run_here(role) {
                 let ledger = self.state.roles.get(name).and_then(|r| r.last_slot);
                 let after = ledger.map_or(wall, |l| l.max(wall));
@@ -455,14 +452,7 @@ impl Daemon {
                 self.report_stranded();
             }
             events::EventClass::Stranded => self.report_stranded(),
-            events::EventClass::Inbox(owners) => {
-                for name in &owners {
-                    if let Some(r) = self.rt.get_mut(name) {
-                        r.dirty = true;
-                    }
-                }
-                self.readiness.on_event(&ev, now);
-            }
+            events::EventClass::Inbox(owners) => self.apply(Input::InboxEvent { event: ev, owners }),
             events::EventClass::Watched { path, roles } => self.on_watched_change(&path, &roles),
             events::EventClass::Approvals => {
                 // `tabd fire` may have asked for one: the status shows it now, not after a run.
@@ -511,14 +501,10 @@ impl Daemon {
             self.log_role_errors();
         }
         self.send_watchdog(now);
-        if self.paused.as_ref().is_some_and(|p| now >= p.until) {
-            tracing::info!("retrying model calls after the pause");
-            self.unpause();
-        }
         self.scan_inboxes(now);
         self.schedule_due(wall);
         self.check_expectations(wall);
-        self.dispatch(now);
+        self.dispatch();
         self.maybe_start_approvals();
         self.notify_approvals();
         if let Some(pool) = &self.run_env.mcp_pool {

@@ -107,7 +107,7 @@ impl Daemon {
         };
         let who = self.display_name(&done.role);
         let rec = &done.result.record;
-        let failed_in_a_row = self.rt.get(&done.role).map_or(0, |r| r.failed_in_a_row);
+        let failed_in_a_row = self.core.role(&done.role).map_or(0, |r| r.failed_in_a_row());
         match &done.result.failure {
             Some((FailureClass::Outage, why)) => self.tell(
                 EventKind::Paused,

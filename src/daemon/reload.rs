@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::core::Input;
 use super::{host_name, notify_systemd, watch, Daemon};
 use crate::calls::Change;
 use crate::config::{self, Config};
@@ -58,7 +59,6 @@ impl Daemon {
                     dirs.push(parent.to_path_buf());
                 }
             }
-            self.rt.entry(role.name.clone()).or_default();
         }
         // The config file — or where it would be: one made after start-up is read too. Its
         // folder, or (not made yet either) the nearest folder above it, at most two levels up.
@@ -132,11 +132,10 @@ impl Daemon {
                 Some(h) => seen.insert(path.to_string(), h.clone()),
                 None => seen.remove(path),
             };
-            if let Some(r) = self.rt.get_mut(name) {
-                if !r.watch_pending.iter().any(|p| p == path) {
-                    r.watch_pending.push(path.to_string());
-                }
-            }
+            self.apply(Input::WatchChanged {
+                role: name.clone(),
+                path: path.to_string(),
+            });
         }
     }
 
@@ -152,9 +151,10 @@ impl Daemon {
             .unwrap_or_default();
         for w in watch.iter().filter(|w| changes.iter().any(|c| &c.path == *w)) {
             let h = crate::blocking::run(|| self.hash_file(w));
-            if let Some(r) = self.rt.get_mut(role) {
-                r.watch_pending.retain(|p| p != w);
-            }
+            self.apply(Input::OwnWrite {
+                role: role.to_string(),
+                path: w.clone(),
+            });
             let seen = self.watching.hashes.entry(role.to_string()).or_default();
             match h {
                 Some(h) => seen.insert(w.clone(), h),
@@ -182,21 +182,15 @@ impl Daemon {
                 self.kept_last_good.push(name.clone());
             }
         }
-        self.restart_changed_schedules(&old, &effective);
-        let removed: Vec<String> = self
-            .rt
-            .keys()
-            .filter(|n| !effective.roles.contains_key(*n))
-            .cloned()
-            .collect();
-        for n in removed {
-            if self.rt.get(&n).is_some_and(|r| !r.running) {
-                self.rt.remove(&n);
-                self.inbox_view.remove(&n);
-            }
-        }
+        let rescheduled = self.restart_changed_schedules(&old, &effective);
         let old_broken = old.broken.clone();
         self.run_env.roles = Arc::new(effective);
+        self.apply(Input::Roles {
+            names: self.roles().runnable().map(|r| r.name.clone()).collect(),
+            rescheduled,
+        });
+        let core = &self.core;
+        self.inbox_view.retain(|name, _| core.role(name).is_some());
         if old_broken != self.run_env.roles.broken {
             // Obsidian saves every few seconds while a person types: the daily note gets the
             // state the file is left in, once they have stopped editing, not one line a save.
@@ -266,7 +260,7 @@ impl Daemon {
         // `[sandbox] require` holds from the next child on, like every other setting.
         self.run_env.launcher.require_sandbox = c.sandbox.require;
         self.run_env.launcher.config_file = c.path.clone();
-        self.readiness.set_settle(c.inbox.settle());
+        let settle = c.inbox.settle();
         let notify_changed = c.notify != self.run_env.config.notify;
         self.run_env.config = Arc::new(c);
         if notify_changed {
@@ -274,15 +268,12 @@ impl Daemon {
         }
         // A config change is worth another try, at once: of a paused provider, of a role whose
         // required server was down.
-        self.unpause();
-        for r in self.rt.values_mut() {
-            r.down_until = None;
-        }
+        self.apply(Input::Config { settle });
         self.rescan_all = true;
     }
 
     /// A changed schedule starts from now: no catch-up for slots the old one never had.
-    fn restart_changed_schedules(&mut self, old: &RoleSet, new: &RoleSet) {
+    fn restart_changed_schedules(&mut self, old: &RoleSet, new: &RoleSet) -> Vec<String> {
         let mut restarted = Vec::new();
         for (name, role) in &new.roles {
             let changed = old.roles.get(name).is_none_or(|o| {
@@ -290,23 +281,22 @@ impl Daemon {
             });
             if changed {
                 restarted.push(name.clone());
-                if let Some(r) = self.rt.get_mut(name) {
-                    r.slots.clear();
-                }
             }
         }
         if restarted.is_empty() {
-            return;
+            return restarted;
         }
         let now = self.run_env.clock.now();
+        let names = restarted.clone();
         if let Ok(fresh) = self.run_env.store.update(move |s| {
-            for n in restarted {
+            for n in names {
                 s.role(&n).last_slot = Some(now);
             }
             s.clone()
         }) {
             self.state = fresh;
         }
+        restarted
     }
 
     /// Drops the state of roles whose file is gone (a broken file keeps its role's state).

@@ -88,7 +88,7 @@ impl Daemon {
         let (wall, now) = self.now();
         let live = status::Live {
             pid: running.then(std::process::id),
-            paused: self.paused.as_ref().map(|p| p.reason.clone()),
+            paused: self.core.paused().map(str::to_string),
             watching: Some(if self.watching.polling {
                 "polling for changes (file watching unavailable)".into()
             } else {
@@ -103,16 +103,16 @@ impl Daemon {
             generation: self.status_generation,
             unsandboxed: unsandboxed(&self.run_env.launcher),
             roles: self
-                .rt
-                .iter()
+                .core
+                .roles()
                 .map(|(name, r)| {
                     let mut view = self.inbox_view.get(name).cloned().unwrap_or_default();
-                    view.running = r.running;
-                    view.running_since = r.started.as_ref().map(|s| s.0);
-                    view.running_trigger = r.started.as_ref().map(|s| s.1.clone());
-                    view.busy_elsewhere = r.busy_until.is_some();
-                    view.queued_slots = r.slots.len();
-                    view.watch_pending = r.watch_pending.len();
+                    view.running = r.running();
+                    view.running_since = r.started().map(|s| s.0);
+                    view.running_trigger = r.started().map(|s| s.1.as_str().to_string());
+                    view.busy_elsewhere = r.busy_elsewhere();
+                    view.queued_slots = r.queued_slots();
+                    view.watch_pending = r.watch_pending();
                     view.waits = self.roles().roles.get(name).and_then(|role| {
                         let limits = RoleLimits::resolve(role, &self.config().limits);
                         r.waiting(&limits, now).map(|(until, why)| status::Wait {

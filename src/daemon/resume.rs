@@ -2,6 +2,7 @@
 //! is decided (and run), its second part is queued for its role — ahead of its other work, never
 //! held back by `min_interval`. One whose second part was cut off by a crash does not start again.
 
+use super::core::Input;
 use super::Daemon;
 use crate::run::suspend;
 
@@ -13,16 +14,18 @@ impl Daemon {
             if s.resuming || suspend::decisions(&state, &s).is_none() {
                 continue;
             }
-            let Some(r) = self.rt.get_mut(&s.role) else {
-                continue;
+            let now = self.run_env.clock.instant();
+            let input = Input::Resumable {
+                role: s.role.clone(),
+                run_id: s.run_id.clone(),
             };
-            if !r.resumes.contains(&s.run_id) {
+            let effects = self.core.step(input, now);
+            if !effects.is_empty() {
                 tracing::info!(
                     "{}: the calls run {} waited for are decided; it goes on",
                     s.role,
                     s.run_id
                 );
-                r.resumes.push_back(s.run_id.clone());
                 self.status_dirty = true;
             }
         }

@@ -8,6 +8,7 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 
 use super::status::InboxView;
+use super::core::Input;
 use super::Daemon;
 use crate::inbox::{self, Candidate, Note};
 use crate::role::Role;
@@ -27,17 +28,13 @@ pub(super) struct NoteMeta {
 impl Daemon {
     pub(super) fn scan_inboxes(&mut self, now: Instant) {
         let all = std::mem::take(&mut self.rescan_all);
-        let names: Vec<String> = self.rt.keys().cloned().collect();
+        let names = self.core.due_scans(all, now);
         let roles = self.run_env.roles.clone();
         let mut unreadable: Vec<(&Role, Vec<OddEntry>)> = Vec::new();
         let mut present: Vec<(String, BTreeSet<String>)> = Vec::new();
         let due: Vec<(String, &Role)> = names
             .into_iter()
-            .filter_map(|name| {
-                let role = roles.roles.get(&name)?;
-                let (dirty, recheck) = self.rt.get(&name).map(|r| (r.dirty, r.recheck_at))?;
-                (all || dirty || recheck.is_some_and(|t| now >= t)).then_some((name, role))
-            })
+            .filter_map(|name| roles.roles.get(&name).map(|role| (name, role)))
             .collect();
         // Listing is the slow part (a folder read per inbox); at start-up, a thousand of them
         // use every core.
@@ -55,12 +52,12 @@ impl Daemon {
                 }
             };
             let (ready, recheck_at, view) = self.judge(role, &listing.notes, now);
-            if let Some(r) = self.rt.get_mut(&name) {
-                r.dirty = false;
-                r.inbox_ready = ready;
-                r.person_note_ready = view.by_person > 0;
-                r.recheck_at = recheck_at;
-            }
+            self.apply(Input::Scanned {
+                role: name.clone(),
+                ready,
+                by_person: view.by_person > 0,
+                recheck_at,
+            });
             let view = InboxView {
                 unreadable: listing.unreadable.len(),
                 has_failed: listing.has_failed,
@@ -109,7 +106,7 @@ impl Daemon {
             existing.insert(abs.clone());
             view.notes += 1;
             let modified = e.modified.unwrap_or(SystemTime::UNIX_EPOCH);
-            match self.readiness.check(&abs, e.size, modified, now, wall) {
+            match self.core.note_complete(&abs, e.size, modified, now, wall) {
                 Ok(()) => {
                     let meta = self.note_meta(&abs, e, modified);
                     if meta.draft {
@@ -138,7 +135,7 @@ impl Daemon {
             let wall = self.run_env.clock.now();
             wall + chrono::Duration::from_std(t.saturating_duration_since(now)).unwrap_or_default()
         });
-        self.readiness.retain_existing(&dir, &existing);
+        self.core.notes_left(&dir, &existing);
         self.notes
             .retain(|p, _| p.parent() != Some(dir.as_path()) || existing.contains(p));
         (view.ready > 0, recheck, view)
@@ -177,7 +174,7 @@ impl Daemon {
         for e in &listing.notes {
             let abs: PathBuf = root.join(e.path.as_path());
             let modified = e.modified.unwrap_or(SystemTime::UNIX_EPOCH);
-            if self.readiness.check(&abs, e.size, modified, now, wall).is_err() {
+            if self.core.note_complete(&abs, e.size, modified, now, wall).is_err() {
                 continue;
             }
             let meta = self.note_meta(&abs, e, modified);

@@ -3,37 +3,29 @@
 
 use chrono::{DateTime, Utc};
 
-use super::core::{RoleRuntime, SlotRun};
+use super::core::{Input, SlotRun, Work};
 use super::slots::{self, SlotDecision};
 use super::Daemon;
 use crate::role::Role;
 use crate::trigger::Trigger;
 
-/// The trigger for the next run of `role`, from what it has waiting: a due slot first, then
-/// inbox notes, then watched files. Takes that work off the queue. `None`: nothing to do.
-pub(super) fn trigger_for(r: &mut RoleRuntime, role: &Role, has_notes: bool) -> Option<Trigger> {
-    // A run the person's decision unblocked goes first: it is the rest of a run already begun.
-    if let Some(id) = r.resumes.pop_front() {
-        return Some(Trigger::resume(&id));
+/// The trigger for a run of `role` started for `work` (the core took it off the queue).
+pub(super) fn trigger_of(work: Work, role: &Role) -> Trigger {
+    match work {
+        Work::Resume(id) => Trigger::resume(&id),
+        Work::Slot(s) => {
+            let cron = role
+                .schedule
+                .lines
+                .iter()
+                .map(|l| l.cron_exprs().collect::<Vec<_>>().join(" | "))
+                .collect::<Vec<_>>()
+                .join(" | ");
+            Trigger::schedule(s.slot, cron, s.missed, role.skip_unchanged())
+        }
+        Work::Inbox => Trigger::inbox(),
+        Work::Watch(paths) => Trigger::watch(paths),
     }
-    let slot = r.slots.pop_front();
-    let watched = std::mem::take(&mut r.watch_pending);
-    r.inbox_ready = false;
-    r.person_note_ready = false;
-    if let Some(s) = slot {
-        let cron = role
-            .schedule
-            .lines
-            .iter()
-            .map(|l| l.cron_exprs().collect::<Vec<_>>().join(" | "))
-            .collect::<Vec<_>>()
-            .join(" | ");
-        return Some(Trigger::schedule(s.slot, cron, s.missed, role.skip_unchanged()));
-    }
-    if has_notes {
-        return Some(Trigger::inbox());
-    }
-    (!watched.is_empty()).then(|| Trigger::watch(watched))
 }
 
 impl Daemon {
@@ -118,7 +110,7 @@ impl Daemon {
         let writes = &self.writes;
         let line =
             |text: String| writes.check("the daily note", log.write_line(wall, &role.display_name, &text));
-        let r = self.rt.entry(role.name.clone()).or_default();
+        let mut due = Vec::new();
         match decision {
             SlotDecision::Nothing => {}
             SlotDecision::Run { slot, missed, late } => {
@@ -132,7 +124,7 @@ impl Daemon {
                         "{what} while tabd was not running or the computer slept; running once now (catch_up: once)"
                     ));
                 }
-                r.slots.push_back(SlotRun { slot, missed });
+                due.push(SlotRun { slot, missed });
             }
             SlotDecision::RunEach { slots, dropped } => {
                 line(format!(
@@ -145,8 +137,7 @@ impl Daemon {
                         String::new()
                     }
                 ));
-                r.slots
-                    .extend(slots.into_iter().map(|slot| SlotRun { slot, missed: 1 }));
+                due.extend(slots.into_iter().map(|slot| SlotRun { slot, missed: 1 }));
             }
             SlotDecision::Skip {
                 count,
@@ -162,6 +153,12 @@ impl Daemon {
                 line(format!("skipped — missed {span}: {why}"));
                 self.status_dirty = true;
             }
+        }
+        if !due.is_empty() {
+            self.apply(Input::SlotsDue {
+                role: role.name.clone(),
+                slots: due,
+            });
         }
     }
 }

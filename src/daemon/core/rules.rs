@@ -1,9 +1,8 @@
-//! The daemon's decisions, pure: given what each role has waiting, its limits, today's use and
-//! `now`, which runs start, which wait and which stop for the day; when to wake next; whether
-//! the wall clock jumped. No I/O and no clock reads here — the shell (`daemon/mod.rs`) passes
-//! `now` in and carries the decisions out — so every rule is unit-tested without sleeping.
+//! The rules the core applies, pure: given what each role has waiting, its limits, today's use
+//! and `now`, which runs start, which wait and which stop for the day; when to wake next; whether
+//! the wall clock jumped.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -13,115 +12,12 @@ use crate::config::Limits;
 use crate::limits::{daily_stop, DailyStop, RoleLimits};
 use crate::state::DayUsage;
 
+use super::role::RoleRuntime;
+
 /// Longest sleep before the wall clock is looked at again (tokio timers stop in suspend).
 pub const MAX_SLEEP: Duration = Duration::from_secs(60);
 /// A wall-clock jump bigger than this against the monotonic clock means suspend or a clock step.
 pub const JUMP: chrono::Duration = chrono::Duration::seconds(5);
-
-/// A scheduled run waiting to start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotRun {
-    pub slot: DateTime<Utc>,
-    /// Slots this run stands for (catch-up); 1 when on time.
-    pub missed: usize,
-}
-
-/// What the daemon tracks of one role between ticks.
-#[derive(Debug, Default)]
-pub struct RoleRuntime {
-    pub running: bool,
-    /// The run going on: when it started (wall clock) and what started it, for `tabd status`.
-    pub started: Option<(chrono::DateTime<chrono::Utc>, String)>,
-    pub last_end: Option<Instant>,
-    pub slots: VecDeque<SlotRun>,
-    /// Watched files that changed, not yet handed to a run.
-    pub watch_pending: Vec<String>,
-    /// Complete notes were seen at the last scan.
-    pub inbox_ready: bool,
-    /// One of them is a person's new note (no chain depth, no failed attempt yet): it runs within
-    /// seconds, not after `min_interval`, which holds back what a loop could cause (slots,
-    /// chains, watches, retries).
-    pub person_note_ready: bool,
-    /// Look at the inbox again at this instant (a note settling).
-    pub recheck_at: Option<Instant>,
-    /// Something changed in the inbox since the last scan.
-    pub dirty: bool,
-    /// Another process (`tabd fire`) holds the role's run lock: try again at this instant.
-    pub busy_until: Option<Instant>,
-    /// A server the role requires was down: try again at this instant.
-    pub down_until: Option<Instant>,
-    /// Runs that failed (the notes' fault or tabd's) since the last one that did not.
-    pub failed_in_a_row: u32,
-    /// Suspended runs of this role whose calls the person has decided: their second parts.
-    pub resumes: VecDeque<String>,
-}
-
-impl RoleRuntime {
-    pub fn has_work(&self) -> bool {
-        !self.slots.is_empty()
-            || self.inbox_ready
-            || !self.watch_pending.is_empty()
-            || !self.resumes.is_empty()
-    }
-
-    /// A run ended: the role is free, and notes that arrived meanwhile get a look (coalesced
-    /// into one follow-up run).
-    pub fn finished(&mut self, now: Instant, reached_model: bool) {
-        self.running = false;
-        self.started = None;
-        if reached_model {
-            self.last_end = Some(now);
-        }
-        self.dirty = true;
-    }
-
-    /// The next instant this role needs the daemon awake for.
-    pub fn wake(&self, min_interval: Duration) -> Option<Instant> {
-        [self.recheck_at, self.busy_until, self.interval_end(min_interval)]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-
-    /// Until when `min_interval` holds this role's waiting work back, if it does: a person's
-    /// note never waits for it.
-    pub fn interval_end(&self, min_interval: Duration) -> Option<Instant> {
-        match self.last_end {
-            // The person's note, or the person's decision a run waits on: never held back.
-            Some(last)
-                if self.has_work() && !self.running && !self.person_note_ready && self.resumes.is_empty() =>
-            {
-                Some(last + min_interval)
-            }
-            _ => None,
-        }
-    }
-
-    /// Why waiting work has not started, and until when (for status): `None` when nothing waits
-    /// or it starts at the next look.
-    pub fn waiting(&self, limits: &RoleLimits, now: Instant) -> Option<(Instant, String)> {
-        if self.running || !self.has_work() {
-            return None;
-        }
-        if let Some(t) = self.busy_until.filter(|t| now < *t) {
-            return Some((
-                t,
-                "another tabd process (`tabd fire`) is running this role".into(),
-            ));
-        }
-        if let Some(t) = self.down_until.filter(|t| now < *t) {
-            return Some((t, "a server this role requires is down".into()));
-        }
-        let end = self.interval_end(limits.min_interval).filter(|t| now < *t)?;
-        Some((
-            end,
-            format!(
-                "min_interval {} since its last run (a note you write never waits for it)",
-                humantime::format_duration(limits.min_interval)
-            ),
-        ))
-    }
-}
 
 /// What dispatch knows about one role.
 #[derive(Debug, Clone)]
@@ -221,6 +117,7 @@ pub fn wall_jump(
 
 #[cfg(test)]
 mod tests {
+    use super::super::role::SlotRun;
     use super::*;
 
     fn limits() -> Limits {
