@@ -259,32 +259,6 @@ fn a_role_file_deleted_at_runtime_is_dropped_quietly() {
     assert!(d.child.try_wait().unwrap().is_none());
 }
 
-#[test]
-fn a_note_arriving_during_a_run_gets_one_follow_up_run() {
-    let (v, fake) = setup("");
-    fake.respond_with(|_, i| {
-        let r = wire::text("anthropic", "ok");
-        if i == 0 {
-            r.delayed(Duration::from_millis(1500))
-        } else {
-            r
-        }
-    });
-    let _d = Daemon::start(&v);
-    v.write("agent/inbox/delivery/first.md", "first");
-    fake.wait_for_requests(1, T);
-    v.write("agent/inbox/delivery/second.md", "arrived meanwhile");
-    v.write("agent/inbox/delivery/third.md", "this one too");
-    wait_until(T, "all processed", || {
-        v.files_in("agent/inbox/delivery/processed").len() == 3
-    });
-    wait_idle(&v);
-    let r = v.records();
-    assert_eq!(r.len(), 2, "one run, then one follow-up for both late notes");
-    assert_eq!(r[0]["trigger"]["notes"], json!(["agent/inbox/delivery/first.md"]));
-    assert_eq!(r[1]["trigger"]["notes"].as_array().unwrap().len(), 2);
-}
-
 /// A manual fire respects the daily budget, or says it overrides it (issue 21).
 #[test]
 fn tabd_fire_respects_the_daily_budget_unless_told_to_override() {

@@ -232,7 +232,7 @@ fn misbehaving_servers_at_start_end_in_bounded_time_and_the_model_is_told() {
         v.use_model(
             &fake,
             KIND,
-            &server_config("bad", mode, &log, "startup_timeout_s = 2"),
+            &server_config("bad", mode, &log, "startup_timeout_s = 1"),
         );
         ops_role(&v, "", &["read_file", "bad/*"]);
         fake.script([wire::text(KIND, "Worked without the server.")]);

@@ -166,7 +166,13 @@ fn a_failing_channel_shows_in_status_without_its_secret() {
         hook.port
     );
     let (v, _fake) = asking_vault(&notify);
-    let d = Daemon::start_with_env(&v, &[("HOOK_TOKEN", "s3cret-token")]);
+    let d = Daemon::start_with_env(
+        &v,
+        &[
+            ("HOOK_TOKEN", "s3cret-token"),
+            ("TABD_TEST_NOTIFY_RETRY_MS", "50"),
+        ],
+    );
     v.write("agent/inbox/ops/plan.md", "Write the plan.");
     wait_until(T, "the status showing the failing channel", || {
         v.read("agent/status.md").contains("tabd cannot reach you")
@@ -211,10 +217,10 @@ fn a_missed_expectation_is_logged_and_notified() {
             events.display()
         ),
     );
-    // Deadlines every two seconds (a cron with seconds), so the test sees several.
+    // A deadline every second (a cron with seconds), so the test sees several.
     v.write(
         "roles/reporter.md",
-        "---\nexpect: {path: \"reports/{date}-{role}.md\", by: \"*/2 * * * * *\"}\n---\n# Reporter\n## Mission\nReport.\n",
+        "---\nexpect: {path: \"reports/{date}-{role}.md\", by: \"* * * * * *\"}\n---\n# Reporter\n## Mission\nReport.\n",
     );
     let _d = Daemon::start(&v);
     wait_until(T, "the missed expectation in the daily note", || {
@@ -233,12 +239,12 @@ fn a_missed_expectation_is_logged_and_notified() {
     v.write(&format!("reports/{today}-reporter.md"), "the report");
     let written = chrono::Utc::now();
     let said = v.daily().matches("expected [[reports/").count();
-    wait_until(T, "two more deadlines checked", || {
+    wait_until(T, "later deadlines checked", || {
         let state = v.state();
         state["roles"]["reporter"]["expect_checked"]
             .as_str()
             .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-            .is_some_and(|t| t > written + chrono::Duration::seconds(4))
+            .is_some_and(|t| t > written + chrono::Duration::seconds(2))
     });
     let now_said = v.daily().matches("expected [[reports/").count();
     assert!(

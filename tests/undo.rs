@@ -21,7 +21,8 @@ fn vault(fake: &FakeModel) -> TestVault {
         "roles/delivery.md",
         &d.replacen("## Tools\n", "## Tools\n- move_file\n", 1),
     );
-    v.use_model(fake, "anthropic", "");
+    // The daemon tests' settle times: a note written in place runs in 0.3 s, not 5 s.
+    v.use_model(fake, "anthropic", &crate::support::daemon::daemon_config(""));
     v
 }
 

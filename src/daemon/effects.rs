@@ -32,7 +32,10 @@ impl Daemon {
             Effect::Start(name) => self.start_run(&name),
             Effect::StopForToday { role, stop, kind } => self.stop_for_today(&role, stop, kind),
             Effect::Paused { reason, .. } => {
-                tracing::warn!("model calls paused for {} min: {reason}", super::core::PAUSE.as_secs() / 60);
+                tracing::warn!(
+                    "model calls paused for {} min: {reason}",
+                    super::core::PAUSE.as_secs() / 60
+                );
                 let r = self.run_env.store.update(|s| s.global.paused = Some(reason));
                 self.writes.check("the state (paused)", r);
             }
@@ -42,7 +45,9 @@ impl Daemon {
                 self.writes.check("the state (paused)", r);
             }
             Effect::RoleWaits { role, until } => {
-                let secs = until.saturating_duration_since(self.run_env.clock.instant()).as_secs();
+                let secs = until
+                    .saturating_duration_since(self.run_env.clock.instant())
+                    .as_secs();
                 tracing::warn!("{role} waits {} min for a server it requires", secs.div_ceil(60));
             }
             Effect::StatusChanged => self.status_dirty = true,
@@ -79,7 +84,12 @@ impl Daemon {
         });
     }
 
-    fn stop_for_today(&mut self, name: &str, stop: crate::limits::DailyStop, kind: crate::trigger::TriggerKind) {
+    fn stop_for_today(
+        &mut self,
+        name: &str,
+        stop: crate::limits::DailyStop,
+        kind: crate::trigger::TriggerKind,
+    ) {
         let Some(role) = self.roles().roles.get(name).cloned() else {
             return;
         };
@@ -179,10 +189,18 @@ impl Daemon {
         for effect in self.core.step(taken, now) {
             match effect {
                 Effect::Spawn { work, .. } => {
-                    let (Some(lock), Some(notes)) = (lock.take(), notes.take()) else { continue };
+                    let (Some(lock), Some(notes)) = (lock.take(), notes.take()) else {
+                        continue;
+                    };
                     let trigger = schedule::trigger_of(work, &role);
-                    self.tasks
-                        .spawn(self.run_env.clone(), role.clone(), trigger, notes, paths.clone(), lock);
+                    self.tasks.spawn(
+                        self.run_env.clone(),
+                        role.clone(),
+                        trigger,
+                        notes,
+                        paths.clone(),
+                        lock,
+                    );
                 }
                 // The notes went away (moved by someone) before the run started: the lock goes.
                 Effect::Release(_) => drop(lock.take()),
@@ -200,7 +218,10 @@ impl Daemon {
         match &done.result.failure {
             Some((FailureClass::RunFailure, why)) => tracing::warn!("run of {} failed: {why}", done.role),
             Some((FailureClass::Stopped, _)) => {
-                tracing::info!("run of {} stopped; its notes run again at the next start", done.role)
+                tracing::info!(
+                    "run of {} stopped; its notes run again at the next start",
+                    done.role
+                )
             }
             Some((FailureClass::Unavailable, why)) => tracing::warn!("{}: {why}", done.role),
             Some((FailureClass::Outage, _)) => {}

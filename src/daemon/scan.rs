@@ -7,8 +7,8 @@ use std::time::SystemTime;
 
 use tokio::time::Instant;
 
-use super::status::InboxView;
 use super::core::Input;
+use super::status::InboxView;
 use super::Daemon;
 use crate::inbox::{self, Candidate, Note};
 use crate::role::Role;
@@ -174,7 +174,11 @@ impl Daemon {
         for e in &listing.notes {
             let abs: PathBuf = root.join(e.path.as_path());
             let modified = e.modified.unwrap_or(SystemTime::UNIX_EPOCH);
-            if self.core.note_complete(&abs, e.size, modified, now, wall).is_err() {
+            if self
+                .core
+                .note_complete(&abs, e.size, modified, now, wall)
+                .is_err()
+            {
                 continue;
             }
             let meta = self.note_meta(&abs, e, modified);

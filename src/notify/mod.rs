@@ -172,13 +172,22 @@ impl Channels {
         let payload = payload(ev, &self.vault_name);
         let mut out = Vec::new();
         if !self.config.command.is_empty() {
-            out.push(("command", retried(|| self.command(&payload)).await));
+            out.push((
+                "command",
+                retried(first_retry(&self.env), || self.command(&payload)).await,
+            ));
         }
         if let Some(url) = &self.config.webhook {
-            out.push(("webhook", retried(|| self.webhook(url, &payload)).await));
+            out.push((
+                "webhook",
+                retried(first_retry(&self.env), || self.webhook(url, &payload)).await,
+            ));
         }
         if self.config.desktop {
-            out.push(("desktop", retried(|| self.desktop(ev)).await));
+            out.push((
+                "desktop",
+                retried(first_retry(&self.env), || self.desktop(ev)).await,
+            ));
         }
         out
     }
@@ -285,15 +294,22 @@ impl Channels {
     }
 }
 
-/// Tries `f` up to four times, waiting 1 s, 2 s, 4 s between.
-async fn retried<F, Fut>(f: F) -> Result<(), String>
+/// The wait before the first retry: 1 s (`TABD_TEST_NOTIFY_RETRY_MS` shortens it for tests).
+fn first_retry(env: &Env) -> Duration {
+    env.get("TABD_TEST_NOTIFY_RETRY_MS")
+        .and_then(|ms| ms.parse().ok())
+        .map_or(Duration::from_secs(1), Duration::from_millis)
+}
+
+/// Tries `f` up to four times, waiting `first` (1 s), then twice and four times that between.
+async fn retried<F, Fut>(first: Duration, f: F) -> Result<(), String>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,
 {
     f.retry(
         ExponentialBuilder::default()
-            .with_min_delay(Duration::from_secs(1))
+            .with_min_delay(first)
             .with_max_delay(Duration::from_secs(30))
             .with_max_times(3),
     )

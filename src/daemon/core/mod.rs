@@ -42,7 +42,10 @@ pub enum Input {
     /// The roles that may run now (start-up, a reload): new ones get a runtime, gone ones are
     /// forgotten once no run of theirs is going on, `rescheduled` ones drop their queued slots
     /// (a changed schedule starts from now).
-    Roles { names: Vec<String>, rescheduled: Vec<String> },
+    Roles {
+        names: Vec<String>,
+        rescheduled: Vec<String>,
+    },
     /// The config was reloaded: new settle times; a paused provider and servers that were down
     /// are worth another try at once.
     Config { settle: (Duration, Duration) },
@@ -209,8 +212,7 @@ impl Core {
     }
 
     fn set_roles(&mut self, names: Vec<String>, rescheduled: &[String]) -> Vec<Effect> {
-        self.roles
-            .retain(|name, r| r.running || names.contains(name));
+        self.roles.retain(|name, r| r.running || names.contains(name));
         for name in names {
             self.roles.entry(name).or_default();
         }
@@ -234,7 +236,13 @@ impl Core {
     }
 
     /// Ends a pause that is over, then decides what starts (`rules::dispatch`).
-    fn tick(&mut self, views: &[RoleView], limits: &Limits, all_today: DayUsage, now: Instant) -> Vec<Effect> {
+    fn tick(
+        &mut self,
+        views: &[RoleView],
+        limits: &Limits,
+        all_today: DayUsage,
+        now: Instant,
+    ) -> Vec<Effect> {
         let mut out = Vec::new();
         if self.paused.as_ref().is_some_and(|p| now >= p.until) {
             self.paused = None;
@@ -254,13 +262,19 @@ impl Core {
             match decision {
                 rules::Decision::Start(name) => out.push(Effect::Start(name)),
                 rules::Decision::Stop(name, stop) => {
-                    let Some(r) = self.roles.get_mut(&name) else { continue };
+                    let Some(r) = self.roles.get_mut(&name) else {
+                        continue;
+                    };
                     let kind = r.pending_kind();
                     r.slots.clear();
                     r.watch_pending.clear();
                     r.inbox_ready = false; // notes wait; the next rescan looks again
                     r.person_note_ready = false;
-                    out.push(Effect::StopForToday { role: name, stop, kind });
+                    out.push(Effect::StopForToday {
+                        role: name,
+                        stop,
+                        kind,
+                    });
                     out.push(Effect::StatusChanged);
                 }
                 rules::Decision::Drop(name) => {

@@ -105,7 +105,10 @@ impl RoleRuntime {
     }
 
     pub fn has_work(&self) -> bool {
-        !self.slots.is_empty() || self.inbox_ready || !self.watch_pending.is_empty() || !self.resumes.is_empty()
+        !self.slots.is_empty()
+            || self.inbox_ready
+            || !self.watch_pending.is_empty()
+            || !self.resumes.is_empty()
     }
 
     /// What would start its next run (a limit that stops it says so).
@@ -167,7 +170,9 @@ impl RoleRuntime {
     pub fn interval_end(&self, min_interval: Duration) -> Option<Instant> {
         match self.last_end {
             // The person's note, or the person's decision a run waits on: never held back.
-            Some(last) if self.has_work() && !self.running && !self.person_note_ready && self.resumes.is_empty() => {
+            Some(last)
+                if self.has_work() && !self.running && !self.person_note_ready && self.resumes.is_empty() =>
+            {
                 Some(last + min_interval)
             }
             _ => None,
@@ -181,7 +186,10 @@ impl RoleRuntime {
             return None;
         }
         if let Some(t) = self.busy_until.filter(|t| now < *t) {
-            return Some((t, "another tabd process (`tabd fire`) is running this role".into()));
+            return Some((
+                t,
+                "another tabd process (`tabd fire`) is running this role".into(),
+            ));
         }
         if let Some(t) = self.down_until.filter(|t| now < *t) {
             return Some((t, "a server this role requires is down".into()));
