@@ -1,12 +1,22 @@
-//! The core's effects, carried out: a run started under its role's run lock, a finished run
-//! fed back, a role stopped for the day with one line in the log, a pause recorded.
+//! What goes out: the core's effects carried out — a run started under its role's run lock, a
+//! finished run fed back, a role stopped for the day with one line in the log, a pause recorded —
+//! and the rest of the shell's doing: the person told what needs them (`[notify]`), program pages
+//! given back once quiet, and the stop (running turns end where they are after the grace time).
 
 use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::core::{Effect, Input, RoleView};
-use super::{schedule, tasks, Daemon};
+use super::{inputs, notify_systemd, tasks, Daemon};
+use crate::config::notify::EventKind;
+use crate::notify::{Event, Notifier};
 use crate::provider::FailureClass;
 use crate::role::Role;
+
+// The core's effects, carried out: a run started under its role's run lock, a finished run fed
+// back, a role stopped for the day with one line in the log, a pause recorded.
 
 impl Daemon {
     /// The local date of "now" (budgets reset at local midnight).
@@ -192,7 +202,7 @@ impl Daemon {
                     let (Some(lock), Some(notes)) = (lock.take(), notes.take()) else {
                         continue;
                     };
-                    let trigger = schedule::trigger_of(work, &role);
+                    let trigger = inputs::trigger_of(work, &role);
                     self.tasks.spawn(
                         self.run_env.clone(),
                         role.clone(),
@@ -239,5 +249,303 @@ impl Daemon {
             self.writes.check::<(), _>("a run's log", Err(e));
         }
         self.absorb_own_changes(&done.role, &done.result.changes);
+    }
+}
+
+// What the daemon tells the person through `[notify]` (DESIGN §22): calls waiting for approval,
+// model calls paused, roles stopped for the day, notes moved to `failed/`, a role failing again
+// and again, expectations missed — each once.
+
+impl Daemon {
+    /// (Re)starts the notifier from the config: at start-up and when `[notify]` changed.
+    pub(super) fn start_notifier(&mut self) {
+        let name = self
+            .watching
+            .paths
+            .root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.notifier = Notifier::start(
+            &self.config().notify,
+            self.env.clone(),
+            &name,
+            self.config().timezone,
+        );
+    }
+
+    /// Queues one event (nothing when no channel is set).
+    pub(super) fn tell(
+        &self,
+        kind: EventKind,
+        role: &str,
+        key: String,
+        (title, message): (String, String),
+        note: Option<String>,
+    ) {
+        if let Some(n) = &self.notifier {
+            n.send(Event {
+                kind,
+                role: role.to_string(),
+                title,
+                message,
+                note,
+                at: self.run_env.clock.now(),
+                key,
+            });
+        }
+    }
+
+    /// Calls waiting for approval that the person has not been told about (whichever door asked:
+    /// a run, `tabd fire`, `tabd mcp serve`): each once, across restarts.
+    pub(super) fn notify_approvals(&mut self) {
+        if self.notifier.is_none() {
+            return;
+        }
+        let now = self.run_env.clock.now();
+        let fresh: Vec<(String, crate::state::approvals::Approval)> = self
+            .state
+            .approvals
+            .iter()
+            .filter(|(_, a)| a.phase == crate::approvals::Phase::Pending && !a.notified && a.expires > now)
+            // The ledger is written before the note: tell the person once there is a note to open.
+            .filter(|(_, a)| {
+                crate::vault::VaultPath::parse(&a.note, false).is_ok_and(|p| self.run_env.vault.exists(&p))
+            })
+            .map(|(id, a)| (id.clone(), a.clone()))
+            .collect();
+        if fresh.is_empty() {
+            return;
+        }
+        for (id, a) in &fresh {
+            let who = self.display_name(&a.role);
+            self.tell(
+                EventKind::Approval,
+                &a.role,
+                format!("approval:{id}"),
+                (
+                    format!("{who} asks to run {}", a.tool),
+                    format!(
+                        "A {} call waits for your approval (until {}): set `status: approved` or `rejected` in the note, or `tabd approve {id}`.",
+                        a.risk.as_str(),
+                        crate::text::shown(a.expires, self.config().timezone)
+                    ),
+                ),
+                Some(a.note.clone()),
+            );
+        }
+        let ids: Vec<String> = fresh.into_iter().map(|(id, _)| id).collect();
+        let marked = self.run_env.store.update(|s| {
+            for id in &ids {
+                if let Some(a) = s.approvals.get_mut(id) {
+                    a.notified = true;
+                }
+            }
+        });
+        if let Err(e) = marked {
+            tracing::warn!("notify: cannot record that approvals were sent: {e}");
+        }
+    }
+
+    /// What a finished run may need to tell: paused model calls, notes given up on, a role
+    /// failing again and again — or, when asked for, that it is done.
+    pub(super) fn notify_run(&mut self, done: &tasks::Done) {
+        let Some(notifier) = self.notifier.clone() else {
+            return;
+        };
+        let who = self.display_name(&done.role);
+        let rec = &done.result.record;
+        let failed_in_a_row = self.core.role(&done.role).map_or(0, |r| r.failed_in_a_row());
+        match &done.result.failure {
+            Some((FailureClass::Outage, why)) => self.tell(
+                EventKind::Paused,
+                &done.role,
+                format!("paused:{}:{why}", self.today()),
+                (
+                    "tabd paused model calls".into(),
+                    format!("{why}. Notes wait in their inboxes; no attempt is counted."),
+                ),
+                None,
+            ),
+            Some((FailureClass::RunFailure, why)) if failed_in_a_row == notifier.after_failures() => self
+                .tell(
+                    EventKind::Failing,
+                    &done.role,
+                    format!("failing:{}:{}", done.role, rec.run_id),
+                    (
+                        format!("{who} failed {failed_in_a_row} times in a row"),
+                        crate::text::one_line(why, 300),
+                    ),
+                    Some(done.result.daily_log.as_str().to_string()),
+                ),
+            // A first part that waits for the person is not done (its approval is the event).
+            None if rec.ended.is_none() => self.tell(
+                EventKind::Done,
+                &done.role,
+                format!("done:{}", rec.run_id),
+                (
+                    format!("{who} finished"),
+                    crate::text::one_line(&done.result.summary, 300),
+                ),
+                Some(done.result.daily_log.as_str().to_string()),
+            ),
+            _ => {}
+        }
+        for m in rec.moved.iter().filter(|m| m.to.contains("/failed/")) {
+            self.tell(
+                EventKind::FailedNote,
+                &done.role,
+                format!("failed:{}", m.to),
+                (
+                    format!("{who} gave up on a note"),
+                    format!("{} moved to failed/ after repeated failures; move it back to the inbox to try again.", m.from),
+                ),
+                Some(m.to.clone()),
+            );
+        }
+    }
+
+    /// A role stopped for the rest of the day (a budget spent).
+    pub(super) fn notify_stopped(&self, role: &str, cause: &str) {
+        let who = self.display_name(role);
+        self.tell(
+            EventKind::Paused,
+            role,
+            format!("stopped:{}:{role}:{cause}", self.today()),
+            (
+                format!("{who} stopped for today"),
+                format!("{cause}; its work waits until midnight."),
+            ),
+            None,
+        );
+    }
+
+    fn display_name(&self, role: &str) -> String {
+        self.roles()
+            .roles
+            .get(role)
+            .map_or_else(|| role.to_string(), |r| r.display_name.clone())
+    }
+}
+
+// What the daemon does once it has been quiet a while: give back the program pages that start-up,
+// a reload or the last runs touched (`crate::memory`), so an idle tabd holds only what idling
+// needs. The minute's safety rescan gives its pages back a second later.
+
+/// Quiet time before the pages are given back: a burst of runs is over by then, and what the
+/// next run needs again comes back with minor faults (~100 of them, under a millisecond), never
+/// a disk read.
+const QUIET: Duration = Duration::from_secs(10);
+
+/// After the minute's safety rescan (and the approvals pass it may start), a second is enough.
+pub const AFTER_RESCAN: Duration = Duration::from_secs(1);
+
+/// The quiet time (`TABD_TEST_QUIET_MS` shortens it for tests).
+pub fn quiet(env: &crate::environment::Env) -> Duration {
+    env.get("TABD_TEST_QUIET_MS")
+        .and_then(|ms| ms.parse().ok())
+        .map_or(QUIET, Duration::from_millis)
+}
+
+impl Daemon {
+    /// Something ran: give back its pages once the daemon has been quiet for a while.
+    pub(super) fn busy_until_quiet(&mut self, now: Instant) {
+        self.timers.trim_at = Some(now + self.timers.quiet);
+    }
+
+    /// At the end of a tick, from `trim_at` on: gives the pages back, or waits again while a run
+    /// or the approvals pass is still going.
+    pub(super) fn trim_when_quiet(&mut self, now: Instant) {
+        if self.timers.trim_at.is_none_or(|t| now < t) {
+            return;
+        }
+        if !self.tasks.is_empty() || self.approvals.task.is_some() {
+            self.busy_until_quiet(now);
+            return;
+        }
+        self.timers.trim_at = None;
+        let released = crate::memory::release_program_pages();
+        tracing::debug!(
+            "quiet: gave back {} KiB of program pages",
+            released.advised / 1024
+        );
+    }
+}
+
+// Stopping the daemon: a stop during a run costs nothing (DESIGN §13). Running turns get the stop
+// wait to finish; then they end where they are and are recorded as stopped — no attempt counted,
+// their notes run again at the next start.
+
+/// How long stopped runs get to record themselves before they are cancelled: they only write a
+/// record and a log line (milliseconds), but a blocked disk must not hold the stop forever.
+const STOP_RECORD: Duration = Duration::from_secs(5);
+
+impl Daemon {
+    /// Stops: running turns get `[daemon] shutdown_grace_s` to finish; then — or at once, on a
+    /// second SIGINT/SIGTERM — they are asked to stop, recorded as stopped (no attempt counted,
+    /// their notes run again at the next start), and whatever has not recorded itself within
+    /// `STOP_RECORD` is cancelled and recorded the same way.
+    pub(super) async fn shutdown(
+        &mut self,
+        sigterm: &mut tokio::signal::unix::Signal,
+        sigint: &mut tokio::signal::unix::Signal,
+    ) {
+        let grace = self.config().daemon.shutdown_grace;
+        // systemd's TimeoutStopSec must not cut the wait short: ask it for what we need.
+        let needed = grace + STOP_RECORD + Duration::from_secs(5);
+        notify_systemd(&[
+            sd_notify::NotifyState::Stopping,
+            sd_notify::NotifyState::ExtendTimeoutUsec(needed.as_micros().min(u32::MAX as u128) as u32),
+        ]);
+        if !self.tasks.is_empty() {
+            tracing::warn!(
+                "stopping: waiting up to {}s for {} running turn(s) to finish (stop again, e.g. Ctrl-C, to stop them now)",
+                grace.as_secs(),
+                self.tasks.len()
+            );
+        }
+        let deadline = self.run_env.clock.instant() + grace;
+        self.let_runs_end(deadline, sigterm, sigint).await;
+        if !self.tasks.is_empty() {
+            tracing::warn!(
+                "stopping: stopping {} turn(s) now; their notes stay in the inbox and run again at the next start",
+                self.tasks.len()
+            );
+            self.run_env.stop.request();
+            let recorded_by = self.run_env.clock.instant() + STOP_RECORD;
+            self.let_runs_end(recorded_by, sigterm, sigint).await;
+            if !self.tasks.is_empty() {
+                self.tasks.abort_all();
+                while let Some(done) = self.tasks.next().await {
+                    self.on_done(done);
+                }
+            }
+        }
+        if let Some(task) = self.approvals.task.take() {
+            // A call in flight is waited for; one cut off stays `executing` and becomes `unknown`.
+            let _ = tokio::time::timeout(grace, task).await;
+        }
+        if let Some(pool) = self.run_env.mcp_pool.take() {
+            pool.shutdown().await;
+        }
+        self.write_status(false);
+        tracing::info!("stopped");
+    }
+
+    /// Takes in the runs that end until `until`, or until another stop signal comes.
+    async fn let_runs_end(
+        &mut self,
+        until: tokio::time::Instant,
+        sigterm: &mut tokio::signal::unix::Signal,
+        sigint: &mut tokio::signal::unix::Signal,
+    ) {
+        while !self.tasks.is_empty() {
+            tokio::select! {
+                Some(done) = self.tasks.next() => self.on_done(done),
+                _ = tokio::time::sleep_until(until) => break,
+                _ = sigterm.recv() => break,
+                _ = sigint.recv() => break,
+            }
+        }
     }
 }

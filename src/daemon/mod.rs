@@ -12,23 +12,16 @@
 //! - `reload` — config and role files, watched folders;
 //! - `tasks` — run tasks, reaped as they finish; `status` — status note and `tabd status`.
 
-mod approvals;
 pub mod core;
 mod effects;
 pub mod events;
-mod expect;
+mod inputs;
 mod lock;
-mod notify;
-mod quiet;
 pub mod ready;
 mod reload;
 mod report;
-mod resume;
-mod scan;
-mod schedule;
 pub mod slots;
 pub mod status;
-mod stop;
 mod tasks;
 mod timers;
 mod watch;
@@ -56,8 +49,8 @@ use crate::runlog::RunLog;
 use crate::state::{State, StateStore};
 use crate::vault::Vault;
 
-use self::approvals::ApprovalWork;
 use self::core::{Core, Input};
+use self::inputs::ApprovalWork;
 use self::timers::{Timers, SAFETY_TICK};
 pub use lock::{acquire as acquire_lock, holder as lock_holder, LockError};
 use ready::FsEvent;
@@ -112,7 +105,7 @@ pub struct Daemon {
     notifier: Option<crate::notify::Notifier>,
     /// Every role's runtime, the notes' readiness, the pause: changed only through `core.step`.
     core: Core,
-    notes: HashMap<PathBuf, scan::NoteMeta>,
+    notes: HashMap<PathBuf, inputs::NoteMeta>,
     inbox_view: BTreeMap<String, status::InboxView>,
     /// Per role: inbox entries the last scan could not read, for status.
     unreadable: BTreeMap<String, Vec<String>>,
@@ -169,7 +162,7 @@ impl Daemon {
         let now = clock.instant();
         let require_sandbox = init.config.sandbox.require;
         let config_file = init.config.path.clone();
-        let quiet = quiet::quiet(&init.env);
+        let quiet = effects::quiet(&init.env);
         Ok(Self {
             host: host_name(&init.config),
             core: Core::new(init.config.inbox.settle()),
@@ -487,7 +480,7 @@ impl Daemon {
             self.rescan_all = true;
             // A folder replaced without an event we saw is watched again here at the latest.
             self.refresh_watches();
-            self.timers.trim_at = Some(now + quiet::AFTER_RESCAN);
+            self.timers.trim_at = Some(now + effects::AFTER_RESCAN);
         }
         if self.watching.polling {
             self.rescan_all = true;
