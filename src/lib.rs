@@ -12,7 +12,7 @@
 //!
 //! | floor | modules | what lives there |
 //! |---|---|---|
-//! | 8 | `approved` `daemon` `commands` `cli` | doors: the approvals pass, `tabd run`, the subcommands |
+//! | 8 | `approval_pass` `daemon` `commands` `args` | doors: the approvals pass, `tabd run`, the subcommands and their arguments |
 //! | 7 | `run` `turn` `prompt` `mcp_server` | one run: prompt, the loop, the harness over MCP, finish |
 //! | 6 | `harness` `approvals` | the one door every tool call goes through; approval notes |
 //! | 5 | `tools` `mcp` `provider` `agent_cli` `notify` | capabilities: vault tools, MCP client, model APIs, CLIs, reaching the person |
@@ -22,11 +22,11 @@
 //! | 1 | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` `sandbox` `memory` | foundations |
 pub mod access;
 pub mod agent_cli;
+pub mod approval_pass;
 pub mod approvals;
-pub mod approved;
+pub mod args;
 pub(crate) mod blocking;
 pub mod calls;
-pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod config;

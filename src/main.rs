@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use tabd::cli::Cli;
+use tabd::args::Cli;
 use tabd::environment::{Env, Redactor};
 
 fn main() -> ExitCode {

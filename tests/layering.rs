@@ -511,3 +511,60 @@ fn the_checker_sees_a_climb_a_circle_and_a_long_function() {
     assert_eq!(long.len(), 1, "{long:?}");
     assert!(long[0].contains("fn long is 92 lines"), "{long:?}");
 }
+
+/// The module map of `docs/design-notes.md`: the names at the start of its entries (`name/` for a
+/// folder, `name` for a file; the foundations' last line lists several, comma-separated).
+fn mapped_modules(notes: &str) -> BTreeSet<String> {
+    let start = notes.find("```\nfloor 8").expect("the module map's block");
+    let block = &notes[start + 4..];
+    let block = &block[..block.find("```").expect("the block's end")];
+    let mut names = BTreeSet::new();
+    for line in block.lines() {
+        let Some(rest) = line.get(22..) else { continue };
+        if line[..22].ends_with(' ') && !rest.starts_with(' ') {
+            // "clock, environment (Env, redaction), diag": the names outside brackets.
+            let mut depth = 0;
+            let outside: String = rest
+                .chars()
+                .filter(|c| {
+                    match c {
+                        '(' => depth += 1,
+                        ')' => depth -= 1,
+                        _ => {}
+                    }
+                    depth == 0 && *c != ')'
+                })
+                .collect();
+            let listed =
+                outside.split(", ").count() > 1 && !outside.split(", ").next().unwrap().contains(' ');
+            let tokens: Vec<&str> = if listed {
+                outside.split(", ").map(str::trim).collect()
+            } else {
+                outside.split_whitespace().take(1).collect()
+            };
+            names.extend(tokens.into_iter().map(str::to_string));
+        }
+    }
+    names
+}
+
+/// Issue 32: the module map in the design notes names exactly the modules of `lib.rs`, with a
+/// folder (`name/`) where the module is a folder's `mod.rs`.
+#[test]
+fn the_module_map_in_the_design_notes_matches_the_tree() {
+    let lib = std::fs::read_to_string(src_dir().join("lib.rs")).unwrap();
+    let notes_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/design-notes.md");
+    let notes = std::fs::read_to_string(notes_path).unwrap();
+    let mapped = mapped_modules(&notes);
+    let expected: BTreeSet<String> = declared(&lib)
+        .into_iter()
+        .map(|m| {
+            if src_dir().join(&m).join("mod.rs").is_file() {
+                format!("{m}/")
+            } else {
+                m
+            }
+        })
+        .collect();
+    assert_eq!(mapped, expected, "docs/design-notes.md's module map against src/");
+}

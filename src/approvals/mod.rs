@@ -5,15 +5,15 @@
 //! - `request` — the run's side: an `ask` call becomes a note (or reuses a pending one).
 //!
 //! Elsewhere: the ledger, tabd's durable record of each request that makes "at most once" hold
-//! across crashes, restarts and duplicate events, is `state::approvals`; the daemon's side —
+//! across crashes, restarts and duplicate events, is `state::approval_ledger`; the daemon's side —
 //! approved notes run, rejected ones closed, old ones expired, a crash mid-call left `unknown` —
-//! is the `approved` door.
+//! is the `approval_pass` door.
 
 pub mod note;
 pub mod policy;
 pub mod request;
 
-pub use crate::state::approvals::{Approval, Phase};
+pub use crate::state::approval_ledger::{Approval, Phase};
 pub use policy::mode_for;
 
 /// Where approval notes live. Roles can never write here (`vault::protected`, `access`).

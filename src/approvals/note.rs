@@ -6,7 +6,7 @@ use chrono_tz::Tz;
 use serde_json::Value;
 
 use crate::frontmatter;
-use crate::state::approvals::Approval;
+use crate::state::approval_ledger::Approval;
 
 /// What the note says, as tabd reads it.
 #[derive(Debug, Clone, PartialEq)]

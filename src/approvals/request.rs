@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::note::{self, NewNote};
 use crate::calls::Risk;
 use crate::role::Role;
-use crate::state::approvals::{args_hash, prune, Approval, Phase};
+use crate::state::approval_ledger::{args_hash, prune, Approval, Phase};
 use crate::state::StateStore;
 use crate::vault::VaultPath;
 

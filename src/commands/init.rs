@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::cli::Cli;
+use crate::args::Cli;
 use crate::environment::Env;
 use crate::template;
 

@@ -16,7 +16,7 @@ pub mod validate;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::cli::{Cli, Command, McpCommand};
+use crate::args::{Cli, Command, McpCommand};
 use crate::config::{self, Config};
 use crate::environment::Env;
 use crate::role::{LoadContext, RoleSet};

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::{CliError, Workspace};
-use crate::cli::Cli;
+use crate::args::Cli;
 use crate::daemon::{self, Daemon};
 use crate::environment::Env;
 use crate::template;

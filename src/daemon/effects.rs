@@ -303,7 +303,7 @@ impl Daemon {
             return;
         }
         let now = self.run_env.clock.now();
-        let fresh: Vec<(String, crate::state::approvals::Approval)> = self
+        let fresh: Vec<(String, crate::state::approval_ledger::Approval)> = self
             .state
             .approvals
             .iter()

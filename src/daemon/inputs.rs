@@ -621,7 +621,7 @@ impl Daemon {
 /// The approvals pass (DESIGN §15): one at a time, off the loop (a call may take a while).
 #[derive(Default)]
 pub(super) struct ApprovalWork {
-    pub(super) task: Option<tokio::task::JoinHandle<crate::approved::Pass>>,
+    pub(super) task: Option<tokio::task::JoinHandle<crate::approval_pass::Pass>>,
     /// When to look at `agent/approvals/` again.
     pub(super) due: Option<Instant>,
 }
@@ -637,7 +637,7 @@ impl Daemon {
                 tracing::warn!("cannot create {dir}/: {e}");
             }
         }
-        let recovered = blocking::run(|| crate::approved::recover(&self.run_env));
+        let recovered = blocking::run(|| crate::approval_pass::recover(&self.run_env));
         if recovered > 0 {
             tracing::warn!(
                 "{recovered} approved call(s) were running when tabd stopped: marked unknown in their notes"
@@ -655,10 +655,15 @@ impl Daemon {
         }
         self.approvals.due = None;
         let env = self.run_env.clone();
-        self.approvals.task = Some(tokio::spawn(async move { crate::approved::pass(&env).await }));
+        self.approvals.task = Some(tokio::spawn(
+            async move { crate::approval_pass::pass(&env).await },
+        ));
     }
 
-    pub(super) fn on_approvals_pass(&mut self, pass: Result<crate::approved::Pass, tokio::task::JoinError>) {
+    pub(super) fn on_approvals_pass(
+        &mut self,
+        pass: Result<crate::approval_pass::Pass, tokio::task::JoinError>,
+    ) {
         let (wall, now) = self.now();
         let mut next = now + APPROVALS_EVERY;
         match pass {

@@ -8,7 +8,7 @@
 //! refusing to run; a file that cannot be read at all makes updates fail (nothing is
 //! overwritten that could not be read).
 
-pub mod approvals;
+pub mod approval_ledger;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -32,7 +32,7 @@ pub struct State {
     pub roles: BTreeMap<String, RoleState>,
     pub global: GlobalState,
     /// Approval requests by id (DESIGN §15): what makes "at most once" hold.
-    pub approvals: BTreeMap<String, approvals::Approval>,
+    pub approvals: BTreeMap<String, approval_ledger::Approval>,
 }
 
 /// The outcome of the last run of a role, for `status`.

@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 
 use crate::approvals::note;
 use crate::run::RunEnv;
-use crate::state::approvals::{Approval, Phase};
+use crate::state::approval_ledger::{Approval, Phase};
 use crate::vault::{Entry, VaultError, VaultPath};
 
 use write::{daily, rewrite, update};

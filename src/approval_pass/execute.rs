@@ -8,7 +8,7 @@ use super::Pass;
 use crate::harness::Door;
 use crate::run::session::{self, Door as SessionDoor, Opening, Servers, Session};
 use crate::run::RunEnv;
-use crate::state::approvals::{Approval, Phase};
+use crate::state::approval_ledger::{Approval, Phase};
 
 /// Longest result kept in the note (the whole result went to no model: this is for the person).
 const MAX_RESULT_IN_NOTE: usize = 16 * 1024;

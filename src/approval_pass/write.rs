@@ -1,7 +1,7 @@
 //! What deciding an approval writes: the ledger (durably, first), the note, the daily log.
 
 use crate::run::RunEnv;
-use crate::state::approvals::Approval;
+use crate::state::approval_ledger::Approval;
 use crate::vault::VaultPath;
 
 use super::note;
