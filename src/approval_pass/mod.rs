@@ -253,7 +253,7 @@ fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>) -> Verdict {
         )),
         "approved" => match read.args {
             Ok(args) => Verdict::Run(args),
-            Err(why) => Verdict::Invalid(why),
+            Err(why) => Verdict::Invalid(why.to_string()),
         },
         _ => Verdict::Leave,
     }
@@ -372,7 +372,7 @@ mod tests {
         }
     }
 
-    fn read(status: &str, tool: &str, args: Result<serde_json::Value, String>) -> note::Read {
+    fn read(status: &str, tool: &str, args: Result<serde_json::Value, note::NoteError>) -> note::Read {
         note::Read {
             id: Some("abc123".into()),
             tool: Some(tool.into()),
@@ -426,10 +426,10 @@ mod tests {
         assert!(matches!(v, Verdict::Invalid(why) if why.contains("runs only the call it asked for")));
         let v = verdict(
             &record(Phase::Pending),
-            read("approved", "test/post", Err("not JSON".into())),
+            read("approved", "test/post", Err(note::NoteError::NoJsonBlock)),
             t(NOW),
         );
-        assert_eq!(v, Verdict::Invalid("not JSON".into()));
+        assert_eq!(v, Verdict::Invalid(note::NoteError::NoJsonBlock.to_string()));
         assert_eq!(
             verdict(
                 &record(Phase::Pending),

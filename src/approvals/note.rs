@@ -19,7 +19,27 @@ pub struct Read {
     /// The `status` value, lowercased; `None` when missing or not text.
     pub status: Option<String>,
     /// The arguments as they now stand: `Err` when the block is missing or not JSON.
-    pub args: Result<Value, String>,
+    pub args: Result<Value, NoteError>,
+}
+
+/// Why a note cannot be read, or its arguments cannot be run as they stand. Each message is
+/// written into the note for the person, so it says what to fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NoteError {
+    #[error("{0}")]
+    Frontmatter(#[from] frontmatter::FrontmatterError),
+    #[error("it has no frontmatter (status, id, …)")]
+    NoFrontmatter,
+    #[error("the note has more than one `## Arguments` section; keep one")]
+    TwoArgumentSections,
+    #[error("there is no ```json block under `## Arguments`")]
+    NoJsonBlock,
+    #[error("`### {0}` belongs to arguments that are a JSON object")]
+    TextOutsideAnObject(String),
+    #[error("`{0}` is given twice: in the JSON block and under `### {0}`; keep one")]
+    GivenTwice(String),
+    #[error("the arguments are not valid JSON ({0})")]
+    Json(String),
 }
 
 /// Everything needed to write a new note.
@@ -153,10 +173,10 @@ pub(crate) fn stamp(t: DateTime<Utc>) -> String {
 }
 
 /// Reads a note's id, status and arguments. `Err` when its frontmatter cannot be read at all.
-pub fn read(text: &str) -> Result<Read, String> {
-    let split = frontmatter::split(text).map_err(|e| e.to_string())?;
+pub fn read(text: &str) -> Result<Read, NoteError> {
+    let split = frontmatter::split(text)?;
     let Some(fm) = split.frontmatter else {
-        return Err("it has no frontmatter (status, id, …)".into());
+        return Err(NoteError::NoFrontmatter);
     };
     let text_of = |k: &str| match fm.get(k).map(|e| &e.value) {
         Some(Value::String(s)) => Some(s.trim().to_string()),
@@ -174,7 +194,7 @@ pub fn read(text: &str) -> Result<Read, String> {
 
 /// The fenced code block under the one top-level `## Arguments` heading, parsed as JSON. A
 /// heading or block inside a quote, a list or HTML is not the note's own: it is ignored.
-fn arguments(body: &str) -> Result<Value, String> {
+fn arguments(body: &str) -> Result<Value, NoteError> {
     use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
     let mut depth = 0usize; // inside quotes, lists, footnotes
     let mut in_heading = false;
@@ -240,24 +260,22 @@ fn arguments(body: &str) -> Result<Value, String> {
         }
     }
     if sections > 1 {
-        return Err("the note has more than one `## Arguments` section; keep one".into());
+        return Err(NoteError::TwoArgumentSections);
     }
     match code {
         Some(c) => with_texts(strict_json(&c)?, texts),
-        None => Err("there is no ```json block under `## Arguments`".into()),
+        None => Err(NoteError::NoJsonBlock),
     }
 }
 
 /// The arguments of the JSON block with the long texts of their own blocks put back.
-fn with_texts(mut args: Value, texts: Vec<(String, String)>) -> Result<Value, String> {
+fn with_texts(mut args: Value, texts: Vec<(String, String)>) -> Result<Value, NoteError> {
     for (key, mut text) in texts {
         let Some(object) = args.as_object_mut() else {
-            return Err(format!("`### {key}` belongs to arguments that are a JSON object"));
+            return Err(NoteError::TextOutsideAnObject(key));
         };
         if object.contains_key(&key) {
-            return Err(format!(
-                "`{key}` is given twice: in the JSON block and under `### {key}`; keep one"
-            ));
+            return Err(NoteError::GivenTwice(key));
         }
         text.pop(); // the one line break the note adds (see `split_long_texts`)
         object.insert(key, Value::String(text));
@@ -267,7 +285,7 @@ fn with_texts(mut args: Value, texts: Vec<(String, String)>) -> Result<Value, St
 
 /// JSON that names no key twice in one object: `{"a": 1, "a": 2}` is ambiguous (a person may
 /// have edited the first while the second is what would run), so it is refused.
-pub fn strict_json(text: &str) -> Result<Value, String> {
+pub fn strict_json(text: &str) -> Result<Value, NoteError> {
     use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
     struct Strict;
     impl<'de> serde::de::DeserializeSeed<'de> for Strict {
@@ -329,14 +347,14 @@ pub fn strict_json(text: &str) -> Result<Value, String> {
     let mut de = serde_json::Deserializer::from_str(text);
     let value = serde::de::DeserializeSeed::deserialize(Strict, &mut de)
         .and_then(|v| de.end().map(|()| v))
-        .map_err(|e| format!("the arguments are not valid JSON ({e})"))?;
+        .map_err(|e| NoteError::Json(e.to_string()))?;
     Ok(value)
 }
 
 /// `text` with its frontmatter `status` set to `status` (every other key kept as the person left
 /// it) and `append` added at the end.
-pub fn update(text: &str, status: &str, append: &str) -> Result<String, String> {
-    let split = frontmatter::split(text).map_err(|e| e.to_string())?;
+pub fn update(text: &str, status: &str, append: &str) -> Result<String, frontmatter::FrontmatterError> {
+    let split = frontmatter::split(text)?;
     let fm = split.frontmatter.unwrap_or_default();
     let mut fields: Vec<(&str, Value)> = fm
         .entries
@@ -521,7 +539,10 @@ mod tests {
         // Named twice: refused, not guessed.
         let twice =
             rendered(&args, "r").replace("\"path\": \"p.md\"", "\"path\": \"p.md\", \"content\": \"x\"");
-        assert!(read(&twice).unwrap().args.unwrap_err().contains("given twice"));
+        assert_eq!(
+            read(&twice).unwrap().args.unwrap_err(),
+            NoteError::GivenTwice("content".into())
+        );
     }
 
     #[test]
@@ -566,13 +587,11 @@ mod tests {
     fn broken_arguments_and_frontmatter_are_reasons_not_panics() {
         let text = rendered(&json!({"a": 1}), "r").replace("\"a\": 1", "\"a\": ");
         let r = read(&text).unwrap();
-        assert!(r.args.unwrap_err().contains("not valid JSON"));
+        assert!(matches!(r.args.unwrap_err(), NoteError::Json(_)));
         let no_block = "---\nstatus: approved\nid: x\n---\n# T\n## Arguments\nnone\n";
-        assert!(read(no_block)
-            .unwrap()
-            .args
-            .unwrap_err()
-            .contains("no ```json block"));
+        let why = read(no_block).unwrap().args.unwrap_err();
+        assert_eq!(why, NoteError::NoJsonBlock);
+        assert!(why.to_string().contains("no ```json block"), "the message says what to fix");
         assert!(read("no frontmatter at all").is_err());
         assert!(read("---\nstatus: [unclosed\n---\n").is_err());
     }
