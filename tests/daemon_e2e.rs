@@ -435,6 +435,13 @@ fn the_daily_budget_stops_a_role_and_status_says_so() {
         "{text}"
     );
     assert_eq!(v.daily().matches("skipped — daily token budget spent").count(), 1);
+    // Its record says what the limit stopped (the other limits' decisions: daemon::core's tests).
+    let skip = v
+        .records()
+        .into_iter()
+        .find(|r| r["outcome"] == "skipped")
+        .unwrap();
+    assert_eq!(skip["trigger"]["kind"], "inbox");
 }
 
 /// A stop during a run costs nothing (issue: three restarts once walked a note into `failed/`):

@@ -58,47 +58,6 @@ fn min_interval_holds_back_chains_never_a_persons_note() {
 }
 
 #[test]
-fn max_runs_per_day_stops_a_role_and_its_notes_wait() {
-    let (v, fake) = setup("max_runs_per_day = 1");
-    let _d = Daemon::start(&v);
-    v.write("agent/inbox/delivery/one.md", "first");
-    wait_until(T, "the first run", || {
-        v.files_in("agent/inbox/delivery/processed") == ["one.md"]
-    });
-    v.write("agent/inbox/delivery/two.md", "second");
-    wait_until(T, "the skip logged", || {
-        v.daily()
-            .contains("Delivery Manager · skipped — max_runs_per_day reached")
-    });
-    assert_eq!(fake.requests().len(), 1);
-    assert_eq!(v.files_in("agent/inbox/delivery"), ["two.md"]);
-    let skip = v
-        .records()
-        .into_iter()
-        .find(|r| r["outcome"] == "skipped")
-        .unwrap();
-    assert_eq!(skip["trigger"]["kind"], "inbox", "the skip says what it stopped");
-}
-
-#[test]
-fn the_global_budget_stops_every_role() {
-    let (v, fake) = setup("global_daily_token_budget = 1000");
-    let _d = Daemon::start(&v);
-    v.write("agent/inbox/delivery/one.md", "spends 2,598 tokens");
-    wait_until(T, "the first run", || {
-        v.files_in("agent/inbox/delivery/processed") == ["one.md"]
-    });
-    v.write("agent/inbox/risk/two.md", "another role");
-    wait_until(T, "the skip logged", || {
-        v.daily()
-            .contains("Risk Manager · skipped — global daily token budget spent")
-    });
-    assert_eq!(fake.requests().len(), 1);
-    assert!(stdout(&v.tabd(&["status"]))
-        .contains("risk (Risk Manager) — stopped: global daily token budget spent"));
-}
-
-#[test]
 fn an_outage_pauses_model_calls_and_a_config_change_resumes_them() {
     let (v, fake) = setup("");
     fake.respond_with(|_, _| wire::error("anthropic", 401, "authentication_error", "invalid x-api-key"));

@@ -189,11 +189,18 @@ fn a_failing_channel_shows_in_status_without_its_secret() {
         "{body}"
     );
     assert!(hook.got().len() >= 2, "retried: {:?}", hook.got().len());
-    let status = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
-    assert!(
-        status.contains("NOTIFY FAILING: webhook:") && status.contains("HTTP 500"),
-        "{status}"
-    );
+    // `tabd status` reads status.json, written just after the note: wait for it too.
+    let failing = |text: &str| text.contains("NOTIFY FAILING: webhook:") && text.contains("HTTP 500");
+    let mut status = String::new();
+    let until = std::time::Instant::now() + T;
+    while std::time::Instant::now() < until {
+        status = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+        if failing(&status) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(failing(&status), "{status}");
     for text in [status, v.read("agent/status.md"), d.stderr(), v.daily()] {
         assert!(!text.contains("s3cret-token"), "{text}");
     }

@@ -591,7 +591,10 @@ mod tests {
         let no_block = "---\nstatus: approved\nid: x\n---\n# T\n## Arguments\nnone\n";
         let why = read(no_block).unwrap().args.unwrap_err();
         assert_eq!(why, NoteError::NoJsonBlock);
-        assert!(why.to_string().contains("no ```json block"), "the message says what to fix");
+        assert!(
+            why.to_string().contains("no ```json block"),
+            "the message says what to fix"
+        );
         assert!(read("no frontmatter at all").is_err());
         assert!(read("---\nstatus: [unclosed\n---\n").is_err());
     }
