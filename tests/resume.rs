@@ -308,3 +308,64 @@ fn several_waiting_calls_resume_together_and_undo_covers_both_parts() {
     assert_eq!(out.status.code(), Some(0), "{}", crate::support::describe(&out));
     assert_eq!(v.read("project/a.md"), "a before\n", "both parts undone");
 }
+
+/// Tokens a record says its part spent.
+fn spent(rec: &Value) -> u64 {
+    [
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+    ]
+    .iter()
+    .map(|k| rec["usage"][k].as_u64().unwrap_or(0))
+    .sum()
+}
+
+/// A stop while the second part runs records what that part spent — not nothing (the day's
+/// budget would miss it), and not the first part's spending again (its own record has it).
+#[test]
+fn a_stop_during_the_second_part_records_what_that_part_spent() {
+    let (v, fake) = setup();
+    // The first part asks to write; the second reads once (one answered request), then its next
+    // request hangs until tabd is stopped.
+    fake.respond_with(|req, i| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                KIND,
+                Some("Record the plan."),
+                &[(
+                    "w1",
+                    "write_file",
+                    json!({"path": "project/plan.md", "content": "ship on Friday"}),
+                )],
+            )
+        } else if i == 1 {
+            wire::tools(
+                KIND,
+                Some("Check it."),
+                &[("r1", "read_file", json!({"path": "project/plan.md"}))],
+            )
+        } else {
+            wire::text(KIND, "never seen").delayed(Duration::from_secs(60))
+        }
+    });
+    let mut d = Daemon::start(&v);
+    v.write("agent/inbox/ops/plan.md", "Write the plan down.");
+    wait_until(T, "the run suspended", || suspended(&v).len() == 1);
+    approve(&v, &approval_note(&v));
+    fake.wait_for_requests(3, T);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
+    let records = v.records();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0]["run_id"], records[1]["run_id"], "one run in two parts");
+    assert_eq!(records[1]["ended"], "stopped", "{}", records[1]);
+    let (first, second) = (spent(&records[0]), spent(&records[1]));
+    assert!(first > 0, "{}", records[0]);
+    assert_eq!(
+        second, first,
+        "the second part answered one request, as the first did: {}",
+        records[1]
+    );
+}

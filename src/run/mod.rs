@@ -221,18 +221,19 @@ async fn call_model_until_stop(
     let account = turn.account.clone();
     tokio::select! {
         outcome = call_model(env, role, prep, prompt, harness, turn) => outcome,
-        () = env.stop.requested_wait() => stopped(&account, session),
+        () = env.stop.requested_wait() => stopped(&account, session, (0, 0.0)),
     }
 }
 
 /// A turn cut short by tabd's stop: what it spent is what its account was charged, less what
-/// finished children recorded themselves (children cut short with it recorded nothing).
-fn stopped(account: &Account, session: &Session) -> TurnOutcome {
+/// was recorded elsewhere — by finished children themselves (children cut short with it
+/// recorded nothing), and `before`, by the run's first part when this is its second.
+pub(super) fn stopped(account: &Account, session: &Session, before: (u64, f64)) -> TurnOutcome {
     let (tokens, usd) = account.spent();
     let (child_tokens, child_usd) = session.children_spent();
     let mut outcome = TurnOutcome::ended(TurnEnd::Stopped);
-    outcome.usage.input_tokens = tokens.saturating_sub(child_tokens);
-    outcome.cost_usd = Some(crate::cost::round_usd((usd - child_usd).max(0.0)));
+    outcome.usage.input_tokens = tokens.saturating_sub(child_tokens + before.0);
+    outcome.cost_usd = Some(crate::cost::round_usd((usd - child_usd - before.1).max(0.0)));
     outcome
 }
 

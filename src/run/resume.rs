@@ -13,12 +13,12 @@ use crate::limits::RoleLimits;
 use crate::provider::RetryPolicy;
 use crate::role::Role;
 use crate::trigger::Trigger;
-use crate::turn::{self, TurnEnd, TurnLimits, TurnOutcome};
+use crate::turn::{self, TurnLimits};
 
 /// Runs the second part of the suspended run `trigger.resumes`.
 pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunResult {
     let id = trigger.resumes.clone().unwrap_or_default();
-    let Some(mut s) = suspend::all(&env.vault).into_iter().find(|s| s.run_id == id) else {
+    let Some(mut s) = suspend::load(&env.vault, &id) else {
         return super::record_crash_in_memory(role, &format!("the suspended run {id} is gone"));
     };
     let state = env.store.load();
@@ -39,7 +39,8 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
     let request = suspend::continued(&s, &decided);
     let mut outcome = tokio::select! {
         o = turn::run_turn(env.provider.as_ref(), &retry, request, &limits, harness.as_ref()) => o,
-        () = env.stop.requested_wait() => TurnOutcome::ended(TurnEnd::Stopped),
+        // What the first part spent is in its own record: only this part's spending is new.
+        () = env.stop.requested_wait() => super::stopped(&session.account, &session, (s.spent_tokens, s.spent_usd)),
     };
     let log = harness.log();
     outcome.calls = log.calls;
@@ -131,13 +132,7 @@ fn approval_ids(state: &crate::state::State, s: &Suspended) -> Vec<String> {
     s.turn
         .waiting
         .iter()
-        .filter_map(|(_, note)| {
-            state
-                .approvals
-                .iter()
-                .find(|(_, a)| &a.note == note)
-                .map(|(id, _)| id.clone())
-        })
+        .filter_map(|(_, note)| suspend::approval_of(state, note).map(|(id, _)| id.clone()))
         .collect()
 }
 

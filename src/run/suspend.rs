@@ -59,33 +59,60 @@ pub fn save(vault: &Vault, s: &Suspended) -> Result<(), VaultError> {
     vault.write_atomic_with(&path, &json, Durability::File)
 }
 
+/// What `tabd status` shows of a suspended run: read without its conversation.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Waiting {
+    pub run_id: String,
+    pub role: String,
+    pub suspended_at: DateTime<Utc>,
+    #[serde(default)]
+    pub resuming: bool,
+}
+
 /// Every suspended run, oldest first. A record that cannot be read is named in the log and left.
 pub fn all(vault: &Vault) -> Vec<Suspended> {
+    let mut out: Vec<Suspended> = read_all(vault);
+    out.sort_by_key(|s| s.suspended_at);
+    out
+}
+
+/// Every suspended run as the status shows it (the conversations are skipped, not kept).
+pub fn waiting(vault: &Vault) -> Vec<Waiting> {
+    let mut out: Vec<Waiting> = read_all(vault);
+    out.sort_by_key(|s| s.suspended_at);
+    out
+}
+
+/// The suspended run `run_id`, if it is there and readable.
+pub fn load(vault: &Vault, run_id: &str) -> Option<Suspended> {
+    let text = vault.read_text(&path_of(run_id).ok()?, MAX_RECORD).ok()?;
+    parsed(&text, run_id)
+}
+
+/// The largest record read (a long conversation).
+const MAX_RECORD: u64 = 64 * 1024 * 1024;
+
+fn read_all<T: serde::de::DeserializeOwned>(vault: &Vault) -> Vec<T> {
     let Ok(dir) = VaultPath::parse(DIR, false) else {
         return Vec::new();
     };
-    let mut out: Vec<Suspended> = vault
+    vault
         .list(&dir)
         .map(|l| l.entries)
         .unwrap_or_default()
         .into_iter()
         .filter(|e| e.path.file_name().ends_with(".json"))
         .filter_map(|e| {
-            let text = vault.read_text(&e.path, 64 * 1024 * 1024).ok()?;
-            match serde_json::from_str(&text) {
-                Ok(s) => Some(s),
-                Err(err) => {
-                    tracing::warn!(
-                        "cannot read the suspended run {}: {err}; it stays as it is",
-                        e.path
-                    );
-                    None
-                }
-            }
+            let text = vault.read_text(&e.path, MAX_RECORD).ok()?;
+            parsed(&text, e.path.as_str())
         })
-        .collect();
-    out.sort_by_key(|s| s.suspended_at);
-    out
+        .collect()
+}
+
+fn parsed<T: serde::de::DeserializeOwned>(text: &str, name: &str) -> Option<T> {
+    serde_json::from_str(text)
+        .inspect_err(|err| tracing::warn!("cannot read the suspended run {name}: {err}; it stays as it is"))
+        .ok()
 }
 
 pub fn remove(vault: &Vault, run_id: &str) {
@@ -103,7 +130,7 @@ pub fn decisions(state: &State, s: &Suspended) -> Option<Vec<(String, String, bo
         .waiting
         .iter()
         .map(|(call_id, note)| {
-            let a = state.approvals.values().find(|a| &a.note == note)?;
+            let (_, a) = approval_of(state, note)?;
             let outcome = a.outcome.clone().unwrap_or_default();
             let (text, is_error) = match a.phase {
                 Phase::Pending | Phase::Executing => return None,
@@ -121,6 +148,11 @@ pub fn decisions(state: &State, s: &Suspended) -> Option<Vec<(String, String, bo
             Some((call_id.clone(), text, is_error))
         })
         .collect()
+}
+
+/// The approval (id and record) an approval note stands for.
+pub fn approval_of<'a>(state: &'a State, note: &str) -> Option<(&'a String, &'a crate::approvals::Approval)> {
+    state.approvals.iter().find(|(_, a)| a.note == note)
 }
 
 /// The conversation the second part sends: the saved one, with each call's result — the waiting
