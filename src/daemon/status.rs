@@ -228,7 +228,7 @@ pub fn collect(
     now: DateTime<Utc>,
 ) -> StatusReport {
     let today = now.with_timezone(&config.timezone).date_naive();
-    let waiting = crate::run::suspend::all(vault);
+    let waiting = crate::run::suspend::waiting(vault);
     let out = roles
         .all_names()
         .into_iter()
@@ -339,7 +339,7 @@ struct Sources<'a> {
     state: &'a State,
     live: &'a Live,
     /// Runs waiting for the person's decision (DESIGN §22).
-    waiting: &'a [crate::run::suspend::Suspended],
+    waiting: &'a [crate::run::suspend::Waiting],
 }
 
 fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus {
