@@ -342,9 +342,9 @@ impl Daemon {
                 }
             }
         });
-        if let Err(e) = marked {
-            tracing::warn!("notify: cannot record that approvals were sent: {e}");
-        }
+        // Not recorded: the notifier still sends each once while tabd runs (its keys), but a
+        // restart would tell again. Counted and shown.
+        self.writes.check("the state (approvals notified)", marked);
     }
 
     /// What a finished run may need to tell: paused model calls, notes given up on, a role

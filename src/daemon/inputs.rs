@@ -514,30 +514,30 @@ impl Daemon {
     /// Checks every deadline passed since the last check. The first time a role is seen, checking
     /// starts now: deadlines from before tabd knew the expectation are not held against it.
     pub(super) fn check_expectations(&mut self, wall: DateTime<Utc>) {
-        let roles: Vec<Role> = self
-            .roles()
+        // This runs at every wake: the role set is shared (an `Arc`), never copied here.
+        let set = self.run_env.roles.clone();
+        let roles = set
             .runnable()
-            .filter(|r| !r.settings.expect.is_empty() && self.role_may_run_here(r))
-            .cloned()
-            .collect();
+            .filter(|r| !r.settings.expect.is_empty() && self.role_may_run_here(r));
         for role in roles {
             let since = self.state.roles.get(&role.name).and_then(|r| r.expect_checked);
             // Nothing to write until a deadline has passed since the last check (this runs at
             // every wake: a state write each time would be a write per event).
-            if since.is_some_and(|s| !self.deadline_passed(&role, s, wall)) {
+            if since.is_some_and(|s| !self.deadline_passed(role, s, wall)) {
                 continue;
             }
-            let missed = since.map(|s| self.missed(&role, s, wall)).unwrap_or_default();
+            let missed = since.map(|s| self.missed(role, s, wall)).unwrap_or_default();
             let recorded = self
                 .run_env
                 .store
                 .update(|s| s.role(&role.name).expect_checked = Some(wall));
-            if let Err(e) = recorded {
-                tracing::warn!("{}: cannot record the expectation check: {e}", role.name);
+            if recorded.is_err() {
+                // Counted and shown; the deadlines are checked again at the next wake.
+                self.writes.check("the state (expect)", recorded);
                 continue;
             }
             for (path, due) in missed {
-                self.report_missed(&role, &path, due);
+                self.report_missed(role, &path, due);
             }
         }
     }
@@ -618,7 +618,7 @@ impl Daemon {
 // The approvals pass in the daemon (DESIGN §15): one at a time, off the loop (a call may take a
 // while), again at least every minute (expiry; polling mode) and at once on a file event.
 
-/// The approvals pass (DESIGN §15): one at a time, off the loop (a call may take a while).
+/// The approvals pass going on, and when the next is due.
 #[derive(Default)]
 pub(super) struct ApprovalWork {
     pub(super) task: Option<tokio::task::JoinHandle<crate::approval_pass::Pass>>,

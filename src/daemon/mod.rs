@@ -7,10 +7,12 @@
 //! file events, timers, finished runs and signals into the core's inputs, and carries its
 //! effects out (take a run lock and spawn a run, write a log line, set a watch, write status).
 //!
-//! - `scan` — inbox scans (what is ready), unreadable notes, stale attempt records;
-//! - `schedule` — due slots recorded in the ledger before they run;
-//! - `reload` — config and role files, watched folders;
-//! - `tasks` — run tasks, reaped as they finish; `status` — status note and `tabd status`.
+//! - `inputs` — what comes in: inbox scans, due slots (recorded in the ledger before they run),
+//!   decided resumes, `expect:` deadlines, the approvals pass;
+//! - `effects` — what goes out: runs started and fed back, a day's stop, the pause recorded,
+//!   `[notify]`, pages given back when quiet, the stop;
+//! - `reload` — config and role files, watched folders; `report` + `status` — the status note
+//!   and `tabd status`; `tasks` — run tasks, reaped as they finish.
 
 pub mod core;
 mod effects;

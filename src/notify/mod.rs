@@ -58,6 +58,8 @@ struct Channels {
     env: Env,
     vault_name: String,
     http: Option<reqwest::Client>,
+    /// The wait before a channel's first retry.
+    first_retry: Duration,
 }
 
 impl Notifier {
@@ -85,12 +87,13 @@ impl Notifier {
         });
         let channels = Channels {
             config: config.clone(),
-            env,
             vault_name: config
                 .obsidian_vault
                 .clone()
                 .unwrap_or_else(|| vault_name.to_string()),
             http,
+            first_retry: first_retry(&env),
+            env,
         };
         tokio::spawn(work(rx, channels, Arc::downgrade(&inner), tz));
         Some(Self(inner))
@@ -174,20 +177,17 @@ impl Channels {
         if !self.config.command.is_empty() {
             out.push((
                 "command",
-                retried(first_retry(&self.env), || self.command(&payload)).await,
+                retried(self.first_retry, || self.command(&payload)).await,
             ));
         }
         if let Some(url) = &self.config.webhook {
             out.push((
                 "webhook",
-                retried(first_retry(&self.env), || self.webhook(url, &payload)).await,
+                retried(self.first_retry, || self.webhook(url, &payload)).await,
             ));
         }
         if self.config.desktop {
-            out.push((
-                "desktop",
-                retried(first_retry(&self.env), || self.desktop(ev)).await,
-            ));
+            out.push(("desktop", retried(self.first_retry, || self.desktop(ev)).await));
         }
         out
     }

@@ -212,7 +212,8 @@ impl Core {
     }
 
     fn set_roles(&mut self, names: Vec<String>, rescheduled: &[String]) -> Vec<Effect> {
-        self.roles.retain(|name, r| r.running || names.contains(name));
+        let wanted: std::collections::BTreeSet<&String> = names.iter().collect();
+        self.roles.retain(|name, r| r.running || wanted.contains(name));
         for name in names {
             self.roles.entry(name).or_default();
         }
