@@ -267,20 +267,12 @@ impl RunLog {
     }
 
     pub fn daily_path(&self, at: DateTime<Utc>) -> VaultPath {
-        let name = format!(
-            "{}/{}.md",
-            crate::vault::layout::DAILY,
-            at.with_timezone(&self.tz()).format("%Y-%m-%d")
-        );
+        let name = crate::vault::layout::daily_note(at.with_timezone(&self.tz()).date_naive());
         fixed_path(&name).unwrap_or_else(|_| VaultPath::root())
     }
 
     pub fn jsonl_path(&self, at: DateTime<Utc>) -> VaultPath {
-        let name = format!(
-            "{}/{}.jsonl",
-            crate::vault::layout::RUNS,
-            at.with_timezone(&self.tz()).format("%Y-%m-%d")
-        );
+        let name = crate::vault::layout::run_records(at.with_timezone(&self.tz()).date_naive());
         fixed_path(&name).unwrap_or_else(|_| VaultPath::root())
     }
 

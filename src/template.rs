@@ -4,11 +4,19 @@ use std::path::{Path, PathBuf};
 
 use include_dir::{include_dir, Dir};
 
+use crate::vault::layout;
+
 static VAULT_TEMPLATE: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/vault-template");
 static STOCK_ROLES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/roles");
 
 /// Folders every vault has, created empty when missing.
-const FOLDERS: &[&str] = &["daily", "agent/memory", "agent/drafts", ".tabd", ".tabd/runs"];
+const FOLDERS: &[&str] = &[
+    layout::DAILY,
+    "agent/memory",
+    "agent/drafts",
+    layout::TABD,
+    layout::RUNS,
+];
 
 /// What `init` did.
 #[derive(Debug, Default)]

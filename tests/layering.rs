@@ -568,3 +568,35 @@ fn the_module_map_in_the_design_notes_matches_the_tree() {
         .collect();
     assert_eq!(mapped, expected, "docs/design-notes.md's module map against src/");
 }
+
+/// Issue 32, item 2: the vault's fixed paths are spelled once, in `vault::layout`; production
+/// code names them through it (a literal elsewhere drifts when the layout changes).
+#[test]
+fn the_vaults_fixed_paths_are_spelled_only_in_the_layout() {
+    const FIXED: [&str; 7] = [
+        "\"agent/inbox",
+        "\".tabd/",
+        "\".tabd\"",
+        "\"daily/",
+        "\"roles/",
+        "\"agent/approvals",
+        "\"agent/status",
+    ];
+    let found: Vec<String> = read_sources(&src_dir())
+        .iter()
+        .filter(|s| s.path != "vault/layout.rs")
+        .flat_map(|s| {
+            s.code
+                .lines()
+                .enumerate()
+                .filter(|(_, line)| FIXED.iter().any(|f| line.contains(f)))
+                .map(|(i, line)| format!("src/{}:{}: {}", s.path, i + 1, line.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "fixed vault paths spelled outside vault::layout:\n{}",
+        found.join("\n")
+    );
+}

@@ -112,8 +112,7 @@ fn days(o: &Options, today: NaiveDate) -> Result<Vec<NaiveDate>, CliError> {
 }
 
 fn day_path(day: NaiveDate) -> VaultPath {
-    VaultPath::parse(&format!("daily/{}.md", day.format("%Y-%m-%d")), false)
-        .unwrap_or_else(|_| VaultPath::root())
+    VaultPath::parse(&crate::vault::layout::daily_note(day), false).unwrap_or_else(|_| VaultPath::root())
 }
 
 fn read(ws: &Workspace, day: &VaultPath) -> String {

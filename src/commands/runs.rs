@@ -106,7 +106,7 @@ fn records(
     since: Option<NaiveDate>,
     journals: &mut std::collections::HashMap<String, journal::RunChanges>,
 ) -> Vec<Listed> {
-    let Ok(dir) = crate::vault::VaultPath::parse(".tabd/runs", false) else {
+    let Ok(dir) = crate::vault::VaultPath::parse(crate::vault::layout::RUNS, false) else {
         return Vec::new();
     };
     let files = ws.vault.list(&dir).map(|l| l.entries).unwrap_or_default();

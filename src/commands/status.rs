@@ -50,7 +50,7 @@ pub fn run(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliErro
 
 /// The report the running daemon last wrote.
 fn read_report(ws: &Workspace) -> Option<status::StatusReport> {
-    let path = VaultPath::parse(".tabd/status.json", false).ok()?;
+    let path = VaultPath::parse(crate::vault::layout::STATUS_JSON, false).ok()?;
     let text = ws.vault.read_text(&path, 64 * 1024 * 1024).ok()?;
     serde_json::from_str(&text).ok()
 }

@@ -141,7 +141,7 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
     }
     for folder in crate::daemon::status::stranded_inboxes(&ws.vault, &ws.roles) {
         out.push(Diagnostic::warning(
-            Path::new("agent/inbox"),
+            Path::new(crate::vault::layout::INBOXES),
             0,
             format!("no role reads {folder}"),
         ));

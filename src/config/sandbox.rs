@@ -301,7 +301,7 @@ fn is_code(path: &Path) -> bool {
 /// settings, and files other programs load as settings at any depth — which stay read-only.
 fn vault(access: VaultAccess, places: &Places, spec: &mut Spec) {
     let root = &places.vault;
-    let tabd = root.join(".tabd");
+    let tabd = root.join(crate::vault::layout::TABD);
     match access {
         VaultAccess::None => {}
         VaultAccess::Read => spec.readable.extend(tree::all_but(root, &[tabd])),

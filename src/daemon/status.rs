@@ -306,7 +306,9 @@ pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
         .filter(|e| !owned.contains(&e.path) && !known.contains(e.path.file_name()))
         .filter_map(|e| {
             let n = count_notes(vault, &e.path).0;
-            let names = inboxes.iter().filter_map(|i| i.strip_prefix("agent/inbox/"));
+            let names = inboxes
+                .iter()
+                .filter_map(|i| i.strip_prefix(layout::INBOXES)?.strip_prefix('/'));
             let advice = match crate::text::did_you_mean(e.path.file_name(), names) {
                 Some(inbox) => format!("did you mean agent/inbox/{inbox}/? Move the notes there"),
                 None => "a role renamed or deleted? Move the notes to a role's inbox".to_string(),
@@ -320,7 +322,9 @@ pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
             })
         })
         .collect();
-    let example = inboxes.first().map_or("agent/inbox/ROLE", |i| i);
+    let example = inboxes
+        .first()
+        .map_or_else(|| format!("{}/ROLE", layout::INBOXES), |i| i.to_string());
     out.extend(
         listing
             .entries

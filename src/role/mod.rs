@@ -292,7 +292,7 @@ impl RoleSet {
             Err(e) => {
                 let mut set = RoleSet::default();
                 set.diagnostics.push(Diagnostic::error(
-                    Path::new("roles/"),
+                    Path::new(crate::vault::layout::ROLES),
                     0,
                     format!(
                         "cannot read the roles folder in {} ({e}); run `tabd init` to create a vault",

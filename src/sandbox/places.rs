@@ -95,7 +95,11 @@ impl Places {
     /// Every place hidden from children (canonical, existing), before any grant: the vault, its
     /// `.tabd/`, tabd's config and state, the person's secrets and `deny_read` (`extra`).
     pub fn hidden(&self, extra: &[PathBuf]) -> Vec<PathBuf> {
-        let mut out = vec![self.vault.clone(), self.vault.join(".tabd"), self.state.clone()];
+        let mut out = vec![
+            self.vault.clone(),
+            self.vault.join(crate::vault::layout::TABD),
+            self.state.clone(),
+        ];
         out.extend(self.config.iter().cloned());
         if let Some(home) = &self.home {
             out.extend(SECRETS.iter().map(|s| home.join(s)));
@@ -117,7 +121,10 @@ impl Places {
         if path.starts_with(&self.state) || holds(&self.state) {
             return Some("it is in or holds tabd's own state folder");
         }
-        if path.components().any(|c| c.as_os_str() == ".tabd") {
+        if path
+            .components()
+            .any(|c| c.as_os_str() == crate::vault::layout::TABD)
+        {
             return Some("it is in a `.tabd/` folder (tabd's state)");
         }
         if self.config.iter().any(|c| path.starts_with(c) || holds(c)) {

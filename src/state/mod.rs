@@ -22,8 +22,8 @@ use crate::vault::{Durability, Vault, VaultError, VaultPath};
 const VERSION: u32 = 1;
 /// Largest state file read (it holds only what still exists, so it stays small).
 const MAX_STATE_BYTES: u64 = 256 * 1024 * 1024;
-const STATE_FILE: &str = ".tabd/state.json";
-const STATE_LOCK: &str = ".tabd/state.lock";
+const STATE_FILE: &str = crate::vault::layout::STATE;
+const STATE_LOCK: &str = crate::vault::layout::STATE_LOCK;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -260,7 +260,8 @@ impl StateStore {
             Ok(s) => Ok(s),
             Err(e) => {
                 let aside = fixed(&format!(
-                    ".tabd/state.corrupt-{}.json",
+                    "{}/state.corrupt-{}.json",
+                    crate::vault::layout::TABD,
                     Utc::now().format("%Y%m%d%H%M%S")
                 ));
                 let _ = self.vault.rename_replace(&path, &aside);

@@ -14,6 +14,9 @@ pub const DAILY: &str = "daily";
 pub const TABD: &str = ".tabd";
 /// The machine run records: `.tabd/runs/YYYY-MM-DD.jsonl`.
 pub const RUNS: &str = ".tabd/runs";
+/// tabd's state: budgets, attempts, ledgers (`state.json`), and its lock.
+pub const STATE: &str = ".tabd/state.json";
+pub const STATE_LOCK: &str = ".tabd/state.lock";
 /// The status as JSON (what `tabd status` reads while the daemon runs).
 pub const STATUS_JSON: &str = ".tabd/status.json";
 /// The undo journal (DESIGN §19).
@@ -29,6 +32,16 @@ pub const INBOX_FOLDERS: [&str; 3] = [PROCESSED, FAILED, ARCHIVE];
 pub const PROCESSED: &str = "processed";
 pub const FAILED: &str = "failed";
 pub const ARCHIVE: &str = "archive";
+
+/// The daily run log of `day`: `daily/2026-11-25.md`.
+pub fn daily_note(day: chrono::NaiveDate) -> String {
+    format!("{DAILY}/{}.md", day.format("%Y-%m-%d"))
+}
+
+/// The run records of `day`: `.tabd/runs/2026-11-25.jsonl`.
+pub fn run_records(day: chrono::NaiveDate) -> String {
+    format!("{RUNS}/{}.jsonl", day.format("%Y-%m-%d"))
+}
 
 /// A role's inbox when its file names none: `agent/inbox/<role>`.
 pub fn default_inbox(role: &str) -> String {

@@ -541,7 +541,7 @@ impl Vault {
                 .modified
                 .and_then(|m| now.duration_since(m).ok())
                 .is_some_and(|age| age >= min_age);
-            let legacy = e.path.parent().as_str() == ".tabd" && is_legacy_temp(e.path.file_name());
+            let legacy = e.path.parent().as_str() == layout::TABD && is_legacy_temp(e.path.file_name());
             let temp = is_tabd_temp(e.path.file_name()) || legacy;
             if e.is_file && !e.is_symlink && old_enough && temp && self.remove_file(&e.path).is_ok() {
                 removed.push(e.path);

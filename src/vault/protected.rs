@@ -8,18 +8,20 @@
 //! `.mise.toml`, `.zed/` …, at any depth), and the few visible names agents read
 //! (`SETTINGS_NAMES`: `CLAUDE.md`, `AGENTS.override.md`, `opencode.json` …).
 
+use super::layout;
+
 /// Folders no tool reads: tabd's own state and git's.
-pub const UNREADABLE: &[&str] = &[".tabd", ".git"];
+pub const UNREADABLE: &[&str] = &[layout::TABD, ".git"];
 
 /// Folders no tool writes unless the role's `write_paths` names them explicitly.
 pub const PROTECTED: &[(&str, &str)] = &[
-    ("roles", "role files are edited by you, not by the agent"),
-    (".tabd", "tabd's own state"),
+    (layout::ROLES, "role files are edited by you, not by the agent"),
+    (layout::TABD, "tabd's own state"),
     (".obsidian", "Obsidian's settings and plugins"),
     (".git", "the vault's git history and hooks"),
     (".trash", "Obsidian's trash"),
     // Inboxes are written only by `trigger_role`, which sets `hops`, so chains stay bounded.
-    ("agent/inbox", "inboxes take notes through trigger_role only"),
+    (layout::INBOXES, "inboxes take notes through trigger_role only"),
 ];
 
 /// Visible names other programs load as instructions or settings — orders that would run as you
@@ -132,7 +134,7 @@ pub fn normal() -> &'static Normal {
 
 /// Folders no role may ever write, whatever its `write_paths` say.
 pub const NEVER_WRITABLE: &[(&str, &str)] = &[(
-    "agent/approvals",
+    layout::APPROVALS,
     "approval notes are decided by the person; a role can never create, edit or move them, so it cannot approve its own calls",
 )];
 
