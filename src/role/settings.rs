@@ -371,14 +371,7 @@ fn output_contract(v: &Value, env: &Env) -> Result<OutputContract, String> {
         match key.as_str() {
             "schema" => out.schema = Some(text),
             "path" => {
-                for part in text.split('{').skip(1) {
-                    let name = part.split('}').next().unwrap_or("");
-                    if !["date", "role", "run_id"].contains(&name) {
-                        return Err(format!(
-                            "`output.path`: unknown placeholder {{{name}}}; use {{date}}, {{role}} or {{run_id}}"
-                        ));
-                    }
-                }
+                placeholders("output.path", &text, &["date", "role", "run_id"])?;
                 out.path = Some(text)
             }
             other => {
@@ -392,6 +385,23 @@ fn output_contract(v: &Value, env: &Env) -> Result<OutputContract, String> {
         }
     }
     Ok(out)
+}
+
+/// Checks that a path template names only the `allowed` placeholders (`{date}`, …).
+fn placeholders(key: &str, template: &str, allowed: &[&str]) -> Result<(), String> {
+    for part in template.split('{').skip(1) {
+        let name = part.split('}').next().unwrap_or("");
+        if !allowed.contains(&name) {
+            let names: Vec<String> = allowed.iter().map(|a| format!("{{{a}}}")).collect();
+            let list = match names.split_last() {
+                Some((last, [])) => last.clone(),
+                Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+                None => "none".into(),
+            };
+            return Err(format!("`{key}`: unknown placeholder {{{name}}}; use {list}"));
+        }
+    }
+    Ok(())
 }
 
 /// `expect: {path: …, by: …}`, or a list of them.
@@ -417,14 +427,7 @@ fn expectations(v: &Value, env: &Env) -> Result<Vec<Expectation>, String> {
                 None => Err(format!("`expect` needs `{k}`, like {example}")),
             };
             let (path, by) = (get("path")?, get("by")?);
-            for part in path.split('{').skip(1) {
-                let name = part.split('}').next().unwrap_or("");
-                if !["date", "role"].contains(&name) {
-                    return Err(format!(
-                        "`expect.path`: unknown placeholder {{{name}}}; use {{date}} or {{role}}"
-                    ));
-                }
-            }
+            placeholders("expect.path", &path, &["date", "role"])?;
             crate::role::context::check_relative(
                 &path.replace("{date}", "2026-01-01").replace("{role}", "r"),
             )
@@ -657,7 +660,10 @@ mod tests {
             ("max_delegation_depth: 6", "at most 5"),
             ("max_parallel_delegates: 0", "1 or more"),
             ("output: {schema: s.json, paht: x}", "did you mean `path`"),
-            ("output: {path: \"r/{day}.md\"}", "unknown placeholder {day}"),
+            (
+                "output: {path: \"r/{day}.md\"}",
+                "unknown placeholder {day}; use {date}, {role} or {run_id}",
+            ),
             ("output: s.json", "a map like"),
         ] {
             let (_, errors) = settings(bad);

@@ -470,7 +470,7 @@ fn expect_takes_a_path_and_a_deadline_schedule_and_says_what_is_wrong() {
     for (bad, says) in [
         (
             "{path: \"r/{week}.md\", by: \"8:30\"}",
-            "unknown placeholder {week}",
+            "unknown placeholder {week}; use {date} or {role}",
         ),
         ("{path: \"r.md\"}", "needs `by`"),
         ("{path: \"r.md\", by: \"sometimes\"}", "cannot read schedule"),
