@@ -91,19 +91,24 @@ fn schedule_json_has_the_contract_shape() {
     }
 }
 
+/// One role's entry in `tabd schedule --json`'s output.
+fn schedule_of(out: &std::process::Output, role: &str) -> serde_json::Value {
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    json["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role"] == role)
+        .unwrap()
+        .clone()
+}
+
 #[test]
 fn schedule_json_reports_broken_roles() {
     let v = TestVault::new();
     v.write("roles/risk.md", "# Risk\n## Schedule\nsometimes\n");
     let out = v.tabd(&["schedule", "--json"]);
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
-    let risk = json["roles"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["role"] == "risk")
-        .unwrap()
-        .clone();
+    let risk = schedule_of(&out, "risk");
     assert!(
         risk["error"].as_str().unwrap().contains("roles/risk.md:3"),
         "{risk}"
@@ -130,14 +135,7 @@ fn schedule_says_what_it_understood_and_pairs_days_with_their_times() {
         "3",
     ]);
     assert!(out.status.success(), "{}", describe(&out));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
-    let risk = json["roles"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["role"] == "risk")
-        .unwrap()
-        .clone();
+    let risk = schedule_of(&out, "risk");
     assert_eq!(
         risk["cron"],
         serde_json::json!(["0 16 * * 5", "0 9 * * 1", "0 16 * * 5"])

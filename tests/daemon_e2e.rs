@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::daemon::{daemon_config, setup, wait_idle, wait_live, wait_until, Daemon, SETTLE_MS};
+use crate::support::daemon::{
+    daemon_config, setup, vault_with, wait_idle, wait_live, wait_until, Daemon, SETTLE_MS,
+};
 use crate::support::fake_model::FakeModel;
 use crate::support::{wire, TestVault};
 
@@ -503,12 +505,9 @@ fn a_stop_mid_run_counts_no_attempt_and_the_note_runs_again() {
 /// The stop wait is `[daemon] shutdown_grace_s`; a second SIGINT (Ctrl-C) or SIGTERM ends it.
 #[test]
 fn a_second_stop_signal_ends_the_wait_at_once() {
-    let v = TestVault::new();
-    v.unschedule_stock_roles();
     let fake = FakeModel::start();
-    v.use_model(
+    let v = vault_with(
         &fake,
-        "anthropic",
         &daemon_config("").replace("shutdown_grace_s = 1", "shutdown_grace_s = 600"),
     );
     fake.respond_with(|_, _| wire::text("anthropic", "slow").delayed(Duration::from_secs(600)));

@@ -5,19 +5,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::daemon::{setup, wait_idle, wait_until, Daemon};
+use crate::support::daemon::{setup, vault_with, wait_idle, wait_until, Daemon};
 use crate::support::fake_model::FakeModel;
 use crate::support::{describe, stdout, wire, TestVault};
 
 const T: Duration = Duration::from_secs(20);
-
-/// A vault whose stock roles never fire on schedule, with `config` as the whole config tail.
-fn vault_with(fake: &FakeModel, config: &str) -> TestVault {
-    let v = TestVault::new();
-    v.unschedule_stock_roles();
-    v.use_model(fake, "anthropic", config);
-    v
-}
 
 /// `min_interval` holds back what a loop could cause (a note from another role, a slot, a
 /// watched file) — and status says until when and why; a note a person writes runs at once.

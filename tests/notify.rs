@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::daemon::{daemon_config, wait_until, Daemon};
+use crate::support::daemon::{daemon_config, vault_with, wait_until, Daemon};
 use crate::support::fake_model::FakeModel;
 use crate::support::{wire, TestVault};
 
@@ -74,10 +74,8 @@ impl Listener {
 
 /// A role whose `write_file` waits for approval, and a model that asks for one.
 fn asking_vault(notify: &str) -> (TestVault, FakeModel) {
-    let v = TestVault::new();
-    v.unschedule_stock_roles();
     let fake = FakeModel::start();
-    v.use_model(&fake, "anthropic", &format!("{}{notify}", daemon_config("")));
+    let v = vault_with(&fake, &format!("{}{notify}", daemon_config("")));
     v.write(
         "roles/ops.md",
         "---\nresume: false\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- write_file\n",
@@ -212,12 +210,9 @@ fn a_failing_channel_shows_in_status_without_its_secret() {
 fn a_missed_expectation_is_logged_and_notified() {
     let out = tempfile::tempdir().unwrap();
     let events = out.path().join("events.jsonl");
-    let v = TestVault::new();
-    v.unschedule_stock_roles();
     let fake = FakeModel::start();
-    v.use_model(
+    let v = vault_with(
         &fake,
-        "anthropic",
         &format!(
             "{}[notify]\ncommand = [\"sh\", \"-c\", \"cat >> {}\"]\n",
             daemon_config(""),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::approvals::{notes, set_status};
-use crate::support::daemon::{daemon_config, wait_until, Daemon};
+use crate::support::daemon::{daemon_config, vault_with, wait_until, Daemon};
 use crate::support::fake_model::{FakeModel, Recorded};
 use crate::support::{wire, TestVault};
 
@@ -17,10 +17,8 @@ const KIND: &str = "anthropic";
 /// A vault whose role `ops` asks before `write_file`, and a model that writes the plan, then
 /// (given the call's result) says it recorded it.
 fn setup() -> (TestVault, FakeModel) {
-    let v = TestVault::new();
-    v.unschedule_stock_roles();
     let fake = FakeModel::start();
-    v.use_model(&fake, KIND, &daemon_config(""));
+    let v = vault_with(&fake, &daemon_config(""));
     v.write(
         "roles/ops.md",
         "---\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- read_file\n- write_file\n",
@@ -224,10 +222,8 @@ fn a_second_part_cut_off_by_kill_9_does_not_start_twice() {
 /// what its two parts changed is undone by one `tabd undo` of the run.
 #[test]
 fn several_waiting_calls_resume_together_and_undo_covers_both_parts() {
-    let v = TestVault::new();
-    v.unschedule_stock_roles();
     let fake = FakeModel::start();
-    v.use_model(&fake, KIND, &daemon_config(""));
+    let v = vault_with(&fake, &daemon_config(""));
     v.write("project/a.md", "a before\n");
     v.write(
         "roles/ops.md",

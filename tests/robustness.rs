@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::daemon::{daemon_config, setup, wait_idle, wait_live, wait_until, Daemon};
+use crate::support::daemon::{daemon_config, setup, vault_with, wait_idle, wait_live, wait_until, Daemon};
 use crate::support::fake_model::{FakeModel, Reply};
 use crate::support::{describe, stdout, wire, TestVault};
 
@@ -219,13 +219,10 @@ fn the_daemon_never_runs_a_role_while_tabd_fire_holds_it() {
 
 #[test]
 fn attempts_of_deleted_notes_and_state_of_deleted_roles_are_dropped() {
-    let v = TestVault::new();
-    v.unschedule_stock_roles();
     let fake = FakeModel::start();
     // One failed attempt each, then a long wait before any retry.
-    v.use_model(
+    let v = vault_with(
         &fake,
-        "anthropic",
         "[limits]\nmin_interval = \"1h\"\n[inbox]\nsettle_ms = 300\n",
     );
     v.write("roles/gone.md", "# Gone\n## Mission\nSoon deleted.\n");

@@ -26,6 +26,12 @@ fn vault(fake: &FakeModel) -> TestVault {
     v
 }
 
+/// The id `tabd undo` says undoes what it just did: "… undo this undo with `tabd undo ID`".
+fn undo_id(out: &str) -> String {
+    let after = out.split("tabd undo ").nth(1).expect("an undo id in the output");
+    after.split('`').next().unwrap().to_string()
+}
+
 /// The model makes `calls` in its first request, then ends.
 fn script(fake: &FakeModel, calls: Vec<(&'static str, Value)>) {
     fake.respond_with(move |r, _| {
@@ -237,26 +243,12 @@ fn the_persons_edit_is_kept_unless_forced() {
     assert_eq!(code, 0, "{out}");
     assert_eq!(v.read("project/plan.md"), "original\n");
     // Undo the undo, and undo that: each id has the one shape, however deep it goes.
-    let mut id = out
-        .split("tabd undo ")
-        .nth(1)
-        .unwrap()
-        .split('`')
-        .next()
-        .unwrap()
-        .to_string();
+    let mut id = undo_id(&out);
     let shape = id.len();
     for _ in 0..3 {
         let (code, out) = undo(&v, &[&id]);
         assert_eq!(code, 0, "{out}");
-        id = out
-            .split("tabd undo ")
-            .nth(1)
-            .unwrap()
-            .split('`')
-            .next()
-            .unwrap()
-            .to_string();
+        id = undo_id(&out);
         assert_eq!(id.len(), shape, "{id}");
         assert!(id.contains("-delivery-"), "{id}");
     }

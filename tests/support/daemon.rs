@@ -18,12 +18,19 @@ pub fn daemon_config(limits: &str) -> String {
     )
 }
 
-/// A vault + fake model answering "ok" to everything, configured for fast tests.
-pub fn setup(limits: &str) -> (TestVault, FakeModel) {
+/// A vault whose stock roles never fire on schedule, using `fake` (Anthropic's wire format),
+/// with `config` as the config's tail.
+pub fn vault_with(fake: &FakeModel, config: &str) -> TestVault {
     let v = TestVault::new();
     v.unschedule_stock_roles();
+    v.use_model(fake, "anthropic", config);
+    v
+}
+
+/// A vault + fake model answering "ok" to everything, configured for fast tests.
+pub fn setup(limits: &str) -> (TestVault, FakeModel) {
     let fake = FakeModel::start();
-    v.use_model(&fake, "anthropic", &daemon_config(limits));
+    let v = vault_with(&fake, &daemon_config(limits));
     fake.respond_with(|_, _| wire::text("anthropic", "ok"));
     (v, fake)
 }
