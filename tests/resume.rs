@@ -8,11 +8,24 @@ use serde_json::{json, Value};
 
 use crate::support::approvals::{notes, set_status};
 use crate::support::daemon::{daemon_config, vault_with, wait_until, Daemon};
-use crate::support::fake_model::{FakeModel, Recorded};
+use crate::support::fake_model::{FakeModel, Recorded, Reply};
 use crate::support::{wire, TestVault};
 
 const T: Duration = Duration::from_secs(30);
 const KIND: &str = "anthropic";
+
+/// The model's first answer: write the plan (a call `ops` must ask the person about).
+fn write_the_plan() -> Reply {
+    wire::tools(
+        KIND,
+        Some("Record the plan."),
+        &[(
+            "w1",
+            "write_file",
+            json!({"path": "project/plan.md", "content": "ship on Friday"}),
+        )],
+    )
+}
 
 /// A vault whose role `ops` asks before `write_file`, and a model that writes the plan, then
 /// (given the call's result) says it recorded it.
@@ -25,15 +38,7 @@ fn setup() -> (TestVault, FakeModel) {
     );
     fake.respond_with(|req, _| {
         if wire::tool_results(&req.body).is_empty() {
-            wire::tools(
-                KIND,
-                Some("Record the plan."),
-                &[(
-                    "w1",
-                    "write_file",
-                    json!({"path": "project/plan.md", "content": "ship on Friday"}),
-                )],
-            )
+            write_the_plan()
         } else {
             wire::text(KIND, "Recorded the plan; the link is in the project note.")
         }
@@ -327,15 +332,7 @@ fn a_stop_during_the_second_part_records_what_that_part_spent() {
     // request hangs until tabd is stopped.
     fake.respond_with(|req, i| {
         if wire::tool_results(&req.body).is_empty() {
-            wire::tools(
-                KIND,
-                Some("Record the plan."),
-                &[(
-                    "w1",
-                    "write_file",
-                    json!({"path": "project/plan.md", "content": "ship on Friday"}),
-                )],
-            )
+            write_the_plan()
         } else if i == 1 {
             wire::tools(
                 KIND,
