@@ -179,10 +179,7 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
 
 /// A run that waits for the person's decision says so: it goes on once they decide.
 fn say_if_waiting(ws: &Workspace, result: &run::RunResult) {
-    if run::suspend::all(&ws.vault)
-        .iter()
-        .any(|s| s.run_id == result.record.run_id)
-    {
+    if run::suspend::load(&ws.vault, &result.record.run_id).is_some() {
         println!(
             "The run waits for your decision and goes on with the result once you decide — in the running \
              daemon, or when `tabd run` next starts."

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::{CliError, Workspace};
 use crate::config::mcp::Transport;
 use crate::diag::Diagnostic;
+use crate::process::find_program;
 
 pub fn run(ws: &Workspace) -> Result<u8, CliError> {
     let roles = &ws.roles;
@@ -149,7 +150,6 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
     out
 }
 
-/// Where `command` would be found (one owner: `process::find_program`).
 /// `[notify]`: a channel that cannot work here is found today, not when tabd needs the person.
 fn notify_checks(ws: &Workspace, file: &Path) -> Vec<Diagnostic> {
     let n = &ws.config.notify;
@@ -185,8 +185,4 @@ fn notify_checks(ws: &Workspace, file: &Path) -> Vec<Diagnostic> {
         ));
     }
     out
-}
-
-pub fn find_program(command: &str, env: &crate::environment::Env) -> Option<PathBuf> {
-    crate::process::find_program(command, env)
 }

@@ -480,7 +480,7 @@ impl Daemon {
     /// At start-up: a second part that was starting or running when tabd stopped hard is not
     /// started again (its calls may have run); the daily note says so.
     pub(super) fn drop_interrupted_resumes(&mut self) {
-        for s in suspend::all(&self.run_env.vault)
+        for s in suspend::waiting(&self.run_env.vault)
             .into_iter()
             .filter(|s| s.resuming)
         {
