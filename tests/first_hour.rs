@@ -90,7 +90,10 @@ fn thinking_keeps_every_word_and_links_resolve() {
     assert!(daily.contains("· 2 tool calls ·"), "{daily}");
     let link = "[plan \\[v2\\] #1](agent/inbox/delivery/processed/plan%20%5Bv2%5D%20%231.md)";
     assert!(daily.contains(link), "{daily}");
-    assert!(v.path("agent/inbox/delivery/processed/plan [v2] #1.md").exists());
+    // The note moves after the log is written (a crash between them finishes at restart).
+    wait_until(T, "the note moved to processed/", || {
+        v.path("agent/inbox/delivery/processed/plan [v2] #1.md").exists()
+    });
 
     v.write("agent/inbox/delivery/again.md", "and now?");
     wait_until(T, "the second run logged", || {
