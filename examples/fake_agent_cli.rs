@@ -126,8 +126,10 @@ fn without_key(socket: &str) -> String {
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": "hijacked.md", "content": "owned"}}}),
     ] {
+        // A relay that refuses closes after the first line: a later write fails (EPIPE), but
+        // its answer is already waiting to be read, and the answer is what counts.
         if writeln!(w, "{l}").is_err() {
-            return "denied: closed".into();
+            break;
         }
     }
     let got: Vec<String> = BufReader::new(stream).lines().map_while(Result::ok).collect();

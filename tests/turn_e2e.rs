@@ -413,8 +413,16 @@ fn two_roles_logging_at_once_keep_their_sections_intact() {
         ))
         .delayed(Duration::from_millis(300))
     });
-    let a = v.command(&["fire", "delivery"]).spawn().unwrap();
-    let b = v.command(&["fire", "risk"]).spawn().unwrap();
+    // Piped, so a failure shows their output (inherited, 400 lines of it drowned the test
+    // runner's report of another test).
+    let fire = |role: &str| {
+        v.command(&["fire", role])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (fire("delivery"), fire("risk"));
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
     assert!(
         a.status.success() && b.status.success(),
