@@ -614,8 +614,8 @@ fn startup(out: &mut Value) {
 
 /// 5. Per-run overhead: 100 context files (400 KiB), 5 tool calls, instant model.
 fn per_run(out: &mut Value) {
-    use tabd::environment::Env;
-    use tabd::role::{LoadContext, RoleSet};
+    use tabd::base::environment::Env;
+    use tabd::setup::role::{LoadContext, RoleSet};
     let b = Bench::new();
     b.bare_vault();
     let mut ctx_list = String::new();
@@ -660,29 +660,29 @@ fn per_run(out: &mut Value) {
         }
     });
     b.set_config(&fake, "");
-    let config = tabd::config::parse(
+    let config = tabd::setup::config::parse(
         &std::fs::read_to_string(b.config()).unwrap(),
         Path::new("c"),
         &Env::default(),
         None,
     )
     .unwrap();
-    let vault = std::sync::Arc::new(tabd::vault::Vault::open(&b.vault()).unwrap());
+    let vault = std::sync::Arc::new(tabd::base::vault::Vault::open(&b.vault()).unwrap());
     let roles = RoleSet::load(&vault, &LoadContext::new(chrono_tz::UTC, Env::default()));
     let role = roles.roles["bench"].clone();
-    let provider = tabd::provider::build(
+    let provider = tabd::capabilities::provider::build(
         &config.provider,
         &Env::from_pairs([("ANTHROPIC_API_KEY", "bench")]),
     )
     .unwrap();
-    let env = tabd::run::RunEnv {
+    let env = tabd::running::run::RunEnv {
         vault: vault.clone(),
         config: std::sync::Arc::new(config.clone()),
         roles: std::sync::Arc::new(roles.clone()),
         provider,
-        store: tabd::state::StateStore::new(vault.clone()),
-        log: std::sync::Arc::new(tabd::runlog::RunLog::new(vault.clone(), chrono_tz::UTC)),
-        clock: std::sync::Arc::new(tabd::clock::SystemClock),
+        store: tabd::records::state::StateStore::new(vault.clone()),
+        log: std::sync::Arc::new(tabd::records::runlog::RunLog::new(vault.clone(), chrono_tz::UTC)),
+        clock: std::sync::Arc::new(tabd::base::clock::SystemClock),
         faults: Default::default(),
         launcher: Default::default(),
         mcp_pool: None,
@@ -695,15 +695,15 @@ fn per_run(out: &mut Value) {
     let state = env.store.load();
     for _ in 0..30 {
         let t0 = Instant::now();
-        let src = tabd::run::PromptSources {
+        let src = tabd::running::run::PromptSources {
             vault: &vault,
             config: &config,
             state: &state,
         };
-        let p = tabd::run::build_prompt(
+        let p = tabd::running::run::build_prompt(
             &src,
             &role,
-            &tabd::trigger::Trigger::manual(),
+            &tabd::base::trigger::Trigger::manual(),
             &[],
             chrono::Utc::now(),
         );
@@ -722,10 +722,10 @@ fn per_run(out: &mut Value) {
         let before = fake.arrival_times().len();
         let t0 = Instant::now();
         let c0 = thread_cpu_ms();
-        let r = rt.block_on(tabd::run::run_role(
+        let r = rt.block_on(tabd::running::run::run_role(
             &env,
             &role,
-            tabd::trigger::Trigger::manual(),
+            tabd::base::trigger::Trigger::manual(),
             vec![],
         ));
         let c1 = thread_cpu_ms();
@@ -747,12 +747,12 @@ fn per_run(out: &mut Value) {
     // costs — the run's one change (the append) journaled and sealed, as the run does it.
     let journal_dir = b.vault().join(".tabd/journal");
     let journal_bytes: u64 = walkdir_size(&journal_dir);
-    let log = tabd::vault::VaultPath::parse("project/log.md", false).unwrap();
+    let log = tabd::base::vault::VaultPath::parse("project/log.md", false).unwrap();
     let mut journal_ms = Vec::new();
-    let key = std::sync::Arc::new(tabd::journal::Key::from_bytes(&[7u8; 32]));
+    let key = std::sync::Arc::new(tabd::records::journal::Key::from_bytes(&[7u8; 32]));
     for i in 0..50 {
         let t0 = Instant::now();
-        let j = tabd::journal::RunJournal::new(
+        let j = tabd::records::journal::RunJournal::new(
             vault.clone(),
             key.clone(),
             &format!("bench-journal-{i}"),
@@ -902,14 +902,14 @@ fn delegation(out: &mut Value) {
 /// or an empty `pre_exec` alone: what forking instead of `posix_spawn` costs).
 fn sandbox(out: &mut Value) {
     let vault = tempfile::tempdir().unwrap();
-    let launcher = tabd::process::Launcher {
-        env: tabd::environment::Env::from_process(),
+    let launcher = tabd::base::process::Launcher {
+        env: tabd::base::environment::Env::from_process(),
         vault: Some(std::sync::Arc::new(
-            tabd::vault::Vault::open(vault.path()).unwrap(),
+            tabd::base::vault::Vault::open(vault.path()).unwrap(),
         )),
         ..Default::default()
     };
-    let server = tabd::config::sandbox::ChildSandbox {
+    let server = tabd::setup::config::sandbox::ChildSandbox {
         network: false,
         ..Default::default()
     };
@@ -918,9 +918,9 @@ fn sandbox(out: &mut Value) {
         .build()
         .unwrap();
     // The rules for one start, as tabd works them out (this machine's real home folder).
-    let grants_for = |dirs: &tabd::process::ChildDirs| {
+    let grants_for = |dirs: &tabd::base::process::ChildDirs| {
         let places = launcher.places();
-        server.grants(&tabd::config::sandbox::Start {
+        server.grants(&tabd::setup::config::sandbox::Start {
             places: &places,
             own: &[dirs.state.clone(), dirs.tmp.clone()],
             sockets: &[],
@@ -933,7 +933,7 @@ fn sandbox(out: &mut Value) {
         let t0 = Instant::now();
         let mut cmd = tokio::process::Command::new("/bin/true");
         if sandboxed {
-            tabd::process::as_tenant(&mut cmd);
+            tabd::base::process::as_tenant(&mut cmd);
             let dirs = launcher.child_dirs("bench").unwrap();
             cmd.envs(launcher.home_env(&dirs, false));
             let grants = grants_for(&dirs);
@@ -954,7 +954,7 @@ fn sandbox(out: &mut Value) {
             if mode == "fork" {
                 unsafe { cmd.pre_exec(|| Ok(())) };
             } else if mode != "nokeeper" {
-                tabd::process::as_tenant(&mut cmd);
+                tabd::base::process::as_tenant(&mut cmd);
             }
             cmd.envs(launcher.home_env(&dirs, false));
             steps[0] += t.elapsed().as_secs_f64();
@@ -965,9 +965,9 @@ fn sandbox(out: &mut Value) {
             let roots = grants.spec.read_roots();
             steps[2] += t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let prepared = tabd::sandbox::prepare(&grants.spec, &launcher.sandbox_probe).unwrap();
+            let prepared = tabd::base::sandbox::prepare(&grants.spec, &launcher.sandbox_probe).unwrap();
             if mode != "nosandbox" && mode != "fork" {
-                tabd::sandbox::install(&mut cmd, prepared);
+                tabd::base::sandbox::install(&mut cmd, prepared);
             }
             steps[3] += t.elapsed().as_secs_f64();
             let t = Instant::now();
@@ -1028,8 +1028,8 @@ fn sandbox(out: &mut Value) {
 /// model, each run appending a line to the project's status note and writing a blocker note (the
 /// stock role's usual changes); then the journal's size on disk and one prune's time.
 fn journal_long(out: &mut Value) {
-    use tabd::environment::Env;
-    use tabd::role::{LoadContext, RoleSet};
+    use tabd::base::environment::Env;
+    use tabd::setup::role::{LoadContext, RoleSet};
     let runs: usize = std::env::var("TABD_BENCH_JOURNAL_RUNS")
         .ok()
         .and_then(|n| n.parse().ok())
@@ -1061,29 +1061,29 @@ fn journal_long(out: &mut Value) {
         &fake,
         "[limits]\nmax_runs_per_day = 1000000\nmin_interval = \"0s\"\n",
     );
-    let config = tabd::config::parse(
+    let config = tabd::setup::config::parse(
         &std::fs::read_to_string(b.config()).unwrap(),
         Path::new("c"),
         &Env::default(),
         None,
     )
     .unwrap();
-    let vault = std::sync::Arc::new(tabd::vault::Vault::open(&b.vault()).unwrap());
+    let vault = std::sync::Arc::new(tabd::base::vault::Vault::open(&b.vault()).unwrap());
     let roles = RoleSet::load(&vault, &LoadContext::new(chrono_tz::UTC, Env::default()));
     let role = roles.roles["delivery"].clone();
-    let provider = tabd::provider::build(
+    let provider = tabd::capabilities::provider::build(
         &config.provider,
         &Env::from_pairs([("ANTHROPIC_API_KEY", "bench")]),
     )
     .unwrap();
-    let env = tabd::run::RunEnv {
+    let env = tabd::running::run::RunEnv {
         vault: vault.clone(),
         config: std::sync::Arc::new(config),
         roles: std::sync::Arc::new(roles),
         provider,
-        store: tabd::state::StateStore::new(vault.clone()),
-        log: std::sync::Arc::new(tabd::runlog::RunLog::new(vault.clone(), chrono_tz::UTC)),
-        clock: std::sync::Arc::new(tabd::clock::SystemClock),
+        store: tabd::records::state::StateStore::new(vault.clone()),
+        log: std::sync::Arc::new(tabd::records::runlog::RunLog::new(vault.clone(), chrono_tz::UTC)),
+        clock: std::sync::Arc::new(tabd::base::clock::SystemClock),
         faults: Default::default(),
         launcher: Default::default(),
         mcp_pool: None,
@@ -1097,10 +1097,10 @@ fn journal_long(out: &mut Value) {
         .unwrap();
     let t0 = Instant::now();
     for _ in 0..runs {
-        let r = rt.block_on(tabd::run::run_role(
+        let r = rt.block_on(tabd::running::run::run_role(
             &env,
             &role,
-            tabd::trigger::Trigger::manual(),
+            tabd::base::trigger::Trigger::manual(),
             vec![],
         ));
         assert!(r.succeeded());
@@ -1113,7 +1113,7 @@ fn journal_long(out: &mut Value) {
     // As the daemon's next pass would, a few minutes later (blobs younger than a minute are kept:
     // they may belong to a run still writing its journal line).
     let later = chrono::Utc::now() + chrono::Duration::minutes(5);
-    let pruned = tabd::journal::prune(&vault, 30, 200 * 1024 * 1024, later);
+    let pruned = tabd::records::journal::prune(&vault, 30, 200 * 1024 * 1024, later);
     let prune_ms = t1.elapsed().as_secs_f64() * 1000.0;
     let after = walkdir_size(&journal);
     println!(
@@ -1131,10 +1131,10 @@ fn journal_long(out: &mut Value) {
 /// look at the suspended runs after an approvals pass, the decisions, the continued conversation,
 /// marking it resuming and removing it — for a run with a 24 KB conversation. Medians of 200.
 fn resume_cost(out: &mut Value) {
-    use tabd::provider::{Block, Message, Request};
-    use tabd::run::suspend::{self, Suspended};
+    use tabd::capabilities::provider::{Block, Message, Request};
+    use tabd::running::run::suspend::{self, Suspended};
     let dir = tempfile::tempdir().unwrap();
-    let vault = tabd::vault::Vault::open(dir.path()).unwrap();
+    let vault = tabd::base::vault::Vault::open(dir.path()).unwrap();
     let text = "The delivery plan, with its milestones and risks. ".repeat(160);
     let request = Request {
         model: "claude-sonnet-4-5".into(),
@@ -1145,7 +1145,7 @@ fn resume_cost(out: &mut Value) {
                 cache: true,
             }]),
             Message {
-                speaker: tabd::provider::Speaker::Assistant,
+                speaker: tabd::capabilities::provider::Speaker::Assistant,
                 content: vec![Block::ToolUse {
                     id: "w1".into(),
                     name: "write_file".into(),
@@ -1181,7 +1181,7 @@ fn resume_cost(out: &mut Value) {
         role_hash: String::new(),
         resuming: false,
     };
-    let mut state = tabd::state::State::default();
+    let mut state = tabd::records::state::State::default();
     state.approvals.insert(
         "abc123".into(),
         serde_json::from_value(json!({

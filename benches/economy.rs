@@ -242,11 +242,14 @@ fn day(mode: Mode, typical: bool) -> Totals {
         fake.anthropic_url(),
         if mode == Mode::Before { "cache_ttl = \"5m\"\n" } else { "" }
     );
-    let env = tabd::environment::Env::from_pairs([("ANTHROPIC_API_KEY", "bench")]);
-    let config = tabd::config::parse(&config_text, Path::new("c"), &env, None).unwrap();
-    let vault = Arc::new(tabd::vault::Vault::open(&root).unwrap());
-    let roles = tabd::role::RoleSet::load(&vault, &tabd::role::LoadContext::new(chrono_tz::UTC, env.clone()));
-    let provider = tabd::provider::build(&config.provider, &env).unwrap();
+    let env = tabd::base::environment::Env::from_pairs([("ANTHROPIC_API_KEY", "bench")]);
+    let config = tabd::setup::config::parse(&config_text, Path::new("c"), &env, None).unwrap();
+    let vault = Arc::new(tabd::base::vault::Vault::open(&root).unwrap());
+    let roles = tabd::setup::role::RoleSet::load(
+        &vault,
+        &tabd::setup::role::LoadContext::new(chrono_tz::UTC, env.clone()),
+    );
+    let provider = tabd::capabilities::provider::build(&config.provider, &env).unwrap();
     // Tuesday 2026-11-24, local midnight to midnight: every slot of every stock role.
     let start: DateTime<Utc> = "2026-11-24T00:00:00Z".parse().unwrap();
     let mut slots: Vec<(DateTime<Utc>, String)> = roles
@@ -273,14 +276,14 @@ fn day(mode: Mode, typical: bool) -> Totals {
             std::fs::write(&note, text).unwrap();
         }
         cache.lock().unwrap().now = *at;
-        let run_env = tabd::run::RunEnv {
+        let run_env = tabd::running::run::RunEnv {
             vault: vault.clone(),
             config: Arc::new(config.clone()),
             roles: Arc::new(roles.clone()),
             provider: provider.clone(),
-            store: tabd::state::StateStore::new(vault.clone()),
-            log: Arc::new(tabd::runlog::RunLog::new(vault.clone(), chrono_tz::UTC)),
-            clock: Arc::new(tabd::clock::ManualClock::new(*at)),
+            store: tabd::records::state::StateStore::new(vault.clone()),
+            log: Arc::new(tabd::records::runlog::RunLog::new(vault.clone(), chrono_tz::UTC)),
+            clock: Arc::new(tabd::base::clock::ManualClock::new(*at)),
             faults: Default::default(),
             launcher: Default::default(),
             mcp_pool: None,
@@ -291,8 +294,8 @@ fn day(mode: Mode, typical: bool) -> Totals {
         // Before: clock-time roles did not skip, and memory.md kept every role's gate open.
         let gate = mode == Mode::Now && role.skip_unchanged();
         let cron = role.schedule.cron_exprs().join(" | ");
-        let trigger = tabd::trigger::Trigger::schedule(*at, cron, 1, gate);
-        let result = rt.block_on(tabd::run::run_role(&run_env, role, trigger, vec![]));
+        let trigger = tabd::base::trigger::Trigger::schedule(*at, cron, 1, gate);
+        let result = rt.block_on(tabd::running::run::run_role(&run_env, role, trigger, vec![]));
         assert!(result.failure.is_none(), "{:?}", result.failure);
     }
     let t = cache.lock().unwrap().totals;

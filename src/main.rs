@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use tabd::args::Cli;
-use tabd::environment::{Env, Redactor};
+use tabd::base::environment::{Env, Redactor};
+use tabd::doors::args::Cli;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     }
     let env = Env::from_process();
     init_logging(&env, &cli);
-    match tabd::commands::run(cli, env) {
+    match tabd::doors::commands::run(cli, env) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             // An error that names its file and line reads `path:line: error: …` already.

@@ -697,7 +697,7 @@ fn a_quiet_daemon_gives_back_its_program_pages_and_still_runs_notes() {
         &v,
         &[
             ("TABD_TEST_QUIET_MS", "200"),
-            ("TABD_LOG", "info,tabd::daemon=debug"),
+            ("TABD_LOG", "info,tabd::doors::daemon=debug"),
         ],
     );
     let given_back = |d: &Daemon| {

@@ -11,37 +11,59 @@ const MAX_FN_LINES: usize = 80;
 /// Longest file of the daemon's shell.
 const MAX_DAEMON_MOD_LINES: usize = 600;
 
-/// One source file: its path under `src/` (`run/finish.rs`) and its text without tests and
+/// One source file: its path under `src/` (`running/run/finish.rs`) and its text without tests and
 /// comments.
 struct Source {
     path: String,
     code: String,
 }
 
-/// The floor table of `lib.rs`: module → floor.
-fn floors(lib: &str) -> BTreeMap<String, u32> {
-    let mut out = BTreeMap::new();
+/// One row of the floor table of `lib.rs`: a floor's number, its folder under `src/` and the
+/// modules that live in that folder.
+struct Floor {
+    number: u32,
+    folder: String,
+    modules: BTreeSet<String>,
+}
+
+/// The floor table of `lib.rs` (`//! | 1 | `base` | `vault` `clock` | what |`).
+fn floor_table(lib: &str) -> Vec<Floor> {
+    let mut out = Vec::new();
     for line in lib.lines() {
         let Some(row) = line.strip_prefix("//! | ") else {
             continue;
         };
-        let Some((floor, rest)) = row.split_once(" | ") else {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let Some(Ok(number)) = cells.first().map(|c| c.trim().parse::<u32>()) else {
             continue;
         };
-        let Ok(floor) = floor.trim().parse::<u32>() else {
+        let names = |cell: Option<&&str>| -> Vec<String> {
+            cell.map(|c| c.split('`').skip(1).step_by(2).map(String::from).collect())
+                .unwrap_or_default()
+        };
+        let Some(folder) = names(cells.get(1)).into_iter().next() else {
             continue;
         };
-        let modules = rest.split(" | ").next().unwrap_or("");
-        for name in modules.split('`').skip(1).step_by(2) {
-            out.insert(name.to_string(), floor);
-        }
+        out.push(Floor {
+            number,
+            folder,
+            modules: names(cells.get(2)).into_iter().collect(),
+        });
     }
     out
 }
 
-/// The modules `lib.rs` declares.
-fn declared(lib: &str) -> BTreeSet<String> {
-    lib.lines()
+/// Floor folder → its number.
+fn floors(lib: &str) -> BTreeMap<String, u32> {
+    floor_table(lib)
+        .into_iter()
+        .map(|f| (f.folder, f.number))
+        .collect()
+}
+
+/// The modules a `lib.rs` or a folder's `mod.rs` declares.
+fn declared(text: &str) -> BTreeSet<String> {
+    text.lines()
         .filter_map(|l| {
             let l = l.trim();
             let rest = l
@@ -102,7 +124,7 @@ fn read_sources(src: &Path) -> Vec<Source> {
     out
 }
 
-/// The top-level module a file belongs to.
+/// The floor folder a file belongs to.
 fn module_of(path: &str) -> String {
     path.split('/')
         .next()
@@ -111,7 +133,8 @@ fn module_of(path: &str) -> String {
         .to_string()
 }
 
-/// The module path of a file (`run/finish.rs` → `run::finish`, `run/mod.rs` → `run`).
+/// The module path of a file (`running/run/finish.rs` → `running::run::finish`, `running/run/mod.rs` →
+/// `running::run`).
 fn module_path(path: &str) -> Vec<String> {
     let mut parts: Vec<String> = path
         .trim_end_matches(".rs")
@@ -201,7 +224,8 @@ fn file_of(path: &[String], files: &BTreeSet<String>) -> Option<String> {
     None
 }
 
-/// Imports that climb: (file, its floor, module it imports, that floor).
+/// Imports that climb: a file on one floor that names a module of a higher floor (the floor is
+/// the file's top folder: `src/base/vault/mod.rs` is on `base`'s floor).
 fn climbs(sources: &[Source], floors: &BTreeMap<String, u32>) -> Vec<String> {
     let mut out = Vec::new();
     for s in sources {
@@ -210,13 +234,14 @@ fn climbs(sources: &[Source], floors: &BTreeMap<String, u32>) -> Vec<String> {
         let mut seen = BTreeSet::new();
         for r in references(s) {
             let Some(target) = r.first() else { continue };
-            if *target == own || !seen.insert(target.clone()) {
+            if *target == own || !seen.insert(r.iter().take(2).cloned().collect::<Vec<_>>()) {
                 continue;
             }
             if let Some(&theirs) = floors.get(target) {
                 if theirs > mine {
+                    let module = r.iter().take(2).cloned().collect::<Vec<_>>().join("::");
                     out.push(format!(
-                        "src/{} (`{own}`, floor {mine}) imports `{target}` (floor {theirs}): move what it needs down to \
+                        "src/{} (`{own}`, floor {mine}) imports `{module}` (floor {theirs}): move what it needs down to \
                          floor {mine} or lower, or move this code up",
                         s.path
                     ));
@@ -377,7 +402,11 @@ const TOOL_RUNNERS: &[&str] = &["tools::execute", "tools::write_answer", "McpToo
 
 /// Files outside the harness that name a tool runner (production code only).
 fn doors_around_the_harness(sources: &[Source]) -> Vec<String> {
-    let allowed = |p: &str| p.starts_with("harness/") || p.starts_with("tools/") || p == "mcp/tools.rs";
+    let allowed = |p: &str| {
+        p.starts_with("gate/harness/")
+            || p.starts_with("capabilities/tools/")
+            || p == "capabilities/mcp/tools.rs"
+    };
     let mut out = Vec::new();
     for s in sources.iter().filter(|s| !allowed(&s.path)) {
         for runner in TOOL_RUNNERS {
@@ -400,12 +429,33 @@ fn src_dir() -> PathBuf {
 fn every_module_is_on_a_floor_and_imports_only_from_its_floor_or_below() {
     let lib = std::fs::read_to_string(src_dir().join("lib.rs")).unwrap();
     let floors = floors(&lib);
-    let declared = declared(&lib);
     let on_floors: BTreeSet<String> = floors.keys().cloned().collect();
     assert_eq!(
-        declared, on_floors,
-        "every module of lib.rs is on exactly one floor of its table, and the table names no other"
+        declared(&lib),
+        on_floors,
+        "lib.rs declares exactly the floor folders of its table"
     );
+    // The folder is the floor: each floor's `mod.rs` declares the modules its row names, and
+    // nothing else lives in it.
+    for floor in floor_table(&lib) {
+        let face = std::fs::read_to_string(src_dir().join(&floor.folder).join("mod.rs")).unwrap();
+        assert_eq!(
+            declared(&face),
+            floor.modules,
+            "src/{}/mod.rs declares the modules of floor {} in lib.rs's table",
+            floor.folder,
+            floor.number
+        );
+        let other: Vec<&str> = face
+            .lines()
+            .filter(|l| !l.starts_with("//!") && !l.trim().is_empty() && declared(l).is_empty())
+            .collect();
+        assert!(
+            other.is_empty(),
+            "src/{}/mod.rs only declares its floor's modules: {other:?}",
+            floor.folder
+        );
+    }
     let sources = read_sources(&src_dir());
     assert!(
         sources.len() > 50,
@@ -428,7 +478,7 @@ fn only_the_harness_runs_tools() {
     let found = doors_around_the_harness(&sources);
     assert!(found.is_empty(), "{}", found.join("\n"));
     let fake = vec![Source {
-        path: "approved/execute.rs".into(),
+        path: "doors/approval_pass/execute.rs".into(),
         code: production_code("fn go() { crate::tools::execute(&ctx, \"write_file\", &input); }\n"),
     }];
     assert_eq!(
@@ -454,40 +504,46 @@ fn production_functions_stay_small_and_the_daemon_shell_stays_short() {
     let sources = read_sources(&src_dir());
     let long = long_functions(&sources, MAX_FN_LINES);
     assert!(long.is_empty(), "split these:\n{}", long.join("\n"));
-    let daemon = std::fs::read_to_string(src_dir().join("daemon/mod.rs")).unwrap();
+    let daemon = std::fs::read_to_string(src_dir().join("doors/daemon/mod.rs")).unwrap();
     let n = daemon.lines().count();
     assert!(
         n <= MAX_DAEMON_MOD_LINES,
-        "src/daemon/mod.rs is {n} lines (at most {MAX_DAEMON_MOD_LINES})"
+        "src/doors/daemon/mod.rs is {n} lines (at most {MAX_DAEMON_MOD_LINES})"
     );
 }
 
 /// The checker on a made-up crate: an upward import, a circle and a long function are found.
 #[test]
 fn the_checker_sees_a_climb_a_circle_and_a_long_function() {
-    let lib = "//! | 2 | `high` | up |\n//! | 1 | `low` `other` | down |\npub mod high;\npub mod low;\npub mod other;\n";
+    let lib = "//! | 2 | `high` | `up` | up |\n//! | 1 | `low` | `a` `b` `other` | down |\npub mod high;\npub mod low;\n";
     let floors = floors(lib);
     assert_eq!(floors["high"], 2);
     assert_eq!(floors["low"], 1);
+    let table = floor_table(lib);
+    assert_eq!(
+        table[1].modules,
+        ["a", "b", "other"].map(String::from).into(),
+        "a floor's row names its modules"
+    );
     let src = |path: &str, text: &str| Source {
         path: path.into(),
         code: production_code(text),
     };
     let sources = vec![
-        src("high.rs", "use crate::low::Thing;\n"),
+        src("high/up.rs", "use crate::low::a::Thing;\n"),
         src(
-            "low/mod.rs",
-            "mod a;\nuse crate::high::Up; // climbs\npub use self::a::A;\n",
+            "low/a/mod.rs",
+            "mod inner;\nuse crate::high::up::Up; // climbs\npub use self::inner::A;\n",
         ),
-        src("low/a.rs", "use super::b::B;\n"),
+        src("low/a/inner.rs", "use crate::low::b::B;\n"),
         src(
             "low/b.rs",
-            "use crate::low::a::A;\n// use crate::high::Nope; (a comment: not an import)\n",
+            "use super::a::inner::A;\n// use crate::high::up::Nope; (a comment: not an import)\n",
         ),
         src(
-            "other.rs",
+            "low/other.rs",
             &format!(
-                "fn long() {{\n{}}}\n#[cfg(test)]\nmod tests {{\n    use crate::high::X;\n}}\n",
+                "fn long() {{\n{}}}\n#[cfg(test)]\nmod tests {{\n    use crate::high::up::X;\n}}\n",
                 "    let x = 1;\n".repeat(90)
             ),
         ),
@@ -495,15 +551,15 @@ fn the_checker_sees_a_climb_a_circle_and_a_long_function() {
     let up = climbs(&sources, &floors);
     assert_eq!(up.len(), 1, "{up:?}");
     assert!(
-        up[0].contains("src/low/mod.rs") && up[0].contains("imports `high`"),
+        up[0].contains("src/low/a/mod.rs") && up[0].contains("imports `high::up`"),
         "{up:?}"
     );
     let found = circles(&sources);
     assert_eq!(
         found,
         vec![
-            vec!["high.rs".to_string(), "low/mod.rs".to_string()],
-            vec!["low/a.rs".to_string(), "low/b.rs".to_string()],
+            vec!["high/up.rs".to_string(), "low/a/mod.rs".to_string()],
+            vec!["low/a/inner.rs".to_string(), "low/b.rs".to_string()],
         ],
         "the climb is a circle too"
     );
@@ -512,16 +568,32 @@ fn the_checker_sees_a_climb_a_circle_and_a_long_function() {
     assert!(long[0].contains("fn long is 92 lines"), "{long:?}");
 }
 
-/// The module map of `docs/design-notes.md`: the names at the start of its entries (`name/` for a
-/// folder, `name` for a file; the foundations' last line lists several, comma-separated).
+/// Where a module's name starts on a line of the design notes' module map.
+const MAP_NAME_COLUMN: usize = 24;
+
+/// The module map of `docs/design-notes.md`: its entries as `floor-folder/name` (`name/` for a
+/// folder, `name` for a file; the foundations' last line lists several, comma-separated). A line
+/// that starts with `floor N  folder/` opens that floor's entries.
 fn mapped_modules(notes: &str) -> BTreeSet<String> {
     let start = notes.find("```\nfloor 8").expect("the module map's block");
     let block = &notes[start + 4..];
     let block = &block[..block.find("```").expect("the block's end")];
     let mut names = BTreeSet::new();
+    let mut floor = String::new();
     for line in block.lines() {
-        let Some(rest) = line.get(22..) else { continue };
-        if line[..22].ends_with(' ') && !rest.starts_with(' ') {
+        if let Some(label) = line.strip_prefix("floor ") {
+            floor = label
+                .get(3..)
+                .unwrap_or("")
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .to_string();
+        }
+        let Some(rest) = line.get(MAP_NAME_COLUMN..) else {
+            continue;
+        };
+        if line[..MAP_NAME_COLUMN].ends_with(' ') && !rest.starts_with(' ') {
             // "clock, environment (Env, redaction), diag": the names outside brackets.
             let mut depth = 0;
             let outside: String = rest
@@ -542,30 +614,31 @@ fn mapped_modules(notes: &str) -> BTreeSet<String> {
             } else {
                 outside.split_whitespace().take(1).collect()
             };
-            names.extend(tokens.into_iter().map(str::to_string));
+            names.extend(tokens.into_iter().map(|t| format!("{floor}{t}")));
         }
     }
     names
 }
 
-/// Issue 32: the module map in the design notes names exactly the modules of `lib.rs`, with a
-/// folder (`name/`) where the module is a folder's `mod.rs`.
+/// Issue 32: the module map in the design notes names exactly the modules of the floor table,
+/// each under its floor's folder, with a folder (`name/`) where the module is a folder's `mod.rs`.
 #[test]
 fn the_module_map_in_the_design_notes_matches_the_tree() {
     let lib = std::fs::read_to_string(src_dir().join("lib.rs")).unwrap();
     let notes_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/design-notes.md");
     let notes = std::fs::read_to_string(notes_path).unwrap();
     let mapped = mapped_modules(&notes);
-    let expected: BTreeSet<String> = declared(&lib)
+    let expected: BTreeSet<String> = floor_table(&lib)
         .into_iter()
-        .map(|m| {
-            if src_dir().join(&m).join("mod.rs").is_file() {
-                format!("{m}/")
-            } else {
-                m
-            }
+        .flat_map(|floor| {
+            floor.modules.into_iter().map(move |m| {
+                let dir = src_dir().join(&floor.folder).join(&m);
+                let slash = if dir.join("mod.rs").is_file() { "/" } else { "" };
+                format!("{}/{m}{slash}", floor.folder)
+            })
         })
         .collect();
+    assert!(expected.len() > 40, "the floor table's modules: {expected:?}");
     assert_eq!(mapped, expected, "docs/design-notes.md's module map against src/");
 }
 
@@ -584,7 +657,7 @@ fn the_vaults_fixed_paths_are_spelled_only_in_the_layout() {
     ];
     let found: Vec<String> = read_sources(&src_dir())
         .iter()
-        .filter(|s| s.path != "vault/layout.rs")
+        .filter(|s| s.path != "base/vault/layout.rs")
         .flat_map(|s| {
             s.code
                 .lines()

@@ -4,11 +4,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tabd::config;
-use tabd::environment::Env;
-use tabd::provider::{
+use tabd::base::environment::Env;
+use tabd::capabilities::provider::{
     self, Block, FailureClass, Message, Provider, ProviderError, Request, RetryPolicy, StopReason,
 };
+use tabd::setup::config;
 use tokio::time::Instant;
 
 use crate::support::fake_model::{canned, FakeModel, Reply};
@@ -38,8 +38,8 @@ fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(30)
 }
 
-fn read_file_spec() -> tabd::calls::ToolSpec {
-    tabd::tools::all_specs()
+fn read_file_spec() -> tabd::base::calls::ToolSpec {
+    tabd::capabilities::tools::all_specs()
         .into_iter()
         .find(|s| s.name == "read_file")
         .unwrap()
@@ -155,7 +155,7 @@ async fn cache_breakpoints_carry_the_ttl_and_stay_within_four() {
     fake.respond_with(|_, _| Reply::ok(canned::anthropic_text("ok")));
     let p = make("anthropic", &fake.anthropic_url(), "");
     let mut req = request();
-    req.cache_ttl = Some(tabd::cost::CacheTtl::OneHour);
+    req.cache_ttl = Some(tabd::base::cost::CacheTtl::OneHour);
     for i in 0..4 {
         req.messages.push(Message {
             speaker: provider::Speaker::Assistant,

@@ -1,0 +1,44 @@
+//! Fault injection for the crash-safety tests: `TABD_FAULTS` lists points (comma-separated) at
+//! which tabd aborts or fails on purpose, so a test can drive the real binary into the exact
+//! state a crash leaves. Unset in normal use; nothing here runs unless a point is named.
+//!
+//! | point | what happens |
+//! |---|---|
+//! | `abort-after-commit` | a run aborts right after recording its outcome in state |
+//! | `abort-after-log` | a run aborts after writing its logs, before moving notes |
+//! | `panic-in-run` | a run panics (a bug in tabd while handling its notes) |
+//! | `ledger-write` | recording scheduled slots in state fails |
+//!
+//! Two more test hooks, each its own variable: `TABD_TEST_CLOCK_OFFSET_FILE` (the daemon's wall
+//! clock runs ahead by the seconds written in that file: a real clock jump) and
+//! `TABD_TEST_EVENT_CAPACITY` (a tiny file-event queue, to make it overflow).
+
+use crate::base::environment::Env;
+
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    points: Vec<String>,
+}
+
+impl Faults {
+    pub fn from_env(env: &Env) -> Self {
+        Self {
+            points: env
+                .get("TABD_FAULTS")
+                .map(|v| v.split(',').map(|p| p.trim().to_string()).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    pub fn hit(&self, point: &str) -> bool {
+        self.points.iter().any(|p| p == point)
+    }
+
+    /// Aborts the process (no unwinding, no cleanup: like `kill -9`) at `point` if asked.
+    pub fn abort_at(&self, point: &str) {
+        if self.hit(point) {
+            eprintln!("TABD_FAULTS: aborting at {point}");
+            std::process::abort();
+        }
+    }
+}

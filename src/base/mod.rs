@@ -1,0 +1,18 @@
+//! Floor 1: foundations.
+//!
+//! See the floor table in `lib.rs`: a module here imports only from this floor or below.
+pub(crate) mod blocking;
+pub mod calls;
+pub mod clock;
+pub mod cost;
+pub mod diag;
+pub mod environment;
+pub mod faults;
+pub mod memory;
+pub mod process;
+pub mod progress;
+pub mod sandbox;
+pub(crate) mod template;
+pub mod text;
+pub mod trigger;
+pub mod vault;

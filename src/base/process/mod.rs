@@ -1,0 +1,693 @@
+//! Children tabd starts (MCP servers, agent CLIs) are tenants: each runs under a keeper of its
+//! own (`keeper`), in a session of its own, and everything it starts — wrappers such as `npx`
+//! start the real program as a grandchild, and a grandchild may leave the group with `setsid` —
+//! ends with it. One handle, `Tenant`, owns a child for its whole life and kills it when dropped —
+//! after a normal stop, a panic or a cancelled run alike.
+//!
+//! A `kill -9` of tabd drops no handle: the keepers see their parent die and sweep on their own.
+//! Every live keeper is also written down in `.tabd/groups/<tabd's pid>.json`, and the next tabd
+//! to start stops those a dead tabd left behind (`reap_orphans`), in case one missed it.
+//!
+//! - `keeper` — the process between tabd and each child: session, subreaper, sweep.
+
+mod keeper;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+pub use rustix::process::{Pid, Signal};
+use serde::{Deserialize, Serialize};
+
+use crate::base::environment::Env;
+use crate::base::sandbox::places::Places;
+use crate::base::vault::{Durability, Vault, VaultPath};
+
+/// Where live groups are written down, one file per tabd process.
+const GROUPS_DIR: &str = crate::base::vault::layout::GROUPS;
+
+/// How tabd starts children: the environment their settings draw on (`${VAR}`, the variables
+/// passed through) and where their groups are written down (`None`: not written down, e.g. for a
+/// one-off `tabd mcp list`).
+#[derive(Clone, Default)]
+pub struct Launcher {
+    pub env: Env,
+    pub registry: Option<Arc<Registry>>,
+    /// The vault (hidden from children unless granted).
+    pub vault: Option<Arc<Vault>>,
+    /// tabd's config file (hidden from children).
+    pub config_file: Option<PathBuf>,
+    /// `[sandbox] require`: refuse to start a child the kernel cannot sandbox.
+    pub require_sandbox: bool,
+    /// Whether the kernel can sandbox, and which children were already reported unsandboxed.
+    pub sandbox_probe: Arc<crate::base::sandbox::Probe>,
+}
+
+pub use crate::base::sandbox::folders::ChildDirs;
+
+/// Version managers whose shims find their versions through a folder in the home folder: with a
+/// child's `HOME` moved to its state folder, each is told where the person's is (tabd's own
+/// setting of the variable, else the folder when it exists).
+const MANAGER_HOMES: &[(&str, &str)] = &[
+    ("PYENV_ROOT", ".pyenv"),
+    ("ASDF_DATA_DIR", ".asdf"),
+    ("NVM_DIR", ".nvm"),
+    ("VOLTA_HOME", ".volta"),
+    ("MISE_DATA_DIR", ".local/share/mise"),
+    ("MISE_CONFIG_DIR", ".config/mise"),
+    ("RUSTUP_HOME", ".rustup"),
+];
+
+impl Launcher {
+    /// The handle of `child`, started as a tenant (`as_tenant`), written down while it lives.
+    pub fn tenant(&self, child: &tokio::process::Child, name: &str) -> Tenant {
+        Tenant::new(child.id(), self.registry.clone(), name)
+    }
+
+    /// The person's home folder, from tabd's environment.
+    pub fn home(&self) -> Option<PathBuf> {
+        self.env
+            .get("HOME")
+            .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| PathBuf::from(h)))
+    }
+
+    /// Where tabd's own things are (for what children may never reach).
+    pub fn places(&self) -> Places {
+        let home = self.home();
+        let state_home = self
+            .env
+            .get("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".local/state")))
+            .unwrap_or_else(std::env::temp_dir);
+        let state = state_home.join("tabd");
+        let config_home = self
+            .env
+            .get("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".config")));
+        let mut config: Vec<PathBuf> = config_home.into_iter().map(|c| c.join("tabd")).collect();
+        if let Some(file) = &self.config_file {
+            config.push(file.clone());
+            config.extend(file.parent().map(|d| d.join("env")));
+        }
+        let canonical = |p: PathBuf| std::fs::canonicalize(&p).unwrap_or(p);
+        Places {
+            vault: self
+                .vault
+                .as_ref()
+                .map(|v| canonical(v.root().to_path_buf()))
+                .unwrap_or_default(),
+            state: canonical(state),
+            config: config.into_iter().map(canonical).collect(),
+            home,
+        }
+    }
+
+    /// Child `name`'s folders, outside the vault (`~/.local/state/tabd/children/<vault>/<name>/`),
+    /// checked anew at every start (see `sandbox::folders`); what was mended is logged.
+    pub fn child_dirs(&self, name: &str) -> Result<ChildDirs, String> {
+        let root =
+            crate::base::sandbox::folders::make_root(&self.places().children()).map_err(|e| e.to_string())?;
+        let dirs = crate::base::sandbox::folders::child_dirs(&root, &crate::base::text::safe_name(name, '_'))
+            .map_err(|e| e.to_string())?;
+        if let Some(m) = &dirs.mended {
+            tracing::warn!("{name}: {m}");
+        }
+        Ok(dirs)
+    }
+
+    /// The environment a child gets for its own folders: `HOME` (unless `keep_home`), `TMPDIR`,
+    /// and where the person's version managers are. `.tool-versions` (asdf, mise) is linked in.
+    pub fn home_env(&self, dirs: &ChildDirs, keep_home: bool) -> Vec<(String, String)> {
+        let mut out = vec![("TMPDIR".to_string(), dirs.tmp.display().to_string())];
+        if keep_home {
+            return out;
+        }
+        out.push(("HOME".into(), dirs.state.display().to_string()));
+        // The person's XDG folders would send its config, cache and data back to the home folder,
+        // and the runtime folder holds the session's sockets: all inside its own folder instead.
+        for (var, folder) in [
+            ("XDG_CONFIG_HOME", ".config"),
+            ("XDG_CACHE_HOME", ".cache"),
+            ("XDG_DATA_HOME", ".local/share"),
+            ("XDG_STATE_HOME", ".local/state"),
+            ("XDG_RUNTIME_DIR", "tmp"),
+        ] {
+            out.push((var.into(), dirs.state.join(folder).display().to_string()));
+        }
+        let Some(home) = self.home() else {
+            return out;
+        };
+        for (var, folder) in MANAGER_HOMES {
+            let theirs = home.join(folder);
+            match self.env.get(var) {
+                Some(set) => out.push((var.to_string(), set.to_string())),
+                None if theirs.is_dir() => out.push((var.to_string(), theirs.display().to_string())),
+                None => {}
+            }
+        }
+        let versions = home.join(".tool-versions");
+        let link = dirs.state.join(".tool-versions");
+        if versions.is_file() && std::fs::read_link(&link).ok().as_deref() != Some(versions.as_path()) {
+            let _ = std::fs::remove_file(&link);
+            let _ = std::os::unix::fs::symlink(&versions, &link);
+        }
+        out
+    }
+
+    /// Makes the child `cmd` starts run under `grants` (DESIGN §20): files it was named are made
+    /// first. Where the kernel cannot sandbox, the child starts unsandboxed and the log says so
+    /// once — or, with `[sandbox] require`, it is refused (`Err`). Returns what the kernel
+    /// enforces.
+    pub fn confine(
+        &self,
+        cmd: &mut tokio::process::Command,
+        name: &str,
+        grants: &crate::base::sandbox::Grants,
+    ) -> Result<crate::base::sandbox::Support, String> {
+        let support = self.sandbox_probe.support();
+        if !support.enforced() {
+            if self.require_sandbox {
+                return Err(format!(
+                    "not started: it cannot be sandboxed here ({}) and [sandbox] require = true",
+                    support.describe()
+                ));
+            }
+            if self.sandbox_probe.first_warning(name) {
+                tracing::warn!("{name} runs WITHOUT a sandbox: {}", support.describe());
+            }
+            return Ok(support);
+        }
+        for folder in &grants.make_folders {
+            use std::os::unix::fs::DirBuilderExt;
+            match std::fs::DirBuilder::new().mode(0o700).create(folder) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(format!("cannot make {}: {e}", folder.display())),
+            }
+        }
+        for file in &grants.to_create {
+            create_private_file(file).map_err(|e| format!("cannot make {}: {e}", file.display()))?;
+        }
+        let prepared =
+            crate::base::sandbox::prepare(&grants.spec, &self.sandbox_probe).map_err(|e| e.to_string())?;
+        crate::base::sandbox::install(cmd, prepared);
+        Ok(support)
+    }
+}
+
+/// Makes `path` an empty file readable by its owner only, unless something is there already
+/// (never through a link).
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Where `command` would be found: a path as given, else the first runnable match on `env`'s
+/// `PATH`.
+pub fn find_program(command: &str, env: &Env) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::{Path, PathBuf};
+    let runnable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.contains('/') {
+        let p = PathBuf::from(command);
+        return runnable(&p).then_some(p);
+    }
+    env.get("PATH")?
+        .split(':')
+        .map(|dir| Path::new(dir).join(command))
+        .find(|p| runnable(p))
+}
+
+/// Makes the child `cmd` starts a tenant: under a keeper, in a session of its own, with every
+/// descendant ending with it (see `keeper`). Call it before anything else that adds `pre_exec`
+/// steps (the sandbox): those then run in the tenant only, never in the keeper.
+pub fn as_tenant(cmd: &mut tokio::process::Command) {
+    // SAFETY: `become_keeper` makes only system calls (no allocation, no lock) and returns only
+    // in the tenant, which goes on to exec.
+    unsafe {
+        cmd.pre_exec(|| keeper::become_keeper());
+    }
+    // Killing the keeper alone would orphan the tenant: the `Tenant` handle stops it instead.
+    cmd.kill_on_drop(false);
+}
+
+/// One child as the registry file keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Recorded {
+    /// Its keeper's pid.
+    #[serde(alias = "pgid")]
+    pid: i32,
+    /// The keeper's start time (clock ticks since boot, /proc/PID/stat): tells our keeper from a
+    /// later process that was given the same number.
+    start: u64,
+    name: String,
+}
+
+/// The live children of this tabd process, written down so a successor can stop them.
+pub struct Registry {
+    vault: Arc<Vault>,
+    file: VaultPath,
+    live: Mutex<BTreeMap<i32, Recorded>>,
+}
+
+impl Registry {
+    pub fn new(vault: Arc<Vault>) -> Arc<Self> {
+        let file = VaultPath::parse(&format!("{GROUPS_DIR}/{}.json", std::process::id()), false)
+            .unwrap_or_else(|_| VaultPath::root());
+        Arc::new(Self {
+            vault,
+            file,
+            live: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    fn add(&self, pid: Pid, name: &str) {
+        let pid = pid.as_raw_nonzero().get();
+        let Some(start) = start_ticks(pid) else {
+            return;
+        };
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.insert(
+            pid,
+            Recorded {
+                pid,
+                start,
+                name: name.to_string(),
+            },
+        );
+        self.save(&live);
+    }
+
+    fn remove(&self, pid: Pid) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        if live.remove(&pid.as_raw_nonzero().get()).is_some() {
+            self.save(&live);
+        }
+    }
+
+    fn save(&self, live: &BTreeMap<i32, Recorded>) {
+        let written = if live.is_empty() {
+            self.vault.remove_file(&self.file).or(Ok(()))
+        } else {
+            let list: Vec<&Recorded> = live.values().collect();
+            let text = serde_json::to_string(&list).unwrap_or_default();
+            self.vault
+                .write_atomic_with(&self.file, text.as_bytes(), Durability::None)
+        };
+        if let Err(e) = written {
+            tracing::debug!("cannot write {}: {e}", self.file);
+        }
+    }
+}
+
+/// Stops the children that tabd processes which are no longer running left behind (a keeper that
+/// missed its parent's death). Returns what was stopped, for the log.
+pub fn reap_orphans(vault: &Vault) -> Vec<String> {
+    let Ok(dir) = VaultPath::parse(GROUPS_DIR, false) else {
+        return Vec::new();
+    };
+    let Ok(listing) = vault.list(&dir) else {
+        return Vec::new();
+    };
+    let mut stopped = Vec::new();
+    for entry in listing.entries.iter().filter(|e| e.is_file) {
+        let Some(owner) = entry
+            .path
+            .file_name()
+            .strip_suffix(".json")
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if owner == std::process::id() as i32 || is_tabd(owner) {
+            continue; // a live tabd owns these
+        }
+        let groups: Vec<Recorded> = vault
+            .read_text(&entry.path, 1024 * 1024)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        for g in groups {
+            if start_ticks(g.pid) == Some(g.start) {
+                if let Some(pid) = Pid::from_raw(g.pid) {
+                    let _ = rustix::process::kill_process(pid, Signal::USR1);
+                    stopped.push(format!("{} (process {})", g.name, g.pid));
+                }
+            }
+        }
+        let _ = vault.remove_file(&entry.path);
+    }
+    stopped
+}
+
+struct Stat {
+    parent: i32,
+    start: u64,
+    /// Exited, waiting to be reaped (a zombie runs nothing).
+    exited: bool,
+}
+
+/// Fields of /proc/PID/stat after the command name (which may hold spaces and parentheses).
+fn stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After `)`: state(0) ppid(1) pgrp(2) … starttime is field 22 of the line, 19 here.
+    Some(Stat {
+        parent: fields.get(1)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+        exited: matches!(fields.first(), Some(&"Z" | &"X")),
+    })
+}
+
+/// Whether `pid` is `ancestor` or below it. (A keeper is a subreaper: whatever its child starts
+/// stays below it, even after its own parent dies.)
+pub fn descends_from(pid: i32, ancestor: i32) -> bool {
+    let mut at = pid;
+    for _ in 0..256 {
+        if at == ancestor {
+            return true;
+        }
+        match stat(at).map(|s| s.parent) {
+            Some(p) if p > 1 && p != at => at = p,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// When `pid` started, if it is running.
+fn start_ticks(pid: i32) -> Option<u64> {
+    stat(pid).filter(|s| !s.exited).map(|s| s.start)
+}
+
+/// Whether `pid` is a running tabd (its executable's name says so).
+fn is_tabd(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .and_then(|c| {
+            c.split(|b| *b == 0)
+                .next()
+                .map(|argv0| String::from_utf8_lossy(argv0).into_owned())
+        })
+        .is_some_and(|argv0| {
+            std::path::Path::new(&argv0)
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("tabd"))
+        })
+}
+
+/// A child tabd started, through its keeper: `stop` asks it to end (SIGTERM to its process
+/// group), `kill` — or dropping the handle — ends it and everything below it at once. Signals go
+/// through a pidfd where the kernel has them, so they can never reach a later process that was
+/// given the same number.
+pub struct Tenant {
+    pid: Option<Pid>,
+    pidfd: Option<std::os::fd::OwnedFd>,
+    registry: Option<Arc<Registry>>,
+}
+
+impl Tenant {
+    fn new(pid: Option<u32>, registry: Option<Arc<Registry>>, name: &str) -> Self {
+        let pid = pid.and_then(|p| Pid::from_raw(p as i32));
+        let pidfd =
+            pid.and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
+        if let (Some(p), Some(r)) = (pid, &registry) {
+            r.add(p, name);
+        }
+        Self { pid, pidfd, registry }
+    }
+
+    /// Asks the child to end (its keeper passes SIGTERM on to its group).
+    pub fn stop(&self) {
+        self.send(Signal::TERM);
+    }
+
+    /// Ends the child and everything below it now.
+    pub fn kill(&self) {
+        self.send(Signal::USR1);
+    }
+
+    fn send(&self, sig: Signal) {
+        match (&self.pidfd, self.pid) {
+            (Some(fd), _) => {
+                let _ = rustix::process::pidfd_send_signal(fd, sig);
+            }
+            (None, Some(pid)) => {
+                let _ = rustix::process::kill_process(pid, sig);
+            }
+            (None, None) => {}
+        }
+    }
+}
+
+impl Drop for Tenant {
+    fn drop(&mut self) {
+        self.kill();
+        if let (Some(p), Some(r)) = (self.pid, &self.registry) {
+            r.remove(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    /// Where the kernel cannot sandbox: `[sandbox] require` refuses the child; without it the
+    /// child starts, and the warning is given once per child.
+    #[test]
+    fn a_child_that_cannot_be_sandboxed_is_refused_only_when_required() {
+        let no = crate::base::sandbox::Support::None("this kernel has no Landlock".into());
+        let spec = crate::base::sandbox::Grants::default();
+        let mut launcher = Launcher {
+            sandbox_probe: Arc::new(crate::base::sandbox::Probe::known(no.clone())),
+            require_sandbox: true,
+            ..Launcher::default()
+        };
+        let mut cmd = tokio::process::Command::new("true");
+        let err = launcher.confine(&mut cmd, "memory", &spec).unwrap_err();
+        assert!(
+            err.contains("no Landlock") && err.contains("require = true"),
+            "{err}"
+        );
+        launcher.require_sandbox = false;
+        assert_eq!(launcher.confine(&mut cmd, "memory", &spec), Ok(no));
+        assert!(
+            !launcher.sandbox_probe.first_warning("memory"),
+            "warned once already"
+        );
+        assert!(launcher.sandbox_probe.first_warning("slack"));
+    }
+
+    use super::*;
+
+    #[test]
+    fn stat_reads_our_own_start_time() {
+        let me = std::process::id() as i32;
+        let s = stat(me).expect("our own stat");
+        assert!(s.start > 0);
+        let _ = is_tabd(me); // readable either way: must not panic
+    }
+
+    #[test]
+    fn a_dead_owners_group_is_stopped_and_a_live_owners_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let vault = Vault::open(dir.path()).unwrap();
+        // A child in its own group, written down by an owner pid that does not exist.
+        let mut child = std::process::Command::new("sleep");
+        std::os::unix::process::CommandExt::process_group(&mut child, 0);
+        let mut child = child.arg("60").spawn().unwrap();
+        let pid = child.id() as i32;
+        let rec = Recorded {
+            pid,
+            start: start_ticks(pid).unwrap(),
+            name: "test".into(),
+        };
+        let dead_owner = i32::MAX - 7;
+        let file = VaultPath::parse(&format!("{GROUPS_DIR}/{dead_owner}.json"), false).unwrap();
+        vault
+            .write_atomic(
+                &file,
+                serde_json::to_string(&vec![rec.clone()]).unwrap().as_bytes(),
+            )
+            .unwrap();
+        let stopped = reap_orphans(&vault);
+        assert_eq!(stopped.len(), 1, "{stopped:?}");
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "killed");
+        assert!(!vault.exists(&file), "the record is gone");
+        // A recorded start time that does not match: the number was reused, nothing is killed.
+        let mut other = std::process::Command::new("sleep");
+        std::os::unix::process::CommandExt::process_group(&mut other, 0);
+        let mut other = other.arg("60").spawn().unwrap();
+        let stale = Recorded {
+            pid: other.id() as i32,
+            start: 1,
+            name: "stale".into(),
+        };
+        vault
+            .write_atomic(&file, serde_json::to_string(&vec![stale]).unwrap().as_bytes())
+            .unwrap();
+        assert!(reap_orphans(&vault).is_empty());
+        assert!(other.try_wait().unwrap().is_none(), "still running");
+        other.kill().unwrap();
+        let _ = other.wait();
+    }
+
+    fn alive(pid: i32) -> bool {
+        // A zombie still answers kill(0): count it as gone.
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    }
+
+    /// Waits (up to 10 s) for `file` to hold a number.
+    async fn pid_in(file: &std::path::Path) -> i32 {
+        for _ in 0..1000 {
+            if let Some(pid) = std::fs::read_to_string(file)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                return pid;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("{} was never written", file.display());
+    }
+
+    /// A shell tenant that starts a grandchild which leaves its group and session (as a daemon
+    /// would), writes what the test checks into `dir`, then runs `rest`.
+    fn escaping_tenant(dir: &std::path::Path, rest: &str) -> tokio::process::Command {
+        let script = format!(
+            "cut -d' ' -f5,6 /proc/$$/stat > {d}/ids; setsid sh -c 'echo $$ > {d}/escaped; exec sleep 1000' & \
+             while [ ! -s {d}/escaped ]; do sleep 0.01; done; {rest}",
+            d = dir.display()
+        );
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c").arg(script);
+        as_tenant(&mut cmd);
+        cmd
+    }
+
+    #[tokio::test]
+    async fn a_tenant_has_a_session_of_its_own_and_nothing_it_starts_outlives_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = escaping_tenant(dir.path(), "exit 3").spawn().unwrap();
+        let keeper = child.id().unwrap() as i32;
+        let escaped = pid_in(&dir.path().join("escaped")).await;
+        let status = child.wait().await.unwrap();
+        assert_eq!(status.code(), Some(3), "the keeper exits as the tenant did");
+        assert!(!alive(escaped), "the grandchild that called setsid was killed");
+        let ids = std::fs::read_to_string(dir.path().join("ids")).unwrap();
+        let ids: Vec<i32> = ids.split_whitespace().map(|n| n.parse().unwrap()).collect();
+        let (group, session) = (ids[0], ids[1]);
+        // libc, not rustix: in a container whose session leader lives outside our PID namespace
+        // getsid returns 0, which rustix's Pid cannot hold (it asserts; CI hit exactly that).
+        let ours = unsafe { libc::getsid(0) };
+        assert_eq!(session, keeper, "the keeper leads a new session (no terminal)");
+        assert_ne!(session, ours);
+        assert_ne!(
+            group, keeper,
+            "the tenant has a group of its own, apart from its keeper"
+        );
+    }
+
+    #[tokio::test]
+    async fn killing_a_tenant_ends_everything_below_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = escaping_tenant(dir.path(), "exec sleep 1000").spawn().unwrap();
+        let escaped = pid_in(&dir.path().join("escaped")).await;
+        let tenant = Launcher::default().tenant(&child, "test");
+        assert!(alive(escaped));
+        tenant.kill();
+        let status = child.wait().await.unwrap();
+        assert!(!status.success(), "{status:?}");
+        assert!(!alive(escaped), "the escaped grandchild went with it");
+        // The handle is dropped after its process was reaped: its pidfd makes that harmless.
+        drop(tenant);
+    }
+
+    #[tokio::test]
+    async fn stop_asks_the_tenant_and_it_may_finish_gracefully() {
+        let dir = tempfile::tempdir().unwrap();
+        let done = dir.path().join("done");
+        let script = format!(
+            "trap 'echo bye > {}; exit 0' TERM; echo $$ > {}/ready; while true; do sleep 0.05; done",
+            done.display(),
+            dir.path().display()
+        );
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c").arg(script);
+        as_tenant(&mut cmd);
+        let mut child = cmd.spawn().unwrap();
+        pid_in(&dir.path().join("ready")).await;
+        let tenant = Launcher::default().tenant(&child, "test");
+        tenant.stop();
+        let status = child.wait().await.unwrap();
+        assert_eq!(status.code(), Some(0), "it handled SIGTERM itself");
+        assert_eq!(std::fs::read_to_string(&done).unwrap().trim(), "bye");
+    }
+
+    /// A child's `HOME` is its own folder; the person's version managers are still found there.
+    #[test]
+    fn a_childs_home_is_its_own_and_version_managers_are_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().canonicalize().unwrap();
+        for d in [".pyenv", ".volta", ".local/share/mise"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        std::fs::write(home.join(".tool-versions"), "nodejs 20.0.0\n").unwrap();
+        let vault_dir = home.join("Vault");
+        std::fs::create_dir_all(&vault_dir).unwrap();
+        let launcher = Launcher {
+            env: Env::from_pairs([
+                ("HOME", home.display().to_string()),
+                ("VOLTA_HOME", "/opt/volta".into()),
+            ]),
+            vault: Some(Arc::new(Vault::open(&vault_dir).unwrap())),
+            ..Launcher::default()
+        };
+        let dirs = launcher.child_dirs("memory").unwrap();
+        assert!(
+            dirs.state.starts_with(home.join(".local/state/tabd/children")),
+            "{:?}",
+            dirs.state
+        );
+        assert!(!dirs.state.starts_with(&vault_dir));
+        let env: std::collections::HashMap<String, String> =
+            launcher.home_env(&dirs, false).into_iter().collect();
+        assert_eq!(env["HOME"], dirs.state.display().to_string());
+        assert_eq!(env["TMPDIR"], dirs.tmp.display().to_string());
+        assert_eq!(env["PYENV_ROOT"], home.join(".pyenv").display().to_string());
+        assert_eq!(
+            env["MISE_DATA_DIR"],
+            home.join(".local/share/mise").display().to_string()
+        );
+        assert_eq!(
+            env["VOLTA_HOME"], "/opt/volta",
+            "tabd's own setting passes through"
+        );
+        assert!(!env.contains_key("ASDF_DATA_DIR"), "only managers that are there");
+        assert!(env["XDG_CACHE_HOME"].starts_with(&env["HOME"]));
+        let link = dirs.state.join(".tool-versions");
+        assert_eq!(std::fs::read_link(&link).unwrap(), home.join(".tool-versions"));
+        let kept: std::collections::HashMap<String, String> =
+            launcher.home_env(&dirs, true).into_iter().collect();
+        assert!(!kept.contains_key("HOME"), "a configured HOME is kept");
+    }
+}

@@ -1,0 +1,122 @@
+//! `tabd init`: the skeleton vault and the stock roles, embedded in the binary.
+
+use std::path::{Path, PathBuf};
+
+use include_dir::{include_dir, Dir};
+
+use crate::base::vault::layout;
+
+static VAULT_TEMPLATE: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/vault-template");
+static STOCK_ROLES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/roles");
+
+/// Folders every vault has, created empty when missing.
+const FOLDERS: &[&str] = &[
+    layout::DAILY,
+    "agent/memory",
+    "agent/drafts",
+    layout::TABD,
+    layout::RUNS,
+];
+
+/// What `init` did.
+#[derive(Debug, Default)]
+pub struct InitReport {
+    pub created: Vec<PathBuf>,
+    pub kept: Vec<PathBuf>,
+    pub folders: Vec<PathBuf>,
+}
+
+/// Creates the vault at `root` from the template. Never overwrites a file.
+pub fn init_vault(root: &Path) -> std::io::Result<InitReport> {
+    let mut report = InitReport::default();
+    std::fs::create_dir_all(root)?;
+    let mut files: Vec<(PathBuf, &[u8])> = Vec::new();
+    collect(&VAULT_TEMPLATE, Path::new(""), &mut files);
+    collect(&STOCK_ROLES, Path::new("roles"), &mut files);
+    for (rel, contents) in files {
+        let path = root.join(&rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        // `create_new` so that a file appearing between check and write is never clobbered.
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(mut f) => {
+                use std::io::Write;
+                f.write_all(contents)?;
+                f.sync_all()?;
+                report.created.push(rel);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => report.kept.push(rel),
+            Err(e) => return Err(e),
+        }
+    }
+    let inboxes = stock_role_names()
+        .into_iter()
+        .map(|r| crate::base::vault::layout::default_inbox(&r));
+    for folder in FOLDERS.iter().map(|s| s.to_string()).chain(inboxes) {
+        let path = root.join(&folder);
+        if !path.exists() {
+            std::fs::create_dir_all(&path)?;
+            report.folders.push(PathBuf::from(folder));
+        }
+    }
+    report.created.sort();
+    report.kept.sort();
+    Ok(report)
+}
+
+/// Names of the runnable stock roles (`delivery`, …), without the abstract ones.
+pub fn stock_role_names() -> Vec<String> {
+    let mut names: Vec<String> = STOCK_ROLES
+        .files()
+        .filter_map(|f| f.path().file_stem()?.to_str().map(str::to_string))
+        .filter(|n| !n.starts_with('_'))
+        .collect();
+    names.sort();
+    names
+}
+
+fn collect<'a>(dir: &'a Dir<'a>, prefix: &Path, out: &mut Vec<(PathBuf, &'a [u8])>) {
+    for file in dir.files() {
+        out.push((prefix.join(file.path()), file.contents()));
+    }
+    for sub in dir.dirs() {
+        collect(sub, prefix, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_everything_then_never_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = init_vault(dir.path()).unwrap();
+        assert!(first.created.contains(&PathBuf::from("roles/delivery.md")));
+        assert!(first
+            .created
+            .contains(&PathBuf::from("project/blockers/auth-delay.md")));
+        assert!(dir.path().join("agent/inbox/delivery").is_dir());
+        assert!(dir.path().join("agent/inbox/product").is_dir());
+        assert!(!dir.path().join("agent/inbox/_base").exists());
+
+        std::fs::write(dir.path().join("memory.md"), "mine").unwrap();
+        let second = init_vault(dir.path()).unwrap();
+        assert!(second.created.is_empty());
+        assert_eq!(second.kept.len(), first.created.len());
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("memory.md")).unwrap(),
+            "mine"
+        );
+    }
+
+    #[test]
+    fn stock_roles_are_the_four_of_the_seed() {
+        assert_eq!(stock_role_names(), ["comms", "delivery", "product", "risk"]);
+    }
+}

@@ -1,0 +1,468 @@
+//! Agent CLIs as the model (DESIGN §16): runs claude, codex, gemini or a custom CLI headless for
+//! one turn, in the run's own folder (never the vault), with only the environment it needs, and
+//! kills its whole process group at the deadline. The CLI's only tools are tabd's: the run serves
+//! them (see `mcp_server`) and this module only starts the CLI pointed at them.
+//!
+//! - `output` — reading each CLI's result shape, and telling an outage from a bad run.
+
+pub mod output;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
+
+pub use crate::setup::config::profile::{Profile, RawProfile};
+pub use output::CliReport;
+
+use crate::base::environment::{Env, CHILD_BASE_ENV};
+use crate::base::process::{self, Launcher};
+
+/// Largest stdout or stderr kept from a CLI.
+const MAX_OUTPUT: usize = 16 * 1024 * 1024;
+/// How long `--help` may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A probe's answer is trusted this long (a CLI upgraded meanwhile is probed again).
+pub const PROBE_FRESH: Duration = Duration::from_secs(600);
+
+/// Gemini's own tools, excluded so only tabd's remain.
+const GEMINI_BUILTINS: &str = r#"["run_shell_command", "write_file", "replace", "read_file", "read_many_files", "glob", "search_file_content", "list_directory", "web_fetch", "google_web_search", "save_memory"]"#;
+
+/// Variables each built-in CLI needs to log in and reach its service, passed from tabd's
+/// environment when set (nothing else is: the CLI never sees tabd's other secrets). Its config
+/// folder (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`) is never the person's: it is set to the CLI's
+/// private one (`Profile::private_env`).
+fn login_env(profile: &str) -> &'static [&'static str] {
+    match profile {
+        "claude" => &[
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "ANTHROPIC_BASE_URL",
+            "ANTHROPIC_MODEL",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+            "CLAUDE_CODE_USE_BEDROCK",
+            "CLAUDE_CODE_USE_VERTEX",
+        ],
+        "codex" => &["OPENAI_API_KEY", "OPENAI_BASE_URL"],
+        "gemini" => &[
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+            "GOOGLE_CLOUD_PROJECT",
+            "GOOGLE_CLOUD_LOCATION",
+            "GOOGLE_GENAI_USE_VERTEXAI",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+        ],
+        _ => &[],
+    }
+}
+
+/// The environment a CLI runs with: the basics every program needs, its login variables, the
+/// profile's `pass_env` names (a trailing `*` passes a prefix), and its `env` table.
+pub fn child_env(profile: &Profile, env: &Env) -> Result<HashMap<String, String>, String> {
+    let mut out = HashMap::new();
+    let named = CHILD_BASE_ENV.iter().chain(login_env(&profile.name));
+    for name in named {
+        if let Some(v) = env.get(name) {
+            out.insert(name.to_string(), v.to_string());
+        }
+    }
+    for pattern in &profile.pass_env {
+        match pattern.strip_suffix('*') {
+            Some(prefix) => out.extend(env.vars().filter(|(k, _)| k.starts_with(prefix))),
+            None => {
+                if let Some(v) = env.get(pattern) {
+                    out.insert(pattern.clone(), v.to_string());
+                }
+            }
+        }
+    }
+    for (k, v) in &profile.env {
+        let v = env
+            .expand(v)
+            .map_err(|e| format!("[profiles.{}] env {k}: {e}", profile.name))?;
+        out.insert(k.clone(), v);
+    }
+    Ok(out)
+}
+
+/// Which CLIs were found, and with the flags tabd needs, recently: owned by whoever runs CLIs
+/// (the daemon, `tabd fire`), timed by the caller's clock.
+#[derive(Default)]
+pub struct Probes {
+    seen: Mutex<HashMap<String, Probed>>,
+}
+
+/// When a CLI was probed, and what the probe found.
+type Probed = (Instant, Result<(), String>);
+
+impl Probes {
+    /// Checks that the CLI exists and still lists the flags its profile uses, unless a check
+    /// younger than `PROBE_FRESH` (at `now`) already said so.
+    pub async fn check(
+        &self,
+        profile: &Profile,
+        env: &HashMap<String, String>,
+        launcher: &Launcher,
+        now: Instant,
+    ) -> Result<(), String> {
+        let key = format!("{}\u{0}{}", profile.command, profile.required_flags.join(" "));
+        if let Some((at, r)) = self.seen.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            if now.saturating_duration_since(*at) < PROBE_FRESH {
+                return r.clone();
+            }
+        }
+        let result = probe_now(profile, env, launcher).await;
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, (now, result.clone()));
+        result
+    }
+}
+
+async fn probe_now(
+    profile: &Profile,
+    env: &HashMap<String, String>,
+    launcher: &Launcher,
+) -> Result<(), String> {
+    let mut cmd = tokio::process::Command::new(&profile.command);
+    cmd.args(&profile.help_args)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // Even `--help` runs as a tenant, in the CLI's private folder and sandbox.
+    process::as_tenant(&mut cmd);
+    confine(&mut cmd, profile, launcher, None, &profile.help_args)?;
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "the `{}` CLI is not installed or not on tabd's PATH (profile {}); install it or set [profiles.{}] command",
+                profile.command, profile.name, profile.name
+            ))
+        }
+        Err(e) => return Err(format!("`{}` could not be started: {e}", profile.command)),
+    };
+    // A CLI that hangs on `--help` goes with this handle when the wait is given up.
+    let _tenant = launcher.tenant(&child, &profile.name);
+    let out = match tokio::time::timeout(PROBE_TIMEOUT, child.wait_with_output()).await {
+        Err(_) => {
+            return Err(format!(
+                "`{} {}` did not answer within 30 s",
+                profile.command,
+                profile.help_args.join(" ")
+            ))
+        }
+        Ok(Err(e)) => return Err(format!("`{}` could not be read: {e}", profile.command)),
+        Ok(Ok(o)) => o,
+    };
+    let help = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let missing: Vec<&str> = profile
+        .required_flags
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !help.contains(f))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the installed `{}` lacks {} (`{} {}` does not list them): tabd needs them to run it without its own tools; \
+             install a version that has them, or adjust [profiles.{}]",
+            profile.command,
+            missing.join(", "),
+            profile.command,
+            profile.help_args.join(" "),
+            profile.name
+        ))
+    }
+}
+
+/// How the CLI starts tabd's MCP server for the run.
+#[derive(Debug, Clone)]
+pub struct ServerCommand {
+    pub command: String,
+    pub args: Vec<String>,
+}
+
+/// One turn to run.
+pub struct CliTurn<'a> {
+    pub profile: &'a Profile,
+    /// The prompt: on the CLI's stdin, and in `prompt.md` in the run folder.
+    pub prompt: &'a str,
+    /// The run's private folder (outside the vault): the CLI's working folder.
+    pub dir: &'a Path,
+    /// The run's relay socket in that folder (tabd's tools): the one socket the CLI may reach.
+    pub relay: &'a Path,
+    /// Told the CLI's process (its keeper) once started: the relay admits only what runs below it.
+    pub started: Option<&'a tokio::sync::watch::Sender<Option<i32>>>,
+    pub server: ServerCommand,
+    /// The names of tabd's tools, as the MCP server offers them.
+    pub tools: &'a [String],
+    pub env: HashMap<String, String>,
+    pub deadline: Duration,
+    /// Where the CLI's process group is written down while it runs.
+    pub launcher: &'a Launcher,
+}
+
+/// How a CLI turn ended.
+#[derive(Debug, Clone)]
+pub enum CliEnd {
+    /// The CLI finished (its report may still say it failed).
+    Finished(CliReport),
+    /// The deadline passed: the whole process group was killed.
+    Deadline,
+    /// It could not be started or its files written.
+    NotStarted { message: String, outage: bool },
+}
+
+/// What the placeholders in a profile stand for.
+struct Fill {
+    prompt_file: String,
+    mcp_config: String,
+    allowed_tools: String,
+    tabd: String,
+    serve_args: String,
+}
+
+impl Fill {
+    fn apply(&self, s: &str) -> String {
+        s.replace("{prompt_file}", &self.prompt_file)
+            .replace("{mcp_config}", &self.mcp_config)
+            .replace("{allowed_tools}", &self.allowed_tools)
+            .replace("{serve_args}", &self.serve_args)
+            .replace("{gemini_builtins}", GEMINI_BUILTINS)
+            .replace("{tabd}", &self.tabd)
+    }
+}
+
+/// Writes the CLI's files into the run folder, starts it there and reads its result.
+pub async fn run(turn: CliTurn<'_>) -> CliEnd {
+    let profile = turn.profile;
+    let at = |name: &str| turn.dir.join(name);
+    let serve_json = serde_json::to_string(&turn.server.args).unwrap_or_default();
+    let fill = Fill {
+        prompt_file: at("prompt.md").to_string_lossy().into_owned(),
+        mcp_config: at("mcp.json").to_string_lossy().into_owned(),
+        allowed_tools: turn
+            .tools
+            .iter()
+            .map(|t| format!("mcp__tabd__{t}"))
+            .collect::<Vec<_>>()
+            .join(","),
+        tabd: turn.server.command.clone(),
+        serve_args: serve_json,
+    };
+    let mcp_config = serde_json::json!({
+        "mcpServers": { "tabd": { "type": "stdio", "command": turn.server.command, "args": turn.server.args } }
+    });
+    let mut files = vec![
+        ("prompt.md".to_string(), turn.prompt.to_string()),
+        ("mcp.json".to_string(), format!("{mcp_config:#}\n")),
+    ];
+    for (name, content) in &profile.files {
+        files.push((name.clone(), fill.apply(content)));
+    }
+    for (name, text) in &files {
+        if let Err(e) = write_private(turn.dir, name, text) {
+            return CliEnd::NotStarted {
+                message: format!("cannot write the CLI's file {name}: {e}"),
+                outage: false,
+            };
+        }
+    }
+    let args: Vec<String> = profile.args.iter().map(|a| fill.apply(a)).collect();
+    spawn_and_read(&turn, &args).await
+}
+
+/// A file of the run folder (which tabd created, private to it).
+fn write_private(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
+    let rel = Path::new(name);
+    if rel.is_absolute()
+        || rel
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(std::io::Error::other(
+            "a profile file must stay inside the run folder",
+        ));
+    }
+    let path = dir.join(rel);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, text)
+}
+
+/// The CLI's sandbox (DESIGN §20): its private folder outside the vault as its `HOME` (its
+/// config folder inside it, seeded with the person's login files, never the person's own
+/// settings), a private temp folder, its run folder and relay socket (`run`: `None` for the
+/// `--help` probe), and no part of the vault: it reaches the vault only through tabd's tools.
+fn confine(
+    cmd: &mut tokio::process::Command,
+    profile: &Profile,
+    launcher: &Launcher,
+    run: Option<(&Path, &Path)>,
+    args: &[String],
+) -> Result<(), String> {
+    let dirs = launcher.child_dirs(&format!("cli-{}", profile.name))?;
+    // What the profile's own `env` sets is the person's choice and wins.
+    let set = |k: &str| profile.env.iter().any(|(name, _)| name == k);
+    for (k, v) in launcher.home_env(&dirs, set("HOME")) {
+        if !set(&k) {
+            cmd.env(k, v);
+        }
+    }
+    for (var, folder) in profile.private_env.iter().filter(|(v, _)| !set(v)) {
+        let (path, _) =
+            crate::base::sandbox::folders::subfolder(&dirs.state, folder).map_err(|e| e.to_string())?;
+        cmd.env(var, path);
+    }
+    seed_logins(profile, launcher, &dirs.state);
+    let places = launcher.places();
+    let mut own = vec![dirs.state.clone(), dirs.tmp.clone()];
+    let mut sockets = Vec::new();
+    if let Some((dir, relay)) = run {
+        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        own.push(canonical(dir));
+        sockets.push(canonical(relay));
+    }
+    let env: Vec<(String, String)> = profile
+        .env
+        .iter()
+        .filter_map(|(k, v)| launcher.env.expand(v).ok().map(|v| (k.clone(), v)))
+        .collect();
+    let grants = profile.sandbox.grants(&crate::setup::config::sandbox::Start {
+        places: &places,
+        own: &own,
+        sockets: &sockets,
+        args,
+        env: &env,
+    });
+    launcher.confine(cmd, &profile.name, &grants).map(|_| ())
+}
+
+/// Copies the person's login files for the CLI into its private folder when the person's copy
+/// is newer (a new login reaches tabd's copy); never the other way.
+fn seed_logins(profile: &Profile, launcher: &Launcher, state: &Path) {
+    let home = launcher.home();
+    for a in &profile.auth {
+        let dir = a
+            .dir_var
+            .and_then(|v| launcher.env.get(v))
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| crate::setup::config::sandbox::expand_home(a.dir, home.as_deref()));
+        let from = dir.join(a.file);
+        let Ok(theirs) = from.metadata().and_then(|m| m.modified()) else {
+            continue;
+        };
+        let to = state.join(a.to).join(a.file);
+        let ours = std::fs::symlink_metadata(&to).and_then(|m| m.modified()).ok();
+        if ours.is_some_and(|o| o >= theirs) {
+            continue;
+        }
+        let copied = std::fs::read(&from).map_err(|e| e.to_string()).and_then(|bytes| {
+            let (_, fd) = crate::base::sandbox::folders::subfolder(state, a.to).map_err(|e| e.to_string())?;
+            crate::base::sandbox::folders::replace_file(&fd, a.file, &bytes).map_err(|e| e.to_string())
+        });
+        if let Err(e) = copied {
+            tracing::warn!(
+                "{}: cannot copy the login file {}: {e}",
+                profile.name,
+                from.display()
+            );
+        }
+    }
+}
+
+/// Starts the CLI in its own process group, feeds the prompt, reads both streams, and kills the
+/// group at the deadline.
+async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
+    let profile = turn.profile;
+    let mut cmd = tokio::process::Command::new(&profile.command);
+    cmd.args(args)
+        .current_dir(turn.dir)
+        .env_clear()
+        .envs(&turn.env)
+        .stdin(if profile.prompt_on_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    process::as_tenant(&mut cmd);
+    if let Err(message) = confine(
+        &mut cmd,
+        profile,
+        turn.launcher,
+        Some((turn.dir, turn.relay)),
+        args,
+    ) {
+        return CliEnd::NotStarted {
+            message,
+            outage: true,
+        };
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return CliEnd::NotStarted {
+                message: format!("`{}` could not be started: {e}", profile.command),
+                outage: true,
+            }
+        }
+    };
+    // Whatever happens from here (a panic, a cancelled run), the CLI and everything it started
+    // go with this handle.
+    let group = turn.launcher.tenant(&child, &profile.name);
+    if let (Some(started), Some(pid)) = (turn.started, child.id()) {
+        let _ = started.send(Some(pid as i32));
+    }
+    if let Some(mut stdin) = child.stdin.take() {
+        let text = turn.prompt.to_string();
+        tokio::spawn(async move {
+            let _ = stdin.write_all(text.as_bytes()).await;
+        });
+    }
+    let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>| async move {
+        let mut buf = Vec::new();
+        if let Some(p) = pipe {
+            let _ = p.take(MAX_OUTPUT as u64).read_to_end(&mut buf).await;
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    };
+    let stdout = tokio::spawn(read(child.stdout.take().map(|p| Box::new(p) as _)));
+    let stderr = tokio::spawn(read(child.stderr.take().map(|p| Box::new(p) as _)));
+    let status = match tokio::time::timeout(turn.deadline, child.wait()).await {
+        Ok(status) => status.ok(),
+        Err(_) => {
+            group.kill();
+            let _ = child.wait().await;
+            return CliEnd::Deadline;
+        }
+    };
+    // The leader is gone; anything it left in its group (an MCP server it started) goes too.
+    drop(group);
+    let stdout = stdout.await.unwrap_or_default();
+    let stderr = stderr.await.unwrap_or_default();
+    if !stderr.trim().is_empty() {
+        tracing::debug!(
+            "{} stderr: {}",
+            profile.name,
+            crate::base::text::one_line(&stderr, 2000)
+        );
+    }
+    let ok = status.is_some_and(|s| s.success());
+    CliEnd::Finished(output::read(profile.output, &stdout, &stderr, ok))
+}

@@ -1,0 +1,679 @@
+//! One connection to one MCP server (rmcp's client): start it under its startup timeout, list its
+//! tools, call them under the tool timeout (a late call is cancelled with MCP's
+//! `notifications/cancelled`), and stop it — the whole process group, so wrappers like `npx`
+//! leave no grandchild behind, and every child is reaped.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, Implementation, InitializeRequestParams,
+};
+use rmcp::service::{NotificationContext, Peer, RunningServiceCancellationToken, ServiceError};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+
+use crate::base::environment::CHILD_BASE_ENV;
+use crate::base::process::ChildDirs;
+use crate::base::process::{self, Launcher, Tenant};
+use crate::base::sandbox::explain::Applied;
+use crate::base::sandbox::places::Places;
+use crate::base::sandbox::Grants;
+use crate::setup::config::mcp::{expand_pairs, ServerConfig, Transport};
+use crate::setup::config::sandbox::Start;
+
+/// Lines of a server's stderr kept for error messages.
+const STDERR_LINES: usize = 20;
+
+/// A tool as the server lists it.
+#[derive(Debug, Clone)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: String,
+    pub schema: Value,
+    pub read_only: bool,
+    pub destructive: bool,
+}
+
+/// What a server wrote to stderr: the first lines that name an error (the cause, which a long
+/// stack trace would push out of the tail) and the last lines.
+#[derive(Debug, Default, Clone)]
+pub struct StderrTail(Arc<Mutex<Lines>>);
+
+#[derive(Debug, Default)]
+struct Lines {
+    errors: Vec<String>,
+    tail: VecDeque<String>,
+}
+
+/// First lines that name an error, kept whatever follows them.
+const ERROR_LINES: usize = 5;
+
+/// Whether a line of stderr names an error (not a frame of a stack trace).
+fn names_an_error(line: &str) -> bool {
+    let l = line.to_ascii_lowercase();
+    let trimmed = l.trim_start();
+    !trimmed.starts_with("at ")
+        && !trimmed.starts_with("file \"")
+        && [
+            "error",
+            "denied",
+            "not permitted",
+            "cannot",
+            "can't",
+            "failed",
+            "fatal",
+            "no such",
+            "eacces",
+            "eperm",
+            "enoent",
+        ]
+        .iter()
+        .any(|w| l.contains(w))
+}
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        let line: String = line.chars().take(300).collect();
+        let mut q = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if q.errors.len() < ERROR_LINES && names_an_error(&line) {
+            q.errors.push(line.clone());
+        }
+        if q.tail.len() == STDERR_LINES {
+            q.tail.pop_front();
+        }
+        q.tail.push_back(line);
+    }
+
+    /// The first error lines (when the tail no longer holds them), then the last lines.
+    pub fn text(&self) -> String {
+        let q = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<String> = q.errors.iter().filter(|e| !q.tail.contains(e)).cloned().collect();
+        if !out.is_empty() {
+            out.push("…".into());
+        }
+        out.extend(q.tail.iter().cloned());
+        out.join("\n")
+    }
+}
+
+/// Why a call did not return a result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The server answered with an error: the call was not carried out.
+    #[error("{0}")]
+    Refused(String),
+    /// No answer (a timeout, a server that died or a connection that closed mid-call): the call
+    /// may or may not have happened.
+    #[error("{0}")]
+    Unknown(String),
+}
+
+/// Why a server could not be used.
+#[derive(Debug, Clone)]
+pub struct ServerDown {
+    pub server: String,
+    pub why: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Display for ServerDown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MCP server `{}` {}", self.server, self.why)
+    }
+}
+
+/// Hears `notifications/tools/list_changed`.
+#[derive(Clone)]
+struct Handler {
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> InitializeRequestParams {
+        InitializeRequestParams::new(
+            ClientCapabilities::default(),
+            Implementation::new("tabd", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A server's process (a tenant: see `process`). It is reaped by a task of its own the moment it
+/// exits (its keeper has killed everything it left by then, so a crashed `npx` wrapper leaves
+/// nothing behind), and `exited` says so: a server can die while a grandchild still holds its
+/// stdout open, and the connection must not wait for that pipe to close.
+struct Child {
+    tenant: Arc<Tenant>,
+    exited: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        // Reached without `stop` only on a panic or a cancelled task: never leave anything.
+        if !*self.exited.borrow() {
+            self.tenant.kill();
+        }
+    }
+}
+
+impl Child {
+    /// Hands `child` to a reaper task; `on_exit` runs once it is gone.
+    fn watch(
+        mut child: tokio::process::Child,
+        tenant: Tenant,
+        on_exit: impl FnOnce() + Send + 'static,
+    ) -> Child {
+        let (tx, exited) = tokio::sync::watch::channel(false);
+        let tenant = Arc::new(tenant);
+        let held = tenant.clone();
+        tokio::spawn(async move {
+            let status = child.wait().await;
+            drop(held);
+            tracing::debug!("MCP server process ended: {status:?}");
+            let _ = tx.send(true);
+            on_exit();
+        });
+        Child { tenant, exited }
+    }
+
+    async fn wait_exit(&self, limit: Duration) -> bool {
+        let mut exited = self.exited.clone();
+        let waited = tokio::time::timeout(limit, exited.wait_for(|e| *e)).await;
+        waited.is_ok()
+    }
+
+    /// SIGTERM to the server's group, then everything killed after 2 s; reaped either way.
+    async fn stop(self) {
+        if *self.exited.borrow() {
+            return;
+        }
+        self.tenant.stop();
+        if !self.wait_exit(Duration::from_secs(2)).await {
+            self.tenant.kill();
+            self.wait_exit(Duration::from_secs(5)).await;
+        }
+    }
+}
+
+/// A started server.
+pub struct Connection {
+    pub server: Arc<ServerConfig>,
+    peer: Peer<RoleClient>,
+    /// Ends the rmcp service (which runs in its own task, see `connect`).
+    cancel: Mutex<Option<RunningServiceCancellationToken>>,
+    /// Becomes true when the service has ended, for whatever reason.
+    ended: tokio::sync::watch::Receiver<bool>,
+    child: tokio::sync::Mutex<Option<Child>>,
+    tools: Mutex<Vec<ToolInfo>>,
+    tools_changed: Arc<AtomicBool>,
+    pub stderr: StderrTail,
+    /// The sandbox it runs under (`None`: not sandboxed), to say when a refusal was its doing.
+    applied: Option<Arc<Applied>>,
+}
+
+impl Connection {
+    /// When `text` (a tool's error, its stderr) shows that the sandbox refused something: a
+    /// sentence naming the path and the grant to add.
+    pub fn sandbox_refusal(&self, text: &str) -> Option<String> {
+        self.applied.as_ref()?.explain(text)
+    }
+
+    /// Starts `server` and lists its tools, all within its `startup_timeout`.
+    pub async fn start(
+        server: Arc<ServerConfig>,
+        launcher: &Launcher,
+    ) -> Result<Arc<Connection>, ServerDown> {
+        let stderr = StderrTail::default();
+        // `${VAR}` values (tokens in a url or header) are written back as `${VAR}` in anything
+        // said about the server: errors quote urls, and servers print their settings.
+        let secrets = server.vars();
+        let down = |why: String, stderr: &StderrTail| ServerDown {
+            server: server.name.clone(),
+            why: launcher.env.redact(&why, &secrets),
+            stderr: launcher.env.redact(&stderr.text(), &secrets),
+        };
+        let limit = server.startup_timeout;
+        let started =
+            tokio::time::timeout(limit, Self::connect(server.clone(), launcher, stderr.clone())).await;
+        let conn = match started {
+            Ok(Ok(c)) => c,
+            Ok(Err(why)) => return Err(down(why, &stderr)),
+            Err(_) => {
+                return Err(down(
+                    format!(
+                        "did not finish starting within {}s (startup_timeout_s)",
+                        limit.as_secs()
+                    ),
+                    &stderr,
+                ))
+            }
+        };
+        // The connection is stopped here if listing fails or takes too long.
+        match tokio::time::timeout(limit, conn.relist()).await {
+            Ok(Ok(())) => Ok(conn),
+            Ok(Err(why)) => {
+                conn.stop().await;
+                Err(down(format!("could not list its tools: {why}"), &stderr))
+            }
+            Err(_) => {
+                conn.stop().await;
+                Err(down(
+                    format!(
+                        "did not list its tools within {}s (startup_timeout_s)",
+                        limit.as_secs()
+                    ),
+                    &stderr,
+                ))
+            }
+        }
+    }
+
+    async fn connect(
+        server: Arc<ServerConfig>,
+        launcher: &Launcher,
+        stderr: StderrTail,
+    ) -> Result<Arc<Connection>, String> {
+        let tools_changed = Arc::new(AtomicBool::new(false));
+        let handler = Handler {
+            tools_changed: tools_changed.clone(),
+        };
+        let (ended_tx, ended) = tokio::sync::watch::channel(false);
+        let ended_tx = Arc::new(ended_tx);
+        let (service, child, applied) = match &server.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env: extra,
+            } => {
+                let (child, tenant, stdout, stdin, stderr_done, applied) =
+                    spawn(command, args, extra, launcher, &server, &stderr)?;
+                match handler.serve((stdout, stdin)).await {
+                    Ok(s) => {
+                        let token = s.cancellation_token();
+                        let tx = ended_tx.clone();
+                        let child = Child::watch(child, tenant, move || {
+                            let _ = tx.send(true);
+                            token.cancel();
+                        });
+                        (s, Some(child), applied)
+                    }
+                    Err(e) => {
+                        let why = init_error(&e, false);
+                        return Err(failed_start(child, tenant, stderr_done, why, applied, &stderr).await);
+                    }
+                }
+            }
+            Transport::Http { url, headers } => {
+                // `url` may hold `${SECRET}`: expanded only here, never shown expanded.
+                let transport = http_transport(url, headers, &launcher.env)?;
+                let s = handler.serve(transport).await.map_err(|e| {
+                    let url = crate::base::text::display_url(url);
+                    format!("could not connect to {url}: {}", init_error(&e, true))
+                })?;
+                (s, None, None)
+            }
+        };
+        let peer = service.peer().clone();
+        let cancel = service.cancellation_token();
+        tokio::spawn(async move {
+            let _ = service.waiting().await;
+            let _ = ended_tx.send(true);
+        });
+        Ok(Arc::new(Connection {
+            server,
+            peer,
+            cancel: Mutex::new(Some(cancel)),
+            ended,
+            child: tokio::sync::Mutex::new(child),
+            tools: Mutex::new(Vec::new()),
+            tools_changed,
+            stderr,
+            applied,
+        }))
+    }
+
+    /// Lists the server's tools again (after `tools/list_changed`).
+    pub async fn relist(&self) -> Result<(), String> {
+        let listed = self.peer.list_all_tools().await.map_err(|e| service_error(&e))?;
+        let tools = listed
+            .into_iter()
+            .map(|t| ToolInfo {
+                name: t.name.to_string(),
+                description: t.description.as_deref().unwrap_or("").to_string(),
+                schema: Value::Object((*t.input_schema).clone()),
+                read_only: t
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.read_only_hint)
+                    .unwrap_or(false),
+                destructive: t
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.destructive_hint)
+                    .unwrap_or(false),
+            })
+            .collect();
+        *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = tools;
+        self.tools_changed.store(false, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The tools as last listed; re-listed first when the server said they changed.
+    pub async fn tools(&self) -> Vec<ToolInfo> {
+        if self.tools_changed.load(Ordering::Relaxed) {
+            if let Err(e) = tokio::time::timeout(self.server.startup_timeout, self.relist()).await {
+                tracing::warn!(
+                    "MCP server {}: re-listing tools timed out ({e})",
+                    self.server.name
+                );
+            }
+        }
+        self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        *self.ended.borrow() || self.peer.is_transport_closed()
+    }
+
+    /// Calls `tool` with `arguments` within the tool timeout; a call that runs over is cancelled.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<CallToolResult, CallError> {
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        let limit = self.server.tool_timeout;
+        // Dropping the request on timeout makes rmcp send `notifications/cancelled`. A server that
+        // dies mid-call fails the call at once rather than at the timeout.
+        let answer = tokio::select! {
+            biased;
+            answer = tokio::time::timeout(limit, self.peer.call_tool(params)) => answer,
+            () = self.closed() => Ok(Err(ServiceError::TransportClosed)),
+        };
+        match answer {
+            Ok(Ok(result)) => Ok(result),
+            // The server answered: it refused the call, nothing was done.
+            Ok(Err(ServiceError::McpError(data))) => Err(CallError::Refused(format!(
+                "the server answered with an error: {}",
+                data.message
+            ))),
+            // The request may have reached the server before the connection ended.
+            Ok(Err(e)) => {
+                let mut msg = service_error(&e);
+                if self.is_closed() {
+                    let tail = self.stderr.text();
+                    msg = format!("the server stopped during the call ({msg})");
+                    if !tail.is_empty() {
+                        msg.push_str(&format!("; its last output: {}", tail.replace('\n', " | ")));
+                    }
+                }
+                Err(CallError::Unknown(format!(
+                    "{msg}; it may or may not have been carried out"
+                )))
+            }
+            Err(_) => Err(CallError::Unknown(format!(
+                "no answer within {}s (tool_timeout_s); the call was cancelled, but it may or may not have been carried out",
+                limit.as_secs()
+            ))),
+        }
+    }
+
+    /// Ends the session and stops the process group. Safe to call twice.
+    pub async fn stop(&self) {
+        let cancel = self.cancel.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(token) = cancel {
+            token.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(2), self.closed()).await;
+        }
+        if let Some(child) = self.child.lock().await.take() {
+            child.stop().await;
+        }
+    }
+
+    /// Waits until the server's connection ends (it exited, or `stop` was called).
+    pub async fn closed(&self) {
+        let mut ended = self.ended.clone();
+        let _ = ended.wait_for(|e| *e).await;
+    }
+}
+
+type Spawned = (
+    tokio::process::Child,
+    Tenant,
+    tokio::process::ChildStdout,
+    tokio::process::ChildStdin,
+    tokio::task::JoinHandle<()>,
+    Option<Arc<Applied>>,
+);
+
+/// Starts a stdio server as a tenant (its own session and keeper), stderr captured line by line.
+fn spawn(
+    command: &str,
+    args: &[String],
+    extra: &[(String, String)],
+    launcher: &Launcher,
+    server: &ServerConfig,
+    stderr: &StderrTail,
+) -> Result<Spawned, String> {
+    let name = server.name.as_str();
+    let env = &launcher.env;
+    // `${VAR}` in the command, its arguments and its environment are read now, at start, the
+    // same way for all three: an unset one stops this server, not tabd.
+    let command = env.expand(command).map_err(|e| format!("command: {e}"))?;
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| env.expand(a))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("args: {e}"))?;
+    let extra = expand_pairs(extra, env)?;
+    let mut cmd = tokio::process::Command::new(&command);
+    cmd.args(&args)
+        .env_clear()
+        .envs(env.subset(CHILD_BASE_ENV))
+        .envs(extra.iter().cloned())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    process::as_tenant(&mut cmd);
+    let applied = sandbox(&mut cmd, &command, &args, &extra, launcher, server)?;
+    let mut child = cmd.spawn().map_err(|e| {
+        let program = crate::base::process::find_program(&command, &launcher.env)
+            .map_or_else(|| command.clone(), |p| p.display().to_string());
+        let why = format!("could not be started (`{program}`: {e}); is it installed and on PATH?");
+        match applied
+            .as_ref()
+            .and_then(|a| a.explain(&format!("{program}: {e}")))
+        {
+            Some(sandbox) => format!("{why} — {sandbox}"),
+            None => why,
+        }
+    })?;
+    let tenant = launcher.tenant(&child, name);
+    let (Some(stdout), Some(stdin), Some(err)) =
+        (child.stdout.take(), child.stdin.take(), child.stderr.take())
+    else {
+        return Err("its stdio could not be connected".into());
+    };
+    let tail = stderr.clone();
+    let name = name.to_string();
+    let stderr_done = tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(err).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!("mcp {name}: {line}");
+            tail.push(line);
+        }
+    });
+    Ok((child, tenant, stdout, stdin, stderr_done, applied))
+}
+
+/// Why a server that did not finish `initialize` failed. One that exits at once usually said why
+/// on stderr: wait for it to be read, prefer "exited with status 1" to transport jargon, and say
+/// when the sandbox was the cause.
+async fn failed_start(
+    mut child: tokio::process::Child,
+    tenant: Tenant,
+    stderr_done: tokio::task::JoinHandle<()>,
+    init: String,
+    applied: Option<Arc<Applied>>,
+    stderr: &StderrTail,
+) -> String {
+    let exited = tokio::time::timeout(Duration::from_millis(500), child.wait())
+        .await
+        .ok()
+        .and_then(Result::ok);
+    tenant.kill();
+    if exited.is_none() {
+        let _ = child.wait().await;
+    }
+    drop(tenant);
+    let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
+    let why = match exited {
+        Some(status) => format!("exited ({status}) before it finished starting"),
+        None => format!("failed to start: {init}"),
+    };
+    match applied.and_then(|a| a.explain(&stderr.text())) {
+        Some(sandbox) => format!("{why} — {sandbox}"),
+        None => why,
+    }
+}
+
+/// The server's sandbox (DESIGN §20): its own state folder outside the vault (its `HOME` unless
+/// its `env` sets one) and temp folder, and what its `[mcp.NAME]` table grants. Returns the
+/// rules applied, to explain what it reports (`None`: not sandboxed).
+fn sandbox(
+    cmd: &mut tokio::process::Command,
+    command: &str,
+    args: &[String],
+    extra: &[(String, String)],
+    launcher: &Launcher,
+    server: &ServerConfig,
+) -> Result<Option<Arc<Applied>>, String> {
+    let program = crate::base::process::find_program(command, &launcher.env);
+    if program.as_deref().is_some_and(crate::base::sandbox::is_tabd) {
+        // `tabd mcp serve` is tabd: its tools go through the harness, under the role's rules,
+        // and it must reach the vault to do that.
+        return Ok(None);
+    }
+    let dirs = launcher.child_dirs(&server.name)?;
+    // It starts in its own folder: tabd's own working folder may be one it may not read (the
+    // vault, when `tabd fire` is typed there), and `npx` looks for packages from where it starts.
+    cmd.current_dir(&dirs.state);
+    let set = |k: &str| extra.iter().any(|(name, _)| name == k);
+    for (k, v) in launcher.home_env(&dirs, set("HOME")) {
+        if !set(&k) {
+            cmd.env(k, v);
+        }
+    }
+    let places = launcher.places();
+    let grants = grants_for(server, &places, &dirs, args, extra);
+    let support = launcher.confine(cmd, &server.name, &grants)?;
+    Ok(support.enforced().then(|| {
+        Arc::new(Applied {
+            spec: grants.spec,
+            places,
+            table: format!("[mcp.{}]", server.name),
+        })
+    }))
+}
+
+/// What `server` is granted with its own folders `dirs` and its expanded `args` and `env`.
+fn grants_for(
+    server: &ServerConfig,
+    places: &Places,
+    dirs: &ChildDirs,
+    args: &[String],
+    env: &[(String, String)],
+) -> Grants {
+    server.sandbox.grants(&Start {
+        places,
+        own: &[dirs.state.clone(), dirs.tmp.clone()],
+        sockets: &[],
+        args,
+        env,
+    })
+}
+
+/// What a stdio server would be granted at its next start (`None` for an HTTP server), for
+/// `tabd mcp list` and `tabd validate`: nothing is made or started; `${VAR}`s unset here are
+/// left out.
+pub fn planned_grants(server: &ServerConfig, launcher: &Launcher) -> Option<Grants> {
+    let Transport::Stdio { args, env, .. } = &server.transport else {
+        return None;
+    };
+    let expand = |v: &String| launcher.env.expand(v).ok();
+    let args: Vec<String> = args.iter().filter_map(expand).collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .filter_map(|(k, v)| expand(v).map(|v| (k.clone(), v)))
+        .collect();
+    let places = launcher.places();
+    let state = places
+        .children()
+        .join(crate::base::text::safe_name(&server.name, '_'));
+    let dirs = ChildDirs {
+        tmp: state.join("tmp"),
+        state,
+        mended: None,
+    };
+    Some(grants_for(server, &places, &dirs, &args, &env))
+}
+
+fn http_transport(
+    url: &str,
+    headers: &[(String, String)],
+    env: &crate::base::environment::Env,
+) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
+    let url = env.expand(url).map_err(|e| format!("url: {e}"))?;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    crate::capabilities::provider::install_tls();
+    let mut map = std::collections::HashMap::new();
+    for (k, v) in expand_pairs(headers, env)? {
+        let name =
+            reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
+        let value = reqwest::header::HeaderValue::from_str(&v).map_err(|e| format!("header {k}: {e}"))?;
+        map.insert(name, value);
+    }
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(map);
+    Ok(rmcp::transport::StreamableHttpClientTransport::from_config(
+        config,
+    ))
+}
+
+/// Why `initialize` failed, in words a person can act on (rmcp's own text names Rust types).
+fn init_error(e: &rmcp::service::ClientInitializeError, http: bool) -> String {
+    use rmcp::service::ClientInitializeError as E;
+    match e {
+        // Over HTTP the transport's error is the server's answer (a 401, a 404): say it.
+        E::TransportError { error, .. } if http => {
+            let answer = error.error.to_string();
+            let answer = answer.trim().trim_end_matches(':');
+            format!("it refused the connection ({answer}); check the url and headers")
+        }
+        E::ConnectionClosed(_) | E::TransportError { .. } => {
+            "it closed the connection before answering `initialize`".into()
+        }
+        E::ExpectedInitResponse(_) | E::ExpectedInitResult(_) => {
+            "it answered `initialize` with something else (is it an MCP server?)".into()
+        }
+        E::JsonRpcError(data) => format!("it refused `initialize`: {}", data.message),
+        E::NoCompatibleProtocolVersion { server_supported, .. } => {
+            format!("it speaks no MCP version tabd knows ({server_supported:?})")
+        }
+        other => other.to_string(),
+    }
+}
+
+fn service_error(e: &ServiceError) -> String {
+    match e {
+        ServiceError::McpError(data) => format!("the server answered with an error: {}", data.message),
+        ServiceError::TransportClosed => "the connection to the server closed".into(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,290 @@
+//! Model providers (DESIGN §10): one `Provider` trait, an Anthropic Messages and an
+//! OpenAI-compatible chat implementation, and the one retry loop they share.
+//!
+//! The conversation model inside tabd is Anthropic-shaped (text, tool_use, tool_result and
+//! thinking blocks); each adapter maps it to and from its wire format.
+
+mod anthropic;
+mod error;
+mod http;
+mod openai;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::base::calls::ToolSpec;
+use crate::base::cost::{CacheTtl, Usage};
+use crate::base::environment::Env;
+use crate::setup::config::{ProviderConfig, ProviderKind};
+
+pub use anthropic::AnthropicProvider;
+pub use error::{FailureClass, ProviderError};
+pub use openai::OpenAiProvider;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Speaker {
+    User,
+    Assistant,
+}
+
+/// One block of a message. Serialized only into a suspended run's record (`run::suspend`).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Block {
+    /// Text; `cache` marks a cache breakpoint after it (the end of the stable prefix).
+    Text {
+        text: String,
+        cache: bool,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: String,
+        content: String,
+        is_error: bool,
+    },
+    /// The model's visible reasoning. `raw` is the block as received (with its `signature`),
+    /// which Anthropic requires back unchanged during tool use.
+    Thinking {
+        text: String,
+        raw: Option<Value>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Message {
+    pub speaker: Speaker,
+    pub content: Vec<Block>,
+    /// For assistant messages: the content exactly as the provider sent it, echoed back as is.
+    pub raw: Option<Value>,
+}
+
+impl Message {
+    pub fn user(content: Vec<Block>) -> Self {
+        Self {
+            speaker: Speaker::User,
+            content,
+            raw: None,
+        }
+    }
+
+    /// The text blocks, in order.
+    pub fn texts(&self) -> Vec<&str> {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                Block::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A request for one model turn.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct Request {
+    pub model: String,
+    /// The stable system prompt (cached).
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub max_tokens: u32,
+    pub temperature: Option<f64>,
+    pub thinking_budget: u32,
+    /// Offer the tools but forbid calling them (the closing summary after a limit).
+    pub tool_choice_none: bool,
+    /// Lifetime of the cache entries this request writes (`None`: the provider's default, 5m).
+    pub cache_ttl: Option<CacheTtl>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    StopSequence,
+    /// Anthropic paused a long turn; send the conversation back to continue.
+    PauseTurn,
+    Refusal,
+    ContextWindowExceeded,
+    Other(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    pub message: Message,
+    pub stop: StopReason,
+    pub usage: Usage,
+    pub model: String,
+}
+
+impl Response {
+    pub fn tool_uses(&self) -> impl Iterator<Item = (&str, &str, &Value)> {
+        self.message.content.iter().filter_map(|b| match b {
+            Block::ToolUse { id, name, input } => Some((id.as_str(), name.as_str(), input)),
+            _ => None,
+        })
+    }
+
+    pub fn text(&self) -> String {
+        self.message.texts().join("\n\n")
+    }
+}
+
+pub use futures::future::BoxFuture;
+
+/// One model API. `send` makes exactly one HTTP attempt; `complete` adds retries.
+pub trait Provider: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn send<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, Result<Response, ProviderError>>;
+}
+
+/// An API key that never prints.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(…)")
+    }
+}
+
+/// How the shared loop retries.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    pub max_retries: u32,
+    pub min_delay: Duration,
+    pub max_delay: Duration,
+    /// Told of every retry (with the wait and why).
+    pub progress: crate::base::progress::Progress,
+}
+
+impl RetryPolicy {
+    pub fn from_config(cfg: &ProviderConfig) -> Self {
+        Self {
+            max_retries: cfg.max_retries,
+            min_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(60),
+            progress: Default::default(),
+        }
+    }
+}
+
+/// Makes rustls use ring (reqwest is built without a default crypto provider, to avoid aws-lc's
+/// cmake build). Called before any HTTPS client is made; later calls do nothing.
+pub fn install_tls() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// Builds the configured provider. The key is read from the environment now; a missing key is
+/// reported at the first call (so `tabd run` starts, and pauses model calls, without one).
+pub fn build(cfg: &ProviderConfig, env: &Env) -> Result<Arc<dyn Provider>, ProviderError> {
+    let key = env.get(&cfg.api_key_env).map(Secret::new);
+    install_tls();
+    let client = reqwest::Client::builder()
+        .timeout(cfg.timeout)
+        .connect_timeout(cfg.timeout.min(Duration::from_secs(30)))
+        .user_agent(concat!("tabd/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| ProviderError::Transport {
+            provider: cfg.kind.as_str(),
+            url: crate::base::text::display_url(&cfg.base_url),
+            message: crate::base::text::scrub_url(&e.to_string(), &cfg.base_url),
+        })?;
+    Ok(match cfg.kind {
+        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(client, cfg, key)),
+        ProviderKind::Openai => Arc::new(OpenAiProvider::new(client, cfg, key)),
+        ProviderKind::Command => Arc::new(NoApi),
+    })
+}
+
+/// Stands in for the API provider when `kind = "command"`: runs go through `run_turn` instead,
+/// so nothing ever calls it.
+pub struct NoApi;
+
+impl Provider for NoApi {
+    fn name(&self) -> &'static str {
+        "command"
+    }
+
+    fn send<'a>(&'a self, _req: &'a Request) -> BoxFuture<'a, Result<Response, ProviderError>> {
+        Box::pin(async {
+            Err(ProviderError::BadResponse {
+                provider: "command",
+                message: "kind = \"command\" runs an agent CLI, not an API".into(),
+            })
+        })
+    }
+}
+
+/// Sends `req`, retrying what is worth retrying (DESIGN §10) with exponential backoff and
+/// jitter, honouring `retry-after`, and never waiting past `deadline`.
+pub async fn complete(
+    provider: &dyn Provider,
+    req: &Request,
+    policy: &RetryPolicy,
+    deadline: Instant,
+) -> Result<Response, ProviderError> {
+    let attempt = || async {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(ProviderError::Deadline {
+                provider: provider.name(),
+            });
+        }
+        match tokio::time::timeout(remaining, provider.send(req)).await {
+            Ok(result) => result,
+            Err(_) => Err(ProviderError::Deadline {
+                provider: provider.name(),
+            }),
+        }
+    };
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(policy.min_delay)
+        .with_max_delay(policy.max_delay)
+        .with_factor(2.0)
+        .with_max_times(policy.max_retries as usize)
+        .with_jitter();
+    attempt
+        .retry(backoff)
+        .sleep(tokio::time::sleep)
+        .when(ProviderError::is_retryable)
+        .adjust(|err, delay| {
+            // `None` means the backoff gave up (max_retries); retry-after never extends that.
+            let delay = delay?;
+            let delay = err
+                .retry_after()
+                .map_or(delay, |ra| ra.max(Duration::from_millis(1)));
+            (Instant::now() + delay < deadline).then_some(delay)
+        })
+        .notify(|err, delay| {
+            tracing::warn!("{err}; retrying in {:.1}s", delay.as_secs_f64());
+            policy.progress.emit(crate::base::progress::Step::Retrying {
+                wait: delay,
+                why: crate::base::text::one_line(&err.to_string(), 120),
+            });
+        })
+        .await
+}

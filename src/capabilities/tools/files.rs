@@ -1,0 +1,460 @@
+//! File tools: read_file, list_files, search_files, write_file, append_file, move_file.
+
+use chrono::{DateTime, Local};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{args, schema_of, Tool, ToolContext, ToolError};
+use crate::base::calls::{Change, ChangeKind, Risk, ToolResult};
+use crate::base::text::thousands;
+use crate::base::vault::{Entry, VaultPath};
+
+/// Most bytes one `read_file` call returns; longer files are paged.
+pub const READ_PAGE_BYTES: usize = 64 * 1024;
+/// Largest file `read_file`, `append_file` or `search_files` will open.
+pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+/// Largest `write_file` / `append_file` content.
+pub const MAX_WRITE_BYTES: usize = 1024 * 1024;
+/// Entries `list_files` shows before "N more".
+pub const LIST_CAP: usize = 200;
+/// Matches `search_files` shows before "more not shown".
+pub const SEARCH_CAP: usize = 100;
+
+fn path_arg(raw: &str) -> Result<VaultPath, ToolError> {
+    Ok(VaultPath::parse(raw, false)?)
+}
+
+/// Folders listings and searches never enter: tabd's state, git, Obsidian's config and trash.
+fn hidden(path: &VaultPath) -> bool {
+    path.components().any(|c| c.starts_with('.'))
+}
+
+pub struct ReadFile;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    /// Vault-relative path of the file, e.g. project/timeline.md
+    path: String,
+    /// First line to return, counting from 1 (default 1).
+    #[serde(default)]
+    offset: Option<usize>,
+    /// Most lines to return (default: as many as fit in 64 KiB).
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+impl Tool for ReadFile {
+    fn name(&self) -> &'static str {
+        "read_file"
+    }
+    fn description(&self) -> &'static str {
+        "Read a text file of the vault. Long files come in pages of up to 64 KiB; the result says \
+         which lines you got and the offset for the next page."
+    }
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+    fn schema(&self) -> Value {
+        schema_of::<ReadArgs>()
+    }
+    fn call(&self, ctx: &ToolContext<'_>, input: &Value) -> Result<ToolResult, ToolError> {
+        let a: ReadArgs = args(input)?;
+        let path = path_arg(&a.path)?;
+        let real = ctx.policy.check_read(ctx.vault, &path)?;
+        let text = ctx.vault.read_text(&real, MAX_FILE_BYTES)?;
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let total = lines.len();
+        let first = a.offset.unwrap_or(1).max(1);
+        if total == 0 {
+            return Ok(ToolResult::ok(format!("{path} is empty"), 0, vec![]));
+        }
+        if first > total {
+            return Err(ToolError::InvalidInput(format!(
+                "{path} has {total} lines; offset {first} is past the end"
+            )));
+        }
+        let limit = a.limit.unwrap_or(usize::MAX).max(1);
+        let mut page = String::new();
+        let mut last = first - 1;
+        for line in lines.iter().skip(first - 1).take(limit) {
+            if !page.is_empty() && page.len() + line.len() > READ_PAGE_BYTES {
+                break;
+            }
+            if line.len() > READ_PAGE_BYTES {
+                // One enormous line: cut at a char boundary.
+                let mut cut = READ_PAGE_BYTES;
+                while !line.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                page.push_str(&line[..cut]);
+                page.push_str("\n[line cut at 64 KiB]\n");
+                last += 1;
+                break;
+            }
+            page.push_str(line);
+            last += 1;
+        }
+        let mut out = format!("{path} — lines {first}–{last} of {total}\n\n{page}");
+        if last < total {
+            out.push_str(&format!(
+                "\n[more: lines {}–{total} not shown; call read_file with offset={}]",
+                last + 1,
+                last + 1
+            ));
+        }
+        Ok(ToolResult::ok(out, page.len() as u64, vec![]))
+    }
+}
+
+pub struct ListFiles;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    /// Folder to list (default: the vault root).
+    #[serde(default)]
+    path: Option<String>,
+    /// Also list sub-folders' contents.
+    #[serde(default)]
+    recursive: bool,
+    /// Only entries matching this glob, e.g. *.md or project/**/*.md
+    #[serde(default)]
+    pattern: Option<String>,
+}
+
+fn format_entry(e: &Entry) -> String {
+    if e.is_dir {
+        return format!("{}/", e.path);
+    }
+    let when = e
+        .modified
+        .map(|t| DateTime::<Local>::from(t).format("%Y-%m-%d %H:%M").to_string())
+        .unwrap_or_default();
+    format!("{}  {} B  {when}", e.path, thousands(e.size))
+}
+
+impl Tool for ListFiles {
+    fn name(&self) -> &'static str {
+        "list_files"
+    }
+    fn description(&self) -> &'static str {
+        "List files and folders of the vault with sizes and modification times. Folders end in /. \
+         Hidden folders (.obsidian, .git, .tabd) are not listed."
+    }
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+    fn schema(&self) -> Value {
+        schema_of::<ListArgs>()
+    }
+    fn call(&self, ctx: &ToolContext<'_>, input: &Value) -> Result<ToolResult, ToolError> {
+        let a: ListArgs = args(input)?;
+        let dir = VaultPath::parse(a.path.as_deref().unwrap_or(""), true)?;
+        let real = ctx.policy.check_read(ctx.vault, &dir)?;
+        let matcher = match &a.pattern {
+            Some(p) => Some(
+                crate::records::access::glob(p)
+                    .map_err(|e| ToolError::InvalidInput(format!("pattern `{p}` is not a glob: {e}")))?
+                    .compile_matcher(),
+            ),
+            None => None,
+        };
+        let entries = ctx.vault.walk(&real, a.recursive, &hidden)?;
+        let shown: Vec<&Entry> = entries
+            .iter()
+            .filter(|e| match (&matcher, &a.pattern) {
+                (Some(m), Some(p)) if !p.contains('/') => m.is_match(e.path.file_name()),
+                (Some(m), _) => m.is_match(e.path.as_str()),
+                _ => true,
+            })
+            .collect();
+        if shown.is_empty() {
+            return Ok(ToolResult::ok(format!("{dir}: nothing found"), 0, vec![]));
+        }
+        let mut out: Vec<String> = shown.iter().take(LIST_CAP).map(|e| format_entry(e)).collect();
+        if shown.len() > LIST_CAP {
+            out.push(format!(
+                "… and {} more; narrow with path or pattern",
+                shown.len() - LIST_CAP
+            ));
+        }
+        let text = out.join("\n");
+        Ok(ToolResult::ok(text.clone(), text.len() as u64, vec![]))
+    }
+}
+
+pub struct SearchFiles;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    /// A regular expression or plain text to find (case-insensitive).
+    query: String,
+    /// Folder or file to search (default: the whole vault).
+    #[serde(default)]
+    path: Option<String>,
+}
+
+impl Tool for SearchFiles {
+    fn name(&self) -> &'static str {
+        "search_files"
+    }
+    fn description(&self) -> &'static str {
+        "Search the vault's text files for a regular expression or plain text (case-insensitive). \
+         Returns matching lines as path:line: text."
+    }
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+    fn schema(&self) -> Value {
+        schema_of::<SearchArgs>()
+    }
+    fn call(&self, ctx: &ToolContext<'_>, input: &Value) -> Result<ToolResult, ToolError> {
+        let a: SearchArgs = args(input)?;
+        if a.query.is_empty() {
+            return Err(ToolError::InvalidInput("query is empty".into()));
+        }
+        let re = regex::RegexBuilder::new(&a.query)
+            .case_insensitive(true)
+            .size_limit(1 << 20)
+            .build()
+            .or_else(|_| {
+                regex::RegexBuilder::new(&regex::escape(&a.query))
+                    .case_insensitive(true)
+                    .build()
+            })
+            .map_err(|e| ToolError::InvalidInput(format!("cannot search for that: {e}")))?;
+        let start = VaultPath::parse(a.path.as_deref().unwrap_or(""), true)?;
+        let real = ctx.policy.check_read(ctx.vault, &start)?;
+        let files: Vec<Entry> = match ctx.vault.metadata(&real)? {
+            e if !e.is_dir => vec![e],
+            _ => ctx
+                .vault
+                .walk(&real, true, &hidden)?
+                .into_iter()
+                .filter(|e| !e.is_dir)
+                .collect(),
+        };
+        let mut hits = Vec::new();
+        let mut more = 0usize;
+        let mut bytes = 0u64;
+        for file in files {
+            if file.size > MAX_FILE_BYTES {
+                continue;
+            }
+            let Ok(text) = ctx.vault.read_text(&file.path, MAX_FILE_BYTES) else {
+                continue;
+            };
+            bytes += text.len() as u64;
+            for (i, line) in text.lines().enumerate() {
+                if re.is_match(line) {
+                    if hits.len() < SEARCH_CAP {
+                        let shown: String = line.trim().chars().take(200).collect();
+                        hits.push(format!("{}:{}: {shown}", file.path, i + 1));
+                    } else {
+                        more += 1;
+                    }
+                }
+            }
+        }
+        if hits.is_empty() {
+            return Ok(ToolResult::ok(
+                format!("no match for `{}` in {start}", a.query),
+                bytes,
+                vec![],
+            ));
+        }
+        if more > 0 {
+            hits.push(format!(
+                "… {more} more matches not shown; narrow the query or path"
+            ));
+        }
+        Ok(ToolResult::ok(hits.join("\n"), bytes, vec![]))
+    }
+}
+
+pub struct WriteFile;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    /// Vault-relative path of the file to create or replace, e.g. project/blockers/auth.md
+    path: String,
+    /// The whole new content of the file.
+    content: String,
+}
+
+fn check_size(content: &str) -> Result<(), ToolError> {
+    if content.len() > MAX_WRITE_BYTES {
+        return Err(ToolError::InvalidInput(format!(
+            "content is {} bytes; the limit is {} bytes per call",
+            thousands(content.len() as u64),
+            thousands(MAX_WRITE_BYTES as u64)
+        )));
+    }
+    Ok(())
+}
+
+impl Tool for WriteFile {
+    fn name(&self) -> &'static str {
+        "write_file"
+    }
+    fn description(&self) -> &'static str {
+        "Create a file or replace its whole content (atomically; folders are created). At most 1 MiB. \
+         To add to a note without replacing it, use append_file."
+    }
+    fn risk(&self) -> Risk {
+        Risk::Write
+    }
+    fn schema(&self) -> Value {
+        schema_of::<WriteArgs>()
+    }
+    fn call(&self, ctx: &ToolContext<'_>, input: &Value) -> Result<ToolResult, ToolError> {
+        let a: WriteArgs = args(input)?;
+        check_size(&a.content)?;
+        let path = path_arg(&a.path)?;
+        let real = ctx.policy.check_write(ctx.vault, &path)?;
+        if ctx.vault.metadata(&real).is_ok_and(|e| e.is_dir) {
+            return Err(ToolError::Failed(format!("{path} is a folder")));
+        }
+        let existed = ctx.vault.exists(&real);
+        ctx.before_change(&real)?;
+        ctx.vault.write_atomic(&real, a.content.as_bytes())?;
+        let how = if existed { "replaced" } else { "new file" };
+        Ok(ToolResult::ok(
+            format!(
+                "wrote {} bytes to {path} ({how})",
+                thousands(a.content.len() as u64)
+            ),
+            a.content.len() as u64,
+            vec![Change {
+                path: real.as_str().to_string(),
+                kind: ChangeKind::Written,
+            }],
+        ))
+    }
+}
+
+pub struct AppendFile;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AppendArgs {
+    /// Vault-relative path of the file (created if missing).
+    path: String,
+    /// Text to add at the end; a line break is put before it if the file does not end with one.
+    content: String,
+}
+
+/// Appends `content` to `path` atomically (read, join, replace), adding a newline between.
+pub(crate) fn append(ctx: &ToolContext<'_>, real: &VaultPath, content: &str) -> Result<(), ToolError> {
+    let (mut text, existed) = match ctx.vault.read_text(real, MAX_FILE_BYTES) {
+        Ok(t) => (t, true),
+        Err(crate::base::vault::VaultError::NotFound(_)) => (String::new(), false),
+        Err(e) => return Err(e.into()),
+    };
+    // What is there stays the file's first bytes: the journal keeps their length, not a copy.
+    ctx.before_append(real, existed.then_some(text.as_bytes()))?;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(content);
+    ctx.vault.write_atomic(real, text.as_bytes())?;
+    Ok(())
+}
+
+impl Tool for AppendFile {
+    fn name(&self) -> &'static str {
+        "append_file"
+    }
+    fn description(&self) -> &'static str {
+        "Add text at the end of a file, creating it if missing. Use it to add to a person's note \
+         without changing what is already there."
+    }
+    fn risk(&self) -> Risk {
+        Risk::Write
+    }
+    fn schema(&self) -> Value {
+        schema_of::<AppendArgs>()
+    }
+    fn call(&self, ctx: &ToolContext<'_>, input: &Value) -> Result<ToolResult, ToolError> {
+        let a: AppendArgs = args(input)?;
+        check_size(&a.content)?;
+        let path = path_arg(&a.path)?;
+        let real = ctx.policy.check_write(ctx.vault, &path)?;
+        append(ctx, &real, &a.content)?;
+        Ok(ToolResult::ok(
+            format!("appended {} bytes to {path}", thousands(a.content.len() as u64)),
+            a.content.len() as u64,
+            vec![Change {
+                path: real.as_str().to_string(),
+                kind: ChangeKind::Appended,
+            }],
+        ))
+    }
+}
+
+/// Journals both ends of a move: each file under `from` (a folder moves whole) and where it lands.
+fn journal_move(ctx: &ToolContext<'_>, from: &VaultPath, to: &VaultPath) -> Result<(), ToolError> {
+    if ctx.journal.is_none() {
+        return Ok(());
+    }
+    if !ctx.vault.metadata(from).is_ok_and(|m| m.is_dir) {
+        ctx.before_change(from)?;
+        return ctx.before_change(to);
+    }
+    for entry in ctx.vault.walk(from, true, &|_| false)? {
+        if entry.is_dir {
+            continue;
+        }
+        let rest = entry.path.as_str()[from.as_str().len()..].trim_start_matches('/');
+        ctx.before_change(&entry.path)?;
+        ctx.before_change(&to.join(rest)?)?;
+    }
+    Ok(())
+}
+
+pub struct MoveFile;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct MoveArgs {
+    /// Vault-relative path of the file to move.
+    from: String,
+    /// Its new vault-relative path; must not exist yet.
+    to: String,
+}
+
+impl Tool for MoveFile {
+    fn name(&self) -> &'static str {
+        "move_file"
+    }
+    fn description(&self) -> &'static str {
+        "Move or rename a file within the vault. Never replaces an existing file. Moves files, not \
+         folders."
+    }
+    fn risk(&self) -> Risk {
+        Risk::Write
+    }
+    fn schema(&self) -> Value {
+        schema_of::<MoveArgs>()
+    }
+    fn call(&self, ctx: &ToolContext<'_>, input: &Value) -> Result<ToolResult, ToolError> {
+        let a: MoveArgs = args(input)?;
+        let from = path_arg(&a.from)?;
+        let to = path_arg(&a.to)?;
+        let (real_from, real_to) = ctx.policy.check_move(ctx.vault, &from, &to)?;
+        journal_move(ctx, &real_from, &real_to)?;
+        ctx.vault.rename_noreplace(&real_from, &real_to)?;
+        Ok(ToolResult::ok(
+            format!("moved {from} to {to}"),
+            0,
+            vec![Change {
+                path: real_to.as_str().to_string(),
+                kind: ChangeKind::Moved,
+            }],
+        ))
+    }
+}

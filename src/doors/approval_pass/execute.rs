@@ -1,0 +1,219 @@
+//! One approved call, run through the harness like any other call (the role's lists, `deny`,
+//! the schema check, hops and the sandbox all apply; only `ask` is satisfied), at most once.
+
+use serde_json::Value;
+
+use super::write::{daily, rewrite, update};
+use super::Pass;
+use crate::gate::harness::Door;
+use crate::records::state::approval_ledger::{Approval, Phase};
+use crate::running::run::session::{self, Door as SessionDoor, Opening, Servers, Session};
+use crate::running::run::RunEnv;
+
+/// Longest result kept in the note (the whole result went to no model: this is for the person).
+const MAX_RESULT_IN_NOTE: usize = 16 * 1024;
+/// Longest outcome line kept for the role's next prompt.
+const MAX_OUTCOME: usize = 600;
+
+/// Marks the request `invalid` (the person may fix the note and approve again).
+pub(super) fn invalid(env: &RunEnv, id: &str, a: &Approval, why: &str) {
+    let now = env.clock.now();
+    let _ = update(env, |s| {
+        if let Some(r) = s.approvals.get_mut(id) {
+            r.phase = Phase::Invalid;
+            r.decided = Some(now);
+            r.outcome = Some(format!("invalid: {why}"));
+        }
+    });
+    rewrite(
+        env,
+        &a.note,
+        "invalid",
+        &format!(
+            "**Invalid** ({}): {why}. Nothing was run; fix it and set `status` to `approved` again.",
+            crate::base::text::shown(now, env.log.tz())
+        ),
+    );
+    daily(env, a, &format!("approval `{id}` ({}) not run: {why}", a.tool));
+}
+
+/// Checks the approved call as it now stands and runs it once.
+pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: &mut Pass) {
+    if !args.is_object() {
+        return invalid(
+            env,
+            id,
+            a,
+            &format!("the arguments must be a JSON object, not {args}"),
+        );
+    }
+    let Some(role) = env.roles.roles.get(&a.role) else {
+        return invalid(
+            env,
+            id,
+            a,
+            &format!("the role {} no longer exists or has errors", a.role),
+        );
+    };
+    let session = open_session(env, role, a).await;
+    let mcp = session.mcp.clone();
+    if let Some(down) = mcp.down.first() {
+        let why = format!("{}, so nothing was sent", down.problem);
+        session.close(&[]).await;
+        return invalid(env, id, a, &why);
+    }
+    // One call, no asking (the person has answered), the chain the asking run was in.
+    let mut ticket = session.ticket(None, Default::default());
+    ticket.max_tool_calls = 1;
+    let harness = session.harness(ticket);
+    let checked = match harness.key_of(&a.exposed) {
+        Some(key) if key == a.tool => harness.check(&a.exposed, &args),
+        Some(_) | None => Err(format!("the role no longer has the tool {}", a.tool)),
+    };
+    if let Err(why) = checked {
+        session.close(&[]).await;
+        return invalid(env, id, a, &why);
+    }
+    if !claim(env, id).await {
+        session.close(&[]).await;
+        return;
+    }
+    rewrite(env, &a.note, "executing", "");
+    let called = harness.call(&a.exposed, &args, Door::Approved).await;
+    // The children of an approved `delegate` have no parent section to sit in: each gets its own.
+    for child in session.take_children() {
+        let _ = env.log.append_daily(&child.daily_log, &child.delegated_section);
+    }
+    session.close(&[]).await;
+    // What it changed can be undone like a run's: its note says how, by the session's id.
+    let undo = matches!(&called, Ok(c) if !c.result.changes.is_empty()).then(|| session.id.clone());
+    let (phase, text, sandbox) = outcome(called);
+    record(env, id, a, (phase, &text, sandbox.as_deref()), undo.as_deref());
+    out.ran.push(id.to_string());
+}
+
+/// What the call came to: its phase, its text, and the sandbox's refusal if that stopped it.
+fn outcome(
+    called: Result<crate::gate::harness::Called, crate::capabilities::tools::FatalToolError>,
+) -> (Phase, String, Option<String>) {
+    match called {
+        Ok(c) if c.result.ok => (Phase::Done, c.result.text, None),
+        Ok(c) if c.result.unknown => (Phase::Unknown, c.result.text, None),
+        Ok(c) if c.result.sandbox.is_some() => (Phase::Blocked, c.result.text, c.result.sandbox),
+        Ok(c) => (Phase::Failed, c.result.text, None),
+        Err(fatal) => (Phase::Failed, fatal.0, None),
+    }
+}
+
+/// The session of an approved call: its own id and journal (undoable like a run), the server
+/// the call needs and no other, the chain the asking run was in (an approved `trigger_role` is
+/// hop + 1), and children that may not delegate further (the asking run's depth is not kept, so
+/// the safe bound applies).
+async fn open_session(env: &RunEnv, role: &crate::setup::role::Role, a: &Approval) -> Session {
+    let started = env.clock.now();
+    let trigger = crate::base::trigger::Trigger::manual();
+    let servers = match a.tool.split_once('/') {
+        Some((server, _)) => Servers::Only(server),
+        None => Servers::None,
+    };
+    Session::open(
+        env,
+        Opening {
+            door: SessionDoor::Approved,
+            role,
+            trigger: &trigger,
+            id: session::new_id(&role.name, started),
+            started,
+            hops: a.hops,
+            lineage: Default::default(),
+            servers,
+            depth_left: Some(1),
+        },
+    )
+    .await
+}
+
+/// At most once: the ledger says `executing` (fsynced) before anything is sent.
+async fn claim(env: &RunEnv, id: &str) -> bool {
+    let claimed = update(env, |s| match s.approvals.get_mut(id) {
+        Some(r) if r.phase.may_run() => {
+            r.phase = Phase::Executing;
+            r.executions += 1;
+            true
+        }
+        _ => false,
+    });
+    match claimed {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("approvals: cannot record `executing` for {id}, so it does not run yet: {e}");
+            false
+        }
+    }
+}
+
+/// The outcome: in the ledger, in the note (with the result and, when it changed files, how to
+/// undo it), in the daily log.
+fn record(
+    env: &RunEnv,
+    id: &str,
+    a: &Approval,
+    (phase, text, sandbox): (Phase, &str, Option<&str>),
+    undo: Option<&str>,
+) {
+    let end = env.clock.now();
+    let outcome = format!(
+        "{}: {}",
+        phase.as_str(),
+        crate::base::text::one_line(text, MAX_OUTCOME)
+    );
+    let _ = update(env, |s| {
+        if let Some(r) = s.approvals.get_mut(id) {
+            r.phase = phase;
+            r.decided = Some(end);
+            r.reported = false;
+            r.outcome = Some(outcome.clone());
+        }
+    });
+    let shown = crate::capabilities::mcp::content::cap(text.to_string(), MAX_RESULT_IN_NOTE);
+    // A fence longer than any run of backticks in the result, so the result cannot close it.
+    let mut fence = "```".to_string();
+    while shown.contains(&fence) {
+        fence.push('`');
+    }
+    let retry = match (phase, sandbox) {
+        (Phase::Unknown, _) => {
+            "\n\nNo answer came back, so the call **may or may not have happened**. Check, and \
+             set `status` to `approved` again if you want it run (once more)."
+                .to_string()
+        }
+        (Phase::Blocked, Some(sentence)) => format!(
+            "\n\n**Stopped by the sandbox**: {sentence}. If the server should be allowed that, add the line \
+             to the config (tabd reloads it), then set `status` to `approved` again to run the call."
+        ),
+        _ => String::new(),
+    };
+    let undo_line = undo.map_or(String::new(), |run| format!("\nUndo: `tabd undo {run}`\n"));
+    rewrite(
+        env,
+        &a.note,
+        phase.as_str(),
+        &format!(
+            "## Result\nRan {} ({}), approved by you: **{}**.{retry}\n\n{fence}\n{shown}\n{fence}\n{undo_line}",
+            crate::base::text::shown(end, env.log.tz()),
+            a.tool,
+            phase.as_str(),
+        ),
+    );
+    daily(
+        env,
+        a,
+        &format!(
+            "approval `{id}` ({}) approved → {} — {}{}",
+            a.tool,
+            phase.as_str(),
+            crate::records::runlog::wikilink(&a.note),
+            undo.map_or(String::new(), |run| format!(" · undo: `tabd undo {run}`"))
+        ),
+    );
+}

@@ -1,0 +1,472 @@
+//! The door for calls the person approved (DESIGN §15): the daemon's pass over
+//! `agent/approvals/` acts on every settled note — `approved` runs the call once through the
+//! harness (`execute`; the ledger says `executing`, durably, before it starts), `rejected` is
+//! closed, an unanswered note past `expires` expires — and `recover` turns a call a crash
+//! interrupted into `unknown`. Only the daemon runs approved calls, one pass at a time, so
+//! duplicate events, reloads and two quick edits can never run a note twice. A host acts only on
+//! the approvals of roles that run on it (`runs_on`).
+//!
+//! - `execute` — one approved call; `write` — ledger, note and daily-log writes.
+
+mod execute;
+mod write;
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use crate::base::vault::{Entry, VaultError, VaultPath};
+use crate::gate::approvals::note;
+use crate::records::state::approval_ledger::{Approval, Phase};
+use crate::running::run::RunEnv;
+
+use write::{daily, rewrite, update};
+
+/// Longest note acted on; an approval note is a few KiB. A larger one is marked `invalid`.
+const MAX_NOTE_BYTES: u64 = 1024 * 1024;
+
+/// What one pass did, for logs and tests.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Pass {
+    pub ran: Vec<String>,
+    pub rejected: Vec<String>,
+    pub expired: Vec<String>,
+    pub refused: Vec<String>,
+    /// When to look again: a note not settled yet, or the next expiry.
+    pub next: Option<DateTime<Utc>>,
+}
+
+/// After a crash: every call recorded as `executing` may or may not have happened. Each becomes
+/// `unknown`, in the ledger and in its note, with a line telling the person how to retry.
+pub fn recover(env: &RunEnv) -> usize {
+    let now = env.clock.now();
+    let interrupted: Vec<(String, Approval)> = match update(env, |s| {
+        let mut out = Vec::new();
+        for (id, a) in s.approvals.iter_mut() {
+            if a.phase == Phase::Executing {
+                a.phase = Phase::Unknown;
+                a.decided = Some(now);
+                a.reported = false;
+                a.outcome =
+                    Some("unknown: tabd stopped during the call; it may or may not have happened".into());
+                out.push((id.clone(), a.clone()));
+            }
+        }
+        out
+    }) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::error!("approvals: cannot read or update the ledger: {e}");
+            return 0;
+        }
+    };
+    for (id, a) in &interrupted {
+        let line = format!(
+            "**Unknown** ({}): tabd stopped while this call was running, so it may or may not have happened. \
+             Check, and set `status` to `approved` again if you want it run (once more).",
+            crate::base::text::shown(now, env.log.tz())
+        );
+        rewrite(env, &a.note, "unknown", &line);
+        daily(
+            env,
+            a,
+            &format!(
+                "approval `{id}` ({}) — outcome unknown: tabd stopped during the call",
+                a.tool
+            ),
+        );
+    }
+    interrupted.len()
+}
+
+/// One pass over the folder and the ledger.
+pub async fn pass(env: &RunEnv) -> Pass {
+    let mut out = Pass::default();
+    let now = env.clock.now();
+    // One read of the ledger serves the whole pass; a change (an expiry, a run claiming its note)
+    // is a fresh, locked update, so a stale snapshot can never run a call twice.
+    let mut ledger = crate::base::blocking::run(|| env.store.load()).approvals;
+    // Another host's roles are that host's to decide (`runs_on`): never touched here.
+    ledger.retain(|_, a| runs_here(env, &a.role));
+    expire(env, &ledger, now, &mut out);
+    let settle = chrono::Duration::milliseconds(env.config.inbox.settle_ms as i64);
+    let Ok(dir) = VaultPath::parse(crate::gate::approvals::FOLDER, false) else {
+        return out;
+    };
+    let vault = env.vault.clone();
+    let listing = crate::base::blocking::run(|| vault.list(&dir));
+    let Ok(listing) = listing else {
+        return out;
+    };
+    for entry in listing.entries.iter().filter(|e| e.is_file) {
+        let name = entry.path.file_name();
+        // A sync tool's copy of a note is not the note: only the note itself is acted on.
+        if !name.ends_with(".md") || note::is_conflict_copy(name) {
+            continue;
+        }
+        // A note being saved, or synced in, is read once it has settled (DESIGN §5).
+        let modified: Option<DateTime<Utc>> = entry.modified.map(DateTime::<Utc>::from);
+        if let Some(at) = modified.map(|m| m + settle).filter(|at| *at > now) {
+            out.next = Some(out.next.map_or(at, |n| n.min(at)));
+            continue;
+        }
+        consider(env, &ledger, entry, &mut out).await;
+    }
+    let next_expiry = ledger
+        .values()
+        .filter(|a| a.phase == Phase::Pending)
+        .map(|a| a.expires)
+        .min();
+    if let Some(e) = next_expiry {
+        out.next = Some(out.next.map_or(e, |n| n.min(e)));
+    }
+    out
+}
+
+/// Whether `role` runs on this host (a role this host does not know is not its to decide).
+fn runs_here(env: &RunEnv, role: &str) -> bool {
+    env.roles.roles.get(role).is_some_and(|r| {
+        r.settings
+            .runs_on
+            .as_ref()
+            .is_none_or(|h| *h == env.config.daemon.host())
+    })
+}
+
+/// Reads one settled note and acts on it.
+async fn consider(env: &RunEnv, ledger: &BTreeMap<String, Approval>, entry: &Entry, out: &mut Pass) {
+    let vault = env.vault.clone();
+    let text = match crate::base::blocking::run(|| vault.read_text(&entry.path, MAX_NOTE_BYTES)) {
+        Ok(t) => t,
+        Err(VaultError::TooLarge { size, .. }) => {
+            // Never left `approved` forever: its request is closed with the reason.
+            if let Some((id, a)) = ledger.iter().find(|(_, a)| a.note == entry.path.as_str()) {
+                if a.phase.may_run() {
+                    let why = format!(
+                        "the note is {size} bytes, more than the {MAX_NOTE_BYTES}-byte limit of an approval note"
+                    );
+                    execute::invalid(env, id, a, &why);
+                    out.refused.push(id.clone());
+                }
+            }
+            return;
+        }
+        Err(e) => {
+            tracing::warn!("approvals: cannot read {}: {e}", entry.path);
+            return;
+        }
+    };
+    let read = match note::read(&text) {
+        Ok(r) => r,
+        Err(why) => {
+            tracing::debug!("approvals: {} skipped: {why}", entry.path);
+            return;
+        }
+    };
+    act(env, ledger, &entry.path, &text, read, out).await;
+}
+
+/// Pending requests past their `expires` become `expired`.
+fn expire(
+    env: &RunEnv,
+    ledger: &std::collections::BTreeMap<String, Approval>,
+    now: DateTime<Utc>,
+    out: &mut Pass,
+) {
+    let due = |a: &Approval| a.phase == Phase::Pending && a.expires <= now;
+    // Every pass looks; only a pass that finds one writes (and fsyncs) the ledger.
+    if !ledger.values().any(due) {
+        return;
+    }
+    let expired: Vec<(String, Approval)> = update(env, |s| {
+        let mut v = Vec::new();
+        for (id, a) in s.approvals.iter_mut() {
+            if due(a) {
+                a.phase = Phase::Expired;
+                a.decided = Some(now);
+                a.reported = false;
+                a.outcome = Some("expired unanswered: nothing was run".into());
+                v.push((id.clone(), a.clone()));
+            }
+        }
+        v
+    })
+    .unwrap_or_default();
+    for (id, a) in expired {
+        let line = format!(
+            "**Expired** ({}): nobody decided in time, so nothing was run. Approving it now does nothing.",
+            crate::base::text::shown(now, env.log.tz())
+        );
+        rewrite(env, &a.note, "expired", &line);
+        daily(
+            env,
+            &a,
+            &format!("approval `{id}` ({}) expired unanswered", a.tool),
+        );
+        out.expired.push(id);
+    }
+}
+
+/// What a settled note with a ledger record comes to: the approval state machine, pure.
+#[derive(Debug, Clone, PartialEq)]
+enum Verdict {
+    /// Nothing to do (still pending, decided already, or expired this very pass).
+    Leave,
+    /// `rejected` while it could still run: close it.
+    Reject,
+    /// `approved`, never run, same tool: run it with these arguments.
+    Run(serde_json::Value),
+    /// `approved`, but it cannot run again: the note says why; its status becomes `phase`.
+    Refuse { why: String, phase: &'static str },
+    /// `approved`, but the note is not runnable as it stands: `invalid`, with the reason.
+    Invalid(String),
+}
+
+fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>) -> Verdict {
+    let status = read.status.as_deref().unwrap_or("");
+    let expired_now = a.phase == Phase::Pending && a.expires <= now;
+    match status {
+        "rejected" if a.phase.may_run() && !expired_now => Verdict::Reject,
+        "approved" if !a.phase.may_run() => {
+            let why = match a.phase {
+                Phase::Done | Phase::Failed | Phase::Executing => format!(
+                    "it already ran ({}); an approval runs at most once. Ask the role again for a new request",
+                    a.phase.as_str()
+                ),
+                Phase::Expired => "it expired before it was approved".to_string(),
+                _ => format!("it was {}", a.phase.as_str()),
+            };
+            let phase = if a.phase == Phase::Executing {
+                "unknown"
+            } else {
+                a.phase.as_str()
+            };
+            Verdict::Refuse { why, phase }
+        }
+        // Expired this very pass (the snapshot predates it): `expire` wrote the note.
+        "approved" if expired_now => Verdict::Leave,
+        "approved" if read.tool.as_deref() != Some(a.tool.as_str()) => Verdict::Invalid(format!(
+            "its `tool` was changed to `{}`, but a note runs only the call it asked for (`{}`); ask the role \
+             for the other call, or set `tool` back",
+            read.tool.as_deref().unwrap_or(""),
+            a.tool
+        )),
+        "approved" => match read.args {
+            Ok(args) => Verdict::Run(args),
+            Err(why) => Verdict::Invalid(why.to_string()),
+        },
+        _ => Verdict::Leave,
+    }
+}
+
+/// Acts on one settled note.
+async fn act(
+    env: &RunEnv,
+    ledger: &std::collections::BTreeMap<String, Approval>,
+    path: &VaultPath,
+    text: &str,
+    read: note::Read,
+    out: &mut Pass,
+) {
+    let status = read.status.as_deref().unwrap_or("");
+    if status != "approved" && status != "rejected" {
+        return;
+    }
+    let record = read
+        .id
+        .as_ref()
+        .and_then(|id| ledger.get(id).cloned().map(|a| (id.clone(), a)));
+    let Some((id, a)) = record.filter(|(_, a)| a.note == path.as_str()) else {
+        // Notes of a role another host runs (or this host does not know) are left alone.
+        let ours = read.role.as_deref().is_some_and(|r| runs_here(env, r));
+        if status == "approved" && ours {
+            let line = "**Not run:** tabd has no record of asking for this call (was the note copied or \
+                        written by hand?). Only notes tabd wrote can be approved.";
+            if let Ok(t) = note::update(text, "invalid", line) {
+                let _ = crate::base::blocking::run(|| env.vault.write_atomic(path, t.as_bytes()));
+            }
+            out.refused.push(path.to_string());
+        }
+        return;
+    };
+    match verdict(&a, read, env.clock.now()) {
+        Verdict::Leave => {}
+        Verdict::Reject => reject(env, &id, &a, out),
+        Verdict::Run(args) => execute::run(env, &id, &a, args, out).await,
+        Verdict::Refuse { why, phase } => {
+            let line = format!(
+                "**Not run** ({}): {why}.",
+                crate::base::text::shown(env.clock.now(), env.log.tz())
+            );
+            rewrite(env, &a.note, phase, &line);
+            out.refused.push(id);
+        }
+        Verdict::Invalid(why) => {
+            execute::invalid(env, &id, &a, &why);
+            out.refused.push(id);
+        }
+    }
+}
+
+/// `rejected`: closed, unless the fresh record says it can no longer run.
+fn reject(env: &RunEnv, id: &str, a: &Approval, out: &mut Pass) {
+    let now = env.clock.now();
+    // Decided on the fresh record: one that expired this very pass stays expired.
+    let done = update(env, |s| match s.approvals.get_mut(id) {
+        Some(r) if r.phase.may_run() && !(r.phase == Phase::Pending && r.expires <= now) => {
+            r.phase = Phase::Rejected;
+            r.decided = Some(now);
+            r.reported = false;
+            r.outcome = Some("rejected by the person: nothing was run".into());
+            true
+        }
+        _ => false,
+    });
+    if done == Ok(true) {
+        rewrite(
+            env,
+            &a.note,
+            "rejected",
+            &format!(
+                "**Rejected** ({}): nothing was run.",
+                crate::base::text::shown(now, env.log.tz())
+            ),
+        );
+        daily(
+            env,
+            a,
+            &format!("approval `{id}` ({}) rejected — nothing ran", a.tool),
+        );
+        out.rejected.push(id.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::calls::Risk;
+    use serde_json::json;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn record(phase: Phase) -> Approval {
+        Approval {
+            role: "ops".into(),
+            tool: "test/post".into(),
+            exposed: "test__post".into(),
+            risk: Risk::Network,
+            note: "agent/approvals/n.md".into(),
+            args_hash: String::new(),
+            run_id: "r".into(),
+            created: t("2026-11-22T09:00:00Z"),
+            expires: t("2026-11-24T09:00:00Z"),
+            phase,
+            decided: None,
+            outcome: None,
+            reported: false,
+            executions: 0,
+            notified: false,
+            hops: 0,
+        }
+    }
+
+    fn read(status: &str, tool: &str, args: Result<serde_json::Value, note::NoteError>) -> note::Read {
+        note::Read {
+            id: Some("abc123".into()),
+            tool: Some(tool.into()),
+            role: Some("ops".into()),
+            status: Some(status.into()),
+            args,
+        }
+    }
+
+    const NOW: &str = "2026-11-23T09:00:00Z";
+
+    #[test]
+    fn approved_runs_once_with_the_arguments_as_they_stand() {
+        let args = json!({"channel": "C1"});
+        for phase in [Phase::Pending, Phase::Invalid, Phase::Unknown, Phase::Blocked] {
+            assert_eq!(
+                verdict(
+                    &record(phase),
+                    read("approved", "test/post", Ok(args.clone())),
+                    t(NOW)
+                ),
+                Verdict::Run(args.clone()),
+                "{phase:?} may run"
+            );
+        }
+        for (phase, shown) in [
+            (Phase::Done, "done"),
+            (Phase::Failed, "failed"),
+            (Phase::Executing, "unknown"),
+            (Phase::Rejected, "rejected"),
+            (Phase::Expired, "expired"),
+        ] {
+            match verdict(
+                &record(phase),
+                read("approved", "test/post", Ok(args.clone())),
+                t(NOW),
+            ) {
+                Verdict::Refuse { phase: p, .. } => assert_eq!(p, shown, "{phase:?}"),
+                other => panic!("{phase:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_edited_tool_or_broken_arguments_are_invalid_and_rejections_close() {
+        let v = verdict(
+            &record(Phase::Pending),
+            read("approved", "test/delete_all", Ok(json!({}))),
+            t(NOW),
+        );
+        assert!(matches!(v, Verdict::Invalid(why) if why.contains("runs only the call it asked for")));
+        let v = verdict(
+            &record(Phase::Pending),
+            read("approved", "test/post", Err(note::NoteError::NoJsonBlock)),
+            t(NOW),
+        );
+        assert_eq!(v, Verdict::Invalid(note::NoteError::NoJsonBlock.to_string()));
+        assert_eq!(
+            verdict(
+                &record(Phase::Pending),
+                read("rejected", "test/post", Ok(json!({}))),
+                t(NOW)
+            ),
+            Verdict::Reject
+        );
+        assert_eq!(
+            verdict(
+                &record(Phase::Done),
+                read("rejected", "test/post", Ok(json!({}))),
+                t(NOW)
+            ),
+            Verdict::Leave
+        );
+        assert_eq!(
+            verdict(
+                &record(Phase::Pending),
+                read("pending", "test/post", Ok(json!({}))),
+                t(NOW)
+            ),
+            Verdict::Leave
+        );
+    }
+
+    #[test]
+    fn a_note_past_its_expiry_never_runs_or_is_rejected_by_a_stale_read() {
+        let late = "2026-11-25T09:00:00Z";
+        let r = record(Phase::Pending);
+        assert_eq!(
+            verdict(&r, read("approved", "test/post", Ok(json!({}))), t(late)),
+            Verdict::Leave
+        );
+        assert_eq!(
+            verdict(&r, read("rejected", "test/post", Ok(json!({}))), t(late)),
+            Verdict::Leave
+        );
+    }
+}

@@ -1,0 +1,276 @@
+//! The subcommands. Each returns the process exit code or a `CliError`.
+
+pub mod approvals;
+pub mod fire;
+pub mod init;
+pub mod logs;
+pub mod mcp;
+pub mod prompt;
+pub mod run;
+pub mod runs;
+pub mod schedule;
+pub mod status;
+pub mod undo;
+pub mod validate;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::base::environment::Env;
+use crate::base::vault::Vault;
+use crate::doors::args::{Cli, Command, McpCommand};
+use crate::setup::config::{self, Config};
+use crate::setup::role::{LoadContext, RoleSet};
+
+/// An error that ends the command with `code` after printing `message`.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CliError {
+    pub code: u8,
+    pub message: String,
+    /// The message names its file and line already (`path:line: error: …`).
+    pub located: bool,
+}
+
+impl CliError {
+    /// Usage and configuration errors exit 2 (DESIGN §12).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            code: 2,
+            message: message.into(),
+            located: false,
+        }
+    }
+
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self {
+            code: 1,
+            message: message.into(),
+            located: false,
+        }
+    }
+
+    /// A config error: exit 2, its message already `path:line: error: …`.
+    pub fn config(e: &config::ConfigError) -> Self {
+        Self {
+            located: true,
+            ..Self::usage(e.to_string())
+        }
+    }
+}
+
+/// The vault folder named on the command line or in `$TABD_VAULT` (not the config), for the
+/// commands that may create it.
+pub fn vault_arg(cli: &Cli, env: &Env) -> Option<PathBuf> {
+    cli.vault
+        .clone()
+        .or_else(|| env.get("TABD_VAULT").map(|v| config::expand_home(v, env)))
+}
+
+/// What most commands need: the environment, the config, the vault and its roles.
+pub struct Workspace {
+    pub env: Env,
+    pub config: Config,
+    /// The vault folder (canonical).
+    pub root: PathBuf,
+    pub vault: Arc<Vault>,
+    pub roles: RoleSet,
+    /// The config's error, when a read-only command goes on without it (`open_readable`).
+    pub config_error: Option<String>,
+}
+
+impl Workspace {
+    pub fn open(cli: &Cli, env: Env) -> Result<Self, CliError> {
+        let config = config::load(cli.config.as_deref(), &env).map_err(|e| CliError::config(&e))?;
+        Self::with_config(cli, env, config)
+    }
+
+    /// For commands that only read (status, logs, runs, schedule, the list of approvals): a
+    /// config with an error does not stop them. It is printed on top, and they show what they can
+    /// read with the defaults (and the config's vault and time zone, if those can be read).
+    pub fn open_readable(cli: &Cli, env: Env) -> Result<Self, CliError> {
+        let (config, error) = config::load_readable(cli.config.as_deref(), &env);
+        if let Some(e) = &error {
+            eprintln!(
+                "{e}\n(the config has an error: showing what can be read without it; `tabd validate` checks the rest)\n"
+            );
+        }
+        match Self::with_config(cli, env, config) {
+            Ok(ws) => Ok(Self {
+                config_error: error.map(|e| e.to_string()),
+                ..ws
+            }),
+            Err(mut failed) => {
+                if let Some(e) = error {
+                    failed.message = format!("{e}\n{}", failed.message);
+                    failed.located = true;
+                }
+                Err(failed)
+            }
+        }
+    }
+
+    fn with_config(cli: &Cli, env: Env, config: Config) -> Result<Self, CliError> {
+        let chosen = config::resolve_vault(cli.vault.as_deref(), &env, &config).map_err(CliError::usage)?;
+        let root = std::fs::canonicalize(&chosen)
+            .map_err(|e| CliError::usage(format!("cannot open the vault {}: {e}", chosen.display())))?;
+        let vault = Arc::new(
+            Vault::open(&root)
+                .map_err(|e| CliError::failed(format!("cannot open the vault {}: {e}", root.display())))?,
+        );
+        let roles = RoleSet::load(&vault, &LoadContext::for_config(&config, env.clone()));
+        Ok(Self {
+            env,
+            config,
+            root,
+            vault,
+            roles,
+            config_error: None,
+        })
+    }
+
+    /// How this command starts children (sandboxed, DESIGN §20); `registry`: their process
+    /// groups are written down (for children that outlive a moment).
+    pub fn launcher(&self, registry: bool) -> crate::base::process::Launcher {
+        crate::base::process::Launcher {
+            env: self.env.clone(),
+            registry: registry.then(|| crate::base::process::Registry::new(self.vault.clone())),
+            vault: Some(self.vault.clone()),
+            config_file: self.config.path.clone(),
+            require_sandbox: self.config.sandbox.require,
+            sandbox_probe: Default::default(),
+        }
+    }
+
+    /// What a run needs, for commands that run roles in the foreground.
+    pub fn run_env(&self) -> Result<crate::running::run::RunEnv, CliError> {
+        let provider = crate::capabilities::provider::build(&self.config.provider, &self.env)
+            .map_err(|e| CliError::failed(e.to_string()))?;
+        Ok(crate::running::run::RunEnv {
+            vault: self.vault.clone(),
+            config: Arc::new(self.config.clone()),
+            roles: Arc::new(self.roles.clone()),
+            provider,
+            store: crate::records::state::StateStore::new(self.vault.clone()),
+            log: Arc::new(crate::records::runlog::RunLog::new(
+                self.vault.clone(),
+                self.config.timezone,
+            )),
+            clock: Arc::new(crate::base::clock::SystemClock),
+            faults: crate::base::faults::Faults::from_env(&self.env),
+            launcher: self.launcher(true),
+            mcp_pool: None,
+            probes: Default::default(),
+            progress: Default::default(),
+            stop: Default::default(),
+        })
+    }
+}
+
+/// `path` made absolute against the current folder, so it means the same file to every process
+/// tabd starts and after any change of folder (a relative `--config` once disabled a CLI run's
+/// tools without a word).
+fn absolute(path: &std::path::Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    std::env::current_dir()
+        .map(|d| d.join(path))
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// `tabd completions SHELL`.
+fn completions(shell: clap_complete::Shell) -> Result<u8, CliError> {
+    use clap::CommandFactory;
+    use std::io::Write;
+    // Into a buffer first: clap_complete panics on a write error (`| head` closing early).
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "tabd", &mut script);
+    match std::io::stdout().write_all(&script) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::failed(format!("cannot write the completions: {e}")))
+        }
+        _ => Ok(0),
+    }
+}
+
+/// Runs the parsed command line.
+pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
+    cli.config = cli.config.as_deref().map(absolute);
+    cli.vault = cli.vault.as_deref().map(absolute);
+    match &cli.command {
+        Command::Init { path } => init::run(&cli, path.as_deref(), &env),
+        Command::Validate => validate::run(&Workspace::open(&cli, env)?),
+        Command::Schedule { from, next, json } => schedule::run(
+            &Workspace::open_readable(&cli, env)?,
+            from.as_deref(),
+            *next,
+            *json,
+        ),
+        Command::Fire {
+            role,
+            note,
+            over_budget,
+        } => fire::run(&Workspace::open(&cli, env)?, role, note.as_deref(), *over_budget),
+        Command::Prompt { role, task } => prompt::run(&Workspace::open(&cli, env)?, role, task.as_deref()),
+        Command::Run { init } => {
+            run::init_if_asked(&cli, &env, *init)?;
+            let ws = Workspace::open(&cli, env)?;
+            run::run(&cli, ws)
+        }
+        Command::Status { role, json } => {
+            status::run(&Workspace::open_readable(&cli, env)?, role.as_deref(), *json)
+        }
+        Command::Runs { role, since, json } => runs::run(
+            &Workspace::open_readable(&cli, env)?,
+            role.as_deref(),
+            since.as_deref(),
+            *json,
+        ),
+        Command::Undo {
+            run_id,
+            dry_run,
+            force,
+            requeue,
+        } => undo::run(
+            &Workspace::open(&cli, env)?,
+            run_id,
+            &undo::Options {
+                dry_run: *dry_run,
+                force: *force,
+                requeue: *requeue,
+            },
+        ),
+        Command::Logs {
+            role,
+            date,
+            since,
+            last,
+            follow,
+        } => logs::run(
+            &Workspace::open_readable(&cli, env)?,
+            &logs::Options {
+                role: role.clone(),
+                date: date.clone(),
+                since: since.clone(),
+                last: *last,
+                follow: *follow,
+            },
+        ),
+        Command::Completions { shell } => completions(*shell),
+        Command::Approvals { json } => approvals::list(&Workspace::open_readable(&cli, env)?, *json),
+        Command::Approve { id } => approvals::decide(&Workspace::open(&cli, env)?, id, true),
+        Command::Reject { id } => approvals::decide(&Workspace::open(&cli, env)?, id, false),
+        Command::Mcp {
+            action: McpCommand::List { role, json },
+        } => mcp::list(&Workspace::open(&cli, env)?, role.as_deref(), *json),
+        Command::Mcp {
+            action: McpCommand::Serve {
+                socket: Some(socket), ..
+            },
+        } => mcp::bridge(socket),
+        Command::Mcp {
+            action: McpCommand::Serve { role, .. },
+        } => mcp::serve(&Workspace::open(&cli, env)?, role),
+    }
+}

@@ -1,0 +1,150 @@
+//! `tabd runs [--role R] [--since DATE] [--json]` (DESIGN §19): recent runs, newest first, with
+//! what each changed — the list `tabd undo` works from.
+
+use chrono::NaiveDate;
+use serde_json::{json, Value};
+
+use super::{CliError, Workspace};
+use crate::records::journal;
+
+/// One run as listed.
+struct Listed {
+    run_id: String,
+    role: String,
+    started_at: String,
+    trigger: String,
+    outcome: String,
+    /// `paused` or `stopped`: a failed run that was nobody's fault (shown instead of `failed`).
+    ended: Option<String>,
+    cost_usd: f64,
+    changed: Vec<String>,
+}
+
+pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) -> Result<u8, CliError> {
+    let since = match since {
+        Some(d) => Some(
+            NaiveDate::parse_from_str(d, "%Y-%m-%d")
+                .map_err(|_| CliError::usage(format!("--since takes a date like 2026-11-23, not `{d}`")))?,
+        ),
+        None => None,
+    };
+    // Every journal read once: what each run changed, and the changes no run record names.
+    let mut journals: std::collections::HashMap<String, journal::RunChanges> = journal::run_ids(&ws.vault)
+        .into_iter()
+        .filter_map(|id| journal::load(&ws.vault, &id, None).ok().map(|e| (id, e)))
+        .collect();
+    let mut runs = records(ws, since, &mut journals);
+    // Journaled changes that no run record names: approved calls, undos, a run that crashed.
+    for (id, e) in journals {
+        if since.is_some_and(|d| e.started_at.date_naive() < d) {
+            continue;
+        }
+        runs.push(Listed {
+            run_id: id,
+            role: e.role.clone(),
+            started_at: e.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            trigger: e.trigger.clone(),
+            outcome: if e.left.is_some() {
+                "ok".into()
+            } else {
+                "unfinished".into()
+            },
+            ended: None,
+            cost_usd: 0.0,
+            changed: e.changed().iter().map(|s| s.to_string()).collect(),
+        });
+    }
+    runs.retain(|r| role.is_none_or(|want| r.role == want));
+    runs.sort_by(|a, b| b.started_at.cmp(&a.started_at).then(b.run_id.cmp(&a.run_id)));
+    if json {
+        let list: Vec<Value> = runs
+            .iter()
+            .map(|r| {
+                json!({"run_id": r.run_id, "role": r.role, "started_at": r.started_at, "trigger": r.trigger,
+                       "outcome": r.outcome, "cost_usd": r.cost_usd, "changed": r.changed})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "runs": list })).unwrap_or_default()
+        );
+        return Ok(0);
+    }
+    if runs.is_empty() {
+        println!(
+            "No runs recorded{}.",
+            since.map_or(String::new(), |d| format!(" since {d}"))
+        );
+    }
+    for r in &runs {
+        let started = chrono::DateTime::parse_from_rfc3339(&r.started_at).map_or_else(
+            |_| r.started_at.clone(),
+            |t| crate::base::text::shown(t.with_timezone(&chrono::Utc), ws.config.timezone),
+        );
+        println!(
+            "{}  {}  {:<10} {:<9} {:<8} {}  {}",
+            started,
+            r.run_id,
+            r.role,
+            r.trigger,
+            r.ended.as_deref().unwrap_or(&r.outcome),
+            crate::base::cost::dollars(r.cost_usd),
+            match r.changed.len() {
+                0 => "no files changed".to_string(),
+                n if n <= 3 => r.changed.join(", "),
+                n => format!("{} and {} more", r.changed[..3].join(", "), n - 3),
+            }
+        );
+    }
+    Ok(0)
+}
+
+/// The run records of the machine log (`.tabd/runs/*.jsonl`), skips left out; each record's
+/// journal is taken out of `journals`.
+fn records(
+    ws: &Workspace,
+    since: Option<NaiveDate>,
+    journals: &mut std::collections::HashMap<String, journal::RunChanges>,
+) -> Vec<Listed> {
+    let Ok(dir) = crate::base::vault::VaultPath::parse(crate::base::vault::layout::RUNS, false) else {
+        return Vec::new();
+    };
+    let files = ws.vault.list(&dir).map(|l| l.entries).unwrap_or_default();
+    let mut out = Vec::new();
+    for f in files {
+        let name = f.path.file_name();
+        let Some(day) = name.strip_suffix(".jsonl") else {
+            continue;
+        };
+        if let (Some(since), Ok(day)) = (since, NaiveDate::parse_from_str(day, "%Y-%m-%d")) {
+            if day < since {
+                continue;
+            }
+        }
+        let text = ws.vault.read_text(&f.path, 512 * 1024 * 1024).unwrap_or_default();
+        for line in text.lines() {
+            let Ok(v) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            if v["outcome"] == "skipped" {
+                continue;
+            }
+            let run_id = v["run_id"].as_str().unwrap_or("").to_string();
+            let changed = journals
+                .remove(&run_id)
+                .map(|e| e.changed().iter().map(|s| s.to_string()).collect())
+                .unwrap_or_default();
+            out.push(Listed {
+                run_id,
+                role: v["role"].as_str().unwrap_or("").to_string(),
+                started_at: v["started_at"].as_str().unwrap_or("").to_string(),
+                trigger: v["trigger"]["kind"].as_str().unwrap_or("").to_string(),
+                outcome: v["outcome"].as_str().unwrap_or("").to_string(),
+                ended: v["ended"].as_str().map(str::to_string),
+                cost_usd: v["usage"]["cost_usd"].as_f64().unwrap_or(0.0),
+                changed,
+            });
+        }
+    }
+    out
+}

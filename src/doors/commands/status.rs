@@ -1,0 +1,78 @@
+//! `tabd status [--json]`: the same report the daemon writes into `agent/status.md` and
+//! `.tabd/status.json` — read from there while the daemon runs (one source, so the two never
+//! disagree), made here when it does not. A status note that still says a daemon runs when none
+//! does (after `kill -9`) is rewritten.
+
+use chrono::Utc;
+
+use super::{CliError, Workspace};
+use crate::base::vault::VaultPath;
+use crate::doors::daemon::{self, status};
+use crate::records::state::StateStore;
+
+pub fn run(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliError> {
+    let pid = daemon::lock_holder(&ws.vault).and_then(|p| p.parse::<u32>().ok());
+    let written = read_report(ws);
+    let mut report = match (pid, written) {
+        (Some(pid), Some(r)) if r.daemon_pid == Some(pid) => r,
+        (pid, written) => {
+            let report = compute(ws, pid);
+            // The daemon is gone but its status files say it runs: correct them now.
+            if pid.is_none() && written.is_some_and(|w| w.daemon_pid.is_some()) {
+                status::write(&ws.vault, &report, ws.config.timezone);
+            }
+            report
+        }
+    };
+    if let Some(name) = role {
+        if !report.roles.iter().any(|r| r.role == name) {
+            let known: Vec<&str> = report.roles.iter().map(|r| r.role.as_str()).collect();
+            let hint = crate::base::text::did_you_mean(name, known.iter().copied())
+                .map(|k| format!(" — did you mean `{k}`?"))
+                .unwrap_or_default();
+            return Err(CliError::usage(format!(
+                "there is no role `{name}`{hint} Roles: {}",
+                known.join(", ")
+            )));
+        }
+        report.roles.retain(|r| r.role == name);
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| CliError::failed(e.to_string()))?
+        );
+    } else {
+        print!("{}", status::render_text(&report, ws.config.timezone));
+    }
+    Ok(0)
+}
+
+/// The report the running daemon last wrote.
+fn read_report(ws: &Workspace) -> Option<status::StatusReport> {
+    let path = VaultPath::parse(crate::base::vault::layout::STATUS_JSON, false).ok()?;
+    let text = ws.vault.read_text(&path, 64 * 1024 * 1024).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The report made from state and the vault, for when no daemon is writing one.
+fn compute(ws: &Workspace, pid: Option<u32>) -> status::StatusReport {
+    let state = StateStore::new(ws.vault.clone()).load();
+    let live = status::Live {
+        paused: if pid.is_some() {
+            state.global.paused.clone()
+        } else {
+            None
+        },
+        watching: pid.as_ref().map(|_| "watching the vault".to_string()),
+        pid,
+        host: ws.config.daemon.host(),
+        unsandboxed: {
+            let support = crate::base::sandbox::Probe::default().support();
+            (!support.enforced()).then(|| support.describe())
+        },
+        config_error: ws.config_error.clone(),
+        ..status::Live::default()
+    };
+    status::collect(&ws.vault, &ws.config, &ws.roles, &state, &live, Utc::now())
+}

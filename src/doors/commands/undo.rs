@@ -1,0 +1,206 @@
+//! `tabd undo RUN_ID [--dry-run] [--force] [--requeue]` (DESIGN §19): puts back what a run
+//! changed, file by file, only where the file is still as the run left it.
+
+use super::{CliError, Workspace};
+use crate::base::vault::VaultPath;
+use crate::records::access::AccessPolicy;
+use crate::records::journal::{self, RunChanges, RunJournal, Step};
+
+/// The options of one undo.
+pub struct Options {
+    pub dry_run: bool,
+    pub force: bool,
+    pub requeue: bool,
+}
+
+/// The journaled run an id or unique id prefix names.
+pub fn find(ws: &Workspace, id: &str) -> Result<String, CliError> {
+    let ids = journal::run_ids(&ws.vault);
+    if ids.iter().any(|i| i == id) {
+        return Ok(id.to_string());
+    }
+    let matches: Vec<&String> = ids.iter().filter(|i| i.starts_with(id)).collect();
+    match matches.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err(CliError::usage(format!(
+            "no journaled run `{id}`: it changed no file, or it is older than the journal keeps ([journal] keep_days, \
+             max_mib); `tabd runs` lists what can be undone"
+        ))),
+        many => Err(CliError::usage(format!(
+            "`{id}` could be any of {} runs ({} …); give more of the id",
+            many.len(),
+            many.iter().take(3).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
+    let run_id = find(ws, id)?;
+    let key = journal::Key::load_or_create(&ws.launcher(false).places().state)
+        .map_err(|e| CliError::failed(format!("cannot read the undo journal's key: {e}")))?;
+    let key = std::sync::Arc::new(key);
+    let entry = journal::load(&ws.vault, &run_id, Some(&key))
+        .map_err(|e| CliError::failed(format!("cannot read the journal: {e}")))?;
+    // The role's run lock: no run of it changes files while they are put back.
+    let _guard = lock(ws, &entry)?;
+    // The same gate as the role's own writes (its write_paths, protected paths, no links).
+    let policy = ws
+        .roles
+        .roles
+        .get(&entry.role)
+        .map_or_else(|| AccessPolicy::new(&[]), AccessPolicy::for_role);
+    // A crashed run is planned from its last record after each call: the dry run and the real
+    // undo see the same thing.
+    let steps = journal::plan_undo(&ws.vault, &entry, &policy, opts.force).map_err(|e| match e {
+        crate::base::vault::VaultError::Refused(why) => CliError::failed(why),
+        other => CliError::failed(format!("cannot read the vault: {other}")),
+    })?;
+    let requeue = if opts.requeue {
+        requeue_moves(ws, &entry)
+    } else {
+        Vec::new()
+    };
+    print_plan(&steps, &requeue, opts.dry_run);
+    let skipped = steps
+        .iter()
+        .filter(|s| matches!(s, Step::Skip { .. } | Step::Unknown { .. } | Step::Refused { .. }))
+        .count();
+    if opts.dry_run {
+        return Ok(if skipped > 0 { 1 } else { 0 });
+    }
+    let now = chrono::Utc::now();
+    // One id format for every door; the undone run is named in the log line and the output.
+    let undo_id = crate::running::run::session::new_id(
+        if entry.role.is_empty() {
+            "undo"
+        } else {
+            &entry.role
+        },
+        now,
+    );
+    let journal = RunJournal::new(ws.vault.clone(), key, &undo_id, &entry.role, now, "undo");
+    let restored = journal::apply(&ws.vault, &steps, &journal).map_err(|e| {
+        CliError::failed(format!(
+            "undo stopped: {e}; run it again to finish (files already put back stay so)"
+        ))
+    })?;
+    let requeued = requeue_apply(ws, &requeue, &journal);
+    let _ = journal.seal(&[], chrono::Utc::now());
+    log_line(ws, &run_id, &entry, restored, skipped, requeued, &undo_id);
+    println!(
+        "undid {run_id}: {restored} file{} restored, {skipped} skipped{}; undo this undo with `tabd undo {undo_id}`",
+        if restored == 1 { "" } else { "s" },
+        if opts.requeue { format!(", {requeued} note(s) back in the inbox") } else { String::new() }
+    );
+    Ok(if skipped > 0 { 1 } else { 0 })
+}
+
+fn lock(ws: &Workspace, entry: &RunChanges) -> Result<Option<crate::base::vault::FileLock>, CliError> {
+    if entry.role.is_empty() {
+        return Ok(None);
+    }
+    let path = crate::running::run::run_lock_path(&entry.role);
+    let guard = ws
+        .vault
+        .lock(&path, false)
+        .map_err(|e| CliError::failed(format!("cannot take the run lock: {e}")))?
+        .ok_or_else(|| {
+            CliError::failed(format!(
+                "{} is running right now; undo when it finishes (its files may be changing)",
+                entry.role
+            ))
+        })?;
+    Ok(Some(guard))
+}
+
+/// Notes the run moved out of the inbox that can go back: still where the run put them, and
+/// nothing in their old place.
+fn requeue_moves(ws: &Workspace, entry: &RunChanges) -> Vec<(VaultPath, VaultPath)> {
+    entry
+        .moved
+        .iter()
+        .filter_map(|(from, to)| {
+            Some((
+                VaultPath::parse(to, false).ok()?,
+                VaultPath::parse(from, false).ok()?,
+            ))
+        })
+        .filter(|(now, back)| ws.vault.exists(now) && !ws.vault.exists(back))
+        .collect()
+}
+
+fn requeue_apply(ws: &Workspace, moves: &[(VaultPath, VaultPath)], journal: &RunJournal) -> usize {
+    let mut n = 0;
+    for (now, back) in moves {
+        let ok = journal.before_change(now).is_ok()
+            && journal.before_change(back).is_ok()
+            && ws.vault.rename_noreplace(now, back).is_ok();
+        if ok {
+            n += 1;
+        } else {
+            eprintln!("could not move {now} back to {back}");
+        }
+    }
+    n
+}
+
+fn print_plan(steps: &[Step], requeue: &[(VaultPath, VaultPath)], dry_run: bool) {
+    let will = if dry_run { "would " } else { "" };
+    for step in steps {
+        match step {
+            Step::Restore { path, to, loses, .. } => {
+                let what = match to {
+                    Some(_) => format!("{will}restore  {path}"),
+                    None => format!("{will}remove   {path} (the run created it)"),
+                };
+                // --force: say whose changes go with it, before they go.
+                let lost = match loses {
+                    None => String::new(),
+                    Some(Some(run)) => format!(" — {will}overwrite what run {run} changed in it since"),
+                    Some(None) => format!(" — {will}overwrite changes made to it since the run (by you or a sync tool)"),
+                };
+                println!("  {what}{lost}");
+            }
+            Step::AlreadyBefore { path } => println!("  unchanged {path} (already as before the run)"),
+            Step::Unknown { path } => println!(
+                "  skip     {path}: the run ended before it recorded what it left (a crash); --force restores it"
+            ),
+            Step::Refused { path, why } => println!("  refuse   {path}: {why}"),
+            Step::Skip { path, later_run } => match later_run {
+                Some(id) => {
+                    println!("  skip     {path}: changed since by run {id} (undo that first, or --force)")
+                }
+                None => println!(
+                    "  skip     {path}: changed since the run (by you or a sync tool; --force overwrites)"
+                ),
+            },
+        }
+    }
+    for (now, back) in requeue {
+        println!("  {will}requeue  {now} → {back}");
+    }
+}
+
+fn log_line(
+    ws: &Workspace,
+    run_id: &str,
+    entry: &RunChanges,
+    restored: usize,
+    skipped: usize,
+    requeued: usize,
+    undo_id: &str,
+) {
+    let log = crate::records::runlog::RunLog::new(ws.vault.clone(), ws.config.timezone);
+    let now = chrono::Utc::now();
+    let who = ws
+        .roles
+        .roles
+        .get(&entry.role)
+        .map_or(entry.role.clone(), |r| r.display_name.clone());
+    let mut text = format!("undid run `{run_id}`: {restored} restored, {skipped} skipped");
+    if requeued > 0 {
+        text.push_str(&format!(", {requeued} note(s) back in the inbox"));
+    }
+    text.push_str(&format!(" (undo it: `tabd undo {undo_id}`)"));
+    let _ = log.write_line(now, &who, &text);
+}

@@ -1,0 +1,188 @@
+//! `tabd validate`: every problem at once, `path:line: error: …`, exit 1 on any error.
+//! Beyond the role files: what the config names but this machine lacks — an MCP server's
+//! program, a CLI agent, a `${VAR}` that is not set — so a typo shows today, not at 9am.
+
+use std::path::{Path, PathBuf};
+
+use super::{CliError, Workspace};
+use crate::base::diag::Diagnostic;
+use crate::base::process::find_program;
+use crate::setup::config::mcp::Transport;
+
+pub fn run(ws: &Workspace) -> Result<u8, CliError> {
+    let roles = &ws.roles;
+    let mut diags: Vec<Diagnostic> = roles.diagnostics.clone();
+    diags.extend(config_checks(ws));
+    diags.extend(vault_checks(ws));
+    for d in &diags {
+        println!("{d}");
+    }
+    let ok: Vec<&str> = roles.runnable().map(|r| r.name.as_str()).collect();
+    let abstract_roles: Vec<&str> = roles
+        .roles
+        .values()
+        .filter(|r| r.is_abstract)
+        .map(|r| r.name.as_str())
+        .collect();
+    let broken: Vec<&str> = roles.broken.keys().map(String::as_str).collect();
+    let errors = diags.iter().filter(|d| d.is_error()).count();
+    let warnings = diags
+        .iter()
+        .filter(|d| d.severity == crate::base::diag::Severity::Warning)
+        .count();
+    println!(
+        "config: {}",
+        ws.config.path.as_ref().map_or_else(
+            || "defaults (no config file)".to_string(),
+            |p| p.display().to_string()
+        )
+    );
+    println!("vault: {}", ws.root.display());
+    println!("roles: {} ok ({})", ok.len(), ok.join(", "));
+    if !abstract_roles.is_empty() {
+        println!("abstract: {}", abstract_roles.join(", "));
+    }
+    if !broken.is_empty() {
+        println!("broken: {} ({})", broken.len(), broken.join(", "));
+    }
+    println!(
+        "{errors} error{}, {warnings} warning{}",
+        if errors == 1 { "" } else { "s" },
+        if warnings == 1 { "" } else { "s" }
+    );
+    Ok(if errors > 0 { 1 } else { 0 })
+}
+
+/// What the config asks of this machine.
+fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
+    let file = ws.config.path.clone().unwrap_or_else(|| PathBuf::from("config"));
+    let mut out = Vec::new();
+    let provider = &ws.config.provider;
+    if let Some(warning) = provider.missing_key(&ws.env) {
+        out.push(Diagnostic::warning(&file, 0, warning));
+    }
+    out.extend(notify_checks(ws, &file));
+    if let Some(profile) = &provider.profile {
+        if find_program(&profile.command, &ws.env).is_none() {
+            out.push(Diagnostic::warning(
+                &file,
+                0,
+                format!(
+                    "[provider] profile {}: `{}` is not installed or not on PATH, so every run will pause; install it \
+                     or set [profiles.{}] command",
+                    profile.name, profile.command, profile.name
+                ),
+            ));
+        }
+    }
+    for server in ws.config.mcp.values() {
+        for var in server.vars() {
+            if ws.env.get(&var).is_none() {
+                out.push(Diagnostic::warning(
+                    &file,
+                    0,
+                    format!(
+                        "[mcp.{}] uses ${{{var}}}, which is not set here: the server will not start until it is",
+                        server.name
+                    ),
+                ));
+            }
+        }
+        // What its sandbox grants beyond its own folders, and what it will not grant.
+        if let Some(grants) = crate::capabilities::mcp::client::planned_grants(server, &ws.launcher(false)) {
+            for g in grants.granted {
+                out.push(Diagnostic::note(
+                    &file,
+                    0,
+                    format!("[mcp.{}] grants {g}", server.name),
+                ));
+            }
+            for r in grants.refused {
+                out.push(Diagnostic::warning(
+                    &file,
+                    0,
+                    format!("[mcp.{}] {r}", server.name),
+                ));
+            }
+        }
+        if let Transport::Stdio { command, .. } = &server.transport {
+            let Ok(command) = ws.env.expand(command) else {
+                continue;
+            };
+            if find_program(&command, &ws.env).is_none() {
+                let msg = format!(
+                    "[mcp.{}] command `{command}` is not installed or not on PATH: the server cannot start",
+                    server.name
+                );
+                out.push(if server.required {
+                    Diagnostic::error(&file, 0, format!("{msg} (and the server is required)"))
+                } else {
+                    Diagnostic::warning(&file, 0, msg)
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What the vault holds that a role will not find: context entries that match nothing, notes in
+/// an inbox no role reads.
+fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for role in ws.roles.runnable() {
+        let policy = crate::records::access::AccessPolicy::for_role(role);
+        let resolved = crate::records::context::resolve(&ws.vault, &policy, &role.context);
+        for entry in resolved.missing {
+            out.push(Diagnostic::warning(
+                &role.path,
+                0,
+                format!("context entry `{entry}` matches no file in the vault; the role will not see it"),
+            ));
+        }
+    }
+    for folder in crate::doors::daemon::status::stranded_inboxes(&ws.vault, &ws.roles) {
+        out.push(Diagnostic::warning(
+            Path::new(crate::base::vault::layout::INBOXES),
+            0,
+            format!("no role reads {folder}"),
+        ));
+    }
+    out
+}
+
+/// `[notify]`: a channel that cannot work here is found today, not when tabd needs the person.
+fn notify_checks(ws: &Workspace, file: &Path) -> Vec<Diagnostic> {
+    let n = &ws.config.notify;
+    let mut out = Vec::new();
+    if let Some(program) = n.command.first() {
+        if find_program(program, &ws.env).is_none() {
+            out.push(Diagnostic::warning(
+                file,
+                0,
+                format!("[notify] command: `{program}` is not installed or not on PATH, so nothing reaches you through it"),
+            ));
+        }
+    }
+    if let Some(Err(e)) = n.webhook.as_ref().map(|w| ws.env.expand(w)) {
+        out.push(Diagnostic::warning(
+            file,
+            0,
+            format!("[notify] webhook: {e}; set it where tabd runs (~/.config/tabd/env)"),
+        ));
+    }
+    if n.desktop && find_program("notify-send", &ws.env).is_none() {
+        out.push(Diagnostic::warning(
+            file,
+            0,
+            "[notify] desktop: `notify-send` is not installed (Debian/Ubuntu: libnotify-bin), so no desktop notification can be shown",
+        ));
+    }
+    if !n.any() && n.events.is_some() {
+        out.push(Diagnostic::note(
+            file,
+            0,
+            "[notify] lists events but no channel (command, webhook or desktop): nothing is sent",
+        ));
+    }
+    out
+}

@@ -1,0 +1,432 @@
+//! The daemon's core: a state machine that owns every role's runtime (what waits, what runs,
+//! what holds it back), the notes' readiness and the model-call pause. Everything that changes
+//! them goes through one function, [`Core::step`]: an [`Input`] (a file event, a scan's result,
+//! due slots, a tick, a run started or finished, a reload) and `now` in, [`Effect`]s out (start a
+//! run, let a lock go, stop a role for the day, pause or resume model calls, rewrite the status).
+//! No I/O and no clock reads here: the shell (`daemon/mod.rs`) reads the clocks and the vault,
+//! feeds the inputs and carries the effects out, and `tabd status` reads the core through its
+//! accessors. So every rule — and every sequence of them — is tested in milliseconds, without a
+//! process, a vault or a sleep (`tests.rs`).
+
+mod role;
+mod rules;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+use super::ready::{FsEvent, NotYet, Readiness};
+use crate::base::trigger::TriggerKind;
+use crate::capabilities::provider::FailureClass;
+use crate::records::limits::DailyStop;
+use crate::records::state::DayUsage;
+use crate::setup::config::Limits;
+
+pub use role::{RoleRuntime, SlotRun, Work};
+pub use rules::{mono_of, next_wake, wall_jump, RoleView};
+
+/// How long model calls pause after the provider proved unusable (and a role waits whose
+/// required server was down).
+pub const PAUSE: Duration = Duration::from_secs(300);
+/// How soon to look again when `tabd fire` holds a role's run lock.
+pub const BUSY_RETRY: Duration = Duration::from_secs(2);
+
+/// What happened, as the core learns of it.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// The roles that may run now (start-up, a reload): new ones get a runtime, gone ones are
+    /// forgotten once no run of theirs is going on, `rescheduled` ones drop their queued slots
+    /// (a changed schedule starts from now).
+    Roles {
+        names: Vec<String>,
+        rescheduled: Vec<String>,
+    },
+    /// The config was reloaded: new settle times; a paused provider and servers that were down
+    /// are worth another try at once.
+    Config { settle: (Duration, Duration) },
+    /// A file event in the inboxes of `owners`.
+    InboxEvent { event: FsEvent, owners: Vec<String> },
+    /// A scan of `role`'s inbox: complete notes wait (`ready`), one is a person's new note
+    /// (`by_person`), a settling note wants a look at `recheck_at`.
+    Scanned {
+        role: String,
+        ready: bool,
+        by_person: bool,
+        recheck_at: Option<Instant>,
+    },
+    /// Scheduled slots came due (already recorded in the ledger).
+    SlotsDue { role: String, slots: Vec<SlotRun> },
+    /// A file `role` watches changed (its content, not only its time).
+    WatchChanged { role: String, path: String },
+    /// A run of `role` changed a file it watches itself: not a change for its watch.
+    OwnWrite { role: String, path: String },
+    /// A suspended run of `role` has every call decided: its second part may start.
+    Resumable { role: String, run_id: String },
+    /// Time to decide what starts: each role's limits and use today, everyone's use today.
+    Tick {
+        roles: Vec<RoleView>,
+        limits: Limits,
+        all_today: DayUsage,
+    },
+    /// The run lock of `role` is held by another process (`tabd fire`).
+    LockBusy { role: String },
+    /// The shell holds `role`'s run lock and picked these notes (absolute paths) for it.
+    LockTaken {
+        role: String,
+        notes: Vec<PathBuf>,
+        wall: DateTime<Utc>,
+    },
+    /// A run ended: how (`failure`), whether it spent tokens, the notes it was given.
+    Finished {
+        role: String,
+        failure: Option<(FailureClass, String)>,
+        tokens: u64,
+        notes: Vec<PathBuf>,
+    },
+}
+
+/// What the shell is to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Take `role`'s run lock and pick its notes, then say `LockTaken` (or `LockBusy`).
+    Start(String),
+    /// Run `role` for `work`: the lock is held, the work is off the queue.
+    Spawn { role: String, work: Work },
+    /// Nothing to run after all (the notes went away before the run started): let the lock go.
+    Release(String),
+    /// `role` hit a daily limit: its queued work is dropped (notes wait for tomorrow); say so
+    /// once. `kind`: what would have started the run.
+    StopForToday {
+        role: String,
+        stop: DailyStop,
+        kind: TriggerKind,
+    },
+    /// Model calls pause until `until` (record it, say why).
+    Paused { reason: String, until: Instant },
+    /// Model calls go on (a pause ended, a run succeeded, the config changed).
+    Unpaused,
+    /// `role` waits until `until`: a server it requires is down.
+    RoleWaits { role: String, until: Instant },
+    /// What `tabd status` shows changed: rewrite it.
+    StatusChanged,
+}
+
+/// Model calls are paused until `until` (the provider proved unusable).
+#[derive(Debug, Clone)]
+struct Pause {
+    until: Instant,
+    reason: String,
+}
+
+#[derive(Debug)]
+pub struct Core {
+    roles: BTreeMap<String, RoleRuntime>,
+    readiness: Readiness,
+    paused: Option<Pause>,
+}
+
+impl Core {
+    /// `settle`: how long a program's note and a typed note must rest (`[inbox]`).
+    pub fn new(settle: (Duration, Duration)) -> Self {
+        Self {
+            roles: BTreeMap::new(),
+            readiness: Readiness::new(settle),
+            paused: None,
+        }
+    }
+
+    /// Applies one input at `now`; returns what the shell is to do, in order.
+    pub fn step(&mut self, input: Input, now: Instant) -> Vec<Effect> {
+        match input {
+            Input::Roles { names, rescheduled } => self.set_roles(names, &rescheduled),
+            Input::Config { settle } => self.config_changed(settle),
+            Input::InboxEvent { event, owners } => {
+                for name in &owners {
+                    if let Some(r) = self.roles.get_mut(name) {
+                        r.dirty = true;
+                    }
+                }
+                self.readiness.on_event(&event, now);
+                Vec::new()
+            }
+            Input::Scanned {
+                role,
+                ready,
+                by_person,
+                recheck_at,
+            } => {
+                if let Some(r) = self.roles.get_mut(&role) {
+                    r.dirty = false;
+                    r.inbox_ready = ready;
+                    r.person_note_ready = by_person;
+                    r.recheck_at = recheck_at;
+                }
+                Vec::new()
+            }
+            Input::SlotsDue { role, slots } => {
+                if let Some(r) = self.roles.get_mut(&role) {
+                    r.slots.extend(slots);
+                }
+                Vec::new()
+            }
+            Input::WatchChanged { role, path } => {
+                if let Some(r) = self.roles.get_mut(&role) {
+                    if !r.watch_pending.contains(&path) {
+                        r.watch_pending.push(path);
+                    }
+                }
+                Vec::new()
+            }
+            Input::OwnWrite { role, path } => {
+                if let Some(r) = self.roles.get_mut(&role) {
+                    r.watch_pending.retain(|p| *p != path);
+                }
+                Vec::new()
+            }
+            Input::Resumable { role, run_id } => match self.roles.get_mut(&role) {
+                Some(r) if !r.resumes.contains(&run_id) => {
+                    r.resumes.push_back(run_id);
+                    vec![Effect::StatusChanged]
+                }
+                _ => Vec::new(),
+            },
+            Input::Tick {
+                roles,
+                limits,
+                all_today,
+            } => self.tick(&roles, &limits, all_today, now),
+            Input::LockBusy { role } => self.lock_busy(&role, now),
+            Input::LockTaken { role, notes, wall } => self.lock_taken(role, &notes, wall),
+            Input::Finished {
+                role,
+                failure,
+                tokens,
+                notes,
+            } => self.finished(&role, failure, tokens, &notes, now),
+        }
+    }
+
+    fn set_roles(&mut self, names: Vec<String>, rescheduled: &[String]) -> Vec<Effect> {
+        let wanted: std::collections::BTreeSet<&String> = names.iter().collect();
+        self.roles.retain(|name, r| r.running || wanted.contains(name));
+        for name in names {
+            self.roles.entry(name).or_default();
+        }
+        for name in rescheduled {
+            if let Some(r) = self.roles.get_mut(name) {
+                r.slots.clear();
+            }
+        }
+        vec![Effect::StatusChanged]
+    }
+
+    fn config_changed(&mut self, settle: (Duration, Duration)) -> Vec<Effect> {
+        self.readiness.set_settle(settle);
+        for r in self.roles.values_mut() {
+            r.down_until = None;
+        }
+        match self.paused.take() {
+            Some(_) => vec![Effect::Unpaused, Effect::StatusChanged],
+            None => Vec::new(),
+        }
+    }
+
+    /// Ends a pause that is over, then decides what starts (`rules::dispatch`).
+    fn tick(
+        &mut self,
+        views: &[RoleView],
+        limits: &Limits,
+        all_today: DayUsage,
+        now: Instant,
+    ) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if self.paused.as_ref().is_some_and(|p| now >= p.until) {
+            self.paused = None;
+            out.extend([Effect::Unpaused, Effect::StatusChanged]);
+        }
+        let running = self.roles.values().filter(|r| r.running).count();
+        let decisions = rules::dispatch(
+            &self.roles,
+            views,
+            limits,
+            all_today,
+            running,
+            self.paused.is_some(),
+            now,
+        );
+        for decision in decisions {
+            match decision {
+                rules::Decision::Start(name) => out.push(Effect::Start(name)),
+                rules::Decision::Stop(name, stop) => {
+                    let Some(r) = self.roles.get_mut(&name) else {
+                        continue;
+                    };
+                    let kind = r.pending_kind();
+                    r.slots.clear();
+                    r.watch_pending.clear();
+                    r.inbox_ready = false; // notes wait; the next rescan looks again
+                    r.person_note_ready = false;
+                    out.push(Effect::StopForToday {
+                        role: name,
+                        stop,
+                        kind,
+                    });
+                    out.push(Effect::StatusChanged);
+                }
+                rules::Decision::Drop(name) => {
+                    if let Some(r) = self.roles.get_mut(&name) {
+                        r.slots.clear();
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn lock_busy(&mut self, role: &str, now: Instant) -> Vec<Effect> {
+        let Some(r) = self.roles.get_mut(role) else {
+            return Vec::new();
+        };
+        let first = r.busy_until.is_none();
+        r.busy_until = Some(now + BUSY_RETRY);
+        if first {
+            vec![Effect::StatusChanged]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn lock_taken(&mut self, role: String, notes: &[PathBuf], wall: DateTime<Utc>) -> Vec<Effect> {
+        let Some(r) = self.roles.get_mut(&role) else {
+            return vec![Effect::Release(role)];
+        };
+        let mut out = Vec::new();
+        if r.busy_until.take().is_some() {
+            out.push(Effect::StatusChanged);
+        }
+        let Some(work) = r.take_work(!notes.is_empty()) else {
+            out.push(Effect::Release(role));
+            return out;
+        };
+        r.running = true;
+        r.started = Some((wall, work.kind()));
+        for p in notes {
+            self.readiness.forget(p);
+        }
+        out.push(Effect::Spawn { role, work });
+        out.push(Effect::StatusChanged);
+        out
+    }
+
+    fn finished(
+        &mut self,
+        role: &str,
+        failure: Option<(FailureClass, String)>,
+        tokens: u64,
+        notes: &[PathBuf],
+        now: Instant,
+    ) -> Vec<Effect> {
+        for p in notes {
+            self.readiness.forget(p);
+        }
+        // A run that never reached the model (an outage) spent nothing a loop could run up: the
+        // next try is not held back by min_interval.
+        let class = failure.as_ref().map(|f| f.0);
+        let reached_model = !matches!(
+            class,
+            Some(FailureClass::Outage | FailureClass::Unavailable | FailureClass::Stopped)
+        ) || tokens > 0;
+        let mut out = Vec::new();
+        if let Some(r) = self.roles.get_mut(role) {
+            r.finished(now, reached_model);
+            match class {
+                Some(FailureClass::RunFailure) => r.failed_in_a_row += 1,
+                None => r.failed_in_a_row = 0,
+                Some(_) => {}
+            }
+            if class == Some(FailureClass::Unavailable) {
+                let until = now + PAUSE;
+                r.down_until = Some(until);
+                out.push(Effect::RoleWaits {
+                    role: role.to_string(),
+                    until,
+                });
+            }
+        }
+        match failure {
+            Some((FailureClass::Outage, reason)) => {
+                let until = now + PAUSE;
+                self.paused = Some(Pause {
+                    until,
+                    reason: reason.clone(),
+                });
+                out.push(Effect::Paused { reason, until });
+            }
+            None => {
+                if self.paused.take().is_some() {
+                    out.push(Effect::Unpaused);
+                }
+            }
+            Some(_) => {}
+        }
+        out.push(Effect::StatusChanged);
+        out
+    }
+
+    /// Roles whose inbox wants a look now: every one (`all`), one with events since its last
+    /// scan, or one whose settling note is due.
+    pub fn due_scans(&self, all: bool, now: Instant) -> Vec<String> {
+        self.roles
+            .iter()
+            .filter(|(_, r)| all || r.dirty || r.recheck_at.is_some_and(|t| now >= t))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Is the note at `path` complete (DESIGN §5)? The readiness of notes is the core's; the
+    /// listing it judges is the shell's.
+    pub fn note_complete(
+        &mut self,
+        path: &Path,
+        size: u64,
+        modified: SystemTime,
+        now: Instant,
+        wall: SystemTime,
+    ) -> Result<(), NotYet> {
+        self.readiness.check(path, size, modified, now, wall)
+    }
+
+    /// Forgets the readiness of notes in `dir` that are not in `existing` (a scan's listing).
+    pub fn notes_left(&mut self, dir: &Path, existing: &std::collections::HashSet<PathBuf>) {
+        self.readiness.retain_existing(dir, existing);
+    }
+
+    pub fn role(&self, name: &str) -> Option<&RoleRuntime> {
+        self.roles.get(name)
+    }
+
+    pub fn roles(&self) -> impl Iterator<Item = (&String, &RoleRuntime)> {
+        self.roles.iter()
+    }
+
+    /// Why model calls are paused, if they are.
+    pub fn paused(&self) -> Option<&str> {
+        self.paused.as_ref().map(|p| p.reason.as_str())
+    }
+
+    /// The instants the core needs the daemon awake for; `min_interval` of each role by name.
+    pub fn wakes(&self, min_interval: impl Fn(&str) -> Option<Duration>) -> Vec<Option<Instant>> {
+        let roles = self
+            .roles
+            .iter()
+            .filter_map(|(name, r)| min_interval(name).map(|m| r.wake(m)));
+        std::iter::once(self.paused.as_ref().map(|p| p.until))
+            .chain(roles)
+            .collect()
+    }
+}

@@ -1,0 +1,580 @@
+//! The daemon's scenarios as sequences of inputs to the core: what an end-to-end test would
+//! drive with files, a fake model and real seconds, here in microseconds with an instant that
+//! moves only when the test says so. The shell's part (listing, locks, spawning) is played by
+//! `Sim` exactly as `daemon/effects.rs` plays it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::*;
+use crate::records::limits::RoleLimits;
+
+const S: fn(u64) -> Duration = Duration::from_secs;
+
+/// The shell, played by the test: a clock it moves, the roles' limits and use, locks other
+/// processes hold, the notes a run would be handed.
+struct Sim {
+    core: Core,
+    now: Instant,
+    wall: DateTime<Utc>,
+    limits: Limits,
+    role_limits: BTreeMap<String, RoleLimits>,
+    today: BTreeMap<String, DayUsage>,
+    all_today: DayUsage,
+    /// Roles `tabd fire` is running (their run lock is held elsewhere).
+    held_elsewhere: BTreeSet<String>,
+    /// Roles not meant for this host (or disabled).
+    not_here: BTreeSet<String>,
+    /// Roles whose notes were moved away by someone before their run started.
+    notes_gone: BTreeSet<String>,
+    /// Every effect other than starts, as they came.
+    said: Vec<Effect>,
+}
+
+fn limits() -> Limits {
+    Limits {
+        max_concurrent_runs: 2,
+        min_interval: Duration::ZERO,
+        ..Limits::default()
+    }
+}
+
+impl Sim {
+    fn new(roles: &[&str], limits: Limits) -> Self {
+        let mut sim = Self {
+            core: Core::new((Duration::from_millis(300), S(60))),
+            now: Instant::now(),
+            wall: "2026-11-25T09:00:00Z".parse().unwrap(),
+            role_limits: BTreeMap::new(),
+            limits,
+            today: BTreeMap::new(),
+            all_today: DayUsage::default(),
+            held_elsewhere: BTreeSet::new(),
+            not_here: BTreeSet::new(),
+            notes_gone: BTreeSet::new(),
+            said: Vec::new(),
+        };
+        for r in roles {
+            let l = sim.limits.clone();
+            sim.role_limits.insert(r.to_string(), role_limits(&l));
+        }
+        let names = roles.iter().map(|r| r.to_string()).collect();
+        sim.input(Input::Roles {
+            names,
+            rescheduled: vec![],
+        });
+        sim
+    }
+
+    fn later(&mut self, d: Duration) {
+        self.now += d;
+        self.wall += chrono::Duration::from_std(d).unwrap();
+    }
+
+    fn input(&mut self, input: Input) -> Vec<Effect> {
+        let effects = self.core.step(input, self.now);
+        self.said.extend(effects.iter().cloned());
+        effects
+    }
+
+    /// A scan found complete notes in `role`'s inbox (`by_person`: one a person wrote).
+    fn notes_ready(&mut self, role: &str, by_person: bool) {
+        self.input(Input::Scanned {
+            role: role.into(),
+            ready: true,
+            by_person,
+            recheck_at: None,
+        });
+    }
+
+    /// A scan found the inbox empty.
+    fn inbox_empty(&mut self, role: &str) {
+        self.input(Input::Scanned {
+            role: role.into(),
+            ready: false,
+            by_person: false,
+            recheck_at: None,
+        });
+    }
+
+    /// One tick, with every `Start` answered as the shell answers it. Returns what started.
+    fn tick(&mut self) -> Vec<(String, Work)> {
+        let roles = self
+            .role_limits
+            .iter()
+            .map(|(name, limits)| RoleView {
+                name: name.clone(),
+                may_run: !self.not_here.contains(name),
+                limits: limits.clone(),
+                today: self.today.get(name).copied().unwrap_or_default(),
+            })
+            .collect();
+        let tick = Input::Tick {
+            roles,
+            limits: self.limits.clone(),
+            all_today: self.all_today,
+        };
+        let mut started = Vec::new();
+        for effect in self.input(tick) {
+            let Effect::Start(role) = effect else { continue };
+            if self.held_elsewhere.contains(&role) {
+                self.input(Input::LockBusy { role });
+                continue;
+            }
+            let resuming = self.core.role(&role).is_some_and(|r| r.resuming());
+            let gone = self.notes_gone.contains(&role);
+            let notes = if resuming || gone {
+                vec![]
+            } else {
+                vec![PathBuf::from(format!("/v/agent/inbox/{role}/n.md"))]
+            };
+            let taken = Input::LockTaken {
+                role,
+                notes,
+                wall: self.wall,
+            };
+            for e in self.input(taken) {
+                if let Effect::Spawn { role, work } = e {
+                    started.push((role, work));
+                }
+            }
+        }
+        started
+    }
+
+    fn finish(&mut self, role: &str, failure: Option<FailureClass>, tokens: u64) -> Vec<Effect> {
+        self.input(Input::Finished {
+            role: role.into(),
+            failure: failure.map(|f| (f, "why".to_string())),
+            tokens,
+            notes: vec![],
+        })
+    }
+
+    fn running(&self, role: &str) -> bool {
+        self.core.role(role).is_some_and(|r| r.running())
+    }
+}
+
+fn role_limits(l: &Limits) -> RoleLimits {
+    RoleLimits {
+        max_tool_calls: l.max_tool_calls,
+        max_tokens_per_run: l.max_tokens_per_run,
+        max_cost_usd: None,
+        daily_token_budget: l.daily_token_budget,
+        daily_cost_budget_usd: None,
+        max_runs_per_day: l.max_runs_per_day,
+        min_interval: l.min_interval,
+        max_chain_depth: l.max_chain_depth,
+        run_deadline: l.run_deadline,
+    }
+}
+
+fn started(role: &str, work: Work) -> Vec<(String, Work)> {
+    vec![(role.to_string(), work)]
+}
+
+#[test]
+fn notes_arriving_during_a_run_get_exactly_one_follow_up_run() {
+    let mut sim = Sim::new(&["delivery"], limits());
+    sim.notes_ready("delivery", true);
+    assert_eq!(sim.tick(), started("delivery", Work::Inbox));
+    // Three notes land while it runs: events mark the inbox, scans see them, nothing starts.
+    for n in ["a", "b", "c"] {
+        let event = FsEvent::Written(PathBuf::from(format!("/v/agent/inbox/delivery/{n}.md")));
+        sim.input(Input::InboxEvent {
+            event,
+            owners: vec!["delivery".into()],
+        });
+        sim.notes_ready("delivery", true);
+        assert!(sim.tick().is_empty(), "never two runs of one role at once");
+    }
+    sim.finish("delivery", None, 100);
+    assert_eq!(
+        sim.core.due_scans(false, sim.now),
+        ["delivery"],
+        "a finished run's inbox gets a look"
+    );
+    sim.notes_ready("delivery", true);
+    assert_eq!(sim.tick(), started("delivery", Work::Inbox), "one follow-up run");
+    sim.finish("delivery", None, 100);
+    sim.inbox_empty("delivery");
+    assert!(sim.tick().is_empty(), "and no more");
+    assert!(sim.core.due_scans(false, sim.now).is_empty());
+}
+
+#[test]
+fn min_interval_holds_back_what_a_loop_causes_never_a_persons_note() {
+    let mut sim = Sim::new(
+        &["delivery"],
+        Limits {
+            min_interval: S(3600),
+            ..limits()
+        },
+    );
+    sim.notes_ready("delivery", true);
+    assert_eq!(sim.tick().len(), 1);
+    sim.finish("delivery", None, 100);
+    sim.later(S(1));
+    sim.notes_ready("delivery", true);
+    assert_eq!(sim.tick().len(), 1, "a person's second note runs at once");
+    sim.finish("delivery", None, 100);
+    let last_end = sim.now;
+    sim.later(S(1));
+    sim.notes_ready("delivery", false); // another role's note (hops ≥ 1), or a retry
+    assert!(sim.tick().is_empty(), "a chained note waits");
+    let limits = sim.role_limits["delivery"].clone();
+    let (until, why) = sim
+        .core
+        .role("delivery")
+        .unwrap()
+        .waiting(&limits, sim.now)
+        .unwrap();
+    assert_eq!(until, last_end + S(3600));
+    assert!(why.contains("min_interval 1h"), "{why}");
+    assert!(
+        sim.core.wakes(|_| Some(S(3600))).contains(&Some(until)),
+        "the daemon wakes when it may run"
+    );
+    sim.later(S(3598));
+    assert!(sim.tick().is_empty());
+    sim.later(S(1));
+    assert_eq!(sim.tick().len(), 1, "it runs once the interval has passed");
+}
+
+#[test]
+fn an_outage_pauses_every_role_until_the_pause_ends_a_config_change_or_a_good_run() {
+    let mut sim = Sim::new(&["delivery", "risk"], limits());
+    sim.notes_ready("delivery", true);
+    sim.tick();
+    let effects = sim.finish("delivery", Some(FailureClass::Outage), 0);
+    assert!(
+        matches!(&effects[0], Effect::Paused { until, .. } if *until == sim.now + PAUSE),
+        "{effects:?}"
+    );
+    assert_eq!(sim.core.paused(), Some("why"));
+    sim.notes_ready("delivery", true);
+    sim.notes_ready("risk", true);
+    assert!(sim.tick().is_empty(), "no model call while paused");
+    sim.later(PAUSE - S(1));
+    assert!(sim.tick().is_empty());
+    sim.later(S(1));
+    assert_eq!(sim.tick().len(), 2, "both go on when the pause ends");
+    assert!(sim.said.contains(&Effect::Unpaused));
+
+    // A config change ends a pause at once.
+    sim.finish("delivery", Some(FailureClass::Outage), 0);
+    sim.finish("risk", Some(FailureClass::Outage), 0);
+    sim.notes_ready("risk", true);
+    assert!(sim.tick().is_empty());
+    let effects = sim.input(Input::Config {
+        settle: (Duration::from_millis(300), S(60)),
+    });
+    assert_eq!(effects[0], Effect::Unpaused);
+    assert_eq!(sim.tick(), started("risk", Work::Inbox));
+    // An outage's run spent nothing: min_interval does not hold the retry back.
+    assert_eq!(sim.core.role("delivery").unwrap().interval_end(S(3600)), None);
+    // A good run ends a pause another role's outage began.
+    sim.finish("delivery", Some(FailureClass::Outage), 0);
+    let effects = sim.finish("risk", None, 100);
+    assert!(effects.contains(&Effect::Unpaused), "{effects:?}");
+    assert_eq!(sim.core.paused(), None);
+}
+
+#[test]
+fn a_role_tabd_fire_holds_waits_and_runs_once_the_lock_is_free() {
+    let mut sim = Sim::new(&["delivery"], limits());
+    sim.held_elsewhere.insert("delivery".into());
+    sim.notes_ready("delivery", true);
+    assert!(sim.tick().is_empty(), "the lock is held: nothing starts");
+    assert!(sim.said.contains(&Effect::StatusChanged), "status says it waits");
+    let r = sim.core.role("delivery").unwrap();
+    assert!(r.busy_elsewhere() && !r.running());
+    let limits = sim.role_limits["delivery"].clone();
+    let (until, why) = r.waiting(&limits, sim.now).unwrap();
+    assert_eq!(until, sim.now + BUSY_RETRY);
+    assert!(why.contains("tabd fire"), "{why}");
+    sim.said.clear();
+    assert!(sim.tick().is_empty(), "no retry before the retry time");
+    assert!(sim.said.is_empty(), "and no lock taken either");
+    sim.held_elsewhere.clear();
+    sim.later(BUSY_RETRY);
+    assert_eq!(sim.tick(), started("delivery", Work::Inbox));
+    assert!(!sim.core.role("delivery").unwrap().busy_elsewhere());
+}
+
+#[test]
+fn daily_limits_stop_a_role_once_and_say_what_it_stopped() {
+    let mut sim = Sim::new(
+        &["delivery", "risk"],
+        Limits {
+            max_runs_per_day: 1,
+            ..limits()
+        },
+    );
+    sim.today.insert(
+        "delivery".into(),
+        DayUsage {
+            runs: 1,
+            ..DayUsage::default()
+        },
+    );
+    sim.notes_ready("delivery", true);
+    sim.input(Input::WatchChanged {
+        role: "delivery".into(),
+        path: "plan.md".into(),
+    });
+    sim.notes_ready("risk", true);
+    assert_eq!(sim.tick(), started("risk", Work::Inbox), "the other role runs");
+    let stop = Effect::StopForToday {
+        role: "delivery".into(),
+        stop: DailyStop::RunsPerDay,
+        kind: TriggerKind::Inbox,
+    };
+    assert!(sim.said.contains(&stop), "{:?}", sim.said);
+    assert!(
+        !sim.core.role("delivery").unwrap().has_work(),
+        "its work is dropped"
+    );
+    sim.said.clear();
+    assert!(sim.tick().is_empty());
+    assert!(
+        !sim.said.iter().any(|e| matches!(e, Effect::StopForToday { .. })),
+        "said once, not every tick"
+    );
+    // Everyone's budget stops every role.
+    sim.finish("risk", None, 100);
+    sim.all_today.tokens = sim.limits.global_daily_token_budget;
+    sim.notes_ready("risk", true);
+    assert!(sim.tick().is_empty());
+    assert!(sim.said.contains(&Effect::StopForToday {
+        role: "risk".into(),
+        stop: DailyStop::GlobalTokenBudget,
+        kind: TriggerKind::Inbox,
+    }));
+}
+
+#[test]
+fn at_most_max_concurrent_runs_and_the_next_starts_when_one_ends() {
+    let mut sim = Sim::new(&["a", "b", "c"], limits());
+    for r in ["a", "b", "c"] {
+        sim.notes_ready(r, true);
+    }
+    let first: Vec<String> = sim.tick().into_iter().map(|s| s.0).collect();
+    assert_eq!(first, ["a", "b"]);
+    assert!(sim.tick().is_empty(), "two run, the third waits");
+    sim.finish("b", None, 100);
+    assert_eq!(sim.tick(), started("c", Work::Inbox));
+    assert!(sim.running("a") && sim.running("c") && !sim.running("b"));
+}
+
+#[test]
+fn work_goes_first_to_a_decided_resume_then_slots_then_notes_then_watched_files() {
+    let mut sim = Sim::new(
+        &["delivery"],
+        Limits {
+            min_interval: S(3600),
+            ..limits()
+        },
+    );
+    sim.notes_ready("delivery", true);
+    sim.tick();
+    sim.finish("delivery", None, 100);
+    let slot = SlotRun {
+        slot: sim.wall,
+        missed: 1,
+    };
+    sim.input(Input::SlotsDue {
+        role: "delivery".into(),
+        slots: vec![slot.clone()],
+    });
+    sim.input(Input::WatchChanged {
+        role: "delivery".into(),
+        path: "plan.md".into(),
+    });
+    sim.input(Input::WatchChanged {
+        role: "delivery".into(),
+        path: "plan.md".into(),
+    });
+    let effects = sim.input(Input::Resumable {
+        role: "delivery".into(),
+        run_id: "run-1".into(),
+    });
+    assert_eq!(effects, [Effect::StatusChanged]);
+    assert!(
+        sim.input(Input::Resumable {
+            role: "delivery".into(),
+            run_id: "run-1".into()
+        })
+        .is_empty(),
+        "queued once"
+    );
+    assert_eq!(
+        sim.tick(),
+        started("delivery", Work::Resume("run-1".into())),
+        "the person's decision is never held back by min_interval"
+    );
+    sim.finish("delivery", None, 100);
+    sim.later(S(3600));
+    assert_eq!(
+        sim.tick(),
+        started("delivery", Work::Slot(slot)),
+        "the slot takes the waiting notes and watch along"
+    );
+    sim.finish("delivery", None, 100);
+    sim.later(S(3600));
+    assert!(
+        sim.tick().is_empty(),
+        "nothing left: the watched file went with the slot's run"
+    );
+}
+
+#[test]
+fn notes_moved_away_before_the_start_start_nothing_and_the_lock_goes() {
+    let mut sim = Sim::new(&["delivery"], limits());
+    sim.notes_gone.insert("delivery".into());
+    sim.notes_ready("delivery", true);
+    assert!(sim.tick().is_empty());
+    assert!(sim.said.contains(&Effect::Release("delivery".into())));
+    assert!(!sim.running("delivery"));
+    assert!(!sim.core.role("delivery").unwrap().has_work());
+}
+
+#[test]
+fn failures_are_counted_and_never_wedge_a_role() {
+    let mut sim = Sim::new(&["delivery"], limits());
+    for n in 1..=3 {
+        sim.notes_ready("delivery", true);
+        assert_eq!(sim.tick().len(), 1, "run {n} starts after a failed one");
+        sim.finish("delivery", Some(FailureClass::RunFailure), 100);
+        assert_eq!(sim.core.role("delivery").unwrap().failed_in_a_row(), n);
+    }
+    // A stop by tabd is nobody's failure; a good run resets the count.
+    sim.notes_ready("delivery", true);
+    sim.tick();
+    sim.finish("delivery", Some(FailureClass::Stopped), 0);
+    assert_eq!(sim.core.role("delivery").unwrap().failed_in_a_row(), 3);
+    sim.notes_ready("delivery", true);
+    sim.tick();
+    sim.finish("delivery", None, 100);
+    assert_eq!(sim.core.role("delivery").unwrap().failed_in_a_row(), 0);
+}
+
+#[test]
+fn a_role_whose_required_server_is_down_waits_and_a_config_change_retries_it() {
+    let mut sim = Sim::new(&["delivery", "risk"], limits());
+    sim.notes_ready("delivery", true);
+    sim.tick();
+    let effects = sim.finish("delivery", Some(FailureClass::Unavailable), 0);
+    assert_eq!(
+        effects[0],
+        Effect::RoleWaits {
+            role: "delivery".into(),
+            until: sim.now + PAUSE
+        }
+    );
+    sim.notes_ready("delivery", true);
+    sim.notes_ready("risk", true);
+    assert_eq!(sim.tick(), started("risk", Work::Inbox), "only that role waits");
+    let limits = sim.role_limits["delivery"].clone();
+    let why = sim
+        .core
+        .role("delivery")
+        .unwrap()
+        .waiting(&limits, sim.now)
+        .unwrap()
+        .1;
+    assert!(why.contains("server"), "{why}");
+    sim.input(Input::Config {
+        settle: (Duration::from_millis(300), S(60)),
+    });
+    assert_eq!(sim.tick(), started("delivery", Work::Inbox));
+}
+
+#[test]
+fn a_changed_schedule_drops_queued_slots_and_a_deleted_role_goes_once_idle() {
+    let mut sim = Sim::new(&["delivery", "risk"], limits());
+    sim.held_elsewhere.insert("delivery".into());
+    let slot = SlotRun {
+        slot: sim.wall,
+        missed: 1,
+    };
+    sim.input(Input::SlotsDue {
+        role: "delivery".into(),
+        slots: vec![slot],
+    });
+    sim.input(Input::Roles {
+        names: vec!["delivery".into(), "risk".into()],
+        rescheduled: vec!["delivery".into()],
+    });
+    assert_eq!(sim.core.role("delivery").unwrap().queued_slots(), 0);
+    // risk runs; its file is deleted meanwhile: it stays until its run ends.
+    sim.notes_ready("risk", true);
+    sim.tick();
+    sim.input(Input::Roles {
+        names: vec!["delivery".into()],
+        rescheduled: vec![],
+    });
+    assert!(sim.running("risk"), "a running role is never forgotten mid-run");
+    sim.finish("risk", None, 100);
+    sim.input(Input::Roles {
+        names: vec!["delivery".into()],
+        rescheduled: vec![],
+    });
+    assert!(sim.core.role("risk").is_none());
+}
+
+#[test]
+fn a_role_not_meant_for_this_host_drops_its_slots_and_never_starts() {
+    let mut sim = Sim::new(&["delivery"], limits());
+    sim.not_here.insert("delivery".into());
+    sim.input(Input::SlotsDue {
+        role: "delivery".into(),
+        slots: vec![SlotRun {
+            slot: sim.wall,
+            missed: 1,
+        }],
+    });
+    sim.notes_ready("delivery", true);
+    assert!(sim.tick().is_empty());
+    assert_eq!(sim.core.role("delivery").unwrap().queued_slots(), 0);
+}
+
+#[test]
+fn a_note_written_in_place_settles_in_the_core_and_its_run_forgets_it() {
+    let mut sim = Sim::new(&["delivery"], limits());
+    let note = PathBuf::from("/v/agent/inbox/delivery/n.md");
+    let wall = std::time::SystemTime::now();
+    sim.input(Input::InboxEvent {
+        event: FsEvent::Written(note.clone()),
+        owners: vec!["delivery".into()],
+    });
+    assert_eq!(sim.core.due_scans(false, sim.now), ["delivery"]);
+    let not_yet = sim
+        .core
+        .note_complete(&note, 10, wall, sim.now, wall)
+        .unwrap_err();
+    assert_eq!(not_yet.until, Some(sim.now + Duration::from_millis(300)));
+    sim.input(Input::Scanned {
+        role: "delivery".into(),
+        ready: false,
+        by_person: false,
+        recheck_at: not_yet.until,
+    });
+    assert!(
+        sim.core.due_scans(false, sim.now).is_empty(),
+        "nothing to look at yet"
+    );
+    sim.later(Duration::from_millis(300));
+    assert_eq!(
+        sim.core.due_scans(false, sim.now),
+        ["delivery"],
+        "looked at once settled"
+    );
+    assert!(sim.core.note_complete(&note, 10, wall, sim.now, wall).is_ok());
+    sim.notes_ready("delivery", false);
+    assert_eq!(sim.tick(), started("delivery", Work::Inbox));
+    assert!(
+        sim.core.note_complete(&note, 10, wall, sim.now, wall).is_err(),
+        "handed to a run, it is forgotten: a new note of that name settles afresh"
+    );
+}

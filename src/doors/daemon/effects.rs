@@ -1,0 +1,559 @@
+//! What goes out: the core's effects carried out — a run started under its role's run lock, a
+//! finished run fed back, a role stopped for the day with one line in the log, a pause recorded —
+//! and the rest of the shell's doing: the person told what needs them (`[notify]`), program pages
+//! given back once quiet, and the stop (running turns end where they are after the grace time).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::core::{Effect, Input, RoleView};
+use super::{inputs, notify_systemd, tasks, Daemon};
+use crate::capabilities::notify::{Event, Notifier};
+use crate::capabilities::provider::FailureClass;
+use crate::setup::config::notify::EventKind;
+use crate::setup::role::Role;
+
+// The core's effects, carried out: a run started under its role's run lock, a finished run fed
+// back, a role stopped for the day with one line in the log, a pause recorded.
+
+impl Daemon {
+    /// The local date of "now" (budgets reset at local midnight).
+    pub(super) fn today(&self) -> chrono::NaiveDate {
+        self.run_env
+            .clock
+            .now()
+            .with_timezone(&self.config().timezone)
+            .date_naive()
+    }
+
+    /// Feeds one input to the core at "now" and carries out what it says.
+    pub(super) fn apply(&mut self, input: Input) {
+        let now = self.run_env.clock.instant();
+        let effects = self.core.step(input, now);
+        for effect in effects {
+            self.carry_out(effect);
+        }
+    }
+
+    fn carry_out(&mut self, effect: Effect) {
+        match effect {
+            Effect::Start(name) => self.start_run(&name),
+            Effect::StopForToday { role, stop, kind } => self.stop_for_today(&role, stop, kind),
+            Effect::Paused { reason, .. } => {
+                tracing::warn!(
+                    "model calls paused for {} min: {reason}",
+                    super::core::PAUSE.as_secs() / 60
+                );
+                let r = self.run_env.store.update(|s| s.global.paused = Some(reason));
+                self.writes.check("the state (paused)", r);
+            }
+            Effect::Unpaused => {
+                tracing::info!("model calls go on");
+                let r = self.run_env.store.update(|s| s.global.paused = None);
+                self.writes.check("the state (paused)", r);
+            }
+            Effect::RoleWaits { role, until } => {
+                let secs = until
+                    .saturating_duration_since(self.run_env.clock.instant())
+                    .as_secs();
+                tracing::warn!("{role} waits {} min for a server it requires", secs.div_ceil(60));
+            }
+            Effect::StatusChanged => self.status_dirty = true,
+            // Only a `LockTaken` input answers with these, inside `start_run`.
+            Effect::Spawn { role, .. } | Effect::Release(role) => {
+                tracing::error!("tabd bug: a run of {role} was to start outside start_run");
+            }
+        }
+    }
+
+    /// Asks the core what starts now (the decisions are `core::rules::dispatch`'s).
+    pub(super) fn dispatch(&mut self) {
+        let today = self.today();
+        let roles: Vec<RoleView> = self
+            .core
+            .roles()
+            .filter_map(|(name, _)| self.roles().roles.get(name))
+            .map(|role| RoleView {
+                name: role.name.clone(),
+                may_run: self.role_may_run_here(role),
+                limits: crate::records::limits::RoleLimits::resolve(role, &self.config().limits),
+                today: self
+                    .state
+                    .roles
+                    .get(&role.name)
+                    .map(|r| r.today(today))
+                    .unwrap_or_default(),
+            })
+            .collect();
+        self.apply(Input::Tick {
+            roles,
+            limits: self.config().limits.clone(),
+            all_today: self.state.global.today(today),
+        });
+    }
+
+    fn stop_for_today(
+        &mut self,
+        name: &str,
+        stop: crate::records::limits::DailyStop,
+        kind: crate::base::trigger::TriggerKind,
+    ) {
+        let Some(role) = self.roles().roles.get(name).cloned() else {
+            return;
+        };
+        let cause = stop.cause();
+        if self.note_once(name, cause) {
+            let now = self.run_env.clock.now();
+            self.writes.check(
+                "the daily note",
+                self.run_env
+                    .log
+                    .write_line(now, &role.display_name, &format!("skipped — {cause}")),
+            );
+            self.write_skip_record(&role, cause, kind);
+            self.notify_stopped(name, cause);
+        }
+    }
+
+    /// True the first time `cause` is noted for `role` today.
+    pub(super) fn note_once(&self, role: &str, cause: &str) -> bool {
+        let today = self.today();
+        self.run_env
+            .store
+            .update(|s| {
+                let r = s.role(role);
+                r.roll_day(today);
+                r.first_notice(cause)
+            })
+            .unwrap_or(true)
+    }
+
+    pub(super) fn write_skip_record(
+        &self,
+        role: &Role,
+        cause: &str,
+        kind: crate::base::trigger::TriggerKind,
+    ) {
+        let now = self.run_env.clock.now();
+        let rec = crate::records::runlog::RunRecord {
+            run_id: crate::running::run::session::new_id(&role.name, now),
+            role: role.name.clone(),
+            trigger: crate::records::runlog::TriggerRecord {
+                kind,
+                notes: vec![],
+                scheduled_for: None,
+                cron: None,
+                parent_run_id: None,
+                task: None,
+            },
+            started_at: now,
+            ended_at: now,
+            outcome: crate::records::runlog::Outcome::Skipped,
+            error: Some(cause.to_string()),
+            model: String::new(),
+            usage: Default::default(),
+            tool_calls: vec![],
+            moved: vec![],
+            children: vec![],
+            ended: None,
+        };
+        self.writes
+            .check("a run record", self.run_env.log.write_record(&rec));
+    }
+
+    /// Starts a run of `name` if its run lock is free (else `tabd fire` has it: try again soon).
+    fn start_run(&mut self, name: &str) {
+        let Some(role) = self.roles().roles.get(name).cloned() else {
+            return;
+        };
+        let lock_path = crate::running::run::run_lock_path(name);
+        let lock = match self.run_env.vault.lock(&lock_path, false) {
+            Ok(Some(mut l)) => {
+                let _ = l.set_content("the daemon");
+                l
+            }
+            Ok(None) => {
+                tracing::info!("{name} is running in another process (`tabd fire`); trying again shortly");
+                self.apply(Input::LockBusy { role: name.into() });
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("cannot take the run lock of {name}: {e}");
+                return;
+            }
+        };
+        // A second part takes no notes: its run handled its own in its first part.
+        let resuming = self.core.role(name).is_some_and(|r| r.resuming());
+        let notes = if resuming {
+            Vec::new()
+        } else {
+            self.pick_notes(&role, self.run_env.clock.instant())
+        };
+        let root = self.watching.paths.root.clone();
+        let paths: Vec<PathBuf> = notes.iter().map(|n| root.join(n.path.as_path())).collect();
+        let now = self.run_env.clock.instant();
+        let taken = Input::LockTaken {
+            role: name.into(),
+            notes: paths.clone(),
+            wall: self.run_env.clock.now(),
+        };
+        let mut lock = Some(lock);
+        let mut notes = Some(notes);
+        for effect in self.core.step(taken, now) {
+            match effect {
+                Effect::Spawn { work, .. } => {
+                    let (Some(lock), Some(notes)) = (lock.take(), notes.take()) else {
+                        continue;
+                    };
+                    let trigger = inputs::trigger_of(work, &role);
+                    self.tasks.spawn(
+                        self.run_env.clone(),
+                        role.clone(),
+                        trigger,
+                        notes,
+                        paths.clone(),
+                        lock,
+                    );
+                }
+                // The notes went away (moved by someone) before the run started: the lock goes.
+                Effect::Release(_) => drop(lock.take()),
+                other => self.carry_out(other),
+            }
+        }
+    }
+
+    /// A run ended: the core frees the role (pausing or resuming model calls as the run's end
+    /// says), the person is told what needs them, the run's own writes are not changes for its
+    /// `watch`.
+    pub(super) fn on_done(&mut self, done: tasks::Done) {
+        let (_, now) = self.now();
+        self.busy_until_quiet(now);
+        match &done.result.failure {
+            Some((FailureClass::RunFailure, why)) => tracing::warn!("run of {} failed: {why}", done.role),
+            Some((FailureClass::Stopped, _)) => {
+                tracing::info!(
+                    "run of {} stopped; its notes run again at the next start",
+                    done.role
+                )
+            }
+            Some((FailureClass::Unavailable, why)) => tracing::warn!("{}: {why}", done.role),
+            Some((FailureClass::Outage, _)) => {}
+            None => tracing::info!("run of {} finished: {}", done.role, done.result.record.outcome),
+        }
+        self.apply(Input::Finished {
+            role: done.role.clone(),
+            failure: done.result.failure.clone(),
+            tokens: done.result.record.usage.tokens.total(),
+            notes: done.notes.clone(),
+        });
+        self.notify_run(&done);
+        // Its record is safe in state, but a log it could not write is a write that failed.
+        for e in &done.result.log_errors {
+            self.writes.check::<(), _>("a run's log", Err(e));
+        }
+        self.absorb_own_changes(&done.role, &done.result.changes);
+    }
+}
+
+// What the daemon tells the person through `[notify]` (DESIGN §22): calls waiting for approval,
+// model calls paused, roles stopped for the day, notes moved to `failed/`, a role failing again
+// and again, expectations missed — each once.
+
+impl Daemon {
+    /// (Re)starts the notifier from the config: at start-up and when `[notify]` changed.
+    pub(super) fn start_notifier(&mut self) {
+        let name = self
+            .watching
+            .paths
+            .root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.notifier = Notifier::start(
+            &self.config().notify,
+            self.env.clone(),
+            &name,
+            self.config().timezone,
+        );
+    }
+
+    /// Queues one event (nothing when no channel is set).
+    pub(super) fn tell(
+        &self,
+        kind: EventKind,
+        role: &str,
+        key: String,
+        (title, message): (String, String),
+        note: Option<String>,
+    ) {
+        if let Some(n) = &self.notifier {
+            n.send(Event {
+                kind,
+                role: role.to_string(),
+                title,
+                message,
+                note,
+                at: self.run_env.clock.now(),
+                key,
+            });
+        }
+    }
+
+    /// Calls waiting for approval that the person has not been told about (whichever door asked:
+    /// a run, `tabd fire`, `tabd mcp serve`): each once, across restarts.
+    pub(super) fn notify_approvals(&mut self) {
+        if self.notifier.is_none() {
+            return;
+        }
+        let now = self.run_env.clock.now();
+        let fresh: Vec<(String, crate::records::state::approval_ledger::Approval)> = self
+            .state
+            .approvals
+            .iter()
+            .filter(|(_, a)| {
+                a.phase == crate::gate::approvals::Phase::Pending && !a.notified && a.expires > now
+            })
+            // The ledger is written before the note: tell the person once there is a note to open.
+            .filter(|(_, a)| {
+                crate::base::vault::VaultPath::parse(&a.note, false)
+                    .is_ok_and(|p| self.run_env.vault.exists(&p))
+            })
+            .map(|(id, a)| (id.clone(), a.clone()))
+            .collect();
+        if fresh.is_empty() {
+            return;
+        }
+        for (id, a) in &fresh {
+            let who = self.display_name(&a.role);
+            self.tell(
+                EventKind::Approval,
+                &a.role,
+                format!("approval:{id}"),
+                (
+                    format!("{who} asks to run {}", a.tool),
+                    format!(
+                        "A {} call waits for your approval (until {}): set `status: approved` or `rejected` in the note, or `tabd approve {id}`.",
+                        a.risk.as_str(),
+                        crate::base::text::shown(a.expires, self.config().timezone)
+                    ),
+                ),
+                Some(a.note.clone()),
+            );
+        }
+        let ids: Vec<String> = fresh.into_iter().map(|(id, _)| id).collect();
+        let marked = self.run_env.store.update(|s| {
+            for id in &ids {
+                if let Some(a) = s.approvals.get_mut(id) {
+                    a.notified = true;
+                }
+            }
+        });
+        // Not recorded: the notifier still sends each once while tabd runs (its keys), but a
+        // restart would tell again. Counted and shown.
+        self.writes.check("the state (approvals notified)", marked);
+    }
+
+    /// What a finished run may need to tell: paused model calls, notes given up on, a role
+    /// failing again and again — or, when asked for, that it is done.
+    pub(super) fn notify_run(&mut self, done: &tasks::Done) {
+        let Some(notifier) = self.notifier.clone() else {
+            return;
+        };
+        let who = self.display_name(&done.role);
+        let rec = &done.result.record;
+        let failed_in_a_row = self.core.role(&done.role).map_or(0, |r| r.failed_in_a_row());
+        match &done.result.failure {
+            Some((FailureClass::Outage, why)) => self.tell(
+                EventKind::Paused,
+                &done.role,
+                format!("paused:{}:{why}", self.today()),
+                (
+                    "tabd paused model calls".into(),
+                    format!("{why}. Notes wait in their inboxes; no attempt is counted."),
+                ),
+                None,
+            ),
+            Some((FailureClass::RunFailure, why)) if failed_in_a_row == notifier.after_failures() => self
+                .tell(
+                    EventKind::Failing,
+                    &done.role,
+                    format!("failing:{}:{}", done.role, rec.run_id),
+                    (
+                        format!("{who} failed {failed_in_a_row} times in a row"),
+                        crate::base::text::one_line(why, 300),
+                    ),
+                    Some(done.result.daily_log.as_str().to_string()),
+                ),
+            // A first part that waits for the person is not done (its approval is the event).
+            None if rec.ended.is_none() => self.tell(
+                EventKind::Done,
+                &done.role,
+                format!("done:{}", rec.run_id),
+                (
+                    format!("{who} finished"),
+                    crate::base::text::one_line(&done.result.summary, 300),
+                ),
+                Some(done.result.daily_log.as_str().to_string()),
+            ),
+            _ => {}
+        }
+        for m in rec.moved.iter().filter(|m| m.to.contains("/failed/")) {
+            self.tell(
+                EventKind::FailedNote,
+                &done.role,
+                format!("failed:{}", m.to),
+                (
+                    format!("{who} gave up on a note"),
+                    format!("{} moved to failed/ after repeated failures; move it back to the inbox to try again.", m.from),
+                ),
+                Some(m.to.clone()),
+            );
+        }
+    }
+
+    /// A role stopped for the rest of the day (a budget spent).
+    pub(super) fn notify_stopped(&self, role: &str, cause: &str) {
+        let who = self.display_name(role);
+        self.tell(
+            EventKind::Paused,
+            role,
+            format!("stopped:{}:{role}:{cause}", self.today()),
+            (
+                format!("{who} stopped for today"),
+                format!("{cause}; its work waits until midnight."),
+            ),
+            None,
+        );
+    }
+
+    fn display_name(&self, role: &str) -> String {
+        self.roles()
+            .roles
+            .get(role)
+            .map_or_else(|| role.to_string(), |r| r.display_name.clone())
+    }
+}
+
+// What the daemon does once it has been quiet a while: give back the program pages that start-up,
+// a reload or the last runs touched (`crate::base::memory`), so an idle tabd holds only what idling
+// needs. The minute's safety rescan gives its pages back a second later.
+
+/// Quiet time before the pages are given back: a burst of runs is over by then, and what the
+/// next run needs again comes back with minor faults (~100 of them, under a millisecond), never
+/// a disk read.
+const QUIET: Duration = Duration::from_secs(10);
+
+/// After the minute's safety rescan (and the approvals pass it may start), a second is enough.
+pub const AFTER_RESCAN: Duration = Duration::from_secs(1);
+
+/// The quiet time (`TABD_TEST_QUIET_MS` shortens it for tests).
+pub fn quiet(env: &crate::base::environment::Env) -> Duration {
+    env.get("TABD_TEST_QUIET_MS")
+        .and_then(|ms| ms.parse().ok())
+        .map_or(QUIET, Duration::from_millis)
+}
+
+impl Daemon {
+    /// Something ran: give back its pages once the daemon has been quiet for a while.
+    pub(super) fn busy_until_quiet(&mut self, now: Instant) {
+        self.timers.trim_at = Some(now + self.timers.quiet);
+    }
+
+    /// At the end of a tick, from `trim_at` on: gives the pages back, or waits again while a run
+    /// or the approvals pass is still going.
+    pub(super) fn trim_when_quiet(&mut self, now: Instant) {
+        if self.timers.trim_at.is_none_or(|t| now < t) {
+            return;
+        }
+        if !self.tasks.is_empty() || self.approvals.task.is_some() {
+            self.busy_until_quiet(now);
+            return;
+        }
+        self.timers.trim_at = None;
+        let released = crate::base::memory::release_program_pages();
+        tracing::debug!(
+            "quiet: gave back {} KiB of program pages",
+            released.advised / 1024
+        );
+    }
+}
+
+// Stopping the daemon: a stop during a run costs nothing (DESIGN §13). Running turns get the stop
+// wait to finish; then they end where they are and are recorded as stopped — no attempt counted,
+// their notes run again at the next start.
+
+/// How long stopped runs get to record themselves before they are cancelled: they only write a
+/// record and a log line (milliseconds), but a blocked disk must not hold the stop forever.
+const STOP_RECORD: Duration = Duration::from_secs(5);
+
+impl Daemon {
+    /// Stops: running turns get `[daemon] shutdown_grace_s` to finish; then — or at once, on a
+    /// second SIGINT/SIGTERM — they are asked to stop, recorded as stopped (no attempt counted,
+    /// their notes run again at the next start), and whatever has not recorded itself within
+    /// `STOP_RECORD` is cancelled and recorded the same way.
+    pub(super) async fn shutdown(
+        &mut self,
+        sigterm: &mut tokio::signal::unix::Signal,
+        sigint: &mut tokio::signal::unix::Signal,
+    ) {
+        let grace = self.config().daemon.shutdown_grace;
+        // systemd's TimeoutStopSec must not cut the wait short: ask it for what we need.
+        let needed = grace + STOP_RECORD + Duration::from_secs(5);
+        notify_systemd(&[
+            sd_notify::NotifyState::Stopping,
+            sd_notify::NotifyState::ExtendTimeoutUsec(needed.as_micros().min(u32::MAX as u128) as u32),
+        ]);
+        if !self.tasks.is_empty() {
+            tracing::warn!(
+                "stopping: waiting up to {}s for {} running turn(s) to finish (stop again, e.g. Ctrl-C, to stop them now)",
+                grace.as_secs(),
+                self.tasks.len()
+            );
+        }
+        let deadline = self.run_env.clock.instant() + grace;
+        self.let_runs_end(deadline, sigterm, sigint).await;
+        if !self.tasks.is_empty() {
+            tracing::warn!(
+                "stopping: stopping {} turn(s) now; their notes stay in the inbox and run again at the next start",
+                self.tasks.len()
+            );
+            self.run_env.stop.request();
+            let recorded_by = self.run_env.clock.instant() + STOP_RECORD;
+            self.let_runs_end(recorded_by, sigterm, sigint).await;
+            if !self.tasks.is_empty() {
+                self.tasks.abort_all();
+                while let Some(done) = self.tasks.next().await {
+                    self.on_done(done);
+                }
+            }
+        }
+        if let Some(task) = self.approvals.task.take() {
+            // A call in flight is waited for; one cut off stays `executing` and becomes `unknown`.
+            let _ = tokio::time::timeout(grace, task).await;
+        }
+        if let Some(pool) = self.run_env.mcp_pool.take() {
+            pool.shutdown().await;
+        }
+        self.write_status(false);
+        tracing::info!("stopped");
+    }
+
+    /// Takes in the runs that end until `until`, or until another stop signal comes.
+    async fn let_runs_end(
+        &mut self,
+        until: tokio::time::Instant,
+        sigterm: &mut tokio::signal::unix::Signal,
+        sigint: &mut tokio::signal::unix::Signal,
+    ) {
+        while !self.tasks.is_empty() {
+            tokio::select! {
+                Some(done) = self.tasks.next() => self.on_done(done),
+                _ = tokio::time::sleep_until(until) => break,
+                _ = sigterm.recv() => break,
+                _ = sigint.recv() => break,
+            }
+        }
+    }
+}

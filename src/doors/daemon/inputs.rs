@@ -1,0 +1,685 @@
+//! What comes in: the shell reads the vault and turns what it finds into the core's inputs —
+//! inbox scans (which notes are complete, which a run takes; entries tabd cannot read, reported
+//! once; attempt records of notes that are gone), scheduled slots come due (recorded in the ledger
+//! first), suspended runs whose calls the person decided, `expect:` deadlines, the approvals pass.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+use super::core::{self, Input, SlotRun, Work};
+use super::slots::{self, SlotDecision};
+use super::status::InboxView;
+use super::Daemon;
+use crate::base::blocking;
+use crate::base::trigger::Trigger;
+use crate::base::vault::{Entry, OddEntry, VaultPath};
+use crate::records::inbox::{self, Candidate, Note};
+use crate::running::run::suspend;
+use crate::setup::config::notify::EventKind;
+use crate::setup::role::Role;
+
+// Inbox scans: which notes are complete, which a run takes, notes tabd cannot read (reported
+// once), and attempt records of notes that are gone (dropped, so state holds only what exists).
+
+/// What the daemon keeps of a note between scans (valid while `modified` and `size` hold).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NoteMeta {
+    modified: SystemTime,
+    size: u64,
+    draft: bool,
+    priority: inbox::Priority,
+    /// Written by a person: no chain depth (roles' notes always carry `hops` ≥ 1).
+    by_person: bool,
+}
+
+impl Daemon {
+    pub(super) fn scan_inboxes(&mut self, now: Instant) {
+        let all = std::mem::take(&mut self.rescan_all);
+        let names = self.core.due_scans(all, now);
+        let roles = self.run_env.roles.clone();
+        let mut unreadable: Vec<(&Role, Vec<OddEntry>)> = Vec::new();
+        let mut present: Vec<(String, BTreeSet<String>)> = Vec::new();
+        let due: Vec<(String, &Role)> = names
+            .into_iter()
+            .filter_map(|name| roles.roles.get(&name).map(|role| (name, role)))
+            .collect();
+        // Listing is the slow part (a folder read per inbox); at start-up, a thousand of them
+        // use every core.
+        let vault = &self.run_env.vault;
+        let listed = crate::base::blocking::par_map(due, |(name, role)| {
+            let listing = inbox::list(vault, &role.inbox);
+            (name, role, listing)
+        });
+        for (name, role, listing) in listed {
+            let listing = match listing {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!("cannot read the inbox {} of {name}: {e}", role.inbox);
+                    continue;
+                }
+            };
+            let (ready, recheck_at, view) = self.judge(role, &listing.notes, now);
+            self.apply(Input::Scanned {
+                role: name.clone(),
+                ready,
+                by_person: view.by_person > 0,
+                recheck_at,
+            });
+            let view = InboxView {
+                unreadable: listing.unreadable.len(),
+                has_failed: listing.has_failed,
+                ..view
+            };
+            if self.inbox_view.get(&name) != Some(&view) {
+                self.inbox_view.insert(name.clone(), view);
+                self.status_dirty = true;
+            }
+            if all {
+                present.push((
+                    name.clone(),
+                    listing
+                        .notes
+                        .iter()
+                        .map(|e| e.path.as_str().to_string())
+                        .collect(),
+                ));
+            }
+            let names: Vec<String> = listing
+                .unreadable
+                .iter()
+                .map(|o| format!("{} ({})", o.name, o.why))
+                .collect();
+            self.unreadable.insert(name.clone(), names);
+            unreadable.push((role, listing.unreadable));
+        }
+        self.report_unreadable(unreadable);
+        if all {
+            self.forget_gone_notes(present);
+        }
+    }
+
+    /// Whether `role` has complete notes waiting, when to look again if some are settling, and
+    /// the counts for status.
+    fn judge(&mut self, role: &Role, notes: &[Entry], now: Instant) -> (bool, Option<Instant>, InboxView) {
+        let root = self.watching.paths.root.clone();
+        let dir = root.join(role.inbox.as_path());
+        let wall = SystemTime::from(self.run_env.clock.now());
+        let mut view = InboxView::default();
+        let mut recheck: Option<Instant> = None;
+        // A set: the retains below look up every tracked path (a Vec made them quadratic).
+        let mut existing = HashSet::new();
+        for e in notes {
+            let abs = root.join(e.path.as_path());
+            existing.insert(abs.clone());
+            view.notes += 1;
+            let modified = e.modified.unwrap_or(SystemTime::UNIX_EPOCH);
+            match self.core.note_complete(&abs, e.size, modified, now, wall) {
+                Ok(()) => {
+                    let meta = self.note_meta(&abs, e, modified);
+                    if meta.draft {
+                        view.drafts += 1;
+                    } else {
+                        view.ready += 1;
+                        // A retry waits like anything else: only a person's new note is urgent.
+                        let retried = self
+                            .state
+                            .roles
+                            .get(&role.name)
+                            .is_some_and(|r| r.attempts.contains_key(e.path.as_str()));
+                        view.by_person += usize::from(meta.by_person && !retried);
+                    }
+                }
+                Err(not_yet) => {
+                    view.settling += 1;
+                    view.typing |= not_yet.typing;
+                    if let Some(t) = not_yet.until {
+                        recheck = Some(recheck.map_or(t, |r: Instant| r.min(t)));
+                    }
+                }
+            }
+        }
+        view.settle_until = recheck.map(|t| {
+            let wall = self.run_env.clock.now();
+            wall + chrono::Duration::from_std(t.saturating_duration_since(now)).unwrap_or_default()
+        });
+        self.core.notes_left(&dir, &existing);
+        self.notes
+            .retain(|p, _| p.parent() != Some(dir.as_path()) || existing.contains(p));
+        (view.ready > 0, recheck, view)
+    }
+
+    /// A note's draft status and priority, read once and kept while its mtime and size hold.
+    fn note_meta(&mut self, abs: &Path, e: &Entry, modified: SystemTime) -> NoteMeta {
+        if let Some(meta) = self.notes.get(abs) {
+            if meta.modified == modified && meta.size == e.size {
+                return *meta;
+            }
+        }
+        let (draft, priority, by_person) = inbox::read_note(&self.run_env.vault, &e.path)
+            .map(|n| (n.draft, n.priority, n.hops == 0 && !n.hops_unknown))
+            .unwrap_or((false, inbox::Priority::Normal, false));
+        let meta = NoteMeta {
+            modified,
+            size: e.size,
+            draft,
+            priority,
+            by_person,
+        };
+        self.notes.insert(abs.to_path_buf(), meta);
+        meta
+    }
+
+    /// The notes for a run of `role`: complete (§5), not drafts, in `inbox::select` order, at
+    /// most `max_batch`. Only the chosen notes are read in full.
+    pub(super) fn pick_notes(&mut self, role: &Role, now: Instant) -> Vec<Note> {
+        let Ok(listing) = inbox::list(&self.run_env.vault, &role.inbox) else {
+            return Vec::new();
+        };
+        let root = self.watching.paths.root.clone();
+        let wall = SystemTime::from(self.run_env.clock.now());
+        let mut candidates = Vec::new();
+        for e in &listing.notes {
+            let abs: PathBuf = root.join(e.path.as_path());
+            let modified = e.modified.unwrap_or(SystemTime::UNIX_EPOCH);
+            if self
+                .core
+                .note_complete(&abs, e.size, modified, now, wall)
+                .is_err()
+            {
+                continue;
+            }
+            let meta = self.note_meta(&abs, e, modified);
+            if !meta.draft {
+                candidates.push(Candidate {
+                    path: e.path.clone(),
+                    priority: meta.priority,
+                    modified,
+                });
+            }
+        }
+        inbox::select(candidates, self.config().inbox.max_batch)
+            .into_iter()
+            .filter_map(|p| inbox::read_note(&self.run_env.vault, &p).ok())
+            .collect()
+    }
+
+    /// Says once in the daily log (and in status) which inbox entries tabd cannot read; forgets
+    /// the ones that are gone, so a new one under the same name is reported again.
+    fn report_unreadable(&mut self, found: Vec<(&Role, Vec<OddEntry>)>) {
+        let mut new_lines = Vec::new();
+        let mut updates = Vec::new();
+        for (role, odd) in found {
+            let names: BTreeSet<String> = odd.iter().map(|o| o.name.clone()).collect();
+            let reported = self
+                .state
+                .roles
+                .get(&role.name)
+                .map(|r| r.unreadable_reported.clone())
+                .unwrap_or_default();
+            if reported == names {
+                continue;
+            }
+            for o in odd.iter().filter(|o| !reported.contains(&o.name)) {
+                new_lines.push((
+                    role.display_name.clone(),
+                    format!("{}{}", role.inbox, "/"),
+                    o.clone(),
+                ));
+            }
+            updates.push((role.name.clone(), names));
+        }
+        if updates.is_empty() {
+            return;
+        }
+        let now = self.run_env.clock.now();
+        for (who, inbox, o) in new_lines {
+            let line = format!(
+                "tabd does not read {inbox}{} — {}; it stays where it is",
+                o.name, o.why
+            );
+            tracing::warn!("{who}: {line}");
+            self.writes
+                .check("the daily note", self.run_env.log.write_line(now, &who, &line));
+        }
+        self.writes.check(
+            "the state",
+            self.run_env.store.update(move |s| {
+                for (role, names) in updates {
+                    s.role(&role).unreadable_reported = names;
+                }
+            }),
+        );
+        self.status_dirty = true;
+    }
+
+    /// Drops attempt records of notes that no longer exist (deleted by a person, moved away):
+    /// state holds only what exists, and a later note with the same name starts from zero.
+    fn forget_gone_notes(&mut self, present: Vec<(String, BTreeSet<String>)>) {
+        let stale: Vec<(String, Vec<String>)> = present
+            .into_iter()
+            .filter_map(|(role, notes)| {
+                let gone: Vec<String> = self
+                    .state
+                    .roles
+                    .get(&role)?
+                    .attempts
+                    .keys()
+                    .filter(|k| !notes.contains(*k))
+                    .cloned()
+                    .collect();
+                (!gone.is_empty()).then_some((role, gone))
+            })
+            .collect();
+        if stale.is_empty() {
+            return;
+        }
+        self.writes.check(
+            "the state",
+            self.run_env.store.update(move |s| {
+                for (role, gone) in stale {
+                    let r = s.role(&role);
+                    for k in gone {
+                        r.attempts.remove(&k);
+                    }
+                }
+            }),
+        );
+    }
+}
+
+// Scheduled slots: due ones become queued runs (or logged skips), and only after the ledger
+// records them durably (DESIGN §4: one occurrence runs at most once).
+
+/// The trigger for a run of `role` started for `work` (the core took it off the queue).
+pub(super) fn trigger_of(work: Work, role: &Role) -> Trigger {
+    match work {
+        Work::Resume(id) => Trigger::resume(&id),
+        Work::Slot(s) => {
+            let cron = role
+                .schedule
+                .lines
+                .iter()
+                .map(|l| l.cron_exprs().collect::<Vec<_>>().join(" | "))
+                .collect::<Vec<_>>()
+                .join(" | ");
+            Trigger::schedule(s.slot, cron, s.missed, role.skip_unchanged())
+        }
+        Work::Inbox => Trigger::inbox(),
+        Work::Watch(paths) => Trigger::watch(paths),
+    }
+}
+
+impl Daemon {
+    /// Turns due scheduled slots into queued runs (or logged skips), recording them first.
+    pub(super) fn schedule_due(&mut self, wall: DateTime<Utc>) {
+        let set = self.run_env.roles.clone();
+        let roles: Vec<&Role> = set
+            .runnable()
+            .filter(|r| self.role_may_run_here(r) && !r.schedule.is_empty())
+            .collect();
+        let plan = slots::plan(
+            roles.iter().map(|role| {
+                (
+                    role.name.as_str(),
+                    &role.schedule,
+                    self.state.roles.get(&role.name).and_then(|r| r.last_slot),
+                    role.catch_up(),
+                    role.settings
+                        .stale_after
+                        .unwrap_or(std::time::Duration::from_secs(7200)),
+                )
+            }),
+            wall,
+        );
+        let store = self.run_env.store.clone();
+        let fail = self.run_env.faults.hit("ledger-write");
+        let committed = plan.commit(|moves| {
+            if fail {
+                return Err(crate::base::vault::VaultError::Io(
+                    "TABD_FAULTS: ledger-write".into(),
+                ));
+            }
+            let moves = moves.to_vec();
+            let fresh = store.update(move |s| {
+                for (name, slot) in moves {
+                    s.role(&name).last_slot = slot;
+                }
+                s.clone()
+            })?;
+            self.state = fresh;
+            Ok(())
+        });
+        let decisions = match committed {
+            Ok(d) => d,
+            Err(e) => {
+                self.ledger_failed(&e.to_string());
+                return;
+            }
+        };
+        if self.ledger_error.take().is_some() {
+            tracing::info!("scheduled slots can be recorded again");
+            self.status_dirty = true;
+        }
+        for (name, decision) in decisions {
+            if let Some(role) = roles.iter().find(|r| r.name == name) {
+                self.queue_or_log(role, decision, wall);
+            }
+        }
+    }
+
+    /// The ledger could not be written: no slot runs (each would run again and again from the
+    /// old ledger); said once, shown in status, tried again every tick.
+    fn ledger_failed(&mut self, why: &str) {
+        if self.ledger_error.is_none() {
+            let msg = format!(
+                "cannot record scheduled runs in .tabd/state.json ({why}); scheduled runs wait until it can"
+            );
+            tracing::error!("{msg}");
+            self.writes.check(
+                "the daily note",
+                self.run_env
+                    .log
+                    .write_line(self.run_env.clock.now(), "tabd", &msg),
+            );
+            self.status_dirty = true;
+        }
+        self.ledger_error = Some(why.to_string());
+    }
+
+    fn queue_or_log(&mut self, role: &Role, decision: SlotDecision, wall: DateTime<Utc>) {
+        let tz = self.config().timezone;
+        let fmt = |t: DateTime<Utc>| t.with_timezone(&tz).format("%H:%M").to_string();
+        let log = self.run_env.log.clone();
+        let writes = &self.writes;
+        let line =
+            |text: String| writes.check("the daily note", log.write_line(wall, &role.display_name, &text));
+        let mut due = Vec::new();
+        match decision {
+            SlotDecision::Nothing => {}
+            SlotDecision::Run { slot, missed, late } => {
+                if late {
+                    let what = if missed > 1 {
+                        format!("missed {missed} scheduled runs (the last due {})", fmt(slot))
+                    } else {
+                        format!("missed the {} run", fmt(slot))
+                    };
+                    line(format!(
+                        "{what} while tabd was not running or the computer slept; running once now (catch_up: once)"
+                    ));
+                }
+                due.push(SlotRun { slot, missed });
+            }
+            SlotDecision::RunEach { slots, dropped } => {
+                line(format!(
+                    "missed {} scheduled runs; running {} of them now, oldest first (catch_up: all){}",
+                    slots.len() + dropped,
+                    slots.len(),
+                    if dropped > 0 {
+                        format!(", {dropped} older ones skipped")
+                    } else {
+                        String::new()
+                    }
+                ));
+                due.extend(slots.into_iter().map(|slot| SlotRun { slot, missed: 1 }));
+            }
+            SlotDecision::Skip {
+                count,
+                first,
+                last,
+                why,
+            } => {
+                let span = if count > 1 {
+                    format!("{count} scheduled runs ({}–{})", fmt(first), fmt(last))
+                } else {
+                    format!("the {} run", fmt(last))
+                };
+                line(format!("skipped — missed {span}: {why}"));
+                self.status_dirty = true;
+            }
+        }
+        if !due.is_empty() {
+            self.apply(Input::SlotsDue {
+                role: role.name.clone(),
+                slots: due,
+            });
+        }
+    }
+}
+
+// Runs that waited for the person go on (DESIGN §22): once every call a suspended run waits for is
+// decided (and run), its second part is queued for its role — ahead of its other work, never held
+// back by `min_interval`. One whose second part was cut off by a crash does not start again.
+
+impl Daemon {
+    /// Queues the second part of every suspended run whose calls are all decided.
+    pub(super) fn queue_resumes(&mut self) {
+        let state = self.run_env.store.load();
+        for s in suspend::all(&self.run_env.vault) {
+            if s.resuming || suspend::decisions(&state, &s).is_none() {
+                continue;
+            }
+            let now = self.run_env.clock.instant();
+            let input = Input::Resumable {
+                role: s.role.clone(),
+                run_id: s.run_id.clone(),
+            };
+            let effects = self.core.step(input, now);
+            if !effects.is_empty() {
+                tracing::info!(
+                    "{}: the calls run {} waited for are decided; it goes on",
+                    s.role,
+                    s.run_id
+                );
+                self.status_dirty = true;
+            }
+        }
+    }
+
+    /// At start-up: a second part that was starting or running when tabd stopped hard is not
+    /// started again (its calls may have run); the daily note says so.
+    pub(super) fn drop_interrupted_resumes(&mut self) {
+        for s in suspend::waiting(&self.run_env.vault)
+            .into_iter()
+            .filter(|s| s.resuming)
+        {
+            let who = self
+                .roles()
+                .roles
+                .get(&s.role)
+                .map_or_else(|| s.role.clone(), |r| r.display_name.clone());
+            let line = format!(
+                "the second part of run `{}` was cut off when tabd stopped; it does not start twice — see the run's log and `tabd undo {}`",
+                s.run_id, s.run_id
+            );
+            tracing::warn!("{who}: {line}");
+            self.writes.check(
+                "the daily note",
+                self.run_env.log.write_line(self.run_env.clock.now(), &who, &line),
+            );
+            suspend::remove(&self.run_env.vault, &s.run_id);
+        }
+    }
+}
+
+// Outcome checks (DESIGN §22): a role's `expect:` names a file it must have produced by each
+// deadline; one that is not there gets a line in the daily note and a `[notify]` event. A run that
+// reported "ok" is not proof the work happened.
+
+/// At most this many deadlines are checked for one expectation at once (a long sleep).
+const MAX_BACKLOG: usize = 31;
+
+impl Daemon {
+    /// Checks every deadline passed since the last check. The first time a role is seen, checking
+    /// starts now: deadlines from before tabd knew the expectation are not held against it.
+    pub(super) fn check_expectations(&mut self, wall: DateTime<Utc>) {
+        // This runs at every wake: the role set is shared (an `Arc`), never copied here.
+        let set = self.run_env.roles.clone();
+        let roles = set
+            .runnable()
+            .filter(|r| !r.settings.expect.is_empty() && self.role_may_run_here(r));
+        for role in roles {
+            let since = self.state.roles.get(&role.name).and_then(|r| r.expect_checked);
+            // Nothing to write until a deadline has passed since the last check (this runs at
+            // every wake: a state write each time would be a write per event).
+            if since.is_some_and(|s| !self.deadline_passed(role, s, wall)) {
+                continue;
+            }
+            let missed = since.map(|s| self.missed(role, s, wall)).unwrap_or_default();
+            let recorded = self
+                .run_env
+                .store
+                .update(|s| s.role(&role.name).expect_checked = Some(wall));
+            if recorded.is_err() {
+                // Counted and shown; the deadlines are checked again at the next wake.
+                self.writes.check("the state (expect)", recorded);
+                continue;
+            }
+            for (path, due) in missed {
+                self.report_missed(role, &path, due);
+            }
+        }
+    }
+
+    /// Whether any of the role's deadlines falls in `(since, wall]`.
+    fn deadline_passed(&self, role: &Role, since: DateTime<Utc>, wall: DateTime<Utc>) -> bool {
+        role.settings
+            .expect
+            .iter()
+            .filter_map(|e| e.deadlines().next_after(since, role.schedule.tz))
+            .any(|due| due <= wall)
+    }
+
+    /// The expected files missing at deadlines in `(since, wall]`.
+    fn missed(&self, role: &Role, since: DateTime<Utc>, wall: DateTime<Utc>) -> Vec<(String, DateTime<Utc>)> {
+        let tz = role.schedule.tz;
+        let mut out = Vec::new();
+        for e in &role.settings.expect {
+            let line = e.deadlines();
+            let mut t = since;
+            for _ in 0..MAX_BACKLOG {
+                let Some(due) = line.next_after(t, tz).filter(|d| *d <= wall) else {
+                    break;
+                };
+                let path = e.path_on(due.with_timezone(&tz).date_naive(), &role.name);
+                let there = VaultPath::parse(&path, false).is_ok_and(|p| self.run_env.vault.exists(&p));
+                if !there {
+                    out.push((path, due));
+                }
+                t = due;
+            }
+        }
+        out
+    }
+
+    fn report_missed(&self, role: &Role, path: &str, due: DateTime<Utc>) {
+        let at = due.with_timezone(&role.schedule.tz).format("%H:%M");
+        let line = format!(
+            "expected {} by {at}, and it is not there — a run that said ok is not proof the work was done; look at its log",
+            crate::records::runlog::wikilink(path)
+        );
+        tracing::warn!("{}: expected {path} by {at}; it is not there", role.name);
+        self.writes.check(
+            "the daily note",
+            self.run_env
+                .log
+                .write_line(self.run_env.clock.now(), &role.display_name, &line),
+        );
+        self.tell(
+            EventKind::Expect,
+            &role.name,
+            format!("expect:{}:{path}:{due}", role.name),
+            (
+                format!("{}: {path} is missing", role.display_name),
+                format!("It was expected by {at}; no run produced it."),
+            ),
+            Some(
+                self.run_env
+                    .log
+                    .daily_path(self.run_env.clock.now())
+                    .as_str()
+                    .to_string(),
+            ),
+        );
+    }
+
+    /// The next deadline of any expectation, for the loop's wake-up.
+    pub(super) fn next_deadline(&self, wall: DateTime<Utc>, now: Instant) -> Option<Instant> {
+        self.roles()
+            .runnable()
+            .flat_map(|r| r.settings.expect.iter().map(move |e| (r, e)))
+            .filter_map(|(r, e)| e.deadlines().next_after(wall, r.schedule.tz))
+            .min()
+            .map(|t| core::mono_of(t, wall, now))
+    }
+}
+
+// The approvals pass in the daemon (DESIGN §15): one at a time, off the loop (a call may take a
+// while), again at least every minute (expiry; polling mode) and at once on a file event.
+
+/// The approvals pass going on, and when the next is due.
+#[derive(Default)]
+pub(super) struct ApprovalWork {
+    pub(super) task: Option<tokio::task::JoinHandle<crate::doors::approval_pass::Pass>>,
+    /// When to look at `agent/approvals/` again.
+    pub(super) due: Option<Instant>,
+}
+
+/// Approvals are looked at this often even without events (expiry; polling mode).
+const APPROVALS_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Daemon {
+    /// A call that was running when tabd stopped becomes `unknown`; then the first pass.
+    pub(super) fn start_approvals(&mut self) {
+        if let Ok(dir) = crate::base::vault::VaultPath::parse(crate::gate::approvals::FOLDER, false) {
+            if let Err(e) = self.run_env.vault.create_dir_all(&dir) {
+                tracing::warn!("cannot create {dir}/: {e}");
+            }
+        }
+        let recovered = blocking::run(|| crate::doors::approval_pass::recover(&self.run_env));
+        if recovered > 0 {
+            tracing::warn!(
+                "{recovered} approved call(s) were running when tabd stopped: marked unknown in their notes"
+            );
+        }
+        self.refresh_watches();
+        self.approvals.due = Some(self.run_env.clock.instant());
+    }
+
+    /// Starts an approvals pass when one is due and none is running.
+    pub(super) fn maybe_start_approvals(&mut self) {
+        let now = self.run_env.clock.instant();
+        if self.approvals.task.is_some() || self.approvals.due.is_none_or(|d| d > now) {
+            return;
+        }
+        self.approvals.due = None;
+        let env = self.run_env.clone();
+        self.approvals.task = Some(tokio::spawn(async move {
+            crate::doors::approval_pass::pass(&env).await
+        }));
+    }
+
+    pub(super) fn on_approvals_pass(
+        &mut self,
+        pass: Result<crate::doors::approval_pass::Pass, tokio::task::JoinError>,
+    ) {
+        let (wall, now) = self.now();
+        let mut next = now + APPROVALS_EVERY;
+        match pass {
+            Ok(p) => {
+                if let Some(at) = p.next {
+                    next = next.min(core::mono_of(at, wall, now));
+                }
+                if !p.ran.is_empty() || !p.rejected.is_empty() || !p.expired.is_empty() {
+                    self.status_dirty = true;
+                    self.queue_resumes();
+                }
+            }
+            Err(e) => tracing::error!("approvals: the pass failed: {e}"),
+        }
+        self.approvals.due = Some(self.approvals.due.map_or(next, |d| d.min(next)));
+    }
+}

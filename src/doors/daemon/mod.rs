@@ -1,0 +1,530 @@
+//! `tabd run`: the long-running daemon (DESIGN §4–§6, §13).
+//!
+//! The decisions live in `core` — a state machine that owns every role's runtime, the notes'
+//! readiness (`ready`) and the model-call pause, changed only by `Core::step(input, now)` — and
+//! in `slots` (scheduled slots and catch-up) and `events` (what a file event means), all pure.
+//! This module is the shell around them: one task that reads the clocks and the vault, turns
+//! file events, timers, finished runs and signals into the core's inputs, and carries its
+//! effects out (take a run lock and spawn a run, write a log line, set a watch, write status).
+//!
+//! - `inputs` — what comes in: inbox scans, due slots (recorded in the ledger before they run),
+//!   decided resumes, `expect:` deadlines, the approvals pass;
+//! - `effects` — what goes out: runs started and fed back, a day's stop, the pause recorded,
+//!   `[notify]`, pages given back when quiet, the stop;
+//! - `reload` — config and role files, watched folders; `report` + `status` — the status note
+//!   and `tabd status`; `tasks` — run tasks, reaped as they finish.
+
+pub mod core;
+mod effects;
+pub mod events;
+mod inputs;
+mod lock;
+pub mod ready;
+mod reload;
+mod report;
+pub mod slots;
+pub mod status;
+mod tasks;
+mod timers;
+mod watch;
+mod writes;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::base::blocking;
+use crate::base::clock::{Clock, SystemClock};
+use crate::base::environment::Env;
+use crate::base::faults::Faults;
+use crate::base::vault::Vault;
+use crate::capabilities::provider;
+use crate::records::runlog::RunLog;
+use crate::records::state::{State, StateStore};
+use crate::running::run::RunEnv;
+use crate::setup::config::Config;
+use crate::setup::role::{Role, RoleSet};
+
+use self::core::{Core, Input};
+use self::inputs::ApprovalWork;
+use self::timers::{Timers, SAFETY_TICK};
+pub use lock::{acquire as acquire_lock, holder as lock_holder, LockError};
+use ready::FsEvent;
+
+/// Quiet time after a role-file event before reloading (editors write in bursts).
+const RELOAD_DEBOUNCE: Duration = Duration::from_millis(250);
+/// How often the daemon prunes the undo journal (and once at start).
+const JOURNAL_PRUNE_EVERY: Duration = Duration::from_secs(6 * 3600);
+/// Scan interval when no watcher could start.
+const POLL: Duration = Duration::from_secs(2);
+/// Crash leftovers younger than this might be another process's write in flight.
+const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
+
+/// What the command line hands the daemon.
+pub struct Init {
+    pub env: Env,
+    pub cli_config: Option<PathBuf>,
+    pub config: Config,
+    pub root: PathBuf,
+    pub vault: Arc<Vault>,
+    pub roles: RoleSet,
+}
+
+/// The file watcher and what it is pointed at.
+struct Watching {
+    events_rx: mpsc::Receiver<FsEvent>,
+    overflow: Arc<AtomicBool>,
+    watcher: Option<watch::FsWatcher>,
+    polling: bool,
+    paths: events::Paths,
+    /// Per role: content hashes of its `watch` files as last seen.
+    hashes: HashMap<String, HashMap<String, String>>,
+}
+
+pub struct Daemon {
+    env: Env,
+    cli_config: Option<PathBuf>,
+    /// Shared with every run; replaced (not mutated) on reload.
+    run_env: RunEnv,
+    host: String,
+    /// Roles running their last good version while their file has errors.
+    kept_last_good: Vec<String>,
+    /// The config file's error since its last edit: the daemon runs with the previous config.
+    config_error: Option<String>,
+    /// Side writes (log lines, state) that failed: counted and shown, never silent.
+    writes: writes::Writes,
+    /// The failed-write count the status last showed.
+    writes_shown: u64,
+    /// Each broken role's errors as the daily note last stated them.
+    role_errors_logged: BTreeMap<String, Vec<crate::base::diag::Diagnostic>>,
+    /// Where the person is told what needs them (`[notify]`); `None`: no channel set.
+    notifier: Option<crate::capabilities::notify::Notifier>,
+    /// Every role's runtime, the notes' readiness, the pause: changed only through `core.step`.
+    core: Core,
+    notes: HashMap<PathBuf, inputs::NoteMeta>,
+    inbox_view: BTreeMap<String, status::InboxView>,
+    /// Per role: inbox entries the last scan could not read, for status.
+    unreadable: BTreeMap<String, Vec<String>>,
+    tasks: tasks::Tasks,
+    watching: Watching,
+    timers: Timers,
+    /// `state.json` as of this tick: read once per tick, not once per role.
+    state: State,
+    rescan_all: bool,
+    status_dirty: bool,
+    status_generation: u64,
+    /// Why scheduled slots cannot be recorded right now (shown in status until it works again).
+    ledger_error: Option<String>,
+    approvals: ApprovalWork,
+    /// The keep-alive MCP servers' state as last shown in status (a change rewrites it).
+    mcp_shown: Vec<(String, bool, Option<String>)>,
+}
+
+fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(states) {
+        tracing::debug!("sd_notify: {e}");
+    }
+}
+
+/// Resolves when `[notify]`'s channels start or stop failing; never without a notifier.
+async fn notify_changed(notifier: Option<&crate::capabilities::notify::Notifier>) {
+    match notifier {
+        Some(n) => n.problems_changed().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn host_name(config: &Config) -> String {
+    config.daemon.host()
+}
+
+impl Daemon {
+    pub fn new(init: Init) -> anyhow::Result<Self> {
+        let clock: Arc<dyn Clock> = match init.env.get("TABD_TEST_CLOCK_OFFSET_FILE") {
+            Some(f) => Arc::new(crate::base::clock::OffsetClock::new(PathBuf::from(f))),
+            None => Arc::new(SystemClock),
+        };
+        let provider = provider::build(&init.config.provider, &init.env)?;
+        let log = Arc::new(RunLog::new(init.vault.clone(), init.config.timezone));
+        let faults = Faults::from_env(&init.env);
+        let capacity = init
+            .env
+            .get("TABD_TEST_EVENT_CAPACITY")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(watch::CHANNEL_CAPACITY);
+        let (events_tx, events_rx) = mpsc::channel(capacity);
+        let overflow = Arc::new(AtomicBool::new(false));
+        let (watcher, polling) = watch::start(&init.env, &init.root, events_tx, overflow.clone(), POLL);
+        let now = clock.instant();
+        let require_sandbox = init.config.sandbox.require;
+        let config_file = init.config.path.clone();
+        let quiet = effects::quiet(&init.env);
+        Ok(Self {
+            host: host_name(&init.config),
+            core: Core::new(init.config.inbox.settle()),
+            run_env: RunEnv {
+                store: StateStore::new(init.vault.clone()),
+                vault: init.vault.clone(),
+                config: Arc::new(init.config),
+                roles: Arc::new(init.roles),
+                provider,
+                log,
+                clock: clock.clone(),
+                faults,
+                launcher: crate::base::process::Launcher {
+                    env: init.env.clone(),
+                    registry: Some(crate::base::process::Registry::new(init.vault.clone())),
+                    vault: Some(init.vault.clone()),
+                    config_file,
+                    require_sandbox,
+                    sandbox_probe: Default::default(),
+                },
+                mcp_pool: None,
+                probes: Default::default(),
+                progress: Default::default(),
+                stop: Default::default(),
+            },
+            env: init.env,
+            cli_config: init.cli_config,
+            kept_last_good: Vec::new(),
+            config_error: None,
+            writes: Default::default(),
+            writes_shown: 0,
+            role_errors_logged: BTreeMap::new(),
+            notifier: None,
+            notes: HashMap::new(),
+            inbox_view: BTreeMap::new(),
+            unreadable: BTreeMap::new(),
+            tasks: tasks::Tasks::default(),
+            watching: Watching {
+                events_rx,
+                overflow,
+                watcher,
+                polling,
+                paths: events::Paths {
+                    root: init.root,
+                    ..Default::default()
+                },
+                hashes: HashMap::new(),
+            },
+            timers: Timers::new(clock.now(), now, quiet),
+            state: State::default(),
+            rescan_all: true,
+            status_dirty: true,
+            status_generation: 0,
+            ledger_error: None,
+            approvals: ApprovalWork::default(),
+            mcp_shown: Vec::new(),
+        })
+    }
+
+    /// (Re)starts the supervisors of the config's `keep_alive` MCP servers.
+    fn start_mcp_pool(&mut self) {
+        let keep_alive = self.config().mcp.values().any(|s| s.keep_alive);
+        if let Some(old) = self.run_env.mcp_pool.take() {
+            tokio::spawn(async move { old.shutdown().await });
+        }
+        if keep_alive {
+            self.run_env.mcp_pool = Some(crate::capabilities::mcp::pool::Pool::start(
+                &self.config().mcp,
+                &self.run_env.launcher,
+            ));
+        }
+    }
+
+    fn config(&self) -> &Config {
+        &self.run_env.config
+    }
+
+    fn roles(&self) -> &RoleSet {
+        &self.run_env.roles
+    }
+
+    fn now(&self) -> (DateTime<Utc>, Instant) {
+        (self.run_env.clock.now(), self.run_env.clock.instant())
+    }
+
+    fn role_may_run_here(&self, role: &Role) -> bool {
+        role.enabled() && !role.is_abstract && role.settings.runs_on.as_ref().is_none_or(|h| h == &self.host)
+    }
+
+    /// Runs until SIGTERM/SIGINT. Returns the exit code.
+    pub async fn run(mut self) -> anyhow::Result<u8> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut sigterm = signal(SignalKind::terminate())?;
+        let mut sigint = signal(SignalKind::interrupt())?;
+        let mut sighup = signal(SignalKind::hangup())?;
+        self.start_up();
+        self.tick();
+        let runnable = self.roles().runnable().count();
+        let status = format!("{runnable} roles; {}", self.next_fire_text());
+        notify_systemd(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status(&status),
+        ]);
+        tracing::info!(
+            "tabd running on {} with {runnable} roles ({}); {}",
+            self.watching.paths.root.display(),
+            if self.watching.polling {
+                "polling"
+            } else {
+                "watching"
+            },
+            self.next_fire_text()
+        );
+        for line in self.next_fires() {
+            tracing::info!("{line}");
+        }
+        if let Some(wd) = self.timers.watchdog {
+            self.timers.next_watchdog = Some(self.run_env.clock.instant() + wd / 2);
+        }
+        self.sweep_stale_temps();
+        loop {
+            let wake = self.next_wake();
+            let notifier = self.notifier.clone();
+            tokio::select! {
+                () = notify_changed(notifier.as_ref()) => self.status_dirty = true,
+                _ = tokio::time::sleep_until(wake) => {}
+                Some(ev) = self.watching.events_rx.recv() => {
+                    self.on_event(ev);
+                    while let Ok(ev) = self.watching.events_rx.try_recv() {
+                        self.on_event(ev);
+                    }
+                }
+                Some(done) = self.tasks.next(), if !self.tasks.is_empty() => self.on_done(done),
+                pass = async { self.approvals.task.as_mut().expect("guarded").await }, if self.approvals.task.is_some() => {
+                    self.approvals.task = None;
+                    self.on_approvals_pass(pass);
+                }
+                _ = sigterm.recv() => break,
+                _ = sigint.recv() => break,
+                _ = sighup.recv() => {
+                    tracing::info!("SIGHUP: reloading config and roles");
+                    self.reload();
+                }
+            }
+            self.tick();
+        }
+        self.shutdown(&mut sigterm, &mut sigint).await;
+        Ok(0)
+    }
+
+    /// Everything before the first tick: finish interrupted runs, forget deleted roles, clean
+    /// crash leftovers, point the watcher.
+    fn start_up(&mut self) {
+        self.start_notifier();
+        if let Some(warning) = self.config().provider.missing_key(&self.env) {
+            tracing::warn!("{warning}");
+        }
+        let orphans = crate::base::process::reap_orphans(&self.run_env.vault);
+        if !orphans.is_empty() {
+            tracing::warn!(
+                "stopped {} child process group(s) a tabd that was killed left running: {}",
+                orphans.len(),
+                orphans.join(", ")
+            );
+        }
+        self.start_mcp_pool();
+        let recovered = blocking::run(|| crate::running::run::recover(&self.run_env, None));
+        if recovered > 0 {
+            tracing::info!("finished {recovered} run(s) interrupted by the last stop");
+        }
+        self.forget_deleted_roles();
+        self.apply(Input::Roles {
+            names: self.roles().runnable().map(|r| r.name.clone()).collect(),
+            rescheduled: Vec::new(),
+        });
+        self.refresh_watches();
+        self.log_role_errors();
+        self.report_stranded();
+        self.init_watch_hashes();
+        // A pause lasts for one daemon's life; clearing it costs a state write, so only when set.
+        if self.run_env.store.load().global.paused.is_some() {
+            let r = self.run_env.store.update(|s| s.global.paused = None);
+            self.writes.check("the state (paused)", r);
+        }
+        self.start_approvals();
+        self.drop_interrupted_resumes();
+        self.queue_resumes();
+    }
+
+    /// Removes the temp files a crash left behind, walking the whole vault in the background
+    /// once the daemon is ready: nothing waits for it, so it does not delay READY.
+    fn sweep_stale_temps(&self) {
+        let vault = self.run_env.vault.clone();
+        tokio::task::spawn_blocking(move || {
+            let removed = vault.remove_stale_temps(STALE_TEMP_AGE);
+            if !removed.is_empty() {
+                tracing::info!("removed {} temp file(s) a crash left behind", removed.len());
+            }
+        });
+        self.prune_journal();
+    }
+
+    /// Keeps the undo journal within `[journal] keep_days` and `max_mib`: now, then every few
+    /// hours (off the loop: it lists and reads the journal).
+    fn prune_journal(&self) {
+        let vault = self.run_env.vault.clone();
+        let clock = self.run_env.clock.clone();
+        let keep = self.config().journal.clone();
+        tokio::spawn(async move {
+            loop {
+                let (vault, now, keep) = (vault.clone(), clock.now(), keep.clone());
+                let pruned = tokio::task::spawn_blocking(move || {
+                    crate::records::journal::prune(&vault, keep.keep_days, keep.max_mib * 1024 * 1024, now)
+                })
+                .await;
+                if let Some(p) = pruned.ok().filter(|p| p.runs + p.blobs > 0) {
+                    tracing::info!(
+                        "undo journal: dropped {} run(s) and {} stored version(s), {} KiB",
+                        p.runs,
+                        p.blobs,
+                        p.bytes / 1024
+                    );
+                }
+                tokio::time::sleep(JOURNAL_PRUNE_EVERY).await;
+            }
+        });
+    }
+
+    fn next_wake(&self) -> Instant {
+        let (wall, now) = self.now();
+        let mut timers = vec![
+            Some(self.timers.next_safety),
+            self.timers.reload_at,
+            self.timers.role_errors_at,
+            self.next_deadline(wall, now),
+            self.timers.next_watchdog,
+            self.timers.trim_at,
+            self.approvals.due,
+        ];
+        let limits = &self.config().limits;
+        let roles = &self.roles().roles;
+        timers.extend(self.core.wakes(|name| {
+            roles
+                .get(name)
+                .map(|role| crate::records::limits::RoleLimits::resolve(role, limits).min_interval)
+        }));
+        if self.watching.polling {
+            timers.push(Some(now + POLL));
+        }
+        for (name, _) in self.core.roles() {
+            let Some(role) = self.roles().roles.get(name) else {
+                continue;
+            };
+            if self.role_may_run_here(role) {
+                let ledger = self.state.roles.get(name).and_then(|r| r.last_slot);
+                let after = ledger.map_or(wall, |l| l.max(wall));
+                timers.push(
+                    role.schedule
+                        .next_after(after)
+                        .map(|t| core::mono_of(t, wall, now)),
+                );
+            }
+        }
+        core::next_wake(now, timers)
+    }
+
+    fn on_event(&mut self, ev: FsEvent) {
+        let (_, now) = self.now();
+        match events::classify(&ev, &self.watching.paths) {
+            events::EventClass::Rescan => self.rescan_all = true,
+            events::EventClass::Roles | events::EventClass::Config => {
+                self.timers.reload_at = Some(now + RELOAD_DEBOUNCE)
+            }
+            events::EventClass::Folders => {
+                if let (FsEvent::Gone(dir), Some(w)) = (&ev, self.watching.watcher.as_mut()) {
+                    w.lost(dir);
+                }
+                self.rescan_all = true;
+                self.refresh_watches();
+                self.report_stranded();
+            }
+            events::EventClass::Stranded => self.report_stranded(),
+            events::EventClass::Inbox(owners) => self.apply(Input::InboxEvent { event: ev, owners }),
+            events::EventClass::Watched { path, roles } => self.on_watched_change(&path, &roles),
+            events::EventClass::Approvals => {
+                // `tabd fire` may have asked for one: the status shows it now, not after a run.
+                self.approvals.due = Some(now);
+                self.status_dirty = true;
+            }
+            events::EventClass::Other => {}
+        }
+    }
+
+    /// Everything that can happen at "now": clock checks, reloads, scans, due slots, runs.
+    fn tick(&mut self) {
+        let (wall, now) = self.now();
+        // The tick's own file work (state, inbox listings, the status note) is small and bounded:
+        // it runs right here. Long work (runs, tools, hashing big files) is `blocking::run`.
+        self.state = self.run_env.store.load();
+        if let Some(drift) = core::wall_jump(self.timers.last_wall, self.timers.last_mono, wall, now) {
+            tracing::info!(
+                "the wall clock jumped by {}s (suspend or clock change): recomputing schedules, rescanning inboxes",
+                drift.num_seconds()
+            );
+            self.rescan_all = true;
+        }
+        self.timers.last_wall = wall;
+        self.timers.last_mono = now;
+        if self.watching.overflow.swap(false, Ordering::Relaxed) {
+            tracing::warn!("file events overflowed; rescanning every inbox");
+            self.rescan_all = true;
+        }
+        if now >= self.timers.next_safety {
+            self.timers.next_safety = now + SAFETY_TICK;
+            self.rescan_all = true;
+            // A folder replaced without an event we saw is watched again here at the latest.
+            self.refresh_watches();
+            self.timers.trim_at = Some(now + effects::AFTER_RESCAN);
+        }
+        if self.watching.polling {
+            self.rescan_all = true;
+        }
+        if self.timers.reload_at.is_some_and(|t| now >= t) {
+            self.timers.reload_at = None;
+            self.reload();
+        }
+        if self.timers.role_errors_at.is_some_and(|t| now >= t) {
+            self.timers.role_errors_at = None;
+            self.log_role_errors();
+        }
+        self.send_watchdog(now);
+        self.scan_inboxes(now);
+        self.schedule_due(wall);
+        self.check_expectations(wall);
+        self.dispatch();
+        self.maybe_start_approvals();
+        self.notify_approvals();
+        if let Some(pool) = &self.run_env.mcp_pool {
+            let now_shown = pool.status();
+            if now_shown != self.mcp_shown {
+                self.mcp_shown = now_shown;
+                self.status_dirty = true;
+            }
+        }
+        if self.writes.count() != self.writes_shown {
+            self.writes_shown = self.writes.count();
+            self.status_dirty = true;
+        }
+        if self.status_dirty {
+            self.write_status(true);
+        }
+        self.trim_when_quiet(now);
+    }
+
+    fn send_watchdog(&mut self, now: Instant) {
+        if let Some(next) = self.timers.next_watchdog {
+            if now >= next {
+                notify_systemd(&[sd_notify::NotifyState::Watchdog]);
+                self.timers.next_watchdog = self.timers.watchdog.map(|wd| now + wd / 2);
+            }
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! Hot reload of config and role files (a broken edit keeps the last good version), the set of
+//! watched folders, and the `watch` files' hashes.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::core::Input;
+use super::{host_name, notify_systemd, watch, Daemon};
+use crate::base::calls::Change;
+use crate::base::vault::{layout, VaultPath};
+use crate::capabilities::provider;
+use crate::records::context;
+use crate::setup::config::{self, Config};
+use crate::setup::role::{LoadContext, RoleSet};
+
+impl Daemon {
+    /// Creates inboxes, points the watcher at them, `roles/`, the config and `watch` files.
+    pub(super) fn refresh_watches(&mut self) {
+        let root = self.watching.paths.root.clone();
+        let mut dirs: Vec<PathBuf> = vec![root.join(layout::ROLES), root.join(layout::INBOXES)];
+        let mut owners: HashMap<PathBuf, Vec<String>> = HashMap::new();
+        let mut watched: HashMap<String, Vec<String>> = HashMap::new();
+        let roles = self.run_env.roles.clone();
+        // One listing of agent/inbox says which inboxes exist: a thousand roles cost one read of
+        // a folder, not a thousand mkdir and stat calls.
+        let existing: HashSet<VaultPath> = VaultPath::parse(layout::INBOXES, false)
+            .ok()
+            .and_then(|d| self.run_env.vault.list(&d).ok())
+            .map(|l| {
+                l.entries
+                    .into_iter()
+                    .filter(|e| e.is_dir && !e.is_symlink)
+                    .map(|e| e.path)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut known: HashSet<PathBuf> = HashSet::new();
+        // Folders no role reads are watched too: a note dropped into a typo (`deliverry/`) is
+        // reported the moment it lands.
+        let owned: HashSet<&VaultPath> = roles.runnable().map(|r| &r.inbox).collect();
+        for dir in existing.iter().filter(|d| !owned.contains(d)) {
+            let abs = root.join(dir.as_path());
+            known.insert(abs.clone());
+            dirs.push(abs);
+        }
+        for role in roles.runnable() {
+            let dir = root.join(role.inbox.as_path());
+            if existing.contains(&role.inbox) {
+                known.insert(dir.clone());
+            } else if let Err(e) = self.run_env.vault.create_dir_all(&role.inbox) {
+                tracing::warn!("cannot create {}: {e}", role.inbox);
+            }
+            owners.entry(dir.clone()).or_default().push(role.name.clone());
+            dirs.push(dir);
+            for w in &role.settings.watch {
+                watched.entry(w.clone()).or_default().push(role.name.clone());
+                if let Some(parent) = root.join(w).parent() {
+                    dirs.push(parent.to_path_buf());
+                }
+            }
+        }
+        // The config file — or where it would be: one made after start-up is read too. Its
+        // folder, or (not made yet either) the nearest folder above it, at most two levels up.
+        let config_path = self
+            .config()
+            .path
+            .clone()
+            .or_else(|| config::locate(self.cli_config.as_deref(), &self.env).map(|(p, _)| p));
+        if let Some(dir) = config_path
+            .as_deref()
+            .and_then(|p| p.ancestors().skip(1).take(3).find(|d| d.is_dir()))
+        {
+            dirs.push(dir.to_path_buf());
+        }
+        dirs.push(self.watching.paths.approvals());
+        dirs.sort();
+        dirs.dedup();
+        dirs.retain(|d| known.contains(d) || d.is_dir());
+        if let Some(w) = self.watching.watcher.as_mut() {
+            let (errors, rebuilt) = w.set(&dirs);
+            if rebuilt.0 {
+                tracing::info!("a watched folder was replaced; watching it anew and rescanning");
+                self.rescan_all = true;
+            }
+            for (dir, e) in errors {
+                tracing::warn!("{}", watch::explain(&dir, &e));
+                self.watching.polling = true;
+            }
+        }
+        self.watching.paths.config = config_path;
+        self.watching.paths.inbox_owners = owners;
+        self.watching.paths.watched = watched;
+        self.watching.paths.watched_dirs = dirs;
+    }
+
+    fn hash_file(&self, rel: &str) -> Option<String> {
+        let p = VaultPath::parse(rel, false).ok()?;
+        context::load(&self.run_env.vault, &p).ok().map(|l| l.hash)
+    }
+
+    pub(super) fn init_watch_hashes(&mut self) {
+        let watched: Vec<(String, Vec<String>)> = self
+            .roles()
+            .runnable()
+            .map(|r| (r.name.clone(), r.settings.watch.clone()))
+            .collect();
+        let hashes: HashMap<String, HashMap<String, String>> = crate::base::blocking::run(|| {
+            watched
+                .into_iter()
+                .map(|(name, paths)| {
+                    let h = paths
+                        .iter()
+                        .filter_map(|p| self.hash_file(p).map(|h| (p.clone(), h)))
+                        .collect();
+                    (name, h)
+                })
+                .collect()
+        });
+        self.watching.hashes = hashes;
+    }
+
+    /// A watched file changed: each watching role whose last-seen hash differs gets it queued.
+    pub(super) fn on_watched_change(&mut self, path: &str, roles: &[String]) {
+        let hash = crate::base::blocking::run(|| self.hash_file(path));
+        for name in roles {
+            let seen = self.watching.hashes.entry(name.clone()).or_default();
+            if seen.get(path) == hash.as_ref() {
+                continue;
+            }
+            match &hash {
+                Some(h) => seen.insert(path.to_string(), h.clone()),
+                None => seen.remove(path),
+            };
+            self.apply(Input::WatchChanged {
+                role: name.clone(),
+                path: path.to_string(),
+            });
+        }
+    }
+
+    /// Files a run of `role` changed itself are not changes for its `watch` (else a role
+    /// watching a file it writes would fire itself forever); the run's own change list covers
+    /// moves too. Other roles watching them see the change as usual.
+    pub(super) fn absorb_own_changes(&mut self, role: &str, changes: &[Change]) {
+        let watch: Vec<String> = self
+            .roles()
+            .roles
+            .get(role)
+            .map(|r| r.settings.watch.clone())
+            .unwrap_or_default();
+        for w in watch.iter().filter(|w| changes.iter().any(|c| &c.path == *w)) {
+            let h = crate::base::blocking::run(|| self.hash_file(w));
+            self.apply(Input::OwnWrite {
+                role: role.to_string(),
+                path: w.clone(),
+            });
+            let seen = self.watching.hashes.entry(role.to_string()).or_default();
+            match h {
+                Some(h) => seen.insert(w.clone(), h),
+                None => seen.remove(w),
+            };
+        }
+    }
+
+    /// Reloads config and roles: broken edits keep the last good version running.
+    pub(super) fn reload(&mut self) {
+        self.busy_until_quiet(self.run_env.clock.instant());
+        self.reload_config();
+        let fresh = crate::base::blocking::run(|| {
+            RoleSet::load(
+                &self.run_env.vault,
+                &LoadContext::for_config(self.config(), self.env.clone()),
+            )
+        });
+        let old = self.run_env.roles.clone();
+        let mut effective = fresh.clone();
+        self.kept_last_good.clear();
+        for name in fresh.broken.keys() {
+            if let Some(good) = old.roles.get(name) {
+                effective.roles.insert(name.clone(), good.clone());
+                self.kept_last_good.push(name.clone());
+            }
+        }
+        let rescheduled = self.restart_changed_schedules(&old, &effective);
+        let old_broken = old.broken.clone();
+        self.run_env.roles = Arc::new(effective);
+        self.apply(Input::Roles {
+            names: self.roles().runnable().map(|r| r.name.clone()).collect(),
+            rescheduled,
+        });
+        let core = &self.core;
+        self.inbox_view.retain(|name, _| core.role(name).is_some());
+        if old_broken != self.run_env.roles.broken {
+            // Obsidian saves every few seconds while a person types: the daily note gets the
+            // state the file is left in, once they have stopped editing, not one line a save.
+            let quiet = self.config().inbox.settle().1;
+            self.timers.role_errors_at = Some(self.run_env.clock.instant() + quiet);
+        }
+        self.report_stranded();
+        self.forget_deleted_roles();
+        self.refresh_watches();
+        self.init_watch_hashes();
+        self.rescan_all = true;
+        self.status_dirty = true;
+        let status = format!(
+            "{} roles; {}",
+            self.roles().runnable().count(),
+            self.next_fire_text()
+        );
+        notify_systemd(&[sd_notify::NotifyState::Status(&status)]);
+    }
+
+    /// Applies an edited config: everything derived from it (provider, time zone of the logs,
+    /// host name, settle time, limits) takes effect now, and the log says what changed.
+    fn reload_config(&mut self) {
+        let loaded = crate::base::blocking::run(|| config::load(self.cli_config.as_deref(), &self.env));
+        let c = match loaded {
+            Ok(c) => c,
+            Err(e) => {
+                let today = self.today();
+                let first = self
+                    .run_env
+                    .store
+                    .update(|s| s.global.first_notice(today, &format!("config: {e}")))
+                    .unwrap_or(true);
+                if first {
+                    let msg = format!("config has errors; keeping the previous one — {e}");
+                    self.writes.check(
+                        "the daily note",
+                        self.run_env
+                            .log
+                            .write_line(self.run_env.clock.now(), "tabd", &msg),
+                    );
+                }
+                tracing::warn!("config has errors; keeping the previous one: {e}");
+                self.config_error = Some(e.to_string());
+                self.status_dirty = true;
+                return;
+            }
+        };
+        if self.config_error.take().is_some() {
+            self.status_dirty = true;
+        }
+        if c == *self.run_env.config {
+            return;
+        }
+        let changed = changed_parts(&self.run_env.config, &c);
+        tracing::info!("config changed; reloaded ({})", changed.join(", "));
+        if c.provider != self.run_env.config.provider {
+            match provider::build(&c.provider, &self.env) {
+                Ok(p) => self.run_env.provider = p,
+                Err(e) => tracing::warn!("cannot rebuild the provider: {e}"),
+            }
+        }
+        if c.timezone != self.run_env.config.timezone {
+            self.run_env.log.set_tz(c.timezone);
+        }
+        self.host = host_name(&c);
+        // `[sandbox] require` holds from the next child on, like every other setting.
+        self.run_env.launcher.require_sandbox = c.sandbox.require;
+        self.run_env.launcher.config_file = c.path.clone();
+        let settle = c.inbox.settle();
+        let notify_changed = c.notify != self.run_env.config.notify;
+        self.run_env.config = Arc::new(c);
+        if notify_changed {
+            self.start_notifier();
+        }
+        // A config change is worth another try, at once: of a paused provider, of a role whose
+        // required server was down.
+        self.apply(Input::Config { settle });
+        self.rescan_all = true;
+    }
+
+    /// A changed schedule starts from now: no catch-up for slots the old one never had.
+    fn restart_changed_schedules(&mut self, old: &RoleSet, new: &RoleSet) -> Vec<String> {
+        let mut restarted = Vec::new();
+        for (name, role) in &new.roles {
+            let changed = old.roles.get(name).is_none_or(|o| {
+                o.schedule.cron_exprs() != role.schedule.cron_exprs() || o.schedule.tz != role.schedule.tz
+            });
+            if changed {
+                restarted.push(name.clone());
+            }
+        }
+        if restarted.is_empty() {
+            return restarted;
+        }
+        let now = self.run_env.clock.now();
+        let names = restarted.clone();
+        if let Ok(fresh) = self.run_env.store.update(move |s| {
+            for n in names {
+                s.role(&n).last_slot = Some(now);
+            }
+            s.clone()
+        }) {
+            self.state = fresh;
+        }
+        restarted
+    }
+
+    /// Drops the state of roles whose file is gone (a broken file keeps its role's state).
+    pub(super) fn forget_deleted_roles(&mut self) {
+        let existing: BTreeSet<String> = self.roles().all_names().into_iter().collect();
+        let stale = self
+            .run_env
+            .store
+            .load()
+            .roles
+            .keys()
+            .any(|n| !existing.contains(n));
+        if stale {
+            self.writes.check(
+                "the state",
+                self.run_env.store.update(|s| s.retain_roles(&existing)),
+            );
+        }
+    }
+
+    /// Writes each new role-file error once into the daily log.
+    /// Writes into the daily note what changed in the roles' broken states since it last did:
+    /// one line per broken state (its first error, cut short), one when a logged one is fixed.
+    pub(super) fn log_role_errors(&mut self) {
+        let roles = self.run_env.roles.clone();
+        let now = self.run_env.clock.now();
+        for (name, diags) in &roles.broken {
+            if self.role_errors_logged.get(name) == Some(diags) {
+                continue;
+            }
+            let first = diags
+                .first()
+                .map(|d| crate::base::text::one_line(&d.to_string(), 300))
+                .unwrap_or_default();
+            let more = if diags.len() > 1 {
+                format!(" (+{} more; run `tabd validate`)", diags.len() - 1)
+            } else {
+                String::new()
+            };
+            let what = if self.kept_last_good.contains(name) {
+                "role file has errors; still running the last good version"
+            } else {
+                "role file has errors; the role stays off until it is fixed"
+            };
+            // A person knows the role by its title, not its file name.
+            let who = roles.titles.get(name).unwrap_or(name);
+            self.writes.check(
+                "the daily note",
+                self.run_env
+                    .log
+                    .write_line(now, who, &format!("{what} — {first}{more}")),
+            );
+            tracing::warn!("{name}: {what}: {first}{more}");
+            self.role_errors_logged.insert(name.clone(), diags.clone());
+        }
+        let fixed: Vec<String> = self
+            .role_errors_logged
+            .keys()
+            .filter(|n| !roles.broken.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in fixed {
+            self.role_errors_logged.remove(&name);
+            if let Some(role) = roles.roles.get(&name) {
+                self.writes.check(
+                    "the daily note",
+                    self.run_env.log.write_line(
+                        now,
+                        &role.display_name,
+                        "role file fixed; running the new version",
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Which parts of the config differ, for the reload log line.
+fn changed_parts(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if old.timezone != new.timezone {
+        out.push("timezone");
+    }
+    if old.provider != new.provider {
+        out.push("provider");
+    }
+    if old.limits != new.limits {
+        out.push("limits");
+    }
+    if old.notify != new.notify {
+        out.push("notify");
+    }
+    if old.inbox != new.inbox {
+        out.push("inbox");
+    }
+    if old.context != new.context {
+        out.push("context");
+    }
+    if old.daemon != new.daemon {
+        out.push("daemon (host, shutdown grace)");
+    }
+    if old.prices != new.prices {
+        out.push("prices");
+    }
+    if old.mcp != new.mcp {
+        out.push("mcp servers");
+    }
+    if out.is_empty() {
+        out.push("other settings");
+    }
+    out
+}

@@ -1,0 +1,155 @@
+//! What the daemon says about itself: its status files and the next fire for systemd's STATUS=.
+
+use super::{status, Daemon};
+use crate::records::limits::RoleLimits;
+
+impl Daemon {
+    /// Notes in an inbox folder no role reads (a role renamed or deleted): one daily-log line per
+    /// folder per day, and the status note lists them.
+    pub(super) fn report_stranded(&mut self) {
+        let stranded = status::stranded_inboxes(&self.run_env.vault, self.roles());
+        let today = self.today();
+        for folder in stranded {
+            let first = self
+                .run_env
+                .store
+                .update(|s| s.global.first_notice(today, &format!("stranded: {folder}")))
+                .unwrap_or(true);
+            if first {
+                let line = format!("no role reads {folder}");
+                self.writes.check(
+                    "the daily note",
+                    self.run_env
+                        .log
+                        .write_line(self.run_env.clock.now(), "tabd", &line),
+                );
+            }
+        }
+        self.status_dirty = true;
+    }
+
+    pub(super) fn next_fire_text(&self) -> String {
+        let wall = self.run_env.clock.now();
+        let next = self
+            .roles()
+            .runnable()
+            .filter(|r| self.role_may_run_here(r))
+            .filter_map(|r| r.schedule.next_after(wall).map(|t| (t, r.name.clone())))
+            .min();
+        match next {
+            Some((t, name)) => format!(
+                "next fire {name} at {}",
+                t.with_timezone(&self.config().timezone)
+                    .format("%Y-%m-%d %H:%M %Z")
+            ),
+            None => "no scheduled fires".into(),
+        }
+    }
+
+    /// Each role's next fire, one line each, for the start-up log a person reads.
+    /// One line per role for the start-up log; past `NEXT_FIRES_SHOWN` roles, the rest are
+    /// counted (a thousand lines would bury the log; `tabd status` and `tabd schedule` list all).
+    pub(super) fn next_fires(&self) -> Vec<String> {
+        const NEXT_FIRES_SHOWN: usize = 20;
+        let wall = self.run_env.clock.now();
+        let tz = self.config().timezone;
+        let total = self.roles().runnable().count();
+        let mut lines: Vec<String> = self
+            .roles()
+            .runnable()
+            .take(NEXT_FIRES_SHOWN)
+            .map(|r| {
+                let when = if !self.role_may_run_here(r) {
+                    "not on this host or disabled".to_string()
+                } else {
+                    match r.schedule.next_after(wall) {
+                        Some(t) => format!(
+                            "next fire {}",
+                            t.with_timezone(&tz).format("%a %Y-%m-%d %H:%M %Z")
+                        ),
+                        None => "on-demand (inbox notes and `tabd fire`)".to_string(),
+                    }
+                };
+                format!("  {} ({}): {when}", r.name, r.display_name)
+            })
+            .collect();
+        if total > NEXT_FIRES_SHOWN {
+            lines.push(format!(
+                "  … and {} more roles (`tabd schedule` shows each one's next fires)",
+                total - NEXT_FIRES_SHOWN
+            ));
+        }
+        lines
+    }
+
+    pub(super) fn write_status(&mut self, running: bool) {
+        self.status_dirty = false;
+        self.status_generation += 1;
+        let (wall, now) = self.now();
+        let live = status::Live {
+            pid: running.then(std::process::id),
+            paused: self.core.paused().map(str::to_string),
+            watching: Some(if self.watching.polling {
+                "polling for changes (file watching unavailable)".into()
+            } else {
+                "watching for changes".into()
+            }),
+            kept_last_good: self.kept_last_good.clone(),
+            config_error: self.config_error.clone(),
+            notify_problems: self.notifier.as_ref().map(|n| n.problems()).unwrap_or_default(),
+            write_problem: self.writes.problem(),
+            host: self.host.clone(),
+            ledger_error: self.ledger_error.clone(),
+            generation: self.status_generation,
+            unsandboxed: unsandboxed(&self.run_env.launcher),
+            roles: self
+                .core
+                .roles()
+                .map(|(name, r)| {
+                    let mut view = self.inbox_view.get(name).cloned().unwrap_or_default();
+                    view.running = r.running();
+                    view.running_since = r.started().map(|s| s.0);
+                    view.running_trigger = r.started().map(|s| s.1.as_str().to_string());
+                    view.busy_elsewhere = r.busy_elsewhere();
+                    view.queued_slots = r.queued_slots();
+                    view.watch_pending = r.watch_pending();
+                    view.waits = self.roles().roles.get(name).and_then(|role| {
+                        let limits = RoleLimits::resolve(role, &self.config().limits);
+                        r.waiting(&limits, now).map(|(until, why)| status::Wait {
+                            until: wall + chrono::Duration::from_std(until - now).unwrap_or_default(),
+                            why,
+                        })
+                    });
+                    (name.clone(), view)
+                })
+                .collect(),
+            unreadable: self.unreadable.clone(),
+            mcp_servers: self
+                .run_env
+                .mcp_pool
+                .as_ref()
+                .map(|p| {
+                    p.status()
+                        .into_iter()
+                        .map(|(name, up, error)| status::McpServerStatus { name, up, error })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        let report = status::collect(
+            &self.run_env.vault,
+            self.config(),
+            self.roles(),
+            &self.state,
+            &live,
+            wall,
+        );
+        status::write(&self.run_env.vault, &report, self.config().timezone);
+    }
+}
+
+/// Why children start unsandboxed here, if they do (the launcher's probe, made once).
+fn unsandboxed(launcher: &crate::base::process::Launcher) -> Option<String> {
+    let support = launcher.sandbox_probe.support();
+    (!support.enforced()).then(|| support.describe())
+}

@@ -1,0 +1,822 @@
+//! What `tabd status` prints and `agent/status.md` shows: per role state, last run, next fire,
+//! pending notes, tokens and dollars today; errors; the daemon and provider state. The daemon
+//! also writes the same report as `.tabd/status.json`, with what only it knows (running runs,
+//! notes still settling) and a `generation` that grows with every write.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde::{Deserialize, Serialize};
+
+use crate::base::cost::{dollars, round_usd};
+use crate::base::text::thousands;
+use crate::base::vault::{layout, Durability, Vault, VaultPath};
+use crate::gate::approvals::Phase;
+use crate::records::inbox;
+use crate::records::limits::{daily_stop, RoleLimits};
+use crate::records::state::State;
+use crate::setup::config::Config;
+use crate::setup::role::RoleSet;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LastRunView {
+    pub at: DateTime<Utc>,
+    pub outcome: String,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub error: Option<String>,
+}
+
+/// What the daemon saw of one role's inbox and queue at its last scan.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboxView {
+    /// Notes in the inbox (any state).
+    pub notes: usize,
+    /// Complete and waiting for a run.
+    pub ready: usize,
+    /// Of those, written by a person (they never wait for `min_interval`).
+    #[serde(skip)]
+    pub by_person: usize,
+    /// Still being written (settle time not over, or empty).
+    pub settling: usize,
+    /// When the first settling note will be complete if nobody touches it again (`None`: an
+    /// empty note, which waits for its first words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle_until: Option<DateTime<Utc>>,
+    /// A settling note is being typed in the inbox by a person (the longer wait applies).
+    #[serde(default)]
+    pub typing: bool,
+    /// A run of this role is going on: since when, and what started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_since: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_trigger: Option<String>,
+    /// `status: draft`.
+    pub drafts: usize,
+    /// Entries tabd cannot read (symlinks, pipes, non-UTF-8 names).
+    pub unreadable: usize,
+    pub running: bool,
+    /// Another process (`tabd fire`) holds the role's run lock; the daemon waits for it.
+    pub busy_elsewhere: bool,
+    pub queued_slots: usize,
+    pub watch_pending: usize,
+    /// Work is waiting, and until when and why (`min_interval`, a busy run lock, a server down).
+    pub waits: Option<Wait>,
+    /// The last scan saw a `failed/` folder in the inbox (without one there is nothing to count).
+    #[serde(skip)]
+    pub has_failed: bool,
+}
+
+/// Why a role's waiting work has not started, and until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Wait {
+    pub until: DateTime<Utc>,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RoleStatus {
+    pub role: String,
+    pub name: String,
+    /// `enabled`, `disabled`, `error`, `error (running last good version)`, `other host (…)`.
+    pub state: String,
+    pub last_run: Option<LastRunView>,
+    pub next_fire: Option<DateTime<Utc>>,
+    pub pending_notes: usize,
+    pub failed_notes: usize,
+    /// Inbox entries tabd cannot read, each with why.
+    pub unreadable_notes: Vec<String>,
+    pub tokens_today: u64,
+    pub daily_token_budget: u64,
+    pub cost_today_usd: f64,
+    pub daily_cost_budget_usd: Option<f64>,
+    pub runs_today: u32,
+    /// Calls waiting for the person's approval (DESIGN §15): their note paths.
+    pub pending_approvals: Vec<String>,
+    /// Runs of this role waiting for the person's decision to go on (DESIGN §22): id and since.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_runs: Vec<(String, DateTime<Utc>)>,
+    pub errors: Vec<String>,
+    /// Only from the running daemon.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<InboxView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub vault: String,
+    pub daemon_pid: Option<u32>,
+    pub provider: String,
+    pub provider_paused: Option<String>,
+    pub watching: String,
+    pub tokens_today: u64,
+    pub global_daily_token_budget: u64,
+    pub cost_today_usd: f64,
+    pub global_daily_cost_budget_usd: Option<f64>,
+    /// Why scheduled runs cannot be recorded (and so wait), if they cannot.
+    pub ledger_error: Option<String>,
+    /// Keep-alive MCP servers (only from the running daemon).
+    pub mcp_servers: Vec<McpServerStatus>,
+    pub roles: Vec<RoleStatus>,
+    /// Inbox folders no role owns (a role renamed or deleted) that hold notes: they would wait
+    /// forever. One line each: the folder and how many notes.
+    #[serde(default)]
+    pub stranded: Vec<String>,
+    /// Children (MCP servers, agent CLIs) start without a sandbox here: why (DESIGN §20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsandboxed: Option<String>,
+    /// The config file's error: the daemon keeps running with the config it had before (or a
+    /// read-only command shows what it can without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_error: Option<String>,
+    /// `[notify]` channels that fail: the person is not being reached.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify_problems: Vec<String>,
+    /// Writes that failed (a full disk): lines of the daily note or the state may be missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_problem: Option<String>,
+    pub updated_at: DateTime<Utc>,
+    /// Grows by one with every write by the daemon (0 from `tabd status`).
+    pub generation: u64,
+}
+
+/// Extra facts only the running daemon knows.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    pub pid: Option<u32>,
+    pub paused: Option<String>,
+    pub watching: Option<String>,
+    /// Roles running their last good version while their file has errors.
+    pub kept_last_good: Vec<String>,
+    pub host: String,
+    pub ledger_error: Option<String>,
+    pub generation: u64,
+    pub roles: BTreeMap<String, InboxView>,
+    /// Per role, the inbox entries the last scan could not read (name and why).
+    pub unreadable: BTreeMap<String, Vec<String>>,
+    /// The daemon's keep-alive MCP servers.
+    pub mcp_servers: Vec<McpServerStatus>,
+    /// Why the children tabd starts run without a sandbox, if they do (DESIGN §20).
+    pub unsandboxed: Option<String>,
+    /// The config file's error, when the daemon lives with the previous config.
+    pub config_error: Option<String>,
+    /// `[notify]` channels whose last delivery failed, each with why.
+    pub notify_problems: Vec<String>,
+    /// Side writes (log lines, state) that failed since start-up, and the last one.
+    pub write_problem: Option<String>,
+}
+
+/// A keep-alive MCP server as the daemon's supervisor sees it (DESIGN §14).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct McpServerStatus {
+    pub name: String,
+    pub up: bool,
+    /// Why it is down (with its last output), if it is.
+    pub error: Option<String>,
+}
+
+fn count_notes(vault: &Vault, dir: &VaultPath) -> (usize, Vec<String>) {
+    match inbox::list(vault, dir) {
+        Ok(l) => (
+            l.notes.len(),
+            l.unreadable
+                .iter()
+                .map(|o| format!("{} ({})", o.name, o.why))
+                .collect(),
+        ),
+        Err(_) => (0, Vec::new()),
+    }
+}
+
+fn role_state(
+    role: Option<&crate::setup::role::Role>,
+    name: &str,
+    live: &Live,
+    config: &Config,
+    state: &State,
+    today: chrono::NaiveDate,
+) -> String {
+    let Some(r) = role else { return "error".into() };
+    if live.kept_last_good.iter().any(|n| n == name) {
+        return "error (running last good version)".into();
+    }
+    if !r.enabled() {
+        return "disabled".into();
+    }
+    if let Some(h) = r
+        .settings
+        .runs_on
+        .as_ref()
+        .filter(|h| !live.host.is_empty() && **h != live.host)
+    {
+        return format!("other host ({h})");
+    }
+    let limits = RoleLimits::resolve(r, &config.limits);
+    let mine = state.roles.get(name).map(|s| s.today(today)).unwrap_or_default();
+    match daily_stop(&limits, &config.limits, mine, state.global.today(today)) {
+        Some(stop) => format!("stopped: {} (until midnight)", stop.cause()),
+        None => "enabled".into(),
+    }
+}
+
+pub fn collect(
+    vault: &Vault,
+    config: &Config,
+    roles: &RoleSet,
+    state: &State,
+    live: &Live,
+    now: DateTime<Utc>,
+) -> StatusReport {
+    let today = now.with_timezone(&config.timezone).date_naive();
+    let waiting = crate::running::run::suspend::waiting(vault);
+    let out = roles
+        .all_names()
+        .into_iter()
+        .filter(|name| !name.starts_with('_'))
+        .map(|name| {
+            role_status(
+                &Sources {
+                    vault,
+                    config,
+                    roles,
+                    state,
+                    live,
+                    waiting: &waiting,
+                },
+                now,
+                &name,
+            )
+        })
+        .collect();
+    let all = state.global.today(today);
+    StatusReport {
+        vault: vault.root().display().to_string(),
+        daemon_pid: live.pid,
+        provider: format!(
+            "{} {} at {}",
+            config.provider.kind.as_str(),
+            config.provider.model,
+            crate::base::text::display_url(&config.provider.base_url)
+        ),
+        provider_paused: live.paused.clone(),
+        watching: live.watching.clone().unwrap_or_else(|| "not running".into()),
+        tokens_today: all.tokens,
+        global_daily_token_budget: config.limits.global_daily_token_budget,
+        cost_today_usd: round_usd(all.cost_usd),
+        global_daily_cost_budget_usd: config.limits.global_daily_cost_budget_usd,
+        ledger_error: live.ledger_error.clone(),
+        mcp_servers: live.mcp_servers.clone(),
+        roles: out,
+        stranded: stranded_inboxes(vault, roles),
+        unsandboxed: live.unsandboxed.clone().filter(|_| starts_children(config)),
+        config_error: live.config_error.clone(),
+        notify_problems: live.notify_problems.clone(),
+        write_problem: live.write_problem.clone(),
+        updated_at: now,
+        generation: live.generation,
+    }
+}
+
+/// Whether tabd starts children with this config (stdio MCP servers or an agent CLI).
+fn starts_children(config: &Config) -> bool {
+    config.provider.kind == crate::setup::config::ProviderKind::Command
+        || config
+            .mcp
+            .values()
+            .any(|m| matches!(m.transport, crate::setup::config::mcp::Transport::Stdio { .. }))
+}
+
+/// Notes in `agent/inbox/` that no role reads, each with what to do: in a folder no role owns
+/// (`agent/inbox/deliverry/ (1 note) — did you mean agent/inbox/delivery/?`), or directly in
+/// `agent/inbox/` itself.
+pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
+    let Ok(base) = VaultPath::parse(layout::INBOXES, false) else {
+        return Vec::new();
+    };
+    let Ok(listing) = vault.list(&base) else {
+        return Vec::new();
+    };
+    let owned: std::collections::HashSet<&VaultPath> = roles.roles.values().map(|r| &r.inbox).collect();
+    let known: std::collections::HashSet<String> = roles.all_names().into_iter().collect();
+    let inboxes: Vec<&str> = roles.runnable().map(|r| r.inbox.as_str()).collect();
+    let mut out: Vec<String> = listing
+        .entries
+        .iter()
+        .filter(|e| e.is_dir && !e.is_symlink)
+        .filter(|e| !owned.contains(&e.path) && !known.contains(e.path.file_name()))
+        .filter_map(|e| {
+            let n = count_notes(vault, &e.path).0;
+            let names = inboxes
+                .iter()
+                .filter_map(|i| i.strip_prefix(layout::INBOXES)?.strip_prefix('/'));
+            let advice = match crate::base::text::did_you_mean(e.path.file_name(), names) {
+                Some(inbox) => format!("did you mean agent/inbox/{inbox}/? Move the notes there"),
+                None => "a role renamed or deleted? Move the notes to a role's inbox".to_string(),
+            };
+            (n > 0).then(|| {
+                format!(
+                    "{}/ ({n} note{}) — {advice}",
+                    e.path,
+                    if n == 1 { "" } else { "s" }
+                )
+            })
+        })
+        .collect();
+    let example = inboxes
+        .first()
+        .map_or_else(|| format!("{}/ROLE", layout::INBOXES), |i| i.to_string());
+    out.extend(
+        listing
+            .entries
+            .iter()
+            .filter(|e| !e.is_dir && inbox::is_trigger_name(e.path.file_name()))
+            .map(|e| format!("{} — a note directly in agent/inbox/ is in no role's inbox: move it into one, like {example}/", e.path)),
+    );
+    out
+}
+
+/// What a status report is made from.
+struct Sources<'a> {
+    vault: &'a Vault,
+    config: &'a Config,
+    roles: &'a RoleSet,
+    state: &'a State,
+    live: &'a Live,
+    /// Runs waiting for the person's decision (DESIGN §22).
+    waiting: &'a [crate::running::run::suspend::Waiting],
+}
+
+fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus {
+    let config = src.config;
+    let today = now.with_timezone(&config.timezone).date_naive();
+    let rs = src.state.roles.get(name).cloned().unwrap_or_default();
+    let used = rs.today(today);
+    let role = src.roles.roles.get(name);
+    let inbox_dir = role
+        .map(|r| r.inbox.clone())
+        .or_else(|| VaultPath::parse(&layout::default_inbox(name), false).ok())
+        .unwrap_or_else(VaultPath::root);
+    // The running daemon knows its inboxes from its last scan; only `tabd status` lists them.
+    let (pending, unreadable) = match src.live.roles.get(name) {
+        Some(view) => (
+            view.notes,
+            src.live.unreadable.get(name).cloned().unwrap_or_default(),
+        ),
+        None => count_notes(src.vault, &inbox_dir),
+    };
+    let no_failed_folder = src.live.roles.get(name).is_some_and(|v| !v.has_failed);
+    let failed = match inbox_dir.join(layout::FAILED) {
+        Ok(d) if !no_failed_folder => count_notes(src.vault, &d).0,
+        _ => 0,
+    };
+    let limits = role.map(|r| RoleLimits::resolve(r, &config.limits));
+    RoleStatus {
+        role: name.to_string(),
+        name: role.map_or_else(
+            || {
+                src.roles
+                    .titles
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| name.to_string())
+            },
+            |r| r.display_name.clone(),
+        ),
+        state: role_state(role, name, src.live, config, src.state, today),
+        last_run: rs.last_run.as_ref().map(|l| LastRunView {
+            at: l.started_at,
+            outcome: l.outcome.clone(),
+            tokens: l.tokens,
+            cost_usd: round_usd(l.cost_usd),
+            error: l.error.clone(),
+        }),
+        next_fire: role
+            .filter(|r| r.enabled())
+            .and_then(|r| r.schedule.next_after(rs.last_slot.map_or(now, |l| l.max(now)))),
+        pending_notes: pending,
+        failed_notes: failed,
+        unreadable_notes: unreadable,
+        tokens_today: used.tokens,
+        daily_token_budget: limits
+            .as_ref()
+            .map_or(config.limits.daily_token_budget, |l| l.daily_token_budget),
+        cost_today_usd: round_usd(used.cost_usd),
+        daily_cost_budget_usd: limits.as_ref().and_then(|l| l.daily_cost_budget_usd),
+        runs_today: used.runs,
+        pending_approvals: src
+            .state
+            .approvals
+            .values()
+            .filter(|a| a.role == name && a.phase == Phase::Pending && a.expires > now)
+            .map(|a| a.note.clone())
+            .collect(),
+        waiting_runs: src
+            .waiting
+            .iter()
+            .filter(|s| s.role == name && !s.resuming)
+            .map(|s| (s.run_id.clone(), s.suspended_at))
+            .collect(),
+        errors: src
+            .roles
+            .broken
+            .get(name)
+            .map(|d| d.iter().map(ToString::to_string).collect())
+            .unwrap_or_default(),
+        live: src.live.roles.get(name).cloned(),
+    }
+}
+
+/// Writes `agent/status.md` and `.tabd/status.json` (both atomically, through the vault).
+pub fn write(vault: &Vault, report: &StatusReport, tz: Tz) {
+    let note = render_note(report, tz);
+    if let Ok(p) = VaultPath::parse(layout::STATUS_NOTE, false) {
+        if let Err(e) = vault.write_atomic_with(&p, note.as_bytes(), Durability::None) {
+            tracing::warn!("cannot write agent/status.md: {e}");
+        }
+    }
+    if let (Ok(p), Ok(json)) = (
+        VaultPath::parse(layout::STATUS_JSON, false),
+        serde_json::to_vec_pretty(report),
+    ) {
+        if let Err(e) = vault.write_atomic_with(&p, &json, Durability::None) {
+            tracing::warn!("cannot write .tabd/status.json: {e}");
+        }
+    }
+}
+
+fn when(t: DateTime<Utc>, tz: Tz, now: DateTime<Utc>) -> String {
+    let local = t.with_timezone(&tz);
+    if local.date_naive() == now.with_timezone(&tz).date_naive() {
+        local.format("%H:%M").to_string()
+    } else {
+        local.format("%a %m-%d %H:%M").to_string()
+    }
+}
+
+fn spend(tokens: u64, budget: u64, cost: f64, cost_budget: Option<f64>) -> String {
+    let mut s = format!("{} / {}", thousands(tokens), thousands(budget));
+    match cost_budget {
+        Some(b) => s.push_str(&format!(" · {} / {}", dollars(cost), dollars(b))),
+        None if cost > 0.0 => s.push_str(&format!(" · {}", dollars(cost))),
+        None => {}
+    }
+    s
+}
+
+/// The Markdown of `agent/status.md`.
+pub fn render_note(r: &StatusReport, tz: Tz) -> String {
+    let mut s = String::from("# tabd status\n\n");
+    s.push_str(&format!(
+        "Updated {} · {}\n\n",
+        r.updated_at.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z"),
+        r.daemon_pid.as_ref().map_or_else(
+            || "the daemon was not running (`tabd status` says whether it runs now)".to_string(),
+            |p| format!("written by the running daemon (pid {p}), {}", r.watching)
+        ),
+    ));
+    s.push_str(&note_warnings(r));
+    s.push_str("| role | state | last run | next fire | pending notes | tokens today / budget |\n|---|---|---|---|---|---|\n");
+    for role in &r.roles {
+        s.push_str(&note_row(role, r.updated_at, tz));
+    }
+    s.push_str(&format!(
+        "\nAll roles today: {}.\n",
+        spend(
+            r.tokens_today,
+            r.global_daily_token_budget,
+            r.cost_today_usd,
+            r.global_daily_cost_budget_usd
+        )
+    ));
+    s.push_str(&note_lists(r));
+    s
+}
+
+/// Callouts for what stops work: paused model calls, servers down, a ledger that cannot be written.
+fn note_warnings(r: &StatusReport) -> String {
+    let mut s = String::new();
+    if let Some(e) = &r.config_error {
+        let living = if r.daemon_pid.is_some() {
+            "tabd keeps running with the config it had before; fix the file and it is read again"
+        } else {
+            "fix it before tabd starts again (`tabd validate`)"
+        };
+        s.push_str(&format!(
+            "> [!error] The config file has an error\n> {}\n> {living}\n\n",
+            crate::base::text::one_line(e, 500)
+        ));
+    }
+    if let Some(why) = &r.unsandboxed {
+        s.push_str(&format!(
+            "> [!warning] MCP servers and agent CLIs run without a sandbox\n> {why} (docs/mcp.md#sandbox)\n\n"
+        ));
+    }
+    if let Some(p) = &r.provider_paused {
+        s.push_str(&format!("> [!warning] Model calls are paused\n> {p}\n\n"));
+    }
+    for p in &r.notify_problems {
+        s.push_str(&format!(
+            "> [!warning] tabd cannot reach you\n> [notify] {}\n\n",
+            crate::base::text::one_line(p, 300)
+        ));
+    }
+    if let Some(p) = &r.write_problem {
+        s.push_str(&format!(
+            "> [!warning] tabd cannot write everything\n> {}\n\n",
+            crate::base::text::one_line(p, 400)
+        ));
+    }
+    for m in r.mcp_servers.iter().filter(|m| !m.up) {
+        if let Some(e) = &m.error {
+            s.push_str(&format!(
+                "> [!warning] MCP server `{}` is down\n> {}\n\n",
+                m.name,
+                crate::base::text::one_line(e, 300)
+            ));
+        }
+    }
+    if let Some(e) = &r.ledger_error {
+        s.push_str(&format!(
+            "> [!warning] Scheduled runs cannot be recorded\n> {e}; they wait until .tabd/state.json can be written\n\n"
+        ));
+    }
+    s
+}
+
+/// The role's state, with a run going on: `enabled · running since 14:02:11 (inbox)`.
+fn state_line(role: &RoleStatus, tz: Tz) -> String {
+    match role.live.as_ref().and_then(|l| l.running_since.map(|t| (t, l))) {
+        Some((since, l)) => format!(
+            "{} · running since {} ({})",
+            role.state,
+            since.with_timezone(&tz).format("%H:%M:%S"),
+            l.running_trigger.as_deref().unwrap_or("run")
+        ),
+        None => role.state.clone(),
+    }
+}
+
+/// Notes still being written: `1 note settling — waits 42 s more for you to finish typing`.
+fn settling_line(view: &InboxView, now: DateTime<Utc>, tz: Tz) -> Option<String> {
+    if view.settling == 0 {
+        return None;
+    }
+    let count = format!(
+        "{} note{} settling",
+        view.settling,
+        if view.settling == 1 { "" } else { "s" }
+    );
+    let wait = match view.settle_until {
+        None => "empty, waits for its first words".to_string(),
+        Some(t) => {
+            let left = (t - now).num_seconds().max(0);
+            let until = t.with_timezone(&tz).format("%H:%M:%S");
+            if view.typing {
+                format!(
+                    "waits {left} s more (until {until}) for you to finish typing; `status: draft` holds it longer"
+                )
+            } else {
+                format!("waits {left} s more (until {until}) to be sure it is complete")
+            }
+        }
+    };
+    Some(format!("{count} — {wait}"))
+}
+
+/// One role's row of the table.
+fn note_row(role: &RoleStatus, now: DateTime<Utc>, tz: Tz) -> String {
+    let last = role.last_run.as_ref().map_or_else(
+        || "—".to_string(),
+        |l| format!("{} {}", when(l.at, tz, now), l.outcome),
+    );
+    let next = role
+        .next_fire
+        .map_or_else(|| "—".to_string(), |t| when(t, tz, now));
+    let mut pending = role.pending_notes.to_string();
+    if role.failed_notes > 0 {
+        pending.push_str(&format!(" ({} failed)", role.failed_notes));
+    }
+    if !role.unreadable_notes.is_empty() {
+        pending.push_str(&format!(" ({} unreadable)", role.unreadable_notes.len()));
+    }
+    if let Some(w) = role.live.as_ref().and_then(|l| l.waits.as_ref()) {
+        pending.push_str(&format!("; waits until {}: {}", when(w.until, tz, now), w.why));
+    }
+    if let Some(s) = role.live.as_ref().and_then(|l| settling_line(l, now, tz)) {
+        pending.push_str(&format!("; {s}"));
+    }
+    if !role.waiting_runs.is_empty() {
+        pending.push_str(&format!(
+            "; {} run{} waiting for your decision",
+            role.waiting_runs.len(),
+            if role.waiting_runs.len() == 1 { "" } else { "s" }
+        ));
+    }
+    if !role.pending_approvals.is_empty() {
+        let links: Vec<String> = role
+            .pending_approvals
+            .iter()
+            .map(|n| crate::records::runlog::wikilink(n))
+            .collect();
+        pending.push_str(&format!(
+            "; {} awaiting approval: {}",
+            links.len(),
+            links.join(", ")
+        ));
+    }
+    format!(
+        "| {} | {} | {last} | {next} | {pending} | {} |\n",
+        if role.name == role.role {
+            role.role.clone()
+        } else {
+            format!("{} ({})", role.name, role.role)
+        },
+        state_line(role, tz),
+        spend(
+            role.tokens_today,
+            role.daily_token_budget,
+            role.cost_today_usd,
+            role.daily_cost_budget_usd
+        )
+    )
+}
+
+/// Notes tabd cannot read, inboxes no role reads, and role-file errors.
+fn note_lists(r: &StatusReport) -> String {
+    let mut s = String::new();
+    if !r.stranded.is_empty() {
+        s.push_str("\n## Notes no role will read\nThese notes are in no role's inbox. Move each into one (or rename its folder):\n");
+        for f in &r.stranded {
+            s.push_str(&format!("- {f}\n"));
+        }
+    }
+    let unreadable: Vec<String> = r
+        .roles
+        .iter()
+        .flat_map(|x| x.unreadable_notes.iter().map(move |n| format!("{}: {n}", x.role)))
+        .collect();
+    if !unreadable.is_empty() {
+        s.push_str(&format!("\n## Notes tabd does not read ({})\n", unreadable.len()));
+        for n in unreadable {
+            s.push_str(&format!("- {n}\n"));
+        }
+    }
+    let errors: Vec<&String> = r.roles.iter().flat_map(|x| x.errors.iter()).collect();
+    if !errors.is_empty() {
+        s.push_str("\n## Role file errors\n");
+        for e in errors {
+            s.push_str(&format!("- {e}\n"));
+        }
+    }
+    s
+}
+
+/// The text of `tabd status`.
+pub fn render_text(r: &StatusReport, tz: Tz) -> String {
+    let mut s = format!("vault: {}\n", r.vault);
+    s.push_str(&format!(
+        "daemon: {}\n",
+        r.daemon_pid.as_ref().map_or_else(
+            || "not running".to_string(),
+            |p| format!("running (pid {p}), {}", r.watching)
+        )
+    ));
+    for f in &r.stranded {
+        s.push_str(&format!("no role reads {f}\n"));
+    }
+    if let Some(why) = &r.unsandboxed {
+        s.push_str(&format!("children: NOT sandboxed — {why}\n"));
+    }
+    if let Some(e) = &r.config_error {
+        s.push_str(&format!(
+            "CONFIG ERROR: {}\n",
+            crate::base::text::one_line(e, 500)
+        ));
+    }
+    for p in &r.notify_problems {
+        s.push_str(&format!(
+            "NOTIFY FAILING: {}\n",
+            crate::base::text::one_line(p, 300)
+        ));
+    }
+    if let Some(p) = &r.write_problem {
+        s.push_str(&format!(
+            "WRITES FAILING: {}\n",
+            crate::base::text::one_line(p, 400)
+        ));
+    }
+    s.push_str(&format!("provider: {}\n", r.provider));
+    if let Some(p) = &r.provider_paused {
+        s.push_str(&format!("PAUSED: {p}\n"));
+    }
+    if let Some(e) = &r.ledger_error {
+        s.push_str(&format!("SCHEDULED RUNS WAIT: cannot record them ({e})\n"));
+    }
+    for m in &r.mcp_servers {
+        match &m.error {
+            None if m.up => s.push_str(&format!("mcp server {}: up\n", m.name)),
+            None => s.push_str(&format!("mcp server {}: starting\n", m.name)),
+            Some(e) => s.push_str(&format!(
+                "mcp server {}: DOWN: {}\n",
+                m.name,
+                crate::base::text::one_line(e, 300)
+            )),
+        }
+    }
+    s.push_str(&format!(
+        "tokens today: {}\n\n",
+        spend(
+            r.tokens_today,
+            r.global_daily_token_budget,
+            r.cost_today_usd,
+            r.global_daily_cost_budget_usd
+        )
+    ));
+    let now = Utc::now().max(r.updated_at);
+    for role in &r.roles {
+        s.push_str(&role_text(role, tz, now));
+    }
+    s
+}
+
+/// One role in `tabd status`.
+fn role_text(role: &RoleStatus, tz: Tz, now: DateTime<Utc>) -> String {
+    let mut s = format!("{} ({}) — {}\n", role.role, role.name, state_line(role, tz));
+    if let Some(line) = role.live.as_ref().and_then(|l| settling_line(l, now, tz)) {
+        s.push_str(&format!("  inbox:     {line}\n"));
+    }
+    if let Some(w) = role.live.as_ref().and_then(|l| l.waits.as_ref()) {
+        s.push_str(&format!(
+            "  waits:     until {}: {}\n",
+            w.until.with_timezone(&tz).format("%H:%M:%S"),
+            w.why
+        ));
+    }
+    match &role.last_run {
+        Some(l) => s.push_str(&format!(
+            "  last run:  {} {} · {} tokens{}{}\n",
+            crate::base::text::shown(l.at, tz),
+            l.outcome,
+            thousands(l.tokens),
+            if l.cost_usd > 0.0 {
+                format!(" · {}", dollars(l.cost_usd))
+            } else {
+                String::new()
+            },
+            l.error.as_ref().map(|e| format!(" · {e}")).unwrap_or_default()
+        )),
+        None => s.push_str("  last run:  never\n"),
+    }
+    s.push_str(&format!(
+        "  next fire: {}\n",
+        role.next_fire.map_or_else(
+            || "— (inbox and `tabd fire` only)".to_string(),
+            |t| t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string()
+        )
+    ));
+    s.push_str(&format!(
+        "  pending:   {} note(s){}\n",
+        role.pending_notes,
+        if role.failed_notes > 0 {
+            format!(", {} in failed/", role.failed_notes)
+        } else {
+            String::new()
+        }
+    ));
+    for (run, since) in &role.waiting_runs {
+        s.push_str(&format!(
+            "  waiting:   run {run} waits for your decision since {}; it goes on once you decide\n",
+            crate::base::text::shown(*since, tz)
+        ));
+    }
+    if !role.pending_approvals.is_empty() {
+        s.push_str(&format!(
+            "  approvals: {} waiting for you ({}); `tabd approvals` lists them\n",
+            role.pending_approvals.len(),
+            role.pending_approvals.join(", ")
+        ));
+    }
+    match role.unreadable_notes.len() {
+        0 => {}
+        n => s.push_str(&format!(
+            "  not read:  {n} entr{} tabd does not read: {}\n",
+            if n == 1 { "y" } else { "ies" },
+            role.unreadable_notes.join("; ")
+        )),
+    }
+    s.push_str(&format!(
+        "  today:     {} run(s), {}\n",
+        role.runs_today,
+        spend(
+            role.tokens_today,
+            role.daily_token_budget,
+            role.cost_today_usd,
+            role.daily_cost_budget_usd
+        )
+    ));
+    for e in &role.errors {
+        s.push_str(&format!("  error: {e}\n"));
+    }
+    s
+}

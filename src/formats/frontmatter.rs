@@ -1,0 +1,390 @@
+//! YAML frontmatter of role files and notes, with true file line numbers.
+//!
+//! The block is delimited by pulldown-cmark's YAML-style metadata blocks (the same parser that
+//! reads the body, so body offsets agree) and parsed by saphyr, whose nodes carry source
+//! markers. gray_matter, named in the original design, strips CRLF and leading blank lines and
+//! reports type errors without a line, so it cannot give the lines this module promises
+//! (see docs/design-notes.md).
+
+use pulldown_cmark::{Event, MetadataBlockKind, Options, Parser, Tag};
+use saphyr::{LoadableYamlNode, MarkedYamlOwned, ScalarOwned, YamlDataOwned};
+use serde_json::Value;
+
+use crate::base::text::LineIndex;
+
+/// A problem with a file's frontmatter, at a 1-based file line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct FrontmatterError {
+    pub line: usize,
+    pub message: String,
+}
+
+/// One top-level `key: value` of a frontmatter block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    pub key: String,
+    /// 1-based file line of the key.
+    pub line: usize,
+    pub value: Value,
+}
+
+/// A parsed frontmatter block.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Frontmatter {
+    pub entries: Vec<Field>,
+}
+
+impl Frontmatter {
+    pub fn get(&self, key: &str) -> Option<&Field> {
+        self.entries.iter().find(|e| e.key == key)
+    }
+
+    /// The string value of `key`, if it is a string.
+    pub fn get_str(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(|e| e.value.as_str())
+    }
+
+    /// The whole block as a JSON object (for run records and prompts).
+    pub fn to_json(&self) -> Value {
+        Value::Object(
+            self.entries
+                .iter()
+                .map(|e| (e.key.clone(), e.value.clone()))
+                .collect(),
+        )
+    }
+}
+
+/// A file split into its frontmatter and body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Split {
+    pub frontmatter: Option<Frontmatter>,
+    /// Byte offset in the original text where the body starts.
+    pub body_offset: usize,
+}
+
+/// Splits `text` into frontmatter and body and parses the frontmatter.
+pub fn split(text: &str) -> Result<Split, FrontmatterError> {
+    let bom = if text.starts_with('\u{feff}') { 3 } else { 0 };
+    let src = &text[bom..];
+    let Some(first_line) = src.lines().next() else {
+        return Ok(Split {
+            frontmatter: None,
+            body_offset: bom,
+        });
+    };
+    if first_line.trim_end() != "---" {
+        return Ok(Split {
+            frontmatter: None,
+            body_offset: bom,
+        });
+    }
+    let lines = LineIndex::new(text);
+    let (yaml_range, body_offset) = match metadata_block(src) {
+        Some(block) => {
+            let yaml = yaml_range_in_block(src, block.clone());
+            // The block ends at its closing delimiter; the body starts after that line's break.
+            let rest = &src[block.end..];
+            let eol = rest.find('\n').map_or(rest.len(), |i| i + 1);
+            (yaml, block.end + eol)
+        }
+        None => manual_block(src).ok_or_else(|| FrontmatterError {
+            line: 1,
+            message: "the frontmatter opened with `---` on line 1 is never closed: add a line \
+                      `---` after the last setting, or remove line 1"
+                .into(),
+        })?,
+    };
+    let yaml = &src[yaml_range.clone()];
+    let first_yaml_line = lines.line_of(bom + yaml_range.start);
+    let frontmatter = parse_yaml(yaml, first_yaml_line)?;
+    Ok(Split {
+        frontmatter: Some(frontmatter),
+        body_offset: bom + body_offset,
+    })
+}
+
+/// The byte range of a YAML metadata block at the very start of `src`, as pulldown-cmark sees it.
+fn metadata_block(src: &str) -> Option<std::ops::Range<usize>> {
+    let mut events = Parser::new_ext(src, Options::ENABLE_YAML_STYLE_METADATA_BLOCKS).into_offset_iter();
+    match events.next()? {
+        (Event::Start(Tag::MetadataBlock(MetadataBlockKind::YamlStyle)), range) if range.start == 0 => {
+            Some(range)
+        }
+        _ => None,
+    }
+}
+
+/// Within a metadata block, the range between the opening line and the closing delimiter.
+fn yaml_range_in_block(src: &str, block: std::ops::Range<usize>) -> std::ops::Range<usize> {
+    let text = &src[block.clone()];
+    let open_end = text.find('\n').map_or(text.len(), |i| i + 1);
+    let mut close_start = text.len();
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_end();
+        if offset >= open_end && (t == "---" || t == "...") {
+            close_start = offset;
+        }
+        offset += line.len();
+    }
+    block.start + open_end..block.start + close_start.max(open_end)
+}
+
+/// Blocks pulldown-cmark declines (empty, or starting with a blank line) but Obsidian accepts.
+/// Returns the YAML range and the body offset, or `None` when no closing line exists.
+fn manual_block(src: &str) -> Option<(std::ops::Range<usize>, usize)> {
+    let mut offset = 0;
+    let mut open_end = None;
+    for line in src.split_inclusive('\n') {
+        let end = offset + line.len();
+        match open_end {
+            None => open_end = Some(end),
+            Some(start) => {
+                let t = line.trim_end();
+                if t == "---" || t == "..." {
+                    return Some((start..offset, end));
+                }
+            }
+        }
+        offset = end;
+    }
+    None
+}
+
+/// What to do about YAML's most common complaints, in a person's words.
+fn yaml_hint(info: &str) -> &'static str {
+    if info.contains("mapping values are not allowed") {
+        " — a value that holds `: ` must be quoted, like `title: \"Status: weekly\"`"
+    } else if info.contains("did not find expected key") || info.contains("block end") {
+        " — check the indentation: list items and nested keys line up under their parent"
+    } else if info.contains("found character that cannot start any token") {
+        " — a value starting with `@`, `` ` `` or `%` must be quoted"
+    } else {
+        ""
+    }
+}
+
+fn parse_yaml(yaml: &str, first_line: usize) -> Result<Frontmatter, FrontmatterError> {
+    let file_line = |yaml_line: usize| first_line + yaml_line.saturating_sub(1);
+    let docs = MarkedYamlOwned::load_from_str(yaml).map_err(|e| FrontmatterError {
+        line: file_line(e.marker().line()),
+        message: format!(
+            "the frontmatter is not valid YAML: {}{}",
+            e.info(),
+            yaml_hint(e.info())
+        ),
+    })?;
+    let Some(doc) = docs.into_iter().next() else {
+        return Ok(Frontmatter::default());
+    };
+    match doc.data {
+        YamlDataOwned::Mapping(map) => {
+            let mut entries: Vec<Field> = Vec::with_capacity(map.len());
+            for (key, value) in map {
+                let line = file_line(key.span.start.line());
+                let key = match to_json(&key) {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                entries.push(Field {
+                    key,
+                    line,
+                    value: to_json(&value),
+                });
+            }
+            Ok(Frontmatter { entries })
+        }
+        YamlDataOwned::Value(ScalarOwned::Null) => Ok(Frontmatter::default()),
+        _ => Err(FrontmatterError {
+            line: file_line(doc.span.start.line()),
+            message: "the frontmatter must be `key: value` lines".into(),
+        }),
+    }
+}
+
+fn to_json(node: &MarkedYamlOwned) -> Value {
+    match &node.data {
+        YamlDataOwned::Value(s) => match s {
+            ScalarOwned::Null => Value::Null,
+            ScalarOwned::Boolean(b) => Value::Bool(*b),
+            ScalarOwned::Integer(i) => Value::from(*i),
+            ScalarOwned::FloatingPoint(f) => serde_json::Number::from_f64(f.into_inner())
+                .map_or_else(|| Value::String(f.to_string()), Value::Number),
+            ScalarOwned::String(s) => Value::String(s.clone()),
+        },
+        YamlDataOwned::Representation(s, _, _) => Value::String(s.clone()),
+        YamlDataOwned::Sequence(items) => Value::Array(items.iter().map(to_json).collect()),
+        YamlDataOwned::Mapping(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let key = match to_json(k) {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    (key, to_json(v))
+                })
+                .collect(),
+        ),
+        YamlDataOwned::Tagged(_, inner) => to_json(inner),
+        YamlDataOwned::Alias(_) | YamlDataOwned::BadValue => Value::Null,
+    }
+}
+
+/// Writes `fields` as a frontmatter block (`---`, YAML, `---`, newline) with a real YAML
+/// emitter, so any value — a colon, a quote, a newline, `yes` — round-trips through `split`.
+pub fn render(fields: &[(&str, Value)]) -> String {
+    use saphyr::{Mapping, Scalar, Yaml, YamlEmitter};
+    use std::borrow::Cow;
+    fn yaml(v: &Value) -> Yaml<'static> {
+        match v {
+            Value::Null => Yaml::Value(Scalar::Null),
+            Value::Bool(b) => Yaml::Value(Scalar::Boolean(*b)),
+            Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+                (Some(i), _) => Yaml::Value(Scalar::Integer(i)),
+                (None, Some(f)) => Yaml::Value(Scalar::FloatingPoint(f.into())),
+                _ => Yaml::Value(Scalar::String(Cow::Owned(n.to_string()))),
+            },
+            Value::String(s) => Yaml::Value(Scalar::String(Cow::Owned(s.clone()))),
+            Value::Array(items) => Yaml::Sequence(items.iter().map(yaml).collect()),
+            Value::Object(map) => {
+                let mut m = Mapping::new();
+                for (k, v) in map {
+                    m.insert(Yaml::Value(Scalar::String(Cow::Owned(k.clone()))), yaml(v));
+                }
+                Yaml::Mapping(m)
+            }
+        }
+    }
+    let mut map = Mapping::new();
+    for (k, v) in fields {
+        map.insert(Yaml::Value(Scalar::String(Cow::Owned((*k).to_string()))), yaml(v));
+    }
+    let mut out = String::new();
+    let mut emitter = YamlEmitter::new(&mut out);
+    // An empty mapping has nothing to emit; the block is then just the delimiters.
+    if !fields.is_empty() && emitter.dump(&Yaml::Mapping(map)).is_err() {
+        out.clear();
+    }
+    // The emitter starts with its own `---` line; keep exactly one opening delimiter.
+    let body = out.strip_prefix("---").unwrap_or(&out).trim_start_matches('\n');
+    format!("---\n{}\n---\n", body.trim_end_matches('\n')).replace("---\n\n---\n", "---\n---\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fm(text: &str) -> Frontmatter {
+        split(text).unwrap().frontmatter.unwrap()
+    }
+
+    #[test]
+    fn keys_carry_their_file_lines() {
+        let text = "---\nmodel: m\n\nmax_tool_calls: 30\n---\n# Title\n";
+        let f = fm(text);
+        assert_eq!(f.entries[0].key, "model");
+        assert_eq!(f.entries[0].line, 2);
+        assert_eq!(f.entries[1].line, 4);
+        assert_eq!(f.entries[1].value, json!(30));
+        let s = split(text).unwrap();
+        assert_eq!(&text[s.body_offset..], "# Title\n");
+    }
+
+    #[test]
+    fn crlf_files_keep_lines_and_body() {
+        let text = "---\r\nmodel: m\r\nenabled: false\r\n---\r\n# T\r\n";
+        let s = split(text).unwrap();
+        let f = s.frontmatter.unwrap();
+        assert_eq!(f.get("enabled").unwrap().line, 3);
+        assert_eq!(f.get("enabled").unwrap().value, json!(false));
+        assert_eq!(f.get_str("model"), Some("m"));
+        assert_eq!(&text[s.body_offset..], "# T\r\n");
+    }
+
+    #[test]
+    fn unclosed_block_is_an_error_on_line_1() {
+        let err = split("---\nmodel: m\n# Title\n").unwrap_err();
+        assert_eq!(err.line, 1);
+        assert!(err.message.contains("never closed"), "{err}");
+    }
+
+    #[test]
+    fn empty_and_blank_led_blocks_are_accepted() {
+        let s = split("---\n---\nbody").unwrap();
+        assert_eq!(s.frontmatter.unwrap().entries.len(), 0);
+        let f = fm("---\n\nmodel: x\n---\nbody");
+        assert_eq!(f.get("model").unwrap().line, 3);
+    }
+
+    #[test]
+    fn yaml_syntax_error_reports_file_line() {
+        let err = split("---\nmodel: m\nlist: [a, b\n---\n").unwrap_err();
+        assert_eq!(
+            err.line, 4,
+            "found where the unclosed list should have ended: {err:?}"
+        );
+        assert!(err.message.contains("not valid YAML"));
+    }
+
+    #[test]
+    fn non_mapping_frontmatter_is_an_error() {
+        let err = split("---\n- a\n- b\n---\n").unwrap_err();
+        assert_eq!(err.line, 2);
+    }
+
+    #[test]
+    fn no_frontmatter_and_bom() {
+        let s = split("# Just a note\n").unwrap();
+        assert!(s.frontmatter.is_none());
+        assert_eq!(s.body_offset, 0);
+        let text = "\u{feff}---\nfrom: risk\n---\nhi";
+        let s = split(text).unwrap();
+        assert_eq!(s.frontmatter.unwrap().get("from").unwrap().line, 2);
+        assert_eq!(&text[s.body_offset..], "hi");
+    }
+
+    #[test]
+    fn nested_values_become_json() {
+        let f = fm("---\ncan_trigger: [risk, comms]\nwatch:\n  - project/a.md\nx: 1.5\n---\n");
+        assert_eq!(f.get("can_trigger").unwrap().value, json!(["risk", "comms"]));
+        assert_eq!(f.get("watch").unwrap().value, json!(["project/a.md"]));
+        assert_eq!(f.get("x").unwrap().value, json!(1.5));
+    }
+
+    #[test]
+    fn thematic_break_later_is_not_frontmatter() {
+        let s = split("# T\n\n---\n\ntext").unwrap();
+        assert!(s.frontmatter.is_none());
+    }
+
+    #[test]
+    fn render_round_trips_hostile_values() {
+        let fields = [
+            ("from", Value::String("a: b".into())),
+            (
+                "note",
+                Value::String("line one\nline two: \"quoted\" # not a comment".into()),
+            ),
+            ("yes_word", Value::String("yes".into())),
+            ("hops", Value::from(2)),
+            ("tags", serde_json::json!(["x", "y: z"])),
+        ];
+        let text = format!("{}body\n", render(&fields));
+        let split = split(&text).unwrap();
+        let f = split.frontmatter.unwrap();
+        for (k, v) in &fields {
+            assert_eq!(&f.get(k).unwrap().value, v, "{k} in\n{text}");
+        }
+        assert_eq!(&text[split.body_offset..], "body\n");
+    }
+
+    #[test]
+    fn a_colon_in_a_value_gets_a_hint_to_quote_it() {
+        let e = split("---\ntitle: Status: weekly\n---\nbody\n").unwrap_err();
+        assert!(e.message.contains("must be quoted"), "{}", e.message);
+        assert_eq!(e.line, 2);
+    }
+}

@@ -1,0 +1,20 @@
+//! Approvals (DESIGN §15): a risky call waits for the person, then runs exactly once.
+//!
+//! - `policy` — a call's mode (auto, ask, deny) from the role's `approve` map and the risk class;
+//! - `note` — the approval note a person reads and decides in Obsidian: writing, reading, updating;
+//! - `request` — the run's side: an `ask` call becomes a note (or reuses a pending one).
+//!
+//! Elsewhere: the ledger, tabd's durable record of each request that makes "at most once" hold
+//! across crashes, restarts and duplicate events, is `state::approval_ledger`; the daemon's side —
+//! approved notes run, rejected ones closed, old ones expired, a crash mid-call left `unknown` —
+//! is the `approval_pass` door.
+
+pub mod note;
+pub mod policy;
+pub mod request;
+
+pub use crate::records::state::approval_ledger::{Approval, Phase};
+pub use policy::mode_for;
+
+/// Where approval notes live. Roles can never write here (`vault::protected`, `access`).
+pub const FOLDER: &str = crate::base::vault::layout::APPROVALS;

@@ -1,0 +1,500 @@
+//! The harness: the one function every tool call passes through, from every door — the model of
+//! an API run, an agent CLI over MCP, `tabd mcp serve` (Claude Desktop), a call the person
+//! approved in a note. One place applies, in this order:
+//!
+//! 1. **the role's lists** — `## Tools`, MCP allows, `deny_tools` (checked at listing and again here);
+//! 2. **`approve`** — auto runs, deny refuses, ask queues an approval note (a person-approved call
+//!    skips this step, but is refused if the role now denies it);
+//! 3. **limits** — `max_tool_calls` for the whole run, whatever door the calls came through;
+//! 4. **the sandbox and hops** — inside the vault tools (`access`, `max_chain_depth`) and the MCP
+//!    argument check;
+//! 5. **the record** — every call that counts, with what it changed.
+//!
+//! The model is treated as hostile (DESIGN §8): nothing it sends can widen what the role may do.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use crate::base::calls::{self, Change, Mode, Risk, ToolCallRecord, ToolResult, ToolSpec};
+use crate::base::clock::Clock;
+use crate::base::vault::Vault;
+use crate::capabilities::mcp::tools::{McpTool, RunTools};
+use crate::capabilities::provider::BoxFuture;
+use crate::capabilities::tools::{self, FatalToolError, ToolContext};
+use crate::gate::approvals::request::{AskContext, Call};
+use crate::records::access::AccessPolicy;
+use crate::records::state::StateStore;
+use crate::setup::role::{Role, RoleSet};
+
+/// Which door a call came through.
+#[derive(Debug, Clone, Copy)]
+pub enum Door<'a> {
+    /// The model asked for it (an API run, an agent CLI, an MCP client): `approve` decides.
+    /// `reason` is the model's text before the call, shown in an approval note.
+    Model { reason: &'a str },
+    /// The person approved it in a note: it runs unless the role now denies it.
+    Approved,
+}
+
+/// What a call came to.
+#[derive(Debug, Clone)]
+pub struct Called {
+    pub result: ToolResult,
+    /// Set when the call was refused because the run reached `max_tool_calls`: the run should
+    /// end with a summary.
+    pub limit: Option<String>,
+    /// The record of the call (`None` for a call refused by the limit: it did not count).
+    pub record: Option<ToolCallRecord>,
+}
+
+/// Runs the model's tool calls: the turn loop talks to this, never to a tool.
+pub trait ToolExecutor: Send + Sync {
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        input: &'a Value,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Result<Called, FatalToolError>>;
+}
+
+/// Runs the tasks a `delegate` call hands to other roles (DESIGN §18). The run layer provides
+/// it (a child is a whole run); the harness only decides whether the call may happen.
+pub trait Delegator: Send + Sync {
+    /// Runs every task (in parallel up to the role's `max_parallel_delegates`) and returns one
+    /// result object per task, in order: `{role, run_id, outcome, answer, output?, cost_usd,
+    /// error?}`.
+    fn run(&self, tasks: Vec<tools::delegate::Task>) -> BoxFuture<'_, Vec<Value>>;
+}
+
+/// What one run (or one `tabd mcp serve` session) may do, fixed when it starts.
+#[derive(Clone)]
+pub struct Ticket {
+    /// Chain depth of the notes that started the run (0 for a scheduled run).
+    pub hops: u32,
+    pub max_chain_depth: u32,
+    pub max_tool_calls: u32,
+    /// Where `ask` calls are queued; `None`: no approval can be asked for (the call is refused).
+    pub asks: Option<AskContext>,
+    /// Told of every call that runs.
+    pub progress: crate::base::progress::Progress,
+    /// Runs `delegate` calls; `None`: this run may not delegate (none named, or the depth is
+    /// used up), and `delegate` is not offered.
+    pub delegator: Option<Arc<dyn Delegator>>,
+    /// Where vault changes are journaled for undo (DESIGN §19); `None`: not journaled.
+    pub journal: Option<Arc<crate::records::journal::RunJournal>>,
+}
+
+impl std::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket")
+            .field("hops", &self.hops)
+            .field("max_chain_depth", &self.max_chain_depth)
+            .field("max_tool_calls", &self.max_tool_calls)
+            .field("may_delegate", &self.delegator.is_some())
+            .finish()
+    }
+}
+
+/// Everything the run's calls did, in order.
+#[derive(Debug, Default, Clone)]
+pub struct CallLog {
+    pub calls: Vec<ToolCallRecord>,
+    pub changes: Vec<Change>,
+}
+
+/// The tools of one run of one role.
+pub struct Harness {
+    vault: Arc<Vault>,
+    role: Role,
+    roles: Arc<RoleSet>,
+    policy: AccessPolicy,
+    clock: Arc<dyn Clock>,
+    store: StateStore,
+    mcp: Arc<RunTools>,
+    ticket: Ticket,
+    /// Calls that counted against `max_tool_calls` (taken before a call starts).
+    used: AtomicU32,
+    log: Mutex<CallLog>,
+}
+
+/// A call as the approval policy sees it: its name in the role file (`write_file`,
+/// `server/tool`), its risk class, and the MCP tool behind it, if any.
+struct Classified<'a> {
+    key: String,
+    risk: Risk,
+    mcp: Option<&'a McpTool>,
+}
+
+impl Harness {
+    pub fn new(
+        vault: Arc<Vault>,
+        role: &Role,
+        roles: Arc<RoleSet>,
+        clock: Arc<dyn Clock>,
+        mcp: Arc<RunTools>,
+        ticket: Ticket,
+    ) -> Self {
+        Self {
+            store: StateStore::new(vault.clone()),
+            vault,
+            policy: AccessPolicy::for_role(role),
+            role: role.clone(),
+            roles,
+            clock,
+            mcp,
+            ticket,
+            used: AtomicU32::new(0),
+            log: Mutex::new(CallLog::default()),
+        }
+    }
+
+    pub fn role(&self) -> &Role {
+        &self.role
+    }
+
+    pub fn ticket(&self) -> &Ticket {
+        &self.ticket
+    }
+
+    pub fn mcp(&self) -> &RunTools {
+        &self.mcp
+    }
+
+    /// What the model is offered: the role's vault tools, `delegate` if this run may delegate,
+    /// then its MCP tools.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        let mut specs = tools::specs_for(&self.role);
+        if self.may_delegate() {
+            specs.push(tools::delegate::spec(&self.role));
+        }
+        specs.extend(self.mcp.specs());
+        specs
+    }
+
+    /// Whether this run offers `delegate`.
+    fn may_delegate(&self) -> bool {
+        self.role.may_delegate() && self.ticket.delegator.is_some()
+    }
+
+    /// The risk class of a tool the harness offers, by the name the model sees.
+    pub fn risk_of(&self, name: &str) -> Option<Risk> {
+        if name == calls::DELEGATE {
+            return Some(Risk::Write);
+        }
+        tools::vault_risk(name).or_else(|| self.mcp.get(name).map(|t| t.risk))
+    }
+
+    /// Everything recorded so far (the run's record takes it at the end).
+    pub fn log(&self) -> CallLog {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The name the role file uses for the tool the model calls `name` (`write_file`,
+    /// `server/tool`), if the role has it.
+    pub fn key_of(&self, name: &str) -> Option<String> {
+        self.classify(name).ok().map(|c| c.key)
+    }
+
+    /// Everything `call` would check before running, without running: the lists, `approve`
+    /// (deny), and the input against the tool's schema. For a call the person approved, checked
+    /// before tabd records that it is executing.
+    pub fn check(&self, name: &str, input: &Value) -> Result<(), String> {
+        let call = self.classify(name)?;
+        if crate::gate::approvals::mode_for(&self.role, &call.key, call.risk) == Mode::Deny {
+            return Err(format!("the role's `approve` setting now denies {}", call.key));
+        }
+        let schema = match call.mcp {
+            Some(t) => t.spec.input_schema.clone(),
+            None if name == calls::DELEGATE => tools::delegate::spec(&self.role).input_schema,
+            None => tools::specs_for(&self.role)
+                .into_iter()
+                .find(|s| s.name == name)
+                .map(|s| s.input_schema)
+                .unwrap_or_default(),
+        };
+        crate::capabilities::mcp::schema::InputSchema::new(name, &schema)
+            .check(input)
+            .map_err(|why| format!("the arguments do not fit the tool's schema: {why}"))
+    }
+
+    /// The one door every tool call passes through.
+    pub async fn call(&self, name: &str, input: &Value, door: Door<'_>) -> Result<Called, FatalToolError> {
+        let (result, server, approval) = match self.classify(name) {
+            Err(refusal) => (ToolResult::error(refusal), None, None),
+            Ok(call) => {
+                let server = call.mcp.map(|t| t.server.clone());
+                let mode = crate::gate::approvals::mode_for(&self.role, &call.key, call.risk);
+                match (door, mode) {
+                    (_, Mode::Deny) => (
+                        ToolResult::error(format!(
+                            "refused: this role's `approve` setting denies `{}` ({} risk); do not retry it",
+                            call.key,
+                            call.risk.as_str()
+                        )),
+                        server,
+                        None,
+                    ),
+                    (Door::Model { reason }, Mode::Ask) => {
+                        let (result, note) = self.queue(name, input, reason, &call);
+                        (result, server, note)
+                    }
+                    (Door::Model { .. }, Mode::Auto) | (Door::Approved, _) => {
+                        if let Some(limit) = self.take_slot() {
+                            return Ok(limit);
+                        }
+                        self.ticket.progress.emit(crate::base::progress::Step::Tool {
+                            name: name.to_string(),
+                            subject: subject_of(input),
+                        });
+                        let result = match call.mcp {
+                            Some(t) => t.call(input).await,
+                            None if name == calls::DELEGATE => self.call_delegate(input).await,
+                            None => self.call_vault(name, input)?,
+                        };
+                        (result, server, None)
+                    }
+                }
+            }
+        };
+        self.settle_journal();
+        let mut record = calls::record_of(name, input, &result, server.as_deref());
+        record.approval = approval;
+        {
+            let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+            log.calls.push(record.clone());
+            log.changes.extend(result.changes.iter().cloned());
+        }
+        Ok(Called {
+            result,
+            limit: None,
+            record: Some(record),
+        })
+    }
+
+    /// The role's lists: a call to a tool the role does not have is refused with what it has.
+    fn classify(&self, name: &str) -> Result<Classified<'_>, String> {
+        if name == calls::DELEGATE {
+            if !self.may_delegate() {
+                return Err(if self.role.may_delegate() {
+                    "refused: this run may not delegate: it is itself a delegated task at the depth \
+                     max_delegation_depth allows; do the work yourself"
+                        .to_string()
+                } else {
+                    format!(
+                        "refused: this role may not delegate (a person names roles with can_delegate_to in {}); its tools are: {}",
+                        self.role.path.display(),
+                        self.tool_names().join(", ")
+                    )
+                });
+            }
+            return Ok(Classified {
+                key: name.to_string(),
+                risk: Risk::Write,
+                mcp: None,
+            });
+        }
+        if let Some(risk) = tools::vault_risk(name) {
+            if !self.role.has_tool(name) {
+                return Err(format!(
+                    "refused: {}",
+                    tools::not_listed(name, &self.role, &self.tool_names())
+                ));
+            }
+            return Ok(Classified {
+                key: name.to_string(),
+                risk,
+                mcp: None,
+            });
+        }
+        match self.mcp.get(name) {
+            Some(t) if !self.role.allows_mcp(&t.server, &t.tool) => Err(format!(
+                "refused: this role may not use `{name}` ({}/{} is in its deny_tools)",
+                t.server, t.tool
+            )),
+            Some(t) => Ok(Classified {
+                key: format!("{}/{}", t.server, t.tool),
+                risk: t.risk,
+                mcp: Some(t),
+            }),
+            None => Err(format!(
+                "refused: there is no tool named `{name}` for this role; its tools are: {}",
+                self.tool_names().join(", ")
+            )),
+        }
+    }
+
+    fn tool_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .role
+            .tools
+            .iter()
+            .map(String::as_str)
+            .filter(|t| self.role.has_tool(t))
+            .collect();
+        names.extend(self.mcp.names());
+        names
+    }
+
+    /// Counts a call against `max_tool_calls`; `Some` when the run has none left.
+    fn take_slot(&self) -> Option<Called> {
+        let max = self.ticket.max_tool_calls;
+        let taken = self
+            .used
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1));
+        if taken.is_ok() {
+            return None;
+        }
+        Some(Called {
+            result: ToolResult::error(format!(
+                "not run: this run reached its limit of {max} tool calls; finish with a short summary"
+            )),
+            limit: Some(format!("max_tool_calls ({max})")),
+            record: None,
+        })
+    }
+
+    /// Runs a `delegate` call: the tasks checked against `can_delegate_to`, then each a run of
+    /// its role. One call counts once against `max_tool_calls`, whatever the number of tasks.
+    async fn call_delegate(&self, input: &Value) -> ToolResult {
+        let tasks = match tools::delegate::tasks(&self.role, input) {
+            Ok(t) => t,
+            Err(why) => return ToolResult::error(why),
+        };
+        let Some(delegator) = &self.ticket.delegator else {
+            return ToolResult::error("refused: this run may not delegate".into());
+        };
+        let single = tasks.len() == 1 && input.get("tasks").is_none();
+        let results = delegator.run(tasks).await;
+        let all_failed = results
+            .iter()
+            .all(|r| r.get("error").is_some_and(|e| !e.is_null()));
+        let body = if single {
+            results.into_iter().next().unwrap_or(Value::Null)
+        } else {
+            serde_json::json!({ "results": results })
+        };
+        let text = serde_json::to_string_pretty(&body).unwrap_or_default();
+        if all_failed {
+            ToolResult::error(text)
+        } else {
+            ToolResult::ok(text, 0, Vec::new())
+        }
+    }
+
+    /// What the vault tools of this run work with: its role, sandbox, chain depth and journal.
+    fn tool_context(&self) -> ToolContext<'_> {
+        ToolContext {
+            vault: &self.vault,
+            role: &self.role,
+            roles: &self.roles,
+            policy: &self.policy,
+            hops: self.ticket.hops,
+            max_chain_depth: self.ticket.max_chain_depth,
+            now: self.clock.now().with_timezone(&self.role.schedule.tz),
+            journal: self.ticket.journal.as_deref(),
+        }
+    }
+
+    /// Writes the run's final answer to `path` (the role's `output.path`), under the role's
+    /// sandbox; the change joins the run's record. `Err` says why it was not written.
+    pub fn write_output(&self, path: &str, answer: &str) -> Result<(), String> {
+        let ctx = self.tool_context();
+        let result =
+            crate::base::blocking::run(|| tools::write_answer(&ctx, path, answer)).map_err(|e| e.0)?;
+        if !result.ok {
+            return Err(result.text);
+        }
+        self.settle_journal();
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.changes.extend(result.changes);
+        Ok(())
+    }
+
+    /// The undo journal records what the call left of each file it changed (so a run that
+    /// crashes later is undone exactly as its dry run says).
+    fn settle_journal(&self) {
+        // Most calls change nothing: no file work, no trip off the runtime then.
+        if let Some(j) = self.ticket.journal.as_ref().filter(|j| j.unsettled()) {
+            if let Err(e) = crate::base::blocking::run(|| j.settle()) {
+                tracing::warn!("run {}: cannot record in its undo journal: {e}", j.run_id());
+            }
+        }
+    }
+
+    /// Runs one vault tool call (filesystem work, off the async runtime's hands).
+    fn call_vault(&self, name: &str, input: &Value) -> Result<ToolResult, FatalToolError> {
+        let ctx = self.tool_context();
+        crate::base::blocking::run(|| tools::execute(&ctx, name, input))
+    }
+
+    /// A call whose mode is `ask`: queued as an approval note; the model is told it has not run.
+    fn queue(
+        &self,
+        name: &str,
+        input: &Value,
+        reason: &str,
+        call: &Classified<'_>,
+    ) -> (ToolResult, Option<String>) {
+        let Some(ctx) = &self.ticket.asks else {
+            return (
+                ToolResult::error(format!(
+                    "refused: `{}` needs the person's approval ({} risk), and approvals cannot be asked for here",
+                    call.key,
+                    call.risk.as_str()
+                )),
+                None,
+            );
+        };
+        let description = match call.mcp {
+            Some(t) => t.spec.description.as_str(),
+            None => tools::vault_description(name).unwrap_or(""),
+        };
+        let ask = Call {
+            tool: &call.key,
+            exposed: name,
+            risk: call.risk,
+            description,
+            reason,
+            args: input,
+        };
+        let now = self.clock.now();
+        let queued = crate::base::blocking::run(|| {
+            crate::gate::approvals::request::ask(&self.store, ctx, &self.role, &ask, self.ticket.hops, now)
+        });
+        match queued {
+            Ok(q) => (
+                ToolResult::ok(crate::gate::approvals::request::queued_text(&q), 0, Vec::new()),
+                Some(q.note),
+            ),
+            Err(why) => {
+                tracing::error!("role {}: {why}", self.role.name);
+                (
+                    ToolResult::error(format!("not run: it needs approval, and {why}")),
+                    None,
+                )
+            }
+        }
+    }
+}
+
+/// What a call is about, in a few words (a path, a role), for progress.
+fn subject_of(input: &Value) -> String {
+    ["path", "from", "role", "query"]
+        .iter()
+        .find_map(|k| input.get(k).and_then(Value::as_str))
+        .map(|s| crate::base::text::one_line(s, 60))
+        .unwrap_or_default()
+}
+
+impl ToolExecutor for Harness {
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        input: &'a Value,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Result<Called, FatalToolError>> {
+        Box::pin(Harness::call(self, name, input, Door::Model { reason }))
+    }
+}

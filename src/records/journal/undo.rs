@@ -1,0 +1,186 @@
+//! Undo (DESIGN §19): what undoing a run would do, and doing it — through the same gate as a
+//! tool write (issue 29): only from a journal this machine signed, only paths the run's role may
+//! write (its access policy: never `roles/`, `.claude/` …), never through a link at any level,
+//! and only bytes whose hash is the one the journal names. A run that crashed is undone from its
+//! last record after each call, so the real undo does exactly what its dry run says.
+
+use super::{blob, digest, fixed, load, run_ids, state_of, RunChanges, RunJournal};
+use crate::base::vault::{Vault, VaultError, VaultPath};
+use crate::records::access::AccessPolicy;
+use chrono::{DateTime, Utc};
+
+/// What undo does with one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Still as the run left it: back to its prior content (`Some(hash)`) or removed (`None`).
+    /// `prefix`: the run only appended, and the prior content is the file's first this many
+    /// bytes (no copy was kept).
+    Restore {
+        path: String,
+        to: Option<String>,
+        prefix: Option<u64>,
+        /// With `--force`, the file changed since the run: whose changes the restore throws away
+        /// (`Some(Some(run))` a later run's, `Some(None)` a person's or a sync tool's).
+        loses: Option<Option<String>>,
+    },
+    /// Changed since the run (by the person, a sync tool or a later run, named when known).
+    Skip { path: String, later_run: Option<String> },
+    /// Already as it was before the run: nothing to do.
+    AlreadyBefore { path: String },
+    /// The run ended before it recorded what it left of this file (a crash mid-call).
+    Unknown { path: String },
+    /// The gate refused it: a path the role may not write, a link, a copy whose bytes changed.
+    Refused { path: String, why: String },
+}
+
+/// The runs that changed `path` after `entry` started, oldest first (by start time: two runs
+/// in one second have ids that do not sort by time).
+pub fn later_runs(vault: &Vault, entry: &RunChanges, path: &str) -> Vec<String> {
+    let mut later: Vec<(DateTime<Utc>, String)> = run_ids(vault)
+        .into_iter()
+        .filter(|id| *id != entry.run_id)
+        .filter_map(|id| load(vault, &id, None).ok())
+        .filter(|e| e.started_at > entry.started_at && e.before.iter().any(|(p, _)| p == path))
+        .map(|e| (e.started_at, e.run_id))
+        .collect();
+    later.sort();
+    later.into_iter().map(|(_, id)| id).collect()
+}
+
+/// What undoing `entry` would do, file by file (`force`: restore changed files too), each file
+/// through the gate with `policy` (the run's role's). A journal this machine did not sign is
+/// refused whole.
+pub fn plan_undo(
+    vault: &Vault,
+    entry: &RunChanges,
+    policy: &AccessPolicy,
+    force: bool,
+) -> Result<Vec<Step>, VaultError> {
+    if !entry.verified {
+        return Err(VaultError::Refused(format!(
+            "the journal of {} is not signed by this machine's key: it was changed or forged, or it comes \
+             from another machine or an older tabd; nothing was restored",
+            entry.run_id
+        )));
+    }
+    let mut steps = Vec::new();
+    for (path, before) in &entry.before {
+        let p = fixed(path)?;
+        let prefix = entry.prefix.get(path).copied();
+        if let Err(why) = gate(vault, policy, &p, before.as_deref(), prefix) {
+            steps.push(Step::Refused {
+                path: path.clone(),
+                why,
+            });
+            continue;
+        }
+        let now = state_of(vault, &p)?;
+        let step = if now == *before {
+            Step::AlreadyBefore { path: path.clone() }
+        } else {
+            match entry.left_of(path) {
+                Some(left) if *left == now => Step::Restore {
+                    path: path.clone(),
+                    to: before.clone(),
+                    prefix,
+                    loses: None,
+                },
+                Some(_) | None if force => Step::Restore {
+                    path: path.clone(),
+                    to: before.clone(),
+                    prefix,
+                    loses: Some(later_runs(vault, entry, path).into_iter().next()),
+                },
+                None => Step::Unknown { path: path.clone() },
+                Some(_) => Step::Skip {
+                    path: path.clone(),
+                    later_run: later_runs(vault, entry, path).into_iter().next(),
+                },
+            }
+        };
+        steps.push(step);
+    }
+    Ok(steps)
+}
+
+/// The checks a restore passes, as a tool write would: no link anywhere on the path, the role
+/// may write it, and the prior bytes — the journal's copy, or for a file the run only appended
+/// to, its first `prefix` bytes — are the ones the journal names.
+fn gate(
+    vault: &Vault,
+    policy: &AccessPolicy,
+    p: &VaultPath,
+    to: Option<&str>,
+    prefix: Option<u64>,
+) -> Result<(), String> {
+    no_link(vault, p)?;
+    policy.check_write(vault, p).map_err(|e| e.to_string())?;
+    if let Some(hash) = to {
+        prior_bytes(vault, p, hash, prefix)?;
+    }
+    Ok(())
+}
+
+/// The content `p` had before the run: the journal's copy, or (the run only appended, and the
+/// file was not changed otherwise since) the file's first `prefix` bytes — checked against `hash`.
+fn prior_bytes(vault: &Vault, p: &VaultPath, hash: &str, prefix: Option<u64>) -> Result<Vec<u8>, String> {
+    let bytes = match (blob(vault, hash), prefix) {
+        (Ok(bytes), _) => bytes,
+        (Err(_), Some(len)) => {
+            let (now, _) = vault.read_bytes(p, u64::MAX).map_err(|e| format!("{p}: {e}"))?;
+            let Some(head) = now.get(..len as usize).filter(|b| digest(b) == hash) else {
+                return Err(format!(
+                    "{p} no longer begins with what it held before the run (the run only appended to it, \
+                     so no copy was kept): it cannot be restored"
+                ));
+            };
+            head.to_vec()
+        }
+        (Err(e), None) => return Err(format!("the journal's copy of {p} is gone: {e}")),
+    };
+    if digest(&bytes) != hash {
+        return Err(format!(
+            "the journal's copy of {p} is not what it recorded (its bytes were changed)"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Refuses a path that leads through a link at any level (a folder replaced by a link to
+/// `roles/` after the run).
+fn no_link(vault: &Vault, p: &VaultPath) -> Result<(), String> {
+    match vault.canonical(p) {
+        Ok(real) if real == *p => Ok(()),
+        Ok(real) => Err(format!("{p} now leads through a link (to {real})")),
+        Err(e) => Err(format!("{p}: {e}")),
+    }
+}
+
+/// Carries out the `Restore` steps, each journaled in `undo` (so the undo can be undone), each
+/// path checked for links once more just before it is written.
+pub fn apply(vault: &Vault, steps: &[Step], undo: &RunJournal) -> Result<usize, VaultError> {
+    let mut done = 0;
+    for step in steps {
+        let Step::Restore { path, to, prefix, .. } = step else {
+            continue;
+        };
+        let p = fixed(path)?;
+        no_link(vault, &p).map_err(VaultError::Refused)?;
+        // Read before the undo's own journal keeps the file: the prefix is in the file itself.
+        let prior = match to {
+            Some(hash) => Some(prior_bytes(vault, &p, hash, *prefix).map_err(VaultError::Refused)?),
+            None => None,
+        };
+        undo.before_change(&p)?;
+        match prior {
+            Some(bytes) => vault.write_atomic(&p, &bytes)?,
+            None => match vault.remove_file(&p) {
+                Ok(()) | Err(VaultError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            },
+        }
+        undo.settle()?;
+        done += 1;
+    }
+    Ok(done)
+}

@@ -1,0 +1,457 @@
+//! tabd's own MCP server (DESIGN §16): a role's harness spoken over MCP. Every call goes through
+//! `Harness::call`, exactly as an API run's do — the role's lists, `approve`, the limits, the
+//! sandbox, hops and the record — so a client (an agent CLI, Claude Desktop) has the role's
+//! authority, no more.
+//!
+//! Two ways in:
+//! - **a run's socket**: a CLI run serves its harness on a Unix socket in the run folder, inside
+//!   the run's own process. The CLI starts `tabd mcp serve --run-id ID --socket PATH`, which only
+//!   relays bytes (`bridge`): the limits, the hops and the record live in the run, so no process
+//!   boundary, restart or relative path can reset or lose them. Only that run's CLI may use it
+//!   (DESIGN §20): the peer must be a process below the CLI's keeper (the kernel's credentials of
+//!   the connection), and its first line must carry the run's key (`relay.key`, 0600 in the run
+//!   folder, which every other child is denied);
+//! - **stdio** (`tabd mcp serve --role R` for Claude Desktop): the harness runs in that process.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+
+use crate::base::calls::{Risk, ToolCallRecord};
+use crate::gate::harness::{Door, Harness};
+
+/// Called after every call with its record (`tabd mcp serve` writes a daily-log line).
+pub type OnCall = Arc<dyn Fn(&ToolCallRecord) + Send + Sync>;
+
+/// The harness as an MCP server.
+#[derive(Clone)]
+pub struct HarnessServer {
+    harness: Arc<Harness>,
+    /// Shown in approval notes as the model's reason (an MCP call carries none).
+    reason: &'static str,
+    on_call: Option<OnCall>,
+    /// A client finished `initialize`: for a CLI run, proof that tabd's tools reached it.
+    connected: Arc<AtomicBool>,
+}
+
+impl HarnessServer {
+    pub fn new(harness: Arc<Harness>, on_call: Option<OnCall>) -> Self {
+        Self {
+            harness,
+            reason: "(asked through tabd's MCP server; the client gave no reason)",
+            on_call,
+            connected: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    pub fn connected(&self) -> bool {
+        self.connected.load(Ordering::SeqCst)
+    }
+
+    /// The role's tools, annotated with their risk class so a client can tell reads from writes.
+    fn tools(&self) -> Vec<Tool> {
+        self.harness
+            .specs()
+            .into_iter()
+            .map(|s| {
+                let risk = self.harness.risk_of(&s.name);
+                let schema = s.input_schema.as_object().cloned().unwrap_or_default();
+                let tool = Tool::new(s.name, s.description, Arc::new(schema));
+                let hints = ToolAnnotations::new();
+                match risk {
+                    Some(Risk::Read) => tool.annotate(hints.read_only(true)),
+                    Some(Risk::Destructive) => tool.annotate(hints.read_only(false).destructive(true)),
+                    Some(Risk::Write) => tool.annotate(hints.read_only(false).destructive(false)),
+                    _ => tool,
+                }
+            })
+            .collect()
+    }
+}
+
+impl ServerHandler for HarnessServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("tabd", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn on_initialized(&self, _context: NotificationContext<RoleServer>) {
+        self.connected.store(true, Ordering::SeqCst);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let input = Value::Object(request.arguments.clone().unwrap_or_default());
+        let door = Door::Model { reason: self.reason };
+        let called = match self.harness.call(&request.name, &input, door).await {
+            Ok(c) => c,
+            Err(fatal) => {
+                tracing::error!("mcp serve: {fatal}");
+                return Err(ErrorData::internal_error(fatal.0, None));
+            }
+        };
+        if let (Some(record), Some(on_call)) = (&called.record, &self.on_call) {
+            on_call(record);
+        }
+        let content = vec![Content::text(called.result.text)];
+        Ok(if called.result.ok {
+            CallToolResult::success(content)
+        } else {
+            CallToolResult::error(content)
+        }
+        .into())
+    }
+}
+
+/// Serves on stdin/stdout until the client closes the connection. A client that leaves without
+/// starting a session (a stateless `server/discover`, a probe) is not an error.
+pub async fn serve_stdio(server: HarnessServer) -> anyhow::Result<()> {
+    let (read, write) = guarded(tokio::io::stdin(), tokio::io::stdout());
+    match server.serve((read, write)).await {
+        Ok(service) => service.waiting().await.map(|_| ()).map_err(anyhow::Error::from),
+        Err(e) => {
+            tracing::debug!("the MCP client ended without starting a session: {e}");
+            Ok(())
+        }
+    }
+}
+
+/// The answer JSON-RPC asks for to a line that is not JSON (-32700), or to a `tools/call`
+/// whose `name` is missing or whose `arguments` is not an object (-32602); `None` for a line
+/// the MCP library should see. (rmcp answers both with "method not found", -32601.)
+pub fn protocol_error(line: &str) -> Option<String> {
+    let error = |id: serde_json::Value, code: i64, message: &str| {
+        Some(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+                .to_string(),
+        )
+    };
+    if line.trim().is_empty() {
+        return None;
+    }
+    let Ok(msg) = serde_json::from_str::<Value>(line) else {
+        return error(Value::Null, -32700, "Parse error: the line is not JSON");
+    };
+    if msg.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return None;
+    }
+    let id = msg.get("id").cloned().unwrap_or(Value::Null);
+    let params = msg.get("params");
+    let name_ok = params
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    if !name_ok {
+        return error(id, -32602, "Invalid params: tools/call needs a `name` (text)");
+    }
+    let args = params.and_then(|p| p.get("arguments"));
+    if args.is_some_and(|a| !a.is_object() && !a.is_null()) {
+        return error(id, -32602, "Invalid params: `arguments` must be an object");
+    }
+    None
+}
+
+/// Puts `protocol_error` in front of the MCP library: lines it answers go straight back out,
+/// the rest reach rmcp through an in-memory pipe. Returns rmcp's side of the pipe.
+pub fn guarded<R, W>(
+    input: R,
+    output: W,
+) -> (
+    tokio::io::ReadHalf<tokio::io::DuplexStream>,
+    tokio::io::WriteHalf<tokio::io::DuplexStream>,
+)
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (rmcp_side, our_side) = tokio::io::duplex(256 * 1024);
+    let (mut from_rmcp, mut to_rmcp) = tokio::io::split(our_side);
+    let out = Arc::new(tokio::sync::Mutex::new(output));
+    let answers = out.clone();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(input).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            match protocol_error(&line) {
+                Some(answer) => {
+                    let mut o = answers.lock().await;
+                    let _ = o.write_all(format!("{answer}\n").as_bytes()).await;
+                    let _ = o.flush().await;
+                }
+                None => {
+                    if to_rmcp.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = to_rmcp.shutdown().await;
+    });
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(&mut from_rmcp).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let mut o = out.lock().await;
+            if o.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                break;
+            }
+            let _ = o.flush().await;
+        }
+    });
+    tokio::io::split(rmcp_side)
+}
+
+/// The file beside a run's socket that holds its key.
+pub fn key_file(socket: &Path) -> PathBuf {
+    socket.with_file_name("relay.key")
+}
+
+/// The first line a relay sends: the run's key.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeyLine {
+    tabd_relay_key: String,
+}
+
+/// Who may use a run's relay: processes below the CLI's keeper (its pid, known once the CLI has
+/// started), holding the run's key.
+#[derive(Clone)]
+pub struct RelayGate {
+    key: Arc<String>,
+    keeper: tokio::sync::watch::Receiver<Option<i32>>,
+}
+
+/// Tells the gate which process the CLI's keeper is.
+pub type KeeperSetter = tokio::sync::watch::Sender<Option<i32>>;
+
+impl RelayGate {
+    /// A new key for a run, written 0600 beside `socket`; the setter names the CLI's keeper.
+    pub fn new(socket: &Path) -> std::io::Result<(Self, KeeperSetter)> {
+        use rand::RngCore;
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut bytes = [0u8; 32];
+        rand::rng().fill_bytes(&mut bytes);
+        let key: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(key_file(socket))?
+            .write_all(key.as_bytes())?;
+        let (set, keeper) = tokio::sync::watch::channel(None);
+        Ok((
+            Self {
+                key: Arc::new(key),
+                keeper,
+            },
+            set,
+        ))
+    }
+
+    /// Lets the connection in, or says why not.
+    async fn admit(&self, stream: &tokio::net::UnixStream, first_line: &str) -> Result<(), String> {
+        let peer = stream.peer_cred().map_err(|e| format!("no credentials: {e}"))?;
+        if peer.uid() != rustix::process::geteuid().as_raw() {
+            return Err(format!("a process of another user ({})", peer.uid()));
+        }
+        let mut keeper = self.keeper.clone();
+        let keeper = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            keeper.wait_for(Option::is_some),
+        )
+        .await
+        .ok()
+        .and_then(|k| k.ok().and_then(|k| *k))
+        .ok_or("the run's CLI has not started")?;
+        let pid = peer.pid().ok_or("no peer pid")?;
+        if !crate::base::process::descends_from(pid, keeper) {
+            return Err(format!("process {pid} is not the run's CLI nor started by it"));
+        }
+        let given = serde_json::from_str::<KeyLine>(first_line)
+            .map(|k| k.tabd_relay_key)
+            .unwrap_or_default();
+        if !same_secret(given.as_bytes(), self.key.as_bytes()) {
+            return Err(format!("process {pid} did not give the run's key"));
+        }
+        Ok(())
+    }
+}
+
+/// Compares without stopping at the first difference.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A run's harness served on a Unix socket for the run's agent CLI; stops when dropped.
+pub struct SocketServer {
+    pub path: PathBuf,
+    server: HarnessServer,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SocketServer {
+    /// Listens on `path` (in the run's private folder). Every connection the gate admits is a
+    /// session of the same harness: a CLI that restarts its MCP server keeps the run's limits
+    /// and record.
+    pub fn start(server: HarnessServer, path: &Path, gate: RelayGate) -> std::io::Result<Self> {
+        let listener = tokio::net::UnixListener::bind(path)?;
+        let accept = server.clone();
+        let task = tokio::spawn(async move {
+            let mut sessions = tokio::task::JoinSet::new();
+            loop {
+                let (stream, _) = match listener.accept().await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!("run MCP socket: {e}");
+                        break;
+                    }
+                };
+                let server = accept.clone();
+                let gate = gate.clone();
+                sessions.spawn(async move { serve_admitted(server, gate, stream).await });
+            }
+        });
+        Ok(Self {
+            path: path.to_path_buf(),
+            server,
+            task,
+        })
+    }
+
+    pub fn connected(&self) -> bool {
+        self.server.connected()
+    }
+}
+
+/// One connection to a run's socket: its first line is the key; refused, it is closed with a
+/// line saying why (and the run's log says so); admitted, the rest is an MCP session.
+async fn serve_admitted(server: HarnessServer, gate: RelayGate, stream: tokio::net::UnixStream) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (read, mut write) = stream.into_split();
+    let mut read = tokio::io::BufReader::new(read);
+    let mut first = String::new();
+    let line = tokio::time::timeout(std::time::Duration::from_secs(10), read.read_line(&mut first)).await;
+    let stream = read.get_ref().as_ref();
+    let verdict = match line {
+        Ok(Ok(_)) => gate.admit(stream, first.trim()).await,
+        _ => Err("no key line".to_string()),
+    };
+    if let Err(why) = verdict {
+        tracing::warn!("refused a connection to the run's tool relay: {why}");
+        let refusal = serde_json::json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32600, "message": "refused: only this run's CLI may use its tools"}});
+        let _ = write.write_all(format!("{refusal}\n").as_bytes()).await;
+        return;
+    }
+    let (read, write) = guarded(read, write);
+    match server.serve((read, write)).await {
+        Ok(service) => {
+            let _ = service.waiting().await;
+        }
+        Err(e) => tracing::debug!("run MCP socket: a client did not start a session: {e}"),
+    }
+}
+
+impl Drop for SocketServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// `tabd mcp serve --run-id ID --socket PATH`: relays stdin/stdout to the run's socket, byte for
+/// byte, until either side closes, after the run's key (from `relay.key` beside the socket). It
+/// holds no authority of its own.
+pub async fn bridge(socket: &Path) -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let key = std::fs::read_to_string(key_file(socket)).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read the run's key beside {} ({e}); is the run still going?",
+            socket.display()
+        )
+    })?;
+    let stream = tokio::net::UnixStream::connect(socket).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot reach the run's tool server at {} ({e}); is the run still going?",
+            socket.display()
+        )
+    })?;
+    let (mut from_run, mut to_run) = stream.into_split();
+    let line = serde_json::to_string(&KeyLine {
+        tabd_relay_key: key.trim().to_string(),
+    })?;
+    to_run.write_all(format!("{line}\n").as_bytes()).await?;
+    let mut stdin = tokio::io::stdin();
+    let mut stdout = tokio::io::stdout();
+    let up = async {
+        let _ = tokio::io::copy(&mut stdin, &mut to_run).await;
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut to_run).await;
+    };
+    let down = async {
+        let _ = tokio::io::copy(&mut from_run, &mut stdout).await;
+        let _ = tokio::io::AsyncWriteExt::flush(&mut stdout).await;
+    };
+    // The session is over when the run closes its side; a client closing stdin ends it too.
+    tokio::select! {
+        () = down => {}
+        () = async { up.await; std::future::pending::<()>().await } => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::protocol_error;
+
+    fn code(line: &str) -> Option<i64> {
+        protocol_error(line).map(|a| {
+            serde_json::from_str::<serde_json::Value>(&a).unwrap()["error"]["code"]
+                .as_i64()
+                .unwrap()
+        })
+    }
+
+    #[test]
+    fn bad_lines_get_the_json_rpc_error_codes() {
+        assert_eq!(code("this is not json"), Some(-32700));
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#),
+            Some(-32602)
+        );
+        assert_eq!(
+            code(
+                r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":"x"}}"#
+            ),
+            Some(-32602)
+        );
+        assert_eq!(
+            code(
+                r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"a"}}}"#
+            ),
+            None
+        );
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#), None);
+        let a: serde_json::Value = serde_json::from_str(
+            &protocol_error(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}"#).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(a["id"], 7, "the answer carries the request's id");
+    }
+}

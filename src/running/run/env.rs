@@ -1,0 +1,95 @@
+//! What a run needs from the daemon or the command line, and what it ends as.
+
+use std::sync::Arc;
+
+use crate::base::clock::Clock;
+use crate::base::faults::Faults;
+use crate::base::process::Launcher;
+use crate::base::vault::{Vault, VaultPath};
+use crate::capabilities::agent_cli::Probes;
+use crate::capabilities::mcp::pool::Pool;
+use crate::capabilities::provider::{FailureClass, Provider};
+use crate::records::runlog::{RunLog, RunRecord};
+use crate::records::state::StateStore;
+use crate::setup::config::Config;
+use crate::setup::role::RoleSet;
+
+/// Everything a run needs; cheap to clone.
+#[derive(Clone)]
+pub struct RunEnv {
+    pub vault: Arc<Vault>,
+    pub config: Arc<Config>,
+    pub roles: Arc<RoleSet>,
+    pub provider: Arc<dyn Provider>,
+    pub store: StateStore,
+    pub log: Arc<RunLog>,
+    pub clock: Arc<dyn Clock>,
+    pub faults: Faults,
+    /// How children (MCP servers, agent CLIs) are started: tabd's environment for `${VAR}` and
+    /// what they may see of it, and where their process groups are written down.
+    pub launcher: Launcher,
+    /// The daemon's `keep_alive` MCP servers (none for `tabd fire`: they start for the run).
+    pub mcp_pool: Option<Arc<Pool>>,
+    /// Which agent CLIs were found lately (`kind = "command"`).
+    pub probes: Arc<Probes>,
+    /// Told what the run is doing (`tabd fire` on a terminal shows it).
+    pub progress: crate::base::progress::Progress,
+    /// Set when tabd is being stopped: runs end where they are, recorded as stopped.
+    pub stop: Stop,
+}
+
+/// "tabd is stopping": runs watching it end at their next wait (a model request, a tool call),
+/// are recorded as stopped — no attempt counted, their notes run again — and never as crashed.
+#[derive(Clone, Debug)]
+pub struct Stop(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Stop {
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+}
+
+impl Stop {
+    /// Asks every run to stop now.
+    pub fn request(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub fn requested(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once a stop is requested (at once if it was already).
+    pub async fn requested_wait(&self) {
+        let mut rx = self.0.subscribe();
+        // The sender lives as long as `self`: an error cannot happen while we hold it.
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+/// What a run ended as.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub record: RunRecord,
+    pub summary: String,
+    /// Set when the run failed; `Outage` means "pause model calls", not "blame the notes".
+    pub failure: Option<(FailureClass, String)>,
+    pub daily_log: VaultPath,
+    /// Every file the run's tools changed (written, appended, moved to, triggered, remembered).
+    pub changes: Vec<crate::base::calls::Change>,
+    /// The run was skipped at zero tokens (`skip_unchanged`): why.
+    pub skipped: Option<String>,
+    /// Logs that could not be written (the run itself is recorded in state and its notes moved).
+    pub log_errors: Vec<String>,
+    /// The final answer as JSON, when the role has an output schema and the answer satisfied it.
+    pub output: Option<serde_json::Value>,
+    /// A delegated run's `### Delegated` subsection, which its parent's daily section includes
+    /// (a delegated run writes no section of its own).
+    pub delegated_section: String,
+}
+
+impl RunResult {
+    pub fn succeeded(&self) -> bool {
+        self.failure.is_none()
+    }
+}

@@ -1,0 +1,802 @@
+//! The end of a run: decide what it was, plan where its notes go, record it, log it, move them.
+//!
+//! Order is what makes "nothing lost, nothing twice" hold across a crash at any point:
+//! 1. **commit** — one state update records everything (usage, attempts, last run, hashes) and
+//!    the run as *pending*: its JSONL record, its daily-log text and its note moves;
+//! 2. **publish** — JSONL record, daily log, note moves;
+//! 3. the pending entry is cleared.
+//!
+//! A crash before 1 leaves nothing: the notes run again. A crash after 1 is finished by
+//! `recover` at the next start, from the pending entry: the record is written if it is not
+//! there yet, the moves are made, so a record's `moved` list is always true and a note whose run
+//! is recorded is never run again.
+
+use std::collections::BTreeMap;
+
+use chrono::Utc;
+
+use super::env::{RunEnv, RunResult};
+use super::prepare::{model_settings, Prepared};
+use crate::base::trigger::Trigger;
+use crate::base::vault::{VaultError, VaultPath};
+use crate::capabilities::provider::FailureClass;
+use crate::records::access::AccessPolicy;
+use crate::records::context;
+use crate::records::inbox::{self, Note};
+use crate::records::limits::RoleLimits;
+use crate::records::runlog::{HumanRun, Moved, Outcome, RunRecord, TriggerRecord, UsageRecord};
+use crate::records::state::{Attempts, LastRun, PendingRun, State};
+use crate::running::turn::{TurnEnd, TurnOutcome};
+use crate::setup::role::Role;
+
+/// What the run ended as, in the terms of the logs and of DESIGN §5.
+struct Decided {
+    outcome: Outcome,
+    error: Option<String>,
+    failure: Option<(FailureClass, String)>,
+    /// What an outage's daily line is keyed on (one line per cause per day): the error without
+    /// details that change from one attempt to the next, such as a server's last output.
+    cause: Option<String>,
+}
+
+/// What a run cut short by tabd's own stop is recorded as.
+pub const STOPPED: &str = "stopped by a restart of tabd; runs again";
+
+fn decide(end: &TurnEnd) -> Decided {
+    let failed = |class: FailureClass, msg: String| Decided {
+        outcome: Outcome::Failed,
+        error: Some(msg.clone()),
+        cause: Some(msg.clone()),
+        failure: Some((class, msg)),
+    };
+    match end {
+        TurnEnd::Done => Decided {
+            outcome: Outcome::Ok,
+            error: None,
+            failure: None,
+            cause: None,
+        },
+        TurnEnd::Limit(why) => Decided {
+            outcome: Outcome::Limit,
+            error: Some(format!("limit reached: {why}")),
+            failure: None,
+            cause: None,
+        },
+        TurnEnd::Failed(e) => failed(e.class(), e.to_string()),
+        TurnEnd::ContextExceeded => failed(
+            FailureClass::RunFailure,
+            "the conversation outgrew the model's context window; trim the role's context files".into(),
+        ),
+        TurnEnd::CapTooLow(why) => failed(
+            FailureClass::RunFailure,
+            format!(
+                "limit reached before the first request: {why}; raise max_cost_usd or trim the role's context files"
+            ),
+        ),
+        TurnEnd::OutputInvalid(why) => failed(
+            FailureClass::RunFailure,
+            format!("the final answer does not satisfy the role's output schema: {why}"),
+        ),
+        TurnEnd::ToolFatal(why) => failed(
+            FailureClass::RunFailure,
+            format!("the vault cannot be written: {why}"),
+        ),
+        TurnEnd::ServerDown { cause, last_output } => Decided {
+            cause: Some(cause.clone()),
+            ..failed(FailureClass::Unavailable, format!("{cause}{last_output}"))
+        },
+        TurnEnd::Crashed(why) => failed(
+            FailureClass::RunFailure,
+            format!("tabd failed while running this role ({why}); this is a bug in tabd — please report it"),
+        ),
+        TurnEnd::Stopped => failed(FailureClass::Stopped, STOPPED.into()),
+        // The run did what it could until a call needed the person: its notes are handled; it
+        // goes on (a second part, same run id) once the call is decided.
+        TurnEnd::Suspended => Decided {
+            outcome: Outcome::Ok,
+            error: None,
+            failure: None,
+            cause: None,
+        },
+    }
+}
+
+/// Where each note goes, and the attempt counts behind it.
+#[derive(Default)]
+struct Plan {
+    moves: Vec<(VaultPath, VaultPath)>,
+    /// (note, failed attempts so far, its inode)
+    attempts: Vec<(String, u32, u64)>,
+}
+
+fn plan(env: &RunEnv, notes: &[Note], failure: Option<FailureClass>, state: &State, role: &str) -> Plan {
+    let max_attempts = env.config.inbox.max_attempts.max(1);
+    let previous = state.roles.get(role).map(|r| &r.attempts);
+    let mut p = Plan::default();
+    for note in notes {
+        let sub = match failure {
+            None => Some(crate::base::vault::layout::PROCESSED),
+            Some(FailureClass::RunFailure) => {
+                // A count belongs to the note it was counted for: a new note under an old name starts at 0.
+                let before = previous
+                    .and_then(|a| a.get(note.path.as_str()))
+                    .filter(|a| a.ino.is_none_or(|ino| ino == note.ino))
+                    .map_or(0, |a| a.count);
+                let count = before + 1;
+                p.attempts.push((note.path.as_str().to_string(), count, note.ino));
+                (count >= max_attempts).then_some(crate::base::vault::layout::FAILED)
+            }
+            Some(FailureClass::Outage | FailureClass::Unavailable | FailureClass::Stopped) => None,
+        };
+        let Some(sub) = sub else { continue };
+        let taken: Vec<VaultPath> = p.moves.iter().map(|(_, d)| d.clone()).collect();
+        match inbox::destination(&env.vault, &note.path, sub, &taken) {
+            Ok(dest) => p.moves.push((note.path.clone(), dest)),
+            Err(e) => tracing::warn!("cannot plan a move for {}: {e}", note.path),
+        }
+    }
+    p
+}
+
+/// The run's hashes with its own changes absorbed: a role's own writes to its context (and its
+/// `remember`) are not "changes since the last run" for it, so they never wake it again.
+fn hashes_after(
+    env: &RunEnv,
+    role: &Role,
+    before: &BTreeMap<String, String>,
+    outcome: &TurnOutcome,
+) -> BTreeMap<String, String> {
+    let mut hashes = before.clone();
+    if outcome.changes.is_empty() {
+        return hashes;
+    }
+    let changed: Vec<&str> = outcome.changes.iter().map(|c| c.path.as_str()).collect();
+    let memories: Vec<String> = crate::running::prompt::memory_files(role)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
+    // Only a change that may be in the context needs the context resolved again (a new file in
+    // a context folder); most runs write elsewhere, and a file already hashed is just reloaded.
+    let may_join = changed
+        .iter()
+        .any(|p| !before.contains_key(*p) && !memories.iter().any(|m| m == p) && may_be_context(role, p));
+    let now_in_context: Vec<VaultPath> = if may_join {
+        let resolved = context::resolve(&env.vault, &AccessPolicy::for_role(role), &role.context);
+        resolved.paths().cloned().collect()
+    } else {
+        Vec::new()
+    };
+    for path in changed {
+        let known = before.contains_key(path)
+            || memories.iter().any(|m| m == path)
+            || now_in_context.iter().any(|p| p.as_str() == path);
+        let loaded = VaultPath::parse(path, false)
+            .ok()
+            .filter(|_| known)
+            .and_then(|p| context::load(&env.vault, &p).ok());
+        match loaded {
+            Some(l) => {
+                hashes.insert(path.to_string(), l.hash);
+            }
+            None => {
+                hashes.remove(path);
+            }
+        }
+    }
+    hashes
+}
+
+/// Whether a context entry of `role` could name `path` (without listing the vault).
+fn may_be_context(role: &Role, path: &str) -> bool {
+    use crate::setup::role::ContextEntry;
+    role.context.iter().any(|e| match e {
+        ContextEntry::File(f) => f == path,
+        ContextEntry::Folder(d) => path.starts_with(d.as_str()),
+        ContextEntry::Glob(g) => {
+            crate::records::access::glob(g).is_ok_and(|g| g.compile_matcher().is_match(path))
+        }
+        ContextEntry::Wikilink(name) => {
+            let stem = path.rsplit('/').next().unwrap_or(path).trim_end_matches(".md");
+            stem.eq_ignore_ascii_case(name.trim().trim_end_matches(".md"))
+                || path
+                    .to_lowercase()
+                    .ends_with(&format!("{}.md", name.to_lowercase()))
+        }
+    })
+}
+
+/// The JSONL record of a run; `moved`, `ended_at` and `cost_usd` are filled in by the caller.
+fn record_of(
+    role: &Role,
+    prep: &Prepared,
+    trigger: &Trigger,
+    notes: &[Note],
+    outcome: &TurnOutcome,
+    decided: &Decided,
+) -> RunRecord {
+    RunRecord {
+        run_id: prep.id.clone(),
+        role: role.name.clone(),
+        trigger: TriggerRecord::of(
+            trigger,
+            notes.iter().map(|n| n.path.as_str().to_string()).collect(),
+        ),
+        started_at: prep.started,
+        ended_at: prep.started,
+        outcome: decided.outcome,
+        error: decided.error.clone(),
+        model: outcome.model.clone(),
+        usage: UsageRecord {
+            tokens: outcome.usage,
+            cost_usd: 0.0,
+        },
+        tool_calls: outcome.calls.clone(),
+        moved: Vec::new(),
+        children: Vec::new(),
+        ended: None,
+    }
+}
+
+fn moved_of(moves: &[(VaultPath, VaultPath)]) -> Vec<Moved> {
+    moves
+        .iter()
+        .map(|(f, t)| Moved {
+            from: f.as_str().to_string(),
+            to: t.as_str().to_string(),
+        })
+        .collect()
+}
+
+fn human_of(role: &Role, outcome: &TurnOutcome, plan: &Plan) -> HumanRun {
+    let mut human = HumanRun {
+        display_name: role.display_name.clone(),
+        thinking: outcome.thinking.clone(),
+        summary: outcome.summary.clone(),
+        changes: outcome.changes.clone(),
+        ..HumanRun::default()
+    };
+    for (from, to) in &plan.moves {
+        if to.parent().file_name() == crate::base::vault::layout::FAILED {
+            let count = plan
+                .attempts
+                .iter()
+                .find(|(n, _, _)| n == from.as_str())
+                .map_or(0, |a| a.1);
+            human.failed_notes.push((to.as_str().to_string(), count));
+        }
+    }
+    for (note, count, _) in &plan.attempts {
+        if !plan.moves.iter().any(|(f, _)| f.as_str() == note) {
+            human.retry_notes.push((note.clone(), *count));
+        }
+    }
+    human
+}
+
+/// What the run cost: as an agent CLI reported it, else from the model's price (0 if unknown).
+fn cost_of(env: &RunEnv, role: &Role, outcome: &TurnOutcome, ttl: crate::base::cost::CacheTtl) -> f64 {
+    let model = if outcome.model.is_empty() {
+        model_settings(role, &env.config).model
+    } else {
+        outcome.model.clone()
+    };
+    outcome
+        .cost_usd
+        .unwrap_or_else(|| env.config.prices.cost(&model, &outcome.usage, ttl).unwrap_or(0.0))
+}
+
+/// The runs a run delegated to: their ids in its record, their sections and spending in its log.
+fn add_children(record: &mut RunRecord, human: &mut HumanRun, children: &[RunResult]) {
+    record.children = children.iter().map(|c| c.record.run_id.clone()).collect();
+    human.children = children.iter().map(|c| c.delegated_section.clone()).collect();
+    human.children_spent = children.iter().fold((0, 0.0), |(t, d), c| {
+        (t + c.record.usage.tokens.total(), d + c.record.usage.cost_usd)
+    });
+}
+
+/// The record's `ended`: why a failed run was nobody's fault, or that an ok one waits.
+fn ended_of(class: Option<FailureClass>, end: &TurnEnd) -> Option<String> {
+    match class {
+        Some(FailureClass::Outage | FailureClass::Unavailable) => Some("paused".into()),
+        Some(FailureClass::Stopped) => Some("stopped".into()),
+        // The first part of a run that waits for the person: `ok` so far, and not over.
+        None if *end == TurnEnd::Suspended => Some("waiting".into()),
+        _ => None,
+    }
+}
+
+/// Finishes a run that called the model (or tried to).
+pub(super) fn finish(
+    env: &RunEnv,
+    role: &Role,
+    trigger: Trigger,
+    notes: Vec<Note>,
+    prep: Prepared,
+    outcome: TurnOutcome,
+    children: Vec<RunResult>,
+) -> RunResult {
+    let ended = env.clock.now();
+    let decided = decide(&outcome.end);
+    let class = decided.failure.as_ref().map(|(c, _)| *c);
+    let plan = plan(env, &notes, class, &prep.state, &role.name);
+    let cost = cost_of(env, role, &outcome, prep.ttl);
+    let mut record = record_of(role, &prep, &trigger, &notes, &outcome, &decided);
+    record.ended_at = ended;
+    record.ended = ended_of(class, &outcome.end);
+    record.usage.cost_usd = crate::base::cost::round_usd(cost);
+    record.moved = moved_of(&plan.moves);
+    let mut human = human_of(role, &outcome, &plan);
+    human.notes.extend(prep.notes.iter().cloned());
+    add_children(&mut record, &mut human, &children);
+    let delegated = trigger.delegation.is_some();
+    // A delegated run answers a task: it leaves the role's own change tracking alone.
+    let hashes = match class {
+        None if !delegated => Some(hashes_after(env, role, &prep.hashes, &outcome)),
+        _ => None,
+    };
+    let (daily_section, delegated_section) = if delegated {
+        (String::new(), env.log.render_delegated(&record, &human))
+    } else {
+        (env.log.render_run(&record, &human), String::new())
+    };
+    let result = |failure, daily_log| RunResult {
+        record: record.clone(),
+        summary: outcome.summary.clone(),
+        failure,
+        daily_log,
+        changes: outcome.changes.clone(),
+        skipped: None,
+        log_errors: Vec::new(),
+        output: outcome.output.clone(),
+        delegated_section: delegated_section.clone(),
+    };
+    let daily_path = env.log.daily_path(prep.started);
+    let commit = Commit {
+        role: &role.name,
+        display_name: &role.display_name,
+        record: &record,
+        plan: &plan,
+        hashes,
+        class,
+        error: decided.error.clone(),
+        cause: decided.cause.clone(),
+        daily_section,
+        trigger_kind: trigger.kind.as_str(),
+        notes: notes.len(),
+        children_spent: human.children_spent,
+    };
+    let pending = match commit.save(env) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(
+                "cannot record the run of {} in state: {e}; its notes stay in the inbox",
+                role.name
+            );
+            return result(Some((FailureClass::RunFailure, e.to_string())), daily_path);
+        }
+    };
+    let log_errors = publish(env, &role.name, &pending, Publish::Fresh);
+    RunResult {
+        log_errors,
+        ..result(decided.failure, daily_path)
+    }
+}
+
+/// Everything one run writes into state, in one update.
+struct Commit<'a> {
+    role: &'a str,
+    display_name: &'a str,
+    record: &'a RunRecord,
+    plan: &'a Plan,
+    /// Hashes to keep for the next run's change list (successful runs only).
+    hashes: Option<BTreeMap<String, String>>,
+    class: Option<FailureClass>,
+    error: Option<String>,
+    /// What an outage's one daily line per cause is keyed on.
+    cause: Option<String>,
+    daily_section: String,
+    trigger_kind: &'a str,
+    notes: usize,
+    /// Tokens and dollars of the runs this run delegated to: they count in this role's daily
+    /// budget too (each child counted its own, and the global budget, already).
+    children_spent: (u64, f64),
+}
+
+impl Commit<'_> {
+    fn save(self, env: &RunEnv) -> Result<PendingRun, VaultError> {
+        let rec = self.record;
+        let today = rec.ended_at.with_timezone(&env.log.tz()).date_naive();
+        let record_json = serde_json::to_value(rec).map_err(|e| VaultError::Io(e.to_string()))?;
+        let daily = env.log.daily_path(rec.started_at);
+        // A run that never reached the model (an outage), or one tabd's own stop cut short, does
+        // not use up max_runs_per_day unless it spent tokens.
+        let outage = matches!(
+            self.class,
+            Some(FailureClass::Outage | FailureClass::Unavailable | FailureClass::Stopped)
+        );
+        // Durable against a crash of tabd (the kernel has the data once written); the folder is
+        // not synced here, so a power cut may at worst run the run's notes again.
+        env.store.update_with(crate::base::vault::Durability::File, |s| {
+            s.add_usage(self.role, today, rec.usage.tokens, rec.usage.cost_usd);
+            let r = s.role(self.role);
+            r.roll_day(today);
+            r.tokens_today += self.children_spent.0;
+            r.cost_today_usd += self.children_spent.1;
+            self.count(r, outage);
+            let daily_text = self.daily_text(env, r, outage);
+            let pending = PendingRun {
+                run_id: rec.run_id.clone(),
+                record: record_json.clone(),
+                jsonl: env.log.jsonl_path(rec.started_at).as_str().to_string(),
+                daily: daily.as_str().to_string(),
+                daily_text,
+                moves: self
+                    .plan
+                    .moves
+                    .iter()
+                    .map(|(f, t)| (f.as_str().to_string(), t.as_str().to_string()))
+                    .collect(),
+            };
+            // A run with no notes to move has nothing a crash could make untrue: its record is
+            // kept only until its logs are written (here), not as a pending entry.
+            if !pending.moves.is_empty() {
+                r.pending.push(pending.clone());
+            }
+            pending
+        })
+    }
+
+    /// The role's counters: runs today, its last run, its hashes, its notes' attempts.
+    fn count(&self, r: &mut crate::records::state::RoleState, outage: bool) {
+        let rec = self.record;
+        // Every run counts in its role's runs per day, a delegated one too: a role's ceilings
+        // hold whatever door its runs came through.
+        if !outage || rec.usage.tokens.total() > 0 {
+            r.runs_today += 1;
+        }
+        r.last_run = Some(LastRun {
+            run_id: rec.run_id.clone(),
+            started_at: rec.started_at,
+            ended_at: rec.ended_at,
+            // The JSONL record says `failed` (contract); people see that nothing was their fault.
+            outcome: rec.ended.clone().unwrap_or_else(|| rec.outcome.as_str().into()),
+            error: self.error.clone(),
+            tokens: rec.usage.tokens.total(),
+            trigger: self.trigger_kind.to_string(),
+            cost_usd: rec.usage.cost_usd,
+        });
+        if let Some(h) = &self.hashes {
+            r.last_success_at = Some(rec.ended_at);
+            r.context_hashes = h.clone();
+        }
+        for (note, count, ino) in &self.plan.attempts {
+            let last_error = self.error.clone().unwrap_or_default();
+            r.attempts.insert(
+                note.clone(),
+                Attempts {
+                    count: *count,
+                    last_error,
+                    ino: Some(*ino),
+                },
+            );
+        }
+        for (from, _) in &self.plan.moves {
+            r.attempts.remove(from.as_str());
+        }
+    }
+
+    /// What the daily log gets: the run's section — or, for an outage, one line per cause a day;
+    /// for a run tabd's stop cut short, one line unless it did something (then its section).
+    fn daily_text(&self, env: &RunEnv, r: &mut crate::records::state::RoleState, outage: bool) -> String {
+        let cause = self.cause.as_deref().unwrap_or_default();
+        if self.class == Some(FailureClass::Stopped) {
+            if !self.record.tool_calls.is_empty() {
+                return self.daily_section.clone();
+            }
+            let secs = (self.record.ended_at - self.record.started_at).num_seconds();
+            let waiting = match self.notes {
+                0 => String::new(),
+                1 => "; its note waits in the inbox, no attempt counted".into(),
+                n => format!("; its {n} notes wait in the inbox, no attempt counted"),
+            };
+            return env.log.render_line(
+                self.record.started_at,
+                self.display_name,
+                &format!(
+                    "stopped after {secs} s by a restart of tabd; runs again at the next start{waiting}"
+                ),
+            );
+        }
+        match (outage, &self.error) {
+            (true, Some(msg)) if r.first_notice(&format!("outage: {cause}")) => {
+                let waiting = match self.notes {
+                    0 => String::new(),
+                    n => format!("; {n} note(s) wait in the inbox, no attempt counted"),
+                };
+                let what = if self.class == Some(FailureClass::Unavailable) {
+                    "waiting"
+                } else {
+                    "paused"
+                };
+                env.log.render_line(
+                    self.record.started_at,
+                    self.display_name,
+                    &format!("{what} — {msg}{waiting}"),
+                )
+            }
+            (true, _) => String::new(),
+            (false, _) => self.daily_section.clone(),
+        }
+    }
+}
+
+/// Whether `publish` first looks for what a crashed attempt already wrote.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Publish {
+    /// A run finishing now: nothing of it is written yet.
+    Fresh,
+    /// Crash recovery: write only what is missing (reads the day's logs once per run).
+    Recover,
+}
+
+/// Writes a committed run's logs and moves its notes, then clears it from state. In recovery,
+/// nothing is written or moved twice.
+fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String> {
+    env.faults.abort_at("abort-after-commit");
+    let mut problems = Vec::new();
+    let jsonl = VaultPath::parse(&p.jsonl, false);
+    let daily = VaultPath::parse(&p.daily, false);
+    if let Ok(jsonl) = &jsonl {
+        if how == Publish::Fresh || !env.log.has_record(jsonl, &p.run_id) {
+            if let Err(e) = env.log.append_jsonl(jsonl, &p.record) {
+                problems.push(format!("cannot write the run record {jsonl}: {e}"));
+            }
+        }
+    }
+    if let (Ok(daily), false) = (&daily, p.daily_text.is_empty()) {
+        if how == Publish::Fresh || !env.log.daily_has(daily, &p.daily_text) {
+            let appended = if p.daily_text.starts_with("- ") {
+                env.log.append_event(daily, &p.daily_text)
+            } else {
+                env.log.append_daily(daily, &p.daily_text)
+            };
+            if let Err(e) = appended {
+                problems.push(format!("cannot write the run log {daily}: {e}"));
+            }
+        }
+    }
+    env.faults.abort_at("abort-after-log");
+    if p.moves.is_empty() {
+        return report(problems);
+    }
+    for (from, to) in &p.moves {
+        let (Ok(f), Ok(t)) = (VaultPath::parse(from, false), VaultPath::parse(to, false)) else {
+            continue;
+        };
+        if !env.vault.exists(&f) {
+            continue; // moved already (a recovery after the move), or by a person
+        }
+        if let Err(e) = inbox::move_note(&env.vault, &f, &t) {
+            tracing::warn!("could not move {from} to {to}: {e}");
+        }
+    }
+    // Losing this update (a power cut) only means a recovery that finds everything done.
+    let cleared = env.store.update_with(crate::base::vault::Durability::File, |s| {
+        if let Some(r) = s.roles.get_mut(role) {
+            r.pending.retain(|x| x.run_id != p.run_id);
+        }
+    });
+    if let Err(e) = cleared {
+        tracing::warn!("cannot clear the finished run {} from state: {e}", p.run_id);
+    }
+    report(problems)
+}
+
+fn report(problems: Vec<String>) -> Vec<String> {
+    for problem in &problems {
+        tracing::error!("{problem}");
+    }
+    problems
+}
+
+/// Finishes runs a crash interrupted after they were committed. Returns how many.
+///
+/// Only roles nobody is running are touched: a role whose run lock another process holds may be
+/// finishing that very run. `held` is the role whose lock the caller itself holds (`tabd fire`).
+pub fn recover(env: &RunEnv, held: Option<&str>) -> usize {
+    let state = env.store.load();
+    let mut n = 0;
+    for (role, rs) in state.roles.iter().filter(|(_, r)| !r.pending.is_empty()) {
+        let _lock = if held == Some(role.as_str()) {
+            None
+        } else {
+            match env.vault.lock(&run_lock_path(role), false) {
+                Ok(Some(l)) => Some(l),
+                Ok(None) => continue, // running elsewhere; that process finishes it
+                Err(e) => {
+                    tracing::warn!("cannot take the run lock of {role} to finish its last run: {e}");
+                    continue;
+                }
+            }
+        };
+        for p in &rs.pending {
+            let _ = publish(env, role, p, Publish::Recover);
+            n += 1;
+        }
+    }
+    n
+}
+
+/// The role's run lock: one process runs a role at a time (the daemon and `tabd fire` alike).
+pub fn run_lock_path(role: &str) -> VaultPath {
+    VaultPath::parse(&crate::base::vault::layout::run_lock(role), false).unwrap_or_else(|_| VaultPath::root())
+}
+
+/// A run skipped at zero tokens (`skip_unchanged`): a JSONL `skipped` record, and one daily-log
+/// line per cause per day.
+pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepared) -> RunResult {
+    let why = "nothing changed since the last run (skip_unchanged)".to_string();
+    let record = RunRecord {
+        run_id: prep.id.clone(),
+        role: role.name.clone(),
+        trigger: TriggerRecord::of(trigger, Vec::new()),
+        started_at: prep.started,
+        ended_at: prep.started,
+        outcome: Outcome::Skipped,
+        error: Some(why.clone()),
+        model: String::new(),
+        usage: UsageRecord::default(),
+        tool_calls: Vec::new(),
+        moved: Vec::new(),
+        children: Vec::new(),
+        ended: None,
+    };
+    let today = prep.started.with_timezone(&env.log.tz()).date_naive();
+    let first = env
+        .store
+        .update(|s| {
+            let r = s.role(&role.name);
+            r.roll_day(today);
+            r.first_notice("skip_unchanged")
+        })
+        .unwrap_or(true);
+    if first {
+        let _ = env
+            .log
+            .write_line(prep.started, &role.display_name, &format!("skipped — {why}"));
+    }
+    if let Err(e) = env.log.write_record(&record) {
+        tracing::warn!("cannot write the skip record: {e}");
+    }
+    RunResult {
+        record,
+        summary: String::new(),
+        failure: None,
+        daily_log: env.log.daily_path(prep.started),
+        changes: Vec::new(),
+        skipped: Some(why),
+        log_errors: Vec::new(),
+        output: None,
+        delegated_section: String::new(),
+    }
+}
+
+/// Records a run that crashed (a panic in tabd) as a failed run: its notes count an attempt,
+/// so a note that makes tabd fail every time still ends in `failed/` rather than looping.
+pub fn record_crash(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>, why: &str) -> RunResult {
+    record_ended(env, role, trigger, notes, TurnEnd::Crashed(why.to_string()))
+}
+
+/// Records a run whose task was cancelled by tabd's own stop before it could record itself.
+pub fn record_stopped(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>) -> RunResult {
+    record_ended(env, role, trigger, notes, TurnEnd::Stopped)
+}
+
+fn record_ended(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>, end: TurnEnd) -> RunResult {
+    let started = env.clock.now();
+    let limits = RoleLimits::resolve(role, &env.config.limits);
+    let prep = Prepared {
+        id: super::session::new_id(&role.name, started),
+        started,
+        state: env.store.load(),
+        hashes: BTreeMap::new(),
+        ttl: crate::base::cost::CacheTtl::FiveMinutes,
+        hops: 0,
+        limits,
+        notes: Vec::new(),
+    };
+    finish(
+        env,
+        role,
+        trigger,
+        notes,
+        prep,
+        TurnOutcome::ended(end),
+        Vec::new(),
+    )
+}
+
+/// The result of a crashed run when even recording it failed: nothing written, the notes stay
+/// in the inbox.
+pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
+    let now = Utc::now();
+    RunResult {
+        record: RunRecord {
+            run_id: String::new(),
+            role: role.name.clone(),
+            trigger: TriggerRecord::of(&Trigger::manual(), Vec::new()),
+            started_at: now,
+            ended_at: now,
+            outcome: Outcome::Failed,
+            error: Some(why.to_string()),
+            model: String::new(),
+            usage: UsageRecord::default(),
+            tool_calls: Vec::new(),
+            moved: Vec::new(),
+            children: Vec::new(),
+            ended: None,
+        },
+        summary: String::new(),
+        failure: Some((FailureClass::RunFailure, why.to_string())),
+        daily_log: VaultPath::root(),
+        changes: Vec::new(),
+        skipped: None,
+        log_errors: Vec::new(),
+        output: None,
+        delegated_section: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capabilities::provider::ProviderError;
+
+    #[test]
+    fn what_a_turn_ends_as_decides_the_notes_fate() {
+        let ok = decide(&TurnEnd::Done);
+        assert_eq!((ok.outcome, ok.failure.is_none()), (Outcome::Ok, true));
+        let limit = decide(&TurnEnd::Limit("max_tool_calls (3)".into()));
+        assert_eq!(limit.outcome, Outcome::Limit);
+        assert!(
+            limit.failure.is_none(),
+            "a limit is not the notes' fault: they move on"
+        );
+        for end in [
+            TurnEnd::ContextExceeded,
+            TurnEnd::ToolFatal("disk full".into()),
+            TurnEnd::Crashed("panic".into()),
+        ] {
+            let d = decide(&end);
+            assert_eq!(d.outcome, Outcome::Failed, "{end:?}");
+            assert_eq!(
+                d.failure.map(|f| f.0),
+                Some(FailureClass::RunFailure),
+                "{end:?}: counts an attempt"
+            );
+        }
+        let down = decide(&TurnEnd::ServerDown {
+            cause: "MCP server `x` is down".into(),
+            last_output: " — its last output: `boom`".into(),
+        });
+        assert_eq!(
+            down.failure.as_ref().map(|f| f.0),
+            Some(FailureClass::Unavailable)
+        );
+        assert_eq!(
+            down.cause.as_deref(),
+            Some("MCP server `x` is down"),
+            "one daily line per cause, whatever the server printed"
+        );
+        let cli = decide(&TurnEnd::Failed(ProviderError::Cli {
+            provider: "command",
+            message: "Please run /login".into(),
+            outage: true,
+        }));
+        assert_eq!(
+            cli.failure.map(|f| f.0),
+            Some(FailureClass::Outage),
+            "no attempt counted"
+        );
+    }
+}

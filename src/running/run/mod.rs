@@ -1,0 +1,358 @@
+//! One run of one role, start to finish (DESIGN §5, §7, §9):
+//!
+//! - `env` — what a run needs (`RunEnv`) and what it ends as (`RunResult`);
+//! - `session` — what every door opens: id, account, hops, journal, MCP servers, delegator;
+//! - `prepare` — id, limits, state and the prompt, including what the role's servers and the
+//!   approvals ledger add to it (shared with `tabd prompt`);
+//! - here — skip at zero tokens when nothing changed, open the role's MCP servers, build its
+//!   harness, run the turn (an API loop, or an agent CLI through `agent_turn`);
+//! - `finish` — decide, record, log, move notes; crash recovery;
+//! - `suspend`, `resume` — a run that waits for the person's decision, and its second part.
+
+mod agent_turn;
+mod delegate;
+mod env;
+mod finish;
+mod prepare;
+mod resume;
+pub mod session;
+pub mod suspend;
+
+use std::sync::Arc;
+
+pub use delegate::{delegator_for, Lineage, RunDelegator};
+pub use env::{RunEnv, RunResult, Stop};
+pub use finish::{record_crash, record_crash_in_memory, record_stopped, recover, run_lock_path, STOPPED};
+pub use prepare::{build_prompt, cache_ttl, complete, model_settings, PromptSources};
+
+use crate::base::blocking;
+use crate::base::cost::Account;
+use crate::base::progress::Step;
+use crate::base::trigger::Trigger;
+use crate::capabilities::provider::RetryPolicy;
+use crate::gate::harness::Harness;
+use crate::records::inbox::Note;
+use crate::running::prompt::Prompt;
+use crate::running::turn::{self, TurnEnd, TurnLimits, TurnOutcome};
+use crate::setup::role::Role;
+
+use prepare::{down_line, last_output, Prepared};
+use session::{Door, Opening, Servers, Session};
+
+/// Runs `role` once for `trigger` with `notes` (already chosen, in order).
+pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>) -> RunResult {
+    if trigger.resumes.is_some() {
+        return resume::resume(env, role, trigger).await;
+    }
+    run_in(env, role, trigger, notes, Lineage::default()).await
+}
+
+/// The daily-log lines of a run that waits for the person.
+fn waiting_lines(turn: &crate::running::turn::Suspension) -> Vec<String> {
+    turn.waiting
+        .iter()
+        .map(|(_, note)| {
+            format!(
+                "**Waiting for your approval:** {} — the run goes on with the call's result once you decide",
+                crate::records::runlog::wikilink(note)
+            )
+        })
+        .collect()
+}
+
+/// A run, possibly delegated from another (`lineage`: the parent's account, deadline and depth).
+async fn run_in(
+    env: &RunEnv,
+    role: &Role,
+    trigger: Trigger,
+    notes: Vec<Note>,
+    lineage: Lineage,
+) -> RunResult {
+    if env.faults.hit("panic-in-run") {
+        panic!("TABD_FAULTS: panic-in-run");
+    }
+    env.progress.emit(Step::Preparing);
+    let (mut prep, mut prompt) = prepare::prepare(env, role, &trigger, &notes);
+    if trigger.skip_if_unchanged && notes.is_empty() {
+        let unchanged = prepare::previous_hashes(&prep.state, role).is_some_and(|h| *h == prep.hashes);
+        if unchanged {
+            return blocking::run(|| finish::skipped(env, role, &trigger, &prep));
+        }
+    }
+    // MCP servers start only now: a skipped slot never starts one.
+    let servers = role.mcp_servers();
+    if !servers.is_empty() {
+        env.progress
+            .emit(Step::Starting(format!("MCP servers: {}", servers.join(", "))));
+    }
+    let session = Session::open(
+        env,
+        Opening {
+            door: Door::Run,
+            role,
+            trigger: &trigger,
+            id: prep.id.clone(),
+            started: prep.started,
+            hops: prep.hops,
+            lineage,
+            servers: Servers::All,
+            depth_left: None,
+        },
+    )
+    .await;
+    // The chain and the deadline as the session has them (a child carries its parent's).
+    prep.hops = session.hops;
+    prep.limits.run_deadline = session.deadline.saturating_duration_since(env.clock.instant());
+    let mcp = session.mcp.clone();
+    prep.notes = mcp.down.iter().map(down_line).collect();
+    let outcome = match (mcp.required_down(), output_check(env, role)) {
+        (Some(d), _) => TurnOutcome::ended(TurnEnd::ServerDown {
+            cause: format!("{} (it is required)", d.problem),
+            last_output: last_output(d),
+        }),
+        (None, Err(why)) => TurnOutcome::ended(TurnEnd::OutputInvalid(why)),
+        (None, Ok(output)) => {
+            let decided = prepare::complete(&mut prompt, &mcp, &prep.state, role);
+            // A child answers its parent now: only a run of its own waits for the person.
+            let suspend = role.settings.resume.unwrap_or(true) && trigger.delegation.is_none();
+            let outcome = model_turn(env, role, &mut prep, prompt, &session, (output, suspend)).await;
+            if outcome.requests > 0 && !decided.is_empty() {
+                mark_reported(env, role, decided);
+            }
+            outcome
+        }
+    };
+    mcp.close().await;
+    env.progress.emit(Step::Finishing);
+    let children = session.take_children();
+    let suspended = outcome
+        .suspension
+        .clone()
+        .map(|turn| suspended_record(env, role, &session, &prep, turn, outcome.calls.len()));
+    let result = blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome, children));
+    session.close(&moved(&result)).await;
+    keep_suspended(env, suspended);
+    result
+}
+
+/// The turn through the session's harness, what it did recorded on the outcome, its answer
+/// written where the role asks, and the lines of a run that now waits for the person.
+async fn model_turn(
+    env: &RunEnv,
+    role: &Role,
+    prep: &mut Prepared,
+    prompt: Prompt,
+    session: &Session,
+    (output, suspend): (Option<Arc<jsonschema::Validator>>, bool),
+) -> TurnOutcome {
+    let ticket = session.ticket(Some(session.asks()), env.progress.clone());
+    let harness = Arc::new(session.harness(ticket));
+    let turn = TurnContext {
+        account: session.account.clone(),
+        output,
+        suspend,
+    };
+    let mut outcome = call_model_until_stop(env, role, prep, prompt, harness.clone(), turn, session).await;
+    if let Some(line) = write_answer(role, prep, &outcome, &harness) {
+        prep.notes.push(line);
+    }
+    let log = harness.log();
+    outcome.calls = log.calls;
+    outcome.changes = log.changes;
+    prep.notes
+        .extend(outcome.suspension.iter().flat_map(waiting_lines));
+    outcome
+}
+
+/// Saves a run that waits for the person, after its first part is recorded (a crash in between
+/// loses only the going-on: the decision still reaches the role's next run).
+fn keep_suspended(env: &RunEnv, suspended: Option<suspend::Suspended>) {
+    if let Some(s) = suspended {
+        if let Err(e) = suspend::save(&env.vault, &s) {
+            tracing::error!(
+                "run {}: cannot save it to go on after the approval: {e}",
+                s.run_id
+            );
+        }
+    }
+}
+
+/// What a run that waits for the person keeps to go on later.
+fn suspended_record(
+    env: &RunEnv,
+    role: &Role,
+    session: &Session,
+    prep: &Prepared,
+    turn: crate::running::turn::Suspension,
+    calls: usize,
+) -> suspend::Suspended {
+    let (spent_tokens, spent_usd) = session.account.spent();
+    suspend::Suspended {
+        run_id: prep.id.clone(),
+        role: role.name.clone(),
+        started_at: prep.started,
+        suspended_at: env.clock.now(),
+        turn,
+        spent_tokens,
+        spent_usd,
+        tool_calls: calls as u32,
+        deadline_left_ms: session
+            .deadline
+            .saturating_duration_since(env.clock.instant())
+            .as_millis() as u64,
+        hops: session.hops,
+        role_hash: suspend::role_hash(&env.vault, &role.path),
+        resuming: false,
+    }
+}
+
+/// The turn, unless tabd is stopped first: then it ends where it waits (a request, a tool call,
+/// a CLI); what it did so far is recorded from the harness and the account, and its notes run
+/// again.
+async fn call_model_until_stop(
+    env: &RunEnv,
+    role: &Role,
+    prep: &Prepared,
+    prompt: Prompt,
+    harness: Arc<Harness>,
+    turn: TurnContext,
+    session: &Session,
+) -> TurnOutcome {
+    let account = turn.account.clone();
+    tokio::select! {
+        outcome = call_model(env, role, prep, prompt, harness, turn) => outcome,
+        () = env.stop.requested_wait() => stopped(&account, session, (0, 0.0)),
+    }
+}
+
+/// A turn cut short by tabd's stop: what it spent is what its account was charged, less what
+/// was recorded elsewhere — by finished children themselves (children cut short with it
+/// recorded nothing), and `before`, by the run's first part when this is its second.
+pub(super) fn stopped(account: &Account, session: &Session, before: (u64, f64)) -> TurnOutcome {
+    let (tokens, usd) = account.spent();
+    let (child_tokens, child_usd) = session.children_spent();
+    let mut outcome = TurnOutcome::ended(TurnEnd::Stopped);
+    outcome.usage.input_tokens = tokens.saturating_sub(child_tokens + before.0);
+    outcome.cost_usd = Some(crate::base::cost::round_usd(
+        (usd - child_usd - before.1).max(0.0),
+    ));
+    outcome
+}
+
+/// The notes a run moved (from, to): its journal keeps them for `tabd undo --requeue`.
+fn moved(result: &RunResult) -> Vec<(String, String)> {
+    result
+        .record
+        .moved
+        .iter()
+        .map(|m| (m.from.clone(), m.to.clone()))
+        .collect()
+}
+
+/// `output.path`: a finished run's answer is also written to that note. `Some` (a line for the
+/// run's log) when it could not be.
+fn write_answer(role: &Role, prep: &Prepared, outcome: &TurnOutcome, harness: &Harness) -> Option<String> {
+    let template = role.settings.output.as_ref()?.path.as_ref()?;
+    if outcome.end != TurnEnd::Done || outcome.summary.trim().is_empty() {
+        return None;
+    }
+    let date = prep
+        .started
+        .with_timezone(&role.schedule.tz)
+        .format("%Y-%m-%d")
+        .to_string();
+    let path = template
+        .replace("{date}", &date)
+        .replace("{role}", &role.name)
+        .replace("{run_id}", &prep.id);
+    harness
+        .write_output(&path, &outcome.summary)
+        .err()
+        .map(|why| format!("**Answer not written** to {path}: {why}"))
+}
+
+/// The role's output contract, compiled (a schema file broken since the role was loaded fails
+/// the run before the model is paid).
+fn output_check(env: &RunEnv, role: &Role) -> Result<Option<Arc<jsonschema::Validator>>, String> {
+    match role.settings.output.as_ref().and_then(|o| o.schema.as_deref()) {
+        None => Ok(None),
+        Some(path) => crate::setup::role::output_schema(&env.vault, path).map(|v| Some(Arc::new(v))),
+    }
+}
+
+/// What the turn gets beyond the role's settings: the account it spends from, the answer's
+/// schema, whether a call waiting for approval suspends it.
+struct TurnContext {
+    account: Account,
+    output: Option<Arc<jsonschema::Validator>>,
+    suspend: bool,
+}
+
+/// The model has been told about these decided approvals: later runs are not.
+pub(super) fn mark_reported(env: &RunEnv, role: &Role, ids: Vec<String>) {
+    let store = env.store.clone();
+    let marked = blocking::run(move || {
+        store.update(|s| {
+            for id in &ids {
+                if let Some(a) = s.approvals.get_mut(id) {
+                    a.reported = true;
+                }
+            }
+        })
+    });
+    if let Err(e) = marked {
+        tracing::warn!(
+            "role {}: cannot record that approvals were reported: {e}",
+            role.name
+        );
+    }
+}
+
+async fn call_model(
+    env: &RunEnv,
+    role: &Role,
+    prep: &Prepared,
+    prompt: Prompt,
+    harness: Arc<Harness>,
+    turn: TurnContext,
+) -> TurnOutcome {
+    let ms = model_settings(role, &env.config);
+    let request = prompt.into_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
+    if env.config.provider.kind == crate::setup::config::ProviderKind::Command {
+        // A CLI spends out of tabd's sight until it answers: it does not start at all when the
+        // session (or one above it) has nothing left.
+        let spent = turn.account.exhausted().or_else(|| {
+            turn.account
+                .usd_left()
+                .filter(|left| *left <= 0.0)
+                .map(|_| "max_cost_usd (nothing left)".to_string())
+        });
+        if let Some(why) = spent {
+            return TurnOutcome::ended(TurnEnd::CapTooLow(why));
+        }
+        let mut outcome = agent_turn::turn(env, role, prep, &request, harness).await;
+        // A CLI's session is over when it answers: no repair turn, the answer fits or the run fails.
+        if let (Some(schema), TurnEnd::Done) = (&turn.output, &outcome.end) {
+            match crate::running::turn::answer_json(&outcome.summary, schema) {
+                Ok(v) => outcome.output = Some(v),
+                Err(why) => outcome.end = TurnEnd::OutputInvalid(why),
+            }
+        }
+        turn.account
+            .charge(outcome.usage.total(), outcome.cost_usd.unwrap_or(0.0));
+        return outcome;
+    }
+    let limits = TurnLimits {
+        account: turn.account,
+        price: env.config.prices.price(&ms.model),
+        cache_ttl: prep.ttl,
+        deadline: env.clock.instant() + prep.limits.run_deadline,
+        output: turn.output,
+        suspend: turn.suspend,
+    };
+    let retry = RetryPolicy {
+        progress: env.progress.clone(),
+        ..RetryPolicy::from_config(&env.config.provider)
+    };
+    turn::run_turn(env.provider.as_ref(), &retry, request, &limits, harness.as_ref()).await
+}

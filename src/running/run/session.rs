@@ -1,0 +1,292 @@
+//! A session: what every door opens before a single tool can be called (DESIGN §21) — an API
+//! run, a delegated child, a CLI run, `tabd mcp serve`, an approved call, an undo. It owns the
+//! session's id (one format, unique even for two sessions started in the same second), its
+//! account (tokens and dollars, with the ceilings of every session above it), its hop count, the
+//! gate its `delegate` children pass (`max_parallel_delegates` for the whole session, whatever
+//! door the calls came through), its undo journal, its MCP servers and its delegator. It is
+//! closed once (`close`), and a session dropped unclosed (a panic, a cancelled task) still seals
+//! its journal and stops its servers.
+//!
+//! Every ceiling holds the same from every door: the account carries the run and dollar
+//! ceilings of every session above; a delegated child is refused when its role's day is spent
+//! (`limits::day_spent`, the check the daemon makes before a scheduled run).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+use super::delegate::{delegator_for, Lineage, RunDelegator};
+use super::env::RunEnv;
+use crate::base::cost::Account;
+use crate::base::trigger::Trigger;
+use crate::capabilities::mcp::tools::RunTools;
+use crate::gate::approvals::request::AskContext;
+use crate::gate::harness::{Harness, Ticket};
+use crate::records::journal::RunJournal;
+use crate::records::limits::RoleLimits;
+use crate::setup::role::Role;
+
+/// Which door opened a session (its journal and record say so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    /// A run: scheduled, from notes, fired, or delegated (the trigger says which).
+    Run,
+    /// `tabd mcp serve --role R`: an MCP client's session.
+    McpServe,
+    /// A call the person approved in a note.
+    Approved,
+    /// `tabd undo`.
+    Undo,
+}
+
+impl Door {
+    /// The label its journal keeps.
+    fn label(self, trigger: &Trigger) -> &str {
+        match self {
+            Self::Run => trigger.kind.as_str(),
+            Self::McpServe => "mcp",
+            Self::Approved => "approved",
+            Self::Undo => "undo",
+        }
+    }
+}
+
+/// Which of the role's MCP servers a session starts.
+#[derive(Debug, Clone, Copy)]
+pub enum Servers<'a> {
+    /// Every one the role uses.
+    All,
+    /// Only this one (an approved call needs one).
+    Only(&'a str),
+    /// None (an undo).
+    None,
+}
+
+/// What a door knows when it opens a session.
+pub struct Opening<'a> {
+    pub door: Door,
+    pub role: &'a Role,
+    pub trigger: &'a Trigger,
+    /// The session's id, when the door made it already (`new_id`).
+    pub id: String,
+    pub started: DateTime<Utc>,
+    /// Chain depth of what started it (notes' hops; an approved call's asking run's).
+    pub hops: u32,
+    /// The session that delegated to this one, if any: its account, deadline and hops.
+    pub lineage: Lineage,
+    pub servers: Servers<'a>,
+    /// How many levels it may still delegate, when the door knows less than the trigger says
+    /// (an approved `delegate`: its asking run's depth is not kept); `None`: the role's.
+    pub depth_left: Option<u32>,
+}
+
+/// One session of one role (see the module's text).
+pub struct Session {
+    pub id: String,
+    pub door: Door,
+    pub role: Role,
+    pub started: DateTime<Utc>,
+    pub limits: RoleLimits,
+    pub account: Account,
+    /// The chain depth: the most of what started it and of the session above it.
+    pub hops: u32,
+    /// When it must end (its own deadline, or the delegating session's, if sooner).
+    pub deadline: Instant,
+    pub journal: Arc<RunJournal>,
+    pub mcp: Arc<RunTools>,
+    pub delegator: Option<Arc<RunDelegator>>,
+    env: RunEnv,
+    closed: AtomicBool,
+}
+
+/// A session's id: `<UTC time>-<role>-<8 hex digits>`, one format for every door. The random
+/// part makes two sessions of one role started in the same second differ (one in four billion).
+pub fn new_id(role: &str, at: DateTime<Utc>) -> String {
+    format!(
+        "{}-{role}-{:08x}",
+        at.format("%Y%m%dT%H%M%SZ"),
+        rand::random::<u32>()
+    )
+}
+
+/// The key this machine signs undo journals with (outside the vault: `journal::Key`). Where it
+/// cannot be kept, a key of this session alone: the run goes on, and `tabd undo` will refuse
+/// its journal rather than trust it.
+pub fn journal_key(env: &RunEnv) -> Arc<crate::records::journal::Key> {
+    let state = env.launcher.places().state;
+    match crate::records::journal::Key::load_or_create(&state) {
+        Ok(k) => Arc::new(k),
+        Err(e) => {
+            tracing::warn!("cannot keep the undo journal's key in {}: {e}", state.display());
+            let mut bytes = [0u8; 32];
+            rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
+            Arc::new(crate::records::journal::Key::from_bytes(&bytes))
+        }
+    }
+}
+
+impl Session {
+    /// Opens a session: its account under its ceilings (and those above it), its journal, its
+    /// delegator and its MCP servers.
+    pub async fn open(env: &RunEnv, o: Opening<'_>) -> Session {
+        let limits = RoleLimits::resolve(o.role, &env.config.limits);
+        let account = match &o.lineage.account {
+            Some(parent) => parent.child(limits.max_tokens_per_run, limits.max_cost_usd),
+            None => Account::new(limits.max_tokens_per_run, limits.max_cost_usd),
+        };
+        let own_deadline = env.clock.instant() + limits.run_deadline;
+        let deadline = o.lineage.deadline.map_or(own_deadline, |d| d.min(own_deadline));
+        let hops = o.hops.max(o.lineage.hops);
+        let journal = Arc::new(RunJournal::new(
+            env.vault.clone(),
+            journal_key(env),
+            &o.id,
+            &o.role.name,
+            o.started,
+            o.door.label(o.trigger),
+        ));
+        let delegator = delegator_for(
+            env,
+            o.role,
+            &o.id,
+            o.trigger,
+            o.depth_left.unwrap_or_else(|| o.role.delegation_left(o.trigger)),
+            Lineage {
+                account: Some(account.clone()),
+                deadline: Some(deadline),
+                hops,
+            },
+        );
+        let only = match o.servers {
+            Servers::All => None,
+            Servers::Only(s) => Some(s),
+            Servers::None => Some(""),
+        };
+        let mcp = if only == Some("") {
+            RunTools::default()
+        } else {
+            RunTools::open_only(o.role, &env.config, &env.launcher, env.mcp_pool.as_deref(), only).await
+        };
+        Session {
+            id: o.id,
+            door: o.door,
+            role: o.role.clone(),
+            started: o.started,
+            limits,
+            account,
+            hops,
+            deadline,
+            journal,
+            mcp: Arc::new(mcp),
+            delegator,
+            env: env.clone(),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// What its calls may do: its hops and limits, where `ask` calls go (`asks`: `None` where
+    /// no approval can be asked for), its delegator, its journal.
+    pub fn ticket(&self, asks: Option<AskContext>, progress: crate::base::progress::Progress) -> Ticket {
+        Ticket {
+            hops: self.hops,
+            max_chain_depth: self.limits.max_chain_depth,
+            max_tool_calls: self.limits.max_tool_calls,
+            asks,
+            progress,
+            delegator: self
+                .delegator
+                .clone()
+                .map(|d| d as Arc<dyn crate::gate::harness::Delegator>),
+            journal: Some(self.journal.clone()),
+        }
+    }
+
+    /// Where this session's `ask` calls are queued.
+    pub fn asks(&self) -> AskContext {
+        AskContext {
+            run_id: self.id.clone(),
+            run_log: self.env.log.daily_path(self.started).as_str().to_string(),
+            expire_after: self.env.config.approvals.expire_after,
+            tz: self.env.config.timezone,
+        }
+    }
+
+    /// The harness its calls go through.
+    pub fn harness(&self, ticket: Ticket) -> Harness {
+        Harness::new(
+            self.env.vault.clone(),
+            &self.role,
+            self.env.roles.clone(),
+            self.env.clock.clone(),
+            self.mcp.clone(),
+            ticket,
+        )
+    }
+
+    /// The delegated runs it started, in the order they ended.
+    pub fn take_children(&self) -> Vec<super::RunResult> {
+        self.delegator
+            .as_ref()
+            .map(|d| d.take_children())
+            .unwrap_or_default()
+    }
+
+    /// Tokens and dollars its finished children recorded themselves.
+    pub fn children_spent(&self) -> (u64, f64) {
+        let Some(d) = self.delegator.as_ref() else {
+            return (0, 0.0);
+        };
+        let children = d.children.lock().unwrap_or_else(|p| p.into_inner());
+        children.iter().fold((0, 0.0), |(t, u), c| {
+            (t + c.record.usage.tokens.total(), u + c.record.usage.cost_usd)
+        })
+    }
+
+    /// Stops its servers and seals its journal with the notes it moved (`moved`: from, to).
+    pub async fn close(&self, moved: &[(String, String)]) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.mcp.close().await;
+        let now = self.env.clock.now();
+        let journal = self.journal.clone();
+        let moved = moved.to_vec();
+        if let Err(e) = crate::base::blocking::run(move || journal.seal(&moved, now)) {
+            tracing::warn!("session {}: cannot close its undo journal: {e}", self.id);
+        }
+    }
+}
+
+impl Drop for Session {
+    /// A session dropped unclosed (a panic, a cancelled task): its journal is sealed with what it
+    /// did, and its servers are stopped (their handles kill them when the last one goes).
+    fn drop(&mut self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if let Err(e) = self.journal.seal(&[], self.env.clock.now()) {
+            tracing::warn!("session {}: cannot close its undo journal: {e}", self.id);
+        }
+        let mcp = self.mcp.clone();
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move { mcp.close().await });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_have_one_format_and_differ_within_a_second() {
+        let at: DateTime<Utc> = "2026-11-24T09:00:00Z".parse().unwrap();
+        let ids: std::collections::BTreeSet<String> = (0..1000).map(|_| new_id("comms", at)).collect();
+        assert_eq!(ids.len(), 1000);
+        let one = ids.iter().next().unwrap();
+        let re = regex::Regex::new(r"^20261124T090000Z-comms-[0-9a-f]{8}$").unwrap();
+        assert!(re.is_match(one), "{one}");
+    }
+}

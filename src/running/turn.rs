@@ -1,0 +1,527 @@
+//! The think-then-act loop of one run (DESIGN §7.2): call the model, run its tool calls in
+//! order, send the results back, until it ends its turn or a limit ends the run.
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::base::calls::{Change, ToolCallRecord};
+use crate::base::cost::{Account, Usage};
+use crate::base::cost::{CacheTtl, Price};
+use crate::capabilities::provider::{
+    self, Block, Message, Provider, ProviderError, Request, RetryPolicy, StopReason,
+};
+use crate::capabilities::tools::FatalToolError;
+use crate::gate::harness::ToolExecutor;
+
+/// Limits that end a run (DESIGN §6, §17, §18).
+#[derive(Debug, Clone)]
+pub struct TurnLimits {
+    /// What the run may spend (`max_tokens_per_run`, `max_cost_usd`), shared with the runs it
+    /// delegates to and counted in the runs that delegated to it.
+    pub account: Account,
+    /// The model's price, for `max_cost_usd` (none: the cost limit cannot apply).
+    pub price: Option<Price>,
+    pub cache_ttl: CacheTtl,
+    pub deadline: Instant,
+    /// The final answer's contract (`output.schema`): checked when the model ends its turn.
+    pub output: Option<std::sync::Arc<jsonschema::Validator>>,
+    /// A call that waits for the person's approval suspends the turn (role `resume`, default
+    /// on): it goes on with the call's result once decided, instead of with "queued".
+    pub suspend: bool,
+}
+
+impl TurnLimits {
+    fn cost(&self, usage: &Usage) -> Option<f64> {
+        self.price.map(|p| p.cost(usage, self.cache_ttl))
+    }
+}
+
+/// The most `req` can cost, in dollars: every byte of its text read as a token at the dearer of
+/// the input and cache-write prices (3 bytes a token: more tokens than real text has), and
+/// `max_tokens` of output. `max_cost_usd` is a ceiling: a request is sent only if this fits.
+fn worst_case_cost(req: &Request, price: &Price, ttl: CacheTtl) -> f64 {
+    let mut bytes = req.system.len();
+    for m in &req.messages {
+        for b in &m.content {
+            bytes += match b {
+                Block::Text { text, .. } | Block::Thinking { text, .. } => text.len(),
+                Block::ToolUse { input, name, .. } => input.to_string().len() + name.len(),
+                Block::ToolResult { content, .. } => content.len(),
+            };
+        }
+    }
+    bytes += req
+        .tools
+        .iter()
+        .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
+        .sum::<usize>();
+    let input_tokens = bytes.div_ceil(3) as u64;
+    let write = match ttl {
+        CacheTtl::FiveMinutes => price.cache_write,
+        CacheTtl::OneHour => price.cache_write_1h,
+    };
+    let per_input = price.input.max(write);
+    let m = 1_000_000.0;
+    input_tokens as f64 * per_input / m + f64::from(req.max_tokens) * price.output / m
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEnd {
+    /// The model ended its turn.
+    Done,
+    /// A limit ended the run; the text says which.
+    Limit(String),
+    /// The model could not be used, or rejected the request.
+    Failed(ProviderError),
+    /// The conversation outgrew the model's context window.
+    ContextExceeded,
+    /// The final answer did not satisfy the role's output schema, even after one repair turn.
+    OutputInvalid(String),
+    /// A tool call hit a failure of the vault itself (disk full, read-only).
+    ToolFatal(String),
+    /// tabd itself failed during the run (a panic, caught by the daemon). Never set by the loop.
+    Crashed(String),
+    /// tabd was stopped (a restart, Ctrl-C) before the run ended: nobody's fault, the notes run
+    /// again. Never set by the loop.
+    Stopped,
+    /// `max_cost_usd` is less than the run's first request could cost: it was not sent.
+    CapTooLow(String),
+    /// A server the role requires could not be used; the model was not called. `cause` names the
+    /// server and why (one daily line per cause); `last_output` is what it printed last, if any.
+    ServerDown { cause: String, last_output: String },
+    /// A call waits for the person's approval: the turn is saved (`TurnOutcome::suspension`) and
+    /// goes on once it is decided.
+    Suspended,
+}
+
+/// A turn stopped at a call waiting for approval: everything needed to go on from there.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Suspension {
+    /// The conversation so far, its last message the model's, with the calls.
+    pub request: Request,
+    /// Every call's result in that message, in order; those waiting say "queued" for now.
+    pub results: Vec<Block>,
+    /// The waiting calls: the model's call id and the approval note.
+    pub waiting: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TurnOutcome {
+    pub end: TurnEnd,
+    /// Thinking blocks and the text before the first tool call.
+    pub thinking: String,
+    /// The model's last text.
+    pub summary: String,
+    pub calls: Vec<ToolCallRecord>,
+    pub changes: Vec<Change>,
+    pub usage: Usage,
+    pub model: String,
+    /// Model requests made (retries not counted).
+    pub requests: u32,
+    /// The run's cost as an agent CLI reported it (DESIGN §16); `None`: computed from prices.
+    pub cost_usd: Option<f64>,
+    /// The final answer as JSON, when the role has an output schema and it satisfied it.
+    pub output: Option<Value>,
+    /// Set when the turn ended `Suspended`.
+    pub suspension: Option<Suspension>,
+}
+
+impl TurnOutcome {
+    /// A turn that ended before the model was called.
+    pub fn ended(end: TurnEnd) -> Self {
+        Self {
+            end,
+            thinking: String::new(),
+            summary: String::new(),
+            calls: Vec::new(),
+            changes: Vec::new(),
+            usage: Usage::default(),
+            model: String::new(),
+            requests: 0,
+            cost_usd: None,
+            output: None,
+            suspension: None,
+        }
+    }
+}
+
+/// Fewest output tokens worth a request under `max_cost_usd` (less could not finish a tool call).
+const MIN_OUTPUT: u32 = 256;
+/// Fewest output tokens worth a closing summary.
+const MIN_SUMMARY: u32 = 64;
+
+/// Most model calls one run may make, whatever else happens (a safety net for pause_turn
+/// loops and models that call one tool at a time up to the limit).
+const MAX_MODEL_CALLS: u32 = 200;
+
+/// What the loop keeps between requests.
+struct Loop<'a> {
+    provider: &'a dyn Provider,
+    retry: &'a RetryPolicy,
+    limits: &'a TurnLimits,
+    out: TurnOutcome,
+    thinking_blocks: Vec<String>,
+    /// The text of every model message, in order: all but the last are the run's thinking
+    /// ("Now I'll record the slip" between tool calls is kept), the last is its summary.
+    texts: Vec<String>,
+    seen_tool: bool,
+    /// The text of the latest model message: the reason for the calls it asks for.
+    last_text: String,
+}
+
+/// Runs the loop.
+pub async fn run_turn(
+    provider: &dyn Provider,
+    retry: &RetryPolicy,
+    mut req: Request,
+    limits: &TurnLimits,
+    exec: &dyn ToolExecutor,
+) -> TurnOutcome {
+    req.cache_ttl = Some(limits.cache_ttl);
+    let mut l = Loop {
+        provider,
+        retry,
+        limits,
+        out: TurnOutcome {
+            end: TurnEnd::Done,
+            thinking: String::new(),
+            summary: String::new(),
+            calls: Vec::new(),
+            changes: Vec::new(),
+            usage: Usage::default(),
+            model: req.model.clone(),
+            requests: 0,
+            cost_usd: None,
+            output: None,
+            suspension: None,
+        },
+        thinking_blocks: Vec::new(),
+        texts: Vec::new(),
+        seen_tool: false,
+        last_text: String::new(),
+    };
+    loop {
+        if l.out.requests >= MAX_MODEL_CALLS {
+            l.out.end = TurnEnd::Limit(format!("{MAX_MODEL_CALLS} model calls"));
+            break;
+        }
+        if let Some(why) = l.spending_limit() {
+            // Spent before this run asked anything: a parent's children used it all up.
+            l.out.end = if l.out.requests == 0 {
+                TurnEnd::CapTooLow(why)
+            } else {
+                TurnEnd::Limit(why)
+            };
+            break;
+        }
+        let held = match l.fit_under_cap(&mut req, MIN_OUTPUT) {
+            Ok(held) => held,
+            Err(why) => {
+                l.out.end = if l.out.requests == 0 {
+                    TurnEnd::CapTooLow(why)
+                } else {
+                    TurnEnd::Limit(why)
+                };
+                break;
+            }
+        };
+        let asked = l.ask(&mut req).await;
+        drop(held); // charged now: what it held goes back
+        let Some(uses) = asked else {
+            l.check_output(&mut req).await;
+            break;
+        };
+        if uses.is_empty() {
+            continue; // a paused turn, sent back to continue
+        }
+        let (results, limit, waiting) = l.run_tools(uses, exec).await;
+        if let TurnEnd::ToolFatal(_) = l.out.end {
+            break;
+        }
+        if limits.suspend && !waiting.is_empty() {
+            l.suspend(req, results, waiting);
+            break;
+        }
+        if let Some(reason) = limit {
+            l.summarize(&mut req, results, reason).await;
+            break;
+        }
+        req.messages.push(Message::user(results));
+    }
+    l.finish()
+}
+
+impl Loop<'_> {
+    /// One model call. `None`: the turn is over (ended, failed); else the tool calls to run
+    /// (empty for a paused turn that continues).
+    async fn ask(&mut self, req: &mut Request) -> Option<Vec<(String, String, Value)>> {
+        self.out.requests += 1;
+        self.retry
+            .progress
+            .emit(crate::base::progress::Step::Asking(self.out.requests));
+        let resp = match provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.out.end = TurnEnd::Failed(e);
+                return None;
+            }
+        };
+        self.charge(resp.usage);
+        if !resp.model.is_empty() {
+            self.out.model = resp.model.clone();
+        }
+        self.note_text(&resp.message.content);
+        self.last_text = resp
+            .message
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                Block::Text { text, .. } if !text.trim().is_empty() => Some(text.trim()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let uses: Vec<(String, String, Value)> = resp
+            .tool_uses()
+            .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
+            .collect();
+        req.messages.push(resp.message);
+        match resp.stop {
+            StopReason::ContextWindowExceeded => {
+                self.out.end = TurnEnd::ContextExceeded;
+                None
+            }
+            StopReason::PauseTurn if uses.is_empty() => Some(Vec::new()),
+            _ if uses.is_empty() => None,
+            _ => Some(uses),
+        }
+    }
+
+    fn note_text(&mut self, content: &[Block]) {
+        let mut message = Vec::new();
+        for block in content {
+            match block {
+                Block::Thinking { text, .. } if !self.seen_tool && !text.trim().is_empty() => {
+                    self.thinking_blocks.push(text.trim().to_string())
+                }
+                Block::Text { text, .. } if !text.trim().is_empty() => {
+                    message.push(text.trim());
+                    self.out.summary = text.trim().to_string();
+                }
+                Block::ToolUse { .. } => self.seen_tool = true,
+                _ => {}
+            }
+        }
+        if !message.is_empty() {
+            self.texts.push(message.join("\n\n"));
+        }
+    }
+
+    /// The person decides: the turn goes on from here, later, with the calls' real results.
+    fn suspend(&mut self, request: Request, results: Vec<Block>, waiting: Vec<(String, String)>) {
+        self.out.end = TurnEnd::Suspended;
+        self.out.suspension = Some(Suspension {
+            request,
+            results,
+            waiting,
+        });
+    }
+
+    /// Runs the calls in order; returns their results, the limit that ends the run (if any) and
+    /// the calls that wait for approval (call id, note).
+    async fn run_tools(
+        &mut self,
+        uses: Vec<(String, String, Value)>,
+        exec: &dyn ToolExecutor,
+    ) -> (Vec<Block>, Option<String>, Vec<(String, String)>) {
+        let mut results = Vec::with_capacity(uses.len());
+        let mut limit = None;
+        let mut waiting = Vec::new();
+        for (id, name, input) in uses {
+            match exec.call(&name, &input, &self.last_text).await {
+                Ok(called) => {
+                    if let Some(why) = called.limit {
+                        limit.get_or_insert(why);
+                    }
+                    if let Some(note) = called.record.as_ref().and_then(|r| r.approval.clone()) {
+                        waiting.push((id.clone(), note));
+                    }
+                    results.push(Block::ToolResult {
+                        tool_use_id: id,
+                        content: called.result.text,
+                        is_error: !called.result.ok,
+                    });
+                }
+                Err(FatalToolError(why)) => {
+                    self.out.end = TurnEnd::ToolFatal(why);
+                    return (results, None, waiting);
+                }
+            }
+        }
+        if limit.is_none() {
+            limit = self.spending_limit();
+        }
+        (results, limit, waiting)
+    }
+
+    /// Counts a response's usage in the run and in its account (and the accounts above it).
+    fn charge(&mut self, usage: Usage) {
+        self.out.usage.add(usage);
+        self.limits
+            .account
+            .charge(usage.total(), self.limits.cost(&usage).unwrap_or(0.0));
+    }
+
+    /// The token or dollar limit the run (or a run that delegated to it) has reached, if any.
+    fn spending_limit(&self) -> Option<String> {
+        self.limits.account.exhausted()
+    }
+
+    /// Makes `req` unable to cross `max_cost_usd` (the run's, or that of a run above it): its
+    /// input must fit in what is left, and its output is shortened so that what it can cost at
+    /// most fits too; that most is then held on the account (and every account above) until the
+    /// response is charged, so runs in parallel cannot spend the same dollars. `Err` (why) when
+    /// not even `min_output` tokens would fit: the request must not be sent.
+    fn fit_under_cap(
+        &self,
+        req: &mut Request,
+        min_output: u32,
+    ) -> Result<Option<crate::base::cost::Reservation>, String> {
+        let (Some(left), Some(price)) = (self.limits.account.usd_left(), self.limits.price) else {
+            return Ok(None);
+        };
+        let too_dear = || {
+            format!(
+                "max_cost_usd ({} left, and the next request could cost more)",
+                crate::base::cost::dollars(left.max(0.0))
+            )
+        };
+        let input_only = Request {
+            max_tokens: 0,
+            ..req.clone()
+        };
+        // The input alone must fit, whatever the output costs (a model that prices only input).
+        let room = left - worst_case_cost(&input_only, &price, self.limits.cache_ttl);
+        if room < 0.0 {
+            return Err(too_dear());
+        }
+        let fits = if price.output > 0.0 {
+            (room * 1_000_000.0 / price.output).floor()
+        } else {
+            f64::from(req.max_tokens)
+        };
+        if fits < f64::from(min_output) {
+            return Err(too_dear());
+        }
+        req.max_tokens = req.max_tokens.min(fits as u32);
+        let most = worst_case_cost(req, &price, self.limits.cache_ttl);
+        self.limits.account.reserve(most).map(Some).ok_or_else(too_dear)
+    }
+
+    /// The model ended its turn: with an output schema, its last words must be a JSON object
+    /// that fits. One repair turn (tools forbidden) with the errors; still wrong, the run fails.
+    async fn check_output(&mut self, req: &mut Request) {
+        let Some(schema) = self.limits.output.clone() else {
+            return;
+        };
+        if self.out.end != TurnEnd::Done {
+            return;
+        }
+        let errors = match answer_json(&self.out.summary, &schema) {
+            Ok(v) => {
+                self.out.output = Some(v);
+                return;
+            }
+            Err(errors) => errors,
+        };
+        req.messages.push(Message::user(vec![Block::Text {
+            text: format!(
+                "Your final answer must be one JSON object that satisfies the output schema, and it does not: \
+                 {errors}. Reply now with the corrected JSON object only, no other text."
+            ),
+            cache: false,
+        }]));
+        req.tool_choice_none = true;
+        let _held = match self.fit_under_cap(req, MIN_OUTPUT) {
+            Ok(held) => held,
+            Err(why) => {
+                self.out.end = TurnEnd::OutputInvalid(format!("{errors} (no repair turn: {why})"));
+                return;
+            }
+        };
+        self.out.requests += 1;
+        match provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
+            Ok(resp) => {
+                self.charge(resp.usage);
+                let text = resp.text();
+                match answer_json(text.trim(), &schema) {
+                    Ok(v) => {
+                        self.out.summary = text.trim().to_string();
+                        self.out.output = Some(v);
+                    }
+                    Err(still) => {
+                        self.out.end = TurnEnd::OutputInvalid(format!("{still} (after one repair turn)"))
+                    }
+                }
+            }
+            Err(e) => self.out.end = TurnEnd::Failed(e),
+        }
+    }
+
+    /// A limit was reached: one last call, tools forbidden, for a summary — only if it fits
+    /// under `max_cost_usd` (its output is shortened to fit; a cap is a ceiling).
+    async fn summarize(&mut self, req: &mut Request, mut results: Vec<Block>, reason: String) {
+        results.push(Block::Text {
+            text: format!(
+                "This run has reached its limit ({reason}). Do not call any more tools. Reply now with a short \
+                 summary of what you did and what is left for the next run."
+            ),
+            cache: false,
+        });
+        req.messages.push(Message::user(results));
+        req.tool_choice_none = true;
+        let Ok(_held) = self.fit_under_cap(req, MIN_SUMMARY) else {
+            // No room for a summary under the cap: the run ends on what the model last said.
+            self.out.end = TurnEnd::Limit(reason);
+            return;
+        };
+        self.out.requests += 1;
+        if let Ok(resp) = provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
+            self.charge(resp.usage);
+            let text = resp.text();
+            if !text.trim().is_empty() {
+                self.out.summary = text.trim().to_string();
+            }
+        }
+        self.out.end = TurnEnd::Limit(reason);
+    }
+
+    fn finish(mut self) -> TurnOutcome {
+        let mut thinking = self.thinking_blocks;
+        if self.seen_tool {
+            // Everything the model said on the way; its last words are the summary.
+            let said = self.texts.len().saturating_sub(1);
+            thinking.extend(self.texts.into_iter().take(said));
+        }
+        self.out.thinking = thinking.join("\n\n");
+        self.out
+    }
+}
+
+/// The JSON object in a final answer (bare, or in one ```json fence), checked against `schema`.
+pub fn answer_json(answer: &str, schema: &jsonschema::Validator) -> Result<Value, String> {
+    let text = answer.trim();
+    let inner = text
+        .strip_prefix("```json")
+        .or_else(|| text.strip_prefix("```"))
+        .and_then(|t| t.trim_end().strip_suffix("```"))
+        .unwrap_or(text)
+        .trim();
+    let value: Value =
+        serde_json::from_str(inner).map_err(|e| format!("the answer is not a JSON object ({e})"))?;
+    crate::capabilities::mcp::schema::problems(schema, &value, 10)?;
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests;

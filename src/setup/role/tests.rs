@@ -1,0 +1,513 @@
+use super::*;
+
+fn ctx() -> LoadContext {
+    LoadContext {
+        default_tz: chrono_tz::Europe::Lisbon,
+        env: Env::from_pairs([("TEAM_MODEL", "env-model")]),
+        mcp_servers: Some(["memory".to_string(), "slack".to_string()].into()),
+    }
+}
+
+fn load(files: &[(&str, &str)]) -> RoleSet {
+    RoleSet::from_texts(
+        files.iter().map(|(name, text)| {
+            (
+                name.to_string(),
+                PathBuf::from(format!("roles/{name}.md")),
+                Ok(text.to_string()),
+            )
+        }),
+        &ctx(),
+    )
+}
+
+const BASE: &str = "---\nmax_tool_calls: 10\ncan_trigger: [risk]\nwrite_paths: [project/**]\n---\n# Base\n\n\
+## Rules\n- Never delete notes\n\n## Context Files\n- memory.md\n\n## Tools\n- read_file\n\n## Schedule\ndaily at 8:00\n";
+
+const DELIVERY: &str = "---\nextends: _base\nmodel: ${TEAM_MODEL}\nmax_tool_calls: 30\nwrite_paths: [daily/**]\n---\n\
+# Delivery Manager\n\n## Mission\nShip.\n\n## Goals\n- Track\n\n## Rules\n- Be brief\n- Never delete notes\n\n\
+## Context Files\n- project/timeline.md\n- memory.md\n\n## Tools\n- write_file\n\n## Schedule\n9am and 5pm, weekdays\n";
+
+const RISK: &str = "# Risk Manager\n## Mission\nWatch risks.\n## Schedule\ndaily\n";
+
+#[test]
+fn extends_merges_lists_parent_first_and_child_wins_scalars() {
+    let set = load(&[("_base", BASE), ("delivery", DELIVERY), ("risk", RISK)]);
+    assert!(set.errors().next().is_none(), "{:#?}", set.diagnostics);
+    let d = &set.roles["delivery"];
+    assert_eq!(d.display_name, "Delivery Manager");
+    assert!(!d.is_abstract);
+    assert_eq!(d.settings.max_tool_calls, Some(30), "child wins");
+    assert_eq!(
+        d.settings.model.as_deref(),
+        Some("env-model"),
+        "${{VAR}} expanded"
+    );
+    assert_eq!(
+        d.rules,
+        ["Never delete notes", "Be brief"],
+        "union, parent first, no duplicates"
+    );
+    assert_eq!(d.settings.write_paths, ["project/**", "daily/**"]);
+    assert_eq!(d.settings.can_trigger, ["risk"]);
+    assert_eq!(d.tools, ["read_file", "write_file"]);
+    let ctx: Vec<String> = d.context.iter().map(|c| c.to_string()).collect();
+    assert_eq!(ctx, ["memory.md", "project/timeline.md"]);
+    assert_eq!(
+        d.schedule.cron_exprs(),
+        ["0 9,17 * * 1-5"],
+        "child's schedule wins"
+    );
+    assert_eq!(d.schedule.tz, chrono_tz::Europe::Lisbon);
+    assert_eq!(d.inbox.as_str(), "agent/inbox/delivery");
+    assert!(set.roles["_base"].is_abstract);
+    assert_eq!(set.runnable().count(), 2);
+}
+
+#[test]
+fn default_tools_when_no_section() {
+    let set = load(&[("risk", RISK)]);
+    assert_eq!(set.roles["risk"].tools, DEFAULT_TOOLS);
+}
+
+#[test]
+fn missing_parent_is_an_error_at_the_extends_line() {
+    let set = load(&[
+        ("a", "---\nmodel: x\nextends: _bse\n---\n# A\n"),
+        ("_base", BASE),
+        ("risk", RISK),
+    ]);
+    let errs: Vec<String> = set.errors().map(ToString::to_string).collect();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].starts_with("roles/a.md:3: error:"), "{}", errs[0]);
+    assert!(errs[0].contains("did you mean `_base`"), "{}", errs[0]);
+    assert!(set.broken.contains_key("a"));
+}
+
+#[test]
+fn cycles_are_errors() {
+    let set = load(&[
+        ("a", "---\nextends: b\n---\n# A\n"),
+        ("b", "---\nextends: a\n---\n# B\n"),
+    ]);
+    assert!(set.broken.contains_key("a") && set.broken.contains_key("b"));
+    // Each error points at the `extends` line that closes the loop.
+    let cycles: Vec<String> = set
+        .errors()
+        .filter(|d| d.message.contains("cycle"))
+        .map(|d| format!("{}:{}", d.path.display(), d.line))
+        .collect();
+    assert_eq!(cycles, ["roles/a.md:2", "roles/b.md:2"]);
+}
+
+#[test]
+fn depth_over_three_is_an_error() {
+    let set = load(&[
+        ("a", "---\nextends: b\n---\n# A\n"),
+        ("b", "---\nextends: c\n---\n# B\n"),
+        ("c", "---\nextends: d\n---\n# C\n"),
+        ("d", "---\nextends: e\n---\n# D\n"),
+        ("e", "# E\n"),
+    ]);
+    assert!(set.broken.contains_key("a"), "{:#?}", set.diagnostics);
+    assert!(set.roles.contains_key("b"), "b → c → d → e is three levels");
+    let deep: Vec<String> = set
+        .errors()
+        .filter(|d| d.message.contains("deeper than 3"))
+        .map(|d| format!("{}:{}", d.path.display(), d.line))
+        .collect();
+    assert_eq!(deep, ["roles/a.md:2"], "at the role's own `extends` line");
+}
+
+#[test]
+fn a_broken_parent_breaks_its_children_but_not_others() {
+    let set = load(&[
+        ("_base", "---\nmax_tool_calls: lots\n---\n# B\n"),
+        ("delivery", DELIVERY),
+        ("risk", RISK),
+    ]);
+    assert!(set.broken.contains_key("_base"));
+    assert!(set.broken.contains_key("delivery"));
+    assert!(set.roles.contains_key("risk"));
+    let msgs: Vec<String> = set.errors().map(ToString::to_string).collect();
+    assert!(
+        msgs.iter()
+            .any(|m| m.starts_with("roles/_base.md:2: error: `max_tool_calls`")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.contains("inherits from `_base`")),
+        "{msgs:?}"
+    );
+}
+
+#[test]
+fn error_lines_for_each_kind() {
+    let text = "---\nmodel: x\nmax_tokens: many\n---\n# R\n\n## Tools\n- read_file\n- raed_file\n\n\
+## Schedule\n- every 7 min\n- daily at 8:30\n\n## Context Files\n- ../outside.md\n\n## Inbox\n/abs/inbox\n";
+    let set = load(&[("r", text)]);
+    let got: Vec<(usize, bool)> = set.errors().map(|d| (d.line, d.is_error())).collect();
+    assert_eq!(
+        got.iter().map(|g| g.0).collect::<Vec<_>>(),
+        [3, 9, 12, 16, 19],
+        "{:#?}",
+        set.diagnostics
+    );
+    let tool_err = set.errors().find(|d| d.line == 9).unwrap();
+    assert!(tool_err.message.contains("did you mean `read_file`"));
+}
+
+#[test]
+fn unclosed_frontmatter_is_an_error_on_line_one() {
+    let set = load(&[("r", "---\nmodel: x\n# R\n## Mission\nm\n")]);
+    let e = set.errors().next().unwrap();
+    assert_eq!((e.line, e.path.to_str().unwrap()), (1, "roles/r.md"));
+}
+
+#[test]
+fn crlf_role_files_parse_with_right_lines() {
+    let set = load(&[(
+        "r",
+        "---\r\nmodel: x\r\nbogus: 1\r\n---\r\n# R\r\n## Schedule\r\nat noon\r\n",
+    )]);
+    let e = set.errors().next().unwrap();
+    assert_eq!(e.line, 3);
+    let set = load(&[(
+        "r",
+        &DELIVERY.replace("extends: _base\n", "").replace('\n', "\r\n"),
+    )]);
+    assert!(set.errors().next().is_none(), "{:#?}", set.diagnostics);
+    assert_eq!(set.roles["r"].schedule.cron_exprs(), ["0 9,17 * * 1-5"]);
+}
+
+#[test]
+fn unknown_sections_are_kept_with_a_warning() {
+    let set = load(&[("r", "# R\n## Mission\nm\n## Glossary\nTPM: me\n")]);
+    let r = &set.roles["r"];
+    assert_eq!(r.extra, [("Glossary".to_string(), "TPM: me".to_string())]);
+    let w = &set.diagnostics[0];
+    assert!(!w.is_error());
+    assert_eq!(w.line, 4);
+}
+
+#[test]
+fn can_trigger_must_name_real_runnable_roles() {
+    let set = load(&[
+        ("a", "---\ncan_trigger: [rsik]\n---\n# A\n"),
+        ("risk", RISK),
+        ("_base", "# B\n"),
+    ]);
+    let e = set.errors().next().unwrap();
+    assert_eq!(e.line, 2);
+    assert!(e.message.contains("did you mean `risk`"), "{}", e.message);
+    let set = load(&[("a", "---\ncan_trigger: [_base]\n---\n# A\n"), ("_base", "# B\n")]);
+    assert!(set.errors().next().unwrap().message.contains("abstract"));
+}
+
+#[test]
+fn schedule_phrases_joined_by_semicolons_and_on_demand() {
+    let set = load(&[
+        ("p", "# P\n## Schedule\non-demand; mondays at 10am\n"),
+        ("q", "# Q\n## Schedule\nmanual\n"),
+    ]);
+    assert_eq!(set.roles["p"].schedule.cron_exprs(), ["0 10 * * 1"]);
+    assert!(set.roles["q"].schedule.is_empty());
+}
+
+#[test]
+fn role_timezone_beats_default_and_skip_unchanged_defaults() {
+    let set = load(&[
+        (
+            "c",
+            "---\ntimezone: America/New_York\n---\n# C\n## Schedule\nevery 30 min\n",
+        ),
+        ("d", "# D\n## Schedule\nat noon\n"),
+    ]);
+    assert_eq!(set.roles["c"].schedule.tz, chrono_tz::America::New_York);
+    assert!(set.roles["c"].skip_unchanged());
+    assert!(!set.roles["d"].skip_unchanged());
+}
+
+#[test]
+fn title_falls_back_to_name() {
+    let set = load(&[("quiet", "## Mission\nm\n")]);
+    assert_eq!(set.roles["quiet"].display_name, "quiet");
+}
+
+#[test]
+fn a_repeated_section_is_a_warning_at_its_line_and_both_are_used() {
+    let set = load(&[("r", "# R\n## Goals\n- a\n## goals:\n- b\n")]);
+    let w: Vec<String> = set.diagnostics.iter().map(ToString::to_string).collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with("roles/r.md:4: warning: `## goals` repeats the section at line 2"),
+        "{}",
+        w[0]
+    );
+    assert_eq!(set.roles["r"].goals, ["a", "b"]);
+}
+
+#[test]
+fn mcp_tools_are_allowed_per_server_or_tool_and_deny_wins() {
+    let set = load(&[
+        (
+            "_base",
+            "---\ndeny_tools: [memory/delete_entities]\n---\n# Base\n## Tools\n- read_file\n- memory/*\n",
+        ),
+        (
+            "comms",
+            "---\nextends: _base\ndeny_tools: [slack/*, write_file]\n---\n# Comms\n## Tools\n- slack/conversations_add_message\n- write_file\n",
+        ),
+    ]);
+    let r = &set.roles["comms"];
+    assert!(set.diagnostics.is_empty(), "{:?}", set.diagnostics);
+    assert!(r.allows_mcp("memory", "read_graph"), "server/* from the parent");
+    assert!(
+        !r.allows_mcp("memory", "delete_entities"),
+        "the parent's deny is kept"
+    );
+    assert!(
+        !r.allows_mcp("slack", "conversations_add_message"),
+        "deny wins over allow"
+    );
+    assert!(!r.has_tool("write_file"), "a vault tool can be denied too");
+    assert!(r.has_tool("read_file"));
+    assert_eq!(
+        r.mcp_servers(),
+        ["memory"],
+        "a fully denied server is not started"
+    );
+}
+
+#[test]
+fn unknown_servers_and_malformed_entries_are_errors_with_their_line() {
+    let set = load(&[(
+        "ops",
+        "# Ops\n## Tools\n- read_file\n- jira/*\n- memory/bad!\n- Memory/x\n- memory/read_graph — what it does\n",
+    )]);
+    let msgs: Vec<String> = set.diagnostics.iter().map(ToString::to_string).collect();
+    assert!(
+        msgs.iter().any(|m| m.starts_with("roles/ops.md:4: error: `jira/*` names MCP server `jira`, which the config does not declare (it declares: memory, slack)")),
+        "{msgs:#?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.starts_with("roles/ops.md:5: error:")),
+        "{msgs:#?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.starts_with("roles/ops.md:6: error:")),
+        "{msgs:#?}"
+    );
+    assert!(set.broken.contains_key("ops"));
+    let set = load(&[("x", "---\ndeny_tools: [rm -rf]\n---\n# X\n")]);
+    assert!(
+        set.diagnostics[0]
+            .to_string()
+            .contains("roles/x.md:2: error: `deny_tools`"),
+        "{:?}",
+        set.diagnostics
+    );
+}
+
+#[test]
+fn approve_maps_merge_through_extends_child_winning_per_key_and_decide_calls() {
+    use crate::base::calls::Mode;
+    use crate::base::calls::Risk;
+    use crate::gate::approvals::mode_for;
+    let set = load(&[
+        (
+            "_base",
+            "---\napprove:\n  network: deny\n  slack/*: ask\n  write: ask\n---\n# Base\n",
+        ),
+        (
+            "comms",
+            "---\nextends: _base\napprove:\n  slack/conversations_history: auto\n  write: auto\n  remember: ask\n---\n# Comms\n## Tools\n- slack/*\n- write_file\n- remember\n",
+        ),
+        ("plain", "# Plain\n"),
+    ]);
+    assert!(set.errors().next().is_none(), "{:#?}", set.diagnostics);
+    let r = &set.roles["comms"];
+    assert_eq!(
+        mode_for(r, "slack/conversations_history", Risk::Network),
+        Mode::Auto,
+        "tool entry"
+    );
+    assert_eq!(
+        mode_for(r, "slack/conversations_add_message", Risk::Network),
+        Mode::Ask,
+        "server/*"
+    );
+    assert_eq!(
+        mode_for(r, "memory/create_entities", Risk::Network),
+        Mode::Deny,
+        "class from the parent"
+    );
+    assert_eq!(
+        mode_for(r, "write_file", Risk::Write),
+        Mode::Auto,
+        "the child wins per key"
+    );
+    assert_eq!(mode_for(r, "remember", Risk::Write), Mode::Ask);
+    let p = &set.roles["plain"];
+    assert_eq!(mode_for(p, "read_file", Risk::Read), Mode::Auto, "defaults");
+    assert_eq!(mode_for(p, "write_file", Risk::Write), Mode::Auto);
+    assert_eq!(mode_for(p, "x/y", Risk::Network), Mode::Ask);
+    assert_eq!(mode_for(p, "x/z", Risk::Destructive), Mode::Ask);
+}
+
+#[test]
+fn bad_approve_entries_are_errors_with_their_line() {
+    let set = load(&[("x", "---\nmodel: m\napprove:\n  network: maybe\n---\n# X\n")]);
+    let msg = set.errors().map(|d| d.to_string()).collect::<Vec<_>>().join("\n");
+    assert!(
+        msg.contains("roles/x.md:3: error: `approve`: `network` must be auto, ask or deny"),
+        "{msg}"
+    );
+    let set = load(&[("y", "---\napprove:\n  networks: ask\n---\n# Y\n")]);
+    let msg = set.errors().map(|d| d.to_string()).collect::<Vec<_>>().join("\n");
+    assert!(msg.contains("`networks` is neither a risk class"), "{msg}");
+    let set = load(&[("z", "---\napprove: ask\n---\n# Z\n")]);
+    assert!(set.errors().next().is_some());
+}
+
+#[test]
+fn a_schedule_that_never_fires_is_a_warning() {
+    let set = load(&[("r", "# R\n## Schedule\n0 0 31 2 *\n")]);
+    let warning = set
+        .diagnostics
+        .iter()
+        .find(|d| !d.is_error() && d.message.contains("never fires"))
+        .unwrap_or_else(|| panic!("{:?}", set.diagnostics));
+    assert_eq!(warning.line, 3);
+    assert!(
+        set.roles.contains_key("r"),
+        "still a role: it runs from its inbox"
+    );
+}
+
+#[test]
+fn a_near_miss_heading_is_an_error_with_did_you_mean() {
+    let set = load(&[("r", "# R\n## Schedules\n9am\n## Notes for the model\nBe kind.\n")]);
+    let e = set
+        .errors()
+        .next()
+        .unwrap_or_else(|| panic!("{:?}", set.diagnostics));
+    assert!(e.message.contains("did you mean `## Schedule`"), "{e}");
+    assert_eq!(e.line, 2);
+    assert!(
+        set.diagnostics
+            .iter()
+            .any(|d| !d.is_error() && d.message.contains("Notes for the model")),
+        "an unrelated heading is a warning only"
+    );
+}
+
+/// "A role calls only the tools its ## Tools lists": a person who lists `delegate` there is
+/// understood. With `can_delegate_to` it is accepted silently; without, a warning says where the
+/// tool comes from — never an error that stops the role.
+#[test]
+fn delegate_listed_under_tools_is_accepted() {
+    let with =
+        "---\ncan_delegate_to: [risk]\n---\n# Boss\n## Mission\nAsk.\n## Tools\n- read_file\n- delegate\n";
+    let without = "# Lone\n## Mission\nAsk.\n## Tools\n- delegate — ask others\n";
+    let set = load(&[("boss", with), ("lone", without), ("risk", RISK)]);
+    assert!(set.errors().next().is_none(), "{:#?}", set.diagnostics);
+    assert!(set.roles["boss"].may_delegate());
+    assert_eq!(set.roles["boss"].tools, ["read_file"]);
+    let warning = set
+        .diagnostics
+        .iter()
+        .find(|d| d.path.ends_with("lone.md"))
+        .unwrap_or_else(|| panic!("{:?}", set.diagnostics));
+    assert_eq!(
+        (warning.severity, warning.line),
+        (crate::base::diag::Severity::Warning, 5)
+    );
+    assert!(
+        warning.message.contains("can_delegate_to: [risk]"),
+        "{}",
+        warning.message
+    );
+    assert!(set.roles.contains_key("lone") && !set.roles["lone"].may_delegate());
+    assert!(
+        !set.diagnostics.iter().any(|d| d.path.ends_with("boss.md")),
+        "{:?}",
+        set.diagnostics
+    );
+}
+
+#[test]
+fn enabled_takes_yes_and_no_as_people_write_them() {
+    for (value, on) in [
+        ("yes", true),
+        ("No", false),
+        ("off", false),
+        ("true", true),
+        ("false", false),
+    ] {
+        let set = load(&[("r", &format!("---\nenabled: {value}\n---\n# R\n## Mission\nM.\n"))]);
+        assert!(set.errors().next().is_none(), "{value}: {:?}", set.diagnostics);
+        assert_eq!(set.roles["r"].enabled(), on, "{value}");
+    }
+    let set = load(&[("r", "---\nenabled: maybe\n---\n# R\n")]);
+    let e = set.errors().next().map(|d| d.message.clone()).unwrap_or_default();
+    assert!(e.contains("true or false (yes or no)"), "{e}");
+}
+
+#[test]
+fn expect_takes_a_path_and_a_deadline_schedule_and_says_what_is_wrong() {
+    let ok = load(&[(
+        "r",
+        "---\nexpect:\n  - path: \"reports/{date}.md\"\n    by: weekdays at 8:30\n---\n# R\n",
+    )]);
+    assert!(ok.errors().next().is_none(), "{:?}", ok.diagnostics);
+    let e = &ok.roles["r"].settings.expect[0];
+    assert_eq!(
+        e.path_on(chrono::NaiveDate::from_ymd_opt(2026, 11, 25).unwrap(), "r"),
+        "reports/2026-11-25.md"
+    );
+    assert_eq!(e.deadlines().cron_exprs().collect::<Vec<_>>(), ["30 8 * * 1-5"]);
+    for (bad, says) in [
+        (
+            "{path: \"r/{week}.md\", by: \"8:30\"}",
+            "unknown placeholder {week}; use {date} or {role}",
+        ),
+        ("{path: \"r.md\"}", "needs `by`"),
+        ("{path: \"r.md\", by: \"sometimes\"}", "cannot read schedule"),
+        ("{path: \"../out.md\", by: \"8:30\"}", "expect.path"),
+        ("{path: \"r.md\", by: \"8:30\", when: 1}", "no key `when`"),
+    ] {
+        let set = load(&[("r", &format!("---\nexpect: {bad}\n---\n# R\n"))]);
+        let e = set.errors().next().map(|d| d.message.clone()).unwrap_or_default();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+/// Issue 32: the list of known settings and what reads them cannot drift apart — every listed
+/// key is read (a wrong value gets that key's own message, never "unknown setting").
+#[test]
+fn every_known_setting_is_read() {
+    for key in crate::setup::role::settings::KNOWN_KEYS {
+        let set = load(&[("r", &format!("---\n{key}: [[[nonsense]]]\n---\n# R\n"))]);
+        for d in &set.diagnostics {
+            assert!(!d.message.contains("unknown setting"), "{key}: {}", d.message);
+        }
+    }
+}
+
+/// A child inherits every setting it does not set itself (checked field by field by the
+/// compiler in `RoleSettings::inherit`; here, for a few, by behaviour).
+#[test]
+fn a_child_inherits_what_it_does_not_set() {
+    let parent =
+        "---\nresume: false\nmax_parallel_delegates: 2\nexpect: {path: \"r.md\", by: \"8:30\"}\n---\n# P\n";
+    let set = load(&[
+        ("_p", parent),
+        ("c", "---\nextends: _p\n---\n# C\n## Mission\nM.\n"),
+    ]);
+    let c = &set.roles["c"].settings;
+    assert_eq!(
+        (c.resume, c.max_parallel_delegates, c.expect.len()),
+        (Some(false), Some(2), 1)
+    );
+}
