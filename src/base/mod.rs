@@ -1,4 +1,5 @@
-//! Floor 1: foundations.
+//! Floor 1, foundations: the only way to touch the vault, children as tenants and their sandbox,
+//! clocks, costs, the tool-call vocabulary, text; what every floor above stands on.
 //!
 //! See the floor table in `lib.rs`: a module here imports only from this floor or below.
 pub(crate) mod blocking;

@@ -1,4 +1,5 @@
-//! Floor 5: capabilities: vault tools, MCP client, model APIs, CLIs, reaching the person.
+//! Floor 5, capabilities: the vault tools, the MCP client, the model APIs, agent CLIs, and reaching
+//! the person (notify).
 //!
 //! See the floor table in `lib.rs`: a module here imports only from this floor or below.
 pub mod agent_cli;

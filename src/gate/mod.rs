@@ -1,4 +1,4 @@
-//! Floor 6: the one door every tool call goes through; approval notes.
+//! Floor 6, the gate: the harness, the one door every tool call goes through, and approval notes.
 //!
 //! See the floor table in `lib.rs`: a module here imports only from this floor or below.
 pub mod approvals;

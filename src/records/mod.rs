@@ -1,4 +1,5 @@
-//! Floor 4: records and rules the run reads.
+//! Floor 4, records and rules a run reads: state, the inbox, what a role may touch, its limits,
+//! its context files, the run logs and the undo journal.
 //!
 //! See the floor table in `lib.rs`: a module here imports only from this floor or below.
 pub mod access;

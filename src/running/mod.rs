@@ -1,4 +1,5 @@
-//! Floor 7: one run: prompt, the loop, the harness over MCP, finish.
+//! Floor 7, one run: its prompt, the think-then-act loop, the harness served over MCP, and the
+//! run's start and finish.
 //!
 //! See the floor table in `lib.rs`: a module here imports only from this floor or below.
 pub mod mcp_server;

@@ -1,4 +1,4 @@
-//! Floor 3: what the person wrote, typed and checked.
+//! Floor 3, what the person wrote, typed and checked: the config file and the role files.
 //!
 //! See the floor table in `lib.rs`: a module here imports only from this floor or below.
 pub mod config;
