@@ -15,7 +15,8 @@ use crate::support::{wire, TestVault};
 
 const T: Duration = Duration::from_secs(30);
 
-/// What a local HTTP listener was sent: (path with query, body). Paths under `/fail` get 500.
+/// What a local HTTP listener was sent: (path with query, body). Paths under `/fail` get 500,
+/// under `/gone` 404.
 #[derive(Clone, Default)]
 struct Listener {
     got: Arc<Mutex<Vec<(String, Value)>>>,
@@ -48,15 +49,16 @@ impl Listener {
                 }
                 let mut body = vec![0; length];
                 let _ = reader.read_exact(&mut body);
-                let fail = path.starts_with("/fail");
-                got.lock()
-                    .unwrap()
-                    .push((path, serde_json::from_slice(&body).unwrap_or(Value::Null)));
-                let status = if fail {
+                let status = if path.starts_with("/fail") {
                     "500 Internal Server Error"
+                } else if path.starts_with("/gone") {
+                    "404 Not Found"
                 } else {
                     "200 OK"
                 };
+                got.lock()
+                    .unwrap()
+                    .push((path, serde_json::from_slice(&body).unwrap_or(Value::Null)));
                 let mut stream = stream;
                 let _ = write!(
                     stream,
@@ -202,6 +204,24 @@ fn a_failing_channel_shows_in_status_without_its_secret() {
     for text in [status, v.read("agent/status.md"), d.stderr(), v.daily()] {
         assert!(!text.contains("s3cret-token"), "{text}");
     }
+}
+
+/// A webhook that answers 404 is wrong until the person fixes it: tried once, not four times,
+/// and the status says it was not retried (a 500 is retried: the test above).
+#[test]
+fn a_channel_no_retry_could_fix_is_tried_once_and_says_so() {
+    let hook = Listener::start();
+    let notify = format!("[notify]\nwebhook = \"http://127.0.0.1:{}/gone\"\n", hook.port);
+    let (v, _fake) = asking_vault(&notify);
+    let _d = Daemon::start_with_env(&v, &[("TABD_TEST_NOTIFY_RETRY_MS", "50")]);
+    v.write("agent/inbox/ops/plan.md", "Write the plan.");
+    // The status is written once the channel's tries are over.
+    wait_until(T, "the status showing the failing channel", || {
+        v.read("agent/status.md").contains("HTTP 404")
+    });
+    let status = v.read("agent/status.md");
+    assert!(status.contains("not retried"), "{status}");
+    assert_eq!(hook.got().len(), 1, "tried once: {:?}", hook.got());
 }
 
 /// `expect:` — a file a role must have produced by each deadline: missing, the daily note and a

@@ -15,6 +15,10 @@ use chrono_tz::Tz;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+mod error;
+
+pub use error::DeliveryError;
+
 use crate::base::environment::Env;
 use crate::setup::config::notify::{in_quiet, EventKind, NotifyConfig, WebhookFormat};
 
@@ -156,7 +160,12 @@ async fn work(
                 let mut failing = inner.failing.lock().unwrap_or_else(|p| p.into_inner());
                 match result {
                     Ok(()) => failing.remove(channel).is_some(),
-                    Err(why) => {
+                    Err(e) => {
+                        let why = if e.is_transient() {
+                            e.to_string()
+                        } else {
+                            format!("{e} (not retried: a retry would not fix it)")
+                        };
                         tracing::warn!("notify: {channel} failed: {why}");
                         failing.insert(channel, why.clone()) != Some(why)
                     }
@@ -171,7 +180,7 @@ async fn work(
 }
 
 impl Channels {
-    async fn deliver(&self, ev: &Event) -> Vec<(&'static str, Result<(), String>)> {
+    async fn deliver(&self, ev: &Event) -> Vec<(&'static str, Result<(), DeliveryError>)> {
         let payload = payload(ev, &self.vault_name);
         let mut out = Vec::new();
         if !self.config.command.is_empty() {
@@ -193,7 +202,7 @@ impl Channels {
     }
 
     /// The command, with the event as one JSON line on stdin: it must exit 0.
-    async fn command(&self, payload: &Value) -> Result<(), String> {
+    async fn command(&self, payload: &Value) -> Result<(), DeliveryError> {
         use tokio::io::AsyncWriteExt;
         let argv = &self.config.command;
         let mut cmd = tokio::process::Command::new(&argv[0]);
@@ -205,31 +214,42 @@ impl Channels {
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
         crate::base::process::as_tenant(&mut cmd);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start `{}`: {e}", argv[0]))?;
+        let program = argv[0].clone();
+        let mut child = cmd.spawn().map_err(|source| DeliveryError::Start {
+            program: program.clone(),
+            source,
+        })?;
+        let io = |source| DeliveryError::Io {
+            program: program.clone(),
+            source,
+        };
         if let Some(mut stdin) = child.stdin.take() {
             let line = format!("{payload}\n");
-            stdin
-                .write_all(line.as_bytes())
-                .await
-                .map_err(|e| e.to_string())?;
+            stdin.write_all(line.as_bytes()).await.map_err(io)?;
         }
         let out = tokio::time::timeout(TRY_TIMEOUT, child.wait_with_output())
             .await
-            .map_err(|_| format!("`{}` did not finish within {}s", argv[0], TRY_TIMEOUT.as_secs()))?
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| DeliveryError::Timeout {
+                program: program.clone(),
+                secs: TRY_TIMEOUT.as_secs(),
+            })?
+            .map_err(io)?;
         if out.status.success() {
             return Ok(());
         }
-        let said = crate::base::text::one_line(&String::from_utf8_lossy(&out.stderr), 200);
-        Err(format!("`{}` exited with {}: {said}", argv[0], out.status))
+        Err(DeliveryError::Exited {
+            said: crate::base::text::one_line(&String::from_utf8_lossy(&out.stderr), 200),
+            program,
+            status: out.status,
+        })
     }
 
     /// The webhook: the event as JSON, or ntfy's JSON publishing (topic from the URL's path).
-    async fn webhook(&self, url: &str, payload: &Value) -> Result<(), String> {
+    async fn webhook(&self, url: &str, payload: &Value) -> Result<(), DeliveryError> {
         let Some(http) = &self.http else {
-            return Err("no HTTP client".into());
+            return Err(DeliveryError::Setup(
+                "no HTTP client (TLS could not start)".into(),
+            ));
         };
         // Shown as written (`${TOKEN}`, not its value): a topic or token may sit in the path.
         let shown = crate::base::text::display_url(url)
@@ -238,7 +258,7 @@ impl Channels {
         let url = self
             .env
             .expand(url)
-            .map_err(|e| format!("[notify] webhook: {e}"))?;
+            .map_err(|e| DeliveryError::Setup(format!("[notify] webhook: {e}")))?;
         let request = match self.config.format {
             WebhookFormat::Json => http.post(&url).json(payload),
             WebhookFormat::Ntfy => {
@@ -247,7 +267,9 @@ impl Channels {
                     .rsplit_once('/')
                     .filter(|(root, _)| root.contains("://"))
                     .ok_or_else(|| {
-                        format!("{shown}: an ntfy webhook is the topic's URL, like https://ntfy.sh/my-topic")
+                        DeliveryError::Setup(format!(
+                            "{shown}: an ntfy webhook is the topic's URL, like https://ntfy.sh/my-topic"
+                        ))
                     })?;
                 http.post(format!("{root}/")).json(&json!({
                     "topic": topic,
@@ -261,19 +283,24 @@ impl Channels {
         let resp = request.send().await.map_err(|e| {
             // reqwest names the URL it used: never with the secret's value in it.
             let said = e.to_string().replace(&url, &shown);
-            crate::base::text::scrub_url(&format!("{shown}: {said}"), &url)
+            DeliveryError::Transport(crate::base::text::scrub_url(&format!("{shown}: {said}"), &url))
         })?;
         match resp.status() {
             s if s.is_success() => Ok(()),
-            s => Err(format!("{shown}: HTTP {}", s.as_u16())),
+            s => Err(DeliveryError::Http {
+                shown,
+                status: s.as_u16(),
+            }),
         }
     }
 
     /// A desktop notification over the session D-Bus (`notify-send`, where it and a session
     /// bus are there).
-    async fn desktop(&self, ev: &Event) -> Result<(), String> {
+    async fn desktop(&self, ev: &Event) -> Result<(), DeliveryError> {
         if self.env.get("DBUS_SESSION_BUS_ADDRESS").is_none() {
-            return Err("no session D-Bus here (DBUS_SESSION_BUS_ADDRESS is not set)".into());
+            return Err(DeliveryError::Setup(
+                "no session D-Bus here (DBUS_SESSION_BUS_ADDRESS is not set)".into(),
+            ));
         }
         let mut cmd = tokio::process::Command::new("notify-send");
         cmd.args(["--app-name=tabd", &ev.title, &ev.message])
@@ -282,14 +309,30 @@ impl Channels {
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
         crate::base::process::as_tenant(&mut cmd);
+        let program = || "notify-send".to_string();
         let status = tokio::time::timeout(TRY_TIMEOUT, cmd.status())
             .await
-            .map_err(|_| "notify-send did not finish".to_string())?
-            .map_err(|e| format!("cannot run notify-send (install libnotify-bin): {e}"))?;
+            .map_err(|_| DeliveryError::Timeout {
+                program: program(),
+                secs: TRY_TIMEOUT.as_secs(),
+            })?
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    DeliveryError::Setup("notify-send is not installed (install libnotify-bin)".into())
+                }
+                _ => DeliveryError::Start {
+                    program: program(),
+                    source: e,
+                },
+            })?;
         if status.success() {
             Ok(())
         } else {
-            Err(format!("notify-send exited with {status}"))
+            Err(DeliveryError::Exited {
+                program: program(),
+                status,
+                said: String::new(),
+            })
         }
     }
 }
@@ -301,11 +344,12 @@ fn first_retry(env: &Env) -> Duration {
         .map_or(Duration::from_secs(1), Duration::from_millis)
 }
 
-/// Tries `f` up to four times, waiting `first` (1 s), then twice and four times that between.
-async fn retried<F, Fut>(first: Duration, f: F) -> Result<(), String>
+/// Tries `f` up to four times, waiting `first` (1 s), then twice and four times that between;
+/// a failure no retry could fix ends it at once.
+async fn retried<F, Fut>(first: Duration, f: F) -> Result<(), DeliveryError>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
+    Fut: std::future::Future<Output = Result<(), DeliveryError>>,
 {
     f.retry(
         ExponentialBuilder::default()
@@ -313,6 +357,7 @@ where
             .with_max_delay(Duration::from_secs(30))
             .with_max_times(3),
     )
+    .when(DeliveryError::is_transient)
     .await
 }
 
