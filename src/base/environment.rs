@@ -126,32 +126,40 @@ impl Env {
 
     /// Replaces every `${NAME}` in `s` with the variable's value. `$$` is not special; a `$`
     /// not followed by `{` is kept as is.
-    pub fn expand(&self, s: &str) -> Result<String, String> {
+    pub fn expand(&self, s: &str) -> Result<String, ExpandError> {
         let mut out = String::with_capacity(s.len());
         let mut rest = s;
         while let Some(i) = rest.find("${") {
             out.push_str(&rest[..i]);
             let after = &rest[i + 2..];
             let Some(end) = after.find('}') else {
-                return Err(format!("`${{` without a closing `}}` in \"{s}\""));
+                return Err(ExpandError::Unclosed { text: s.into() });
             };
             let name = &after[..end];
             if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                return Err(format!("`${{{name}}}` is not a valid variable name"));
+                return Err(ExpandError::BadName { name: name.into() });
             }
             match self.get(name) {
                 Some(v) => out.push_str(v),
-                None => {
-                    return Err(format!(
-                        "environment variable {name} (used as `${{{name}}}`) is not set"
-                    ))
-                }
+                None => return Err(ExpandError::Unset { name: name.into() }),
             }
             rest = &after[end + 1..];
         }
         out.push_str(rest);
         Ok(out)
     }
+}
+
+/// Why a `${NAME}` in a setting could not be filled in. The text names the variable, never a
+/// value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpandError {
+    #[error("`${{` without a closing `}}` in \"{text}\"")]
+    Unclosed { text: String },
+    #[error("`${{{name}}}` is not a valid variable name")]
+    BadName { name: String },
+    #[error("environment variable {name} (used as `${{{name}}}`) is not set")]
+    Unset { name: String },
 }
 
 #[cfg(test)]
@@ -183,7 +191,20 @@ mod tests {
         let env = Env::from_pairs([("HOME", "/home/a"), ("EMPTY", "")]);
         assert_eq!(env.expand("${HOME}/vault").unwrap(), "/home/a/vault");
         assert_eq!(env.expand("cost $5").unwrap(), "cost $5");
-        assert!(env.expand("${NOPE}").unwrap_err().contains("NOPE"));
+        assert_eq!(
+            env.expand("${NOPE}").unwrap_err().to_string(),
+            "environment variable NOPE (used as `${NOPE}`) is not set"
+        );
+        assert_eq!(
+            env.expand("a ${HOME").unwrap_err().to_string(),
+            "`${` without a closing `}` in \"a ${HOME\""
+        );
+        assert_eq!(
+            env.expand("${bad-name}").unwrap_err(),
+            ExpandError::BadName {
+                name: "bad-name".into()
+            }
+        );
         assert!(
             env.expand("${EMPTY}").is_err(),
             "an empty variable counts as unset"

@@ -5,8 +5,8 @@
 //! runs once. Pure functions here; the daemon does the waiting.
 
 pub mod phrase;
+mod zone;
 
-use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -14,6 +14,7 @@ use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
 
 pub use phrase::{CompiledPhrase, PhraseError, ScheduleKind};
+pub use zone::{parse_tz, system_tz, UnknownZone};
 
 /// Parses a 5-field (or 6-field, leading seconds) cron expression with croner.
 pub fn parse_cron(expr: &str) -> Result<Cron, croner::errors::CronError> {
@@ -169,21 +170,6 @@ impl Schedule {
     pub fn is_interval(&self) -> bool {
         !self.lines.is_empty() && self.lines.iter().all(|l| l.kind == ScheduleKind::Interval)
     }
-}
-
-/// Parses an IANA time zone name (`Europe/Lisbon`).
-pub fn parse_tz(name: &str) -> Result<Tz, String> {
-    Tz::from_str(name.trim()).map_err(|_| {
-        format!("\"{name}\" is not an IANA time zone name; write one like Europe/Lisbon or America/New_York")
-    })
-}
-
-/// The system's time zone (`/etc/localtime`), or UTC when it cannot be read.
-pub fn system_tz() -> Tz {
-    iana_time_zone::get_timezone()
-        .ok()
-        .and_then(|name| Tz::from_str(&name).ok())
-        .unwrap_or(Tz::UTC)
 }
 
 #[cfg(test)]

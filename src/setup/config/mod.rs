@@ -420,7 +420,7 @@ impl Reader<'_> {
     fn expand(&self, s: &Spanned<String>) -> Result<String, ConfigError> {
         self.env
             .expand(s.get_ref())
-            .map_err(|m| self.err_at(Some(s.span()), m))
+            .map_err(|m| self.err_at(Some(s.span()), m.to_string()))
     }
 }
 
@@ -434,7 +434,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
     let raw: RawConfig =
         toml::from_str(text).map_err(|e| r.err_at(e.span(), plain_words(e.message().trim())))?;
     let timezone = match &raw.timezone {
-        Some(tz) => parse_tz(&r.expand(tz)?).map_err(|m| r.err_at(Some(tz.span()), m))?,
+        Some(tz) => parse_tz(&r.expand(tz)?).map_err(|m| r.err_at(Some(tz.span()), m.to_string()))?,
         None => system_tz(),
     };
     let vault = raw

@@ -287,7 +287,7 @@ fn apply(s: &mut RoleSettings, e: &Field, env: &Env) -> Result<(), String> {
         "max_chain_depth" => s.max_chain_depth = Some(count(key, v)?),
         "min_interval" => s.min_interval = Some(duration(key, v)?),
         "stale_after" => s.stale_after = Some(duration(key, v)?),
-        "timezone" => s.timezone = Some(parse_tz(&string(key, v, env)?)?),
+        "timezone" => s.timezone = Some(parse_tz(&string(key, v, env)?).map_err(|e| e.to_string())?),
         "enabled" => s.enabled = Some(boolean(key, v)?),
         "skip_unchanged" => s.skip_unchanged = Some(boolean(key, v)?),
         "move_folders" => s.move_folders = Some(boolean(key, v)?),

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::str::FromStr;
 
 use chrono_tz::Tz;
 
@@ -160,9 +159,9 @@ fn take_zone(phrase: &str) -> Result<(String, Option<Tz>), String> {
         let word = raw.trim_matches(|c: char| matches!(c, '(' | ')' | ',' | '.'));
         let found = match word.to_ascii_lowercase().as_str() {
             "utc" | "gmt" | "z" => Some(Tz::UTC),
-            _ if word.contains('/') && word.starts_with(|c: char| c.is_ascii_alphabetic()) => Some(Tz::from_str(word).map_err(|_| {
-                format!("\"{word}\" is not an IANA time zone name; write one like Europe/Lisbon or America/New_York")
-            })?),
+            _ if word.contains('/') && word.starts_with(|c: char| c.is_ascii_alphabetic()) => {
+                Some(super::zone::parse_tz(word).map_err(|e| e.to_string())?)
+            }
             "est" | "edt" | "cst" | "cdt" | "mst" | "mdt" | "pst" | "pdt" | "cet" | "cest" | "bst" | "ist"
             | "eet" | "eest" | "wet" | "west" | "jst" | "aest" => {
                 return Err(format!(
