@@ -45,6 +45,20 @@ pub struct Launcher {
 
 pub use crate::base::sandbox::folders::ChildDirs;
 
+/// Why a child was not started: its folders, its sandbox, or `[sandbox] require` where the
+/// kernel cannot sandbox. Each says which, so a refusal reads as the sandbox's, not as a crash.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Folders(#[from] crate::base::sandbox::folders::FolderError),
+    #[error("not started: it cannot be sandboxed here ({here}) and [sandbox] require = true")]
+    SandboxRequired { here: String },
+    #[error("cannot make {}: {source}", path.display())]
+    Make { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Sandbox(#[from] crate::base::sandbox::SandboxError),
+}
+
 /// Version managers whose shims find their versions through a folder in the home folder: with a
 /// child's `HOME` moved to its state folder, each is told where the person's is (tabd's own
 /// setting of the variable, else the folder when it exists).
@@ -106,11 +120,10 @@ impl Launcher {
 
     /// Child `name`'s folders, outside the vault (`~/.local/state/tabd/children/<vault>/<name>/`),
     /// checked anew at every start (see `sandbox::folders`); what was mended is logged.
-    pub fn child_dirs(&self, name: &str) -> Result<ChildDirs, String> {
-        let root =
-            crate::base::sandbox::folders::make_root(&self.places().children()).map_err(|e| e.to_string())?;
-        let dirs = crate::base::sandbox::folders::child_dirs(&root, &crate::base::text::safe_name(name, '_'))
-            .map_err(|e| e.to_string())?;
+    pub fn child_dirs(&self, name: &str) -> Result<ChildDirs, StartError> {
+        let root = crate::base::sandbox::folders::make_root(&self.places().children())?;
+        let dirs =
+            crate::base::sandbox::folders::child_dirs(&root, &crate::base::text::safe_name(name, '_'))?;
         if let Some(m) = &dirs.mended {
             tracing::warn!("{name}: {m}");
         }
@@ -165,14 +178,13 @@ impl Launcher {
         cmd: &mut tokio::process::Command,
         name: &str,
         grants: &crate::base::sandbox::Grants,
-    ) -> Result<crate::base::sandbox::Support, String> {
+    ) -> Result<crate::base::sandbox::Support, StartError> {
         let support = self.sandbox_probe.support();
         if !support.enforced() {
             if self.require_sandbox {
-                return Err(format!(
-                    "not started: it cannot be sandboxed here ({}) and [sandbox] require = true",
-                    support.describe()
-                ));
+                return Err(StartError::SandboxRequired {
+                    here: support.describe(),
+                });
             }
             if self.sandbox_probe.first_warning(name) {
                 tracing::warn!("{name} runs WITHOUT a sandbox: {}", support.describe());
@@ -184,14 +196,21 @@ impl Launcher {
             match std::fs::DirBuilder::new().mode(0o700).create(folder) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(format!("cannot make {}: {e}", folder.display())),
+                Err(source) => {
+                    return Err(StartError::Make {
+                        path: folder.clone(),
+                        source,
+                    })
+                }
             }
         }
         for file in &grants.to_create {
-            create_private_file(file).map_err(|e| format!("cannot make {}: {e}", file.display()))?;
+            create_private_file(file).map_err(|source| StartError::Make {
+                path: file.clone(),
+                source,
+            })?;
         }
-        let prepared =
-            crate::base::sandbox::prepare(&grants.spec, &self.sandbox_probe).map_err(|e| e.to_string())?;
+        let prepared = crate::base::sandbox::prepare(&grants.spec, &self.sandbox_probe)?;
         crate::base::sandbox::install(cmd, prepared);
         Ok(support)
     }
@@ -481,12 +500,14 @@ mod tests {
         };
         let mut cmd = tokio::process::Command::new("true");
         let err = launcher.confine(&mut cmd, "memory", &spec).unwrap_err();
+        assert!(matches!(err, StartError::SandboxRequired { .. }), "{err:?}");
+        let said = err.to_string();
         assert!(
-            err.contains("no Landlock") && err.contains("require = true"),
-            "{err}"
+            said.contains("no Landlock") && said.contains("require = true"),
+            "{said}"
         );
         launcher.require_sandbox = false;
-        assert_eq!(launcher.confine(&mut cmd, "memory", &spec), Ok(no));
+        assert_eq!(launcher.confine(&mut cmd, "memory", &spec).ok(), Some(no));
         assert!(
             !launcher.sandbox_probe.first_warning("memory"),
             "warned once already"

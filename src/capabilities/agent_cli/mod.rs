@@ -138,7 +138,7 @@ async fn probe_now(
         .stderr(Stdio::piped());
     // Even `--help` runs as a tenant, in the CLI's private folder and sandbox.
     process::as_tenant(&mut cmd);
-    confine(&mut cmd, profile, launcher, None, &profile.help_args)?;
+    confine(&mut cmd, profile, launcher, None, &profile.help_args).map_err(|e| e.to_string())?;
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -314,7 +314,7 @@ fn confine(
     launcher: &Launcher,
     run: Option<(&Path, &Path)>,
     args: &[String],
-) -> Result<(), String> {
+) -> Result<(), crate::base::process::StartError> {
     let dirs = launcher.child_dirs(&format!("cli-{}", profile.name))?;
     // What the profile's own `env` sets is the person's choice and wins.
     let set = |k: &str| profile.env.iter().any(|(name, _)| name == k);
@@ -324,8 +324,7 @@ fn confine(
         }
     }
     for (var, folder) in profile.private_env.iter().filter(|(v, _)| !set(v)) {
-        let (path, _) =
-            crate::base::sandbox::folders::subfolder(&dirs.state, folder).map_err(|e| e.to_string())?;
+        let (path, _) = crate::base::sandbox::folders::subfolder(&dirs.state, folder)?;
         cmd.env(var, path);
     }
     seed_logins(profile, launcher, &dirs.state);
@@ -410,7 +409,7 @@ async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
         args,
     ) {
         return CliEnd::NotStarted {
-            message,
+            message: message.to_string(),
             outage: true,
         };
     }

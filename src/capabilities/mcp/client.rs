@@ -482,7 +482,7 @@ fn spawn(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     process::as_tenant(&mut cmd);
-    let applied = sandbox(&mut cmd, &command, &args, &extra, launcher, server)?;
+    let applied = sandbox(&mut cmd, &command, &args, &extra, launcher, server).map_err(|e| e.to_string())?;
     let mut child = cmd.spawn().map_err(|e| {
         let program = crate::base::process::find_program(&command, &launcher.env)
             .map_or_else(|| command.clone(), |p| p.display().to_string());
@@ -554,7 +554,7 @@ fn sandbox(
     extra: &[(String, String)],
     launcher: &Launcher,
     server: &ServerConfig,
-) -> Result<Option<Arc<Applied>>, String> {
+) -> Result<Option<Arc<Applied>>, crate::base::process::StartError> {
     let program = crate::base::process::find_program(command, &launcher.env);
     if program.as_deref().is_some_and(crate::base::sandbox::is_tabd) {
         // `tabd mcp serve` is tabd: its tools go through the harness, under the role's rules,

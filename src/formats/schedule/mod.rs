@@ -7,7 +7,6 @@
 pub mod phrase;
 mod zone;
 
-
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};

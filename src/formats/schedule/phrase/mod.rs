@@ -162,8 +162,8 @@ fn take_zone(phrase: &str) -> Result<(String, Option<Tz>), String> {
             _ if word.contains('/') && word.starts_with(|c: char| c.is_ascii_alphabetic()) => {
                 Some(super::zone::parse_tz(word).map_err(|e| e.to_string())?)
             }
-            "est" | "edt" | "cst" | "cdt" | "mst" | "mdt" | "pst" | "pdt" | "cet" | "cest" | "bst" | "ist"
-            | "eet" | "eest" | "wet" | "west" | "jst" | "aest" => {
+            "est" | "edt" | "cst" | "cdt" | "mst" | "mdt" | "pst" | "pdt" | "cet" | "cest" | "bst"
+            | "ist" | "eet" | "eest" | "wet" | "west" | "jst" | "aest" => {
                 return Err(format!(
                     "\"{word}\" is an abbreviation, not a time zone: write an IANA name (America/New_York, \
                      Europe/Berlin, …), whose clocks change with daylight saving as people's do"
