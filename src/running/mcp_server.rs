@@ -267,10 +267,10 @@ impl RelayGate {
     }
 
     /// Lets the connection in, or says why not.
-    async fn admit(&self, stream: &tokio::net::UnixStream, first_line: &str) -> Result<(), String> {
-        let peer = stream.peer_cred().map_err(|e| format!("no credentials: {e}"))?;
+    async fn admit(&self, stream: &tokio::net::UnixStream, first_line: &str) -> Result<(), Refused> {
+        let peer = stream.peer_cred().map_err(Refused::NoCredentials)?;
         if peer.uid() != rustix::process::geteuid().as_raw() {
-            return Err(format!("a process of another user ({})", peer.uid()));
+            return Err(Refused::OtherUser { uid: peer.uid() });
         }
         let mut keeper = self.keeper.clone();
         let keeper = tokio::time::timeout(
@@ -280,19 +280,39 @@ impl RelayGate {
         .await
         .ok()
         .and_then(|k| k.ok().and_then(|k| *k))
-        .ok_or("the run's CLI has not started")?;
-        let pid = peer.pid().ok_or("no peer pid")?;
+        .ok_or(Refused::CliNotStarted)?;
+        let pid = peer.pid().ok_or(Refused::NoPid)?;
         if !crate::base::process::descends_from(pid, keeper) {
-            return Err(format!("process {pid} is not the run's CLI nor started by it"));
+            return Err(Refused::NotTheCli { pid });
         }
         let given = serde_json::from_str::<KeyLine>(first_line)
             .map(|k| k.tabd_relay_key)
             .unwrap_or_default();
         if !same_secret(given.as_bytes(), self.key.as_bytes()) {
-            return Err(format!("process {pid} did not give the run's key"));
+            return Err(Refused::WrongKey { pid });
         }
         Ok(())
     }
+}
+
+/// Why a connection to a run's relay was refused (the run's log says it; the connection gets a
+/// refusal line).
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("no key line")]
+    NoKeyLine,
+    #[error("no credentials: {0}")]
+    NoCredentials(std::io::Error),
+    #[error("a process of another user ({uid})")]
+    OtherUser { uid: u32 },
+    #[error("the run's CLI has not started")]
+    CliNotStarted,
+    #[error("no peer pid")]
+    NoPid,
+    #[error("process {pid} is not the run's CLI nor started by it")]
+    NotTheCli { pid: i32 },
+    #[error("process {pid} did not give the run's key")]
+    WrongKey { pid: i32 },
 }
 
 /// Compares without stopping at the first difference.
@@ -352,7 +372,7 @@ async fn serve_admitted(server: HarnessServer, gate: RelayGate, stream: tokio::n
     let stream = read.get_ref().as_ref();
     let verdict = match line {
         Ok(Ok(_)) => gate.admit(stream, first.trim()).await,
-        _ => Err("no key line".to_string()),
+        _ => Err(Refused::NoKeyLine),
     };
     if let Err(why) = verdict {
         tracing::warn!("refused a connection to the run's tool relay: {why}");

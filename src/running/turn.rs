@@ -508,8 +508,17 @@ impl Loop<'_> {
     }
 }
 
+/// Why a final answer does not meet the role's output contract.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error("the answer is not a JSON object ({0})")]
+    NotJson(serde_json::Error),
+    #[error(transparent)]
+    Mismatch(#[from] crate::capabilities::mcp::schema::Mismatch),
+}
+
 /// The JSON object in a final answer (bare, or in one ```json fence), checked against `schema`.
-pub fn answer_json(answer: &str, schema: &jsonschema::Validator) -> Result<Value, String> {
+pub fn answer_json(answer: &str, schema: &jsonschema::Validator) -> Result<Value, AnswerError> {
     let text = answer.trim();
     let inner = text
         .strip_prefix("```json")
@@ -517,8 +526,7 @@ pub fn answer_json(answer: &str, schema: &jsonschema::Validator) -> Result<Value
         .and_then(|t| t.trim_end().strip_suffix("```"))
         .unwrap_or(text)
         .trim();
-    let value: Value =
-        serde_json::from_str(inner).map_err(|e| format!("the answer is not a JSON object ({e})"))?;
+    let value: Value = serde_json::from_str(inner).map_err(AnswerError::NotJson)?;
     crate::capabilities::mcp::schema::problems(schema, &value, 10)?;
     Ok(value)
 }

@@ -472,7 +472,7 @@ fn spawn(
         .map(|a| env.expand(a))
         .collect::<Result<_, _>>()
         .map_err(|e| format!("args: {e}"))?;
-    let extra = expand_pairs(extra, env)?;
+    let extra = expand_pairs(extra, env).map_err(|e| e.to_string())?;
     let mut cmd = tokio::process::Command::new(&command);
     cmd.args(&args)
         .env_clear()
@@ -634,7 +634,7 @@ fn http_transport(
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     crate::capabilities::provider::install_tls();
     let mut map = std::collections::HashMap::new();
-    for (k, v) in expand_pairs(headers, env)? {
+    for (k, v) in expand_pairs(headers, env).map_err(|e| e.to_string())? {
         let name =
             reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
         let value = reqwest::header::HeaderValue::from_str(&v).map_err(|e| format!("header {k}: {e}"))?;

@@ -21,18 +21,27 @@ impl InputSchema {
     }
 
     /// `Err` with every problem, each with where in the input it is.
-    pub fn check(&self, input: &Value) -> Result<(), String> {
+    pub fn check(&self, input: &Value) -> Result<(), Mismatch> {
         if !input.is_object() {
-            return Err(format!("expected a JSON object of arguments, got {input}"));
+            return Err(Mismatch {
+                problems: vec![format!("expected a JSON object of arguments, got {input}")],
+            });
         }
         let Some(v) = &self.validator else { return Ok(()) };
         problems(v, input, 5)
     }
 }
 
+/// How a value breaks a schema: each problem with where in the value it is (`/path: …`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .problems.join("; "))]
+pub struct Mismatch {
+    pub problems: Vec<String>,
+}
+
 /// Where `value` breaks `schema`, at most `max` problems, each with where in the value it is;
 /// `Ok` when it fits. (Shared by tool arguments and output contracts.)
-pub fn problems(schema: &jsonschema::Validator, value: &Value, max: usize) -> Result<(), String> {
+pub fn problems(schema: &jsonschema::Validator, value: &Value, max: usize) -> Result<(), Mismatch> {
     let found: Vec<String> = schema
         .iter_errors(value)
         .take(max)
@@ -48,7 +57,7 @@ pub fn problems(schema: &jsonschema::Validator, value: &Value, max: usize) -> Re
     if found.is_empty() {
         Ok(())
     } else {
-        Err(found.join("; "))
+        Err(Mismatch { problems: found })
     }
 }
 
@@ -66,8 +75,17 @@ mod tests {
         );
         assert!(s.check(&json!({"channel": "C1"})).is_ok());
         let e = s.check(&json!({"n": "three", "extra": 1})).unwrap_err();
-        assert!(e.contains("\"channel\" is a required property"), "{e}");
-        assert!(e.contains("/n: \"three\" is not of type \"integer\""), "{e}");
+        assert!(
+            e.problems
+                .iter()
+                .any(|p| p.contains("\"channel\" is a required property")),
+            "{e}"
+        );
+        assert!(
+            e.problems
+                .contains(&"/n: \"three\" is not of type \"integer\"".to_string()),
+            "{e}"
+        );
         assert!(s.check(&json!("text")).is_err());
     }
 }

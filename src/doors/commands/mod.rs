@@ -111,7 +111,8 @@ impl Workspace {
     }
 
     fn with_config(cli: &Cli, env: Env, config: Config) -> Result<Self, CliError> {
-        let chosen = config::resolve_vault(cli.vault.as_deref(), &env, &config).map_err(CliError::usage)?;
+        let chosen = config::resolve_vault(cli.vault.as_deref(), &env, &config)
+            .map_err(|e| CliError::usage(e.to_string()))?;
         let root = std::fs::canonicalize(&chosen)
             .map_err(|e| CliError::usage(format!("cannot open the vault {}: {e}", chosen.display())))?;
         let vault = Arc::new(

@@ -110,7 +110,7 @@ async fn run_in(
             cause: format!("{} (it is required)", d.problem),
             last_output: last_output(d),
         }),
-        (None, Err(why)) => TurnOutcome::ended(TurnEnd::OutputInvalid(why)),
+        (None, Err(why)) => TurnOutcome::ended(TurnEnd::OutputInvalid(why.to_string())),
         (None, Ok(output)) => {
             let decided = prepare::complete(&mut prompt, &mcp, &prep.state, role);
             // A child answers its parent now: only a run of its own waits for the person.
@@ -273,7 +273,10 @@ fn write_answer(role: &Role, prep: &Prepared, outcome: &TurnOutcome, harness: &H
 
 /// The role's output contract, compiled (a schema file broken since the role was loaded fails
 /// the run before the model is paid).
-fn output_check(env: &RunEnv, role: &Role) -> Result<Option<Arc<jsonschema::Validator>>, String> {
+fn output_check(
+    env: &RunEnv,
+    role: &Role,
+) -> Result<Option<Arc<jsonschema::Validator>>, crate::setup::role::SchemaFileError> {
     match role.settings.output.as_ref().and_then(|o| o.schema.as_deref()) {
         None => Ok(None),
         Some(path) => crate::setup::role::output_schema(&env.vault, path).map(|v| Some(Arc::new(v))),
@@ -335,7 +338,7 @@ async fn call_model(
         if let (Some(schema), TurnEnd::Done) = (&turn.output, &outcome.end) {
             match crate::running::turn::answer_json(&outcome.summary, schema) {
                 Ok(v) => outcome.output = Some(v),
-                Err(why) => outcome.end = TurnEnd::OutputInvalid(why),
+                Err(why) => outcome.end = TurnEnd::OutputInvalid(why.to_string()),
             }
         }
         turn.account

@@ -290,13 +290,22 @@ fn sandbox_of(
 }
 
 /// Expands `${VAR}` in `(name, value)` pairs, at server start.
-pub fn expand_pairs(pairs: &[(String, String)], env: &Env) -> Result<Vec<(String, String)>, String> {
+pub fn expand_pairs(pairs: &[(String, String)], env: &Env) -> Result<Vec<(String, String)>, PairError> {
     pairs
         .iter()
         .map(|(k, v)| {
-            env.expand(v)
-                .map(|v| (k.clone(), v))
-                .map_err(|e| format!("{k}: {e}"))
+            env.expand(v).map(|v| (k.clone(), v)).map_err(|source| PairError {
+                name: k.clone(),
+                source,
+            })
         })
         .collect()
+}
+
+/// A `${VAR}` that could not be filled in, in the value of `name` (an env variable or header).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name}: {source}")]
+pub struct PairError {
+    pub name: String,
+    pub source: crate::base::environment::ExpandError,
 }

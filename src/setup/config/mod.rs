@@ -572,24 +572,28 @@ pub fn expand_home(path: &str, env: &Env) -> PathBuf {
 }
 
 /// The vault: `--vault`, else `$TABD_VAULT`, else `vault` in the config.
-pub fn resolve_vault(cli: Option<&Path>, env: &Env, config: &Config) -> Result<PathBuf, String> {
+pub fn resolve_vault(cli: Option<&Path>, env: &Env, config: &Config) -> Result<PathBuf, NoVault> {
     let chosen = cli
         .map(Path::to_path_buf)
         .or_else(|| env.get("TABD_VAULT").map(|v| expand_home(v, env)))
         .or_else(|| config.vault.clone())
-        .ok_or_else(|| {
-            "no vault given: pass --vault DIR, set TABD_VAULT, or set `vault = \"…\"` in the config file \
-             (create one with `tabd init DIR`)"
-                .to_string()
-        })?;
+        .ok_or(NoVault::NotGiven)?;
     if !chosen.is_dir() {
-        return Err(format!(
-            "the vault {} is not a folder; create it with `tabd init {}`",
-            chosen.display(),
-            chosen.display()
-        ));
+        return Err(NoVault::NotAFolder(chosen));
     }
     Ok(chosen)
+}
+
+/// Why there is no vault to open.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoVault {
+    #[error(
+        "no vault given: pass --vault DIR, set TABD_VAULT, or set `vault = \"…\"` in the config file \
+         (create one with `tabd init DIR`)"
+    )]
+    NotGiven,
+    #[error("the vault {} is not a folder; create it with `tabd init {}`", .0.display(), .0.display())]
+    NotAFolder(PathBuf),
 }
 
 #[cfg(test)]
@@ -792,12 +796,15 @@ max_attempts = 3
         c.vault = Some(PathBuf::from("/does/not/exist"));
         let e = Env::from_pairs([("TABD_VAULT", v)]);
         assert_eq!(resolve_vault(None, &e, &c).unwrap(), dir.path());
-        assert!(resolve_vault(None, &Env::default(), &c)
-            .unwrap_err()
-            .contains("tabd init"));
+        let err = resolve_vault(None, &Env::default(), &c).unwrap_err();
+        assert_eq!(err, NoVault::NotAFolder(PathBuf::from("/does/not/exist")));
+        assert_eq!(
+            err.to_string(),
+            "the vault /does/not/exist is not a folder; create it with `tabd init /does/not/exist`"
+        );
         c.vault = None;
-        assert!(resolve_vault(None, &Env::default(), &c)
-            .unwrap_err()
-            .contains("--vault"));
+        let err = resolve_vault(None, &Env::default(), &c).unwrap_err();
+        assert_eq!(err, NoVault::NotGiven);
+        assert!(err.to_string().contains("--vault"), "{err}");
     }
 }

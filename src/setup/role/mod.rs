@@ -35,7 +35,7 @@ const MAX_ROLE_NAME: usize = 64;
 
 /// Role names become inbox folders, memory files and frontmatter values: letters, digits, `-`
 /// and `_` only (a leading `_` marks an abstract role).
-pub fn check_role_name(name: &str) -> Result<(), String> {
+fn check_role_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= MAX_ROLE_NAME
         && name
@@ -438,10 +438,10 @@ impl RoleSet {
             }
             let schema = role.settings.output.as_ref().and_then(|o| o.schema.as_ref());
             if let (Some(vault), Some(schema)) = (vault, schema) {
-                if let Err(msg) = output_schema(vault, schema) {
+                if let Err(e) = output_schema(vault, schema) {
                     newly_broken.push((
                         name.clone(),
-                        Diagnostic::error(&role.path, line_of("output"), msg),
+                        Diagnostic::error(&role.path, line_of("output"), e.to_string()),
                     ));
                 }
             }
@@ -969,16 +969,46 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
 }
 
 /// Reads and compiles a role's output schema: `Err` says what is wrong, for the role's file.
-pub fn output_schema(vault: &Vault, path: &str) -> Result<jsonschema::Validator, String> {
-    let vp = VaultPath::parse(path, false)
-        .map_err(|e| format!("`output.schema`: `{path}` is not a vault path: {e}"))?;
+pub fn output_schema(vault: &Vault, path: &str) -> Result<jsonschema::Validator, SchemaFileError> {
+    let path_ = || path.to_string();
+    let vp = VaultPath::parse(path, false).map_err(|source| SchemaFileError::NotAVaultPath {
+        path: path_(),
+        source,
+    })?;
     let text = vault
         .read_text(&vp, 1024 * 1024)
-        .map_err(|e| format!("`output.schema`: cannot read {path}: {e}"))?;
+        .map_err(|source| SchemaFileError::Unreadable {
+            path: path_(),
+            source,
+        })?;
     let schema: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("`output.schema`: {path} is not JSON: {e}"))?;
-    jsonschema::validator_for(&schema)
-        .map_err(|e| format!("`output.schema`: {path} is not a valid JSON Schema: {e}"))
+        serde_json::from_str(&text).map_err(|source| SchemaFileError::NotJson {
+            path: path_(),
+            source,
+        })?;
+    jsonschema::validator_for(&schema).map_err(|e| SchemaFileError::NotASchema {
+        path: path_(),
+        why: e.to_string(),
+    })
+}
+
+/// A role's `output.schema` file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaFileError {
+    #[error("`output.schema`: `{path}` is not a vault path: {source}")]
+    NotAVaultPath {
+        path: String,
+        source: crate::base::vault::VaultError,
+    },
+    #[error("`output.schema`: cannot read {path}: {source}")]
+    Unreadable {
+        path: String,
+        source: crate::base::vault::VaultError,
+    },
+    #[error("`output.schema`: {path} is not JSON: {source}")]
+    NotJson { path: String, source: serde_json::Error },
+    #[error("`output.schema`: {path} is not a valid JSON Schema: {why}")]
+    NotASchema { path: String, why: String },
 }
 
 #[cfg(test)]

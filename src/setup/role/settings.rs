@@ -548,7 +548,7 @@ fn duration(key: &str, v: &Value) -> Result<Duration, String> {
 }
 
 /// Parses `2m`, `90s`, `2h 30m`, `90 min`, `1 hour` (humantime).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim())
         .map_err(|e| format!("\"{text}\" is not a duration ({e}); write one like 2m, 90s or 2h"))
 }
