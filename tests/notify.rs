@@ -224,6 +224,58 @@ fn a_channel_no_retry_could_fix_is_tried_once_and_says_so() {
     assert_eq!(hook.got().len(), 1, "tried once: {:?}", hook.got());
 }
 
+/// `desktop = true`: `notify-send` (here a script on PATH that writes down its arguments) gets
+/// the event's title and message.
+#[test]
+fn the_desktop_channel_hands_the_event_to_notify_send() {
+    use std::os::unix::fs::PermissionsExt;
+    let (v, _fake) = asking_vault("[notify]\ndesktop = true\n");
+    let bin = v.dir.path().join("bin");
+    let said = v.dir.path().join("notify-send.txt");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = bin.join("notify-send");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nprintf '%s\\n' \"$@\" >> '{}'\n", said.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let _d = Daemon::start_with_env(
+        &v,
+        &[
+            ("PATH", path.as_str()),
+            ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/test-bus"),
+        ],
+    );
+    v.write("agent/inbox/ops/plan.md", "Write the plan.");
+    wait_until(T, "notify-send to be run", || {
+        std::fs::read_to_string(&said).is_ok_and(|t| t.lines().count() >= 3)
+    });
+    let args = std::fs::read_to_string(&said).unwrap();
+    let args: Vec<&str> = args.lines().collect();
+    assert_eq!(args[0], "--app-name=tabd");
+    assert_eq!(args[1], "Ops asks to run write_file");
+    assert!(
+        args[2].starts_with("A write call waits for your approval"),
+        "{args:?}"
+    );
+}
+
+/// Without a session bus there is no desktop to reach: the status says why at once, not retried.
+#[test]
+fn the_desktop_channel_without_a_session_bus_says_so() {
+    let (v, _fake) = asking_vault("[notify]\ndesktop = true\n");
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/ops/plan.md", "Write the plan.");
+    wait_until(T, "the status showing the failing channel", || {
+        v.read("agent/status.md").contains("no session D-Bus")
+    });
+    let status = v.read("agent/status.md");
+    assert!(status.contains("desktop: no session D-Bus"), "{status}");
+    assert!(status.contains("not retried"), "{status}");
+}
+
 /// `expect:` — a file a role must have produced by each deadline: missing, the daily note and a
 /// `[notify]` command say so (a reported ok is no proof); once it is there, nothing more is said.
 #[test]

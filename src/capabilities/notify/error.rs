@@ -12,7 +12,7 @@ pub enum DeliveryError {
     Io { program: String, source: std::io::Error },
     #[error("`{program}` did not finish within {secs}s")]
     Timeout { program: String, secs: u64 },
-    #[error("`{program}` exited with {status}: {said}")]
+    #[error("`{program}` exited with {status}{}", if said.is_empty() { String::new() } else { format!(": {said}") })]
     Exited {
         program: String,
         status: ExitStatus,
@@ -71,5 +71,20 @@ mod tests {
         assert!(start(std::io::ErrorKind::WouldBlock).is_transient());
         assert!(!DeliveryError::Setup("no session D-Bus".into()).is_transient());
         assert!(DeliveryError::Transport("connection refused".into()).is_transient());
+    }
+
+    #[test]
+    fn an_exit_says_what_the_program_wrote_if_anything() {
+        use std::os::unix::process::ExitStatusExt;
+        let exited = |said: &str| DeliveryError::Exited {
+            program: "notify-send".into(),
+            status: ExitStatus::from_raw(1 << 8),
+            said: said.into(),
+        };
+        assert_eq!(exited("").to_string(), "`notify-send` exited with exit status: 1");
+        assert_eq!(
+            exited("no bus").to_string(),
+            "`notify-send` exited with exit status: 1: no bus"
+        );
     }
 }

@@ -203,18 +203,34 @@ impl Channels {
 
     /// The command, with the event as one JSON line on stdin: it must exit 0.
     async fn command(&self, payload: &Value) -> Result<(), DeliveryError> {
-        use tokio::io::AsyncWriteExt;
         let argv = &self.config.command;
         let mut cmd = tokio::process::Command::new(&argv[0]);
-        cmd.args(&argv[1..])
-            .env_clear()
+        cmd.args(&argv[1..]);
+        self.run_once(cmd, &argv[0], Some(format!("{payload}\n"))).await
+    }
+
+    /// Runs a channel's program once as a tenant, with tabd's environment and `input` on its
+    /// stdin, for at most `TRY_TIMEOUT`: it must exit 0, and its stderr says why it did not.
+    async fn run_once(
+        &self,
+        mut cmd: tokio::process::Command,
+        program: &str,
+        input: Option<String>,
+    ) -> Result<(), DeliveryError> {
+        use std::process::Stdio;
+        use tokio::io::AsyncWriteExt;
+        cmd.env_clear()
             .envs(self.env.vars())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
         crate::base::process::as_tenant(&mut cmd);
-        let program = argv[0].clone();
+        let program = program.to_string();
         let mut child = cmd.spawn().map_err(|source| DeliveryError::Start {
             program: program.clone(),
             source,
@@ -223,9 +239,8 @@ impl Channels {
             program: program.clone(),
             source,
         };
-        if let Some(mut stdin) = child.stdin.take() {
-            let line = format!("{payload}\n");
-            stdin.write_all(line.as_bytes()).await.map_err(io)?;
+        if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
+            stdin.write_all(input.as_bytes()).await.map_err(io)?;
         }
         let out = tokio::time::timeout(TRY_TIMEOUT, child.wait_with_output())
             .await
@@ -303,36 +318,12 @@ impl Channels {
             ));
         }
         let mut cmd = tokio::process::Command::new("notify-send");
-        cmd.args(["--app-name=tabd", &ev.title, &ev.message])
-            .env_clear()
-            .envs(self.env.vars())
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        crate::base::process::as_tenant(&mut cmd);
-        let program = || "notify-send".to_string();
-        let status = tokio::time::timeout(TRY_TIMEOUT, cmd.status())
-            .await
-            .map_err(|_| DeliveryError::Timeout {
-                program: program(),
-                secs: TRY_TIMEOUT.as_secs(),
-            })?
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => {
-                    DeliveryError::Setup("notify-send is not installed (install libnotify-bin)".into())
-                }
-                _ => DeliveryError::Start {
-                    program: program(),
-                    source: e,
-                },
-            })?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(DeliveryError::Exited {
-                program: program(),
-                status,
-                said: String::new(),
-            })
+        cmd.args(["--app-name=tabd", &ev.title, &ev.message]);
+        match self.run_once(cmd, "notify-send", None).await {
+            Err(DeliveryError::Start { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Err(
+                DeliveryError::Setup("notify-send is not installed (install libnotify-bin)".into()),
+            ),
+            done => done,
         }
     }
 }
