@@ -62,7 +62,7 @@ fn login_env(profile: &str) -> &'static [&'static str] {
 
 /// The environment a CLI runs with: the basics every program needs, its login variables, the
 /// profile's `pass_env` names (a trailing `*` passes a prefix), and its `env` table.
-pub fn child_env(profile: &Profile, env: &Env) -> Result<HashMap<String, String>, String> {
+pub fn child_env(profile: &Profile, env: &Env) -> Result<HashMap<String, String>, ProbeError> {
     let mut out = HashMap::new();
     let named = CHILD_BASE_ENV.iter().chain(login_env(&profile.name));
     for name in named {
@@ -81,9 +81,11 @@ pub fn child_env(profile: &Profile, env: &Env) -> Result<HashMap<String, String>
         }
     }
     for (k, v) in &profile.env {
-        let v = env
-            .expand(v)
-            .map_err(|e| format!("[profiles.{}] env {k}: {e}", profile.name))?;
+        let v = env.expand(v).map_err(|source| ProbeError::Env {
+            profile: profile.name.clone(),
+            name: k.clone(),
+            source,
+        })?;
         out.insert(k.clone(), v);
     }
     Ok(out)
@@ -97,7 +99,42 @@ pub struct Probes {
 }
 
 /// When a CLI was probed, and what the probe found.
-type Probed = (Instant, Result<(), String>);
+type Probed = (Instant, Result<(), ProbeError>);
+
+/// Why a CLI cannot be used: not there, not startable, silent, or without a flag tabd needs.
+/// Kept (cloned) for `PROBE_FRESH`, so the causes are kept as their text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeError {
+    #[error("[profiles.{profile}] env {name}: {source}")]
+    Env {
+        profile: String,
+        name: String,
+        source: crate::base::environment::ExpandError,
+    },
+    #[error(
+        "the `{command}` CLI is not installed or not on tabd's PATH (profile {profile}); install it or set \
+         [profiles.{profile}] command"
+    )]
+    NotInstalled { command: String, profile: String },
+    #[error("`{command}` could not be started: {why}")]
+    NotStarted { command: String, why: String },
+    #[error("`{command}` did not answer within 30 s")]
+    Silent { command: String },
+    #[error("`{command}` could not be read: {why}")]
+    Unreadable { command: String, why: String },
+    #[error(
+        "the installed `{command}` lacks {} (`{asked}` does not list them): tabd needs them to run it \
+         without its own tools; install a version that has them, or adjust [profiles.{profile}]",
+        .missing.join(", ")
+    )]
+    LacksFlags {
+        command: String,
+        profile: String,
+        missing: Vec<String>,
+        /// The help command that was read.
+        asked: String,
+    },
+}
 
 impl Probes {
     /// Checks that the CLI exists and still lists the flags its profile uses, unless a check
@@ -108,7 +145,7 @@ impl Probes {
         env: &HashMap<String, String>,
         launcher: &Launcher,
         now: Instant,
-    ) -> Result<(), String> {
+    ) -> Result<(), ProbeError> {
         let key = format!("{}\u{0}{}", profile.command, profile.required_flags.join(" "));
         if let Some((at, r)) = self.seen.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             if now.saturating_duration_since(*at) < PROBE_FRESH {
@@ -128,7 +165,8 @@ async fn probe_now(
     profile: &Profile,
     env: &HashMap<String, String>,
     launcher: &Launcher,
-) -> Result<(), String> {
+) -> Result<(), ProbeError> {
+    let command = || profile.command.clone();
     let mut cmd = tokio::process::Command::new(&profile.command);
     cmd.args(&profile.help_args)
         .env_clear()
@@ -138,28 +176,39 @@ async fn probe_now(
         .stderr(Stdio::piped());
     // Even `--help` runs as a tenant, in the CLI's private folder and sandbox.
     process::as_tenant(&mut cmd);
-    confine(&mut cmd, profile, launcher, None, &profile.help_args).map_err(|e| e.to_string())?;
+    confine(&mut cmd, profile, launcher, None, &profile.help_args).map_err(|e| ProbeError::NotStarted {
+        command: command(),
+        why: e.to_string(),
+    })?;
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!(
-                "the `{}` CLI is not installed or not on tabd's PATH (profile {}); install it or set [profiles.{}] command",
-                profile.command, profile.name, profile.name
-            ))
+            return Err(ProbeError::NotInstalled {
+                command: command(),
+                profile: profile.name.clone(),
+            })
         }
-        Err(e) => return Err(format!("`{}` could not be started: {e}", profile.command)),
+        Err(e) => {
+            return Err(ProbeError::NotStarted {
+                command: command(),
+                why: e.to_string(),
+            })
+        }
     };
     // A CLI that hangs on `--help` goes with this handle when the wait is given up.
     let _tenant = launcher.tenant(&child, &profile.name);
     let out = match tokio::time::timeout(PROBE_TIMEOUT, child.wait_with_output()).await {
         Err(_) => {
-            return Err(format!(
-                "`{} {}` did not answer within 30 s",
-                profile.command,
-                profile.help_args.join(" ")
-            ))
+            return Err(ProbeError::Silent {
+                command: format!("{} {}", profile.command, profile.help_args.join(" ")),
+            })
         }
-        Ok(Err(e)) => return Err(format!("`{}` could not be read: {e}", profile.command)),
+        Ok(Err(e)) => {
+            return Err(ProbeError::Unreadable {
+                command: command(),
+                why: e.to_string(),
+            })
+        }
         Ok(Ok(o)) => o,
     };
     let help = format!(
@@ -167,24 +216,21 @@ async fn probe_now(
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let missing: Vec<&str> = profile
+    let missing: Vec<String> = profile
         .required_flags
         .iter()
-        .map(String::as_str)
-        .filter(|f| !help.contains(f))
+        .filter(|f| !help.contains(f.as_str()))
+        .cloned()
         .collect();
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "the installed `{}` lacks {} (`{} {}` does not list them): tabd needs them to run it without its own tools; \
-             install a version that has them, or adjust [profiles.{}]",
-            profile.command,
-            missing.join(", "),
-            profile.command,
-            profile.help_args.join(" "),
-            profile.name
-        ))
+        Err(ProbeError::LacksFlags {
+            command: command(),
+            profile: profile.name.clone(),
+            missing,
+            asked: format!("{} {}", profile.command, profile.help_args.join(" ")),
+        })
     }
 }
 

@@ -63,14 +63,14 @@ pub(super) async fn turn(
     };
     let child_env = match agent_cli::child_env(&profile, &env.launcher.env) {
         Ok(e) => e,
-        Err(why) => return failed(why, true),
+        Err(why) => return failed(why.to_string(), true),
     };
     if let Err(why) = env
         .probes
         .check(&profile, &child_env, &env.launcher, env.clock.instant())
         .await
     {
-        return failed(why, true);
+        return failed(why.to_string(), true);
     }
     // A private folder (0700) of its own, removed when the run ends.
     let dir = match runs_root(env).and_then(|root| {
