@@ -26,6 +26,8 @@ struct Sim {
     not_here: BTreeSet<String>,
     /// Roles whose notes were moved away by someone before their run started.
     notes_gone: BTreeSet<String>,
+    /// Roles with complete notes in their inbox (what the last scan found): a run takes them.
+    inbox: BTreeSet<String>,
     /// Every effect other than starts, as they came.
     said: Vec<Effect>,
 }
@@ -51,6 +53,7 @@ impl Sim {
             held_elsewhere: BTreeSet::new(),
             not_here: BTreeSet::new(),
             notes_gone: BTreeSet::new(),
+            inbox: BTreeSet::new(),
             said: Vec::new(),
         };
         for r in roles {
@@ -78,6 +81,7 @@ impl Sim {
 
     /// A scan found complete notes in `role`'s inbox (`by_person`: one a person wrote).
     fn notes_ready(&mut self, role: &str, by_person: bool) {
+        self.inbox.insert(role.to_string());
         self.input(Input::Scanned {
             role: role.into(),
             ready: true,
@@ -88,6 +92,7 @@ impl Sim {
 
     /// A scan found the inbox empty.
     fn inbox_empty(&mut self, role: &str) {
+        self.inbox.remove(role);
         self.input(Input::Scanned {
             role: role.into(),
             ready: false,
@@ -122,7 +127,8 @@ impl Sim {
             }
             let resuming = self.core.role(&role).is_some_and(|r| r.resuming());
             let gone = self.notes_gone.contains(&role);
-            let notes = if resuming || gone {
+            // The shell hands a run the notes its inbox holds (none to a resumed run).
+            let notes = if resuming || gone || !self.inbox.remove(&role) {
                 vec![]
             } else {
                 vec![PathBuf::from(format!("/v/agent/inbox/{role}/n.md"))]
@@ -576,5 +582,50 @@ fn a_note_written_in_place_settles_in_the_core_and_its_run_forgets_it() {
     assert!(
         sim.core.note_complete(&note, 10, wall, sim.now, wall).is_err(),
         "handed to a run, it is forgotten: a new note of that name settles afresh"
+    );
+}
+
+#[test]
+fn a_watched_change_runs_the_role_once_and_its_own_write_is_no_change_for_it() {
+    let mut sim = Sim::new(&["risk", "comms"], limits());
+    let changed = |sim: &mut Sim, role: &str| {
+        sim.input(Input::WatchChanged {
+            role: role.into(),
+            path: "project/plan.md".into(),
+        });
+    };
+    // Two saves of the file before the tick: one run, handed the file once.
+    changed(&mut sim, "risk");
+    changed(&mut sim, "risk");
+    assert_eq!(
+        sim.tick(),
+        started("risk", Work::Watch(vec!["project/plan.md".into()]))
+    );
+    // The run rewrites the file: its event arrives while it runs, for both roles watching it.
+    changed(&mut sim, "risk");
+    changed(&mut sim, "comms");
+    assert_eq!(
+        sim.tick(),
+        started("comms", Work::Watch(vec!["project/plan.md".into()])),
+        "another role watching the file sees the change"
+    );
+    // As the run ends, the shell finds the file in its own changes.
+    sim.input(Input::OwnWrite {
+        role: "risk".into(),
+        path: "project/plan.md".into(),
+    });
+    sim.finish("risk", None, 100);
+    sim.finish("comms", None, 100);
+    sim.inbox_empty("risk");
+    sim.inbox_empty("comms");
+    assert!(
+        sim.tick().is_empty(),
+        "a role never fires itself by writing what it watches"
+    );
+    // A person's edit afterwards is a change again.
+    changed(&mut sim, "risk");
+    assert_eq!(
+        sim.tick(),
+        started("risk", Work::Watch(vec!["project/plan.md".into()]))
     );
 }
