@@ -401,6 +401,8 @@ fn a_trigger_loop_between_two_roles_stops_at_max_chain_depth() {
                 .any(|t| t.1.contains("max_chain_depth (3)"))
         })
     });
+    // The refusal came in the fourth run (hops 3): its record is written as it ends.
+    wait_until(T, "the fourth run's record", || v.records().len() >= 4);
     wait_idle(&v);
     let runs = v.records().len();
     assert_eq!(runs, 4, "hops 0, 1, 2, 3; then the loop stopped");

@@ -49,9 +49,11 @@ pub fn wait_live(
     });
 }
 
-/// Waits until no role is running and no role has anything ready, queued or pending: from then
-/// on nothing more can happen without a new event. (A status written while a run is in flight
-/// says `running`; the one written after it ends reflects the scan and dispatch that followed.)
+/// Waits until no role is running and no role has anything ready, settling, queued or pending:
+/// from then on nothing more can happen without a new event. (A status written while a run is in
+/// flight says `running`; the one written after it ends reflects the scan and dispatch that
+/// followed. A note another run just wrote may still be settling then: it runs soon, so it is
+/// not idle.)
 pub fn wait_idle(v: &TestVault) {
     wait_until(Duration::from_secs(20), "the daemon idle", || {
         let Some(s) = v.status_json() else { return false };
@@ -61,6 +63,7 @@ pub fn wait_idle(v: &TestVault) {
                 l.is_null()
                     || (l["running"] == false
                         && l["ready"] == 0
+                        && l["settling"] == 0
                         && l["queued_slots"] == 0
                         && l["watch_pending"] == 0)
             })

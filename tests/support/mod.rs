@@ -107,13 +107,27 @@ impl TestVault {
 
     /// Every JSONL record, oldest day first.
     pub fn records(&self) -> Vec<serde_json::Value> {
-        self.concat(".tabd/runs", ".jsonl")
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("JSONL line"))
+        // A record is one `write` of a line ending in `\n`; read while a run appends one, a
+        // file may end in part of it (no `\n` yet). That part is not a record yet; every
+        // complete line must be one.
+        self.texts_of(".tabd/runs", ".jsonl")
+            .iter()
+            .flat_map(|text| {
+                let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+                complete
+                    .lines()
+                    .map(|l| serde_json::from_str(l).expect("JSONL line"))
+                    .collect::<Vec<_>>()
+            })
             .collect()
     }
 
     fn concat(&self, dir: &str, ext: &str) -> String {
+        self.texts_of(dir, ext).concat()
+    }
+
+    /// The texts of the files in `dir` ending in `ext`, in name order.
+    fn texts_of(&self, dir: &str, ext: &str) -> Vec<String> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(self.path(dir))
             .map(|d| d.flatten().map(|e| e.path()).collect())
             .unwrap_or_default();
