@@ -125,7 +125,7 @@ fn read_sources(src: &Path) -> Vec<Source> {
 }
 
 /// The floor folder a file belongs to.
-fn module_of(path: &str) -> String {
+fn floor_folder_of(path: &str) -> String {
     path.split('/')
         .next()
         .unwrap()
@@ -229,17 +229,18 @@ fn file_of(path: &[String], files: &BTreeSet<String>) -> Option<String> {
 fn climbs(sources: &[Source], floors: &BTreeMap<String, u32>) -> Vec<String> {
     let mut out = Vec::new();
     for s in sources {
-        let own = module_of(&s.path);
+        let own = floor_folder_of(&s.path);
         let Some(&mine) = floors.get(&own) else { continue };
         let mut seen = BTreeSet::new();
         for r in references(s) {
             let Some(target) = r.first() else { continue };
-            if *target == own || !seen.insert(r.iter().take(2).cloned().collect::<Vec<_>>()) {
+            // `floor::module`, named once per file.
+            let module = r.iter().take(2).cloned().collect::<Vec<_>>().join("::");
+            if *target == own || !seen.insert(module.clone()) {
                 continue;
             }
             if let Some(&theirs) = floors.get(target) {
                 if theirs > mine {
-                    let module = r.iter().take(2).cloned().collect::<Vec<_>>().join("::");
                     out.push(format!(
                         "src/{} (`{own}`, floor {mine}) imports `{module}` (floor {theirs}): move what it needs down to \
                          floor {mine} or lower, or move this code up",
