@@ -118,7 +118,7 @@ pub enum ProbeError {
     NotInstalled { command: String, profile: String },
     #[error("`{command}` could not be started: {why}")]
     NotStarted { command: String, why: String },
-    #[error("`{command}` did not answer within 30 s")]
+    #[error("`{command}` did not answer within {} s", PROBE_TIMEOUT.as_secs())]
     Silent { command: String },
     #[error("`{command}` could not be read: {why}")]
     Unreadable { command: String, why: String },
@@ -167,6 +167,8 @@ async fn probe_now(
     launcher: &Launcher,
 ) -> Result<(), ProbeError> {
     let command = || profile.command.clone();
+    // The help command as the person would type it, for what is said about its answer.
+    let asked = || format!("{} {}", profile.command, profile.help_args.join(" "));
     let mut cmd = tokio::process::Command::new(&profile.command);
     cmd.args(&profile.help_args)
         .env_clear()
@@ -198,11 +200,7 @@ async fn probe_now(
     // A CLI that hangs on `--help` goes with this handle when the wait is given up.
     let _tenant = launcher.tenant(&child, &profile.name);
     let out = match tokio::time::timeout(PROBE_TIMEOUT, child.wait_with_output()).await {
-        Err(_) => {
-            return Err(ProbeError::Silent {
-                command: format!("{} {}", profile.command, profile.help_args.join(" ")),
-            })
-        }
+        Err(_) => return Err(ProbeError::Silent { command: asked() }),
         Ok(Err(e)) => {
             return Err(ProbeError::Unreadable {
                 command: command(),
@@ -229,7 +227,7 @@ async fn probe_now(
             command: command(),
             profile: profile.name.clone(),
             missing,
-            asked: format!("{} {}", profile.command, profile.help_args.join(" ")),
+            asked: asked(),
         })
     }
 }
@@ -510,4 +508,32 @@ async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
     }
     let ok = status.is_some_and(|s| s.success());
     CliEnd::Finished(output::read(profile.output, &stdout, &stderr, ok))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_failure_names_the_command_as_typed_and_what_to_do() {
+        let silent = ProbeError::Silent {
+            command: "codex exec --help".into(),
+        };
+        assert_eq!(
+            silent.to_string(),
+            "`codex exec --help` did not answer within 30 s"
+        );
+        let old = ProbeError::LacksFlags {
+            command: "claude".into(),
+            profile: "claude".into(),
+            missing: vec!["--tools".into(), "--strict-mcp-config".into()],
+            asked: "claude --help".into(),
+        };
+        assert_eq!(
+            old.to_string(),
+            "the installed `claude` lacks --tools, --strict-mcp-config (`claude --help` does not list \
+             them): tabd needs them to run it without its own tools; install a version that has them, \
+             or adjust [profiles.claude]"
+        );
+    }
 }
