@@ -18,5 +18,6 @@ mod providers;
 mod resume;
 mod robustness;
 mod sandbox;
+mod signed_records;
 mod turn_e2e;
 mod undo;
