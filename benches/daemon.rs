@@ -676,6 +676,7 @@ fn per_run(out: &mut Value) {
     )
     .unwrap();
     let env = tabd::running::run::RunEnv {
+        key: std::sync::Arc::new(tabd::base::signing::Key::from_bytes(&[7; 32])),
         vault: vault.clone(),
         config: std::sync::Arc::new(config.clone()),
         roles: std::sync::Arc::new(roles.clone()),
@@ -1077,6 +1078,7 @@ fn journal_long(out: &mut Value) {
     )
     .unwrap();
     let env = tabd::running::run::RunEnv {
+        key: std::sync::Arc::new(tabd::base::signing::Key::from_bytes(&[7; 32])),
         vault: vault.clone(),
         config: std::sync::Arc::new(config),
         roles: std::sync::Arc::new(roles),

@@ -20,7 +20,7 @@
 //! | 4 | `records` | `state` `inbox` `access` `limits` `context` `runlog` `journal` | records and rules the run reads |
 //! | 3 | `setup` | `config` `role` | what the person wrote, typed and checked |
 //! | 2 | `formats` | `frontmatter` `schedule` | formats |
-//! | 1 | `base` | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` `sandbox` `memory` | foundations |
+//! | 1 | `base` | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` `sandbox` `memory` `signing` | foundations |
 pub mod base;
 pub mod capabilities;
 pub mod doors;

@@ -86,25 +86,32 @@ fn an_empty_journal_key_is_refused_not_used() {
     assert!(!out.status.success(), "{}", describe(&out));
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
-        said.contains(&key.display().to_string()) && said.contains("32 bytes"),
+        said.contains(&key.display().to_string()) && said.contains("at least 32"),
         "{said}"
     );
     assert_eq!(v.read("project/plan.md"), "the person's plan\n", "nothing ran");
     assert!(fake.requests().is_empty());
-    assert_eq!(std::fs::read(&key).unwrap(), b"", "not replaced behind the person's back");
+    assert_eq!(
+        std::fs::read(&key).unwrap(),
+        b"",
+        "not replaced behind the person's back"
+    );
 
     // A journal signed with the empty key (as an older tabd would have): undo refuses it.
     let id = "20261101T000000Z-delivery-0badc0de";
+    // The fields in the order tabd writes them (what the MAC was over).
     let lines = [
-        json!({"kind":"header","run_id":id,"role":"delivery","started_at":"2026-11-01T00:00:00Z","trigger":"manual"}),
-        json!({"kind":"before","path":"project/plan.md","before":null}),
+        format!(
+            r#"{{"kind":"header","run_id":"{id}","role":"delivery","started_at":"2026-11-01T00:00:00Z","trigger":"manual"}}"#
+        ),
+        r#"{"kind":"before","path":"project/plan.md","before":null}"#.to_string(),
     ];
     let mut text = String::new();
-    for l in lines {
-        let body = l.to_string();
+    for body in lines {
         let mac = hmac_hex(b"", &format!("{id}\n{body}"));
         text.push_str(&format!("{},\"mac\":\"{mac}\"}}\n", &body[..body.len() - 1]));
     }
+    std::fs::create_dir_all(journal_of(&v, id).parent().unwrap()).unwrap();
     std::fs::write(journal_of(&v, id), text).unwrap();
     let out = v.tabd(&["undo", id]);
     assert_ne!(out.status.code(), Some(0), "{}", describe(&out));
@@ -143,8 +150,14 @@ fn a_journal_missing_a_line_is_refused() {
     script(
         &fake,
         vec![
-            ("write_file", json!({"path": "project/a.md", "content": "a after"})),
-            ("write_file", json!({"path": "project/b.md", "content": "b after"})),
+            (
+                "write_file",
+                json!({"path": "project/a.md", "content": "a after"}),
+            ),
+            (
+                "write_file",
+                json!({"path": "project/b.md", "content": "b after"}),
+            ),
         ],
     );
     let run = fire(&v);
@@ -172,7 +185,10 @@ fn a_journal_missing_a_line_is_refused() {
     assert_eq!(v.read("project/b.md"), "b after");
 
     // Its closing line cut off (the journal now ends as a crashed run's would).
-    let cut: String = lines[..lines.len() - 1].iter().map(|l| format!("{l}\n")).collect();
+    let cut: String = lines[..lines.len() - 1]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
     std::fs::write(&path, &cut).unwrap();
     let out = v.tabd(&["undo", &run]);
     assert_ne!(out.status.code(), Some(0), "{}", describe(&out));

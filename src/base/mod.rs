@@ -13,6 +13,7 @@ pub mod memory;
 pub mod process;
 pub mod progress;
 pub mod sandbox;
+pub mod signing;
 pub(crate) mod template;
 pub mod text;
 pub mod trigger;

@@ -143,6 +143,14 @@ impl Workspace {
         }
     }
 
+    /// tabd's key (outside the vault: `base::signing`), made the first time; a key that cannot
+    /// be trusted stops the command with what to do.
+    pub fn key(&self) -> Result<Arc<crate::base::signing::Key>, CliError> {
+        crate::base::signing::Key::load_or_create(&self.launcher(false).places().state)
+            .map(Arc::new)
+            .map_err(|e| CliError::failed(e.to_string()))
+    }
+
     /// What a run needs, for commands that run roles in the foreground.
     pub fn run_env(&self) -> Result<crate::running::run::RunEnv, CliError> {
         let provider = crate::capabilities::provider::build(&self.config.provider, &self.env)
@@ -164,6 +172,7 @@ impl Workspace {
             probes: Default::default(),
             progress: Default::default(),
             stop: Default::default(),
+            key: self.key()?,
         })
     }
 }

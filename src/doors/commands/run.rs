@@ -37,7 +37,9 @@ pub fn run(cli: &Cli, ws: Workspace) -> Result<u8, CliError> {
     if errors > 0 {
         eprintln!("warning: {errors} role-file error(s); those roles stay off until fixed (`tabd validate` lists them)");
     }
+    let key = ws.key()?;
     let init = daemon::Init {
+        key,
         env: ws.env,
         cli_config: cli.config.clone(),
         config: ws.config,

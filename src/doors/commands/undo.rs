@@ -36,9 +36,7 @@ pub fn find(ws: &Workspace, id: &str) -> Result<String, CliError> {
 
 pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
     let run_id = find(ws, id)?;
-    let key = journal::Key::load_or_create(&ws.launcher(false).places().state)
-        .map_err(|e| CliError::failed(format!("cannot read the undo journal's key: {e}")))?;
-    let key = std::sync::Arc::new(key);
+    let key = ws.key()?;
     let entry = journal::load(&ws.vault, &run_id, Some(&key))
         .map_err(|e| CliError::failed(format!("cannot read the journal: {e}")))?;
     // The role's run lock: no run of it changes files while they are put back.
@@ -61,12 +59,21 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
         Vec::new()
     };
     print_plan(&steps, &requeue, opts.dry_run);
+    // An older tabd's journal: what it says is signed, but a line removed from it would not show.
+    let unnumbered = entry.trust == journal::Trust::Unnumbered;
+    if unnumbered {
+        println!(
+            "  note: this journal was written by an older tabd: its lines are signed but not numbered, so a \
+             line removed from it could not be seen; check that every file the run changed is listed above"
+        );
+    }
     let skipped = steps
         .iter()
         .filter(|s| matches!(s, Step::Skip { .. } | Step::Unknown { .. } | Step::Refused { .. }))
         .count();
+    let code = if skipped > 0 || unnumbered { 1 } else { 0 };
     if opts.dry_run {
-        return Ok(if skipped > 0 { 1 } else { 0 });
+        return Ok(code);
     }
     let now = chrono::Utc::now();
     // One id format for every door; the undone run is named in the log line and the output.
@@ -92,7 +99,7 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
         if restored == 1 { "" } else { "s" },
         if opts.requeue { format!(", {requeued} note(s) back in the inbox") } else { String::new() }
     );
-    Ok(if skipped > 0 { 1 } else { 0 })
+    Ok(code)
 }
 
 fn lock(ws: &Workspace, entry: &RunChanges) -> Result<Option<crate::base::vault::FileLock>, CliError> {

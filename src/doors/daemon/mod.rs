@@ -74,6 +74,8 @@ pub struct Init {
     pub root: PathBuf,
     pub vault: Arc<Vault>,
     pub roles: RoleSet,
+    /// tabd's key (`base::signing`), read or made before the daemon starts.
+    pub key: Arc<crate::base::signing::Key>,
 }
 
 /// The file watcher and what it is pointed at.
@@ -189,6 +191,7 @@ impl Daemon {
                 probes: Default::default(),
                 progress: Default::default(),
                 stop: Default::default(),
+                key: init.key.clone(),
             },
             env: init.env,
             cli_config: init.cli_config,

@@ -4,7 +4,7 @@
 //! and only bytes whose hash is the one the journal names. A run that crashed is undone from its
 //! last record after each call, so the real undo does exactly what its dry run says.
 
-use super::{blob, digest, fixed, load, run_ids, state_of, RunChanges, RunJournal};
+use super::{blob, digest, fixed, load, run_ids, state_of, RunChanges, RunJournal, Trust};
 use crate::base::vault::{Vault, VaultError, VaultPath};
 use crate::records::access::AccessPolicy;
 use chrono::{DateTime, Utc};
@@ -48,20 +48,29 @@ pub fn later_runs(vault: &Vault, entry: &RunChanges, path: &str) -> Vec<String> 
 }
 
 /// What undoing `entry` would do, file by file (`force`: restore changed files too), each file
-/// through the gate with `policy` (the run's role's). A journal this machine did not sign is
-/// refused whole.
+/// through the gate with `policy` (the run's role's). A journal this machine did not sign, or
+/// that lost a line (`Trust`), is refused whole.
 pub fn plan_undo(
     vault: &Vault,
     entry: &RunChanges,
     policy: &AccessPolicy,
     force: bool,
 ) -> Result<Vec<Step>, VaultError> {
-    if !entry.verified {
-        return Err(VaultError::Refused(format!(
-            "the journal of {} is not signed by this machine's key: it was changed or forged, or it comes \
-             from another machine or an older tabd; nothing was restored",
-            entry.run_id
-        )));
+    match &entry.trust {
+        Trust::Whole | Trust::Unnumbered => {}
+        Trust::Refused(why) => {
+            return Err(VaultError::Refused(format!(
+                "the journal of {} cannot be trusted: {why}. It was changed, cut or forged, or it comes from \
+                 another machine or was signed with a key this machine no longer has; nothing was restored",
+                entry.run_id
+            )))
+        }
+        Trust::Unchecked => {
+            return Err(VaultError::Refused(format!(
+                "the journal of {} was read without checking its signatures; nothing was restored",
+                entry.run_id
+            )))
+        }
     }
     let mut steps = Vec::new();
     for (path, before) in &entry.before {

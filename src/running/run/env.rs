@@ -36,6 +36,9 @@ pub struct RunEnv {
     pub progress: crate::base::progress::Progress,
     /// Set when tabd is being stopped: runs end where they are, recorded as stopped.
     pub stop: Stop,
+    /// tabd's key (outside the vault): signs the journal and the suspended runs, and keeps the
+    /// marks a restored vault cannot undo (`base::signing`).
+    pub key: Arc<crate::base::signing::Key>,
 }
 
 /// "tabd is stopping": runs watching it end at their next wait (a model request, a tool call),

@@ -111,22 +111,6 @@ pub fn new_id(role: &str, at: DateTime<Utc>) -> String {
     )
 }
 
-/// The key this machine signs undo journals with (outside the vault: `journal::Key`). Where it
-/// cannot be kept, a key of this session alone: the run goes on, and `tabd undo` will refuse
-/// its journal rather than trust it.
-pub fn journal_key(env: &RunEnv) -> Arc<crate::records::journal::Key> {
-    let state = env.launcher.places().state;
-    match crate::records::journal::Key::load_or_create(&state) {
-        Ok(k) => Arc::new(k),
-        Err(e) => {
-            tracing::warn!("cannot keep the undo journal's key in {}: {e}", state.display());
-            let mut bytes = [0u8; 32];
-            rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
-            Arc::new(crate::records::journal::Key::from_bytes(&bytes))
-        }
-    }
-}
-
 impl Session {
     /// Opens a session: its account under its ceilings (and those above it), its journal, its
     /// delegator and its MCP servers.
@@ -141,7 +125,7 @@ impl Session {
         let hops = o.hops.max(o.lineage.hops);
         let journal = Arc::new(RunJournal::new(
             env.vault.clone(),
-            journal_key(env),
+            env.key.clone(),
             &o.id,
             &o.role.name,
             o.started,
