@@ -4,16 +4,13 @@
 //! nothing. Through the real binary.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::approvals::{notes, set_status};
-use crate::support::daemon::{daemon_config, vault_with, wait_idle, wait_until, Daemon};
+use crate::support::daemon::daemon_config;
 use crate::support::fake_model::FakeModel;
 use crate::support::{describe, wire, TestVault};
 
-const T: Duration = Duration::from_secs(30);
 const KIND: &str = "anthropic";
 
 /// Where the key is for a test vault (`$HOME/.local/state/tabd`, HOME being the test's folder).
@@ -200,144 +197,4 @@ fn a_journal_missing_a_line_is_refused() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     assert_eq!(v.read("project/a.md"), "a before\n");
     assert_eq!(v.read("project/b.md"), "b before\n");
-}
-
-/// The start time of `pid` (clock ticks since boot), from /proc, as tabd records it.
-fn start_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
-}
-
-/// A pid no process has (for the dead tabd a groups file is named after).
-fn dead_pid() -> u32 {
-    (4_000_000..4_100_000)
-        .find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
-        .unwrap()
-}
-
-/// Finding 7: a process-group file written into `.tabd/groups/` naming one of the person's
-/// processes, with its right start time, signals nothing: the person's `sleep` lives on.
-#[test]
-fn a_forged_groups_file_signals_none_of_the_persons_processes() {
-    let v = TestVault::new();
-    v.unschedule_stock_roles();
-    let mut sleep = std::process::Command::new("sleep").arg("600").spawn().unwrap();
-    let pid = sleep.id();
-    let forged = v.path(&format!(".tabd/groups/{}.json", dead_pid()));
-    std::fs::create_dir_all(forged.parent().unwrap()).unwrap();
-    let text = json!([{"pid": pid, "start": start_ticks(pid), "name": "mcp-server"}]).to_string();
-    std::fs::write(&forged, text).unwrap();
-    let mut d = Daemon::start(&v);
-    wait_until(T, "the groups file read", || !forged.exists());
-    d.signal(libc::SIGTERM);
-    d.wait_exit(T);
-    let alive = sleep.try_wait().unwrap().is_none();
-    let _ = sleep.kill();
-    let _ = sleep.wait();
-    assert!(alive, "the person's process was signalled:\n{}", d.stderr());
-}
-
-/// The suspended records (not a temp file a write in progress has made).
-fn suspended(v: &TestVault) -> Vec<String> {
-    v.files_in(".tabd/suspended")
-        .into_iter()
-        .filter(|f| f.ends_with(".json") && !f.starts_with('.'))
-        .collect()
-}
-
-/// A vault whose role `ops` asks before `write_file`, and a model that writes the plan, then
-/// (given the call's result) says it recorded it.
-fn resume_setup() -> (TestVault, FakeModel) {
-    let fake = FakeModel::start();
-    let v = vault_with(&fake, &daemon_config(""));
-    v.write(
-        "roles/ops.md",
-        "---\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- read_file\n- write_file\n",
-    );
-    fake.respond_with(|req, _| {
-        if wire::tool_results(&req.body).is_empty() {
-            wire::tools(
-                KIND,
-                Some("Record the plan."),
-                &[(
-                    "w1",
-                    "write_file",
-                    json!({"path": "project/plan.md", "content": "ship on Friday"}),
-                )],
-            )
-        } else {
-            wire::text(KIND, "Recorded the plan.")
-        }
-    });
-    (v, fake)
-}
-
-/// Finding 8: a copy of the suspended record saved before the run went on, put back after it
-/// finished (a backup restore, a sync tool): the next start does not run the second part again.
-#[test]
-fn a_restored_suspended_record_does_not_run_the_second_part_again() {
-    let (v, fake) = resume_setup();
-    let mut d = Daemon::start(&v);
-    v.write("agent/inbox/ops/plan.md", "Write the plan down.");
-    wait_until(T, "the run suspended", || suspended(&v).len() == 1);
-    let name = suspended(&v).pop().unwrap();
-    let record = v.path(&format!(".tabd/suspended/{name}"));
-    let backup = std::fs::read(&record).unwrap();
-    set_status(&v, &notes(&v)[0], "approved");
-    fake.wait_for_requests(2, T);
-    wait_until(T, "the run done", || {
-        suspended(&v).is_empty() && v.daily().contains("Recorded the plan.")
-    });
-    d.signal(libc::SIGTERM);
-    assert_eq!(d.wait_exit(T), Some(0));
-
-    std::fs::write(&record, &backup).unwrap();
-    let mut d = Daemon::start(&v);
-    wait_until(T, "the old copy set aside", || suspended(&v).is_empty());
-    wait_idle(&v);
-    d.signal(libc::SIGTERM);
-    d.wait_exit(T);
-    assert_eq!(fake.requests().len(), 2, "no third request:\n{}", d.stderr());
-    assert_eq!(
-        v.daily().matches("**Resumed:**").count(),
-        1,
-        "one second part:\n{}",
-        v.daily()
-    );
-}
-
-/// Finding 8: a suspended record written by someone else — a copy of the real one with its
-/// counters zeroed, or one pointing at another run's approval — is not resumed: kept aside and
-/// said, never sent to the model.
-#[test]
-fn a_forged_suspended_record_is_not_resumed() {
-    let (v, fake) = resume_setup();
-    let mut d = Daemon::start(&v);
-    v.write("agent/inbox/ops/plan.md", "Write the plan down.");
-    wait_until(T, "the run suspended", || suspended(&v).len() == 1);
-    d.signal(libc::SIGTERM);
-    assert_eq!(d.wait_exit(T), Some(0));
-    let name = suspended(&v).pop().unwrap();
-    let record = v.path(&format!(".tabd/suspended/{name}"));
-    let text = std::fs::read_to_string(&record).unwrap();
-    // The record's JSON (an older tabd wrote it bare; a signed one carries it after its seal).
-    let at = text.find("{\"run_id\"").expect("the record");
-    let mut rec: Value = serde_json::from_str(&text[at..]).unwrap();
-    rec["tool_calls"] = json!(0);
-    rec["spent_tokens"] = json!(0);
-    std::fs::write(&record, format!("{}{rec}", &text[..at])).unwrap();
-    set_status(&v, &notes(&v)[0], "approved");
-    let mut d = Daemon::start(&v);
-    wait_until(T, "the approved call ran", || v.path("project/plan.md").exists());
-    wait_until(T, "the forged record set aside", || suspended(&v).is_empty());
-    wait_idle(&v);
-    d.signal(libc::SIGTERM);
-    d.wait_exit(T);
-    assert_eq!(fake.requests().len(), 1, "not resumed:\n{}", d.stderr());
-    assert!(
-        d.stderr().contains("not signed"),
-        "the log says why:\n{}",
-        d.stderr()
-    );
 }
