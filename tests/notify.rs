@@ -224,12 +224,10 @@ fn a_channel_no_retry_could_fix_is_tried_once_and_says_so() {
     assert_eq!(hook.got().len(), 1, "tried once: {:?}", hook.got());
 }
 
-/// `desktop = true`: `notify-send` (here a script on PATH that writes down its arguments) gets
-/// the event's title and message.
-#[test]
-fn the_desktop_channel_hands_the_event_to_notify_send() {
+/// A script named `notify-send` first on a PATH: it writes its arguments, one a line, to
+/// `notify-send.txt` in the test's folder. Returns (PATH, that file).
+fn fake_notify_send(v: &TestVault) -> (String, std::path::PathBuf) {
     use std::os::unix::fs::PermissionsExt;
-    let (v, _fake) = asking_vault("[notify]\ndesktop = true\n");
     let bin = v.dir.path().join("bin");
     let said = v.dir.path().join("notify-send.txt");
     std::fs::create_dir_all(&bin).unwrap();
@@ -241,6 +239,15 @@ fn the_desktop_channel_hands_the_event_to_notify_send() {
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    (path, said)
+}
+
+/// `desktop = true`: `notify-send` (here a script on PATH that writes down its arguments) gets
+/// the event's title and message, after `--`.
+#[test]
+fn the_desktop_channel_hands_the_event_to_notify_send() {
+    let (v, _fake) = asking_vault("[notify]\ndesktop = true\n");
+    let (path, said) = fake_notify_send(&v);
     let _d = Daemon::start_with_env(
         &v,
         &[
@@ -250,16 +257,142 @@ fn the_desktop_channel_hands_the_event_to_notify_send() {
     );
     v.write("agent/inbox/ops/plan.md", "Write the plan.");
     wait_until(T, "notify-send to be run", || {
-        std::fs::read_to_string(&said).is_ok_and(|t| t.lines().count() >= 3)
+        std::fs::read_to_string(&said).is_ok_and(|t| t.lines().count() >= 4)
     });
     let args = std::fs::read_to_string(&said).unwrap();
     let args: Vec<&str> = args.lines().collect();
-    assert_eq!(args[0], "--app-name=tabd");
-    assert_eq!(args[1], "Ops asks to run write_file");
+    assert_eq!(args[..3], ["--app-name=tabd", "--", "Ops asks to run write_file"]);
     assert!(
-        args[2].starts_with("A write call waits for your approval"),
+        args[3].starts_with("A write call waits for your approval"),
         "{args:?}"
     );
+}
+
+/// Issue 36, finding 4: a model's text that starts with `-` (`--wait` makes `notify-send` wait
+/// for the notification to close) reaches `notify-send` as text, after `--`, never as an option.
+#[test]
+fn model_text_reaches_notify_send_as_text_never_as_an_option() {
+    let fake = FakeModel::start();
+    let v = vault_with(
+        &fake,
+        &format!(
+            "{}[notify]\ndesktop = true\nevents = [\"done\"]\n",
+            daemon_config("")
+        ),
+    );
+    v.write("roles/ops.md", "# Ops\n## Mission\nKeep the plan.\n");
+    fake.respond_with(|_, _| wire::text("anthropic", "--wait -u critical"));
+    let (path, said) = fake_notify_send(&v);
+    let _d = Daemon::start_with_env(
+        &v,
+        &[
+            ("PATH", path.as_str()),
+            ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/test-bus"),
+        ],
+    );
+    v.write("agent/inbox/ops/plan.md", "Write the plan.");
+    wait_until(T, "notify-send to be run", || {
+        std::fs::read_to_string(&said).is_ok_and(|t| t.lines().count() >= 4)
+    });
+    let args = std::fs::read_to_string(&said).unwrap();
+    let args: Vec<&str> = args.lines().collect();
+    assert_eq!(
+        args,
+        ["--app-name=tabd", "--", "Ops finished", "--wait -u critical"],
+        "options first, then --, then the text as it was"
+    );
+}
+
+/// Whether `pid` runs a command line holding `marker` (a number reused by another process is
+/// not ours; a zombie runs nothing).
+fn runs(pid: i32, marker: &str) -> bool {
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "));
+    !zombie
+        && std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+}
+
+/// Issue 36, finding 4: a `command` channel whose first try hangs (and starts a grandchild in a
+/// session of its own). The webhook gets the events meanwhile; when the try's time is up its
+/// whole process tree is gone before the next try; and the next event is tried before the hung
+/// one's retry (it waited one try, not four).
+#[test]
+fn a_stuck_command_is_killed_after_its_try_and_holds_up_neither_the_webhook_nor_the_next_event() {
+    let hook = Listener::start();
+    let out = tempfile::tempdir().unwrap();
+    let d = out.path().display();
+    // The first try ever hangs; every later one writes its event down.
+    let script = format!(
+        "ev=$(cat); if mkdir {d}/hung 2>/dev/null; then \
+         setsid sleep 98761 & echo $! > {d}/hung/grandchild; echo $$ > {d}/hung/pid; exec sleep 98762; fi; \
+         printf '%s\\n' \"$ev\" >> {d}/delivered"
+    );
+    let fake = FakeModel::start();
+    let v = vault_with(
+        &fake,
+        &format!(
+            "{}[notify]\nevents = [\"failed_note\"]\ncommand = [\"sh\", \"-c\", {script:?}]\nwebhook = \"http://127.0.0.1:{}/hook\"\n",
+            daemon_config("").replace("[inbox]\n", "[inbox]\nmax_attempts = 1\n"),
+            hook.port
+        ),
+    );
+    // Every run fails because of its note, which goes to failed/ at once: one event per note.
+    v.write("roles/ops.md", "# Ops\n## Mission\nKeep the plan.\n");
+    fake.respond_with(|_, _| {
+        crate::support::fake_model::Reply::status(
+            400,
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}),
+        )
+    });
+    let _d = Daemon::start_with_env(
+        &v,
+        &[
+            ("TABD_TEST_NOTIFY_TRY_MS", "10000"),
+            ("TABD_TEST_NOTIFY_RETRY_MS", "50"),
+        ],
+    );
+    let pid_of = |name: &str| -> Option<i32> {
+        std::fs::read_to_string(out.path().join("hung").join(name))
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+    };
+    let told = |note: &str| {
+        hook.got()
+            .iter()
+            .any(|(_, ev)| ev["message"].as_str().is_some_and(|m| m.contains(note)))
+    };
+    v.write("agent/inbox/ops/first.md", "One.");
+    wait_until(T, "the command's first try to hang", || {
+        pid_of("pid").is_some() && pid_of("grandchild").is_some()
+    });
+    let (hung, grandchild) = (pid_of("pid").unwrap(), pid_of("grandchild").unwrap());
+    wait_until(T, "the webhook told of the first note", || told("first.md"));
+    v.write("agent/inbox/ops/second.md", "Two.");
+    wait_until(T, "the webhook told of the second note", || told("second.md"));
+    let delivered = out.path().join("delivered");
+    assert!(
+        !delivered.exists(),
+        "the webhook was told of both while the command's first try still hung"
+    );
+    wait_until(T, "a later try of the command", || {
+        std::fs::read_to_string(&delivered).is_ok_and(|t| !t.is_empty())
+    });
+    assert!(
+        !runs(hung, "98762"),
+        "the hung program was killed when its time was up"
+    );
+    assert!(
+        !runs(grandchild, "98761"),
+        "and what it started, in a session of its own"
+    );
+    let first = std::fs::read_to_string(&delivered).unwrap();
+    assert!(
+        first.lines().next().is_some_and(|l| l.contains("second.md")),
+        "the next event went before the hung one's retry: {first}"
+    );
+    wait_until(T, "the hung event retried and delivered", || {
+        std::fs::read_to_string(&delivered).is_ok_and(|t| t.contains("first.md"))
+    });
 }
 
 /// Without a session bus there is no desktop to reach: the status says why at once, not retried.

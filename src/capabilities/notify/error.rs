@@ -10,8 +10,11 @@ pub enum DeliveryError {
     Start { program: String, source: std::io::Error },
     #[error("`{program}`: {source}")]
     Io { program: String, source: std::io::Error },
-    #[error("`{program}` did not finish within {secs}s")]
-    Timeout { program: String, secs: u64 },
+    #[error("`{program}` did not finish within {}", humantime::format_duration(*after))]
+    Timeout {
+        program: String,
+        after: std::time::Duration,
+    },
     #[error("`{program}` exited with {status}{}", if said.is_empty() { String::new() } else { format!(": {said}") })]
     Exited {
         program: String,

@@ -1,0 +1,323 @@
+//! One try of one event on one channel: the command (the event as JSON on stdin), the webhook
+//! (JSON, or ntfy's JSON publishing), the desktop (`notify-send`). Programs run as tenants, and a
+//! try that runs out of time ends the program and everything it started before it returns.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{DeliveryError, Event};
+use crate::base::environment::Env;
+use crate::base::process::{as_tenant, Launcher};
+use crate::setup::config::notify::{NotifyConfig, WebhookFormat};
+
+/// How long one try of one channel may take, unless `TABD_TEST_NOTIFY_TRY_MS` says otherwise.
+const TRY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a killed program's keeper is waited for (it ends at once unless the kernel is stuck).
+const REAP_WAIT: Duration = Duration::from_secs(5);
+
+/// The most of a program's stderr kept (for the status's one line).
+const MAX_STDERR: u64 = 16 * 1024;
+
+/// The channels `[notify]` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Kind {
+    Command,
+    Webhook,
+    Desktop,
+}
+
+impl Kind {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Self::Command => "command",
+            Self::Webhook => "webhook",
+            Self::Desktop => "desktop",
+        }
+    }
+
+    /// The channels `config` sets, in the order the status lists them.
+    pub(super) fn set_in(config: &NotifyConfig) -> Vec<Kind> {
+        let mut out = Vec::new();
+        if !config.command.is_empty() {
+            out.push(Self::Command);
+        }
+        if config.webhook.is_some() {
+            out.push(Self::Webhook);
+        }
+        if config.desktop {
+            out.push(Self::Desktop);
+        }
+        out
+    }
+}
+
+/// What a try needs besides the event.
+pub(super) struct Deliveries {
+    pub config: NotifyConfig,
+    pub env: Env,
+    pub vault_name: String,
+    pub http: Option<reqwest::Client>,
+    pub try_timeout: Duration,
+}
+
+/// One try may take `TRY_TIMEOUT` (`TABD_TEST_NOTIFY_TRY_MS` shortens it for tests).
+pub(super) fn try_timeout(env: &Env) -> Duration {
+    env.get("TABD_TEST_NOTIFY_TRY_MS")
+        .and_then(|ms| ms.parse().ok())
+        .map_or(TRY_TIMEOUT, Duration::from_millis)
+}
+
+impl Deliveries {
+    /// One try of `ev` on `kind`.
+    pub(super) async fn try_once(&self, kind: Kind, ev: &Event) -> Result<(), DeliveryError> {
+        let payload = super::payload(ev, &self.vault_name);
+        match kind {
+            Kind::Command => self.command(&payload).await,
+            Kind::Webhook => match &self.config.webhook {
+                Some(url) => self.webhook(url, &payload).await,
+                None => Ok(()),
+            },
+            Kind::Desktop => self.desktop(ev).await,
+        }
+    }
+
+    /// The command, with the event as one JSON line on stdin: it must exit 0.
+    async fn command(&self, payload: &Value) -> Result<(), DeliveryError> {
+        let argv = &self.config.command;
+        let Some(program) = argv.first() else {
+            return Ok(());
+        };
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(&argv[1..]);
+        self.run_once(cmd, program, Some(format!("{payload}\n"))).await
+    }
+
+    /// Runs a channel's program once as a tenant, with tabd's environment and `input` on its
+    /// stdin, for at most the try's time: it must exit 0, and its stderr says why it did not.
+    /// Out of time, it is killed with everything it started, and reaped, before this returns.
+    async fn run_once(
+        &self,
+        mut cmd: tokio::process::Command,
+        program: &str,
+        input: Option<String>,
+    ) -> Result<(), DeliveryError> {
+        use std::process::Stdio;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        cmd.env_clear()
+            .envs(self.env.vars())
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        as_tenant(&mut cmd);
+        let program = program.to_string();
+        let mut child = cmd.spawn().map_err(|source| DeliveryError::Start {
+            program: program.clone(),
+            source,
+        })?;
+        // From here the program and all it starts end with this handle: at the time-out below,
+        // or if this try is dropped half-way.
+        let tenant = Launcher::default().tenant(&child, &program);
+        let io = |source| DeliveryError::Io {
+            program: program.clone(),
+            source,
+        };
+        let (stdin, stderr) = (child.stdin.take(), child.stderr.take());
+        let work = async {
+            if let (Some(mut stdin), Some(input)) = (stdin, input) {
+                stdin.write_all(input.as_bytes()).await.map_err(io)?;
+            }
+            let said = async {
+                let mut said = Vec::new();
+                if let Some(mut stderr) = stderr {
+                    let _ = (&mut stderr).take(MAX_STDERR).read_to_end(&mut said).await;
+                    let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
+                }
+                said
+            };
+            let (status, said) = tokio::join!(child.wait(), said);
+            Ok((status.map_err(io)?, said))
+        };
+        let ended = tokio::time::timeout(self.try_timeout, work).await;
+        let (status, said) = match ended {
+            Ok(Ok(done)) => done,
+            Ok(Err(e)) => {
+                end(&tenant, &mut child).await;
+                return Err(e);
+            }
+            Err(_) => {
+                end(&tenant, &mut child).await;
+                return Err(DeliveryError::Timeout {
+                    program,
+                    after: self.try_timeout,
+                });
+            }
+        };
+        if status.success() {
+            return Ok(());
+        }
+        Err(DeliveryError::Exited {
+            said: crate::base::text::one_line(&String::from_utf8_lossy(&said), 200),
+            program,
+            status,
+        })
+    }
+
+    /// The webhook: the event as JSON, or ntfy's JSON publishing (topic from the URL's path).
+    async fn webhook(&self, url: &str, payload: &Value) -> Result<(), DeliveryError> {
+        let Some(http) = &self.http else {
+            return Err(DeliveryError::Setup(
+                "no HTTP client (TLS could not start)".into(),
+            ));
+        };
+        // Shown as written (`${TOKEN}`, not its value): a topic or token may sit in the path.
+        let shown = crate::base::text::display_url(url)
+            .replace("%7B", "{")
+            .replace("%7D", "}");
+        let url = self
+            .env
+            .expand(url)
+            .map_err(|e| DeliveryError::Setup(format!("[notify] webhook: {e}")))?;
+        let request = match self.config.format {
+            WebhookFormat::Json => http.post(&url).json(payload),
+            WebhookFormat::Ntfy => {
+                let (root, topic) = url
+                    .trim_end_matches('/')
+                    .rsplit_once('/')
+                    .filter(|(root, _)| root.contains("://"))
+                    .ok_or_else(|| {
+                        DeliveryError::Setup(format!(
+                            "{shown}: an ntfy webhook is the topic's URL, like https://ntfy.sh/my-topic"
+                        ))
+                    })?;
+                http.post(format!("{root}/")).json(&json!({
+                    "topic": topic,
+                    "title": payload["title"],
+                    "message": payload["message"],
+                    "click": payload["url"],
+                    "tags": [payload["event"]],
+                }))
+            }
+        };
+        let resp = request.send().await.map_err(|e| {
+            // reqwest names the URL it used: never with the secret's value in it.
+            let said = e.to_string().replace(&url, &shown);
+            DeliveryError::Transport(crate::base::text::scrub_url(&format!("{shown}: {said}"), &url))
+        })?;
+        match resp.status() {
+            s if s.is_success() => Ok(()),
+            s => Err(DeliveryError::Http {
+                shown,
+                status: s.as_u16(),
+            }),
+        }
+    }
+
+    /// A desktop notification over the session D-Bus (`notify-send`, where it and a session
+    /// bus are there). The title and message follow `--`: text that starts with `-` is text,
+    /// never an option of `notify-send`.
+    async fn desktop(&self, ev: &Event) -> Result<(), DeliveryError> {
+        if self.env.get("DBUS_SESSION_BUS_ADDRESS").is_none() {
+            return Err(DeliveryError::Setup(
+                "no session D-Bus here (DBUS_SESSION_BUS_ADDRESS is not set)".into(),
+            ));
+        }
+        let mut cmd = tokio::process::Command::new("notify-send");
+        cmd.args(desktop_args(ev));
+        match self.run_once(cmd, "notify-send", None).await {
+            Err(DeliveryError::Start { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Err(
+                DeliveryError::Setup("notify-send is not installed (install libnotify-bin)".into()),
+            ),
+            done => done,
+        }
+    }
+}
+
+/// `notify-send`'s arguments: its options, then `--`, then the person-facing text.
+fn desktop_args(ev: &Event) -> [&str; 4] {
+    ["--app-name=tabd", "--", &ev.title, &ev.message]
+}
+
+/// Ends a tenant that is still running (and all it started), and reaps its keeper.
+async fn end(tenant: &crate::base::process::Tenant, child: &mut tokio::process::Child) {
+    tenant.kill();
+    if tokio::time::timeout(REAP_WAIT, child.wait()).await.is_err() {
+        tracing::warn!("notify: a killed program did not end within {REAP_WAIT:?}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::setup::config::notify::EventKind;
+
+    fn deliveries(command: &[&str], try_timeout: Duration) -> Deliveries {
+        Deliveries {
+            config: NotifyConfig {
+                command: command.iter().map(|s| s.to_string()).collect(),
+                ..NotifyConfig::default()
+            },
+            env: Env::from_pairs([("PATH", std::env::var("PATH").unwrap_or_default())]),
+            vault_name: "Work".into(),
+            http: None,
+            try_timeout,
+        }
+    }
+
+    fn event(title: &str, message: &str) -> Event {
+        Event {
+            kind: EventKind::Done,
+            role: "ops".into(),
+            title: title.into(),
+            message: message.into(),
+            note: None,
+            at: chrono::Utc::now(),
+            key: "k".into(),
+        }
+    }
+
+    fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+    }
+
+    /// A command that starts a grandchild in a session of its own and then hangs: at the try's
+    /// end both are gone — killed and reaped before the try returns, not left running.
+    #[tokio::test]
+    async fn a_try_that_runs_out_of_time_ends_the_program_and_all_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        let script = format!("echo $$ > {d}/me; setsid sleep 986 & echo $! > {d}/grandchild; exec sleep 987");
+        let try_timeout = Duration::from_secs(5);
+        let err = deliveries(&["sh", "-c", &script], try_timeout)
+            .try_once(Kind::Command, &event("t", "m"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, DeliveryError::Timeout { .. }), "{err}");
+        let pid = |name: &str| -> i32 {
+            std::fs::read_to_string(dir.path().join(name))
+                .unwrap_or_else(|e| panic!("{name}: {e} (the command never started in {try_timeout:?}?)"))
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        assert!(!alive(pid("me")), "the program itself");
+        assert!(
+            !alive(pid("grandchild")),
+            "what it started, in a session of its own"
+        );
+    }
+
+    #[test]
+    fn notify_send_gets_text_after_a_double_dash() {
+        let ev = event("--wait", "-u critical");
+        assert_eq!(
+            desktop_args(&ev),
+            ["--app-name=tabd", "--", "--wait", "-u critical"]
+        );
+    }
+}
