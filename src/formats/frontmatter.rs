@@ -5,12 +5,26 @@
 //! markers. gray_matter, named in the original design, strips CRLF and leading blank lines and
 //! reports type errors without a line, so it cannot give the lines this module promises
 //! (see docs/design-notes.md).
+//!
+//! Every file tabd reads is someone's input, so the block is bounded before a tree is built:
+//! at most [`MAX_BYTES`], and at most [`MAX_DEPTH`] lists and mappings inside each other
+//! (counted on saphyr's event stream, aliases included), so nothing after the parser — the
+//! tree's keys, the conversion to JSON, dropping the values — recurses deeper than that.
+
+use std::collections::HashMap;
 
 use pulldown_cmark::{Event, MetadataBlockKind, Options, Parser, Tag};
-use saphyr::{LoadableYamlNode, MarkedYamlOwned, ScalarOwned, YamlDataOwned};
+use saphyr::{MarkedYamlOwned, ScalarOwned, YamlDataOwned, YamlLoader};
+use saphyr_parser::{Event as YamlEvent, Span, SpannedEventReceiver};
 use serde_json::Value;
 
 use crate::base::text::LineIndex;
+
+/// Most bytes of frontmatter tabd parses (the YAML between the `---` lines).
+pub const MAX_BYTES: usize = 256 * 1024;
+
+/// Most lists and mappings inside each other in frontmatter (`a: {b: [c]}` is 3).
+pub const MAX_DEPTH: usize = 64;
 
 /// A problem with a file's frontmatter, at a 1-based file line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -168,13 +182,20 @@ fn yaml_hint(info: &str) -> &'static str {
 
 fn parse_yaml(yaml: &str, first_line: usize) -> Result<Frontmatter, FrontmatterError> {
     let file_line = |yaml_line: usize| first_line + yaml_line.saturating_sub(1);
-    let docs = MarkedYamlOwned::load_from_str(yaml).map_err(|e| FrontmatterError {
-        line: file_line(e.marker().line()),
-        message: format!(
-            "the frontmatter is not valid YAML: {}{}",
-            e.info(),
-            yaml_hint(e.info())
-        ),
+    if yaml.len() > MAX_BYTES {
+        return Err(FrontmatterError {
+            line: first_line.saturating_sub(1).max(1),
+            message: format!(
+                "the frontmatter is {} bytes; tabd reads at most {} KiB of it — move long text \
+                 below the closing `---`",
+                yaml.len(),
+                MAX_BYTES / 1024
+            ),
+        });
+    }
+    let docs = load(yaml).map_err(|e| FrontmatterError {
+        line: file_line(e.line),
+        message: e.message,
     })?;
     let Some(doc) = docs.into_iter().next() else {
         return Ok(Frontmatter::default());
@@ -204,6 +225,96 @@ fn parse_yaml(yaml: &str, first_line: usize) -> Result<Frontmatter, FrontmatterE
     }
 }
 
+/// Why the YAML could not be loaded, at a line of the YAML.
+struct LoadError {
+    line: usize,
+    message: String,
+}
+
+/// The YAML's documents, loaded by saphyr's own loader from saphyr's own parser, with the
+/// nesting counted on the way: the first event that would make the tree deeper than
+/// [`MAX_DEPTH`] stops the load, before any deep tree exists (saphyr bounds flow nesting only,
+/// at 255, and its tree's hashing, comparing and dropping recurse).
+fn load(yaml: &str) -> Result<Vec<MarkedYamlOwned>, LoadError> {
+    let mut guard = DepthGuard::default();
+    for event in saphyr_parser::Parser::new_from_str(yaml) {
+        let (event, span) = event.map_err(|e| LoadError {
+            line: e.marker().line(),
+            message: format!(
+                "the frontmatter is not valid YAML: {}{}",
+                e.info(),
+                yaml_hint(e.info())
+            ),
+        })?;
+        if let Some(line) = guard.too_deep(&event, span) {
+            return Err(LoadError {
+                line,
+                message: format!(
+                    "the frontmatter nests lists and mappings more than {MAX_DEPTH} deep; \
+                     tabd reads at most {MAX_DEPTH} levels — flatten it"
+                ),
+            });
+        }
+        guard.loader.on_event(event, span);
+    }
+    if let Some(e) = guard.loader.error() {
+        return Err(LoadError {
+            line: e.marker().line(),
+            message: format!("the frontmatter is not valid YAML: {}", e.info()),
+        });
+    }
+    Ok(guard.loader.into_documents())
+}
+
+/// Counts how deep the tree being loaded is: the collections open now, and for each the height
+/// of what it holds so far; an alias counts as deep as the node its anchor names (saphyr copies
+/// that node in), so anchors cannot stack depth that the events do not show.
+#[derive(Default)]
+struct DepthGuard<'input> {
+    loader: YamlLoader<'input, MarkedYamlOwned>,
+    /// For each open collection: its height so far (1: itself) and its anchor id (0: none).
+    open: Vec<(usize, usize)>,
+    /// The height of the node each anchor id names.
+    anchors: HashMap<usize, usize>,
+}
+
+impl DepthGuard<'_> {
+    /// The YAML line at which `event` makes the tree deeper than [`MAX_DEPTH`], if it does.
+    fn too_deep(&mut self, event: &YamlEvent<'_>, span: Span) -> Option<usize> {
+        let height = match event {
+            YamlEvent::SequenceStart(anchor, _) | YamlEvent::MappingStart(anchor, _) => {
+                self.open.push((1, *anchor));
+                return (self.open.len() > MAX_DEPTH).then(|| span.start.line());
+            }
+            YamlEvent::SequenceEnd | YamlEvent::MappingEnd => {
+                let (height, anchor) = self.open.pop()?;
+                self.name(anchor, height);
+                height
+            }
+            YamlEvent::Scalar(_, _, anchor, _) => {
+                self.name(*anchor, 0);
+                0
+            }
+            YamlEvent::Alias(id) => self.anchors.get(id).copied().unwrap_or(0),
+            _ => return None,
+        };
+        if self.open.len() + height > MAX_DEPTH {
+            return Some(span.start.line());
+        }
+        if let Some((parent, _)) = self.open.last_mut() {
+            *parent = (*parent).max(height + 1);
+        }
+        None
+    }
+
+    fn name(&mut self, anchor: usize, height: usize) {
+        if anchor > 0 {
+            self.anchors.insert(anchor, height);
+        }
+    }
+}
+
+/// A node as JSON. Recursive: the loader's [`DepthGuard`] keeps every tree within [`MAX_DEPTH`].
 fn to_json(node: &MarkedYamlOwned) -> Value {
     match &node.data {
         YamlDataOwned::Value(s) => match s {
@@ -379,6 +490,89 @@ mod tests {
             assert_eq!(&f.get(k).unwrap().value, v, "{k} in\n{text}");
         }
         assert_eq!(&text[split.body_offset..], "body\n");
+    }
+
+    /// Runs `f` on a thread with a small stack: anything that recursed per level of nesting
+    /// would overflow it long before the inputs below are read.
+    fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(f)
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    #[test]
+    fn deep_block_and_flow_nesting_is_an_error_with_its_line_not_a_stack_overflow() {
+        let deep = |n: usize| {
+            [
+                format!("---\nfrom: me\nx:\n{}x\n---\nbody\n", "- ".repeat(n)),
+                format!("---\nfrom: me\n{}x\n---\nbody\n", "- ".repeat(n)),
+                format!("---\nfrom: me\nx: {}{}\n---\n", "[".repeat(n), "]".repeat(n)),
+                format!("---\nfrom: me\nx: {}1{}\n---\n", "{a: ".repeat(n), "}".repeat(n)),
+                format!("---\nfrom: me\n{}x: 1\n---\n", "? ".repeat(n)),
+                format!(
+                    "---\nfrom: me\nx:\n{}\n---\n",
+                    (0..n.min(400))
+                        .map(|i| format!("{}-\n", "  ".repeat(i)))
+                        .collect::<String>()
+                ),
+            ]
+        };
+        for n in [MAX_DEPTH + 1, 300, 20_000] {
+            for text in deep(n) {
+                let err = on_small_stack(move || split(&text).unwrap_err());
+                assert!(
+                    err.message.contains("more than 64 deep") || err.message.contains("not valid YAML"),
+                    "{err}"
+                );
+                assert!(err.line >= 2, "a line inside the block: {err}");
+            }
+        }
+        let err = split(&deep(20_000)[0]).unwrap_err();
+        assert_eq!(err.line, 4, "the line where it got too deep: {err}");
+        assert!(err.message.contains("more than 64 deep"), "{err}");
+        // The deepest nesting allowed is read as it was written.
+        let f = fm(&format!(
+            "---\nx: {}1{}\n---\n",
+            "[".repeat(MAX_DEPTH - 1),
+            "]".repeat(MAX_DEPTH - 1)
+        ));
+        let mut v = &f.get("x").unwrap().value;
+        for _ in 0..MAX_DEPTH - 1 {
+            v = &v[0];
+        }
+        assert_eq!(v, &json!(1));
+    }
+
+    #[test]
+    fn aliases_count_as_deep_as_what_they_copy() {
+        // Each anchor holds the one before it: the events stay two deep, the tree grows by one.
+        let mut text = String::from("---\na0: &a0 [x]\n");
+        for i in 1..200 {
+            text.push_str(&format!("a{i}: &a{i} [*a{}]\n", i - 1));
+        }
+        text.push_str("---\n");
+        let err = on_small_stack(move || split(&text).unwrap_err());
+        assert!(err.message.contains("more than 64 deep"), "{err}");
+        assert_eq!(
+            err.line,
+            2 + MAX_DEPTH - 1,
+            "the alias that crossed the line: {err}"
+        );
+        let f = fm("---\na: &a [1, [2]]\nb: [*a, *a]\n---\n");
+        assert_eq!(f.get("b").unwrap().value, json!([[1, [2]], [1, [2]]]));
+    }
+
+    #[test]
+    fn frontmatter_over_the_size_limit_is_an_error_on_its_first_line() {
+        let text = format!("---\nnote: \"{}\"\n---\nbody\n", "x".repeat(MAX_BYTES));
+        let err = split(&text).unwrap_err();
+        assert_eq!(err.line, 1);
+        assert!(err.message.contains("at most 256 KiB"), "{err}");
+        let fits = format!("---\nnote: \"{}\"\n---\nbody\n", "x".repeat(MAX_BYTES - 20));
+        assert!(split(&fits).is_ok());
     }
 
     #[test]
