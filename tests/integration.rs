@@ -11,6 +11,7 @@ mod daemon_limits;
 mod delegation;
 mod doors;
 mod first_hour;
+mod hostile_input;
 mod layering;
 mod mcp;
 mod notify;

@@ -59,7 +59,8 @@ pub struct Note {
     pub path: VaultPath,
     pub text: String,
     pub frontmatter: Option<Frontmatter>,
-    /// Why the frontmatter could not be read, if it could not (the note is still handled).
+    /// Why the frontmatter could not be read, if it could not: such a note is never run, it
+    /// goes to `failed/` with this reason (`run::refuse`).
     pub frontmatter_error: Option<String>,
     pub priority: Priority,
     pub hops: u32,
@@ -96,18 +97,6 @@ pub fn is_temp_name(name: &str) -> bool {
         || name.contains(".syncthing.")
 }
 
-/// `hops: N` read line by line from a block YAML could not parse.
-fn lenient_hops(text: &str) -> Option<u32> {
-    let mut lines = text.lines();
-    if lines.next()?.trim_end() != "---" {
-        return None;
-    }
-    lines
-        .take_while(|l| l.trim_end() != "---")
-        .find_map(|l| l.strip_prefix("hops:"))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 /// Reads a note (its text, frontmatter and metadata).
 pub fn read_note(vault: &Vault, path: &VaultPath) -> Result<Note, VaultError> {
     let (text, meta) = match vault.read_text_with_meta(path, MAX_NOTE_BYTES) {
@@ -134,11 +123,7 @@ pub fn read_note(vault: &Vault, path: &VaultPath) -> Result<Note, VaultError> {
     });
     let (hops, hops_unknown) = match (hops_value, &fm_error) {
         (Some(Some(h)), _) => (h.min(u64::from(u32::MAX)) as u32, false),
-        (Some(None), _) => (0, true),
-        (None, Some(_)) => match lenient_hops(&text) {
-            Some(h) => (h, false),
-            None => (0, true),
-        },
+        (Some(None), _) | (None, Some(_)) => (0, true),
         (None, None) => (0, false),
     };
     let from = fm.as_ref().and_then(|f| f.get_str("from")).map(str::to_string);
@@ -263,16 +248,27 @@ pub fn select(mut candidates: Vec<Candidate>, max_batch: usize) -> Vec<VaultPath
     candidates.into_iter().map(|c| c.path).collect()
 }
 
-/// The notes a run of `inbox` would take now, read in full (for `tabd fire` and `tabd prompt`,
-/// which have no settle state: every complete note counts).
-pub fn ready_notes(vault: &Vault, inbox: &VaultPath, max_batch: usize) -> Result<Vec<Note>, VaultError> {
+/// What `ready_notes` found.
+#[derive(Debug, Default)]
+pub struct Ready {
+    /// The notes a run takes, in `select` order.
+    pub notes: Vec<Note>,
+    /// Notes whose frontmatter cannot be read: never run, they go to `failed/` (`run::refuse`).
+    pub unreadable: Vec<Note>,
+}
+
+/// The notes a run of `inbox` would take now, read in full, and those it must refuse (for
+/// `tabd fire` and `tabd prompt`, which have no settle state: every complete note counts).
+pub fn ready_notes(vault: &Vault, inbox: &VaultPath, max_batch: usize) -> Result<Ready, VaultError> {
     let listing = list(vault, inbox)?;
     for odd in &listing.unreadable {
         tracing::warn!("{inbox}: skipping {}: {}", odd.name, odd.why);
     }
     let mut read: Vec<Note> = Vec::new();
+    let mut unreadable = Vec::new();
     for e in listing.notes {
         match read_note(vault, &e.path) {
+            Ok(n) if n.frontmatter_error.is_some() => unreadable.push(n),
             Ok(n) if !n.draft => read.push(n),
             Ok(_) | Err(VaultError::NotFound(_)) => {}
             Err(err) => tracing::warn!("cannot read inbox note {}: {err}", e.path),
@@ -289,7 +285,10 @@ pub fn ready_notes(vault: &Vault, inbox: &VaultPath, max_batch: usize) -> Result
     let chosen = select(candidates, max_batch);
     let mut by_path: std::collections::HashMap<VaultPath, Note> =
         read.into_iter().map(|n| (n.path.clone(), n)).collect();
-    Ok(chosen.into_iter().filter_map(|p| by_path.remove(&p)).collect())
+    Ok(Ready {
+        notes: chosen.into_iter().filter_map(|p| by_path.remove(&p)).collect(),
+        unreadable,
+    })
 }
 
 /// Where `note` goes in `sub` (`processed` or `failed`): the same name, or `-2`, `-3` … before
@@ -387,6 +386,7 @@ mod tests {
             ("in/c.md", "---\npriority: low\n---\nlow"),
             ("in/d.md", "---\nstatus: draft\n---\nnot yet"),
             ("in/e.md", "---\nbroken: [\n---\nstill a note"),
+            ("in/f.md", "older, normal"),
             ("in/.hidden.md", "x"),
             ("in/sub/deep.md", "x"),
             ("in/processed/old.md", "x"),
@@ -394,21 +394,27 @@ mod tests {
         let old = std::time::SystemTime::now() - std::time::Duration::from_secs(100);
         let f = std::fs::File::options()
             .write(true)
-            .open(dir.path().join("in/e.md"))
+            .open(dir.path().join("in/f.md"))
             .unwrap();
         f.set_modified(old).unwrap();
-        let notes = ready_notes(&v, &VaultPath::parse("in", false).unwrap(), 20).unwrap();
-        let names: Vec<&str> = notes.iter().map(|n| n.path.file_name()).collect();
-        assert_eq!(names, ["b.md", "e.md", "a.md", "c.md"], "drafts left out");
-        let b = &notes[0];
+        let ready = ready_notes(&v, &VaultPath::parse("in", false).unwrap(), 20).unwrap();
+        let names: Vec<&str> = ready.notes.iter().map(|n| n.path.file_name()).collect();
+        assert_eq!(
+            names,
+            ["b.md", "f.md", "a.md", "c.md"],
+            "drafts and unreadable notes left out"
+        );
+        let b = &ready.notes[0];
         assert_eq!(
             (b.priority, b.hops, b.from.as_deref()),
             (Priority::Urgent, 2, Some("risk"))
         );
-        let e = &notes[1];
+        let [e] = &ready.unreadable[..] else {
+            panic!("one unreadable note: {:?}", ready.unreadable)
+        };
         assert!(e.frontmatter_error.is_some() && e.text.contains("still a note"));
         let two = ready_notes(&v, &VaultPath::parse("in", false).unwrap(), 2).unwrap();
-        assert_eq!(two.len(), 2, "max_batch");
+        assert_eq!(two.notes.len(), 2, "max_batch");
     }
 
     #[test]
@@ -421,7 +427,10 @@ mod tests {
         ]);
         let read = |n: &str| read_note(&v, &VaultPath::parse(&format!("in/{n}"), false).unwrap()).unwrap();
         let a = read("a.md");
-        assert_eq!((a.hops, a.hops_unknown), (3, false), "read line by line");
+        assert!(
+            a.hops_unknown && a.frontmatter_error.is_some(),
+            "refused, never run"
+        );
         assert!(read("b.md").hops_unknown);
         assert!(read("c.md").hops_unknown);
         let d = read("d.md");
@@ -450,8 +459,8 @@ mod tests {
         let mut odd: Vec<&str> = listing.unreadable.iter().map(|o| o.name.as_str()).collect();
         odd.sort();
         assert_eq!(odd, ["link.md", "pipe.md"]);
-        let notes = ready_notes(&v, &VaultPath::parse("in", false).unwrap(), 20).unwrap();
-        assert_eq!(notes.len(), 1, "only the regular note is handed to a run");
+        let ready = ready_notes(&v, &VaultPath::parse("in", false).unwrap(), 20).unwrap();
+        assert_eq!(ready.notes.len(), 1, "only the regular note is handed to a run");
     }
 
     #[test]

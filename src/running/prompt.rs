@@ -503,12 +503,6 @@ fn notes_text(notes: &[Note], max_file_bytes: usize, tz: Tz) -> String {
             note.from.as_deref().unwrap_or("a person"),
             note.priority.as_str(),
         );
-        if let Some(e) = &note.frontmatter_error {
-            let _ = writeln!(
-                out,
-                "(its frontmatter could not be read: {e}; the text is shown as written)"
-            );
-        }
         let shown = cut(&note.text, max_file_bytes);
         let _ = write!(out, "\n{shown}");
         if shown.len() < note.text.len() {

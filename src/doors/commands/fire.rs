@@ -137,13 +137,28 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
         Some(file) => Some(adopt_note(ws, role, file)?),
         None => None,
     };
-    let mut notes = inbox::ready_notes(&ws.vault, &role.inbox, ws.config.inbox.max_batch)
+    let ready = inbox::ready_notes(&ws.vault, &role.inbox, ws.config.inbox.max_batch)
         .map_err(|e| CliError::failed(format!("cannot read the inbox: {e}")))?;
+    let (mut notes, mut unreadable) = (ready.notes, ready.unreadable);
     if let Some(path) = &adopted {
-        if !notes.iter().any(|n| &n.path == path) {
+        if !notes.iter().chain(&unreadable).any(|n| &n.path == path) {
             let n = inbox::read_note(&ws.vault, path).map_err(|e| CliError::failed(e.to_string()))?;
-            notes.insert(0, n);
+            if n.frontmatter_error.is_some() {
+                unreadable.push(n);
+            } else {
+                notes.insert(0, n);
+            }
         }
+    }
+    let refused = refuse_unreadable(&env, role, &unreadable, spinner.as_ref())?;
+    if notes.is_empty() && refused > 0 {
+        if let Some(bar) = spinner {
+            bar.finish_and_clear();
+        }
+        return Err(CliError::failed(format!(
+            "nothing to run: the inbox's {} could not be read (see above)",
+            if refused == 1 { "note" } else { "notes" }
+        )));
     }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -175,6 +190,35 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
             Ok(1)
         }
     }
+}
+
+/// Moves the notes that cannot be read to `failed/`, saying so on stderr; returns how many.
+fn refuse_unreadable(
+    env: &run::RunEnv,
+    role: &Role,
+    notes: &[inbox::Note],
+    spinner: Option<&indicatif::ProgressBar>,
+) -> Result<usize, CliError> {
+    for note in notes {
+        let why = run::refuse::unreadable(note).unwrap_or("it cannot be read");
+        let refused = run::refuse::refuse(env, role, &Trigger::manual(), note, why).map_err(|e| {
+            CliError::failed(format!(
+                "{} cannot be read ({why}), nor moved to failed/: {e}",
+                note.path
+            ))
+        })?;
+        let say = || {
+            eprintln!("error: {refused}");
+            for e in &refused.log_errors {
+                eprintln!("warning: cannot write {e}");
+            }
+        };
+        match spinner {
+            Some(bar) => bar.suspend(say),
+            None => say(),
+        }
+    }
+    Ok(notes.len())
 }
 
 /// A run that waits for the person's decision says so: it goes on once they decide.

@@ -23,8 +23,16 @@ pub fn run(ws: &Workspace, role_name: &str, task: Option<&str>) -> Result<u8, Cl
             Vec::new(),
         ),
         None => {
-            let notes = crate::records::inbox::ready_notes(&ws.vault, &role.inbox, ws.config.inbox.max_batch)
+            let ready = crate::records::inbox::ready_notes(&ws.vault, &role.inbox, ws.config.inbox.max_batch)
                 .map_err(|e| CliError::failed(format!("cannot read the inbox: {e}")))?;
+            for n in &ready.unreadable {
+                let why = n.frontmatter_error.as_deref().unwrap_or_default();
+                eprintln!(
+                    "note: {} cannot be read ({why}); a run moves it to failed/",
+                    n.path
+                );
+            }
+            let notes = ready.notes;
             let trigger = if notes.is_empty() {
                 Trigger::manual()
             } else {

@@ -34,6 +34,8 @@ pub(super) struct NoteMeta {
     priority: inbox::Priority,
     /// Written by a person: no chain depth (roles' notes always carry `hops` ≥ 1).
     by_person: bool,
+    /// Its frontmatter cannot be read: never run, refused to `failed/` (`run::refuse`).
+    unreadable: bool,
 }
 
 impl Daemon {
@@ -120,7 +122,12 @@ impl Daemon {
             match self.core.note_complete(&abs, e.size, modified, now, wall) {
                 Ok(()) => {
                     let meta = self.note_meta(&abs, e, modified);
-                    if meta.draft {
+                    if meta.unreadable && self.refuse(role, &e.path) {
+                        existing.remove(&abs);
+                        view.notes -= 1;
+                    } else if meta.unreadable {
+                        // It stays (the move failed, said in the log): counted, never run.
+                    } else if meta.draft {
                         view.drafts += 1;
                     } else {
                         view.ready += 1;
@@ -159,15 +166,19 @@ impl Daemon {
                 return *meta;
             }
         }
-        let (draft, priority, by_person) = inbox::read_note(&self.run_env.vault, &e.path)
-            .map(|n| (n.draft, n.priority, n.hops == 0 && !n.hops_unknown))
-            .unwrap_or((false, inbox::Priority::Normal, false));
+        let (draft, priority, by_person, unreadable) = inbox::read_note(&self.run_env.vault, &e.path)
+            .map(|n| {
+                let by_person = n.hops == 0 && !n.hops_unknown;
+                (n.draft, n.priority, by_person, n.frontmatter_error.is_some())
+            })
+            .unwrap_or((false, inbox::Priority::Normal, false, false));
         let meta = NoteMeta {
             modified,
             size: e.size,
             draft,
             priority,
             by_person,
+            unreadable,
         };
         self.notes.insert(abs.to_path_buf(), meta);
         meta
@@ -193,7 +204,7 @@ impl Daemon {
                 continue;
             }
             let meta = self.note_meta(&abs, e, modified);
-            if !meta.draft {
+            if !meta.draft && !meta.unreadable {
                 candidates.push(Candidate {
                     path: e.path.clone(),
                     priority: meta.priority,
@@ -201,10 +212,41 @@ impl Daemon {
                 });
             }
         }
+        // A note changed since it was judged and now unreadable waits for the next scan's refusal.
         inbox::select(candidates, self.config().inbox.max_batch)
             .into_iter()
             .filter_map(|p| inbox::read_note(&self.run_env.vault, &p).ok())
+            .filter(|n| n.frontmatter_error.is_none())
             .collect()
+    }
+
+    /// Refuses the complete note at `path`, which cannot be read: to `failed/`, with a daily line
+    /// and a record (`run::refuse`). True when it was moved.
+    fn refuse(&mut self, role: &Role, path: &VaultPath) -> bool {
+        let env = &self.run_env;
+        let Ok(note) = inbox::read_note(&env.vault, path) else {
+            return false;
+        };
+        let Some(why) = crate::running::run::refuse::unreadable(&note) else {
+            return false; // changed since: readable now, judged again at the next scan
+        };
+        match crate::running::run::refuse::refuse(env, role, &Trigger::inbox(), &note, why) {
+            Ok(refused) => {
+                tracing::warn!("{}: {refused}", role.display_name);
+                for e in refused.log_errors {
+                    self.writes.check::<(), _>("a refused note's line", Err(e));
+                }
+                self.status_dirty = true;
+                true
+            }
+            Err(e) => {
+                self.writes.check::<(), _>(
+                    "the move to failed/ of a note that cannot be read",
+                    Err(format!("{path} ({why}): {e}")),
+                );
+                false
+            }
+        }
     }
 
     /// Says once in the daily log (and in status) which inbox entries tabd cannot read; forgets

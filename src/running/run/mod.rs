@@ -7,13 +7,15 @@
 //! - here — skip at zero tokens when nothing changed, open the role's MCP servers, build its
 //!   harness, run the turn (an API loop, or an agent CLI through `agent_turn`);
 //! - `finish` — decide, record, log, move notes; crash recovery;
-//! - `suspend`, `resume` — a run that waits for the person's decision, and its second part.
+//! - `suspend`, `resume` — a run that waits for the person's decision, and its second part;
+//! - `refuse` — a note that cannot be read goes to `failed/` with its reason, never to a run.
 
 mod agent_turn;
 mod delegate;
 mod env;
 mod finish;
 mod prepare;
+pub mod refuse;
 mod resume;
 pub mod session;
 pub mod suspend;
