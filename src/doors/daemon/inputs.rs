@@ -233,6 +233,16 @@ impl Daemon {
         match crate::running::run::refuse::refuse(env, role, &Trigger::inbox(), &note, why) {
             Ok(refused) => {
                 tracing::warn!("{}: {refused}", role.display_name);
+                self.tell(
+                    EventKind::FailedNote,
+                    &role.name,
+                    format!("failed:{}", refused.to),
+                    (
+                        format!("{} cannot read a note", role.display_name),
+                        crate::base::text::one_line(&refused.to_string(), 300),
+                    ),
+                    Some(refused.to.as_str().to_string()),
+                );
                 for e in refused.log_errors {
                     self.writes.check::<(), _>("a refused note's line", Err(e));
                 }
