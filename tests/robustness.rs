@@ -314,12 +314,13 @@ fn role_names_are_checked_and_a_broken_note_never_resets_a_chain() {
         "{text}"
     );
     std::fs::remove_file(v.path("roles/a: b.md")).unwrap();
-    // A note whose frontmatter cannot be read but says hops 3: the chain ends here.
+    // A note whose chain depth cannot be read: the chain ends here. (One whose frontmatter
+    // cannot be read at all never runs: `hostile_input`.)
     let fake = FakeModel::start();
     v.use_model(&fake, "anthropic", "");
     v.write(
         "agent/inbox/delivery/deep.md",
-        "---\nhops: 3\nfrom: [unclosed\n---\nkeep going",
+        "---\nhops: many\nfrom: risk\n---\nkeep going",
     );
     fake.script([
         wire::tools(

@@ -137,19 +137,7 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
         Some(file) => Some(adopt_note(ws, role, file)?),
         None => None,
     };
-    let ready = inbox::ready_notes(&ws.vault, &role.inbox, ws.config.inbox.max_batch)
-        .map_err(|e| CliError::failed(format!("cannot read the inbox: {e}")))?;
-    let (mut notes, mut unreadable) = (ready.notes, ready.unreadable);
-    if let Some(path) = &adopted {
-        if !notes.iter().chain(&unreadable).any(|n| &n.path == path) {
-            let n = inbox::read_note(&ws.vault, path).map_err(|e| CliError::failed(e.to_string()))?;
-            if n.frontmatter_error.is_some() {
-                unreadable.push(n);
-            } else {
-                notes.insert(0, n);
-            }
-        }
-    }
+    let (notes, unreadable) = notes_for(ws, role, adopted.as_ref())?;
     let refused = refuse_unreadable(&env, role, &unreadable, spinner.as_ref())?;
     if notes.is_empty() && refused > 0 {
         if let Some(bar) = spinner {
@@ -190,6 +178,28 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
             Ok(1)
         }
     }
+}
+
+/// The notes the run takes (the one `--note` named first) and those it must refuse.
+fn notes_for(
+    ws: &Workspace,
+    role: &Role,
+    adopted: Option<&VaultPath>,
+) -> Result<(Vec<inbox::Note>, Vec<inbox::Note>), CliError> {
+    let ready = inbox::ready_notes(&ws.vault, &role.inbox, ws.config.inbox.max_batch)
+        .map_err(|e| CliError::failed(format!("cannot read the inbox: {e}")))?;
+    let (mut notes, mut unreadable) = (ready.notes, ready.unreadable);
+    if let Some(path) = adopted {
+        if !notes.iter().chain(&unreadable).any(|n| &n.path == path) {
+            let n = inbox::read_note(&ws.vault, path).map_err(|e| CliError::failed(e.to_string()))?;
+            if n.frontmatter_error.is_some() {
+                unreadable.push(n);
+            } else {
+                notes.insert(0, n);
+            }
+        }
+    }
+    Ok((notes, unreadable))
 }
 
 /// Moves the notes that cannot be read to `failed/`, saying so on stderr; returns how many.
