@@ -576,7 +576,9 @@ fn after_kill_9_no_server_or_grandchild_outlives_the_daemon() {
         registry.exists()
     });
     let written = std::fs::read_to_string(&registry).unwrap();
-    let keepers: Vec<i32> = serde_json::from_str::<Value>(&written)
+    // The list, after the line with its signature (issue 36, finding 7).
+    let list = written.lines().last().unwrap();
+    let keepers: Vec<i32> = serde_json::from_str::<Value>(list)
         .unwrap()
         .as_array()
         .unwrap()

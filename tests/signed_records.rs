@@ -4,13 +4,15 @@
 //! nothing. Through the real binary.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::daemon::daemon_config;
+use crate::support::daemon::{daemon_config, wait_until, Daemon};
 use crate::support::fake_model::FakeModel;
 use crate::support::{describe, wire, TestVault};
 
+const T: Duration = Duration::from_secs(30);
 const KIND: &str = "anthropic";
 
 /// Where the key is for a test vault (`$HOME/.local/state/tabd`, HOME being the test's folder).
@@ -197,4 +199,100 @@ fn a_journal_missing_a_line_is_refused() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     assert_eq!(v.read("project/a.md"), "a before\n");
     assert_eq!(v.read("project/b.md"), "b before\n");
+}
+
+/// The start time of `pid` (clock ticks since boot), from /proc, as tabd records it.
+fn start_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+}
+
+/// A pid no process has (for the dead tabd a groups file is named after).
+fn dead_pid() -> u32 {
+    (4_000_000..4_100_000)
+        .find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+        .unwrap()
+}
+
+/// Finding 7: a process-group file written into `.tabd/groups/` naming one of the person's
+/// processes, with its right start time, signals nothing: the person's `sleep` lives on.
+#[test]
+fn a_forged_groups_file_signals_none_of_the_persons_processes() {
+    let v = TestVault::new();
+    v.unschedule_stock_roles();
+    let mut sleep = std::process::Command::new("sleep").arg("600").spawn().unwrap();
+    let pid = sleep.id();
+    let forged = v.path(&format!(".tabd/groups/{}.json", dead_pid()));
+    std::fs::create_dir_all(forged.parent().unwrap()).unwrap();
+    let text = json!([{"pid": pid, "start": start_ticks(pid), "name": "mcp-server"}]).to_string();
+    std::fs::write(&forged, text).unwrap();
+    let mut d = Daemon::start(&v);
+    wait_until(T, "the groups file read", || !forged.exists());
+    d.signal(libc::SIGTERM);
+    d.wait_exit(T);
+    let alive = sleep.try_wait().unwrap().is_none();
+    let _ = sleep.kill();
+    let _ = sleep.wait();
+    assert!(alive, "the person's process was signalled:\n{}", d.stderr());
+    assert!(
+        d.stderr().contains("a process-group file tabd did not write"),
+        "{}",
+        d.stderr()
+    );
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie still answers kill(0): count it as gone.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+/// Finding 7, the other side: a keeper a killed tabd really left behind (it missed its parent's
+/// death, as one forked by a thread that had ended would) is still stopped by the next start —
+/// with its server and the server's own child.
+#[test]
+fn a_keeper_a_killed_tabd_left_behind_is_stopped_at_the_next_start() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let pid_file = v.dir.path().join("grandchild.pid");
+    // A server that never answers (and so outlives tabd's end of its pipes), with a grandchild.
+    let server = format!(
+        "[mcp.kept]\ncommand = \"{}\"\nkeep_alive = true\nstartup_timeout_s = 600\nenv = {{ MCP_TEST_MODE = \"silent\", MCP_TEST_GRANDCHILD = \"{}\" }}\nwritable = [\"{}\"]\n",
+        crate::support::mcp_server::server_bin().display(),
+        pid_file.display(),
+        v.dir.path().display()
+    );
+    v.use_model(&fake, KIND, &format!("{}{server}", daemon_config("")));
+    v.unschedule_stock_roles();
+    let mut d = Daemon::start_with_env(&v, &[("TABD_FAULTS", "keeper-misses-parent-death")]);
+    let read_pid = || {
+        std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+    };
+    wait_until(T, "the grandchild started", || read_pid().is_some());
+    let grandchild = read_pid().unwrap();
+    let registry = v.path(&format!(".tabd/groups/{}.json", d.pid()));
+    wait_until(T, "the server written down", || registry.exists());
+    let written = std::fs::read_to_string(&registry).unwrap();
+    let list = written.lines().last().unwrap();
+    let keeper = serde_json::from_str::<Value>(list).unwrap()[0]["pid"]
+        .as_i64()
+        .unwrap() as i32;
+    d.signal(libc::SIGKILL);
+    d.wait_exit(T);
+    assert!(
+        alive(keeper) && alive(grandchild),
+        "the keeper missed tabd's death"
+    );
+
+    let mut d2 = Daemon::start(&v);
+    wait_until(T, "the orphans stopped", || !alive(keeper) && !alive(grandchild));
+    d2.signal(libc::SIGTERM);
+    d2.wait_exit(T);
+    assert!(
+        d2.stderr().contains("left running: kept (process"),
+        "{}",
+        d2.stderr()
+    );
 }

@@ -8,6 +8,7 @@
 //! | `abort-after-log` | a run aborts after writing its logs, before moving notes |
 //! | `panic-in-run` | a run panics (a bug in tabd while handling its notes) |
 //! | `ledger-write` | recording scheduled slots in state fails |
+//! | `keeper-misses-parent-death` | a child's keeper is not told when tabd dies (as one forked by a thread that has ended): it outlives a `kill -9`, for the test that the next start stops it |
 //!
 //! Two more test hooks, each its own variable: `TABD_TEST_CLOCK_OFFSET_FILE` (the daemon's wall
 //! clock runs ahead by the seconds written in that file: a real clock jump) and

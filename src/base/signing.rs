@@ -45,6 +45,17 @@ impl std::fmt::Debug for Key {
     }
 }
 
+/// Why a record's seal does not hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unsealed {
+    /// No seal at all: written by an older tabd, or by someone else.
+    #[error("it carries no signature (an older tabd wrote it, or something else did)")]
+    NoSeal,
+    /// A seal that does not match: edited, forged, or signed with another key.
+    #[error("its signature does not match (it was edited or forged, or signed with another key)")]
+    Forged,
+}
+
 /// Why tabd's key cannot be used. Each says what to do: tabd does not start without its key.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
@@ -127,6 +138,39 @@ impl Key {
     /// Whether `mac` is this key's MAC of `parts` for `purpose` (compared in constant time).
     pub fn verifies(&self, purpose: &str, parts: &[&[u8]], mac: &str) -> bool {
         same(&self.mac(purpose, parts), mac)
+    }
+
+    /// A record to write: `body` after a first line with its MAC for `purpose` and `bound`
+    /// (what it belongs to: a run id, an owner). The MAC covers the exact bytes, so reading
+    /// back needs no canonical form.
+    pub fn seal(&self, purpose: &str, bound: &[&[u8]], body: &[u8]) -> Vec<u8> {
+        let mut parts = bound.to_vec();
+        parts.push(body);
+        let mut out = format!("{{\"mac\":\"{}\"}}\n", self.mac(purpose, &parts)).into_bytes();
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// The body of a record `seal` wrote, when its MAC for `purpose` and `bound` verifies.
+    pub fn open<'a>(&self, purpose: &str, bound: &[&[u8]], file: &'a [u8]) -> Result<&'a [u8], Unsealed> {
+        let Some(at) = file.iter().position(|b| *b == b'\n') else {
+            return Err(Unsealed::NoSeal);
+        };
+        let (first, body) = (&file[..at], &file[at + 1..]);
+        let Some(mac) = std::str::from_utf8(first)
+            .ok()
+            .and_then(|l| l.strip_prefix("{\"mac\":\""))
+            .and_then(|l| l.strip_suffix("\"}"))
+        else {
+            return Err(Unsealed::NoSeal);
+        };
+        let mut parts = bound.to_vec();
+        parts.push(body);
+        if self.verifies(purpose, &parts, mac) {
+            Ok(body)
+        } else {
+            Err(Unsealed::Forged)
+        }
     }
 
     /// Whether `mac` is this key's MAC of `message` as such — the format of the journal lines
@@ -396,6 +440,39 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("elsewhere"), &path).unwrap();
         let err = Key::load_or_create(dir.path()).unwrap_err();
         assert!(matches!(err, KeyError::NotOurs { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_sealed_record_opens_only_as_written_and_for_what_it_belongs_to() {
+        let key = Key::from_bytes(&[3; 32]);
+        let file = key.seal("suspended run", &[b"run-1"], b"{\"n\":1}");
+        assert_eq!(
+            key.open("suspended run", &[b"run-1"], &file),
+            Ok(&b"{\"n\":1}"[..])
+        );
+        assert_eq!(
+            key.open("suspended run", &[b"run-2"], &file),
+            Err(Unsealed::Forged)
+        );
+        assert_eq!(
+            key.open("process groups", &[b"run-1"], &file),
+            Err(Unsealed::Forged)
+        );
+        let mut edited = file.clone();
+        *edited.last_mut().unwrap() = b']';
+        assert_eq!(
+            key.open("suspended run", &[b"run-1"], &edited),
+            Err(Unsealed::Forged)
+        );
+        assert_eq!(
+            key.open("suspended run", &[b"run-1"], b"{\"n\":1}"),
+            Err(Unsealed::NoSeal)
+        );
+        let other = Key::from_bytes(&[4; 32]);
+        assert_eq!(
+            other.open("suspended run", &[b"run-1"], &file),
+            Err(Unsealed::Forged)
+        );
     }
 
     #[test]

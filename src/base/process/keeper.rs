@@ -16,8 +16,15 @@
 //!
 //! Signals tabd sends the keeper: `SIGTERM` — passed on to the tenant's group (stop gracefully);
 //! `SIGUSR1` — kill everything now. Its parent dying reaches it as `SIGHUP`.
+//!
+//! The keeper names itself `tabd-keeper` (its `comm`, as `ps` and `/proc/PID/comm` show it): with
+//! its executable (tabd's, as it never execs) and its session of its own, that is how a later tabd
+//! tells a keeper a killed tabd left behind from any other process (`reap_orphans`).
 
 use std::io;
+
+/// The keeper's name (`comm`, at most 15 bytes).
+pub(super) const NAME: &str = "tabd-keeper";
 
 /// What the keeper waits for.
 const KEEPER_SIGNALS: [libc::c_int; 6] = [
@@ -31,10 +38,12 @@ const KEEPER_SIGNALS: [libc::c_int; 6] = [
 
 /// Runs in the child tabd forked, before exec (registered with `pre_exec`, first of all). Returns
 /// only in the tenant, which goes on to run the program; the keeper never returns.
+/// `arm_death`: tabd's death reaches the keeper (false only for the test of a keeper that missed
+/// it: `TABD_FAULTS=keeper-misses-parent-death`).
 ///
 /// # Safety
 /// Only between fork and exec: it forks, and the keeper side exits without returning.
-pub(super) unsafe fn become_keeper() -> io::Result<()> {
+pub(super) unsafe fn become_keeper(arm_death: bool) -> io::Result<()> {
     let tabd = libc::getppid();
     if libc::setsid() < 0 {
         return Err(io::Error::last_os_error());
@@ -42,8 +51,12 @@ pub(super) unsafe fn become_keeper() -> io::Result<()> {
     if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0 {
         return Err(io::Error::last_os_error());
     }
+    // Before the tenant is forked: the tenant is named by its own exec.
+    libc::prctl(libc::PR_SET_NAME, c"tabd-keeper".as_ptr(), 0, 0, 0);
     // tabd's death (its thread's, really: checked below against getppid) arrives as SIGHUP.
-    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGHUP, 0, 0, 0);
+    if arm_death {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGHUP, 0, 0, 0);
+    }
     if libc::getppid() != tabd {
         libc::_exit(1); // tabd died before the signal was armed
     }

@@ -6,25 +6,25 @@
 //!
 //! A `kill -9` of tabd drops no handle: the keepers see their parent die and sweep on their own.
 //! Every live keeper is also written down in `.tabd/groups/<tabd's pid>.json`, and the next tabd
-//! to start stops those a dead tabd left behind (`reap_orphans`), in case one missed it.
+//! to start stops those a dead tabd left behind (`reap_orphans`), in case one missed it — only
+//! a process that is provably such a keeper, never on the file's word.
 //!
-//! - `keeper` — the process between tabd and each child: session, subreaper, sweep.
+//! - `keeper` — the process between tabd and each child: session, subreaper, sweep;
+//! - `groups` — the keepers written down (signed), and those a dead tabd left, stopped.
 
+mod groups;
 mod keeper;
 
-use std::collections::BTreeMap;
+pub use groups::{descends_from, reap_orphans, Reaped, Registry};
+
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub use rustix::process::{Pid, Signal};
-use serde::{Deserialize, Serialize};
 
 use crate::base::environment::Env;
 use crate::base::sandbox::places::Places;
-use crate::base::vault::{Durability, Vault, VaultPath};
-
-/// Where live groups are written down, one file per tabd process.
-const GROUPS_DIR: &str = crate::base::vault::layout::GROUPS;
+use crate::base::vault::Vault;
 
 /// How tabd starts children: the environment their settings draw on (`${VAR}`, the variables
 /// passed through) and where their groups are written down (`None`: not written down, e.g. for a
@@ -73,6 +73,14 @@ const MANAGER_HOMES: &[(&str, &str)] = &[
 ];
 
 impl Launcher {
+    /// `as_tenant`, for a child written down in the registry (whose keeper a later tabd may have
+    /// to stop): `TABD_FAULTS=keeper-misses-parent-death` makes its keeper miss tabd's death, as
+    /// one forked by a thread that has since ended would, for the test that it is stopped.
+    pub fn as_tenant(&self, cmd: &mut tokio::process::Command) {
+        let faults = crate::base::faults::Faults::from_env(&self.env);
+        as_tenant_armed(cmd, !faults.hit("keeper-misses-parent-death"));
+    }
+
     /// The handle of `child`, started as a tenant (`as_tenant`), written down while it lives.
     pub fn tenant(&self, child: &tokio::process::Child, name: &str) -> Tenant {
         Tenant::new(child.id(), self.registry.clone(), name)
@@ -256,179 +264,19 @@ pub fn find_program(command: &str, env: &Env) -> Option<std::path::PathBuf> {
 /// descendant ending with it (see `keeper`). Call it before anything else that adds `pre_exec`
 /// steps (the sandbox): those then run in the tenant only, never in the keeper.
 pub fn as_tenant(cmd: &mut tokio::process::Command) {
+    as_tenant_armed(cmd, true);
+}
+
+/// `as_tenant`; `arm_death`: the keeper learns of tabd's death (always, but in the test of a
+/// keeper that missed it).
+fn as_tenant_armed(cmd: &mut tokio::process::Command, arm_death: bool) {
     // SAFETY: `become_keeper` makes only system calls (no allocation, no lock) and returns only
     // in the tenant, which goes on to exec.
     unsafe {
-        cmd.pre_exec(|| keeper::become_keeper());
+        cmd.pre_exec(move || keeper::become_keeper(arm_death));
     }
     // Killing the keeper alone would orphan the tenant: the `Tenant` handle stops it instead.
     cmd.kill_on_drop(false);
-}
-
-/// One child as the registry file keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Recorded {
-    /// Its keeper's pid.
-    #[serde(alias = "pgid")]
-    pid: i32,
-    /// The keeper's start time (clock ticks since boot, /proc/PID/stat): tells our keeper from a
-    /// later process that was given the same number.
-    start: u64,
-    name: String,
-}
-
-/// The live children of this tabd process, written down so a successor can stop them.
-pub struct Registry {
-    vault: Arc<Vault>,
-    file: VaultPath,
-    live: Mutex<BTreeMap<i32, Recorded>>,
-}
-
-impl Registry {
-    pub fn new(vault: Arc<Vault>) -> Arc<Self> {
-        let file = VaultPath::parse(&format!("{GROUPS_DIR}/{}.json", std::process::id()), false)
-            .unwrap_or_else(|_| VaultPath::root());
-        Arc::new(Self {
-            vault,
-            file,
-            live: Mutex::new(BTreeMap::new()),
-        })
-    }
-
-    fn add(&self, pid: Pid, name: &str) {
-        let pid = pid.as_raw_nonzero().get();
-        let Some(start) = start_ticks(pid) else {
-            return;
-        };
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        live.insert(
-            pid,
-            Recorded {
-                pid,
-                start,
-                name: name.to_string(),
-            },
-        );
-        self.save(&live);
-    }
-
-    fn remove(&self, pid: Pid) {
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        if live.remove(&pid.as_raw_nonzero().get()).is_some() {
-            self.save(&live);
-        }
-    }
-
-    fn save(&self, live: &BTreeMap<i32, Recorded>) {
-        let written = if live.is_empty() {
-            self.vault.remove_file(&self.file).or(Ok(()))
-        } else {
-            let list: Vec<&Recorded> = live.values().collect();
-            let text = serde_json::to_string(&list).unwrap_or_default();
-            self.vault
-                .write_atomic_with(&self.file, text.as_bytes(), Durability::None)
-        };
-        if let Err(e) = written {
-            tracing::debug!("cannot write {}: {e}", self.file);
-        }
-    }
-}
-
-/// Stops the children that tabd processes which are no longer running left behind (a keeper that
-/// missed its parent's death). Returns what was stopped, for the log.
-pub fn reap_orphans(vault: &Vault) -> Vec<String> {
-    let Ok(dir) = VaultPath::parse(GROUPS_DIR, false) else {
-        return Vec::new();
-    };
-    let Ok(listing) = vault.list(&dir) else {
-        return Vec::new();
-    };
-    let mut stopped = Vec::new();
-    for entry in listing.entries.iter().filter(|e| e.is_file) {
-        let Some(owner) = entry
-            .path
-            .file_name()
-            .strip_suffix(".json")
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if owner == std::process::id() as i32 || is_tabd(owner) {
-            continue; // a live tabd owns these
-        }
-        let groups: Vec<Recorded> = vault
-            .read_text(&entry.path, 1024 * 1024)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default();
-        for g in groups {
-            if start_ticks(g.pid) == Some(g.start) {
-                if let Some(pid) = Pid::from_raw(g.pid) {
-                    let _ = rustix::process::kill_process(pid, Signal::USR1);
-                    stopped.push(format!("{} (process {})", g.name, g.pid));
-                }
-            }
-        }
-        let _ = vault.remove_file(&entry.path);
-    }
-    stopped
-}
-
-struct Stat {
-    parent: i32,
-    start: u64,
-    /// Exited, waiting to be reaped (a zombie runs nothing).
-    exited: bool,
-}
-
-/// Fields of /proc/PID/stat after the command name (which may hold spaces and parentheses).
-fn stat(pid: i32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After `)`: state(0) ppid(1) pgrp(2) … starttime is field 22 of the line, 19 here.
-    Some(Stat {
-        parent: fields.get(1)?.parse().ok()?,
-        start: fields.get(19)?.parse().ok()?,
-        exited: matches!(fields.first(), Some(&"Z" | &"X")),
-    })
-}
-
-/// Whether `pid` is `ancestor` or below it. (A keeper is a subreaper: whatever its child starts
-/// stays below it, even after its own parent dies.)
-pub fn descends_from(pid: i32, ancestor: i32) -> bool {
-    let mut at = pid;
-    for _ in 0..256 {
-        if at == ancestor {
-            return true;
-        }
-        match stat(at).map(|s| s.parent) {
-            Some(p) if p > 1 && p != at => at = p,
-            _ => return false,
-        }
-    }
-    false
-}
-
-/// When `pid` started, if it is running.
-fn start_ticks(pid: i32) -> Option<u64> {
-    stat(pid).filter(|s| !s.exited).map(|s| s.start)
-}
-
-/// Whether `pid` is a running tabd (its executable's name says so).
-fn is_tabd(pid: i32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .ok()
-        .and_then(|c| {
-            c.split(|b| *b == 0)
-                .next()
-                .map(|argv0| String::from_utf8_lossy(argv0).into_owned())
-        })
-        .is_some_and(|argv0| {
-            std::path::Path::new(&argv0)
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("tabd"))
-        })
 }
 
 /// A child tabd started, through its keeper: `stop` asks it to end (SIGTERM to its process
@@ -516,59 +364,6 @@ mod tests {
     }
 
     use super::*;
-
-    #[test]
-    fn stat_reads_our_own_start_time() {
-        let me = std::process::id() as i32;
-        let s = stat(me).expect("our own stat");
-        assert!(s.start > 0);
-        let _ = is_tabd(me); // readable either way: must not panic
-    }
-
-    #[test]
-    fn a_dead_owners_group_is_stopped_and_a_live_owners_is_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let vault = Vault::open(dir.path()).unwrap();
-        // A child in its own group, written down by an owner pid that does not exist.
-        let mut child = std::process::Command::new("sleep");
-        std::os::unix::process::CommandExt::process_group(&mut child, 0);
-        let mut child = child.arg("60").spawn().unwrap();
-        let pid = child.id() as i32;
-        let rec = Recorded {
-            pid,
-            start: start_ticks(pid).unwrap(),
-            name: "test".into(),
-        };
-        let dead_owner = i32::MAX - 7;
-        let file = VaultPath::parse(&format!("{GROUPS_DIR}/{dead_owner}.json"), false).unwrap();
-        vault
-            .write_atomic(
-                &file,
-                serde_json::to_string(&vec![rec.clone()]).unwrap().as_bytes(),
-            )
-            .unwrap();
-        let stopped = reap_orphans(&vault);
-        assert_eq!(stopped.len(), 1, "{stopped:?}");
-        let status = child.wait().unwrap();
-        assert!(!status.success(), "killed");
-        assert!(!vault.exists(&file), "the record is gone");
-        // A recorded start time that does not match: the number was reused, nothing is killed.
-        let mut other = std::process::Command::new("sleep");
-        std::os::unix::process::CommandExt::process_group(&mut other, 0);
-        let mut other = other.arg("60").spawn().unwrap();
-        let stale = Recorded {
-            pid: other.id() as i32,
-            start: 1,
-            name: "stale".into(),
-        };
-        vault
-            .write_atomic(&file, serde_json::to_string(&vec![stale]).unwrap().as_bytes())
-            .unwrap();
-        assert!(reap_orphans(&vault).is_empty());
-        assert!(other.try_wait().unwrap().is_none(), "still running");
-        other.kill().unwrap();
-        let _ = other.wait();
-    }
 
     fn alive(pid: i32) -> bool {
         // A zombie still answers kill(0): count it as gone.

@@ -18,7 +18,7 @@ use tokio::io::AsyncBufReadExt;
 
 use crate::base::environment::CHILD_BASE_ENV;
 use crate::base::process::ChildDirs;
-use crate::base::process::{self, Launcher, Tenant};
+use crate::base::process::{Launcher, Tenant};
 use crate::base::sandbox::explain::Applied;
 use crate::base::sandbox::places::Places;
 use crate::base::sandbox::Grants;
@@ -481,7 +481,7 @@ fn spawn(
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    process::as_tenant(&mut cmd);
+    launcher.as_tenant(&mut cmd);
     let applied = sandbox(&mut cmd, &command, &args, &extra, launcher, server).map_err(|e| e.to_string())?;
     let mut child = cmd.spawn().map_err(|e| {
         let program = crate::base::process::find_program(&command, &launcher.env)

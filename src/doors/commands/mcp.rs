@@ -205,13 +205,13 @@ async fn inspect(
         keep_alive: server.keep_alive,
         required: server.required,
         roles: users,
-        sandbox: sandbox_report(&server, &ws.launcher(false), support),
+        sandbox: sandbox_report(&server, &ws.launcher(None), support),
         status: "ok",
         error: None,
         stderr: None,
         tools: Vec::new(),
     };
-    match Connection::start(server.clone(), &ws.launcher(false)).await {
+    match Connection::start(server.clone(), &ws.launcher(None)).await {
         Ok(conn) => {
             for t in conn.tools().await {
                 let roles = ws

@@ -130,12 +130,15 @@ impl Workspace {
         })
     }
 
-    /// How this command starts children (sandboxed, DESIGN §20); `registry`: their process
-    /// groups are written down (for children that outlive a moment).
-    pub fn launcher(&self, registry: bool) -> crate::base::process::Launcher {
+    /// How this command starts children (sandboxed, DESIGN §20); with `registry` (tabd's key):
+    /// their process groups are written down, signed (for children that outlive a moment).
+    pub fn launcher(
+        &self,
+        registry: Option<Arc<crate::base::signing::Key>>,
+    ) -> crate::base::process::Launcher {
         crate::base::process::Launcher {
             env: self.env.clone(),
-            registry: registry.then(|| crate::base::process::Registry::new(self.vault.clone())),
+            registry: registry.map(|key| crate::base::process::Registry::new(self.vault.clone(), key)),
             vault: Some(self.vault.clone()),
             config_file: self.config.path.clone(),
             require_sandbox: self.config.sandbox.require,
@@ -146,7 +149,7 @@ impl Workspace {
     /// tabd's key (outside the vault: `base::signing`), made the first time; a key that cannot
     /// be trusted stops the command with what to do.
     pub fn key(&self) -> Result<Arc<crate::base::signing::Key>, CliError> {
-        crate::base::signing::Key::load_or_create(&self.launcher(false).places().state)
+        crate::base::signing::Key::load_or_create(&self.launcher(None).places().state)
             .map(Arc::new)
             .map_err(|e| CliError::failed(e.to_string()))
     }
@@ -155,6 +158,7 @@ impl Workspace {
     pub fn run_env(&self) -> Result<crate::running::run::RunEnv, CliError> {
         let provider = crate::capabilities::provider::build(&self.config.provider, &self.env)
             .map_err(|e| CliError::failed(e.to_string()))?;
+        let key = self.key()?;
         Ok(crate::running::run::RunEnv {
             vault: self.vault.clone(),
             config: Arc::new(self.config.clone()),
@@ -167,12 +171,12 @@ impl Workspace {
             )),
             clock: Arc::new(crate::base::clock::SystemClock),
             faults: crate::base::faults::Faults::from_env(&self.env),
-            launcher: self.launcher(true),
+            launcher: self.launcher(Some(key.clone())),
             mcp_pool: None,
             probes: Default::default(),
             progress: Default::default(),
             stop: Default::default(),
-            key: self.key()?,
+            key,
         })
     }
 }

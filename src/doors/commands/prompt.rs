@@ -81,7 +81,7 @@ fn mcp_tools(ws: &Workspace, role: &crate::setup::role::Role) -> Result<RunTools
         .build()
         .map_err(|e| CliError::failed(e.to_string()))?;
     Ok(rt.block_on(async {
-        let launcher = ws.launcher(false);
+        let launcher = ws.launcher(None);
         let tools = RunTools::open(role, &ws.config, &launcher, None).await;
         tools.close().await;
         tools

@@ -89,7 +89,7 @@ fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
             }
         }
         // What its sandbox grants beyond its own folders, and what it will not grant.
-        if let Some(grants) = crate::capabilities::mcp::client::planned_grants(server, &ws.launcher(false)) {
+        if let Some(grants) = crate::capabilities::mcp::client::planned_grants(server, &ws.launcher(None)) {
             for g in grants.granted {
                 out.push(Diagnostic::note(
                     &file,

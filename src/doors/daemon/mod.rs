@@ -181,7 +181,10 @@ impl Daemon {
                 faults,
                 launcher: crate::base::process::Launcher {
                     env: init.env.clone(),
-                    registry: Some(crate::base::process::Registry::new(init.vault.clone())),
+                    registry: Some(crate::base::process::Registry::new(
+                        init.vault.clone(),
+                        init.key.clone(),
+                    )),
                     vault: Some(init.vault.clone()),
                     config_file,
                     require_sandbox,
@@ -325,13 +328,16 @@ impl Daemon {
         if let Some(warning) = self.config().provider.missing_key(&self.env) {
             tracing::warn!("{warning}");
         }
-        let orphans = crate::base::process::reap_orphans(&self.run_env.vault);
-        if !orphans.is_empty() {
+        let orphans = crate::base::process::reap_orphans(&self.run_env.vault, &self.run_env.key);
+        if !orphans.stopped.is_empty() {
             tracing::warn!(
                 "stopped {} child process group(s) a tabd that was killed left running: {}",
-                orphans.len(),
-                orphans.join(", ")
+                orphans.stopped.len(),
+                orphans.stopped.join(", ")
             );
+        }
+        for refused in &orphans.refused {
+            tracing::warn!("a process-group file tabd did not write: {refused}");
         }
         self.start_mcp_pool();
         let recovered = blocking::run(|| crate::running::run::recover(&self.run_env, None));
