@@ -146,6 +146,21 @@ fn host_name(config: &Config) -> String {
     config.daemon.host()
 }
 
+/// How the daemon starts children: its keepers written down, signed with tabd's key.
+fn launcher_of(init: &Init) -> crate::base::process::Launcher {
+    crate::base::process::Launcher {
+        env: init.env.clone(),
+        registry: Some(crate::base::process::Registry::new(
+            init.vault.clone(),
+            init.key.clone(),
+        )),
+        vault: Some(init.vault.clone()),
+        config_file: init.config.path.clone(),
+        require_sandbox: init.config.sandbox.require,
+        sandbox_probe: Default::default(),
+    }
+}
+
 impl Daemon {
     pub fn new(init: Init) -> anyhow::Result<Self> {
         let clock: Arc<dyn Clock> = match init.env.get("TABD_TEST_CLOCK_OFFSET_FILE") {
@@ -164,8 +179,7 @@ impl Daemon {
         let overflow = Arc::new(AtomicBool::new(false));
         let (watcher, polling) = watch::start(&init.env, &init.root, events_tx, overflow.clone(), POLL);
         let now = clock.instant();
-        let require_sandbox = init.config.sandbox.require;
-        let config_file = init.config.path.clone();
+        let launcher = launcher_of(&init);
         let quiet = effects::quiet(&init.env);
         Ok(Self {
             host: host_name(&init.config),
@@ -179,17 +193,7 @@ impl Daemon {
                 log,
                 clock: clock.clone(),
                 faults,
-                launcher: crate::base::process::Launcher {
-                    env: init.env.clone(),
-                    registry: Some(crate::base::process::Registry::new(
-                        init.vault.clone(),
-                        init.key.clone(),
-                    )),
-                    vault: Some(init.vault.clone()),
-                    config_file,
-                    require_sandbox,
-                    sandbox_probe: Default::default(),
-                },
+                launcher,
                 mcp_pool: None,
                 probes: Default::default(),
                 progress: Default::default(),
