@@ -13,12 +13,12 @@ use crate::support::fake_model::FakeModel;
 use crate::support::mcp_server::server_config;
 use crate::support::{describe, wire, TestVault};
 
-const KIND: &str = "anthropic";
+pub(crate) const KIND: &str = "anthropic";
 
 /// A vault whose role `ops` may use the test server; `approvals` is appended to the config and
 /// `frontmatter` to the role. These tests look at the approval itself, so the role's runs do not
 /// wait for it (`resume: false`) unless `frontmatter` says otherwise (see `tests/resume.rs`).
-fn setup(approvals: &str, frontmatter: &str) -> (TestVault, FakeModel, PathBuf) {
+pub(crate) fn setup(approvals: &str, frontmatter: &str) -> (TestVault, FakeModel, PathBuf) {
     let frontmatter = if frontmatter.contains("resume:") {
         frontmatter.to_string()
     } else {
@@ -46,7 +46,7 @@ fn setup(approvals: &str, frontmatter: &str) -> (TestVault, FakeModel, PathBuf) 
     (v, fake, log)
 }
 
-fn post(id: &str, channel: &str, text: &str) -> (String, String, Value) {
+pub(crate) fn post(id: &str, channel: &str, text: &str) -> (String, String, Value) {
     (
         id.to_string(),
         "test__post".to_string(),
@@ -54,7 +54,7 @@ fn post(id: &str, channel: &str, text: &str) -> (String, String, Value) {
     )
 }
 
-fn tools_reply(calls: &[(String, String, Value)], why: &str) -> crate::support::fake_model::Reply {
+pub(crate) fn tools_reply(calls: &[(String, String, Value)], why: &str) -> crate::support::fake_model::Reply {
     let calls: Vec<(&str, &str, Value)> = calls
         .iter()
         .map(|(a, b, c)| (a.as_str(), b.as_str(), c.clone()))

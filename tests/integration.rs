@@ -6,6 +6,7 @@ mod approvals;
 mod attacks;
 mod cli_foundation;
 mod cost;
+mod crash_points;
 mod daemon_e2e;
 mod daemon_limits;
 mod delegation;

@@ -10,6 +10,19 @@
 //! | `ledger-write` | recording scheduled slots in state fails |
 //! | `keeper-misses-parent-death` | a child's keeper is not told when tabd dies (as one forked by a thread that has ended): it outlives a `kill -9`, for the test that the next start stops it |
 //!
+//! The durable steps of an approval (DESIGN §15), each an abort (`tests/crash_points.rs` kills
+//! tabd at each and checks the call ran at most once and the note and `tabd approvals` are true):
+//!
+//! | point | tabd aborts when … | what the next start finds and does |
+//! |---|---|---|
+//! | `approval-claimed` | the ledger says `executing`, the note still `approved` | nothing was sent; the note becomes `unknown` |
+//! | `approval-note-executing` | the note says `executing`, before the call is sent | the same |
+//! | `approval-call-returned` | the call came back, before its outcome is recorded | it ran; `unknown` (tabd cannot know) |
+//! | `approval-recorded` | the ledger holds the outcome and what the note must say, the note still `executing` | the result is written into the note, the daily line once |
+//! | `approval-note-written` | a decision's note is written, before its daily line and the ledger's clear | the daily line is written, once |
+//! | `approval-unknown-recorded` | at start, the ledger says `unknown` for an interrupted call, before the note does | the note becomes `unknown`; never run again by itself |
+//! | `approval-decided` | `tabd approve`/`tabd reject` recorded the decision, before the note and the output | the decision stands; the next command or pass writes the note |
+//!
 //! Two more test hooks, each its own variable: `TABD_TEST_CLOCK_OFFSET_FILE` (the daemon's wall
 //! clock runs ahead by the seconds written in that file: a real clock jump) and
 //! `TABD_TEST_EVENT_CAPACITY` (a tiny file-event queue, to make it overflow).

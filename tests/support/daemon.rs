@@ -174,6 +174,47 @@ impl Drop for Daemon {
     }
 }
 
+/// Runs `cmd` (a tabd command of `v`) with `TABD_FAULTS=point` and waits until it aborts there
+/// (SIGABRT, like `kill -9`: no cleanup), as its stderr says. Returns that stderr.
+pub fn run_to_abort(v: &TestVault, mut cmd: std::process::Command, point: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let stderr_path = v.dir.path().join(format!("aborted-{}.log", rand_suffix()));
+    let stderr = std::fs::File::create(&stderr_path).unwrap();
+    let mut child = cmd
+        .env("TABD_FAULTS", point)
+        .env("TABD_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn tabd");
+    super::context::daemon_started(&stderr_path);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "tabd did not abort at {point} within 30 s:\n{}",
+                super::context::describe()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGABRT),
+        "tabd should have aborted at {point} ({status}):\n{text}"
+    );
+    assert!(
+        text.contains(&format!("TABD_FAULTS: aborting at {point}")),
+        "aborted elsewhere than {point}:\n{text}"
+    );
+    text
+}
+
 fn rand_suffix() -> String {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);

@@ -17,6 +17,8 @@ pub const RUNS: &str = ".tabd/runs";
 /// tabd's state: budgets, attempts, ledgers (`state.json`), and its lock.
 pub const STATE: &str = ".tabd/state.json";
 pub const STATE_LOCK: &str = ".tabd/state.lock";
+/// Held while an approval's note and daily line are written after its ledger change.
+pub const APPROVALS_LOCK: &str = ".tabd/approvals.lock";
 /// The status as JSON (what `tabd status` reads while the daemon runs).
 pub const STATUS_JSON: &str = ".tabd/status.json";
 /// The undo journal (DESIGN §19).

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::write::{daily, rewrite, update};
+use super::write::{finish, owed, rewrite, update};
 use super::Pass;
 use crate::gate::harness::Door;
 use crate::records::state::approval_ledger::{Approval, Phase};
@@ -18,23 +18,25 @@ const MAX_OUTCOME: usize = 600;
 /// Marks the request `invalid` (the person may fix the note and approve again).
 pub(super) fn invalid(env: &RunEnv, id: &str, a: &Approval, why: &str) {
     let now = env.clock.now();
-    let _ = update(env, |s| {
-        if let Some(r) = s.approvals.get_mut(id) {
+    let line = format!(
+        "**Invalid** ({}): {why}. Nothing was run; fix it and set `status` to `approved` again.",
+        crate::base::text::shown(now, env.log.tz())
+    );
+    let daily = format!("approval `{id}` ({}) not run: {why}", a.tool);
+    // Only a request that could still run: one `tabd reject` closed meanwhile stays closed.
+    let marked = update(env, |s| match s.approvals.get_mut(id) {
+        Some(r) if r.phase.may_run() && r.followup.is_none() => {
             r.phase = Phase::Invalid;
             r.decided = Some(now);
             r.outcome = Some(format!("invalid: {why}"));
+            r.followup = Some(owed(env, r, now, ("invalid", line), daily));
+            true
         }
+        _ => false,
     });
-    rewrite(
-        env,
-        &a.note,
-        "invalid",
-        &format!(
-            "**Invalid** ({}): {why}. Nothing was run; fix it and set `status` to `approved` again.",
-            crate::base::text::shown(now, env.log.tz())
-        ),
-    );
-    daily(env, a, &format!("approval `{id}` ({}) not run: {why}", a.tool));
+    if marked == Ok(true) {
+        finish(env);
+    }
 }
 
 /// Checks the approved call as it now stands and runs it once.
@@ -78,8 +80,11 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
         session.close(&[]).await;
         return;
     }
+    env.faults.abort_at("approval-claimed");
     rewrite(env, &a.note, "executing", "");
+    env.faults.abort_at("approval-note-executing");
     let called = harness.call(&a.exposed, &args, Door::Approved).await;
+    env.faults.abort_at("approval-call-returned");
     // The children of an approved `delegate` have no parent section to sit in: each gets its own.
     for child in session.take_children() {
         let _ = env.log.append_daily(&child.daily_log, &child.delegated_section);
@@ -136,7 +141,7 @@ async fn open_session(env: &RunEnv, role: &crate::setup::role::Role, a: &Approva
 /// At most once: the ledger says `executing` (fsynced) before anything is sent.
 async fn claim(env: &RunEnv, id: &str) -> bool {
     let claimed = update(env, |s| match s.approvals.get_mut(id) {
-        Some(r) if r.phase.may_run() => {
+        Some(r) if r.phase.may_run() && r.followup.is_none() => {
             r.phase = Phase::Executing;
             r.executions += 1;
             true
@@ -167,14 +172,6 @@ fn record(
         phase.as_str(),
         crate::base::text::one_line(text, MAX_OUTCOME)
     );
-    let _ = update(env, |s| {
-        if let Some(r) = s.approvals.get_mut(id) {
-            r.phase = phase;
-            r.decided = Some(end);
-            r.reported = false;
-            r.outcome = Some(outcome.clone());
-        }
-    });
     let shown = crate::capabilities::mcp::content::cap(text.to_string(), MAX_RESULT_IN_NOTE);
     // A fence longer than any run of backticks in the result, so the result cannot close it.
     let mut fence = "```".to_string();
@@ -194,26 +191,40 @@ fn record(
         _ => String::new(),
     };
     let undo_line = undo.map_or(String::new(), |run| format!("\nUndo: `tabd undo {run}`\n"));
-    rewrite(
-        env,
-        &a.note,
+    let section = format!(
+        "## Result\nRan {} ({}), approved by you: **{}**.{retry}\n\n{fence}\n{shown}\n{fence}\n{undo_line}",
+        crate::base::text::shown(end, env.log.tz()),
+        a.tool,
         phase.as_str(),
-        &format!(
-            "## Result\nRan {} ({}), approved by you: **{}**.{retry}\n\n{fence}\n{shown}\n{fence}\n{undo_line}",
-            crate::base::text::shown(end, env.log.tz()),
-            a.tool,
-            phase.as_str(),
-        ),
     );
-    daily(
-        env,
-        a,
-        &format!(
-            "approval `{id}` ({}) approved → {} — {}{}",
-            a.tool,
-            phase.as_str(),
-            crate::records::runlog::wikilink(&a.note),
-            undo.map_or(String::new(), |run| format!(" · undo: `tabd undo {run}`"))
-        ),
+    let daily = format!(
+        "approval `{id}` ({}) approved → {} — {}{}",
+        a.tool,
+        phase.as_str(),
+        crate::records::runlog::wikilink(&a.note),
+        undo.map_or(String::new(), |run| format!(" · undo: `tabd undo {run}`"))
     );
+    // The outcome and all the note will say, in the ledger first: a crash before the note is
+    // written is finished from there (the note never stays `executing` over a call that ran).
+    let owes = owed(env, a, end, (phase.as_str(), section), daily);
+    let recorded = update(env, |s| {
+        if let Some(r) = s.approvals.get_mut(id) {
+            r.phase = phase;
+            r.decided = Some(end);
+            r.reported = false;
+            r.outcome = Some(outcome.clone());
+            r.followup = Some(owes.clone());
+        }
+    });
+    if let Err(e) = recorded {
+        // The ledger still says `executing` (a restart makes it `unknown`); the person is told now.
+        tracing::error!(
+            "approvals: cannot record the outcome of {id} ({}): {e}",
+            phase.as_str()
+        );
+        rewrite(env, &a.note, &owes.status, &owes.line);
+        return;
+    }
+    env.faults.abort_at("approval-recorded");
+    finish(env);
 }

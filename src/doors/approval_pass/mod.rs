@@ -20,7 +20,7 @@ use crate::gate::approvals::note;
 use crate::records::state::approval_ledger::{Approval, Phase};
 use crate::running::run::RunEnv;
 
-use write::{daily, rewrite, update};
+use write::{finish, owed, rewrite, update};
 
 /// Longest note acted on; an approval note is a few KiB. A larger one is marked `invalid`.
 const MAX_NOTE_BYTES: u64 = 1024 * 1024;
@@ -32,16 +32,38 @@ pub struct Pass {
     pub rejected: Vec<String>,
     pub expired: Vec<String>,
     pub refused: Vec<String>,
+    /// Decisions whose note and daily line this pass finished writing (a command's, or one a
+    /// crash cut short).
+    pub finished: Vec<String>,
+    /// Of every request's phase as the pass began: a change since the last pass (a decision
+    /// from the terminal) means the status and waiting runs should look again.
+    pub phases: u64,
     /// When to look again: a note not settled yet, or the next expiry.
     pub next: Option<DateTime<Utc>>,
 }
 
+/// A hash of every request's id and phase.
+fn fingerprint(ledger: &BTreeMap<String, Approval>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for (id, a) in ledger {
+        (id, a.phase.as_str()).hash(&mut h);
+    }
+    h.finish()
+}
+
 /// After a crash: every call recorded as `executing` may or may not have happened. Each becomes
-/// `unknown`, in the ledger and in its note, with a line telling the person how to retry.
+/// `unknown`, in the ledger and in its note, with a line telling the person how to retry; and
+/// what any decision still owed its note and the daily log is written.
 pub fn recover(env: &RunEnv) -> usize {
     let now = env.clock.now();
-    let interrupted: Vec<(String, Approval)> = match update(env, |s| {
-        let mut out = Vec::new();
+    let line = format!(
+        "**Unknown** ({}): tabd stopped while this call was running, so it may or may not have happened. \
+         Check, and set `status` to `approved` again if you want it run (once more).",
+        crate::base::text::shown(now, env.log.tz())
+    );
+    let interrupted = update(env, |s| {
+        let mut n = 0;
         for (id, a) in s.approvals.iter_mut() {
             if a.phase == Phase::Executing {
                 a.phase = Phase::Unknown;
@@ -49,45 +71,42 @@ pub fn recover(env: &RunEnv) -> usize {
                 a.reported = false;
                 a.outcome =
                     Some("unknown: tabd stopped during the call; it may or may not have happened".into());
-                out.push((id.clone(), a.clone()));
+                let daily = format!(
+                    "approval `{id}` ({}) — outcome unknown: tabd stopped during the call",
+                    a.tool
+                );
+                a.followup = Some(owed(env, a, now, ("unknown", line.clone()), daily));
+                n += 1;
             }
         }
-        out
-    }) {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::error!("approvals: cannot read or update the ledger: {e}");
-            return 0;
-        }
-    };
-    for (id, a) in &interrupted {
-        let line = format!(
-            "**Unknown** ({}): tabd stopped while this call was running, so it may or may not have happened. \
-             Check, and set `status` to `approved` again if you want it run (once more).",
-            crate::base::text::shown(now, env.log.tz())
-        );
-        rewrite(env, &a.note, "unknown", &line);
-        daily(
-            env,
-            a,
-            &format!(
-                "approval `{id}` ({}) — outcome unknown: tabd stopped during the call",
-                a.tool
-            ),
-        );
+        n
+    });
+    let interrupted = interrupted.unwrap_or_else(|e| {
+        tracing::error!("approvals: cannot read or update the ledger: {e}");
+        0
+    });
+    if interrupted > 0 {
+        env.faults.abort_at("approval-unknown-recorded");
     }
-    interrupted.len()
+    finish(env);
+    interrupted
 }
 
 /// One pass over the folder and the ledger.
 pub async fn pass(env: &RunEnv) -> Pass {
-    let mut out = Pass::default();
+    // What a decision (here, or `tabd approve`/`reject`, or one a crash cut short) still owes its
+    // note and the daily log, first: a request that still owes it is not acted on.
+    let mut out = Pass {
+        finished: finish(env).done,
+        ..Pass::default()
+    };
     let now = env.clock.now();
     // One read of the ledger serves the whole pass; a change (an expiry, a run claiming its note)
     // is a fresh, locked update, so a stale snapshot can never run a call twice.
     let mut ledger = crate::base::blocking::run(|| env.store.load()).approvals;
     // Another host's roles are that host's to decide (`runs_on`): never touched here.
     ledger.retain(|_, a| runs_here(env, &a.role));
+    out.phases = fingerprint(&ledger);
     expire(env, &ledger, now, &mut out);
     let settle = chrono::Duration::milliseconds(env.config.inbox.settle_ms as i64);
     let Ok(dir) = VaultPath::parse(crate::gate::approvals::FOLDER, false) else {
@@ -141,7 +160,7 @@ async fn consider(env: &RunEnv, ledger: &BTreeMap<String, Approval>, entry: &Ent
         Err(VaultError::TooLarge { size, .. }) => {
             // Never left `approved` forever: its request is closed with the reason.
             if let Some((id, a)) = ledger.iter().find(|(_, a)| a.note == entry.path.as_str()) {
-                if a.phase.may_run() {
+                if a.phase.may_run() && a.followup.is_none() {
                     let why = format!(
                         "the note is {size} bytes, more than the {MAX_NOTE_BYTES}-byte limit of an approval note"
                     );
@@ -167,44 +186,36 @@ async fn consider(env: &RunEnv, ledger: &BTreeMap<String, Approval>, entry: &Ent
 }
 
 /// Pending requests past their `expires` become `expired`.
-fn expire(
-    env: &RunEnv,
-    ledger: &std::collections::BTreeMap<String, Approval>,
-    now: DateTime<Utc>,
-    out: &mut Pass,
-) {
+fn expire(env: &RunEnv, ledger: &BTreeMap<String, Approval>, now: DateTime<Utc>, out: &mut Pass) {
     let due = |a: &Approval| a.phase == Phase::Pending && a.expires <= now;
     // Every pass looks; only a pass that finds one writes (and fsyncs) the ledger.
     if !ledger.values().any(due) {
         return;
     }
-    let expired: Vec<(String, Approval)> = update(env, |s| {
+    let line = format!(
+        "**Expired** ({}): nobody decided in time, so nothing was run. Approving it now does nothing.",
+        crate::base::text::shown(now, env.log.tz())
+    );
+    let expired: Vec<String> = update(env, |s| {
         let mut v = Vec::new();
         for (id, a) in s.approvals.iter_mut() {
-            if due(a) {
+            if due(a) && a.followup.is_none() {
                 a.phase = Phase::Expired;
                 a.decided = Some(now);
                 a.reported = false;
                 a.outcome = Some("expired unanswered: nothing was run".into());
-                v.push((id.clone(), a.clone()));
+                let daily = format!("approval `{id}` ({}) expired unanswered", a.tool);
+                a.followup = Some(owed(env, a, now, ("expired", line.clone()), daily));
+                v.push(id.clone());
             }
         }
         v
     })
     .unwrap_or_default();
-    for (id, a) in expired {
-        let line = format!(
-            "**Expired** ({}): nobody decided in time, so nothing was run. Approving it now does nothing.",
-            crate::base::text::shown(now, env.log.tz())
-        );
-        rewrite(env, &a.note, "expired", &line);
-        daily(
-            env,
-            &a,
-            &format!("approval `{id}` ({}) expired unanswered", a.tool),
-        );
-        out.expired.push(id);
+    if !expired.is_empty() {
+        finish(env);
     }
+    out.expired.extend(expired);
 }
 
 /// What a settled note with a ledger record comes to: the approval state machine, pure.
@@ -223,10 +234,15 @@ enum Verdict {
 }
 
 fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>) -> Verdict {
-    let status = read.status.as_deref().unwrap_or("");
+    // `tabd approve` decided it: it runs, whatever the note says since (a decision printed on a
+    // terminal is final).
+    let status = match a.phase {
+        Phase::Approved => "approved",
+        _ => read.status.as_deref().unwrap_or(""),
+    };
     let expired_now = a.phase == Phase::Pending && a.expires <= now;
     match status {
-        "rejected" if a.phase.may_run() && !expired_now => Verdict::Reject,
+        "rejected" if a.phase.is_open() && !expired_now => Verdict::Reject,
         "approved" if !a.phase.may_run() => {
             let why = match a.phase {
                 Phase::Done | Phase::Failed | Phase::Executing => format!(
@@ -262,21 +278,28 @@ fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>) -> Verdict {
 /// Acts on one settled note.
 async fn act(
     env: &RunEnv,
-    ledger: &std::collections::BTreeMap<String, Approval>,
+    ledger: &BTreeMap<String, Approval>,
     path: &VaultPath,
     text: &str,
     read: note::Read,
     out: &mut Pass,
 ) {
     let status = read.status.as_deref().unwrap_or("");
-    if status != "approved" && status != "rejected" {
-        return;
-    }
     let record = read
         .id
         .as_ref()
-        .and_then(|id| ledger.get(id).cloned().map(|a| (id.clone(), a)));
-    let Some((id, a)) = record.filter(|(_, a)| a.note == path.as_str()) else {
+        .and_then(|id| ledger.get(id).cloned().map(|a| (id.clone(), a)))
+        .filter(|(_, a)| a.note == path.as_str());
+    let decided = record.as_ref().is_some_and(|(_, a)| a.phase == Phase::Approved);
+    if status != "approved" && status != "rejected" && !decided {
+        return;
+    }
+    // A decision still being written (a crash cut it short, its note could not be written yet)
+    // is finished first: the note may still say what it said before.
+    if record.as_ref().is_some_and(|(_, a)| a.followup.is_some()) {
+        return;
+    }
+    let Some((id, a)) = record else {
         // Notes of a role another host runs (or this host does not know) are left alone.
         let ours = read.role.as_deref().is_some_and(|r| runs_here(env, r));
         if status == "approved" && ours {
@@ -291,7 +314,7 @@ async fn act(
     };
     match verdict(&a, read, env.clock.now()) {
         Verdict::Leave => {}
-        Verdict::Reject => reject(env, &id, &a, out),
+        Verdict::Reject => reject(env, &id, out),
         Verdict::Run(args) => execute::run(env, &id, &a, args, out).await,
         Verdict::Refuse { why, phase } => {
             let line = format!(
@@ -308,35 +331,32 @@ async fn act(
     }
 }
 
-/// `rejected`: closed, unless the fresh record says it can no longer run.
-fn reject(env: &RunEnv, id: &str, a: &Approval, out: &mut Pass) {
+/// `rejected`: closed, unless the fresh record says it can no longer be (it ran, it expired this
+/// very pass, or `tabd approve` decided it first).
+fn reject(env: &RunEnv, id: &str, out: &mut Pass) {
     let now = env.clock.now();
-    // Decided on the fresh record: one that expired this very pass stays expired.
+    let line = format!(
+        "**Rejected** ({}): nothing was run.",
+        crate::base::text::shown(now, env.log.tz())
+    );
     let done = update(env, |s| match s.approvals.get_mut(id) {
-        Some(r) if r.phase.may_run() && !(r.phase == Phase::Pending && r.expires <= now) => {
+        Some(r)
+            if r.phase.is_open()
+                && r.followup.is_none()
+                && !(r.phase == Phase::Pending && r.expires <= now) =>
+        {
             r.phase = Phase::Rejected;
             r.decided = Some(now);
             r.reported = false;
             r.outcome = Some("rejected by the person: nothing was run".into());
+            let daily = format!("approval `{id}` ({}) rejected — nothing ran", r.tool);
+            r.followup = Some(owed(env, r, now, ("rejected", line), daily));
             true
         }
         _ => false,
     });
     if done == Ok(true) {
-        rewrite(
-            env,
-            &a.note,
-            "rejected",
-            &format!(
-                "**Rejected** ({}): nothing was run.",
-                crate::base::text::shown(now, env.log.tz())
-            ),
-        );
-        daily(
-            env,
-            a,
-            &format!("approval `{id}` ({}) rejected — nothing ran", a.tool),
-        );
+        finish(env);
         out.rejected.push(id.to_string());
     }
 }
@@ -369,6 +389,7 @@ mod tests {
             executions: 0,
             notified: false,
             hops: 0,
+            followup: None,
         }
     }
 
@@ -454,6 +475,22 @@ mod tests {
             ),
             Verdict::Leave
         );
+    }
+
+    #[test]
+    fn approved_from_the_terminal_runs_whatever_the_note_says_since() {
+        let args = json!({"channel": "C1"});
+        for status in ["approved", "rejected", "pending"] {
+            assert_eq!(
+                verdict(
+                    &record(Phase::Approved),
+                    read(status, "test/post", Ok(args.clone())),
+                    t(NOW)
+                ),
+                Verdict::Run(args.clone()),
+                "{status}"
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,11 @@
-//! What deciding an approval writes: the ledger (durably, first), the note, the daily log.
+//! What deciding an approval writes: the ledger (durably, first, with what it owes the note and
+//! the daily log), then the note and the daily log (`followup`).
+
+use chrono::{DateTime, Utc};
 
 use crate::base::vault::VaultPath;
-use crate::records::state::approval_ledger::Approval;
+use crate::gate::approvals::followup::{self, Finished};
+use crate::records::state::approval_ledger::{Approval, Followup};
 use crate::running::run::RunEnv;
 
 use super::note;
@@ -16,6 +20,33 @@ pub(super) fn update<T>(
     change: impl FnOnce(&mut crate::records::state::State) -> T,
 ) -> Result<T, crate::base::vault::VaultError> {
     crate::base::blocking::run(|| env.store.update(change))
+}
+
+/// What a change of `a`'s phase owes its note (`status`, `line`) and the daily log (`daily`).
+pub(super) fn owed(
+    env: &RunEnv,
+    a: &Approval,
+    at: DateTime<Utc>,
+    (status, line): (&str, String),
+    daily: String,
+) -> Followup {
+    Followup {
+        status: status.to_string(),
+        line,
+        daily,
+        who: who(env, a).to_string(),
+        at,
+    }
+}
+
+/// Writes every follow-up the ledger holds into its note and the daily log (see `followup`).
+pub(super) fn finish(env: &RunEnv) -> Finished {
+    let done =
+        crate::base::blocking::run(|| followup::hold(&env.vault)?.finish(&env.store, &env.log, &env.faults));
+    done.unwrap_or_else(|e| {
+        tracing::error!("approvals: cannot finish writing decided notes: {e}");
+        Finished::default()
+    })
 }
 
 /// Sets the note's status and appends `line`; a note the person deleted stays deleted.
@@ -42,13 +73,10 @@ fn rewrite_now(env: &RunEnv, note_path: &str, status: &str, line: &str) {
     }
 }
 
-pub(super) fn daily(env: &RunEnv, a: &Approval, text: &str) {
-    let who = env
-        .roles
+/// The role's display name (its name if it no longer exists).
+fn who<'a>(env: &'a RunEnv, a: &'a Approval) -> &'a str {
+    env.roles
         .roles
         .get(&a.role)
-        .map_or(a.role.as_str(), |r| r.display_name.as_str());
-    if let Err(e) = crate::base::blocking::run(|| env.log.write_line(env.clock.now(), who, text)) {
-        tracing::warn!("approvals: cannot write the daily log: {e}");
-    }
+        .map_or(a.role.as_str(), |r| r.display_name.as_str())
 }

@@ -1,60 +1,96 @@
 //! `tabd approvals [--json]`, `tabd approve ID`, `tabd reject ID` (DESIGN §15): the terminal's way
-//! to see and decide what waits for the person. Deciding here edits the note, exactly as a person
-//! would in Obsidian; the daemon then acts on it.
+//! to see and decide what waits for the person. A decision is recorded in tabd's ledger (durably,
+//! under its lock, the same the daemon's pass claims a call under) before it is printed, so what
+//! the command says is decided is decided: a rejected call never runs, an approved one runs once
+//! (the daemon runs it). Then the note says so, as if the person had edited it.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
 use serde::Serialize;
 
 use super::{CliError, Workspace};
-use crate::base::vault::VaultPath;
-use crate::gate::approvals::{note, Approval, Phase};
+use crate::gate::approvals::{followup, note, Approval, Phase};
+use crate::records::state::approval_ledger::{self, Followup};
 use crate::records::state::StateStore;
 
 #[derive(Serialize)]
-struct Pending<'a> {
+struct Listed<'a> {
     id: &'a str,
     role: &'a str,
     tool: &'a str,
     risk: &'static str,
     note: &'a str,
     run_id: &'a str,
+    status: &'static str,
     created: String,
     expires: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'a str>,
 }
 
-pub fn list(ws: &Workspace, json: bool) -> Result<u8, CliError> {
-    let state = StateStore::new(ws.vault.clone()).load();
-    let now = Utc::now();
-    let pending: Vec<Pending> = state
-        .approvals
-        .iter()
-        .filter(|(_, a)| a.phase == Phase::Pending && a.expires > now)
-        .map(|(id, a)| Pending {
+/// What the ledger says of the requests a person may still act on, by kind.
+#[derive(Serialize, Default)]
+struct Listing<'a> {
+    /// Waiting for a decision.
+    pending: Vec<Listed<'a>>,
+    /// Approved with `tabd approve`; the daemon runs it.
+    approved: Vec<Listed<'a>>,
+    /// Running now.
+    running: Vec<Listed<'a>>,
+    /// tabd stopped during the call or got no answer: it may or may not have happened.
+    unknown: Vec<Listed<'a>>,
+}
+
+fn listing(all: &std::collections::BTreeMap<String, Approval>, now: DateTime<Utc>) -> Listing<'_> {
+    let mut out = Listing::default();
+    for (id, a) in all {
+        let kind = match a.phase {
+            Phase::Pending if a.expires > now => &mut out.pending,
+            Phase::Approved => &mut out.approved,
+            Phase::Executing => &mut out.running,
+            Phase::Unknown => &mut out.unknown,
+            _ => continue,
+        };
+        kind.push(Listed {
             id,
             role: &a.role,
             tool: &a.tool,
             risk: a.risk.as_str(),
             note: &a.note,
             run_id: &a.run_id,
+            status: a.phase.as_str(),
             created: note::stamp(a.created),
             expires: note::stamp(a.expires),
-        })
-        .collect();
+            outcome: a.outcome.as_deref(),
+        });
+    }
+    out
+}
+
+/// The ledger, or why it cannot be read (never an empty list in place of an unreadable one).
+fn ledger(ws: &Workspace) -> Result<std::collections::BTreeMap<String, Approval>, CliError> {
+    StateStore::new(ws.vault.clone())
+        .try_load()
+        .map(|s| s.approvals)
+        .map_err(|e| CliError::failed(format!("cannot read tabd's ledger of approvals: {e}")))
+}
+
+pub fn list(ws: &Workspace, json: bool) -> Result<u8, CliError> {
+    let all = ledger(ws)?;
+    let shown = listing(&all, Utc::now());
     if json {
-        let out = serde_json::json!({ "pending": pending });
         println!(
             "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| CliError::failed(e.to_string()))?
+            serde_json::to_string_pretty(&shown).map_err(|e| CliError::failed(e.to_string()))?
         );
         return Ok(0);
     }
-    if pending.is_empty() {
-        println!("No approvals are pending.");
-        return Ok(0);
-    }
     let tz = ws.config.timezone;
-    for p in &pending {
-        let a = &state.approvals[p.id];
+    if shown.pending.is_empty() {
+        println!("No approvals are pending.");
+    }
+    for p in &shown.pending {
+        let a = &all[p.id];
         println!(
             "{}  {:<10} {:<40} {:<11} expires {}  {}",
             p.id,
@@ -65,67 +101,178 @@ pub fn list(ws: &Workspace, json: bool) -> Result<u8, CliError> {
             p.note
         );
     }
-    println!("\nDecide with `tabd approve ID` or `tabd reject ID`, or set `status` in the note.");
+    if !shown.pending.is_empty() {
+        println!("\nDecide with `tabd approve ID` or `tabd reject ID`, or set `status` in the note.");
+    }
+    for (title, kind) in [
+        ("Approved, the daemon runs them", &shown.approved),
+        ("Running now", &shown.running),
+        (
+            "Outcome unknown (tabd stopped during the call: check, then approve again to run it once more)",
+            &shown.unknown,
+        ),
+    ] {
+        if !kind.is_empty() {
+            println!("\n{title}:");
+            for p in kind {
+                println!("{}  {:<10} {:<40} {}", p.id, p.role, p.tool, p.note);
+            }
+        }
+    }
     Ok(0)
 }
 
-/// `approve` (`approved = true`) or `reject`.
+/// What a decision came to.
+enum Decided {
+    /// Recorded now.
+    Now { id: String, a: Approval },
+    /// It was already decided that way.
+    Already { id: String, a: Approval },
+}
+
+/// `approve` (`approved = true`) or `reject`: in the ledger first, under its lock, then the
+/// note; printed only once both are done.
 pub fn decide(ws: &Workspace, id: &str, approved: bool) -> Result<u8, CliError> {
-    let state = StateStore::new(ws.vault.clone()).load();
-    let (id, a) = find(&state.approvals, id)?;
-    if !a.phase.may_run() {
-        return Err(CliError::failed(format!(
-            "approval {id} is {}: there is nothing to decide",
-            a.phase.as_str()
-        )));
-    }
-    if a.phase == Phase::Pending && a.expires <= Utc::now() {
-        return Err(CliError::failed(format!(
-            "approval {id} expired at {}; ask the role again",
-            a.expires
-                .with_timezone(&ws.config.timezone)
-                .format("%Y-%m-%d %H:%M")
-        )));
-    }
-    let path = VaultPath::parse(&a.note, false).map_err(|e| CliError::failed(e.to_string()))?;
-    let text = ws
-        .vault
-        .read_text(&path, 1024 * 1024)
-        .map_err(|e| CliError::failed(format!("cannot read {}: {e}", a.note)))?;
-    let status = if approved { "approved" } else { "rejected" };
-    let updated =
-        note::update(&text, status, "").map_err(|e| CliError::failed(format!("{}: {e}", a.note)))?;
-    ws.vault
-        .write_atomic(&path, updated.as_bytes())
-        .map_err(|e| CliError::failed(format!("cannot write {}: {e}", a.note)))?;
-    let daemon = crate::doors::daemon::lock_holder(&ws.vault);
-    let when = match (approved, daemon) {
+    let store = StateStore::new(ws.vault.clone());
+    let log = crate::records::runlog::RunLog::new(ws.vault.clone(), ws.config.timezone);
+    let faults = crate::base::faults::Faults::from_env(&ws.env);
+    let failed =
+        |e: crate::base::vault::VaultError| CliError::failed(format!("cannot record the decision: {e}"));
+    let held = followup::hold(&ws.vault).map_err(failed)?;
+    // What an earlier decision still owes its note (a crash cut it short), before this one.
+    held.finish(&store, &log, &faults).map_err(failed)?;
+    let now = Utc::now();
+    let tz = ws.config.timezone;
+    let decided = store
+        .update(|s| {
+            let key = approval_ledger::find_key(&s.approvals, id).map_err(|e| e.to_string())?;
+            let a = s
+                .approvals
+                .get_mut(&key)
+                .ok_or_else(|| approval_ledger::FindError::None(id.to_string()).to_string())?;
+            let who = ws
+                .roles
+                .roles
+                .get(&a.role)
+                .map_or(a.role.clone(), |r| r.display_name.clone());
+            apply(&key, a, approved, (now, tz), who)
+        })
+        .map_err(failed)?
+        .map_err(CliError::failed)?;
+    faults.abort_at("approval-decided");
+    let unwritten = held
+        .finish(&store, &log, &faults)
+        .map(|f| !f.left.is_empty())
+        .unwrap_or(true);
+    drop(held);
+    let (now_or_before, id, a) = match decided {
+        Decided::Now { id, a } => ("", id, a),
+        Decided::Already { id, a } => (" already", id, a),
+    };
+    let when = match (approved, crate::doors::daemon::lock_holder(&ws.vault)) {
         (true, Some(_)) => "the daemon runs it within seconds and writes the result into the note",
-        (true, None) => "no daemon is running: it runs when `tabd run` starts",
+        (true, None) => "no daemon is running: it runs (once) when `tabd run` starts",
         (false, _) => "nothing will run",
     };
+    let status = if approved { "approved" } else { "rejected" };
     println!(
-        "{status} {id} ({} for {}): {when}. Note: {}",
+        "{status}{now_or_before} {id} ({} for {}): {when}. Note: {}",
         a.tool, a.role, a.note
     );
+    if unwritten {
+        eprintln!(
+            "(the note could not be updated yet; the decision is recorded, and the daemon writes it into the note)"
+        );
+    }
     Ok(0)
 }
 
-fn find<'a>(
-    all: &'a std::collections::BTreeMap<String, Approval>,
+/// Why `a` cannot be decided now (`None`: it is open to a decision).
+fn refusal(id: &str, a: &Approval, (now, tz): (DateTime<Utc>, Tz)) -> Option<String> {
+    let at = |t: Option<DateTime<Utc>>| {
+        t.map_or(String::new(), |t| {
+            format!(" at {}", t.with_timezone(&tz).format("%Y-%m-%d %H:%M"))
+        })
+    };
+    match a.phase {
+        _ if a.followup.is_some() => Some(format!(
+            "approval {id} is still being written into its note; try again in a moment"
+        )),
+        Phase::Pending if a.expires <= now => Some(format!(
+            "approval {id} expired{}; nothing will run — ask the role again",
+            at(Some(a.expires))
+        )),
+        p if p.is_open() => None,
+        Phase::Approved => Some(format!(
+            "approval {id} was approved{}: it runs once, and can no longer be rejected",
+            at(a.decided)
+        )),
+        Phase::Rejected => Some(format!(
+            "approval {id} was rejected{}: nothing ran, and a rejected call never runs — ask the role again",
+            at(a.decided)
+        )),
+        Phase::Executing => Some(format!(
+            "approval {id} is running now: there is nothing to decide"
+        )),
+        Phase::Done | Phase::Failed => Some(format!(
+            "approval {id} already ran ({}); an approval runs at most once — ask the role again",
+            a.phase.as_str()
+        )),
+        p => Some(format!(
+            "approval {id} is {}: there is nothing to decide",
+            p.as_str()
+        )),
+    }
+}
+
+/// The decision rule on the fresh record, under the ledger's lock: approve or reject what is
+/// open; the same decision twice is no change; any other is refused with the reason.
+fn apply(
     id: &str,
-) -> Result<(&'a str, &'a Approval), CliError> {
-    if let Some((k, a)) = all.get_key_value(id) {
-        return Ok((k, a));
+    a: &mut Approval,
+    approved: bool,
+    (now, tz): (DateTime<Utc>, Tz),
+    who: String,
+) -> Result<Decided, String> {
+    let target = if approved {
+        Phase::Approved
+    } else {
+        Phase::Rejected
+    };
+    if a.phase == target {
+        return Ok(Decided::Already {
+            id: id.to_string(),
+            a: a.clone(),
+        });
     }
-    let matches: Vec<(&String, &Approval)> = all.iter().filter(|(k, _)| k.starts_with(id)).collect();
-    match matches.as_slice() {
-        [(k, a)] => Ok((k, a)),
-        [] => Err(CliError::failed(format!(
-            "no approval {id}; `tabd approvals` lists the pending ones"
-        ))),
-        _ => Err(CliError::failed(format!(
-            "{id} matches several approvals; give more of it"
-        ))),
+    let refused = refusal(id, a, (now, tz));
+    if let Some(why) = refused {
+        return Err(why);
     }
+    a.phase = target;
+    a.decided = Some(now);
+    let shown = crate::base::text::shown(now, tz);
+    a.followup = Some(if approved {
+        Followup {
+            status: "approved".into(),
+            line: String::new(),
+            daily: String::new(),
+            who,
+            at: now,
+        }
+    } else {
+        a.reported = false;
+        a.outcome = Some("rejected by the person: nothing was run".into());
+        Followup {
+            status: "rejected".into(),
+            line: format!("**Rejected** ({shown}, with `tabd reject`): nothing was run."),
+            daily: format!("approval `{id}` ({}) rejected — nothing ran", a.tool),
+            who,
+            at: now,
+        }
+    });
+    Ok(Decided::Now {
+        id: id.to_string(),
+        a: a.clone(),
+    })
 }

@@ -678,6 +678,8 @@ pub(super) struct ApprovalWork {
     pub(super) task: Option<tokio::task::JoinHandle<crate::doors::approval_pass::Pass>>,
     /// When to look at `agent/approvals/` again.
     pub(super) due: Option<Instant>,
+    /// The ledger's phases as the last pass saw them (`Pass::phases`).
+    pub(super) phases: Option<u64>,
 }
 
 /// Approvals are looked at this often even without events (expiry; polling mode).
@@ -725,7 +727,15 @@ impl Daemon {
                 if let Some(at) = p.next {
                     next = next.min(core::mono_of(at, wall, now));
                 }
-                if !p.ran.is_empty() || !p.rejected.is_empty() || !p.expired.is_empty() {
+                // A decision of this pass, or one made elsewhere (`tabd approve`/`reject`, a
+                // crash's leftovers finished): the status and the waiting runs look again.
+                let elsewhere = self.approvals.phases.replace(p.phases) != Some(p.phases);
+                if elsewhere
+                    || !p.ran.is_empty()
+                    || !p.rejected.is_empty()
+                    || !p.expired.is_empty()
+                    || !p.finished.is_empty()
+                {
                     self.status_dirty = true;
                     self.queue_resumes();
                 }

@@ -2,13 +2,15 @@
 //!
 //! - `policy` — a call's mode (auto, ask, deny) from the role's `approve` map and the risk class;
 //! - `note` — the approval note a person reads and decides in Obsidian: writing, reading, updating;
-//! - `request` — the run's side: an `ask` call becomes a note (or reuses a pending one).
+//! - `request` — the run's side: an `ask` call becomes a note (or reuses a pending one);
+//! - `followup` — what a decision still owes its note and the daily log, finished after a crash.
 //!
 //! Elsewhere: the ledger, tabd's durable record of each request that makes "at most once" hold
 //! across crashes, restarts and duplicate events, is `state::approval_ledger`; the daemon's side —
 //! approved notes run, rejected ones closed, old ones expired, a crash mid-call left `unknown` —
 //! is the `approval_pass` door.
 
+pub mod followup;
 pub mod note;
 pub mod policy;
 pub mod request;

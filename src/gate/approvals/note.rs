@@ -463,6 +463,7 @@ mod tests {
             executions: 0,
             notified: false,
             hops: 0,
+            followup: None,
         }
     }
 

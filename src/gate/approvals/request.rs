@@ -131,6 +131,7 @@ fn record(
         executions: 0,
         notified: false,
         hops,
+        followup: None,
     }
 }
 

@@ -133,7 +133,7 @@ pub fn decisions(state: &State, s: &Suspended) -> Option<Vec<(String, String, bo
             let (_, a) = approval_of(state, note)?;
             let outcome = a.outcome.clone().unwrap_or_default();
             let (text, is_error) = match a.phase {
-                Phase::Pending | Phase::Executing => return None,
+                Phase::Pending | Phase::Approved | Phase::Executing => return None,
                 Phase::Done => (format!("The person approved this call and it ran: {outcome}"), false),
                 Phase::Rejected => ("The person rejected this call: it did not run. Do not try it again.".into(), true),
                 Phase::Expired => ("Nobody decided about this call in time: it did not run.".into(), true),
