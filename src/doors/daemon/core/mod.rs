@@ -189,7 +189,7 @@ impl Core {
                 Vec::new()
             }
             Input::Resumable { role, run_id } => match self.roles.get_mut(&role) {
-                Some(r) if !r.resumes.contains(&run_id) => {
+                Some(r) if !r.resumes.contains(&run_id) && r.resume_running.as_ref() != Some(&run_id) => {
                     r.resumes.push_back(run_id);
                     vec![Effect::StatusChanged]
                 }

@@ -70,6 +70,8 @@ pub struct RoleRuntime {
     pub(super) failed_in_a_row: u32,
     /// Suspended runs of this role whose calls the person has decided: their second parts.
     pub(super) resumes: VecDeque<String>,
+    /// The second part running now: a decision seen again meanwhile does not queue it twice.
+    pub(super) resume_running: Option<String>,
 }
 
 impl RoleRuntime {
@@ -131,6 +133,7 @@ impl RoleRuntime {
     pub(super) fn finished(&mut self, now: Instant, reached_model: bool) {
         self.running = false;
         self.started = None;
+        self.resume_running = None;
         if reached_model {
             self.last_end = Some(now);
         }
@@ -142,6 +145,7 @@ impl RoleRuntime {
     /// files. `None`: nothing to do (the notes went away before the run started).
     pub(super) fn take_work(&mut self, has_notes: bool) -> Option<Work> {
         if let Some(id) = self.resumes.pop_front() {
+            self.resume_running = Some(id.clone());
             return Some(Work::Resume(id));
         }
         let slot = self.slots.pop_front();

@@ -419,6 +419,14 @@ fn work_goes_first_to_a_decided_resume_then_slots_then_notes_then_watched_files(
         started("delivery", Work::Resume("run-1".into())),
         "the person's decision is never held back by min_interval"
     );
+    assert!(
+        sim.input(Input::Resumable {
+            role: "delivery".into(),
+            run_id: "run-1".into()
+        })
+        .is_empty(),
+        "not queued again while it runs (the approvals pass sees the decision again)"
+    );
     sim.finish("delivery", None, 100);
     sim.later(S(3600));
     assert_eq!(
