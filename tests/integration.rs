@@ -4,6 +4,7 @@ mod support;
 mod agent_cli;
 mod approvals;
 mod attacks;
+mod big_notes;
 mod cli_foundation;
 mod cost;
 mod crash_points;

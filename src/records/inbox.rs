@@ -6,8 +6,12 @@ use std::time::SystemTime;
 use crate::base::vault::{Entry, OddEntry, Vault, VaultError, VaultPath};
 use crate::formats::frontmatter::{self, Frontmatter};
 
-/// Largest note tabd reads as a trigger; bigger ones are still handled, their text cut.
-pub const MAX_NOTE_BYTES: u64 = 1024 * 1024;
+/// Largest note tabd hands a run: `read_file` can page through all of it (its own cap is at
+/// least this), so the model can read every line of a note larger than one prompt.
+pub const MAX_NOTE_BYTES: u64 = 8 * 1024 * 1024;
+/// Most of a note's text a `Note` keeps (the prompt shows at most `max_file_bytes` of it; the
+/// model reads the rest from the file).
+pub const NOTE_TEXT_BYTES: usize = 1024 * 1024;
 
 /// A note's `priority` (also what `trigger_role` writes).
 #[derive(
@@ -57,7 +61,11 @@ impl Priority {
 #[derive(Debug, Clone)]
 pub struct Note {
     pub path: VaultPath,
+    /// The note's text; only its first `NOTE_TEXT_BYTES` (at a char boundary) when it is longer
+    /// (`text.len() < size`).
     pub text: String,
+    /// Lines in the whole note, as `read_file` counts them.
+    pub lines: usize,
     pub frontmatter: Option<Frontmatter>,
     /// Why the frontmatter could not be read, if it could not: such a note is never run, it
     /// goes to `failed/` with this reason (`run::refuse`).
@@ -70,8 +78,38 @@ pub struct Note {
     pub from: Option<String>,
     pub draft: bool,
     pub modified: SystemTime,
+    /// Bytes of the whole note.
     pub size: u64,
     pub ino: u64,
+}
+
+impl Note {
+    /// Whether `text` is only the note's start.
+    pub fn is_cut(&self) -> bool {
+        (self.text.len() as u64) < self.size
+    }
+}
+
+/// Lines in `text` as `read_file` counts them (a last line without a line break counts).
+pub fn line_count(text: &str) -> usize {
+    let breaks = text.bytes().filter(|&b| b == b'\n').count();
+    breaks + usize::from(!text.is_empty() && !text.ends_with('\n'))
+}
+
+/// The whole note's text, its line count and size, keeping only its first `NOTE_TEXT_BYTES`.
+fn read_text(vault: &Vault, path: &VaultPath) -> Result<(String, usize, u64, Entry), VaultError> {
+    let (mut text, meta) = vault.read_text_with_meta(path, MAX_NOTE_BYTES)?;
+    let lines = line_count(&text);
+    let size = text.len() as u64;
+    if text.len() > NOTE_TEXT_BYTES {
+        let mut end = NOTE_TEXT_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.shrink_to_fit();
+    }
+    Ok((text, lines, size, meta))
 }
 
 /// True for a file name that may be a trigger: `*.md`, not hidden, not an editor or sync temp.
@@ -99,11 +137,12 @@ pub fn is_temp_name(name: &str) -> bool {
 
 /// Reads a note (its text, frontmatter and metadata).
 pub fn read_note(vault: &Vault, path: &VaultPath) -> Result<Note, VaultError> {
-    let (text, meta) = match vault.read_text_with_meta(path, MAX_NOTE_BYTES) {
+    let (text, lines, size, meta) = match read_text(vault, path) {
         Ok(t) => t,
         Err(e @ (VaultError::TooLarge { .. } | VaultError::NotUtf8(_))) => {
             let meta = vault.metadata(path)?;
-            (format!("[tabd could not include this note's text: {e}]"), meta)
+            let text = format!("[tabd could not include this note's text: {e}]");
+            (text, 0, 0, meta)
         }
         Err(e) => return Err(e),
     };
@@ -141,8 +180,9 @@ pub fn read_note(vault: &Vault, path: &VaultPath) -> Result<Note, VaultError> {
         hops_unknown,
         from,
         draft,
+        lines,
         modified: meta.modified.unwrap_or(SystemTime::UNIX_EPOCH),
-        size: meta.size,
+        size,
         ino: meta.ino,
     })
 }

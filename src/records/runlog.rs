@@ -19,6 +19,11 @@ use crate::base::text::thousands;
 use crate::base::trigger::TriggerKind;
 use crate::base::vault::{Vault, VaultError, VaultPath};
 
+mod notes_truncated;
+
+pub use notes_truncated::NoteTruncated;
+use notes_truncated::{larger_than_prompt, larger_than_prompt_lines};
+
 /// What a run ended as (the JSONL `outcome`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -77,6 +82,10 @@ pub struct RunRecord {
     /// attempt. Absent otherwise; `outcome` keeps the contract's four values.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
+    /// Trigger notes larger than one prompt: the prompt held their start, the model was told
+    /// to read the rest in pages with `read_file`. Absent when every note fit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes_truncated: Vec<NoteTruncated>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -365,6 +374,7 @@ impl RunLog {
         if rec.trigger.kind == TriggerKind::Schedule && !rec.trigger.notes.is_empty() {
             s.push_str(&format!("- **Notes:** {}\n", note_links(rec).join(", ")));
         }
+        s.push_str(&larger_than_prompt_lines(rec));
         s.push_str(&facts(human));
         if !human.thinking.trim().is_empty() {
             s.push_str(&format!("\n### Thinking\n{}\n", tame(&human.thinking)));
@@ -462,6 +472,10 @@ fn outcome_line(rec: &RunRecord) -> String {
         thousands(input_all),
         thousands(u.output_tokens)
     );
+    let big = match larger_than_prompt(rec) {
+        Some(q) => format!(" — {q}"),
+        None => String::new(),
+    };
     match (rec.outcome, &rec.error) {
         (Outcome::Failed, Some(e)) if rec.ended.is_some() => format!(
             "{} — {} · {stats}",
@@ -469,8 +483,8 @@ fn outcome_line(rec: &RunRecord) -> String {
             one_line(e, 300)
         ),
         (Outcome::Failed, Some(e)) => format!("failed — {} · {stats}", one_line(e, 300)),
-        (Outcome::Limit, Some(e)) => format!("limit — {} · {stats}", one_line(e, 200)),
-        (o, _) => format!("{o} · {stats}"),
+        (Outcome::Limit, Some(e)) => format!("limit — {}{big} · {stats}", one_line(e, 200)),
+        (o, _) => format!("{o}{big} · {stats}"),
     }
 }
 
@@ -583,7 +597,7 @@ mod tests {
         assert!(text.contains("/ 611 out · $0.031\n"), "{text}");
     }
 
-    fn record() -> RunRecord {
+    pub(super) fn record() -> RunRecord {
         let start = DateTime::parse_from_rfc3339("2026-11-23T09:00:00Z")
             .unwrap()
             .with_timezone(&Utc);
@@ -635,6 +649,7 @@ mod tests {
             moved: vec![],
             children: vec![],
             ended: None,
+            notes_truncated: Vec::new(),
         }
     }
 

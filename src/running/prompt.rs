@@ -21,6 +21,7 @@ use crate::capabilities::provider::{Block, Message, Request};
 use crate::records::access::AccessPolicy;
 use crate::records::context::{self, Loaded, Resolved};
 use crate::records::inbox::Note;
+use crate::records::runlog::NoteTruncated;
 use crate::setup::config::{Config, ContextConfig};
 use crate::setup::role::Role;
 
@@ -46,6 +47,8 @@ pub struct Prompt {
     pub indexed: Vec<(String, String)>,
     pub missing: Vec<String>,
     pub truncated: Vec<String>,
+    /// Trigger notes larger than one prompt: shown in part, with how to read the rest.
+    pub notes_truncated: Vec<NoteTruncated>,
 }
 
 pub struct PromptInput<'a> {
@@ -111,7 +114,7 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
     let block = context_block(input.vault, role, &resolved, cfg, &mut hashes);
     let mut missing = resolved.missing.clone();
     missing.extend(block.vanished.iter().cloned());
-    let trigger = this_run(input, &hashes, &missing, &block.truncated);
+    let (trigger, notes_truncated) = this_run(input, &hashes, &missing, &block.truncated);
     Prompt {
         system,
         context: block.text,
@@ -121,6 +124,7 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
         indexed: block.indexed,
         missing,
         truncated: block.truncated,
+        notes_truncated,
     }
 }
 
@@ -374,13 +378,13 @@ fn render_group(
     }
 }
 
-/// Part 3: now, why, what changed, notices, the trigger notes.
+/// Part 3: now, why, what changed, notices, the trigger notes (and those shown only in part).
 fn this_run(
     input: &PromptInput<'_>,
     hashes: &BTreeMap<String, String>,
     missing: &[String],
     truncated: &[String],
-) -> String {
+) -> (String, Vec<NoteTruncated>) {
     let tz = input.role.schedule.tz;
     let now_local = input.now.with_timezone(&tz);
     let mut out = format!(
@@ -398,12 +402,22 @@ fn this_run(
             truncated.join(", ")
         );
     }
+    let mut notes_truncated = Vec::new();
     match &input.trigger.delegation {
         Some(d) => out.push_str(&task_text(d, input.config.context.max_file_bytes)),
-        None => out.push_str(&notes_text(input.notes, input.config.context.max_file_bytes, tz)),
+        None => {
+            let has = |name: &str| input.tools.iter().any(|t| t.name == name);
+            let readers = notes::Readers {
+                read_file: has("read_file"),
+                search_files: has("search_files"),
+            };
+            let notes = notes::notes_text(input.notes, input.config.context.max_file_bytes, tz, readers);
+            out.push_str(&notes.text);
+            notes_truncated = notes.truncated;
+        }
     }
     out.push_str(&answer_contract(input));
-    out
+    (out, notes_truncated)
 }
 
 fn why_text(trigger: &Trigger, notes: usize, now: DateTime<Utc>, tz: Tz) -> String {
@@ -477,44 +491,6 @@ fn answer_contract(input: &PromptInput<'_>) -> String {
          tabd checks it against this JSON Schema ({path}) and asks you once to repair it if it does not fit:\n```json\n{}\n```",
         schema.trim()
     )
-}
-
-fn notes_text(notes: &[Note], max_file_bytes: usize, tz: Tz) -> String {
-    if notes.is_empty() {
-        return "\n\n## Trigger notes\nNone: no note is waiting in your inbox.".into();
-    }
-    let mut out = format!(
-        "\n\n## Trigger notes ({})\nHandle each of these; tabd moves them to processed/ after this run.",
-        notes.len()
-    );
-    for note in notes {
-        let received = DateTime::<Utc>::from(note.modified)
-            .with_timezone(&tz)
-            .format("%Y-%m-%d %H:%M");
-        let hops = if note.hops_unknown {
-            "unknown (treated as the end of a chain)".to_string()
-        } else {
-            note.hops.to_string()
-        };
-        let _ = write!(
-            out,
-            "\n\n### {}\nfrom: {} · priority: {} · hops: {hops} · received {received}\n",
-            note.path,
-            note.from.as_deref().unwrap_or("a person"),
-            note.priority.as_str(),
-        );
-        let shown = cut(&note.text, max_file_bytes);
-        let _ = write!(out, "\n{shown}");
-        if shown.len() < note.text.len() {
-            let _ = write!(
-                out,
-                "\n[… note truncated at {} bytes; read_file {} for the rest]",
-                thousands(shown.len() as u64),
-                note.path
-            );
-        }
-    }
-    out
 }
 
 fn changes_text(
@@ -645,6 +621,10 @@ impl Prompt {
         out
     }
 }
+
+mod notes;
+
+pub use notes::larger_than_prompt;
 
 #[cfg(test)]
 mod tests;

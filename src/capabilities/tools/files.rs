@@ -5,15 +5,17 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::pages::{self, PageAt};
 use super::{args, schema_of, Tool, ToolContext, ToolError};
 use crate::base::calls::{Change, ChangeKind, Risk, ToolResult};
 use crate::base::text::thousands;
 use crate::base::vault::{Entry, VaultPath};
 
-/// Most bytes one `read_file` call returns; longer files are paged.
-pub const READ_PAGE_BYTES: usize = 64 * 1024;
+pub use super::pages::READ_PAGE_BYTES;
 /// Largest file `read_file`, `append_file` or `search_files` will open.
 pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+// Every inbox note tabd hands a run can be read whole, in pages (DESIGN §5, §8).
+const _: () = assert!(crate::records::inbox::MAX_NOTE_BYTES <= MAX_FILE_BYTES);
 /// Largest `write_file` / `append_file` content.
 pub const MAX_WRITE_BYTES: usize = 1024 * 1024;
 /// Entries `list_files` shows before "N more".
@@ -43,6 +45,65 @@ struct ReadArgs {
     /// Most lines to return (default: as many as fit in 64 KiB).
     #[serde(default)]
     limit: Option<usize>,
+    /// For a line longer than one page: the byte of line `offset` to go on from (a result that
+    /// ends inside a line gives this number).
+    #[serde(default)]
+    line_byte: Option<usize>,
+}
+
+impl ReadArgs {
+    /// Where the page starts and how many lines it may hold.
+    fn at(&self) -> PageAt {
+        PageAt {
+            offset: self.offset.unwrap_or(1),
+            line_byte: self.line_byte.unwrap_or(0),
+            limit: self.limit.unwrap_or(usize::MAX),
+        }
+    }
+}
+
+/// The text a `read_file` call returns for `page` of `text`: which lines, the page, and the
+/// exact call for the next page.
+fn render_page(path: &VaultPath, text: &str, page: &pages::Page) -> String {
+    let skipped = page.start - pages_line_start(text, page);
+    let from = if skipped > 0 {
+        format!(" (line {} from byte {skipped})", page.first)
+    } else {
+        String::new()
+    };
+    let shown = &text[page.start..page.end];
+    let mut out = format!(
+        "{path} — lines {}–{} of {}{from}\n\n{shown}",
+        page.first, page.last, page.total
+    );
+    match page.next {
+        Some((line, 0)) => out.push_str(&format!(
+            "\n[more: lines {line}–{} not shown; call read_file with offset={line}]",
+            page.total
+        )),
+        Some((line, byte)) => out.push_str(&format!(
+            "\n[line {line} goes on past this page: call read_file with offset={line} and line_byte={byte} for the rest of it]"
+        )),
+        None => {}
+    }
+    out
+}
+
+/// Where the first line of `page` starts in `text` (its `start` may be inside that line).
+fn pages_line_start(text: &str, page: &pages::Page) -> usize {
+    text[..page.start].rfind('\n').map_or(0, |i| i + 1)
+}
+
+/// The bytes of `text` a `read_file` call with `input` returned (as `read_file` pages it now),
+/// if `input` names `path` and asks for a page `text` has. How a run tells how much of a note
+/// larger than one prompt the model read.
+pub fn span_read(path: &VaultPath, text: &str, input: &Value) -> Option<std::ops::Range<usize>> {
+    let a: ReadArgs = serde_json::from_value(input.clone()).ok()?;
+    if VaultPath::parse(&a.path, false).ok()? != *path {
+        return None;
+    }
+    let page = pages::page(text, a.at(), READ_PAGE_BYTES).ok()?;
+    Some(page.start..page.end)
 }
 
 impl Tool for ReadFile {
@@ -51,7 +112,8 @@ impl Tool for ReadFile {
     }
     fn description(&self) -> &'static str {
         "Read a text file of the vault. Long files come in pages of up to 64 KiB; the result says \
-         which lines you got and the offset for the next page."
+         which lines you got and the offset (and, inside a very long line, the line_byte) for the \
+         next page."
     }
     fn risk(&self) -> Risk {
         Risk::Read
@@ -64,47 +126,13 @@ impl Tool for ReadFile {
         let path = path_arg(&a.path)?;
         let real = ctx.policy.check_read(ctx.vault, &path)?;
         let text = ctx.vault.read_text(&real, MAX_FILE_BYTES)?;
-        let lines: Vec<&str> = text.split_inclusive('\n').collect();
-        let total = lines.len();
-        let first = a.offset.unwrap_or(1).max(1);
-        if total == 0 {
+        if text.is_empty() {
             return Ok(ToolResult::ok(format!("{path} is empty"), 0, vec![]));
         }
-        if first > total {
-            return Err(ToolError::InvalidInput(format!(
-                "{path} has {total} lines; offset {first} is past the end"
-            )));
-        }
-        let limit = a.limit.unwrap_or(usize::MAX).max(1);
-        let mut page = String::new();
-        let mut last = first - 1;
-        for line in lines.iter().skip(first - 1).take(limit) {
-            if !page.is_empty() && page.len() + line.len() > READ_PAGE_BYTES {
-                break;
-            }
-            if line.len() > READ_PAGE_BYTES {
-                // One enormous line: cut at a char boundary.
-                let mut cut = READ_PAGE_BYTES;
-                while !line.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                page.push_str(&line[..cut]);
-                page.push_str("\n[line cut at 64 KiB]\n");
-                last += 1;
-                break;
-            }
-            page.push_str(line);
-            last += 1;
-        }
-        let mut out = format!("{path} — lines {first}–{last} of {total}\n\n{page}");
-        if last < total {
-            out.push_str(&format!(
-                "\n[more: lines {}–{total} not shown; call read_file with offset={}]",
-                last + 1,
-                last + 1
-            ));
-        }
-        Ok(ToolResult::ok(out, page.len() as u64, vec![]))
+        let page = pages::page(&text, a.at(), READ_PAGE_BYTES)
+            .map_err(|e| ToolError::InvalidInput(format!("{path}: {e}")))?;
+        let out = render_page(&path, &text, &page);
+        Ok(ToolResult::ok(out, (page.end - page.start) as u64, vec![]))
     }
 }
 

@@ -7,6 +7,9 @@
 mod agent;
 pub mod delegate;
 mod files;
+pub mod pages;
+
+pub use files::span_read;
 
 use chrono::DateTime;
 use chrono_tz::Tz;

@@ -391,6 +391,36 @@ fn read_file_pages_and_its_errors() {
         let r = f.call("read_file", input.clone());
         assert!(!r.ok && r.text.contains(want), "{input}: {}", r.text);
     }
+    // One line longer than a page: read in parts of it, each result naming the next part.
+    let line = "é".repeat(50_000);
+    std::fs::write(f.root.join("project/one-line.md"), format!("{line}\nend\n")).unwrap();
+    let r = f.call("read_file", json!({ "path": "project/one-line.md" }));
+    assert!(r.ok && r.bytes == files::READ_PAGE_BYTES as u64, "{}", r.bytes);
+    assert!(
+        r.text.ends_with("[line 1 goes on past this page: call read_file with offset=1 and line_byte=65536 for the rest of it]"),
+        "{}",
+        &r.text[r.text.len() - 200..]
+    );
+    let r = f.call(
+        "read_file",
+        json!({ "path": "project/one-line.md", "offset": 1, "line_byte": 65536 }),
+    );
+    assert!(
+        r.text
+            .starts_with("project/one-line.md — lines 1–2 of 2 (line 1 from byte 65536)\n\né")
+            && r.text.ends_with("é\nend\n"),
+        "{}",
+        &r.text[..200]
+    );
+    let r = f.call(
+        "read_file",
+        json!({ "path": "project/one-line.md", "offset": 2, "line_byte": 9 }),
+    );
+    assert!(
+        !r.ok && r.text.contains("line_byte 9 is past its end"),
+        "{}",
+        r.text
+    );
     std::fs::write(f.root.join("project/bin.md"), [0xff, 0xfe, 0x00]).unwrap();
     let r = f.call("read_file", json!({ "path": "project/bin.md" }));
     assert!(!r.ok && r.text.contains("not UTF-8"), "{}", r.text);

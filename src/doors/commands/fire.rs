@@ -322,6 +322,16 @@ fn print_result(role: &Role, result: &run::RunResult, started: chrono::DateTime<
     for m in &rec.moved {
         println!("moved {} → {}", m.from, m.to);
     }
+    for t in &rec.notes_truncated {
+        println!(
+            "{} is larger than one prompt: the model saw {} of its {} bytes ({} in the prompt, {} read in pages)",
+            t.path,
+            thousands(t.included_bytes + t.read_bytes),
+            thousands(t.bytes),
+            thousands(t.included_bytes),
+            thousands(t.read_bytes)
+        );
+    }
     let waiting: Vec<&str> = rec
         .tool_calls
         .iter()

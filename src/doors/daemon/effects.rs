@@ -158,6 +158,7 @@ impl Daemon {
             moved: vec![],
             children: vec![],
             ended: None,
+            notes_truncated: Vec::new(),
         };
         self.writes
             .check("a run record", self.run_env.log.write_record(&rec));

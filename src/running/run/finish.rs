@@ -17,6 +17,7 @@ use chrono::Utc;
 
 use super::env::{RunEnv, RunResult};
 use super::prepare::{model_settings, Prepared};
+use crate::base::calls::ToolCallRecord;
 use crate::base::trigger::Trigger;
 use crate::base::vault::{VaultError, VaultPath};
 use crate::capabilities::provider::FailureClass;
@@ -24,7 +25,9 @@ use crate::records::access::AccessPolicy;
 use crate::records::context;
 use crate::records::inbox::{self, Note};
 use crate::records::limits::RoleLimits;
-use crate::records::runlog::{HumanRun, Moved, Outcome, RunRecord, TriggerRecord, UsageRecord};
+use crate::records::runlog::{
+    HumanRun, Moved, NoteTruncated, Outcome, RunRecord, TriggerRecord, UsageRecord,
+};
 use crate::records::state::{Attempts, LastRun, PendingRun, State};
 use crate::running::turn::{TurnEnd, TurnOutcome};
 use crate::setup::role::Role;
@@ -234,7 +237,56 @@ fn record_of(
         moved: Vec::new(),
         children: Vec::new(),
         ended: None,
+        notes_truncated: Vec::new(),
     }
+}
+
+/// The run's notes larger than one prompt, with how much of each the model read through
+/// `read_file` beyond the prompt (none when the model was never asked).
+fn notes_truncated(env: &RunEnv, notes: &[Note], outcome: &TurnOutcome) -> Vec<NoteTruncated> {
+    if outcome.requests == 0 {
+        return Vec::new();
+    }
+    let mut out = crate::running::prompt::larger_than_prompt(notes, env.config.context.max_file_bytes);
+    for t in &mut out {
+        t.read_bytes = read_in_pages(env, t, &outcome.calls);
+    }
+    out
+}
+
+/// Bytes of the note `t` that the run's `read_file` calls returned beyond its start in the
+/// prompt, each byte once. Read from the note as it is now (it moves only after the record).
+fn read_in_pages(env: &RunEnv, t: &NoteTruncated, calls: &[ToolCallRecord]) -> u64 {
+    let reads: Vec<&serde_json::Value> = calls
+        .iter()
+        .filter(|c| c.ok && c.server.is_none() && c.name == "read_file")
+        .map(|c| &c.input)
+        .collect();
+    if reads.is_empty() {
+        return 0;
+    }
+    let Ok(path) = VaultPath::parse(&t.path, false) else {
+        return 0;
+    };
+    let Ok(text) = env.vault.read_text(&path, inbox::MAX_NOTE_BYTES) else {
+        return 0;
+    };
+    let mut spans: Vec<std::ops::Range<usize>> = reads
+        .into_iter()
+        .filter_map(|input| crate::capabilities::tools::span_read(&path, &text, input))
+        .collect();
+    spans.push(0..t.included_bytes as usize);
+    spans.sort_by_key(|r| r.start);
+    let mut covered = 0usize;
+    let mut reach = 0usize;
+    for r in spans {
+        let start = r.start.max(reach);
+        if r.end > start {
+            covered += r.end - start;
+            reach = r.end;
+        }
+    }
+    (covered as u64).saturating_sub(t.included_bytes)
 }
 
 fn moved_of(moves: &[(VaultPath, VaultPath)]) -> Vec<Moved> {
@@ -325,6 +377,7 @@ pub(super) fn finish(
     record.ended = ended_of(class, &outcome.end);
     record.usage.cost_usd = crate::base::cost::round_usd(cost);
     record.moved = moved_of(&plan.moves);
+    record.notes_truncated = notes_truncated(env, &notes, &outcome);
     let mut human = human_of(role, &outcome, &plan);
     human.notes.extend(prep.notes.iter().cloned());
     add_children(&mut record, &mut human, &children);
@@ -650,6 +703,7 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         moved: Vec::new(),
         children: Vec::new(),
         ended: None,
+        notes_truncated: Vec::new(),
     };
     let today = prep.started.with_timezone(&env.log.tz()).date_naive();
     let first = env
@@ -735,6 +789,7 @@ pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
             moved: Vec::new(),
             children: Vec::new(),
             ended: None,
+            notes_truncated: Vec::new(),
         },
         summary: String::new(),
         failure: Some((FailureClass::RunFailure, why.to_string())),

@@ -82,6 +82,7 @@ pub fn refuse(
         }],
         children: Vec::new(),
         ended: None,
+        notes_truncated: Vec::new(),
     };
     if let Err(e) = env.log.write_record(&record) {
         refused
