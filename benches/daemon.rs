@@ -2,12 +2,16 @@
 //! server answering instantly. Prints a table and one JSON object.
 //!
 //! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox,quiet,resume` (default: all), and
-//! `journal10k` (10,000 runs, ~2 minutes; not in the default set).
+//! `journal10k` (10,000 runs, ~2 minutes; not in the default set), `load` (another role's notes
+//! beside a role at the expectation cap, ~2.5 minutes; not in the default set: benches/daemon/load.rs).
 //! Timings are medians over repeated runs; nothing here is asserted.
 
 #[path = "../tests/support/fake_model.rs"]
 #[allow(dead_code)]
 mod fake_model;
+
+#[path = "daemon/load.rs"]
+mod load;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -1260,6 +1264,9 @@ fn main() {
     }
     if on("resume") {
         resume_cost(&mut out);
+    }
+    if on("load") {
+        load::load(&mut out);
     }
     println!("{}", serde_json::to_string(&out).unwrap());
 }

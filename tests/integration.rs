@@ -15,6 +15,7 @@ mod doors;
 mod first_hour;
 mod hostile_input;
 mod layering;
+mod load;
 mod mcp;
 mod notify;
 mod providers;

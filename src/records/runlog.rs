@@ -258,6 +258,22 @@ fn call_subject(input: &Value) -> String {
     }
 }
 
+/// How much of a daily note's end `append_event` reads to find the last heading: some hundred
+/// event lines. In a longer stretch of events the next one opens a new `## Events` heading.
+const EVENTS_TAIL: u64 = 64 * 1024;
+
+/// Whether the last `## ` heading in `end` is `## Events`. A tail that is not the whole note
+/// may start inside a line: that partial line is not a heading.
+fn ends_in_events(end: crate::base::vault::FileEnd<'_>) -> bool {
+    let mut lines = end.bytes.split(|b| *b == b'\n');
+    if !end.whole {
+        lines.next();
+    }
+    lines
+        .rfind(|l| l.starts_with(b"## "))
+        .is_some_and(|h| h.strip_suffix(b"\r").unwrap_or(h) == b"## Events")
+}
+
 impl RunLog {
     pub fn new(vault: std::sync::Arc<Vault>, tz: Tz) -> Self {
         Self {
@@ -313,15 +329,25 @@ impl RunLog {
     }
 
     /// Appends one-line entries under an `## Events` heading of their own, never under the last
-    /// run's section (Obsidian's outline would put them inside that run).
+    /// run's section (Obsidian's outline would put them inside that run). Whether the note ends
+    /// in that heading's section is read from its last `EVENTS_TAIL` bytes, under the writer's
+    /// lock: an append costs the same in a note of any size (it read the whole note before, and
+    /// a day of events made each one slower).
     pub fn append_event(&self, path: &VaultPath, line: &str) -> Result<(), VaultError> {
-        let text = self.vault.read_text(path, 512 * 1024 * 1024).unwrap_or_default();
-        let last_heading = text.lines().rev().find(|l| l.starts_with("## "));
-        if last_heading == Some("## Events") {
-            self.vault.append(path, line, Some(&self.title(path)), false)
-        } else {
-            self.append_daily(path, &format!("## Events\n{line}"))
-        }
+        self.vault
+            .append_with(path, Some(&self.title(path)), EVENTS_TAIL, |end| {
+                if ends_in_events(end) {
+                    // A person may have typed at the end, without a line end.
+                    let cut = !end.bytes.is_empty() && !end.bytes.ends_with(b"\n");
+                    return format!("{}{line}", if cut { "\n" } else { "" });
+                }
+                let blank = match end.bytes {
+                    [] | [.., b'\n', b'\n'] => "",
+                    [.., b'\n'] => "\n",
+                    _ => "\n\n",
+                };
+                format!("{blank}## Events\n{line}")
+            })
     }
 
     pub fn render_line(&self, at: DateTime<Utc>, who: &str, text: &str) -> String {
@@ -721,6 +747,85 @@ mod tests {
         assert!(
             text.contains("- **Moved to failed/:** [[agent/inbox/delivery/failed/a]] after 3 failed runs"),
             "{text}"
+        );
+    }
+
+    /// Bytes this thread has read through system calls (`rchar`: every `read`, cached or not).
+    fn thread_read_bytes() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+        io.lines()
+            .find_map(|l| l.strip_prefix("rchar: "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap()
+    }
+
+    /// An event line costs the same whatever the note's size: the end of a 100 MiB daily note
+    /// (sparse: no disk used) is read, never the note. Reading it whole (as before) made each
+    /// line of a busy day slower than the last.
+    #[test]
+    fn an_event_line_reads_the_notes_end_not_the_note() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let log = RunLog::new(
+            std::sync::Arc::new(Vault::open(dir.path()).unwrap()),
+            chrono_tz::UTC,
+        );
+        let at = record().started_at;
+        let file = dir.path().join(log.daily_path(at).as_path());
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        let f = std::fs::File::create(&file).unwrap();
+        f.set_len(100 << 20).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+        f.write_all(b"\n## Events\n- 08:00 \xc2\xb7 Risk Manager \xc2\xb7 earlier\n")
+            .unwrap();
+        drop(f);
+        let before = thread_read_bytes();
+        log.write_line(at, "Risk Manager", "skipped — budget").unwrap();
+        let read = thread_read_bytes() - before;
+        assert!(
+            read <= 2 * EVENTS_TAIL,
+            "read {read} bytes of a 100 MiB note to append one line"
+        );
+        let mut f = std::fs::File::open(&file).unwrap();
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::End(-200)).unwrap();
+        let mut end = String::new();
+        std::io::Read::read_to_string(&mut f, &mut end).unwrap();
+        assert!(
+            end.ends_with(
+                "## Events\n- 08:00 · Risk Manager · earlier\n- 09:00 · Risk Manager · skipped — budget\n"
+            ),
+            "the line joins the events it follows: {end:?}"
+        );
+    }
+
+    /// Events go under one `## Events` heading after the last run's section, a new one after a
+    /// run; a line a person typed at the end without a line end is not joined.
+    #[test]
+    fn events_follow_their_heading_and_start_one_after_a_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = RunLog::new(
+            std::sync::Arc::new(Vault::open(dir.path()).unwrap()),
+            chrono_tz::UTC,
+        );
+        let at = record().started_at;
+        let day = log.daily_path(at);
+        log.write_line(at, "R", "one").unwrap();
+        log.write_line(at, "R", "two").unwrap();
+        log.append_daily(&day, "## 09:00 · R · schedule\n- **Outcome:** ok\n\n")
+            .unwrap();
+        log.write_line(at, "R", "three").unwrap();
+        std::fs::write(
+            dir.path().join(day.as_path()),
+            std::fs::read_to_string(dir.path().join(day.as_path())).unwrap() + "my own words",
+        )
+        .unwrap();
+        log.write_line(at, "R", "four").unwrap();
+        let text = std::fs::read_to_string(dir.path().join(day.as_path())).unwrap();
+        assert_eq!(
+            text,
+            "# 2026-11-23\n\n## Events\n- 09:00 · R · one\n- 09:00 · R · two\n\n\
+             ## 09:00 · R · schedule\n- **Outcome:** ok\n\n## Events\n- 09:00 · R · three\nmy own words\n\
+             - 09:00 · R · four\n"
         );
     }
 

@@ -96,6 +96,15 @@ pub enum Durability {
     FileAndFolder,
 }
 
+/// The end of a file as `Vault::append_with` read it.
+#[derive(Debug, Clone, Copy)]
+pub struct FileEnd<'a> {
+    /// The file's last bytes (all of them when `whole`); may begin inside a line or a character.
+    pub bytes: &'a [u8],
+    /// Whether `bytes` is the whole file.
+    pub whole: bool,
+}
+
 /// The open vault.
 #[derive(Debug)]
 pub struct Vault {
@@ -412,6 +421,28 @@ impl Vault {
         header: Option<&str>,
         separate: bool,
     ) -> Result<(), VaultError> {
+        let tail = if separate { 2 } else { 0 };
+        self.append_with(path, header, tail, |end| {
+            let mut entry = String::new();
+            if separate && end.bytes.len() >= 2 && !end.bytes.ends_with(b"\n\n") {
+                entry.push_str(if end.bytes.ends_with(b"\n") { "\n" } else { "\n\n" });
+            }
+            entry.push_str(text);
+            entry
+        })
+    }
+
+    /// Appends what `entry` makes of the file's last `tail` bytes (fewer in a shorter file), read
+    /// under the same `flock` as the write: a decision about the end of a file that costs the
+    /// same whatever the file's size (the whole file is never read). A new (empty) file gets
+    /// `header` before the entry.
+    pub fn append_with(
+        &self,
+        path: &VaultPath,
+        header: Option<&str>,
+        tail: u64,
+        entry: impl FnOnce(FileEnd<'_>) -> String,
+    ) -> Result<(), VaultError> {
         let parent = self.open_parent(path, true)?;
         let name = path.file_name();
         let mut opts = OpenOptions::new();
@@ -431,19 +462,21 @@ impl Vault {
         // Released when `file` is closed at the end of this call.
         lock::flock(&file, true).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
-        let mut entry = String::new();
-        if len == 0 {
-            entry.push_str(header.unwrap_or(""));
-        } else if separate && len >= 2 {
-            let mut tail = [0u8; 2];
-            file.seek(SeekFrom::End(-2)).map_err(io)?;
-            file.read_exact(&mut tail).map_err(io)?;
-            if tail != *b"\n\n" {
-                entry.push_str(if tail[1] == b'\n' { "\n" } else { "\n\n" });
-            }
+        let take = tail.min(len);
+        let mut bytes = Vec::with_capacity(take as usize);
+        if take > 0 {
+            file.seek(SeekFrom::End(-(take as i64))).map_err(io)?;
+            (&mut file).take(take).read_to_end(&mut bytes).map_err(io)?;
         }
-        entry.push_str(text);
-        file.write_all(entry.as_bytes()).map_err(io)?;
+        let mut text = String::new();
+        if len == 0 {
+            text.push_str(header.unwrap_or(""));
+        }
+        text.push_str(&entry(FileEnd {
+            bytes: &bytes,
+            whole: take == len,
+        }));
+        file.write_all(text.as_bytes()).map_err(io)?;
         file.flush().map_err(io)
     }
 

@@ -8,7 +8,7 @@
 //! effects out (take a run lock and spawn a run, write a log line, set a watch, write status).
 //!
 //! - `inputs` — what comes in: inbox scans, due slots (recorded in the ledger before they run),
-//!   decided resumes, `expect:` deadlines, the approvals pass;
+//!   decided resumes, the approvals pass; `expect` — `expect:` deadlines, checked off the loop;
 //! - `effects` — what goes out: runs started and fed back, a day's stop, the pause recorded,
 //!   `[notify]`, pages given back when quiet, the stop;
 //! - `reload` — config and role files, watched folders; `report` + `status` — the status note
@@ -17,6 +17,7 @@
 pub mod core;
 mod effects;
 pub mod events;
+mod expect;
 mod inputs;
 mod lock;
 pub mod ready;
@@ -124,6 +125,7 @@ pub struct Daemon {
     /// Why scheduled slots cannot be recorded right now (shown in status until it works again).
     ledger_error: Option<String>,
     approvals: ApprovalWork,
+    expect: expect::ExpectWork,
     /// The keep-alive MCP servers' state as last shown in status (a change rewrites it).
     mcp_shown: Vec<(String, bool, Option<String>)>,
 }
@@ -230,6 +232,7 @@ impl Daemon {
             status_generation: 0,
             ledger_error: None,
             approvals: ApprovalWork::default(),
+            expect: Default::default(),
             mcp_shown: Vec::new(),
         })
     }
@@ -311,6 +314,10 @@ impl Daemon {
                 pass = async { self.approvals.task.as_mut().expect("guarded").await }, if self.approvals.task.is_some() => {
                     self.approvals.task = None;
                     self.on_approvals_pass(pass);
+                }
+                checked = async { self.expect.task.as_mut().expect("guarded").await }, if self.expect.task.is_some() => {
+                    self.expect.task = None;
+                    self.on_expect_checked(checked);
                 }
                 _ = sigterm.recv() => break,
                 _ = sigint.recv() => break,
@@ -511,8 +518,9 @@ impl Daemon {
         self.send_watchdog(now);
         self.scan_inboxes(now);
         self.schedule_due(wall);
-        self.check_expectations(wall);
         self.dispatch();
+        // After the runs are started: a role's deadlines never wait behind another's note.
+        self.check_expectations(wall);
         self.maybe_start_approvals();
         self.notify_approvals();
         if let Some(pool) = &self.run_env.mcp_pool {

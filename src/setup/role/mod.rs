@@ -3,6 +3,7 @@
 //! A role is one Markdown file in `roles/`. Loading never fails as a whole: each file yields a
 //! role or its diagnostics, so one typo never stops the others.
 
+pub mod caps;
 pub mod context;
 pub mod sections;
 pub mod settings;
@@ -543,7 +544,14 @@ fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
     let body = sections::parse(text);
     def.title = body.title.filter(|t| !t.is_empty());
     let mut seen: HashMap<SectionKind, usize> = HashMap::new();
-    for section in &body.sections {
+    // The sections past the cap are not read (each one would be a warning, an entry to merge).
+    if let (Err(e), Some(first_over)) = (
+        caps::SECTIONS.check(body.sections.len()),
+        body.sections.get(caps::SECTIONS.max),
+    ) {
+        def.diagnostics.push(Diagnostic::error(path, first_over.line, e));
+    }
+    for section in body.sections.iter().take(caps::SECTIONS.max) {
         if section.kind != SectionKind::Other {
             if let Some(first) = seen.insert(section.kind, section.line) {
                 def.diagnostics.push(Diagnostic::warning(
@@ -645,13 +653,17 @@ fn append_text(slot: &mut Option<String>, text: &str) {
 }
 
 fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
+    let items = section.lines();
+    if !caps::section_fits(def, section, &items) {
+        return;
+    }
     match section.kind {
         SectionKind::Mission => append_text(&mut def.mission, &section.body),
         SectionKind::Preferences => append_text(&mut def.preferences, &section.body),
-        SectionKind::Goals => def.goals.extend(section.lines().into_iter().map(|i| i.text)),
-        SectionKind::Rules => def.rules.extend(section.lines().into_iter().map(|i| i.text)),
+        SectionKind::Goals => def.goals.extend(items.into_iter().map(|i| i.text)),
+        SectionKind::Rules => def.rules.extend(items.into_iter().map(|i| i.text)),
         SectionKind::Context => {
-            for item in section.lines() {
+            for item in items {
                 match ContextEntry::parse(&item.text) {
                     Ok(entry) => def.context.push(entry),
                     Err(e) => def.diagnostics.push(Diagnostic::error(
@@ -662,41 +674,10 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
                 }
             }
         }
-        SectionKind::Tools => add_tools(def, section, path),
-        SectionKind::Schedule => {
-            let lines = def.schedule.get_or_insert_with(Vec::new);
-            for item in section.lines() {
-                for phrase in item.text.split(';') {
-                    match ScheduleLine::compile(phrase, item.line) {
-                        Ok(Some(line)) if !line.ever_fires() => {
-                            def.diagnostics.push(Diagnostic::warning(
-                                path,
-                                item.line,
-                                format!(
-                                    "schedule \"{}\" never fires (`{}`: no such date comes); the role runs only from its inbox",
-                                    line.source,
-                                    line.cron_exprs().collect::<Vec<_>>().join("`, `")
-                                ),
-                            ));
-                            lines.push(line);
-                        }
-                        Ok(Some(line)) => {
-                            for note in &line.notes {
-                                def.diagnostics
-                                    .push(Diagnostic::note(path, item.line, note.clone()));
-                            }
-                            lines.push(line);
-                        }
-                        Ok(None) => {}
-                        Err(e) => def
-                            .diagnostics
-                            .push(Diagnostic::error(path, item.line, e.to_string())),
-                    }
-                }
-            }
-        }
+        SectionKind::Tools => add_tools(def, &items, path),
+        SectionKind::Schedule => add_schedule(def, &items, path),
         SectionKind::Inbox => {
-            if let Some(item) = section.lines().into_iter().next() {
+            if let Some(item) = items.first() {
                 let folder = item.text.trim().trim_matches('`').trim();
                 match context::check_relative(folder) {
                     Ok(p) => def.inbox = Some(p),
@@ -752,10 +733,44 @@ fn add_other(def: &mut RoleDef, section: &sections::Section, path: &Path) {
     def.extra.push((section.heading.clone(), section.body.clone()));
 }
 
+/// `## Schedule`: each line, each phrase of a line joined by `;`.
+fn add_schedule(def: &mut RoleDef, items: &[sections::Item], path: &Path) {
+    let lines = def.schedule.get_or_insert_with(Vec::new);
+    for item in items {
+        for phrase in item.text.split(';') {
+            match ScheduleLine::compile(phrase, item.line) {
+                Ok(Some(line)) if !line.ever_fires() => {
+                    def.diagnostics.push(Diagnostic::warning(
+                        path,
+                        item.line,
+                        format!(
+                            "schedule \"{}\" never fires (`{}`: no such date comes); the role runs only from its inbox",
+                            line.source,
+                            line.cron_exprs().collect::<Vec<_>>().join("`, `")
+                        ),
+                    ));
+                    lines.push(line);
+                }
+                Ok(Some(line)) => {
+                    for note in &line.notes {
+                        def.diagnostics
+                            .push(Diagnostic::note(path, item.line, note.clone()));
+                    }
+                    lines.push(line);
+                }
+                Ok(None) => {}
+                Err(e) => def
+                    .diagnostics
+                    .push(Diagnostic::error(path, item.line, e.to_string())),
+            }
+        }
+    }
+}
+
 /// `## Tools`: vault tools by name, MCP tools as `server/*` or `server/tool`.
-fn add_tools(def: &mut RoleDef, section: &sections::Section, path: &Path) {
+fn add_tools(def: &mut RoleDef, items: &[sections::Item], path: &Path) {
     let tools = def.tools.get_or_insert_with(Vec::new);
-    for item in section.lines() {
+    for item in items {
         let tool = item.text.trim().trim_matches('`').trim();
         // `- read_file — read notes`: the name is the first word.
         let tool = tool.split([' ', '\t', ':']).next().unwrap_or("");
@@ -829,6 +844,10 @@ fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> R
     let mut merged = RoleDef::default();
     for d in chain.iter().rev() {
         merge_into(&mut merged, d);
+    }
+    let over = caps::inherited(def, &merged);
+    if !over.is_empty() {
+        return Err(over);
     }
     let tz = merged.settings.timezone.unwrap_or(ctx.default_tz);
     Ok(Role {

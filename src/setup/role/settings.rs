@@ -9,6 +9,7 @@ use crate::base::environment::Env;
 use crate::base::text::did_you_mean;
 use crate::formats::frontmatter::{Field, Frontmatter};
 use crate::formats::schedule::parse_tz;
+use crate::setup::role::caps::{self, Cap};
 
 /// What to do with scheduled slots missed while tabd was not running (DESIGN §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -294,16 +295,16 @@ fn apply(s: &mut RoleSettings, e: &Field, env: &Env) -> Result<(), String> {
         "resume" => s.resume = Some(boolean(key, v)?),
         "extends" => s.extends = Some(string(key, v, env)?.trim_end_matches(".md").to_string()),
         "runs_on" => s.runs_on = Some(string(key, v, env)?),
-        "can_trigger" => s.can_trigger = list(key, v, env)?,
-        "can_delegate_to" => s.can_delegate_to = list(key, v, env)?,
+        "can_trigger" => s.can_trigger = list(key, v, env, caps::CAN_TRIGGER)?,
+        "can_delegate_to" => s.can_delegate_to = list(key, v, env, caps::CAN_DELEGATE_TO)?,
         "max_delegation_depth" => s.max_delegation_depth = Some(delegation_depth(v)?),
         "max_parallel_delegates" => s.max_parallel_delegates = Some(parallel_delegates(v)?),
         "output" => s.output = Some(output_contract(v, env)?),
         "expect" => s.expect = expectations(v, env)?,
-        "write_paths" => s.write_paths = list(key, v, env)?,
-        "watch" => s.watch = list(key, v, env)?,
+        "write_paths" => s.write_paths = list(key, v, env, caps::WRITE_PATHS)?,
+        "watch" => s.watch = list(key, v, env, caps::WATCH)?,
         "deny_tools" => {
-            let items = list(key, v, env)?;
+            let items = list(key, v, env, caps::DENY_TOOLS)?;
             for i in &items {
                 let ok =
                     crate::base::calls::is_tabd_tool(i) || crate::setup::role::McpAllow::parse(i, 0).is_ok();
@@ -408,9 +409,11 @@ fn placeholders(key: &str, template: &str, allowed: &[&str]) -> Result<(), Strin
 /// `expect: {path: …, by: …}`, or a list of them.
 fn expectations(v: &Value, env: &Env) -> Result<Vec<Expectation>, String> {
     let items = match v {
-        Value::Array(items) => items.clone(),
-        one => vec![one.clone()],
+        Value::Array(items) => items.as_slice(),
+        one => std::slice::from_ref(one),
     };
+    // Each one is a deadline the daemon keeps all day: counted before any is compiled.
+    caps::EXPECT.check(items.len())?;
     let example = "{path: \"reports/{date}.md\", by: \"weekdays at 8:30\"}";
     items
         .iter()
@@ -454,6 +457,7 @@ fn approve_map(v: &Value) -> Result<std::collections::BTreeMap<String, crate::ba
             v,
         ));
     };
+    caps::APPROVE.check(map.len())?;
     let mut out = std::collections::BTreeMap::new();
     for (key, mode) in map {
         let known = crate::base::calls::Risk::parse(key).is_some()
@@ -553,9 +557,13 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| format!("\"{text}\" is not a duration ({e}); write one like 2m, 90s or 2h"))
 }
 
-fn list(key: &str, v: &Value, env: &Env) -> Result<Vec<String>, String> {
+/// A list, at most `cap` long (counted before any item is read).
+fn list(key: &str, v: &Value, env: &Env, cap: Cap) -> Result<Vec<String>, String> {
     match v {
-        Value::Array(items) => items.iter().map(|i| string(key, i, env)).collect(),
+        Value::Array(items) => {
+            cap.check(items.len())?;
+            items.iter().map(|i| string(key, i, env)).collect()
+        }
         Value::String(_) => Ok(vec![string(key, v, env)?]),
         Value::Null => Ok(Vec::new()),
         _ => Err(type_error(key, "a list, like [risk, comms]", v)),

@@ -511,3 +511,142 @@ fn a_child_inherits_what_it_does_not_set() {
         (Some(false), Some(2), 1)
     );
 }
+
+/// DESIGN §24: what one role may ask for is capped; past a cap the role is broken at the line
+/// that asks, the message naming the cap, and the other roles load as before.
+#[test]
+fn a_role_asking_for_more_than_a_cap_is_broken_at_its_line_naming_the_cap() {
+    let expects: String = (0..51)
+        .map(|i| format!("  - {{path: \"r/{i}-{{date}}.md\", by: \"daily at 8:00\"}}\n"))
+        .collect();
+    let heavy = format!("---\nexpect:\n{expects}---\n# Heavy\n");
+    let entries: String = (0..201).map(|i| format!("- n/{i}.md\n")).collect();
+    let wide = format!("# Wide\n## Mission\nRead.\n## Context Files\n{entries}");
+    let set = load(&[("heavy", &heavy), ("wide", &wide), ("risk", RISK)]);
+    let errors: Vec<String> = set.errors().map(|d| d.to_string()).collect();
+    assert!(
+        errors.iter().any(|e| e.starts_with(
+            "roles/heavy.md:2: error: `expect` has 51 expectations; a role may have at most 50"
+        )),
+        "{errors:#?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.starts_with(
+            "roles/wide.md:4: error: `## Context Files` has 201 entries; a role may have at most 200"
+        )),
+        "{errors:#?}"
+    );
+    assert_eq!(set.broken.keys().collect::<Vec<_>>(), ["heavy", "wide"]);
+    assert!(set.roles.contains_key("risk"));
+    assert!(set.roles["risk"].context.is_empty());
+}
+
+#[test]
+fn a_role_at_every_cap_loads() {
+    let expects: String = (0..caps::EXPECT.max)
+        .map(|i| format!("  - {{path: \"r/{i}-{{date}}.md\", by: \"daily at 8:00\"}}\n"))
+        .collect();
+    let entries: String = (0..caps::CONTEXT.max).map(|i| format!("- n/{i}.md\n")).collect();
+    let text = format!("---\nexpect:\n{expects}---\n# Full\n## Context Files\n{entries}");
+    let set = load(&[("full", &text)]);
+    assert!(set.errors().next().is_none(), "{:#?}", set.diagnostics);
+    assert_eq!(set.roles["full"].settings.expect.len(), caps::EXPECT.max);
+    assert_eq!(set.roles["full"].context.len(), caps::CONTEXT.max);
+}
+
+/// Every list a role asks for in bulk is capped, in the frontmatter and in the body.
+#[test]
+fn every_bulk_list_has_its_cap() {
+    let many = |n: usize, item: &dyn Fn(usize) -> String| -> String {
+        (0..n).map(|i| format!("  - {}\n", item(i))).collect()
+    };
+    let cases: Vec<(caps::Cap, String)> = vec![
+        (
+            caps::WATCH,
+            format!("---\nwatch:\n{}---\n", many(101, &|i| format!("w/{i}.md"))),
+        ),
+        (
+            caps::WRITE_PATHS,
+            format!("---\nwrite_paths:\n{}---\n", many(101, &|i| format!("w{i}/**"))),
+        ),
+        (
+            caps::DENY_TOOLS,
+            format!(
+                "---\ndeny_tools:\n{}---\n",
+                many(201, &|i| format!("memory/t{i}"))
+            ),
+        ),
+        (
+            caps::CAN_TRIGGER,
+            format!("---\ncan_trigger:\n{}---\n", many(51, &|i| format!("r{i}"))),
+        ),
+        (
+            caps::CAN_DELEGATE_TO,
+            format!("---\ncan_delegate_to:\n{}---\n", many(51, &|i| format!("r{i}"))),
+        ),
+        (
+            caps::APPROVE,
+            format!(
+                "---\napprove:\n{}---\n",
+                (0..201)
+                    .map(|i| format!("  memory/t{i}: ask\n"))
+                    .collect::<String>()
+            ),
+        ),
+        (
+            caps::TOOLS,
+            format!("## Tools\n{}", many(201, &|i| format!("memory/t{i}"))),
+        ),
+        (
+            caps::SCHEDULE,
+            format!(
+                "## Schedule\n{}",
+                many(51, &|i| format!("daily at {}:00", i % 24))
+            ),
+        ),
+        (
+            caps::GOALS,
+            format!("## Goals\n{}", many(201, &|i| format!("goal {i}"))),
+        ),
+        (
+            caps::RULES,
+            format!("## Rules\n{}", many(201, &|i| format!("rule {i}"))),
+        ),
+        (
+            caps::SECTIONS,
+            (0..51)
+                .map(|i| format!("## Part {i}\ntext\n"))
+                .collect::<String>(),
+        ),
+    ];
+    for (cap, text) in cases {
+        let set = load(&[("r", &format!("{text}\n# R\n"))]);
+        let said = format!("{} has ", cap.what);
+        let at_most = format!("a role may have at most {}", cap.max);
+        assert!(
+            set.errors()
+                .any(|d| d.message.starts_with(&said) && d.message.contains(&at_most)),
+            "{}: {:#?}",
+            cap.what,
+            set.diagnostics
+        );
+        assert!(set.broken.contains_key("r"), "{}", cap.what);
+    }
+}
+
+/// Each file within a cap, the two together over it: the child is broken at its `extends` line.
+#[test]
+fn a_cap_counts_what_a_role_inherits() {
+    let watch = |from: usize| -> String { (from..from + 60).map(|i| format!("  - w/{i}.md\n")).collect() };
+    let base = format!("---\nwatch:\n{}---\n# Base\n", watch(0));
+    let child = format!("---\nextends: _base\nwatch:\n{}---\n# Child\n", watch(60));
+    let set = load(&[("_base", &base), ("child", &child)]);
+    assert!(set.roles.contains_key("_base"));
+    let errors: Vec<String> = set.errors().map(|d| d.to_string()).collect();
+    assert!(
+        errors.iter().any(|e| e.starts_with(
+            "roles/child.md:2: error: with what it inherits through `extends: _base`, `watch` has 120 paths; a role may have at most 100"
+        )),
+        "{errors:#?}"
+    );
+}
