@@ -18,6 +18,7 @@ mod layering;
 mod load;
 mod mcp;
 mod notify;
+mod owned;
 mod providers;
 mod resume;
 mod robustness;

@@ -12,7 +12,7 @@ static STOCK_ROLES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/roles");
 /// Folders every vault has, created empty when missing.
 const FOLDERS: &[&str] = &[
     layout::DAILY,
-    "agent/memory",
+    layout::ROLE_MEMORIES,
     "agent/drafts",
     layout::TABD,
     layout::RUNS,

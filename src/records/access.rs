@@ -1,22 +1,13 @@
-//! What a role may read and write in the vault (DESIGN §8): protected folders, `write_paths`, refused reads.
+//! What a role may read and write in the vault (DESIGN §8, §24): tabd's own files (never),
+//! protected folders and files other programs load (only where `write_paths` name them),
+//! `write_paths`, refused reads. Every name is compared through `protected::fold`, the one
+//! comparison the child sandbox uses too.
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::base::vault::{Canonicals, Vault, VaultError, VaultPath};
+use crate::base::vault::protected::{self, fold, normal, Folded};
+use crate::base::vault::{layout, Canonicals, Vault, VaultError, VaultPath};
 use crate::setup::role::Role;
-
-pub use crate::base::vault::protected::normalised;
-use crate::base::vault::protected::{loaded_by_programs, normal};
-
-/// True when `path` (normalised) is `dir` or inside it.
-fn within(path: &str, dir: &str) -> bool {
-    path == dir || path.starts_with(&format!("{dir}/"))
-}
-
-/// True when `path` (normalised) is a folder that contains `dir`.
-fn contains(path: &str, dir: &str) -> bool {
-    dir.starts_with(&format!("{path}/"))
-}
 
 /// A role's access rules, built once per run.
 #[derive(Debug, Clone)]
@@ -96,6 +87,25 @@ impl AccessPolicy {
         Ok(real)
     }
 
+    /// Checks what `tabd undo` puts back: as a write, except memory files, which a run changes
+    /// only through `remember` (tabd's own append on its behalf): undoing the run takes its
+    /// lines out again. Never through a link.
+    pub fn check_restore(&self, vault: &Vault, path: &VaultPath) -> Result<VaultPath, VaultError> {
+        let memory = [layout::MEMORY, layout::ROLE_MEMORIES];
+        match protected::owned_by_tabd(&fold(path.as_str())) {
+            Some((owned, _)) if memory.contains(&owned) => {
+                let real = vault.canonical(path)?;
+                if real != *path {
+                    return Err(VaultError::Refused(format!(
+                        "{path} is a link; memory files must be plain files"
+                    )));
+                }
+                Ok(real)
+            }
+            _ => self.check_write(vault, path),
+        }
+    }
+
     /// Checks a move: both ends as writes, and the thing moved a file — or, for a role with
     /// `move_folders`, a folder that holds no protected path. Returns both canonical paths.
     pub fn check_move(
@@ -136,41 +146,44 @@ impl AccessPolicy {
     /// The rules that look at the path itself (applied to the path as given and to where it
     /// leads after symlinks).
     fn check_write_lexical(&self, path: &VaultPath) -> Result<(), VaultError> {
-        let norm = normalised(path.as_str());
-        // A protected path is protected with every folder above it: moving or replacing one of
-        // those would move the protected path too.
-        for (dir, why) in &normal().never_writable {
-            if within(&norm, dir) {
-                return Err(VaultError::Refused(format!("{path} is in {dir}/: {why}")));
-            }
-            if contains(&norm, dir) {
+        let norm = fold(path.as_str());
+        // tabd's own files, whatever write_paths say; and every folder above one: moving or
+        // replacing it would move tabd's files too.
+        if let Some((owned, why)) = protected::owned_by_tabd(&norm) {
+            return Err(VaultError::Refused(format!(
+                "{path} is tabd's own ({owned}: {why}); no role writes it, whatever its write_paths say"
+            )));
+        }
+        for ((dir, why), (name, _)) in normal().tabd_owns.iter().zip(protected::TABD_OWNS) {
+            if norm.holds(dir) {
                 return Err(VaultError::Refused(format!(
-                    "{path} holds {dir}/ ({why}); it can be neither replaced nor moved"
+                    "{path} holds {name} ({why}); it can be neither replaced nor moved"
                 )));
             }
         }
-        for (dir, why) in &normal().protected {
-            if contains(&norm, dir) {
+        for ((dir, why), (name, _)) in normal().protected.iter().zip(protected::PROTECTED) {
+            if norm.holds(dir) {
                 return Err(VaultError::Refused(format!(
-                    "{path} holds {dir}/ ({why}); it can be neither replaced nor moved"
+                    "{path} holds {name}/ ({why}); it can be neither replaced nor moved"
                 )));
             }
-            if within(&norm, dir) && !self.names(path, dir) {
+            if norm.within(dir) && !self.names(path, dir) {
                 return Err(VaultError::Refused(format!(
-                    "{path} is in {dir}/ ({why}); a role may write there only if its write_paths names it"
+                    "{path} is in {name}/ ({why}); a role may write there only if its write_paths names it"
                 )));
             }
         }
-        // Files other programs load, at any depth: hidden names, and the few visible ones.
-        let parts: Vec<&str> = norm.split('/').collect();
-        for (i, part) in parts.iter().enumerate() {
-            if let Some(why) = loaded_by_programs(part) {
-                let at = parts[..=i].join("/");
-                if !self.names(path, &at) {
-                    return Err(VaultError::Refused(format!(
-                        "{path}: `{part}` is {why}; a role may write it only if its write_paths names it"
-                    )));
-                }
+        // Files other programs load, at any depth: hidden names, and the visible ones.
+        if let Some((i, why)) = norm.loaded_at() {
+            let at = Folded {
+                cased: norm.cased[..=i].to_vec(),
+                shaped: norm.shaped[..=i].to_vec(),
+            };
+            if !self.names(path, &at) {
+                let part = path.as_str().split('/').nth(i).unwrap_or(path.as_str());
+                return Err(VaultError::Refused(format!(
+                    "{path}: `{part}` is {why}; a role may write it only if its write_paths names it"
+                )));
             }
         }
         if let Some((patterns, set)) = &self.write_paths {
@@ -184,25 +197,28 @@ impl AccessPolicy {
         Ok(())
     }
 
-    /// True when a `write_paths` pattern naming `dir` (normalised) itself, not through `**`,
+    /// True when a `write_paths` pattern naming `dir` (folded) itself, not through `**`,
     /// matches `path`.
-    fn names(&self, path: &VaultPath, dir: &str) -> bool {
+    fn names(&self, path: &VaultPath, dir: &Folded) -> bool {
         let Some((patterns, _)) = &self.write_paths else {
             return false;
         };
         patterns.iter().any(|p| {
-            let named = normalised(p);
-            (named == dir || named.starts_with(&format!("{dir}/")))
-                && glob(p).is_ok_and(|g| g.compile_matcher().is_match(path.as_str()))
+            fold(p).within(dir) && glob(p).is_ok_and(|g| g.compile_matcher().is_match(path.as_str()))
         })
     }
 }
 
 fn refuse_unreadable(path: &VaultPath) -> Result<(), VaultError> {
-    let norm = normalised(path.as_str());
-    if let Some(dir) = normal().unreadable.iter().find(|d| within(&norm, d)) {
+    let norm = fold(path.as_str());
+    if let Some((_, name)) = normal()
+        .unreadable
+        .iter()
+        .zip(protected::UNREADABLE)
+        .find(|(d, _)| norm.within(d))
+    {
         return Err(VaultError::Refused(format!(
-            "{path} is in {dir}/, which tools may not read"
+            "{path} is in {name}/, which tools may not read"
         )));
     }
     Ok(())
@@ -252,15 +268,15 @@ mod tests {
     #[test]
     fn write_paths_limit_and_can_name_protected_folders() {
         let (_d, v) = vault();
-        let policy = AccessPolicy::new(&["project/**".into(), "daily/".into(), "roles/delivery.md".into()]);
+        let policy = AccessPolicy::new(&["project/**".into(), "notes/".into(), "roles/delivery.md".into()]);
         assert!(policy.check_write(&v, &p("project/a/b.md")).is_ok());
-        assert!(policy.check_write(&v, &p("daily/2026-01-01.md")).is_ok());
+        assert!(policy.check_write(&v, &p("notes/2026-01-01.md")).is_ok());
         assert!(
             policy.check_write(&v, &p("roles/delivery.md")).is_ok(),
             "named explicitly"
         );
         assert!(policy.check_write(&v, &p("roles/risk.md")).is_err());
-        let err = policy.check_write(&v, &p("memory.md")).unwrap_err();
+        let err = policy.check_write(&v, &p("notes.md")).unwrap_err();
         assert!(
             err.to_string().contains("outside this role's write_paths"),
             "{err}"
@@ -270,6 +286,90 @@ mod tests {
             star.check_write(&v, &p("roles/x.md")).is_err(),
             "`**` does not name roles/"
         );
+    }
+
+    /// Issue 36, items 5 and 6: tabd's own files are no role's write target, whatever its
+    /// write_paths say — in any spelling, as either end of a move, or as a folder above them.
+    #[test]
+    fn tabds_own_files_are_never_written_whatever_write_paths_say() {
+        let (d, v) = vault();
+        for dir in [
+            "daily",
+            "agent/memory",
+            "agent/approvals",
+            ".tabd/groups",
+            "notes",
+        ] {
+            std::fs::create_dir_all(d.path().join(dir)).unwrap();
+        }
+        std::fs::write(d.path().join("notes/x.md"), "x").unwrap();
+        let owned = [
+            "daily/2026-11-25.md",
+            "daily/2031-01-01.md",
+            "Daily/2026-11-25.md",
+            "daily./2026-11-25.md",
+            "agent/status.md",
+            "agent/Status.MD",
+            "agent/status.md.",
+            "memory.md",
+            "MEMORY.md",
+            "agent/memory/risk.md",
+            "agent/memory/delivery.md",
+            "agent/approvals/x.md",
+            ".tabd/groups/123.json",
+            ".tabd/suspended/x.json",
+            ".TABD/x",
+        ];
+        let everything = AccessPolicy::new(
+            &[
+                "daily/**",
+                "Daily/**",
+                "daily./**",
+                "agent/**",
+                "agent/status.md",
+                "agent/Status.MD",
+                "agent/status.md.",
+                "memory.md",
+                "MEMORY.md",
+                "agent/memory/**",
+                "agent/approvals/**",
+                ".tabd/**",
+                ".TABD/**",
+                "**",
+            ]
+            .map(String::from),
+        );
+        for policy in [AccessPolicy::new(&[]), everything] {
+            for path in owned {
+                let err = policy.check_write(&v, &p(path)).unwrap_err().to_string();
+                assert!(err.contains("tabd's own"), "{path}: {err}");
+                let err = policy.check_move(&v, &p("notes/x.md"), &p(path)).unwrap_err();
+                assert!(err.to_string().contains("tabd's own"), "→ {path}: {err}");
+            }
+            for folder in ["agent", "daily"] {
+                assert!(
+                    policy.check_move(&v, &p(folder), &p("notes/y")).is_err(),
+                    "{folder}"
+                );
+            }
+        }
+        std::fs::write(d.path().join("daily/2026-11-25.md"), "log").unwrap();
+        let err = AccessPolicy::new(&["**".into()])
+            .check_move(&v, &p("daily/2026-11-25.md"), &p("notes/log.md"))
+            .unwrap_err();
+        assert!(err.to_string().contains("tabd's own"), "{err}");
+        // A link to one is the file itself.
+        std::os::unix::fs::symlink("../daily", d.path().join("notes/log")).unwrap();
+        let err = AccessPolicy::new(&["notes/**".into()])
+            .check_write(&v, &p("notes/log/2026-11-25.md"))
+            .unwrap_err();
+        assert!(err.to_string().contains("tabd's own"), "{err}");
+        // An undo puts memory back (only `remember` changed it), nothing else of tabd's.
+        let policy = AccessPolicy::new(&[]);
+        assert!(policy.check_restore(&v, &p("memory.md")).is_ok());
+        assert!(policy.check_restore(&v, &p("agent/memory/risk.md")).is_ok());
+        assert!(policy.check_restore(&v, &p("daily/2026-11-25.md")).is_err());
+        assert!(policy.check_restore(&v, &p("agent/status.md")).is_err());
     }
 
     #[test]
@@ -375,7 +475,10 @@ mod tests {
         assert!(policy
             .check_write(&v, &p("project/R\u{00E9}sum\u{00E9}.md"))
             .is_ok());
-        assert_eq!(normalised("agent/Approval\u{015B} ./x"), "agent/approvals/x");
+        assert_eq!(
+            fold("agent/Approval\u{015B} ./x").cased,
+            ["agent", "approvals", "x"]
+        );
     }
 
     #[test]
@@ -416,6 +519,21 @@ mod tests {
             "Claude.md",
             ".MCP.json",
             "project/agents.md",
+            // Issue 36, item 10: what a stock role made, and more spellings of each.
+            "CLAUDE.MD",
+            "AGENTS.MD",
+            "AGENTS.override.MD",
+            "gemini.md",
+            "conventions.md",
+            "Mise.toml",
+            "QWEN.MD",
+            "agent/INBOX/x.md",
+            "\u{FF23}\u{FF2C}\u{FF21}\u{FF35}\u{FF24}\u{FF25}.md",
+            "claude.md.",
+            "claude.md ",
+            "project/package.json",
+            "Makefile",
+            "project/.claude/settings.json",
             // Invisible characters and look-alikes.
             "CLAUDE\u{00AD}.md",
             "CLAU\u{200D}DE.md",
@@ -429,7 +547,7 @@ mod tests {
         for good in [
             "project/notes.md",
             "project/agent notes.md",
-            "daily/2026-11-24.md",
+            "notes/2026-11-24.md",
         ] {
             assert!(policy.check_write(&v, &p(good)).is_ok(), "{good}");
         }

@@ -16,7 +16,7 @@ use chrono_tz::Tz;
 use crate::base::calls::ToolSpec;
 use crate::base::text::thousands;
 use crate::base::trigger::{Trigger, TriggerKind};
-use crate::base::vault::{Vault, VaultError, VaultPath};
+use crate::base::vault::{layout, Vault, VaultError, VaultPath};
 use crate::capabilities::provider::{Block, Message, Request};
 use crate::records::access::AccessPolicy;
 use crate::records::context::{self, Loaded, Resolved};
@@ -67,12 +67,12 @@ pub struct PromptInput<'a> {
 pub fn memory_files(role: &Role) -> [(String, String); 2] {
     [
         (
-            "Memory (memory.md — shared by all roles)".to_string(),
-            "memory.md".to_string(),
+            format!("Memory ({} — shared by all roles)", layout::MEMORY),
+            layout::MEMORY.to_string(),
         ),
         (
-            format!("Your memory (agent/memory/{}.md)", role.name),
-            format!("agent/memory/{}.md", role.name),
+            format!("Your memory ({})", layout::role_memory(&role.name)),
+            layout::role_memory(&role.name),
         ),
     ]
 }

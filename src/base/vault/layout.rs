@@ -10,6 +10,10 @@ pub const APPROVALS: &str = "agent/approvals";
 pub const STATUS_NOTE: &str = "agent/status.md";
 /// The daily run logs: `daily/YYYY-MM-DD.md`.
 pub const DAILY: &str = "daily";
+/// The memory every role reads: `memory.md` (changed only through `remember`).
+pub const MEMORY: &str = "memory.md";
+/// Each role's memory: `agent/memory/<role>.md` (changed only through `remember`).
+pub const ROLE_MEMORIES: &str = "agent/memory";
 /// tabd's own folder: no role reads or writes it.
 pub const TABD: &str = ".tabd";
 /// The machine run records: `.tabd/runs/YYYY-MM-DD.jsonl`.
@@ -27,6 +31,8 @@ pub const JOURNAL: &str = ".tabd/journal";
 pub const SUSPENDED: &str = ".tabd/suspended";
 /// The process groups of children, for reaping after `kill -9`.
 pub const GROUPS: &str = ".tabd/groups";
+/// What a child granted `vault = "write"` left behind, moved out of its reach.
+pub const QUARANTINE: &str = ".tabd/quarantine";
 /// The daemon's lock: one daemon per vault.
 pub const DAEMON_LOCK: &str = ".tabd/lock";
 /// The folders tabd keeps inside an inbox: handled notes, given-up notes, kept notes.
@@ -48,6 +54,11 @@ pub fn run_records(day: chrono::NaiveDate) -> String {
 /// A role's inbox when its file names none: `agent/inbox/<role>`.
 pub fn default_inbox(role: &str) -> String {
     format!("{INBOXES}/{role}")
+}
+
+/// A role's own memory: `agent/memory/<role>.md`.
+pub fn role_memory(role: &str) -> String {
+    format!("{ROLE_MEMORIES}/{role}.md")
 }
 
 /// A role's file: `roles/<role>.md`.

@@ -1,22 +1,62 @@
-//! Paths of the vault with a meaning of their own (DESIGN §8): tabd's state, the person's role
-//! files and decisions, files other programs load as settings. The access policy (`access`)
-//! keeps roles' tools off them, and the child sandbox keeps them read-only for a server granted
-//! `vault = "write"`: one list for both, compared in one normal form (`normalised`).
+//! Paths of the vault with a meaning of their own (DESIGN §8, §24), and the one way tabd compares
+//! a name with them.
 //!
-//! Files other programs load are found by a rule, not only a list: every hidden file or folder
-//! (a name starting with `.`: `.git/config`, `.github/workflows/`, `.cursorrules`, `.npmrc`,
-//! `.mise.toml`, `.zed/` …, at any depth), and the few visible names agents read
-//! (`SETTINGS_NAMES`: `CLAUDE.md`, `AGENTS.override.md`, `opencode.json` …).
+//! - `TABD_OWNS`: tabd's own files — the daily log, `agent/status.md`, approval notes, memory,
+//!   `.tabd/`. No role's write tools write them, whatever its `write_paths` say; no child writes
+//!   them either (`vault = "write"` keeps them read-only). Memory changes through `remember` only.
+//! - `PROTECTED`: folders a role writes only where its `write_paths` name them (role files, the
+//!   inboxes, Obsidian's and git's folders, the trash); read-only for a child.
+//! - Files other programs load as settings or code: every hidden name (`.git/`, `.envrc`,
+//!   `.claude/` …, at any depth) and the visible names of `LOADED` (`CLAUDE.md`, `mise.toml`,
+//!   `package.json` …). Written by a role only where its `write_paths` name them; never left
+//!   behind by a child.
+//!
+//! Every comparison goes through `fold`: a path is protected when it is one of these in either
+//! of its two forms (see `Folded`), so `CLAUDE.MD`, `ＣＬＡＵＤＥ.md`, `claude.md.`, `claude.md `,
+//! `agent/INBOX/` and `agent/approvaIs/` all are. `docs/security.md` lists every name, who loads
+//! it and why (a test holds the two together).
+
+use unicode_normalization::char::is_combining_mark;
+use unicode_normalization::UnicodeNormalization;
 
 use super::layout;
 
 /// Folders no tool reads: tabd's own state and git's.
 pub const UNREADABLE: &[&str] = &[layout::TABD, ".git"];
 
+/// tabd's own files and folders (DESIGN §24): never a write target of a role — not through its
+/// tools, not through `write_paths`, not through `output.path` or an undo — and read-only for a
+/// child. tabd writes them itself; memory changes only through `remember`.
+pub const TABD_OWNS: &[(&str, &str)] = &[
+    (
+        layout::DAILY,
+        "the daily run log: tabd writes each run's section and its Undo line",
+    ),
+    (
+        layout::STATUS_NOTE,
+        "the status note: tabd rewrites it after every run",
+    ),
+    (
+        layout::APPROVALS,
+        "approval notes are decided by the person; a role can never create, edit or move them, so it cannot approve its own calls",
+    ),
+    (
+        layout::TABD,
+        "tabd's own state: run records, the undo journal, suspended runs, process groups",
+    ),
+    (
+        layout::MEMORY,
+        "the memory every role reads in its prompt; it changes only through `remember`",
+    ),
+    (
+        layout::ROLE_MEMORIES,
+        "each role's memory, read in its prompt; it changes only through `remember`",
+    ),
+];
+
 /// Folders no tool writes unless the role's `write_paths` names them explicitly.
 pub const PROTECTED: &[(&str, &str)] = &[
     (layout::ROLES, "role files are edited by you, not by the agent"),
-    (layout::TABD, "tabd's own state"),
     (".obsidian", "Obsidian's settings and plugins"),
     (".git", "the vault's git history and hooks"),
     (".trash", "Obsidian's trash"),
@@ -24,70 +64,237 @@ pub const PROTECTED: &[(&str, &str)] = &[
     (layout::INBOXES, "inboxes take notes through trigger_role only"),
 ];
 
-/// Visible names other programs load as instructions or settings — orders that would run as you
-/// the next time you (or an agent CLI) work in that folder. (Hidden names are all treated so.)
-/// No role writes one, at any depth, unless its `write_paths` names it explicitly.
-pub const SETTINGS_NAMES: &[(&str, &str)] = &[
-    ("CLAUDE.md", "instructions Claude Code loads"),
-    ("CLAUDE.local.md", "instructions Claude Code loads"),
-    ("AGENTS.md", "instructions Codex and other agents load"),
-    ("AGENTS.override.md", "instructions Codex loads"),
-    ("GEMINI.md", "instructions Gemini CLI loads"),
-    ("QWEN.md", "instructions Qwen Code loads"),
-    ("CONVENTIONS.md", "conventions aider loads"),
-    ("opencode.json", "opencode's settings"),
-    ("opencode.jsonc", "opencode's settings"),
-    ("mise.toml", "tasks and tools mise runs in this folder"),
-];
-
-/// Why a hidden name is dangerous to let a role write.
-pub const HIDDEN_WHY: &str =
-    "a hidden file or folder: git (`.git/config`, hooks), CI (`.github/workflows`), \
-     editors and agents (`.vscode`, `.zed`, `.claude`, `.cursorrules`, `.mcp.json` …) and tools (`.envrc`, \
-     `.npmrc`, `.mise.toml`) load such files as settings that run as you";
-
-/// Whether a name (one path component, in `normalised` form) is one other programs load: hidden,
-/// or one of `SETTINGS_NAMES`. Returns why.
-pub fn loaded_by_programs(component: &str) -> Option<&'static str> {
-    if component.starts_with('.') {
-        return Some(HIDDEN_WHY);
-    }
-    normal()
-        .settings
-        .iter()
-        .find(|(name, _)| name == component)
-        .map(|(_, why)| *why)
+/// Visible names other programs load as instructions, settings or code (hidden names are all
+/// treated so). A name with a `/` is the end of a path (`mise/config.toml`); one `*` in the
+/// last part stands for any text (`mise.*.toml`).
+pub struct Loaded {
+    pub names: &'static [&'static str],
+    /// Which programs load it.
+    pub who: &'static str,
+    /// What it does for them.
+    pub why: &'static str,
 }
 
-/// The form two names share when a person (or an operating system) would read them as the same:
-/// invisible characters dropped (soft hyphen, zero-width joiner …), look-alikes folded to one
-/// skeleton (Unicode TR39: `approvaIs` with a capital I, Cyrillic `а`), accents dropped, lower
-/// case (the real file on macOS and Windows), trailing spaces and dots cut from each part
-/// (`agent/Approvalś /` → `agent/approvals`). Protected paths are compared in this form, so a
-/// look-alike folder cannot be created beside a real one.
-pub fn normalised(path: &str) -> String {
-    use unicode_normalization::char::is_combining_mark;
-    path.split('/')
-        .map(|part| {
-            // Look-alikes first (a capital I is an l), then case.
-            let folded: String = if part.is_ascii() {
-                // The common case, on every path a run reads: the skeleton of ASCII, without
-                // its tables (checked against them in the tests).
-                part.chars()
-                    .map(ascii_prototype)
-                    .collect::<String>()
-                    .to_lowercase()
-            } else {
-                unicode_security::skeleton(part)
-                    .filter(|c| !is_combining_mark(*c))
-                    .collect::<String>()
-                    .to_lowercase()
-            };
-            folded.trim_end_matches([' ', '.', '\t']).to_string()
-        })
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join("/")
+/// Instructions an agent follows there read as orders from you; settings and build files run
+/// commands as you the next time you (or an agent) open, enter or build that folder.
+pub const LOADED: &[Loaded] = &[
+    Loaded {
+        names: &["CLAUDE.md", "CLAUDE.local.md"],
+        who: "Claude Code",
+        why: "instructions it follows in that folder and below",
+    },
+    Loaded {
+        names: &["AGENTS.md", "AGENTS.override.md", "AGENT.md"],
+        who: "Codex, GitHub Copilot, Cursor, opencode, Amp, Jules, goose, Zed, Warp and most other agents",
+        why: "instructions they follow in that folder and below",
+    },
+    Loaded {
+        names: &["GEMINI.md"],
+        who: "Gemini CLI",
+        why: "instructions it follows",
+    },
+    Loaded {
+        names: &["QWEN.md"],
+        who: "Qwen Code",
+        why: "instructions it follows",
+    },
+    Loaded {
+        names: &["CRUSH.md"],
+        who: "Crush",
+        why: "instructions it follows",
+    },
+    Loaded {
+        names: &["WARP.md"],
+        who: "Warp",
+        why: "project rules its agents follow",
+    },
+    Loaded {
+        names: &["AmazonQ.md"],
+        who: "Amazon Q Developer CLI",
+        why: "context it loads by default",
+    },
+    Loaded {
+        names: &["CONVENTIONS.md"],
+        who: "aider",
+        why: "conventions it is told to follow",
+    },
+    Loaded {
+        names: &["opencode.json", "opencode.jsonc", "crush.json"],
+        who: "opencode, Crush",
+        why: "settings that start MCP servers and allow commands",
+    },
+    Loaded {
+        names: &["mise.toml", "mise.*.toml", "mise/config.toml"],
+        who: "mise",
+        why: "environment, tools, tasks and hooks that run when you enter the folder",
+    },
+    Loaded {
+        names: &[
+            "flake.nix",
+            "shell.nix",
+            "default.nix",
+            "devenv.nix",
+            "devenv.yaml",
+        ],
+        who: "Nix, direnv (`use flake`, `use nix`), devenv",
+        why: "evaluated again when it changes, on entering the folder",
+    },
+    Loaded {
+        names: &["package.json", "bunfig.toml"],
+        who: "npm, pnpm, yarn, bun",
+        why: "install scripts that run on `npm install`; bun's preload scripts",
+    },
+    Loaded {
+        names: &[
+            "Makefile",
+            "makefile",
+            "GNUmakefile",
+            "justfile",
+            "Taskfile.yml",
+            "Taskfile.yaml",
+            "Rakefile",
+        ],
+        who: "make, just, task, rake",
+        why: "commands a bare `make` (`just`, `task`, `rake`) runs",
+    },
+    Loaded {
+        names: &["Gemfile", "Vagrantfile"],
+        who: "Bundler, Vagrant",
+        why: "Ruby they run on every `bundle` or `vagrant` command",
+    },
+    Loaded {
+        names: &[
+            "conftest.py",
+            "pyproject.toml",
+            "setup.py",
+            "tox.ini",
+            "noxfile.py",
+        ],
+        who: "pytest, pip, uv, tox, nox",
+        why: "code they import or build on a plain `pytest`, `pip install .`, `uv run`, `tox`, `nox`",
+    },
+    Loaded {
+        names: &["Cargo.toml", "build.rs", "rust-toolchain", "rust-toolchain.toml"],
+        who: "cargo, rustup",
+        why: "build scripts `cargo build` runs; the toolchain rustup runs",
+    },
+    Loaded {
+        names: &[
+            "build.gradle",
+            "build.gradle.kts",
+            "settings.gradle",
+            "settings.gradle.kts",
+            "pom.xml",
+        ],
+        who: "Gradle, Maven, and IDEs that import them on opening",
+        why: "build code that runs on import",
+    },
+    Loaded {
+        names: &[
+            "compose.yaml",
+            "compose.yml",
+            "docker-compose.yml",
+            "docker-compose.yaml",
+        ],
+        who: "Docker Compose",
+        why: "what `docker compose up` starts and mounts",
+    },
+    Loaded {
+        names: &["lefthook.yml", "lefthook.yaml", "lefthook-local.yml"],
+        who: "lefthook",
+        why: "commands its git hooks run on every commit",
+    },
+    Loaded {
+        names: &["*.code-workspace", "*.sublime-project"],
+        who: "VS Code, Sublime Text",
+        why: "workspace settings and tasks (`runOn: folderOpen`)",
+    },
+    Loaded {
+        names: &["logseq/custom.js", "logseq/config.edn"],
+        who: "Logseq",
+        why: "JavaScript and settings it loads with the graph",
+    },
+];
+
+/// Why a hidden name is treated as one other programs load.
+pub const HIDDEN_WHY: &str =
+    "a hidden file or folder: git (`.git/config`, hooks), CI (`.github/workflows`), editors and agents \
+     (`.vscode`, `.claude`, `.cursor`, `.cursorrules`, `.mcp.json` …) and tools (`.envrc`, `.npmrc`, \
+     `.mise.toml`) load such files as settings that run as you";
+
+/// A name or path in the two forms tabd compares (DESIGN §24: one comparison, for roles and
+/// children alike), each a list of folded parts:
+///
+/// - `cased`: width and compatibility forms folded (NFKC: `ＣＬＡＵＤＥ` is `CLAUDE`), then lower
+///   case, then look-alikes (Unicode TR39 skeleton, accents and invisible characters dropped),
+///   then lower case again. Every case and width variant of a name has the same `cased` form
+///   (`CLAUDE.MD`, `Claude.md`, `claude.md`); folding look-alikes before case did not (an `M`
+///   kept its shape, an `m` became `rn`).
+/// - `shaped`: the same with look-alikes folded before case, so a capital `I` is an `l` and a
+///   Cyrillic capital is the Latin letter it looks like (`agent/approvaIs` is `agent/approvals`,
+///   which lower case first cannot see: it makes the `I` an `i`).
+///
+/// Both cut trailing dots and spaces from each part (what Windows does to a name), and drop
+/// parts left empty. A path is one of a list's when either form is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Folded {
+    pub cased: Vec<String>,
+    pub shaped: Vec<String>,
+}
+
+/// `path` (parts separated by `/`) in its two forms.
+pub fn fold(path: &str) -> Folded {
+    let mut cased = Vec::new();
+    let mut shaped = Vec::new();
+    for part in path.split('/') {
+        let (c, s) = fold_part(part);
+        if !c.is_empty() || !s.is_empty() {
+            cased.push(c);
+            shaped.push(s);
+        }
+    }
+    Folded { cased, shaped }
+}
+
+/// One part in its two forms, trailing dots and spaces cut.
+fn fold_part(part: &str) -> (String, String) {
+    let (cased, shaped) = fold_text(part);
+    (cut_end(cased), cut_end(shaped))
+}
+
+/// Text in its two forms, nothing cut.
+fn fold_text(text: &str) -> (String, String) {
+    if text.is_ascii() {
+        // The common case, on every path a run writes: the skeleton of ASCII without its tables
+        // (checked against them in the tests).
+        let lower = text.to_ascii_lowercase();
+        let cased = ascii_skeleton(&lower).to_lowercase();
+        let shaped = ascii_skeleton(text).to_lowercase();
+        return (cased, shaped);
+    }
+    let wide: String = text.nfkc().collect();
+    let cased = skeleton(&wide.to_lowercase()).to_lowercase();
+    let shaped = skeleton(&wide).to_lowercase();
+    (cased, shaped)
+}
+
+/// TR39 skeleton, combining marks (accents) dropped.
+fn skeleton(text: &str) -> String {
+    unicode_security::skeleton(text)
+        .filter(|c| !is_combining_mark(*c))
+        .collect()
+}
+
+/// What Windows cuts from the end of a name: dots and spaces (and any other white space, which
+/// reads as a space).
+fn cut_end(mut s: String) -> String {
+    let kept = s.trim_end_matches(|c: char| c == '.' || c.is_whitespace()).len();
+    s.truncate(kept);
+    s
+}
+
+fn ascii_skeleton(text: &str) -> String {
+    text.chars().map(ascii_prototype).collect()
 }
 
 /// The TR39 prototype of an ASCII character (the eight that have one other than themselves).
@@ -110,48 +317,157 @@ fn ascii_str(c: char) -> &'static str {
     ASCII.get(i..i + 1).unwrap_or("")
 }
 
-/// The protected names in normal form, worked out once.
+impl Folded {
+    /// This path with one more part, `name` (what a walk down a folder does).
+    pub fn join(&self, name: &str) -> Folded {
+        let mut out = self.clone();
+        let (c, s) = fold_part(name);
+        if !c.is_empty() || !s.is_empty() {
+            out.cased.push(c);
+            out.shaped.push(s);
+        }
+        out
+    }
+
+    /// True when this path is `dir` or inside it, in either form.
+    pub fn within(&self, dir: &Folded) -> bool {
+        self.cased.starts_with(&dir.cased) || self.shaped.starts_with(&dir.shaped)
+    }
+
+    /// True when this path is a folder that holds `dir` (and is not `dir`), in either form.
+    pub fn holds(&self, dir: &Folded) -> bool {
+        (dir.cased.len() > self.cased.len() && dir.cased.starts_with(&self.cased))
+            || (dir.shaped.len() > self.shaped.len() && dir.shaped.starts_with(&self.shaped))
+    }
+
+    /// The path as its `cased` form spells it (for messages).
+    pub fn shown(&self) -> String {
+        self.cased.join("/")
+    }
+
+    /// The first part (from the root) that makes this path one other programs load, if any:
+    /// its index and why. `LOADED` names that end a path match at any depth.
+    pub fn loaded_at(&self) -> Option<(usize, &'static str)> {
+        (0..self.cased.len()).find_map(|i| self.loaded_part(i).map(|why| (i, why)))
+    }
+
+    /// Whether part `i` (with the parts before it) names a file other programs load.
+    fn loaded_part(&self, i: usize) -> Option<&'static str> {
+        if self.cased[i].starts_with('.') || self.shaped[i].starts_with('.') {
+            return Some(HIDDEN_WHY);
+        }
+        normal()
+            .loaded
+            .iter()
+            .find(|(rule, _)| rule.matches(self, i))
+            .map(|(_, why)| *why)
+    }
+}
+
+/// One `LOADED` name, folded: the parts before its last, and its last as text before and after
+/// a `*` (`after` is `None` without one).
+struct Rule {
+    before: Folded,
+    last: (String, String),
+    after: Option<(String, String)>,
+}
+
+impl Rule {
+    fn new(name: &str) -> Self {
+        let (dirs, last) = name.rsplit_once('/').unwrap_or(("", name));
+        let before = fold(dirs);
+        match last.split_once('*') {
+            None => Rule {
+                before,
+                last: fold_part(last),
+                after: None,
+            },
+            // The text on each side of the `*` is folded as it is: no trailing dot to cut.
+            Some((head, tail)) => Rule {
+                before,
+                last: fold_text(head),
+                after: Some(fold_text(tail)),
+            },
+        }
+    }
+
+    /// Whether part `i` of `path`, with the parts before it, is this name, in either form.
+    fn matches(&self, path: &Folded, i: usize) -> bool {
+        let form = |parts: &[String], before: &[String], last: &str, after: Option<&str>| {
+            let n = before.len();
+            if i < n || parts[i - n..i] != *before {
+                return false;
+            }
+            let part = &parts[i];
+            match after {
+                None => part == last,
+                Some(tail) => {
+                    part.len() >= last.len() + tail.len() && part.starts_with(last) && part.ends_with(tail)
+                }
+            }
+        };
+        form(
+            &path.cased,
+            &self.before.cased,
+            &self.last.0,
+            self.after.as_ref().map(|a| a.0.as_str()),
+        ) || form(
+            &path.shaped,
+            &self.before.shaped,
+            &self.last.1,
+            self.after.as_ref().map(|a| a.1.as_str()),
+        )
+    }
+}
+
+/// The lists in folded form, worked out once.
 pub struct Normal {
-    pub unreadable: Vec<String>,
-    pub protected: Vec<(String, &'static str)>,
-    pub never_writable: Vec<(String, &'static str)>,
-    pub settings: Vec<(String, &'static str)>,
+    pub unreadable: Vec<Folded>,
+    pub tabd_owns: Vec<(Folded, &'static str)>,
+    pub protected: Vec<(Folded, &'static str)>,
+    loaded: Vec<(Rule, &'static str)>,
 }
 
 /// `Normal`, made on first use (constants, not state).
 pub fn normal() -> &'static Normal {
     static NORMAL: std::sync::LazyLock<Normal> = std::sync::LazyLock::new(|| {
-        let pairs = |list: &[(&str, &'static str)]| list.iter().map(|(n, w)| (normalised(n), *w)).collect();
+        let pairs = |list: &[(&str, &'static str)]| list.iter().map(|(n, w)| (fold(n), *w)).collect();
         Normal {
-            unreadable: UNREADABLE.iter().map(|n| normalised(n)).collect(),
+            unreadable: UNREADABLE.iter().map(|n| fold(n)).collect(),
+            tabd_owns: pairs(TABD_OWNS),
             protected: pairs(PROTECTED),
-            never_writable: pairs(NEVER_WRITABLE),
-            settings: pairs(SETTINGS_NAMES),
+            loaded: LOADED
+                .iter()
+                .flat_map(|l| l.names.iter().map(|n| (Rule::new(n), l.why)))
+                .collect(),
         }
     });
     &NORMAL
 }
 
-/// Folders no role may ever write, whatever its `write_paths` say.
-pub const NEVER_WRITABLE: &[(&str, &str)] = &[(
-    layout::APPROVALS,
-    "approval notes are decided by the person; a role can never create, edit or move them, so it cannot approve its own calls",
-)];
+/// Why `path` is tabd's own (`TABD_OWNS`), if it is: the owned path as the list spells it, and
+/// why.
+pub fn owned_by_tabd(path: &Folded) -> Option<(&'static str, &'static str)> {
+    normal()
+        .tabd_owns
+        .iter()
+        .zip(TABD_OWNS)
+        .find(|((dir, _), _)| path.within(dir))
+        .map(|(_, (name, why))| (*name, *why))
+}
+
+/// Why a child granted `vault = "write"` may not write `path` (vault-relative): tabd's own, a
+/// protected folder, or a file other programs load. The same rules as a role without
+/// `write_paths`.
+pub fn kept_from_children(path: &Folded) -> Option<&'static str> {
+    if let Some((_, why)) = owned_by_tabd(path) {
+        return Some(why);
+    }
+    if let Some((_, why)) = normal().protected.iter().find(|(dir, _)| path.within(dir)) {
+        return Some(why);
+    }
+    path.loaded_at().map(|(_, why)| why)
+}
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_ascii_shortcut_is_the_skeleton() {
-        for b in 0u8..0x80 {
-            let c = (b as char).to_string();
-            let skeleton: String = unicode_security::skeleton(&c).collect();
-            assert_eq!(ascii_prototype(b as char), skeleton, "{b:#x}");
-        }
-        assert_eq!(
-            normalised("agent/approvaIs/x.md"),
-            normalised("agent/approvals/x.md")
-        );
-    }
-}
+mod tests;

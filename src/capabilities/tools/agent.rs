@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::files::append;
 use super::{args, schema_of, Tool, ToolContext, ToolError};
 use crate::base::calls::{Change, ChangeKind, Risk, ToolResult};
-use crate::base::vault::VaultPath;
+use crate::base::vault::{layout, protected, VaultPath};
 use crate::records::inbox::Priority;
 
 /// Longest note `trigger_role` or `remember` accepts.
@@ -99,7 +99,7 @@ impl Tool for TriggerRole {
             ("hops", Value::from(hops)),
         ]);
         let text = format!("{header}{}\n", a.note.trim_end());
-        let inbox = &target.inbox;
+        let inbox = inbox_of(target)?;
         let name = format!("{}-from-{}.md", ctx.now.format("%Y-%m-%d-%H%M%S"), ctx.role.name);
         let path = ctx.vault.create_unique(inbox, &name, text.as_bytes())?;
         // A new note (create never replaces): its prior state is "absent".
@@ -119,6 +119,19 @@ impl Tool for TriggerRole {
                 kind: ChangeKind::Triggered,
             }],
         ))
+    }
+}
+
+/// The folder `target` takes notes in: never one of tabd's own (a role file that names one as
+/// its inbox is an error `validate` shows; the note is refused all the same).
+fn inbox_of(target: &crate::setup::role::Role) -> Result<&VaultPath, ToolError> {
+    let inbox = &target.inbox;
+    match protected::owned_by_tabd(&protected::fold(inbox.as_str())) {
+        Some((owned, why)) => Err(ToolError::Refused(format!(
+            "{}'s inbox {inbox} is in {owned}, which is tabd's own ({why})",
+            target.display_name
+        ))),
+        None => Ok(inbox),
     }
 }
 
@@ -160,7 +173,10 @@ impl Tool for Remember {
     }
     fn call(&self, ctx: &ToolContext<'_>, input: &Value) -> Result<ToolResult, ToolError> {
         let a: RememberArgs = args(input)?;
-        let note = a.note.split_whitespace().collect::<Vec<_>>().join(" ");
+        // One line, through the one renderer of model text (DESIGN §21): a remembered note is a
+        // list item of the memory file, never a heading, a fence or a forged line of tabd's, in
+        // the file or in the prompt that quotes it.
+        let note = crate::base::text::for_note(&a.note.split_whitespace().collect::<Vec<_>>().join(" "));
         if note.is_empty() {
             return Err(ToolError::InvalidInput("note is empty".into()));
         }
@@ -170,8 +186,8 @@ impl Tool for Remember {
             )));
         }
         let path = match a.scope {
-            Scope::Role => VaultPath::parse(&format!("agent/memory/{}.md", ctx.role.name), false)?,
-            Scope::Global => VaultPath::parse("memory.md", false)?,
+            Scope::Role => VaultPath::parse(&layout::role_memory(&ctx.role.name), false)?,
+            Scope::Global => VaultPath::parse(layout::MEMORY, false)?,
         };
         // Memory is tabd's own file: it bypasses write_paths, but never follows a link out.
         let real = ctx.vault.canonical(&path)?;

@@ -130,6 +130,7 @@ fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
 fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for role in ws.roles.runnable() {
+        out.extend(owned_write_paths(role));
         let policy = crate::records::access::AccessPolicy::for_role(role);
         let resolved = crate::records::context::resolve(&ws.vault, &policy, &role.context);
         for entry in resolved.missing {
@@ -148,6 +149,23 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
         ));
     }
     out
+}
+
+/// `write_paths` entries inside tabd's own files (DESIGN §24): they grant nothing, say so.
+fn owned_write_paths(role: &crate::setup::role::Role) -> Vec<Diagnostic> {
+    use crate::base::vault::protected::{fold, owned_by_tabd};
+    role.settings
+        .write_paths
+        .iter()
+        .filter_map(|p| {
+            let (owned, why) = owned_by_tabd(&fold(p))?;
+            Some(Diagnostic::warning(
+                &role.path,
+                0,
+                format!("write_paths `{p}` is in {owned}, tabd's own ({why}): no role writes there, so it grants nothing"),
+            ))
+        })
+        .collect()
 }
 
 /// `[notify]`: a channel that cannot work here is found today, not when tabd needs the person.

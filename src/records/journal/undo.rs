@@ -123,7 +123,7 @@ fn gate(
     prefix: Option<u64>,
 ) -> Result<(), String> {
     no_link(vault, p)?;
-    policy.check_write(vault, p).map_err(|e| e.to_string())?;
+    policy.check_restore(vault, p).map_err(|e| e.to_string())?;
     if let Some(hash) = to {
         prior_bytes(vault, p, hash, prefix)?;
     }

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::base::sandbox::places::{canonical_existing, Places};
 use crate::base::sandbox::{tree, Grants, Spec, DEVICES};
-use crate::base::vault::protected::{loaded_by_programs, normalised, NEVER_WRITABLE, PROTECTED};
+use crate::base::vault::protected::{kept_from_children, Folded, PROTECTED, TABD_OWNS};
 
 /// How much of the vault a child may reach directly (else only through tabd's tools).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -297,8 +297,12 @@ fn is_code(path: &Path) -> bool {
 
 /// `vault = "read"`: every entry of the vault but `.tabd/`, readable (links never followed: a
 /// link in the vault cannot carry the grant elsewhere). `"write"`: the same writable, except
-/// what no role may write either — tabd's state, the person's roles and decisions, Obsidian's
-/// settings, and files other programs load as settings at any depth — which stay read-only.
+/// what no role may write either (DESIGN §24) — tabd's own files, the person's roles and
+/// decisions, Obsidian's settings, and files other programs load at any depth, found under the
+/// one name comparison roles use (`protected::fold`) — which stay read-only. The folders that
+/// hold one are granted entry by entry, so none of those names can be made there either; in a
+/// folder granted whole a new one can (Landlock grants folders, not names): what a call leaves
+/// there is moved aside after it (`vault::leftovers`).
 fn vault(access: VaultAccess, places: &Places, spec: &mut Spec) {
     let root = &places.vault;
     let tabd = root.join(crate::base::vault::layout::TABD);
@@ -306,14 +310,17 @@ fn vault(access: VaultAccess, places: &Places, spec: &mut Spec) {
         VaultAccess::None => {}
         VaultAccess::Read => spec.readable.extend(tree::all_but(root, &[tabd])),
         VaultAccess::Write => {
-            let mut kept: Vec<PathBuf> = PROTECTED
+            let mut found = Vec::new();
+            find_kept(root, &Folded::default(), 0, &mut found);
+            let listed: Vec<PathBuf> = TABD_OWNS
                 .iter()
-                .chain(NEVER_WRITABLE)
+                .chain(PROTECTED)
                 .map(|(p, _)| root.join(p))
                 .collect();
-            find_settings(root, 0, &mut kept);
-            let kept = canonical_existing(kept);
-            let mut hidden = kept.clone();
+            // Those not there yet: the folders above them are split, so they cannot be made.
+            let missing = listed.iter().filter(|p| p.symlink_metadata().is_err()).cloned();
+            let kept = canonical_existing(found.into_iter().chain(listed.iter().cloned()).collect());
+            let mut hidden: Vec<PathBuf> = kept.iter().cloned().chain(missing).collect();
             hidden.push(tabd.clone());
             spec.writable.extend(tree::all_but(root, &hidden));
             let readable: Vec<PathBuf> = kept.into_iter().filter(|k| !k.starts_with(&tabd)).collect();
@@ -326,20 +333,21 @@ fn vault(access: VaultAccess, places: &Places, spec: &mut Spec) {
     }
 }
 
-/// How deep `vault = "write"` looks for files other programs load (`project/.git/config`).
-const SETTINGS_DEPTH: usize = 4;
+/// How deep `vault = "write"` looks for what it keeps read-only (far deeper than a vault's
+/// notes go; links are never followed, so there are no loops).
+const KEPT_DEPTH: usize = 64;
 
-fn find_settings(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+/// Every entry under `dir` (at `at`, folded) that a child may not write, at any depth.
+fn find_kept(dir: &Path, at: &Folded, depth: usize, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for e in entries.flatten() {
-        let name = normalised(&e.file_name().to_string_lossy());
-        let path = e.path();
-        if loaded_by_programs(&name).is_some() {
-            out.push(path);
-        } else if depth < SETTINGS_DEPTH && e.file_type().is_ok_and(|t| t.is_dir()) {
-            find_settings(&path, depth + 1, out);
+        let name = at.join(&e.file_name().to_string_lossy());
+        if kept_from_children(&name).is_some() {
+            out.push(e.path());
+        } else if depth < KEPT_DEPTH && e.file_type().is_ok_and(|t| t.is_dir()) {
+            find_kept(&e.path(), &name, depth + 1, out);
         }
     }
 }
@@ -438,6 +446,68 @@ mod tests {
             notes.contains("home folder as a whole") && notes.contains("vault"),
             "{notes}"
         );
+    }
+
+    /// Issue 36, items 5, 6 and 10: what a child granted `vault = "write"` may not write is what
+    /// no role may: tabd's own files, in every spelling, files other programs load at any depth
+    /// — and tabd's files not made yet cannot be made.
+    #[test]
+    fn vault_write_keeps_tabds_own_files_and_every_spelling_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for d in [
+            "Vault/.tabd/groups",
+            "Vault/daily",
+            "Vault/agent/memory",
+            "Vault/notes/a/b/c/d/e/f/.git/hooks",
+            "Vault/Project",
+        ] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in [
+            "daily/2026-11-25.md",
+            "agent/status.md",
+            "memory.md",
+            "agent/memory/risk.md",
+            "Project/CLAUDE.MD",
+            "Project/Mise.toml",
+            "Project/plan.md",
+            "notes/a/b/c/d/e/f/.git/config",
+            "notes/a/x.md",
+        ] {
+            std::fs::write(root.join("Vault").join(f), "x").unwrap();
+        }
+        let p = places(&root);
+        let spec = ChildSandbox {
+            vault: VaultAccess::Write,
+            ..ChildSandbox::default()
+        }
+        .grants(&Start {
+            places: &p,
+            own: &[],
+            sockets: &[],
+            args: &[],
+            env: &[],
+        })
+        .spec;
+        let v = |s: &str| root.join("Vault").join(s);
+        for ro in [
+            "daily/2026-11-25.md",
+            "daily/2026-11-26.md",
+            "agent/status.md",
+            "memory.md",
+            "agent/memory/risk.md",
+            "agent/memory/delivery.md",
+            "agent/approvals/x.md",
+            "Project/CLAUDE.MD",
+            "Project/Mise.toml",
+            "notes/a/b/c/d/e/f/.git/config",
+            "notes/a/b/c/d/e/f/.git/hooks/pre-commit",
+        ] {
+            assert!(!spec.may_write(&v(ro)), "{ro} writable");
+        }
+        assert!(!spec.may_read(&v(".tabd/groups/1.json")));
+        assert!(spec.may_write(&v("Project/plan.md")) && spec.may_write(&v("notes/a/x.md")));
     }
 
     #[test]

@@ -679,11 +679,22 @@ fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
         SectionKind::Inbox => {
             if let Some(item) = items.first() {
                 let folder = item.text.trim().trim_matches('`').trim();
-                match context::check_relative(folder) {
-                    Ok(p) => def.inbox = Some(p),
-                    Err(e) => def
-                        .diagnostics
-                        .push(Diagnostic::error(path, item.line, format!("inbox: {e}"))),
+                let owned = crate::base::vault::protected::owned_by_tabd(
+                    &crate::base::vault::protected::fold(folder),
+                );
+                match (context::check_relative(folder), owned) {
+                    (Ok(_), Some((owned, why))) => def.diagnostics.push(Diagnostic::error(
+                        path,
+                        item.line,
+                        format!(
+                            "inbox: {folder} is in {owned}, tabd's own ({why}); choose a folder of its own"
+                        ),
+                    )),
+                    (Ok(p), None) => def.inbox = Some(p),
+                    (Err(e), _) => {
+                        def.diagnostics
+                            .push(Diagnostic::error(path, item.line, format!("inbox: {e}")))
+                    }
                 }
             }
         }
