@@ -1186,7 +1186,10 @@ fn resume_cost(out: &mut Value) {
         hops: 0,
         role_hash: String::new(),
         resuming: false,
+        wait: 1,
     };
+    // A key that keeps marks (in a folder of this bench's), as tabd's does.
+    let key = tabd::base::signing::Key::load_or_create(&dir.path().join("state")).unwrap();
     let mut state = tabd::records::state::State::default();
     state.approvals.insert(
         "abc123".into(),
@@ -1198,14 +1201,24 @@ fn resume_cost(out: &mut Value) {
         .unwrap(),
     );
     let mut ms = Vec::new();
-    for _ in 0..200 {
+    for i in 0..200 {
         let t0 = Instant::now();
-        suspend::save(&vault, &record).unwrap();
-        let mut found = suspend::all(&vault).pop().unwrap();
+        // Each round a new wait of the run: its second part's mark is new.
+        let record = Suspended {
+            wait: i + 1,
+            ..record.clone()
+        };
+        suspend::save(&vault, &key, &record).unwrap();
+        let Some(suspend::Found::Signed(mut found)) = suspend::all(&vault, &key).pop() else {
+            panic!("the record saved just now is signed");
+        };
+        assert!(suspend::refusal(&state, &found, chrono::Utc::now()).is_none());
+        assert!(!suspend::second_part_started(&key, &found));
         let decided = suspend::decisions(&state, &found).unwrap();
         let req = suspend::continued(&found, &decided);
         found.resuming = true;
-        suspend::save(&vault, &found).unwrap();
+        suspend::save(&vault, &key, &found).unwrap();
+        suspend::claim_second_part(&key, &found).unwrap();
         suspend::remove(&vault, &found.run_id);
         ms.push(t0.elapsed().as_secs_f64() * 1000.0);
         assert_eq!(req.messages.len(), 3);

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::daemon::{daemon_config, wait_until, Daemon};
+use crate::support::approvals::{notes, set_status};
+use crate::support::daemon::{daemon_config, vault_with, wait_idle, wait_until, Daemon};
 use crate::support::fake_model::FakeModel;
 use crate::support::{describe, wire, TestVault};
 
@@ -295,4 +296,161 @@ fn a_keeper_a_killed_tabd_left_behind_is_stopped_at_the_next_start() {
         "{}",
         d2.stderr()
     );
+}
+
+/// The suspended records (not a temp file a write in progress has made).
+fn suspended(v: &TestVault) -> Vec<String> {
+    v.files_in(".tabd/suspended")
+        .into_iter()
+        .filter(|f| f.ends_with(".json") && !f.starts_with('.'))
+        .collect()
+}
+
+/// A vault whose role `ops` asks before `write_file`, and a model that writes the plan, then
+/// (given the call's result) says it recorded it.
+fn resume_setup() -> (TestVault, FakeModel) {
+    let fake = FakeModel::start();
+    let v = vault_with(&fake, &daemon_config(""));
+    v.write(
+        "roles/ops.md",
+        "---\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- read_file\n- write_file\n",
+    );
+    fake.respond_with(|req, _| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                KIND,
+                Some("Record the plan."),
+                &[(
+                    "w1",
+                    "write_file",
+                    json!({"path": "project/plan.md", "content": "ship on Friday"}),
+                )],
+            )
+        } else {
+            wire::text(KIND, "Recorded the plan.")
+        }
+    });
+    (v, fake)
+}
+
+/// Finding 8: a copy of the suspended record saved before the run went on, put back after it
+/// finished (a backup restore, a sync tool): the next start does not run the second part again.
+#[test]
+fn a_restored_suspended_record_does_not_run_the_second_part_again() {
+    let (v, fake) = resume_setup();
+    let mut d = Daemon::start(&v);
+    v.write("agent/inbox/ops/plan.md", "Write the plan down.");
+    wait_until(T, "the run suspended", || suspended(&v).len() == 1);
+    let name = suspended(&v).pop().unwrap();
+    let record = v.path(&format!(".tabd/suspended/{name}"));
+    let backup = std::fs::read(&record).unwrap();
+    set_status(&v, &notes(&v)[0], "approved");
+    fake.wait_for_requests(2, T);
+    wait_until(T, "the run done", || {
+        suspended(&v).is_empty() && v.daily().contains("Recorded the plan.")
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0));
+
+    std::fs::write(&record, &backup).unwrap();
+    let mut d = Daemon::start(&v);
+    wait_until(T, "the old copy set aside", || suspended(&v).is_empty());
+    wait_idle(&v);
+    d.signal(libc::SIGTERM);
+    d.wait_exit(T);
+    assert_eq!(fake.requests().len(), 2, "no third request:\n{}", d.stderr());
+    assert_eq!(
+        v.daily().matches("**Resumed:**").count(),
+        1,
+        "one second part:\n{}",
+        v.daily()
+    );
+    assert!(
+        v.daily().contains("its second part started already"),
+        "the daily note says why:\n{}",
+        v.daily()
+    );
+    assert!(
+        v.path(&format!(".tabd/suspended/refused/{name}")).exists(),
+        "kept aside"
+    );
+}
+
+/// Finding 8: a suspended record written by someone else — a copy of the real one with its
+/// counters zeroed, or one pointing at another run's approval — is not resumed: kept aside and
+/// said, never sent to the model.
+#[test]
+fn a_forged_suspended_record_is_not_resumed() {
+    let (v, fake) = resume_setup();
+    let mut d = Daemon::start(&v);
+    v.write("agent/inbox/ops/plan.md", "Write the plan down.");
+    wait_until(T, "the run suspended", || suspended(&v).len() == 1);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0));
+    let name = suspended(&v).pop().unwrap();
+    let record = v.path(&format!(".tabd/suspended/{name}"));
+    let text = std::fs::read_to_string(&record).unwrap();
+    // The record's JSON (an older tabd wrote it bare; a signed one carries it after its seal).
+    let at = text.find("{\"run_id\"").expect("the record");
+    let mut rec: Value = serde_json::from_str(&text[at..]).unwrap();
+    rec["tool_calls"] = json!(0);
+    rec["spent_tokens"] = json!(0);
+    std::fs::write(&record, format!("{}{rec}", &text[..at])).unwrap();
+    set_status(&v, &notes(&v)[0], "approved");
+    let mut d = Daemon::start(&v);
+    wait_until(T, "the approved call ran", || v.path("project/plan.md").exists());
+    wait_until(T, "the forged record set aside", || suspended(&v).is_empty());
+    wait_idle(&v);
+    d.signal(libc::SIGTERM);
+    d.wait_exit(T);
+    assert_eq!(fake.requests().len(), 1, "not resumed:\n{}", d.stderr());
+    assert!(
+        d.stderr().contains("not signed"),
+        "the log says why:\n{}",
+        d.stderr()
+    );
+    assert!(v.daily().contains("does not go on"), "{}", v.daily());
+    assert!(
+        v.path(&format!(".tabd/suspended/refused/{name}")).exists(),
+        "kept aside"
+    );
+}
+
+/// A run that waits twice (its second part asks again): each wait's second part goes on once —
+/// the mark of the first does not hold back the second.
+#[test]
+fn a_run_that_waits_twice_goes_on_twice() {
+    let (v, fake) = resume_setup();
+    fake.respond_with(|req, _| {
+        let results = wire::tool_results(&req.body);
+        let write = |id: &str, path: &str| {
+            wire::tools(
+                KIND,
+                Some("Write it."),
+                &[(id, "write_file", json!({"path": path, "content": id}))],
+            )
+        };
+        match results.last().map(|r| r.0.as_str()) {
+            None => write("w1", "project/one.md"),
+            Some("w1") => write("w2", "project/two.md"),
+            _ => wire::text(KIND, "Both written."),
+        }
+    });
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/ops/go.md", "Write both.");
+    wait_until(T, "the first wait", || notes(&v).len() == 1);
+    set_status(&v, &notes(&v)[0], "approved");
+    wait_until(T, "the second wait", || {
+        notes(&v).len() == 2 && suspended(&v).len() == 1
+    });
+    let second = notes(&v)
+        .into_iter()
+        .find(|n| crate::support::approvals::status_of(&v, n) == "pending")
+        .expect("the second note waits");
+    set_status(&v, &second, "approved");
+    wait_until(T, "the run done", || {
+        suspended(&v).is_empty() && v.daily().contains("Both written.")
+    });
+    assert_eq!(v.read("project/two.md"), "w2");
+    assert_eq!(fake.requests().len(), 3);
 }

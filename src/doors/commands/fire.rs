@@ -158,7 +158,7 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
         bar.finish_and_clear();
     }
     print_result(role, &result, started);
-    say_if_waiting(ws, &result);
+    say_if_waiting(&env, &result);
     match &result.failure {
         None => Ok(0),
         Some((class, msg)) => {
@@ -232,8 +232,8 @@ fn refuse_unreadable(
 }
 
 /// A run that waits for the person's decision says so: it goes on once they decide.
-fn say_if_waiting(ws: &Workspace, result: &run::RunResult) {
-    if run::suspend::load(&ws.vault, &result.record.run_id).is_some() {
+fn say_if_waiting(env: &run::RunEnv, result: &run::RunResult) {
+    if run::suspend::load(&env.vault, &env.key, &result.record.run_id).is_ok() {
         println!(
             "The run waits for your decision and goes on with the result once you decide — in the running \
              daemon, or when `tabd run` next starts."

@@ -23,6 +23,7 @@ mod lock;
 pub mod ready;
 mod reload;
 mod report;
+mod resumes;
 pub mod slots;
 pub mod status;
 mod tasks;

@@ -462,6 +462,7 @@ mod tests {
             reported: false,
             executions: 0,
             notified: false,
+            also_for: Vec::new(),
             hops: 0,
             followup: None,
         }

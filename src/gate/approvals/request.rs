@@ -57,7 +57,7 @@ pub fn ask(
     let (queued, new) = store
         .update(|s| {
             prune(&mut s.approvals, now);
-            let existing = s.approvals.iter().find(|(_, a)| {
+            let existing = s.approvals.iter_mut().find(|(_, a)| {
                 a.phase == Phase::Pending
                     && a.role == role.name
                     && a.tool == call.tool
@@ -66,6 +66,10 @@ pub fn ask(
                     && VaultPath::parse(&a.note, false).is_ok_and(|p| vault.exists(&p))
             });
             if let Some((id, a)) = existing {
+                // This run waits for it too: its second part may go on with the result.
+                if a.run_id != ctx.run_id && !a.also_for.contains(&ctx.run_id) {
+                    a.also_for.push(ctx.run_id.clone());
+                }
                 let q = Queued {
                     id: id.clone(),
                     note: a.note.clone(),
@@ -130,6 +134,7 @@ fn record(
         reported: false,
         executions: 0,
         notified: false,
+        also_for: Vec::new(),
         hops,
         followup: None,
     }

@@ -110,6 +110,10 @@ pub struct Approval {
     /// cleared. A crash between is finished from here; until then nothing else acts on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub followup: Option<Followup>,
+    /// Other runs that asked for the same call while it was pending and share this approval
+    /// (each may go on with its result: a suspended run resumes only with its own approvals).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_for: Vec<String>,
 }
 
 /// What a decision still owes the note and the daily log (see `Approval::followup`).

@@ -170,7 +170,7 @@ async fn model_turn(
 /// loses only the going-on: the decision still reaches the role's next run).
 fn keep_suspended(env: &RunEnv, suspended: Option<suspend::Suspended>) {
     if let Some(s) = suspended {
-        if let Err(e) = suspend::save(&env.vault, &s) {
+        if let Err(e) = suspend::save(&env.vault, &env.key, &s) {
             tracing::error!(
                 "run {}: cannot save it to go on after the approval: {e}",
                 s.run_id
@@ -205,6 +205,7 @@ fn suspended_record(
         hops: session.hops,
         role_hash: suspend::role_hash(&env.vault, &role.path),
         resuming: false,
+        wait: 1,
     }
 }
 

@@ -18,16 +18,25 @@ use crate::setup::role::Role;
 /// Runs the second part of the suspended run `trigger.resumes`.
 pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunResult {
     let id = trigger.resumes.clone().unwrap_or_default();
-    let Some(mut s) = suspend::load(&env.vault, &id) else {
-        return super::record_crash_in_memory(role, &format!("the suspended run {id} is gone"));
+    let not = |why: String| super::record_crash_in_memory(role, &format!("run {id} does not go on: {why}"));
+    // Only a record this machine signed, for this role, waiting for its own approvals, whose
+    // second part has not started (the daemon sets the others aside before they get here).
+    let mut s = match suspend::load(&env.vault, &env.key, &id) {
+        Ok(s) if s.role == role.name => s,
+        Ok(s) => return not(format!("its record names another role ({})", s.role)),
+        Err(why) => return not(why),
     };
     let state = env.store.load();
+    if let Some(why) = suspend::refusal(&state, &s, env.clock.now()) {
+        return not(why);
+    }
     let Some(decided) = suspend::decisions(&state, &s) else {
-        return super::record_crash_in_memory(role, &format!("run {id} still waits for the person"));
+        return not("it still waits for the person".into());
     };
-    // Durably before anything is sent: a crash from here on never starts this part twice.
-    if let Err(e) = suspend::mark_resuming(env, &mut s) {
-        return super::record_crash_in_memory(role, &format!("cannot record that run {id} goes on: {e}"));
+    // Durably, in and outside the vault, before anything is sent: a crash from here on, or an
+    // old copy of the record, never starts this part twice.
+    if let Err(why) = suspend::mark_resuming(env, &mut s) {
+        return not(why);
     }
     let started = env.clock.now();
     let (session, harness, limits) = open(env, role, &trigger, &s, started).await;
@@ -78,7 +87,8 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
             s.deadline_left_ms = deadline_left.as_millis() as u64;
             s.suspended_at = env.clock.now();
             s.resuming = false;
-            if let Err(e) = suspend::save(&env.vault, &s) {
+            s.wait += 1;
+            if let Err(e) = suspend::save(&env.vault, &env.key, &s) {
                 tracing::error!("run {}: cannot save it to go on later: {e}", s.run_id);
             }
         }

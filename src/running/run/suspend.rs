@@ -3,11 +3,22 @@
 //! `.tabd/suspended/` — and the run goes on, as a second part with the same id, once every call
 //! it waits for is decided: the model gets each call's real result (or "rejected", "expired")
 //! where it would have got "queued". A second part starts at most once, even across a crash.
+//!
+//! The record decides an action, so it is signed (issue 36, finding 8; DESIGN §24): saved with
+//! tabd's key's MAC over the run id and the whole record (role, the approvals it waits for, what
+//! it spent), and read back only if the MAC holds — counters and all come from the signed record.
+//! The approvals it waits for must be its own (the ledger names its run), and "the second part
+//! of this wait started" is a mark outside the vault beside the key (`base::signing`), made
+//! before the second part sends anything: an old copy of the record that comes back (a backup, a
+//! sync tool) — with `.tabd/state.json` restored too — finds the mark and is set aside. A record
+//! that fails any of this is set aside under `.tabd/suspended/refused/`, said in the log and the
+//! daily note, and never resumed.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::RunEnv;
+use crate::base::signing::Key;
 use crate::base::vault::{Durability, Vault, VaultError, VaultPath};
 use crate::capabilities::provider::{Block, Message};
 use crate::gate::approvals::Phase;
@@ -15,6 +26,16 @@ use crate::records::state::State;
 use crate::running::turn::Suspension;
 
 const DIR: &str = crate::base::vault::layout::SUSPENDED;
+
+/// What a record's MAC is for (see `base::signing`).
+const PURPOSE: &str = "tabd suspended run";
+
+/// The marks (outside the vault) of second parts that started: `<run id>.<wait>`.
+const RESUMED: &str = "resumed";
+
+/// A record older than this is not resumed (and marks older than this are forgotten): every
+/// approval has expired long before, and a copy this old coming back is no run to go on.
+pub const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(400 * 24 * 3600);
 
 /// One suspended run, as saved.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -36,9 +57,18 @@ pub struct Suspended {
     /// Set (durably) just before the second part starts: it never starts twice.
     #[serde(default)]
     pub resuming: bool,
+    /// Which wait of the run this is (1 the first; a second part that waits again saves the
+    /// next): with the run id, names the mark of its second part.
+    #[serde(default = "first_wait")]
+    pub wait: u32,
 }
 
-fn path_of(run_id: &str) -> Result<VaultPath, VaultError> {
+fn first_wait() -> u32 {
+    1
+}
+
+/// Where the record of run `run_id` is.
+pub fn path_of(run_id: &str) -> Result<VaultPath, VaultError> {
     VaultPath::parse(&format!("{DIR}/{run_id}.json"), false)
 }
 
@@ -51,12 +81,14 @@ pub fn role_hash(vault: &Vault, role_path: &std::path::Path) -> String {
         .unwrap_or_default()
 }
 
-/// Saves `s` atomically (and durably: a run's second part must not be lost to a power cut).
-pub fn save(vault: &Vault, s: &Suspended) -> Result<(), VaultError> {
+/// Saves `s` atomically and signed (and durably: a run's second part must not be lost to a
+/// power cut).
+pub fn save(vault: &Vault, key: &Key, s: &Suspended) -> Result<(), VaultError> {
     let path = path_of(&s.run_id)?;
     vault.create_dir_all(&path.parent())?;
     let json = serde_json::to_vec(s).map_err(|e| VaultError::Io(e.to_string()))?;
-    vault.write_atomic_with(&path, &json, Durability::File)
+    let sealed = key.seal(PURPOSE, &[s.run_id.as_bytes()], &json);
+    vault.write_atomic_with(&path, &sealed, Durability::File)
 }
 
 /// What `tabd status` shows of a suspended run: read without its conversation.
@@ -69,30 +101,56 @@ pub struct Waiting {
     pub resuming: bool,
 }
 
-/// Every suspended run, oldest first. A record that cannot be read is named in the log and left.
-pub fn all(vault: &Vault) -> Vec<Suspended> {
-    let mut out: Vec<Suspended> = read_all(vault);
-    out.sort_by_key(|s| s.suspended_at);
+/// A record found under `.tabd/suspended/`.
+#[derive(Debug)]
+pub enum Found {
+    /// Signed by this machine's key for its run.
+    Signed(Box<Suspended>),
+    /// Not to be resumed: where it is, and why.
+    Refused { path: VaultPath, why: String },
+}
+
+/// Every suspended record, the signed ones oldest first.
+pub fn all(vault: &Vault, key: &Key) -> Vec<Found> {
+    let mut out: Vec<Found> = files(vault)
+        .into_iter()
+        .map(|path| match read(vault, key, &path) {
+            Ok(s) => Found::Signed(Box::new(s)),
+            Err(why) => Found::Refused { path, why },
+        })
+        .collect();
+    out.sort_by_key(|f| match f {
+        Found::Signed(s) => Some(s.suspended_at),
+        Found::Refused { .. } => None,
+    });
     out
 }
 
-/// Every suspended run as the status shows it (the conversations are skipped, not kept).
+/// Every suspended run as the status shows it (its conversation skipped, its signature not
+/// checked: the daemon sets aside what it does not trust).
 pub fn waiting(vault: &Vault) -> Vec<Waiting> {
-    let mut out: Vec<Waiting> = read_all(vault);
+    let mut out: Vec<Waiting> = files(vault)
+        .into_iter()
+        .filter_map(|path| {
+            let (bytes, _) = vault.read_bytes(&path, MAX_RECORD).ok()?;
+            let body = bytes.splitn(2, |b| *b == b'\n').last()?;
+            serde_json::from_slice(body).ok()
+        })
+        .collect();
     out.sort_by_key(|s| s.suspended_at);
     out
 }
 
-/// The suspended run `run_id`, if it is there and readable.
-pub fn load(vault: &Vault, run_id: &str) -> Option<Suspended> {
-    let text = vault.read_text(&path_of(run_id).ok()?, MAX_RECORD).ok()?;
-    parsed(&text, run_id)
+/// The suspended run `run_id`, if it is there and signed by this machine's key for that run.
+pub fn load(vault: &Vault, key: &Key, run_id: &str) -> Result<Suspended, String> {
+    read(vault, key, &path_of(run_id).map_err(|e| e.to_string())?)
 }
 
 /// The largest record read (a long conversation).
 const MAX_RECORD: u64 = 64 * 1024 * 1024;
 
-fn read_all<T: serde::de::DeserializeOwned>(vault: &Vault) -> Vec<T> {
+/// The records' paths (`<run id>.json`; not temp files, not those set aside).
+fn files(vault: &Vault) -> Vec<VaultPath> {
     let Ok(dir) = VaultPath::parse(DIR, false) else {
         return Vec::new();
     };
@@ -101,18 +159,41 @@ fn read_all<T: serde::de::DeserializeOwned>(vault: &Vault) -> Vec<T> {
         .map(|l| l.entries)
         .unwrap_or_default()
         .into_iter()
-        .filter(|e| e.path.file_name().ends_with(".json"))
-        .filter_map(|e| {
-            let text = vault.read_text(&e.path, MAX_RECORD).ok()?;
-            parsed(&text, e.path.as_str())
+        .filter(|e| {
+            e.is_file && e.path.file_name().ends_with(".json") && !e.path.file_name().starts_with('.')
         })
+        .map(|e| e.path)
         .collect()
 }
 
-fn parsed<T: serde::de::DeserializeOwned>(text: &str, name: &str) -> Option<T> {
-    serde_json::from_str(text)
-        .inspect_err(|err| tracing::warn!("cannot read the suspended run {name}: {err}; it stays as it is"))
-        .ok()
+/// The record at `path`, if this machine's key signed it for the run its name says; else why
+/// not, in a sentence.
+fn read(vault: &Vault, key: &Key, path: &VaultPath) -> Result<Suspended, String> {
+    let run_id = path.file_name().trim_end_matches(".json");
+    let (bytes, _) = vault
+        .read_bytes(path, MAX_RECORD)
+        .map_err(|e| format!("it cannot be read: {e}"))?;
+    let body = key
+        .open(PURPOSE, &[run_id.as_bytes()], &bytes)
+        .map_err(|e| format!("it is not signed by this machine's key for run {run_id}: {e}"))?;
+    let s: Suspended = serde_json::from_slice(body).map_err(|e| format!("it cannot be read: {e}"))?;
+    if s.run_id != run_id {
+        return Err(format!("it names another run ({})", s.run_id));
+    }
+    Ok(s)
+}
+
+/// Puts a record that is not to be resumed aside, under `.tabd/suspended/refused/` (kept for
+/// the person to look at; never read as a suspended run again).
+pub fn set_aside(vault: &Vault, path: &VaultPath) {
+    let moved = VaultPath::parse(&format!("{DIR}/refused/{}", path.file_name()), false).and_then(|to| {
+        vault.create_dir_all(&to.parent())?;
+        vault.rename_replace(path, &to)
+    });
+    if let Err(e) = moved {
+        tracing::warn!("cannot set aside {path}: {e}; removing it");
+        let _ = vault.remove_file(path);
+    }
 }
 
 pub fn remove(vault: &Vault, run_id: &str) {
@@ -121,6 +202,39 @@ pub fn remove(vault: &Vault, run_id: &str) {
             tracing::warn!("cannot remove the finished suspended run {run_id}: {e}");
         }
     }
+}
+
+/// The name of the mark of `s`'s second part.
+fn mark_name(s: &Suspended) -> String {
+    format!("{}.{}", s.run_id, s.wait)
+}
+
+/// Whether the second part of this wait of the run has started already (its mark is there,
+/// outside the vault): a record saying otherwise is an old copy.
+pub fn second_part_started(key: &Key, s: &Suspended) -> bool {
+    key.is_marked(RESUMED, &mark_name(s))
+}
+
+/// Why `s` is not to be resumed even though it is signed: too old, or waiting for an approval
+/// that is not its own (the ledger names another run or role). `None`: it may go on.
+pub fn refusal(state: &State, s: &Suspended, now: DateTime<Utc>) -> Option<String> {
+    let age = (now - s.suspended_at).to_std().unwrap_or_default();
+    if age > MAX_AGE {
+        return Some(format!(
+            "it waited since {}, longer than any approval lasts",
+            s.suspended_at.format("%Y-%m-%d")
+        ));
+    }
+    s.turn.waiting.iter().find_map(|(_, note)| {
+        let (id, a) = approval_of(state, note)?;
+        let ours = a.role == s.role && (a.run_id == s.run_id || a.also_for.contains(&s.run_id));
+        (!ours).then(|| {
+            format!(
+                "it waits for approval {id}, which run {} asked for, not this run",
+                a.run_id
+            )
+        })
+    })
 }
 
 /// What the person decided about each waiting call, once all are decided: the model's call id
@@ -185,10 +299,30 @@ pub fn continued(
     req
 }
 
-/// Marks `s` as resuming, durably, before its second part starts.
-pub fn mark_resuming(env: &RunEnv, s: &mut Suspended) -> Result<(), VaultError> {
+/// Marks `s` as resuming, durably, before its second part starts: in the record (a crash from
+/// here on is said at the next start) and outside the vault (an old copy of the record never
+/// starts it again). `Err`: it must not start (it started already, or the mark cannot be made).
+pub fn mark_resuming(env: &RunEnv, s: &mut Suspended) -> Result<(), String> {
     s.resuming = true;
-    save(&env.vault, s)
+    save(&env.vault, &env.key, s).map_err(|e| format!("cannot record that it goes on: {e}"))?;
+    claim_second_part(&env.key, s)
+}
+
+/// Marks outside the vault that the second part of `s`'s wait starts (durably); `Err` when it
+/// started already or the mark cannot be made.
+pub fn claim_second_part(key: &Key, s: &Suspended) -> Result<(), String> {
+    match key.mark(RESUMED, &mark_name(s)) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err("its second part started already (this record is an old copy)".into()),
+        Err(e) => Err(format!(
+            "cannot record outside the vault that it goes on ({e}), so it could not be kept from going on twice"
+        )),
+    }
+}
+
+/// Forgets the marks of second parts older than `MAX_AGE` (records that old are refused).
+pub fn forget_old_marks(key: &Key) -> usize {
+    key.forget_marks_older_than(RESUMED, MAX_AGE)
 }
 
 /// "2 h 14 min", "3 min", "40 s".
@@ -198,5 +332,101 @@ pub fn waited(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
         s if s < 60 => format!("{s} s"),
         s if s < 3600 => format!("{} min", s / 60),
         s => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(run_id: &str, role: &str, note: &str) -> Suspended {
+        serde_json::from_value(serde_json::json!({
+            "run_id": run_id,
+            "role": role,
+            "started_at": "2026-11-20T09:00:00Z",
+            "suspended_at": "2026-11-20T09:00:05Z",
+            "turn": {
+                "request": {"model": "m", "system": "", "messages": [], "tools": [], "max_tokens": 100,
+                            "temperature": null, "thinking_budget": 0, "tool_choice_none": false, "cache_ttl": null},
+                "results": [],
+                "waiting": [["call-1", note]]
+            },
+            "spent_tokens": 1200, "spent_usd": 0.5, "tool_calls": 7, "deadline_left_ms": 60000,
+            "hops": 0, "role_hash": ""
+        }))
+        .unwrap()
+    }
+
+    fn approval(run_id: &str, role: &str, note: &str) -> crate::gate::approvals::Approval {
+        serde_json::from_value(serde_json::json!({
+            "role": role, "tool": "write_file", "exposed": "write_file", "risk": "write",
+            "note": note, "args_hash": "", "run_id": run_id,
+            "created": "2026-11-20T09:00:05Z", "expires": "2026-11-22T09:00:05Z", "phase": "done"
+        }))
+        .unwrap()
+    }
+
+    /// Issue 36, finding 8: a record edited in the vault (its counters zeroed) or copied under
+    /// another run's name does not open; the one tabd saved does, counters and all.
+    #[test]
+    fn a_record_opens_only_as_this_machine_saved_it_for_its_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let vault = Vault::open(dir.path()).unwrap();
+        let key = Key::from_bytes(&[5; 32]);
+        let s = record("20261120T090000Z-ops-00000001", "ops", "agent/approvals/a.md");
+        save(&vault, &key, &s).unwrap();
+        let back = load(&vault, &key, &s.run_id).unwrap();
+        assert_eq!((back.tool_calls, back.spent_tokens, back.wait), (7, 1200, 1));
+
+        let path = path_of(&s.run_id).unwrap();
+        let text = vault.read_text(&path, 1 << 20).unwrap();
+        vault
+            .write_atomic(
+                &path,
+                text.replace("\"tool_calls\":7", "\"tool_calls\":0").as_bytes(),
+            )
+            .unwrap();
+        let why = load(&vault, &key, &s.run_id).unwrap_err();
+        assert!(why.contains("not signed by this machine's key"), "{why}");
+
+        let other = path_of("20261120T090000Z-ops-00000002").unwrap();
+        vault.write_atomic(&other, text.as_bytes()).unwrap();
+        assert!(
+            load(&vault, &key, "20261120T090000Z-ops-00000002").is_err(),
+            "bound to its run"
+        );
+        let plain = serde_json::to_vec(&s).unwrap();
+        vault.write_atomic(&path, &plain).unwrap();
+        let why = load(&vault, &key, &s.run_id).unwrap_err();
+        assert!(why.contains("no signature"), "an older tabd's record: {why}");
+    }
+
+    /// Issue 36, finding 8: a record resumes only with its own approvals — one the ledger says
+    /// another run (or role) asked for gets nothing; a run that shared a pending request (same
+    /// call, reused note) does; a record older than any approval does not.
+    #[test]
+    fn a_record_waiting_for_another_runs_approval_is_refused() {
+        let note = "agent/approvals/a.md";
+        let now: DateTime<Utc> = "2026-11-20T10:00:00Z".parse().unwrap();
+        let mut state = State::default();
+        state.approvals.insert(
+            "abc123".into(),
+            approval("20261120T080000Z-ops-0000000a", "ops", note),
+        );
+        let s = record("20261120T090000Z-ops-00000001", "ops", note);
+        let why = refusal(&state, &s, now).expect("another run's approval");
+        assert!(
+            why.contains("abc123") && why.contains("20261120T080000Z-ops-0000000a"),
+            "{why}"
+        );
+
+        if let Some(a) = state.approvals.get_mut("abc123") {
+            a.also_for.push(s.run_id.clone());
+        }
+        assert_eq!(refusal(&state, &s, now), None, "it shared the request");
+        let other_role = record("20261120T090000Z-ops-00000001", "comms", note);
+        assert!(refusal(&state, &other_role, now).is_some());
+        let later = now + chrono::Duration::days(401);
+        assert!(refusal(&state, &s, later).is_some_and(|w| w.contains("longer than any approval")));
     }
 }
