@@ -13,14 +13,16 @@ fn main() -> ExitCode {
     }
     let env = Env::from_process();
     init_logging(&env, &cli);
+    let secrets = env.clone();
     match tabd::doors::commands::run(cli, env) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
+            let message = secrets.redactor().apply(&e.message);
             // An error that names its file and line reads `path:line: error: …` already.
             if e.located {
-                eprintln!("{}", e.message);
+                eprintln!("{message}");
             } else {
-                eprintln!("error: {}", e.message);
+                eprintln!("error: {message}");
             }
             ExitCode::from(e.code)
         }
@@ -40,9 +42,10 @@ fn end_like_a_unix_tool_when_the_reader_leaves() {
 
 /// `tracing` to stderr, filtered by `TABD_LOG` or `RUST_LOG` (default `info`, with rmcp's
 /// per-session chatter at `warn`: tabd says itself what a server did); no timestamps under
-/// journald, which adds its own. Every line goes through a redactor: the values of secret
-/// variables (`*KEY*`, `*TOKEN*` …) are written as `${VAR}`, whoever logs them (a library's
-/// error may quote a url with a token in it).
+/// journald, which adds its own. Every line goes through the environment's redactor: the value
+/// of every variable expanded from `${VAR}` so far (the config's, a role's, a server's) and of
+/// variables named like secrets (`*KEY*`, `*TOKEN*` …) is written as `${VAR}`, whoever logs it
+/// (a library's error may quote a url with a token in it).
 fn init_logging(env: &Env, cli: &Cli) {
     use tracing_subscriber::EnvFilter;
     let from_flags = match (cli.quiet, cli.verbose) {
@@ -56,7 +59,7 @@ fn init_logging(env: &Env, cli: &Cli) {
         .or_else(|| env.get("RUST_LOG"))
         .unwrap_or(from_flags);
     use std::io::IsTerminal;
-    let writer = Redacting(std::sync::Arc::new(env.secrets_redactor()));
+    let writer = Redacting(env.clone());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new(filter))
         .with_writer(writer)
@@ -69,9 +72,11 @@ fn init_logging(env: &Env, cli: &Cli) {
     }
 }
 
-/// Stderr, with secrets written back as `${VAR}` (each log line is one writer).
+/// Stderr, with secrets written back as `${VAR}` (each log line is one writer). It holds the
+/// environment, not a redactor made at start: the config is read, and its `${VAR}`s expanded,
+/// after logging starts.
 #[derive(Clone)]
-struct Redacting(std::sync::Arc<Redactor>);
+struct Redacting(Env);
 
 struct RedactingLine {
     redactor: std::sync::Arc<Redactor>,
@@ -106,7 +111,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Redacting {
 
     fn make_writer(&'a self) -> Self::Writer {
         RedactingLine {
-            redactor: self.0.clone(),
+            redactor: self.0.redactor(),
             buf: Vec::new(),
         }
     }

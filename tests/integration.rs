@@ -23,6 +23,7 @@ mod providers;
 mod resume;
 mod robustness;
 mod sandbox;
+mod secrets;
 mod signed_records;
 mod turn_e2e;
 mod undo;

@@ -206,6 +206,44 @@ fn a_failing_channel_shows_in_status_without_its_secret() {
     }
 }
 
+/// Issue 36, finding 12: an ntfy topic written out in the URL is as good as a password: the
+/// status, `agent/status.md` and the log show the webhook with its last part hidden.
+#[test]
+fn a_webhook_topic_written_out_is_hidden_in_status_and_log() {
+    let hook = Listener::start();
+    let notify = format!(
+        "[notify]\nwebhook = \"http://127.0.0.1:{}/fail/literal-topic-4242\"\nformat = \"ntfy\"\n",
+        hook.port
+    );
+    let (v, _fake) = asking_vault(&notify);
+    let d = Daemon::start_with_env(&v, &[("TABD_TEST_NOTIFY_RETRY_MS", "50"), ("TABD_LOG", "debug")]);
+    v.write("agent/inbox/ops/plan.md", "Write the plan.");
+    wait_until(T, "the status showing the failing channel", || {
+        v.read("agent/status.md").contains("tabd cannot reach you")
+    });
+    assert_eq!(
+        hook.got()[0].1["topic"],
+        "literal-topic-4242",
+        "sent where it belongs"
+    );
+    // `tabd status` reads status.json, written just after the note: wait for it too.
+    let mut status = String::new();
+    wait_until(T, "tabd status showing the failing channel", || {
+        status = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+        status.contains("NOTIFY FAILING: webhook:")
+    });
+    for text in [
+        &status,
+        &v.read("agent/status.md"),
+        &v.read(".tabd/status.json"),
+        &d.stderr(),
+    ] {
+        assert!(!text.contains("literal-topic-4242"), "{text}");
+    }
+    let shown = format!("webhook: http://127.0.0.1:{}/fail/…: HTTP 500", hook.port);
+    assert!(status.contains(&shown), "{status}");
+}
+
 /// A webhook that answers 404 is wrong until the person fixes it: tried once, not four times,
 /// and the status says it was not retried (a 500 is retried: the test above).
 #[test]

@@ -1,7 +1,8 @@
 //! The process environment as a value, so config and roles can expand `${VAR}` and tests never
 //! mutate the real environment.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 /// What every child process gets from tabd's environment (never its API keys or other secrets):
 /// what programs, `npx`, `uvx` and friends need to run. Anything else is passed by name.
@@ -26,27 +27,115 @@ pub const CHILD_BASE_ENV: &[&str] = &[
     "REQUESTS_CA_BUNDLE",
 ];
 
-/// Writes secret values back as the `${NAME}` they came from.
+/// Values shorter than this are never hidden: `1`, `on` or `en` would blank ordinary text and
+/// hide nothing (and a secret that short is no secret).
+const SHORTEST_HIDDEN: usize = 4;
+
+/// Values this long or longer are hidden wherever they occur; shorter ones only where they stand
+/// as a word of their own (not inside a longer run of letters and digits), so a `${PORT}` of
+/// `8080` is hidden in `host:8080/` but not in `18080`.
+const HIDDEN_ANYWHERE: usize = 8;
+
+/// What names a variable whose value is a secret even where it was not used as `${NAME}`.
+const SECRET_SIGNS: &[&str] = &[
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "AUTH",
+    "CREDENTIAL",
+    "COOKIE",
+];
+
+/// Writes secret values back as the `${NAME}` they came from (DESIGN §24). The rule, one for
+/// everything tabd prints or records:
+/// - every value that was expanded from `${NAME}` (in the config, a role, an MCP server's table,
+///   a webhook) is a secret, if it has at least 4 characters — under 8, only where it stands as a
+///   word of its own — unless it is one tabd hands every child (`CHILD_BASE_ENV`: `HOME`,
+///   `PATH`, the locale …), which is no secret;
+/// - so is every value of 8 or more characters of a variable named like a secret (`*KEY*`,
+///   `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`, `*CREDENTIAL*`, `*COOKIE*`), used or not.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
+    /// (value, `${NAME}`), longest value first, so a value containing another is replaced whole.
     pairs: Vec<(String, String)>,
 }
 
 impl Redactor {
+    fn new(mut pairs: Vec<(String, String)>) -> Self {
+        pairs.retain(|(v, _)| v.chars().count() >= SHORTEST_HIDDEN);
+        pairs.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.cmp(b)));
+        pairs.dedup_by(|a, b| a.0 == b.0);
+        Self { pairs }
+    }
+
     pub fn apply(&self, text: &str) -> String {
         let mut out = text.to_string();
         for (value, shown) in &self.pairs {
-            if out.contains(value.as_str()) {
-                out = out.replace(value.as_str(), shown);
+            if !out.contains(value.as_str()) {
+                continue;
             }
+            out = if value.chars().count() >= HIDDEN_ANYWHERE {
+                out.replace(value.as_str(), shown)
+            } else {
+                replace_words(&out, value, shown)
+            };
         }
         out
     }
+
+    /// Every string in `value` (its keys stay), for JSON tabd prints or writes.
+    pub fn apply_json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => {
+                let clean = self.apply(s);
+                if clean != *s {
+                    *s = clean;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.apply_json(v)),
+            Value::Object(map) => map.values_mut().for_each(|v| self.apply_json(v)),
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
 }
 
+/// `text` with each occurrence of `value` that is not part of a longer word replaced by `shown`.
+fn replace_words(text: &str, value: &str, shown: &str) -> String {
+    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    let (first, last) = (value.chars().next(), value.chars().next_back());
+    let mut out = String::with_capacity(text.len());
+    let mut done = 0;
+    for (at, _) in text.match_indices(value) {
+        let before = text[..at].chars().next_back();
+        let after = text[at + value.len()..].chars().next();
+        let glued = (word(first) && word(before)) || (word(last) && word(after));
+        if at < done || glued {
+            continue;
+        }
+        out.push_str(&text[done..at]);
+        out.push_str(shown);
+        done = at + value.len();
+    }
+    out.push_str(&text[done..]);
+    out
+}
+
+/// The variables expanded through an `Env` and all its clones, and the redactor made of them.
+#[derive(Debug, Default)]
+struct Expanded {
+    names: BTreeSet<String>,
+    redactor: Option<Arc<Redactor>>,
+}
+
+/// tabd's environment. Clones share what was expanded through any of them, so a value the
+/// config expanded at start is hidden in what a run, the log or the status prints later.
 #[derive(Debug, Clone, Default)]
 pub struct Env {
     vars: HashMap<String, String>,
+    expanded: Arc<Mutex<Expanded>>,
 }
 
 impl Env {
@@ -54,12 +143,14 @@ impl Env {
     pub fn from_process() -> Self {
         Self {
             vars: std::env::vars().collect(),
+            expanded: Arc::default(),
         }
     }
 
     pub fn from_pairs<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
         Self {
             vars: pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            expanded: Arc::default(),
         }
     }
 
@@ -80,52 +171,55 @@ impl Env {
         self.vars.get(name).map(String::as_str).filter(|v| !v.is_empty())
     }
 
-    /// `text` with the value of each variable in `names` written back as `${NAME}`: a secret read
-    /// from the environment never reaches a message, a log or a listing.
+    fn expanded(&self) -> std::sync::MutexGuard<'_, Expanded> {
+        self.expanded.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The secrets as `Redactor` says: every value expanded so far through this environment (or
+    /// a clone), and the values of variables named like secrets. Made again only when a new
+    /// variable was expanded.
+    pub fn redactor(&self) -> Arc<Redactor> {
+        let mut expanded = self.expanded();
+        if let Some(r) = &expanded.redactor {
+            return r.clone();
+        }
+        let r = Arc::new(self.redactor_for(expanded.names.iter().map(String::as_str)));
+        expanded.redactor = Some(r.clone());
+        r
+    }
+
+    /// `text` with every secret (`redactor`) and the value of each variable in `names` written
+    /// back as `${NAME}`: a secret read from the environment never reaches a message, a log or a
+    /// listing.
     pub fn redact(&self, text: &str, names: &[String]) -> String {
-        self.redactor(names).apply(text)
+        let expanded: Vec<String> = self.expanded().names.iter().cloned().collect();
+        self.redactor_for(expanded.iter().chain(names).map(String::as_str))
+            .apply(text)
     }
 
-    /// A redactor for the values of `names` (set once, applied to many lines).
-    pub fn redactor(&self, names: &[String]) -> Redactor {
-        let mut pairs: Vec<(String, String)> = names
-            .iter()
-            .filter_map(|n| self.get(n).map(|v| (v.to_string(), format!("${{{n}}}"))))
-            // Shorter values would match everywhere and hide nothing.
-            .filter(|(v, _)| v.len() >= 4)
+    fn redactor_for<'a>(&self, used: impl Iterator<Item = &'a str>) -> Redactor {
+        let shown = |n: &str| format!("${{{n}}}");
+        let mut pairs: Vec<(String, String)> = used
+            // What tabd hands every child (HOME, PATH, the locale) is no secret: hiding the home
+            // folder would rewrite every path tabd prints.
+            .filter(|n| !CHILD_BASE_ENV.contains(n))
+            .filter_map(|n| self.get(n).map(|v| (v.to_string(), shown(n))))
             .collect();
-        // Longest first, so a value containing another is replaced whole.
-        pairs.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
-        Redactor { pairs }
+        pairs.extend(
+            self.vars
+                .iter()
+                .filter(|(k, v)| {
+                    let upper = k.to_uppercase();
+                    v.chars().count() >= HIDDEN_ANYWHERE && SECRET_SIGNS.iter().any(|s| upper.contains(s))
+                })
+                .map(|(k, v)| (v.clone(), shown(k))),
+        );
+        Redactor::new(pairs)
     }
 
-    /// A redactor for logs: the values (8 characters or more) of every variable whose name says
-    /// it holds a secret — `*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`, `*CREDENTIAL*`.
-    pub fn secrets_redactor(&self) -> Redactor {
-        const SIGNS: &[&str] = &[
-            "KEY",
-            "TOKEN",
-            "SECRET",
-            "PASSWORD",
-            "PASSWD",
-            "AUTH",
-            "CREDENTIAL",
-            "COOKIE",
-        ];
-        let names: Vec<String> = self
-            .vars
-            .iter()
-            .filter(|(k, v)| {
-                let upper = k.to_uppercase();
-                v.len() >= 8 && SIGNS.iter().any(|s| upper.contains(s))
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
-        self.redactor(&names)
-    }
-
-    /// Replaces every `${NAME}` in `s` with the variable's value. `$$` is not special; a `$`
-    /// not followed by `{` is kept as is.
+    /// Replaces every `${NAME}` in `s` with the variable's value, and remembers the name: from
+    /// now on its value is a secret (`redactor`). `$$` is not special; a `$` not followed by `{`
+    /// is kept as is.
     pub fn expand(&self, s: &str) -> Result<String, ExpandError> {
         let mut out = String::with_capacity(s.len());
         let mut rest = s;
@@ -142,6 +236,11 @@ impl Env {
             match self.get(name) {
                 Some(v) => out.push_str(v),
                 None => return Err(ExpandError::Unset { name: name.into() }),
+            }
+            let mut expanded = self.expanded();
+            if !expanded.names.contains(name) {
+                expanded.names.insert(name.to_string());
+                expanded.redactor = None;
             }
             rest = &after[end + 1..];
         }
@@ -174,15 +273,68 @@ mod tests {
             ("HOME", "/home/ana"),
             ("API_KEY_2", "xoxb-123456789-long"),
         ]);
-        let r = env.secrets_redactor();
+        let r = env.redactor();
         assert_eq!(
             r.apply("url http://h/?t=xoxb-123456789-long and xoxb-123456789, false, /home/ana"),
             "url http://h/?t=${API_KEY_2} and ${SLACK_TOKEN}, false, /home/ana"
         );
         assert_eq!(
-            env.redact("/home/ana/x", &["HOME".to_string()]),
-            "${HOME}/x",
-            "named variables are redacted whatever their names"
+            env.redact("/home/ana/x and xoxb-123456789", &["HOME".to_string()]),
+            "/home/ana/x and ${SLACK_TOKEN}",
+            "what every child gets (HOME) is no secret, even used as ${{HOME}}"
+        );
+        env.expand("${HOME}/vault").unwrap();
+        assert_eq!(env.redactor().apply("/home/ana/vault"), "/home/ana/vault");
+    }
+
+    /// Issue 36, finding 12: a value expanded through one clone of the environment (the config
+    /// read at start) is hidden by every other (the log, a run, the status), whatever its name.
+    #[test]
+    fn every_expanded_value_is_a_secret_for_every_clone() {
+        let env = Env::from_pairs([("HOOK_PATH", "hook-5f3a9c"), ("UNUSED", "nobody-used-this")]);
+        let text = "POST http://h/hook-5f3a9c/x failed; nobody-used-this";
+        assert_eq!(env.redactor().apply(text), text, "nothing expanded yet");
+        let config = env.clone();
+        assert_eq!(
+            config.expand("http://h/${HOOK_PATH}/x").unwrap(),
+            "http://h/hook-5f3a9c/x"
+        );
+        assert_eq!(
+            env.redactor().apply(text),
+            "POST http://h/${HOOK_PATH}/x failed; nobody-used-this"
+        );
+        let mut json = serde_json::json!({"error": text, "hook-5f3a9c": [1, "hook-5f3a9c"]});
+        env.redactor().apply_json(&mut json);
+        assert_eq!(json["hook-5f3a9c"][1], "${HOOK_PATH}", "values, not keys: {json}");
+    }
+
+    /// Short values would blank ordinary text: under 4 characters never, under 8 only as a word.
+    #[test]
+    fn short_values_are_hidden_only_as_words_and_tiny_ones_never() {
+        let env = Env::from_pairs([
+            ("PORT", "8080"),
+            ("RETRIES", "1"),
+            ("TEAM", "ops"),
+            ("REGION", "eu-west-1b"),
+            ("AUTH_MODE", "none"),
+        ]);
+        for name in ["PORT", "RETRIES", "TEAM", "REGION", "AUTH_MODE"] {
+            env.expand(&format!("${{{name}}}")).unwrap();
+        }
+        let r = env.redactor();
+        assert_eq!(
+            r.apply("host:8080/v1 port 18080, 1 retry, ops team, zone eu-west-1b2"),
+            "host:${PORT}/v1 port 18080, 1 retry, ops team, zone ${REGION}2"
+        );
+        assert_eq!(
+            r.apply("none left, nonexistent"),
+            "${AUTH_MODE} left, nonexistent"
+        );
+        let unused = Env::from_pairs([("AUTH_MODE", "none")]);
+        assert_eq!(
+            unused.redactor().apply("none left"),
+            "none left",
+            "a short value of a secret-looking name is hidden only once used as ${{NAME}}"
         );
     }
 

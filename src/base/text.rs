@@ -82,8 +82,61 @@ pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str
 
 /// A URL as tabd may print or record it (DESIGN §8, issue 29): no user name or password, no
 /// query value (`?api_key=…`), no fragment — a daily note every role can read must never hold
-/// them. Each query key stays, its value shown as `…`.
+/// them. Each query key stays, its value shown as `…`. A `${NAME}` written in it stays readable.
+/// (Values expanded into the path are hidden by the environment's redactor, DESIGN §24.)
 pub fn display_url(url: &str) -> String {
+    unbrace(&display_url_encoded(url))
+}
+
+/// A webhook's URL as tabd shows it: as `display_url`, with the last part of its path hidden too
+/// (`https://ntfy.sh/…`) — an ntfy topic, a Slack or Discord token is the path's end, and is as
+/// good as a password even when written out in the config.
+pub fn display_webhook(url: &str) -> String {
+    let shown = display_url(url);
+    let (before_query, query) = match shown.find('?') {
+        Some(q) => shown.split_at(q),
+        None => (shown.as_str(), ""),
+    };
+    let path_from = before_query
+        .find("://")
+        .map(|s| s + 3)
+        .and_then(|host| before_query[host..].find('/').map(|p| host + p));
+    let Some(path_from) = path_from else {
+        return shown;
+    };
+    let trimmed = before_query.trim_end_matches('/');
+    match trimmed.rfind('/') {
+        Some(last) if last >= path_from && last + 1 < trimmed.len() => {
+            format!("{}…{query}", &trimmed[..last + 1])
+        }
+        _ => shown,
+    }
+}
+
+/// `$%7BNAME%7D` (how a URL writes `${NAME}`) back as `${NAME}`.
+fn unbrace(url: &str) -> String {
+    let mut out = String::with_capacity(url.len());
+    let mut rest = url;
+    while let Some(at) = rest.find("$%7B") {
+        let after = &rest[at + 4..];
+        let name_len = after
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            .count();
+        out.push_str(&rest[..at]);
+        if name_len > 0 && after[name_len..].starts_with("%7D") {
+            out.push_str(&format!("${{{}}}", &after[..name_len]));
+            rest = &after[name_len + 3..];
+        } else {
+            out.push_str("$%7B");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn display_url_encoded(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(mut u) if u.has_host() => {
             let _ = u.set_username("");
@@ -290,6 +343,33 @@ mod tests {
         let msg = "error sending request for url (http://u:PASS@h/v1?key=abc): refused";
         let clean = scrub_url(msg, "http://u:PASS@h/v1?key=abc");
         assert!(!clean.contains("PASS") && !clean.contains("abc"), "{clean}");
+        assert_eq!(
+            display_url("https://h/${TEAM}/x?t=${TOKEN}"),
+            "https://h/${TEAM}/x?t=…",
+            "a ${{NAME}} stays readable"
+        );
+    }
+
+    /// Issue 36, finding 12: a webhook's last path part is hidden, written out or not.
+    #[test]
+    fn webhooks_hide_the_end_of_their_path() {
+        for (url, shown) in [
+            ("https://ntfy.sh/my-secret-topic", "https://ntfy.sh/…"),
+            ("https://ntfy.sh/my-secret-topic/", "https://ntfy.sh/…"),
+            ("https://ntfy.sh/${NTFY_TOPIC}", "https://ntfy.sh/…"),
+            (
+                "https://hooks.slack.com/services/T000/B000/XXXXsecret",
+                "https://hooks.slack.com/services/T000/B000/…",
+            ),
+            (
+                "http://127.0.0.1:8080/hook?token=abc",
+                "http://127.0.0.1:8080/…?token=…",
+            ),
+            ("https://u:pw@example.com/", "https://example.com/"),
+            ("https://example.com", "https://example.com/"),
+        ] {
+            assert_eq!(display_webhook(url), shown, "{url}");
+        }
     }
 
     #[test]

@@ -216,6 +216,8 @@ pub struct Connection {
     pub stderr: StderrTail,
     /// The sandbox it runs under (`None`: not sandboxed), to say when a refusal was its doing.
     applied: Option<Arc<Applied>>,
+    /// tabd's environment: what a call's error quotes of it is written back as `${VAR}`.
+    env: crate::base::environment::Env,
 }
 
 impl Connection {
@@ -336,6 +338,7 @@ impl Connection {
             tools_changed,
             stderr,
             applied,
+            env: launcher.env.clone(),
         }))
     }
 
@@ -397,7 +400,10 @@ impl Connection {
             answer = tokio::time::timeout(limit, self.peer.call_tool(params)) => answer,
             () = self.closed() => Ok(Err(ServiceError::TransportClosed)),
         };
-        match answer {
+        // An error quotes the url (a `${TOKEN}` in it expanded) or the server's last output.
+        let secrets = self.server.vars();
+        let clean = |m: String| self.env.redact(&m, &secrets);
+        let answer = match answer {
             Ok(Ok(result)) => Ok(result),
             // The server answered: it refused the call, nothing was done.
             Ok(Err(ServiceError::McpError(data))) => Err(CallError::Refused(format!(
@@ -422,7 +428,11 @@ impl Connection {
                 "no answer within {}s (tool_timeout_s); the call was cancelled, but it may or may not have been carried out",
                 limit.as_secs()
             ))),
-        }
+        };
+        answer.map_err(|e| match e {
+            CallError::Refused(m) => CallError::Refused(clean(m)),
+            CallError::Unknown(m) => CallError::Unknown(clean(m)),
+        })
     }
 
     /// Ends the session and stops the process group. Safe to call twice.

@@ -175,10 +175,8 @@ impl Deliveries {
                 "no HTTP client (TLS could not start)".into(),
             ));
         };
-        // Shown as written (`${TOKEN}`, not its value): a topic or token may sit in the path.
-        let shown = crate::base::text::display_url(url)
-            .replace("%7B", "{")
-            .replace("%7D", "}");
+        // Shown as written, its last part hidden: a topic or token may sit in the path.
+        let shown = crate::base::text::display_webhook(url);
         let url = self
             .env
             .expand(url)
@@ -205,9 +203,13 @@ impl Deliveries {
             }
         };
         let resp = request.send().await.map_err(|e| {
-            // reqwest names the URL it used: never with the secret's value in it.
-            let said = e.to_string().replace(&url, &shown);
-            DeliveryError::Transport(crate::base::text::scrub_url(&format!("{shown}: {said}"), &url))
+            // reqwest names the URL it used (the topic, a token): said without it, by its cause.
+            let e = e.without_url();
+            let mut cause: &dyn std::error::Error = &e;
+            while let Some(next) = cause.source() {
+                cause = next;
+            }
+            DeliveryError::Transport(format!("{shown}: {cause}"))
         })?;
         match resp.status() {
             s if s.is_success() => Ok(()),

@@ -208,6 +208,8 @@ impl queue::Channel for Worker {
                     } else {
                         format!("{e} (not retried: a retry would not fix it)")
                     };
+                    // A program's stderr, a server's error may quote a secret (DESIGN §24).
+                    let why = self.deliveries.env.redactor().apply(&why);
                     tracing::warn!("notify: {channel} failed: {why}");
                     failing.insert(channel, why.clone()) != Some(why)
                 }

@@ -91,6 +91,61 @@ impl ProviderError {
         }
     }
 
+    /// The error with `secrets` written back as `${VAR}` in every text it holds (DESIGN §24).
+    pub fn redacted(self, secrets: &crate::base::environment::Redactor) -> Self {
+        let r = |s: String| secrets.apply(&s);
+        match self {
+            Self::Http {
+                provider,
+                status,
+                message,
+                retry_after,
+                spend_limit,
+                advice,
+            } => Self::Http {
+                provider,
+                status,
+                message: r(message),
+                retry_after,
+                spend_limit,
+                advice: advice.map(r),
+            },
+            Self::Transport {
+                provider,
+                url,
+                message,
+            } => Self::Transport {
+                provider,
+                url: r(url),
+                message: r(message),
+            },
+            Self::Timeout {
+                provider,
+                url,
+                timeout,
+            } => Self::Timeout {
+                provider,
+                url: r(url),
+                timeout,
+            },
+            Self::BadResponse { provider, message } => Self::BadResponse {
+                provider,
+                message: r(message),
+            },
+            Self::Cli {
+                provider,
+                message,
+                outage,
+            } => Self::Cli {
+                provider,
+                message: r(message),
+                outage,
+            },
+            Self::MissingKey { provider, env } => Self::MissingKey { provider, env },
+            Self::Deadline { provider } => Self::Deadline { provider },
+        }
+    }
+
     pub fn status(&self) -> Option<u16> {
         match self {
             Self::Http { status, .. } => Some(*status),

@@ -199,7 +199,9 @@ pub fn install_tls() {
 }
 
 /// Builds the configured provider. The key is read from the environment now; a missing key is
-/// reported at the first call (so `tabd run` starts, and pauses model calls, without one).
+/// reported at the first call (so `tabd run` starts, and pauses model calls, without one). Every
+/// error it returns has the environment's secrets written back as `${VAR}` (a `${VAR}` in
+/// `base_url`'s path is in every URL an error quotes, and a server may echo the path).
 pub fn build(cfg: &ProviderConfig, env: &Env) -> Result<Arc<dyn Provider>, ProviderError> {
     let key = env.get(&cfg.api_key_env).map(Secret::new);
     install_tls();
@@ -208,16 +210,44 @@ pub fn build(cfg: &ProviderConfig, env: &Env) -> Result<Arc<dyn Provider>, Provi
         .connect_timeout(cfg.timeout.min(Duration::from_secs(30)))
         .user_agent(concat!("tabd/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| ProviderError::Transport {
-            provider: cfg.kind.as_str(),
-            url: crate::base::text::display_url(&cfg.base_url),
-            message: crate::base::text::scrub_url(&e.to_string(), &cfg.base_url),
+        .map_err(|e| {
+            ProviderError::Transport {
+                provider: cfg.kind.as_str(),
+                url: crate::base::text::display_url(&cfg.base_url),
+                message: crate::base::text::scrub_url(&e.to_string(), &cfg.base_url),
+            }
+            .redacted(&env.redactor())
         })?;
-    Ok(match cfg.kind {
+    let inner: Arc<dyn Provider> = match cfg.kind {
         ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(client, cfg, key)),
         ProviderKind::Openai => Arc::new(OpenAiProvider::new(client, cfg, key)),
         ProviderKind::Command => Arc::new(NoApi),
-    })
+    };
+    Ok(Arc::new(Redacted {
+        inner,
+        env: env.clone(),
+    }))
+}
+
+/// A provider whose errors never hold a secret of the environment.
+struct Redacted {
+    inner: Arc<dyn Provider>,
+    env: Env,
+}
+
+impl Provider for Redacted {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn send<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, Result<Response, ProviderError>> {
+        Box::pin(async move {
+            self.inner
+                .send(req)
+                .await
+                .map_err(|e| e.redacted(&self.env.redactor()))
+        })
+    }
 }
 
 /// Stands in for the API provider when `kind = "command"`: runs go through `run_turn` instead,

@@ -174,6 +174,7 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
                     "stopped before it ended; the notes stay in the inbox, no attempt counted"
                 }
             };
+            let msg = ws.env.redactor().apply(msg);
             eprintln!("error: {msg}\n({what})");
             Ok(1)
         }

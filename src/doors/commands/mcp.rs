@@ -151,13 +151,17 @@ pub fn list(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliErr
         futures::future::join_all(servers.iter().map(|s| inspect(ws, s.clone(), role, &support))).await
     });
     let listing = Listing { servers: reports };
+    // The grants name paths expanded from `${VAR}`; a server's error may quote its settings.
+    let secrets = ws.env.redactor();
     if json {
+        let mut value = serde_json::to_value(&listing).map_err(|e| CliError::failed(e.to_string()))?;
+        secrets.apply_json(&mut value);
         println!(
             "{}",
-            serde_json::to_string_pretty(&listing).map_err(|e| CliError::failed(e.to_string()))?
+            serde_json::to_string_pretty(&value).map_err(|e| CliError::failed(e.to_string()))?
         );
     } else {
-        print!("{}", render(&listing));
+        print!("{}", secrets.apply(&render(&listing)));
     }
     Ok(if listing.servers.iter().any(|s| s.status == "down") {
         1

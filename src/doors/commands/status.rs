@@ -19,7 +19,7 @@ pub fn run(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliErro
             let report = compute(ws, pid);
             // The daemon is gone but its status files say it runs: correct them now.
             if pid.is_none() && written.is_some_and(|w| w.daemon_pid.is_some()) {
-                status::write(&ws.vault, &report, ws.config.timezone);
+                status::write(&ws.vault, &report, ws.config.timezone, &ws.env.redactor());
             }
             report
         }
@@ -37,13 +37,20 @@ pub fn run(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliErro
         }
         report.roles.retain(|r| r.role == name);
     }
+    // What the daemon wrote is redacted already; what was made here, not: both go through the
+    // redactor (DESIGN §24).
+    let secrets = ws.env.redactor();
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| CliError::failed(e.to_string()))?
+            serde_json::to_string_pretty(&status::to_json(&report, &secrets))
+                .map_err(|e| CliError::failed(e.to_string()))?
         );
     } else {
-        print!("{}", status::render_text(&report, ws.config.timezone));
+        print!(
+            "{}",
+            secrets.apply(&status::render_text(&report, ws.config.timezone))
+        );
     }
     Ok(0)
 }

@@ -14,8 +14,10 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
     let mut diags: Vec<Diagnostic> = roles.diagnostics.clone();
     diags.extend(config_checks(ws));
     diags.extend(vault_checks(ws));
+    // A value expanded from `${VAR}` (an MCP server's command, say) is printed as `${VAR}`.
+    let secrets = ws.env.redactor();
     for d in &diags {
-        println!("{d}");
+        println!("{}", secrets.apply(&d.to_string()));
     }
     let ok: Vec<&str> = roles.runnable().map(|r| r.name.as_str()).collect();
     let abstract_roles: Vec<&str> = roles

@@ -144,7 +144,12 @@ impl Daemon {
             &live,
             wall,
         );
-        status::write(&self.run_env.vault, &report, self.config().timezone);
+        status::write(
+            &self.run_env.vault,
+            &report,
+            self.config().timezone,
+            &self.env.redactor(),
+        );
     }
 }
 

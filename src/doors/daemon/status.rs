@@ -10,6 +10,7 @@ use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
 use crate::base::cost::{dollars, round_usd};
+use crate::base::environment::Redactor;
 use crate::base::text::thousands;
 use crate::base::vault::{layout, Durability, Vault, VaultPath};
 use crate::gate::approvals::Phase;
@@ -427,9 +428,18 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
     }
 }
 
-/// Writes `agent/status.md` and `.tabd/status.json` (both atomically, through the vault).
-pub fn write(vault: &Vault, report: &StatusReport, tz: Tz) {
-    let note = render_note(report, tz);
+/// The report as JSON, with `secrets` written back as `${VAR}` in every text (DESIGN §24).
+pub fn to_json(report: &StatusReport, secrets: &Redactor) -> serde_json::Value {
+    let mut json = serde_json::to_value(report).unwrap_or_default();
+    secrets.apply_json(&mut json);
+    json
+}
+
+/// Writes `agent/status.md` and `.tabd/status.json` (both atomically, through the vault), with
+/// `secrets` written back as `${VAR}`: a provider's error, a channel's, a config error may quote
+/// a value expanded from `${VAR}`.
+pub fn write(vault: &Vault, report: &StatusReport, tz: Tz, secrets: &Redactor) {
+    let note = secrets.apply(&render_note(report, tz));
     if let Ok(p) = VaultPath::parse(layout::STATUS_NOTE, false) {
         if let Err(e) = vault.write_atomic_with(&p, note.as_bytes(), Durability::None) {
             tracing::warn!("cannot write agent/status.md: {e}");
@@ -437,7 +447,7 @@ pub fn write(vault: &Vault, report: &StatusReport, tz: Tz) {
     }
     if let (Ok(p), Ok(json)) = (
         VaultPath::parse(layout::STATUS_JSON, false),
-        serde_json::to_vec_pretty(report),
+        serde_json::to_vec_pretty(&to_json(report, secrets)),
     ) {
         if let Err(e) = vault.write_atomic_with(&p, &json, Durability::None) {
             tracing::warn!("cannot write .tabd/status.json: {e}");

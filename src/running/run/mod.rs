@@ -337,6 +337,11 @@ async fn call_model(
             return TurnOutcome::ended(TurnEnd::CapTooLow(why));
         }
         let mut outcome = agent_turn::turn(env, role, prep, &request, harness).await;
+        // A CLI's own words (its stderr, its error report) may quote its settings: no secret of
+        // the environment reaches the record, the daily note or the terminal (DESIGN §24).
+        if let TurnEnd::Failed(e) = &mut outcome.end {
+            *e = e.clone().redacted(&env.launcher.env.redactor());
+        }
         // A CLI's session is over when it answers: no repair turn, the answer fits or the run fails.
         if let (Some(schema), TurnEnd::Done) = (&turn.output, &outcome.end) {
             match crate::running::turn::answer_json(&outcome.summary, schema) {

@@ -409,11 +409,13 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// A problem at `span`; a value expanded from `${VAR}` that it quotes is written back as
+    /// `${VAR}` (the message reaches the terminal, the daily note and the status).
     fn err_at(&self, span: Option<std::ops::Range<usize>>, message: String) -> ConfigError {
         ConfigError {
             path: self.path.to_path_buf(),
             line: span.map(|s| self.lines.line_of(s.start)),
-            message,
+            message: self.env.redactor().apply(&message),
         }
     }
 

@@ -383,6 +383,16 @@ impl RoleSet {
         }
         set.break_bad_targets(vault, &defs);
         set.collect_diagnostics(&defs);
+        // A setting's value expanded from `${VAR}` that a message quotes is written back as
+        // `${VAR}`: diagnostics reach the daily note, the status and `validate` (DESIGN §24).
+        let secrets = ctx.env.redactor();
+        for d in set
+            .diagnostics
+            .iter_mut()
+            .chain(set.broken.values_mut().flatten())
+        {
+            d.message = secrets.apply(&d.message);
+        }
         set.titles = defs
             .iter()
             .filter_map(|(n, d)| d.title.clone().map(|t| (n.clone(), t)))
