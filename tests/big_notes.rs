@@ -226,3 +226,94 @@ fn a_one_line_note_is_read_to_its_end_in_parts_of_the_line() {
 fn thousands(n: usize) -> String {
     tabd::base::text::thousands(n as u64)
 }
+
+/// Bytes no UTF-8 reader takes: the start of a PNG, then binary noise.
+fn binary() -> Vec<u8> {
+    let mut b = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    b.extend((0..4096u32).map(|i| (i * 151 % 256) as u8));
+    b
+}
+
+/// More than the 8 MiB a run can read: 9 MiB of ordinary lines.
+fn over_the_cap() -> String {
+    transcript(9 * 1024 * 1024)
+}
+
+#[test]
+fn fire_refuses_a_binary_note_and_one_over_the_cap_with_the_reason_and_runs_the_rest() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    v.use_model(&fake, "anthropic", "");
+    std::fs::write(v.path("agent/inbox/delivery/scan.md"), binary()).unwrap();
+    let huge = over_the_cap();
+    v.write("agent/inbox/delivery/huge.md", &huge);
+    v.write("agent/inbox/delivery/ok.md", "an ordinary note\n");
+    fake.script([wire::text("anthropic", "Handled the ordinary note.")]);
+    let out = v.tabd(&["fire", "delivery"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("agent/inbox/delivery/scan.md cannot be read (it is not UTF-8 text (a binary file, or text saved in another encoding)"),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        err.contains(&format!(
+            "agent/inbox/delivery/huge.md cannot be read (it is {} bytes, more than the 8 MiB a run can read (read_file's limit); split it into smaller notes)",
+            thousands(huge.len())
+        )),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(v.files_in("agent/inbox/delivery/failed"), ["huge.md", "scan.md"]);
+    assert_eq!(v.files_in("agent/inbox/delivery/processed"), ["ok.md"]);
+    assert_eq!(
+        std::fs::read(v.path("agent/inbox/delivery/failed/scan.md")).unwrap(),
+        binary(),
+        "kept as it was"
+    );
+    let daily = v.daily();
+    assert!(
+        daily.contains("[[agent/inbox/delivery/failed/scan]] cannot be read — it is not UTF-8 text"),
+        "{daily}"
+    );
+    assert!(
+        daily.contains("[[agent/inbox/delivery/failed/huge]] cannot be read — it is "),
+        "{daily}"
+    );
+    let recs = v.records();
+    let failed: Vec<&Value> = recs.iter().filter(|r| r["outcome"] == "failed").collect();
+    assert_eq!(failed.len(), 2, "one failed record per refused note: {recs:?}");
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 1);
+    let asked = wire::all_text(&reqs[0].body);
+    assert!(
+        asked.contains("## Trigger notes (1)") && !asked.contains("scan.md") && !asked.contains("huge.md"),
+        "only the ordinary note reaches the model"
+    );
+}
+
+#[test]
+fn the_daemon_moves_a_binary_note_to_failed_and_runs_the_rest() {
+    use crate::support::daemon::{setup, wait_until, Daemon};
+    let (v, fake) = setup("");
+    std::fs::write(v.path("agent/inbox/delivery/scan.md"), binary()).unwrap();
+    v.write("agent/inbox/delivery/ok.md", "an ordinary note\n");
+    let _d = Daemon::start(&v);
+    wait_until(
+        std::time::Duration::from_secs(30),
+        "the binary note refused and the other one run",
+        || {
+            v.files_in("agent/inbox/delivery/failed") == ["scan.md"]
+                && v.files_in("agent/inbox/delivery/processed") == ["ok.md"]
+        },
+    );
+    assert!(
+        v.daily()
+            .contains("[[agent/inbox/delivery/failed/scan]] cannot be read — it is not UTF-8 text"),
+        "{}",
+        v.daily()
+    );
+    let asked: String = fake.requests().iter().map(|r| wire::all_text(&r.body)).collect();
+    assert!(!asked.contains("scan.md"), "no model saw it");
+}

@@ -7,7 +7,8 @@ use crate::base::vault::{Entry, OddEntry, Vault, VaultError, VaultPath};
 use crate::formats::frontmatter::{self, Frontmatter};
 
 /// Largest note tabd hands a run: `read_file` can page through all of it (its own cap is at
-/// least this), so the model can read every line of a note larger than one prompt.
+/// least this), so the model can read every line of a note larger than one prompt. A bigger
+/// note is refused (`Note::unreadable`), like one that is not UTF-8.
 pub const MAX_NOTE_BYTES: u64 = 8 * 1024 * 1024;
 /// Most of a note's text a `Note` keeps (the prompt shows at most `max_file_bytes` of it; the
 /// model reads the rest from the file).
@@ -70,6 +71,9 @@ pub struct Note {
     /// Why the frontmatter could not be read, if it could not: such a note is never run, it
     /// goes to `failed/` with this reason (`run::refuse`).
     pub frontmatter_error: Option<String>,
+    /// Why the note's text cannot be read (not UTF-8, larger than `MAX_NOTE_BYTES`): never run
+    /// either (`unreadable`).
+    pub text_error: Option<String>,
     pub priority: Priority,
     pub hops: u32,
     /// The chain depth could not be read (broken frontmatter, a `hops` that is not a number):
@@ -84,9 +88,24 @@ pub struct Note {
 }
 
 impl Note {
-    /// Whether `text` is only the note's start.
-    pub fn is_cut(&self) -> bool {
-        (self.text.len() as u64) < self.size
+    /// Why the note cannot be read, if it cannot — its text or its frontmatter: such a note is
+    /// never run, it goes to `failed/` with this reason (`run::refuse`).
+    pub fn unreadable(&self) -> Option<&str> {
+        self.text_error.as_deref().or(self.frontmatter_error.as_deref())
+    }
+}
+
+/// Why a note's text cannot be read, as the person reads it.
+fn text_error(e: &VaultError) -> String {
+    match e {
+        VaultError::TooLarge { size, .. } => format!(
+            "it is {} bytes, more than the {} MiB a run can read (read_file's limit); split it into smaller notes",
+            crate::base::text::thousands(*size),
+            MAX_NOTE_BYTES / (1024 * 1024)
+        ),
+        _ => "it is not UTF-8 text (a binary file, or text saved in another encoding); \
+              tabd and the model read only UTF-8: save it as UTF-8 text"
+            .to_string(),
     }
 }
 
@@ -137,12 +156,13 @@ pub fn is_temp_name(name: &str) -> bool {
 
 /// Reads a note (its text, frontmatter and metadata).
 pub fn read_note(vault: &Vault, path: &VaultPath) -> Result<Note, VaultError> {
+    let mut unreadable_text = None;
     let (text, lines, size, meta) = match read_text(vault, path) {
         Ok(t) => t,
         Err(e @ (VaultError::TooLarge { .. } | VaultError::NotUtf8(_))) => {
             let meta = vault.metadata(path)?;
-            let text = format!("[tabd could not include this note's text: {e}]");
-            (text, 0, 0, meta)
+            unreadable_text = Some(text_error(&e));
+            (String::new(), 0, meta.size, meta)
         }
         Err(e) => return Err(e),
     };
@@ -175,6 +195,7 @@ pub fn read_note(vault: &Vault, path: &VaultPath) -> Result<Note, VaultError> {
         text,
         frontmatter: fm,
         frontmatter_error: fm_error,
+        text_error: unreadable_text,
         priority,
         hops,
         hops_unknown,
@@ -308,7 +329,7 @@ pub fn ready_notes(vault: &Vault, inbox: &VaultPath, max_batch: usize) -> Result
     let mut unreadable = Vec::new();
     for e in listing.notes {
         match read_note(vault, &e.path) {
-            Ok(n) if n.frontmatter_error.is_some() => unreadable.push(n),
+            Ok(n) if n.unreadable().is_some() => unreadable.push(n),
             Ok(n) if !n.draft => read.push(n),
             Ok(_) | Err(VaultError::NotFound(_)) => {}
             Err(err) => tracing::warn!("cannot read inbox note {}: {err}", e.path),

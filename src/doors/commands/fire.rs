@@ -193,7 +193,7 @@ fn notes_for(
     if let Some(path) = adopted {
         if !notes.iter().chain(&unreadable).any(|n| &n.path == path) {
             let n = inbox::read_note(&ws.vault, path).map_err(|e| CliError::failed(e.to_string()))?;
-            if n.frontmatter_error.is_some() {
+            if n.unreadable().is_some() {
                 unreadable.push(n);
             } else {
                 notes.insert(0, n);

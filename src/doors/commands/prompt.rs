@@ -26,7 +26,7 @@ pub fn run(ws: &Workspace, role_name: &str, task: Option<&str>) -> Result<u8, Cl
             let ready = crate::records::inbox::ready_notes(&ws.vault, &role.inbox, ws.config.inbox.max_batch)
                 .map_err(|e| CliError::failed(format!("cannot read the inbox: {e}")))?;
             for n in &ready.unreadable {
-                let why = n.frontmatter_error.as_deref().unwrap_or_default();
+                let why = n.unreadable().unwrap_or_default();
                 eprintln!(
                     "note: {} cannot be read ({why}); a run moves it to failed/",
                     n.path

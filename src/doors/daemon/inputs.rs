@@ -169,7 +169,7 @@ impl Daemon {
         let (draft, priority, by_person, unreadable) = inbox::read_note(&self.run_env.vault, &e.path)
             .map(|n| {
                 let by_person = n.hops == 0 && !n.hops_unknown;
-                (n.draft, n.priority, by_person, n.frontmatter_error.is_some())
+                (n.draft, n.priority, by_person, n.unreadable().is_some())
             })
             .unwrap_or((false, inbox::Priority::Normal, false, false));
         let meta = NoteMeta {
@@ -216,7 +216,7 @@ impl Daemon {
         inbox::select(candidates, self.config().inbox.max_batch)
             .into_iter()
             .filter_map(|p| inbox::read_note(&self.run_env.vault, &p).ok())
-            .filter(|n| n.frontmatter_error.is_none())
+            .filter(|n| n.unreadable().is_none())
             .collect()
     }
 

@@ -155,6 +155,7 @@ mod tests {
             lines: crate::records::inbox::line_count(text),
             frontmatter: None,
             frontmatter_error: None,
+            text_error: None,
             priority: Default::default(),
             hops: 0,
             hops_unknown: false,

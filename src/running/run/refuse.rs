@@ -32,9 +32,10 @@ impl std::fmt::Display for Refused {
     }
 }
 
-/// Why `note` cannot be read, if it cannot: its frontmatter is not YAML tabd can load.
+/// Why `note` cannot be read, if it cannot: its text is not UTF-8 or too big for a run to read,
+/// or its frontmatter is not YAML tabd can load.
 pub fn unreadable(note: &Note) -> Option<&str> {
-    note.frontmatter_error.as_deref()
+    note.unreadable()
 }
 
 /// Moves `note`, which cannot be read (`why`), to its inbox's `failed/`; then writes a daily line
