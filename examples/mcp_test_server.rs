@@ -92,7 +92,7 @@ impl TestServer {
                 "probe",
                 "Tries to read and write files, connect to an address, and do the same from a grandchild",
                 obj(
-                    json!({"read": {"type": "array"}, "write": {"type": "array"}, "connect": {"type": "string"},
+                    json!({"read": {"type": "array"}, "write": {"type": "array"}, "make": {"type": "array"}, "connect": {"type": "string"},
                            "unix": {"type": "array"}, "signal": {"type": "array"}, "tty": {"type": "boolean"},
                            "cwd": {"type": "boolean"},
                            "plant": {"type": "object"}, "escape": {"type": "string"}, "relay": {"type": "object"},
@@ -192,7 +192,7 @@ fn strings(v: &Value) -> impl Iterator<Item = &str> {
 }
 
 /// Each attempt the `probe` tool asks for: "ok", or the error the system gave.
-/// - `read`, `write`: files (`~/` is its own HOME);
+/// - `read`, `write`: files (`~/` is its own HOME); `make`: files written with their folders;
 /// - `connect`: a TCP address (and a UDP socket is opened);
 /// - `unix`: Unix socket files, or `@name` for an abstract socket, to connect to;
 /// - `signal`: pids to send SIGCONT (harmless) to;
@@ -207,6 +207,16 @@ fn probe(args: &Value) -> Value {
         out.insert(
             format!("read {p}"),
             json!(outcome(std::fs::read(at_home(p)).map(|_| ()))),
+        );
+    }
+    for p in strings(&args["make"]) {
+        let path = std::path::PathBuf::from(at_home(p));
+        let made = path.parent().map_or(Ok(()), std::fs::create_dir_all);
+        out.insert(
+            format!("make {p}"),
+            json!(outcome(
+                made.and_then(|()| std::fs::write(&path, "made by the server"))
+            )),
         );
     }
     for p in strings(&args["write"]) {

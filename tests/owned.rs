@@ -1,12 +1,13 @@
-//! What tabd owns stays tabd's (issue 36, items 5 and 6; DESIGN §24): through the real binary,
-//! a role's write tools never reach the daily log, the status note, memory, approvals or
+//! What tabd owns stays tabd's (issue 36, items 5, 6 and 11; DESIGN §24): through the real
+//! binary, a role's write tools never reach the daily log, the status note, memory, approvals or
 //! `.tabd/` — the stock delivery role without `write_paths`, and a role whose `write_paths`
-//! name them all.
+//! name them all; and a child granted `vault = "write"` leaves no file other programs load.
 
 use serde_json::{json, Value};
 
 use crate::support::daemon::vault_with;
 use crate::support::fake_model::FakeModel;
+use crate::support::mcp_server::server_config;
 use crate::support::{describe, wire, TestVault};
 
 const KIND: &str = "anthropic";
@@ -186,4 +187,123 @@ fn write_paths_naming_tabds_folder_reach_nothing_there() {
     assert!(said.contains("write_paths `daily/**` is in daily"), "{said}");
     assert!(said.contains("inbox: .tabd/suspended/ is in .tabd"), "{said}");
     assert_ne!(out.status.code(), Some(0), "{said}");
+}
+
+/// Item 11: the in-repo test server, granted `vault = "write"`, makes `project/CLAUDE.md`,
+/// `project/.claude/settings.json`, `project/.envrc`, `project/.vscode/tasks.json`,
+/// `project/.mcp.json` and `project/.git/hooks/pre-commit` in a folder granted whole, and a note.
+/// After the call the note is there and the rest is not: each is under `.tabd/quarantine/`,
+/// the daily section says where, and the model was told.
+#[test]
+fn a_vault_write_server_leaves_no_settings_behind() {
+    let fake = FakeModel::start();
+    let log = tempfile::tempdir().unwrap();
+    let log = log.path().join("calls.jsonl");
+    let v = vault_with(&fake, &server_config("fs", "normal", &log, "vault = \"write\""));
+    v.write(
+        "roles/ops.md",
+        "---\napprove: {network: auto}\n---\n# Ops\n## Mission\nFile things.\n## Tools\n- fs/probe\n",
+    );
+    let left = [
+        "project/CLAUDE.md",
+        "project/.claude/settings.json",
+        "project/.envrc",
+        "project/.vscode/tasks.json",
+        "project/.mcp.json",
+        "project/.git/hooks/pre-commit",
+    ];
+    let make: Vec<String> = left
+        .iter()
+        .chain(&["project/notes/meeting.md"])
+        .map(|p| v.path(p).display().to_string())
+        .collect();
+    fake.script([
+        wire::tools(
+            KIND,
+            Some("Filing."),
+            &[("p1", "fs__probe", json!({ "make": make }))],
+        ),
+        wire::text(KIND, "Filed."),
+    ]);
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let results = results_of(&fake, 1);
+    let made: Value = serde_json::from_str(results[0].1.lines().next().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {results:?}"));
+    assert!(made.as_object().unwrap().values().all(|r| r == "ok"), "{made}");
+    assert!(results[0].1.contains("tabd moved them out"), "{}", results[0].1);
+    assert_eq!(v.read("project/notes/meeting.md"), "made by the server");
+    let daily = v.daily();
+    let quarantine = v.path(".tabd/quarantine");
+    let batches: Vec<_> = std::fs::read_dir(&quarantine)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    for path in left {
+        assert!(
+            v.path(path).symlink_metadata().is_err(),
+            "{path} is still there\n{}",
+            v.listing()
+        );
+        assert_eq!(
+            std::fs::read_to_string(batches[0].join(path)).unwrap(),
+            "made by the server",
+            "{path}"
+        );
+    }
+    for moved in [
+        "project/CLAUDE.md",
+        "project/.claude",
+        "project/.envrc",
+        "project/.git",
+    ] {
+        assert!(
+            daily.contains(&format!("**Kept aside:** `{moved}`")),
+            "{moved}:\n{daily}"
+        );
+    }
+    assert!(daily.contains(".tabd/quarantine/"), "{daily}");
+}
+
+/// Item 11 for an agent CLI granted `vault = "write"`: what its turn left (`FAKE_CLI_WRITE`, as
+/// a compromised CLI would) is moved aside when the turn ends, and the daily section says so.
+#[test]
+fn a_vault_write_cli_leaves_no_settings_behind() {
+    let v = TestVault::new();
+    let log = v.dir.path().join("cli.jsonl");
+    let writes = json!([
+        v.path("project/.envrc"),
+        v.path("project/CLAUDE.md"),
+        v.path("project/plan.md")
+    ]);
+    v.set_config(&format!(
+        "timezone = \"UTC\"\n[provider]\nkind = \"command\"\nprofile = \"claude\"\n\n[profiles.claude]\ncommand = \"{}\"\nenv = {{ FAKE_CLI_LOG = \"{}\", FAKE_CLI_CALLS = '[]', FAKE_CLI_WRITE = '{writes}' }}\nwritable = [\"{}\"]\nvault = \"write\"\n",
+        crate::support::mcp_server::example_bin("fake_agent_cli").display(),
+        log.display(),
+        v.dir.path().display()
+    ));
+    v.unschedule_stock_roles();
+    v.write(
+        "roles/ops.md",
+        "# Ops\n## Mission\nPlan.\n## Tools\n- read_file\n",
+    );
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let run: Value =
+        serde_json::from_str(std::fs::read_to_string(&log).unwrap().lines().last().unwrap()).unwrap();
+    assert!(
+        run["writes"].as_object().unwrap().values().all(|r| r == "ok"),
+        "{run}"
+    );
+    assert!(v.path("project/plan.md").exists(), "a note stays");
+    let daily = v.daily();
+    for left in ["project/.envrc", "project/CLAUDE.md"] {
+        assert!(!v.path(left).exists(), "{left} is still there");
+        assert!(
+            daily.contains(&format!("**Kept aside:** `{left}` — agent CLI `claude`")),
+            "{left}:\n{daily}"
+        );
+    }
 }

@@ -130,6 +130,8 @@ pub struct ToolResult {
     /// The child's sandbox refused what the call needed (a sentence naming the path and the
     /// grant to add): the person may grant it and approve the call again.
     pub sandbox: Option<String>,
+    /// Lines for the run's daily section beside the call (what tabd moved aside after it).
+    pub notes: Vec<String>,
 }
 
 impl ToolResult {
@@ -141,6 +143,7 @@ impl ToolResult {
             changes,
             unknown: false,
             sandbox: None,
+            notes: Vec::new(),
         }
     }
 
@@ -152,6 +155,7 @@ impl ToolResult {
             changes: Vec::new(),
             unknown: false,
             sandbox: None,
+            notes: Vec::new(),
         }
     }
 

@@ -22,6 +22,7 @@
 //! write there directly, so this grants nothing new.
 
 pub mod layout;
+pub mod leftovers;
 mod lock;
 mod path;
 pub mod protected;

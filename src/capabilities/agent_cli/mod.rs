@@ -21,6 +21,8 @@ pub use output::CliReport;
 
 use crate::base::environment::{Env, CHILD_BASE_ENV};
 use crate::base::process::{self, Launcher};
+use crate::base::vault::leftovers::{Stamp, Watch};
+use crate::setup::config::sandbox::VaultAccess;
 
 /// Largest stdout or stderr kept from a CLI.
 const MAX_OUTPUT: usize = 16 * 1024 * 1024;
@@ -257,6 +259,9 @@ pub struct CliTurn<'a> {
     pub deadline: Duration,
     /// Where the CLI's process group is written down while it runs.
     pub launcher: &'a Launcher,
+    /// Lines for the run's daily section: what a CLI granted `vault = "write"` left in the
+    /// vault that other programs load, moved aside after its turn (DESIGN §24).
+    pub kept_aside: &'a Mutex<Vec<String>>,
 }
 
 /// How a CLI turn ended.
@@ -358,7 +363,7 @@ fn confine(
     launcher: &Launcher,
     run: Option<(&Path, &Path)>,
     args: &[String],
-) -> Result<(), crate::base::process::StartError> {
+) -> Result<Option<Watch>, crate::base::process::StartError> {
     let dirs = launcher.child_dirs(&format!("cli-{}", profile.name))?;
     // What the profile's own `env` sets is the person's choice and wins.
     let set = |k: &str| profile.env.iter().any(|(name, _)| name == k);
@@ -392,7 +397,15 @@ fn confine(
         args,
         env: &env,
     });
-    launcher.confine(cmd, &profile.name, &grants).map(|_| ())
+    launcher.confine(cmd, &profile.name, &grants)?;
+    Ok(match profile.sandbox.vault {
+        VaultAccess::Write => Watch::new(
+            &places.vault,
+            &grants.spec.writable,
+            format!("agent CLI `{}`", profile.name),
+        ),
+        VaultAccess::None | VaultAccess::Read => None,
+    })
 }
 
 /// Copies the person's login files for the CLI into its private folder when the person's copy
@@ -428,9 +441,26 @@ fn seed_logins(profile: &Profile, launcher: &Launcher, state: &Path) {
     }
 }
 
-/// Starts the CLI in its own process group, feeds the prompt, reads both streams, and kills the
-/// group at the deadline.
+/// Runs the CLI's turn; then, for a CLI granted `vault = "write"`, moves aside what it left in
+/// the vault that other programs load (`vault::leftovers`), into `turn.kept_aside`.
 async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
+    let since = Stamp::now();
+    let mut watch = None;
+    let end = spawn_and_wait(turn, args, &mut watch).await;
+    if let (Some(watch), Some(vault)) = (watch, turn.launcher.vault.clone()) {
+        let child = watch.child.clone();
+        let kept = tokio::task::spawn_blocking(move || watch.sweep(&vault, since))
+            .await
+            .unwrap_or_default();
+        let mut lines = turn.kept_aside.lock().unwrap_or_else(|p| p.into_inner());
+        lines.extend(kept.iter().map(|k| k.line(&child)));
+    }
+    end
+}
+
+/// Starts the CLI in its own process group, feeds the prompt, reads both streams, and kills the
+/// group at the deadline. `watch`: the vault folders it may write, once it is confined.
+async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<Watch>) -> CliEnd {
     let profile = turn.profile;
     let mut cmd = tokio::process::Command::new(&profile.command);
     cmd.args(args)
@@ -445,18 +475,16 @@ async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     process::as_tenant(&mut cmd);
-    if let Err(message) = confine(
-        &mut cmd,
-        profile,
-        turn.launcher,
-        Some((turn.dir, turn.relay)),
-        args,
-    ) {
-        return CliEnd::NotStarted {
-            message: message.to_string(),
-            outage: true,
-        };
-    }
+    let run = Some((turn.dir, turn.relay));
+    *watch = match confine(&mut cmd, profile, turn.launcher, run, args) {
+        Ok(w) => w,
+        Err(e) => {
+            return CliEnd::NotStarted {
+                message: e.to_string(),
+                outage: true,
+            }
+        }
+    };
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {

@@ -16,14 +16,16 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
+use crate::base::calls::ToolResult;
 use crate::base::environment::CHILD_BASE_ENV;
 use crate::base::process::ChildDirs;
 use crate::base::process::{Launcher, Tenant};
 use crate::base::sandbox::explain::Applied;
 use crate::base::sandbox::places::Places;
 use crate::base::sandbox::Grants;
+use crate::base::vault::leftovers::{self, Stamp, Watch};
 use crate::setup::config::mcp::{expand_pairs, ServerConfig, Transport};
-use crate::setup::config::sandbox::Start;
+use crate::setup::config::sandbox::{Start, VaultAccess};
 
 /// Lines of a server's stderr kept for error messages.
 const STDERR_LINES: usize = 20;
@@ -218,7 +220,13 @@ pub struct Connection {
     applied: Option<Arc<Applied>>,
     /// tabd's environment: what a call's error quotes of it is written back as `${VAR}`.
     env: crate::base::environment::Env,
+    /// A server granted `vault = "write"`: the vault folders it may write, looked through after
+    /// each call for files other programs load that it left there (DESIGN §24).
+    watch: Option<Leftovers>,
 }
+
+/// The folders a `vault = "write"` server may write, and the vault they are in.
+type Leftovers = (Watch, Arc<crate::base::vault::Vault>);
 
 impl Connection {
     /// When `text` (a tool's error, its stderr) shows that the sandbox refused something: a
@@ -288,13 +296,13 @@ impl Connection {
         };
         let (ended_tx, ended) = tokio::sync::watch::channel(false);
         let ended_tx = Arc::new(ended_tx);
-        let (service, child, applied) = match &server.transport {
+        let (service, child, applied, watch) = match &server.transport {
             Transport::Stdio {
                 command,
                 args,
                 env: extra,
             } => {
-                let (child, tenant, stdout, stdin, stderr_done, applied) =
+                let (child, tenant, stdout, stdin, stderr_done, (applied, watch)) =
                     spawn(command, args, extra, launcher, &server, &stderr)?;
                 match handler.serve((stdout, stdin)).await {
                     Ok(s) => {
@@ -304,7 +312,7 @@ impl Connection {
                             let _ = tx.send(true);
                             token.cancel();
                         });
-                        (s, Some(child), applied)
+                        (s, Some(child), applied, watch)
                     }
                     Err(e) => {
                         let why = init_error(&e, false);
@@ -319,7 +327,7 @@ impl Connection {
                     let url = crate::base::text::display_url(url);
                     format!("could not connect to {url}: {}", init_error(&e, true))
                 })?;
-                (s, None, None)
+                (s, None, None, None)
             }
         };
         let peer = service.peer().clone();
@@ -339,6 +347,7 @@ impl Connection {
             stderr,
             applied,
             env: launcher.env.clone(),
+            watch,
         }))
     }
 
@@ -435,6 +444,25 @@ impl Connection {
         })
     }
 
+    /// After a call (begun at `since`) of a server granted `vault = "write"`: moves aside the
+    /// files other programs load that it left in the vault's folders (off the async runtime),
+    /// and says so to `result`: a sentence for the model, a line each for the daily log.
+    pub async fn leftovers(&self, since: Stamp, result: &mut ToolResult) {
+        let Some((watch, vault)) = self.watch.clone() else {
+            return;
+        };
+        let child = watch.child.clone();
+        let kept = tokio::task::spawn_blocking(move || watch.sweep(&vault, since))
+            .await
+            .unwrap_or_default();
+        if kept.is_empty() {
+            return;
+        }
+        tracing::warn!("{child}: moved aside what a call left in the vault: {kept:?}");
+        result.text = format!("{}\n{}", result.text, leftovers::told(&kept));
+        result.notes.extend(kept.iter().map(|k| k.line(&child)));
+    }
+
     /// Ends the session and stops the process group. Safe to call twice.
     pub async fn stop(&self) {
         let cancel = self.cancel.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -460,7 +488,7 @@ type Spawned = (
     tokio::process::ChildStdout,
     tokio::process::ChildStdin,
     tokio::task::JoinHandle<()>,
-    Option<Arc<Applied>>,
+    (Option<Arc<Applied>>, Option<Leftovers>),
 );
 
 /// Starts a stdio server as a tenant (its own session and keeper), stderr captured line by line.
@@ -492,7 +520,8 @@ fn spawn(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     launcher.as_tenant(&mut cmd);
-    let applied = sandbox(&mut cmd, &command, &args, &extra, launcher, server).map_err(|e| e.to_string())?;
+    let (applied, watch) =
+        sandbox(&mut cmd, &command, &args, &extra, launcher, server).map_err(|e| e.to_string())?;
     let mut child = cmd.spawn().map_err(|e| {
         let program = crate::base::process::find_program(&command, &launcher.env)
             .map_or_else(|| command.clone(), |p| p.display().to_string());
@@ -520,7 +549,7 @@ fn spawn(
             tail.push(line);
         }
     });
-    Ok((child, tenant, stdout, stdin, stderr_done, applied))
+    Ok((child, tenant, stdout, stdin, stderr_done, (applied, watch)))
 }
 
 /// Why a server that did not finish `initialize` failed. One that exits at once usually said why
@@ -556,7 +585,8 @@ async fn failed_start(
 
 /// The server's sandbox (DESIGN §20): its own state folder outside the vault (its `HOME` unless
 /// its `env` sets one) and temp folder, and what its `[mcp.NAME]` table grants. Returns the
-/// rules applied, to explain what it reports (`None`: not sandboxed).
+/// rules applied, to explain what it reports (`None`: not sandboxed), and for `vault = "write"`
+/// the vault folders to look through after its calls (whether or not the kernel enforces it).
 fn sandbox(
     cmd: &mut tokio::process::Command,
     command: &str,
@@ -564,12 +594,12 @@ fn sandbox(
     extra: &[(String, String)],
     launcher: &Launcher,
     server: &ServerConfig,
-) -> Result<Option<Arc<Applied>>, crate::base::process::StartError> {
+) -> Result<(Option<Arc<Applied>>, Option<Leftovers>), crate::base::process::StartError> {
     let program = crate::base::process::find_program(command, &launcher.env);
     if program.as_deref().is_some_and(crate::base::sandbox::is_tabd) {
         // `tabd mcp serve` is tabd: its tools go through the harness, under the role's rules,
         // and it must reach the vault to do that.
-        return Ok(None);
+        return Ok((None, None));
     }
     let dirs = launcher.child_dirs(&server.name)?;
     // It starts in its own folder: tabd's own working folder may be one it may not read (the
@@ -584,13 +614,23 @@ fn sandbox(
     let places = launcher.places();
     let grants = grants_for(server, &places, &dirs, args, extra);
     let support = launcher.confine(cmd, &server.name, &grants)?;
-    Ok(support.enforced().then(|| {
+    let watch = match (server.sandbox.vault, &launcher.vault) {
+        (VaultAccess::Write, Some(vault)) => Watch::new(
+            &places.vault,
+            &grants.spec.writable,
+            format!("MCP server `{}`", server.name),
+        )
+        .map(|w| (w, vault.clone())),
+        _ => None,
+    };
+    let applied = support.enforced().then(|| {
         Arc::new(Applied {
             spec: grants.spec,
             places,
             table: format!("[mcp.{}]", server.name),
         })
-    }))
+    });
+    Ok((applied, watch))
 }
 
 /// What `server` is granted with its own folders `dirs` and its expanded `args` and `env`.

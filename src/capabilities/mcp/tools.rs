@@ -15,6 +15,7 @@ use super::schema::InputSchema;
 use crate::base::calls::ToolSpec;
 use crate::base::calls::{Risk, ToolResult};
 use crate::base::process::Launcher;
+use crate::base::vault::leftovers::Stamp;
 use crate::setup::config::Config;
 use crate::setup::role::Role;
 
@@ -190,7 +191,10 @@ impl McpTool {
     /// Runs the call: arguments checked against the schema, then sent; never panics on model
     /// input.
     pub async fn call(&self, input: &Value) -> ToolResult {
-        let result = self.call_server(input).await;
+        let since = Stamp::now();
+        let mut result = self.call_server(input).await;
+        // Whatever the answer (an error or a time-out too): what the call left is looked at.
+        self.conn.leftovers(since, &mut result).await;
         if result.ok {
             return result;
         }

@@ -102,6 +102,8 @@ impl std::fmt::Debug for Ticket {
 pub struct CallLog {
     pub calls: Vec<ToolCallRecord>,
     pub changes: Vec<Change>,
+    /// Lines the calls left for the run's daily section (leftovers a child's call left, moved).
+    pub notes: Vec<String>,
 }
 
 /// The tools of one run of one role.
@@ -186,6 +188,16 @@ impl Harness {
         tools::vault_risk(name).or_else(|| self.mcp.get(name).map(|t| t.risk))
     }
 
+    /// A line for the run's daily section from outside a call (what an agent CLI's turn left
+    /// in the vault, moved aside).
+    pub fn note(&self, line: String) {
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .notes
+            .push(line);
+    }
+
     /// Everything recorded so far (the run's record takes it at the end).
     pub fn log(&self) -> CallLog {
         self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
@@ -265,6 +277,7 @@ impl Harness {
             let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
             log.calls.push(record.clone());
             log.changes.extend(result.changes.iter().cloned());
+            log.notes.extend(result.notes.iter().cloned());
         }
         Ok(Called {
             result,

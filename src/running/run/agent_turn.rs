@@ -97,6 +97,7 @@ pub(super) async fn turn(
         "the {} CLI",
         profile.name
     )));
+    let kept_aside = std::sync::Mutex::new(Vec::new());
     let end = agent_cli::run(CliTurn {
         profile: &profile,
         prompt: &text,
@@ -108,8 +109,12 @@ pub(super) async fn turn(
         env: child_env,
         deadline: prep.limits.run_deadline,
         launcher: &env.launcher,
+        kept_aside: &kept_aside,
     })
     .await;
+    for line in kept_aside.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        harness.note(line);
+    }
     let connected = server.connected();
     drop(server);
     outcome_of(end, connected, dir.path())

@@ -161,6 +161,7 @@ async fn model_turn(
     let log = harness.log();
     outcome.calls = log.calls;
     outcome.changes = log.changes;
+    prep.notes.extend(log.notes);
     prep.notes
         .extend(outcome.suspension.iter().flat_map(waiting_lines));
     outcome
