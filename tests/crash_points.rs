@@ -3,6 +3,7 @@
 //! terminal (`TABD_FAULTS`, see `src/base/faults.rs`), then started again without it. After the
 //! restart the call has run at most once, and the note, `tabd approvals` (and `--json`) and the
 //! daily log say what is true. And what `tabd approve`/`tabd reject` print as decided is decided.
+//! The same for a run's durable steps: its first journaled change, its note moves.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -380,4 +381,111 @@ fn the_terminal_finds_what_it_lists_and_never_reads_an_unreadable_ledger_as_empt
     std::fs::remove_dir(&state).unwrap();
     std::fs::write(&state, kept).unwrap();
     assert_eq!(w.phase(), "approved");
+}
+
+/// A vault whose `ops` role writes `project/plan.md` ("after") once per run, on the fake model.
+fn writer() -> (TestVault, FakeModel) {
+    let fake = FakeModel::start();
+    let v = crate::support::daemon::vault_with(&fake, &crate::support::daemon::daemon_config(""));
+    v.write(
+        "roles/ops.md",
+        "# Ops\n## Mission\nKeep the plan.\n## Tools\n- read_file\n- write_file\n",
+    );
+    v.write("project/plan.md", "before\n");
+    fake.respond_with(|req, _| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                KIND,
+                Some("Writing the plan."),
+                &[(
+                    "w1",
+                    "write_file",
+                    json!({"path": "project/plan.md", "content": "after\n"}),
+                )],
+            )
+        } else {
+            wire::text(KIND, "Wrote the plan.")
+        }
+    });
+    (v, fake)
+}
+
+/// The ids of the runs that have a journal.
+fn journaled(v: &TestVault) -> Vec<String> {
+    v.files_in(".tabd/journal/runs")
+        .into_iter()
+        .filter_map(|f| f.strip_suffix(".jsonl").map(str::to_string))
+        .collect()
+}
+
+/// Aborted once the run's first change is journaled, before the file is written: nothing was
+/// changed, the note was not handled, so it runs again at the next start (once) and its write
+/// happens then. The cut-off run's journal never undoes what the later run did.
+#[test]
+fn crash_point_journal_first_change() {
+    let (v, fake) = writer();
+    v.write("agent/inbox/ops/plan.md", "Write the plan down.\n");
+    run_to_abort(&v, v.command(&["fire", "ops"]), "journal-first-change");
+    assert_eq!(v.read("project/plan.md"), "before\n", "not written yet");
+    let cut = journaled(&v);
+    assert_eq!(cut.len(), 1, "{cut:?}");
+    assert!(v.records().is_empty(), "no record of a run that did not finish");
+
+    let mut d = Daemon::start(&v);
+    wait_until(T, "the note handled at the restart", || {
+        v.files_in("agent/inbox/ops/processed") == ["plan.md"]
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
+    assert_eq!(v.read("project/plan.md"), "after\n");
+    let records = v.records();
+    assert_eq!(records.len(), 1, "one run finished: {records:?}");
+    assert_eq!(
+        fake.requests().len(),
+        3,
+        "the cut-off run's one request, then the rerun's two"
+    );
+
+    // Undoing the cut-off run changes nothing the later run did.
+    let out = v.tabd(&["undo", &cut[0]]);
+    assert_eq!(v.read("project/plan.md"), "after\n", "{}", describe(&out));
+    assert!(
+        stdout(&out).contains("the run ended before it recorded what it left"),
+        "{}",
+        describe(&out)
+    );
+    let rerun = records[0]["run_id"].as_str().unwrap().to_string();
+    let out = v.tabd(&["undo", &rerun]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(
+        v.read("project/plan.md"),
+        "before\n",
+        "the run that wrote it is undone"
+    );
+}
+
+/// Aborted after a run's record and logs, with one of its two notes moved to `processed/` and
+/// the other not: the restart moves the other, runs neither again and logs nothing twice.
+#[test]
+fn crash_point_run_note_moved() {
+    let (v, fake) = writer();
+    v.write("agent/inbox/ops/a.md", "First.\n");
+    v.write("agent/inbox/ops/b.md", "Second.\n");
+    run_to_abort(&v, v.command(&["fire", "ops"]), "run-note-moved");
+    assert_eq!(v.files_in("agent/inbox/ops/processed").len(), 1, "one moved");
+    assert_eq!(v.files_in("agent/inbox/ops").len(), 1, "one not");
+    let _d = Daemon::start(&v);
+    // Finished before READY.
+    assert_eq!(v.files_in("agent/inbox/ops/processed"), ["a.md", "b.md"]);
+    assert!(v.files_in("agent/inbox/ops").is_empty());
+    let records = v.records();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        records[0]["moved"].as_array().map(Vec::len),
+        Some(2),
+        "{}",
+        records[0]
+    );
+    assert_eq!(v.daily().matches("· Ops · manual").count(), 1, "{}", v.daily());
+    assert_eq!(fake.requests().len(), 2, "ran once");
 }

@@ -23,6 +23,13 @@
 //! | `approval-unknown-recorded` | at start, the ledger says `unknown` for an interrupted call, before the note does | the note becomes `unknown`; never run again by itself |
 //! | `approval-decided` | `tabd approve`/`tabd reject` recorded the decision, before the note and the output | the decision stands; the next command or pass writes the note |
 //!
+//! The durable steps of a run (same tests):
+//!
+//! | point | tabd aborts when … | what the next start finds and does |
+//! |---|---|---|
+//! | `journal-first-change` | a run's first change is in its undo journal, before the file is written | nothing changed, the note runs again (once); undo of the cut-off run restores nothing without `--force` |
+//! | `run-note-moved` | a run with several notes is recorded and logged, one note moved to `processed/`, the others not | the others are moved; nothing runs or is logged twice |
+//!
 //! Two more test hooks, each its own variable: `TABD_TEST_CLOCK_OFFSET_FILE` (the daemon's wall
 //! clock runs ahead by the seconds written in that file: a real clock jump) and
 //! `TABD_TEST_EVENT_CAPACITY` (a tiny file-event queue, to make it overflow).

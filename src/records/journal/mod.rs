@@ -111,6 +111,8 @@ pub struct RunJournal {
     run_id: String,
     header: Line,
     files: Mutex<Files>,
+    /// `journal-first-change`: abort once the run's first change is journaled, before it is made.
+    faults: crate::base::faults::Faults,
 }
 
 /// The files a run journaled, and those changed since its last `settle`.
@@ -156,7 +158,14 @@ impl RunJournal {
                 trigger: trigger.to_string(),
             },
             files: Mutex::new(Files::default()),
+            faults: Default::default(),
         }
+    }
+
+    /// With the crash-test points of `TABD_FAULTS` (see `base::faults`).
+    pub fn with_faults(mut self, faults: crate::base::faults::Faults) -> Self {
+        self.faults = faults;
+        self
     }
 
     pub fn run_id(&self) -> &str {
@@ -265,6 +274,7 @@ impl RunJournal {
                 tracing::debug!("journal {}: cannot mark it open: {e}", self.run_id);
             }
             self.write(files, &[&self.header, &line])?;
+            self.faults.abort_at("journal-first-change");
         } else {
             self.write(files, &[&line])?;
         }

@@ -632,6 +632,9 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String
         if let Err(e) = inbox::move_note(&env.vault, &f, &t) {
             tracing::warn!("could not move {from} to {to}: {e}");
         }
+        if p.moves.len() > 1 {
+            env.faults.abort_at("run-note-moved");
+        }
     }
     // Losing this update (a power cut) only means a recovery that finds everything done.
     let cleared = env.store.update_with(crate::base::vault::Durability::File, |s| {

@@ -123,14 +123,17 @@ impl Session {
         let own_deadline = env.clock.instant() + limits.run_deadline;
         let deadline = o.lineage.deadline.map_or(own_deadline, |d| d.min(own_deadline));
         let hops = o.hops.max(o.lineage.hops);
-        let journal = Arc::new(RunJournal::new(
-            env.vault.clone(),
-            env.key.clone(),
-            &o.id,
-            &o.role.name,
-            o.started,
-            o.door.label(o.trigger),
-        ));
+        let journal = Arc::new(
+            RunJournal::new(
+                env.vault.clone(),
+                env.key.clone(),
+                &o.id,
+                &o.role.name,
+                o.started,
+                o.door.label(o.trigger),
+            )
+            .with_faults(env.faults.clone()),
+        );
         let delegator = delegator_for(
             env,
             o.role,
