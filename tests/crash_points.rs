@@ -3,7 +3,8 @@
 //! terminal (`TABD_FAULTS`, see `src/base/faults.rs`), then started again without it. After the
 //! restart the call has run at most once, and the note, `tabd approvals` (and `--json`) and the
 //! daily log say what is true. And what `tabd approve`/`tabd reject` print as decided is decided.
-//! The same for a run's durable steps: its first journaled change, its note moves.
+//! The same for a run's durable steps: its first journaled change, its note moves, the record of
+//! a run that waits for the person, and the mark that its second part started.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -488,4 +489,139 @@ fn crash_point_run_note_moved() {
     );
     assert_eq!(v.daily().matches("· Ops · manual").count(), 1, "{}", v.daily());
     assert_eq!(fake.requests().len(), 2, "ran once");
+}
+
+/// A vault whose `ops` role asks before `write_file` and waits for the decision (resume): the
+/// model writes the plan, then (given the result) says it recorded it.
+fn asker() -> (TestVault, FakeModel) {
+    let fake = FakeModel::start();
+    let v = crate::support::daemon::vault_with(&fake, &crate::support::daemon::daemon_config(""));
+    v.write(
+        "roles/ops.md",
+        "---\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- read_file\n- write_file\n",
+    );
+    fake.respond_with(|req, _| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                KIND,
+                Some("Record the plan."),
+                &[(
+                    "w1",
+                    "write_file",
+                    json!({"path": "project/plan.md", "content": "ship on Friday"}),
+                )],
+            )
+        } else {
+            wire::text(KIND, "Recorded the plan.")
+        }
+    });
+    v.write("agent/inbox/ops/plan.md", "Write the plan down.\n");
+    (v, fake)
+}
+
+/// The saved records of waiting runs.
+fn suspended(v: &TestVault) -> Vec<String> {
+    v.files_in(".tabd/suspended")
+        .into_iter()
+        .filter(|f| f.ends_with(".json") && !f.starts_with('.'))
+        .collect()
+}
+
+/// Aborted once a waiting run's record is saved (its first part logged, its note handled): the
+/// restart carries it on when the person decides — the call once, the second part once.
+#[test]
+fn crash_point_suspend_written() {
+    let (v, fake) = asker();
+    run_to_abort(&v, v.command(&["fire", "ops"]), "suspend-written");
+    assert_eq!(suspended(&v).len(), 1);
+    assert_eq!(v.files_in("agent/inbox/ops/processed"), ["plan.md"]);
+    let note = notes(&v).pop().expect("an approval note");
+
+    let mut d = Daemon::start(&v);
+    set_status(&v, &note, "approved");
+    wait_status(&v, &note, "done");
+    wait_until(T, "the second part logged", || {
+        suspended(&v).is_empty() && v.daily().contains("Recorded the plan.")
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
+    assert_eq!(v.read("project/plan.md"), "ship on Friday");
+    assert_eq!(fake.requests().len(), 2, "the first part, then the second once");
+    assert_eq!(
+        v.daily().matches("Recorded the plan.").count(),
+        1,
+        "{}",
+        v.daily()
+    );
+    assert_eq!(
+        v.daily().matches("(write_file) approved → done").count(),
+        1,
+        "{}",
+        v.daily()
+    );
+}
+
+/// Aborted after the first part is logged and before the record is saved: the run cannot go on,
+/// so the decision reaches the role's next run instead — never both.
+#[test]
+fn crash_point_suspend_unsaved() {
+    let (v, fake) = asker();
+    run_to_abort(&v, v.command(&["fire", "ops"]), "suspend-unsaved");
+    assert!(suspended(&v).is_empty());
+    assert_eq!(
+        v.files_in("agent/inbox/ops/processed"),
+        ["plan.md"],
+        "the first part handled it"
+    );
+    let note = notes(&v).pop().expect("an approval note");
+
+    let mut d = Daemon::start(&v);
+    set_status(&v, &note, "approved");
+    wait_status(&v, &note, "done");
+    assert_eq!(v.read("project/plan.md"), "ship on Friday");
+    v.write("agent/inbox/ops/next.md", "Anything new?\n");
+    let reqs = fake.wait_for_requests(2, T);
+    let body = reqs[1].body.to_string();
+    assert!(body.contains("Approvals decided since your last run"), "{body}");
+    wait_until(T, "the next run handled", || {
+        v.files_in("agent/inbox/ops/processed").len() == 2
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
+    assert!(!v.daily().contains("· resume"), "no second part:\n{}", v.daily());
+    assert_eq!(fake.requests().len(), 2);
+}
+
+/// Aborted once the second part is marked as started, before anything is sent: the approved
+/// call ran once, and the second part is not started again; the daily note says so.
+#[test]
+fn crash_point_resume_marked() {
+    let (v, fake) = asker();
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let note = notes(&v).pop().expect("an approval note");
+    set_status(&v, &note, "approved");
+    run_to_abort(&v, v.command(&["run"]), "resume-marked");
+    assert_eq!(v.read("project/plan.md"), "ship on Friday", "the call ran");
+    assert_eq!(status_of(&v, &note), "done");
+
+    let mut d = Daemon::start(&v);
+    wait_until(T, "the cut-off second part in the daily log", || {
+        v.daily()
+            .contains("was cut off when tabd stopped; it does not start twice")
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "the second part never reached the model"
+    );
+    assert_eq!(
+        v.daily().matches("(write_file) approved → done").count(),
+        1,
+        "{}",
+        v.daily()
+    );
+    assert_eq!(approvals(&v)["pending"], json!([]));
 }

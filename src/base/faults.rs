@@ -29,6 +29,9 @@
 //! |---|---|---|
 //! | `journal-first-change` | a run's first change is in its undo journal, before the file is written | nothing changed, the note runs again (once); undo of the cut-off run restores nothing without `--force` |
 //! | `run-note-moved` | a run with several notes is recorded and logged, one note moved to `processed/`, the others not | the others are moved; nothing runs or is logged twice |
+//! | `suspend-unsaved` | a run that waits for the person is logged, its notes handled, before its record is saved | it cannot go on: the decision reaches the role's next run (never both) |
+//! | `suspend-written` | a waiting run's record is saved | it goes on once the person decides: the call once, the second part once |
+//! | `resume-marked` | a second part is marked as started (in the record and outside the vault), before anything is sent | it is not started again; the daily note says it was cut off |
 //!
 //! Two more test hooks, each its own variable: `TABD_TEST_CLOCK_OFFSET_FILE` (the daemon's wall
 //! clock runs ahead by the seconds written in that file: a real clock jump) and

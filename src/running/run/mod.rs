@@ -171,12 +171,14 @@ async fn model_turn(
 /// loses only the going-on: the decision still reaches the role's next run).
 fn keep_suspended(env: &RunEnv, suspended: Option<suspend::Suspended>) {
     if let Some(s) = suspended {
+        env.faults.abort_at("suspend-unsaved");
         if let Err(e) = suspend::save(&env.vault, &env.key, &s) {
             tracing::error!(
                 "run {}: cannot save it to go on after the approval: {e}",
                 s.run_id
             );
         }
+        env.faults.abort_at("suspend-written");
     }
 }
 

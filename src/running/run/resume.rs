@@ -35,7 +35,7 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
     };
     // Durably, in and outside the vault, before anything is sent: a crash from here on, or an
     // old copy of the record, never starts this part twice.
-    if let Err(why) = suspend::mark_resuming(env, &mut s) {
+    if let Err(why) = mark(env, &mut s) {
         return not(why);
     }
     let started = env.clock.now();
@@ -95,6 +95,14 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
         None => suspend::remove(&env.vault, &s.run_id),
     }
     result
+}
+
+/// Marks the second part as started (`suspend::mark_resuming`); the crash tests' point
+/// `resume-marked` aborts right after.
+fn mark(env: &RunEnv, s: &mut Suspended) -> Result<(), String> {
+    suspend::mark_resuming(env, s)?;
+    env.faults.abort_at("resume-marked");
+    Ok(())
 }
 
 /// The second part's session (same id and journal), its harness with the tool calls left, and
