@@ -13,6 +13,9 @@ mod fake_model;
 #[path = "daemon/load.rs"]
 mod load;
 
+#[path = "daemon/vault_write.rs"]
+mod vault_write;
+
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -987,6 +990,7 @@ fn sandbox(out: &mut Value) {
     let mut plain: Vec<f64> = (0..31).map(|_| start(false)).collect();
     let mut boxed: Vec<f64> = (0..31).map(|_| start(true)).collect();
     let (plain, boxed) = (median(&mut plain), median(&mut boxed));
+    vault_write::measure(out);
     let b = Bench::new();
     b.bare_vault();
     let fake = FakeModel::start();

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, StatxFlags};
 
-use super::protected::{kept_from_children, Folded};
+use super::protected::{kept_from_children, kept_from_children_below, Folded};
 use super::{layout, Vault};
 
 /// A moment as the filesystem stamps change times (the kernel's coarse wall clock).
@@ -189,7 +189,7 @@ impl Sweep<'_> {
             let shown = name.to_string_lossy();
             let child_rel = format!("{rel}/{shown}");
             let child_folded = folded.join(&shown);
-            let is_protected = protected || kept_from_children(&child_folded).is_some();
+            let is_protected = protected || kept_from_children_below(&child_folded).is_some();
             let kind = entry.file_type();
             if !is_protected {
                 if kind == FileType::Directory || kind == FileType::Unknown {

@@ -267,9 +267,12 @@ fn fold_text(text: &str) -> (String, String) {
     if text.is_ascii() {
         // The common case, on every path a run writes: the skeleton of ASCII without its tables
         // (checked against them in the tests).
-        let lower = text.to_ascii_lowercase();
-        let cased = ascii_skeleton(&lower).to_lowercase();
-        let shaped = ascii_skeleton(text).to_lowercase();
+        let mut cased = String::with_capacity(text.len() + 4);
+        let mut shaped = String::with_capacity(text.len() + 4);
+        for c in text.chars() {
+            push_lower(&mut cased, ascii_prototype(c.to_ascii_lowercase()));
+            push_lower(&mut shaped, ascii_prototype(c));
+        }
         return (cased, shaped);
     }
     let wide: String = text.nfkc().collect();
@@ -293,8 +296,13 @@ fn cut_end(mut s: String) -> String {
     s
 }
 
-fn ascii_skeleton(text: &str) -> String {
-    text.chars().map(ascii_prototype).collect()
+/// `proto` (a prototype of an ASCII character) in lower case onto `out`.
+fn push_lower(out: &mut String, proto: &str) {
+    if proto.is_ascii() {
+        out.extend(proto.chars().map(|c| c.to_ascii_lowercase()));
+    } else {
+        out.push_str(&proto.to_lowercase());
+    }
 }
 
 /// The TR39 prototype of an ASCII character (the eight that have one other than themselves).
@@ -356,8 +364,15 @@ impl Folded {
         if self.cased[i].starts_with('.') || self.shaped[i].starts_with('.') {
             return Some(HIDDEN_WHY);
         }
-        normal()
-            .loaded
+        let n = normal();
+        if let Some(why) = n
+            .cased
+            .get(&self.cased[i])
+            .or_else(|| n.shaped.get(&self.shaped[i]))
+        {
+            return Some(why);
+        }
+        n.loaded
             .iter()
             .find(|(rule, _)| rule.matches(self, i))
             .map(|(_, why)| *why)
@@ -425,21 +440,41 @@ pub struct Normal {
     pub unreadable: Vec<Folded>,
     pub tabd_owns: Vec<(Folded, &'static str)>,
     pub protected: Vec<(Folded, &'static str)>,
+    /// `LOADED` names of one part without a `*`, by each form (a walk of a large vault asks for
+    /// every entry).
+    cased: std::collections::HashMap<String, &'static str>,
+    shaped: std::collections::HashMap<String, &'static str>,
+    /// The other `LOADED` names (a `*`, or more than one part).
     loaded: Vec<(Rule, &'static str)>,
+    /// The most parts a `TABD_OWNS` or `PROTECTED` path has: below that depth only `LOADED`
+    /// names and hidden ones can match.
+    anchored: usize,
 }
 
 /// `Normal`, made on first use (constants, not state).
 pub fn normal() -> &'static Normal {
     static NORMAL: std::sync::LazyLock<Normal> = std::sync::LazyLock::new(|| {
         let pairs = |list: &[(&str, &'static str)]| list.iter().map(|(n, w)| (fold(n), *w)).collect();
+        type Names = Vec<(&'static str, &'static str)>;
+        let (simple, other): (Names, Names) = LOADED
+            .iter()
+            .flat_map(|l| l.names.iter().map(|n| (*n, l.why)))
+            .partition(|(n, _)| !n.contains(['*', '/']));
+        let tabd_owns: Vec<(Folded, &'static str)> = pairs(TABD_OWNS);
+        let protected: Vec<(Folded, &'static str)> = pairs(PROTECTED);
+        let anchored = tabd_owns
+            .iter()
+            .chain(&protected)
+            .map(|(f, _)| f.cased.len().max(f.shaped.len()))
+            .max();
         Normal {
             unreadable: UNREADABLE.iter().map(|n| fold(n)).collect(),
-            tabd_owns: pairs(TABD_OWNS),
-            protected: pairs(PROTECTED),
-            loaded: LOADED
-                .iter()
-                .flat_map(|l| l.names.iter().map(|n| (Rule::new(n), l.why)))
-                .collect(),
+            cased: simple.iter().map(|(n, why)| (fold_part(n).0, *why)).collect(),
+            shaped: simple.iter().map(|(n, why)| (fold_part(n).1, *why)).collect(),
+            loaded: other.iter().map(|(n, why)| (Rule::new(n), *why)).collect(),
+            anchored: anchored.unwrap_or(0),
+            tabd_owns,
+            protected,
         }
     });
     &NORMAL
@@ -454,6 +489,16 @@ pub fn owned_by_tabd(path: &Folded) -> Option<(&'static str, &'static str)> {
         .zip(TABD_OWNS)
         .find(|((dir, _), _)| path.within(dir))
         .map(|(_, (name, why))| (*name, *why))
+}
+
+/// `kept_from_children` for a path whose folders a walk from the vault's root found writable:
+/// only its last part can make it kept (what is above was looked at on the way down).
+pub fn kept_from_children_below(path: &Folded) -> Option<&'static str> {
+    let depth = path.cased.len().max(path.shaped.len());
+    if depth <= normal().anchored {
+        return kept_from_children(path);
+    }
+    path.loaded_part(path.cased.len().checked_sub(1)?)
 }
 
 /// Why a child granted `vault = "write"` may not write `path` (vault-relative): tabd's own, a

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::base::sandbox::places::{canonical_existing, Places};
 use crate::base::sandbox::{tree, Grants, Spec, DEVICES};
-use crate::base::vault::protected::{kept_from_children, Folded, PROTECTED, TABD_OWNS};
+use crate::base::vault::protected::{kept_from_children_below, Folded, PROTECTED, TABD_OWNS};
 
 /// How much of the vault a child may reach directly (else only through tabd's tools).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -344,7 +344,7 @@ fn find_kept(dir: &Path, at: &Folded, depth: usize, out: &mut Vec<PathBuf>) {
     };
     for e in entries.flatten() {
         let name = at.join(&e.file_name().to_string_lossy());
-        if kept_from_children(&name).is_some() {
+        if kept_from_children_below(&name).is_some() {
             out.push(e.path());
         } else if depth < KEPT_DEPTH && e.file_type().is_ok_and(|t| t.is_dir()) {
             find_kept(&e.path(), &name, depth + 1, out);
