@@ -188,6 +188,9 @@ impl Sweep<'_> {
             let name = OsStr::from_bytes(name);
             let shown = name.to_string_lossy();
             let child_rel = format!("{rel}/{shown}");
+            if in_flight(&shown) {
+                continue;
+            }
             let child_folded = folded.join(&shown);
             let is_protected = protected || kept_from_children_below(&child_folded).is_some();
             let kind = entry.file_type();
@@ -280,6 +283,15 @@ impl Sweep<'_> {
     }
 }
 
+/// A hidden temporary file another writer has open right now — tabd's own atomic write (a run
+/// of another role writing beside the child), a sync tool's download, an editor's swap file.
+/// None of them is loaded by a program, and moving one would break that writer's work.
+fn in_flight(name: &str) -> bool {
+    super::is_tabd_temp(name)
+        || (name.starts_with(".syncthing.") && name.ends_with(".tmp"))
+        || (name.starts_with('.') && [".icloud", ".swp", ".swx"].iter().any(|e| name.ends_with(e)))
+}
+
 /// `.tabd/quarantine/20261125T093000Z-fs`.
 fn batch_name(child: &str) -> String {
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
@@ -359,6 +371,8 @@ mod tests {
             ("project/old/.git/hooks/pre-commit", "#!/bin/sh"),
             ("project/deep/a/.git/hooks/pre-commit", "#!/bin/sh"),
             ("project/notes.md", "a note"),
+            ("project/.plan.md.tabd-0123abcd.tmp", "another run's write"),
+            ("project/.syncthing.plan.md.tmp", "a download"),
             ("other/.mcp.json", "{}"),
         ] {
             std::fs::write(v(f), text).unwrap();
@@ -409,6 +423,8 @@ mod tests {
             "project/old/.git/config",
             "project/.vscode",
             "project/notes.md",
+            "project/.plan.md.tabd-0123abcd.tmp",
+            "project/.syncthing.plan.md.tmp",
             "other/.envrc",
             "other/.mcp.json",
         ] {
