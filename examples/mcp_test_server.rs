@@ -8,6 +8,7 @@
 //! | `flood` | writes endless non-JSON lines to stdout, never answers |
 //! | `garbage` | answers everything with invalid JSON-RPC |
 //! | `exit` | prints a fatal line to stderr and exits at once |
+//! | `stderr-flood` | writes `MCP_TEST_STDERR_MIB` MiB (default 256) to stderr with no line end, then serves the tools |
 //! | `http` | serves the tools over streamable HTTP on 127.0.0.1 (`/mcp`), writes its address to `MCP_TEST_ADDR_FILE`, and answers only requests with `Authorization: Bearer $MCP_TEST_TOKEN` |
 //!
 //! Tools: `echo {text}`, `add {a, b}` (read-only), `delete_all {}` (destructive), `post {channel,
@@ -454,20 +455,37 @@ async fn main() {
             std::process::exit(1);
         }
         "http" => serve_http().await,
+        "stderr-flood" => {
+            let mib: usize = std::env::var("MCP_TEST_STDERR_MIB")
+                .ok()
+                .and_then(|m| m.parse().ok())
+                .unwrap_or(256);
+            let chunk = vec![b'A'; 1 << 20];
+            let mut err = std::io::stderr().lock();
+            for _ in 0..mib {
+                let _ = err.write_all(&chunk);
+            }
+            let _ = err.flush();
+            drop(err);
+            serve_stdio().await;
+        }
         "probe-once" => {
             let args: Value = serde_json::from_str(&std::env::var("MCP_TEST_PROBE").unwrap_or_default())
                 .unwrap_or_default();
             println!("{}", probe(&args));
         }
-        _ => {
-            let transport = (tokio::io::stdin(), tokio::io::stdout());
-            match TestServer::default().serve(transport).await {
-                Ok(service) => {
-                    let _ = service.waiting().await;
-                }
-                Err(e) => eprintln!("test server: {e}"),
-            }
+        _ => serve_stdio().await,
+    }
+}
+
+/// The tools on stdin and stdout.
+async fn serve_stdio() {
+    let transport = (tokio::io::stdin(), tokio::io::stdout());
+    match TestServer::default().serve(transport).await {
+        Ok(service) => {
+            let _ = service.waiting().await;
         }
+        Err(e) => eprintln!("test server: {e}"),
     }
 }
 

@@ -1,10 +1,12 @@
 //! Input that cannot be read is refused with its reason, never a process abort (DESIGN §24,
-//! issue 36): deeply nested notes, role files and config, run through the real binary.
+//! issue 36): deeply nested notes, role files and config, a child's endless output, run through
+//! the real binary.
 
 use std::time::Duration;
 
 use crate::support::daemon::{setup, wait_until, Daemon};
 use crate::support::fake_model::FakeModel;
+use crate::support::mcp_server::server_config;
 use crate::support::{describe, stdout, wire, TestVault};
 
 const T: Duration = Duration::from_secs(30);
@@ -128,5 +130,51 @@ fn validate_names_the_file_and_line_of_a_role_nested_too_deep() {
         ),
         "{}",
         describe(&out)
+    );
+}
+
+/// Waits for `child` and returns its exit code and the most memory it held (its peak resident
+/// set, KiB), from the kernel's own count (`wait4`).
+fn wait_with_peak(child: std::process::Child) -> (Option<i32>, i64) {
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data the kernel fills in; the pid is our own unreaped child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(
+        pid,
+        child.id() as i32,
+        "wait4: {}",
+        std::io::Error::last_os_error()
+    );
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    (code, usage.ru_maxrss)
+}
+
+/// An MCP server's stderr is kept a line's start at a time: a server that writes 256 MiB with no
+/// line end (a broken or hostile child) made tabd hold all of it in one line — the daemon keeps
+/// servers alive, so a long enough line is its death — before its tools were even listed.
+#[test]
+fn a_server_writing_stderr_without_line_ends_costs_tabd_no_memory_for_it() {
+    let v = TestVault::new();
+    let log = v.dir.path().join("calls.jsonl");
+    v.set_config(&format!(
+        "timezone = \"UTC\"\n{}",
+        server_config("loud", "stderr-flood", &log, "")
+    ));
+    let printed = v.dir.path().join("printed.txt");
+    let child = v
+        .command(&["mcp", "list"])
+        .stdout(std::fs::File::create(&printed).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (code, peak_kib) = wait_with_peak(child);
+    let printed = std::fs::read_to_string(&printed).unwrap();
+    assert_eq!(code, Some(0), "{printed}");
+    assert!(printed.contains("loud__echo"), "its tools are listed:\n{printed}");
+    assert!(
+        peak_kib < 128 * 1024,
+        "tabd held {} MiB while the server wrote 256 MiB of stderr",
+        peak_kib / 1024
     );
 }

@@ -30,6 +30,10 @@ use crate::setup::config::sandbox::{Start, VaultAccess};
 /// Lines of a server's stderr kept for error messages.
 const STDERR_LINES: usize = 20;
 
+/// The most of one stderr line tabd holds (a line is shown cut to 300 characters): a child that
+/// writes without a line end never makes tabd hold more of it than this.
+const STDERR_LINE_BYTES: usize = 1200;
+
 /// A tool as the server lists it.
 #[derive(Debug, Clone)]
 pub struct ToolInfo {
@@ -542,14 +546,48 @@ fn spawn(
     };
     let tail = stderr.clone();
     let name = name.to_string();
-    let stderr_done = tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(err).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            tracing::debug!("mcp {name}: {line}");
-            tail.push(line);
-        }
-    });
+    let stderr_done = tokio::spawn(each_line(err, move |line| {
+        tracing::debug!("mcp {name}: {line}");
+        tail.push(line);
+    }));
     Ok((child, tenant, stdout, stdin, stderr_done, (applied, watch)))
+}
+
+/// Calls `each` with every line of `pipe` (without its end), holding at most
+/// `STDERR_LINE_BYTES` of a line however long it runs, and reading to the end whatever the bytes
+/// are: a line of 256 MiB with no end cost tabd 256 MiB (`lines()` holds a line whole), and a byte
+/// that is not UTF-8 stopped the reading, so the server blocked once the pipe was full.
+async fn each_line<R: tokio::io::AsyncRead + Unpin>(pipe: R, mut each: impl FnMut(String)) {
+    let mut reader = tokio::io::BufReader::new(pipe);
+    let mut line = Vec::new();
+    let mut emit = |line: &mut Vec<u8>| {
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        each(String::from_utf8_lossy(line).into_owned());
+        line.clear();
+    };
+    loop {
+        let (used, ended) = match reader.fill_buf().await {
+            Ok([]) | Err(_) => break,
+            Ok(buf) => {
+                let (used, ended) = match buf.iter().position(|&b| b == b'\n') {
+                    Some(end) => (end + 1, true),
+                    None => (buf.len(), false),
+                };
+                let room = STDERR_LINE_BYTES.saturating_sub(line.len());
+                line.extend_from_slice(&buf[..(used - usize::from(ended)).min(room)]);
+                (used, ended)
+            }
+        };
+        reader.consume(used);
+        if ended {
+            emit(&mut line);
+        }
+    }
+    if !line.is_empty() {
+        emit(&mut line);
+    }
 }
 
 /// Why a server that did not finish `initialize` failed. One that exits at once usually said why
@@ -725,5 +763,28 @@ fn service_error(e: &ServiceError) -> String {
         ServiceError::McpError(data) => format!("the server answered with an error: {}", data.message),
         ServiceError::TransportClosed => "the connection to the server closed".into(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines_of(bytes: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        each_line(bytes, |l| out.push(l)).await;
+        out
+    }
+
+    #[tokio::test]
+    async fn stderr_lines_keep_their_start_and_reading_goes_on_past_bytes_that_are_not_utf8() {
+        let mut long = vec![b'x'; 3 * STDERR_LINE_BYTES];
+        long.extend_from_slice(b"\nnext\r\n\xff\xfe bad\nlast");
+        let lines = lines_of(&long).await;
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert_eq!(lines[0], "x".repeat(STDERR_LINE_BYTES));
+        assert_eq!(lines[1], "next");
+        assert_eq!(lines[2], "\u{fffd}\u{fffd} bad");
+        assert_eq!(lines[3], "last");
     }
 }
