@@ -307,3 +307,71 @@ fn a_vault_write_cli_leaves_no_settings_behind() {
         );
     }
 }
+
+/// Every role's inbox is an inbox, wherever its `## Inbox` puts it: a role's write tools never
+/// put a note there (only `trigger_role` does, counting the chain). With the risk role's inbox at
+/// `project/incoming/`, the stock delivery role wrote notes there with `hops: 0`, and two roles
+/// doing so triggered each other without end (13 runs in 0.2 s, until the script ran out).
+#[test]
+fn a_role_writes_no_note_into_an_inbox_outside_agent_inbox() {
+    let fake = FakeModel::start();
+    let v = vault_with(&fake, "");
+    let risk = v.read("roles/risk.md");
+    v.write("roles/risk.md", &format!("{risk}\n## Inbox\nproject/incoming/\n"));
+    v.write("project/incoming/processed/old.md", "handled\n");
+    v.write("project/draft.md", "---\nhops: 0\n---\nplease go on\n");
+    let note = "---\nhops: 0\n---\nplease go on\n";
+    let calls: Vec<(&str, &str, Value)> = vec![
+        (
+            "i1",
+            "write_file",
+            json!({"path": "project/incoming/ping.md", "content": note}),
+        ),
+        (
+            "i2",
+            "append_file",
+            json!({"path": "Project/Incoming/ping.md", "content": note}),
+        ),
+        (
+            "i3",
+            "move_file",
+            json!({"from": "project/draft.md", "to": "project/incoming/draft.md"}),
+        ),
+        (
+            "i4",
+            "move_file",
+            json!({"from": "project/incoming/processed/old.md", "to": "project/incoming/old.md"}),
+        ),
+    ];
+    fake.script([
+        wire::tools(KIND, Some("Passing it on."), &calls),
+        wire::tools(
+            KIND,
+            None,
+            &[(
+                "t1",
+                "trigger_role",
+                json!({"role": "risk", "note": "please go on"}),
+            )],
+        ),
+        wire::text(KIND, "Done."),
+    ]);
+    let out = v.tabd(&["fire", "delivery"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let results = results_of(&fake, 1);
+    assert_eq!(results.len(), 4);
+    for (id, text, is_error) in &results {
+        assert!(
+            *is_error && text.contains("inbox project/incoming/"),
+            "{id} must be refused: {text}"
+        );
+    }
+    // trigger_role is the one way in, and it counts the hop.
+    let sent = v.files_in("project/incoming");
+    assert_eq!(sent.len(), 1, "{sent:?}\n{}", v.listing());
+    assert!(sent[0].ends_with("-from-delivery.md"), "{sent:?}");
+    assert!(v
+        .read(&format!("project/incoming/{}", sent[0]))
+        .contains("hops: 1"));
+    assert!(v.path("project/draft.md").exists() && v.path("project/incoming/processed/old.md").exists());
+}

@@ -17,6 +17,10 @@ pub struct AccessPolicy {
     /// `move_folders: true`: `move_file` may move whole folders (never one that holds a
     /// protected path).
     move_folders: bool,
+    /// Every role's inbox, as written and folded: `## Inbox` may name any folder, and each is
+    /// protected like `agent/inbox/` (a note there starts a run; only `trigger_role` writes one,
+    /// counting the chain's hops).
+    inboxes: Vec<(String, Folded)>,
 }
 
 impl AccessPolicy {
@@ -27,11 +31,29 @@ impl AccessPolicy {
         }
     }
 
+    /// The same policy, with every role's inbox protected wherever `## Inbox` puts it: a role
+    /// that wrote a note straight into another's inbox (`write_file`, `hops: 0`) started a run
+    /// no chain counted, and two roles doing so kept triggering each other.
+    pub fn with_inboxes<'a>(mut self, inboxes: impl IntoIterator<Item = &'a VaultPath>) -> Self {
+        self.inboxes = inboxes
+            .into_iter()
+            .map(|inbox| {
+                (
+                    inbox.as_str().trim_end_matches('/').to_string(),
+                    fold(inbox.as_str()),
+                )
+            })
+            .filter(|(_, folded)| !folded.cased.is_empty())
+            .collect();
+        self
+    }
+
     pub fn new(write_paths: &[String]) -> Self {
         if write_paths.is_empty() {
             return Self {
                 write_paths: None,
                 move_folders: false,
+                inboxes: Vec::new(),
             };
         }
         let mut builder = GlobSetBuilder::new();
@@ -53,6 +75,7 @@ impl AccessPolicy {
         Self {
             write_paths: Some((kept, set)),
             move_folders: false,
+            inboxes: Vec::new(),
         }
     }
 
@@ -173,6 +196,20 @@ impl AccessPolicy {
                 )));
             }
         }
+        for (name, dir) in &self.inboxes {
+            if norm.holds(dir) {
+                return Err(VaultError::Refused(format!(
+                    "{path} holds the inbox {name}/ (inboxes take notes through trigger_role only); it can be \
+                     neither replaced nor moved"
+                )));
+            }
+            if norm.within(dir) && !self.names(path, dir) {
+                return Err(VaultError::Refused(format!(
+                    "{path} is in the inbox {name}/ (inboxes take notes through trigger_role only, which counts \
+                     how long a chain of roles has become); a role may write there only if its write_paths names it"
+                )));
+            }
+        }
         // Files other programs load, at any depth: hidden names, and the visible ones.
         if let Some((i, why)) = norm.loaded_at() {
             let at = Folded {
@@ -285,6 +322,40 @@ mod tests {
         assert!(
             star.check_write(&v, &p("roles/x.md")).is_err(),
             "`**` does not name roles/"
+        );
+    }
+
+    /// `## Inbox` may name any folder: each role's inbox is protected like `agent/inbox/`, in
+    /// every spelling, its `processed/` too, and the folders above it cannot be moved.
+    #[test]
+    fn every_roles_inbox_is_written_only_where_write_paths_name_it() {
+        let (d, v) = vault();
+        std::fs::create_dir_all(d.path().join("project/incoming")).unwrap();
+        let inbox = p("project/incoming/");
+        let policy = AccessPolicy::new(&[]).with_inboxes([&inbox]);
+        for bad in [
+            "project/incoming/x.md",
+            "Project/INCOMING/x.md",
+            "project/incoming./x.md",
+            "project/incoming/processed/x.md",
+            "project",
+        ] {
+            let err = policy.check_write(&v, &p(bad)).unwrap_err();
+            assert!(
+                err.to_string().contains("inbox project/incoming/"),
+                "{bad}: {err}"
+            );
+        }
+        assert!(policy.check_write(&v, &p("project/other.md")).is_ok());
+        let broad = AccessPolicy::new(&["project/**".into()]).with_inboxes([&inbox]);
+        assert!(
+            broad.check_write(&v, &p("project/incoming/x.md")).is_err(),
+            "`project/**` does not name it"
+        );
+        let named = AccessPolicy::new(&["project/incoming/**".into()]).with_inboxes([&inbox]);
+        assert!(
+            named.check_write(&v, &p("project/incoming/x.md")).is_ok(),
+            "named explicitly"
         );
     }
 

@@ -141,7 +141,8 @@ impl Harness {
         Self {
             store: StateStore::new(vault.clone()),
             vault,
-            policy: AccessPolicy::for_role(role),
+            policy: AccessPolicy::for_role(role)
+                .with_inboxes(roles.roles.values().filter(|r| !r.is_abstract).map(|r| &r.inbox)),
             role: role.clone(),
             roles,
             clock,
