@@ -133,48 +133,46 @@ fn validate_names_the_file_and_line_of_a_role_nested_too_deep() {
     );
 }
 
-/// Waits for `child` and returns its exit code and the most memory it held (its peak resident
-/// set, KiB), from the kernel's own count (`wait4`).
-fn wait_with_peak(child: std::process::Child) -> (Option<i32>, i64) {
-    let mut status = 0;
-    // SAFETY: `rusage` is plain data the kernel fills in; the pid is our own unreaped child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(
-        pid,
-        child.id() as i32,
-        "wait4: {}",
-        std::io::Error::last_os_error()
-    );
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    (code, usage.ru_maxrss)
+/// The most memory process `pid` has held since it started (its peak resident set, KiB), as
+/// the kernel counts it for that program alone.
+fn peak_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
 }
 
-/// An MCP server's stderr is kept a line's start at a time: a server that writes 256 MiB with no
-/// line end (a broken or hostile child) made tabd hold all of it in one line — the daemon keeps
-/// servers alive, so a long enough line is its death — before its tools were even listed.
+/// An MCP server's stderr is kept a line's start at a time: a kept-alive server that writes
+/// 256 MiB with no line end (a broken or hostile child) made the daemon hold all of it in one
+/// line — a long enough line is the daemon's death.
 #[test]
-fn a_server_writing_stderr_without_line_ends_costs_tabd_no_memory_for_it() {
+fn a_server_writing_stderr_without_line_ends_costs_the_daemon_no_memory_for_it() {
     let v = TestVault::new();
     let log = v.dir.path().join("calls.jsonl");
     v.set_config(&format!(
-        "timezone = \"UTC\"\n{}",
-        server_config("loud", "stderr-flood", &log, "")
+        "timezone = \"UTC\"\n{}{}",
+        crate::support::daemon::daemon_config(""),
+        server_config("loud", "stderr-flood", &log, "keep_alive = true")
     ));
-    let printed = v.dir.path().join("printed.txt");
-    let child = v
-        .command(&["mcp", "list"])
-        .stdout(std::fs::File::create(&printed).unwrap())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let (code, peak_kib) = wait_with_peak(child);
-    let printed = std::fs::read_to_string(&printed).unwrap();
-    assert_eq!(code, Some(0), "{printed}");
-    assert!(printed.contains("loud__echo"), "its tools are listed:\n{printed}");
+    v.unschedule_stock_roles();
+    v.write(
+        "roles/ops.md",
+        "# Ops\n## Mission\nUse the server.\n## Tools\n- loud/*\n",
+    );
+    let mut d = Daemon::start(&v);
+    // The server answers only after its stderr is written, all but the pipe's last 64 KiB
+    // read by the daemon.
+    wait_until(T, "the server up in status.json", || {
+        v.status_json().is_some_and(|s| s["mcp_servers"][0]["up"] == true)
+    });
+    let peak = peak_kib(d.pid());
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
     assert!(
-        peak_kib < 128 * 1024,
-        "tabd held {} MiB while the server wrote 256 MiB of stderr",
-        peak_kib / 1024
+        peak < 128 * 1024,
+        "the daemon held {} MiB while the server wrote 256 MiB of stderr",
+        peak / 1024
     );
 }
