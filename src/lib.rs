@@ -19,7 +19,7 @@
 //! | 5 | `capabilities` | `tools` `mcp` `provider` `agent_cli` `notify` | capabilities: vault tools, MCP client, model APIs, CLIs, reaching the person |
 //! | 4 | `records` | `state` `inbox` `access` `limits` `context` `runlog` `journal` | records and rules the run reads |
 //! | 3 | `setup` | `config` `role` | what the person wrote, typed and checked |
-//! | 2 | `formats` | `frontmatter` `schedule` | formats |
+//! | 2 | `formats` | `frontmatter` `json` `schedule` | formats |
 //! | 1 | `base` | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` `sandbox` `memory` `signing` | foundations |
 pub mod base;
 pub mod capabilities;

@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
+use serde_json::json;
+
 use crate::support::daemon::{setup, wait_until, Daemon};
-use crate::support::fake_model::FakeModel;
+use crate::support::fake_model::{FakeModel, Reply};
 use crate::support::mcp_server::server_config;
 use crate::support::{describe, stdout, wire, TestVault};
 
@@ -175,4 +177,146 @@ fn a_server_writing_stderr_without_line_ends_costs_the_daemon_no_memory_for_it()
         "the daemon held {} MiB while the server wrote 256 MiB of stderr",
         peak / 1024
     );
+}
+
+#[test]
+fn a_config_nested_too_deep_is_exit_2_with_a_sentence() {
+    let v = TestVault::new();
+    let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    for (tail, line) in [
+        (format!("[limits]\nx = {}\n", deep(100_000)), ":3: "),
+        (
+            format!("x = {}1{}\n", "{a=".repeat(100_000), "}".repeat(100_000)),
+            ":2: ",
+        ),
+        (format!("x{} = 1\n", ".a".repeat(100_000)), ": "),
+    ] {
+        v.set_config(&format!("timezone = \"UTC\"\n{tail}"));
+        let out = v.tabd_within(&["validate"], T);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "config.toml{line}error: values nest too deep: tabd's config reader stops at 80 levels"
+            )),
+            "{}",
+            describe(&out)
+        );
+    }
+}
+
+/// `[[[…]]]`, `n` deep, as a value.
+fn nested(n: usize) -> serde_json::Value {
+    serde_json::from_str(&format!("{}{}", "[".repeat(n), "]".repeat(n))).unwrap()
+}
+
+/// What tabd's own folder holds that it set aside as unreadable.
+fn set_aside(v: &TestVault) -> Vec<String> {
+    v.files_in(".tabd")
+        .into_iter()
+        .filter(|f| f.contains("corrupt"))
+        .collect()
+}
+
+#[test]
+fn a_model_response_nested_deeper_than_64_is_refused_and_the_state_stays_readable() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    v.use_model(&fake, "anthropic", "");
+    v.write("agent/inbox/delivery/n.md", "hello");
+    // 120 deep fits serde_json's 128, but not a record around it: tabd's state, holding this
+    // call's record, was set aside as unreadable at the end of the run and every count reset.
+    let args = json!({"path": "project/x.md", "content": "hi", "extra": nested(120)});
+    fake.script([
+        wire::tools("anthropic", None, &[("t1", "write_file", args)]),
+        wire::text("anthropic", "done"),
+    ]);
+    let out = v.tabd_within(&["fire", "delivery"], T);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("the response could not be read: it nests arrays and objects more than 64 deep"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(set_aside(&v), Vec::<String>::new(), "{}", describe(&out));
+    assert!(
+        v.state()["roles"]["delivery"].is_object(),
+        "{}",
+        v.read(".tabd/state.json")
+    );
+    assert_eq!(v.files_in("agent/inbox/delivery"), ["n.md"], "the note waits");
+}
+
+#[test]
+fn tool_arguments_nested_deeper_than_64_are_refused_and_not_kept() {
+    use std::io::{BufRead, Write};
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    v.use_model(&fake, "anthropic", "");
+    let mut child = v
+        .command(&["mcp", "serve", "--role", "delivery"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("tabd mcp serve");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let args = json!({"path": "project/x.md", "content": "hi", "extra": nested(120)});
+    for msg in [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "write_file", "arguments": args}}),
+    ] {
+        writeln!(stdin, "{msg}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let answer = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+        .find(|m| m["id"] == 1)
+        .expect("an answer to the call");
+    drop(stdin);
+    let _ = child.wait();
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("refused: the arguments cannot be read: it nests arrays and objects more than 64 deep"),
+        "{answer}"
+    );
+    assert!(!v.path("project/x.md").exists());
+    // Whatever a session records of the call (its records are readable: `records` parses each).
+    for r in v.records() {
+        for call in r["tool_calls"].as_array().into_iter().flatten() {
+            assert_eq!(
+                call["input"], "[arguments nested more than 64 deep: not kept]",
+                "{r}"
+            );
+        }
+    }
+    assert_eq!(set_aside(&v), Vec::<String>::new());
+}
+
+#[test]
+fn a_model_response_larger_than_32_mib_is_cut_off_not_read_whole() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    v.use_model(&fake, "anthropic", "");
+    v.write("agent/inbox/delivery/n.md", "hello");
+    fake.script([Reply::Raw(
+        200,
+        format!("{{\"id\": \"{}\"}}", "x".repeat(33 * 1024 * 1024)),
+    )]);
+    let out = v.tabd_within(&["fire", "delivery"], T);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("the response could not be read: it is larger than 32 MiB"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(v.files_in("agent/inbox/delivery"), ["n.md"], "the note waits");
 }

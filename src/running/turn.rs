@@ -512,7 +512,7 @@ impl Loop<'_> {
 #[derive(Debug, thiserror::Error)]
 pub enum AnswerError {
     #[error("the answer is not a JSON object ({0})")]
-    NotJson(serde_json::Error),
+    NotJson(crate::formats::json::JsonError),
     #[error(transparent)]
     Mismatch(#[from] crate::capabilities::mcp::schema::Mismatch),
 }
@@ -526,7 +526,7 @@ pub fn answer_json(answer: &str, schema: &jsonschema::Validator) -> Result<Value
         .and_then(|t| t.trim_end().strip_suffix("```"))
         .unwrap_or(text)
         .trim();
-    let value: Value = serde_json::from_str(inner).map_err(AnswerError::NotJson)?;
+    let value: Value = crate::formats::json::parse(inner).map_err(AnswerError::NotJson)?;
     crate::capabilities::mcp::schema::problems(schema, &value, 10)?;
     Ok(value)
 }

@@ -46,6 +46,30 @@ pub(crate) fn size_hint(req: &Request) -> usize {
 /// The longest provider error text kept in a message.
 const MAX_ERROR_TEXT: usize = 600;
 
+/// The most bytes of a response tabd reads: far above any answer a model gives (its
+/// `max_tokens` of text), far below what would strain memory.
+pub(crate) const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
+
+/// The response's body, at most [`MAX_RESPONSE_BYTES`]: a server that sends more is cut off
+/// rather than read into memory whole.
+async fn body_of(ep: &Endpoint<'_>, mut response: reqwest::Response) -> Result<Vec<u8>, ProviderError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| transport(ep, &e))? {
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(ProviderError::BadResponse {
+                provider: ep.provider,
+                message: format!(
+                    "it is larger than {} MiB, more than any answer; the server at {} is not behaving as a model API",
+                    MAX_RESPONSE_BYTES / (1024 * 1024),
+                    crate::base::text::display_url(ep.url)
+                ),
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 pub(crate) async fn post_json(
     client: &reqwest::Client,
     ep: &Endpoint<'_>,
@@ -62,7 +86,7 @@ pub(crate) async fn post_json(
     let response = request.send().await.map_err(|e| transport(ep, &e))?;
     let status = response.status();
     let retry_after = parse_retry_after(response.headers());
-    let bytes = response.bytes().await.map_err(|e| transport(ep, &e))?;
+    let bytes = body_of(ep, response).await?;
     if !status.is_success() {
         let text = String::from_utf8_lossy(&bytes);
         let spend_limit = status.as_u16() == 429 && is_spend_limit(&text);
@@ -75,12 +99,15 @@ pub(crate) async fn post_json(
             advice: advice(status.as_u16(), ep.key_env, ep.model, spend_limit),
         });
     }
-    serde_json::from_slice(&bytes).map_err(|e| ProviderError::BadResponse {
+    crate::formats::json::parse_slice(&bytes).map_err(|e| ProviderError::BadResponse {
         provider: ep.provider,
-        message: format!(
-            "not JSON ({e}): {}",
-            shorten(&String::from_utf8_lossy(&bytes), 200)
-        ),
+        message: match e {
+            crate::formats::json::JsonError::Syntax(e) => format!(
+                "not JSON ({e}): {}",
+                shorten(&String::from_utf8_lossy(&bytes), 200)
+            ),
+            too_deep @ crate::formats::json::JsonError::TooDeep => too_deep.to_string(),
+        },
     })
 }
 

@@ -242,13 +242,14 @@ fn text_of(v: Option<&Value>) -> Option<String> {
     (!text.trim().is_empty()).then_some(text)
 }
 
-/// Tool arguments: a JSON string per the spec; an object from Ollama; anything else is kept
-/// as a string so the tool registry can tell the model its arguments were not valid JSON.
+/// Tool arguments: a JSON string per the spec; an object from Ollama; anything else (or JSON
+/// nested deeper than tabd reads) is kept as a string so the tool registry can tell the model its
+/// arguments were not valid JSON.
 fn arguments(v: Option<&Value>) -> Value {
     match v {
         None | Some(Value::Null) => json!({}),
         Some(Value::String(s)) if s.trim().is_empty() => json!({}),
-        Some(Value::String(s)) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
+        Some(Value::String(s)) => crate::formats::json::parse(s).unwrap_or_else(|_| Value::String(s.clone())),
         Some(other) => other.clone(),
     }
 }

@@ -215,6 +215,7 @@ impl Harness {
     /// before tabd records that it is executing.
     pub fn check(&self, name: &str, input: &Value) -> Result<(), String> {
         let call = self.classify(name)?;
+        crate::formats::json::check(input).map_err(|e| format!("the arguments cannot be read: {e}"))?;
         if crate::gate::approvals::mode_for(&self.role, &call.key, call.risk) == Mode::Deny {
             return Err(format!("the role's `approve` setting now denies {}", call.key));
         }
@@ -234,8 +235,18 @@ impl Harness {
 
     /// The one door every tool call passes through.
     pub async fn call(&self, name: &str, input: &Value, door: Door<'_>) -> Result<Called, FatalToolError> {
+        let too_deep = crate::formats::json::check(input).err();
         let (result, server, approval) = match self.classify(name) {
             Err(refusal) => (ToolResult::error(refusal), None, None),
+            // Refused before anything keeps them: records around them must stay readable.
+            Ok(_) if too_deep.is_some() => (
+                ToolResult::error(format!(
+                    "refused: the arguments cannot be read: {}; send them flatter",
+                    too_deep.as_ref().map(ToString::to_string).unwrap_or_default()
+                )),
+                None,
+                None,
+            ),
             Ok(call) => {
                 let server = call.mcp.map(|t| t.server.clone());
                 let mode = crate::gate::approvals::mode_for(&self.role, &call.key, call.risk);
@@ -272,7 +283,14 @@ impl Harness {
             }
         };
         self.settle_journal();
-        let mut record = calls::record_of(name, input, &result, server.as_deref());
+        let kept = match too_deep {
+            Some(_) => std::borrow::Cow::Owned(Value::String(format!(
+                "[arguments nested more than {} deep: not kept]",
+                crate::formats::json::MAX_DEPTH
+            ))),
+            None => std::borrow::Cow::Borrowed(input),
+        };
+        let mut record = calls::record_of(name, &kept, &result, server.as_deref());
         record.approval = approval;
         {
             let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());

@@ -382,6 +382,12 @@ pub fn load_readable(cli: Option<&Path>, env: &Env) -> (Config, Option<ConfigErr
 /// serde's type errors (`invalid type: string "many", expected u32`) in words a person can act
 /// on; other messages as they are.
 fn plain_words(message: &str) -> String {
+    // toml stops at 80 levels of arrays and inline tables (and at 80-part keys), in its own words.
+    if message.contains("max recursion depth met") || message == "recursion limit" {
+        return "values nest too deep: tabd's config reader stops at 80 levels of arrays and inline \
+                tables inside each other, or a key of 80 dotted parts"
+            .to_string();
+    }
     let Some(rest) = message.strip_prefix("invalid type: ") else {
         return message.to_string();
     };

@@ -1021,11 +1021,10 @@ pub fn output_schema(vault: &Vault, path: &str) -> Result<jsonschema::Validator,
             path: path_(),
             source,
         })?;
-    let schema: serde_json::Value =
-        serde_json::from_str(&text).map_err(|source| SchemaFileError::NotJson {
-            path: path_(),
-            source,
-        })?;
+    let schema = crate::formats::json::parse(&text).map_err(|source| SchemaFileError::NotJson {
+        path: path_(),
+        source,
+    })?;
     jsonschema::validator_for(&schema).map_err(|e| SchemaFileError::NotASchema {
         path: path_(),
         why: e.to_string(),
@@ -1045,8 +1044,11 @@ pub enum SchemaFileError {
         path: String,
         source: crate::base::vault::VaultError,
     },
-    #[error("`output.schema`: {path} is not JSON: {source}")]
-    NotJson { path: String, source: serde_json::Error },
+    #[error("`output.schema`: {path} cannot be read as JSON: {source}")]
+    NotJson {
+        path: String,
+        source: crate::formats::json::JsonError,
+    },
     #[error("`output.schema`: {path} is not a valid JSON Schema: {why}")]
     NotASchema { path: String, why: String },
 }
