@@ -37,12 +37,17 @@ fn a_deeply_nested_note_goes_to_failed_with_its_reason_and_the_daemon_serves_the
         "agent/inbox/delivery/broken.md",
         "---\ntitle: Status: weekly\n---\nbody\n",
     );
+    // 40 keys that are mappings: each was written into the next as escaped JSON text, doubling.
+    v.write(
+        "agent/inbox/delivery/keys.md",
+        &format!("---\n{}x: 1\n---\n", "? ".repeat(40)),
+    );
     v.write("agent/inbox/delivery/good.md", "an ordinary note");
     v.write("agent/inbox/risk/fine.md", "for risk");
     v.write("roles/deep.md", &deep_role());
     let mut d = Daemon::start(&v);
     wait_until(T, "the unreadable notes refused and the others run", || {
-        v.files_in("agent/inbox/delivery/failed") == ["broken.md", "deep.md"]
+        v.files_in("agent/inbox/delivery/failed") == ["broken.md", "deep.md", "keys.md"]
             && v.files_in("agent/inbox/delivery/processed") == ["good.md"]
             && v.files_in("agent/inbox/risk/processed") == ["fine.md"]
     });
@@ -66,7 +71,7 @@ fn a_deeply_nested_note_goes_to_failed_with_its_reason_and_the_daemon_serves_the
         .into_iter()
         .filter(|r| r["outcome"] == "failed" && r["model"] == "")
         .collect();
-    assert_eq!(refused.len(), 2, "one record per refused note: {refused:?}");
+    assert_eq!(refused.len(), 3, "one record per refused note: {refused:?}");
     let deep = refused
         .iter()
         .find(|r| r["trigger"]["notes"][0] == "agent/inbox/delivery/deep.md")
@@ -84,7 +89,7 @@ fn a_deeply_nested_note_goes_to_failed_with_its_reason_and_the_daemon_serves_the
     // A restart reads the vault again: nothing is left to crash on or to run twice.
     drop(d);
     let _d = Daemon::start(&v);
-    assert_eq!(v.files_in("agent/inbox/delivery/failed").len(), 2);
+    assert_eq!(v.files_in("agent/inbox/delivery/failed").len(), 3);
 }
 
 #[test]

@@ -203,16 +203,15 @@ fn parse_yaml(yaml: &str, first_line: usize) -> Result<Frontmatter, FrontmatterE
     match doc.data {
         YamlDataOwned::Mapping(map) => {
             let mut entries: Vec<Field> = Vec::with_capacity(map.len());
+            let at_line = |e: LoadError| FrontmatterError {
+                line: file_line(e.line),
+                message: e.message,
+            };
             for (key, value) in map {
-                let line = file_line(key.span.start.line());
-                let key = match to_json(&key) {
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                };
                 entries.push(Field {
-                    key,
-                    line,
-                    value: to_json(&value),
+                    line: file_line(key.span.start.line()),
+                    key: key_of(&key).map_err(at_line)?,
+                    value: to_json(&value).map_err(at_line)?,
                 });
             }
             Ok(Frontmatter { entries })
@@ -315,8 +314,8 @@ impl DepthGuard<'_> {
 }
 
 /// A node as JSON. Recursive: the loader's [`DepthGuard`] keeps every tree within [`MAX_DEPTH`].
-fn to_json(node: &MarkedYamlOwned) -> Value {
-    match &node.data {
+fn to_json(node: &MarkedYamlOwned) -> Result<Value, LoadError> {
+    Ok(match &node.data {
         YamlDataOwned::Value(s) => match s {
             ScalarOwned::Null => Value::Null,
             ScalarOwned::Boolean(b) => Value::Bool(*b),
@@ -326,20 +325,33 @@ fn to_json(node: &MarkedYamlOwned) -> Value {
             ScalarOwned::String(s) => Value::String(s.clone()),
         },
         YamlDataOwned::Representation(s, _, _) => Value::String(s.clone()),
-        YamlDataOwned::Sequence(items) => Value::Array(items.iter().map(to_json).collect()),
+        YamlDataOwned::Sequence(items) => Value::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
         YamlDataOwned::Mapping(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| {
-                    let key = match to_json(k) {
-                        Value::String(s) => s,
-                        other => other.to_string(),
-                    };
-                    (key, to_json(v))
-                })
-                .collect(),
+                .map(|(k, v)| Ok((key_of(k)?, to_json(v)?)))
+                .collect::<Result<_, LoadError>>()?,
         ),
-        YamlDataOwned::Tagged(_, inner) => to_json(inner),
+        YamlDataOwned::Tagged(_, inner) => to_json(inner)?,
         YamlDataOwned::Alias(_) | YamlDataOwned::BadValue => Value::Null,
+    })
+}
+
+/// A mapping key as text: a word, a number, `true`. A list or mapping as a key (YAML's `? `) is
+/// refused: JSON keys are text, and writing one as JSON text inside the next escaped each
+/// level's quotes again — a 40-byte `? ? ? … x: 1` grew to gigabytes and stalled the parse.
+fn key_of(node: &MarkedYamlOwned) -> Result<String, LoadError> {
+    match &node.data {
+        YamlDataOwned::Sequence(_) | YamlDataOwned::Mapping(_) => Err(LoadError {
+            line: node.span.start.line(),
+            message: "a key of the frontmatter is a list or a mapping (YAML's `? `); keys are \
+                      words or text, like `tags:`"
+                .into(),
+        }),
+        YamlDataOwned::Tagged(_, inner) => key_of(inner),
+        _ => Ok(match to_json(node)? {
+            Value::String(s) => s,
+            other => other.to_string(),
+        }),
     }
 }
 
@@ -384,9 +396,38 @@ pub fn render(fields: &[(&str, Value)]) -> String {
 }
 
 #[cfg(test)]
+pub mod hostile;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    proptest! {
+        #![proptest_config(hostile::config(128))]
+        /// Deep, huge and malformed frontmatter: read (every value within the bound), or refused
+        /// with a line inside the file and a sentence; never a panic or an overflow.
+        #[test]
+        fn any_frontmatter_is_read_within_the_bound_or_refused_with_a_line(
+            text in hostile::file_with(hostile::any_yaml())
+        ) {
+            let lines = text.lines().count().max(1);
+            match split(&text) {
+                Ok(s) => {
+                    prop_assert!(s.body_offset <= text.len() && text.is_char_boundary(s.body_offset));
+                    for e in s.frontmatter.iter().flat_map(|f| &f.entries) {
+                        prop_assert!(crate::formats::json::depth(&e.value) < MAX_DEPTH, "{}", e.key);
+                        prop_assert!(e.line >= 2 && e.line <= lines);
+                    }
+                }
+                Err(e) => {
+                    prop_assert!(e.line >= 1 && e.line <= lines, "line {} of {lines}: {e}", e.line);
+                    prop_assert!(e.message.len() > 20, "a sentence: {e}");
+                }
+            }
+        }
+    }
 
     fn fm(text: &str) -> Frontmatter {
         split(text).unwrap().frontmatter.unwrap()
@@ -544,6 +585,27 @@ mod tests {
             v = &v[0];
         }
         assert_eq!(v, &json!(1));
+    }
+
+    #[test]
+    fn a_list_or_mapping_as_a_key_is_refused_at_once() {
+        // Found by the property test: each level's key was written as JSON text into the next,
+        // escaping it again, so 27 `? ` took a minute and 40 would never end.
+        for n in [1, 27, 40, MAX_DEPTH - 1] {
+            let err = split(&format!("---\nfrom: me\n{}x: 1\n---\n", "? ".repeat(n))).unwrap_err();
+            assert_eq!(err.line, 3, "{err}");
+            assert!(
+                err.message
+                    .contains("a key of the frontmatter is a list or a mapping"),
+                "{err}"
+            );
+        }
+        let err = split("---\nok: 1\nnested:\n  ? [a, b]\n  : 1\n---\n").unwrap_err();
+        assert_eq!(err.line, 4, "{err}");
+        assert_eq!(
+            fm("---\n1: a\ntrue: b\n---\n").get("true").unwrap().value,
+            json!("b")
+        );
     }
 
     #[test]
