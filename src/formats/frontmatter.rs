@@ -405,7 +405,7 @@ mod tests {
     use serde_json::json;
 
     proptest! {
-        #![proptest_config(hostile::config(128))]
+        #![proptest_config(hostile::config(96))]
         /// Deep, huge and malformed frontmatter: read (every value within the bound), or refused
         /// with a line inside the file and a sentence; never a panic or an overflow.
         #[test]

@@ -64,7 +64,21 @@ pub fn parse_slice(bytes: &[u8]) -> Result<Value, JsonError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::formats::frontmatter::hostile;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    proptest! {
+        #![proptest_config(hostile::config(128))]
+        /// Deep and malformed JSON: parsed within the bound or refused with words; never a panic.
+        #[test]
+        fn any_json_is_parsed_within_the_bound_or_refused(text in hostile::any_json()) {
+            match parse(&text) {
+                Ok(v) => prop_assert!(depth(&v) <= MAX_DEPTH),
+                Err(e) => prop_assert!(e.to_string().len() > 10, "{e}"),
+            }
+        }
+    }
 
     fn nested(n: usize) -> String {
         format!("{}{}", "[".repeat(n), "]".repeat(n))

@@ -478,6 +478,33 @@ mod tests {
         assert_eq!(two.notes.len(), 2, "max_batch");
     }
 
+    /// Hostile notes — deep, huge and malformed frontmatter, any body, bytes that are not UTF-8 —
+    /// are read; one that cannot be read says why (and is refused, never run); never a panic.
+    #[test]
+    fn any_note_is_read_or_says_why_it_cannot_be() {
+        use crate::formats::frontmatter::hostile;
+        use proptest::prelude::*;
+        let (dir, v) = vault_with(&[]);
+        std::fs::create_dir_all(dir.path().join("in")).unwrap();
+        let path = VaultPath::parse("in/n.md", false).unwrap();
+        let texts = prop_oneof![
+            4 => hostile::file_with(hostile::any_yaml()).prop_map(String::into_bytes),
+            1 => proptest::collection::vec(any::<u8>(), 0..200),
+        ];
+        let mut runner = proptest::test_runner::TestRunner::new(hostile::config(64));
+        runner
+            .run(&texts, |bytes| {
+                std::fs::write(dir.path().join("in/n.md"), &bytes).unwrap();
+                let note = read_note(&v, &path).unwrap();
+                match note.unreadable() {
+                    Some(why) => prop_assert!(why.len() > 10, "{why}"),
+                    None => prop_assert!(std::str::from_utf8(&bytes).is_ok()),
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
     #[test]
     fn unreadable_frontmatter_never_resets_a_chain() {
         let (_dir, v) = vault_with(&[

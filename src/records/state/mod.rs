@@ -314,6 +314,26 @@ mod tests {
         (dir, StateStore::new(v))
     }
 
+    /// Whatever `.tabd/state.json` holds — deep, malformed, a record with junk spliced in — it is
+    /// read or set aside for an empty state, and the next update writes a state that reads back.
+    #[test]
+    fn any_state_file_is_read_or_set_aside_never_a_panic() {
+        use crate::formats::frontmatter::hostile;
+        let (dir, store) = store();
+        let path = dir.path().join(".tabd/state.json");
+        std::fs::create_dir_all(dir.path().join(".tabd")).unwrap();
+        let mut runner = proptest::test_runner::TestRunner::new(hostile::config(64));
+        runner
+            .run(&hostile::any_json(), |text| {
+                std::fs::write(&path, &text).unwrap();
+                proptest::prop_assert!(store.try_load().is_ok());
+                store.update(|s| s.role("delivery").runs_today += 1).unwrap();
+                proptest::prop_assert!(store.load().roles.contains_key("delivery"));
+                Ok(())
+            })
+            .unwrap();
+    }
+
     #[test]
     fn update_round_trips_and_survives_corruption() {
         let (dir, store) = store();

@@ -607,6 +607,22 @@ pub enum NoVault {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::formats::frontmatter::hostile;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(hostile::config(96))]
+        /// Deep, huge and malformed TOML: a config, or an error naming the file (and a line inside
+        /// it when there is one) in words; never a panic or an overflow.
+        #[test]
+        fn any_config_text_is_read_or_refused_with_a_sentence(text in hostile::any_toml()) {
+            if let Err(e) = parse(&text, Path::new("config.toml"), &env(), None) {
+                prop_assert_eq!(e.path.as_path(), Path::new("config.toml"));
+                prop_assert!(e.line.is_none_or(|l| l >= 1 && l <= text.lines().count().max(1)), "{e}");
+                prop_assert!(e.message.len() > 10, "{e}");
+            }
+        }
+    }
 
     fn env() -> Env {
         Env::from_pairs([("HOME", "/home/ana"), ("MY_MODEL", "claude-opus-4-1")])

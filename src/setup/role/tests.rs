@@ -650,3 +650,27 @@ fn a_cap_counts_what_a_role_inherits() {
         "{errors:#?}"
     );
 }
+
+/// Hostile role files — deep, huge and malformed frontmatter over hostile Markdown — load as a
+/// role or as a broken one with diagnostics at lines of the file, in words; never a panic or an
+/// overflow, and the other roles of the set still load.
+#[test]
+fn any_role_file_loads_or_is_broken_with_lines_and_the_others_still_load() {
+    use crate::formats::frontmatter::hostile;
+    use proptest::prelude::*;
+    let files = prop_oneof![hostile::file_with(hostile::any_yaml()), hostile::markdown()];
+    let mut runner = proptest::test_runner::TestRunner::new(hostile::config(64));
+    runner
+        .run(&files, |text| {
+            let lines = text.lines().count().max(1);
+            let set = load(&[("odd", &text), ("risk", RISK)]);
+            prop_assert!(set.roles.contains_key("risk"), "{:?}", set.diagnostics);
+            prop_assert!(set.roles.contains_key("odd") || set.broken.contains_key("odd"));
+            for d in &set.diagnostics {
+                prop_assert!(d.line <= lines, "{d}");
+                prop_assert!(d.message.len() > 10, "{d}");
+            }
+            Ok(())
+        })
+        .unwrap();
+}
