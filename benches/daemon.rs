@@ -1,7 +1,7 @@
 //! `cargo bench --bench daemon`: the real `tabd` binary (release) against the fake model
 //! server answering instantly. Prints a table and one JSON object.
 //!
-//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox,quiet,resume` (default: all), and
+//! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox,quiet,resume,cli_home` (default: all), and
 //! `journal10k` (10,000 runs, ~2 minutes; not in the default set), `load` (another role's notes
 //! beside a role at the expectation cap, ~2.5 minutes; not in the default set: benches/daemon/load.rs).
 //! Timings are medians over repeated runs; nothing here is asserted.
@@ -10,6 +10,8 @@
 #[allow(dead_code)]
 mod fake_model;
 
+#[path = "daemon/cli_home.rs"]
+mod cli_home;
 #[path = "daemon/load.rs"]
 mod load;
 
@@ -1238,7 +1240,7 @@ fn resume_cost(out: &mut Value) {
 
 fn main() {
     let wanted = std::env::var("TABD_BENCH").unwrap_or_else(|_| {
-        "latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox,quiet,resume".into()
+        "latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox,quiet,resume,cli_home".into()
     });
     let on = |n: &str| wanted.split(',').any(|w| w.trim() == n);
     let mut out = json!({ "machine": machine() });
@@ -1284,6 +1286,9 @@ fn main() {
     }
     if on("load") {
         load::load(&mut out);
+    }
+    if on("cli_home") {
+        cli_home::cli_home(&mut out);
     }
     println!("{}", serde_json::to_string(&out).unwrap());
 }

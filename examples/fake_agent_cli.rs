@@ -14,6 +14,10 @@
 //! itself without the run's key (logged as `nokey`). `FAKE_CLI_WAIT=FILE`: waits for FILE to
 //! exist before it finishes (so a test can act while the run is going). `FAKE_CLI_WRITE`: a JSON
 //! list of files it tries to write (as a compromised CLI would; logged as `writes`).
+//! `FAKE_CLI_PLANT`: a JSON list of `[path under its HOME, content]` it leaves in its private
+//! folder for a later start (settings with hooks, instructions, a login copy); those named in
+//! `FAKE_CLI_FUTURE` (a JSON list) are dated ten years ahead. What it found there when it started
+//! is logged: `home_files` (every file under its HOME) and `login` (its claude login copy).
 
 use std::io::{Read, Write};
 
@@ -56,6 +60,13 @@ fn main() {
         }
         _ => {}
     }
+    // What its private folder held when it started, before it plants anything.
+    let home = std::env::var("HOME").unwrap_or_default();
+    let home_files = files_under(std::path::Path::new(&home));
+    let login = std::env::var("CLAUDE_CONFIG_DIR")
+        .ok()
+        .and_then(|d| std::fs::read_to_string(std::path::Path::new(&d).join(".credentials.json")).ok());
+    plant(std::path::Path::new(&home));
     let writes: serde_json::Map<String, Value> = std::env::var("FAKE_CLI_WRITE")
         .ok()
         .and_then(|s| serde_json::from_str::<Vec<String>>(&s).ok())
@@ -98,16 +109,59 @@ fn main() {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
-    let home = std::env::var("HOME").unwrap_or_default();
     let log = json!({"shape": shape, "args": args, "prompt": prompt, "tools": tools, "results": results,
         "cwd": cwd, "env": env, "home": home, "nokey": nokey, "writes": writes,
-        "claude_config_dir": std::env::var("CLAUDE_CONFIG_DIR").ok()});
+        "claude_config_dir": std::env::var("CLAUDE_CONFIG_DIR").ok(),
+        "home_files": home_files, "login": login});
     if let Ok(path) = std::env::var("FAKE_CLI_LOG") {
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
             let _ = writeln!(f, "{log}");
         }
     }
     print_result(shape, &mode);
+}
+
+/// Every file below `dir` (links not followed), as paths relative to it, sorted.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => todo.push(path),
+                Ok(_) => out.push(path.strip_prefix(dir).unwrap_or(&path).display().to_string()),
+                Err(_) => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Leaves `FAKE_CLI_PLANT`'s files under `home`, those in `FAKE_CLI_FUTURE` dated ten years ahead.
+fn plant(home: &std::path::Path) {
+    let files: Vec<(String, String)> = std::env::var("FAKE_CLI_PLANT")
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default();
+    let future: Vec<String> = std::env::var("FAKE_CLI_FUTURE")
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default();
+    for (rel, content) in files {
+        let path = home.join(&rel);
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let _ = std::fs::write(&path, content);
+        if future.contains(&rel) {
+            let later = std::time::SystemTime::now() + std::time::Duration::from_secs(10 * 365 * 86_400);
+            if let Ok(f) = std::fs::File::options().write(true).open(&path) {
+                let _ = f.set_modified(later);
+            }
+        }
+    }
 }
 
 /// Connects to the run's tool socket without its key and asks for `write_file`: what came back.

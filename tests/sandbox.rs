@@ -472,20 +472,17 @@ fn only_the_runs_own_cli_uses_its_relay_and_the_cli_has_a_private_config() {
     );
     assert!(!v.path("hijacked.md").exists(), "{}", v.listing());
     assert_eq!(v.read("project/ok.md"), "fine", "the CLI's own calls work");
-    // Its config folder is its own, with the person's login copied in; the person's untouched.
+    // Its config folder is its own, in the run's folder (removed with it), with the person's
+    // login copied in; the person's untouched.
     let config_dir = PathBuf::from(seen["claude_config_dir"].as_str().unwrap());
+    let cwd = PathBuf::from(seen["cwd"].as_str().unwrap());
     assert!(
-        config_dir.starts_with(home.join(".local/state/tabd/children")),
+        cwd.starts_with(home.join(".local/state/tabd/runs")) && config_dir.starts_with(&cwd),
         "{config_dir:?}"
     );
-    assert!(seen["home"]
-        .as_str()
-        .unwrap()
-        .starts_with(home.join(".local/state/tabd").to_str().unwrap()));
-    assert_eq!(
-        std::fs::read_to_string(config_dir.join(".credentials.json")).unwrap(),
-        "{\"token\": \"t\"}"
-    );
+    assert!(seen["home"].as_str().unwrap().starts_with(cwd.to_str().unwrap()));
+    assert_eq!(seen["login"], "{\"token\": \"t\"}");
+    assert!(!cwd.exists(), "removed after the run");
     assert_eq!(
         std::fs::read_to_string(home.join(".claude/settings.json")).unwrap(),
         "{}"

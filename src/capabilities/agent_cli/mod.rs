@@ -178,12 +178,22 @@ async fn probe_now(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // Even `--help` runs as a tenant, in the CLI's private folder and sandbox.
+    // Even `--help` runs as a tenant, in a private folder of its own (removed after) and sandbox.
     process::as_tenant(&mut cmd);
-    confine(&mut cmd, profile, launcher, None, &profile.help_args).map_err(|e| ProbeError::NotStarted {
+    let not_started = |why: String| ProbeError::NotStarted {
         command: command(),
-        why: e.to_string(),
-    })?;
+        why,
+    };
+    let folder = probe_folder(launcher, profile).map_err(not_started)?;
+    confine(
+        &mut cmd,
+        profile,
+        launcher,
+        folder.path(),
+        None,
+        &profile.help_args,
+    )
+    .map_err(|e| not_started(e.to_string()))?;
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -353,18 +363,37 @@ fn write_private(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
     std::fs::write(path, text)
 }
 
-/// The CLI's sandbox (DESIGN §20): its private folder outside the vault as its `HOME` (its
-/// config folder inside it, seeded with the person's login files, never the person's own
-/// settings), a private temp folder, its run folder and relay socket (`run`: `None` for the
-/// `--help` probe), and no part of the vault: it reaches the vault only through tabd's tools.
+/// A private folder (0700) for one `--help` probe, under tabd's runs folder; removed when dropped.
+fn probe_folder(launcher: &Launcher, profile: &Profile) -> Result<tempfile::TempDir, String> {
+    let root =
+        crate::base::sandbox::folders::make_root(&launcher.places().runs()).map_err(|e| e.to_string())?;
+    tempfile::Builder::new()
+        .prefix(&format!(
+            "probe-{}-",
+            crate::base::text::safe_name(&profile.name, '_')
+        ))
+        .tempdir_in(root)
+        .map_err(|e| e.to_string())
+}
+
+/// The CLI's sandbox (DESIGN §20): a private folder made for this start only (`fresh_home`, in
+/// `folder`: the run's own folder, or the probe's) as its `HOME`, with its config folder inside
+/// it holding only the person's login files, never the person's own settings; a private temp
+/// folder, its run folder and relay socket (`run`: `None` for the `--help` probe), and no part
+/// of the vault: it reaches the vault only through tabd's tools.
 fn confine(
     cmd: &mut tokio::process::Command,
     profile: &Profile,
     launcher: &Launcher,
+    folder: &Path,
     run: Option<(&Path, &Path)>,
     args: &[String],
-) -> Result<Option<Watch>, crate::base::process::StartError> {
-    let dirs = launcher.child_dirs(&format!("cli-{}", profile.name))?;
+) -> Result<Confined, crate::base::process::StartError> {
+    let PrivateHome {
+        dirs,
+        config_dirs,
+        logins,
+    } = private_home(folder, profile, launcher)?;
     // What the profile's own `env` sets is the person's choice and wins.
     let set = |k: &str| profile.env.iter().any(|(name, _)| name == k);
     for (k, v) in launcher.home_env(&dirs, set("HOME")) {
@@ -372,11 +401,7 @@ fn confine(
             cmd.env(k, v);
         }
     }
-    for (var, folder) in profile.private_env.iter().filter(|(v, _)| !set(v)) {
-        let (path, _) = crate::base::sandbox::folders::subfolder(&dirs.state, folder)?;
-        cmd.env(var, path);
-    }
-    seed_logins(profile, launcher, &dirs.state);
+    cmd.envs(config_dirs);
     let places = launcher.places();
     let mut own = vec![dirs.state.clone(), dirs.tmp.clone()];
     let mut sockets = Vec::new();
@@ -398,19 +423,110 @@ fn confine(
         env: &env,
     });
     launcher.confine(cmd, &profile.name, &grants)?;
-    Ok(match profile.sandbox.vault {
+    let watch = match profile.sandbox.vault {
         VaultAccess::Write => Watch::new(
             &places.vault,
             &grants.spec.writable,
             format!("agent CLI `{}`", profile.name),
         ),
         VaultAccess::None | VaultAccess::Read => None,
+    };
+    Ok(Confined { watch, logins })
+}
+
+/// What confining a CLI set up: the vault folders to look through after it (`vault = "write"`),
+/// and the login files copied into its private folder.
+struct Confined {
+    watch: Option<Watch>,
+    logins: Vec<Login>,
+}
+
+/// A CLI's private folder for one start.
+pub struct PrivateHome {
+    pub dirs: crate::base::process::ChildDirs,
+    /// The variables that point the CLI at its config folders inside it (`CLAUDE_CONFIG_DIR`).
+    pub config_dirs: Vec<(String, std::path::PathBuf)>,
+    /// The person's login files copied in.
+    pub logins: Vec<Login>,
+}
+
+/// A login file copied into a CLI's private folder: where, from where, and what it said.
+pub struct Login {
+    copy: std::path::PathBuf,
+    theirs: std::path::PathBuf,
+    bytes: Vec<u8>,
+}
+
+/// The CLI's private folder for one start, rebuilt (`fresh_home`): its config folders inside it
+/// (`CLAUDE_CONFIG_DIR` → `.claude`, unless the profile's `env` names the variable itself), and
+/// in them the person's login files as they are now.
+pub fn private_home(
+    folder: &Path,
+    profile: &Profile,
+    launcher: &Launcher,
+) -> Result<PrivateHome, crate::base::process::StartError> {
+    let dirs = fresh_home(folder)?;
+    let mut config_dirs = Vec::new();
+    let set = |k: &str| profile.env.iter().any(|(name, _)| name == k);
+    for (var, sub) in profile.private_env.iter().filter(|(v, _)| !set(v)) {
+        let (path, _) = crate::base::sandbox::folders::subfolder(&dirs.state, sub)?;
+        config_dirs.push((var.clone(), path));
+    }
+    let logins = seed_logins(profile, launcher, &dirs.state);
+    Ok(PrivateHome {
+        dirs,
+        config_dirs,
+        logins,
     })
 }
 
-/// Copies the person's login files for the CLI into its private folder when the person's copy
-/// is newer (a new login reaches tabd's copy); never the other way.
-fn seed_logins(profile: &Profile, launcher: &Launcher, state: &Path) {
+/// After a run: a login copy the CLI rewrote (a refresh does) is dropped with the folder, and
+/// where the CLI's service rotates refresh tokens (claude's and codex's do) the person's own copy
+/// may no longer work: said, with what to do.
+fn said_if_refreshed(profile: &Profile, logins: &[Login]) {
+    for l in logins {
+        if std::fs::read(&l.copy).ok().as_deref() != Some(l.bytes.as_slice()) {
+            tracing::warn!(
+                "{}: the CLI rewrote its copy of your login ({}) during the run, as a login refresh \
+                 does; tabd never copies it back, so if your own copy stops working, log in again — \
+                 or give tabd a login of its own (an API key, or for claude `claude setup-token` as \
+                 CLAUDE_CODE_OAUTH_TOKEN in tabd's env file; see docs/providers.md)",
+                profile.name,
+                l.theirs.display()
+            );
+        }
+    }
+}
+
+/// The CLI's `HOME` for one start: `home` in `folder` (a folder tabd has just made, private to
+/// it), made anew — whatever a folder of that name held is removed first, never followed — so
+/// nothing an earlier start left there (settings with hooks, instructions, MCP servers, a login
+/// copy of another account or dated in the future) is ever loaded again, by this role or another.
+fn fresh_home(folder: &Path) -> Result<crate::base::process::ChildDirs, crate::base::process::StartError> {
+    let root = std::fs::canonicalize(folder).map_err(|source| crate::base::process::StartError::Make {
+        path: folder.to_path_buf(),
+        source,
+    })?;
+    match std::fs::remove_dir_all(root.join(HOME)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(crate::base::process::StartError::Make {
+                path: root.join(HOME),
+                source: e,
+            })
+        }
+        _ => {}
+    }
+    Ok(crate::base::sandbox::folders::child_dirs(&root, HOME)?)
+}
+
+/// The name of the CLI's `HOME` inside its run folder.
+const HOME: &str = "home";
+
+/// Copies the person's login files for the CLI into its (fresh) private folder as they are now,
+/// by content — whatever their dates say; never the other way (a token copied back could be
+/// another account's).
+fn seed_logins(profile: &Profile, launcher: &Launcher, state: &Path) -> Vec<Login> {
+    let mut logins = Vec::new();
     let home = launcher.home();
     for a in &profile.auth {
         let dir = a
@@ -419,26 +535,40 @@ fn seed_logins(profile: &Profile, launcher: &Launcher, state: &Path) {
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| crate::setup::config::sandbox::expand_home(a.dir, home.as_deref()));
         let from = dir.join(a.file);
-        let Ok(theirs) = from.metadata().and_then(|m| m.modified()) else {
-            continue;
+        let bytes = match std::fs::read(&from) {
+            Ok(b) => b,
+            // Not logged in that way (an API key in the environment needs no file).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                tracing::warn!(
+                    "{}: cannot read the login file {}: {e}",
+                    profile.name,
+                    from.display()
+                );
+                continue;
+            }
         };
-        let to = state.join(a.to).join(a.file);
-        let ours = std::fs::symlink_metadata(&to).and_then(|m| m.modified()).ok();
-        if ours.is_some_and(|o| o >= theirs) {
-            continue;
-        }
-        let copied = std::fs::read(&from).map_err(|e| e.to_string()).and_then(|bytes| {
-            let (_, fd) = crate::base::sandbox::folders::subfolder(state, a.to).map_err(|e| e.to_string())?;
-            crate::base::sandbox::folders::replace_file(&fd, a.file, &bytes).map_err(|e| e.to_string())
-        });
-        if let Err(e) = copied {
-            tracing::warn!(
+        let copied = crate::base::sandbox::folders::subfolder(state, a.to)
+            .map_err(|e| e.to_string())
+            .and_then(|(dir, fd)| {
+                crate::base::sandbox::folders::replace_file(&fd, a.file, &bytes)
+                    .map(|()| dir.join(a.file))
+                    .map_err(|e| e.to_string())
+            });
+        match copied {
+            Ok(copy) => logins.push(Login {
+                copy,
+                theirs: from,
+                bytes,
+            }),
+            Err(e) => tracing::warn!(
                 "{}: cannot copy the login file {}: {e}",
                 profile.name,
                 from.display()
-            );
+            ),
         }
     }
+    logins
 }
 
 /// Runs the CLI's turn; then, for a CLI granted `vault = "write"`, moves aside what it left in
@@ -475,9 +605,15 @@ async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     process::as_tenant(&mut cmd);
-    let run = Some((turn.dir, turn.relay));
-    *watch = match confine(&mut cmd, profile, turn.launcher, run, args) {
-        Ok(w) => w,
+    let confined = match confine(
+        &mut cmd,
+        profile,
+        turn.launcher,
+        turn.dir,
+        Some((turn.dir, turn.relay)),
+        args,
+    ) {
+        Ok(c) => c,
         Err(e) => {
             return CliEnd::NotStarted {
                 message: e.to_string(),
@@ -485,6 +621,8 @@ async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<
             }
         }
     };
+    *watch = confined.watch;
+    let logins = confined.logins;
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -525,6 +663,7 @@ async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<
     };
     // The leader is gone; anything it left in its group (an MCP server it started) goes too.
     drop(group);
+    said_if_refreshed(profile, &logins);
     let stdout = stdout.await.unwrap_or_default();
     let stderr = stderr.await.unwrap_or_default();
     if !stderr.trim().is_empty() {
