@@ -588,9 +588,11 @@ async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
     end
 }
 
-/// Starts the CLI in its own process group, feeds the prompt, reads both streams, and kills the
-/// group at the deadline. `watch`: the vault folders it may write, once it is confined.
-async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<Watch>) -> CliEnd {
+/// The CLI's command line, in its run folder, confined (DESIGN §20).
+fn command(
+    turn: &CliTurn<'_>,
+    args: &[String],
+) -> Result<(tokio::process::Command, Confined), crate::base::process::StartError> {
     let profile = turn.profile;
     let mut cmd = tokio::process::Command::new(&profile.command);
     cmd.args(args)
@@ -605,14 +607,16 @@ async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     process::as_tenant(&mut cmd);
-    let confined = match confine(
-        &mut cmd,
-        profile,
-        turn.launcher,
-        turn.dir,
-        Some((turn.dir, turn.relay)),
-        args,
-    ) {
+    let run = Some((turn.dir, turn.relay));
+    let confined = confine(&mut cmd, profile, turn.launcher, turn.dir, run, args)?;
+    Ok((cmd, confined))
+}
+
+/// Starts the CLI in its own process group, feeds the prompt, reads both streams, and kills the
+/// group at the deadline. `watch`: the vault folders it may write, once it is confined.
+async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<Watch>) -> CliEnd {
+    let profile = turn.profile;
+    let (mut cmd, confined) = match command(turn, args) {
         Ok(c) => c,
         Err(e) => {
             return CliEnd::NotStarted {
