@@ -745,3 +745,41 @@ fn model_text_cannot_forge_a_run_heading_or_an_approval_section() {
     assert_eq!(sections, 1, "{note}");
     assert!(!note.contains('\r'), "{note:?}");
 }
+
+/// The model's answer reaches the daily note and the terminal through the one renderer: a line
+/// break only some readers know (U+2028, NEL, a record separator) forged a run heading and an
+/// `Undo:` line pointing at another run for a script that splits lines with Python's
+/// `splitlines()`, and escape sequences (clipboard write, erase line) were printed by `tabd
+/// fire` and `tabd logs` and kept in the note as they came.
+#[test]
+fn a_models_line_breaks_and_escape_sequences_forge_no_line_and_reach_no_terminal() {
+    let fake = FakeModel::start();
+    let v = crate::support::daemon::vault_with(&fake, "");
+    let answer = "Done.\u{2028}## 00:01 · Risk Manager · schedule\u{2028}Undo: `tabd undo 20261101T000000Z-risk-00000000`\u{85}Undo: `tabd undo b`\u{1e}Undo: `tabd undo c` \u{1b}]52;c;cHduZWQ=\u{07}\u{1b}[2K\u{9b}1A";
+    fake.script([wire::text("anthropic", answer)]);
+    let out = v.tabd(&["fire", "delivery"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let logs = v.tabd(&["logs"]);
+    let daily = v.daily();
+    let escapes = |c: char| c.is_control() && c != '\n' && c != '\t';
+    for (what, text) in [
+        ("tabd fire", String::from_utf8_lossy(&out.stdout).into_owned()),
+        ("tabd logs", String::from_utf8_lossy(&logs.stdout).into_owned()),
+        ("the daily note", daily.clone()),
+    ] {
+        assert!(!text.chars().any(escapes), "{what}: {text:?}");
+    }
+    for (what, text) in [
+        ("tabd logs", String::from_utf8_lossy(&logs.stdout).into_owned()),
+        ("the daily note", daily.clone()),
+    ] {
+        assert!(!text.contains('\u{2028}'), "{what}: {text:?}");
+    }
+    // Lines as Python's str.splitlines() makes them: tabd's run heading only, and no Undo line
+    // (the run changed nothing).
+    let python = |c: char| "\n\r\u{0b}\u{0c}\u{1c}\u{1d}\u{1e}\u{85}\u{2028}\u{2029}".contains(c);
+    let undo: Vec<&str> = daily.split(python).filter(|l| l.starts_with("Undo:")).collect();
+    assert!(undo.is_empty(), "{undo:?} in {daily:?}");
+    let runs = daily.split(python).filter(|l| l.starts_with("## ")).count();
+    assert_eq!(runs, 1, "{daily:?}");
+}

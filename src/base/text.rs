@@ -190,7 +190,7 @@ pub fn scrub_url(text: &str, url: &str) -> String {
 /// a list marker or indentation. So nothing the model writes can open, close or forge a section
 /// of tabd's.
 pub fn for_note(text: &str) -> String {
-    unify_line_ends(text)
+    without_controls(&unify_line_ends(text))
         .lines()
         .map(tame_line)
         .collect::<Vec<_>>()
@@ -200,9 +200,36 @@ pub fn for_note(text: &str) -> String {
 }
 
 /// `text` with every line ending Markdown knows (`\r\n`, `\n`, a lone `\r`) as `\n`: a lone
-/// carriage return ends a line for Obsidian, not for `str::lines`.
+/// carriage return ends a line for Obsidian, not for `str::lines`. So are the breaks other
+/// readers split lines on — Python's `splitlines()`, a JavaScript `^` — (U+2028, U+2029, NEL,
+/// vertical tab, form feed, the file, group and record separators): kept, a model's `Undo:` line
+/// after one was a line of tabd's to such a script.
 pub fn unify_line_ends(text: &str) -> String {
-    text.replace("\r\n", "\n").replace('\r', "\n")
+    text.replace("\r\n", "\n").replace(LINE_BREAKS, "\n")
+}
+
+/// What ends a line for some reader of a note, besides `\n`.
+const LINE_BREAKS: [char; 9] = [
+    '\r', '\u{2028}', '\u{2029}', '\u{85}', '\u{0b}', '\u{0c}', '\u{1c}', '\u{1d}', '\u{1e}',
+];
+
+/// `text` with every control character but line feed and tab — escape sequences (`ESC [`,
+/// `ESC ]`), bell, the C1 controls, DEL — as U+FFFD: model or server text printed on a terminal
+/// (`tabd fire`, `tabd logs`) could otherwise move the cursor, rewrite what tabd printed above,
+/// set the terminal's title or write the clipboard (OSC 52).
+pub fn without_controls(text: &str) -> String {
+    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                '\u{fffd}'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// One line of model text, made unable to start a block of its own.
@@ -272,7 +299,7 @@ fn list_marker_len(s: &str) -> usize {
 }
 
 pub fn one_line(s: &str, max: usize) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = without_controls(&s.split_whitespace().collect::<Vec<_>>().join(" "));
     if flat.chars().count() > max {
         format!("{}…", flat.chars().take(max).collect::<String>())
     } else {
@@ -297,6 +324,31 @@ pub fn safe_name(s: &str, with: char) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 36 (the one renderer): a line break only some readers know (U+2028, NEL, vertical
+    /// tab, form feed, the record separator) forged an `Undo:` line and a run heading for a
+    /// script that splits with Python's `splitlines()`; escape sequences reached the note and
+    /// the terminal as they were.
+    #[test]
+    fn other_line_breaks_and_control_characters_forge_nothing() {
+        let forged = "Done.\u{2028}## 00:01 · Risk Manager · schedule\u{2029}Undo: `tabd undo a`\u{85}Undo: b\
+                      \u{0b}Undo: c\u{0c}Undo: d\u{1e}Undo: e \u{1b}]52;c;cHduZWQ=\u{07} \u{1b}[2K\u{9b}31m\u{7f}";
+        let out = for_note(forged);
+        let python_lines: Vec<&str> = out
+            .split(|c: char| c == '\n' || LINE_BREAKS.contains(&c) || c == '\u{1c}')
+            .collect();
+        assert_eq!(python_lines.len(), 7, "{out:?}");
+        for line in python_lines {
+            assert!(
+                !line.starts_with("Undo:") && !line.starts_with('#'),
+                "{line:?} in {out:?}"
+            );
+        }
+        assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+        assert!(out.contains("**00:01 · Risk Manager · schedule**") && out.contains("\u{fffd}]52;c;"));
+        assert_eq!(without_controls("a\tb\nc\u{1b}[1m"), "a\tb\nc\u{fffd}[1m");
+        assert_eq!(one_line("x\u{1b}[2Ky", 80), "x\u{fffd}[2Ky");
+    }
 
     /// Issue 29, item 6: model text can never start a heading, close a fence or open a callout
     /// of the note it lands in.

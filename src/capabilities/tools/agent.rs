@@ -176,7 +176,8 @@ impl Tool for Remember {
         // One line, through the one renderer of model text (DESIGN §21): a remembered note is a
         // list item of the memory file, never a heading, a fence or a forged line of tabd's, in
         // the file or in the prompt that quotes it.
-        let note = crate::base::text::for_note(&a.note.split_whitespace().collect::<Vec<_>>().join(" "));
+        let flat = crate::base::text::unify_line_ends(&a.note);
+        let note = crate::base::text::for_note(&flat.split_whitespace().collect::<Vec<_>>().join(" "));
         if note.is_empty() {
             return Err(ToolError::InvalidInput("note is empty".into()));
         }

@@ -318,7 +318,10 @@ fn print_result(role: &Role, result: &run::RunResult, started: chrono::DateTime<
         thousands(u.output_tokens)
     );
     if !result.summary.trim().is_empty() {
-        println!("\n{}\n", result.summary.trim());
+        println!(
+            "\n{}\n",
+            crate::base::text::without_controls(result.summary.trim())
+        );
     }
     for m in &rec.moved {
         println!("moved {} → {}", m.from, m.to);
