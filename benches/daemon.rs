@@ -686,7 +686,9 @@ fn per_run(out: &mut Value) {
     .unwrap();
     let env = tabd::running::run::RunEnv {
         // tabd's key with its marks (an open journal is marked, as in tabd).
-        key: std::sync::Arc::new(tabd::base::signing::Key::load_or_create(&b.dir.path().join("state")).unwrap()),
+        key: std::sync::Arc::new(
+            tabd::base::signing::Key::load_or_create(&b.dir.path().join("state")).unwrap(),
+        ),
         vault: vault.clone(),
         config: std::sync::Arc::new(config.clone()),
         roles: std::sync::Arc::new(roles.clone()),
@@ -1090,7 +1092,9 @@ fn journal_long(out: &mut Value) {
     .unwrap();
     let env = tabd::running::run::RunEnv {
         // tabd's key with its marks (an open journal is marked, as in tabd).
-        key: std::sync::Arc::new(tabd::base::signing::Key::load_or_create(&b.dir.path().join("state")).unwrap()),
+        key: std::sync::Arc::new(
+            tabd::base::signing::Key::load_or_create(&b.dir.path().join("state")).unwrap(),
+        ),
         vault: vault.clone(),
         config: std::sync::Arc::new(config),
         roles: std::sync::Arc::new(roles),

@@ -181,9 +181,9 @@ impl Key {
         same(&hex(&m.finalize().into_bytes()), mac)
     }
 
-    /// Marks `name` (of `kind`) durably, once: true the first time, false when it was marked
-    /// already. The mark is on disk (file and folder synced) before this returns.
-    pub fn mark(&self, kind: &str, name: &str) -> std::io::Result<bool> {
+    /// Marks `name` (of `kind`) once: true the first time, false when it was marked already.
+    /// With `durable`, the mark is on disk (file and folder synced) before this returns.
+    pub fn mark(&self, kind: &str, name: &str, durable: bool) -> std::io::Result<bool> {
         let dir = self.marks(kind)?;
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -197,8 +197,10 @@ impl Key {
             .open(dir.join(checked(name)?));
         match made {
             Ok(f) => {
-                f.sync_all()?;
-                sync_dir(&dir)?;
+                if durable {
+                    f.sync_all()?;
+                    sync_dir(&dir)?;
+                }
                 Ok(true)
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
@@ -480,18 +482,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let key = Key::load_or_create(dir.path()).unwrap();
         assert!(!key.is_marked("resumed", "run-1.1"));
-        assert!(key.mark("resumed", "run-1.1").unwrap());
+        assert!(key.mark("resumed", "run-1.1", true).unwrap());
         assert!(
-            !key.mark("resumed", "run-1.1").unwrap(),
+            !key.mark("resumed", "run-1.1", false).unwrap(),
             "the second time: marked already"
         );
         assert!(key.is_marked("resumed", "run-1.1"));
         assert!(!key.is_marked("open", "run-1.1"), "kinds are apart");
-        assert!(key.mark("resumed", "../escape").is_err());
+        assert!(key.mark("resumed", "../escape", false).is_err());
         key.unmark("resumed", "run-1.1");
         assert!(!key.is_marked("resumed", "run-1.1"));
         assert!(
-            Key::from_bytes(&[1; 32]).mark("resumed", "x").is_err(),
+            Key::from_bytes(&[1; 32]).mark("resumed", "x", false).is_err(),
             "a test key keeps none"
         );
     }

@@ -270,12 +270,6 @@ impl Vault {
         Ok((bytes, entry))
     }
 
-    /// Puts what was written to the regular file `path` on disk (fsync).
-    pub fn sync_file(&self, path: &VaultPath) -> Result<(), VaultError> {
-        let (file, _) = self.open_regular(path)?;
-        file.sync_all().map_err(|e| io_error(path, &e))
-    }
-
     /// Reads a whole file as UTF-8 text (at most `cap` bytes are accepted).
     pub fn read_text(&self, path: &VaultPath, cap: u64) -> Result<String, VaultError> {
         self.read_text_with_meta(path, cap).map(|(text, _)| text)

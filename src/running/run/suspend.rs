@@ -114,9 +114,21 @@ pub enum Found {
 pub fn all(vault: &Vault, key: &Key) -> Vec<Found> {
     let mut out: Vec<Found> = files(vault)
         .into_iter()
-        .map(|path| match read(vault, key, &path) {
-            Ok(s) => Found::Signed(Box::new(s)),
-            Err(why) => Found::Refused { path, why },
+        .filter_map(|path| match vault.read_bytes(&path, MAX_RECORD) {
+            Ok((bytes, _)) => Some(match check(key, &path, &bytes) {
+                Ok(s) => Found::Signed(Box::new(s)),
+                Err(why) => Found::Refused { path, why },
+            }),
+            // A record no run of tabd's could have left: set aside like a forged one.
+            Err(e @ (VaultError::TooLarge { .. } | VaultError::NotRegular { .. })) => Some(Found::Refused {
+                path,
+                why: format!("it cannot be read: {e}"),
+            }),
+            // Not its content's fault (the disk): left where it is, said.
+            Err(e) => {
+                tracing::warn!("cannot read the suspended run {path}: {e}; it stays as it is");
+                None
+            }
         })
         .collect();
     out.sort_by_key(|f| match f {
@@ -143,7 +155,11 @@ pub fn waiting(vault: &Vault) -> Vec<Waiting> {
 
 /// The suspended run `run_id`, if it is there and signed by this machine's key for that run.
 pub fn load(vault: &Vault, key: &Key, run_id: &str) -> Result<Suspended, String> {
-    read(vault, key, &path_of(run_id).map_err(|e| e.to_string())?)
+    let path = path_of(run_id).map_err(|e| e.to_string())?;
+    let (bytes, _) = vault
+        .read_bytes(&path, MAX_RECORD)
+        .map_err(|e| format!("it cannot be read: {e}"))?;
+    check(key, &path, &bytes)
 }
 
 /// The largest record read (a long conversation).
@@ -166,15 +182,12 @@ fn files(vault: &Vault) -> Vec<VaultPath> {
         .collect()
 }
 
-/// The record at `path`, if this machine's key signed it for the run its name says; else why
-/// not, in a sentence.
-fn read(vault: &Vault, key: &Key, path: &VaultPath) -> Result<Suspended, String> {
+/// The record `bytes` read from `path`, if this machine's key signed it for the run its name
+/// says; else why not, in a sentence.
+fn check(key: &Key, path: &VaultPath, bytes: &[u8]) -> Result<Suspended, String> {
     let run_id = path.file_name().trim_end_matches(".json");
-    let (bytes, _) = vault
-        .read_bytes(path, MAX_RECORD)
-        .map_err(|e| format!("it cannot be read: {e}"))?;
     let body = key
-        .open(PURPOSE, &[run_id.as_bytes()], &bytes)
+        .open(PURPOSE, &[run_id.as_bytes()], bytes)
         .map_err(|e| format!("it is not signed by this machine's key for run {run_id}: {e}"))?;
     let s: Suspended = serde_json::from_slice(body).map_err(|e| format!("it cannot be read: {e}"))?;
     if s.run_id != run_id {
@@ -311,7 +324,7 @@ pub fn mark_resuming(env: &RunEnv, s: &mut Suspended) -> Result<(), String> {
 /// Marks outside the vault that the second part of `s`'s wait starts (durably); `Err` when it
 /// started already or the mark cannot be made.
 pub fn claim_second_part(key: &Key, s: &Suspended) -> Result<(), String> {
-    match key.mark(RESUMED, &mark_name(s)) {
+    match key.mark(RESUMED, &mark_name(s), true) {
         Ok(true) => Ok(()),
         Ok(false) => Err("its second part started already (this record is an old copy)".into()),
         Err(e) => Err(format!(
