@@ -187,17 +187,24 @@ fn crash_point_approval_recorded() {
     assert_eq!(w.posts(), 1, "ran once");
 }
 
-/// Aborted after the note got its result, before the daily line: the restart writes that line,
-/// once, and the ledger no longer owes anything.
+/// Aborted after the daily line, before the note got its result (the note is written last, so
+/// a note that says `done` always has its daily line): the restart writes the note, once, does
+/// not write the daily line again, and the ledger no longer owes anything.
 #[test]
-fn crash_point_approval_note_written() {
+fn crash_point_approval_daily_written() {
     let w = waiting();
     set_status(&w.v, &w.note, "approved");
-    w.daemon_to_abort("approval-note-written");
-    assert_eq!(status_of(&w.v, &w.note), "done");
-    assert!(!w.v.daily().contains("approved → done"), "{}", w.v.daily());
+    w.daemon_to_abort("approval-daily-written");
+    assert_eq!(status_of(&w.v, &w.note), "executing");
+    assert_eq!(
+        w.v.daily().matches("(test/post) approved → done").count(),
+        1,
+        "{}",
+        w.v.daily()
+    );
 
     let _d = Daemon::start(&w.v);
+    assert_eq!(status_of(&w.v, &w.note), "done", "{}", w.v.read(&w.note));
     assert_eq!(
         w.v.daily().matches("(test/post) approved → done").count(),
         1,

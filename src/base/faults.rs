@@ -19,7 +19,7 @@
 //! | `approval-note-executing` | the note says `executing`, before the call is sent | the same |
 //! | `approval-call-returned` | the call came back, before its outcome is recorded | it ran; `unknown` (tabd cannot know) |
 //! | `approval-recorded` | the ledger holds the outcome and what the note must say, the note still `executing` | the result is written into the note, the daily line once |
-//! | `approval-note-written` | a decision's note is written, before its daily line and the ledger's clear | the daily line is written, once |
+//! | `approval-daily-written` | a decision's daily line is written, before its note and the ledger's clear | the note is written; the daily line is not written again |
 //! | `approval-unknown-recorded` | at start, the ledger says `unknown` for an interrupted call, before the note does | the note becomes `unknown`; never run again by itself |
 //! | `approval-decided` | `tabd approve`/`tabd reject` recorded the decision, before the note and the output | the decision stands; the next command or pass writes the note |
 //!

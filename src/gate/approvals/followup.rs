@@ -1,10 +1,12 @@
 //! What a decision still owes the note and the daily log (DESIGN §15). Every change of an
 //! approval's phase is written into the ledger together with its follow-up — the note's new
-//! status and line, the daily line — durably, and only then into the note and the log; the
-//! follow-up is cleared after. A crash between leaves the follow-up in the ledger, and the next
-//! daemon pass (or the next `tabd approve`/`tabd reject`) finishes it. Until then nothing else
-//! acts on that request: a note a crash left saying `approved` over a request that became
-//! `unknown` is never taken for a new approval.
+//! status and line, the daily line — durably, and only then into the log and, last, the note;
+//! the follow-up is cleared after. The note's status is what a person (and a script) waits on,
+//! so it is written last: once it says `done`, the daily line it goes with is there. A crash
+//! between leaves the follow-up in the ledger, and the next daemon pass (or the next
+//! `tabd approve`/`tabd reject`) finishes it. Until then nothing else acts on that request: a
+//! note a crash left saying `approved` over a request that became `unknown` is never taken for a
+//! new approval.
 //!
 //! Finishing is done under one lock (`.tabd/approvals.lock`), so the daemon and a command never
 //! write the same line twice; a note that already holds the line is not written again.
@@ -59,12 +61,13 @@ impl Held {
             .collect();
         let mut out = Finished::default();
         for (id, note_path, f) in &owed {
+            // The daily line before the note (see the module's doc); both are written once.
+            write_daily(log, f);
+            faults.abort_at("approval-daily-written");
             if write_note(store.vault(), note_path, f).is_err() {
                 out.left.push(id.clone());
                 continue;
             }
-            faults.abort_at("approval-note-written");
-            write_daily(log, f);
             out.done.push(id.clone());
         }
         if !out.done.is_empty() {
