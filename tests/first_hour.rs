@@ -213,6 +213,11 @@ fn notes_in_the_wrong_place_are_reported_at_once() {
         v.write(path, "please look at this");
         wait_until(T, said, || v.daily().contains(said));
     }
+    // `tabd status` reads .tabd/status.json, which the daemon writes at the end of the tick that
+    // logged the line, just after it: wait for that write.
+    wait_until(T, "the status written after the last line", || {
+        v.status_json().is_some_and(|s| s.to_string().contains("e.txt"))
+    });
     let status = stdout(&v.tabd(&["status"]));
     assert!(status.contains("did you mean agent/inbox/delivery/?"), "{status}");
     assert!(status.contains("e.txt"), "{status}");
