@@ -304,10 +304,31 @@ fn several_waiting_calls_resume_together_and_undo_covers_both_parts() {
         suspended(&v).is_empty() && v.daily().contains("Done.")
     });
     assert_eq!(v.read("project/a.md"), "a before\npart one\npart two");
+    // `tabd undo` refuses while the role's run lock is held ("running right now"), and the second
+    // part holds it until its task ends, after its section is written and its record removed.
+    wait_until(T, "the second part ended", || second_part_ended(&v, "ops"));
     let run = v.records()[0]["run_id"].as_str().unwrap().to_string();
     let out = v.tabd(&["undo", &run]);
     assert_eq!(out.status.code(), Some(0), "{}", crate::support::describe(&out));
     assert_eq!(v.read("project/a.md"), "a before\n", "both parts undone");
+}
+
+/// Whether the daemon's status says `role`'s second part has ended and let go of its run lock:
+/// a status that no longer lists the run as waiting was written after the second part started
+/// (it marks its record `resuming` first); if it also says the role is not running, it was
+/// written after the run's task ended. (`wait_idle` alone can read a status written before the
+/// second part started, when the role was not running either.)
+fn second_part_ended(v: &TestVault, role: &str) -> bool {
+    v.status_json().is_some_and(|s| {
+        s["roles"].as_array().is_some_and(|roles| {
+            roles.iter().any(|r| {
+                r["role"] == role
+                    && r.get("waiting_runs")
+                        .is_none_or(|w| w.as_array().is_some_and(Vec::is_empty))
+                    && r["live"]["running"] == false
+            })
+        })
+    })
 }
 
 /// Tokens a record says its part spent.
