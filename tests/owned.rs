@@ -375,3 +375,86 @@ fn a_role_writes_no_note_into_an_inbox_outside_agent_inbox() {
         .contains("hops: 1"));
     assert!(v.path("project/draft.md").exists() && v.path("project/incoming/processed/old.md").exists());
 }
+
+/// Every role's inbox is kept from a child granted `vault = "write"` too, wherever its `## Inbox`
+/// puts it, as `agent/inbox/` is: a note a child leaves there would run as if the person had
+/// dropped it (no chain counted). The test server and an agent CLI try one in risk's inbox at
+/// `project/incoming/` (there) and in product's at `project/later/` (not made yet): both are
+/// refused, nothing lands in either inbox, and a note in a folder beside them is written.
+#[test]
+fn a_vault_write_child_leaves_no_note_in_an_inbox_outside_agent_inbox() {
+    let fake = FakeModel::start();
+    let log = tempfile::tempdir().unwrap();
+    let log = log.path().join("calls.jsonl");
+    let v = vault_with(&fake, &server_config("fs", "normal", &log, "vault = \"write\""));
+    if crate::sandbox::enforced(&v).is_none() {
+        return;
+    }
+    for (role, inbox) in [("risk", "project/incoming/"), ("product", "project/later/")] {
+        let text = v.read(&format!("roles/{role}.md"));
+        v.write(
+            &format!("roles/{role}.md"),
+            &format!("{text}\n## Inbox\n{inbox}\n"),
+        );
+    }
+    v.write("project/incoming/processed/old.md", "handled\n");
+    // `project/` holds an inbox: it is granted entry by entry, so the note goes in a folder there.
+    v.write("project/notes/old.md", "a note\n");
+    v.write(
+        "roles/ops.md",
+        "---\napprove: {network: auto}\n---\n# Ops\n## Mission\nFile things.\n## Tools\n- fs/probe\n",
+    );
+    let into_inboxes = ["project/incoming/ping.md", "project/later/ping.md"];
+    let make: Vec<String> = into_inboxes
+        .iter()
+        .chain(&["project/notes/meeting.md"])
+        .map(|p| v.path(p).display().to_string())
+        .collect();
+    fake.script([
+        wire::tools(
+            KIND,
+            Some("Passing it on."),
+            &[("p1", "fs__probe", json!({ "make": make }))],
+        ),
+        wire::text(KIND, "Done."),
+    ]);
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let results = results_of(&fake, 1);
+    let made: Value = serde_json::from_str(results[0].1.lines().next().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {results:?}"));
+    for (p, path) in into_inboxes.iter().zip(&make) {
+        assert_ne!(made[format!("make {path}")], "ok", "{p}: {made}");
+    }
+    assert_eq!(made[format!("make {}", make[2])], "ok", "{made}");
+    assert!(v.files_in("project/incoming").is_empty(), "{}", v.listing());
+    assert!(!v.path("project/later").exists(), "{}", v.listing());
+    assert_eq!(v.read("project/notes/meeting.md"), "made by the server");
+
+    // An agent CLI granted the same, whose turn tries the same.
+    let cli_log = v.dir.path().join("cli.jsonl");
+    let writes = json!([v.path("project/incoming/cli.md"), v.path("project/notes/plan.md")]);
+    v.set_config(&format!(
+        "timezone = \"UTC\"\n[provider]\nkind = \"command\"\nprofile = \"claude\"\n\n[profiles.claude]\ncommand = \"{}\"\nenv = {{ FAKE_CLI_LOG = \"{}\", FAKE_CLI_CALLS = '[]', FAKE_CLI_WRITE = '{writes}' }}\nwritable = [\"{}\"]\nvault = \"write\"\n",
+        crate::support::mcp_server::example_bin("fake_agent_cli").display(),
+        cli_log.display(),
+        v.dir.path().display()
+    ));
+    v.write(
+        "roles/ops.md",
+        "# Ops\n## Mission\nPlan.\n## Tools\n- read_file\n",
+    );
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let run: Value =
+        serde_json::from_str(std::fs::read_to_string(&cli_log).unwrap().lines().last().unwrap()).unwrap();
+    let tried = |p: &str| run["writes"][v.path(p).display().to_string()].clone();
+    assert!(
+        tried("project/incoming/cli.md")
+            .as_str()
+            .is_some_and(|r| r.starts_with("denied")),
+        "{run}"
+    );
+    assert_eq!(tried("project/notes/plan.md"), "ok", "{run}");
+    assert!(v.files_in("project/incoming").is_empty(), "{}", v.listing());
+}

@@ -24,7 +24,7 @@ fn reported(v: &TestVault) -> Value {
 /// Whether the kernel enforces the sandbox, and its Landlock ABI (else these tests say so — or,
 /// with `TABD_REQUIRE_SANDBOX=1`, which `.ci/run` sets where the kernel lists Landlock, fail:
 /// a machine that should sandbox must not pass these tests by skipping them).
-fn enforced(v: &TestVault) -> Option<u64> {
+pub(crate) fn enforced(v: &TestVault) -> Option<u64> {
     let sb = reported(v);
     if sb["enforced"] != json!(true) {
         if std::env::var("TABD_REQUIRE_SANDBOX").is_ok_and(|r| r == "1") {

@@ -48,6 +48,7 @@ pub fn measure(out: &mut Value) {
         vault: vault.clone(),
         config: vec![root.join(".config/tabd")],
         state: root.join(".local/state/tabd"),
+        inboxes: Vec::new(),
     };
     let child = tabd::setup::config::sandbox::ChildSandbox {
         vault: tabd::setup::config::sandbox::VaultAccess::Write,
@@ -69,7 +70,7 @@ pub fn measure(out: &mut Value) {
         })
         .collect();
     let handle = tabd::base::vault::Vault::open(&vault).unwrap();
-    let watch = tabd::base::vault::leftovers::Watch::new(&vault, &writable, "bench".into()).unwrap();
+    let watch = tabd::base::vault::leftovers::Watch::new(&vault, &writable, &[], "bench".into()).unwrap();
     let since = tabd::base::vault::leftovers::Stamp::now();
     let mut sweep: Vec<f64> = (0..31)
         .map(|_| {

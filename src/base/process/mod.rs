@@ -41,6 +41,9 @@ pub struct Launcher {
     pub require_sandbox: bool,
     /// Whether the kernel can sandbox, and which children were already reported unsandboxed.
     pub sandbox_probe: Arc<crate::base::sandbox::Probe>,
+    /// Every role's inbox, wherever it is (kept from children like `agent/inbox/`); kept current
+    /// by whoever loads the roles.
+    pub inboxes: crate::base::vault::protected::RoleInboxes,
 }
 
 pub use crate::base::sandbox::folders::ChildDirs;
@@ -123,6 +126,7 @@ impl Launcher {
             state: canonical(state),
             config: config.into_iter().map(canonical).collect(),
             home,
+            inboxes: self.inboxes.get(),
         }
     }
 

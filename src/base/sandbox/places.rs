@@ -79,6 +79,9 @@ pub struct Places {
     pub config: Vec<PathBuf>,
     /// tabd's state folder outside the vault (`~/.local/state/tabd`): children's folders, runs.
     pub state: PathBuf,
+    /// Every role's inbox, vault-relative, wherever its `## Inbox` puts it: kept from a child
+    /// granted `vault = "write"` like `agent/inbox/` (a note there starts a run).
+    pub inboxes: Vec<String>,
 }
 
 impl Places {
@@ -172,6 +175,7 @@ mod tests {
             vault: "/home/me/Vault".into(),
             config: vec!["/home/me/.config/tabd".into()],
             state: "/home/me/.local/state/tabd".into(),
+            inboxes: Vec::new(),
         };
         for p in [
             "/",

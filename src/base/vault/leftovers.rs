@@ -66,6 +66,8 @@ impl Stamp {
 pub struct Watch {
     /// Vault-relative folders, as granted.
     roots: Vec<PathBuf>,
+    /// Every role's inbox at the child's start (folded): a note left there would start a run.
+    inboxes: Vec<Folded>,
     /// Who, for the lines that say what was moved (`MCP server `fs``).
     pub child: String,
 }
@@ -122,8 +124,9 @@ fn shown(name: &str) -> String {
 
 impl Watch {
     /// The folders among `writable` (absolute, canonical: a child's grant) that are in the vault
-    /// at `root` (canonical). `None` when the child may write no folder there.
-    pub fn new(root: &Path, writable: &[PathBuf], child: String) -> Option<Self> {
+    /// at `root` (canonical), with the roles' `inboxes` (vault-relative). `None` when the child
+    /// may write no folder there.
+    pub fn new(root: &Path, writable: &[PathBuf], inboxes: &[String], child: String) -> Option<Self> {
         let roots: Vec<PathBuf> = writable
             .iter()
             .filter_map(|w| w.strip_prefix(root).ok())
@@ -131,7 +134,11 @@ impl Watch {
             .filter(|rel| root.join(rel).symlink_metadata().is_ok_and(|m| m.is_dir()))
             .map(Path::to_path_buf)
             .collect();
-        (!roots.is_empty()).then_some(Self { roots, child })
+        (!roots.is_empty()).then(|| Self {
+            roots,
+            inboxes: super::protected::fold_inboxes(inboxes),
+            child,
+        })
     }
 
     /// Moves aside what the child created or changed since `since` that other programs load (or
@@ -141,6 +148,7 @@ impl Watch {
         let mut sweep = Sweep {
             vault,
             since,
+            inboxes: &self.inboxes,
             batch: None,
             child: &self.child,
             out: Vec::new(),
@@ -151,7 +159,7 @@ impl Watch {
             };
             let rel = root.to_string_lossy().into_owned();
             let folded = super::protected::fold(&rel);
-            let protected = kept_from_children(&folded).is_some();
+            let protected = kept_from_children(&folded, &self.inboxes).is_some();
             sweep.folder(&fd, &rel, &folded, protected, 0);
         }
         sweep.out
@@ -164,6 +172,7 @@ const MAX_DEPTH: usize = 256;
 struct Sweep<'a> {
     vault: &'a Vault,
     since: Stamp,
+    inboxes: &'a [Folded],
     /// `.tabd/quarantine/<stamp>-<child>`, made at the first move.
     batch: Option<String>,
     child: &'a str,
@@ -192,7 +201,7 @@ impl Sweep<'_> {
                 continue;
             }
             let child_folded = folded.join(&shown);
-            let is_protected = protected || kept_from_children_below(&child_folded).is_some();
+            let is_protected = protected || kept_from_children_below(&child_folded, self.inboxes).is_some();
             let kind = entry.file_type();
             if !is_protected {
                 if kind == FileType::Directory || kind == FileType::Unknown {
@@ -382,6 +391,7 @@ mod tests {
         let watch = Watch::new(
             &root,
             &[v("project"), v("project/notes.md")],
+            &[],
             "MCP server `fs`".into(),
         )
         .unwrap();
@@ -437,6 +447,34 @@ mod tests {
         );
         // A second look finds nothing more.
         assert!(watch.sweep(&vault, since).is_empty());
+    }
+
+    /// Issue 36: a note a child leaves in a role's inbox outside `agent/inbox/` (here one in a
+    /// folder granted whole, as where the kernel granted it before the inbox was known) is moved
+    /// aside like a settings file; one there before the call stays.
+    #[test]
+    fn a_note_a_call_left_in_a_roles_inbox_is_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let v = |p: &str| root.join(p);
+        std::fs::create_dir_all(v("project/incoming")).unwrap();
+        std::fs::write(v("project/incoming/old.md"), "the person's").unwrap();
+        let since = after(ctime(&v("project/incoming/old.md")));
+        std::fs::write(v("project/incoming/ping.md"), "---\nhops: 0\n---\ngo").unwrap();
+        std::fs::write(v("project/plan.md"), "a note").unwrap();
+        let vault = Vault::open(&root).unwrap();
+        let child = || "MCP server `fs`".to_string();
+        let blind = Watch::new(&root, &[v("project")], &[], child()).unwrap();
+        assert!(
+            blind.sweep(&vault, since).is_empty(),
+            "no inbox known: nothing kept"
+        );
+        let watch = Watch::new(&root, &[v("project")], &["project/Incoming/".into()], child()).unwrap();
+        let kept = watch.sweep(&vault, since);
+        let moved: Vec<&str> = kept.iter().map(|k| k.path.as_str()).collect();
+        assert_eq!(moved, ["project/incoming/ping.md"]);
+        assert!(!v("project/incoming/ping.md").exists());
+        assert!(v("project/incoming/old.md").exists() && v("project/plan.md").exists());
     }
 
     #[test]

@@ -491,25 +491,75 @@ pub fn owned_by_tabd(path: &Folded) -> Option<(&'static str, &'static str)> {
         .map(|(_, (name, why))| (*name, *why))
 }
 
+/// Why a role's inbox (wherever its `## Inbox` puts it) is kept from children.
+pub const INBOX_WHY: &str =
+    "a role's inbox: a note there starts a run as if you had dropped it (roles send one only through \
+     trigger_role, which counts the chain)";
+
+/// Every role's inbox (vault-relative, as `## Inbox` puts it), shared by the parts of tabd that
+/// start children and kept current by the one that loads the roles: a child started later (a
+/// keep-alive server started again, say) is kept from the inboxes of the roles of that moment.
+#[derive(Debug, Clone, Default)]
+pub struct RoleInboxes(std::sync::Arc<std::sync::RwLock<Vec<String>>>);
+
+impl RoleInboxes {
+    pub fn new<'a>(inboxes: impl IntoIterator<Item = &'a str>) -> Self {
+        let this = Self::default();
+        this.set(inboxes);
+        this
+    }
+
+    /// The roles changed: these are their inboxes now.
+    pub fn set<'a>(&self, inboxes: impl IntoIterator<Item = &'a str>) {
+        let list: Vec<String> = inboxes
+            .into_iter()
+            .map(|i| i.trim_end_matches('/').to_string())
+            .collect();
+        // No panic can leave the list half written (it is swapped in one move): a poisoned lock
+        // holds a whole list.
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = list;
+    }
+
+    /// The inboxes as they are now.
+    pub fn get(&self) -> Vec<String> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Role inboxes (vault-relative), folded; the vault's root (an empty path) is none.
+pub fn fold_inboxes(inboxes: &[String]) -> Vec<Folded> {
+    inboxes
+        .iter()
+        .map(|i| fold(i))
+        .filter(|f| !f.cased.is_empty() || !f.shaped.is_empty())
+        .collect()
+}
+
 /// `kept_from_children` for a path whose folders a walk from the vault's root found writable:
 /// only its last part can make it kept (what is above was looked at on the way down).
-pub fn kept_from_children_below(path: &Folded) -> Option<&'static str> {
+pub fn kept_from_children_below(path: &Folded, inboxes: &[Folded]) -> Option<&'static str> {
     let depth = path.cased.len().max(path.shaped.len());
-    if depth <= normal().anchored {
-        return kept_from_children(path);
+    if depth <= normal().anchored || inboxes.iter().any(|dir| path.within(dir)) {
+        return kept_from_children(path, inboxes);
     }
     path.loaded_part(path.cased.len().checked_sub(1)?)
 }
 
 /// Why a child granted `vault = "write"` may not write `path` (vault-relative): tabd's own, a
-/// protected folder, or a file other programs load. The same rules as a role without
-/// `write_paths`.
-pub fn kept_from_children(path: &Folded) -> Option<&'static str> {
+/// protected folder, one of the roles' `inboxes` (folded: `fold_inboxes`) wherever it is, or a
+/// file other programs load. The same rules as a role without `write_paths`.
+pub fn kept_from_children(path: &Folded, inboxes: &[Folded]) -> Option<&'static str> {
     if let Some((_, why)) = owned_by_tabd(path) {
         return Some(why);
     }
     if let Some((_, why)) = normal().protected.iter().find(|(dir, _)| path.within(dir)) {
         return Some(why);
+    }
+    if inboxes.iter().any(|dir| path.within(dir)) {
+        return Some(INBOX_WHY);
     }
     path.loaded_at().map(|(_, why)| why)
 }

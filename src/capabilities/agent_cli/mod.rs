@@ -427,6 +427,7 @@ fn confine(
         VaultAccess::Write => Watch::new(
             &places.vault,
             &grants.spec.writable,
+            &places.inboxes,
             format!("agent CLI `{}`", profile.name),
         ),
         VaultAccess::None | VaultAccess::Read => None,

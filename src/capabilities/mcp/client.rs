@@ -656,6 +656,7 @@ fn sandbox(
         (VaultAccess::Write, Some(vault)) => Watch::new(
             &places.vault,
             &grants.spec.writable,
+            &places.inboxes,
             format!("MCP server `{}`", server.name),
         )
         .map(|w| (w, vault.clone())),

@@ -143,6 +143,9 @@ impl Workspace {
             config_file: self.config.path.clone(),
             require_sandbox: self.config.sandbox.require,
             sandbox_probe: Default::default(),
+            inboxes: crate::base::vault::protected::RoleInboxes::new(
+                self.roles.runnable().map(|r| r.inbox.as_str()),
+            ),
         }
     }
 

@@ -161,6 +161,9 @@ fn launcher_of(init: &Init) -> crate::base::process::Launcher {
         config_file: init.config.path.clone(),
         require_sandbox: init.config.sandbox.require,
         sandbox_probe: Default::default(),
+        inboxes: crate::base::vault::protected::RoleInboxes::new(
+            init.roles.runnable().map(|r| r.inbox.as_str()),
+        ),
     }
 }
 

@@ -185,6 +185,9 @@ impl Daemon {
         let rescheduled = self.restart_changed_schedules(&old, &effective);
         let old_broken = old.broken.clone();
         self.run_env.roles = Arc::new(effective);
+        // Children started from now on (a keep-alive server's restart too) are kept from them.
+        let inboxes = self.roles().runnable().map(|r| r.inbox.as_str());
+        self.run_env.launcher.inboxes.set(inboxes);
         self.apply(Input::Roles {
             names: self.roles().runnable().map(|r| r.name.clone()).collect(),
             rescheduled,

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::base::sandbox::places::{canonical_existing, Places};
 use crate::base::sandbox::{tree, Grants, Spec, DEVICES};
-use crate::base::vault::protected::{kept_from_children_below, Folded, PROTECTED, TABD_OWNS};
+use crate::base::vault::protected::{fold_inboxes, kept_from_children_below, Folded, PROTECTED, TABD_OWNS};
 
 /// How much of the vault a child may reach directly (else only through tabd's tools).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -298,11 +298,12 @@ fn is_code(path: &Path) -> bool {
 /// `vault = "read"`: every entry of the vault but `.tabd/`, readable (links never followed: a
 /// link in the vault cannot carry the grant elsewhere). `"write"`: the same writable, except
 /// what no role may write either (DESIGN §24) — tabd's own files, the person's roles and
-/// decisions, Obsidian's settings, and files other programs load at any depth, found under the
-/// one name comparison roles use (`protected::fold`) — which stay read-only. The folders that
-/// hold one are granted entry by entry, so none of those names can be made there either; in a
-/// folder granted whole a new one can (Landlock grants folders, not names): what a call leaves
-/// there is moved aside after it (`vault::leftovers`).
+/// decisions, every role's inbox wherever its `## Inbox` puts it, Obsidian's settings, and files
+/// other programs load at any depth, found under the one name comparison roles use
+/// (`protected::fold`) — which stay read-only. The folders that hold one are granted entry by
+/// entry, so none of those names can be made there either; in a folder granted whole a new one
+/// can (Landlock grants folders, not names): what a call leaves there is moved aside after it
+/// (`vault::leftovers`).
 fn vault(access: VaultAccess, places: &Places, spec: &mut Spec) {
     let root = &places.vault;
     let tabd = root.join(crate::base::vault::layout::TABD);
@@ -310,12 +311,20 @@ fn vault(access: VaultAccess, places: &Places, spec: &mut Spec) {
         VaultAccess::None => {}
         VaultAccess::Read => spec.readable.extend(tree::all_but(root, &[tabd])),
         VaultAccess::Write => {
+            let inboxes = fold_inboxes(&places.inboxes);
             let mut found = Vec::new();
-            find_kept(root, &Folded::default(), 0, &mut found);
+            find_kept(root, &Folded::default(), &inboxes, 0, &mut found);
             let listed: Vec<PathBuf> = TABD_OWNS
                 .iter()
                 .chain(PROTECTED)
                 .map(|(p, _)| root.join(p))
+                .chain(
+                    places
+                        .inboxes
+                        .iter()
+                        .filter(|i| in_vault(i))
+                        .map(|i| root.join(i)),
+                )
                 .collect();
             // Those not there yet: the folders above them are split, so they cannot be made.
             let missing = listed.iter().filter(|p| p.symlink_metadata().is_err()).cloned();
@@ -333,21 +342,32 @@ fn vault(access: VaultAccess, places: &Places, spec: &mut Spec) {
     }
 }
 
+/// Whether `rel` names a place inside the vault, not its root (only plain parts: a role's inbox
+/// is a vault path already; this keeps a join from leaving the vault whatever the list holds).
+fn in_vault(rel: &str) -> bool {
+    let parts = Path::new(rel).components();
+    !rel.is_empty()
+        && parts
+            .into_iter()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
 /// How deep `vault = "write"` looks for what it keeps read-only (far deeper than a vault's
 /// notes go; links are never followed, so there are no loops).
 const KEPT_DEPTH: usize = 64;
 
-/// Every entry under `dir` (at `at`, folded) that a child may not write, at any depth.
-fn find_kept(dir: &Path, at: &Folded, depth: usize, out: &mut Vec<PathBuf>) {
+/// Every entry under `dir` (at `at`, folded) that a child may not write, at any depth
+/// (`inboxes`: the roles', folded).
+fn find_kept(dir: &Path, at: &Folded, inboxes: &[Folded], depth: usize, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for e in entries.flatten() {
         let name = at.join(&e.file_name().to_string_lossy());
-        if kept_from_children_below(&name).is_some() {
+        if kept_from_children_below(&name, inboxes).is_some() {
             out.push(e.path());
         } else if depth < KEPT_DEPTH && e.file_type().is_ok_and(|t| t.is_dir()) {
-            find_kept(&e.path(), &name, depth + 1, out);
+            find_kept(&e.path(), &name, inboxes, depth + 1, out);
         }
     }
 }
@@ -362,6 +382,7 @@ mod tests {
             vault: root.join("Vault"),
             config: vec![root.join(".config/tabd")],
             state: root.join(".local/state/tabd"),
+            inboxes: Vec::new(),
         }
     }
 
@@ -508,6 +529,45 @@ mod tests {
         }
         assert!(!spec.may_read(&v(".tabd/groups/1.json")));
         assert!(spec.may_write(&v("Project/plan.md")) && spec.may_write(&v("notes/a/x.md")));
+    }
+
+    /// Issue 36: every role's inbox is kept from a `vault = "write"` child wherever its `## Inbox`
+    /// puts it (a note there starts a run as if the person had dropped it), in every spelling,
+    /// and one not made yet cannot be made; the folders beside stay writable.
+    #[test]
+    fn vault_write_keeps_every_roles_inbox_read_only_wherever_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for d in ["Vault/project/Incoming/processed", "Vault/project/notes"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(root.join("Vault/project/plan.md"), "x").unwrap();
+        let mut p = places(&root);
+        p.inboxes = vec!["project/incoming".into(), "project/later/".into()];
+        let start = Start {
+            places: &p,
+            own: &[],
+            sockets: &[],
+            args: &[],
+            env: &[],
+        };
+        let sb = ChildSandbox {
+            vault: VaultAccess::Write,
+            ..ChildSandbox::default()
+        };
+        let spec = sb.grants(&start).spec;
+        let v = |s: &str| root.join("Vault").join(s);
+        for ro in [
+            "project/Incoming/ping.md",
+            "project/Incoming/processed/old.md",
+            "project/later/ping.md",
+            "project/later",
+            "project/new.md",
+        ] {
+            assert!(!spec.may_write(&v(ro)), "{ro} writable");
+        }
+        assert!(spec.may_read(&v("project/Incoming/ping.md")));
+        assert!(spec.may_write(&v("project/notes/a.md")) && spec.may_write(&v("project/plan.md")));
     }
 
     #[test]
