@@ -26,7 +26,7 @@ pub struct AccessPolicy {
 impl AccessPolicy {
     pub fn for_role(role: &Role) -> Self {
         Self {
-            move_folders: role.settings.move_folders.unwrap_or(false),
+            move_folders: role.settings.move_folders(),
             ..Self::new(&role.settings.write_paths)
         }
     }

@@ -25,14 +25,14 @@ impl RoleLimits {
     pub fn resolve(role: &Role, limits: &Limits) -> Self {
         let s = &role.settings;
         Self {
-            max_tool_calls: s.max_tool_calls.unwrap_or(limits.max_tool_calls),
-            max_tokens_per_run: s.max_tokens_per_run.unwrap_or(limits.max_tokens_per_run),
-            max_cost_usd: s.max_cost_usd.or(limits.max_cost_usd),
-            daily_token_budget: s.daily_token_budget.unwrap_or(limits.daily_token_budget),
-            daily_cost_budget_usd: s.daily_cost_budget_usd.or(limits.daily_cost_budget_usd),
-            max_runs_per_day: s.max_runs_per_day.unwrap_or(limits.max_runs_per_day),
-            min_interval: s.min_interval.unwrap_or(limits.min_interval),
-            max_chain_depth: s.max_chain_depth.unwrap_or(limits.max_chain_depth),
+            max_tool_calls: s.max_tool_calls(limits),
+            max_tokens_per_run: s.max_tokens_per_run(limits),
+            max_cost_usd: s.max_cost_usd(limits),
+            daily_token_budget: s.daily_token_budget(limits),
+            daily_cost_budget_usd: s.daily_cost_budget_usd(limits),
+            max_runs_per_day: s.max_runs_per_day(limits),
+            min_interval: s.min_interval(limits),
+            max_chain_depth: s.max_chain_depth(limits),
             run_deadline: limits.run_deadline,
         }
     }

@@ -380,9 +380,7 @@ impl Daemon {
                     &role.schedule,
                     self.state.roles.get(&role.name).and_then(|r| r.last_slot),
                     role.catch_up(),
-                    role.settings
-                        .stale_after
-                        .unwrap_or(std::time::Duration::from_secs(7200)),
+                    role.settings.stale_after(),
                 )
             }),
             wall,

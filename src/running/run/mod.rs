@@ -116,7 +116,7 @@ async fn run_in(
         (None, Ok(output)) => {
             let decided = prepare::complete(&mut prompt, &mcp, &prep.state, role);
             // A child answers its parent now: only a run of its own waits for the person.
-            let suspend = role.settings.resume.unwrap_or(true) && trigger.delegation.is_none();
+            let suspend = role.settings.resume() && trigger.delegation.is_none();
             let outcome = model_turn(env, role, &mut prep, prompt, &session, (output, suspend)).await;
             if outcome.requests > 0 && !decided.is_empty() {
                 mark_reported(env, role, decided);

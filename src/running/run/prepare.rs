@@ -29,10 +29,10 @@ pub struct ModelSettings {
 pub fn model_settings(role: &Role, config: &Config) -> ModelSettings {
     let p = &config.provider;
     ModelSettings {
-        model: role.settings.model.clone().unwrap_or_else(|| p.model.clone()),
-        max_tokens: role.settings.max_tokens.unwrap_or(p.max_tokens),
-        temperature: role.settings.temperature.or(p.temperature),
-        thinking_budget: role.settings.thinking_budget.unwrap_or(p.thinking_budget),
+        model: role.settings.model(p),
+        max_tokens: role.settings.max_tokens(p),
+        temperature: role.settings.temperature(p),
+        thinking_budget: role.settings.thinking_budget(p),
     }
 }
 

@@ -124,7 +124,7 @@ pub struct Role {
 
 impl Role {
     pub fn enabled(&self) -> bool {
-        self.settings.enabled.unwrap_or(true)
+        self.settings.enabled()
     }
 
     /// `skip_unchanged` defaults on for interval schedules, off for clock-time ones (DESIGN §3).
@@ -135,7 +135,7 @@ impl Role {
     }
 
     pub fn catch_up(&self) -> CatchUp {
-        self.settings.catch_up.unwrap_or_default()
+        self.settings.catch_up()
     }
 
     /// A vault tool the role may call (listed, and not in `deny_tools`).
@@ -148,7 +148,7 @@ impl Role {
         if self.settings.can_delegate_to.is_empty() {
             return 0;
         }
-        self.settings.max_delegation_depth.unwrap_or(1)
+        self.settings.max_delegation_depth()
     }
 
     /// How many levels a run of this role for `trigger` may still delegate: the role's own depth,
@@ -164,7 +164,7 @@ impl Role {
 
     /// Children one `delegate` call runs at once (default 3).
     pub fn parallel_delegates(&self) -> usize {
-        self.settings.max_parallel_delegates.unwrap_or(3).max(1) as usize
+        self.settings.max_parallel_delegates().max(1) as usize
     }
 
     /// Whether a run of this role is offered `delegate`: it names roles it may delegate to, and
@@ -680,7 +680,7 @@ fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> R
     if !over.is_empty() {
         return Err(over);
     }
-    let tz = merged.settings.timezone.unwrap_or(ctx.default_tz);
+    let tz = merged.settings.timezone(ctx);
     Ok(Role {
         name: def.name.clone(),
         path: def.path.clone(),

@@ -1,15 +1,19 @@
 //! A role's frontmatter keys, typed and checked, each error at the key's line.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono_tz::Tz;
 use serde_json::Value;
 
+use crate::base::calls::Mode;
 use crate::base::environment::Env;
 use crate::base::text::did_you_mean;
 use crate::formats::frontmatter::{Field, Frontmatter};
 use crate::formats::schedule::parse_tz;
+use crate::setup::config::{Limits, ProviderConfig};
 use crate::setup::role::caps::{self, Cap};
+use crate::setup::role::LoadContext;
 
 /// What to do with scheduled slots missed while tabd was not running (DESIGN §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -21,51 +25,184 @@ pub enum CatchUp {
     All,
 }
 
-/// The machine settings of a role. Every key is optional; `None` / empty means "inherit, then
-/// use the config default".
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RoleSettings {
-    pub model: Option<String>,
-    pub max_tokens: Option<u32>,
-    pub temperature: Option<f64>,
-    pub thinking_budget: Option<u32>,
-    pub max_tool_calls: Option<u32>,
-    pub max_tokens_per_run: Option<u64>,
-    pub max_cost_usd: Option<f64>,
-    pub daily_token_budget: Option<u64>,
-    pub daily_cost_budget_usd: Option<f64>,
-    pub max_runs_per_day: Option<u32>,
-    pub min_interval: Option<Duration>,
-    pub max_chain_depth: Option<u32>,
-    pub timezone: Option<Tz>,
-    pub enabled: Option<bool>,
-    pub extends: Option<String>,
-    pub can_trigger: Vec<String>,
-    pub write_paths: Vec<String>,
-    pub catch_up: Option<CatchUp>,
-    pub stale_after: Option<Duration>,
-    pub watch: Vec<String>,
+/// The one table of role settings, written as `key: Type, join, default, read;` under the
+/// setting's doc (issue 37). From it come `RoleSettings` (one field per line), `KNOWN_KEYS` (in
+/// the table's order: did-you-mean and the list of known settings), `apply` (a key → its reader),
+/// `RoleSettings::inherit` (each line's join) and, for a default tabd knows, an accessor of the
+/// same name that gives the role's value or that default. A setting added here is read, joined
+/// through `extends`, known to did-you-mean and given its default at once; docs/roles.md's
+/// settings table must list it (`every_setting_is_in_the_docs_and_every_documented_one_is_read`).
+///
+/// - join: `wins` (field `Option<T>`: the child's value when it has one), `own` (`Option<T>`, never
+///   inherited), `union` (a list: the parent's items, then the child's new ones), `by_key` (a map:
+///   the child's entries override the parent's one by one), `replaced` (a list: the child's
+///   when it has one).
+/// - default: `fixed(value)` (accessor `fn key(&self) -> T`), `from(Section.field)` (the config's
+///   value: accessor `fn key(&self, from: &Section) -> T`), `from_optional(Section.field)` (the
+///   config's, itself optional: `-> Option<T>`), `computed("…")` (decided where the role is
+///   whole, said in words here), `none("…")` (unset means what the words say).
+/// - read: `fn(key, value, env) -> Result<T, String>`.
+macro_rules! role_settings {
+    ($(
+        $(#[doc = $doc:literal])*
+        $key:ident: $ty:ty, $join:ident, $dkind:ident $dval:tt, $read:expr;
+    )*) => {
+        /// The machine settings of a role (generated from the table in `role_settings!`). Every
+        /// key is optional; `None` / empty means "inherit, then use the default".
+        #[derive(Debug, Clone, Default, PartialEq)]
+        pub struct RoleSettings {
+            $(
+                $(#[doc = $doc])*
+                #[doc = ""]
+                #[doc = role_settings!(@doc $dkind $dval)]
+                pub $key: role_settings!(@field $join $ty),
+            )*
+        }
+
+        /// Every frontmatter key a role may use, in the table's order.
+        pub const KNOWN_KEYS: &[&str] = &[$(stringify!($key)),*];
+
+        /// Reads one frontmatter entry into `s`: the key's own reader, else "unknown setting".
+        fn apply(s: &mut RoleSettings, e: &Field, env: &Env) -> Result<(), String> {
+            let v = &e.value;
+            match e.key.as_str() {
+                $(stringify!($key) => {
+                    let value: $ty = ($read)(stringify!($key), v, env)?;
+                    role_settings!(@set $join s.$key, value);
+                })*
+                key => return Err(unknown_setting(key)),
+            }
+            Ok(())
+        }
+
+        impl RoleSettings {
+            /// `child` extends `self` (DESIGN §3), each setting by its table line's join: the
+            /// child's scalars win, lists join (the parent's first), `approve` entries are
+            /// overridden one by one, `expect` is the child's when it has one, `extends` is each
+            /// file's own.
+            pub fn inherit(&mut self, child: &RoleSettings) {
+                $(role_settings!(@join $join self.$key, child.$key);)*
+            }
+
+            $(role_settings!(@default $key $ty, $dkind $dval);)*
+        }
+    };
+
+    (@field wins $ty:ty) => { Option<$ty> };
+    (@field own $ty:ty) => { Option<$ty> };
+    (@field union $ty:ty) => { $ty };
+    (@field by_key $ty:ty) => { $ty };
+    (@field replaced $ty:ty) => { $ty };
+
+    (@set wins $field:expr, $value:expr) => { $field = Some($value) };
+    (@set own $field:expr, $value:expr) => { $field = Some($value) };
+    (@set $join:ident $field:expr, $value:expr) => { $field = $value };
+
+    (@join wins $mine:expr, $child:expr) => { wins(&mut $mine, &$child) };
+    (@join own $mine:expr, $child:expr) => {};
+    (@join union $mine:expr, $child:expr) => { union(&mut $mine, &$child) };
+    (@join by_key $mine:expr, $child:expr) => { $mine.extend($child.iter().map(|(k, v)| (k.clone(), *v))) };
+    (@join replaced $mine:expr, $child:expr) => {
+        if !$child.is_empty() {
+            $mine.clone_from(&$child);
+        }
+    };
+
+    (@doc fixed ($value:expr)) => { concat!("Default: `", stringify!($value), "`.") };
+    (@doc from ($section:ident . $field:ident)) => {
+        concat!("Default: the config's value (`", stringify!($section), ".", stringify!($field), "`).")
+    };
+    (@doc from_optional ($section:ident . $field:ident)) => {
+        concat!("Default: the config's value, if it has one (`", stringify!($section), ".", stringify!($field), "`).")
+    };
+    (@doc computed ($words:literal)) => { concat!("Default: ", $words, ".") };
+    (@doc none ($words:literal)) => { concat!("Unset: ", $words, ".") };
+
+    (@default $key:ident $ty:ty, fixed ($value:expr)) => {
+        #[doc = concat!("`", stringify!($key), "`, else `", stringify!($value), "`.")]
+        pub fn $key(&self) -> $ty {
+            self.$key.unwrap_or($value)
+        }
+    };
+    (@default $key:ident $ty:ty, from ($section:ident . $field:ident)) => {
+        #[doc = concat!("`", stringify!($key), "`, else the config's (`", stringify!($section), ".", stringify!($field), "`).")]
+        pub fn $key(&self, from: &$section) -> $ty {
+            self.$key.as_ref().unwrap_or(&from.$field).clone()
+        }
+    };
+    (@default $key:ident $ty:ty, from_optional ($section:ident . $field:ident)) => {
+        #[doc = concat!("`", stringify!($key), "`, else the config's if it has one (`", stringify!($section), ".", stringify!($field), "`).")]
+        pub fn $key(&self, from: &$section) -> Option<$ty> {
+            self.$key.or(from.$field)
+        }
+    };
+    (@default $key:ident $ty:ty, computed ($words:literal)) => {};
+    (@default $key:ident $ty:ty, none ($words:literal)) => {};
+}
+
+role_settings! {
+    /// Model for this role.
+    model: String, wins, from(ProviderConfig.model), string;
+    /// Longest answer per model call.
+    max_tokens: u32, wins, from(ProviderConfig.max_tokens), count;
+    /// 0 to 2.
+    temperature: f64, wins, from_optional(ProviderConfig.temperature), temperature;
+    /// Extended thinking tokens (Anthropic); 0 = off.
+    thinking_budget: u32, wins, from(ProviderConfig.thinking_budget), count;
+    /// Tool calls per run before the run is wrapped up.
+    max_tool_calls: u32, wins, from(Limits.max_tool_calls), count;
+    /// Input + output tokens per run.
+    max_tokens_per_run: u64, wins, from(Limits.max_tokens_per_run), count;
+    /// US dollars per run.
+    max_cost_usd: f64, wins, from_optional(Limits.max_cost_usd), dollars;
+    /// Tokens per day for this role.
+    daily_token_budget: u64, wins, from(Limits.daily_token_budget), count;
+    /// US dollars per day for this role.
+    daily_cost_budget_usd: f64, wins, from_optional(Limits.daily_cost_budget_usd), dollars;
+    /// Runs per day.
+    max_runs_per_day: u32, wins, from(Limits.max_runs_per_day), count;
+    /// Least time between two runs not caused by a note the person wrote.
+    min_interval: Duration, wins, from(Limits.min_interval), duration;
+    /// How long a chain of `trigger_role` notes may get.
+    max_chain_depth: u32, wins, from(Limits.max_chain_depth), count;
+    /// Time zone of the schedule (IANA name).
+    timezone: Tz, wins, from(LoadContext.default_tz), timezone;
+    /// Switch the role off without deleting it.
+    enabled: bool, wins, fixed(true), boolean;
+    /// The role this one inherits from (`_base`, `.md` dropped).
+    extends: String, own, none("no parent"), extends;
+    /// Roles it may send notes to with `trigger_role`.
+    can_trigger: Vec<String>, union, none("any role"), |k, v, env| list(k, v, env, caps::CAN_TRIGGER);
+    /// Where it may write (globs).
+    write_paths: Vec<String>, union, none("anywhere but protected folders"), |k, v, env| list(k, v, env, caps::WRITE_PATHS);
+    /// Missed runs: once, skip or all (DESIGN §4).
+    catch_up: CatchUp, wins, fixed(CatchUp::Once), catch_up;
+    /// With `catch_up: once`, missed runs older than this are forgotten.
+    stale_after: Duration, wins, fixed(Duration::from_secs(2 * 3600)), duration;
+    /// Notes whose change fires the role.
+    watch: Vec<String>, union, none("no note fires it"), |k, v, env| list(k, v, env, caps::WATCH);
     /// Tools taken away even if listed: `server/tool`, `server/*` or a vault tool's name.
-    pub deny_tools: Vec<String>,
-    pub skip_unchanged: Option<bool>,
-    pub runs_on: Option<String>,
-    /// `move_file` may move whole folders (default: files only).
-    pub move_folders: Option<bool>,
-    /// Risk class, `server/*`, `server/tool` or vault tool → auto/ask/deny (DESIGN §15). Merged
-    /// through `extends` key by key, the child winning.
-    pub approve: std::collections::BTreeMap<String, crate::base::calls::Mode>,
-    /// Roles this role may hand a task to with `delegate` (DESIGN §18); empty: no `delegate` tool.
-    pub can_delegate_to: Vec<String>,
+    deny_tools: Vec<String>, union, none("nothing taken away"), deny_tools;
+    /// A scheduled run is skipped, at zero tokens, when nothing changed since the last one.
+    skip_unchanged: bool, wins, computed("on for interval schedules (`every …`), off for clock times (`Role::skip_unchanged`)"), boolean;
+    /// Only the tabd on this host runs the role.
+    runs_on: String, wins, none("every host"), string;
+    /// Risk class, `server/*`, `server/tool` or vault tool → auto/ask/deny (DESIGN §15).
+    approve: BTreeMap<String, Mode>, by_key, none("read and write auto, network and destructive ask"), approve_map;
+    /// `move_file` may move whole folders.
+    move_folders: bool, wins, fixed(false), boolean;
+    /// Roles this role may hand a task to with `delegate` (DESIGN §18).
+    can_delegate_to: Vec<String>, union, none("no `delegate` tool"), |k, v, env| list(k, v, env, caps::CAN_DELEGATE_TO);
     /// How deep delegation may go from a run of this role (1: its children cannot delegate).
-    pub max_delegation_depth: Option<u32>,
+    max_delegation_depth: u32, wins, fixed(1), delegation_depth;
     /// How many children one `delegate` call runs at once.
-    pub max_parallel_delegates: Option<u32>,
+    max_parallel_delegates: u32, wins, fixed(3), parallel_delegates;
     /// The contract of the role's final answer.
-    pub output: Option<OutputContract>,
+    output: OutputContract, wins, none("any answer"), output_contract;
     /// What the role must have produced by when (DESIGN §22): checked at each deadline.
-    pub expect: Vec<Expectation>,
-    /// A run whose call waits for approval goes on once it is decided (default true).
-    pub resume: Option<bool>,
+    expect: Vec<Expectation>, replaced, none("nothing expected"), expectations;
+    /// A run whose call waits for approval goes on once it is decided.
+    resume: bool, wins, fixed(true), boolean;
 }
 
 /// `expect: {path: "reports/{date}.md", by: "weekdays at 8:30"}`: a file that must exist at each
@@ -111,82 +248,6 @@ pub struct OutputContract {
     pub path: Option<String>,
 }
 
-impl RoleSettings {
-    /// `child` extends `self` (DESIGN §3): the child's scalars win, lists join (the parent's
-    /// first), `approve` entries are overridden one by one, `expect` is the child's when it has
-    /// one. Every field is named here — no `..` — so a setting added to the struct and not
-    /// decided here does not compile (issue 32: a field forgotten was silently not inherited).
-    pub fn inherit(&mut self, child: &RoleSettings) {
-        let RoleSettings {
-            model,
-            max_tokens,
-            temperature,
-            thinking_budget,
-            max_tool_calls,
-            max_tokens_per_run,
-            max_cost_usd,
-            daily_token_budget,
-            daily_cost_budget_usd,
-            max_runs_per_day,
-            min_interval,
-            max_chain_depth,
-            timezone,
-            enabled,
-            extends: _, // each file's own: never inherited
-            can_trigger,
-            write_paths,
-            catch_up,
-            stale_after,
-            watch,
-            deny_tools,
-            skip_unchanged,
-            runs_on,
-            move_folders,
-            approve,
-            can_delegate_to,
-            max_delegation_depth,
-            max_parallel_delegates,
-            output,
-            expect,
-            resume,
-        } = child;
-        wins(&mut self.model, model);
-        wins(&mut self.max_tokens, max_tokens);
-        wins(&mut self.temperature, temperature);
-        wins(&mut self.thinking_budget, thinking_budget);
-        wins(&mut self.max_tool_calls, max_tool_calls);
-        wins(&mut self.max_tokens_per_run, max_tokens_per_run);
-        wins(&mut self.max_cost_usd, max_cost_usd);
-        wins(&mut self.daily_token_budget, daily_token_budget);
-        wins(&mut self.daily_cost_budget_usd, daily_cost_budget_usd);
-        wins(&mut self.max_runs_per_day, max_runs_per_day);
-        wins(&mut self.min_interval, min_interval);
-        wins(&mut self.max_chain_depth, max_chain_depth);
-        wins(&mut self.timezone, timezone);
-        wins(&mut self.enabled, enabled);
-        wins(&mut self.catch_up, catch_up);
-        wins(&mut self.stale_after, stale_after);
-        wins(&mut self.skip_unchanged, skip_unchanged);
-        wins(&mut self.runs_on, runs_on);
-        wins(&mut self.move_folders, move_folders);
-        wins(&mut self.max_delegation_depth, max_delegation_depth);
-        wins(&mut self.max_parallel_delegates, max_parallel_delegates);
-        wins(&mut self.output, output);
-        wins(&mut self.resume, resume);
-        union(&mut self.can_trigger, can_trigger);
-        union(&mut self.can_delegate_to, can_delegate_to);
-        union(&mut self.write_paths, write_paths);
-        union(&mut self.watch, watch);
-        union(&mut self.deny_tools, deny_tools);
-        for (k, v) in approve {
-            self.approve.insert(k.clone(), *v);
-        }
-        if !expect.is_empty() {
-            self.expect.clone_from(expect);
-        }
-    }
-}
-
 /// The child's value when it has one.
 fn wins<T: Clone>(mine: &mut Option<T>, child: &Option<T>) {
     if child.is_some() {
@@ -205,41 +266,6 @@ fn union(mine: &mut Vec<String>, child: &[String]) {
 
 /// The deepest delegation a role may ask for.
 pub const MAX_DELEGATION_DEPTH: u32 = 5;
-
-/// Every frontmatter key a role may use.
-pub const KNOWN_KEYS: &[&str] = &[
-    "model",
-    "max_tokens",
-    "temperature",
-    "thinking_budget",
-    "max_tool_calls",
-    "max_tokens_per_run",
-    "max_cost_usd",
-    "daily_token_budget",
-    "daily_cost_budget_usd",
-    "max_runs_per_day",
-    "min_interval",
-    "max_chain_depth",
-    "timezone",
-    "enabled",
-    "extends",
-    "can_trigger",
-    "write_paths",
-    "catch_up",
-    "stale_after",
-    "watch",
-    "deny_tools",
-    "skip_unchanged",
-    "runs_on",
-    "approve",
-    "move_folders",
-    "can_delegate_to",
-    "max_delegation_depth",
-    "max_parallel_delegates",
-    "output",
-    "expect",
-    "resume",
-];
 
 /// A settings problem at a 1-based file line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,85 +289,64 @@ pub fn parse(fm: &Frontmatter, env: &Env) -> (RoleSettings, Vec<SettingError>) {
     (s, errors)
 }
 
-fn apply(s: &mut RoleSettings, e: &Field, env: &Env) -> Result<(), String> {
-    let key = e.key.as_str();
-    let v = &e.value;
-    match key {
-        "model" => s.model = Some(string(key, v, env)?),
-        "max_tokens" => s.max_tokens = Some(count(key, v)?),
-        "temperature" => {
-            let t = v
-                .as_f64()
-                .ok_or_else(|| type_error(key, "a number from 0 to 2, like 0.3", v))?;
-            if !(0.0..=2.0).contains(&t) {
-                return Err(format!("`temperature` must be between 0 and 2 (got {t})"));
-            }
-            s.temperature = Some(t);
-        }
-        "thinking_budget" => s.thinking_budget = Some(count(key, v)?),
-        "max_tool_calls" => s.max_tool_calls = Some(count(key, v)?),
-        "max_tokens_per_run" => s.max_tokens_per_run = Some(count(key, v)?),
-        "daily_token_budget" => s.daily_token_budget = Some(count(key, v)?),
-        "max_cost_usd" => s.max_cost_usd = Some(dollars(key, v)?),
-        "daily_cost_budget_usd" => s.daily_cost_budget_usd = Some(dollars(key, v)?),
-        "max_runs_per_day" => s.max_runs_per_day = Some(count(key, v)?),
-        "max_chain_depth" => s.max_chain_depth = Some(count(key, v)?),
-        "min_interval" => s.min_interval = Some(duration(key, v)?),
-        "stale_after" => s.stale_after = Some(duration(key, v)?),
-        "timezone" => s.timezone = Some(parse_tz(&string(key, v, env)?).map_err(|e| e.to_string())?),
-        "enabled" => s.enabled = Some(boolean(key, v)?),
-        "skip_unchanged" => s.skip_unchanged = Some(boolean(key, v)?),
-        "move_folders" => s.move_folders = Some(boolean(key, v)?),
-        "resume" => s.resume = Some(boolean(key, v)?),
-        "extends" => s.extends = Some(string(key, v, env)?.trim_end_matches(".md").to_string()),
-        "runs_on" => s.runs_on = Some(string(key, v, env)?),
-        "can_trigger" => s.can_trigger = list(key, v, env, caps::CAN_TRIGGER)?,
-        "can_delegate_to" => s.can_delegate_to = list(key, v, env, caps::CAN_DELEGATE_TO)?,
-        "max_delegation_depth" => s.max_delegation_depth = Some(delegation_depth(v)?),
-        "max_parallel_delegates" => s.max_parallel_delegates = Some(parallel_delegates(v)?),
-        "output" => s.output = Some(output_contract(v, env)?),
-        "expect" => s.expect = expectations(v, env)?,
-        "write_paths" => s.write_paths = list(key, v, env, caps::WRITE_PATHS)?,
-        "watch" => s.watch = list(key, v, env, caps::WATCH)?,
-        "deny_tools" => {
-            let items = list(key, v, env, caps::DENY_TOOLS)?;
-            for i in &items {
-                let ok =
-                    crate::base::calls::is_tabd_tool(i) || crate::setup::role::McpAllow::parse(i, 0).is_ok();
-                if !ok {
-                    return Err(format!(
-                        "`deny_tools`: `{i}` is neither a tool name nor server/tool or server/*{}; a misspelt \
-                         name would leave the tool allowed",
-                        tool_hint(i)
-                    ));
-                }
-            }
-            s.deny_tools = items;
-        }
-        "approve" => s.approve = approve_map(v)?,
-        "catch_up" => {
-            s.catch_up = Some(match string(key, v, env)?.as_str() {
-                "once" => CatchUp::Once,
-                "skip" => CatchUp::Skip,
-                "all" => CatchUp::All,
-                other => return Err(format!("`catch_up` must be once, skip or all (got \"{other}\")")),
-            })
-        }
-        _ => {
-            let hint = did_you_mean(key, KNOWN_KEYS.iter().copied())
-                .map(|k| format!(" — did you mean `{k}`?"))
-                .unwrap_or_default();
+/// "unknown setting `modle` — did you mean `model`? Known settings: …".
+fn unknown_setting(key: &str) -> String {
+    let hint = did_you_mean(key, KNOWN_KEYS.iter().copied())
+        .map(|k| format!(" — did you mean `{k}`?"))
+        .unwrap_or_default();
+    format!(
+        "unknown setting `{key}`{hint} Known settings: {}. Remove or rename it.",
+        KNOWN_KEYS.join(", ")
+    )
+}
+
+fn temperature(key: &str, v: &Value, _env: &Env) -> Result<f64, String> {
+    let t = v
+        .as_f64()
+        .ok_or_else(|| type_error(key, "a number from 0 to 2, like 0.3", v))?;
+    if !(0.0..=2.0).contains(&t) {
+        return Err(format!("`temperature` must be between 0 and 2 (got {t})"));
+    }
+    Ok(t)
+}
+
+fn timezone(key: &str, v: &Value, env: &Env) -> Result<Tz, String> {
+    parse_tz(&string(key, v, env)?).map_err(|e| e.to_string())
+}
+
+/// `extends: _base` or `_base.md`: the parent's name.
+fn extends(key: &str, v: &Value, env: &Env) -> Result<String, String> {
+    Ok(string(key, v, env)?.trim_end_matches(".md").to_string())
+}
+
+fn catch_up(key: &str, v: &Value, env: &Env) -> Result<CatchUp, String> {
+    Ok(match string(key, v, env)?.as_str() {
+        "once" => CatchUp::Once,
+        "skip" => CatchUp::Skip,
+        "all" => CatchUp::All,
+        other => return Err(format!("`catch_up` must be once, skip or all (got \"{other}\")")),
+    })
+}
+
+/// Each item a vault tool's name, `server/tool` or `server/*`: a misspelt one would leave the
+/// tool allowed.
+fn deny_tools(key: &str, v: &Value, env: &Env) -> Result<Vec<String>, String> {
+    let items = list(key, v, env, caps::DENY_TOOLS)?;
+    for i in &items {
+        let ok = crate::base::calls::is_tabd_tool(i) || crate::setup::role::McpAllow::parse(i, 0).is_ok();
+        if !ok {
             return Err(format!(
-                "unknown setting `{key}`{hint} Known settings: {}. Remove or rename it.",
-                KNOWN_KEYS.join(", ")
+                "`deny_tools`: `{i}` is neither a tool name nor server/tool or server/*{}; a misspelt \
+                 name would leave the tool allowed",
+                tool_hint(i)
             ));
         }
     }
-    Ok(())
+    Ok(items)
 }
 
-fn delegation_depth(v: &Value) -> Result<u32, String> {
-    let n: u32 = count("max_delegation_depth", v)?;
+fn delegation_depth(key: &str, v: &Value, env: &Env) -> Result<u32, String> {
+    let n: u32 = count(key, v, env)?;
     if n > MAX_DELEGATION_DEPTH {
         return Err(format!(
             "`max_delegation_depth` is at most {MAX_DELEGATION_DEPTH} (got {n}): every level multiplies runs and cost"
@@ -350,8 +355,8 @@ fn delegation_depth(v: &Value) -> Result<u32, String> {
     Ok(n)
 }
 
-fn parallel_delegates(v: &Value) -> Result<u32, String> {
-    let n: u32 = count("max_parallel_delegates", v)?;
+fn parallel_delegates(key: &str, v: &Value, env: &Env) -> Result<u32, String> {
+    let n: u32 = count(key, v, env)?;
     if n == 0 {
         return Err("`max_parallel_delegates` must be 1 or more (1: one child at a time)".into());
     }
@@ -359,7 +364,7 @@ fn parallel_delegates(v: &Value) -> Result<u32, String> {
 }
 
 /// `output: {schema: schemas/risk.json, path: "reports/{date}-{role}.md"}`.
-fn output_contract(v: &Value, env: &Env) -> Result<OutputContract, String> {
+fn output_contract(_key: &str, v: &Value, env: &Env) -> Result<OutputContract, String> {
     let Value::Object(map) = v else {
         return Err(type_error(
             "output",
@@ -407,7 +412,7 @@ fn placeholders(key: &str, template: &str, allowed: &[&str]) -> Result<(), Strin
 }
 
 /// `expect: {path: …, by: …}`, or a list of them.
-fn expectations(v: &Value, env: &Env) -> Result<Vec<Expectation>, String> {
+fn expectations(_key: &str, v: &Value, env: &Env) -> Result<Vec<Expectation>, String> {
     let items = match v {
         Value::Array(items) => items.as_slice(),
         one => std::slice::from_ref(one),
@@ -448,8 +453,7 @@ fn expectations(v: &Value, env: &Env) -> Result<Vec<Expectation>, String> {
 }
 
 /// `approve: {network: ask, slack/conversations_add_message: ask, memory/read_graph: auto}`.
-fn approve_map(v: &Value) -> Result<std::collections::BTreeMap<String, crate::base::calls::Mode>, String> {
-    use crate::base::calls::Mode;
+fn approve_map(_key: &str, v: &Value, _env: &Env) -> Result<BTreeMap<String, Mode>, String> {
     let Value::Object(map) = v else {
         return Err(type_error(
             "approve",
@@ -458,7 +462,7 @@ fn approve_map(v: &Value) -> Result<std::collections::BTreeMap<String, crate::ba
         ));
     };
     caps::APPROVE.check(map.len())?;
-    let mut out = std::collections::BTreeMap::new();
+    let mut out = BTreeMap::new();
     for (key, mode) in map {
         let known = crate::base::calls::Risk::parse(key).is_some()
             || crate::base::calls::is_tabd_tool(key)
@@ -513,14 +517,14 @@ fn string(key: &str, v: &Value, env: &Env) -> Result<String, String> {
     }
 }
 
-fn count<T: TryFrom<u64>>(key: &str, v: &Value) -> Result<T, String> {
+fn count<T: TryFrom<u64>>(key: &str, v: &Value, _env: &Env) -> Result<T, String> {
     let n = v
         .as_u64()
         .ok_or_else(|| type_error(key, "a whole number of 0 or more, like 30", v))?;
     T::try_from(n).map_err(|_| format!("`{key}` is too large (got {n})"))
 }
 
-fn dollars(key: &str, v: &Value) -> Result<f64, String> {
+fn dollars(key: &str, v: &Value, _env: &Env) -> Result<f64, String> {
     match v.as_f64() {
         Some(d) if d >= 0.0 && d.is_finite() => Ok(d),
         _ => Err(type_error(
@@ -533,7 +537,7 @@ fn dollars(key: &str, v: &Value) -> Result<f64, String> {
 
 /// `true`/`false`, and the words people write in Obsidian's Properties: `yes`/`no`, `on`/`off`
 /// (YAML 1.1 read them as booleans; the YAML tabd reads, 1.2, reads them as text).
-fn boolean(key: &str, v: &Value) -> Result<bool, String> {
+fn boolean(key: &str, v: &Value, _env: &Env) -> Result<bool, String> {
     if let Some(b) = v.as_bool() {
         return Ok(b);
     }
@@ -544,7 +548,7 @@ fn boolean(key: &str, v: &Value) -> Result<bool, String> {
     }
 }
 
-fn duration(key: &str, v: &Value) -> Result<Duration, String> {
+fn duration(key: &str, v: &Value, _env: &Env) -> Result<Duration, String> {
     let text = v
         .as_str()
         .ok_or_else(|| type_error(key, "a duration like 2m, 90s or 2h", v))?;

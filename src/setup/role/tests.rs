@@ -484,7 +484,9 @@ fn expect_takes_a_path_and_a_deadline_schedule_and_says_what_is_wrong() {
 }
 
 /// Issue 32: the list of known settings and what reads them cannot drift apart — every listed
-/// key is read (a wrong value gets that key's own message, never "unknown setting").
+/// key is read (a wrong value gets that key's own message, never "unknown setting"). Issue 37:
+/// both come from one table now, and the table and docs/roles.md's settings table list the same
+/// keys, both ways (`move_folders` was read and never documented).
 #[test]
 fn every_known_setting_is_read() {
     for key in crate::setup::role::settings::KNOWN_KEYS {
@@ -492,6 +494,30 @@ fn every_known_setting_is_read() {
         for d in &set.diagnostics {
             assert!(!d.message.contains("unknown setting"), "{key}: {}", d.message);
         }
+    }
+    let doc = include_str!("../../../docs/roles.md");
+    let section = doc
+        .split("\n## Settings (frontmatter)\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("docs/roles.md has a `## Settings (frontmatter)` section");
+    let documented: Vec<&str> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .collect();
+    let known = crate::setup::role::settings::KNOWN_KEYS;
+    for key in known {
+        assert!(
+            documented.contains(key),
+            "`{key}` is a setting docs/roles.md's table does not list"
+        );
+    }
+    for key in &documented {
+        assert!(
+            known.contains(key),
+            "docs/roles.md lists `{key}`, which no setting reads"
+        );
     }
 }
 
