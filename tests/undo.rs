@@ -385,3 +385,56 @@ fn unknown_and_ambiguous_ids_are_usage_errors() {
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("could be any of 2 runs"), "{out}");
 }
+
+/// `tabd runs` reads a day's records line by line (issue 36), each at most 64 MiB: a longer line
+/// in `.tabd/runs/` — garbage a sync tool or another program put there, no line end for 64 MiB —
+/// is passed over with one warning that names its file and line, as is a line that is not UTF-8,
+/// and the records before and after them are listed as they were (it read the whole file into
+/// memory, up to 512 MiB, and one byte that was not UTF-8 anywhere in it listed nothing of that
+/// day).
+#[test]
+fn tabd_runs_passes_over_a_line_over_the_cap_and_names_it() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    writes(&fake, "project/plan.md", "a plan");
+    let first = fire(&v);
+    let before = v.tabd(&["runs"]);
+    assert!(before.status.success(), "{}", describe(&before));
+    let before = stdout(&before);
+    assert!(before.contains(&first), "{before}");
+    let days = v.files_in(".tabd/runs");
+    assert_eq!(days.len(), 1, "{days:?}");
+    let day = format!(".tabd/runs/{}", days[0]);
+    let lines = v.read(&day).lines().count();
+    let cap = 64 * 1024 * 1024;
+    let mut garbage = "{\"run_id\": \"".to_string();
+    garbage.push_str(&"x".repeat(cap + 1 - garbage.len()));
+    garbage.push('\n');
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(v.path(&day))
+        .unwrap();
+    std::io::Write::write_all(&mut file, garbage.as_bytes()).unwrap();
+    std::io::Write::write_all(&mut file, b"\xff\xfe\n").unwrap();
+    drop(file);
+    writes(&fake, "project/plan.md", "a second plan");
+    let out = v.tabd(&["fire", "delivery"]);
+    assert!(out.status.success(), "{}", describe(&out));
+
+    let after = v.tabd(&["runs"]);
+    assert!(after.status.success(), "{}", describe(&after));
+    let shown = stdout(&after);
+    let (newest, rest) = shown.split_once('\n').unwrap();
+    assert_eq!(rest, before, "the first run is listed as it was");
+    assert!(!newest.contains(&first) && newest.contains("delivery"), "{shown}");
+    let warned = String::from_utf8_lossy(&after.stderr).to_string();
+    let said = format!(
+        "warning: {day}:{}: a line of 67,108,865 bytes, over the 67,108,864 bytes a run record may take; skipped\n\
+         warning: {day}:{}: not a run record: not JSON (expected value at column 1); skipped",
+        lines + 1,
+        lines + 2
+    );
+    assert_eq!(warned.trim_end(), said, "{}", describe(&after));
+    let listed: Value = serde_json::from_str(&stdout(&v.tabd(&["runs", "--json"]))).unwrap();
+    assert_eq!(listed["runs"].as_array().unwrap().len(), 2, "{listed}");
+}

@@ -20,6 +20,7 @@ use crate::base::trigger::TriggerKind;
 use crate::base::vault::{Vault, VaultError, VaultPath};
 
 mod notes_truncated;
+pub mod read;
 
 pub use notes_truncated::NoteTruncated;
 use notes_truncated::{larger_than_prompt, larger_than_prompt_lines};

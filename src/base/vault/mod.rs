@@ -237,8 +237,9 @@ impl Vault {
     }
 
     /// Opens a regular file for reading without ever blocking: FIFOs, sockets, devices and
-    /// folders are refused as `NotRegular`.
-    fn open_regular(&self, path: &VaultPath) -> Result<(File, Entry), VaultError> {
+    /// folders are refused as `NotRegular`. (To read one as a stream: one too large to read
+    /// whole.)
+    pub fn open_regular(&self, path: &VaultPath) -> Result<(File, Entry), VaultError> {
         let file = self
             .dir
             .open_with(path.as_path(), &read_options())

@@ -5,7 +5,7 @@ use chrono::NaiveDate;
 use serde_json::{json, Value};
 
 use super::{CliError, Workspace};
-use crate::records::journal;
+use crate::records::{journal, runlog};
 
 /// One run as listed.
 struct Listed {
@@ -100,7 +100,8 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
 }
 
 /// The run records of the machine log (`.tabd/runs/*.jsonl`), skips left out; each record's
-/// journal is taken out of `journals`.
+/// journal is taken out of `journals`. Each day's file is read line by line (`runlog::read`):
+/// a line that is not a record, or is over the cap, is named on stderr and passed over.
 fn records(
     ws: &Workspace,
     since: Option<NaiveDate>,
@@ -121,30 +122,44 @@ fn records(
                 continue;
             }
         }
-        let text = ws.vault.read_text(&f.path, 512 * 1024 * 1024).unwrap_or_default();
-        for line in text.lines() {
-            let Ok(v) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
-            if v["outcome"] == "skipped" {
-                continue;
-            }
-            let run_id = v["run_id"].as_str().unwrap_or("").to_string();
-            let changed = journals
-                .remove(&run_id)
-                .map(|e| e.changed().iter().map(|s| s.to_string()).collect())
-                .unwrap_or_default();
-            out.push(Listed {
-                run_id,
-                role: v["role"].as_str().unwrap_or("").to_string(),
-                started_at: v["started_at"].as_str().unwrap_or("").to_string(),
-                trigger: v["trigger"]["kind"].as_str().unwrap_or("").to_string(),
-                outcome: v["outcome"].as_str().unwrap_or("").to_string(),
-                ended: v["ended"].as_str().map(str::to_string),
-                cost_usd: v["usage"]["cost_usd"].as_f64().unwrap_or(0.0),
-                changed,
-            });
+        let read = runlog::read::each_record(
+            &ws.vault,
+            &f.path,
+            |v| {
+                if let Some(listed) = listed(&v, journals) {
+                    out.push(listed);
+                }
+            },
+            |unread| eprintln!("warning: {unread}"),
+        );
+        if let Err(e) = read {
+            eprintln!("warning: cannot read the run records {}: {e}", f.path);
         }
     }
     out
+}
+
+/// One run record as listed (`None`: a skip); its journal is taken out of `journals`.
+fn listed(
+    v: &Value,
+    journals: &mut std::collections::HashMap<String, journal::RunChanges>,
+) -> Option<Listed> {
+    if v["outcome"] == "skipped" {
+        return None;
+    }
+    let run_id = v["run_id"].as_str().unwrap_or("").to_string();
+    let changed = journals
+        .remove(&run_id)
+        .map(|e| e.changed().iter().map(|s| s.to_string()).collect())
+        .unwrap_or_default();
+    Some(Listed {
+        run_id,
+        role: v["role"].as_str().unwrap_or("").to_string(),
+        started_at: v["started_at"].as_str().unwrap_or("").to_string(),
+        trigger: v["trigger"]["kind"].as_str().unwrap_or("").to_string(),
+        outcome: v["outcome"].as_str().unwrap_or("").to_string(),
+        ended: v["ended"].as_str().map(str::to_string),
+        cost_usd: v["usage"]["cost_usd"].as_f64().unwrap_or(0.0),
+        changed,
+    })
 }
