@@ -129,6 +129,33 @@ fn crash_point_approval_claimed() {
     assert_unknown_after_restart(&w, 0);
 }
 
+/// Aborted once the call's start is marked outside the vault, before the ledger says
+/// `executing`: the restart finds the mark over a request its ledger says never started (as a
+/// ledger restored from an older copy would), so it is not run again by itself: `unknown`, with
+/// the line saying why; approved again, it runs once.
+#[test]
+fn crash_point_approval_marked() {
+    let w = waiting();
+    set_status(&w.v, &w.note, "approved");
+    w.daemon_to_abort("approval-marked");
+    assert_eq!(
+        (w.phase(), status_of(&w.v, &w.note)),
+        (json!("pending"), "approved".into())
+    );
+    assert_eq!(w.posts(), 0);
+    let mut d = Daemon::start(&w.v);
+    wait_status(&w.v, &w.note, "unknown");
+    let text = w.v.read(&w.note);
+    assert!(text.contains("**Not run again**"), "{text}");
+    assert_eq!(w.listed_in(), ["unknown"]);
+    assert_eq!(w.posts(), 0, "not run by itself");
+    set_status(&w.v, &w.note, "approved");
+    wait_status(&w.v, &w.note, "done");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
+    assert_eq!(w.posts(), 1, "approved again: run once");
+}
+
 /// Aborted once the note says `executing`, before the call was sent.
 #[test]
 fn crash_point_approval_note_executing() {

@@ -2,6 +2,7 @@
 mod support;
 
 mod agent_cli;
+mod approval_records;
 mod approvals;
 mod attacks;
 mod big_notes;

@@ -15,6 +15,7 @@
 //!
 //! | point | tabd aborts when … | what the next start finds and does |
 //! |---|---|---|
+//! | `approval-marked` | the call's start is marked outside the vault, the ledger not yet `executing` | the mark is found over a request the ledger says never started (as after a restored ledger): `unknown`, not run again by itself |
 //! | `approval-claimed` | the ledger says `executing`, the note still `approved` | nothing was sent; the note becomes `unknown` |
 //! | `approval-note-executing` | the note says `executing`, before the call is sent | the same |
 //! | `approval-call-returned` | the call came back, before its outcome is recorded | it ran; `unknown` (tabd cannot know) |

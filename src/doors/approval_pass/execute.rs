@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::write::{finish, owed, rewrite, update};
 use super::Pass;
 use crate::gate::harness::Door;
-use crate::records::state::approval_ledger::{Approval, Phase};
+use crate::records::state::approval_ledger::{self, Approval, Phase};
 use crate::running::run::session::{self, Door as SessionDoor, Opening, Servers, Session};
 use crate::running::run::RunEnv;
 
@@ -76,9 +76,14 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
         session.close(&[]).await;
         return invalid(env, id, a, &why);
     }
-    if !claim(env, id).await {
-        session.close(&[]).await;
-        return;
+    match claim(env, id) {
+        Claim::Run => {}
+        Claim::No => return session.close(&[]).await,
+        Claim::StartedBefore => {
+            session.close(&[]).await;
+            finish(env);
+            return out.refused.push(id.to_string());
+        }
     }
     env.faults.abort_at("approval-claimed");
     rewrite(env, &a.note, "executing", "");
@@ -138,22 +143,108 @@ async fn open_session(env: &RunEnv, role: &crate::setup::role::Role, a: &Approva
     .await
 }
 
-/// At most once: the ledger says `executing` (fsynced) before anything is sent.
-async fn claim(env: &RunEnv, id: &str) -> bool {
-    let claimed = update(env, |s| match s.approvals.get_mut(id) {
-        Some(r) if r.phase.may_run() && r.followup.is_none() => {
+/// What claiming a call came to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Claim {
+    /// Marked as started, and `executing` in the ledger: send it.
+    Run,
+    /// Its request can no longer run (decided meanwhile, or its record cannot be written).
+    No,
+    /// Its start is marked already: the ledger is an older copy (restored from a backup, put back
+    /// by a sync tool) than the one that recorded it running. Not run again; now `unknown`.
+    StartedBefore,
+}
+
+/// At most once: the call's start is marked outside the vault (O_EXCL, synced: a restored ledger
+/// cannot undo it), then the ledger says `executing` (fsynced), both before anything is sent. A
+/// mark that is there already means this start happened before, whatever the ledger says.
+fn claim(env: &RunEnv, id: &str) -> Claim {
+    let now = env.clock.now();
+    let mut made: Option<String> = None;
+    let claimed = update(env, |s| -> Result<Claim, std::io::Error> {
+        let Some(r) = s
+            .approvals
+            .get_mut(id)
+            .filter(|r| r.phase.may_run() && r.followup.is_none())
+        else {
+            return Ok(Claim::No);
+        };
+        let n = r.executions + 1;
+        let mark = approval_ledger::started_mark(id, r, n);
+        let fresh = env.key.mark(approval_ledger::STARTED, &mark, true)?;
+        r.executions = n;
+        if fresh {
+            made = Some(mark);
+            env.faults.abort_at("approval-marked");
             r.phase = Phase::Executing;
-            r.executions += 1;
+            return Ok(Claim::Run);
+        }
+        r.phase = Phase::Unknown;
+        r.decided = Some(now);
+        r.reported = false;
+        r.outcome = Some(
+            "unknown: already run once — started before, but tabd's state has no record of it (it was put \
+             back from an older copy, or tabd stopped right after starting it); not run again"
+                .into(),
+        );
+        let line = format!(
+            "**Not run again** ({}): tabd had already started this call (its mark outside the vault says \
+             so), but its state has no record of it running: the state (`.tabd/state.json`) was put back \
+             from an older copy (a backup, a sync tool), or tabd stopped right after starting the call. So \
+             it may or may not have happened. Check, and set `status` to `approved` again if you want it \
+             run (once more).",
+            crate::base::text::shown(now, env.log.tz())
+        );
+        let daily = format!(
+            "approval `{id}` ({}) not run again: it was started before, but tabd's state has no record of it \
+             — outcome unknown",
+            r.tool
+        );
+        r.followup = Some(owed(env, r, now, ("unknown", line), daily));
+        Ok(Claim::StartedBefore)
+    });
+    match claimed {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            tracing::error!(
+                "approvals: cannot mark outside the vault that {id} starts ({e}), so it does not run yet: \
+                 without the mark a restored copy of tabd's state could run it twice"
+            );
+            Claim::No
+        }
+        Err(e) => {
+            // Not recorded: it does not run now, and the mark made for it would say it started.
+            if let Some(mark) = made {
+                env.key.unmark(approval_ledger::STARTED, &mark);
+            }
+            tracing::error!("approvals: cannot record `executing` for {id}, so it does not run yet: {e}");
+            Claim::No
+        }
+    }
+}
+
+/// Closes a request asked for longer ago than tabd keeps the marks of started calls
+/// (`approval_ledger::runs_within`): `expired`, never run — had it run, its mark may be gone.
+pub(super) fn too_old(env: &RunEnv, id: &str, a: &Approval, why: &str) {
+    let now = env.clock.now();
+    let line = format!(
+        "**Not run** ({}): {why}. Ask the role again for a new request.",
+        crate::base::text::shown(now, env.log.tz())
+    );
+    let daily = format!("approval `{id}` ({}) not run: {why}", a.tool);
+    let closed = update(env, |s| match s.approvals.get_mut(id) {
+        Some(r) if r.phase.may_run() && r.followup.is_none() => {
+            r.phase = Phase::Expired;
+            r.decided = Some(now);
+            r.reported = false;
+            r.outcome = Some(format!("expired: {why}"));
+            r.followup = Some(owed(env, r, now, ("expired", line), daily));
             true
         }
         _ => false,
     });
-    match claimed {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!("approvals: cannot record `executing` for {id}, so it does not run yet: {e}");
-            false
-        }
+    if closed == Ok(true) {
+        finish(env);
     }
 }
 

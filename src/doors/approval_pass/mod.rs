@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 
 use crate::base::vault::{Entry, VaultError, VaultPath};
 use crate::gate::approvals::note;
-use crate::records::state::approval_ledger::{Approval, Phase};
+use crate::records::state::approval_ledger::{self, Approval, Phase};
 use crate::running::run::RunEnv;
 
 use write::{finish, owed, rewrite, update};
@@ -231,9 +231,12 @@ enum Verdict {
     Refuse { why: String, phase: &'static str },
     /// `approved`, but the note is not runnable as it stands: `invalid`, with the reason.
     Invalid(String),
+    /// `approved`, but asked for longer ago than tabd keeps its marks of started calls: `expired`.
+    TooOld(String),
 }
 
-fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>) -> Verdict {
+/// `within`: how long after it was asked for a request may still run (`approval_ledger::runs_within`).
+fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>, within: std::time::Duration) -> Verdict {
     // `tabd approve` decided it: it runs, whatever the note says since (a decision printed on a
     // terminal is final).
     let status = match a.phase {
@@ -261,6 +264,12 @@ fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>) -> Verdict {
         }
         // Expired this very pass (the snapshot predates it): `expire` wrote the note.
         "approved" if expired_now => Verdict::Leave,
+        "approved" if approval_ledger::too_old(a, now, within) => Verdict::TooOld(format!(
+            "it was asked for on {}, more than {} days ago: tabd keeps its record that a call started only that \
+             long, so it no longer runs one this old",
+            a.created.format("%Y-%m-%d"),
+            within.as_secs() / 86_400
+        )),
         "approved" if read.tool.as_deref() != Some(a.tool.as_str()) => Verdict::Invalid(format!(
             "its `tool` was changed to `{}`, but a note runs only the call it asked for (`{}`); ask the role \
              for the other call, or set `tool` back",
@@ -312,7 +321,9 @@ async fn act(
         }
         return;
     };
-    match verdict(&a, read, env.clock.now()) {
+    let within =
+        approval_ledger::runs_within(env.config.journal.keep_days, env.config.approvals.expire_after);
+    match verdict(&a, read, env.clock.now(), within) {
         Verdict::Leave => {}
         Verdict::Reject => reject(env, &id, out),
         Verdict::Run(args) => execute::run(env, &id, &a, args, out).await,
@@ -326,6 +337,10 @@ async fn act(
         }
         Verdict::Invalid(why) => {
             execute::invalid(env, &id, &a, &why);
+            out.refused.push(id);
+        }
+        Verdict::TooOld(why) => {
+            execute::too_old(env, &id, &a, &why);
             out.refused.push(id);
         }
     }
@@ -405,6 +420,7 @@ mod tests {
     }
 
     const NOW: &str = "2026-11-23T09:00:00Z";
+    const WITHIN: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
 
     #[test]
     fn approved_runs_once_with_the_arguments_as_they_stand() {
@@ -414,7 +430,8 @@ mod tests {
                 verdict(
                     &record(phase),
                     read("approved", "test/post", Ok(args.clone())),
-                    t(NOW)
+                    t(NOW),
+                    WITHIN
                 ),
                 Verdict::Run(args.clone()),
                 "{phase:?} may run"
@@ -431,6 +448,7 @@ mod tests {
                 &record(phase),
                 read("approved", "test/post", Ok(args.clone())),
                 t(NOW),
+                WITHIN,
             ) {
                 Verdict::Refuse { phase: p, .. } => assert_eq!(p, shown, "{phase:?}"),
                 other => panic!("{phase:?}: {other:?}"),
@@ -444,19 +462,22 @@ mod tests {
             &record(Phase::Pending),
             read("approved", "test/delete_all", Ok(json!({}))),
             t(NOW),
+            WITHIN,
         );
         assert!(matches!(v, Verdict::Invalid(why) if why.contains("runs only the call it asked for")));
         let v = verdict(
             &record(Phase::Pending),
             read("approved", "test/post", Err(note::NoteError::NoJsonBlock)),
             t(NOW),
+            WITHIN,
         );
         assert_eq!(v, Verdict::Invalid(note::NoteError::NoJsonBlock.to_string()));
         assert_eq!(
             verdict(
                 &record(Phase::Pending),
                 read("rejected", "test/post", Ok(json!({}))),
-                t(NOW)
+                t(NOW),
+                WITHIN
             ),
             Verdict::Reject
         );
@@ -464,7 +485,8 @@ mod tests {
             verdict(
                 &record(Phase::Done),
                 read("rejected", "test/post", Ok(json!({}))),
-                t(NOW)
+                t(NOW),
+                WITHIN
             ),
             Verdict::Leave
         );
@@ -472,7 +494,8 @@ mod tests {
             verdict(
                 &record(Phase::Pending),
                 read("pending", "test/post", Ok(json!({}))),
-                t(NOW)
+                t(NOW),
+                WITHIN
             ),
             Verdict::Leave
         );
@@ -486,7 +509,8 @@ mod tests {
                 verdict(
                     &record(Phase::Approved),
                     read(status, "test/post", Ok(args.clone())),
-                    t(NOW)
+                    t(NOW),
+                    WITHIN
                 ),
                 Verdict::Run(args.clone()),
                 "{status}"
@@ -494,16 +518,44 @@ mod tests {
         }
     }
 
+    /// A request asked for longer ago than tabd keeps the marks of started calls is not run
+    /// (had it run, its mark may be forgotten); rejecting it still closes it.
+    #[test]
+    fn a_request_older_than_its_marks_never_runs() {
+        let old = "2026-12-23T09:00:01Z";
+        for phase in [Phase::Approved, Phase::Unknown, Phase::Invalid] {
+            let v = verdict(
+                &record(phase),
+                read("approved", "test/post", Ok(json!({}))),
+                t(old),
+                WITHIN,
+            );
+            assert!(
+                matches!(&v, Verdict::TooOld(why) if why.contains("2026-11-22") && why.contains("30 days")),
+                "{phase:?}: {v:?}"
+            );
+        }
+        assert_eq!(
+            verdict(
+                &record(Phase::Unknown),
+                read("rejected", "test/post", Ok(json!({}))),
+                t(old),
+                WITHIN
+            ),
+            Verdict::Reject
+        );
+    }
+
     #[test]
     fn a_note_past_its_expiry_never_runs_or_is_rejected_by_a_stale_read() {
         let late = "2026-11-25T09:00:00Z";
         let r = record(Phase::Pending);
         assert_eq!(
-            verdict(&r, read("approved", "test/post", Ok(json!({}))), t(late)),
+            verdict(&r, read("approved", "test/post", Ok(json!({}))), t(late), WITHIN),
             Verdict::Leave
         );
         assert_eq!(
-            verdict(&r, read("rejected", "test/post", Ok(json!({}))), t(late)),
+            verdict(&r, read("rejected", "test/post", Ok(json!({}))), t(late), WITHIN),
             Verdict::Leave
         );
     }

@@ -397,12 +397,18 @@ impl Daemon {
         let vault = self.run_env.vault.clone();
         let clock = self.run_env.clock.clone();
         let keep = self.config().journal.clone();
+        // Approvals asked for longer ago than this never run, so their marks may go.
+        let approvals_within = crate::records::state::approval_ledger::runs_within(
+            keep.keep_days,
+            self.config().approvals.expire_after,
+        );
         let key = self.run_env.key.clone();
         tokio::spawn(async move {
             loop {
                 let (vault, now, keep, key) = (vault.clone(), clock.now(), keep.clone(), key.clone());
                 let pruned = tokio::task::spawn_blocking(move || {
                     crate::records::journal::forget_open_marks(&key, keep.keep_days);
+                    crate::records::state::approval_ledger::forget_old_marks(&key, approvals_within);
                     crate::records::journal::prune(&vault, keep.keep_days, keep.max_mib * 1024 * 1024, now)
                 })
                 .await;

@@ -183,6 +183,50 @@ pub fn args_hash(tool: &str, args: &serde_json::Value) -> String {
     h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
+/// The kind of tabd's marks (outside the vault, `signing::Key::mark`) that say an approved call
+/// was started: made (durably, and only if it is not there) before the ledger says `executing`,
+/// so a copy of the ledger restored from before the call ran finds it and never runs it again.
+pub const STARTED: &str = "approvals";
+
+/// The name of the mark of the `execution`th start of request `id`: a digest of the id and of the
+/// run that asked and when (an id given again, after the first request is long forgotten, finds
+/// no old mark), so nothing of the vault's text reaches a file name.
+pub fn started_mark(id: &str, a: &Approval, execution: u32) -> String {
+    let mut h = Sha256::new();
+    let created = a.created.to_rfc3339();
+    let parts: [&[u8]; 4] = [
+        id.as_bytes(),
+        a.run_id.as_bytes(),
+        created.as_bytes(),
+        &execution.to_le_bytes(),
+    ];
+    for part in parts {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// How long the marks of started calls are kept, and so how long after it was asked for a
+/// request may still run (a mark forgotten must belong to a request that can no longer run):
+/// the journal's `keep_days` (like tabd's other marks), never less than `KEEP_DECIDED_DAYS` nor
+/// than a request waits for its decision (`expire_after`).
+pub fn runs_within(keep_days: u32, expire_after: std::time::Duration) -> std::time::Duration {
+    let days = u64::from(keep_days.max(KEEP_DECIDED_DAYS as u32));
+    std::time::Duration::from_secs(days * 24 * 3600).max(expire_after)
+}
+
+/// Whether request `a` was asked for too long ago to run (its mark may be forgotten).
+pub fn too_old(a: &Approval, now: DateTime<Utc>, within: std::time::Duration) -> bool {
+    (now - a.created).to_std().is_ok_and(|age| age > within)
+}
+
+/// Forgets the marks of calls started longer ago than `within` (`runs_within`): their requests
+/// can no longer run.
+pub fn forget_old_marks(key: &crate::base::signing::Key, within: std::time::Duration) -> usize {
+    key.forget_marks_older_than(STARTED, within)
+}
+
 /// Decided records are kept this long for `tabd approvals` and the next prompt, then dropped.
 pub const KEEP_DECIDED_DAYS: i64 = 30;
 
@@ -236,6 +280,48 @@ mod tests {
         assert_eq!(find_key(&all, "7c"), Err(FindError::Several("7c".into(), 2)));
         assert_eq!(find_key(&all, "abc"), Err(FindError::None("abc".into())));
         assert_eq!(find_key(&all, ""), Err(FindError::None("".into())));
+    }
+
+    /// The mark of a call's start names that start of that request only, in a plain file name
+    /// that holds nothing of the vault's text.
+    #[test]
+    fn a_started_mark_names_one_start_of_one_request() {
+        let a = at("agent/approvals/2026-11-22-ops-test-post-7c41e0.md");
+        let first = started_mark("7c41e0", &a, 1);
+        assert_eq!(first, started_mark("7c41e0", &a.clone(), 1), "the same start");
+        assert_eq!(first.len(), 32);
+        assert!(first.bytes().all(|b| b.is_ascii_hexdigit()), "{first}");
+        let mut again = a.clone();
+        again.created += chrono::Duration::days(90);
+        let mut other_run = a.clone();
+        other_run.run_id = "r2".into();
+        for other in [
+            started_mark("7c41e0", &a, 2),
+            started_mark("7c41e1", &a, 1),
+            started_mark("7c41e0", &again, 1),
+            started_mark("7c41e0", &other_run, 1),
+        ] {
+            assert_ne!(first, other);
+        }
+    }
+
+    /// A request runs only as long as the mark of its start is kept, and that is never shorter
+    /// than the ledger keeps a decided request or a request waits for its decision.
+    #[test]
+    fn a_request_older_than_its_marks_are_kept_no_longer_runs() {
+        let day = std::time::Duration::from_secs(86_400);
+        assert_eq!(runs_within(30, 2 * day), 30 * day);
+        assert_eq!(runs_within(90, 2 * day), 90 * day);
+        assert_eq!(runs_within(0, 2 * day), 30 * day, "at least KEEP_DECIDED_DAYS");
+        assert_eq!(runs_within(30, 45 * day), 45 * day, "at least expire_after");
+        let a = at("n.md");
+        let created = a.created;
+        assert!(!too_old(&a, created + chrono::Duration::days(30), 30 * day));
+        assert!(too_old(&a, created + chrono::Duration::days(31), 30 * day));
+        assert!(
+            !too_old(&a, created - chrono::Duration::days(1), 30 * day),
+            "a clock behind"
+        );
     }
 
     #[test]
