@@ -19,6 +19,7 @@ mod layering;
 mod load;
 mod mcp;
 mod notify;
+mod outcomes;
 mod owned;
 mod providers;
 mod resume;

@@ -25,6 +25,9 @@ pub mod read;
 pub use notes_truncated::NoteTruncated;
 use notes_truncated::{larger_than_prompt, larger_than_prompt_lines};
 
+/// The record's `ended` of a run's first part that waits for the person's decision.
+pub const WAITING: &str = "waiting";
+
 /// What a run ended as (the JSONL `outcome`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -87,6 +90,19 @@ pub struct RunRecord {
     /// to read the rest in pages with `read_file`. Absent when every note fit.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes_truncated: Vec<NoteTruncated>,
+}
+
+impl RunRecord {
+    /// The first part of a run that waits for the person (`ended: waiting`): not done yet.
+    pub fn waits(&self) -> bool {
+        self.ended.as_deref() == Some(WAITING)
+    }
+
+    /// What it ended as, in one word: `waiting`, `paused` and `stopped` where the record says
+    /// so, else its `outcome`.
+    pub fn shown_outcome(&self) -> &str {
+        self.ended.as_deref().unwrap_or(self.outcome.as_str())
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -511,6 +527,10 @@ fn outcome_line(rec: &RunRecord) -> String {
         ),
         (Outcome::Failed, Some(e)) => format!("failed — {} · {stats}", one_line(e, 300)),
         (Outcome::Limit, Some(e)) => format!("limit — {}{big} · {stats}", one_line(e, 200)),
+        // The first part of a run that waits for the person: not done, so never `ok` (DESIGN §9).
+        (Outcome::Ok, _) if rec.waits() => {
+            format!("{WAITING} — for your approval{big} · {stats}")
+        }
         (o, _) => format!("{o}{big} · {stats}"),
     }
 }

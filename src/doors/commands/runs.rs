@@ -14,7 +14,8 @@ struct Listed {
     started_at: String,
     trigger: String,
     outcome: String,
-    /// `paused` or `stopped`: a failed run that was nobody's fault (shown instead of `failed`).
+    /// `paused` or `stopped`: a failed run that was nobody's fault (shown instead of `failed`);
+    /// `waiting`: the first part of a run that waits for the person (shown instead of `ok`).
     ended: Option<String>,
     cost_usd: f64,
     changed: Vec<String>,
@@ -57,17 +58,7 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
     runs.retain(|r| role.is_none_or(|want| r.role == want));
     runs.sort_by(|a, b| b.started_at.cmp(&a.started_at).then(b.run_id.cmp(&a.run_id)));
     if json {
-        let list: Vec<Value> = runs
-            .iter()
-            .map(|r| {
-                json!({"run_id": r.run_id, "role": r.role, "started_at": r.started_at, "trigger": r.trigger,
-                       "outcome": r.outcome, "cost_usd": r.cost_usd, "changed": r.changed})
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({ "runs": list })).unwrap_or_default()
-        );
+        print_json(&runs);
         return Ok(0);
     }
     if runs.is_empty() {
@@ -97,6 +88,27 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
         );
     }
     Ok(0)
+}
+
+/// `{"runs": [...]}`, as DESIGN §19 says, each with its `ended` where the record has one.
+fn print_json(runs: &[Listed]) {
+    let list: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            let mut run = json!({"run_id": r.run_id, "role": r.role, "started_at": r.started_at,
+                   "trigger": r.trigger, "outcome": r.outcome, "cost_usd": r.cost_usd, "changed": r.changed});
+            // As the JSONL says it: `outcome` keeps its four values, `ended` says `waiting`,
+            // `paused` or `stopped`.
+            if let Some(ended) = &r.ended {
+                run["ended"] = json!(ended);
+            }
+            run
+        })
+        .collect();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({ "runs": list })).unwrap_or_default()
+    );
 }
 
 /// The run records of the machine log (`.tabd/runs/*.jsonl`), skips left out; each record's

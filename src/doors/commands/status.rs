@@ -1,6 +1,7 @@
 //! `tabd status [--json]`: the same report the daemon writes into `agent/status.md` and
 //! `.tabd/status.json` — read from there while the daemon runs (one source, so the two never
-//! disagree), made here when it does not. A status note that still says a daemon runs when none
+//! disagree; what another command recorded since, such as a run of `tabd fire`, is read again
+//! from the records), made here when it does not. A status note that still says a daemon runs when none
 //! does (after `kill -9`) is rewritten.
 
 use chrono::Utc;
@@ -14,7 +15,11 @@ pub fn run(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliErro
     let pid = daemon::lock_holder(&ws.vault).and_then(|p| p.parse::<u32>().ok());
     let written = read_report(ws);
     let mut report = match (pid, written) {
-        (Some(pid), Some(r)) if r.daemon_pid == Some(pid) => r,
+        (Some(pid), Some(mut r)) if r.daemon_pid == Some(pid) => {
+            let state = StateStore::new(ws.vault.clone()).load();
+            status::refresh_records(&mut r, &ws.vault, &ws.config, &state, Utc::now());
+            r
+        }
         (pid, written) => {
             let report = compute(ws, pid);
             // The daemon is gone but its status files say it runs: correct them now.

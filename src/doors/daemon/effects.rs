@@ -241,6 +241,11 @@ impl Daemon {
             }
             Some((FailureClass::Unavailable, why)) => tracing::warn!("{}: {why}", done.role),
             Some((FailureClass::Outage, _)) => {}
+            None if done.result.record.waits() => tracing::info!(
+                "run of {} waits for your approval ({}); it goes on once you decide",
+                done.role,
+                waiting_notes(&done.result.record)
+            ),
             None => tracing::info!("run of {} finished: {}", done.role, done.result.record.outcome),
         }
         self.apply(Input::Finished {
@@ -256,6 +261,16 @@ impl Daemon {
         }
         self.absorb_own_changes(&done.role, &done.result.changes);
     }
+}
+
+/// The approval notes a waiting run's calls wait in, for the daemon's log.
+fn waiting_notes(rec: &crate::records::runlog::RunRecord) -> String {
+    let notes: Vec<&str> = rec
+        .tool_calls
+        .iter()
+        .filter_map(|c| c.approval.as_deref())
+        .collect();
+    notes.join(", ")
 }
 
 // What the daemon tells the person through `[notify]` (DESIGN §22): calls waiting for approval,

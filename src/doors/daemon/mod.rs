@@ -107,6 +107,8 @@ pub struct Daemon {
     writes_shown: u64,
     /// Each broken role's errors as the daily note last stated them.
     role_errors_logged: BTreeMap<String, Vec<crate::base::diag::Diagnostic>>,
+    /// Each broken role's errors as the daemon's log last said them (at once, on each edit).
+    role_errors_said: BTreeMap<String, Vec<crate::base::diag::Diagnostic>>,
     /// Where the person is told what needs them (`[notify]`); `None`: no channel set.
     notifier: Option<crate::capabilities::notify::Notifier>,
     /// Every role's runtime, the notes' readiness, the pause: changed only through `core.step`.
@@ -213,6 +215,7 @@ impl Daemon {
             writes: Default::default(),
             writes_shown: 0,
             role_errors_logged: BTreeMap::new(),
+            role_errors_said: BTreeMap::new(),
             notifier: None,
             notes: HashMap::new(),
             inbox_view: BTreeMap::new(),

@@ -195,6 +195,9 @@ impl Daemon {
         let core = &self.core;
         self.inbox_view.retain(|name, _| core.role(name).is_some());
         if old_broken != self.run_env.roles.broken {
+            // The daemon's log says each new broken state at once; the daily note and the
+            // person's notification wait until the edits stop.
+            self.say_role_errors();
             // Obsidian saves every few seconds while a person types: the daily note gets the
             // state the file is left in, once they have stopped editing, not one line a save.
             let quiet = self.config().inbox.settle().1;
@@ -242,8 +245,18 @@ impl Daemon {
                 return;
             }
         };
-        if self.config_error.take().is_some() {
+        if let Some(was) = self.config_error.take() {
             self.status_dirty = true;
+            let path = c
+                .path
+                .as_ref()
+                .map_or_else(|| "the config".to_string(), |p| p.display().to_string());
+            tracing::info!("{path} fixed; using it now (it had: {was})");
+            let msg = "config fixed; using it now";
+            self.writes.check(
+                "the daily note",
+                self.run_env.log.write_line(self.run_env.clock.now(), "tabd", msg),
+            );
         }
         if c == *self.run_env.config {
             return;
@@ -320,30 +333,68 @@ impl Daemon {
         }
     }
 
-    /// Writes each new role-file error once into the daily log.
+    /// Says in the daemon's log each broken state of a role file it has not said yet (each
+    /// edit that breaks it anew, at once), and each role file fixed since.
+    fn say_role_errors(&mut self) {
+        let roles = self.run_env.roles.clone();
+        for (name, diags) in &roles.broken {
+            if self.role_errors_said.get(name) == Some(diags) {
+                continue;
+            }
+            let (what, first, more) = self.role_error_words(name, diags);
+            tracing::warn!("{}: {what}: {first}{more}", layout::role_file(name));
+            self.role_errors_said.insert(name.clone(), diags.clone());
+        }
+        let fixed: Vec<String> = self
+            .role_errors_said
+            .keys()
+            .filter(|n| !roles.broken.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in fixed {
+            self.role_errors_said.remove(&name);
+            if roles.roles.contains_key(&name) {
+                tracing::info!("{}: fixed; running the new version", layout::role_file(&name));
+            }
+        }
+    }
+
+    /// What a broken role file's state reads as: what tabd does about it, its first error (cut
+    /// short) and how many more.
+    fn role_error_words(
+        &self,
+        name: &str,
+        diags: &[crate::base::diag::Diagnostic],
+    ) -> (&'static str, String, String) {
+        let first = diags
+            .first()
+            .map(|d| crate::base::text::one_line(&d.to_string(), 300))
+            .unwrap_or_default();
+        let more = if diags.len() > 1 {
+            format!(" (+{} more; run `tabd validate`)", diags.len() - 1)
+        } else {
+            String::new()
+        };
+        let what = if self.kept_last_good.iter().any(|n| n == name) {
+            "role file has errors; still running the last good version"
+        } else {
+            "role file has errors; the role stays off until it is fixed"
+        };
+        (what, first, more)
+    }
+
     /// Writes into the daily note what changed in the roles' broken states since it last did:
-    /// one line per broken state (its first error, cut short), one when a logged one is fixed.
+    /// one line per broken state (its first error, cut short), one when a logged one is fixed;
+    /// and tells the person of each broken state (`role_broken`).
     pub(super) fn log_role_errors(&mut self) {
+        self.say_role_errors();
         let roles = self.run_env.roles.clone();
         let now = self.run_env.clock.now();
         for (name, diags) in &roles.broken {
             if self.role_errors_logged.get(name) == Some(diags) {
                 continue;
             }
-            let first = diags
-                .first()
-                .map(|d| crate::base::text::one_line(&d.to_string(), 300))
-                .unwrap_or_default();
-            let more = if diags.len() > 1 {
-                format!(" (+{} more; run `tabd validate`)", diags.len() - 1)
-            } else {
-                String::new()
-            };
-            let what = if self.kept_last_good.contains(name) {
-                "role file has errors; still running the last good version"
-            } else {
-                "role file has errors; the role stays off until it is fixed"
-            };
+            let (what, first, more) = self.role_error_words(name, diags);
             // A person knows the role by its title, not its file name.
             let who = roles.titles.get(name).unwrap_or(name);
             self.writes.check(
@@ -352,7 +403,17 @@ impl Daemon {
                     .log
                     .write_line(now, who, &format!("{what} — {first}{more}")),
             );
-            tracing::warn!("{name}: {what}: {first}{more}");
+            let told: String = diags.iter().map(ToString::to_string).collect();
+            self.tell(
+                crate::setup::config::notify::EventKind::RoleBroken,
+                name,
+                format!("role_broken:{name}:{}", context::hash(told.as_bytes())),
+                (
+                    format!("{who}: the role file has an error"),
+                    format!("{first}{more} — {what}."),
+                ),
+                Some(layout::role_file(name)),
+            );
             self.role_errors_logged.insert(name.clone(), diags.clone());
         }
         let fixed: Vec<String> = self

@@ -385,13 +385,7 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
             |r| r.display_name.clone(),
         ),
         state: role_state(role, name, src.live, config, src.state, today),
-        last_run: rs.last_run.as_ref().map(|l| LastRunView {
-            at: l.started_at,
-            outcome: l.outcome.clone(),
-            tokens: l.tokens,
-            cost_usd: round_usd(l.cost_usd),
-            error: l.error.clone(),
-        }),
+        last_run: last_run_view(&rs),
         next_fire: role
             .filter(|r| r.enabled())
             .and_then(|r| r.schedule.next_after(rs.last_slot.map_or(now, |l| l.max(now)))),
@@ -405,19 +399,8 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
         cost_today_usd: round_usd(used.cost_usd),
         daily_cost_budget_usd: limits.as_ref().and_then(|l| l.daily_cost_budget_usd),
         runs_today: used.runs,
-        pending_approvals: src
-            .state
-            .approvals
-            .values()
-            .filter(|a| a.role == name && a.phase == Phase::Pending && a.expires > now)
-            .map(|a| a.note.clone())
-            .collect(),
-        waiting_runs: src
-            .waiting
-            .iter()
-            .filter(|s| s.role == name && !s.resuming)
-            .map(|s| (s.run_id.clone(), s.suspended_at))
-            .collect(),
+        pending_approvals: pending_approvals(src.state, name, now),
+        waiting_runs: waiting_runs(src.waiting, name),
         errors: src
             .roles
             .broken
@@ -426,6 +409,67 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
             .unwrap_or_default(),
         live: src.live.roles.get(name).cloned(),
     }
+}
+
+fn last_run_view(rs: &crate::records::state::RoleState) -> Option<LastRunView> {
+    rs.last_run.as_ref().map(|l| LastRunView {
+        at: l.started_at,
+        outcome: l.outcome.clone(),
+        tokens: l.tokens,
+        cost_usd: round_usd(l.cost_usd),
+        error: l.error.clone(),
+    })
+}
+
+/// The notes of `role`'s calls waiting for the person's approval.
+fn pending_approvals(state: &State, role: &str, now: DateTime<Utc>) -> Vec<String> {
+    state
+        .approvals
+        .values()
+        .filter(|a| a.role == role && a.phase == Phase::Pending && a.expires > now)
+        .map(|a| a.note.clone())
+        .collect()
+}
+
+/// `role`'s runs waiting for the person's decision: id and since.
+fn waiting_runs(
+    waiting: &[crate::running::run::suspend::Waiting],
+    role: &str,
+) -> Vec<(String, DateTime<Utc>)> {
+    waiting
+        .iter()
+        .filter(|s| s.role == role && !s.resuming)
+        .map(|s| (s.run_id.clone(), s.suspended_at))
+        .collect()
+}
+
+/// The daemon's last report, with what another process may have recorded since read again from
+/// the records: `tabd fire` or `tabd approve` beside a running daemon change each role's last
+/// run, today's spending, its approvals and its waiting runs, and the daemon writes its report
+/// only when it next looks. A person who types `tabd status` right after `tabd fire` sees that
+/// run, not `last run: never`.
+pub fn refresh_records(
+    report: &mut StatusReport,
+    vault: &Vault,
+    config: &Config,
+    state: &State,
+    now: DateTime<Utc>,
+) {
+    let today = now.with_timezone(&config.timezone).date_naive();
+    let waiting = crate::running::run::suspend::waiting(vault);
+    for r in &mut report.roles {
+        let rs = state.roles.get(&r.role).cloned().unwrap_or_default();
+        let used = rs.today(today);
+        r.last_run = last_run_view(&rs);
+        r.tokens_today = used.tokens;
+        r.cost_today_usd = round_usd(used.cost_usd);
+        r.runs_today = used.runs;
+        r.pending_approvals = pending_approvals(state, &r.role, now);
+        r.waiting_runs = waiting_runs(&waiting, &r.role);
+    }
+    let all = state.global.today(today);
+    report.tokens_today = all.tokens;
+    report.cost_today_usd = round_usd(all.cost_usd);
 }
 
 /// The report as JSON, with `secrets` written back as `${VAR}` in every text (DESIGN §24).

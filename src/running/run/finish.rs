@@ -352,7 +352,7 @@ fn ended_of(class: Option<FailureClass>, end: &TurnEnd) -> Option<String> {
         Some(FailureClass::Outage | FailureClass::Unavailable) => Some("paused".into()),
         Some(FailureClass::Stopped) => Some("stopped".into()),
         // The first part of a run that waits for the person: `ok` so far, and not over.
-        None if *end == TurnEnd::Suspended => Some("waiting".into()),
+        None if *end == TurnEnd::Suspended => Some(crate::records::runlog::WAITING.into()),
         _ => None,
     }
 }

@@ -18,6 +18,8 @@ pub enum EventKind {
     Failing,
     /// A role's `expect:` was not met in time.
     Expect,
+    /// A role file has errors (said once the person stopped editing it, once per error).
+    RoleBroken,
     /// A run finished (only when asked for: it is not an "I need you").
     Done,
 }
@@ -30,17 +32,19 @@ impl EventKind {
             Self::FailedNote => "failed_note",
             Self::Failing => "failing",
             Self::Expect => "expect",
+            Self::RoleBroken => "role_broken",
             Self::Done => "done",
         }
     }
 
     /// The events sent when `events` is not set: every "I need you", not "done".
-    pub const DEFAULT: [EventKind; 5] = [
+    pub const DEFAULT: [EventKind; 6] = [
         Self::Approval,
         Self::Paused,
         Self::FailedNote,
         Self::Failing,
         Self::Expect,
+        Self::RoleBroken,
     ];
 }
 
@@ -67,7 +71,8 @@ pub struct NotifyConfig {
     pub format: WebhookFormat,
     /// A desktop notification over the session D-Bus, where there is one.
     pub desktop: bool,
-    /// Which events to send (default: approval, paused, failed_note, failing, expect).
+    /// Which events to send (default: approval, paused, failed_note, failing, expect,
+    /// role_broken).
     pub events: Option<Vec<EventKind>>,
     /// `"22:00-07:00"`: events in these hours (the config's time zone) wait until they end.
     pub quiet_hours: Option<String>,
