@@ -16,11 +16,11 @@
 //! | 8 | `doors` | `approval_pass` `daemon` `commands` `args` | doors: the approvals pass, `tabd run`, the subcommands and their arguments |
 //! | 7 | `running` | `run` `turn` `prompt` `mcp_server` | one run: prompt, the loop, the harness over MCP, finish |
 //! | 6 | `gate` | `harness` `approvals` | the one door every tool call goes through; approval notes |
-//! | 5 | `capabilities` | `tools` `mcp` `provider` `agent_cli` `notify` | capabilities: vault tools, MCP client, model APIs, CLIs, reaching the person |
+//! | 5 | `capabilities` | `tools` `mcp` `provider` `agent_cli` `notify` `cluster` | capabilities: vault tools, MCP client, model APIs, CLIs, reaching the person, the other devices |
 //! | 4 | `records` | `state` `inbox` `access` `limits` `context` `runlog` `journal` | records and rules the run reads |
 //! | 3 | `setup` | `config` `role` | what the person wrote, typed and checked |
 //! | 2 | `formats` | `frontmatter` `json` `schedule` | formats |
-//! | 1 | `base` | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` `sandbox` `memory` `signing` | foundations |
+//! | 1 | `base` | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` `sandbox` `memory` `signing` `fence` | foundations |
 pub mod base;
 pub mod capabilities;
 pub mod doors;

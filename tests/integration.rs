@@ -7,6 +7,7 @@ mod approvals;
 mod attacks;
 mod big_notes;
 mod cli_foundation;
+mod cluster;
 mod cost;
 mod crash_points;
 mod daemon_e2e;

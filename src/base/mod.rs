@@ -9,6 +9,7 @@ pub mod cost;
 pub mod diag;
 pub mod environment;
 pub mod faults;
+pub mod fence;
 pub mod memory;
 pub mod process;
 pub mod progress;

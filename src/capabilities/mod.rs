@@ -1,8 +1,9 @@
-//! Floor 5, capabilities: the vault tools, the MCP client, the model APIs, agent CLIs, and reaching
-//! the person (notify).
+//! Floor 5, capabilities: the vault tools, the MCP client, the model APIs, agent CLIs, reaching
+//! the person (notify), and the other devices of a vault (cluster: NATS JetStream).
 //!
 //! See the floor table in `lib.rs`: a module here imports only from this floor or below.
 pub mod agent_cli;
+pub mod cluster;
 pub mod mcp;
 pub mod notify;
 pub mod provider;

@@ -6,6 +6,7 @@ pub mod context;
 pub mod daemon;
 pub mod fake_model;
 pub mod mcp_server;
+pub mod nats;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

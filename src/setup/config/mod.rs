@@ -8,6 +8,7 @@ use chrono_tz::Tz;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub mod cluster;
 pub mod mcp;
 pub mod notify;
 pub mod profile;
@@ -63,6 +64,7 @@ struct RawConfig {
     notify: notify::NotifyConfig,
     mcp: std::collections::BTreeMap<Spanned<String>, crate::setup::config::mcp::RawServer>,
     profiles: std::collections::BTreeMap<String, crate::setup::config::profile::RawProfile>,
+    cluster: Option<Spanned<cluster::RawCluster>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -296,6 +298,8 @@ pub struct Config {
     pub mcp: std::collections::BTreeMap<String, crate::setup::config::mcp::ServerConfig>,
     /// Where tabd reaches the person (DESIGN §22).
     pub notify: notify::NotifyConfig,
+    /// The other devices of this vault (DESIGN §23); `None`: this daemon is the only one.
+    pub cluster: Option<cluster::ClusterConfig>,
 }
 
 impl Default for Config {
@@ -474,6 +478,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         let resolved = mcp::resolve(&name, server).map_err(|e| r.err_at(e.span, e.message))?;
         mcp.insert(resolved.name.clone(), resolved);
     }
+    let cluster = raw.cluster.map(|c| resolve_cluster(&r, c)).transpose()?;
     Ok(Config {
         path: source,
         vault,
@@ -489,7 +494,25 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         prices: crate::base::cost::PriceBook::new(raw.prices),
         mcp,
         notify: raw.notify,
+        cluster,
     })
+}
+
+/// `[cluster]`, with its `${VAR}`s expanded as secrets and its problems at their lines.
+fn resolve_cluster(
+    r: &Reader<'_>,
+    raw: Spanned<cluster::RawCluster>,
+) -> Result<cluster::ClusterConfig, ConfigError> {
+    let table = raw.span();
+    let expand = |s: &Spanned<String>| {
+        r.expand(s).map_err(|e| cluster::Problem {
+            span: Some(s.span()),
+            message: e.message,
+        })
+    };
+    let home = |p: &str| expand_home(p, r.env);
+    cluster::resolve(raw.into_inner(), &expand, &home, cluster::host_device())
+        .map_err(|p| r.err_at(p.span.or(Some(table.clone())), p.message))
 }
 
 /// `[provider]`, with each kind's defaults.

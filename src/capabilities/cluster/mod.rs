@@ -1,0 +1,450 @@
+//! The other devices of a vault (DESIGN §23), through NATS JetStream and the official client,
+//! `async-nats`. tabd builds no consensus of its own: it creates, renews and reads keys in three
+//! KV buckets the servers keep (replicated on three servers when they form a cluster, so a
+//! write needs two of them):
+//!
+//! - `tabd_claims` — who runs what now: a slot, a note, an approval's call. `create` succeeds for
+//!   one device only (compare-and-set); the bucket's `max_age` is the lease (`lease`);
+//! - `tabd_done` — what was run (a week): a device that comes late, or catches up after a
+//!   sleep, finds the slot or note done and leaves it;
+//! - `tabd_devices` — each device's last heartbeat; a heartbeat that is written is the quorum
+//!   check, and one written by another process under the same name says the name is taken.
+//!
+//! `keys` names the keys; `lease` is what a device holds, and what the fence asks.
+
+pub mod keys;
+pub mod lease;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+pub use keys::ClaimKey;
+pub use lease::Lease;
+
+use crate::setup::config::cluster::ClusterConfig;
+
+/// The claims bucket (its `max_age` is the lease).
+pub const CLAIMS: &str = "tabd_claims";
+/// What was run, kept a week.
+pub const DONE: &str = "tabd_done";
+/// Each device's last heartbeat, kept a month.
+pub const DEVICES: &str = "tabd_devices";
+const DONE_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
+const DEVICES_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
+/// How long one request to the servers may take before the cluster counts as out of reach.
+const REQUEST: Duration = Duration::from_secs(5);
+
+/// Why the cluster could not answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    /// No quorum of the servers answered (down, cut off, too few of three): `when_alone` applies.
+    #[error("no quorum of the NATS servers answered: {why}")]
+    Unavailable { why: String },
+    /// The key is another device's now (renewing a lease).
+    #[error("{what} is held by another device now")]
+    Lost { what: String },
+    /// Something the person must fix (a credentials file that cannot be read, a server URL).
+    #[error("{0}")]
+    Setup(String),
+}
+
+fn unavailable(e: impl std::fmt::Display) -> ClusterError {
+    ClusterError::Unavailable { why: e.to_string() }
+}
+
+/// What a claim or heartbeat says about who wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub device: String,
+    /// This process (a random number at start): two processes under one device name differ.
+    pub instance: String,
+    pub at: DateTime<Utc>,
+}
+
+/// A device as its heartbeat shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSeen {
+    pub device: String,
+    pub last_heartbeat: DateTime<Utc>,
+}
+
+/// The buckets, made (or found) at first use: the servers may be down when tabd starts.
+struct Buckets {
+    claims: kv::Store,
+    done: kv::Store,
+    devices: kv::Store,
+    /// The claims bucket's `max_age`: what another device set when it made it wins.
+    lease: Duration,
+}
+
+struct Inner {
+    js: jetstream::Context,
+    client: async_nats::Client,
+    buckets: tokio::sync::OnceCell<Buckets>,
+    device: String,
+    vault: String,
+    lease: Duration,
+    instance: String,
+    /// The revision of this process's last heartbeat (`None` before the first).
+    heartbeat: Mutex<Option<u64>>,
+}
+
+/// A connection to the vault's cluster; cheap to clone.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("device", &self.inner.device)
+            .field("vault", &self.inner.vault)
+            .finish()
+    }
+}
+
+impl Cluster {
+    /// Connects to the servers of `config` for the vault named `vault` (its folder's name: the
+    /// same on every device). Returns at once: the connection is made, and made again, in the
+    /// background; until it is, every call is `Unavailable`.
+    pub async fn connect(config: &ClusterConfig, vault: &str) -> Result<Cluster, ClusterError> {
+        let mut options = async_nats::ConnectOptions::new()
+            .name(format!("tabd {}", config.device))
+            .retry_on_initial_connect()
+            .max_reconnects(None)
+            .connection_timeout(REQUEST)
+            .request_timeout(Some(REQUEST))
+            .reconnect_delay_callback(|attempts| Duration::from_millis((250 * attempts as u64).min(2000)));
+        if let Some(creds) = &config.creds {
+            options = options.credentials_file(creds).await.map_err(|e| {
+                ClusterError::Setup(format!(
+                    "[cluster] creds: cannot read {} ({e}); check the path and that it is a NATS credentials file",
+                    creds.display()
+                ))
+            })?;
+        }
+        let addrs: Vec<async_nats::ServerAddr> = config
+            .nats
+            .iter()
+            .map(|u| {
+                u.parse().map_err(|e| {
+                    ClusterError::Setup(format!(
+                        "[cluster] nats: {} is not a server address ({e})",
+                        crate::base::text::display_url(u)
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let client = options
+            .connect(addrs)
+            .await
+            .map_err(|e| ClusterError::Setup(format!("[cluster]: {e}")))?;
+        let mut js = jetstream::new(client.clone());
+        js.set_timeout(REQUEST);
+        Ok(Cluster {
+            inner: Arc::new(Inner {
+                js,
+                client,
+                buckets: tokio::sync::OnceCell::new(),
+                device: config.device.clone(),
+                vault: vault.to_string(),
+                lease: config.lease,
+                instance: format!("{:016x}", rand::random::<u64>()),
+                heartbeat: Mutex::new(None),
+            }),
+        })
+    }
+
+    pub fn device(&self) -> &str {
+        &self.inner.device
+    }
+
+    pub fn vault(&self) -> &str {
+        &self.inner.vault
+    }
+
+    /// The lease as the servers keep it (the claims bucket's `max_age`; the configured one
+    /// until the bucket is known).
+    pub fn lease(&self) -> Duration {
+        self.inner.buckets.get().map_or(self.inner.lease, |b| b.lease)
+    }
+
+    fn holder(&self) -> bytes::Bytes {
+        let me = Holder {
+            device: self.inner.device.clone(),
+            instance: self.inner.instance.clone(),
+            at: Utc::now(),
+        };
+        serde_json::to_vec(&me).unwrap_or_default().into()
+    }
+
+    async fn buckets(&self) -> Result<&Buckets, ClusterError> {
+        self.inner
+            .buckets
+            .get_or_try_init(|| make_buckets(&self.inner.js, &self.inner.client, self.inner.lease))
+            .await
+    }
+
+    /// Claims `key` by creating it: `Some` lease when this device won it, `None` when another
+    /// device holds it. `what` names it in the log and the daily note.
+    pub async fn claim(&self, key: &ClaimKey, what: String) -> Result<Option<Arc<Lease>>, ClusterError> {
+        let b = self.buckets().await?;
+        let sent = lease::boot_now();
+        match b.claims.create(key.as_str(), self.holder()).await {
+            Ok(revision) => Ok(Some(Arc::new(Lease::new(
+                key.clone(),
+                what,
+                revision,
+                sent,
+                b.lease,
+            )))),
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    /// Claims `key` unless it was done: the claim first, then the done marker, so a device never
+    /// runs what another finished (a finisher marks it done before it lets its claim go).
+    pub async fn claim_unless_done(
+        &self,
+        key: &ClaimKey,
+        what: String,
+    ) -> Result<Option<Arc<Lease>>, ClusterError> {
+        let Some(lease) = self.claim(key, what).await? else {
+            return Ok(None);
+        };
+        if self.is_done(key).await? {
+            self.release(&lease).await;
+            return Ok(None);
+        }
+        Ok(Some(lease))
+    }
+
+    /// Renews `lease` by writing its key at its revision (fails once another device wrote it).
+    pub async fn renew(&self, lease: &Lease) -> Result<(), ClusterError> {
+        if lease.lost() {
+            return Err(ClusterError::Lost {
+                what: crate::base::fence::Hold::what(lease),
+            });
+        }
+        let b = self.buckets().await?;
+        let sent = lease::boot_now();
+        match b
+            .claims
+            .update(lease.key.as_str(), self.holder(), lease.revision())
+            .await
+        {
+            Ok(revision) => {
+                lease.renewed(revision, sent);
+                Ok(())
+            }
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                lease.mark_lost();
+                Err(ClusterError::Lost {
+                    what: crate::base::fence::Hold::what(lease),
+                })
+            }
+            Err(e) => {
+                lease.renewal_failed();
+                Err(unavailable(e))
+            }
+        }
+    }
+
+    /// Renews `lease` every third of its period while anyone holds it.
+    pub fn keep(&self, lease: &Arc<Lease>) {
+        lease::keep(lease, self.clone());
+    }
+
+    /// Marks `key` done (for a week), then lets its claim go.
+    pub async fn finish(&self, lease: &Lease) -> Result<(), ClusterError> {
+        let b = self.buckets().await?;
+        b.done
+            .put(lease.key.as_str(), self.holder())
+            .await
+            .map_err(unavailable)?;
+        self.release(lease).await;
+        Ok(())
+    }
+
+    /// Lets a claim go at once (its revision must still be this device's); a failure only
+    /// means it lapses after the lease.
+    pub async fn release(&self, lease: &Lease) {
+        let Ok(b) = self.buckets().await else {
+            return;
+        };
+        let _ = b
+            .claims
+            .delete_expect_revision(lease.key.as_str(), Some(lease.revision()))
+            .await;
+        lease.mark_lost();
+    }
+
+    /// Whether `key` was marked done.
+    pub async fn is_done(&self, key: &ClaimKey) -> Result<bool, ClusterError> {
+        let b = self.buckets().await?;
+        b.done
+            .get(key.as_str())
+            .await
+            .map(|v| v.is_some())
+            .map_err(unavailable)
+    }
+
+    /// Who holds `key` now, if anyone.
+    pub async fn holder_of(&self, key: &ClaimKey) -> Result<Option<Holder>, ClusterError> {
+        let b = self.buckets().await?;
+        let entry = b.claims.entry(key.as_str()).await.map_err(unavailable)?;
+        Ok(entry
+            .filter(|e| e.operation == kv::Operation::Put)
+            .and_then(|e| serde_json::from_slice(&e.value).ok()))
+    }
+
+    /// Writes this device's heartbeat: `Ok` is the quorum check (a write succeeded).
+    /// `Ok(Some(other))` when another process wrote under this device's name since the last one:
+    /// the name is taken twice.
+    pub async fn heartbeat(&self) -> Result<Option<Holder>, ClusterError> {
+        let b = self.buckets().await?;
+        let key = keys::device(&self.inner.vault, &self.inner.device);
+        let last = *self.inner.heartbeat.lock().unwrap_or_else(|p| p.into_inner());
+        let written = match last {
+            None => b.devices.put(&key, self.holder()).await.map_err(unavailable),
+            Some(rev) => match b.devices.update(&key, self.holder(), rev).await {
+                Ok(r) => Ok(r),
+                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                    let other = b.devices.entry(key.as_str()).await.ok().flatten();
+                    let other: Option<Holder> = other.and_then(|e| serde_json::from_slice(&e.value).ok());
+                    let r = b.devices.put(&key, self.holder()).await.map_err(unavailable)?;
+                    *self.inner.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                    return Ok(other.filter(|o| o.instance != self.inner.instance));
+                }
+                Err(e) => Err(unavailable(e)),
+            },
+        }?;
+        *self.inner.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Some(written);
+        Ok(None)
+    }
+
+    /// The vault's devices and their last heartbeats, by name.
+    pub async fn devices(&self) -> Result<Vec<DeviceSeen>, ClusterError> {
+        use futures::StreamExt;
+        let b = self.buckets().await?;
+        let prefix = keys::devices_of(&self.inner.vault);
+        let mut keys = b.devices.keys().await.map_err(unavailable)?;
+        let mut out = Vec::new();
+        while let Some(key) = keys.next().await {
+            let key = key.map_err(unavailable)?;
+            if !key.starts_with(&prefix) {
+                continue;
+            }
+            let holder = b.devices.get(key.as_str()).await.map_err(unavailable)?;
+            if let Some(h) = holder.and_then(|v| serde_json::from_slice::<Holder>(&v).ok()) {
+                out.push(DeviceSeen {
+                    device: h.device,
+                    last_heartbeat: h.at,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.device.cmp(&b.device));
+        Ok(out)
+    }
+}
+
+/// Waits for nothing: asks JetStream for its account info (by hand — async-nats 0.51 reads
+/// fields a 2.9 server does not send), which answers once connected and a leader is known.
+pub async fn jetstream_ready(client: &async_nats::Client) -> Result<(), ClusterError> {
+    let reply = client
+        .request("$JS.API.INFO", bytes::Bytes::new())
+        .await
+        .map_err(unavailable)?;
+    let info: serde_json::Value = serde_json::from_slice(&reply.payload).map_err(unavailable)?;
+    match info.get("error") {
+        None => Ok(()),
+        Some(e) => Err(unavailable(
+            e.get("description")
+                .and_then(|d| d.as_str())
+                .unwrap_or("JetStream is not ready"),
+        )),
+    }
+}
+
+/// Finds or makes the three buckets: three replicas when the servers form a cluster, else one.
+async fn make_buckets(
+    js: &jetstream::Context,
+    client: &async_nats::Client,
+    lease: Duration,
+) -> Result<Buckets, ClusterError> {
+    jetstream_ready(client).await?;
+    // Known once connected.
+    let replicas = if client.server_info().cluster.is_some() {
+        3
+    } else {
+        1
+    };
+    // A bucket just made on three servers answers once its replicas elect a leader (a second
+    // or two): its opening is tried again a few times, backon's waits (0.2, 0.4, 0.8, 1.6 s).
+    let open = |name: &'static str, max_age: Duration| {
+        let retry = backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(200))
+            .with_max_times(4);
+        backon::Retryable::retry(move || bucket(js, name, max_age, replicas), retry)
+    };
+    let claims = open(CLAIMS, lease).await?;
+    let done = open(DONE, DONE_FOR).await?;
+    let devices = open(DEVICES, DEVICES_FOR).await?;
+    let mut kept = claims.status().await.map_err(unavailable)?.max_age();
+    if kept.is_zero() {
+        kept = lease;
+    }
+    if kept != lease {
+        tracing::warn!(
+            "[cluster] lease_s is {} here, but the servers' claims bucket keeps claims {} s (another device made it): using {} s",
+            lease.as_secs(),
+            kept.as_secs(),
+            kept.as_secs()
+        );
+    }
+    Ok(Buckets {
+        claims,
+        done,
+        devices,
+        lease: kept,
+    })
+}
+
+/// Finds the bucket `name`, or makes it as `create_key_value` would (that call first asks for
+/// the account's info, which async-nats 0.51 cannot read from a 2.9 server; the stream is the
+/// same).
+async fn bucket(
+    js: &jetstream::Context,
+    name: &str,
+    max_age: Duration,
+    replicas: usize,
+) -> Result<kv::Store, ClusterError> {
+    if let Ok(store) = js.get_key_value(name).await {
+        return Ok(store);
+    }
+    let stream = jetstream::stream::Config {
+        name: format!("KV_{name}"),
+        subjects: vec![format!("$KV.{name}.>")],
+        max_messages_per_subject: 1,
+        max_age,
+        storage: jetstream::stream::StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        num_replicas: replicas,
+        discard: jetstream::stream::DiscardPolicy::New,
+        ..Default::default()
+    };
+    let made = js.create_stream(stream).await;
+    // Made here or by another device at the same moment: either way, open it.
+    js.get_key_value(name).await.map_err(|e| match made {
+        Err(made) => unavailable(made),
+        Ok(_) => unavailable(e),
+    })
+}

@@ -1,0 +1,203 @@
+//! The cluster client against real `nats-server` processes (DESIGN §23): claims, leases,
+//! renewals and heartbeats. Skipped without a `nats-server` unless `TABD_REQUIRE_NATS=1`.
+
+use std::time::{Duration, Instant};
+
+use tabd::capabilities::cluster::{ClaimKey, Cluster, ClusterError};
+use tabd::setup::config::cluster::{ClusterConfig, WhenAlone};
+
+use crate::support::nats::Nats;
+
+fn config(nats: &Nats, device: &str, lease_s: u64) -> ClusterConfig {
+    ClusterConfig {
+        nats: nats.urls(),
+        creds: None,
+        device: device.into(),
+        lease: Duration::from_secs(lease_s),
+        when_alone: WhenAlone::Skip,
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn slot(n: i64) -> ClaimKey {
+    ClaimKey::slot(
+        "Vault",
+        "risk",
+        chrono::DateTime::from_timestamp(1_800_000_000 + n, 0).unwrap(),
+    )
+}
+
+/// Tries `claim` until it wins, for at most `within` (the server lets an unrenewed key go after
+/// the lease; how soon after is its expiry timer's business).
+async fn claim_when_free(
+    c: &Cluster,
+    key: &ClaimKey,
+    within: Duration,
+) -> std::sync::Arc<tabd::capabilities::cluster::Lease> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(l) = c
+            .claim(key, "the slot".into())
+            .await
+            .expect("the cluster answers")
+        {
+            return l;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{key} was never free within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn two_devices_race_for_one_key_and_exactly_one_wins() {
+    let Some(nats) = Nats::three("two_devices_race_for_one_key_and_exactly_one_wins") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let a = Cluster::connect(&config(&nats, "a", 30), "Vault").await.unwrap();
+        let b = Cluster::connect(&config(&nats, "b", 30), "Vault").await.unwrap();
+        for n in 0..20 {
+            let key = slot(n);
+            let (x, y) = tokio::join!(a.claim(&key, "s".into()), b.claim(&key, "s".into()));
+            let (x, y) = (
+                x.unwrap_or_else(|e| panic!("{e}\n{}", nats.logs())),
+                y.unwrap_or_else(|e| panic!("{e}\n{}", nats.logs())),
+            );
+            assert!(
+                x.is_some() != y.is_some(),
+                "key {n}: exactly one wins ({x:?}, {y:?})\n{}",
+                nats.logs()
+            );
+            let winner = x.or(y).unwrap();
+            assert!(winner.still_mine() && winner.revision() > 0);
+            let holder = a.holder_of(&key).await.unwrap().unwrap();
+            assert!(["a", "b"].contains(&holder.device.as_str()));
+        }
+    });
+}
+
+#[test]
+fn a_lease_not_renewed_is_lost_and_another_device_claims_it_and_a_late_renewal_fails() {
+    let Some(nats) = Nats::one("a_lease_not_renewed_is_lost_and_another_device_claims_it") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let a = Cluster::connect(&config(&nats, "a", 2), "Vault").await.unwrap();
+        let b = Cluster::connect(&config(&nats, "b", 2), "Vault").await.unwrap();
+        let key = slot(100);
+        let mine = a
+            .claim(&key, "the slot".into())
+            .await
+            .unwrap()
+            .expect("a wins a free key");
+        assert!(
+            b.claim(&key, "the slot".into()).await.unwrap().is_none(),
+            "held by a"
+        );
+        // a does not renew: b gets it once the servers let it go.
+        let theirs = claim_when_free(&b, &key, Duration::from_secs(15)).await;
+        assert!(!mine.still_mine(), "a knows without asking: past its lease");
+        assert!(theirs.still_mine());
+        assert!(theirs.revision() > mine.revision(), "a new fencing token");
+        match a.renew(&mine).await {
+            Err(ClusterError::Lost { .. }) => {}
+            other => panic!("a renewal after another device claimed must fail, got {other:?}"),
+        }
+        assert!(mine.lost() && !mine.still_mine());
+        // b renews at its own revision.
+        b.renew(&theirs).await.unwrap();
+        assert!(theirs.still_mine());
+    });
+}
+
+#[test]
+fn a_kept_lease_outlives_its_period_and_a_finished_key_is_never_claimed_again() {
+    let Some(nats) = Nats::one("a_kept_lease_outlives_its_period") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let a = Cluster::connect(&config(&nats, "a", 2), "Vault").await.unwrap();
+        let b = Cluster::connect(&config(&nats, "b", 2), "Vault").await.unwrap();
+        let key = slot(200);
+        let mine = a.claim(&key, "the slot".into()).await.unwrap().unwrap();
+        a.keep(&mine);
+        // For more than two lease periods, b tries and fails; a holds it all along.
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            assert!(
+                b.claim(&key, "s".into()).await.unwrap().is_none(),
+                "{}",
+                nats.logs()
+            );
+            assert!(mine.still_mine());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        a.finish(&mine).await.unwrap();
+        assert!(a.is_done(&key).await.unwrap());
+        assert!(
+            b.claim_unless_done(&key, "s".into()).await.unwrap().is_none(),
+            "done: never again"
+        );
+        // A fresh key is claimed as before.
+        assert!(b
+            .claim_unless_done(&slot(201), "s".into())
+            .await
+            .unwrap()
+            .is_some());
+    });
+}
+
+#[test]
+fn heartbeats_are_the_quorum_check_and_see_a_name_used_twice() {
+    let Some(mut nats) = Nats::three("heartbeats_are_the_quorum_check") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let a = Cluster::connect(&config(&nats, "laptop", 30), "Vault")
+            .await
+            .unwrap();
+        let b = Cluster::connect(&config(&nats, "desktop", 30), "Vault")
+            .await
+            .unwrap();
+        assert_eq!(a.heartbeat().await.unwrap(), None);
+        assert_eq!(b.heartbeat().await.unwrap(), None);
+        let seen: Vec<String> = a.devices().await.unwrap().into_iter().map(|d| d.device).collect();
+        assert_eq!(seen, ["desktop", "laptop"]);
+        // Another process under the name "laptop": each sees the other.
+        let twin = Cluster::connect(&config(&nats, "laptop", 30), "Vault")
+            .await
+            .unwrap();
+        assert_eq!(
+            twin.heartbeat().await.unwrap(),
+            None,
+            "its first heartbeat overwrites"
+        );
+        let other = a.heartbeat().await.unwrap().expect("a sees the twin's write");
+        assert_eq!(other.device, "laptop");
+        // Two of three servers down: no write succeeds, so no quorum.
+        nats.kill(1);
+        nats.kill(2);
+        match a.heartbeat().await {
+            Err(ClusterError::Unavailable { .. }) => {}
+            other => panic!("no quorum with one server of three, got {other:?}"),
+        }
+        assert!(matches!(
+            a.claim(&slot(300), "s".into()).await,
+            Err(ClusterError::Unavailable { .. })
+        ));
+    });
+}

@@ -1,0 +1,244 @@
+//! Real `nats-server -js` processes for the cluster tests (DESIGN §23): one, or three forming a
+//! cluster with routes, on free loopback ports, their storage in a temp folder; ready once a
+//! client gets JetStream's account info from each (a leader is elected), killed on drop.
+//!
+//! Without a `nats-server` (Debian's package; `.ci/run` installs it) the tests that need one
+//! skip and say so — unless `TABD_REQUIRE_NATS=1`, which `.ci/run` sets when the install
+//! worked: then a missing server fails them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long servers get to start and elect a JetStream leader.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// The `nats-server` binary, if this machine has one (`TABD_NATS_SERVER` names another).
+pub fn binary() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("TABD_NATS_SERVER") {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/sbin"].map(PathBuf::from))
+        .map(|d| d.join("nats-server"))
+        .find(|p| p.is_file())
+}
+
+/// The servers for a test, or `None` (the test returns early) when there is no `nats-server`
+/// and it is not required.
+fn available(test: &str) -> Option<PathBuf> {
+    match binary() {
+        Some(b) => Some(b),
+        None if std::env::var("TABD_REQUIRE_NATS").is_ok_and(|v| v == "1") => {
+            panic!("TABD_REQUIRE_NATS=1, but there is no nats-server (apt-get install nats-server)")
+        }
+        None => {
+            eprintln!("{test}: skipped: no nats-server on this machine (apt-get install nats-server)");
+            None
+        }
+    }
+}
+
+/// A free TCP port on the loopback (the OS picks it; the server binds it a moment later).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// One server of a test's set.
+struct Server {
+    name: String,
+    port: u16,
+    config: PathBuf,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+/// One or three running servers; killed (and their storage removed) on drop.
+pub struct Nats {
+    servers: Vec<Server>,
+    binary: PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+impl Nats {
+    /// One server, or `None` when the test should skip.
+    pub fn one(test: &str) -> Option<Nats> {
+        Self::start(test, 1)
+    }
+
+    /// Three servers in one cluster, or `None` when the test should skip.
+    pub fn three(test: &str) -> Option<Nats> {
+        Self::start(test, 3)
+    }
+
+    fn start(test: &str, n: usize) -> Option<Nats> {
+        let binary = available(test)?;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let servers = (0..n)
+            .map(|i| {
+                let name = format!("n{}", i + 1);
+                let config = dir.path().join(format!("{name}.conf"));
+                std::fs::write(&config, server_config(&name, dir.path(), &ports, i)).expect("server config");
+                Server {
+                    log: dir.path().join(format!("{name}.log")),
+                    name,
+                    port: ports[i].0,
+                    config,
+                    child: None,
+                }
+            })
+            .collect();
+        let mut nats = Nats { servers, binary, dir };
+        for i in 0..n {
+            nats.spawn(i);
+        }
+        nats.wait_ready(&(0..n).collect::<Vec<_>>());
+        Some(nats)
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let s = &mut self.servers[i];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&s.log)
+            .expect("server log");
+        let child = Command::new(&self.binary)
+            .arg("-c")
+            .arg(&s.config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.binary.display()));
+        s.child = Some(child);
+    }
+
+    /// Every server's client URL.
+    pub fn urls(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .map(|s| format!("nats://127.0.0.1:{}", s.port))
+            .collect()
+    }
+
+    /// The `[cluster]` table of a device's config.
+    pub fn config(&self, device: &str, lease_s: u64, extra: &str) -> String {
+        let urls: Vec<String> = self.urls().iter().map(|u| format!("\"{u}\"")).collect();
+        format!(
+            "[cluster]\nnats = [{}]\ndevice = \"{device}\"\nlease_s = {lease_s}\n{extra}",
+            urls.join(", ")
+        )
+    }
+
+    /// Kills server `i` (SIGKILL) and waits for it.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.servers[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts server `i` again (with its storage) and waits until the set answers.
+    pub fn restart(&mut self, i: usize) {
+        self.kill(i);
+        self.spawn(i);
+        self.wait_ready(&[i]);
+    }
+
+    /// What the servers wrote, for a failing test's message.
+    pub fn logs(&self) -> String {
+        self.servers
+            .iter()
+            .map(|s| {
+                let text = std::fs::read_to_string(&s.log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                format!(
+                    "--- {} ---\n{}",
+                    s.name,
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Waits until each of `which` answers JetStream's account info (its cluster has a leader).
+    fn wait_ready(&self, which: &[usize]) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let deadline = Instant::now() + READY_WITHIN;
+        for &i in which {
+            let url = format!("nats://127.0.0.1:{}", self.servers[i].port);
+            loop {
+                if rt.block_on(answers(&url)) {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "nats-server {} did not become ready within {READY_WITHIN:?}:\n{}",
+                    self.servers[i].name,
+                    self.logs()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Whether the server at `url` takes a connection and answers JetStream's account info.
+async fn answers(url: &str) -> bool {
+    let connect = async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_millis(500))
+        .connect(url);
+    let Ok(Ok(client)) = tokio::time::timeout(Duration::from_secs(1), connect).await else {
+        return false;
+    };
+    matches!(
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            tabd::capabilities::cluster::jetstream_ready(&client)
+        )
+        .await,
+        Ok(Ok(()))
+    )
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        for i in 0..self.servers.len() {
+            self.kill(i);
+        }
+    }
+}
+
+/// One server's config: JetStream with its storage under `dir`, and routes to the others.
+fn server_config(name: &str, dir: &Path, ports: &[(u16, u16)], i: usize) -> String {
+    let store = dir.join(format!("{name}-js"));
+    let mut text = format!(
+        "server_name: {name}\nlisten: \"127.0.0.1:{}\"\njetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 64MB\n  max_file_store: 256MB\n}}\n",
+        ports[i].0,
+        store.display()
+    );
+    if ports.len() > 1 {
+        let routes: Vec<String> = ports
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, (_, route))| format!("\"nats-route://127.0.0.1:{route}\""))
+            .collect();
+        text.push_str(&format!(
+            "cluster {{\n  name: tabdtest\n  listen: \"127.0.0.1:{}\"\n  routes: [{}]\n}}\n",
+            ports[i].1,
+            routes.join(", ")
+        ));
+    }
+    text
+}
