@@ -19,6 +19,7 @@ mod hostile_input;
 mod layering;
 mod load;
 mod mcp;
+mod mcp_serve;
 mod notify;
 mod outcomes;
 mod owned;

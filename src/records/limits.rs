@@ -69,6 +69,16 @@ pub fn day_spent(
     state: &crate::records::state::State,
     today: chrono::NaiveDate,
 ) -> Option<String> {
+    day_stop(role, global, state, today).map(|stop| stop_sentence(role, stop))
+}
+
+/// The first daily limit `role` has hit today, as `state` has its day and all roles'.
+pub fn day_stop(
+    role: &Role,
+    global: &Limits,
+    state: &crate::records::state::State,
+    today: chrono::NaiveDate,
+) -> Option<DailyStop> {
     let limits = RoleLimits::resolve(role, global);
     let mine = state
         .roles
@@ -76,7 +86,11 @@ pub fn day_spent(
         .map(|r| r.today(today))
         .unwrap_or_default();
     daily_stop(&limits, global, mine, state.global.today(today))
-        .map(|stop| format!("role `{}`: {}", role.name, stop.cause()))
+}
+
+/// `role `comms`: daily token budget spent`.
+pub fn stop_sentence(role: &Role, stop: DailyStop) -> String {
+    format!("role `{}`: {}", role.name, stop.cause())
 }
 
 /// The first daily limit `role` has hit, given today's use by it and by all roles.

@@ -31,6 +31,25 @@ use crate::gate::harness::{Door, Harness};
 /// Called after every call with its record (`tabd mcp serve` writes a daily-log line).
 pub type OnCall = Arc<dyn Fn(&ToolCallRecord) + Send + Sync>;
 
+/// Asked before every call of a session that is a run of its own (`tabd mcp serve --role R`):
+/// `Err` is the sentence the client gets as the call's result instead of the call (the role's
+/// day is spent). It may read and write files: it runs where blocking is allowed.
+pub type Admit = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// Longest line tabd reads from an MCP client, on stdin or through a run's relay. The largest
+/// message a client has reason to send is a `tools/call` whose arguments carry a note to write:
+/// `write_file` and `append_file` take at most `MAX_WRITE_BYTES` (1 MiB), and JSON writes a byte
+/// as at most 6 (`\u0000`), so 6 MiB; the rest of a request is small, and an MCP tool's
+/// arguments are the same kind of message. 16 MiB leaves that more than twice over; a longer line
+/// gets a JSON-RPC error and is never held whole (a peer could send gigabytes with no line end).
+pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+const _: () = assert!(MAX_LINE_BYTES >= 2 * 6 * crate::capabilities::tools::MAX_WRITE_BYTES);
+
+/// Longest first line a connection to a run's relay may send: the key line,
+/// `{"tabd_relay_key":"<64 hex digits>"}`, is 86 bytes; 4 KiB is plenty for any spelling of it,
+/// and anything longer is not a key (the connection is refused and closed).
+const MAX_KEY_LINE_BYTES: usize = 4096;
+
 /// The harness as an MCP server.
 #[derive(Clone)]
 pub struct HarnessServer {
@@ -38,6 +57,9 @@ pub struct HarnessServer {
     /// Shown in approval notes as the model's reason (an MCP call carries none).
     reason: &'static str,
     on_call: Option<OnCall>,
+    admit: Option<Admit>,
+    /// Why a call was refused for `max_tool_calls`, once one was: the session's record says so.
+    limit: Arc<std::sync::OnceLock<String>>,
     /// A client finished `initialize`: for a CLI run, proof that tabd's tools reached it.
     connected: Arc<AtomicBool>,
 }
@@ -48,12 +70,27 @@ impl HarnessServer {
             harness,
             reason: "(asked through tabd's MCP server; the client gave no reason)",
             on_call,
+            admit: None,
+            limit: Arc::default(),
             connected: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Asks `admit` before every call (see `Admit`).
+    pub fn with_admit(self, admit: Admit) -> Self {
+        Self {
+            admit: Some(admit),
+            ..self
         }
     }
 
     pub fn connected(&self) -> bool {
         self.connected.load(Ordering::SeqCst)
+    }
+
+    /// `max_tool_calls (N)` once a call was refused for it.
+    pub fn limit_reached(&self) -> Option<String> {
+        self.limit.get().cloned()
     }
 
     /// The role's tools, annotated with their risk class so a client can tell reads from writes.
@@ -100,6 +137,11 @@ impl ServerHandler for HarnessServer {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(admit) = self.admit.clone() {
+            if let Err(why) = crate::base::blocking::run(move || admit()) {
+                return Ok(CallToolResult::error(vec![Content::text(why)]).into());
+            }
+        }
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
         let door = Door::Model { reason: self.reason };
         let called = match self.harness.call(&request.name, &input, door).await {
@@ -109,6 +151,9 @@ impl ServerHandler for HarnessServer {
                 return Err(ErrorData::internal_error(fatal.0, None));
             }
         };
+        if let Some(limit) = &called.limit {
+            let _ = self.limit.set(limit.clone());
+        }
         if let (Some(record), Some(on_call)) = (&called.record, &self.on_call) {
             on_call(record);
         }
@@ -171,7 +216,9 @@ pub fn protocol_error(line: &str) -> Option<String> {
 }
 
 /// Puts `protocol_error` in front of the MCP library: lines it answers go straight back out,
-/// the rest reach rmcp through an in-memory pipe. Returns rmcp's side of the pipe.
+/// the rest reach rmcp through an in-memory pipe. Returns rmcp's side of the pipe. A line from
+/// the peer is held up to `MAX_LINE_BYTES`; what rmcp writes back (tabd's own answers) is passed
+/// on in pieces as it comes, one line at a time, never held whole.
 pub fn guarded<R, W>(
     input: R,
     output: W,
@@ -183,22 +230,37 @@ where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let (rmcp_side, our_side) = tokio::io::duplex(256 * 1024);
-    let (mut from_rmcp, mut to_rmcp) = tokio::io::split(our_side);
+    let (from_rmcp, mut to_rmcp) = tokio::io::split(our_side);
     let out = Arc::new(tokio::sync::Mutex::new(output));
     let answers = out.clone();
     tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(input).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            match protocol_error(&line) {
+        let mut input = tokio::io::BufReader::new(input);
+        let mut line = Vec::new();
+        loop {
+            let answer = match read_line_within(&mut input, &mut line, MAX_LINE_BYTES).await {
+                Ok(Line::End) | Err(_) => break,
+                Ok(Line::TooLong { ended }) => {
+                    if !ended && skip_line(&mut input).await.is_err() {
+                        break;
+                    }
+                    Some(too_long(MAX_LINE_BYTES))
+                }
+                Ok(Line::Read) => match std::str::from_utf8(&line) {
+                    Err(_) => Some(parse_error("Parse error: the line is not UTF-8")),
+                    Ok(text) => protocol_error(text),
+                },
+            };
+            match answer {
                 Some(answer) => {
                     let mut o = answers.lock().await;
                     let _ = o.write_all(format!("{answer}\n").as_bytes()).await;
                     let _ = o.flush().await;
                 }
                 None => {
-                    if to_rmcp.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                    line.push(b'\n');
+                    if to_rmcp.write_all(&line).await.is_err() {
                         break;
                     }
                 }
@@ -206,17 +268,127 @@ where
         }
         let _ = to_rmcp.shutdown().await;
     });
-    tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(&mut from_rmcp).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            let mut o = out.lock().await;
-            if o.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+    tokio::spawn(pass_lines(from_rmcp, out));
+    tokio::io::split(rmcp_side)
+}
+
+/// Copies rmcp's lines to `out`, each whole under the lock (an answer of `guarded`'s never lands
+/// inside one), in pieces as they come: tabd's own answers are never held twice.
+async fn pass_lines<R, W>(from: R, out: Arc<tokio::sync::Mutex<W>>)
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut from = tokio::io::BufReader::new(from);
+    loop {
+        match from.fill_buf().await {
+            Ok([]) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let mut o = out.lock().await;
+        loop {
+            let (used, ended) = match from.fill_buf().await {
+                Ok([]) | Err(_) => return,
+                Ok(buf) => {
+                    let (used, ended) = match buf.iter().position(|&b| b == b'\n') {
+                        Some(end) => (end + 1, true),
+                        None => (buf.len(), false),
+                    };
+                    if o.write_all(&buf[..used]).await.is_err() {
+                        return;
+                    }
+                    (used, ended)
+                }
+            };
+            from.consume(used);
+            if ended {
                 break;
             }
-            let _ = o.flush().await;
         }
-    });
-    tokio::io::split(rmcp_side)
+        let _ = o.flush().await;
+    }
+}
+
+/// What `read_line_within` found.
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    /// A line is in the buffer, without its end (`\n` or `\r\n`); the last one may have none.
+    Read,
+    /// The line runs past the bound: what was read of it is dropped; `ended`: its end was read
+    /// too, else the rest of it is still to come (`skip_line`).
+    TooLong { ended: bool },
+    /// The peer closed.
+    End,
+}
+
+/// Reads the next line into `line`, holding at most `max` bytes of it.
+async fn read_line_within<R>(input: &mut R, line: &mut Vec<u8>, max: usize) -> std::io::Result<Line>
+where
+    R: tokio::io::AsyncBufRead + Unpin,
+{
+    use tokio::io::AsyncBufReadExt;
+    line.clear();
+    loop {
+        let buf = input.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(if line.is_empty() { Line::End } else { Line::Read });
+        }
+        let (used, ended) = match buf.iter().position(|&b| b == b'\n') {
+            Some(end) => (end + 1, true),
+            None => (buf.len(), false),
+        };
+        let text = &buf[..used - usize::from(ended)];
+        if line.len() + text.len() > max {
+            input.consume(used);
+            line.clear();
+            return Ok(Line::TooLong { ended });
+        }
+        line.extend_from_slice(text);
+        input.consume(used);
+        if ended {
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            return Ok(Line::Read);
+        }
+    }
+}
+/// Reads past the end of the current line, holding nothing of it.
+async fn skip_line<R>(input: &mut R) -> std::io::Result<()>
+where
+    R: tokio::io::AsyncBufRead + Unpin,
+{
+    use tokio::io::AsyncBufReadExt;
+    loop {
+        let buf = input.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                input.consume(end + 1);
+                return Ok(());
+            }
+            None => {
+                let all = buf.len();
+                input.consume(all);
+            }
+        }
+    }
+}
+
+/// A JSON-RPC parse error (-32700) for a line that cannot be read, with no id (none was read).
+fn parse_error(message: &str) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": message}})
+        .to_string()
+}
+
+/// The answer to a line longer than `max` bytes.
+fn too_long(max: usize) -> String {
+    parse_error(&format!(
+        "Parse error: the line is longer than {max} bytes, the most tabd reads of one message; it was not read"
+    ))
 }
 
 /// The file beside a run's socket that holds its key.
@@ -301,6 +473,8 @@ impl RelayGate {
 enum Refused {
     #[error("no key line")]
     NoKeyLine,
+    #[error("its first line runs past {MAX_KEY_LINE_BYTES} bytes: it is not a key line")]
+    KeyLineTooLong,
     #[error("no credentials: {0}")]
     NoCredentials(std::io::Error),
     #[error("a process of another user ({uid})")]
@@ -361,17 +535,23 @@ impl SocketServer {
     }
 }
 
-/// One connection to a run's socket: its first line is the key; refused, it is closed with a
-/// line saying why (and the run's log says so); admitted, the rest is an MCP session.
+/// One connection to a run's socket: its first line is the key (read up to `MAX_KEY_LINE_BYTES`,
+/// for at most 10 s); refused, it is closed with a line saying why (and the run's log says so);
+/// admitted, the rest is an MCP session.
 async fn serve_admitted(server: HarnessServer, gate: RelayGate, stream: tokio::net::UnixStream) {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let (read, mut write) = stream.into_split();
     let mut read = tokio::io::BufReader::new(read);
-    let mut first = String::new();
-    let line = tokio::time::timeout(std::time::Duration::from_secs(10), read.read_line(&mut first)).await;
+    let mut first = Vec::new();
+    let line = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        read_line_within(&mut read, &mut first, MAX_KEY_LINE_BYTES),
+    )
+    .await;
     let stream = read.get_ref().as_ref();
     let verdict = match line {
-        Ok(Ok(_)) => gate.admit(stream, first.trim()).await,
+        Ok(Ok(Line::Read)) => gate.admit(stream, String::from_utf8_lossy(&first).trim()).await,
+        Ok(Ok(Line::TooLong { .. })) => Err(Refused::KeyLineTooLong),
         _ => Err(Refused::NoKeyLine),
     };
     if let Err(why) = verdict {
@@ -438,7 +618,7 @@ pub async fn bridge(socket: &Path) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::protocol_error;
+    use super::*;
 
     fn code(line: &str) -> Option<i64> {
         protocol_error(line).map(|a| {
@@ -473,5 +653,85 @@ mod tests {
         )
         .unwrap();
         assert_eq!(a["id"], 7, "the answer carries the request's id");
+    }
+
+    /// A peer's line past the bound is answered with a parse error and never reaches rmcp; the
+    /// session goes on with the next line.
+    #[tokio::test]
+    async fn a_line_longer_than_the_bound_gets_an_error_and_the_next_line_goes_through() {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let (client, ours) = tokio::io::duplex(64 * 1024);
+        let (ours_read, ours_write) = tokio::io::split(ours);
+        let (rmcp_read, _rmcp_write) = guarded(ours_read, ours_write);
+        let (client_read, mut client_write) = tokio::io::split(client);
+        // Well-formed JSON, only too long: a reader without the bound passes it on to rmcp.
+        let huge = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "write_file", "arguments": {"path": "a.md", "content": "x".repeat(MAX_LINE_BYTES)}}})
+        .to_string();
+        let good = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+        let writer = tokio::spawn(async move {
+            client_write.write_all(huge.as_bytes()).await.unwrap();
+            client_write
+                .write_all(format!("\n{good}\n").as_bytes())
+                .await
+                .unwrap();
+            client_write
+        });
+        // What reaches rmcp is read beside: a reader without the bound must not block on it.
+        let reached = tokio::spawn(async move {
+            let mut passed = String::new();
+            let mut rmcp = tokio::io::BufReader::new(rmcp_read);
+            rmcp.read_line(&mut passed).await.unwrap();
+            passed
+        });
+        let mut answer = String::new();
+        let mut client = tokio::io::BufReader::new(client_read);
+        // Bounded so that a reader without the bound fails here instead of waiting for ever.
+        tokio::time::timeout(std::time::Duration::from_secs(60), client.read_line(&mut answer))
+            .await
+            .expect("no answer to the line longer than the bound")
+            .unwrap();
+        let a: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(a["error"]["code"], -32700, "{answer}");
+        let message = a["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("longer than {MAX_LINE_BYTES} bytes")),
+            "{message}"
+        );
+        let passed = reached.await.unwrap();
+        assert_eq!(passed, format!("{good}\n"), "only the next line reaches rmcp");
+        let _client_write = writer.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_bounded_line_is_read_whole_or_dropped_wherever_its_end_falls() {
+        async fn lines(bytes: &[u8], max: usize) -> Vec<Result<String, bool>> {
+            // A reader whose buffer (8 bytes) ends lines inside and outside one piece.
+            let mut r = tokio::io::BufReader::with_capacity(8, bytes);
+            let (mut line, mut out) = (Vec::new(), Vec::new());
+            loop {
+                match read_line_within(&mut r, &mut line, max).await.unwrap() {
+                    Line::End => return out,
+                    Line::Read => out.push(Ok(String::from_utf8(line.clone()).unwrap())),
+                    Line::TooLong { ended } => {
+                        if !ended {
+                            skip_line(&mut r).await.unwrap();
+                        }
+                        out.push(Err(ended));
+                    }
+                }
+            }
+        }
+        let got = lines(b"short\r\n0123456789abcdefghij\nnext\n0123456789\nlast", 9).await;
+        assert_eq!(
+            got,
+            [
+                Ok("short".into()),
+                Err(false),
+                Ok("next".into()),
+                Err(true),
+                Ok("last".into())
+            ]
+        );
     }
 }

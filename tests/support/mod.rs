@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod context;
 pub mod daemon;
 pub mod fake_model;
+pub mod mcp_client;
 pub mod mcp_server;
 pub mod nats;
 

@@ -9,7 +9,7 @@ pub mod delegate;
 mod files;
 pub mod pages;
 
-pub use files::span_read;
+pub use files::{span_read, MAX_WRITE_BYTES};
 
 use chrono::DateTime;
 use chrono_tz::Tz;

@@ -3,19 +3,28 @@
 //! with their stderr tail (DESIGN §14). `tabd mcp serve`: the role's tools as an MCP server
 //! (DESIGN §16), for an MCP client, or relayed to a running run's harness for its CLI.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{CliError, Workspace};
 use crate::base::calls::ToolCallRecord;
+use crate::base::cost::Account;
+use crate::base::trigger::Trigger;
+use crate::base::vault::Durability;
 use crate::capabilities::mcp::client::Connection;
 use crate::capabilities::mcp::naming::exposed_name;
 use crate::capabilities::mcp::tools::risk_of;
-use crate::running::mcp_server::{serve_stdio, HarnessServer, OnCall};
+use crate::gate::harness::Harness;
+use crate::records::limits::{day_spent, day_stop, stop_sentence, DailyStop};
+use crate::records::runlog::{HumanRun, Outcome, RunRecord, TriggerRecord, UsageRecord};
+use crate::records::state::LastRun;
+use crate::running::mcp_server::{serve_stdio, Admit, HarnessServer, OnCall};
 use crate::running::run::session::{self, Door, Opening, Servers, Session};
+use crate::running::run::{RunEnv, RunResult};
 use crate::setup::config::mcp::{ServerConfig, Transport};
-use crate::setup::role::RoleSet;
+use crate::setup::role::{Role, RoleSet};
 
 #[derive(Debug, Serialize)]
 struct Listing {
@@ -321,57 +330,330 @@ fn render_sandbox(sb: &SandboxReport) -> String {
 }
 
 /// `tabd mcp serve --role ROLE`: the role's tools for an MCP client (Claude Desktop, Claude Code),
-/// through the same harness as a run; stdout is the MCP connection, logs go to stderr. Each call
-/// gets a line in today's daily log.
+/// through the same harness as a run; stdout is the MCP connection, logs go to stderr. A session
+/// is a run of the role (`ServeRun`): refused at start when the role is disabled or its day is
+/// spent; each call gets a line in today's daily log as it happens, and the session its record
+/// and daily section when it ends.
 pub fn serve(ws: &Workspace, role: &str) -> Result<u8, CliError> {
     let role = super::fire::runnable_role(ws, role)?.clone();
     let env = ws.run_env()?;
+    may_serve(&env, &role)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| CliError::failed(e.to_string()))?;
-    rt.block_on(async move {
-        // A session like a run's: its own id and journal (undoable), the role's ceilings on what
-        // it and its children spend, a chain that starts here (hops 0).
-        let now = env.clock.now();
-        let trigger = crate::base::trigger::Trigger::manual();
-        let session = Session::open(
-            &env,
-            Opening {
-                door: Door::McpServe,
-                role: &role,
-                trigger: &trigger,
-                id: session::new_id(&role.name, now),
-                started: now,
-                hops: 0,
-                lineage: Default::default(),
-                servers: Servers::All,
-                depth_left: None,
-            },
-        )
-        .await;
-        for d in &session.mcp.down {
-            tracing::warn!("mcp serve: {}; its tools are not offered", d.problem);
-        }
-        let harness = Arc::new(session.harness(session.ticket(Some(session.asks()), Default::default())));
-        let log_env = env.clone();
-        let display = role.display_name.clone();
-        let on_call: OnCall = Arc::new(move |record| {
-            let _ = log_env
-                .log
-                .write_line(log_env.clock.now(), &display, &call_line(record));
-        });
-        let served = serve_stdio(HarnessServer::new(harness, Some(on_call))).await;
-        // Its children have no section of a run to sit in: each gets its own.
-        for child in session.take_children() {
-            let _ = env.log.append_daily(&child.daily_log, &child.delegated_section);
-        }
-        session.close(&[]).await;
-        served
-    })
-    .map_err(|e| CliError::failed(format!("mcp serve: {e:#}")))?;
+    rt.block_on(serve_session(env, role))
+        .map_err(|e| CliError::failed(format!("mcp serve: {e:#}")))?;
     Ok(0)
+}
+
+/// A session the role's state does not allow is refused before it starts, with the check the
+/// daemon makes before a run: a disabled role (exit 2: its file says so), or a day spent — its
+/// runs per day, its daily or the global budget (exit 1, as `tabd fire` says it).
+fn may_serve(env: &RunEnv, role: &Role) -> Result<(), CliError> {
+    if !role.enabled() {
+        return Err(CliError::usage(format!(
+            "role `{}` is disabled (`enabled: false` in {}), and a `tabd mcp serve` session is a run of it: set `enabled: true` to serve it",
+            role.name,
+            role.path.display()
+        )));
+    }
+    let today = env.clock.now().with_timezone(&env.config.timezone).date_naive();
+    match day_spent(role, &env.config.limits, &env.store.load(), today) {
+        Some(why) => Err(CliError::failed(format!(
+            "{why}, and a `tabd mcp serve` session is a run of the role: it is served again after midnight"
+        ))),
+        None => Ok(()),
+    }
+}
+
+async fn serve_session(env: RunEnv, role: Role) -> anyhow::Result<()> {
+    // A session like a run's: its own id and journal (undoable), the role's ceilings on what
+    // it and its children spend, a chain that starts here (hops 0).
+    let now = env.clock.now();
+    let trigger = Trigger::manual();
+    let session = Session::open(
+        &env,
+        Opening {
+            door: Door::McpServe,
+            role: &role,
+            trigger: &trigger,
+            id: session::new_id(&role.name, now),
+            started: now,
+            hops: 0,
+            lineage: Default::default(),
+            servers: Servers::All,
+            depth_left: None,
+        },
+    )
+    .await;
+    for d in &session.mcp.down {
+        tracing::warn!("mcp serve: {}; its tools are not offered", d.problem);
+    }
+    // One harness for the whole session: `max_tool_calls` counts every call the client makes.
+    let harness = Arc::new(session.harness(session.ticket(Some(session.asks()), Default::default())));
+    let run = Arc::new(ServeRun {
+        env: env.clone(),
+        role: role.clone(),
+        id: session.id.clone(),
+        started: session.started,
+        account: session.account.clone(),
+        day: Mutex::default(),
+    });
+    let on_call: OnCall = {
+        let run = run.clone();
+        Arc::new(move |record| run.called(record))
+    };
+    let admit: Admit = {
+        let run = run.clone();
+        Arc::new(move || run.admit())
+    };
+    let server = HarnessServer::new(harness.clone(), Some(on_call)).with_admit(admit);
+    let served = until_stopped(serve_stdio(server.clone())).await;
+    run.close(&session, &harness, server.limit_reached());
+    session.close(&[]).await;
+    served
+}
+
+/// Serves until the client leaves, or until SIGTERM or SIGINT (a client may stop its server so):
+/// either way the session is then closed and recorded.
+async fn until_stopped(serving: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let terminated = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        served = serving => served,
+        () = terminated => Ok(()),
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+/// A `tabd mcp serve` session as a run of its role (DESIGN §6, §21): it counts in the role's
+/// runs per day from its first call (a client that only looks at the tools has not run the
+/// role), what it spends (its delegated runs) counts in the role's day as it goes, a call after
+/// the day is spent is refused with a sentence the client reads, and when it ends it is recorded
+/// as the other doors' runs are: a JSONL record, a daily section, the role's last run.
+/// `max_tool_calls` holds for the whole session: its one harness counts every call.
+struct ServeRun {
+    env: RunEnv,
+    role: Role,
+    id: String,
+    started: DateTime<Utc>,
+    /// The session's account: what its delegated runs spent.
+    account: Account,
+    day: Mutex<ServeDay>,
+}
+
+/// Where a session stands in its role's day.
+#[derive(Default)]
+struct ServeDay {
+    /// Counted in the role's runs per day (at its first call).
+    counted: bool,
+    /// Tokens and dollars already added to the role's day.
+    settled: (u64, f64),
+    /// Why every call is refused from now on (the role's day was spent during the session).
+    refused: Option<String>,
+}
+
+impl ServeRun {
+    fn today(&self) -> chrono::NaiveDate {
+        self.env
+            .clock
+            .now()
+            .with_timezone(&self.env.config.timezone)
+            .date_naive()
+    }
+
+    fn day(&self) -> std::sync::MutexGuard<'_, ServeDay> {
+        self.day.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Before each call. The first counts the session as a run of the role if its day allows one
+    /// more (checked and counted in one update: two sessions cannot both take the last run);
+    /// every later one checks the day's tokens and dollars (its own run is counted already).
+    fn admit(&self) -> Result<(), String> {
+        let mut day = self.day();
+        if let Some(why) = &day.refused {
+            return Err(refusal(why));
+        }
+        let (today, global) = (self.today(), &self.env.config.limits);
+        let stop = if day.counted {
+            day_stop(&self.role, global, &self.env.store.load(), today)
+                .filter(|s| *s != DailyStop::RunsPerDay)
+        } else {
+            let counted = self.env.store.update(|s| {
+                let stop = day_stop(&self.role, global, s, today);
+                if stop.is_none() {
+                    let r = s.role(&self.role.name);
+                    r.roll_day(today);
+                    r.runs_today += 1;
+                }
+                stop
+            });
+            match counted {
+                Ok(stop) => {
+                    day.counted = stop.is_none();
+                    stop
+                }
+                Err(e) => return Err(format!(
+                    "refused: this session cannot be counted as a run of role `{}` ({e}); nothing was run",
+                    self.role.name
+                )),
+            }
+        };
+        let Some(stop) = stop else { return Ok(()) };
+        let why = stop_sentence(&self.role, stop);
+        let _ = self.env.log.write_line(
+            self.env.clock.now(),
+            &self.role.display_name,
+            &format!("via MCP: calls refused from now on — {why}"),
+        );
+        let refused = refusal(&why);
+        day.refused = Some(why);
+        Err(refused)
+    }
+
+    /// After each call: its daily-log line, and what the session spent counted in the role's day.
+    fn called(&self, record: &ToolCallRecord) {
+        crate::base::blocking::run(|| {
+            let _ =
+                self.env
+                    .log
+                    .write_line(self.env.clock.now(), &self.role.display_name, &call_line(record));
+            self.settle();
+        });
+    }
+
+    /// Adds to the role's day what the session spent since the last time (its delegated runs
+    /// counted it in their own roles' days and the global one already, as under a run).
+    fn settle(&self) {
+        let (tokens, usd) = self.account.spent();
+        let mut day = self.day();
+        let (more_tokens, more_usd) = (tokens.saturating_sub(day.settled.0), usd - day.settled.1);
+        if more_tokens == 0 && more_usd <= 0.0 {
+            return;
+        }
+        let today = self.today();
+        let added = self.env.store.update_with(Durability::File, |s| {
+            let r = s.role(&self.role.name);
+            r.roll_day(today);
+            r.tokens_today += more_tokens;
+            r.cost_today_usd += more_usd;
+        });
+        match added {
+            Ok(()) => day.settled = (tokens, usd),
+            Err(e) => tracing::warn!(
+                "mcp serve: cannot count what the session spent in role {}'s day: {e}",
+                self.role.name
+            ),
+        }
+    }
+
+    /// Once the client has gone: the session's record, daily section and the role's last run —
+    /// for a session that was a run (one that made no call leaves nothing but its closed journal).
+    fn close(&self, session: &Session, harness: &Harness, limit: Option<String>) {
+        crate::base::blocking::run(|| self.settle());
+        let children = session.take_children();
+        let (counted, refused) = {
+            let day = self.day();
+            (day.counted, day.refused.clone())
+        };
+        if !counted {
+            for child in &children {
+                let _ = self
+                    .env
+                    .log
+                    .append_daily(&child.daily_log, &child.delegated_section);
+            }
+            return;
+        }
+        let (record, human) = self.record(harness, limit.or(refused), &children);
+        crate::base::blocking::run(|| self.write(&record, &human));
+    }
+
+    /// The session as a run's record and daily section.
+    fn record(
+        &self,
+        harness: &Harness,
+        limit: Option<String>,
+        children: &[RunResult],
+    ) -> (RunRecord, HumanRun) {
+        let log = harness.log();
+        let record = RunRecord {
+            run_id: self.id.clone(),
+            role: self.role.name.clone(),
+            trigger: TriggerRecord::of(&Trigger::manual(), Vec::new()),
+            started_at: self.started,
+            ended_at: self.env.clock.now(),
+            outcome: if limit.is_some() {
+                Outcome::Limit
+            } else {
+                Outcome::Ok
+            },
+            error: limit.map(|l| format!("limit reached: {l}")),
+            model: String::new(),
+            usage: UsageRecord::default(),
+            tool_calls: log.calls,
+            moved: Vec::new(),
+            children: children.iter().map(|c| c.record.run_id.clone()).collect(),
+            ended: None,
+            notes_truncated: Vec::new(),
+        };
+        let mut notes = vec!["**Session:** an MCP client's, through `tabd mcp serve`".to_string()];
+        notes.extend(log.notes);
+        let human = HumanRun {
+            display_name: self.role.display_name.clone(),
+            changes: log.changes,
+            notes,
+            children: children.iter().map(|c| c.delegated_section.clone()).collect(),
+            children_spent: children.iter().fold((0, 0.0), |(t, d), c| {
+                (t + c.record.usage.tokens.total(), d + c.record.usage.cost_usd)
+            }),
+            ..HumanRun::default()
+        };
+        (record, human)
+    }
+
+    fn write(&self, record: &RunRecord, human: &HumanRun) {
+        let log = &self.env.log;
+        if let Err(e) = log.append_daily(&log.daily_path(record.started_at), &log.render_run(record, human)) {
+            tracing::error!("mcp serve: cannot write the session's daily section: {e}");
+        }
+        if let Err(e) = log.write_record(record) {
+            tracing::error!("mcp serve: cannot write the session's run record: {e}");
+        }
+        let last = LastRun {
+            run_id: record.run_id.clone(),
+            started_at: record.started_at,
+            ended_at: record.ended_at,
+            outcome: record.outcome.as_str().to_string(),
+            error: record.error.clone(),
+            tokens: record.usage.tokens.total(),
+            trigger: record.trigger.kind.as_str().to_string(),
+            cost_usd: record.usage.cost_usd,
+        };
+        let kept = self.env.store.update_with(Durability::File, |s| {
+            s.role(&self.role.name).last_run = Some(last);
+        });
+        if let Err(e) = kept {
+            tracing::error!("mcp serve: cannot record the session as the role's last run: {e}");
+        }
+    }
+}
+
+/// What an MCP client reads when its call is refused because the role's day is spent.
+fn refusal(why: &str) -> String {
+    format!(
+        "refused: {why}; this `tabd mcp serve` session is a run of the role, and it makes no more calls today"
+    )
 }
 
 /// One call of an interactive session, for the daily log.
