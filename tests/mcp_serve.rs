@@ -205,3 +205,108 @@ fn a_session_that_spends_its_daily_budget_refuses_further_calls() {
         .daily()
         .contains("· Desk · via MCP: calls refused from now on — role `desk`: daily token budget spent"));
 }
+
+/// The relay a CLI run serves its tools on reads at most 4 KiB of a connection's first line (the
+/// key line): a peer that sends 128 MiB with no line end is refused and cut off after that, never
+/// read whole, and the run goes on. Before, the relay read it all into memory and waited 10 s for
+/// a line end.
+#[test]
+fn a_huge_key_line_to_a_runs_relay_is_cut_off_and_the_run_goes_on() {
+    use std::io::{BufRead, Write};
+    let v = TestVault::new();
+    let home = v.dir.path().canonicalize().unwrap();
+    let log = home.join("cli.jsonl");
+    let release = home.join("release");
+    let calls = json!([["read_file", {"path": "project/brief.md"}]]);
+    v.set_config(&format!(
+        "timezone = \"UTC\"\n[provider]\nkind = \"command\"\nprofile = \"claude\"\n\n[profiles.claude]\ncommand = \"{}\"\nenv = {{ FAKE_CLI_LOG = \"{}\", FAKE_CLI_CALLS = '{calls}', FAKE_CLI_WAIT = \"{}\" }}\n",
+        crate::support::mcp_server::example_bin("fake_agent_cli").display(),
+        log.display(),
+        release.display(),
+    ));
+    v.unschedule_stock_roles();
+    v.write(
+        "roles/ops.md",
+        "---\n---\n# Ops\n## Mission\nRead the brief.\n## Tools\n- read_file\n",
+    );
+    v.write("project/brief.md", "Ship on Friday.\n");
+    let run = v
+        .command(&["fire", "ops"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let socket = wait_for(|| {
+        std::fs::read_dir(home.join(".local/state/tabd/runs"))
+            .ok()?
+            .flatten()
+            .map(|e| e.path().join("mcp.sock"))
+            .find(|p| p.exists())
+    });
+    // The socket's file appears at bind(), a moment before listen(): wait for the listener.
+    let stream = wait_for(|| match std::os::unix::net::UnixStream::connect(&socket) {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => None,
+        other => Some(other.unwrap()),
+    });
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut w = stream.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 1 << 20];
+        (0..128).try_for_each(|_| w.write_all(&chunk))
+    });
+    let mut answer = String::new();
+    let _ = std::io::BufReader::new(&stream).read_line(&mut answer);
+    let sent = sender.join().unwrap();
+    let peak = peak_kib(run.id() as i32);
+    std::fs::write(&release, "").unwrap();
+    let out = run.wait_with_output().unwrap();
+    assert!(answer.contains("refused"), "{answer}\n{}", describe(&out));
+    assert!(
+        sent.is_err(),
+        "the relay read all 128 MiB of a line with no end\n{}",
+        describe(&out)
+    );
+    // `tabd fire` itself peaks near 40 MiB here; holding the line took it past 170 MiB.
+    assert!(
+        peak < 96 * 1024,
+        "the run held {} MiB while a peer sent 128 MiB: {}",
+        peak / 1024,
+        describe(&out)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("its first line runs past 4096 bytes"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(out.status.code(), Some(0), "the run went on: {}", describe(&out));
+    let seen: Value =
+        serde_json::from_str(std::fs::read_to_string(&log).unwrap().lines().next().unwrap()).unwrap();
+    assert!(
+        seen["results"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Ship on Friday.")),
+        "the CLI's own call: {seen}"
+    );
+}
+
+fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..2000 {
+        if let Some(t) = f() {
+            return t;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("never happened");
+}
+
+/// The most memory process `pid` has held since it started (its peak resident set, KiB).
+fn peak_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}

@@ -503,10 +503,12 @@ impl ServeRun {
                     day.counted = stop.is_none();
                     stop
                 }
-                Err(e) => return Err(format!(
+                Err(e) => {
+                    return Err(format!(
                     "refused: this session cannot be counted as a run of role `{}` ({e}); nothing was run",
                     self.role.name
-                )),
+                ))
+                }
             }
         };
         let Some(stop) = stop else { return Ok(()) };
