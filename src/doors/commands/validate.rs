@@ -135,12 +135,28 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
         out.extend(owned_write_paths(role));
         let policy = crate::records::access::AccessPolicy::for_role(role);
         let resolved = crate::records::context::resolve(&ws.vault, &policy, &role.context);
-        for entry in resolved.missing {
-            out.push(Diagnostic::warning(
-                &role.path,
-                0,
-                format!("context entry `{entry}` matches no file in the vault; the role will not see it"),
-            ));
+        for entry in role
+            .context
+            .iter()
+            .filter(|e| resolved.missing.contains(&e.to_string()) || names_a_folder(&ws.vault, e))
+        {
+            let (file, line) = role
+                .context_lines
+                .get(entry)
+                .cloned()
+                .unwrap_or_else(|| (role.path.clone(), 0));
+            out.push(match finds_nothing(&ws.vault, entry) {
+                Nothing::EmptyFolder(why) => Diagnostic::note(
+                    &file,
+                    line,
+                    format!("context entry `{entry}` is empty for now ({why}); the role sees its notes once there are some"),
+                ),
+                Nothing::Missing(hint) => Diagnostic::warning(
+                    &file,
+                    line,
+                    format!("context entry `{entry}` matches no file in the vault; the role will not see it{hint}"),
+                ),
+            });
         }
     }
     for folder in crate::doors::daemon::status::stranded_inboxes(&ws.vault, &ws.roles) {
@@ -151,6 +167,105 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
         ));
     }
     out
+}
+
+/// Why a context entry finds nothing: a folder that is empty for now (it exists, or tabd makes
+/// it), or nothing there at all (with a did-you-mean, if one is near).
+enum Nothing {
+    EmptyFolder(&'static str),
+    Missing(String),
+}
+
+/// Folders tabd makes and fills itself: a role may read them before the first note is there.
+const TABDS_FOLDERS: [&str; 4] = [
+    crate::base::vault::layout::DAILY,
+    crate::base::vault::layout::INBOXES,
+    crate::base::vault::layout::ROLE_MEMORIES,
+    crate::base::vault::layout::APPROVALS,
+];
+
+fn finds_nothing(vault: &crate::base::vault::Vault, entry: &crate::setup::role::ContextEntry) -> Nothing {
+    use crate::base::vault::VaultPath;
+    use crate::setup::role::ContextEntry;
+    let path = |p: &str| VaultPath::parse(p.trim_end_matches('/'), false).ok();
+    let is_dir = |p: &VaultPath| vault.metadata(p).is_ok_and(|m| m.is_dir);
+    match entry {
+        ContextEntry::Folder(p) => {
+            let own = TABDS_FOLDERS
+                .iter()
+                .any(|t| p.trim_end_matches('/') == *t || p.starts_with(&format!("{t}/")));
+            if own {
+                return Nothing::EmptyFolder("tabd makes this folder and writes into it");
+            }
+            let dir = path(p);
+            if dir.as_ref().is_some_and(is_dir) {
+                return Nothing::EmptyFolder("the folder has no notes yet");
+            }
+            Nothing::Missing(near(vault, dir.as_ref(), true, "/"))
+        }
+        ContextEntry::File(p) => {
+            let Some(file) = path(p) else {
+                return Nothing::Missing(String::new());
+            };
+            if is_dir(&file) {
+                return Nothing::Missing(format!(
+                    " — it is a folder: write `{p}/` to give the role its notes"
+                ));
+            }
+            let with_md = format!("{p}.md");
+            if path(&with_md).is_some_and(|m| vault.metadata(&m).is_ok_and(|m| m.is_file)) {
+                return Nothing::Missing(format!(" — did you mean `{with_md}`?"));
+            }
+            Nothing::Missing(near(vault, Some(&file), false, ""))
+        }
+        ContextEntry::Glob(_) | ContextEntry::Wikilink(_) => Nothing::Missing(String::new()),
+    }
+}
+
+/// A file entry that names a folder (`project/blockers`, no `/`): the role gets no note of it.
+fn names_a_folder(vault: &crate::base::vault::Vault, entry: &crate::setup::role::ContextEntry) -> bool {
+    match entry {
+        crate::setup::role::ContextEntry::File(p) => crate::base::vault::VaultPath::parse(p, false)
+            .is_ok_and(|p| vault.metadata(&p).is_ok_and(|m| m.is_dir)),
+        _ => false,
+    }
+}
+
+/// ` — did you mean `project/scope.md`?` when a file (or folder, `dirs`) beside `path` has a
+/// name close to its own.
+fn near(
+    vault: &crate::base::vault::Vault,
+    path: Option<&crate::base::vault::VaultPath>,
+    dirs: bool,
+    tail: &str,
+) -> String {
+    let Some(path) = path else {
+        return String::new();
+    };
+    let parent = path.parent();
+    let Ok(listing) = vault.list(&parent) else {
+        return String::new();
+    };
+    let names: Vec<String> = listing
+        .entries
+        .iter()
+        .filter(|e| if dirs { e.is_dir } else { e.is_file })
+        .map(|e| e.path.file_name().to_string())
+        .collect();
+    let name = path.file_name();
+    crate::base::text::did_you_mean(name, names.iter().map(String::as_str))
+        .or_else(|| {
+            // `scope` for `scope.md`: the name without its extension.
+            names.iter().map(String::as_str).find(|n| {
+                n.strip_suffix(".md")
+                    .is_some_and(|stem| stem.eq_ignore_ascii_case(name))
+            })
+        })
+        .map(|n| match parent.as_str() {
+            "" => format!(" — did you mean `{n}{tail}`?"),
+            dir => format!(" — did you mean `{dir}/{n}{tail}`?"),
+        })
+        .unwrap_or_default()
 }
 
 /// `write_paths` entries inside tabd's own files (DESIGN §24): they grant nothing, say so.

@@ -37,7 +37,12 @@ pub(super) fn apply_section(def: &mut RoleDef, section: &sections::Section, path
         SectionKind::Context => {
             for item in items {
                 match ContextEntry::parse(&item.text) {
-                    Ok(entry) => def.context.push(entry),
+                    Ok(entry) => {
+                        def.context_lines
+                            .entry(entry.clone())
+                            .or_insert_with(|| (path.to_path_buf(), item.line));
+                        def.context.push(entry);
+                    }
                     Err(e) => def.diagnostics.push(Diagnostic::error(
                         path,
                         item.line,

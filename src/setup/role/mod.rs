@@ -85,6 +85,8 @@ struct RoleDef {
     mission: Option<String>,
     goals: Vec<String>,
     context: Vec<ContextEntry>,
+    /// Where each context entry is written: file and line.
+    context_lines: HashMap<ContextEntry, (PathBuf, usize)>,
     tools: Option<Vec<String>>,
     mcp: Vec<McpAllow>,
     schedule: Option<Vec<ScheduleLine>>,
@@ -110,6 +112,9 @@ pub struct Role {
     pub mission: Option<String>,
     pub goals: Vec<String>,
     pub context: Vec<ContextEntry>,
+    /// Where each context entry is written (this role's file or a parent's) and on which line,
+    /// for what `tabd validate` says of it.
+    pub context_lines: HashMap<ContextEntry, (PathBuf, usize)>,
     pub tools: Vec<String>,
     /// MCP tools allowed in `## Tools` (`server/*`, `server/tool`).
     pub mcp: Vec<McpAllow>,
@@ -689,6 +694,7 @@ fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> R
         mission: merged.mission,
         goals: merged.goals,
         context: merged.context,
+        context_lines: merged.context_lines,
         tools: merged.tools.unwrap_or_else(|| {
             // A `## Tools` with only MCP entries still lists what the role may use.
             if merged.mcp.is_empty() {
@@ -796,6 +802,11 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
     for entry in &child.context {
         if !acc.context.contains(entry) {
             acc.context.push(entry.clone());
+        }
+        if let Some(at) = child.context_lines.get(entry) {
+            acc.context_lines
+                .entry(entry.clone())
+                .or_insert_with(|| at.clone());
         }
     }
     if let Some(tools) = &child.tools {
