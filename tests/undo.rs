@@ -438,3 +438,108 @@ fn tabd_runs_passes_over_a_line_over_the_cap_and_names_it() {
     let listed: Value = serde_json::from_str(&stdout(&v.tabd(&["runs", "--json"]))).unwrap();
     assert_eq!(listed["runs"].as_array().unwrap().len(), 2, "{listed}");
 }
+
+/// A vault whose journal keeps at most 1 MiB of one file (`[journal] max_mib = 1`).
+fn vault_keeping_one_mib(fake: &FakeModel) -> TestVault {
+    let v = vault(fake);
+    let config = format!(
+        "{}[journal]\nmax_mib = 1\n",
+        crate::support::daemon::daemon_config("")
+    );
+    v.use_model(fake, "anthropic", &config);
+    v
+}
+
+/// Issue 36: a prior copy in `.tabd/journal/blobs/` is read for undo only up to what tabd keeps
+/// of one file (`[journal] max_mib`): one larger — tabd never writes such a copy, so someone else
+/// put it there — is not read; undo says it cannot restore that file and why, restores the rest
+/// and exits 1 (it read any copy whole, whatever its size).
+#[test]
+fn undo_reads_no_copy_larger_than_the_journal_keeps() {
+    let fake = FakeModel::start();
+    let v = vault_keeping_one_mib(&fake);
+    v.write("project/a.md", "a as it was\n");
+    v.write("project/b.md", "b as it was\n");
+    script(
+        &fake,
+        vec![
+            (
+                "write_file",
+                json!({"path": "project/a.md", "content": "a by the model"}),
+            ),
+            (
+                "write_file",
+                json!({"path": "project/b.md", "content": "b by the model"}),
+            ),
+        ],
+    );
+    let run = fire(&v);
+    let blobs = ".tabd/journal/blobs";
+    let copy = v
+        .files_in(blobs)
+        .into_iter()
+        .find(|b| v.read(&format!("{blobs}/{b}")) == "a as it was\n")
+        .unwrap_or_else(|| panic!("a's copy\n{}", v.listing()));
+    let mib = 1024 * 1024;
+    v.write(&format!("{blobs}/{copy}"), &"x".repeat(mib + 1));
+    let (code, out) = undo(&v, &[&run]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "refuse   project/a.md: project/a.md cannot be restored: the journal's copy of it is 1,048,577 bytes, \
+             more than the 1,048,576 bytes ([journal] max_mib = 1) tabd keeps of one file, so tabd did not write it"
+        ),
+        "{out}"
+    );
+    assert_eq!(v.read("project/a.md"), "a by the model");
+    assert_eq!(v.read("project/b.md"), "b as it was\n", "{out}");
+    assert!(out.contains("1 file restored, 1 skipped"), "{out}");
+}
+
+/// Issue 36: what a run changes is kept for undo only up to what the journal keeps of one file;
+/// a larger file is not changed (it was read whole into memory to be kept, a move of a file of
+/// any size): the call is refused with why, and the run goes on.
+#[test]
+fn a_file_larger_than_the_journal_keeps_is_not_changed() {
+    let fake = FakeModel::start();
+    let v = vault_keeping_one_mib(&fake);
+    let big = "y".repeat(1024 * 1024 + 1);
+    v.write("project/recording.txt", &big);
+    script(
+        &fake,
+        vec![
+            (
+                "move_file",
+                json!({"from": "project/recording.txt", "to": "project/attic/recording.txt"}),
+            ),
+            (
+                "write_file",
+                json!({"path": "project/recording.txt", "content": "gone"}),
+            ),
+            (
+                "write_file",
+                json!({"path": "project/small.md", "content": "kept"}),
+            ),
+        ],
+    );
+    let run = fire(&v);
+    let results = wire::tool_results(&fake.requests()[1].body);
+    assert_eq!(results.len(), 3, "{results:?}");
+    for (id, text, is_error) in &results[..2] {
+        assert!(
+            *is_error
+                && text.contains(
+                    "project/recording.txt is 1,048,577 bytes, more than the 1,048,576 bytes ([journal] max_mib = 1) \
+                     the undo journal keeps of one file: it is not changed, since the change could not be undone"
+                ),
+            "{id}: {text}"
+        );
+    }
+    assert!(!results[2].2, "{results:?}");
+    assert_eq!(v.read("project/recording.txt"), big);
+    assert!(!v.path("project/attic").exists());
+    assert_eq!(v.read("project/small.md"), "kept");
+    let records = v.records();
+    let record = records.iter().find(|r| r["run_id"] == run.as_str()).unwrap();
+    assert_eq!(record["outcome"], "ok", "{record}");
+}

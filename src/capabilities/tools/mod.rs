@@ -42,11 +42,16 @@ impl ToolContext<'_> {
     /// Call before changing `path` (a real path, after the access check): its prior state goes
     /// into the run's journal, so the change can be undone. A change that could not be journaled
     /// does not happen.
+    /// A file over what the journal keeps of one is not changed: the model is told why (the run
+    /// goes on).
     pub fn before_change(&self, path: &crate::base::vault::VaultPath) -> Result<(), ToolError> {
         match self.journal {
-            Some(j) => j
-                .before_change(path)
-                .map_err(|e| ToolError::Fatal(format!("cannot keep {path} in the undo journal: {e}"))),
+            Some(j) => j.before_change(path).map_err(|e| match e {
+                VaultError::TooLarge { size, cap, .. } => {
+                    ToolError::Refused(crate::records::journal::too_large_to_keep(path, size, cap))
+                }
+                e => ToolError::Fatal(format!("cannot keep {path} in the undo journal: {e}")),
+            }),
             None => Ok(()),
         }
     }

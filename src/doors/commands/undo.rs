@@ -49,7 +49,8 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
         .map_or_else(|| AccessPolicy::new(&[]), AccessPolicy::for_role);
     // A crashed run is planned from its last record after each call: the dry run and the real
     // undo see the same thing.
-    let steps = journal::plan_undo(&ws.vault, &entry, &policy, opts.force).map_err(|e| match e {
+    let kept = journal::max_kept(&ws.config.journal);
+    let steps = journal::plan_undo(&ws.vault, &entry, &policy, opts.force, kept).map_err(|e| match e {
         crate::base::vault::VaultError::Refused(why) => CliError::failed(why),
         other => CliError::failed(format!("cannot read the vault: {other}")),
     })?;
@@ -85,7 +86,8 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
         },
         now,
     );
-    let journal = RunJournal::new(ws.vault.clone(), key, &undo_id, &entry.role, now, "undo");
+    let journal =
+        RunJournal::new(ws.vault.clone(), key, &undo_id, &entry.role, now, "undo").with_max_kept(kept);
     let restored = journal::apply(&ws.vault, &steps, &journal).map_err(|e| {
         CliError::failed(format!(
             "undo stopped: {e}; run it again to finish (files already put back stay so)"

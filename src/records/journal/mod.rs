@@ -38,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::base::vault::{Durability, Vault, VaultError, VaultPath};
+use crate::setup::config::JournalConfig;
 
 const ROOT: &str = crate::base::vault::layout::JOURNAL;
 
@@ -64,13 +65,56 @@ fn blob_path(hash: &str) -> Result<VaultPath, VaultError> {
     fixed(&format!("{ROOT}/blobs/{hash}"))
 }
 
-/// A file's state: its content's digest, or `None` when it does not exist.
+/// A file's state: its content's digest, or `None` when it does not exist. The file is hashed as
+/// it is read (any size, in constant memory: a file a run touched may have grown since by any
+/// other hand).
 pub fn state_of(vault: &Vault, path: &VaultPath) -> Result<Option<String>, VaultError> {
-    match vault.read_bytes(path, u64::MAX) {
-        Ok((bytes, _)) => Ok(Some(digest(&bytes))),
-        Err(VaultError::NotFound(_)) => Ok(None),
-        Err(e) => Err(e),
+    let mut file = match vault.open_regular(path) {
+        Ok((file, _)) => file,
+        Err(VaultError::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match std::io::Read::read(&mut file, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(crate::base::vault::io_error(path, &e)),
+        }
     }
+    Ok(Some(
+        hasher.finalize().iter().map(|b| format!("{b:02x}")).collect(),
+    ))
+}
+
+/// The most of one file's prior content a journal keeps for undo: the journal's own size limit
+/// (`[journal] max_mib`). A larger file could not be kept through the next prune anyway; tabd
+/// never writes such a copy (the change is refused), so it never reads one back either — a
+/// larger "copy" in `.tabd/journal/blobs/` was put there by someone else.
+pub fn max_kept(config: &JournalConfig) -> u64 {
+    config.max_mib.saturating_mul(1024 * 1024)
+}
+
+/// `cap` (`max_kept`) as a person reads it: `209,715,200 bytes ([journal] max_mib = 200)`.
+fn kept_text(cap: u64) -> String {
+    format!(
+        "{} bytes ([journal] max_mib = {})",
+        crate::base::text::thousands(cap),
+        cap / (1024 * 1024)
+    )
+}
+
+/// Why a change of `path` (`size` bytes, over `cap`: `max_kept`) is refused: it could not be
+/// undone.
+pub fn too_large_to_keep(path: &VaultPath, size: u64, cap: u64) -> String {
+    format!(
+        "{path} is {} bytes, more than the {} the undo journal keeps of one file: it is not changed, \
+         since the change could not be undone",
+        crate::base::text::thousands(size),
+        kept_text(cap)
+    )
 }
 
 /// One line of a run's journal.
@@ -112,6 +156,8 @@ pub struct RunJournal {
     files: Mutex<Files>,
     /// `journal-first-change`: abort once the run's first change is journaled, before it is made.
     faults: crate::base::faults::Faults,
+    /// The most of one file it keeps (`max_kept`): a larger file is not changed.
+    max_kept: u64,
 }
 
 /// The files a run journaled, and those changed since its last `settle`.
@@ -158,7 +204,19 @@ impl RunJournal {
             },
             files: Mutex::new(Files::default()),
             faults: Default::default(),
+            max_kept: max_kept(&JournalConfig::default()),
         }
+    }
+
+    /// Keeping at most `bytes` of one file (`max_kept` of the config in use).
+    pub fn with_max_kept(mut self, bytes: u64) -> Self {
+        self.max_kept = bytes;
+        self
+    }
+
+    /// The most of one file it keeps.
+    pub fn max_kept(&self) -> u64 {
+        self.max_kept
     }
 
     /// With the crash-test points of `TABD_FAULTS` (see `base::faults`).
@@ -181,7 +239,8 @@ impl RunJournal {
                 None => Ok(()),
             };
         }
-        let before = match self.vault.read_bytes(path, u64::MAX) {
+        // Over `max_kept` it is `TooLarge`, unread: the change is refused (`too_large_to_keep`).
+        let before = match self.vault.read_bytes(path, self.max_kept) {
             Ok((bytes, entry)) if !entry.is_dir => {
                 let hash = digest(&bytes);
                 let blob = blob_path(&hash)?;
@@ -227,7 +286,7 @@ impl RunJournal {
         path: &VaultPath,
         (len, hash): (u64, String),
     ) -> Result<(), VaultError> {
-        let (bytes, _) = self.vault.read_bytes(path, u64::MAX)?;
+        let bytes = read_head(&self.vault, path, len)?;
         let prior = bytes.get(..len as usize).filter(|b| digest(b) == hash).ok_or_else(|| {
             VaultError::Refused(format!(
                 "{path} changed under this run after it appended to it; its earlier content cannot be kept for undo"
@@ -427,9 +486,21 @@ pub fn run_ids(vault: &Vault) -> Vec<String> {
     ids
 }
 
-/// A run's prior content of a file.
-pub fn blob(vault: &Vault, hash: &str) -> Result<Vec<u8>, VaultError> {
-    vault.read_bytes(&blob_path(hash)?, u64::MAX).map(|(b, _)| b)
+/// A run's prior content of a file, at most `cap` bytes (`max_kept`: more than tabd keeps is
+/// `TooLarge`, never read).
+pub fn blob(vault: &Vault, hash: &str, cap: u64) -> Result<Vec<u8>, VaultError> {
+    vault.read_bytes(&blob_path(hash)?, cap).map(|(b, _)| b)
+}
+
+/// The first `len` bytes of `path` (fewer if it is shorter), the rest never read.
+fn read_head(vault: &Vault, path: &VaultPath, len: u64) -> Result<Vec<u8>, VaultError> {
+    use std::io::Read;
+    let (file, entry) = vault.open_regular(path)?;
+    let mut bytes = Vec::with_capacity(len.min(entry.size) as usize);
+    file.take(len)
+        .read_to_end(&mut bytes)
+        .map_err(|e| crate::base::vault::io_error(path, &e))?;
+    Ok(bytes)
 }
 
 /// What pruning removed.

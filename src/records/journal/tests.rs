@@ -6,6 +6,9 @@ fn vault() -> (tempfile::TempDir, Arc<Vault>) {
     (d, v)
 }
 
+/// What the journal keeps of one file by default (`[journal] max_mib = 200`).
+const KEPT: u64 = 200 * 1024 * 1024;
+
 fn p(s: &str) -> VaultPath {
     VaultPath::parse(s, false).unwrap()
 }
@@ -41,9 +44,9 @@ fn a_sealed_entry_round_trips_and_only_the_first_prior_state_counts() {
     assert_eq!(e.trust, Trust::Whole, "signed by this machine's key");
     assert_eq!(e.before, [("a.md".to_string(), Some(digest(b"old")))]);
     assert_eq!(e.left.clone().unwrap()["a.md"], Some(digest(b"new")));
-    assert_eq!(blob(&v, &digest(b"old")).unwrap(), b"old");
+    assert_eq!(blob(&v, &digest(b"old"), KEPT).unwrap(), b"old");
     let policy = crate::records::access::AccessPolicy::new(&[]);
-    let steps = plan_undo(&v, &e, &policy, false).unwrap();
+    let steps = plan_undo(&v, &e, &policy, false, KEPT).unwrap();
     assert_eq!(
         steps,
         [Step::Restore {
@@ -56,7 +59,10 @@ fn a_sealed_entry_round_trips_and_only_the_first_prior_state_counts() {
     let other = Key::from_bytes(b"another machine's key, 32 bytes.");
     let stranger = load(&v, "20261101T000000Z-r-1", Some(&other)).unwrap();
     assert!(matches!(stranger.trust, Trust::Refused(_)));
-    assert!(plan_undo(&v, &stranger, &policy, false).is_err(), "refused whole");
+    assert!(
+        plan_undo(&v, &stranger, &policy, false, KEPT).is_err(),
+        "refused whole"
+    );
 }
 
 /// Issue 29, item 4: a journal edited in the vault, a swapped blob, a path a role may not
@@ -88,7 +94,7 @@ fn undo_passes_the_gate_of_a_tool_write() {
     );
     let e = load(&v, "20261101T000000Z-r-3", Some(&k)).unwrap();
     assert!(matches!(
-        &plan_undo(&v, &e, &policy, true).unwrap()[0],
+        &plan_undo(&v, &e, &policy, true, KEPT).unwrap()[0],
         Step::Refused { .. }
     ));
     // The journal's copy swapped for other bytes: refused, not restored.
@@ -96,7 +102,7 @@ fn undo_passes_the_gate_of_a_tool_write() {
     v.write_atomic(&blob_path(&digest(b"old b")).unwrap(), b"evil")
         .unwrap();
     let e = load(&v, "20261101T000000Z-r-4", Some(&k)).unwrap();
-    let steps = plan_undo(&v, &e, &policy, false).unwrap();
+    let steps = plan_undo(&v, &e, &policy, false, KEPT).unwrap();
     assert!(
         matches!(&steps[0], Step::Refused { why, .. } if why.contains("bytes were changed")),
         "{steps:?}"
@@ -123,7 +129,7 @@ fn undo_passes_the_gate_of_a_tool_write() {
     )
     .unwrap();
     let e = load(&v2, "20261101T000000Z-r-5", Some(&k)).unwrap();
-    let steps = plan_undo(&v2, &e, &policy, true).unwrap();
+    let steps = plan_undo(&v2, &e, &policy, true, KEPT).unwrap();
     assert!(
         matches!(&steps[0], Step::Refused { why, .. } if why.contains("link")),
         "{steps:?}"
@@ -156,12 +162,12 @@ fn a_crashed_run_is_planned_from_its_records_after_each_call() {
     assert!(e.left.is_none());
     assert_eq!(e.trust, Trust::Whole, "a run known to be cut off");
     assert!(matches!(
-        &plan_undo(&v, &e, &policy, false).unwrap()[0],
+        &plan_undo(&v, &e, &policy, false, KEPT).unwrap()[0],
         Step::Restore { .. }
     ));
     v.write_atomic(&p("a.md"), b"the person's edit").unwrap();
     assert!(matches!(
-        &plan_undo(&v, &e, &policy, false).unwrap()[0],
+        &plan_undo(&v, &e, &policy, false, KEPT).unwrap()[0],
         Step::Skip { .. }
     ));
 }
@@ -178,19 +184,22 @@ fn pruning_drops_old_runs_then_the_oldest_over_the_size_limit_then_unnamed_blobs
     assert_eq!(pruned.runs, 1, "only the 40-day-old run");
     assert_eq!(pruned.blobs, 1, "its prior content goes with it");
     assert_eq!(run_ids(&v), ["20261110T000000Z-r-mid", "20261120T000000Z-r-new"]);
-    assert!(blob(&v, &digest(b"very old")).is_err());
+    assert!(blob(&v, &digest(b"very old"), KEPT).is_err());
 
     let pruned = prune(&v, 30, 2_000, later);
     assert_eq!(pruned.runs, 1, "the oldest goes first to fit 2,000 bytes");
     assert_eq!(run_ids(&v), ["20261120T000000Z-r-new"]);
-    assert!(blob(&v, &digest(b"c")).is_ok(), "a kept run's content stays");
+    assert!(
+        blob(&v, &digest(b"c"), KEPT).is_ok(),
+        "a kept run's content stays"
+    );
 
     // A blob written a moment ago may belong to a run still writing its journal line: kept
     // even when nothing names it yet.
     journaled(&v, "20261001T000000Z-r-young", "d.md", "young content", "w", 40);
     let pruned = prune(&v, 30, 1024 * 1024, Utc::now());
     assert_eq!((pruned.runs, pruned.blobs), (1, 0));
-    assert!(blob(&v, &digest(b"young content")).is_ok());
+    assert!(blob(&v, &digest(b"young content"), KEPT).is_ok());
 }
 
 /// Issue 30, item 10: a note appended on every run is journaled as its prior length and
@@ -218,7 +227,7 @@ fn an_append_is_journaled_in_constant_space_and_undone_exactly() {
     .unwrap();
     j.seal(&[], now).unwrap();
     assert!(
-        blob(&v, &digest(big.as_bytes())).is_err(),
+        blob(&v, &digest(big.as_bytes()), KEPT).is_err(),
         "no copy of the note was stored"
     );
     let journal = v
@@ -233,7 +242,7 @@ fn an_append_is_journaled_in_constant_space_and_undone_exactly() {
     let e = load(&v, "20261101T000000Z-r-9", Some(&key())).unwrap();
     assert_eq!(e.trust, Trust::Whole);
     assert_eq!(e.prefix["project/timeline.md"], big.len() as u64);
-    let steps = plan_undo(&v, &e, &policy, false).unwrap();
+    let steps = plan_undo(&v, &e, &policy, false, KEPT).unwrap();
     let undo = RunJournal::new(v.clone(), key(), "20261101T000001Z-undo-1", "r", now, "undo");
     assert_eq!(apply(&v, &steps, &undo).unwrap(), 1);
     assert_eq!(v.read_text(&p("project/timeline.md"), 1 << 24).unwrap(), big);
@@ -248,10 +257,10 @@ fn an_append_is_journaled_in_constant_space_and_undone_exactly() {
     v.write_atomic(&p("project/timeline.md"), b"all replaced")
         .unwrap();
     j.seal(&[], now).unwrap();
-    assert_eq!(blob(&v, &digest(big.as_bytes())).unwrap(), big.as_bytes());
+    assert_eq!(blob(&v, &digest(big.as_bytes()), KEPT).unwrap(), big.as_bytes());
     let e = load(&v, "20261101T000002Z-r-10", Some(&key())).unwrap();
     assert!(e.prefix.is_empty() && e.before.len() == 1, "{:?}", e.before);
-    let steps = plan_undo(&v, &e, &policy, false).unwrap();
+    let steps = plan_undo(&v, &e, &policy, false, KEPT).unwrap();
     let undo = RunJournal::new(v.clone(), key(), "20261101T000003Z-undo-2", "r", now, "undo");
     assert_eq!(apply(&v, &steps, &undo).unwrap(), 1);
     assert_eq!(v.read_text(&p("project/timeline.md"), 1 << 24).unwrap(), big);
@@ -271,7 +280,7 @@ fn an_appended_note_edited_at_its_start_is_refused_not_guessed() {
     j.seal(&[], now).unwrap();
     v.write_atomic(&p("log.md"), b"FIRST\nsecond\n").unwrap();
     let e = load(&v, "20261101T000000Z-r-11", Some(&key())).unwrap();
-    let steps = plan_undo(&v, &e, &policy, true).unwrap();
+    let steps = plan_undo(&v, &e, &policy, true, KEPT).unwrap();
     assert!(
         matches!(&steps[..], [Step::Refused { why, .. }] if why.contains("no longer begins with")),
         "{steps:?}"
@@ -400,11 +409,54 @@ fn an_older_unnumbered_journal_is_read_as_such() {
     assert_eq!(e.trust, Trust::Unnumbered);
     assert_eq!(e.changed(), ["a.md"]);
     let policy = crate::records::access::AccessPolicy::new(&[]);
-    assert!(plan_undo(&v, &e, &policy, false).is_ok());
+    assert!(plan_undo(&v, &e, &policy, false, KEPT).is_ok());
 
     put_lines(&v, id, &[old(&header, b""), old(before, b"")]);
     assert!(
         matches!(trust_of(&v, id, &k), Trust::Refused(why) if why.contains("not signed")),
         "signed with an empty key"
+    );
+}
+
+/// Issue 36: the journal keeps at most `max_kept` bytes of one file — a larger one is not kept
+/// (the change is refused), never read whole — and reads no larger copy back; a file's state is
+/// hashed as it is read.
+#[test]
+fn a_file_over_what_the_journal_keeps_is_neither_kept_nor_read_back() {
+    let (_d, v) = vault();
+    v.write_atomic(&p("big.md"), &[b'x'; 100]).unwrap();
+    let j = RunJournal::new(
+        v.clone(),
+        key(),
+        "20261101T000000Z-r-20",
+        "r",
+        Utc::now(),
+        "manual",
+    )
+    .with_max_kept(64);
+    assert!(
+        matches!(
+            j.before_change(&p("big.md")),
+            Err(VaultError::TooLarge {
+                size: 100,
+                cap: 64,
+                ..
+            })
+        ),
+        "refused"
+    );
+    assert!(j.is_empty(), "nothing journaled");
+    v.write_atomic(&blob_path(&digest(b"small")).unwrap(), &[b'y'; 100])
+        .unwrap();
+    assert!(matches!(
+        blob(&v, &digest(b"small"), 64),
+        Err(VaultError::TooLarge { size: 100, .. })
+    ));
+    assert_eq!(state_of(&v, &p("big.md")).unwrap(), Some(digest(&[b'x'; 100])));
+    assert_eq!(state_of(&v, &p("none.md")).unwrap(), None);
+    let said = too_large_to_keep(&p("big.md"), 100, 64 * 1024 * 1024);
+    assert!(
+        said.starts_with("big.md is 100 bytes, more than the 67,108,864 bytes ([journal] max_mib = 64)"),
+        "{said}"
     );
 }

@@ -4,7 +4,9 @@
 //! and only bytes whose hash is the one the journal names. A run that crashed is undone from its
 //! last record after each call, so the real undo does exactly what its dry run says.
 
-use super::{blob, digest, fixed, load, run_ids, state_of, RunChanges, RunJournal, Trust};
+use super::{
+    blob, digest, fixed, kept_text, load, read_head, run_ids, state_of, RunChanges, RunJournal, Trust,
+};
 use crate::base::vault::{Vault, VaultError, VaultPath};
 use crate::records::access::AccessPolicy;
 use chrono::{DateTime, Utc};
@@ -48,13 +50,15 @@ pub fn later_runs(vault: &Vault, entry: &RunChanges, path: &str) -> Vec<String> 
 }
 
 /// What undoing `entry` would do, file by file (`force`: restore changed files too), each file
-/// through the gate with `policy` (the run's role's). A journal this machine did not sign, or
-/// that lost a line (`Trust`), is refused whole.
+/// through the gate with `policy` (the run's role's); a prior copy over `max_kept` bytes (more
+/// than tabd keeps of one file: `journal::max_kept`) is refused, never read. A journal this
+/// machine did not sign, or that lost a line (`Trust`), is refused whole.
 pub fn plan_undo(
     vault: &Vault,
     entry: &RunChanges,
     policy: &AccessPolicy,
     force: bool,
+    max_kept: u64,
 ) -> Result<Vec<Step>, VaultError> {
     match &entry.trust {
         Trust::Whole | Trust::Unnumbered => {}
@@ -76,7 +80,7 @@ pub fn plan_undo(
     for (path, before) in &entry.before {
         let p = fixed(path)?;
         let prefix = entry.prefix.get(path).copied();
-        if let Err(why) = gate(vault, policy, &p, before.as_deref(), prefix) {
+        if let Err(why) = gate(vault, policy, &p, before.as_deref(), prefix, max_kept) {
             steps.push(Step::Refused {
                 path: path.clone(),
                 why,
@@ -121,23 +125,39 @@ fn gate(
     p: &VaultPath,
     to: Option<&str>,
     prefix: Option<u64>,
+    max_kept: u64,
 ) -> Result<(), String> {
     no_link(vault, p)?;
     policy.check_restore(vault, p).map_err(|e| e.to_string())?;
     if let Some(hash) = to {
-        prior_bytes(vault, p, hash, prefix)?;
+        prior_bytes(vault, p, hash, prefix, max_kept)?;
     }
     Ok(())
 }
 
 /// The content `p` had before the run: the journal's copy, or (the run only appended, and the
-/// file was not changed otherwise since) the file's first `prefix` bytes — checked against `hash`.
-fn prior_bytes(vault: &Vault, p: &VaultPath, hash: &str, prefix: Option<u64>) -> Result<Vec<u8>, String> {
-    let bytes = match (blob(vault, hash), prefix) {
+/// file was not changed otherwise since) the file's first `prefix` bytes — checked against `hash`,
+/// never more than `max_kept` bytes read.
+fn prior_bytes(
+    vault: &Vault,
+    p: &VaultPath,
+    hash: &str,
+    prefix: Option<u64>,
+    max_kept: u64,
+) -> Result<Vec<u8>, String> {
+    let bytes = match (blob(vault, hash, max_kept), prefix) {
         (Ok(bytes), _) => bytes,
+        (Err(VaultError::TooLarge { size, cap, .. }), None) => {
+            return Err(format!(
+                "{p} cannot be restored: the journal's copy of it is {} bytes, more than the {} tabd \
+                 keeps of one file, so tabd did not write it",
+                crate::base::text::thousands(size),
+                kept_text(cap)
+            ));
+        }
         (Err(_), Some(len)) => {
-            let (now, _) = vault.read_bytes(p, u64::MAX).map_err(|e| format!("{p}: {e}"))?;
-            let Some(head) = now.get(..len as usize).filter(|b| digest(b) == hash) else {
+            let head = read_head(vault, p, len.min(max_kept)).map_err(|e| format!("{p}: {e}"))?;
+            let Some(head) = Some(head).filter(|b| b.len() as u64 == len && digest(b) == hash) else {
                 return Err(format!(
                     "{p} no longer begins with what it held before the run (the run only appended to it, \
                      so no copy was kept): it cannot be restored"
@@ -177,7 +197,9 @@ pub fn apply(vault: &Vault, steps: &[Step], undo: &RunJournal) -> Result<usize, 
         no_link(vault, &p).map_err(VaultError::Refused)?;
         // Read before the undo's own journal keeps the file: the prefix is in the file itself.
         let prior = match to {
-            Some(hash) => Some(prior_bytes(vault, &p, hash, *prefix).map_err(VaultError::Refused)?),
+            Some(hash) => {
+                Some(prior_bytes(vault, &p, hash, *prefix, undo.max_kept()).map_err(VaultError::Refused)?)
+            }
             None => None,
         };
         undo.before_change(&p)?;

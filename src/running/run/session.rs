@@ -132,7 +132,8 @@ impl Session {
                 o.started,
                 o.door.label(o.trigger),
             )
-            .with_faults(env.faults.clone()),
+            .with_faults(env.faults.clone())
+            .with_max_kept(crate::records::journal::max_kept(&env.config.journal)),
         );
         let delegator = delegator_for(
             env,
