@@ -121,23 +121,40 @@ pub const ALL: &[Cap] = &[
     SECTIONS,
 ];
 
+/// A list over its cap: `n` items where `cap` allows fewer, perhaps with what the role inherits
+/// through `extends` (the parent's name). Its `Display` is the sentence for the role's file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{inherited}{what} has {n} {items}; a role may have at most {max} (tabd's cap, so one role cannot hold the others; \
+     docs/roles.md): {instead}",
+    inherited = inherited_from.as_ref().map(|p| format!("with what it inherits through `extends: {p}`, ")).unwrap_or_default(),
+    what = cap.what, items = cap.items, max = cap.max, instead = cap.instead
+)]
+pub struct OverCap {
+    pub cap: Cap,
+    pub n: usize,
+    pub inherited_from: Option<String>,
+}
+
 impl Cap {
-    /// `Err` with the sentence for the role's file when `n` is over the cap.
-    pub fn check(&self, n: usize) -> Result<(), String> {
+    /// `Err` when `n` is over the cap.
+    pub fn check(&self, n: usize) -> Result<(), OverCap> {
         if n <= self.max {
             return Ok(());
         }
-        Err(format!(
-            "{} has {n} {}; a role may have at most {} (tabd's cap, so one role cannot hold the others; \
-             docs/roles.md): {}",
-            self.what, self.items, self.max, self.instead
-        ))
+        Err(OverCap {
+            cap: *self,
+            n,
+            inherited_from: None,
+        })
     }
 
     /// Like `check`, for a list that grew over the cap with what the role inherits.
-    pub fn check_inherited(&self, n: usize, parent: &str) -> Result<(), String> {
-        self.check(n)
-            .map_err(|e| format!("with what it inherits through `extends: {parent}`, {e}"))
+    pub fn check_inherited(&self, n: usize, parent: &str) -> Result<(), OverCap> {
+        self.check(n).map_err(|e| OverCap {
+            inherited_from: Some(parent.to_string()),
+            ..e
+        })
     }
 }
 
@@ -161,7 +178,7 @@ pub(super) fn section_fits(def: &mut RoleDef, section: &Section, items: &[Item])
         Ok(()) => true,
         Err(e) => {
             def.diagnostics
-                .push(Diagnostic::error(&def.path, section.line, e));
+                .push(Diagnostic::error(&def.path, section.line, e.to_string()));
             false
         }
     }
@@ -194,7 +211,7 @@ pub(super) fn inherited(def: &RoleDef, merged: &RoleDef) -> Vec<Diagnostic> {
     counts
         .into_iter()
         .filter_map(|(cap, n)| cap.check_inherited(n, parent).err())
-        .map(|e| Diagnostic::error(&def.path, line, e))
+        .map(|e| Diagnostic::error(&def.path, line, e.to_string()))
         .collect()
 }
 
@@ -205,13 +222,13 @@ mod tests {
     #[test]
     fn a_cap_allows_its_number_and_names_itself_past_it() {
         assert!(EXPECT.check(50).is_ok());
-        let e = EXPECT.check(15_000).unwrap_err();
+        let e = EXPECT.check(15_000).unwrap_err().to_string();
         assert!(
             e.starts_with("`expect` has 15000 expectations; a role may have at most 50"),
             "{e}"
         );
         assert!(e.contains("{date}"), "says what to do instead: {e}");
-        let e = WATCH.check_inherited(101, "_base").unwrap_err();
+        let e = WATCH.check_inherited(101, "_base").unwrap_err().to_string();
         assert!(
             e.starts_with("with what it inherits through `extends: _base`, `watch` has 101"),
             "{e}"

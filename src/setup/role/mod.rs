@@ -564,7 +564,8 @@ fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
         caps::SECTIONS.check(body.sections.len()),
         body.sections.get(caps::SECTIONS.max),
     ) {
-        def.diagnostics.push(Diagnostic::error(path, first_over.line, e));
+        def.diagnostics
+            .push(Diagnostic::error(path, first_over.line, e.to_string()));
     }
     for section in body.sections.iter().take(caps::SECTIONS.max) {
         if section.kind != SectionKind::Other {

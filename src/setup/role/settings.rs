@@ -7,12 +7,12 @@ use chrono_tz::Tz;
 use serde_json::Value;
 
 use crate::base::calls::Mode;
-use crate::base::environment::Env;
+use crate::base::environment::{Env, ExpandError};
 use crate::base::text::did_you_mean;
 use crate::formats::frontmatter::{Field, Frontmatter};
-use crate::formats::schedule::parse_tz;
+use crate::formats::schedule::{parse_tz, PhraseError, UnknownZone};
 use crate::setup::config::{Limits, ProviderConfig};
-use crate::setup::role::caps::{self, Cap};
+use crate::setup::role::caps::{self, Cap, OverCap};
 use crate::setup::role::LoadContext;
 
 /// What to do with scheduled slots missed while tabd was not running (DESIGN §4).
@@ -41,7 +41,7 @@ pub enum CatchUp {
 ///   value: accessor `fn key(&self, from: &Section) -> T`), `from_optional(Section.field)` (the
 ///   config's, itself optional: `-> Option<T>`), `computed("…")` (decided where the role is
 ///   whole, said in words here), `none("…")` (unset means what the words say).
-/// - read: `fn(key, value, env) -> Result<T, String>`.
+/// - read: `fn(key, value, env) -> Result<T, InvalidSetting>`.
 macro_rules! role_settings {
     ($(
         $(#[doc = $doc:literal])*
@@ -63,14 +63,14 @@ macro_rules! role_settings {
         pub const KNOWN_KEYS: &[&str] = &[$(stringify!($key)),*];
 
         /// Reads one frontmatter entry into `s`: the key's own reader, else "unknown setting".
-        fn apply(s: &mut RoleSettings, e: &Field, env: &Env) -> Result<(), String> {
+        fn apply(s: &mut RoleSettings, e: &Field, env: &Env) -> Result<(), InvalidSetting> {
             let v = &e.value;
             match e.key.as_str() {
                 $(stringify!($key) => {
                     let value: $ty = ($read)(stringify!($key), v, env)?;
                     role_settings!(@set $join s.$key, value);
                 })*
-                key => return Err(unknown_setting(key)),
+                key => return Err(InvalidSetting::Unknown(key.to_string())),
             }
             Ok(())
         }
@@ -279,95 +279,177 @@ pub fn parse(fm: &Frontmatter, env: &Env) -> (RoleSettings, Vec<SettingError>) {
     let mut s = RoleSettings::default();
     let mut errors = Vec::new();
     for entry in &fm.entries {
-        if let Err(message) = apply(&mut s, entry, env) {
+        if let Err(e) = apply(&mut s, entry, env) {
             errors.push(SettingError {
                 line: entry.line,
-                message,
+                message: e.to_string(),
             });
         }
     }
     (s, errors)
 }
 
-/// "unknown setting `modle` — did you mean `model`? Known settings: …".
-fn unknown_setting(key: &str) -> String {
-    let hint = did_you_mean(key, KNOWN_KEYS.iter().copied())
-        .map(|k| format!(" — did you mean `{k}`?"))
-        .unwrap_or_default();
-    format!(
-        "unknown setting `{key}`{hint} Known settings: {}. Remove or rename it.",
-        KNOWN_KEYS.join(", ")
-    )
+/// `expect`'s example, in its messages.
+const EXPECT_EXAMPLE: &str = "{path: \"reports/{date}.md\", by: \"weekdays at 8:30\"}";
+
+/// Why one setting's value cannot be used. The sentence a person reads is its `Display`, made
+/// when `parse` puts it at the key's line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InvalidSetting {
+    #[error("unknown setting `{0}`{hint} Known settings: {known}. Remove or rename it.", hint = hint(did_you_mean(.0, KNOWN_KEYS.iter().copied())), known = KNOWN_KEYS.join(", "))]
+    Unknown(String),
+    #[error("`{key}` must be {want} (got {got})")]
+    Type {
+        key: String,
+        want: &'static str,
+        got: Value,
+    },
+    #[error("`{key}`: {source}")]
+    Env { key: String, source: ExpandError },
+    #[error("`{key}` is too large (got {n})")]
+    TooLarge { key: String, n: u64 },
+    #[error("`temperature` must be between 0 and 2 (got {0})")]
+    Temperature(f64),
+    #[error(transparent)]
+    Zone(#[from] UnknownZone),
+    #[error("`{key}`: {source}")]
+    Duration { key: String, source: NotADuration },
+    #[error("`catch_up` must be once, skip or all (got \"{0}\")")]
+    CatchUp(String),
+    #[error(transparent)]
+    OverCap(#[from] OverCap),
+    #[error("`deny_tools`: `{0}` is neither a tool name nor server/tool or server/*{hint}; a misspelt name would leave the tool allowed", hint = tool_hint(.0))]
+    DenyTool(String),
+    #[error("`max_delegation_depth` is at most {MAX_DELEGATION_DEPTH} (got {0}): every level multiplies runs and cost")]
+    DelegationDepth(u32),
+    #[error("`max_parallel_delegates` must be 1 or more (1: one child at a time)")]
+    NoParallelDelegates,
+    #[error("`output` has no key `{0}`{hint}; it takes `schema` (a JSON Schema file) and `path` (where the answer is written)", hint = hint(did_you_mean(.0, ["schema", "path"].into_iter())))]
+    OutputKey(String),
+    #[error("`{key}`: unknown placeholder {{{name}}}; use {list}", list = one_of(allowed))]
+    Placeholder {
+        key: &'static str,
+        name: String,
+        allowed: &'static [&'static str],
+    },
+    #[error("`expect` has no key `{0}`; it takes `path` and `by`, like {EXPECT_EXAMPLE}")]
+    ExpectKey(String),
+    #[error("`expect` needs `{0}`, like {EXPECT_EXAMPLE}")]
+    ExpectNeeds(&'static str),
+    /// `check_relative`'s reason for the path.
+    #[error("`expect.path`: {0}")]
+    ExpectPath(String),
+    #[error("`expect.by` \"{0}\" names no time: write one like \"weekdays at 8:30\"")]
+    ExpectNoTime(String),
+    #[error("`expect.by`: {0}")]
+    ExpectBy(#[source] PhraseError),
+    #[error("`approve`: `{0}` is neither a risk class (read, write, network, destructive), a tool name, nor server/tool or server/*{hint}", hint = hint(did_you_mean(.0, APPROVE_WORDS.iter().copied().chain(crate::base::calls::VAULT_TOOLS.iter().copied()).chain([crate::base::calls::DELEGATE]))))]
+    ApproveKey(String),
+    #[error("`approve`: `{key}` must be auto, ask or deny (got {got})")]
+    ApproveMode { key: String, got: Value },
 }
 
-fn temperature(key: &str, v: &Value, _env: &Env) -> Result<f64, String> {
+/// A text that is not a duration.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("\"{text}\" is not a duration ({source}); write one like 2m, 90s or 2h")]
+pub struct NotADuration {
+    text: String,
+    source: humantime::DurationError,
+}
+
+/// The risk classes `approve` takes, for did-you-mean.
+const APPROVE_WORDS: [&str; 4] = ["read", "write", "network", "destructive"];
+
+/// " — did you mean `model`?", or nothing.
+fn hint(suggestion: Option<&str>) -> String {
+    suggestion
+        .map(|k| format!(" — did you mean `{k}`?"))
+        .unwrap_or_default()
+}
+
+/// `{date}`, `{date} or {role}`, `{date}, {role} or {run_id}`.
+fn one_of(allowed: &[&str]) -> String {
+    let names: Vec<String> = allowed.iter().map(|a| format!("{{{a}}}")).collect();
+    match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "none".into(),
+    }
+}
+
+/// " — did you mean `write_file`?" for a misspelt vault tool name, else nothing.
+fn tool_hint(name: &str) -> String {
+    hint(did_you_mean(
+        name,
+        crate::base::calls::VAULT_TOOLS
+            .iter()
+            .copied()
+            .chain([crate::base::calls::DELEGATE]),
+    ))
+}
+
+fn temperature(key: &str, v: &Value, _env: &Env) -> Result<f64, InvalidSetting> {
     let t = v
         .as_f64()
         .ok_or_else(|| type_error(key, "a number from 0 to 2, like 0.3", v))?;
     if !(0.0..=2.0).contains(&t) {
-        return Err(format!("`temperature` must be between 0 and 2 (got {t})"));
+        return Err(InvalidSetting::Temperature(t));
     }
     Ok(t)
 }
 
-fn timezone(key: &str, v: &Value, env: &Env) -> Result<Tz, String> {
-    parse_tz(&string(key, v, env)?).map_err(|e| e.to_string())
+fn timezone(key: &str, v: &Value, env: &Env) -> Result<Tz, InvalidSetting> {
+    Ok(parse_tz(&string(key, v, env)?)?)
 }
 
 /// `extends: _base` or `_base.md`: the parent's name.
-fn extends(key: &str, v: &Value, env: &Env) -> Result<String, String> {
+fn extends(key: &str, v: &Value, env: &Env) -> Result<String, InvalidSetting> {
     Ok(string(key, v, env)?.trim_end_matches(".md").to_string())
 }
 
-fn catch_up(key: &str, v: &Value, env: &Env) -> Result<CatchUp, String> {
+fn catch_up(key: &str, v: &Value, env: &Env) -> Result<CatchUp, InvalidSetting> {
     Ok(match string(key, v, env)?.as_str() {
         "once" => CatchUp::Once,
         "skip" => CatchUp::Skip,
         "all" => CatchUp::All,
-        other => return Err(format!("`catch_up` must be once, skip or all (got \"{other}\")")),
+        other => return Err(InvalidSetting::CatchUp(other.to_string())),
     })
 }
 
 /// Each item a vault tool's name, `server/tool` or `server/*`: a misspelt one would leave the
 /// tool allowed.
-fn deny_tools(key: &str, v: &Value, env: &Env) -> Result<Vec<String>, String> {
+fn deny_tools(key: &str, v: &Value, env: &Env) -> Result<Vec<String>, InvalidSetting> {
     let items = list(key, v, env, caps::DENY_TOOLS)?;
-    for i in &items {
-        let ok = crate::base::calls::is_tabd_tool(i) || crate::setup::role::McpAllow::parse(i, 0).is_ok();
-        if !ok {
-            return Err(format!(
-                "`deny_tools`: `{i}` is neither a tool name nor server/tool or server/*{}; a misspelt \
-                 name would leave the tool allowed",
-                tool_hint(i)
-            ));
-        }
+    if let Some(bad) = items
+        .iter()
+        .find(|i| !crate::base::calls::is_tabd_tool(i) && crate::setup::role::McpAllow::parse(i, 0).is_err())
+    {
+        return Err(InvalidSetting::DenyTool(bad.clone()));
     }
     Ok(items)
 }
 
-fn delegation_depth(key: &str, v: &Value, env: &Env) -> Result<u32, String> {
+fn delegation_depth(key: &str, v: &Value, env: &Env) -> Result<u32, InvalidSetting> {
     let n: u32 = count(key, v, env)?;
     if n > MAX_DELEGATION_DEPTH {
-        return Err(format!(
-            "`max_delegation_depth` is at most {MAX_DELEGATION_DEPTH} (got {n}): every level multiplies runs and cost"
-        ));
+        return Err(InvalidSetting::DelegationDepth(n));
     }
     Ok(n)
 }
 
-fn parallel_delegates(key: &str, v: &Value, env: &Env) -> Result<u32, String> {
+fn parallel_delegates(key: &str, v: &Value, env: &Env) -> Result<u32, InvalidSetting> {
     let n: u32 = count(key, v, env)?;
     if n == 0 {
-        return Err("`max_parallel_delegates` must be 1 or more (1: one child at a time)".into());
+        return Err(InvalidSetting::NoParallelDelegates);
     }
     Ok(n)
 }
 
 /// `output: {schema: schemas/risk.json, path: "reports/{date}-{role}.md"}`.
-fn output_contract(_key: &str, v: &Value, env: &Env) -> Result<OutputContract, String> {
+fn output_contract(key: &str, v: &Value, env: &Env) -> Result<OutputContract, InvalidSetting> {
     let Value::Object(map) = v else {
         return Err(type_error(
-            "output",
+            key,
             "a map like {schema: schemas/assessment.json, path: \"reports/{date}-{role}.md\"}",
             v,
         ));
@@ -381,82 +463,74 @@ fn output_contract(_key: &str, v: &Value, env: &Env) -> Result<OutputContract, S
                 placeholders("output.path", &text, &["date", "role", "run_id"])?;
                 out.path = Some(text)
             }
-            other => {
-                return Err(format!(
-                    "`output` has no key `{other}`{}; it takes `schema` (a JSON Schema file) and `path` (where the answer is written)",
-                    did_you_mean(other, ["schema", "path"].into_iter())
-                        .map(|k| format!(" — did you mean `{k}`?"))
-                        .unwrap_or_default()
-                ))
-            }
+            other => return Err(InvalidSetting::OutputKey(other.to_string())),
         }
     }
     Ok(out)
 }
 
 /// Checks that a path template names only the `allowed` placeholders (`{date}`, …).
-fn placeholders(key: &str, template: &str, allowed: &[&str]) -> Result<(), String> {
+fn placeholders(
+    key: &'static str,
+    template: &str,
+    allowed: &'static [&'static str],
+) -> Result<(), InvalidSetting> {
     for part in template.split('{').skip(1) {
         let name = part.split('}').next().unwrap_or("");
         if !allowed.contains(&name) {
-            let names: Vec<String> = allowed.iter().map(|a| format!("{{{a}}}")).collect();
-            let list = match names.split_last() {
-                Some((last, [])) => last.clone(),
-                Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-                None => "none".into(),
-            };
-            return Err(format!("`{key}`: unknown placeholder {{{name}}}; use {list}"));
+            return Err(InvalidSetting::Placeholder {
+                key,
+                name: name.to_string(),
+                allowed,
+            });
         }
     }
     Ok(())
 }
 
 /// `expect: {path: …, by: …}`, or a list of them.
-fn expectations(_key: &str, v: &Value, env: &Env) -> Result<Vec<Expectation>, String> {
+fn expectations(key: &str, v: &Value, env: &Env) -> Result<Vec<Expectation>, InvalidSetting> {
     let items = match v {
         Value::Array(items) => items.as_slice(),
         one => std::slice::from_ref(one),
     };
     // Each one is a deadline the daemon keeps all day: counted before any is compiled.
     caps::EXPECT.check(items.len())?;
-    let example = "{path: \"reports/{date}.md\", by: \"weekdays at 8:30\"}";
-    items
-        .iter()
-        .map(|item| {
-            let Value::Object(map) = item else {
-                return Err(type_error("expect", &format!("a map like {example}"), item));
-            };
-            if let Some(other) = map.keys().find(|k| *k != "path" && *k != "by") {
-                return Err(format!(
-                    "`expect` has no key `{other}`; it takes `path` and `by`, like {example}"
-                ));
-            }
-            let get = |k: &str| match map.get(k) {
-                Some(value) => string(&format!("expect.{k}"), value, env),
-                None => Err(format!("`expect` needs `{k}`, like {example}")),
-            };
-            let (path, by) = (get("path")?, get("by")?);
-            placeholders("expect.path", &path, &["date", "role"])?;
-            crate::setup::role::context::check_relative(
-                &path.replace("{date}", "2026-01-01").replace("{role}", "r"),
-            )
-            .map_err(|e| format!("`expect.path`: {e}"))?;
-            match crate::formats::schedule::ScheduleLine::compile(&by, 0) {
-                Ok(Some(line)) => Ok(Expectation { path, by, line }),
-                Ok(None) => Err(format!(
-                    "`expect.by` \"{by}\" names no time: write one like \"weekdays at 8:30\""
-                )),
-                Err(e) => Err(format!("`expect.by`: {e}")),
-            }
-        })
-        .collect()
+    items.iter().map(|item| expectation(key, item, env)).collect()
+}
+
+/// One `{path: …, by: …}`.
+fn expectation(key: &str, item: &Value, env: &Env) -> Result<Expectation, InvalidSetting> {
+    let Value::Object(map) = item else {
+        return Err(type_error(
+            key,
+            "a map like {path: \"reports/{date}.md\", by: \"weekdays at 8:30\"}",
+            item,
+        ));
+    };
+    if let Some(other) = map.keys().find(|k| *k != "path" && *k != "by") {
+        return Err(InvalidSetting::ExpectKey(other.clone()));
+    }
+    let get = |k: &'static str| match map.get(k) {
+        Some(value) => string(&format!("expect.{k}"), value, env),
+        None => Err(InvalidSetting::ExpectNeeds(k)),
+    };
+    let (path, by) = (get("path")?, get("by")?);
+    placeholders("expect.path", &path, &["date", "role"])?;
+    crate::setup::role::context::check_relative(&path.replace("{date}", "2026-01-01").replace("{role}", "r"))
+        .map_err(InvalidSetting::ExpectPath)?;
+    match crate::formats::schedule::ScheduleLine::compile(&by, 0) {
+        Ok(Some(line)) => Ok(Expectation { path, by, line }),
+        Ok(None) => Err(InvalidSetting::ExpectNoTime(by)),
+        Err(e) => Err(InvalidSetting::ExpectBy(e)),
+    }
 }
 
 /// `approve: {network: ask, slack/conversations_add_message: ask, memory/read_graph: auto}`.
-fn approve_map(_key: &str, v: &Value, _env: &Env) -> Result<BTreeMap<String, Mode>, String> {
+fn approve_map(key: &str, v: &Value, _env: &Env) -> Result<BTreeMap<String, Mode>, InvalidSetting> {
     let Value::Object(map) = v else {
         return Err(type_error(
-            "approve",
+            key,
             "a map like {network: ask, slack/conversations_add_message: ask}",
             v,
         ));
@@ -468,63 +542,50 @@ fn approve_map(_key: &str, v: &Value, _env: &Env) -> Result<BTreeMap<String, Mod
             || crate::base::calls::is_tabd_tool(key)
             || crate::setup::role::McpAllow::parse(key, 0).is_ok();
         if !known {
-            let classes = ["read", "write", "network", "destructive"];
-            let hint = did_you_mean(
-                key,
-                classes
-                    .iter()
-                    .copied()
-                    .chain(crate::base::calls::VAULT_TOOLS.iter().copied())
-                    .chain([crate::base::calls::DELEGATE]),
-            )
-            .map(|k| format!(" — did you mean `{k}`?"))
-            .unwrap_or_default();
-            return Err(format!(
-                "`approve`: `{key}` is neither a risk class (read, write, network, destructive), a tool name, nor server/tool or server/*{hint}"
-            ));
+            return Err(InvalidSetting::ApproveKey(key.clone()));
         }
         let mode = mode
             .as_str()
             .and_then(Mode::parse)
-            .ok_or_else(|| format!("`approve`: `{key}` must be auto, ask or deny (got {mode})"))?;
+            .ok_or_else(|| InvalidSetting::ApproveMode {
+                key: key.clone(),
+                got: mode.clone(),
+            })?;
         out.insert(key.clone(), mode);
     }
     Ok(out)
 }
 
-/// " — did you mean `write_file`?" for a misspelt vault tool name, else nothing.
-fn tool_hint(name: &str) -> String {
-    did_you_mean(
-        name,
-        crate::base::calls::VAULT_TOOLS
-            .iter()
-            .copied()
-            .chain([crate::base::calls::DELEGATE]),
-    )
-    .map(|k| format!(" — did you mean `{k}`?"))
-    .unwrap_or_default()
+fn type_error(key: &str, want: &'static str, got: &Value) -> InvalidSetting {
+    InvalidSetting::Type {
+        key: key.to_string(),
+        want,
+        got: got.clone(),
+    }
 }
 
-fn type_error(key: &str, want: &str, got: &Value) -> String {
-    format!("`{key}` must be {want} (got {got})")
-}
-
-fn string(key: &str, v: &Value, env: &Env) -> Result<String, String> {
+fn string(key: &str, v: &Value, env: &Env) -> Result<String, InvalidSetting> {
     match v {
-        Value::String(s) => env.expand(s).map_err(|e| format!("`{key}`: {e}")),
+        Value::String(s) => env.expand(s).map_err(|source| InvalidSetting::Env {
+            key: key.to_string(),
+            source,
+        }),
         Value::Number(n) => Ok(n.to_string()),
         _ => Err(type_error(key, "text", v)),
     }
 }
 
-fn count<T: TryFrom<u64>>(key: &str, v: &Value, _env: &Env) -> Result<T, String> {
+fn count<T: TryFrom<u64>>(key: &str, v: &Value, _env: &Env) -> Result<T, InvalidSetting> {
     let n = v
         .as_u64()
         .ok_or_else(|| type_error(key, "a whole number of 0 or more, like 30", v))?;
-    T::try_from(n).map_err(|_| format!("`{key}` is too large (got {n})"))
+    T::try_from(n).map_err(|_| InvalidSetting::TooLarge {
+        key: key.to_string(),
+        n,
+    })
 }
 
-fn dollars(key: &str, v: &Value, _env: &Env) -> Result<f64, String> {
+fn dollars(key: &str, v: &Value, _env: &Env) -> Result<f64, InvalidSetting> {
     match v.as_f64() {
         Some(d) if d >= 0.0 && d.is_finite() => Ok(d),
         _ => Err(type_error(
@@ -537,7 +598,7 @@ fn dollars(key: &str, v: &Value, _env: &Env) -> Result<f64, String> {
 
 /// `true`/`false`, and the words people write in Obsidian's Properties: `yes`/`no`, `on`/`off`
 /// (YAML 1.1 read them as booleans; the YAML tabd reads, 1.2, reads them as text).
-fn boolean(key: &str, v: &Value, _env: &Env) -> Result<bool, String> {
+fn boolean(key: &str, v: &Value, _env: &Env) -> Result<bool, InvalidSetting> {
     if let Some(b) = v.as_bool() {
         return Ok(b);
     }
@@ -548,21 +609,26 @@ fn boolean(key: &str, v: &Value, _env: &Env) -> Result<bool, String> {
     }
 }
 
-fn duration(key: &str, v: &Value, _env: &Env) -> Result<Duration, String> {
+fn duration(key: &str, v: &Value, _env: &Env) -> Result<Duration, InvalidSetting> {
     let text = v
         .as_str()
         .ok_or_else(|| type_error(key, "a duration like 2m, 90s or 2h", v))?;
-    parse_duration(text).map_err(|e| format!("`{key}`: {e}"))
+    parse_duration(text).map_err(|source| InvalidSetting::Duration {
+        key: key.to_string(),
+        source,
+    })
 }
 
 /// Parses `2m`, `90s`, `2h 30m`, `90 min`, `1 hour` (humantime).
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| format!("\"{text}\" is not a duration ({e}); write one like 2m, 90s or 2h"))
+fn parse_duration(text: &str) -> Result<Duration, NotADuration> {
+    humantime::parse_duration(text.trim()).map_err(|source| NotADuration {
+        text: text.to_string(),
+        source,
+    })
 }
 
 /// A list, at most `cap` long (counted before any item is read).
-fn list(key: &str, v: &Value, env: &Env, cap: Cap) -> Result<Vec<String>, String> {
+fn list(key: &str, v: &Value, env: &Env, cap: Cap) -> Result<Vec<String>, InvalidSetting> {
     match v {
         Value::Array(items) => {
             cap.check(items.len())?;
