@@ -54,7 +54,10 @@ impl ScheduleLine {
             let cron = parse_cron(&expr).map_err(|e| {
                 PhraseError::new(
                     source,
-                    format!("internal: compiled to `{expr}`, which croner rejects ({e})"),
+                    phrase::Reason::Internal {
+                        expr: expr.clone(),
+                        croner: e.to_string(),
+                    },
                 )
             })?;
             crons.push((expr, cron));

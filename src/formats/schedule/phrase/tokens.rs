@@ -1,5 +1,7 @@
 //! A schedule phrase as tokens: times (`9am`, `17:30`, `noon`), numbers, words, dashes, commas.
 
+use super::Reason;
+
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Token {
     Time(u32, u32),
@@ -9,7 +11,7 @@ pub(super) enum Token {
     Comma,
 }
 
-pub(super) fn tokenize(s: &str) -> Result<Vec<Token>, String> {
+pub(super) fn tokenize(s: &str) -> Result<Vec<Token>, Reason> {
     let chars: Vec<char> = s.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -40,7 +42,7 @@ pub(super) fn tokenize(s: &str) -> Result<Vec<Token>, String> {
                 _ => out.push(Token::Word(word)),
             }
         } else {
-            return Err(format!("unexpected character '{c}'"));
+            return Err(Reason::UnexpectedCharacter(c));
         }
     }
     Ok(out)
@@ -48,13 +50,13 @@ pub(super) fn tokenize(s: &str) -> Result<Vec<Token>, String> {
 
 /// A number at `chars[*i]`: a time (`9am`, `9 am`, `17:30`), the `2x/day` shorthand, or a plain
 /// number. Advances `*i` past what it read.
-fn number(chars: &[char], i: &mut usize) -> Result<Vec<Token>, String> {
+fn number(chars: &[char], i: &mut usize) -> Result<Vec<Token>, Reason> {
     let start = *i;
     while *i < chars.len() && chars[*i].is_ascii_digit() {
         *i += 1;
     }
     let num: String = chars[start..*i].iter().collect();
-    let hour: u32 = num.parse().map_err(|_| format!("\"{num}\" is too large"))?;
+    let hour: u32 = num.parse().map_err(|_| Reason::NumberTooLarge(num.clone()))?;
     let mut minute = None;
     if chars.get(*i) == Some(&':') {
         let mstart = *i + 1;
@@ -63,10 +65,7 @@ fn number(chars: &[char], i: &mut usize) -> Result<Vec<Token>, String> {
             j += 1;
         }
         if j - mstart != 2 {
-            return Err(format!(
-                "\"{}\" is not a time like 8:30",
-                chars[start..j].iter().collect::<String>()
-            ));
+            return Err(Reason::NotAClockTime(chars[start..j].iter().collect()));
         }
         minute = Some(
             chars[mstart..j]
@@ -94,7 +93,7 @@ fn number(chars: &[char], i: &mut usize) -> Result<Vec<Token>, String> {
     if let Some(pm) = meridiem {
         *i = k + suffix.len();
         if !(1..=12).contains(&hour) {
-            return Err(format!("\"{hour}{suffix}\" is not a time: use 1–12 with am/pm"));
+            return Err(Reason::NotTwelveHour { hour, suffix });
         }
         let h = match (hour, pm) {
             (12, false) => 0,
@@ -106,7 +105,7 @@ fn number(chars: &[char], i: &mut usize) -> Result<Vec<Token>, String> {
     }
     if let Some(m) = minute {
         if hour > 23 {
-            return Err(format!("\"{hour}:{m:02}\" is not a time: hours go 0–23"));
+            return Err(Reason::HourPast23 { hour, minute: m });
         }
         return Ok(vec![Token::Time(hour, check_minute(Some(m), hour)?)]);
     }
@@ -118,10 +117,10 @@ fn number(chars: &[char], i: &mut usize) -> Result<Vec<Token>, String> {
     Ok(vec![Token::Num(hour)])
 }
 
-fn check_minute(minute: Option<u32>, hour: u32) -> Result<u32, String> {
+fn check_minute(minute: Option<u32>, hour: u32) -> Result<u32, Reason> {
     match minute {
         None => Ok(0),
         Some(m) if m < 60 => Ok(m),
-        Some(m) => Err(format!("\"{hour}:{m}\" is not a time: minutes go 00–59")),
+        Some(m) => Err(Reason::MinutePast59 { hour, minute: m }),
     }
 }

@@ -1,0 +1,119 @@
+//! Why a schedule phrase cannot be read: one variant per refusal. Its `Display` is the hint a
+//! person needs (what to write instead); `PhraseError` puts it after the quoted phrase, with
+//! what was understood so far and the accepted forms.
+
+use chrono_tz::Tz;
+
+use super::reader::ordinal_text;
+use crate::formats::schedule::zone::UnknownZone;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Reason {
+    #[error("unexpected character '{0}'")]
+    UnexpectedCharacter(char),
+    #[error("\"{0}\" is too large")]
+    NumberTooLarge(String),
+    #[error("\"{0}\" is not a time like 8:30")]
+    NotAClockTime(String),
+    #[error("\"{hour}{suffix}\" is not a time: use 1–12 with am/pm")]
+    NotTwelveHour { hour: u32, suffix: String },
+    #[error("\"{hour}:{minute:02}\" is not a time: hours go 0–23")]
+    HourPast23 { hour: u32, minute: u32 },
+    #[error("\"{hour}:{minute}\" is not a time: minutes go 00–59")]
+    MinutePast59 { hour: u32, minute: u32 },
+    #[error(transparent)]
+    Zone(#[from] UnknownZone),
+    #[error(
+        "\"{0}\" is an abbreviation, not a time zone: write an IANA name (America/New_York, \
+         Europe/Berlin, …), whose clocks change with daylight saving as people's do"
+    )]
+    ZoneAbbreviation(String),
+    #[error("two time zones in one line ({} and {}): put each on its own line", .0.name(), .1.name())]
+    TwoZones(Tz, Tz),
+    #[error(
+        "a run every other day (or every N days) drifts against weeks and months, which a clock schedule \
+         cannot follow; write the days, like `mon,wed,fri at 9am`, or `daily at 9am` with `skip_unchanged: true`"
+    )]
+    EveryOtherDay,
+    #[error(
+        "every other week cannot be a fixed clock schedule; write a weekly one (`mondays at 9am`), or two \
+         days of the month (`1st and 15th of the month at 9am` is not possible either: use two lines, \
+         `1st of the month at 9am` and `15th of the month at 9am`)"
+    )]
+    EveryOtherWeek,
+    /// croner's reason, as it says it (its error type is neither `Clone` nor `Eq`).
+    #[error("not a valid cron expression ({0})")]
+    Cron(String),
+    /// The compiler wrote an expression croner refuses: a bug, reported rather than a panic.
+    #[error("internal: compiled to `{expr}`, which croner rejects ({croner})")]
+    Internal { expr: String, croner: String },
+    #[error("\"{n}{word}\" names no days or times: write them, like `mon,thu at 9am`")]
+    NoDaysOrTimes { n: u32, word: String },
+    #[error("\"{0}x/day\" is not supported: use 1x/day, 2x/day or list the times")]
+    TimesADay(u32),
+    #[error("\"{0}\" is not a time: write 9am, 17:00 or `every {0} min`")]
+    BareNumber(u32),
+    #[error("\"{0}\" is not a time, day or interval word")]
+    UnknownWord(String),
+    #[error(
+        "\"{word} a {unit}\" does not say which days: write them, like {}",
+        which_days_example(unit)
+    )]
+    WhichDays { word: String, unit: String },
+    #[error(
+        "it names days and times that do not pair up, so tabd cannot tell which time goes with \
+         which days: write one pair per line or join them with `;`, like `fri at 4pm; mon at 9am`"
+    )]
+    Unpaired,
+    #[error("\"during\" takes `work hours` (9am–5pm, weekdays) or a window like 9am-6pm")]
+    During,
+    #[error("there is no {} {day} in a month", ordinal_text(*.nth))]
+    NoNthWeekday { nth: u32, day: String },
+    #[error("\"{0}\" is not a day of the month: use 1st to 31st, or `last day of the month`")]
+    NotADayOfTheMonth(String),
+    #[error(
+        "the {} does not come in every month (February has 28 or 29 days): use `last day of the month`, or 28th or earlier",
+        ordinal_text(*.0)
+    )]
+    NotInEveryMonth(u32),
+    #[error("\"every {n} {unit}\": the unit must be min, hours or seconds")]
+    EveryUnit { n: u32, unit: String },
+    #[error("\"every\" must be followed by an interval (every 30 min) or a day (every friday)")]
+    EveryWhat,
+    #[error("only one interval per line: put each on its own line")]
+    TwoIntervals,
+    #[error(
+        "\"every {n} {unit}\" does not divide the {} evenly, so it cannot stay aligned to the clock: use one of {}",
+        match *unit { "hours" => "day", "seconds" => "minute", _ => "hour" },
+        if *unit == "hours" { "1, 2, 3, 4, 6, 8, 12 hours" } else { "1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30" }
+    )]
+    NotAligned { n: u32, unit: &'static str },
+    #[error("a time window takes whole hours, like 9am-6pm")]
+    WindowNotWholeHours,
+    #[error("the time window starts and ends at the same hour")]
+    WindowOfNoHours,
+    #[error("an interval cannot also be monthly: use one line for each")]
+    IntervalMonthly,
+    #[error("an interval cannot also have clock times: use a window, like `every 30 min, 9am-6pm`")]
+    IntervalAtTimes,
+    #[error("a time window needs an interval, like `every 30 min, 9am-6pm`")]
+    WindowWithoutInterval,
+    #[error("a monthly schedule names its day once: `first monday of the month`, not also a weekday list")]
+    MonthlyWithWeekdays,
+    #[error(
+        "a monthly schedule names one day: write a line for each, like `1st of the month at 9am` and \
+         `15th of the month at 9am`"
+    )]
+    TwoDaysOfTheMonth,
+    #[error("no time, day or interval found")]
+    Nothing,
+}
+
+/// What to write instead of "twice a week" or "twice a month".
+fn which_days_example(unit: &str) -> &'static str {
+    if unit == "week" {
+        "`mon,thu at 9am`"
+    } else {
+        "two lines, `1st of the month at 9am` and `15th of the month at 9am`"
+    }
+}
