@@ -82,12 +82,20 @@ fn ok(r: &Value, k: &str) -> bool {
     r[k] == "ok"
 }
 
-/// The system's own Python (not a version manager's shim), if the machine has one.
+/// The system's own Python (not a version manager's shim), if the machine has one. Without one
+/// the interpreter tests say so and skip — or, with `TABD_REQUIRE_SANDBOX=1`, fail: they are
+/// sandbox tests, and a machine that should sandbox must not pass them by skipping (issue 37).
 fn system_python() -> Option<&'static str> {
-    let found = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
-        .into_iter()
-        .find(|p| Path::new(p).exists());
+    let paths = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"];
+    let found = paths.into_iter().find(|p| Path::new(p).exists());
     if found.is_none() {
+        if std::env::var("TABD_REQUIRE_SANDBOX").is_ok_and(|r| r == "1") {
+            panic!(
+                "TABD_REQUIRE_SANDBOX=1, but there is no system python3 ({}) for the sandbox's interpreter tests: \
+                 install it (apt-get install python3)",
+                paths.join(", ")
+            );
+        }
         eprintln!("skipped: no system python3");
     }
     found
