@@ -288,6 +288,7 @@ fn day(mode: Mode, typical: bool) -> Totals {
             faults: Default::default(),
             launcher: Default::default(),
             mcp_pool: None,
+            fence: Default::default(),
             probes: Default::default(),
             progress: Default::default(),
             stop: Default::default(),

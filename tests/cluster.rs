@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use tabd::capabilities::cluster::{ClaimKey, Cluster, ClusterError};
+use tabd::capabilities::cluster::{ClaimKey, Claimed, Cluster, ClusterError};
 use tabd::setup::config::cluster::{ClusterConfig, WhenAlone};
 
 use crate::support::nats::Nats;
@@ -148,15 +148,17 @@ fn a_kept_lease_outlives_its_period_and_a_finished_key_is_never_claimed_again() 
         a.finish(&mine).await.unwrap();
         assert!(a.is_done(&key).await.unwrap());
         assert!(
-            b.claim_unless_done(&key, "s".into()).await.unwrap().is_none(),
+            matches!(
+                b.claim_unless_done(&key, "s".into()).await.unwrap(),
+                Claimed::Done
+            ),
             "done: never again"
         );
         // A fresh key is claimed as before.
-        assert!(b
-            .claim_unless_done(&slot(201), "s".into())
-            .await
-            .unwrap()
-            .is_some());
+        assert!(matches!(
+            b.claim_unless_done(&slot(201), "s".into()).await.unwrap(),
+            Claimed::Won(_)
+        ));
     });
 }
 

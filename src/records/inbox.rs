@@ -140,6 +140,18 @@ pub fn is_trigger_name(name: &str) -> bool {
         && !name.starts_with(".#")
         && !name.contains(".syncthing.")
         && !lower.ends_with("~")
+        && !is_sync_artifact(name)
+}
+
+/// True for what sync tools leave beside a note (DESIGN §23): Syncthing's `*.sync-conflict-*`,
+/// iCloud's `.name.icloud` placeholders, Dropbox's and Obsidian's `* (conflicted copy …)*`.
+/// Never a trigger, and named in status.
+pub fn is_sync_artifact(name: &str) -> bool {
+    let lower = name.to_lowercase();
+    lower.contains(".sync-conflict-")
+        || (name.starts_with('.') && lower.ends_with(".icloud"))
+        || lower.contains("(conflicted copy")
+        || lower.contains(" conflicted copy")
 }
 
 /// True for names that are temp files of editors and sync tools (never triggers).
@@ -226,6 +238,11 @@ use crate::base::vault::layout::INBOX_FOLDERS;
 /// (`notes.txt`). Editor and sync temp files and hidden files are left alone.
 fn not_read(e: &crate::base::vault::Entry) -> Option<&'static str> {
     let name = e.path.file_name();
+    if is_sync_artifact(name) {
+        return Some(
+            "a sync tool's conflict copy or placeholder: tabd never runs it (the note it copies runs once); merge it into that note by hand, or delete it",
+        );
+    }
     if is_temp_name(name) || name.starts_with('.') || e.is_symlink {
         return None;
     }
@@ -392,6 +409,36 @@ pub fn move_note(vault: &Vault, note: &VaultPath, dest: &VaultPath) -> Result<Va
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sync_conflict_copies_never_trigger_and_are_named() {
+        for copy in [
+            "call.sync-conflict-20261122-101500-ABCDEF7.md",
+            "call (conflicted copy).md",
+            "call (Conflicted copy 2026-11-22 101500).md",
+            "call (laptop's conflicted copy 2026-11-22).md",
+            ".call.md.icloud",
+        ] {
+            assert!(is_sync_artifact(copy) && !is_trigger_name(copy), "{copy}");
+        }
+        assert!(!is_sync_artifact("conflict notes.md") && is_trigger_name("conflict notes.md"));
+        let dir = tempfile::tempdir().unwrap();
+        let inbox = dir.path().join("agent/inbox/risk");
+        std::fs::create_dir_all(&inbox).unwrap();
+        std::fs::write(inbox.join("call.md"), "a").unwrap();
+        std::fs::write(inbox.join("call.sync-conflict-20261122-101500-ABCDEF7.md"), "b").unwrap();
+        std::fs::write(inbox.join(".call.md.icloud"), "").unwrap();
+        let v = Vault::open(dir.path()).unwrap();
+        let listing = list(&v, &VaultPath::parse("agent/inbox/risk", false).unwrap()).unwrap();
+        let notes: Vec<&str> = listing.notes.iter().map(|e| e.path.file_name()).collect();
+        assert_eq!(notes, ["call.md"]);
+        let named: Vec<&str> = listing.unreadable.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(
+            named,
+            [".call.md.icloud", "call.sync-conflict-20261122-101500-ABCDEF7.md"]
+        );
+        assert!(listing.unreadable[0].why.contains("conflict copy"));
+    }
 
     #[test]
     fn trigger_and_temp_names() {

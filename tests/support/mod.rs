@@ -201,6 +201,17 @@ impl TestVault {
         self.dir.path().join("xdg/tabd/config.toml")
     }
 
+    /// Like `command`, with another config file (a second device of the same vault).
+    pub fn command_with_config(&self, config: &Path, args: &[&str]) -> Command {
+        let mut cmd = self.environment();
+        cmd.arg("--config")
+            .arg(config)
+            .args(args)
+            .arg("--vault")
+            .arg(self.root());
+        cmd
+    }
+
     /// Like `command`, without `--vault`.
     pub fn bare_command(&self, args: &[&str]) -> Command {
         let mut cmd = self.environment();

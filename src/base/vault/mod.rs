@@ -111,6 +111,9 @@ pub struct FileEnd<'a> {
 pub struct Vault {
     root: PathBuf,
     dir: Dir,
+    /// With `[cluster]`, this device's name: its `.tabd/` is `.tabd/devices/<name>/` (DESIGN
+    /// §23: what is in `.tabd/` is per device; sync tools copy it, devices never share it).
+    device: Option<String>,
 }
 
 /// What a kind of file is called in messages.
@@ -188,7 +191,33 @@ impl Vault {
         Ok(Self {
             root: root.to_path_buf(),
             dir,
+            device: None,
         })
+    }
+
+    /// This vault as device `name` of a cluster sees it: `.tabd/x` is `.tabd/devices/<name>/x`
+    /// for every call (what `layout` names stays the same everywhere else).
+    pub fn for_device(mut self, name: &str) -> Self {
+        self.device = Some(name.to_string());
+        self
+    }
+
+    /// Where `path` really is: a path in `.tabd/` moves to this device's folder there (a path
+    /// already in `.tabd/devices/` stays: a walk returns real paths).
+    fn real<'a>(&self, path: &'a VaultPath) -> std::borrow::Cow<'a, VaultPath> {
+        let Some(device) = &self.device else {
+            return std::borrow::Cow::Borrowed(path);
+        };
+        let text = path.as_str();
+        let rest = match text.strip_prefix(layout::TABD) {
+            Some("") => "",
+            Some(r) if r.starts_with('/') && !r.starts_with("/devices/") && r != "/devices" => r,
+            _ => return std::borrow::Cow::Borrowed(path),
+        };
+        match VaultPath::parse(&format!("{}/devices/{device}{rest}", layout::TABD), false) {
+            Ok(moved) => std::borrow::Cow::Owned(moved),
+            Err(_) => std::borrow::Cow::Borrowed(path),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -240,6 +269,7 @@ impl Vault {
     /// folders are refused as `NotRegular`. (To read one as a stream: one too large to read
     /// whole.)
     pub fn open_regular(&self, path: &VaultPath) -> Result<(File, Entry), VaultError> {
+        let path = &*self.real(path);
         let file = self
             .dir
             .open_with(path.as_path(), &read_options())
@@ -286,6 +316,7 @@ impl Vault {
 
     /// Metadata of `path`, following a symlink inside the vault.
     pub fn metadata(&self, path: &VaultPath) -> Result<Entry, VaultError> {
+        let path = &*self.real(path);
         let meta = self
             .dir
             .metadata(path.as_path())
@@ -298,6 +329,7 @@ impl Vault {
     }
 
     pub fn exists(&self, path: &VaultPath) -> bool {
+        let path = &*self.real(path);
         self.dir.symlink_metadata(path.as_path()).is_ok()
     }
 
@@ -331,6 +363,7 @@ impl Vault {
         bytes: &[u8],
         durability: Durability,
     ) -> Result<(), VaultError> {
+        let path = &*self.real(path);
         let parent = self.open_parent(path, true)?;
         let name = path.file_name();
         let tmp = write_temp(&parent, name, bytes, durability != Durability::None)
@@ -347,6 +380,7 @@ impl Vault {
 
     /// Like `write_atomic` but never replaces an existing file.
     pub fn create_atomic(&self, path: &VaultPath, bytes: &[u8]) -> Result<(), VaultError> {
+        let path = &*self.real(path);
         let parent = self.open_parent(path, true)?;
         let name = path.file_name();
         let tmp = write_temp(&parent, name, bytes, true).map_err(|e| io_error(path, &e))?;
@@ -360,6 +394,7 @@ impl Vault {
     /// Creates `dir/name`, or `name-2`, `name-3` … (before the extension) when taken; never
     /// replaces a file. Returns the path it created.
     pub fn create_unique(&self, dir: &VaultPath, name: &str, bytes: &[u8]) -> Result<VaultPath, VaultError> {
+        let dir = &*self.real(dir);
         for n in 1..1000 {
             let path = dir.join(&numbered_name(name, n))?;
             match self.create_atomic(&path, bytes) {
@@ -373,6 +408,8 @@ impl Vault {
 
     /// Renames `from` to `to`; refuses to replace an existing `to`. Parents of `to` are created.
     pub fn rename_noreplace(&self, from: &VaultPath, to: &VaultPath) -> Result<(), VaultError> {
+        let from = &*self.real(from);
+        let to = &*self.real(to);
         let from_parent = self.open_parent(from, false)?;
         let to_parent = self.open_parent(to, true)?;
         rename_noreplace(&from_parent, from.file_name(), &to_parent, to.file_name()).map_err(|e| {
@@ -387,6 +424,8 @@ impl Vault {
     /// Renames `from` to `to`, replacing `to` (for tabd's own files, e.g. setting aside a
     /// corrupt state file).
     pub fn rename_replace(&self, from: &VaultPath, to: &VaultPath) -> Result<(), VaultError> {
+        let from = &*self.real(from);
+        let to = &*self.real(to);
         let from_parent = self.open_parent(from, false)?;
         let to_parent = self.open_parent(to, true)?;
         from_parent
@@ -395,12 +434,14 @@ impl Vault {
     }
 
     pub fn remove_file(&self, path: &VaultPath) -> Result<(), VaultError> {
+        let path = &*self.real(path);
         self.dir
             .remove_file(path.as_path())
             .map_err(|e| io_error(path, &e))
     }
 
     pub fn create_dir_all(&self, path: &VaultPath) -> Result<(), VaultError> {
+        let path = &*self.real(path);
         self.dir
             .create_dir_all(path.as_path())
             .map_err(|e| io_error(path, &e))
@@ -439,6 +480,7 @@ impl Vault {
         tail: u64,
         entry: impl FnOnce(FileEnd<'_>) -> String,
     ) -> Result<(), VaultError> {
+        let path = &*self.real(path);
         let parent = self.open_parent(path, true)?;
         let name = path.file_name();
         let mut opts = OpenOptions::new();
@@ -479,6 +521,7 @@ impl Vault {
     /// Takes an exclusive `flock` on the lock file `path` (created if missing). With `wait`
     /// false, returns `None` at once when another holder has it.
     pub fn lock(&self, path: &VaultPath, wait: bool) -> Result<Option<FileLock>, VaultError> {
+        let path = &*self.real(path);
         let parent = self.open_parent(path, true)?;
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(true);
@@ -497,6 +540,7 @@ impl Vault {
         recursive: bool,
         skip: &dyn Fn(&VaultPath) -> bool,
     ) -> Result<Vec<Entry>, VaultError> {
+        let dir = &*self.real(dir);
         let mut out = Vec::new();
         let mut stack = vec![dir.clone()];
         while let Some(current) = stack.pop() {
@@ -518,6 +562,7 @@ impl Vault {
     /// One folder's entries, and the names in it that tabd cannot use (non-UTF-8 names,
     /// symlinks that lead nowhere or out of the vault).
     pub fn list(&self, dir: &VaultPath) -> Result<Listing, VaultError> {
+        let dir = &*self.real(dir);
         let mut listing = Listing::default();
         let entries = self.dir.read_dir(dir.as_path()).map_err(|e| io_error(dir, &e))?;
         for entry in entries.flatten() {

@@ -272,3 +272,33 @@ fn many_lookups_answer_as_one_lookup_does() {
     assert!(canon.found_missing(&p("project/missing.md")));
     assert!(!canon.found_missing(&p("project/a.md")));
 }
+
+#[test]
+fn a_device_of_a_cluster_keeps_its_own_tabd_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Vault::open(dir.path()).unwrap().for_device("laptop");
+    let b = Vault::open(dir.path()).unwrap().for_device("desktop");
+    let state = VaultPath::parse(".tabd/state.json", false).unwrap();
+    a.write_atomic(&state, b"a").unwrap();
+    b.write_atomic(&state, b"b").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".tabd/devices/laptop/state.json")).unwrap(),
+        "a"
+    );
+    assert_eq!(a.read_text(&state, 10).unwrap(), "a");
+    assert_eq!(b.read_text(&state, 10).unwrap(), "b");
+    assert!(!dir.path().join(".tabd/state.json").exists());
+    // Locks are per device too: both daemons hold theirs.
+    let lock = VaultPath::parse(".tabd/lock", false).unwrap();
+    let held = a.lock(&lock, false).unwrap();
+    assert!(held.is_some() && b.lock(&lock, false).unwrap().is_some());
+    // What a walk returns (a real path) means the same file again; the rest of the vault is shared.
+    let real = VaultPath::parse(".tabd/devices/desktop/state.json", false).unwrap();
+    assert_eq!(a.read_text(&real, 10).unwrap(), "b");
+    let note = VaultPath::parse("agent/inbox/risk/x.md", false).unwrap();
+    a.write_atomic(&note, b"n").unwrap();
+    assert_eq!(b.read_text(&note, 10).unwrap(), "n");
+    // Without a device, .tabd/ is .tabd/.
+    let plain = Vault::open(dir.path()).unwrap();
+    assert!(plain.read_text(&state, 10).is_err());
+}

@@ -65,6 +65,17 @@ pub struct Holder {
     pub at: DateTime<Utc>,
 }
 
+/// What `claim_unless_done` came to.
+#[derive(Debug)]
+pub enum Claimed {
+    /// This device's now.
+    Won(Arc<Lease>),
+    /// Another device holds it.
+    Held,
+    /// It was done (by any device).
+    Done,
+}
+
 /// A device as its heartbeat shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceSeen {
@@ -210,19 +221,15 @@ impl Cluster {
 
     /// Claims `key` unless it was done: the claim first, then the done marker, so a device never
     /// runs what another finished (a finisher marks it done before it lets its claim go).
-    pub async fn claim_unless_done(
-        &self,
-        key: &ClaimKey,
-        what: String,
-    ) -> Result<Option<Arc<Lease>>, ClusterError> {
+    pub async fn claim_unless_done(&self, key: &ClaimKey, what: String) -> Result<Claimed, ClusterError> {
         let Some(lease) = self.claim(key, what).await? else {
-            return Ok(None);
+            return Ok(Claimed::Held);
         };
         if self.is_done(key).await? {
             self.release(&lease).await;
-            return Ok(None);
+            return Ok(Claimed::Done);
         }
-        Ok(Some(lease))
+        Ok(Claimed::Won(lease))
     }
 
     /// Renews `lease` by writing its key at its revision (fails once another device wrote it).
@@ -396,6 +403,16 @@ async fn make_buckets(
     let claims = open(CLAIMS, lease).await?;
     let done = open(DONE, DONE_FOR).await?;
     let devices = open(DEVICES, DEVICES_FOR).await?;
+    // A stream just made is known to every server a moment later ("no stream found for given
+    // subject" until then): one write to each, tried again like the opening, before any claim.
+    for store in [&claims, &done, &devices] {
+        let retry = backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_times(5);
+        backon::Retryable::retry(|| store.put("tabd-ready", bytes::Bytes::from_static(b"1")), retry)
+            .await
+            .map_err(unavailable)?;
+    }
     let mut kept = claims.status().await.map_err(unavailable)?.max_age();
     if kept.is_zero() {
         kept = lease;

@@ -115,10 +115,13 @@ impl Workspace {
             .map_err(|e| CliError::usage(e.to_string()))?;
         let root = std::fs::canonicalize(&chosen)
             .map_err(|e| CliError::usage(format!("cannot open the vault {}: {e}", chosen.display())))?;
-        let vault = Arc::new(
-            Vault::open(&root)
-                .map_err(|e| CliError::failed(format!("cannot open the vault {}: {e}", root.display())))?,
-        );
+        let opened = Vault::open(&root)
+            .map_err(|e| CliError::failed(format!("cannot open the vault {}: {e}", root.display())))?;
+        // With [cluster], this device's .tabd/ is its own (DESIGN §23).
+        let vault = Arc::new(match &config.cluster {
+            Some(c) => opened.for_device(&c.device),
+            None => opened,
+        });
         let roles = RoleSet::load(&vault, &LoadContext::for_config(&config, env.clone()));
         Ok(Self {
             env,
@@ -180,6 +183,7 @@ impl Workspace {
             progress: Default::default(),
             stop: Default::default(),
             key,
+            fence: Default::default(),
         })
     }
 }

@@ -208,15 +208,15 @@ impl Daemon {
                     let (Some(lock), Some(notes)) = (lock.take(), notes.take()) else {
                         continue;
                     };
+                    let slot = match &work {
+                        super::core::Work::Slot(s) => Some(s.slot),
+                        _ => None,
+                    };
+                    let mut env = self.run_env.clone();
+                    env.fence = self.fence_for(name, slot, &paths);
                     let trigger = inputs::trigger_of(work, &role);
-                    self.tasks.spawn(
-                        self.run_env.clone(),
-                        role.clone(),
-                        trigger,
-                        notes,
-                        paths.clone(),
-                        lock,
-                    );
+                    self.tasks
+                        .spawn(env, role.clone(), trigger, notes, paths.clone(), lock);
                 }
                 // The notes went away (moved by someone) before the run started: the lock goes.
                 Effect::Release(_) => drop(lock.take()),
@@ -255,6 +255,7 @@ impl Daemon {
             notes: done.notes.clone(),
         });
         self.notify_run(&done);
+        self.settle_claims(&done.role, done.result.succeeded(), &done.notes);
         // Its record is safe in state, but a log it could not write is a write that failed.
         for e in &done.result.log_errors {
             self.writes.check::<(), _>("a run's log", Err(e));

@@ -120,6 +120,8 @@ impl Daemon {
             view.notes += 1;
             let modified = e.modified.unwrap_or(SystemTime::UNIX_EPOCH);
             match self.core.note_complete(&abs, e.size, modified, now, wall) {
+                // Another device's (DESIGN §23): counted, not ready here.
+                Ok(()) if self.held_elsewhere(&abs, (modified, e.size), now, &mut recheck) => {}
                 Ok(()) => {
                     let meta = self.note_meta(&abs, e, modified);
                     if meta.unreadable && self.refuse(role, &e.path) {
@@ -204,7 +206,11 @@ impl Daemon {
                 continue;
             }
             let meta = self.note_meta(&abs, e, modified);
-            if !meta.draft && !meta.unreadable {
+            let mut later = None;
+            if !meta.draft
+                && !meta.unreadable
+                && !self.held_elsewhere(&abs, (modified, e.size), now, &mut later)
+            {
                 candidates.push(Candidate {
                     path: e.path.clone(),
                     priority: meta.priority,
@@ -213,11 +219,12 @@ impl Daemon {
             }
         }
         // A note changed since it was judged and now unreadable waits for the next scan's refusal.
-        inbox::select(candidates, self.config().inbox.max_batch)
+        let notes = inbox::select(candidates, self.config().inbox.max_batch)
             .into_iter()
             .filter_map(|p| inbox::read_note(&self.run_env.vault, &p).ok())
             .filter(|n| n.unreadable().is_none())
-            .collect()
+            .collect();
+        self.claim_notes(role, notes)
     }
 
     /// Refuses the complete note at `path`, which cannot be read: to `failed/`, with a daily line
@@ -491,6 +498,7 @@ impl Daemon {
                 self.status_dirty = true;
             }
         }
+        let due = self.claim_slots(role, due);
         if !due.is_empty() {
             self.apply(Input::SlotsDue {
                 role: role.name.clone(),

@@ -14,6 +14,7 @@
 //! - `reload` — config and role files, watched folders; `report` + `status` — the status note
 //!   and `tabd status`; `tasks` — run tasks, reaped as they finish.
 
+mod cluster;
 pub mod core;
 mod effects;
 pub mod events;
@@ -131,6 +132,8 @@ pub struct Daemon {
     expect: expect::ExpectWork,
     /// The keep-alive MCP servers' state as last shown in status (a change rewrites it).
     mcp_shown: Vec<(String, bool, Option<String>)>,
+    /// With `[cluster]`: what this device may run (DESIGN §23).
+    coordinator: Option<cluster::Coordinator>,
 }
 
 fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
@@ -207,6 +210,7 @@ impl Daemon {
                 progress: Default::default(),
                 stop: Default::default(),
                 key: init.key.clone(),
+                fence: Default::default(),
             },
             env: init.env,
             cli_config: init.cli_config,
@@ -241,6 +245,7 @@ impl Daemon {
             approvals: ApprovalWork::default(),
             expect: Default::default(),
             mcp_shown: Vec::new(),
+            coordinator: None,
         })
     }
 
@@ -343,6 +348,7 @@ impl Daemon {
     /// crash leftovers, point the watcher.
     fn start_up(&mut self) {
         self.start_notifier();
+        self.coordinator = cluster::Coordinator::start(self.config(), &self.watching.paths.root);
         if let Some(warning) = self.config().provider.missing_key(&self.env) {
             tracing::warn!("{warning}");
         }
@@ -438,6 +444,7 @@ impl Daemon {
             self.timers.next_watchdog,
             self.timers.trim_at,
             self.approvals.due,
+            self.cluster_wake(),
         ];
         let limits = &self.config().limits;
         let roles = &self.roles().roles;
@@ -533,6 +540,7 @@ impl Daemon {
         self.send_watchdog(now);
         self.scan_inboxes(now);
         self.schedule_due(wall);
+        self.cluster_tick(wall);
         self.dispatch();
         // After the runs are started: a role's deadlines never wait behind another's note.
         self.check_expectations(wall);

@@ -468,6 +468,10 @@ fn changed_parts(old: &Config, new: &Config) -> Vec<&'static str> {
     if old.mcp != new.mcp {
         out.push("mcp servers");
     }
+    if old.cluster != new.cluster {
+        // The device's .tabd/ folder and its connection are fixed while it runs.
+        out.push("cluster (takes effect at the next start of tabd)");
+    }
     if out.is_empty() {
         out.push("other settings");
     }

@@ -84,6 +84,8 @@ pub struct Ticket {
     pub delegator: Option<Arc<dyn Delegator>>,
     /// Where vault changes are journaled for undo (DESIGN §19); `None`: not journaled.
     pub journal: Option<Arc<crate::records::journal::RunJournal>>,
+    /// What the run holds in the cluster (DESIGN §23): checked before every call that runs.
+    pub fence: crate::base::fence::Fence,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -265,19 +267,27 @@ impl Harness {
                         (result, server, note)
                     }
                     (Door::Model { .. }, Mode::Auto) | (Door::Approved, _) => {
-                        if let Some(limit) = self.take_slot() {
-                            return Ok(limit);
+                        if let Err(lost) = self.ticket.fence.check() {
+                            (
+                                ToolResult::error(format!("not run: {lost}; end the run now")),
+                                server,
+                                None,
+                            )
+                        } else {
+                            if let Some(limit) = self.take_slot() {
+                                return Ok(limit);
+                            }
+                            self.ticket.progress.emit(crate::base::progress::Step::Tool {
+                                name: name.to_string(),
+                                subject: subject_of(input),
+                            });
+                            let result = match call.mcp {
+                                Some(t) => t.call(input).await,
+                                None if name == calls::DELEGATE => self.call_delegate(input).await,
+                                None => self.call_vault(name, input)?,
+                            };
+                            (result, server, None)
                         }
-                        self.ticket.progress.emit(crate::base::progress::Step::Tool {
-                            name: name.to_string(),
-                            subject: subject_of(input),
-                        });
-                        let result = match call.mcp {
-                            Some(t) => t.call(input).await,
-                            None if name == calls::DELEGATE => self.call_delegate(input).await,
-                            None => self.call_vault(name, input)?,
-                        };
-                        (result, server, None)
                     }
                 }
             }
@@ -432,6 +442,7 @@ impl Harness {
     /// Writes the run's final answer to `path` (the role's `output.path`), under the role's
     /// sandbox; the change joins the run's record. `Err` says why it was not written.
     pub fn write_output(&self, path: &str, answer: &str) -> Result<(), String> {
+        self.ticket.fence.check().map_err(|lost| lost.to_string())?;
         let ctx = self.tool_context();
         let result =
             crate::base::blocking::run(|| tools::write_answer(&ctx, path, answer)).map_err(|e| e.0)?;

@@ -39,6 +39,9 @@ pub struct RunEnv {
     /// tabd's key (outside the vault): signs the journal and the suspended runs, and keeps the
     /// marks a restored vault cannot undo (`base::signing`).
     pub key: Arc<crate::base::signing::Key>,
+    /// What this run holds in the cluster (DESIGN §23): open unless the daemon claimed its slot
+    /// or notes; its tool calls and its finish check it.
+    pub fence: crate::base::fence::Fence,
 }
 
 /// "tabd is stopping": runs watching it end at their next wait (a model request, a tool call),

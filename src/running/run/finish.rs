@@ -104,6 +104,28 @@ fn decide(end: &TurnEnd) -> Decided {
     }
 }
 
+/// The run's end, unless the device lost what it held meanwhile (DESIGN §23): then it ends as
+/// stopped — no note moved, no attempt counted, another device runs it — and says why.
+fn fenced(env: &RunEnv, outcome: TurnOutcome) -> (TurnOutcome, Decided) {
+    let Err(lost) = env.fence.check() else {
+        let decided = decide(&outcome.end);
+        return (outcome, decided);
+    };
+    tracing::warn!("{lost}");
+    let outcome = TurnOutcome {
+        end: TurnEnd::Stopped,
+        ..outcome
+    };
+    let why = lost.to_string();
+    let decided = Decided {
+        outcome: Outcome::Failed,
+        error: Some(why.clone()),
+        cause: Some(why.clone()),
+        failure: Some((FailureClass::Stopped, why)),
+    };
+    (outcome, decided)
+}
+
 /// Where each note goes, and the attempt counts behind it.
 #[derive(Default)]
 struct Plan {
@@ -368,7 +390,7 @@ pub(super) fn finish(
     children: Vec<RunResult>,
 ) -> RunResult {
     let ended = env.clock.now();
-    let decided = decide(&outcome.end);
+    let (outcome, decided) = fenced(env, outcome);
     let class = decided.failure.as_ref().map(|(c, _)| *c);
     let plan = plan(env, &notes, class, &prep.state, &role.name);
     let cost = cost_of(env, role, &outcome, prep.ttl);

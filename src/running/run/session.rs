@@ -188,6 +188,7 @@ impl Session {
                 .clone()
                 .map(|d| d as Arc<dyn crate::gate::harness::Delegator>),
             journal: Some(self.journal.clone()),
+            fence: self.env.fence.clone(),
         }
     }
 

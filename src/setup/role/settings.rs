@@ -203,6 +203,8 @@ role_settings! {
     expect: Vec<Expectation>, replaced, none("nothing expected"), expectations;
     /// A run whose call waits for approval goes on once it is decided.
     resume: bool, wins, fixed(true), boolean;
+    /// With `[cluster]` and no quorum of its servers: skip or run (DESIGN §23).
+    when_alone: crate::setup::config::cluster::WhenAlone, wins, none("the config's `[cluster] when_alone`"), when_alone;
 }
 
 /// `expect: {path: "reports/{date}.md", by: "weekdays at 8:30"}`: a file that must exist at each
@@ -316,6 +318,8 @@ pub enum InvalidSetting {
     Duration { key: String, source: NotADuration },
     #[error("`catch_up` must be once, skip or all (got \"{0}\")")]
     CatchUp(String),
+    #[error("`when_alone` must be skip or run (got \"{0}\"): with [cluster] and no quorum, skip waits, run may double")]
+    WhenAlone(String),
     #[error(transparent)]
     OverCap(#[from] OverCap),
     #[error("`deny_tools`: `{0}` is neither a tool name nor server/tool or server/*{hint}; a misspelt name would leave the tool allowed", hint = tool_hint(.0))]
@@ -405,6 +409,15 @@ fn timezone(key: &str, v: &Value, env: &Env) -> Result<Tz, InvalidSetting> {
 /// `extends: _base` or `_base.md`: the parent's name.
 fn extends(key: &str, v: &Value, env: &Env) -> Result<String, InvalidSetting> {
     Ok(string(key, v, env)?.trim_end_matches(".md").to_string())
+}
+
+fn when_alone(
+    key: &str,
+    v: &Value,
+    env: &Env,
+) -> Result<crate::setup::config::cluster::WhenAlone, InvalidSetting> {
+    let text = string(key, v, env)?;
+    crate::setup::config::cluster::WhenAlone::parse(&text).map_err(|_| InvalidSetting::WhenAlone(text))
 }
 
 fn catch_up(key: &str, v: &Value, env: &Env) -> Result<CatchUp, InvalidSetting> {

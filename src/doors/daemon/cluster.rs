@@ -1,0 +1,513 @@
+//! With `[cluster]` (DESIGN §23): the daemon asks here "may this device run this slot, this
+//! note?" before it queues or starts anything, and nothing else of the daemon knows of NATS.
+//!
+//! - A due slot is claimed (`<vault>.slot.<role>.<time>`) before it is queued; the device that
+//!   won runs it, the others log a debug line and look again now and then until it is done — a
+//!   holder that died lets its claim lapse after the lease, and then one of them runs it.
+//! - A complete note is claimed by its path and content (`<vault>.note.<role>.<hash>`) when a
+//!   run picks it; a note another device holds or finished is not ready here (until its claim
+//!   lapses, or its content changes).
+//! - The leases a run holds go into its fence (`RunEnv::fence`): its tool calls and its finish
+//!   check them, so a device paused past its lease changes nothing. A run that succeeded marks
+//!   what it held done; one that failed or stopped lets it go, for any device to run again.
+//! - Without a quorum (a heartbeat or a claim that is not written) the role's `when_alone`
+//!   decides: `skip` (logged once, the slots caught up once a heartbeat is written again) or
+//!   `run` (no claim; another device may run it too).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+use super::core::{Input, SlotRun};
+use super::Daemon;
+use crate::base::blocking;
+use crate::base::fence::{Fence, Hold};
+use crate::capabilities::cluster::{ClaimKey, Claimed, Cluster, ClusterError, Lease};
+use crate::records::inbox::Note;
+use crate::setup::config::cluster::WhenAlone;
+use crate::setup::role::Role;
+
+/// What the heartbeat task last learned.
+const UNKNOWN: u8 = 0;
+const QUORUM: u8 = 1;
+const ALONE: u8 = 2;
+
+/// A note another device holds or finished, as this device last saw it.
+struct Elsewhere {
+    modified: SystemTime,
+    size: u64,
+    /// When to try again (`None`: done elsewhere; never again while the note is unchanged).
+    again: Option<Instant>,
+}
+
+/// A slot another device claimed and has not marked done yet.
+struct Watched {
+    role: String,
+    slot: DateTime<Utc>,
+    again: Instant,
+}
+
+/// The daemon's side of the cluster (see the module's text).
+pub(super) struct Coordinator {
+    cluster: Cluster,
+    handle: tokio::runtime::Handle,
+    quorum: Arc<AtomicU8>,
+    vault: String,
+    when_alone: WhenAlone,
+    /// Claimed, queued slots: their leases until their run starts.
+    slots: HashMap<(String, DateTime<Utc>), Arc<Lease>>,
+    /// Claimed notes by absolute path: their leases until their run ends.
+    notes: HashMap<PathBuf, Arc<Lease>>,
+    elsewhere: HashMap<PathBuf, Elsewhere>,
+    /// The leases of each role's run going on.
+    running: HashMap<String, Vec<Arc<Lease>>>,
+    watched: Vec<Watched>,
+    /// Slots skipped without a quorum (`when_alone = "skip"`), per role, to catch up.
+    alone: BTreeMap<String, Vec<DateTime<Utc>>>,
+    /// "No quorum" was said (once until it returns).
+    said_alone: bool,
+}
+
+/// What a claim came to, for this device.
+enum Verdict {
+    Mine(Option<Arc<Lease>>),
+    Elsewhere,
+    Done,
+    /// No quorum and `when_alone = "skip"`.
+    Wait,
+}
+
+impl Coordinator {
+    /// Connects (in the background) and starts the heartbeat: every third of the lease, the
+    /// quorum check, and the one place a device name used twice is seen.
+    pub(super) fn start(config: &crate::setup::config::Config, vault_root: &Path) -> Option<Coordinator> {
+        let c = config.cluster.as_ref()?;
+        let vault = vault_root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let handle = tokio::runtime::Handle::current();
+        let cluster = match blocking::run(|| handle.block_on(Cluster::connect(c, &vault))) {
+            Ok(cluster) => cluster,
+            Err(e) => {
+                tracing::error!("{e}; this device runs as if it were alone (when_alone decides)");
+                return None;
+            }
+        };
+        let quorum = Arc::new(AtomicU8::new(UNKNOWN));
+        heartbeat(cluster.clone(), quorum.clone(), c.lease);
+        Some(Coordinator {
+            cluster,
+            handle,
+            quorum,
+            vault,
+            when_alone: c.when_alone,
+            slots: HashMap::new(),
+            notes: HashMap::new(),
+            elsewhere: HashMap::new(),
+            running: HashMap::new(),
+            watched: Vec::new(),
+            alone: BTreeMap::new(),
+            said_alone: false,
+        })
+    }
+
+    fn block<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+        blocking::run(|| self.handle.block_on(work))
+    }
+
+    /// How often a held slot or note is looked at again.
+    fn again(&self) -> Duration {
+        (self.cluster.lease() / 3).max(Duration::from_secs(1))
+    }
+
+    fn when_alone(&self, role: &Role) -> WhenAlone {
+        role.settings.when_alone.unwrap_or(self.when_alone)
+    }
+
+    /// Claims `key` for `role`: this device's to run, another's, done, or no quorum.
+    fn claim(&mut self, role: &Role, key: &ClaimKey, what: String) -> Verdict {
+        let claimed = match self.quorum.load(Ordering::SeqCst) {
+            ALONE => Err(ClusterError::Unavailable {
+                why: "the last heartbeat was not written".into(),
+            }),
+            _ => self.block(self.cluster.claim_unless_done(key, what)),
+        };
+        match claimed {
+            Ok(Claimed::Won(lease)) => {
+                self.cluster.keep(&lease);
+                Verdict::Mine(Some(lease))
+            }
+            Ok(Claimed::Held) => Verdict::Elsewhere,
+            Ok(Claimed::Done) => Verdict::Done,
+            Err(e) => {
+                let alone = self.when_alone(role);
+                if !self.said_alone {
+                    self.said_alone = true;
+                    tracing::warn!(
+                        "cluster: {e}; when_alone = \"{}\": {}",
+                        alone.as_str(),
+                        match alone {
+                            WhenAlone::Skip => "slots and notes wait until the servers answer again",
+                            WhenAlone::Run => "running anyway (another device may run the same)",
+                        }
+                    );
+                }
+                match alone {
+                    WhenAlone::Run => Verdict::Mine(None),
+                    WhenAlone::Skip => Verdict::Wait,
+                }
+            }
+        }
+    }
+}
+
+/// Writes this device's heartbeat every third of the lease; its success is the quorum.
+fn heartbeat(cluster: Cluster, quorum: Arc<AtomicU8>, lease: Duration) {
+    tokio::spawn(async move {
+        loop {
+            let state = match cluster.heartbeat().await {
+                Ok(None) => QUORUM,
+                Ok(Some(other)) => {
+                    tracing::error!(
+                        "cluster: another tabd (started {}) also calls itself \"{}\": give each device its own [cluster] device name",
+                        other.at,
+                        cluster.device()
+                    );
+                    QUORUM
+                }
+                Err(e) => {
+                    if quorum.load(Ordering::SeqCst) != ALONE {
+                        tracing::warn!("cluster: {e}");
+                    }
+                    ALONE
+                }
+            };
+            if quorum.swap(state, Ordering::SeqCst) == ALONE && state == QUORUM {
+                tracing::info!("cluster: the servers answer again");
+            }
+            tokio::time::sleep((lease / 3).max(Duration::from_millis(500))).await;
+        }
+    });
+}
+
+/// A note's identity for its claim: its path and its settled text.
+fn content_hash(note: &Note) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(note.size.to_le_bytes());
+    h.update(note.text.as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Daemon {
+    /// The due slots of `role` this device may run: each claimed first (DESIGN §23).
+    pub(super) fn claim_slots(&mut self, role: &Role, due: Vec<SlotRun>) -> Vec<SlotRun> {
+        let Some(mut c) = self.coordinator.take() else {
+            return due;
+        };
+        let now = self.run_env.clock.instant();
+        let mut keep = Vec::new();
+        for s in due {
+            let key = ClaimKey::slot(&c.vault, &role.name, s.slot);
+            let what = format!(
+                "the {} slot of {}",
+                s.slot.format("%Y-%m-%d %H:%M:%S UTC"),
+                role.name
+            );
+            match c.claim(role, &key, what) {
+                Verdict::Mine(lease) => {
+                    if let Some(l) = lease {
+                        c.slots.insert((role.name.clone(), s.slot), l);
+                    }
+                    keep.push(s);
+                }
+                Verdict::Elsewhere => {
+                    tracing::debug!("{}: another device runs the {} slot", role.name, s.slot);
+                    c.watched.push(Watched {
+                        role: role.name.clone(),
+                        slot: s.slot,
+                        again: now + c.again(),
+                    });
+                }
+                Verdict::Done => tracing::debug!("{}: the {} slot was run elsewhere", role.name, s.slot),
+                Verdict::Wait => {
+                    c.alone.entry(role.name.clone()).or_default().push(s.slot);
+                    self.say_alone(role, s.slot);
+                }
+            }
+        }
+        self.coordinator = Some(c);
+        keep
+    }
+
+    /// A slot skipped for want of a quorum: one line in the daily note (once per role a day).
+    fn say_alone(&self, role: &Role, slot: DateTime<Utc>) {
+        let cause = "no quorum of the cluster's servers (when_alone: skip); caught up when they answer";
+        if self.note_once(&role.name, cause) {
+            let tz = self.config().timezone;
+            let line = format!(
+                "skipped — the {} run: {cause}",
+                slot.with_timezone(&tz).format("%H:%M")
+            );
+            self.writes.check(
+                "the daily note",
+                self.run_env
+                    .log
+                    .write_line(self.run_env.clock.now(), &role.display_name, &line),
+            );
+        }
+    }
+
+    /// Whether the complete note at `abs` is another device's (held or done) as far as this
+    /// device knows; `again` learns when to look at it next.
+    pub(super) fn held_elsewhere(
+        &mut self,
+        abs: &Path,
+        (modified, size): (SystemTime, u64),
+        now: Instant,
+        again: &mut Option<Instant>,
+    ) -> bool {
+        let Some(c) = self.coordinator.as_mut() else {
+            return false;
+        };
+        let Some(e) = c.elsewhere.get(abs) else {
+            return false;
+        };
+        if e.modified != modified || e.size != size {
+            c.elsewhere.remove(abs);
+            return false;
+        }
+        match e.again {
+            None => true,
+            Some(t) if t > now => {
+                *again = Some(again.map_or(t, |a| a.min(t)));
+                true
+            }
+            Some(_) => {
+                c.elsewhere.remove(abs);
+                false
+            }
+        }
+    }
+
+    /// The picked notes this device may run: each claimed by its path and content.
+    pub(super) fn claim_notes(&mut self, role: &Role, notes: Vec<Note>) -> Vec<Note> {
+        let Some(mut c) = self.coordinator.take() else {
+            return notes;
+        };
+        let root = self.watching.paths.root.clone();
+        let now = self.run_env.clock.instant();
+        let mut keep = Vec::new();
+        let mut look_again: Option<Instant> = None;
+        for note in notes {
+            let abs = root.join(note.path.as_path());
+            if c.notes.contains_key(&abs) {
+                keep.push(note);
+                continue;
+            }
+            let key = ClaimKey::note(&c.vault, &role.name, note.path.as_str(), &content_hash(&note));
+            let again = match c.claim(role, &key, format!("the note {}", note.path)) {
+                Verdict::Mine(lease) => {
+                    if let Some(l) = lease {
+                        c.notes.insert(abs, l);
+                    }
+                    keep.push(note);
+                    continue;
+                }
+                Verdict::Elsewhere | Verdict::Wait => Some(now + c.again()),
+                Verdict::Done => None,
+            };
+            tracing::debug!("{}: {} is another device's", role.name, note.path);
+            look_again = again.map(|t| look_again.map_or(t, |l: Instant| l.min(t)));
+            c.elsewhere.insert(
+                abs,
+                Elsewhere {
+                    modified: note.modified,
+                    size: note.size,
+                    again,
+                },
+            );
+        }
+        self.coordinator = Some(c);
+        if keep.is_empty() {
+            // Nothing to run here now: the inbox is looked at again when a claim may have lapsed.
+            self.apply(Input::Scanned {
+                role: role.name.clone(),
+                ready: false,
+                by_person: false,
+                recheck_at: look_again,
+            });
+        }
+        keep
+    }
+
+    /// The fence of a run of `role` starting now for `slot` (if a slot) and `notes`: the leases
+    /// it holds, kept until it ends.
+    pub(super) fn fence_for(&mut self, role: &str, slot: Option<DateTime<Utc>>, notes: &[PathBuf]) -> Fence {
+        let Some(c) = self.coordinator.as_mut() else {
+            return Fence::open();
+        };
+        let mut leases: Vec<Arc<Lease>> = Vec::new();
+        if let Some(l) = slot.and_then(|s| c.slots.remove(&(role.to_string(), s))) {
+            leases.push(l);
+        }
+        leases.extend(notes.iter().filter_map(|p| c.notes.get(p).cloned()));
+        let fence = Fence::of(leases.iter().map(|l| l.clone() as Arc<dyn Hold>).collect());
+        c.running.insert(role.to_string(), leases);
+        fence
+    }
+
+    /// A run ended: what it held is marked done when it succeeded, let go when it did not (any
+    /// device may run it again), and left alone when it was lost (another device's now).
+    pub(super) fn settle_claims(&mut self, role: &str, succeeded: bool, notes: &[PathBuf]) {
+        let Some(c) = self.coordinator.as_mut() else {
+            return;
+        };
+        for p in notes {
+            c.notes.remove(p);
+        }
+        let Some(leases) = c.running.remove(role) else {
+            return;
+        };
+        if leases.iter().any(|l| !l.still_mine()) {
+            tracing::warn!(
+                "{role}: this device lost its claim during the run; it changed nothing after that"
+            );
+            return;
+        }
+        let cluster = c.cluster.clone();
+        let settled = c.block(async move {
+            let mut failed = None;
+            for l in &leases {
+                if succeeded {
+                    if let Err(e) = cluster.finish(l).await {
+                        failed = Some(e);
+                    }
+                } else {
+                    cluster.release(l).await;
+                }
+            }
+            failed
+        });
+        if let Some(e) = settled {
+            tracing::warn!(
+                "{role}: cannot mark its run done in the cluster ({e}); its claim lapses after the lease"
+            );
+        }
+    }
+
+    /// Slots another device claimed and did not finish (it died: its claim lapsed), and slots
+    /// skipped without a quorum once it returns: claimed again here, and run if won.
+    pub(super) fn cluster_tick(&mut self, wall: DateTime<Utc>) {
+        let Some(mut c) = self.coordinator.take() else {
+            return;
+        };
+        let now = self.run_env.clock.instant();
+        let roles = self.run_env.roles.clone();
+        let due: Vec<Watched> = {
+            let (due, later) = std::mem::take(&mut c.watched)
+                .into_iter()
+                .partition(|w| w.again <= now);
+            c.watched = later;
+            due
+        };
+        let mut runs: Vec<(String, SlotRun)> = Vec::new();
+        for w in due {
+            let Some(role) = roles.roles.get(&w.role) else {
+                continue;
+            };
+            let key = ClaimKey::slot(&c.vault, &w.role, w.slot);
+            match c.claim(role, &key, format!("the {} slot of {}", w.slot, w.role)) {
+                Verdict::Mine(lease) => {
+                    tracing::info!(
+                        "{}: the {} slot another device claimed was not done; running it here",
+                        w.role,
+                        w.slot
+                    );
+                    if let Some(l) = lease {
+                        c.slots.insert((w.role.clone(), w.slot), l);
+                    }
+                    runs.push((
+                        w.role,
+                        SlotRun {
+                            slot: w.slot,
+                            missed: 1,
+                        },
+                    ));
+                }
+                Verdict::Elsewhere | Verdict::Wait => c.watched.push(Watched {
+                    again: now + c.again(),
+                    ..w
+                }),
+                Verdict::Done => {}
+            }
+        }
+        if c.quorum.load(Ordering::SeqCst) == QUORUM && !c.alone.is_empty() {
+            c.said_alone = false;
+            for (name, slots) in std::mem::take(&mut c.alone) {
+                let Some(role) = roles.roles.get(&name) else {
+                    continue;
+                };
+                for slot in catch_up(role, slots, wall) {
+                    let key = ClaimKey::slot(&c.vault, &name, slot.slot);
+                    if let Verdict::Mine(lease) =
+                        c.claim(role, &key, format!("the {} slot of {name}", slot.slot))
+                    {
+                        if let Some(l) = lease {
+                            c.slots.insert((name.clone(), slot.slot), l);
+                        }
+                        runs.push((name.clone(), slot));
+                    }
+                }
+            }
+        }
+        self.coordinator = Some(c);
+        for (role, slot) in runs {
+            self.apply(Input::SlotsDue {
+                role,
+                slots: vec![slot],
+            });
+        }
+    }
+
+    /// When the cluster has something to look at again.
+    pub(super) fn cluster_wake(&self) -> Option<Instant> {
+        let c = self.coordinator.as_ref()?;
+        let watched = c.watched.iter().map(|w| w.again).min();
+        let alone = (!c.alone.is_empty()).then(|| self.run_env.clock.instant() + c.again());
+        watched.into_iter().chain(alone).min()
+    }
+}
+
+/// The slots skipped without a quorum that run once it returns, by the role's `catch_up`: the
+/// newest (`once`, within `stale_after`), none (`skip`), or each (`all`, at most ten).
+fn catch_up(role: &Role, mut slots: Vec<DateTime<Utc>>, now: DateTime<Utc>) -> Vec<SlotRun> {
+    slots.sort();
+    slots.dedup();
+    let stale = role.settings.stale_after.unwrap_or(Duration::from_secs(7200));
+    match role.catch_up() {
+        crate::setup::role::CatchUp::Skip => Vec::new(),
+        crate::setup::role::CatchUp::Once => slots
+            .last()
+            .filter(|s| (now - **s).to_std().unwrap_or_default() <= stale)
+            .map(|s| SlotRun {
+                slot: *s,
+                missed: slots.len(),
+            })
+            .into_iter()
+            .collect(),
+        crate::setup::role::CatchUp::All => {
+            let from = slots.len().saturating_sub(super::slots::CATCH_UP_ALL_CAP);
+            slots[from..]
+                .iter()
+                .map(|s| SlotRun { slot: *s, missed: 1 })
+                .collect()
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! Many devices, one vault (DESIGN §23), end to end: three real `nats-server`s in one cluster and
+//! three `tabd run` daemons on one vault folder, each its own device. Skipped without a
+//! `nats-server` unless `TABD_REQUIRE_NATS=1`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::daemon::{daemon_config, vault_with, wait_until, Daemon};
+use crate::support::fake_model::FakeModel;
+use crate::support::nats::Nats;
+use crate::support::{wire, TestVault};
+
+const DEVICES: [&str; 3] = ["laptop", "desktop", "server"];
+
+/// Three devices of one vault.
+struct Devices {
+    v: TestVault,
+    fake: FakeModel,
+    nats: Nats,
+    daemons: BTreeMap<&'static str, Daemon>,
+    lease_s: u64,
+}
+
+impl Devices {
+    fn new(test: &str, lease_s: u64, limits: &str) -> Option<Devices> {
+        let nats = Nats::three(test)?;
+        let fake = FakeModel::start();
+        let v = vault_with(&fake, &daemon_config(limits));
+        fake.respond_with(|_, _| wire::text("anthropic", "ok"));
+        Some(Devices {
+            v,
+            fake,
+            nats,
+            daemons: BTreeMap::new(),
+            lease_s,
+        })
+    }
+
+    fn config_of(&self, device: &str) -> PathBuf {
+        self.v.dir.path().join(format!("config-{device}.toml"))
+    }
+
+    fn start(&mut self, device: &'static str) {
+        let base = std::fs::read_to_string(&self.v.config).expect("config");
+        let path = self.config_of(device);
+        std::fs::write(
+            &path,
+            format!("{base}\n{}", self.nats.config(device, self.lease_s, "")),
+        )
+        .expect("config");
+        let mut cmd = self.v.command_with_config(&path, &["run"]);
+        cmd.env(
+            "TABD_LOG",
+            "debug,async_nats=warn,rmcp=warn,hyper=warn,reqwest=warn",
+        );
+        self.daemons.insert(device, Daemon::start_command(&self.v, cmd));
+    }
+
+    fn start_all(&mut self) {
+        for d in DEVICES {
+            self.start(d);
+        }
+    }
+
+    /// Every run record of every device, with the device's name.
+    fn records(&self) -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        for d in DEVICES {
+            let dir = self.v.path(&format!(".tabd/devices/{d}/runs"));
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .map(|r| r.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default();
+            files.sort();
+            for f in files {
+                let text = std::fs::read_to_string(&f).unwrap_or_default();
+                let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+                out.extend(
+                    complete
+                        .lines()
+                        .map(|l| (d.to_string(), serde_json::from_str(l).expect("a record"))),
+                );
+            }
+        }
+        out
+    }
+
+    fn ok_records(&self, role: &str) -> Vec<(String, Value)> {
+        self.records()
+            .into_iter()
+            .filter(|(_, r)| r["role"] == role && r["outcome"] == "ok")
+            .collect()
+    }
+
+    fn stderr(&self) -> String {
+        self.daemons
+            .iter()
+            .map(|(d, daemon)| {
+                let text = daemon.stderr();
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                format!(
+                    "--- {d} ---\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Waits until `cond`, or panics with every daemon's log.
+    fn wait(&self, within: Duration, what: &str, cond: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + within;
+        while !cond() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Waits until a device runs `role` (its model request arrived, its status says so).
+    fn wait_running(&self, role: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while self.fake.requests().is_empty() || self.running(role).is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no device ran {role}:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// The device whose daemon shows `role` running.
+    fn running(&self, role: &str) -> Option<&'static str> {
+        DEVICES.into_iter().find(|d| {
+            let text = std::fs::read_to_string(self.v.path(&format!(".tabd/devices/{d}/status.json")))
+                .unwrap_or_default();
+            let s: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            s["roles"].as_array().is_some_and(|roles| {
+                roles
+                    .iter()
+                    .any(|r| r["role"] == role && r["live"]["running"] == true)
+            })
+        })
+    }
+}
+
+fn note(i: usize) -> String {
+    format!("---\nfrom: person\n---\nNote number {i}.\n")
+}
+
+#[test]
+fn three_devices_run_each_two_second_slot_exactly_once() {
+    let Some(mut d) = Devices::new(
+        "three_devices_run_each_two_second_slot_exactly_once",
+        5,
+        "max_runs_per_day = 1000",
+    ) else {
+        return;
+    };
+    d.v.write(
+        "roles/tick.md",
+        "---\nskip_unchanged: false\nmax_runs_per_day: 1000\n---\n# Tick\n\n## Mission\nTick.\n\n## Schedule\n*/2 * * * * *\n",
+    );
+    d.start_all();
+    // Slots from the moment all three run: at least 8 of them.
+    wait_until(Duration::from_secs(60), "8 slots run", || {
+        d.ok_records("tick").len() >= 10
+    });
+    for daemon in d.daemons.values() {
+        daemon.signal(libc::SIGTERM);
+    }
+    for daemon in d.daemons.values_mut() {
+        assert_eq!(daemon.wait_exit(Duration::from_secs(30)), Some(0));
+    }
+    let runs = d.ok_records("tick");
+    let mut slots: Vec<i64> = runs
+        .iter()
+        .map(|(_, r)| {
+            let at = r["trigger"]["scheduled_for"].as_str().expect("a slot's time");
+            chrono::DateTime::parse_from_rfc3339(at)
+                .expect("RFC 3339")
+                .timestamp()
+        })
+        .collect();
+    slots.sort();
+    let unique: BTreeSet<i64> = slots.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        slots.len(),
+        "no slot ran twice: {slots:?}\n{}",
+        d.stderr()
+    );
+    // None missing between the first and the last (each 2 s).
+    let (first, last) = (slots[0], slots[slots.len() - 1]);
+    assert_eq!(
+        slots.len() as i64,
+        (last - first) / 2 + 1,
+        "none missing: {slots:?}\n{}",
+        d.stderr()
+    );
+    let by: BTreeSet<&str> = runs.iter().map(|(dev, _)| dev.as_str()).collect();
+    assert!(!by.is_empty());
+    assert!(d.fake.violations().is_empty(), "{:?}", d.fake.violations());
+}
+
+#[test]
+fn fifty_notes_dropped_at_once_run_once_each_and_move_once() {
+    let Some(mut d) = Devices::new("fifty_notes_dropped_at_once_run_once_each", 5, "") else {
+        return;
+    };
+    d.start_all();
+    for i in 0..50 {
+        d.v.write(&format!("agent/inbox/risk/n{i:02}.md"), &note(i));
+    }
+    wait_until(Duration::from_secs(90), "50 notes in processed/", || {
+        d.v.files_in("agent/inbox/risk/processed").len() >= 50 && d.v.files_in("agent/inbox/risk").is_empty()
+    });
+    let processed = d.v.files_in("agent/inbox/risk/processed");
+    let expected: Vec<String> = (0..50).map(|i| format!("n{i:02}.md")).collect();
+    assert_eq!(
+        processed,
+        expected,
+        "each moved once (a second move would be n00-2.md)\n{}",
+        d.stderr()
+    );
+    let mut handled: Vec<String> = d
+        .ok_records("risk")
+        .iter()
+        .flat_map(|(_, r)| r["trigger"]["notes"].as_array().cloned().unwrap_or_default())
+        .map(|n| n.as_str().unwrap_or_default().to_string())
+        .collect();
+    handled.sort();
+    let unique: BTreeSet<&String> = handled.iter().collect();
+    assert_eq!(
+        handled.len(),
+        50,
+        "each note ran once: {handled:?}\n{}",
+        d.stderr()
+    );
+    assert_eq!(unique.len(), 50);
+}
+
+#[test]
+fn a_device_killed_mid_run_leaves_its_note_to_another_within_the_lease() {
+    let Some(mut d) = Devices::new("a_device_killed_mid_run_leaves_its_note_to_another", 3, "") else {
+        return;
+    };
+    // The first request is never answered in time (its device dies meanwhile); the rest are.
+    d.fake.respond_with(|_, i| {
+        let reply = wire::text("anthropic", "ok");
+        if i == 0 {
+            reply.delayed(Duration::from_secs(60))
+        } else {
+            reply
+        }
+    });
+    d.start_all();
+    d.v.write("agent/inbox/risk/slow.md", &note(1));
+    d.wait_running("risk");
+    let victim = d.running("risk").expect("running");
+    d.daemons.get_mut(victim).expect("daemon").signal(libc::SIGKILL);
+    // Another device runs it once the lease lapses (3 s), plus a few seconds.
+    d.wait(
+        Duration::from_secs(20),
+        "the note processed by another device",
+        || d.v.files_in("agent/inbox/risk/processed") == ["slow.md"],
+    );
+    let runs = d.ok_records("risk");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_ne!(runs[0].0, victim, "run by a device that was not killed");
+    let state = d.v.path(&format!(".tabd/devices/{}/state.json", runs[0].0));
+    let state: Value = serde_json::from_str(&std::fs::read_to_string(state).unwrap()).unwrap();
+    assert!(
+        state["roles"]["risk"]["attempts"]
+            .as_object()
+            .is_none_or(|a| a.is_empty()),
+        "no attempt counted: {state}"
+    );
+}
+
+#[test]
+fn a_device_stopped_past_its_lease_writes_nothing_when_it_goes_on_and_says_so() {
+    let Some(mut d) = Devices::new("a_device_stopped_past_its_lease_writes_nothing", 3, "") else {
+        return;
+    };
+    // Every run appends one line to log.md, then ends.
+    d.fake.respond_with(|req, i| {
+        let reply = if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                "anthropic",
+                None,
+                &[(
+                    "t1",
+                    "append_file",
+                    json!({"path": "project/log.md", "content": "a run was here\n"}),
+                )],
+            )
+        } else {
+            wire::text("anthropic", "done")
+        };
+        // The first answer comes after its device is stopped.
+        if i == 0 {
+            reply.delayed(Duration::from_millis(500))
+        } else {
+            reply
+        }
+    });
+    d.v.write(
+        "roles/risk.md",
+        &d.v.read("roles/risk.md")
+            .replacen("## Tools\n", "## Tools\n- append_file\n", 1),
+    );
+    d.start_all();
+    d.v.write("agent/inbox/risk/once.md", &note(1));
+    d.wait_running("risk");
+    let paused = d.running("risk").expect("running");
+    d.daemons[paused].signal(libc::SIGSTOP);
+    // Another device takes the note after the lease (3 s) and runs it.
+    wait_until(
+        Duration::from_secs(30),
+        "the note processed by another device",
+        || d.v.files_in("agent/inbox/risk/processed") == ["once.md"],
+    );
+    d.daemons[paused].signal(libc::SIGCONT);
+    wait_until(
+        Duration::from_secs(30),
+        "the paused device saying it lost its claim",
+        || d.daemons[paused].stderr().contains("no longer holds"),
+    );
+    wait_until(Duration::from_secs(10), "the daily note saying so", || {
+        d.v.daily().contains("no longer holds")
+    });
+    assert_eq!(
+        d.v.read("project/log.md"),
+        "a run was here\n",
+        "only the device that held the note wrote\n{}",
+        d.stderr()
+    );
+    assert_eq!(d.v.files_in("agent/inbox/risk/processed"), ["once.md"]);
+    let ok: Vec<String> = d.ok_records("risk").into_iter().map(|(dev, _)| dev).collect();
+    assert_eq!(ok.len(), 1, "one run ok: {ok:?}");
+    assert_ne!(ok[0], paused);
+}
+
+#[test]
+fn sync_conflict_copies_never_run_and_are_named() {
+    let Some(mut d) = Devices::new("sync_conflict_copies_never_run_and_are_named", 5, "") else {
+        return;
+    };
+    d.start("laptop");
+    d.v.write(
+        "agent/inbox/risk/call.sync-conflict-20261122-101500-ABCDEF7.md",
+        &note(1),
+    );
+    d.v.write("agent/inbox/risk/call (conflicted copy).md", &note(2));
+    wait_until(
+        Duration::from_secs(20),
+        "the copies named in the daily note",
+        || {
+            let daily = d.v.daily();
+            daily.contains("call.sync-conflict-20261122-101500-ABCDEF7.md")
+                && daily.contains("call (conflicted copy).md")
+        },
+    );
+    d.v.write("agent/inbox/risk/real.md", &note(3));
+    wait_until(Duration::from_secs(20), "the real note processed", || {
+        d.v.files_in("agent/inbox/risk/processed") == ["real.md"]
+    });
+    let mut left = d.v.files_in("agent/inbox/risk");
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "call (conflicted copy).md",
+            "call.sync-conflict-20261122-101500-ABCDEF7.md"
+        ]
+    );
+    let runs = d.ok_records("risk");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].1["trigger"]["notes"], json!(["agent/inbox/risk/real.md"]));
+}
