@@ -140,3 +140,154 @@ fn a_restored_state_never_runs_an_approved_call_again() {
     assert_eq!(posts[2]["arguments"]["text"], "approved in the note");
     assert_eq!(v.daily().matches("not run again").count(), 2, "{}", v.daily());
 }
+
+/// `text` with its frontmatter (up to the closing `---` line) replaced by `frontmatter`; the body
+/// as it was.
+fn with_frontmatter(text: &str, frontmatter: &str) -> String {
+    let body_at = text[4..].find("\n---\n").expect("a frontmatter block") + 4 + 5;
+    format!("{frontmatter}{}", &text[body_at..])
+}
+
+/// The note's text after its frontmatter.
+fn body_of(text: &str) -> &str {
+    let body_at = text[4..].find("\n---\n").expect("a frontmatter block") + 4 + 5;
+    &text[body_at..]
+}
+
+/// Hole B: notes whose properties tabd cannot read — nested deeper than the parser's bound, and
+/// larger than it reads — were skipped without a word (a debug log line), so the person who set
+/// `status: approved` saw nothing happen. Now each becomes `invalid` with the reason, in the note,
+/// the daily log and `tabd approvals`; the call never runs. The note gets readable properties
+/// again from tabd's record, its body as it was, so the person can approve it again.
+#[test]
+fn a_note_whose_properties_cannot_be_read_is_invalid_with_the_reason_and_never_runs() {
+    let (v, fake, log) = setup("", "");
+    fake.script([
+        tools_reply(
+            &[post("t1", "C1", "too deep"), post("t2", "C2", "too large")],
+            "Two posts.",
+        ),
+        wire::text(KIND, "Queued both."),
+    ]);
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let deep = note_with(&v, "too deep");
+    let large = note_with(&v, "too large");
+    let (id_d, id_l) = (id_of(&v, &deep), id_of(&v, &large));
+    let mut d = Daemon::start(&v);
+    let nested = format!("{}x{}", "[".repeat(80), "]".repeat(80));
+    let deep_fm = format!("---\nstatus: approved\nid: {id_d}\ntool: test/post\nnested: {nested}\n---\n");
+    let large_fm = format!(
+        "---\nstatus: approved\nid: {id_l}\ntool: test/post\npadding: \"{}\"\n---\n",
+        "x".repeat(300 * 1024)
+    );
+    let deep_body = body_of(&v.read(&deep)).to_string();
+    v.write(&deep, &with_frontmatter(&v.read(&deep), &deep_fm));
+    v.write(&large, &with_frontmatter(&v.read(&large), &large_fm));
+    for (note, id, reason, fm) in [
+        (&deep, &id_d, "64 deep", &deep_fm),
+        (&large, &id_l, "256 KiB", &large_fm),
+    ] {
+        wait_status(&v, note, "invalid");
+        let text = v.read(note);
+        assert!(
+            text.contains("**Invalid**") && text.contains("cannot read the note's properties"),
+            "{text}"
+        );
+        assert!(text.contains(reason), "the reason, {reason:?}: {text}");
+        assert!(text.contains(fm.as_str()), "the properties as they were, kept");
+        assert!(
+            text.contains(&format!("id: {id}\n")) || text.contains(&format!("id: \"{id}\"\n")),
+            "readable again: {text}"
+        );
+        assert_eq!(phase_of(&v, id), "invalid");
+    }
+    assert!(v.read(&deep).contains(&deep_body), "the body kept");
+    let listed = approvals(&v);
+    for id in [&id_d, &id_l] {
+        let a = listed["invalid"]
+            .as_array()
+            .and_then(|l| l.iter().find(|a| a["id"] == id.as_str()).cloned())
+            .unwrap_or_else(|| panic!("{id} not listed as invalid: {listed}"));
+        assert!(
+            a["outcome"]
+                .as_str()
+                .is_some_and(|o| o.contains("cannot read the note's properties")),
+            "{a}"
+        );
+    }
+    let out = v.tabd(&["approvals"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("Invalid, not run") && shown.contains("64 deep"),
+        "{}",
+        describe(&out)
+    );
+    wait_until(T, "a daily line for each", || {
+        let daily = v.daily();
+        [&id_d, &id_l]
+            .iter()
+            .all(|id| daily.contains(&format!("approval `{id}` (test/post) not run: tabd cannot read")))
+    });
+    assert!(calls_of(&log, "post").is_empty(), "neither call ran");
+
+    // The person approves the note as tabd wrote it back: it runs, once.
+    set_status(&v, &deep, "approved");
+    wait_status(&v, &deep, "done");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
+    let posts = calls_of(&log, "post");
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(posts[0]["arguments"]["text"], "too deep");
+}
+
+/// Hole B: when tabd rewrites a note as `invalid` it keeps the person's text — the `## Arguments`
+/// block as they edited it (a long text in a block of its own included) byte for byte — and the
+/// properties it could not read, as they were. Only the status and the reason change.
+#[test]
+fn a_malformed_note_rewritten_as_invalid_keeps_its_arguments_byte_for_byte() {
+    let (v, fake, log) = setup("", "");
+    fake.script([
+        tools_reply(
+            &[post("t1", "C1", "first line\nsecond line\n")],
+            "A post of two lines.",
+        ),
+        wire::text(KIND, "Queued."),
+    ]);
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let note = notes(&v).pop().expect("an approval note");
+    let id = id_of(&v, &note);
+    let mut d = Daemon::start(&v);
+    // The person edits the arguments and approves — and breaks the YAML on the way.
+    let text = v.read(&note);
+    assert!(text.contains("\n### text\n"), "{text}");
+    let edited = text
+        .replace("second line", "second line, edited by the person")
+        .replace("\"channel\": \"C1\"", "\"channel\": \"C9\"")
+        .replace("status: pending", "status: approved")
+        .replace("tool: test/post", "tool: [test/post");
+    v.write(&note, &edited);
+    let args_at = edited.find("## Arguments").unwrap();
+    let arguments = &edited[args_at..];
+    let broken = &edited[..edited.len() - body_of(&edited).len()];
+    wait_status(&v, &note, "invalid");
+    let after = v.read(&note);
+    assert!(
+        after.contains(arguments),
+        "the Arguments block byte for byte:\n--- before\n{arguments}\n--- after\n{after}"
+    );
+    assert!(
+        after.contains(body_of(&edited)),
+        "the whole body byte for byte: {after}"
+    );
+    assert!(after.contains(broken), "the broken properties kept: {after}");
+    assert!(
+        after.contains("**Invalid**") && after.contains("line 5: the frontmatter is not valid YAML"),
+        "the reason, with its line: {after}"
+    );
+    assert_eq!(phase_of(&v, &id), "invalid");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
+    assert!(calls_of(&log, "post").is_empty(), "never ran");
+}

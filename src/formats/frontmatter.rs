@@ -95,21 +95,12 @@ pub fn split(text: &str) -> Result<Split, FrontmatterError> {
         });
     }
     let lines = LineIndex::new(text);
-    let (yaml_range, body_offset) = match metadata_block(src) {
-        Some(block) => {
-            let yaml = yaml_range_in_block(src, block.clone());
-            // The block ends at its closing delimiter; the body starts after that line's break.
-            let rest = &src[block.end..];
-            let eol = rest.find('\n').map_or(rest.len(), |i| i + 1);
-            (yaml, block.end + eol)
-        }
-        None => manual_block(src).ok_or_else(|| FrontmatterError {
-            line: 1,
-            message: "the frontmatter opened with `---` on line 1 is never closed: add a line \
-                      `---` after the last setting, or remove line 1"
-                .into(),
-        })?,
-    };
+    let (yaml_range, body_offset) = locate(src).ok_or_else(|| FrontmatterError {
+        line: 1,
+        message: "the frontmatter opened with `---` on line 1 is never closed: add a line \
+                  `---` after the last setting, or remove line 1"
+            .into(),
+    })?;
     let yaml = &src[yaml_range.clone()];
     let first_yaml_line = lines.line_of(bom + yaml_range.start);
     let frontmatter = parse_yaml(yaml, first_yaml_line)?;
@@ -117,6 +108,33 @@ pub fn split(text: &str) -> Result<Split, FrontmatterError> {
         frontmatter: Some(frontmatter),
         body_offset: bom + body_offset,
     })
+}
+
+/// Where the body of `text` starts when it opens with a frontmatter block, whether or not the
+/// block can be read (too deep, too large, not YAML): the byte after its closing line. `None`: no
+/// block, or one never closed. For keeping the text of a block that `split` refuses.
+pub fn block_end(text: &str) -> Option<usize> {
+    let bom = if text.starts_with('\u{feff}') { 3 } else { 0 };
+    let src = &text[bom..];
+    if src.lines().next()?.trim_end() != "---" {
+        return None;
+    }
+    locate(src).map(|(_, body)| bom + body)
+}
+
+/// The YAML's range and the body's offset of the block `src` opens with (its first line is
+/// `---`); `None` when no line closes it.
+fn locate(src: &str) -> Option<(std::ops::Range<usize>, usize)> {
+    match metadata_block(src) {
+        Some(block) => {
+            let yaml = yaml_range_in_block(src, block.clone());
+            // The block ends at its closing delimiter; the body starts after that line's break.
+            let rest = &src[block.end..];
+            let eol = rest.find('\n').map_or(rest.len(), |i| i + 1);
+            Some((yaml, block.end + eol))
+        }
+        None => manual_block(src),
+    }
 }
 
 /// The byte range of a YAML metadata block at the very start of `src`, as pulldown-cmark sees it.
@@ -506,6 +524,27 @@ mod tests {
         let s = split(text).unwrap();
         assert_eq!(s.frontmatter.unwrap().get("from").unwrap().line, 2);
         assert_eq!(&text[s.body_offset..], "hi");
+    }
+
+    /// The body of a note whose block cannot be read still starts where `split` would start it.
+    #[test]
+    fn a_blocks_end_is_found_whether_or_not_it_reads() {
+        let deep = format!(
+            "---\nstatus: x\ndeep: {}{}\n---\n# Body\n",
+            "[".repeat(70),
+            "]".repeat(70)
+        );
+        let broken = "---\nstatus: [unclosed\n---\r\n# Body\n";
+        let bom = "\u{feff}---\nstatus: ok\n---\n# Body\n";
+        for text in [deep.as_str(), broken, bom] {
+            let end = block_end(text).unwrap();
+            assert_eq!(&text[end..], "# Body\n", "{text:?}");
+        }
+        assert!(split(&deep).is_err() && split(broken).is_err());
+        assert_eq!(split(bom).unwrap().body_offset, block_end(bom).unwrap());
+        for none in ["# No block\n---\n", "---\nnever: closed\n", ""] {
+            assert_eq!(block_end(none), None, "{none:?}");
+        }
     }
 
     #[test]

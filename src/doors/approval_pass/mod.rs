@@ -158,17 +158,11 @@ async fn consider(env: &RunEnv, ledger: &BTreeMap<String, Approval>, entry: &Ent
     let text = match crate::base::blocking::run(|| vault.read_text(&entry.path, MAX_NOTE_BYTES)) {
         Ok(t) => t,
         Err(VaultError::TooLarge { size, .. }) => {
-            // Never left `approved` forever: its request is closed with the reason.
-            if let Some((id, a)) = ledger.iter().find(|(_, a)| a.note == entry.path.as_str()) {
-                if a.phase.may_run() && a.followup.is_none() {
-                    let why = format!(
-                        "the note is {size} bytes, more than the {MAX_NOTE_BYTES}-byte limit of an approval note"
-                    );
-                    execute::invalid(env, id, a, &why);
-                    out.refused.push(id.clone());
-                }
-            }
-            return;
+            let why = format!(
+                "the note is {size} bytes, more than the {MAX_NOTE_BYTES}-byte limit of an approval note"
+            );
+            // Still too large after it is marked: said once for each size, not at every pass.
+            return unreadable(env, ledger, &entry.path, &why, true, out);
         }
         Err(e) => {
             tracing::warn!("approvals: cannot read {}: {e}", entry.path);
@@ -178,11 +172,36 @@ async fn consider(env: &RunEnv, ledger: &BTreeMap<String, Approval>, entry: &Ent
     let read = match note::read(&text) {
         Ok(r) => r,
         Err(why) => {
-            tracing::debug!("approvals: {} skipped: {why}", entry.path);
-            return;
+            let why = format!("tabd cannot read the note's properties (its frontmatter): {why}");
+            // Marked, it gets new properties from tabd's record: readable, it is not marked again.
+            return unreadable(env, ledger, &entry.path, &why, false, out);
         }
     };
     act(env, ledger, &entry.path, &text, read, out).await;
+}
+
+/// A note tabd cannot act on as it stands (too large, its frontmatter unreadable) is never
+/// skipped without a word, nor left `approved` for ever: its request (found by the note's path,
+/// as the id inside cannot be read) is marked `invalid` with the reason — the note and the daily
+/// log say so, `tabd approvals` lists it — and its call is not run. `once`: not marked again for
+/// the same reason. A note no request of this host names is left alone (it runs nothing).
+fn unreadable(
+    env: &RunEnv,
+    ledger: &BTreeMap<String, Approval>,
+    path: &VaultPath,
+    why: &str,
+    once: bool,
+    out: &mut Pass,
+) {
+    let Some((id, a)) = ledger.iter().find(|(_, a)| a.note == path.as_str()) else {
+        tracing::debug!("approvals: {path} skipped, no request of this host's names it: {why}");
+        return;
+    };
+    let said = once && a.phase == Phase::Invalid && a.outcome.as_deref() == Some(&format!("invalid: {why}"));
+    if a.phase.may_run() && a.followup.is_none() && !said {
+        execute::invalid(env, id, a, why);
+        out.refused.push(id.clone());
+    }
 }
 
 /// Pending requests past their `expires` become `expired`.

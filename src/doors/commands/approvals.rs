@@ -39,6 +39,9 @@ struct Listing<'a> {
     running: Vec<Listed<'a>>,
     /// tabd stopped during the call or got no answer: it may or may not have happened.
     unknown: Vec<Listed<'a>>,
+    /// Not run as the note stands (its arguments, its tool, or the note itself cannot be read):
+    /// the outcome says why; the person may fix the note and approve it again.
+    invalid: Vec<Listed<'a>>,
 }
 
 fn listing(all: &std::collections::BTreeMap<String, Approval>, now: DateTime<Utc>) -> Listing<'_> {
@@ -49,6 +52,7 @@ fn listing(all: &std::collections::BTreeMap<String, Approval>, now: DateTime<Utc
             Phase::Approved => &mut out.approved,
             Phase::Executing => &mut out.running,
             Phase::Unknown => &mut out.unknown,
+            Phase::Invalid => &mut out.invalid,
             _ => continue,
         };
         kind.push(Listed {
@@ -111,11 +115,23 @@ pub fn list(ws: &Workspace, json: bool) -> Result<u8, CliError> {
             "Outcome unknown (tabd stopped during the call: check, then approve again to run it once more)",
             &shown.unknown,
         ),
+        (
+            "Invalid, not run (fix the note, then set `status` to `approved` again)",
+            &shown.invalid,
+        ),
     ] {
         if !kind.is_empty() {
             println!("\n{title}:");
             for p in kind {
                 println!("{}  {:<10} {:<40} {}", p.id, p.role, p.tool, p.note);
+                // Why it did not run, or what tabd knows of how it ended.
+                if let Some(why) = p.outcome.filter(|_| matches!(p.status, "invalid" | "unknown")) {
+                    let why = why
+                        .strip_prefix(p.status)
+                        .and_then(|w| w.strip_prefix(": "))
+                        .unwrap_or(why);
+                    println!("        {}", crate::base::text::one_line(why, 300));
+                }
             }
         }
     }

@@ -14,7 +14,7 @@
 use crate::base::faults::Faults;
 use crate::base::vault::{Durability, FileLock, Vault, VaultError, VaultPath};
 use crate::records::runlog::RunLog;
-use crate::records::state::approval_ledger::Followup;
+use crate::records::state::approval_ledger::{Approval, Followup};
 use crate::records::state::StateStore;
 
 use super::note;
@@ -53,18 +53,18 @@ impl Held {
     /// Writes every follow-up still in the ledger into its note and the daily log, then clears
     /// it (the ledger keeps it if the note could not be written).
     pub fn finish(&self, store: &StateStore, log: &RunLog, faults: &Faults) -> Result<Finished, VaultError> {
-        let owed: Vec<(String, String, Followup)> = store
+        let owed: Vec<(String, Approval, Followup)> = store
             .try_load()?
             .approvals
             .into_iter()
-            .filter_map(|(id, a)| a.followup.map(|f| (id, a.note, f)))
+            .filter_map(|(id, a)| a.followup.clone().map(|f| (id, a, f)))
             .collect();
         let mut out = Finished::default();
-        for (id, note_path, f) in &owed {
+        for (id, a, f) in &owed {
             // The daily line before the note (see the module's doc); both are written once.
             write_daily(log, f);
             faults.abort_at("approval-daily-written");
-            if write_note(store.vault(), note_path, f).is_err() {
+            if write_note(store.vault(), (id, a), f).is_err() {
                 out.left.push(id.clone());
                 continue;
             }
@@ -85,10 +85,11 @@ impl Held {
 }
 
 /// Sets the note's status and appends the line, unless it already holds them. A note the person
-/// deleted stays deleted, and one whose frontmatter cannot be read keeps its text: both count as
-/// written (nothing could act on them). Only a failed write is an error.
-fn write_note(vault: &Vault, note_path: &str, f: &Followup) -> Result<(), VaultError> {
-    let Ok(path) = VaultPath::parse(note_path, false) else {
+/// deleted stays deleted (that counts as written: nothing could act on it); one whose frontmatter
+/// cannot be read gets new frontmatter from the record, its text kept (`note::update_or_restore`).
+/// Only a failed read or write is an error.
+fn write_note(vault: &Vault, (id, a): (&str, &Approval), f: &Followup) -> Result<(), VaultError> {
+    let Ok(path) = VaultPath::parse(&a.note, false) else {
         return Ok(());
     };
     let text = match vault.read_text(&path, MAX_NOTE_BYTES) {
@@ -104,15 +105,10 @@ fn write_note(vault: &Vault, note_path: &str, f: &Followup) -> Result<(), VaultE
     if status.as_deref() == Some(f.status.as_str()) && text.contains(line) {
         return Ok(());
     }
-    match note::update(&text, &f.status, &f.line) {
-        Ok(t) => vault.write_atomic(&path, t.as_bytes()).inspect_err(|e| {
-            tracing::error!("approvals: cannot update {path}: {e}");
-        }),
-        Err(e) => {
-            tracing::warn!("approvals: {path}: its frontmatter cannot be read ({e}); status not updated");
-            Ok(())
-        }
-    }
+    let updated = note::update_or_restore(&text, &f.status, &f.line, (id, a));
+    vault.write_atomic(&path, updated.as_bytes()).inspect_err(|e| {
+        tracing::error!("approvals: cannot update {path}: {e}");
+    })
 }
 
 /// The daily line, once (a line already in that day's note is not written again).

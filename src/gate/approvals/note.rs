@@ -65,18 +65,24 @@ pub fn file_name(created: DateTime<Utc>, tz: Tz, role: &str, tool: &str, id: &st
     )
 }
 
-pub fn render(n: &NewNote) -> String {
-    let a = n.approval;
-    let fields = [
-        ("status", Value::from("pending")),
+/// The frontmatter tabd writes for request `id` (`a`) with `status`: a new note's, or one put
+/// back over frontmatter that cannot be read.
+fn fields<'a>(a: &'a Approval, id: &'a str, status: &'a str) -> [(&'static str, Value); 8] {
+    [
+        ("status", Value::from(status)),
         ("role", Value::from(a.role.as_str())),
         ("tool", Value::from(a.tool.as_str())),
         ("risk", Value::from(a.risk.as_str())),
         ("run_id", Value::from(a.run_id.as_str())),
         ("created", Value::from(stamp(a.created))),
         ("expires", Value::from(stamp(a.expires))),
-        ("id", Value::from(n.id)),
-    ];
+        ("id", Value::from(id)),
+    ]
+}
+
+pub fn render(n: &NewNote) -> String {
+    let a = n.approval;
+    let fields = fields(a, n.id, "pending");
     // The description's first sentence when it is short enough for a title; never one cut off
     // mid-sentence (issue 30).
     let first = n.description.lines().next().unwrap_or("").trim();
@@ -383,6 +389,43 @@ pub fn update(text: &str, status: &str, append: &str) -> Result<String, frontmat
     Ok(out)
 }
 
+/// `text` with its `status` set and `append` added, as `update` does — and when its frontmatter
+/// cannot be read (too deep, too large, not YAML) or is gone, with new frontmatter written from
+/// tabd's record of the request (`id`, `a`). Nothing of the person's is lost: the body is kept
+/// byte for byte, and a block tabd could not read is kept after `append`, as it was, in a fence.
+pub fn update_or_restore(text: &str, status: &str, append: &str, (id, a): (&str, &Approval)) -> String {
+    let (unread, body) = match frontmatter::split(text) {
+        Ok(split) if split.frontmatter.is_some() => match update(text, status, append) {
+            Ok(t) => return t,
+            Err(_) => ("", text),
+        },
+        Ok(_) => ("", text),
+        // A block never closed: only its opening line is taken out; every line after it stays.
+        Err(_) => {
+            let end = frontmatter::block_end(text)
+                .or_else(|| text.find('\n').map(|i| i + 1))
+                .unwrap_or(text.len());
+            text.split_at(end)
+        }
+    };
+    let fresh = frontmatter::render(&fields(a, id, status));
+    let mut out =
+        update(&format!("{fresh}{body}"), status, append).unwrap_or_else(|_| format!("{fresh}{body}"));
+    if !unread.is_empty() {
+        // A fence longer than any run of backticks in the block, so the block cannot close it.
+        let mut fence = "```".to_string();
+        while unread.contains(&fence) {
+            fence.push('`');
+        }
+        let end = if unread.ends_with('\n') { "" } else { "\n" };
+        out.push_str(&format!(
+            "\nThe properties tabd could not read, as they were (it wrote new ones from its record of this \
+             request above):\n\n{fence}yaml\n{unread}{end}{fence}\n"
+        ));
+    }
+    out
+}
+
 /// A name tabd gives approval notes: `YYYY-MM-DD-<role>-<tool>-<6 hex>.md`.
 pub fn is_tabd_name(name: &str) -> bool {
     let Some(stem) = name.strip_suffix(".md") else {
@@ -583,6 +626,54 @@ mod tests {
         assert_eq!(r.args.unwrap(), json!({"a": 2}));
         assert!(done.ends_with("\n\n## Result\nok\n"), "{done}");
         assert_eq!(r.id.as_deref(), Some("7c41e0"));
+    }
+
+    /// A note whose properties cannot be read (or are gone) gets them back from tabd's record,
+    /// with the new status; its body stays byte for byte and the unreadable block is kept after
+    /// the line, fenced so it cannot close the fence. A readable note is only updated.
+    #[test]
+    fn unreadable_properties_are_written_anew_and_the_persons_text_is_kept() {
+        let a = approval();
+        let good = rendered(&json!({"channel": "C1", "text": "one\ntwo\n"}), "r");
+        let split = frontmatter::split(&good).unwrap();
+        let body = &good[split.body_offset..];
+        let deep = format!(
+            "---\nstatus: approved\nx: {}{}\n---\n",
+            "[".repeat(70),
+            "]".repeat(70)
+        );
+        let ticks = "---\nstatus: [approved ```` \n---\n".to_string();
+        for broken in [deep.as_str(), ticks.as_str()] {
+            let text = format!("{broken}{body}");
+            let out = update_or_restore(&text, "invalid", "**Invalid**: why.", ("7c41e0", &a));
+            let r = read(&out).unwrap();
+            assert_eq!(r.status.as_deref(), Some("invalid"));
+            assert_eq!(r.id.as_deref(), Some("7c41e0"));
+            assert_eq!(r.tool.as_deref(), Some(a.tool.as_str()));
+            assert_eq!(r.args, read(&good).unwrap().args, "the arguments as they were");
+            assert!(out.contains(body), "{out}");
+            assert!(out.contains(broken), "{out}");
+            let after_line = &out[out.find("**Invalid**: why.").unwrap()..];
+            assert!(after_line.contains(broken), "kept after the line: {out}");
+            assert!(
+                !after_line.contains("\n````yaml"),
+                "a fence longer than the block's: {out}"
+            );
+        }
+        // Never closed: only the opening line goes; every line after it stays as text.
+        let unclosed = format!("---\nstatus: approved\n{body}");
+        let out = update_or_restore(&unclosed, "invalid", "**Invalid**: why.", ("7c41e0", &a));
+        assert!(out.contains(&unclosed[4..]), "{out}");
+        assert_eq!(read(&out).unwrap().status.as_deref(), Some("invalid"));
+        // Gone: written from the record, the text below it.
+        let out = update_or_restore(body, "invalid", "**Invalid**: why.", ("7c41e0", &a));
+        assert!(
+            out.contains(body) && read(&out).unwrap().id.as_deref() == Some("7c41e0"),
+            "{out}"
+        );
+        // Readable: only the status and the line change.
+        let out = update_or_restore(&good, "invalid", "**Invalid**: why.", ("7c41e0", &a));
+        assert_eq!(out, update(&good, "invalid", "**Invalid**: why.").unwrap());
     }
 
     #[test]
