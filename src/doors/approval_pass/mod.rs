@@ -162,7 +162,7 @@ async fn consider(env: &RunEnv, ledger: &BTreeMap<String, Approval>, entry: &Ent
                 "the note is {size} bytes, more than the {MAX_NOTE_BYTES}-byte limit of an approval note"
             );
             // Still too large after it is marked: said once for each size, not at every pass.
-            return unreadable(env, ledger, &entry.path, &why, true, out);
+            return unreadable(env, ledger, entry, (&why, true), out);
         }
         Err(e) => {
             tracing::warn!("approvals: cannot read {}: {e}", entry.path);
@@ -174,7 +174,7 @@ async fn consider(env: &RunEnv, ledger: &BTreeMap<String, Approval>, entry: &Ent
         Err(why) => {
             let why = format!("tabd cannot read the note's properties (its frontmatter): {why}");
             // Marked, it gets new properties from tabd's record: readable, it is not marked again.
-            return unreadable(env, ledger, &entry.path, &why, false, out);
+            return unreadable(env, ledger, entry, (&why, false), out);
         }
     };
     act(env, ledger, &entry.path, &text, read, out).await;
@@ -185,18 +185,28 @@ async fn consider(env: &RunEnv, ledger: &BTreeMap<String, Approval>, entry: &Ent
 /// as the id inside cannot be read) is marked `invalid` with the reason — the note and the daily
 /// log say so, `tabd approvals` lists it — and its call is not run. `once`: not marked again for
 /// the same reason. A note no request of this host names is left alone (it runs nothing).
+///
+/// A note caught while it is written (a program that empties a file, then fills it) reads as
+/// unreadable too, so it is marked only once unchanged for as long as a note a person types must
+/// be (`[inbox] typing_settle_s`); until then the pass looks again.
 fn unreadable(
     env: &RunEnv,
     ledger: &BTreeMap<String, Approval>,
-    path: &VaultPath,
-    why: &str,
-    once: bool,
+    entry: &Entry,
+    (why, once): (&str, bool),
     out: &mut Pass,
 ) {
+    let path = &entry.path;
     let Some((id, a)) = ledger.iter().find(|(_, a)| a.note == path.as_str()) else {
         tracing::debug!("approvals: {path} skipped, no request of this host's names it: {why}");
         return;
     };
+    let typing = chrono::Duration::from_std(env.config.inbox.settle().1).unwrap_or_default();
+    let quiet_at = entry.modified.map(|m| DateTime::<Utc>::from(m) + typing);
+    if let Some(at) = quiet_at.filter(|at| *at > env.clock.now()) {
+        out.next = Some(out.next.map_or(at, |n| n.min(at)));
+        return;
+    }
     let said = once && a.phase == Phase::Invalid && a.outcome.as_deref() == Some(&format!("invalid: {why}"));
     if a.phase.may_run() && a.followup.is_none() && !said {
         execute::invalid(env, id, a, why);
