@@ -11,8 +11,11 @@ fn main() -> ExitCode {
     if cli.command.only_prints() {
         end_like_a_unix_tool_when_the_reader_leaves();
     }
-    let env = Env::from_process();
+    let (env, warnings) = with_env_file(Env::from_process());
     init_logging(&env, &cli);
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
     let secrets = env.clone();
     match tabd::doors::commands::run(cli, env) {
         Ok(code) => ExitCode::from(code),
@@ -27,6 +30,19 @@ fn main() -> ExitCode {
             ExitCode::from(e.code)
         }
     }
+}
+
+/// The environment with the env file the user unit reads (`~/.config/tabd/env`) under it, so a
+/// key put there for the service is seen by `tabd fire` typed in a shell; and what is wrong with
+/// the file (never a value).
+fn with_env_file(env: Env) -> (Env, Vec<String>) {
+    let Some(file) =
+        tabd::base::environment::env_file_path(&env).and_then(|p| tabd::base::environment::EnvFile::read(&p))
+    else {
+        return (env, Vec::new());
+    };
+    let warnings = file.warnings.clone();
+    (env.with_env_file(&file), warnings)
 }
 
 /// `tabd logs | head` closes the pipe early: the command ends as any Unix tool does, by

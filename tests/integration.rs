@@ -30,6 +30,7 @@ mod resume;
 mod robustness;
 mod sandbox;
 mod secrets;
+mod service;
 mod signed_records;
 mod turn_e2e;
 mod undo;

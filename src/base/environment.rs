@@ -2,6 +2,7 @@
 //! mutate the real environment.
 
 use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// What every child process gets from tabd's environment (never its API keys or other secrets):
@@ -147,6 +148,25 @@ impl Env {
         }
     }
 
+    /// This environment with `file`'s variables under it: a variable set here (and not empty)
+    /// wins, as a shell's `export` wins over what the service reads. Every name the file sets
+    /// is a secret from now on (its value is written back as `${NAME}` wherever tabd prints it).
+    pub fn with_env_file(mut self, file: &EnvFile) -> Self {
+        for (k, v) in &file.vars {
+            if self.get(k).is_none() {
+                self.vars.insert(k.clone(), v.clone());
+            }
+        }
+        {
+            let mut expanded = self.expanded();
+            for (k, _) in &file.vars {
+                expanded.names.insert(k.clone());
+            }
+            expanded.redactor = None;
+        }
+        self
+    }
+
     pub fn from_pairs<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
         Self {
             vars: pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
@@ -261,6 +281,152 @@ pub enum ExpandError {
     Unset { name: String },
 }
 
+/// The folder of the person's settings: `$XDG_CONFIG_HOME`, else `~/.config` — where tabd's
+/// config, its env file and the user unit live.
+pub fn config_home(env: &Env) -> Option<PathBuf> {
+    match env.get("XDG_CONFIG_HOME") {
+        Some(x) if Path::new(x).is_absolute() => Some(PathBuf::from(x)),
+        _ => env.get("HOME").map(|h| Path::new(h).join(".config")),
+    }
+}
+
+/// The env file the user unit reads (`EnvironmentFile=`) and every command reads too:
+/// `~/.config/tabd/env`.
+pub fn env_file_path(env: &Env) -> Option<PathBuf> {
+    config_home(env).map(|c| c.join("tabd").join("env"))
+}
+
+/// The largest env file read: KEY=VALUE lines for a few keys fit in far less.
+const ENV_FILE_CAP: u64 = 1024 * 1024;
+
+/// An env file, read: its variables and what is wrong with it (never a value).
+#[derive(Debug, Default)]
+pub struct EnvFile {
+    pub vars: Vec<(String, String)>,
+    pub warnings: Vec<String>,
+}
+
+impl EnvFile {
+    /// Reads `path`: `None` when there is none. A file others may read or that another user
+    /// owns is read, with a warning (the unit reads it as well); one that cannot be read is a
+    /// warning.
+    pub fn read(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt as _;
+        let shown = path.display();
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                return Some(Self {
+                    warnings: vec![format!("cannot read {shown}: {e}")],
+                    ..Self::default()
+                })
+            }
+        };
+        let mut out = Self::default();
+        if meta.mode() & 0o077 != 0 {
+            out.warnings.push(format!(
+                "{shown} can be read by other users (mode {:o}); its values are secrets: `chmod 600 {shown}`",
+                meta.mode() & 0o777
+            ));
+        }
+        let me = rustix::process::geteuid().as_raw();
+        if meta.uid() != me {
+            out.warnings.push(format!(
+                "{shown} belongs to another user (uid {}), so that user decides tabd's environment: \
+                 `chown {me} {shown}` if it is yours",
+                meta.uid()
+            ));
+        }
+        match crate::base::vault::read_regular_path(path, ENV_FILE_CAP) {
+            Ok(text) => {
+                let (vars, bad) = parse_env_file(&text);
+                out.vars = vars;
+                out.warnings.extend(
+                    bad.into_iter()
+                        .map(|(line, why)| format!("{shown}:{line}: {why}; skipped")),
+                );
+            }
+            Err(e) => out.warnings.push(format!("cannot read {shown}: {e}")),
+        }
+        Some(out)
+    }
+}
+
+/// A line of an env file that is not `KEY=VALUE`: its number and why (never its text).
+pub type SkippedLine = (usize, String);
+
+/// `KEY=VALUE` lines as systemd's `EnvironmentFile=` reads them: blank lines and lines starting
+/// with `#` or `;` are comments; space around the key and before the value is dropped; a value
+/// in double or single quotes is the text between them (in double quotes, `\"` and `\\` stand for
+/// `"` and `\`); an unquoted value ends at the line's end, trailing space dropped. What is not
+/// such a line is returned with its line number and why (never its text: it may hold a secret).
+pub fn parse_env_file(text: &str) -> (Vec<(String, String)>, Vec<SkippedLine>) {
+    let mut vars = Vec::new();
+    let mut bad = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim_start();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            bad.push((i + 1, "not a KEY=VALUE line".to_string()));
+            continue;
+        };
+        let key = key.trim();
+        if key.starts_with("export ") {
+            bad.push((
+                i + 1,
+                "systemd does not read `export`: write KEY=VALUE".to_string(),
+            ));
+            continue;
+        }
+        let valid = key
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            bad.push((
+                i + 1,
+                "the name before `=` is not a variable name (letters, digits, _)".to_string(),
+            ));
+            continue;
+        }
+        match unquote(value.trim_start()) {
+            Some(v) => vars.push((key.to_string(), v)),
+            None => bad.push((
+                i + 1,
+                format!("the value of {key} opens a quote it does not close"),
+            )),
+        }
+    }
+    (vars, bad)
+}
+
+/// A value as written after `=`: quoted (the text inside) or not (trailing space dropped).
+fn unquote(value: &str) -> Option<String> {
+    let mut chars = value.chars();
+    match chars.next() {
+        Some(q @ ('"' | '\'')) => {
+            let mut out = String::new();
+            let mut escaped = false;
+            for c in chars {
+                match c {
+                    '\\' if q == '"' && !escaped => escaped = true,
+                    c if c == q && !escaped => return Some(out),
+                    c => {
+                        out.push(c);
+                        escaped = false;
+                    }
+                }
+            }
+            None
+        }
+        _ => Some(value.trim_end().to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,6 +501,49 @@ mod tests {
             unused.redactor().apply("none left"),
             "none left",
             "a short value of a secret-looking name is hidden only once used as ${{NAME}}"
+        );
+    }
+
+    #[test]
+    fn env_file_lines_as_systemd_reads_them() {
+        let text = "# a comment\n; another\n\nANTHROPIC_API_KEY=sk-ant-1234\n  SPACED = \"a \\\"b\\\" c\"  \nSINGLE='x y'\nPLAIN=v w   \nexport NO=1\nnot a line\n1BAD=x\nOPEN=\"never closed\n";
+        let (vars, bad) = parse_env_file(text);
+        assert_eq!(
+            vars,
+            [
+                ("ANTHROPIC_API_KEY".to_string(), "sk-ant-1234".to_string()),
+                ("SPACED".to_string(), "a \"b\" c".to_string()),
+                ("SINGLE".to_string(), "x y".to_string()),
+                ("PLAIN".to_string(), "v w".to_string()),
+            ]
+        );
+        let lines: Vec<usize> = bad.iter().map(|(l, _)| *l).collect();
+        assert_eq!(lines, [8, 9, 10, 11], "{bad:?}");
+        assert!(
+            bad.iter().all(|(_, why)| !why.contains("never closed")),
+            "a skipped line's text is never quoted: {bad:?}"
+        );
+    }
+
+    /// The env file is under the process environment (a variable set there wins, an empty one
+    /// does not), and every value it sets is a secret.
+    #[test]
+    fn the_env_file_is_under_the_process_and_its_values_are_secrets() {
+        let file = EnvFile {
+            vars: vec![
+                ("ANTHROPIC_API_KEY".into(), "sk-from-the-file-1".into()),
+                ("HOOK".into(), "https://hooks.example/abc123".into()),
+                ("MINE".into(), "from-the-file".into()),
+            ],
+            warnings: Vec::new(),
+        };
+        let env = Env::from_pairs([("ANTHROPIC_API_KEY", ""), ("MINE", "exported")]).with_env_file(&file);
+        assert_eq!(env.get("ANTHROPIC_API_KEY"), Some("sk-from-the-file-1"));
+        assert_eq!(env.get("MINE"), Some("exported"));
+        assert_eq!(
+            env.redactor()
+                .apply("posting to https://hooks.example/abc123 with sk-from-the-file-1"),
+            "posting to ${HOOK} with ${ANTHROPIC_API_KEY}"
         );
     }
 

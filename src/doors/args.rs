@@ -158,6 +158,12 @@ pub enum Command {
         #[command(subcommand)]
         action: McpCommand,
     },
+    /// The systemd user service: `install` sets tabd up to run on its own (this binary, your
+    /// vault, ~/.config/tabd/env for keys), `uninstall` stops and removes it.
+    Service {
+        #[command(subcommand)]
+        action: ServiceCommand,
+    },
     /// Show each role's schedule as cron and its next fire times.
     Schedule {
         /// Compute fires after this instant (RFC 3339, e.g. 2026-03-06T12:00:00-05:00); default now.
@@ -170,6 +176,19 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `tabd service …`
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// Write the user unit (~/.config/systemd/user/tabd.service) for this binary and the vault
+    /// (--vault, else the config's), keep the config (write one naming the vault if there is
+    /// none), make ~/.config/tabd/env (0600) if missing, then `systemctl --user daemon-reload`,
+    /// `enable --now tabd` and show its status.
+    Install,
+    /// `systemctl --user disable --now tabd` and remove the unit `install` wrote; the config, the
+    /// env file and the vault stay.
+    Uninstall,
 }
 
 /// `tabd mcp …`

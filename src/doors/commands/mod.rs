@@ -9,6 +9,7 @@ pub mod prompt;
 pub mod run;
 pub mod runs;
 pub mod schedule;
+pub mod service;
 pub mod status;
 pub mod undo;
 pub mod validate;
@@ -279,6 +280,7 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
             },
         ),
         Command::Completions { shell } => completions(*shell),
+        Command::Service { action } => service::run(&cli, env, action),
         Command::Approvals { json } => approvals::list(&Workspace::open_readable(&cli, env)?, *json),
         Command::Approve { id } => approvals::decide(&Workspace::open(&cli, env)?, id, true),
         Command::Reject { id } => approvals::decide(&Workspace::open(&cli, env)?, id, false),

@@ -115,8 +115,8 @@ impl ProviderConfig {
     pub fn missing_key(&self, env: &Env) -> Option<String> {
         (self.kind == ProviderKind::Anthropic && env.get(&self.api_key_env).is_none()).then(|| {
             format!(
-                "{} is not set, so model calls will pause until it is; export it where tabd runs (see docs/providers.md)",
-                self.api_key_env
+                "{key} is not set, so model calls will pause until it is; put `{key}=…` in ~/.config/tabd/env (the service and every tabd command read it) or export it (see docs/providers.md)",
+                key = self.api_key_env
             )
         })
     }
