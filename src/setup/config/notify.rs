@@ -163,4 +163,15 @@ mod tests {
         assert!(NotifyConfig::default().wants(EventKind::Approval));
         assert!(!NotifyConfig::default().wants(EventKind::Done));
     }
+
+    /// `role_broken` is an event a config may name, and one sent by default; a misspelt event
+    /// is refused with the list of events.
+    #[test]
+    fn role_broken_is_an_event_of_the_config_and_sent_by_default() {
+        let c: NotifyConfig = toml::from_str("events = [\"role_broken\"]").unwrap();
+        assert!(c.wants(EventKind::RoleBroken) && !c.wants(EventKind::Approval));
+        assert!(NotifyConfig::default().wants(EventKind::RoleBroken));
+        let e = toml::from_str::<NotifyConfig>("events = [\"role_brokn\"]").unwrap_err();
+        assert!(e.to_string().contains("role_broken"), "{e}");
+    }
 }
