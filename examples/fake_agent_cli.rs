@@ -18,6 +18,8 @@
 //! folder for a later start (settings with hooks, instructions, a login copy); those named in
 //! `FAKE_CLI_FUTURE` (a JSON list) are dated ten years ahead. What it found there when it started
 //! is logged: `home_files` (every file under its HOME) and `login` (its claude login copy).
+//! `FAKE_CLI_FIFO`: a JSON list of paths under its HOME it replaces with named pipes nobody
+//! writes (a read of one waits for good).
 
 use std::io::{Read, Write};
 
@@ -149,6 +151,17 @@ fn plant(home: &std::path::Path) {
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok())
         .unwrap_or_default();
+    let fifos: Vec<String> = std::env::var("FAKE_CLI_FIFO")
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default();
+    for rel in fifos {
+        let path = home.join(&rel);
+        let _ = std::fs::remove_file(&path);
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap_or_default();
+        // SAFETY: `c` is a NUL-terminated path that lives across the call.
+        unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    }
     for (rel, content) in files {
         let path = home.join(&rel);
         if let Some(parent) = path.parent() {

@@ -17,7 +17,7 @@ fn fake_cli() -> PathBuf {
 
 /// A vault whose provider is the fake CLI under `profile`, making `calls`; `extra` goes into the
 /// profile's env (`FAKE_CLI_MODE` …) and `config` is appended.
-fn setup(profile: &str, calls: Value, mode: &str, config: &str) -> (TestVault, PathBuf) {
+pub(crate) fn setup(profile: &str, calls: Value, mode: &str, config: &str) -> (TestVault, PathBuf) {
     let v = TestVault::new();
     let log = v.dir.path().join("cli.jsonl");
     v.set_config(&format!(

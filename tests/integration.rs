@@ -26,6 +26,7 @@ mod notify;
 mod outcomes;
 mod owned;
 mod providers;
+mod read_back;
 mod resume;
 mod robustness;
 mod sandbox;

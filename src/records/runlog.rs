@@ -376,19 +376,18 @@ impl RunLog {
         )
     }
 
-    /// Whether the JSONL file `path` holds the record of `run_id` (crash recovery).
+    /// Whether the JSONL file `path` holds the record of `run_id` (crash recovery), read a line
+    /// at a time (`read::has_line_with`): a file of any size, or with lines that are not UTF-8,
+    /// is still looked through.
     pub fn has_record(&self, path: &VaultPath, run_id: &str) -> bool {
         let needle = format!("\"run_id\":{}", Value::String(run_id.to_string()));
-        self.vault
-            .read_text(path, 512 * 1024 * 1024)
-            .is_ok_and(|t| t.lines().any(|l| l.contains(&needle)))
+        read::has_line_with(&self.vault, path, &needle)
     }
 
-    /// Whether the daily note `path` already has `text` (crash recovery).
+    /// Whether the daily note `path` already has `text` (crash recovery), read in pieces
+    /// (`read::holds`).
     pub fn daily_has(&self, path: &VaultPath, text: &str) -> bool {
-        self.vault
-            .read_text(path, 512 * 1024 * 1024)
-            .is_ok_and(|t| t.contains(text.trim_end()))
+        read::holds(&self.vault, path, text.trim_end())
     }
 
     /// One run's section of the daily note (DESIGN §9).

@@ -486,7 +486,7 @@ pub fn private_home(
 /// may no longer work: said, with what to do.
 fn said_if_refreshed(profile: &Profile, logins: &[Login]) {
     for l in logins {
-        if std::fs::read(&l.copy).ok().as_deref() != Some(l.bytes.as_slice()) {
+        if !as_copied(&l.copy, &l.bytes) {
             tracing::warn!(
                 "{}: the CLI rewrote its copy of your login ({}) during the run, as a login refresh \
                  does; tabd never copies it back, so if your own copy stops working, log in again — \
@@ -497,6 +497,29 @@ fn said_if_refreshed(profile: &Profile, logins: &[Login]) {
             );
         }
     }
+}
+
+/// Whether `copy` (in the CLI's folder: the CLI may have put anything there) still holds exactly
+/// `bytes`: a regular file of that length, opened through no link and never waited on (a named
+/// pipe there stalled tabd's read for good), and read no further than one byte past that length.
+fn as_copied(copy: &Path, bytes: &[u8]) -> bool {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(copy)
+    else {
+        return false;
+    };
+    if !file
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.len() == bytes.len() as u64)
+    {
+        return false;
+    }
+    let mut now = Vec::with_capacity(bytes.len());
+    file.take(bytes.len() as u64 + 1).read_to_end(&mut now).is_ok() && now == bytes
 }
 
 /// The CLI's `HOME` for one start: `home` in `folder` (a folder tabd has just made, private to
