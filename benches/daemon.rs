@@ -3,7 +3,9 @@
 //!
 //! Pick parts with `TABD_BENCH=latency,burst,idle,startup,run,prompt,rss,history,delegation,sandbox,quiet,resume,cli_home` (default: all), and
 //! `journal10k` (10,000 runs, ~2 minutes; not in the default set), `load` (another role's notes
-//! beside a role at the expectation cap, ~2.5 minutes; not in the default set: benches/daemon/load.rs).
+//! beside a role at the expectation cap, ~2.5 minutes; not in the default set: benches/daemon/load.rs),
+//! `cluster` (what `[cluster]` costs: a claim on loopback, a note's latency with and without it;
+//! needs a `nats-server`, not in the default set: benches/daemon/cluster.rs).
 //! Timings are medians over repeated runs; nothing here is asserted.
 
 #[path = "../tests/support/fake_model.rs"]
@@ -12,8 +14,13 @@ mod fake_model;
 
 #[path = "daemon/cli_home.rs"]
 mod cli_home;
+#[path = "daemon/cluster.rs"]
+mod cluster;
 #[path = "daemon/load.rs"]
 mod load;
+#[path = "../tests/support/nats.rs"]
+#[allow(dead_code)]
+mod nats;
 
 #[path = "daemon/vault_write.rs"]
 mod vault_write;
@@ -1297,6 +1304,9 @@ fn main() {
     }
     if on("cli_home") {
         cli_home::cli_home(&mut out);
+    }
+    if on("cluster") {
+        cluster::cluster(&mut out);
     }
     println!("{}", serde_json::to_string(&out).unwrap());
 }

@@ -244,6 +244,29 @@ fn fifty_notes_dropped_at_once_run_once_each_and_move_once() {
         d.stderr()
     );
     assert_eq!(unique.len(), 50);
+    // `tabd status --json` on a device: the cluster as it sees it, every device by its heartbeat.
+    d.wait(
+        Duration::from_secs(30),
+        "status naming three devices with a quorum",
+        || {
+            let out =
+                d.v.command_with_config(&d.config_of("laptop"), &["status", "--json"])
+                    .output()
+                    .expect("tabd status");
+            let s: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+            let c = &s["cluster"];
+            let seen: Vec<&str> = c["devices"].as_array().map_or(Vec::new(), |a| {
+                a.iter().filter_map(|x| x["device"].as_str()).collect()
+            });
+            c["device"] == "laptop" && c["quorum"] == true && seen == ["desktop", "laptop", "server"]
+        },
+    );
+    let text =
+        d.v.command_with_config(&d.config_of("laptop"), &["status"])
+            .output()
+            .expect("tabd status");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("cluster: device laptop · quorum yes"), "{text}");
 }
 
 #[test]

@@ -71,6 +71,10 @@ pub(super) struct Coordinator {
     alone: BTreeMap<String, Vec<DateTime<Utc>>>,
     /// "No quorum" was said (once until it returns).
     said_alone: bool,
+    /// The vault's devices by their last heartbeats, as the heartbeat task last read them.
+    seen: Seen,
+    /// The view the status last showed (a change writes it again).
+    shown: Option<super::status::ClusterView>,
 }
 
 /// What a claim came to, for this device.
@@ -100,7 +104,8 @@ impl Coordinator {
             }
         };
         let quorum = Arc::new(AtomicU8::new(UNKNOWN));
-        heartbeat(cluster.clone(), quorum.clone(), c.lease);
+        let seen = Arc::default();
+        heartbeat(cluster.clone(), (quorum.clone(), Arc::clone(&seen)), c.lease);
         Some(Coordinator {
             cluster,
             handle,
@@ -114,6 +119,8 @@ impl Coordinator {
             watched: Vec::new(),
             alone: BTreeMap::new(),
             said_alone: false,
+            seen,
+            shown: None,
         })
     }
 
@@ -168,7 +175,9 @@ impl Coordinator {
 }
 
 /// Writes this device's heartbeat every third of the lease; its success is the quorum.
-fn heartbeat(cluster: Cluster, quorum: Arc<AtomicU8>, lease: Duration) {
+type Seen = Arc<std::sync::Mutex<Vec<crate::capabilities::cluster::DeviceSeen>>>;
+
+fn heartbeat(cluster: Cluster, (quorum, seen): (Arc<AtomicU8>, Seen), lease: Duration) {
     tokio::spawn(async move {
         loop {
             let state = match cluster.heartbeat().await {
@@ -190,6 +199,9 @@ fn heartbeat(cluster: Cluster, quorum: Arc<AtomicU8>, lease: Duration) {
             };
             if quorum.swap(state, Ordering::SeqCst) == ALONE && state == QUORUM {
                 tracing::info!("cluster: the servers answer again");
+            }
+            if let (QUORUM, Ok(devices)) = (state, cluster.devices().await) {
+                *seen.lock().unwrap_or_else(|p| p.into_inner()) = devices;
             }
             tokio::time::sleep((lease / 3).max(Duration::from_millis(500))).await;
         }
@@ -405,9 +417,14 @@ impl Daemon {
     /// Slots another device claimed and did not finish (it died: its claim lapsed), and slots
     /// skipped without a quorum once it returns: claimed again here, and run if won.
     pub(super) fn cluster_tick(&mut self, wall: DateTime<Utc>) {
+        let view = self.cluster_view();
         let Some(mut c) = self.coordinator.take() else {
             return;
         };
+        if c.shown != view {
+            c.shown = view;
+            self.status_dirty = true;
+        }
         let now = self.run_env.clock.instant();
         let roles = self.run_env.roles.clone();
         let due: Vec<Watched> = {
@@ -476,12 +493,36 @@ impl Daemon {
         }
     }
 
+    /// The cluster as this device sees it, for `tabd status` and `agent/status.md`.
+    pub(super) fn cluster_view(&self) -> Option<super::status::ClusterView> {
+        let c = self.coordinator.as_ref()?;
+        let devices = c.seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Some(super::status::ClusterView {
+            device: c.cluster.device().to_string(),
+            quorum: match c.quorum.load(Ordering::SeqCst) {
+                QUORUM => Some(true),
+                ALONE => Some(false),
+                _ => None,
+            },
+            lease_s: c.cluster.lease().as_secs(),
+            when_alone: c.when_alone.as_str().to_string(),
+            devices: devices
+                .into_iter()
+                .map(|d| super::status::DeviceView {
+                    device: d.device,
+                    last_heartbeat: d.last_heartbeat,
+                })
+                .collect(),
+        })
+    }
+
     /// When the cluster has something to look at again.
     pub(super) fn cluster_wake(&self) -> Option<Instant> {
         let c = self.coordinator.as_ref()?;
         let watched = c.watched.iter().map(|w| w.again).min();
-        let alone = (!c.alone.is_empty()).then(|| self.run_env.clock.instant() + c.again());
-        watched.into_iter().chain(alone).min()
+        // Every third of the lease: the heartbeat's news (quorum, devices) reaches the status.
+        let heartbeat = self.run_env.clock.instant() + c.again();
+        watched.into_iter().chain([heartbeat]).min()
     }
 }
 

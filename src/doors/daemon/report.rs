@@ -98,6 +98,7 @@ impl Daemon {
             config_error: self.config_error.clone(),
             notify_problems: self.notifier.as_ref().map(|n| n.problems()).unwrap_or_default(),
             write_problem: self.writes.problem(),
+            cluster: self.cluster_view(),
             host: self.host.clone(),
             ledger_error: self.ledger_error.clone(),
             generation: self.status_generation,

@@ -140,6 +140,59 @@ pub struct StatusReport {
     pub updated_at: DateTime<Utc>,
     /// Grows by one with every write by the daemon (0 from `tabd status`).
     pub generation: u64,
+    /// With `[cluster]` (DESIGN §23): this device, its quorum, the devices seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterView>,
+}
+
+/// The cluster as this device sees it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterView {
+    pub device: String,
+    /// Whether this device's last heartbeat was written (`None`: none tried yet).
+    pub quorum: Option<bool>,
+    pub lease_s: u64,
+    pub when_alone: String,
+    /// Every device of the vault by its last heartbeat (this one included), by name.
+    pub devices: Vec<DeviceView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceView {
+    pub device: String,
+    pub last_heartbeat: DateTime<Utc>,
+}
+
+impl ClusterView {
+    /// One line: `device laptop · quorum yes · devices: desktop (09:00:03), laptop (09:00:01)`.
+    fn line(&self, tz: Tz) -> String {
+        let quorum = match self.quorum {
+            Some(true) => "yes".to_string(),
+            Some(false) => format!("no (when_alone: {})", self.when_alone),
+            None => "not known yet".to_string(),
+        };
+        let seen: Vec<String> = self
+            .devices
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} ({})",
+                    d.device,
+                    d.last_heartbeat.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S")
+                )
+            })
+            .collect();
+        format!(
+            "device {} · quorum {quorum} · lease {} s · devices seen: {}",
+            self.device,
+            self.lease_s,
+            if seen.is_empty() {
+                "none yet".to_string()
+            } else {
+                seen.join(", ")
+            }
+        )
+    }
 }
 
 /// Extra facts only the running daemon knows.
@@ -166,6 +219,8 @@ pub struct Live {
     pub notify_problems: Vec<String>,
     /// Side writes (log lines, state) that failed since start-up, and the last one.
     pub write_problem: Option<String>,
+    /// With `[cluster]`: the cluster as this device sees it.
+    pub cluster: Option<ClusterView>,
 }
 
 /// A keep-alive MCP server as the daemon's supervisor sees it (DESIGN §14).
@@ -276,6 +331,7 @@ pub fn collect(
         write_problem: live.write_problem.clone(),
         updated_at: now,
         generation: live.generation,
+        cluster: live.cluster.clone(),
     }
 }
 
@@ -530,6 +586,9 @@ pub fn render_note(r: &StatusReport, tz: Tz) -> String {
         ),
     ));
     s.push_str(&note_warnings(r));
+    if let Some(c) = &r.cluster {
+        s.push_str(&format!("**Cluster:** {}\n\n", c.line(tz)));
+    }
     s.push_str("| role | state | last run | next fire | pending notes | tokens today / budget |\n|---|---|---|---|---|---|\n");
     for role in &r.roles {
         s.push_str(&note_row(role, r.updated_at, tz));
@@ -753,6 +812,9 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
             "NOTIFY FAILING: {}\n",
             crate::base::text::one_line(p, 300)
         ));
+    }
+    if let Some(c) = &r.cluster {
+        s.push_str(&format!("cluster: {}\n", c.line(tz)));
     }
     if let Some(p) = &r.write_problem {
         s.push_str(&format!(
