@@ -208,6 +208,58 @@ fn a_chain_undone_in_the_wrong_order_names_the_later_run() {
     assert_eq!(v.read("project/plan.md"), "v0\n");
 }
 
+/// Run B undone, then the person edits the note: undoing run A names the person's edit, with
+/// when it was made, and never B, whose change is gone (issue 39, item 5).
+#[test]
+fn after_an_undone_run_and_an_edit_undo_names_the_edit_not_the_run() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    v.write("project/plan.md", "v0\n");
+    writes(&fake, "project/plan.md", "v1");
+    let first = fire(&v);
+    writes(&fake, "project/plan.md", "v2");
+    let second = fire(&v);
+    let (code, out) = undo(&v, &[&second]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v.read("project/plan.md"), "v1");
+    v.write("project/plan.md", "v1, then the person's edit\n");
+
+    let (code, out) = undo(&v, &[&first]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("skip     project/plan.md: changed since by you (or another program) at 20"),
+        "{out}"
+    );
+    assert!(!out.contains(&second), "names the undone run: {out}");
+    assert_eq!(v.read("project/plan.md"), "v1, then the person's edit\n");
+}
+
+/// An undo that put nothing back has no journal: it offers no undo of itself, in its output or
+/// in the daily note (issue 39, item 5).
+#[test]
+fn an_undo_that_restored_nothing_offers_no_undo_of_it() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    v.write("project/plan.md", "original\n");
+    writes(&fake, "project/plan.md", "by the model");
+    let run = fire(&v);
+    v.write("project/plan.md", "edited by the person\n");
+
+    let (code, out) = undo(&v, &[&run]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("undid nothing of {run}: 0 files restored, 1 skipped")),
+        "{out}"
+    );
+    assert!(!out.contains("undo this undo"), "{out}");
+    let daily = v.daily();
+    let line = daily
+        .lines()
+        .find(|l| l.contains(&format!("undid run `{run}`")))
+        .expect("the undo's daily line");
+    assert!(!line.contains("undo it"), "{line}");
+}
+
 /// A note the person edited after the run is never overwritten — unless they say --force.
 #[test]
 fn the_persons_edit_is_kept_unless_forced() {
@@ -221,7 +273,7 @@ fn the_persons_edit_is_kept_unless_forced() {
     let (code, out) = undo(&v, &[&run]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("changed since the run (by you or a sync tool"),
+        out.contains("changed since by you (or another program) at 20"),
         "{out}"
     );
     assert_eq!(
@@ -232,7 +284,8 @@ fn the_persons_edit_is_kept_unless_forced() {
     // The dry run of --force says whose edit would be lost, before it is.
     let (_, out) = undo(&v, &["--force", "--dry-run", &run]);
     assert!(
-        out.contains("would restore  project/plan.md — would overwrite changes made to it since the run (by you or a sync tool)"),
+        out.contains("would restore  project/plan.md — would overwrite the change made to it at 20")
+            && out.contains("(by you or another program)"),
         "{out}"
     );
     assert_eq!(

@@ -4,7 +4,7 @@
 use super::{CliError, Workspace};
 use crate::base::vault::VaultPath;
 use crate::records::access::AccessPolicy;
-use crate::records::journal::{self, RunChanges, RunJournal, Step};
+use crate::records::journal::{self, ChangedBy, RunChanges, RunJournal, Step};
 
 /// The options of one undo.
 pub struct Options {
@@ -59,7 +59,7 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
     } else {
         Vec::new()
     };
-    print_plan(&steps, &requeue, opts.dry_run);
+    print_plan(&steps, &requeue, opts.dry_run, ws.config.timezone);
     // An older tabd's journal: what it says is signed, but a line removed from it would not show.
     let unnumbered = entry.trust == journal::Trust::Unnumbered;
     if unnumbered {
@@ -86,8 +86,15 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
         },
         now,
     );
-    let journal =
-        RunJournal::new(ws.vault.clone(), key, &undo_id, &entry.role, now, "undo").with_max_kept(kept);
+    let journal = RunJournal::new(
+        ws.vault.clone(),
+        key,
+        &undo_id,
+        &entry.role,
+        now,
+        journal::UNDO_TRIGGER,
+    )
+    .with_max_kept(kept);
     let restored = journal::apply(&ws.vault, &steps, &journal).map_err(|e| {
         CliError::failed(format!(
             "undo stopped: {e}; run it again to finish (files already put back stay so)"
@@ -95,13 +102,37 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
     })?;
     let requeued = requeue_apply(ws, &requeue, &journal);
     let _ = journal.seal(&[], chrono::Utc::now());
-    log_line(ws, &run_id, &entry, restored, skipped, requeued, &undo_id);
-    println!(
-        "undid {run_id}: {restored} file{} restored, {skipped} skipped{}; undo this undo with `tabd undo {undo_id}`",
-        if restored == 1 { "" } else { "s" },
-        if opts.requeue { format!(", {requeued} note(s) back in the inbox") } else { String::new() }
+    // An undo that changed nothing has no journal: there is no undo of it to offer.
+    let undo_of_undo = (restored + requeued > 0).then_some(undo_id.as_str());
+    log_line(ws, &run_id, &entry, restored, skipped, requeued, undo_of_undo);
+    say_done(
+        &run_id,
+        restored,
+        skipped,
+        opts.requeue.then_some(requeued),
+        undo_of_undo,
     );
     Ok(code)
+}
+
+/// What the undo did, and the undo of it where it changed something (`requeued`: with
+/// `--requeue`, the notes moved back).
+fn say_done(
+    run_id: &str,
+    restored: usize,
+    skipped: usize,
+    requeued: Option<usize>,
+    undo_of_undo: Option<&str>,
+) {
+    let counts = format!(
+        "{restored} file{} restored, {skipped} skipped{}",
+        if restored == 1 { "" } else { "s" },
+        requeued.map_or(String::new(), |n| format!(", {n} note(s) back in the inbox"))
+    );
+    match undo_of_undo {
+        Some(id) => println!("undid {run_id}: {counts}; undo this undo with `tabd undo {id}`"),
+        None => println!("undid nothing of {run_id}: {counts}; nothing changed, so there is no undo of it"),
+    }
 }
 
 fn lock(ws: &Workspace, entry: &RunChanges) -> Result<Option<crate::base::vault::FileLock>, CliError> {
@@ -153,7 +184,7 @@ fn requeue_apply(ws: &Workspace, moves: &[(VaultPath, VaultPath)], journal: &Run
     n
 }
 
-fn print_plan(steps: &[Step], requeue: &[(VaultPath, VaultPath)], dry_run: bool) {
+fn print_plan(steps: &[Step], requeue: &[(VaultPath, VaultPath)], dry_run: bool, tz: chrono_tz::Tz) {
     let will = if dry_run { "would " } else { "" };
     for step in steps {
         match step {
@@ -165,8 +196,14 @@ fn print_plan(steps: &[Step], requeue: &[(VaultPath, VaultPath)], dry_run: bool)
                 // --force: say whose changes go with it, before they go.
                 let lost = match loses {
                     None => String::new(),
-                    Some(Some(run)) => format!(" — {will}overwrite what run {run} changed in it since"),
-                    Some(None) => format!(" — {will}overwrite changes made to it since the run (by you or a sync tool)"),
+                    Some(ChangedBy::Run(run)) => format!(" — {will}overwrite what run {run} changed in it since"),
+                    Some(ChangedBy::Other { at: Some(t) }) => format!(
+                        " — {will}overwrite the change made to it at {} (by you or another program)",
+                        crate::base::text::shown(*t, tz)
+                    ),
+                    Some(ChangedBy::Other { at: None }) => format!(
+                        " — {will}overwrite changes made to it since the run (by you or another program)"
+                    ),
                 };
                 println!("  {what}{lost}");
             }
@@ -175,12 +212,16 @@ fn print_plan(steps: &[Step], requeue: &[(VaultPath, VaultPath)], dry_run: bool)
                 "  skip     {path}: the run ended before it recorded what it left (a crash); --force restores it"
             ),
             Step::Refused { path, why } => println!("  refuse   {path}: {why}"),
-            Step::Skip { path, later_run } => match later_run {
-                Some(id) => {
+            Step::Skip { path, by } => match by {
+                ChangedBy::Run(id) => {
                     println!("  skip     {path}: changed since by run {id} (undo that first, or --force)")
                 }
-                None => println!(
-                    "  skip     {path}: changed since the run (by you or a sync tool; --force overwrites)"
+                ChangedBy::Other { at: Some(t) } => println!(
+                    "  skip     {path}: changed since by you (or another program) at {} (--force overwrites)",
+                    crate::base::text::shown(*t, tz)
+                ),
+                ChangedBy::Other { at: None } => println!(
+                    "  skip     {path}: changed since the run by you (or another program; --force overwrites)"
                 ),
             },
         }
@@ -197,7 +238,7 @@ fn log_line(
     restored: usize,
     skipped: usize,
     requeued: usize,
-    undo_id: &str,
+    undo_id: Option<&str>,
 ) {
     let log = crate::records::runlog::RunLog::new(ws.vault.clone(), ws.config.timezone);
     let now = chrono::Utc::now();
@@ -210,6 +251,8 @@ fn log_line(
     if requeued > 0 {
         text.push_str(&format!(", {requeued} note(s) back in the inbox"));
     }
-    text.push_str(&format!(" (undo it: `tabd undo {undo_id}`)"));
+    if let Some(id) = undo_id {
+        text.push_str(&format!(" (undo it: `tabd undo {id}`)"));
+    }
     let _ = log.write_line(now, &who, &text);
 }

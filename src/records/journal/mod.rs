@@ -28,7 +28,7 @@ pub mod undo;
 
 pub use crate::base::signing::Key;
 pub use read::{load, RunChanges, Trust};
-pub use undo::{apply, later_runs, plan_undo, Step};
+pub use undo::{apply, changed_by, plan_undo, ChangedBy, Step};
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -44,6 +44,10 @@ const ROOT: &str = crate::base::vault::layout::JOURNAL;
 
 /// What a journal line's MAC is for (see `base::signing`).
 const LINE: &str = "tabd journal line";
+
+/// The trigger of an undo's own journal (`tabd undo`): it puts back earlier states, so it is
+/// never named as the one who changed a file.
+pub const UNDO_TRIGGER: &str = "undo";
 
 /// The marks (outside the vault) of journals still open: their run has not closed them.
 const OPEN: &str = "open-journals";

@@ -460,3 +460,60 @@ fn a_file_over_what_the_journal_keeps_is_neither_kept_nor_read_back() {
         "{said}"
     );
 }
+
+/// A run that changed `file` from what it holds to `new`, started `hours_ago`, by `trigger`.
+fn changes(v: &Arc<Vault>, id: &str, file: &str, new: &str, hours_ago: i64, trigger: &str) {
+    let now = Utc::now();
+    let j = RunJournal::new(
+        v.clone(),
+        key(),
+        id,
+        "r",
+        now - chrono::Duration::hours(hours_ago),
+        trigger,
+    );
+    j.before_change(&p(file)).unwrap();
+    v.write_atomic(&p(file), new.as_bytes()).unwrap();
+    j.seal(&[], now).unwrap();
+}
+
+/// Who changed a file since a run (issue 39, item 5): the newest later run that left it so, but
+/// never an undo — the state an undo put back is whoever's left it before, a person's if no run's.
+#[test]
+fn an_undo_is_never_who_changed_a_file_the_state_it_put_back_is() {
+    let (_d, v) = vault();
+    let policy = crate::records::access::AccessPolicy::new(&[]);
+    v.write_atomic(&p("a.md"), b"v0").unwrap();
+    changes(&v, "20261101T000000Z-r-a", "a.md", "v1", 9, "manual");
+    changes(&v, "20261101T000001Z-r-x", "a.md", "x", 8, "manual");
+    changes(&v, "20261101T000002Z-r-b", "a.md", "b", 7, "manual");
+    changes(&v, "20261101T000003Z-r-u", "a.md", "x", 6, UNDO_TRIGGER); // B undone
+    let a = load(&v, "20261101T000000Z-r-a", Some(&key())).unwrap();
+    let by = |v: &Arc<Vault>| match &plan_undo(v, &a, &policy, false, KEPT).unwrap()[..] {
+        [Step::Skip { by, .. }] => by.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        by(&v),
+        ChangedBy::Run("20261101T000001Z-r-x".into()),
+        "x is X's, not B's or the undo's"
+    );
+
+    // The person edits; a run changes it; that run is undone: the person's edit is back, and
+    // tabd wrote the file last, so no time is claimed for the edit.
+    v.write_atomic(&p("a.md"), b"the person's").unwrap();
+    assert!(
+        matches!(by(&v), ChangedBy::Other { at: Some(_) }),
+        "their edit, when the file says"
+    );
+    changes(&v, "20261101T000004Z-r-c", "a.md", "c", 5, "manual");
+    changes(
+        &v,
+        "20261101T000005Z-r-v",
+        "a.md",
+        "the person's",
+        4,
+        UNDO_TRIGGER,
+    );
+    assert_eq!(by(&v), ChangedBy::Other { at: None });
+}

@@ -6,6 +6,7 @@
 
 use super::{
     blob, digest, fixed, kept_text, load, read_head, run_ids, state_of, RunChanges, RunJournal, Trust,
+    UNDO_TRIGGER,
 };
 use crate::base::vault::{Vault, VaultError, VaultPath};
 use crate::records::access::AccessPolicy;
@@ -21,12 +22,11 @@ pub enum Step {
         path: String,
         to: Option<String>,
         prefix: Option<u64>,
-        /// With `--force`, the file changed since the run: whose changes the restore throws away
-        /// (`Some(Some(run))` a later run's, `Some(None)` a person's or a sync tool's).
-        loses: Option<Option<String>>,
+        /// With `--force`, the file changed since the run: whose changes the restore throws away.
+        loses: Option<ChangedBy>,
     },
-    /// Changed since the run (by the person, a sync tool or a later run, named when known).
-    Skip { path: String, later_run: Option<String> },
+    /// Changed since the run: by whom, as far as the journal and the file can say.
+    Skip { path: String, by: ChangedBy },
     /// Already as it was before the run: nothing to do.
     AlreadyBefore { path: String },
     /// The run ended before it recorded what it left of this file (a crash mid-call).
@@ -35,18 +35,46 @@ pub enum Step {
     Refused { path: String, why: String },
 }
 
-/// The runs that changed `path` after `entry` started, oldest first (by start time: two runs
-/// in one second have ids that do not sort by time).
-pub fn later_runs(vault: &Vault, entry: &RunChanges, path: &str) -> Vec<String> {
-    let mut later: Vec<(DateTime<Utc>, String)> = run_ids(vault)
+/// Who left a file as it is now, since a run changed it (issue 39, item 5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChangedBy {
+    /// A later run left it so, and its change is still there (not undone).
+    Run(String),
+    /// No journaled run left it so: the person, a sync tool or another program. `at`: when the
+    /// file last changed, where that was their change (`None` where tabd wrote it last: an
+    /// undo put back an edit made before a later run, or the file is gone).
+    Other { at: Option<DateTime<Utc>> },
+}
+
+/// Who left `path` in the state `now`, since `entry` ran: the newest later run whose journal
+/// left it so — an undo's journal names no one (it put back an earlier state: whoever left that
+/// state did it, and the run it undid did not), so the search goes on before it. No journal left
+/// it so: someone outside tabd did, at the file's modification time unless tabd touched it last.
+pub fn changed_by(vault: &Vault, entry: &RunChanges, path: &str, now: &Option<String>) -> ChangedBy {
+    let mut later: Vec<RunChanges> = run_ids(vault)
         .into_iter()
         .filter(|id| *id != entry.run_id)
         .filter_map(|id| load(vault, &id, None).ok())
         .filter(|e| e.started_at > entry.started_at && e.before.iter().any(|(p, _)| p == path))
-        .map(|e| (e.started_at, e.run_id))
         .collect();
-    later.sort();
-    later.into_iter().map(|(_, id)| id).collect()
+    // By start time: two runs in one second have ids that do not sort by time.
+    later.sort_by(|a, b| (a.started_at, &a.run_id).cmp(&(b.started_at, &b.run_id)));
+    let mut restored_by_undo = false;
+    for e in later.iter().rev() {
+        if e.left_of(path) != Some(now) {
+            continue;
+        }
+        if e.trigger != UNDO_TRIGGER {
+            return ChangedBy::Run(e.run_id.clone());
+        }
+        restored_by_undo = true;
+    }
+    let at = (!restored_by_undo && now.is_some())
+        .then(|| fixed(path).ok())
+        .flatten()
+        .and_then(|p| vault.metadata(&p).ok()?.modified)
+        .map(DateTime::<Utc>::from);
+    ChangedBy::Other { at }
 }
 
 /// What undoing `entry` would do, file by file (`force`: restore changed files too), each file
@@ -102,12 +130,12 @@ pub fn plan_undo(
                     path: path.clone(),
                     to: before.clone(),
                     prefix,
-                    loses: Some(later_runs(vault, entry, path).into_iter().next()),
+                    loses: Some(changed_by(vault, entry, path, &now)),
                 },
                 None => Step::Unknown { path: path.clone() },
                 Some(_) => Step::Skip {
                     path: path.clone(),
-                    later_run: later_runs(vault, entry, path).into_iter().next(),
+                    by: changed_by(vault, entry, path, &now),
                 },
             }
         };

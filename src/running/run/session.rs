@@ -48,7 +48,7 @@ impl Door {
             Self::Run => trigger.kind.as_str(),
             Self::McpServe => "mcp",
             Self::Approved => "approved",
-            Self::Undo => "undo",
+            Self::Undo => crate::records::journal::UNDO_TRIGGER,
         }
     }
 }
