@@ -596,3 +596,47 @@ fn a_file_larger_than_the_journal_keeps_is_not_changed() {
     let record = records.iter().find(|r| r["run_id"] == run.as_str()).unwrap();
     assert_eq!(record["outcome"], "ok", "{record}");
 }
+
+/// `tabd runs` lines its columns up whatever the role names' lengths (issue 39, item 8): the
+/// role, trigger, outcome and cost of a long-named role's run start where a short one's do.
+#[test]
+fn tabd_runs_columns_line_up_for_long_role_names() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    writes(&fake, "project/plan.md", "a plan");
+    let run = fire(&v);
+    let days = v.files_in(".tabd/runs");
+    let day = format!(".tabd/runs/{}", days[0]);
+    let record = v.read(&day);
+    let line = record
+        .lines()
+        .find(|l| l.contains(&run))
+        .expect("the run's record");
+    let long = line.replace("delivery", "weekly-review-of-everything");
+    v.write(&day, &format!("{record}{long}\n"));
+
+    let out = v.tabd(&["runs"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let shown = stdout(&out);
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), 2, "{shown}");
+    let at = |l: &str, word: &str| l.find(word).unwrap_or_else(|| panic!("{word} in {l}"));
+    for word in ["manual", "$"] {
+        assert_eq!(
+            at(lines[0], word),
+            at(lines[1], word),
+            "{word} starts in one column:\n{shown}"
+        );
+    }
+    let role = |l: &str| {
+        at(
+            l,
+            if l.contains("weekly") {
+                "weekly-review-of-everything "
+            } else {
+                "delivery "
+            },
+        )
+    };
+    assert_eq!(role(lines[0]), role(lines[1]), "{shown}");
+}

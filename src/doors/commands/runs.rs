@@ -67,27 +67,49 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
             since.map_or(String::new(), |d| format!(" since {d}"))
         );
     }
-    for r in &runs {
-        let started = chrono::DateTime::parse_from_rfc3339(&r.started_at).map_or_else(
-            |_| r.started_at.clone(),
-            |t| crate::base::text::shown(t.with_timezone(&chrono::Utc), ws.config.timezone),
-        );
-        println!(
-            "{}  {}  {:<10} {:<9} {:<8} {}  {}",
-            started,
-            r.run_id,
-            r.role,
-            r.trigger,
-            r.ended.as_deref().unwrap_or(&r.outcome),
-            crate::base::cost::dollars(r.cost_usd),
-            match r.changed.len() {
+    print_table(&runs, ws.config.timezone);
+    Ok(0)
+}
+
+/// One line a run, each column as wide as its widest entry (a long role name, and the run id
+/// that holds it, push the rest along for every line; the cost is right-aligned).
+fn print_table(runs: &[Listed], tz: chrono_tz::Tz) {
+    let rows: Vec<[String; 7]> = runs
+        .iter()
+        .map(|r| {
+            let started = chrono::DateTime::parse_from_rfc3339(&r.started_at).map_or_else(
+                |_| r.started_at.clone(),
+                |t| crate::base::text::shown(t.with_timezone(&chrono::Utc), tz),
+            );
+            let changed = match r.changed.len() {
                 0 => "no files changed".to_string(),
                 n if n <= 3 => r.changed.join(", "),
                 n => format!("{} and {} more", r.changed[..3].join(", "), n - 3),
-            }
+            };
+            [
+                started,
+                r.run_id.clone(),
+                r.role.clone(),
+                r.trigger.clone(),
+                r.ended.clone().unwrap_or_else(|| r.outcome.clone()),
+                crate::base::cost::dollars(r.cost_usd),
+                changed,
+            ]
+        })
+        .collect();
+    let width = |i: usize| rows.iter().map(|row| row[i].chars().count()).max().unwrap_or(0);
+    let w: Vec<usize> = (0..7).map(width).collect();
+    for [started, id, role, trigger, ended, cost, changed] in &rows {
+        println!(
+            "{started:<w0$}  {id:<w1$}  {role:<w2$}  {trigger:<w3$}  {ended:<w4$}  {cost:>w5$}  {changed}",
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3],
+            w4 = w[4],
+            w5 = w[5],
         );
     }
-    Ok(0)
 }
 
 /// `{"runs": [...]}`, as DESIGN §19 says, each with its `ended` where the record has one.
