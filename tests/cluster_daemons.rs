@@ -297,6 +297,12 @@ fn a_device_killed_mid_run_leaves_its_note_to_another_within_the_lease() {
     let runs = d.ok_records("risk");
     assert_eq!(runs.len(), 1, "{runs:?}");
     assert_ne!(runs[0].0, victim, "run by a device that was not killed");
+    // The run's daily section names the device that ran it.
+    assert!(
+        d.v.daily().contains(&format!("- **Device:** {}\n", runs[0].0)),
+        "{}",
+        d.v.daily()
+    );
     let state = d.v.path(&format!(".tabd/devices/{}/state.json", runs[0].0));
     let state: Value = serde_json::from_str(&std::fs::read_to_string(state).unwrap()).unwrap();
     assert!(

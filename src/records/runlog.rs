@@ -400,6 +400,9 @@ impl RunLog {
             rec.trigger.kind
         );
         s.push_str(&format!("- **Outcome:** {}\n", outcome_line(rec)));
+        if let Some(device) = self.vault.device() {
+            s.push_str(&format!("- **Device:** {device}\n"));
+        }
         if !human.children.is_empty() {
             let (tokens, usd) = human.children_spent;
             s.push_str(&format!(

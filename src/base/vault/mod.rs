@@ -202,6 +202,11 @@ impl Vault {
         self
     }
 
+    /// This device's name in a cluster, if the vault is opened as one (`for_device`).
+    pub fn device(&self) -> Option<&str> {
+        self.device.as_deref()
+    }
+
     /// Where `path` really is: a path in `.tabd/` moves to this device's folder there (a path
     /// already in `.tabd/devices/` stays: a walk returns real paths).
     fn real<'a>(&self, path: &'a VaultPath) -> std::borrow::Cow<'a, VaultPath> {
