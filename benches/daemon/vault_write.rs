@@ -3,7 +3,8 @@
 //! folders, files other programs load, under the one name comparison); after each of its calls,
 //! the look through the folders it may write for what the call left (`vault::leftovers`).
 //! A generated vault of `TABD_BENCH_NOTES` notes (default 5,000) in folders of 50, a few
-//! settings files among them; medians of 31.
+//! settings files among them, and five role inboxes (one outside `agent/inbox/`); the start's
+//! walk is also timed without the inboxes, alternately; medians of 31.
 
 use std::time::Instant;
 
@@ -23,6 +24,7 @@ pub fn measure(out: &mut Value) {
         ".tabd",
         "daily",
         "agent/inbox/delivery",
+        "project/incoming",
         "agent/memory",
         "roles",
         ".obsidian",
@@ -43,34 +45,49 @@ pub fn measure(out: &mut Value) {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, "x").unwrap();
     }
+    // The roles' inboxes a daemon passes: the stock four, and one a role put elsewhere.
+    let inboxes: Vec<String> = ["comms", "delivery", "product", "risk"]
+        .iter()
+        .map(|r| format!("agent/inbox/{r}"))
+        .chain(["project/incoming".to_string()])
+        .collect();
     let places = tabd::base::sandbox::places::Places {
         home: Some(root.clone()),
         vault: vault.clone(),
         config: vec![root.join(".config/tabd")],
         state: root.join(".local/state/tabd"),
+        inboxes: inboxes.clone(),
+    };
+    let without = tabd::base::sandbox::places::Places {
         inboxes: Vec::new(),
+        ..places.clone()
     };
     let child = tabd::setup::config::sandbox::ChildSandbox {
         vault: tabd::setup::config::sandbox::VaultAccess::Write,
         ..Default::default()
     };
-    let start = tabd::setup::config::sandbox::Start {
-        places: &places,
+    let start = |places| tabd::setup::config::sandbox::Start {
+        places,
         own: &[],
         sockets: &[],
         args: &[],
         env: &[],
     };
     let mut writable = Vec::new();
-    let mut grants: Vec<f64> = (0..31)
+    // Alternately with the inboxes and without them (what the roles' inboxes add to the walk).
+    let (mut grants, mut bare): (Vec<f64>, Vec<f64>) = (0..31)
         .map(|_| {
             let t = Instant::now();
-            writable = child.grants(&start).spec.writable;
-            t.elapsed().as_secs_f64() * 1000.0
+            child.grants(&start(&without));
+            let bare = t.elapsed().as_secs_f64() * 1000.0;
+            let t = Instant::now();
+            writable = child.grants(&start(&places)).spec.writable;
+            (t.elapsed().as_secs_f64() * 1000.0, bare)
         })
-        .collect();
+        .unzip();
     let handle = tabd::base::vault::Vault::open(&vault).unwrap();
-    let watch = tabd::base::vault::leftovers::Watch::new(&vault, &writable, &[], "bench".into()).unwrap();
+    let watch =
+        tabd::base::vault::leftovers::Watch::new(&vault, &writable, &inboxes, "bench".into()).unwrap();
     let since = tabd::base::vault::leftovers::Stamp::now();
     let mut sweep: Vec<f64> = (0..31)
         .map(|_| {
@@ -79,11 +96,12 @@ pub fn measure(out: &mut Value) {
             t.elapsed().as_secs_f64() * 1000.0
         })
         .collect();
-    let (grants, sweep) = (median(&mut grants), median(&mut sweep));
+    let (grants, bare, sweep) = (median(&mut grants), median(&mut bare), median(&mut sweep));
     println!(
-        "vault = \"write\" on {notes} notes: grants at start {grants:.2} ms ({} writable entries) · look after a call {sweep:.2} ms",
+        "vault = \"write\" on {notes} notes: grants at start {grants:.2} ms with {} role inboxes ({bare:.2} ms without; {} writable entries) · look after a call {sweep:.2} ms",
+        inboxes.len(),
         writable.len()
     );
-    out["vault_write"] =
-        json!({ "notes": notes, "grants_ms": grants, "sweep_ms": sweep, "writable": writable.len() });
+    out["vault_write"] = json!({ "notes": notes, "grants_ms": grants, "grants_without_inboxes_ms": bare,
+                                 "sweep_ms": sweep, "writable": writable.len() });
 }
