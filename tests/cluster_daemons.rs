@@ -414,3 +414,52 @@ fn sync_conflict_copies_never_run_and_are_named() {
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].1["trigger"]["notes"], json!(["agent/inbox/risk/real.md"]));
 }
+
+#[test]
+fn an_approval_decided_in_a_shared_vault_runs_once_on_the_device_that_asked() {
+    let Some(mut d) = Devices::new("an_approval_decided_in_a_shared_vault_runs_once", 5, "") else {
+        return;
+    };
+    d.fake.respond_with(|req, _| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                "anthropic",
+                None,
+                &[(
+                    "w1",
+                    "write_file",
+                    json!({"path": "project/approved.md", "content": "once\n"}),
+                )],
+            )
+        } else {
+            wire::text("anthropic", "done")
+        }
+    });
+    let role =
+        d.v.read("roles/risk.md")
+            .replacen("## Tools\n", "## Tools\n- write_file\n", 1);
+    d.v.write(
+        "roles/risk.md",
+        &role.replacen("---\n", "---\napprove:\n  write_file: ask\n", 1),
+    );
+    d.start_all();
+    d.v.write("agent/inbox/risk/ask.md", &note(1));
+    d.wait(Duration::from_secs(30), "an approval note", || {
+        crate::support::approvals::notes(&d.v).len() == 1
+    });
+    let approval = crate::support::approvals::notes(&d.v).remove(0);
+    d.wait(Duration::from_secs(20), "the note pending", || {
+        crate::support::approvals::status_of(&d.v, &approval) == "pending"
+    });
+    crate::support::approvals::set_status(&d.v, &approval, "approved");
+    d.wait(Duration::from_secs(30), "the call done", || {
+        crate::support::approvals::status_of(&d.v, &approval) == "done"
+    });
+    assert_eq!(d.v.read("project/approved.md"), "once\n");
+    // No other device called the person's decision invalid, and none ran it again.
+    assert!(
+        !d.v.read(&approval).contains("no record of asking"),
+        "{}",
+        d.v.read(&approval)
+    );
+}

@@ -338,8 +338,10 @@ async fn act(
         return;
     }
     let Some((id, a)) = record else {
-        // Notes of a role another host runs (or this host does not know) are left alone.
-        let ours = read.role.as_deref().is_some_and(|r| runs_here(env, r));
+        // Notes of a role another host runs (or this host does not know) are left alone; with
+        // [cluster], so is one another device asked for: its record is there, and it runs it
+        // (DESIGN §23) — calling it invalid here would undo the person's decision.
+        let ours = read.role.as_deref().is_some_and(|r| runs_here(env, r)) && env.config.cluster.is_none();
         if status == "approved" && ours {
             let line = "**Not run:** tabd has no record of asking for this call (was the note copied or \
                         written by hand?). Only notes tabd wrote can be approved.";
