@@ -5,41 +5,12 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
+use crate::support::approvals::ops_asks_to_write_the_plan;
 use crate::support::daemon::{daemon_config, vault_with, wait_until, Daemon};
 use crate::support::fake_model::FakeModel;
-use crate::support::{describe, stdout, wire, TestVault};
+use crate::support::{describe, stdout, TestVault};
 
 const T: Duration = Duration::from_secs(30);
-const KIND: &str = "anthropic";
-
-/// A vault whose role `ops` asks before `write_file`, and a model that writes the plan (so the
-/// run waits for the person's approval).
-fn waiting_setup() -> (TestVault, FakeModel) {
-    let fake = FakeModel::start();
-    let v = vault_with(&fake, &daemon_config(""));
-    v.write(
-        "roles/ops.md",
-        "---\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- read_file\n- write_file\n",
-    );
-    fake.respond_with(|req, _| {
-        if wire::tool_results(&req.body).is_empty() {
-            wire::tools(
-                KIND,
-                Some("Record the plan."),
-                &[(
-                    "w1",
-                    "write_file",
-                    json!({"path": "project/plan.md", "content": "ship on Friday"}),
-                )],
-            )
-        } else {
-            wire::text(KIND, "Recorded the plan.")
-        }
-    });
-    (v, fake)
-}
 
 /// The `**Outcome:**` lines of the daily note.
 fn outcome_lines(v: &TestVault) -> Vec<String> {
@@ -54,7 +25,7 @@ fn outcome_lines(v: &TestVault) -> Vec<String> {
 /// ops` and `tabd runs` all say it waits — none says `ok`, and status shows the run.
 #[test]
 fn a_fired_run_that_waits_for_approval_reads_waiting_everywhere() {
-    let (v, _fake) = waiting_setup();
+    let (v, _fake) = ops_asks_to_write_the_plan();
     let out = v.tabd(&["fire", "ops"]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let outcomes = outcome_lines(&v);
@@ -86,7 +57,7 @@ fn a_fired_run_that_waits_for_approval_reads_waiting_everywhere() {
 /// The daemon's own log says a waiting run waits, not `finished: ok`.
 #[test]
 fn the_daemon_log_says_a_run_waits() {
-    let (v, _fake) = waiting_setup();
+    let (v, _fake) = ops_asks_to_write_the_plan();
     let d = Daemon::start(&v);
     v.write("agent/inbox/ops/plan.md", "Write the plan down.");
     wait_until(T, "the run logged", || !outcome_lines(&v).is_empty());
@@ -107,7 +78,7 @@ fn the_daemon_log_says_a_run_waits() {
 /// the decision it waits for.
 #[test]
 fn a_run_fired_beside_the_daemon_shows_in_its_status() {
-    let (v, _fake) = waiting_setup();
+    let (v, _fake) = ops_asks_to_write_the_plan();
     let _d = Daemon::start(&v);
     let out = v.tabd(&["fire", "ops"]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));

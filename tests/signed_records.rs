@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::approvals::{notes, set_status};
-use crate::support::daemon::{daemon_config, vault_with, wait_idle, wait_until, Daemon};
+use crate::support::approvals::{notes, ops_asks_to_write_the_plan, set_status};
+use crate::support::daemon::{daemon_config, wait_idle, wait_until, Daemon};
 use crate::support::fake_model::FakeModel;
 use crate::support::{describe, wire, TestVault};
 
@@ -306,38 +306,11 @@ fn suspended(v: &TestVault) -> Vec<String> {
         .collect()
 }
 
-/// A vault whose role `ops` asks before `write_file`, and a model that writes the plan, then
-/// (given the call's result) says it recorded it.
-fn resume_setup() -> (TestVault, FakeModel) {
-    let fake = FakeModel::start();
-    let v = vault_with(&fake, &daemon_config(""));
-    v.write(
-        "roles/ops.md",
-        "---\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- read_file\n- write_file\n",
-    );
-    fake.respond_with(|req, _| {
-        if wire::tool_results(&req.body).is_empty() {
-            wire::tools(
-                KIND,
-                Some("Record the plan."),
-                &[(
-                    "w1",
-                    "write_file",
-                    json!({"path": "project/plan.md", "content": "ship on Friday"}),
-                )],
-            )
-        } else {
-            wire::text(KIND, "Recorded the plan.")
-        }
-    });
-    (v, fake)
-}
-
 /// Finding 8: a copy of the suspended record saved before the run went on, put back after it
 /// finished (a backup restore, a sync tool): the next start does not run the second part again.
 #[test]
 fn a_restored_suspended_record_does_not_run_the_second_part_again() {
-    let (v, fake) = resume_setup();
+    let (v, fake) = ops_asks_to_write_the_plan();
     let mut d = Daemon::start(&v);
     v.write("agent/inbox/ops/plan.md", "Write the plan down.");
     wait_until(T, "the run suspended", || suspended(&v).len() == 1);
@@ -381,7 +354,7 @@ fn a_restored_suspended_record_does_not_run_the_second_part_again() {
 /// said, never sent to the model.
 #[test]
 fn a_forged_suspended_record_is_not_resumed() {
-    let (v, fake) = resume_setup();
+    let (v, fake) = ops_asks_to_write_the_plan();
     let mut d = Daemon::start(&v);
     v.write("agent/inbox/ops/plan.md", "Write the plan down.");
     wait_until(T, "the run suspended", || suspended(&v).len() == 1);
@@ -420,7 +393,7 @@ fn a_forged_suspended_record_is_not_resumed() {
 /// the mark of the first does not hold back the second.
 #[test]
 fn a_run_that_waits_twice_goes_on_twice() {
-    let (v, fake) = resume_setup();
+    let (v, fake) = ops_asks_to_write_the_plan();
     fake.respond_with(|req, _| {
         let results = wire::tool_results(&req.body);
         let write = |id: &str, path: &str| {

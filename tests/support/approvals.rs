@@ -4,10 +4,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::daemon::wait_until;
+use super::daemon::{daemon_config, vault_with, wait_until};
+use super::fake_model::FakeModel;
 use super::mcp_server::server_log;
+use super::wire;
 use super::TestVault;
 
 /// The test server's calls of `tool`.
@@ -59,4 +61,31 @@ pub fn note_in(results: &[(String, String, bool)], id: &str) -> String {
     let start = text.find("[[agent/approvals/").expect("a note link") + 2;
     let end = start + text[start..].find("]]").expect("link end");
     format!("{}.md", &text[start..end])
+}
+
+/// A vault whose role `ops` asks before `write_file`, and a model that writes the plan (so the
+/// run waits for the person's approval).
+pub fn ops_asks_to_write_the_plan() -> (TestVault, FakeModel) {
+    let fake = FakeModel::start();
+    let v = vault_with(&fake, &daemon_config(""));
+    v.write(
+        "roles/ops.md",
+        "---\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- read_file\n- write_file\n",
+    );
+    fake.respond_with(|req, _| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                "anthropic",
+                Some("Record the plan."),
+                &[(
+                    "w1",
+                    "write_file",
+                    json!({"path": "project/plan.md", "content": "ship on Friday"}),
+                )],
+            )
+        } else {
+            wire::text("anthropic", "Recorded the plan.")
+        }
+    });
+    (v, fake)
 }
