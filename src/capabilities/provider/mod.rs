@@ -277,18 +277,32 @@ pub async fn complete(
     policy: &RetryPolicy,
     deadline: Instant,
 ) -> Result<Response, ProviderError> {
+    // When the deadline cuts a retry short, the person needs the failure that made tabd retry
+    // (HTTP 503, a refused connection), not only "the deadline passed".
+    let last_failure: std::sync::Mutex<Option<ProviderError>> = std::sync::Mutex::new(None);
+    let deadline_or_last = || {
+        last_failure
+            .lock()
+            .ok()
+            .and_then(|mut last| last.take())
+            .unwrap_or(ProviderError::Deadline {
+                provider: provider.name(),
+            })
+    };
     let attempt = || async {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
-            return Err(ProviderError::Deadline {
-                provider: provider.name(),
-            });
+            return Err(deadline_or_last());
         }
         match tokio::time::timeout(remaining, provider.send(req)).await {
-            Ok(result) => result,
-            Err(_) => Err(ProviderError::Deadline {
-                provider: provider.name(),
-            }),
+            Ok(Err(e)) => {
+                if let Ok(mut last) = last_failure.lock() {
+                    *last = Some(e.clone());
+                }
+                Err(e)
+            }
+            Ok(ok) => ok,
+            Err(_) => Err(deadline_or_last()),
         }
     };
     let backoff = ExponentialBuilder::default()
