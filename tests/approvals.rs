@@ -96,6 +96,8 @@ fn an_approved_call_runs_once_as_edited_and_the_next_prompt_carries_the_result()
         "tool: test/post",
         "risk: network",
         "**Why:**\n\n> The client asked for a weekly update.",
+        // The title names the channel, by the argument's name (issue 39, item 4).
+        "\n# Ops asks to run test/post (channel: C1)\n",
         "\"text\": \"Weekly update: on track\"",
     ] {
         assert!(text.contains(want), "{want} missing from\n{text}");

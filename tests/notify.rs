@@ -497,3 +497,92 @@ fn a_missed_expectation_is_logged_and_notified() {
         "at most the deadline that raced the write: {said} → {now_said}"
     );
 }
+
+/// Issue 39, item 4: a person decides from the lock screen. The note's title and the push name
+/// what the call does to which file, the push starts with the first lines of the change, each on
+/// one line; a secret the model put into the change (a variable named like one, here) is written
+/// back as `${VAR}` in the push.
+#[test]
+fn an_approval_push_names_the_file_and_the_first_lines_of_the_change() {
+    let out = tempfile::tempdir().unwrap();
+    let events = out.path().join("events.jsonl");
+    let fake = FakeModel::start();
+    let notify = format!(
+        "[notify]\ncommand = [\"sh\", \"-c\", \"cat >> {}\"]\n",
+        events.display()
+    );
+    let v = vault_with(&fake, &format!("{}{notify}", daemon_config("")));
+    v.write(
+        "roles/review.md",
+        "---\nresume: false\napprove:\n  write_file: ask\n---\n# Weekly Review\n## Mission\nReview the week.\n## Tools\n- write_file\n",
+    );
+    fake.respond_with(|req, _| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                "anthropic",
+                Some("The week's review."),
+                &[(
+                    "w1",
+                    "write_file",
+                    json!({"path": "reviews/week.md", "content": "# Week 47\n\n- shipped the importer (key s3cret-token)\n- fixed auth\n- more\n"}),
+                )],
+            )
+        } else {
+            wire::text("anthropic", "Queued.")
+        }
+    });
+    let _d = Daemon::start_with_env(&v, &[("HOOK_TOKEN", "s3cret-token")]);
+    v.write("agent/inbox/review/go.md", "Review the week.");
+    wait_until(T, "the command told", || {
+        std::fs::read_to_string(&events).is_ok_and(|t| !t.is_empty())
+    });
+    let line = std::fs::read_to_string(&events).unwrap();
+    let ev: Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    assert_eq!(ev["title"], "Weekly Review asks to write reviews/week.md", "{ev}");
+    let message = ev["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "“# Week 47 ⏎ - shipped the importer (key ${HOOK_TOKEN}) ⏎ - fixed auth ⏎ …” — A write call waits for your approval"
+        ),
+        "{message}"
+    );
+    assert!(!line.contains("s3cret-token"), "{line}");
+    let note = v.read(ev["note"].as_str().unwrap());
+    assert!(
+        note.contains("\n# Weekly Review asks to write reviews/week.md\n"),
+        "{note}"
+    );
+}
+
+/// Issue 39, item 4: the `paused` push opens the status note, like every push opens its note,
+/// and its message reads as sentences — a capital first, the server's own full stop not put
+/// before tabd's note of its error type.
+#[test]
+fn a_paused_push_links_the_status_note_and_reads_as_a_sentence() {
+    let out = tempfile::tempdir().unwrap();
+    let events = out.path().join("events.jsonl");
+    let fake = FakeModel::start();
+    let notify = format!(
+        "[notify]\ncommand = [\"sh\", \"-c\", \"cat >> {}\"]\n",
+        events.display()
+    );
+    let v = vault_with(&fake, &format!("{}{notify}", daemon_config("")));
+    fake.respond_with(|_, _| wire::error("anthropic", 401, "authentication_error", "invalid x-api-key."));
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/n.md", "waits out the outage");
+    wait_until(T, "the paused event", || {
+        std::fs::read_to_string(&events).is_ok_and(|t| t.contains("\"paused\""))
+    });
+    let line = std::fs::read_to_string(&events).unwrap();
+    let ev: Value = serde_json::from_str(line.lines().find(|l| l.contains("\"paused\"")).unwrap()).unwrap();
+    assert_eq!(ev["note"], "agent/status.md", "{ev}");
+    assert!(
+        ev["url"].as_str().unwrap().ends_with("&file=agent%2Fstatus"),
+        "{ev}"
+    );
+    let message = ev["message"].as_str().unwrap();
+    assert_eq!(
+        message,
+        "Anthropic: HTTP 401: invalid x-api-key (authentication_error) — the API key in ANTHROPIC_API_KEY was rejected; check it. Notes wait in their inboxes; no attempt is counted."
+    );
+}

@@ -72,6 +72,13 @@ pub(super) fn try_timeout(env: &Env) -> Duration {
 impl Deliveries {
     /// One try of `ev` on `kind`.
     pub(super) async fn try_once(&self, kind: Kind, ev: &Event) -> Result<(), DeliveryError> {
+        // A title or message may quote the model's words, and those a secret (DESIGN §24).
+        let secrets = self.env.redactor();
+        let ev = &Event {
+            title: secrets.apply(&ev.title),
+            message: secrets.apply(&ev.message),
+            ..ev.clone()
+        };
         let payload = super::payload(ev, &self.vault_name);
         match kind {
             Kind::Command => self.command(&payload).await,

@@ -143,7 +143,8 @@ fn error_message(body: &str) -> String {
             .or_else(|| err.as_str())?;
         let kind = err.get("type").and_then(Value::as_str);
         Some(match kind {
-            Some(k) => format!("{msg} ({k})"),
+            // `… provided. (invalid_request_error)` reads as two sentences: one stop, after.
+            Some(k) => format!("{} ({k})", msg.trim_end().trim_end_matches('.')),
             None => msg.to_string(),
         })
     });

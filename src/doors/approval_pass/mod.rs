@@ -437,6 +437,7 @@ mod tests {
             also_for: Vec::new(),
             hops: 0,
             followup: None,
+            gist: None,
         }
     }
 

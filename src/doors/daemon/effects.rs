@@ -278,6 +278,47 @@ fn waiting_notes(rec: &crate::records::runlog::RunRecord) -> String {
 // model calls paused, roles stopped for the day, notes moved to `failed/`, a role failing again
 // and again, expectations missed — each once.
 
+/// `why` as the start of a sentence tabd goes on: one line, bounded, without its own closing
+/// punctuation (a server's "invalid x-api-key." never becomes "x-api-key.. Notes wait"), with a
+/// capital: "Daily cost budget spent; its work waits until midnight."
+fn sentence(why: &str) -> String {
+    let line = crate::base::text::one_line(why, 300);
+    let line = line.trim_end_matches(['.', ';', ':', ',', ' ']);
+    let mut chars = line.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+/// A waiting call's push: the title names what it does to what (`Ops asks to write
+/// reviews/week.md`), the message starts with the first lines of the change — what a person
+/// decides on from a lock screen. Model text, one line each (`approvals::gist`).
+fn approval_words(
+    who: &str,
+    id: &str,
+    a: &crate::records::state::approval_ledger::Approval,
+    tz: chrono_tz::Tz,
+) -> (String, String) {
+    use crate::gate::approvals::gist;
+    let title = match &a.gist {
+        Some(g) => crate::gate::approvals::note::title(who, g),
+        None => format!("{} asks to run {}", gist::one_line(who, 60), a.tool),
+    };
+    let change = a
+        .gist
+        .as_ref()
+        .map(|g| gist::one_line(&g.change, gist::CHANGE_MAX + 1))
+        .filter(|c| !c.is_empty())
+        .map_or_else(String::new, |c| format!("“{c}” — "));
+    let message = format!(
+        "{change}A {} call waits for your approval (until {}): set `status: approved` or `rejected` in the note, or `tabd approve {id}`.",
+        a.risk.as_str(),
+        crate::base::text::shown(a.expires, tz)
+    );
+    (title, message)
+}
+
 impl Daemon {
     /// (Re)starts the notifier from the config: at start-up and when `[notify]` changed.
     pub(super) fn start_notifier(&mut self) {
@@ -348,14 +389,7 @@ impl Daemon {
                 EventKind::Approval,
                 &a.role,
                 format!("approval:{id}"),
-                (
-                    format!("{who} asks to run {}", a.tool),
-                    format!(
-                        "A {} call waits for your approval (until {}): set `status: approved` or `rejected` in the note, or `tabd approve {id}`.",
-                        a.risk.as_str(),
-                        crate::base::text::shown(a.expires, self.config().timezone)
-                    ),
-                ),
+                approval_words(&who, id, a, self.config().timezone),
                 Some(a.note.clone()),
             );
         }
@@ -388,9 +422,12 @@ impl Daemon {
                 format!("paused:{}:{why}", self.today()),
                 (
                     "tabd paused model calls".into(),
-                    format!("{why}. Notes wait in their inboxes; no attempt is counted."),
+                    format!(
+                        "{}. Notes wait in their inboxes; no attempt is counted.",
+                        sentence(why)
+                    ),
                 ),
-                None,
+                Some(crate::base::vault::layout::STATUS_NOTE.to_string()),
             ),
             Some((FailureClass::RunFailure, why)) if failed_in_a_row == notifier.after_failures() => self
                 .tell(
@@ -439,9 +476,9 @@ impl Daemon {
             format!("stopped:{}:{role}:{cause}", self.today()),
             (
                 format!("{who} stopped for today"),
-                format!("{cause}; its work waits until midnight."),
+                format!("{}; its work waits until midnight.", sentence(cause)),
             ),
-            None,
+            Some(crate::base::vault::layout::STATUS_NOTE.to_string()),
         );
     }
 

@@ -3,6 +3,7 @@
 //! - `policy` — a call's mode (auto, ask, deny) from the role's `approve` map and the risk class;
 //! - `note` — the approval note a person reads and decides in Obsidian: writing, reading, updating;
 //! - `request` — the run's side: an `ask` call becomes a note (or reuses a pending one);
+//! - `gist` — what a call is about in one line: its target and the first lines of its change;
 //! - `followup` — what a decision still owes its note and the daily log, finished after a crash.
 //!
 //! Elsewhere: the ledger, tabd's durable record of each request that makes "at most once" hold
@@ -11,6 +12,7 @@
 //! is the `approval_pass` door.
 
 pub mod followup;
+pub mod gist;
 pub mod note;
 pub mod policy;
 pub mod request;

@@ -137,6 +137,7 @@ fn record(
         also_for: Vec::new(),
         hops,
         followup: None,
+        gist: Some(super::gist::of(call.tool, call.args)),
     }
 }
 

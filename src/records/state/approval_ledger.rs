@@ -114,6 +114,20 @@ pub struct Approval {
     /// (each may go on with its result: a suspended run resumes only with its own approvals).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub also_for: Vec<String>,
+    /// What the call is about, in words (`gate::approvals::gist`), for the note's title and the
+    /// push; none in a record an older tabd wrote. Model text: bounded again where it is shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gist: Option<Gist>,
+}
+
+/// A call's target and the first lines of its change, each on one line.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Gist {
+    /// `write reviews/week.md`, `run slack/post (channel: C1)`.
+    pub action: String,
+    /// The change's first lines (empty: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub change: String,
 }
 
 /// What a decision still owes the note and the daily log (see `Approval::followup`).
