@@ -7,13 +7,16 @@
 //! (5m or 1h, as the request says, each segment at its breakpoint's price) and read back by a
 //! later request whose prefix matches at a breakpoint or up to 20 blocks before one (the API's
 //! lookback), while they live; nothing under 1,024 tokens is cached; tokens ≈ bytes / 4.
-//! Sonnet 4.5 prices. Set `ECONOMY_TRACE=1` to see every request's breakpoints, reads and writes.
+//! Sonnet 4.5 prices (Haiku 4.5 for the triage model). Set `ECONOMY_TRACE=1` to see every request's breakpoints, reads and writes.
 //!
 //! Two days: **idle** (nothing in the vault changes; the model answers in one request) and
 //! **typical** (before every slot a context file of that role changes; each run is 6 requests —
 //! 5 `read_file` calls and a summary — with ~700 output tokens). Each is run as tabd does it now
 //! and as it did before (no wake gate for clock-time roles, no breakpoint on the conversation,
-//! 5-minute cache) and with no caching at all. Nothing is asserted; the figures are printed.
+//! 5-minute cache) and with no caching at all; and as now with `triage_model: claude-haiku-4-5`
+//! on every stock role (issue 40), where a given share of the first looks calls a tool (and hands
+//! the run to Sonnet) — 0 % on the idle day, 0–100 % on the typical one. Each model is priced and
+//! cached on its own. Nothing is asserted; the figures are printed.
 
 #[path = "../tests/support/fake_model.rs"]
 #[allow(dead_code)]
@@ -28,14 +31,45 @@ use fake_model::{canned, FakeModel, Reply};
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tabd");
-/// Sonnet 4.5, US dollars per million tokens.
-const IN: f64 = 3.0;
-const OUT: f64 = 15.0;
-const WRITE_5M: f64 = 3.75;
-const WRITE_1H: f64 = 6.0;
-const READ: f64 = 0.30;
-/// Anthropic caches nothing shorter than this (Sonnet).
-const MIN_CACHE_TOKENS: u64 = 1024;
+/// The role's model.
+const MAIN: &str = "claude-sonnet-4-5";
+/// The triage model (`triage_model`), when the day has one.
+const TRIAGE: &str = "claude-haiku-4-5";
+
+/// A model's list price (US dollars per million tokens: input, output, 5m and 1h cache writes,
+/// cache reads) and the shortest prefix Anthropic caches for it. Sonnet 4.5: $3 / $15, 1,024
+/// tokens; Haiku 4.5: $1 / $5, 4,096 tokens (platform.claude.com's pricing and prompt-caching
+/// pages, 2026-11).
+struct Rates {
+    input: f64,
+    output: f64,
+    write_5m: f64,
+    write_1h: f64,
+    read: f64,
+    min_cache: u64,
+}
+
+fn rates(model: &str) -> Rates {
+    if model == TRIAGE {
+        Rates {
+            input: 1.0,
+            output: 5.0,
+            write_5m: 1.25,
+            write_1h: 2.0,
+            read: 0.10,
+            min_cache: 4096,
+        }
+    } else {
+        Rates {
+            input: 3.0,
+            output: 15.0,
+            write_5m: 3.75,
+            write_1h: 6.0,
+            read: 0.30,
+            min_cache: 1024,
+        }
+    }
+}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
@@ -44,7 +78,8 @@ enum Mode {
     NoCache,
 }
 
-/// The prompt cache, as Anthropic's works, in simulated time.
+/// The prompt cache, as Anthropic's works, in simulated time: entries are kept per model (a
+/// prefix Sonnet cached is not read by Haiku).
 struct Cache {
     mode: Mode,
     now: DateTime<Utc>,
@@ -55,21 +90,20 @@ struct Cache {
 #[derive(Default, Clone, Copy)]
 struct Totals {
     requests: u64,
+    /// Of which to the triage model.
+    triage_requests: u64,
     input: u64,
     write: u64,
     write_1h: u64,
     read: u64,
     output: u64,
+    /// Dollars, each request at its model's price.
+    usd: f64,
 }
 
 impl Totals {
     fn dollars(&self) -> f64 {
-        (self.input as f64 * IN
-            + self.write as f64 * WRITE_5M
-            + self.write_1h as f64 * WRITE_1H
-            + self.read as f64 * READ
-            + self.output as f64 * OUT)
-            / 1e6
+        self.usd
     }
 }
 
@@ -83,8 +117,12 @@ fn hash(s: &str) -> u64 {
 impl Cache {
     /// Prices one request body: returns (input, cache write, cache read) tokens.
     fn price(&mut self, body: &Value, output: u64) -> (u64, u64, u64) {
-        // The cached prefix order: tools, system, then every message's blocks.
-        let mut blocks: Vec<(String, Option<String>, bool)> = vec![(body["tools"].to_string(), None, false)];
+        let model = body["model"].as_str().unwrap_or(MAIN).to_string();
+        let r = rates(&model);
+        // The cached prefix order: tools, system, then every message's blocks (after the model:
+        // each model has its own cache).
+        let mut blocks: Vec<(String, Option<String>, bool)> =
+            vec![(format!("{model}{}", body["tools"]), None, false)];
         for b in body["system"].as_array().into_iter().flatten() {
             blocks.push((
                 b.to_string(),
@@ -122,7 +160,7 @@ impl Cache {
             }
         }
         let total = prefix.len() as u64 / 4;
-        let marks: Vec<_> = marks.into_iter().filter(|m| m.1 >= MIN_CACHE_TOKENS).collect();
+        let marks: Vec<_> = marks.into_iter().filter(|m| m.1 >= r.min_cache).collect();
         let mut read = 0;
         for (at, _, _) in &marks {
             for i in (at.saturating_sub(20)..=*at).rev() {
@@ -177,11 +215,19 @@ impl Cache {
         }
         let t = &mut self.totals;
         t.requests += 1;
-        t.input += total - last.max(read);
+        t.triage_requests += u64::from(model == TRIAGE);
+        let uncached = total - last.max(read);
+        t.input += uncached;
         t.write += write;
         t.write_1h += write_1h;
         t.read += read;
         t.output += output;
+        t.usd += (uncached as f64 * r.input
+            + write as f64 * r.write_5m
+            + write_1h as f64 * r.write_1h
+            + read as f64 * r.read
+            + output as f64 * r.output)
+            / 1e6;
         (total - last.max(read), write + write_1h, read)
     }
 }
@@ -190,8 +236,20 @@ fn usage(input: u64, write: u64, read: u64, output: u64) -> Value {
     canned::anthropic_usage(input, output, read, write)
 }
 
+/// A day with `triage_model: claude-haiku-4-5` on the stock roles: the share of its first looks
+/// that call a tool (and so hand the run to Sonnet), spread evenly over the day.
+#[derive(Clone, Copy)]
+struct Triage {
+    escalate: f64,
+}
+
+/// Whether the `n`th first look (from 0) of a day that escalates `share` of them calls a tool.
+fn escalates(n: u64, share: f64) -> bool {
+    ((n + 1) as f64 * share).floor() > (n as f64 * share).floor()
+}
+
 /// One weekday in `mode`; `typical` decides whether anything changes and how runs go.
-fn day(mode: Mode, typical: bool) -> Totals {
+fn day(mode: Mode, typical: bool, triage: Option<Triage>) -> Totals {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("vault");
     let out = std::process::Command::new(BIN)
@@ -200,6 +258,13 @@ fn day(mode: Mode, typical: bool) -> Totals {
         .unwrap();
     assert!(out.status.success());
     let root = std::fs::canonicalize(&root).unwrap();
+    if triage.is_some() {
+        // Every stock role extends _base: one line sets the triage model on all of them.
+        let base = root.join("roles/_base.md");
+        let text = std::fs::read_to_string(&base).unwrap();
+        let text = text.replacen("---\n", &format!("---\ntriage_model: {TRIAGE}\n"), 1);
+        std::fs::write(&base, text).unwrap();
+    }
     let cache = Arc::new(Mutex::new(Cache {
         mode,
         now: Utc::now(),
@@ -208,7 +273,25 @@ fn day(mode: Mode, typical: bool) -> Totals {
     }));
     let fake = FakeModel::start();
     let sim = cache.clone();
+    let first_looks = Arc::new(std::sync::atomic::AtomicU64::new(0));
     fake.respond_with(move |req, _| {
+        if req.body["model"] == TRIAGE {
+            let n = first_looks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let share = triage.map_or(0.0, |t| t.escalate);
+            let output = 60;
+            let (i, w, r) = sim.lock().unwrap().price(&req.body, output);
+            let mut body = if typical && escalates(n, share) {
+                canned::anthropic_tool_use(
+                    Some("The timeline changed; reading it."),
+                    &[("toolu_t", "read_file", json!({"path": "project/timeline.md"}))],
+                )
+            } else {
+                canned::anthropic_text("Nothing here needs doing now.")
+            };
+            body["model"] = json!(TRIAGE);
+            body["usage"] = usage(i, w, r, output);
+            return Reply::ok(body);
+        }
         let turns = req.body["messages"].as_array().map_or(0, |m| m.len());
         let steps = if typical { 6 } else { 1 };
         let step = turns / 2; // each step adds an assistant turn and a user turn
@@ -238,7 +321,7 @@ fn day(mode: Mode, typical: bool) -> Totals {
         Reply::ok(body)
     });
     let config_text = format!(
-        "timezone = \"UTC\"\n[provider]\nkind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"claude-sonnet-4-5\"\nmax_retries = 0\n{}",
+        "timezone = \"UTC\"\n[provider]\nkind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"{MAIN}\"\nmax_retries = 0\n{}",
         fake.anthropic_url(),
         if mode == Mode::Before { "cache_ttl = \"5m\"\n" } else { "" }
     );
@@ -306,8 +389,9 @@ fn day(mode: Mode, typical: bool) -> Totals {
 
 fn show(label: &str, t: Totals) -> Value {
     println!(
-        "{label:<34} {:>4} requests · {:>7} uncached / {:>7} cache write (of which 1h {:>6}) / {:>7} cache read / {:>6} out · ${:.3}",
+        "{label:<44} {:>4} requests ({:>3} triage) · {:>7} uncached / {:>7} cache write (of which 1h {:>6}) / {:>7} cache read / {:>6} out · ${:.3}",
         t.requests,
+        t.triage_requests,
         t.input,
         t.write + t.write_1h,
         t.write_1h,
@@ -315,12 +399,12 @@ fn show(label: &str, t: Totals) -> Value {
         t.output,
         t.dollars()
     );
-    json!({ "requests": t.requests, "uncached": t.input, "cache_write": t.write + t.write_1h, "cache_write_1h": t.write_1h,
+    json!({ "requests": t.requests, "triage_requests": t.triage_requests, "uncached": t.input, "cache_write": t.write + t.write_1h, "cache_write_1h": t.write_1h,
             "cache_read": t.read, "output": t.output, "usd": t.dollars() })
 }
 
 fn main() {
-    println!("tabd economy — a stock weekday (Sonnet 4.5 prices; tokens ≈ bytes/4)");
+    println!("tabd economy — a stock weekday (Sonnet 4.5, and Haiku 4.5 for triage, at list prices; tokens ≈ bytes/4)");
     let mut out = json!({});
     for (typical, name) in [(false, "idle"), (true, "typical")] {
         for (mode, label) in [
@@ -328,8 +412,20 @@ fn main() {
             (Mode::Before, "before"),
             (Mode::NoCache, "no caching"),
         ] {
-            let t = day(mode, typical);
+            let t = day(mode, typical, None);
             out[name][label] = show(&format!("{name} weekday, {label}"), t);
+        }
+        // triage_model: claude-haiku-4-5 on every stock role; on a typical day, the share of
+        // first looks that find work (idle days find none: nothing changed).
+        let shares: &[f64] = if typical {
+            &[0.0, 0.25, 0.5, 0.75, 1.0]
+        } else {
+            &[0.0]
+        };
+        for &share in shares {
+            let t = day(Mode::Now, typical, Some(Triage { escalate: share }));
+            let label = format!("triage {:.0}%", share * 100.0);
+            out[name][&label] = show(&format!("{name} weekday, {label} escalate"), t);
         }
     }
     println!("{}", serde_json::to_string(&out).unwrap());

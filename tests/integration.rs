@@ -33,5 +33,6 @@ mod sandbox;
 mod secrets;
 mod service;
 mod signed_records;
+mod triage;
 mod turn_e2e;
 mod undo;

@@ -90,6 +90,33 @@ pub struct RunRecord {
     /// to read the rest in pages with `read_file`. Absent when every note fit.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes_truncated: Vec<NoteTruncated>,
+    /// The first look of the role's `triage_model` (DESIGN §25): when it found nothing to do,
+    /// the run ended there (`ended: triaged`, `model` and `usage` are its own); otherwise `model`
+    /// is the role's, and `usage` counts both (this holds the first look's part). Absent when
+    /// the run asked no triage model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub triage: Option<TriageRecord>,
+}
+
+/// The record's `ended` of a run that the triage model found nothing to do in (DESIGN §25).
+pub const TRIAGED: &str = "triaged";
+
+/// What the triage model's first look came to, in a run's record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TriageRecord {
+    /// The model that answered.
+    pub model: String,
+    /// `nothing` (the run ended `triaged`), `escalated` (it called a tool: the role's model took
+    /// over, none of its calls run) or `failed` (it could not be used: the role's model took over).
+    pub verdict: &'static str,
+    /// The tools it wanted to call, by name (escalated).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub wanted: Vec<String>,
+    /// Why it could not be used (failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its tokens and their cost at its own price.
+    pub usage: UsageRecord,
 }
 
 impl RunRecord {
@@ -400,6 +427,7 @@ impl RunLog {
             rec.trigger.kind
         );
         s.push_str(&format!("- **Outcome:** {}\n", outcome_line(rec)));
+        s.push_str(&triage_line(rec));
         if let Some(device) = self.vault.device() {
             s.push_str(&format!("- **Device:** {device}\n"));
         }
@@ -533,8 +561,35 @@ fn outcome_line(rec: &RunRecord) -> String {
         (Outcome::Ok, _) if rec.waits() => {
             format!("{WAITING} — for your approval{big} · {stats}")
         }
+        (Outcome::Ok, _) if rec.ended.as_deref() == Some(TRIAGED) => {
+            format!(
+                "{TRIAGED} — {} found nothing that needs doing · {stats}",
+                rec.model
+            )
+        }
         (o, _) => format!("{o}{big} · {stats}"),
     }
+}
+
+/// `- **Models:** …`: which model answered and what each cost, for a run that asked its
+/// triage model first and went on with the role's (a triaged run's Outcome line says it).
+fn triage_line(rec: &RunRecord) -> String {
+    let Some(t) = rec.triage.as_ref().filter(|t| t.verdict != "nothing") else {
+        return String::new();
+    };
+    let first = match (&t.error, t.wanted.is_empty()) {
+        (Some(e), _) => format!("could not be used: {}", one_line(e, 200)),
+        (None, false) => format!("wanted {}, not run", t.wanted.join(", ")),
+        (None, true) => "handed over".into(),
+    };
+    let main = crate::base::cost::round_usd(rec.usage.cost_usd - t.usage.cost_usd).max(0.0);
+    format!(
+        "- **Models:** triage {} ({first}) {} → {} {}\n",
+        t.model,
+        crate::base::cost::dollars(t.usage.cost_usd),
+        rec.model,
+        crate::base::cost::dollars(main)
+    )
 }
 
 /// The section's list lines after Trigger: what changed, notes given up on or to be retried.
@@ -699,6 +754,7 @@ mod tests {
             children: vec![],
             ended: None,
             notes_truncated: Vec::new(),
+            triage: None,
         }
     }
 

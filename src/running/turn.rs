@@ -124,6 +124,9 @@ pub struct TurnOutcome {
     pub output: Option<Value>,
     /// Set when the turn ended `Suspended`.
     pub suspension: Option<Suspension>,
+    /// The first look of the role's `triage_model`, when the run had one (DESIGN §25). When its
+    /// verdict is `Nothing`, the whole turn was that one request.
+    pub triage: Option<triage::Triage>,
 }
 
 impl TurnOutcome {
@@ -141,6 +144,7 @@ impl TurnOutcome {
             cost_usd: None,
             output: None,
             suspension: None,
+            triage: None,
         }
     }
 }
@@ -183,17 +187,8 @@ pub async fn run_turn(
         retry,
         limits,
         out: TurnOutcome {
-            end: TurnEnd::Done,
-            thinking: String::new(),
-            summary: String::new(),
-            calls: Vec::new(),
-            changes: Vec::new(),
-            usage: Usage::default(),
             model: req.model.clone(),
-            requests: 0,
-            cost_usd: None,
-            output: None,
-            suspension: None,
+            ..TurnOutcome::ended(TurnEnd::Done)
         },
         thinking_blocks: Vec::new(),
         texts: Vec::new(),
@@ -530,6 +525,8 @@ pub fn answer_json(answer: &str, schema: &jsonschema::Validator) -> Result<Value
     crate::capabilities::mcp::schema::problems(schema, &value, 10)?;
     Ok(value)
 }
+
+pub mod triage;
 
 #[cfg(test)]
 mod tests;

@@ -608,6 +608,7 @@ impl ServeRun {
             children: children.iter().map(|c| c.record.run_id.clone()).collect(),
             ended: None,
             notes_truncated: Vec::new(),
+            triage: None,
         };
         let mut notes = vec!["**Session:** an MCP client's, through `tabd mcp serve`".to_string()];
         notes.extend(log.notes);

@@ -159,6 +159,7 @@ impl Daemon {
             children: vec![],
             ended: None,
             notes_truncated: Vec::new(),
+            triage: None,
         };
         self.writes
             .check("a run record", self.run_env.log.write_record(&rec));
@@ -246,7 +247,11 @@ impl Daemon {
                 done.role,
                 waiting_notes(&done.result.record)
             ),
-            None => tracing::info!("run of {} finished: {}", done.role, done.result.record.outcome),
+            None => tracing::info!(
+                "run of {} finished: {}",
+                done.role,
+                done.result.record.shown_outcome()
+            ),
         }
         self.apply(Input::Finished {
             role: done.role.clone(),

@@ -260,6 +260,7 @@ fn record_of(
         children: Vec::new(),
         ended: None,
         notes_truncated: Vec::new(),
+        triage: None,
     }
 }
 
@@ -359,6 +360,46 @@ fn cost_of(env: &RunEnv, role: &Role, outcome: &TurnOutcome, ttl: crate::base::c
         .unwrap_or_else(|| env.config.prices.cost(&model, &outcome.usage, ttl).unwrap_or(0.0))
 }
 
+/// The first look of the triage model in the record: a run it ended reads `triaged`; one the
+/// role's model went on with counts the first look's tokens too. Returns its dollars to add.
+fn add_triage(
+    record: &mut RunRecord,
+    t: &crate::running::turn::triage::Triage,
+    class: Option<FailureClass>,
+) -> f64 {
+    let (ended_triaged, first) = triage_of(t);
+    record.triage = Some(first);
+    if ended_triaged {
+        if class.is_none() {
+            record.ended = Some(crate::records::runlog::TRIAGED.into());
+        }
+        return 0.0;
+    }
+    record.usage.tokens.add(t.usage);
+    t.cost_usd
+}
+
+/// The first look of the triage model in the record, and whether the run ended there.
+fn triage_of(t: &crate::running::turn::triage::Triage) -> (bool, crate::records::runlog::TriageRecord) {
+    use crate::running::turn::triage::Verdict;
+    let (verdict, wanted, error) = match &t.verdict {
+        Verdict::Nothing => ("nothing", Vec::new(), None),
+        Verdict::Escalated(calls) => ("escalated", calls.clone(), None),
+        Verdict::Unusable(why) => ("failed", Vec::new(), Some(why.clone())),
+    };
+    let record = crate::records::runlog::TriageRecord {
+        model: t.model.clone(),
+        verdict,
+        wanted,
+        error,
+        usage: UsageRecord {
+            tokens: t.usage,
+            cost_usd: crate::base::cost::round_usd(t.cost_usd),
+        },
+    };
+    (t.verdict == Verdict::Nothing, record)
+}
+
 /// The runs a run delegated to: their ids in its record, their sections and spending in its log.
 fn add_children(record: &mut RunRecord, human: &mut HumanRun, children: &[RunResult]) {
     record.children = children.iter().map(|c| c.record.run_id.clone()).collect();
@@ -393,10 +434,13 @@ pub(super) fn finish(
     let (outcome, decided) = fenced(env, outcome);
     let class = decided.failure.as_ref().map(|(c, _)| *c);
     let plan = plan(env, &notes, class, &prep.state, &role.name);
-    let cost = cost_of(env, role, &outcome, prep.ttl);
+    let mut cost = cost_of(env, role, &outcome, prep.ttl);
     let mut record = record_of(role, &prep, &trigger, &notes, &outcome, &decided);
     record.ended_at = ended;
     record.ended = ended_of(class, &outcome.end);
+    if let Some(t) = &outcome.triage {
+        cost += add_triage(&mut record, t, class);
+    }
     record.usage.cost_usd = crate::base::cost::round_usd(cost);
     record.moved = moved_of(&plan.moves);
     record.notes_truncated = notes_truncated(env, &notes, &outcome);
@@ -729,6 +773,7 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         children: Vec::new(),
         ended: None,
         notes_truncated: Vec::new(),
+        triage: None,
     };
     let today = prep.started.with_timezone(&env.log.tz()).date_naive();
     let first = env
@@ -815,6 +860,7 @@ pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
             children: Vec::new(),
             ended: None,
             notes_truncated: Vec::new(),
+            triage: None,
         },
         summary: String::new(),
         failure: Some((FailureClass::RunFailure, why.to_string())),

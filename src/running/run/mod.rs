@@ -35,7 +35,7 @@ use crate::capabilities::provider::RetryPolicy;
 use crate::gate::harness::Harness;
 use crate::records::inbox::Note;
 use crate::running::prompt::Prompt;
-use crate::running::turn::{self, TurnEnd, TurnLimits, TurnOutcome};
+use crate::running::turn::{self, triage, TurnEnd, TurnLimits, TurnOutcome};
 use crate::setup::role::Role;
 
 use prepare::{down_line, last_output, Prepared};
@@ -117,7 +117,8 @@ async fn run_in(
             let decided = prepare::complete(&mut prompt, &mcp, &prep.state, role);
             // A child answers its parent now: only a run of its own waits for the person.
             let suspend = role.settings.resume() && trigger.delegation.is_none();
-            let outcome = model_turn(env, role, &mut prep, prompt, &session, (output, suspend)).await;
+            let triage = triage_model(env, role, &trigger, &notes);
+            let outcome = model_turn(env, role, &mut prep, prompt, &session, (output, suspend, triage)).await;
             if outcome.requests > 0 && !decided.is_empty() {
                 mark_reported(env, role, decided);
             }
@@ -145,7 +146,7 @@ async fn model_turn(
     prep: &mut Prepared,
     prompt: Prompt,
     session: &Session,
-    (output, suspend): (Option<Arc<jsonschema::Validator>>, bool),
+    (output, suspend, triage): (Option<Arc<jsonschema::Validator>>, bool, Option<String>),
 ) -> TurnOutcome {
     let ticket = session.ticket(Some(session.asks()), env.progress.clone());
     let harness = Arc::new(session.harness(ticket));
@@ -153,6 +154,7 @@ async fn model_turn(
         account: session.account.clone(),
         output,
         suspend,
+        triage,
     };
     let mut outcome = call_model_until_stop(env, role, prep, prompt, harness.clone(), turn, session).await;
     if let Some(line) = write_answer(role, prep, &outcome, &harness) {
@@ -290,11 +292,28 @@ fn output_check(
 }
 
 /// What the turn gets beyond the role's settings: the account it spends from, the answer's
-/// schema, whether a call waiting for approval suspends it.
+/// schema, whether a call waiting for approval suspends it, the model that looks first.
 struct TurnContext {
     account: Account,
     output: Option<Arc<jsonschema::Validator>>,
     suspend: bool,
+    triage: Option<String>,
+}
+
+/// The role's `triage_model`, when this run asks it first (DESIGN §25): a scheduled run (past
+/// the wake gate) with no note to handle, on a provider tabd sends requests to itself. A note
+/// the person wrote, a manual fire, a delegated task or a watched change goes straight to the
+/// role's model; a CLI agent's turn is a whole session, not one request.
+fn triage_model(env: &RunEnv, role: &Role, trigger: &Trigger, notes: &[Note]) -> Option<String> {
+    let scheduled = trigger.kind == crate::base::trigger::TriggerKind::Schedule;
+    let cli = env.config.provider.kind == crate::setup::config::ProviderKind::Command;
+    // A triaged run's answer is never checked against an output contract: such a role's
+    // runs all go to its model.
+    let contract = role.settings.output.is_some();
+    if !scheduled || !notes.is_empty() || cli || contract || trigger.delegation.is_some() {
+        return None;
+    }
+    role.settings.triage_model.clone()
 }
 
 /// The model has been told about these decided approvals: later runs are not.
@@ -368,5 +387,23 @@ async fn call_model(
         progress: env.progress.clone(),
         ..RetryPolicy::from_config(&env.config.provider)
     };
-    turn::run_turn(env.provider.as_ref(), &retry, request, &limits, harness.as_ref()).await
+    let mut request = request;
+    let first = match &turn.triage {
+        Some(model) => {
+            let at_its_price = TurnLimits {
+                price: env.config.prices.price(model),
+                ..limits.clone()
+            };
+            let t = triage::first_look(env.provider.as_ref(), &retry, &request, model, &at_its_price).await;
+            if t.verdict == triage::Verdict::Nothing {
+                return triage::triaged_outcome(&t);
+            }
+            triage::hand_over(&mut request, &t);
+            Some(t)
+        }
+        None => None,
+    };
+    let mut outcome = turn::run_turn(env.provider.as_ref(), &retry, request, &limits, harness.as_ref()).await;
+    outcome.triage = first;
+    outcome
 }

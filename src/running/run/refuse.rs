@@ -84,6 +84,7 @@ pub fn refuse(
         children: Vec::new(),
         ended: None,
         notes_truncated: Vec::new(),
+        triage: None,
     };
     if let Err(e) = env.log.write_record(&record) {
         refused

@@ -8,6 +8,7 @@ pub mod caps;
 pub mod context;
 pub mod sections;
 pub mod settings;
+pub mod triage;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -255,6 +256,8 @@ pub struct LoadContext {
     pub default_tz: Tz,
     pub env: Env,
     pub mcp_servers: Option<std::collections::BTreeSet<String>>,
+    /// The config's provider and prices, to check `triage_model` (`None`: not checked).
+    pub models: Option<triage::ModelsKnown>,
 }
 
 impl LoadContext {
@@ -263,6 +266,7 @@ impl LoadContext {
             default_tz,
             env,
             mcp_servers: None,
+            models: None,
         }
     }
 
@@ -272,6 +276,10 @@ impl LoadContext {
             default_tz: config.timezone,
             env,
             mcp_servers: Some(config.mcp.keys().cloned().collect()),
+            models: Some(triage::ModelsKnown {
+                provider: config.provider.clone(),
+                prices: config.prices.clone(),
+            }),
         }
     }
 }
@@ -373,6 +381,11 @@ impl RoleSet {
         if let Some(servers) = &ctx.mcp_servers {
             for def in defs.values_mut() {
                 check_mcp_servers(def, servers);
+            }
+        }
+        if let Some(known) = &ctx.models {
+            for def in defs.values_mut() {
+                triage::check(def, known);
             }
         }
         let mut set = RoleSet::default();

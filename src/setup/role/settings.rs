@@ -143,6 +143,9 @@ macro_rules! role_settings {
 role_settings! {
     /// Model for this role.
     model: String, wins, from(ProviderConfig.model), string;
+    /// A cheaper model of the same provider asked first at a scheduled run (DESIGN §25): no
+    /// tool call ends the run `triaged`, a tool call hands it to `model`.
+    triage_model: String, wins, none("a scheduled run asks `model` only"), model_name;
     /// Longest answer per model call.
     max_tokens: u32, wins, from(ProviderConfig.max_tokens), count;
     /// 0 to 2.
@@ -404,6 +407,22 @@ fn temperature(key: &str, v: &Value, _env: &Env) -> Result<f64, InvalidSetting> 
 
 fn timezone(key: &str, v: &Value, env: &Env) -> Result<Tz, InvalidSetting> {
     Ok(parse_tz(&string(key, v, env)?)?)
+}
+
+/// A model's name as its provider spells it (`claude-haiku-4-5`, `qwen2.5-coder:1.5b`): one word
+/// of printable characters, at most 200 bytes.
+fn model_name(key: &str, v: &Value, env: &Env) -> Result<String, InvalidSetting> {
+    let name = string(key, v, env)?;
+    let fits =
+        !name.is_empty() && name.len() <= 200 && !name.chars().any(|c| c.is_whitespace() || c.is_control());
+    if !fits {
+        return Err(type_error(
+            key,
+            "a model name of one word, like claude-haiku-4-5",
+            v,
+        ));
+    }
+    Ok(name)
 }
 
 /// `extends: _base` or `_base.md`: the parent's name.

@@ -5,6 +5,7 @@ fn ctx() -> LoadContext {
         default_tz: chrono_tz::Europe::Lisbon,
         env: Env::from_pairs([("TEAM_MODEL", "env-model")]),
         mcp_servers: Some(["memory".to_string(), "slack".to_string()].into()),
+        models: None,
     }
 }
 
