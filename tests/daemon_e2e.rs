@@ -124,6 +124,30 @@ fn draft_notes_wait_and_editor_temp_files_never_fire() {
     assert!(text.contains("Ready now.") && !text.contains("junk"));
 }
 
+/// Issue 39, item 8: a draft is pending and held, and `tabd status` and `agent/status.md` say
+/// both — with the daemon running (its scan) and without it (`tabd status` reads the note).
+#[test]
+fn a_draft_note_shows_as_held_not_only_pending() {
+    let (v, fake) = setup("");
+    v.write(
+        "agent/inbox/delivery/plan.md",
+        "---\nstatus: draft\n---\nNot ready yet.",
+    );
+    let held = "pending:   1 note(s) (1 draft — held until you remove its `status: draft`)";
+    let out = v.tabd(&["status", "delivery"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(held), "{text}");
+    let _d = Daemon::start(&v);
+    wait_until(T, "the status note showing the draft", || {
+        v.read("agent/status.md")
+            .contains("| 1 (1 draft — held until you remove its `status: draft`)")
+    });
+    let out = v.tabd(&["status", "delivery"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(held), "{text}");
+    assert!(fake.requests().is_empty(), "a draft never runs");
+}
+
 #[test]
 fn a_wall_clock_jump_is_noticed_and_the_missed_slots_run_once_and_are_logged() {
     let (v, fake) = setup("");

@@ -115,6 +115,52 @@ mod tests {
         );
     }
 
+    /// Issue 39, item 8: every link in a new vault opens a note that is there (Obsidian finds a
+    /// wikilink by its name anywhere in the vault), and every note the README names in code
+    /// (`memory.md`) is in the vault or one tabd writes — its `docs/getting-started.md` was not.
+    #[test]
+    fn every_link_and_note_the_template_names_is_in_the_vault() {
+        use pulldown_cmark::{Event, Options, Parser, Tag};
+        let dir = tempfile::tempdir().unwrap();
+        let report = init_vault(dir.path()).unwrap();
+        let notes: Vec<String> = report
+            .created
+            .iter()
+            .map(|p| p.to_string_lossy().replace('\\', "/"))
+            .collect();
+        let stems: Vec<&str> = notes
+            .iter()
+            .filter_map(|n| n.strip_suffix(".md"))
+            .flat_map(|n| [n, n.rsplit('/').next().unwrap_or(n)])
+            .collect();
+        let mut checked = 0;
+        for note in notes.iter().filter(|n| n.ends_with(".md")) {
+            let text = std::fs::read_to_string(dir.path().join(note)).unwrap();
+            for ev in Parser::new_ext(&text, Options::ENABLE_WIKILINKS) {
+                match ev {
+                    Event::Start(Tag::Link { dest_url, .. }) => {
+                        checked += 1;
+                        let dest = dest_url.split('#').next().unwrap_or("");
+                        let dest = dest.strip_suffix(".md").unwrap_or(dest);
+                        assert!(
+                            dest.starts_with("https://") || stems.contains(&dest),
+                            "{note} links {dest_url}, which is not in the vault"
+                        );
+                    }
+                    Event::Code(code) if note == "README.md" && code.ends_with(".md") => {
+                        checked += 1;
+                        assert!(
+                            notes.iter().any(|n| **n == *code) || *code == *layout::STATUS_NOTE,
+                            "the README names {code}, which is not in the vault"
+                        );
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert!(checked >= 4, "links and names looked at: {checked}");
+    }
+
     #[test]
     fn stock_roles_are_the_four_of_the_seed() {
         assert_eq!(stock_role_names(), ["comms", "delivery", "product", "risk"]);

@@ -85,6 +85,9 @@ pub struct RoleStatus {
     pub last_run: Option<LastRunView>,
     pub next_fire: Option<DateTime<Utc>>,
     pub pending_notes: usize,
+    /// Of `pending_notes`, those held by `status: draft` (issue 39, item 8).
+    #[serde(default)]
+    pub draft_notes: usize,
     pub failed_notes: usize,
     /// Inbox entries tabd cannot read, each with why.
     pub unreadable_notes: Vec<String>,
@@ -242,6 +245,26 @@ fn count_notes(vault: &Vault, dir: &VaultPath) -> (usize, Vec<String>) {
                 .collect(),
         ),
         Err(_) => (0, Vec::new()),
+    }
+}
+
+/// The notes in `dir` held by `status: draft` (`tabd status` with no daemon to ask).
+fn count_drafts(vault: &Vault, dir: &VaultPath) -> usize {
+    inbox::list(vault, dir).map_or(0, |l| {
+        l.notes
+            .iter()
+            .filter(|e| inbox::read_note(vault, &e.path).is_ok_and(|n| n.draft))
+            .count()
+    })
+}
+
+/// `, 1 draft — held` when notes wait as drafts: they are pending, but never run until the
+/// person takes `status: draft` out.
+fn drafts_held(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        1 => " (1 draft — held until you remove its `status: draft`)".into(),
+        n => format!(" ({n} drafts — held until you remove their `status: draft`)"),
     }
 }
 
@@ -422,6 +445,10 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
         ),
         None => count_notes(src.vault, &inbox_dir),
     };
+    let drafts = match src.live.roles.get(name) {
+        Some(view) => view.drafts,
+        None => count_drafts(src.vault, &inbox_dir),
+    };
     let no_failed_folder = src.live.roles.get(name).is_some_and(|v| !v.has_failed);
     let failed = match inbox_dir.join(layout::FAILED) {
         Ok(d) if !no_failed_folder => count_notes(src.vault, &d).0,
@@ -446,6 +473,7 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
             .filter(|r| r.enabled())
             .and_then(|r| r.schedule.next_after(rs.last_slot.map_or(now, |l| l.max(now)))),
         pending_notes: pending,
+        draft_notes: drafts,
         failed_notes: failed,
         unreadable_notes: unreadable,
         tokens_today: used.tokens,
@@ -707,6 +735,7 @@ fn note_row(role: &RoleStatus, now: DateTime<Utc>, tz: Tz) -> String {
         .next_fire
         .map_or_else(|| "—".to_string(), |t| when(t, tz, now));
     let mut pending = role.pending_notes.to_string();
+    pending.push_str(&drafts_held(role.draft_notes));
     if role.failed_notes > 0 {
         pending.push_str(&format!(" ({} failed)", role.failed_notes));
     }
@@ -892,8 +921,9 @@ fn role_text(role: &RoleStatus, tz: Tz, now: DateTime<Utc>) -> String {
         )
     ));
     s.push_str(&format!(
-        "  pending:   {} note(s){}\n",
+        "  pending:   {} note(s){}{}\n",
         role.pending_notes,
+        drafts_held(role.draft_notes),
         if role.failed_notes > 0 {
             format!(", {} in failed/", role.failed_notes)
         } else {
