@@ -162,6 +162,30 @@ fn notes_no_role_reads_are_reported_and_kept() {
         .all(|r| !wire::all_text(&r.body).contains("who reads me?")));
 }
 
+/// Issue 39, item 8: the inbox folder of a deleted role stays; `tabd validate` and `tabd status`
+/// name it even when it is empty, count what waits there and in its `failed/`, and say what to do.
+#[test]
+fn the_inbox_folder_of_a_deleted_role_is_named_with_what_waits_there() {
+    let (v, _fake) = setup("");
+    std::fs::create_dir_all(v.path("agent/inbox/gone")).unwrap();
+    let text = stdout(&v.tabd(&["validate"]));
+    assert!(
+        text.contains(
+            "warning: no role reads agent/inbox/gone/ (empty) — there is no roles/gone.md (a role renamed or deleted?). Delete the folder, or add the role again"
+        ),
+        "{text}"
+    );
+    v.write("agent/inbox/gone/n.md", "who reads me?");
+    v.write("agent/inbox/gone/failed/old.md", "given up on");
+    let text = stdout(&v.tabd(&["status"]));
+    assert!(
+        text.contains(
+            "no role reads agent/inbox/gone/ (1 note; 1 more in failed/) — none of them runs: there is no roles/gone.md (a role renamed or deleted?). Move the notes to a role's inbox, like agent/inbox/"
+        ),
+        "{text}"
+    );
+}
+
 /// `tabd validate` counts what it printed, and warns about what a run would only discover:
 /// a context entry that matches nothing, an agent CLI that is not installed.
 #[test]

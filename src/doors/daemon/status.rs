@@ -380,32 +380,22 @@ pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
     let owned: std::collections::HashSet<&VaultPath> = roles.roles.values().map(|r| &r.inbox).collect();
     let known: std::collections::HashSet<String> = roles.all_names().into_iter().collect();
     let inboxes: Vec<&str> = roles.runnable().map(|r| r.inbox.as_str()).collect();
+    let example = inboxes
+        .first()
+        .map_or_else(|| format!("{}/ROLE", layout::INBOXES), |i| i.to_string());
     let mut out: Vec<String> = listing
         .entries
         .iter()
         .filter(|e| e.is_dir && !e.is_symlink)
         .filter(|e| !owned.contains(&e.path) && !known.contains(e.path.file_name()))
-        .filter_map(|e| {
-            let n = count_notes(vault, &e.path).0;
+        .map(|e| {
             let names = inboxes
                 .iter()
                 .filter_map(|i| i.strip_prefix(layout::INBOXES)?.strip_prefix('/'));
-            let advice = match crate::base::text::did_you_mean(e.path.file_name(), names) {
-                Some(inbox) => format!("did you mean agent/inbox/{inbox}/? Move the notes there"),
-                None => "a role renamed or deleted? Move the notes to a role's inbox".to_string(),
-            };
-            (n > 0).then(|| {
-                format!(
-                    "{}/ ({n} note{}) — {advice}",
-                    e.path,
-                    if n == 1 { "" } else { "s" }
-                )
-            })
+            let near = crate::base::text::did_you_mean(e.path.file_name(), names);
+            stranded_folder(vault, &e.path, near, &example)
         })
         .collect();
-    let example = inboxes
-        .first()
-        .map_or_else(|| format!("{}/ROLE", layout::INBOXES), |i| i.to_string());
     out.extend(
         listing
             .entries
@@ -414,6 +404,35 @@ pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
             .map(|e| format!("{} — a note directly in agent/inbox/ is in no role's inbox: move it into one, like {example}/", e.path)),
     );
     out
+}
+
+/// One folder in `agent/inbox/` no role reads (a role renamed or deleted, a typo): how many
+/// notes wait there and in its `failed/` — none of them runs — and what to do. An empty one is
+/// named too: the folder of a deleted role stays, and a note dropped there later would wait.
+fn stranded_folder(vault: &Vault, dir: &VaultPath, near: Option<&str>, example: &str) -> String {
+    let waiting = count_notes(vault, dir).0;
+    let failed = dir.join(layout::FAILED).map_or(0, |d| count_notes(vault, &d).0);
+    let notes = |n: usize| format!("{n} note{}", if n == 1 { "" } else { "s" });
+    let what = match (waiting, failed) {
+        (0, 0) => "empty".to_string(),
+        (n, 0) => notes(n),
+        (0, f) => format!("no note waits; {f} in failed/"),
+        (n, f) => format!("{}; {f} more in failed/", notes(n)),
+    };
+    let role_file = format!("{}/{}.md", layout::ROLES, dir.file_name());
+    let advice = match near {
+        Some(inbox) if waiting + failed > 0 => {
+            format!("did you mean agent/inbox/{inbox}/? Move the notes there")
+        }
+        Some(inbox) => format!("did you mean agent/inbox/{inbox}/? Delete this folder"),
+        None if waiting + failed > 0 => format!(
+            "none of them runs: there is no {role_file} (a role renamed or deleted?). Move the notes to a role's inbox, like {example}/, or add the role again"
+        ),
+        None => format!(
+            "there is no {role_file} (a role renamed or deleted?). Delete the folder, or add the role again"
+        ),
+    };
+    format!("{dir}/ ({what}) — {advice}")
 }
 
 /// What a status report is made from.
