@@ -17,6 +17,7 @@ mod daemon_limits;
 mod delegation;
 mod doors;
 mod first_hour;
+mod forecast;
 mod hostile_input;
 mod layering;
 mod load;

@@ -72,6 +72,7 @@ fn a_first_look_that_calls_no_tool_ends_the_run_triaged() {
     assert_eq!(rec["ended"], "triaged", "{rec}");
     assert_eq!(rec["model"], CHEAP, "{rec}");
     assert_eq!(rec["triage"]["verdict"], "nothing", "{rec}");
+    assert_eq!(rec["requests"], 1, "{rec}");
     // 2,095 in / 503 out at $1 / $5 per million.
     let cost = rec["usage"]["cost_usd"].as_f64().unwrap();
     assert!((cost - (2095.0 * 1.0 + 503.0 * 5.0) / 1e6).abs() < 1e-6, "{rec}");
@@ -146,6 +147,7 @@ fn a_first_look_that_calls_a_tool_hands_the_run_to_the_roles_model() {
     assert_eq!(rec["tool_calls"], json!([]), "{rec}");
     assert_eq!(rec["triage"]["verdict"], "escalated", "{rec}");
     assert_eq!(rec["triage"]["wanted"], json!(["read_file"]), "{rec}");
+    assert_eq!(rec["requests"], 2, "the first look and the role's model's: {rec}");
     // The canned tool call is 472 in / 89 out, the text 2,095 / 503.
     let first = (472.0 * 1.0 + 89.0 * 5.0) / 1e6;
     let second = (2095.0 * 3.0 + 503.0 * 15.0) / 1e6;

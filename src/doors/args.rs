@@ -164,6 +164,13 @@ pub enum Command {
         #[command(subcommand)]
         action: ServiceCommand,
     },
+    /// Forecast each role's model requests and dollars a day and a month from its schedule, the
+    /// share of slots its wake gate skipped and its recent runs' costs, beside its caps.
+    Cost {
+        /// Print JSON instead of a table (the shape is in docs/cost.md).
+        #[arg(long)]
+        json: bool,
+    },
     /// Show each role's schedule as cron and its next fire times.
     Schedule {
         /// Compute fires after this instant (RFC 3339, e.g. 2026-03-06T12:00:00-05:00); default now.
@@ -230,6 +237,7 @@ impl Command {
         matches!(
             self,
             Self::Schedule { .. }
+                | Self::Cost { .. }
                 | Self::Status { .. }
                 | Self::Runs { .. }
                 | Self::Logs { .. }

@@ -75,6 +75,10 @@ pub struct RunRecord {
     pub error: Option<String>,
     pub model: String,
     pub usage: UsageRecord,
+    /// Model requests the run made (a triage model's first look included; retries not
+    /// counted). Absent when it made none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub requests: u32,
     pub tool_calls: Vec<ToolCallRecord>,
     pub moved: Vec<Moved>,
     /// Runs this run delegated to, by id (DESIGN §18).
@@ -96,6 +100,10 @@ pub struct RunRecord {
     /// the run asked no triage model.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub triage: Option<TriageRecord>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The record's `ended` of a run that the triage model found nothing to do in (DESIGN §25).
@@ -721,6 +729,7 @@ mod tests {
             outcome: Outcome::Ok,
             error: None,
             model: "m".into(),
+            requests: 0,
             usage: UsageRecord {
                 tokens: Usage {
                     input_tokens: 2368,

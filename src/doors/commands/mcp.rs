@@ -602,6 +602,7 @@ impl ServeRun {
             },
             error: limit.map(|l| format!("limit reached: {l}")),
             model: String::new(),
+            requests: 0,
             usage: UsageRecord::default(),
             tool_calls: log.calls,
             moved: Vec::new(),

@@ -1,6 +1,7 @@
 //! The subcommands. Each returns the process exit code or a `CliError`.
 
 pub mod approvals;
+pub mod cost;
 pub mod fire;
 pub mod init;
 pub mod logs;
@@ -216,6 +217,13 @@ fn completions(shell: clap_complete::Shell) -> Result<u8, CliError> {
     }
 }
 
+/// `tabd run [--init]`: the vault made first if asked, then the daemon.
+fn daemon(cli: &Cli, env: Env, init: bool) -> Result<u8, CliError> {
+    run::init_if_asked(cli, &env, init)?;
+    let ws = Workspace::open(cli, env)?;
+    run::run(cli, ws)
+}
+
 /// Runs the parsed command line.
 pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
     cli.config = cli.config.as_deref().map(absolute);
@@ -235,14 +243,11 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
             over_budget,
         } => fire::run(&Workspace::open(&cli, env)?, role, note.as_deref(), *over_budget),
         Command::Prompt { role, task } => prompt::run(&Workspace::open(&cli, env)?, role, task.as_deref()),
-        Command::Run { init } => {
-            run::init_if_asked(&cli, &env, *init)?;
-            let ws = Workspace::open(&cli, env)?;
-            run::run(&cli, ws)
-        }
+        Command::Run { init } => daemon(&cli, env, *init),
         Command::Status { role, json } => {
             status::run(&Workspace::open_readable(&cli, env)?, role.as_deref(), *json)
         }
+        Command::Cost { json } => cost::run(&Workspace::open_readable(&cli, env)?, *json),
         Command::Runs { role, since, json } => runs::run(
             &Workspace::open_readable(&cli, env)?,
             role.as_deref(),

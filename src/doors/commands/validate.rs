@@ -14,6 +14,7 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
     let mut diags: Vec<Diagnostic> = roles.diagnostics.clone();
     diags.extend(config_checks(ws));
     diags.extend(vault_checks(ws));
+    diags.extend(forecast_checks(ws));
     // A value expanded from `${VAR}` (an MCP server's command, say) is printed as `${VAR}`.
     let secrets = ws.env.redactor();
     for d in &diags {
@@ -125,6 +126,23 @@ fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// Each role whose forecast (`tabd cost`) crosses one of its caps: a warning on its file.
+fn forecast_checks(ws: &Workspace) -> Vec<Diagnostic> {
+    let now = chrono::Utc::now();
+    let history = crate::records::forecast::history(&ws.vault, now);
+    ws.roles
+        .runnable()
+        .flat_map(|role| {
+            let past = history.get(&role.name).map_or(&[][..], Vec::as_slice);
+            let f = crate::records::forecast::forecast(role, &ws.config.limits, past, now);
+            f.over
+                .into_iter()
+                .map(|o| Diagnostic::warning(&role.path, 0, format!("{o} (tabd cost)")))
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// What the vault holds that a role will not find: context entries that match nothing, notes in

@@ -153,6 +153,7 @@ impl Daemon {
             outcome: crate::records::runlog::Outcome::Skipped,
             error: Some(cause.to_string()),
             model: String::new(),
+            requests: 0,
             usage: Default::default(),
             tool_calls: vec![],
             moved: vec![],

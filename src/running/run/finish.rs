@@ -251,6 +251,7 @@ fn record_of(
         outcome: decided.outcome,
         error: decided.error.clone(),
         model: outcome.model.clone(),
+        requests: outcome.requests,
         usage: UsageRecord {
             tokens: outcome.usage,
             cost_usd: 0.0,
@@ -376,6 +377,7 @@ fn add_triage(
         return 0.0;
     }
     record.usage.tokens.add(t.usage);
+    record.requests += 1;
     t.cost_usd
 }
 
@@ -767,6 +769,7 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         outcome: Outcome::Skipped,
         error: Some(why.clone()),
         model: String::new(),
+        requests: 0,
         usage: UsageRecord::default(),
         tool_calls: Vec::new(),
         moved: Vec::new(),
@@ -854,6 +857,7 @@ pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
             outcome: Outcome::Failed,
             error: Some(why.to_string()),
             model: String::new(),
+            requests: 0,
             usage: UsageRecord::default(),
             tool_calls: Vec::new(),
             moved: Vec::new(),

@@ -75,6 +75,7 @@ pub fn refuse(
         outcome: Outcome::Failed,
         error: Some(format!("{} cannot be read: {why}", note.path)),
         model: String::new(),
+        requests: 0,
         usage: UsageRecord::default(),
         tool_calls: Vec::new(),
         moved: vec![Moved {

@@ -1,0 +1,166 @@
+//! `tabd cost [--json]` (DESIGN §25): each role's expected requests and dollars a day and a month
+//! from its schedule, its wake gate's history and its recent runs (`records::forecast`), beside
+//! its caps. The JSON shape is documented in docs/cost.md.
+
+use chrono::Utc;
+use serde_json::json;
+
+use super::{CliError, Workspace};
+use crate::base::cost::{dollars, round_usd};
+use crate::records::forecast::{self, Forecast, HISTORY_DAYS};
+
+pub fn run(ws: &Workspace, json: bool) -> Result<u8, CliError> {
+    let now = Utc::now();
+    let history = forecast::history(&ws.vault, now);
+    let forecasts: Vec<Forecast> = ws
+        .roles
+        .runnable()
+        .map(|r| {
+            let past = history.get(&r.name).map_or(&[][..], Vec::as_slice);
+            forecast::forecast(r, &ws.config.limits, past, now)
+        })
+        .collect();
+    let total = Total::of(&forecasts);
+    if json {
+        let out = json!({
+            "history_days": HISTORY_DAYS,
+            "roles": forecasts,
+            "total": {
+                "requests_per_day": total.requests_per_day,
+                "usd_per_day": total.usd_per_day,
+                "usd_per_month": total.usd_per_month,
+                "other_usd_per_day": total.other_usd_per_day,
+                "global_daily_cost_budget_usd": ws.config.limits.global_daily_cost_budget_usd,
+            },
+        });
+        println!("{out:#}");
+        return Ok(0);
+    }
+    print_table(&forecasts, &total);
+    println!();
+    println!(
+        "Scheduled runs only, from each schedule's slots over the coming week, the share its wake gate skipped \
+         and the median of its last {} scheduled runs (records of the last {HISTORY_DAYS} days); \
+         other runs (inbox notes, fire, watch, delegated) as they cost a day lately.",
+        forecast::RECENT_RUNS
+    );
+    for f in &forecasts {
+        for a in &f.basis.assumed {
+            println!("  {}: assumed — {a}", f.role);
+        }
+        for o in &f.over {
+            println!("  {}: warning — {o}", f.role);
+        }
+    }
+    if let Some(b) = ws
+        .config
+        .limits
+        .global_daily_cost_budget_usd
+        .filter(|b| total.usd_per_day + total.other_usd_per_day > *b)
+    {
+        println!(
+            "  all roles: warning — forecast {} a day is over global_daily_cost_budget_usd {}",
+            dollars(total.usd_per_day + total.other_usd_per_day),
+            dollars(b)
+        );
+    }
+    Ok(0)
+}
+
+/// All roles together.
+struct Total {
+    requests_per_day: f64,
+    usd_per_day: f64,
+    usd_per_month: f64,
+    other_usd_per_day: f64,
+}
+
+impl Total {
+    fn of(forecasts: &[Forecast]) -> Self {
+        let sum = |f: fn(&Forecast) -> f64| forecasts.iter().map(f).sum::<f64>();
+        Self {
+            requests_per_day: (sum(|f| f.requests_per_day) * 1000.0).round() / 1000.0,
+            usd_per_day: round_usd(sum(|f| f.usd_per_day)),
+            usd_per_month: round_usd(sum(|f| f.usd_per_month)),
+            other_usd_per_day: round_usd(sum(|f| f.other_usd_per_day)),
+        }
+    }
+}
+
+/// The caps, in a few words: `$0.50 a run · $2.00 a day · 48 runs a day`.
+fn caps(f: &Forecast) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = f.caps.max_cost_usd {
+        parts.push(format!("{} a run", dollars(c)));
+    }
+    if let Some(c) = f.caps.daily_cost_budget_usd {
+        parts.push(format!("{} a day", dollars(c)));
+    }
+    parts.push(format!("{} runs a day", f.caps.max_runs_per_day));
+    parts.join(" · ")
+}
+
+fn print_table(forecasts: &[Forecast], total: &Total) {
+    let head = [
+        "role",
+        "slots/day",
+        "skipped",
+        "runs/day",
+        "requests/run",
+        "$/run",
+        "requests/day",
+        "$/day",
+        "$/month",
+        "other $/day",
+        "caps",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
+    for f in forecasts {
+        let assumed = if f.basis.recent_runs == 0 { " *" } else { "" };
+        rows.push(vec![
+            f.role.clone(),
+            format!("{:.1}", f.slots_per_day),
+            if f.basis.scheduled_slots == 0 {
+                "—".into()
+            } else {
+                format!("{:.0}%", f.skipped_share * 100.0)
+            },
+            format!("{:.1}", f.runs_per_day),
+            format!("{:.1}{assumed}", f.requests_per_run),
+            format!("{}{assumed}", dollars(f.usd_per_run)),
+            format!("{:.1}", f.requests_per_day),
+            dollars(f.usd_per_day),
+            dollars(f.usd_per_month),
+            dollars(f.other_usd_per_day),
+            caps(f),
+        ]);
+    }
+    rows.push(vec![
+        "all".into(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        format!("{:.1}", total.requests_per_day),
+        dollars(total.usd_per_day),
+        dollars(total.usd_per_month),
+        dollars(total.other_usd_per_day),
+        String::new(),
+    ]);
+    let widths: Vec<usize> = (0..head.len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in &rows {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| match i {
+                0 | 10 => format!("{c:<w$}"),
+                _ => format!("{c:>w$}"),
+            })
+            .collect();
+        println!("{}", cells.join("  ").trim_end());
+    }
+}
