@@ -236,3 +236,44 @@ fn validate_checks_triage_model_at_its_line() {
         "{text}"
     );
 }
+
+/// The same hand-over on the OpenAI-compatible wire (an Ollama pair, say): the first look's
+/// call is not sent back as a call (the fake checks every tool result answers a call), the role's
+/// model gets the note in its prompt.
+#[test]
+fn on_the_openai_wire_a_first_look_hands_over_the_same_way() {
+    let fake = FakeModel::start();
+    fake.respond_with(|req, _| {
+        let mut body = if model_of(req) == CHEAP {
+            canned::openai_tool_calls(
+                None,
+                &[("call_t1", "read_file", json!({"path": "project/ticker.md"}))],
+            )
+        } else {
+            canned::openai_text("Looked; all in order.")
+        };
+        body["model"] = req.body["model"].clone();
+        Reply::ok(body)
+    });
+    let v = TestVault::new();
+    v.unschedule_stock_roles();
+    v.use_model(&fake, "openai", &daemon_config(""));
+    v.write("project/ticker.md", "The ticker's notes.");
+    v.write(
+        "roles/ticker.md",
+        "---\ntriage_model: cheap-model\n---\n# Ticker\n## Mission\nWatch the ticker.\n\
+         ## Context Files\n- project/ticker.md\n## Tools\n- read_file\n## Schedule\n* * * * * *\n",
+    );
+    let rec = first_run(&v);
+    let asked = fake.requests();
+    assert_eq!(asked.len(), 2, "{}", v.daily());
+    assert_eq!((model_of(&asked[0]), model_of(&asked[1])), (CHEAP, MAIN));
+    let main = wire::all_text(&asked[1].body);
+    assert!(
+        main.contains("- read_file {\"path\":\"project/ticker.md\"}"),
+        "{main}"
+    );
+    assert!(wire::tool_results(&asked[1].body).is_empty(), "{main}");
+    assert_eq!(rec["triage"]["verdict"], "escalated", "{rec}");
+    assert_eq!(rec["model"], MAIN, "{rec}");
+}
