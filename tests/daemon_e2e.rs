@@ -948,3 +948,42 @@ fn failed_writes_are_counted_and_shown_in_status() {
         "{status}"
     );
 }
+
+/// Issue 39, item 8: a run tabd's stop cut short after it did something writes its section, and
+/// its note is still in the inbox then; the next run moves it to `processed/`. The section links
+/// the note by its name, which Obsidian finds wherever it is now — not the inbox path it left.
+#[test]
+fn a_stopped_runs_section_links_its_note_where_it_is_now() {
+    let (v, fake) = setup("");
+    fake.respond_with(|req, _| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                "anthropic",
+                None,
+                &[("r1", "read_file", json!({"path": "project/scope.md"}))],
+            )
+        } else {
+            wire::text("anthropic", "slow").delayed(Duration::from_secs(60))
+        }
+    });
+    v.write("agent/inbox/delivery/pending.md", "in flight");
+    let mut d = Daemon::start(&v);
+    fake.wait_for_requests(2, T);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
+    fake.respond_with(|_, _| wire::text("anthropic", "done"));
+    let _d = Daemon::start(&v);
+    wait_until(T, "the note processed", || {
+        v.files_in("agent/inbox/delivery/processed") == ["pending.md"]
+    });
+    wait_until(T, "both sections", || {
+        v.daily().matches("**Trigger:** inbox ").count() == 2
+    });
+    let daily = v.daily();
+    assert!(!daily.contains("[[agent/inbox/delivery/pending]]"), "{daily}");
+    assert!(daily.contains("- **Trigger:** inbox [[pending]]\n"), "{daily}");
+    assert!(
+        daily.contains("- **Trigger:** inbox [[agent/inbox/delivery/processed/pending]]\n"),
+        "{daily}"
+    );
+}

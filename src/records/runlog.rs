@@ -245,18 +245,17 @@ pub fn wikilink_by_name(path: &str) -> String {
     format!("[[{}]]", name.strip_suffix(".md").unwrap_or(name))
 }
 
-/// Links to the run's trigger notes where they are now (in `processed/` or `failed/` if moved).
+/// Links to the run's trigger notes where they are now: in `processed/` or `failed/` when this
+/// run moved them; one it left in the inbox (a run tabd's stop cut short, an attempt to retry)
+/// moves when a later run handles it, so it is linked by its name, which Obsidian finds wherever
+/// it is then (issue 39).
 fn note_links(rec: &RunRecord) -> Vec<String> {
     rec.trigger
         .notes
         .iter()
-        .map(|n| {
-            wikilink(
-                rec.moved
-                    .iter()
-                    .find(|m| &m.from == n)
-                    .map_or(n.as_str(), |m| m.to.as_str()),
-            )
+        .map(|n| match rec.moved.iter().find(|m| &m.from == n) {
+            Some(m) => wikilink(&m.to),
+            None => wikilink_by_name(n),
         })
         .collect()
 }
