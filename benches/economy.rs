@@ -33,13 +33,15 @@ use serde_json::{json, Value};
 const BIN: &str = env!("CARGO_BIN_EXE_tabd");
 /// The role's model.
 const MAIN: &str = "claude-sonnet-4-5";
-/// The triage model (`triage_model`), when the day has one.
-const TRIAGE: &str = "claude-haiku-4-5";
+/// The triage models (`triage_model`) a day may have: Haiku 4.5 (the brief's example) and
+/// Haiku 5.5 (Anthropic's current Haiku).
+const TRIAGE_MODELS: [&str; 2] = ["claude-haiku-4-5", "claude-haiku-5-5"];
 
 /// A model's list price (US dollars per million tokens: input, output, 5m and 1h cache writes,
 /// cache reads) and the shortest prefix Anthropic caches for it. Sonnet 4.5: $3 / $15, 1,024
 /// tokens; Haiku 4.5: $1 / $5, 4,096 tokens (platform.claude.com's pricing and prompt-caching
-/// pages, 2026-11).
+/// pages, 2026-11); Haiku 5.5: $0.10 / $0.50 (tabd's built-in table), its cache minimum taken as
+/// Haiku 4.5's.
 struct Rates {
     input: f64,
     output: f64,
@@ -50,7 +52,16 @@ struct Rates {
 }
 
 fn rates(model: &str) -> Rates {
-    if model == TRIAGE {
+    if model == "claude-haiku-5-5" {
+        Rates {
+            input: 0.10,
+            output: 0.50,
+            write_5m: 0.125,
+            write_1h: 0.20,
+            read: 0.01,
+            min_cache: 4096,
+        }
+    } else if model == "claude-haiku-4-5" {
         Rates {
             input: 1.0,
             output: 5.0,
@@ -215,7 +226,7 @@ impl Cache {
         }
         let t = &mut self.totals;
         t.requests += 1;
-        t.triage_requests += u64::from(model == TRIAGE);
+        t.triage_requests += u64::from(model != MAIN);
         let uncached = total - last.max(read);
         t.input += uncached;
         t.write += write;
@@ -236,10 +247,11 @@ fn usage(input: u64, write: u64, read: u64, output: u64) -> Value {
     canned::anthropic_usage(input, output, read, write)
 }
 
-/// A day with `triage_model: claude-haiku-4-5` on the stock roles: the share of its first looks
-/// that call a tool (and so hand the run to Sonnet), spread evenly over the day.
+/// A day with `triage_model: MODEL` on the stock roles: the share of its first looks that call a
+/// tool (and so hand the run to Sonnet), spread evenly over the day.
 #[derive(Clone, Copy)]
 struct Triage {
+    model: &'static str,
     escalate: f64,
 }
 
@@ -258,11 +270,11 @@ fn day(mode: Mode, typical: bool, triage: Option<Triage>) -> Totals {
         .unwrap();
     assert!(out.status.success());
     let root = std::fs::canonicalize(&root).unwrap();
-    if triage.is_some() {
+    if let Some(triage) = triage {
         // Every stock role extends _base: one line sets the triage model on all of them.
         let base = root.join("roles/_base.md");
         let text = std::fs::read_to_string(&base).unwrap();
-        let text = text.replacen("---\n", &format!("---\ntriage_model: {TRIAGE}\n"), 1);
+        let text = text.replacen("---\n", &format!("---\ntriage_model: {}\n", triage.model), 1);
         std::fs::write(&base, text).unwrap();
     }
     let cache = Arc::new(Mutex::new(Cache {
@@ -275,7 +287,7 @@ fn day(mode: Mode, typical: bool, triage: Option<Triage>) -> Totals {
     let sim = cache.clone();
     let first_looks = Arc::new(std::sync::atomic::AtomicU64::new(0));
     fake.respond_with(move |req, _| {
-        if req.body["model"] == TRIAGE {
+        if req.body["model"] != MAIN {
             let n = first_looks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let share = triage.map_or(0.0, |t| t.escalate);
             let output = 60;
@@ -288,7 +300,7 @@ fn day(mode: Mode, typical: bool, triage: Option<Triage>) -> Totals {
             } else {
                 canned::anthropic_text("Nothing here needs doing now.")
             };
-            body["model"] = json!(TRIAGE);
+            body["model"] = req.body["model"].clone();
             body["usage"] = usage(i, w, r, output);
             return Reply::ok(body);
         }
@@ -404,7 +416,7 @@ fn show(label: &str, t: Totals) -> Value {
 }
 
 fn main() {
-    println!("tabd economy — a stock weekday (Sonnet 4.5, and Haiku 4.5 for triage, at list prices; tokens ≈ bytes/4)");
+    println!("tabd economy — a stock weekday (Sonnet 4.5, and Haiku 4.5 or 5.5 for triage, at list prices; tokens ≈ bytes/4)");
     let mut out = json!({});
     for (typical, name) in [(false, "idle"), (true, "typical")] {
         for (mode, label) in [
@@ -415,17 +427,26 @@ fn main() {
             let t = day(mode, typical, None);
             out[name][label] = show(&format!("{name} weekday, {label}"), t);
         }
-        // triage_model: claude-haiku-4-5 on every stock role; on a typical day, the share of
-        // first looks that find work (idle days find none: nothing changed).
+        // triage_model on every stock role; on a typical day, the share of first looks that find
+        // work (idle days find none: nothing changed).
         let shares: &[f64] = if typical {
             &[0.0, 0.25, 0.5, 0.75, 1.0]
         } else {
             &[0.0]
         };
-        for &share in shares {
-            let t = day(Mode::Now, typical, Some(Triage { escalate: share }));
-            let label = format!("triage {:.0}%", share * 100.0);
-            out[name][&label] = show(&format!("{name} weekday, {label} escalate"), t);
+        for model in TRIAGE_MODELS {
+            for &share in shares {
+                let t = day(
+                    Mode::Now,
+                    typical,
+                    Some(Triage {
+                        model,
+                        escalate: share,
+                    }),
+                );
+                let label = format!("triage {model} {:.0}%", share * 100.0);
+                out[name][&label] = show(&format!("{name}, {label} escalate"), t);
+            }
         }
     }
     println!("{}", serde_json::to_string(&out).unwrap());
