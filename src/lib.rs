@@ -18,7 +18,7 @@
 //! | 6 | `gate` | `harness` `approvals` | the one door every tool call goes through; approval notes |
 //! | 5 | `capabilities` | `tools` `mcp` `provider` `agent_cli` `notify` `cluster` | capabilities: vault tools, MCP client, model APIs, CLIs, reaching the person, the other devices |
 //! | 4 | `records` | `state` `inbox` `access` `limits` `context` `runlog` `journal` `forecast` | records and rules the run reads |
-//! | 3 | `setup` | `config` `role` | what the person wrote, typed and checked |
+//! | 3 | `setup` | `config` `role` `skills` | what the person wrote, typed and checked |
 //! | 2 | `formats` | `frontmatter` `json` `schedule` | formats |
 //! | 1 | `base` | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` `sandbox` `memory` `signing` `fence` | foundations |
 pub mod base;

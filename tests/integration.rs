@@ -34,6 +34,7 @@ mod sandbox;
 mod secrets;
 mod service;
 mod signed_records;
+mod skills;
 mod triage;
 mod turn_e2e;
 mod undo;

@@ -49,6 +49,9 @@ pub struct Prompt {
     pub truncated: Vec<String>,
     /// Trigger notes larger than one prompt: shown in part, with how to read the rest.
     pub notes_truncated: Vec<NoteTruncated>,
+    /// The skills the role lists that this prompt leaves out, and why: lines for the run's
+    /// daily section.
+    pub skills_left_out: Vec<String>,
 }
 
 pub struct PromptInput<'a> {
@@ -108,8 +111,8 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
     let role = input.role;
     let cfg = &input.config.context;
     let mut hashes = BTreeMap::new();
-    let system = system_prompt(input.vault, role, cfg, &mut hashes);
     let policy = AccessPolicy::for_role(role);
+    let (system, skills_left_out) = system_prompt(input.vault, role, &policy, cfg, &mut hashes);
     let resolved = context::resolve(input.vault, &policy, &role.context);
     let block = context_block(input.vault, role, &resolved, cfg, &mut hashes);
     let mut missing = resolved.missing.clone();
@@ -125,16 +128,19 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
         missing,
         truncated: block.truncated,
         notes_truncated,
+        skills_left_out,
     }
 }
 
-/// Identity, mission, goals, THINK, rules, preferences, unknown sections and both memories.
+/// Identity, mission, goals, THINK, rules, the project's rules (`AGENTS.md`), preferences,
+/// unknown sections, the skills and both memories; and the skills left out, and why.
 fn system_prompt(
     vault: &Vault,
     role: &Role,
+    policy: &AccessPolicy,
     cfg: &ContextConfig,
     hashes: &mut BTreeMap<String, String>,
-) -> String {
+) -> (String, Vec<String>) {
     let mut system = format!("You are the {} for this project.", role.display_name);
     if let Some(m) = &role.mission {
         section(&mut system, "Mission", m);
@@ -142,11 +148,21 @@ fn system_prompt(
     section(&mut system, "Goals", &bullets(&role.goals));
     section(&mut system, "How to work", THINK);
     section(&mut system, "Rules", &bullets(&role.rules));
+    if let Some((body, hash)) = project::agents_md(vault, policy, cfg.max_file_bytes) {
+        section(&mut system, project::AGENTS_HEADING, &body);
+        if !hash.is_empty() {
+            hashes.insert(layout::AGENTS_MD.to_string(), hash);
+        }
+    }
     if let Some(p) = &role.preferences {
         section(&mut system, "User Preferences", p);
     }
     for (heading, body) in &role.extra {
         section(&mut system, heading, body);
+    }
+    let (skills, left_out) = project::skills_listing(vault, role);
+    if let Some(listing) = skills {
+        section(&mut system, "Skills", &listing);
     }
     for (title, path) in memory_files(role) {
         let Ok(p) = VaultPath::parse(&path, false) else {
@@ -167,7 +183,7 @@ fn system_prompt(
         }
         section(&mut system, &title, &body);
     }
-    system
+    (system, left_out)
 }
 
 /// The context files as the prompt shows them, and what was left out.
@@ -623,6 +639,7 @@ impl Prompt {
 }
 
 mod notes;
+mod project;
 
 pub use notes::larger_than_prompt;
 

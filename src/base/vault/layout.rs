@@ -14,6 +14,12 @@ pub const DAILY: &str = "daily";
 pub const MEMORY: &str = "memory.md";
 /// Each role's memory: `agent/memory/<role>.md` (changed only through `remember`).
 pub const ROLE_MEMORIES: &str = "agent/memory";
+/// Agent Skills: `skills/<name>/SKILL.md` and the skill's files beside it (DESIGN §25).
+pub const SKILLS: &str = "skills";
+/// A skill's instructions, in its folder.
+pub const SKILL_FILE: &str = "SKILL.md";
+/// The project's rules for every role, at the vault root (DESIGN §25).
+pub const AGENTS_MD: &str = "AGENTS.md";
 /// tabd's own folder: no role reads or writes it.
 pub const TABD: &str = ".tabd";
 /// The machine run records: `.tabd/runs/YYYY-MM-DD.jsonl`.

@@ -4,8 +4,8 @@
 //! - `TABD_OWNS`: tabd's own files — the daily log, `agent/status.md`, approval notes, memory,
 //!   `.tabd/`. No role's write tools write them, whatever its `write_paths` say; no child writes
 //!   them either (`vault = "write"` keeps them read-only). Memory changes through `remember` only.
-//! - `PROTECTED`: folders a role writes only where its `write_paths` name them (role files, the
-//!   inboxes, Obsidian's and git's folders, the trash); read-only for a child.
+//! - `PROTECTED`: folders a role writes only where its `write_paths` name them (role files,
+//!   skills, the inboxes, Obsidian's and git's folders, the trash); read-only for a child.
 //! - Files other programs load as settings or code: every hidden name (`.git/`, `.envrc`,
 //!   `.claude/` …, at any depth) and the visible names of `LOADED` (`CLAUDE.md`, `mise.toml`,
 //!   `package.json` …). Written by a role only where its `write_paths` name them; never left
@@ -57,6 +57,10 @@ pub const TABD_OWNS: &[(&str, &str)] = &[
 /// Folders no tool writes unless the role's `write_paths` names them explicitly.
 pub const PROTECTED: &[(&str, &str)] = &[
     (layout::ROLES, "role files are edited by you, not by the agent"),
+    (
+        layout::SKILLS,
+        "skills are edited by you: every role that lists one reads its description in its prompt and follows its instructions",
+    ),
     (".obsidian", "Obsidian's settings and plugins"),
     (".git", "the vault's git history and hooks"),
     (".trash", "Obsidian's trash"),

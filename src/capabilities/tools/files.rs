@@ -10,6 +10,7 @@ use super::{args, schema_of, Tool, ToolContext, ToolError};
 use crate::base::calls::{Change, ChangeKind, Risk, ToolResult};
 use crate::base::text::thousands;
 use crate::base::vault::{Entry, VaultPath};
+use crate::setup::skills::{self, within};
 
 pub use super::pages::READ_PAGE_BYTES;
 /// Largest file `read_file`, `append_file` or `search_files` will open.
@@ -125,6 +126,7 @@ impl Tool for ReadFile {
         let a: ReadArgs = args(input)?;
         let path = path_arg(&a.path)?;
         let real = ctx.policy.check_read(ctx.vault, &path)?;
+        skills_only(ctx, &path, &real)?;
         let text = ctx.vault.read_text(&real, MAX_FILE_BYTES)?;
         if text.is_empty() {
             return Ok(ToolResult::ok(format!("{path} is empty"), 0, vec![]));
@@ -134,6 +136,27 @@ impl Tool for ReadFile {
         let out = render_page(&path, &text, &page);
         Ok(ToolResult::ok(out, (page.end - page.start) as u64, vec![]))
     }
+}
+
+/// A role whose `read_file` comes from its skills alone reads inside their folders only: the
+/// path it gives and the one it leads to (a link out of a skill's folder is refused).
+fn skills_only(ctx: &ToolContext<'_>, path: &VaultPath, real: &VaultPath) -> Result<(), ToolError> {
+    let skills = &ctx.role.skills;
+    if !ctx.role.reads_only_skills() || (within(skills, path) && within(skills, real)) {
+        return Ok(());
+    }
+    let folders: Vec<String> = skills.iter().map(|s| format!("{}/", skills::folder(s))).collect();
+    let leads = if real == path {
+        String::new()
+    } else {
+        format!(" (it leads to {real})")
+    };
+    Err(ToolError::Refused(format!(
+        "{path}{leads}: this role reads only the skills it lists, inside their folders ({}); a person can add \
+         read_file under ## Tools in {} to let it read the vault",
+        folders.join(", "),
+        ctx.role.path.display()
+    )))
 }
 
 pub struct ListFiles;

@@ -63,6 +63,9 @@ pub fn run(ws: &Workspace, role_name: &str, task: Option<&str>) -> Result<u8, Cl
             }
         );
     }
+    for line in &p.skills_left_out {
+        eprintln!("note: {}", line.replace("**", ""));
+    }
     if !p.missing.is_empty() {
         eprintln!(
             "note: context entries that found nothing: {}",

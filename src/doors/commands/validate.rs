@@ -149,6 +149,7 @@ fn forecast_checks(ws: &Workspace) -> Vec<Diagnostic> {
 /// an inbox no role reads.
 fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
     let mut out = Vec::new();
+    out.extend(skill_checks(ws));
     for role in ws.roles.runnable() {
         out.extend(owned_write_paths(role));
         let policy = crate::records::access::AccessPolicy::for_role(role);
@@ -338,4 +339,27 @@ fn notify_checks(ws: &Workspace, file: &Path) -> Vec<Diagnostic> {
         ));
     }
     out
+}
+
+/// Every skill a role lists (abstract ones included: their children inherit the list), checked
+/// once each: there, named as the format asks and as its folder, described, its links leading
+/// to its own files (DESIGN §25).
+fn skill_checks(ws: &Workspace) -> Vec<Diagnostic> {
+    let mut listed: Vec<(String, PathBuf, usize)> = Vec::new();
+    for role in ws.roles.roles.values() {
+        for name in &role.skills {
+            let (file, line) = role
+                .skill_lines
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| (role.path.clone(), 0));
+            if !listed
+                .iter()
+                .any(|(n, f, l)| n == name && *f == file && *l == line)
+            {
+                listed.push((name.clone(), file, line));
+            }
+        }
+    }
+    crate::setup::skills::diagnostics(&ws.vault, &listed)
 }

@@ -106,7 +106,7 @@ async fn run_in(
     prep.hops = session.hops;
     prep.limits.run_deadline = session.deadline.saturating_duration_since(env.clock.instant());
     let mcp = session.mcp.clone();
-    prep.notes = mcp.down.iter().map(down_line).collect();
+    prep.notes.extend(mcp.down.iter().map(down_line));
     let outcome = match (mcp.required_down(), output_check(env, role)) {
         (Some(d), _) => TurnOutcome::ended(TurnEnd::ServerDown {
             cause: format!("{} (it is required)", d.problem),

@@ -160,7 +160,7 @@ pub(super) fn prepare(env: &RunEnv, role: &Role, trigger: &Trigger, notes: &[Not
             hashes: prompt.hashes.clone(),
             limits,
             hops,
-            notes: Vec::new(),
+            notes: prompt.skills_left_out.clone(),
         };
         (prep, prompt)
     })

@@ -52,6 +52,7 @@ pub(super) fn apply_section(def: &mut RoleDef, section: &sections::Section, path
             }
         }
         SectionKind::Tools => add_tools(def, &items, path),
+        SectionKind::Skills => add_skills(def, &items, path),
         SectionKind::Schedule => add_schedule(def, &items, path),
         SectionKind::Inbox => {
             if let Some(item) = items.first() {
@@ -91,6 +92,7 @@ const KNOWN_SECTIONS: &[&str] = &[
     "User Preferences",
     "Preferences",
     "Rules",
+    "Skills",
 ];
 
 /// A heading tabd does not know: passed to the model as written, with a warning — or, when it is
@@ -114,7 +116,7 @@ fn add_other(def: &mut RoleDef, section: &sections::Section, path: &Path) {
             section.line,
             format!(
                 "unknown section `## {heading}` is passed to the model as written; known sections: Mission, Goals, \
-                 Context Files, Tools, Schedule, Inbox, User Preferences, Rules"
+                 Context Files, Tools, Schedule, Inbox, User Preferences, Rules, Skills"
             ),
         ));
     }
@@ -203,5 +205,26 @@ fn add_tools(def: &mut RoleDef, items: &[sections::Item], path: &Path) {
                 ),
             ));
         }
+    }
+}
+
+/// `## Skills`: one skill name an item (`- weekly-report — what it is for`: the first word).
+/// Whether each is there and well formed is `tabd validate`'s to say: a run goes on without a
+/// skill it cannot use.
+fn add_skills(def: &mut RoleDef, items: &[sections::Item], path: &Path) {
+    for item in items {
+        let name = item.text.trim().trim_matches('`').trim();
+        let name = name
+            .split([' ', '\t', ':'])
+            .next()
+            .unwrap_or("")
+            .trim_matches('`');
+        if name.is_empty() || def.skills.iter().any(|s| s == name) {
+            continue;
+        }
+        def.skills.push(name.to_string());
+        def.skill_lines
+            .entry(name.to_string())
+            .or_insert_with(|| (path.to_path_buf(), item.line));
     }
 }

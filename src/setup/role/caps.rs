@@ -79,6 +79,12 @@ pub const TOOLS: Cap = Cap {
     max: 200,
     instead: "allow a whole server with `server/*`",
 };
+pub const SKILLS: Cap = Cap {
+    what: "`## Skills`",
+    items: "skills",
+    max: 100,
+    instead: "list the skills this role's work calls for; each is a line of its prompt at every run",
+};
 pub const SCHEDULE: Cap = Cap {
     what: "`## Schedule`",
     items: "schedules",
@@ -115,6 +121,7 @@ pub const ALL: &[Cap] = &[
     CAN_DELEGATE_TO,
     APPROVE,
     TOOLS,
+    SKILLS,
     SCHEDULE,
     GOALS,
     RULES,
@@ -167,6 +174,7 @@ pub(super) fn section_fits(def: &mut RoleDef, section: &Section, items: &[Item])
         SectionKind::Context => (CONTEXT, def.context.len()),
         SectionKind::Tools => (TOOLS, def.tools.as_ref().map_or(0, Vec::len) + def.mcp.len()),
         SectionKind::Schedule => (SCHEDULE, def.schedule.as_ref().map_or(0, Vec::len)),
+        SectionKind::Skills => (SKILLS, def.skills.len()),
         _ => return true,
     };
     // A schedule line may hold several phrases joined by `;`: each is a schedule.
@@ -199,6 +207,7 @@ pub(super) fn inherited(def: &RoleDef, merged: &RoleDef) -> Vec<Diagnostic> {
             TOOLS,
             merged.tools.as_ref().map_or(0, Vec::len) + merged.mcp.len(),
         ),
+        (SKILLS, merged.skills.len()),
         (SECTIONS, merged.extra.len()),
         (WATCH, s.watch.len()),
         (WRITE_PATHS, s.write_paths.len()),

@@ -26,6 +26,9 @@ pub use context::ContextEntry;
 pub use sections::SectionKind;
 pub use settings::{CatchUp, RoleSettings};
 
+/// The tool a role's skills are read with.
+const READ_FILE: &str = "read_file";
+
 /// The tools a role gets when its file has no `## Tools` section.
 pub const DEFAULT_TOOLS: &[&str] = &["read_file", "list_files", "search_files", "remember"];
 
@@ -90,6 +93,8 @@ struct RoleDef {
     context_lines: HashMap<ContextEntry, (PathBuf, usize)>,
     tools: Option<Vec<String>>,
     mcp: Vec<McpAllow>,
+    skills: Vec<String>,
+    skill_lines: HashMap<String, (PathBuf, usize)>,
     schedule: Option<Vec<ScheduleLine>>,
     inbox: Option<VaultPath>,
     preferences: Option<String>,
@@ -119,6 +124,9 @@ pub struct Role {
     pub tools: Vec<String>,
     /// MCP tools allowed in `## Tools` (`server/*`, `server/tool`).
     pub mcp: Vec<McpAllow>,
+    /// The skills `## Skills` lists (inherited like tools), and where each is written.
+    pub skills: Vec<String>,
+    pub skill_lines: HashMap<String, (PathBuf, usize)>,
     pub schedule: Schedule,
     /// The inbox folder.
     pub inbox: VaultPath,
@@ -144,9 +152,17 @@ impl Role {
         self.settings.catch_up()
     }
 
-    /// A vault tool the role may call (listed, and not in `deny_tools`).
+    /// A vault tool the role may call (listed, and not in `deny_tools`). A role that lists
+    /// skills may read them even without `read_file` in `## Tools` (see `reads_only_skills`).
     pub fn has_tool(&self, name: &str) -> bool {
-        self.tools.iter().any(|t| t == name) && !self.settings.deny_tools.iter().any(|d| d == name)
+        let listed = self.tools.iter().any(|t| t == name) || (name == READ_FILE && !self.skills.is_empty());
+        listed && !self.settings.deny_tools.iter().any(|d| d == name)
+    }
+
+    /// `read_file` is this role's only through its skills: it reads inside their folders and
+    /// nowhere else.
+    pub fn reads_only_skills(&self) -> bool {
+        !self.skills.is_empty() && !self.tools.iter().any(|t| t == READ_FILE)
     }
 
     /// How deep delegation may go from a run of this role (default 1: children cannot delegate).
@@ -718,6 +734,8 @@ fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> R
             }
         }),
         mcp: merged.mcp,
+        skills: merged.skills,
+        skill_lines: merged.skill_lines,
         schedule: Schedule {
             lines: merged.schedule.unwrap_or_default(),
             tz,
@@ -825,6 +843,10 @@ fn merge_into(acc: &mut RoleDef, child: &RoleDef) {
     }
     if let Some(tools) = &child.tools {
         union(acc.tools.get_or_insert_with(Vec::new), tools);
+    }
+    union(&mut acc.skills, &child.skills);
+    for (name, at) in &child.skill_lines {
+        acc.skill_lines.entry(name.clone()).or_insert_with(|| at.clone());
     }
     for a in &child.mcp {
         if !acc.mcp.iter().any(|x| x.server == a.server && x.tool == a.tool) {

@@ -19,6 +19,8 @@ pub enum SectionKind {
     Inbox,
     Preferences,
     Rules,
+    /// `## Skills`: the Agent Skills the role may use (DESIGN §25).
+    Skills,
     /// Any other heading: kept and passed to the model under its own name.
     Other,
 }
@@ -35,6 +37,7 @@ impl SectionKind {
             "inbox" => Self::Inbox,
             "user preferences" | "preferences" => Self::Preferences,
             "rules" => Self::Rules,
+            "skills" => Self::Skills,
             _ => Self::Other,
         }
     }

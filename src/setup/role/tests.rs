@@ -701,3 +701,25 @@ fn any_role_file_loads_or_is_broken_with_lines_and_the_others_still_load() {
         })
         .unwrap();
 }
+
+/// `## Skills` is inherited like `## Tools` (parent's first, each once, each at the line that
+/// wrote it); a role that lists skills but not `read_file` gets `read_file` for them alone, and
+/// `deny_tools` still wins.
+#[test]
+fn skills_are_inherited_and_give_read_file_for_themselves() {
+    let parent = "# P\n## Tools\n- write_file\n## Skills\n- weekly-report\n";
+    let child = "---\nextends: _p\n---\n# C\n## Skills\n- `triage` — sorting notes\n- weekly-report\n";
+    let denied = "---\ndeny_tools: [read_file]\n---\n# D\n## Skills\n- triage\n";
+    let set = load(&[("_p", parent), ("c", child), ("d", denied), ("risk", RISK)]);
+    assert!(set.errors().next().is_none(), "{:#?}", set.diagnostics);
+    let c = &set.roles["c"];
+    assert_eq!(c.skills, ["weekly-report", "triage"]);
+    assert_eq!(c.skill_lines["weekly-report"], (PathBuf::from("roles/_p.md"), 5));
+    assert_eq!(c.skill_lines["triage"], (PathBuf::from("roles/c.md"), 6));
+    assert!(c.has_tool("read_file") && c.reads_only_skills());
+    assert!(
+        !set.roles["risk"].reads_only_skills(),
+        "no skills: the default tools"
+    );
+    assert!(!set.roles["d"].has_tool("read_file"), "deny_tools wins");
+}
