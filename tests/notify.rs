@@ -299,9 +299,13 @@ fn the_desktop_channel_hands_the_event_to_notify_send() {
     });
     let args = std::fs::read_to_string(&said).unwrap();
     let args: Vec<&str> = args.lines().collect();
-    assert_eq!(args[..3], ["--app-name=tabd", "--", "Ops asks to run write_file"]);
+    assert_eq!(
+        args[..3],
+        ["--app-name=tabd", "--", "Ops asks to write project/plan.md"]
+    );
+    // The change's first lines first, then what to do (issue 39, item 4).
     assert!(
-        args[3].starts_with("A write call waits for your approval"),
+        args[3].starts_with("“ship” — A write call waits for your approval"),
         "{args:?}"
     );
 }
