@@ -15,6 +15,7 @@ fn config(nats: &Nats, device: &str, lease_s: u64) -> ClusterConfig {
         device: device.into(),
         lease: Duration::from_secs(lease_s),
         when_alone: WhenAlone::Skip,
+        key: None,
     }
 }
 

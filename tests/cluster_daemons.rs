@@ -13,19 +13,21 @@ use crate::support::fake_model::FakeModel;
 use crate::support::nats::Nats;
 use crate::support::{wire, TestVault};
 
-const DEVICES: [&str; 3] = ["laptop", "desktop", "server"];
+pub(crate) const DEVICES: [&str; 3] = ["laptop", "desktop", "server"];
 
 /// Three devices of one vault.
-struct Devices {
-    v: TestVault,
-    fake: FakeModel,
-    nats: Nats,
-    daemons: BTreeMap<&'static str, Daemon>,
+pub(crate) struct Devices {
+    pub(crate) v: TestVault,
+    pub(crate) fake: FakeModel,
+    pub(crate) nats: Nats,
+    pub(crate) daemons: BTreeMap<&'static str, Daemon>,
     lease_s: u64,
+    /// More of each device's `[cluster]` table (`key = …`).
+    pub(crate) extra: String,
 }
 
 impl Devices {
-    fn new(test: &str, lease_s: u64, limits: &str) -> Option<Devices> {
+    pub(crate) fn new(test: &str, lease_s: u64, limits: &str) -> Option<Devices> {
         let nats = Nats::three(test)?;
         let fake = FakeModel::start();
         let v = vault_with(&fake, &daemon_config(limits));
@@ -36,19 +38,20 @@ impl Devices {
             nats,
             daemons: BTreeMap::new(),
             lease_s,
+            extra: String::new(),
         })
     }
 
-    fn config_of(&self, device: &str) -> PathBuf {
+    pub(crate) fn config_of(&self, device: &str) -> PathBuf {
         self.v.dir.path().join(format!("config-{device}.toml"))
     }
 
-    fn start(&mut self, device: &'static str) {
+    pub(crate) fn start(&mut self, device: &'static str) {
         let base = std::fs::read_to_string(&self.v.config).expect("config");
         let path = self.config_of(device);
         std::fs::write(
             &path,
-            format!("{base}\n{}", self.nats.config(device, self.lease_s, "")),
+            format!("{base}\n{}", self.nats.config(device, self.lease_s, &self.extra)),
         )
         .expect("config");
         let mut cmd = self.v.command_with_config(&path, &["run"]);
@@ -59,14 +62,14 @@ impl Devices {
         self.daemons.insert(device, Daemon::start_command(&self.v, cmd));
     }
 
-    fn start_all(&mut self) {
+    pub(crate) fn start_all(&mut self) {
         for d in DEVICES {
             self.start(d);
         }
     }
 
     /// Every run record of every device, with the device's name.
-    fn records(&self) -> Vec<(String, Value)> {
+    pub(crate) fn records(&self) -> Vec<(String, Value)> {
         let mut out = Vec::new();
         for d in DEVICES {
             let dir = self.v.path(&format!(".tabd/devices/{d}/runs"));
@@ -87,14 +90,14 @@ impl Devices {
         out
     }
 
-    fn ok_records(&self, role: &str) -> Vec<(String, Value)> {
+    pub(crate) fn ok_records(&self, role: &str) -> Vec<(String, Value)> {
         self.records()
             .into_iter()
             .filter(|(_, r)| r["role"] == role && r["outcome"] == "ok")
             .collect()
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.daemons
             .iter()
             .map(|(d, daemon)| {
@@ -110,7 +113,7 @@ impl Devices {
     }
 
     /// Waits until `cond`, or panics with every daemon's log.
-    fn wait(&self, within: Duration, what: &str, cond: impl Fn() -> bool) {
+    pub(crate) fn wait(&self, within: Duration, what: &str, cond: impl Fn() -> bool) {
         let deadline = std::time::Instant::now() + within;
         while !cond() {
             assert!(
@@ -123,7 +126,7 @@ impl Devices {
     }
 
     /// Waits until a device runs `role` (its model request arrived, its status says so).
-    fn wait_running(&self, role: &str) {
+    pub(crate) fn wait_running(&self, role: &str) {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while self.fake.requests().is_empty() || self.running(role).is_none() {
             assert!(
@@ -136,7 +139,7 @@ impl Devices {
     }
 
     /// The device whose daemon shows `role` running.
-    fn running(&self, role: &str) -> Option<&'static str> {
+    pub(crate) fn running(&self, role: &str) -> Option<&'static str> {
         DEVICES.into_iter().find(|d| {
             let text = std::fs::read_to_string(self.v.path(&format!(".tabd/devices/{d}/status.json")))
                 .unwrap_or_default();
@@ -150,7 +153,7 @@ impl Devices {
     }
 }
 
-fn note(i: usize) -> String {
+pub(crate) fn note(i: usize) -> String {
     format!("---\nfrom: person\n---\nNote number {i}.\n")
 }
 

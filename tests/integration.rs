@@ -8,6 +8,7 @@ mod attacks;
 mod big_notes;
 mod cli_foundation;
 mod cluster;
+mod cluster_approvals;
 mod cluster_daemons;
 mod context_entries;
 mod cost;

@@ -80,6 +80,7 @@ fn claim_cost(nats: &Nats, n: usize) -> (Vec<f64>, Vec<f64>) {
             device: "bench".into(),
             lease: Duration::from_secs(30),
             when_alone: tabd::setup::config::cluster::WhenAlone::Skip,
+            key: None,
         };
         let c = Cluster::connect(&config, "Bench").await.unwrap();
         let base = chrono::Utc::now().timestamp() * 1000;

@@ -111,6 +111,16 @@ impl Key {
         })
     }
 
+    /// The key the devices of a cluster share (`[cluster] key`, DESIGN §24): it signs and checks
+    /// what they hand each other through the servers, and keeps no marks (each device keeps its
+    /// own, under its own key's folder).
+    pub fn shared(secret: &[u8]) -> Key {
+        Key {
+            bytes: secret.to_vec(),
+            home: None,
+        }
+    }
+
     /// A key for tests (it keeps no marks).
     pub fn from_bytes(bytes: &[u8]) -> Key {
         Key {

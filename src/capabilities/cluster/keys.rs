@@ -38,6 +38,11 @@ impl ClaimKey {
         ))
     }
 
+    /// A record devices hand each other (`shared`): `<vault>.<kind>.<id>`.
+    pub fn shared(vault: &str, kind: &str, id: &str) -> Self {
+        Self(format!("{}.{}.{}", token(vault), token(kind), token(id)))
+    }
+
     /// An approval's execution (DESIGN §15, §23): `<vault>.approval.<id>`.
     pub fn approval(vault: &str, id: &str) -> Self {
         Self(format!("{}.approval.{}", token(vault), token(id)))

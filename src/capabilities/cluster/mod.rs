@@ -8,12 +8,15 @@
 //! - `tabd_done` — what was run (a week): a device that comes late, or catches up after a
 //!   sleep, finds the slot or note done and leaves it;
 //! - `tabd_devices` — each device's last heartbeat; a heartbeat that is written is the quorum
-//!   check, and one written by another process under the same name says the name is taken.
+//!   check, and one written by another process under the same name says the name is taken;
+//! - `tabd_shared` — what devices hand each other (`shared`): approval requests, their execution
+//!   records, waiting runs. The bytes are the caller's (signed with the cluster's key).
 //!
 //! `keys` names the keys; `lease` is what a device holds, and what the fence asks.
 
 pub mod keys;
 pub mod lease;
+pub mod shared;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,6 +36,9 @@ pub const CLAIMS: &str = "tabd_claims";
 pub const DONE: &str = "tabd_done";
 /// Each device's last heartbeat, kept a month.
 pub const DEVICES: &str = "tabd_devices";
+/// What devices hand each other, kept longer than any suspended run may wait.
+pub const SHARED: &str = "tabd_shared";
+const SHARED_FOR: Duration = Duration::from_secs(400 * 24 * 3600);
 const DONE_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
 const DEVICES_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
 /// How long one request to the servers may take before the cluster counts as out of reach.
@@ -88,6 +94,7 @@ struct Buckets {
     claims: kv::Store,
     done: kv::Store,
     devices: kv::Store,
+    shared: kv::Store,
     /// The claims bucket's `max_age`: what another device set when it made it wins.
     lease: Duration,
 }
@@ -403,9 +410,10 @@ async fn make_buckets(
     let claims = open(CLAIMS, lease).await?;
     let done = open(DONE, DONE_FOR).await?;
     let devices = open(DEVICES, DEVICES_FOR).await?;
+    let shared = open(SHARED, SHARED_FOR).await?;
     // A stream just made is known to every server a moment later ("no stream found for given
     // subject" until then): one write to each, tried again like the opening, before any claim.
-    for store in [&claims, &done, &devices] {
+    for store in [&claims, &done, &devices, &shared] {
         let retry = backon::ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(100))
             .with_max_times(5);
@@ -429,6 +437,7 @@ async fn make_buckets(
         claims,
         done,
         devices,
+        shared,
         lease: kept,
     })
 }

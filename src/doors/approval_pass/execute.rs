@@ -3,8 +3,9 @@
 
 use serde_json::Value;
 
+use super::shared::Shared;
 use super::write::{finish, owed, rewrite, update};
-use super::Pass;
+use super::{cluster, Pass};
 use crate::gate::harness::Door;
 use crate::records::state::approval_ledger::{self, Approval, Phase};
 use crate::running::run::session::{self, Door as SessionDoor, Opening, Servers, Session};
@@ -39,8 +40,16 @@ pub(super) fn invalid(env: &RunEnv, id: &str, a: &Approval, why: &str) {
     }
 }
 
-/// Checks the approved call as it now stands and runs it once.
-pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: &mut Pass) {
+/// Checks the approved call as it now stands and runs it once — once across devices too, with
+/// `shared` (`cluster::take`: the approval's claim fences the call, the execution record says
+/// which device ran it).
+pub(super) async fn run(
+    env: &RunEnv,
+    (id, a): (&str, &Approval),
+    args: Value,
+    shared: Option<&Shared>,
+    out: &mut Pass,
+) {
     if !args.is_object() {
         return invalid(
             env,
@@ -57,30 +66,36 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
             &format!("the role {} no longer exists or has errors", a.role),
         );
     };
+    let Ok(held) = cluster::take_or_later(env, shared, id, &mut out.next).await else {
+        return;
+    };
+    let env = &cluster::fenced(env, held.as_ref());
     let session = open_session(env, role, a).await;
-    let mcp = session.mcp.clone();
-    if let Some(down) = mcp.down.first() {
-        let why = format!("{}, so nothing was sent", down.problem);
-        session.close(&[]).await;
-        return invalid(env, id, a, &why);
-    }
     // One call, no asking (the person has answered), the chain the asking run was in.
     let mut ticket = session.ticket(None, Default::default());
     ticket.max_tool_calls = 1;
     let harness = session.harness(ticket);
-    let checked = match harness.key_of(&a.exposed) {
-        Some(key) if key == a.tool => harness.check(&a.exposed, &args),
-        Some(_) | None => Err(format!("the role no longer has the tool {}", a.tool)),
-    };
-    if let Err(why) = checked {
+    if let Err(why) = check_call(&session, &harness, a, &args) {
         session.close(&[]).await;
+        cluster::withdraw(shared, id, held, None).await;
         return invalid(env, id, a, &why);
     }
+    let held = match (shared, held) {
+        (Some(sh), Some(h)) => match cluster::begin(env, sh, (id, a), h).await {
+            Some(h) => Some(h),
+            None => return session.close(&[]).await,
+        },
+        _ => None,
+    };
     match claim(env, id) {
         Claim::Run => {}
-        Claim::No => return session.close(&[]).await,
+        Claim::No => {
+            cluster::withdraw(shared, id, held, None).await;
+            return session.close(&[]).await;
+        }
         Claim::StartedBefore => {
             session.close(&[]).await;
+            cluster::withdraw(shared, id, held, Some(Phase::Unknown)).await;
             finish(env);
             return out.refused.push(id.to_string());
         }
@@ -99,7 +114,28 @@ pub(super) async fn run(env: &RunEnv, id: &str, a: &Approval, args: Value, out: 
     let undo = matches!(&called, Ok(c) if !c.result.changes.is_empty()).then(|| session.id.clone());
     let (phase, text, sandbox) = outcome(called);
     record(env, id, a, (phase, &text, sandbox.as_deref()), undo.as_deref());
+    if let (Some(sh), Some(h)) = (shared, held) {
+        let line = crate::base::text::one_line(&text, MAX_OUTCOME);
+        cluster::end(sh, id, h, (phase, format!("{}: {line}", phase.as_str()))).await;
+    }
     out.ran.push(id.to_string());
+}
+
+/// The call as it now stands: the server it needs is up, the role still has the tool, the
+/// arguments fit its schema.
+fn check_call(
+    session: &Session,
+    harness: &crate::gate::harness::Harness,
+    a: &Approval,
+    args: &Value,
+) -> Result<(), String> {
+    if let Some(down) = session.mcp.down.first() {
+        return Err(format!("{}, so nothing was sent", down.problem));
+    }
+    match harness.key_of(&a.exposed) {
+        Some(key) if key == a.tool => harness.check(&a.exposed, args),
+        Some(_) | None => Err(format!("the role no longer has the tool {}", a.tool)),
+    }
 }
 
 /// What the call came to: its phase, its text, and the sandbox's refusal if that stopped it.

@@ -6,9 +6,13 @@
 //! duplicate events, reloads and two quick edits can never run a note twice. A host acts only on
 //! the approvals of roles that run on it (`runs_on`).
 //!
-//! - `execute` — one approved call; `write` — ledger, note and daily-log writes.
+//! - `execute` — one approved call; `write` — ledger, note and daily-log writes;
+//! - `shared` and `cluster` — with `[cluster]` and its key, approvals across devices: a request
+//!   another device asked for is taken from the cluster, and the call runs once across devices.
 
+mod cluster;
 mod execute;
+pub mod shared;
 mod write;
 
 use std::collections::BTreeMap;
@@ -92,8 +96,8 @@ pub fn recover(env: &RunEnv) -> usize {
     interrupted
 }
 
-/// One pass over the folder and the ledger.
-pub async fn pass(env: &RunEnv) -> Pass {
+/// One pass over the folder and the ledger (`shared`: with `[cluster]` and its key).
+pub async fn pass(env: &RunEnv, shared: Option<&shared::Shared>) -> Pass {
     // What a decision (here, or `tabd approve`/`reject`, or one a crash cut short) still owes its
     // note and the daily log, first: a request that still owes it is not acted on.
     let mut out = Pass {
@@ -107,6 +111,9 @@ pub async fn pass(env: &RunEnv) -> Pass {
     // Another host's roles are that host's to decide (`runs_on`): never touched here.
     ledger.retain(|_, a| runs_here(env, &a.role));
     out.phases = fingerprint(&ledger);
+    if let Some(sh) = shared {
+        ran_elsewhere(env, sh, &mut ledger, now).await;
+    }
     expire(env, &ledger, now, &mut out);
     let settle = chrono::Duration::milliseconds(env.config.inbox.settle_ms as i64);
     let Ok(dir) = VaultPath::parse(crate::gate::approvals::FOLDER, false) else {
@@ -129,7 +136,7 @@ pub async fn pass(env: &RunEnv) -> Pass {
             out.next = Some(out.next.map_or(at, |n| n.min(at)));
             continue;
         }
-        consider(env, &ledger, entry, &mut out).await;
+        consider(env, (&ledger, shared), entry, &mut out).await;
     }
     let next_expiry = ledger
         .values()
@@ -152,8 +159,34 @@ fn runs_here(env: &RunEnv, role: &str) -> bool {
     })
 }
 
+/// Requests due to expire here that another device ran already (its execution record says so):
+/// their outcome is taken, and they are not expired over the other device's result.
+async fn ran_elsewhere(
+    env: &RunEnv,
+    sh: &shared::Shared,
+    ledger: &mut BTreeMap<String, Approval>,
+    now: DateTime<Utc>,
+) {
+    let due: Vec<String> = ledger
+        .iter()
+        .filter(|(_, a)| a.phase == Phase::Pending && a.expires <= now)
+        .map(|(id, _)| id.clone())
+        .collect();
+    for id in due {
+        if let Ok(Some((e, _))) = sh.execution(&id).await {
+            cluster::elsewhere(env, &id, &e);
+            ledger.remove(&id);
+        }
+    }
+}
+
 /// Reads one settled note and acts on it.
-async fn consider(env: &RunEnv, ledger: &BTreeMap<String, Approval>, entry: &Entry, out: &mut Pass) {
+async fn consider(
+    env: &RunEnv,
+    (ledger, shared): (&BTreeMap<String, Approval>, Option<&shared::Shared>),
+    entry: &Entry,
+    out: &mut Pass,
+) {
     let vault = env.vault.clone();
     let text = match crate::base::blocking::run(|| vault.read_text(&entry.path, MAX_NOTE_BYTES)) {
         Ok(t) => t,
@@ -177,7 +210,7 @@ async fn consider(env: &RunEnv, ledger: &BTreeMap<String, Approval>, entry: &Ent
             return unreadable(env, ledger, entry, (&why, false), out);
         }
     };
-    act(env, ledger, &entry.path, &text, read, out).await;
+    act(env, (ledger, shared), &entry.path, &text, read, out).await;
 }
 
 /// A note tabd cannot act on as it stands (too large, its frontmatter unreadable) is never
@@ -316,18 +349,21 @@ fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>, within: std::time
 /// Acts on one settled note.
 async fn act(
     env: &RunEnv,
-    ledger: &BTreeMap<String, Approval>,
+    (ledger, shared): (&BTreeMap<String, Approval>, Option<&shared::Shared>),
     path: &VaultPath,
     text: &str,
     read: note::Read,
     out: &mut Pass,
 ) {
     let status = read.status.as_deref().unwrap_or("");
-    let record = read
+    let mut record = read
         .id
         .as_ref()
-        .and_then(|id| ledger.get(id).cloned().map(|a| (id.clone(), a)))
-        .filter(|(_, a)| a.note == path.as_str());
+        .and_then(|id| ledger.get(id).cloned().map(|a| (id.clone(), a)));
+    if let (None, Some(sh), Some(id), "approved") = (&record, shared, &read.id, status) {
+        record = taken(env, sh, id, path).await.map(|a| (id.clone(), a));
+    }
+    let record = record.filter(|(_, a)| a.note == path.as_str());
     let decided = record.as_ref().is_some_and(|(_, a)| a.phase == Phase::Approved);
     if status != "approved" && status != "rejected" && !decided {
         return;
@@ -357,7 +393,9 @@ async fn act(
     match verdict(&a, read, env.clock.now(), within) {
         Verdict::Leave => {}
         Verdict::Reject => reject(env, &id, out),
-        Verdict::Run(args) => execute::run(env, &id, &a, args, out).await,
+        Verdict::Run(args) => execute::run(env, (&id, &a), args, shared, out).await,
+        // A note another device ran, still `approved` here (its result not synced in yet).
+        Verdict::Refuse { .. } if ran_on_another(shared, &id).await => {}
         Verdict::Refuse { why, phase } => {
             let line = format!(
                 "**Not run** ({}): {why}.",
@@ -374,6 +412,56 @@ async fn act(
             execute::too_old(env, &id, &a, &why);
             out.refused.push(id);
         }
+    }
+}
+
+/// The request `id` of the approved note at `path`, which another device asked for, from the
+/// cluster (checked: signed with the cluster's key, for this note, of a role that runs here),
+/// taken into this device's ledger as pending; `None` when it is not there (the asking device
+/// has not handed it over: it runs it) or fails its check (said once; nothing runs).
+async fn taken(env: &RunEnv, sh: &shared::Shared, id: &str, path: &VaultPath) -> Option<Approval> {
+    let a = match sh.request(id).await {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            if sh.first_time(&format!("unshared {id}")) {
+                tracing::debug!("approvals: {path} is another device's request, not handed over: left to it");
+            }
+            return None;
+        }
+        Err(e) => {
+            sh.report(env, &format!("approval {id}"), e);
+            return None;
+        }
+    };
+    if a.note != path.as_str() {
+        sh.refuse(
+            env,
+            &format!("the cluster's request {id} is for {}, not for {path}", a.note),
+        );
+        return None;
+    }
+    if !runs_here(env, &a.role) {
+        return None;
+    }
+    shared::take_request(env, id, &a).ok()
+}
+
+/// Whether another device ran the call `id` (its execution record says so): its outcome is
+/// taken here, and nothing more is done.
+async fn ran_on_another(shared: Option<&shared::Shared>, id: &str) -> bool {
+    let Some(sh) = shared else {
+        return false;
+    };
+    match sh.execution(id).await {
+        Ok(Some((e, _))) if e.device != sh.device() => {
+            tracing::debug!(
+                "approval {id}: device {} ran its call ({}); nothing more for it here",
+                e.device,
+                e.phase.as_str()
+            );
+            true
+        }
+        _ => false,
     }
 }
 

@@ -75,6 +75,8 @@ pub(super) struct Coordinator {
     seen: Seen,
     /// The view the status last showed (a change writes it again).
     shown: Option<super::status::ClusterView>,
+    /// With `[cluster] key`: approvals and waiting runs across devices (`shared_runs`).
+    pub(super) shared: Option<crate::doors::approval_pass::shared::Shared>,
 }
 
 /// What a claim came to, for this device.
@@ -106,6 +108,15 @@ impl Coordinator {
         let quorum = Arc::new(AtomicU8::new(UNKNOWN));
         let seen = Arc::default();
         heartbeat(cluster.clone(), (quorum.clone(), Arc::clone(&seen)), c.lease);
+        let shared = c
+            .key
+            .as_deref()
+            .map(|k| crate::doors::approval_pass::shared::Shared::new(cluster.clone(), k));
+        if shared.is_none() {
+            tracing::info!(
+                "cluster: no [cluster] key, so an approval runs on the device that asked, and a run waiting for one goes on there"
+            );
+        }
         Some(Coordinator {
             cluster,
             handle,
@@ -121,10 +132,11 @@ impl Coordinator {
             said_alone: false,
             seen,
             shown: None,
+            shared,
         })
     }
 
-    fn block<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+    pub(super) fn block<T>(&self, work: impl std::future::Future<Output = T>) -> T {
         blocking::run(|| self.handle.block_on(work))
     }
 

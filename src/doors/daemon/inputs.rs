@@ -550,8 +550,9 @@ impl Daemon {
         }
         self.approvals.due = None;
         let env = self.run_env.clone();
+        let shared = self.coordinator.as_ref().and_then(|c| c.shared.clone());
         self.approvals.task = Some(tokio::spawn(async move {
-            crate::doors::approval_pass::pass(&env).await
+            crate::doors::approval_pass::pass(&env, shared.as_ref()).await
         }));
     }
 

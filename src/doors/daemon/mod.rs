@@ -25,6 +25,7 @@ pub mod ready;
 mod reload;
 mod report;
 mod resumes;
+mod shared_runs;
 pub mod slots;
 pub mod status;
 mod tasks;
@@ -385,6 +386,7 @@ impl Daemon {
         self.start_approvals();
         self.drop_interrupted_resumes();
         self.queue_resumes();
+        self.share_waiting();
     }
 
     /// Removes the temp files a crash left behind, walking the whole vault in the background

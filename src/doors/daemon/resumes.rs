@@ -16,7 +16,7 @@ impl Daemon {
     /// Queues the second part of every suspended run whose calls are all decided; sets aside the
     /// records that are not to be resumed.
     pub(super) fn queue_resumes(&mut self) {
-        let state = self.run_env.store.load();
+        let mut state = self.run_env.store.load();
         for found in suspend::all(&self.run_env.vault, &self.run_env.key) {
             let s = match found {
                 Found::Signed(s) => s,
@@ -25,8 +25,9 @@ impl Daemon {
                     continue;
                 }
             };
-            // Resuming: its second part runs now (or was cut off: said at the next start).
-            if s.resuming {
+            // Resuming: its second part runs now (or was cut off: said at the next start). Gone
+            // on on another device (with [cluster]): nothing more here.
+            if s.resuming || self.went_on_elsewhere(&s) {
                 continue;
             }
             if let Some(why) = self.not_to_resume(&state, &s) {
@@ -35,7 +36,11 @@ impl Daemon {
                 }
                 continue;
             }
-            if suspend::decisions(&state, &s).is_none() {
+            // With [cluster]: a call another device ran is decided here too.
+            if self.take_outcomes(&state, &s) {
+                state = self.run_env.store.load();
+            }
+            if suspend::decisions(&state, &s).is_none() || !self.goes_on_here(&s) {
                 continue;
             }
             let now = self.run_env.clock.instant();

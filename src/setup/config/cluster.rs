@@ -8,6 +8,7 @@
 //! device = "laptop"                    # default: the host name
 //! lease_s = 30
 //! when_alone = "skip"                  # or "run"; a role may override
+//! key = "${TABD_CLUSTER_KEY}"          # shared by the devices: approvals and waiting runs go on anywhere
 //! ```
 
 use std::path::PathBuf;
@@ -63,7 +64,11 @@ pub(super) struct RawCluster {
     lease_s: Option<Spanned<u64>>,
     when_alone: Option<Spanned<String>>,
     creds: Option<Spanned<String>>,
+    key: Option<Spanned<String>>,
 }
+
+/// The shortest cluster key: as many characters as `openssl rand -hex 16` writes.
+pub const MIN_KEY_LEN: usize = 32;
 
 /// `[cluster]`, resolved.
 #[derive(Clone, PartialEq)]
@@ -78,6 +83,10 @@ pub struct ClusterConfig {
     /// How long a device keeps what it claimed without renewing it.
     pub lease: Duration,
     pub when_alone: WhenAlone,
+    /// The secret every device of the vault shares (DESIGN §24): what they pass each other
+    /// through the servers — approval requests, their execution records, waiting runs — is
+    /// signed with it. Without it an approval runs on the device that asked, as before.
+    pub key: Option<String>,
 }
 
 impl std::fmt::Debug for ClusterConfig {
@@ -95,6 +104,7 @@ impl std::fmt::Debug for ClusterConfig {
             .field("device", &self.device)
             .field("lease", &self.lease)
             .field("when_alone", &self.when_alone)
+            .field("key", &self.key.as_ref().map(|_| "…"))
             .finish()
     }
 }
@@ -197,13 +207,35 @@ pub(super) fn resolve(
         .as_ref()
         .map(|c| expand(c).map(|p| home(&p)))
         .transpose()?;
+    let key = raw.key.as_ref().map(|k| resolve_key(k, expand)).transpose()?;
     Ok(ClusterConfig {
         nats,
         creds,
         device,
         lease: Duration::from_secs(lease_s),
         when_alone,
+        key,
     })
+}
+
+/// `key`: the secret the devices share, at least `MIN_KEY_LEN` characters.
+fn resolve_key(
+    k: &Spanned<String>,
+    expand: &dyn Fn(&Spanned<String>) -> Result<String, Problem>,
+) -> Result<String, Problem> {
+    let text = expand(k)?;
+    let n = text.chars().count();
+    if n < MIN_KEY_LEN {
+        return Err(problem(
+            Some(k.span()),
+            format!(
+                "[cluster] key is {n} characters; it needs at least {MIN_KEY_LEN}, the same on every device \
+                 (make one with `openssl rand -hex 32`, keep it in the env file as TABD_CLUSTER_KEY and \
+                 write key = \"${{TABD_CLUSTER_KEY}}\")"
+            ),
+        ));
+    }
+    Ok(text)
 }
 
 /// A server URL the client can use: `nats://` or `tls://`, with a host.
@@ -279,6 +311,10 @@ mod tests {
         assert_eq!(c.nats, ["nats://tabd:hunter2-long-secret@home:4222"]);
         let shown = format!("{c:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
+        let keyed = ok("[cluster]\nnats = [\"nats://h:4222\"]\ndevice = \"d1\"\nkey = \"${NATS_PASSWORD}-and-more-of-it\"\n");
+        let key = keyed.cluster.unwrap();
+        assert_eq!(key.key.as_deref(), Some("hunter2-long-secret-and-more-of-it"));
+        assert!(!format!("{key:?}").contains("hunter2"));
         assert_eq!(
             env()
                 .redactor()
@@ -325,6 +361,11 @@ mod tests {
             ("[cluster]\nnats = [\"nats://a:1\"]\nlease = 3\n", 3, "lease"),
             ("[cluster]\nnats = [\"nats://${NOPE}:1\"]\n", 2, "NOPE"),
             ("[cluster]\nnats = \"nats://a:1\"\n", 2, "sequence"),
+            (
+                "[cluster]\nnats = [\"nats://a:1\"]\nkey = \"short\"\n",
+                3,
+                "at least 32",
+            ),
         ] {
             let e = err(text);
             assert_eq!(e.line, Some(line), "{text}: {e}");

@@ -1,0 +1,277 @@
+//! Approvals across devices (DESIGN §23, issue 38 item 4), end to end: real `nats-server`s,
+//! real `tabd run` daemons on one vault folder with `[cluster] key`, the fake model. A call the
+//! person approved runs once across devices — also when the device that asked is down — and the
+//! run waiting for it goes on on the device that ran it; a record in the cluster that fails its
+//! check runs nothing. Skipped without a `nats-server` unless `TABD_REQUIRE_NATS=1`.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::cluster_daemons::{note, Devices, DEVICES};
+use crate::support::approvals::{notes, set_status, status_of};
+use crate::support::wire;
+
+/// The cluster's key of the test devices (the same on every device).
+const KEY: &str = "a-cluster-key-of-at-least-32-characters";
+
+/// Devices with the cluster's key whose role `risk` asks before `write_file`, and a model that
+/// writes `project/approved.md` (the run then waits for the person), then says it is done.
+fn asking(test: &str) -> Option<Devices> {
+    let mut d = Devices::new(test, 3, "")?;
+    d.extra = format!("key = \"{KEY}\"\n");
+    d.fake.respond_with(|req, _| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                "anthropic",
+                None,
+                &[(
+                    "w1",
+                    "write_file",
+                    json!({"path": "project/approved.md", "content": "once\n"}),
+                )],
+            )
+        } else {
+            wire::text("anthropic", "done")
+        }
+    });
+    let role =
+        d.v.read("roles/risk.md")
+            .replacen("## Tools\n", "## Tools\n- write_file\n", 1);
+    d.v.write(
+        "roles/risk.md",
+        &role.replacen("---\n", "---\napprove:\n  write_file: ask\n", 1),
+    );
+    Some(d)
+}
+
+/// Drops a note for `risk`, waits for its approval note and for the asking device to hand its
+/// request and its waiting run to the cluster: that device's name, and the note.
+fn ask(d: &Devices) -> (&'static str, String) {
+    d.v.write("agent/inbox/risk/ask.md", &note(1));
+    d.wait(Duration::from_secs(30), "an approval note", || {
+        notes(&d.v).len() == 1
+    });
+    let approval = notes(&d.v).remove(0);
+    // Its request first, then its run.
+    let handed = |dev: &&str| {
+        d.daemons[*dev]
+            .stderr()
+            .contains("handed to the cluster: it may go on")
+    };
+    d.wait(
+        Duration::from_secs(30),
+        "the waiting run handed to the cluster",
+        || d.daemons.keys().any(&handed),
+    );
+    let asker = *d
+        .daemons
+        .keys()
+        .find(|dev| handed(dev))
+        .expect("the asking device");
+    (asker, approval)
+}
+
+/// A value of the cluster's shared bucket, as the test's own client reads and writes it.
+fn shared_value(d: &Devices, kind: &str, id: &str, change: impl FnOnce(Vec<u8>) -> Vec<u8>) {
+    let vault =
+        d.v.root()
+            .file_name()
+            .expect("a folder")
+            .to_string_lossy()
+            .into_owned();
+    let key = tabd::capabilities::cluster::ClaimKey::shared(&vault, kind, id);
+    let url = d.nats.urls()[0].clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let client = async_nats::connect(url).await.expect("connect");
+        let kv = async_nats::jetstream::new(client)
+            .get_key_value("tabd_shared")
+            .await
+            .expect("the shared bucket");
+        let now = kv.get(key.as_str()).await.expect("get").expect("a record");
+        kv.put(key.as_str(), change(now.to_vec()).into())
+            .await
+            .expect("put");
+    });
+}
+
+fn id_of(d: &Devices, approval: &str) -> String {
+    d.v.read(approval)
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .expect("an id")
+        .trim()
+        .to_string()
+}
+
+/// The records of `risk`'s runs that ended (not waiting), with their devices.
+fn ended(d: &Devices) -> Vec<(String, serde_json::Value)> {
+    d.ok_records("risk")
+        .into_iter()
+        .filter(|(_, r)| r["ended"] != "waiting")
+        .collect()
+}
+
+/// The run ids a device keeps waiting.
+fn waiting_runs(d: &Devices, device: &str) -> Vec<String> {
+    d.v.files_in(&format!(".tabd/devices/{device}/suspended"))
+        .into_iter()
+        .filter_map(|f| f.strip_suffix(".json").map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn an_approval_decided_while_its_device_is_down_runs_once_on_another_and_its_run_goes_on_there() {
+    let Some(mut d) = asking("an_approval_decided_while_its_device_is_down") else {
+        return;
+    };
+    d.start_all();
+    let (asker, approval) = ask(&d);
+    let run = waiting_runs(&d, asker)
+        .pop()
+        .expect("the asking device keeps its run");
+    d.daemons.get_mut(asker).expect("daemon").signal(libc::SIGKILL);
+    set_status(&d.v, &approval, "approved");
+    d.wait(Duration::from_secs(40), "the call done", || {
+        status_of(&d.v, &approval) == "done"
+    });
+    d.wait(Duration::from_secs(40), "the run going on", || {
+        ended(&d).len() == 1
+    });
+    assert_eq!(d.v.read("project/approved.md"), "once\n");
+    let ran = ended(&d);
+    let on = ran[0].0.clone();
+    assert_ne!(on, asker, "went on on a device that was up");
+    assert_eq!(ran[0].1["run_id"], run.as_str(), "the same run: {:?}", ran[0].1);
+    assert_eq!(
+        d.fake.requests().len(),
+        2,
+        "the first part's request and the second's\n{}",
+        d.stderr()
+    );
+    let daily = d.v.daily();
+    assert!(
+        daily.contains("**Resumed:**") && daily.contains(&format!("- **Device:** {on}\n")),
+        "{daily}"
+    );
+    assert_eq!(
+        d.v.read(&approval).matches("## Result").count(),
+        1,
+        "{}",
+        d.v.read(&approval)
+    );
+
+    // The asking device comes back: it does nothing more for the approval or its run.
+    d.start(asker);
+    d.wait(
+        Duration::from_secs(30),
+        "the asking device saying its run went on elsewhere",
+        || {
+            d.daemons[asker].stderr().contains(&format!(
+                "run {run} went on on device {on}; nothing more for it here"
+            ))
+        },
+    );
+    assert!(waiting_runs(&d, asker).is_empty(), "its copy of the run dropped");
+    assert_eq!(d.fake.requests().len(), 2);
+    assert_eq!(ended(&d).len(), 1);
+    assert_eq!(d.v.read("project/approved.md"), "once\n");
+    assert_eq!(status_of(&d.v, &approval), "done");
+    assert!(d.fake.violations().is_empty(), "{:?}", d.fake.violations());
+}
+
+#[test]
+fn an_approval_seen_by_every_device_at_once_runs_once_and_its_run_goes_on_once() {
+    let Some(mut d) = asking("an_approval_seen_by_every_device_at_once") else {
+        return;
+    };
+    d.start_all();
+    let (_, approval) = ask(&d);
+    set_status(&d.v, &approval, "approved");
+    d.wait(Duration::from_secs(40), "the run going on", || {
+        ended(&d).len() == 1 && status_of(&d.v, &approval) == "done"
+    });
+    assert_eq!(d.v.read("project/approved.md"), "once\n");
+    assert_eq!(d.fake.requests().len(), 2, "{}", d.stderr());
+    let text = d.v.read(&approval);
+    assert_eq!(text.matches("## Result").count(), 1, "{text}");
+    assert!(!text.contains("Not run"), "{text}");
+    // Every device's run records: one second part in all.
+    let parts: Vec<_> = d
+        .records()
+        .into_iter()
+        .filter(|(_, r)| r["role"] == "risk")
+        .collect();
+    assert_eq!(parts.len(), 2, "the first part and one second: {parts:?}");
+
+    // A sync tool brings back the note as it was when approved, and the device that ran the call
+    // is down: the others find its execution record and run nothing again.
+    let ran_on = ended(&d)[0].0.clone();
+    let ran_on = *DEVICES.iter().find(|x| **x == ran_on).expect("a device");
+    d.daemons.get_mut(ran_on).expect("daemon").signal(libc::SIGKILL);
+    let id = id_of(&d, &approval);
+    let before =
+        text[..text.find("## Result").expect("a result")].replacen("status: done", "status: approved", 1);
+    let found = format!("approval {id}: device {ran_on} ran its call (done)");
+    let others: Vec<(&str, usize)> = DEVICES
+        .into_iter()
+        .filter(|x| *x != ran_on)
+        .map(|x| (x, d.daemons[x].stderr().matches(&found).count()))
+        .collect();
+    d.v.write(&approval, &before);
+    for (dev, before) in others {
+        d.wait(
+            Duration::from_secs(30),
+            "each other device finding the call ran",
+            || d.daemons[dev].stderr().matches(&found).count() > before,
+        );
+    }
+    assert_eq!(status_of(&d.v, &approval), "approved", "{}", d.stderr());
+    assert!(!d.v.read(&approval).contains("## Result"));
+    assert_eq!(d.fake.requests().len(), 2);
+    assert_eq!(ended(&d).len(), 1);
+}
+
+#[test]
+fn a_forged_request_in_the_cluster_is_refused_and_runs_nothing() {
+    let Some(mut d) = asking("a_forged_request_in_the_cluster_is_refused") else {
+        return;
+    };
+    d.start("laptop");
+    d.start("desktop");
+    let (asker, approval) = ask(&d);
+    let id = id_of(&d, &approval);
+    d.daemons.get_mut(asker).expect("daemon").signal(libc::SIGKILL);
+    // What someone with the servers' password but not the cluster's key can write: the request
+    // as it was, for another tool, signed with another key.
+    let vault =
+        d.v.root()
+            .file_name()
+            .expect("a folder")
+            .to_string_lossy()
+            .into_owned();
+    let name = tabd::capabilities::cluster::ClaimKey::shared(&vault, "request", &id);
+    shared_value(&d, "request", &id, |real| {
+        let body = &real[real.iter().position(|b| *b == b'\n').expect("a seal") + 1..];
+        let forged = String::from_utf8_lossy(body).replace("write_file", "move_file");
+        tabd::base::signing::Key::shared(b"not-the-cluster-key-but-32-chars-long").seal(
+            "tabd cluster record",
+            &[name.as_str().as_bytes()],
+            forged.as_bytes(),
+        )
+    });
+    set_status(&d.v, &approval, "approved");
+    d.wait(
+        Duration::from_secs(30),
+        "the forged request refused in the daily note",
+        || d.v.daily().contains("is refused: its signature does not match"),
+    );
+    assert_eq!(status_of(&d.v, &approval), "approved", "nothing ran it");
+    assert!(!d.v.path("project/approved.md").exists());
+    assert_eq!(d.fake.requests().len(), 1);
+    assert!(d.fake.violations().is_empty(), "{:?}", d.fake.violations());
+}
