@@ -135,6 +135,18 @@ fn a_skill_file_linked_from_outside_its_folder_is_refused() {
     assert!(e.to_string().contains("outside the skill's folder"), "{e}");
 }
 
+/// The example the stock template ships passes every check, with nothing to warn of.
+#[test]
+fn the_template_example_skill_is_valid() {
+    let (d, v) = vault();
+    crate::base::template::init_vault(d.path()).unwrap();
+    let (skill, warnings) = load(&v, "status-report").unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(skill
+        .description
+        .starts_with("Writes a short weekly status report"));
+}
+
 #[test]
 fn within_is_exact_and_needs_a_listed_valid_name() {
     let listed = vec!["report".to_string(), "Bad".to_string()];
