@@ -184,6 +184,34 @@ fn missing_vault_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("tabd init"));
 }
 
+/// Issue 39, item 8: `--vault ~/Valt` for `~/Vault` names the vault beside it with the near
+/// name before it offers `tabd init`; a near folder that is no vault is not suggested.
+#[test]
+fn a_mistyped_vault_path_suggests_the_vault_it_probably_meant() {
+    let v = TestVault::new();
+    let root = v.root();
+    let typo = root.with_file_name("vaul");
+    std::fs::create_dir_all(root.with_file_name("vaulx")).unwrap();
+    let out = v
+        .bare_command(&["run"])
+        .arg("--vault")
+        .arg(&typo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "the vault {} is not a folder; did you mean {} (a tabd vault)? Or, for a new vault, create it with `tabd init {}`",
+            typo.display(),
+            root.display(),
+            typo.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("vaulx"), "{err}");
+}
+
 #[test]
 fn bad_from_is_a_usage_error() {
     let v = TestVault::new();

@@ -610,9 +610,47 @@ pub fn resolve_vault(cli: Option<&Path>, env: &Env, config: &Config) -> Result<P
         .or_else(|| config.vault.clone())
         .ok_or(NoVault::NotGiven)?;
     if !chosen.is_dir() {
-        return Err(NoVault::NotAFolder(chosen));
+        let near = near_vaults(&chosen);
+        return Err(NoVault::NotAFolder { path: chosen, near });
     }
     Ok(chosen)
+}
+
+/// The folders beside `path` whose names are a likely typo of its name and that are tabd vaults
+/// (they have `roles/`): what `--vault ~/Valt` probably meant. Nearest first, at most three; a
+/// folder with very many entries is looked through only so far.
+fn near_vaults(path: &Path) -> Vec<PathBuf> {
+    const LOOKED_AT: usize = 10_000;
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return Vec::new();
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    let names: Vec<String> = entries
+        .take(LOOKED_AT)
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n != name)
+        .collect();
+    let mut near: Vec<(usize, PathBuf)> = names
+        .iter()
+        .filter(|n| crate::base::text::did_you_mean(name, [n.as_str()]).is_some())
+        .map(|n| {
+            (
+                strsim::levenshtein(&name.to_lowercase(), &n.to_lowercase()),
+                parent.join(n),
+            )
+        })
+        .filter(|(_, p)| p.join(crate::base::vault::layout::ROLES).is_dir())
+        .collect();
+    near.sort();
+    near.into_iter().take(3).map(|(_, p)| p).collect()
 }
 
 /// Why there is no vault to open.
@@ -623,8 +661,31 @@ pub enum NoVault {
          (create one with `tabd init DIR`)"
     )]
     NotGiven,
-    #[error("the vault {} is not a folder; create it with `tabd init {}`", .0.display(), .0.display())]
-    NotAFolder(PathBuf),
+    #[error("the vault {} is not a folder; {}", path.display(), not_a_folder_advice(path, near))]
+    NotAFolder {
+        path: PathBuf,
+        /// Vaults beside it with a near name (`near_vaults`).
+        near: Vec<PathBuf>,
+    },
+}
+
+/// A vault beside it with a near name first (a typo is likelier than a new vault), then init.
+fn not_a_folder_advice(path: &Path, near: &[PathBuf]) -> String {
+    let init = format!("`tabd init {}`", path.display());
+    match near {
+        [] => format!("create it with {init}"),
+        [one] => format!(
+            "did you mean {} (a tabd vault)? Or, for a new vault, create it with {init}",
+            one.display()
+        ),
+        many => format!(
+            "did you mean one of these tabd vaults: {}? Or, for a new vault, create it with {init}",
+            many.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -844,7 +905,13 @@ max_attempts = 3
         let e = Env::from_pairs([("TABD_VAULT", v)]);
         assert_eq!(resolve_vault(None, &e, &c).unwrap(), dir.path());
         let err = resolve_vault(None, &Env::default(), &c).unwrap_err();
-        assert_eq!(err, NoVault::NotAFolder(PathBuf::from("/does/not/exist")));
+        assert_eq!(
+            err,
+            NoVault::NotAFolder {
+                path: PathBuf::from("/does/not/exist"),
+                near: Vec::new()
+            }
+        );
         assert_eq!(
             err.to_string(),
             "the vault /does/not/exist is not a folder; create it with `tabd init /does/not/exist`"
