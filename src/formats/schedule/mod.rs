@@ -5,6 +5,7 @@
 //! runs once. Pure functions here; the daemon does the waiting.
 
 pub mod phrase;
+mod words;
 mod zone;
 
 use chrono::{DateTime, Utc};
@@ -34,11 +35,17 @@ pub struct ScheduleLine {
     pub kind: ScheduleKind,
     /// A zone the line names itself (`… 4pm UTC`); otherwise the role's.
     pub zone: Option<Tz>,
-    /// What tabd understood, in words, for `tabd schedule`.
+    /// What the compiled crons mean, in words, for `tabd schedule` (made from croner's fields,
+    /// so they say what fires; see `words`).
     pub understood: String,
     /// Readings the person may not have meant, for `tabd validate`.
     pub notes: Vec<String>,
     crons: Vec<(String, Cron)>,
+    /// What fires: `crons`, but a clock-time cron naming several times split into one cron per
+    /// time. croner gives a cron of one time the fixed-time DST rules and one of several the
+    /// interval ones, so `30 2,14 * * *` skipped 02:30 on a spring-forward night and ran it
+    /// twice on a fall-back one, where docs/schedules.md promises once.
+    fires: Vec<Cron>,
 }
 
 impl ScheduleLine {
@@ -49,27 +56,33 @@ impl ScheduleLine {
         };
         let mut crons = Vec::with_capacity(compiled.crons.len());
         for expr in compiled.crons {
-            // The phrase compiler only emits expressions croner accepts; a failure here is a
-            // bug in the compiler, reported as an error rather than a panic.
-            let cron = parse_cron(&expr).map_err(|e| {
-                PhraseError::new(
-                    source,
-                    phrase::Reason::Internal {
-                        expr: expr.clone(),
-                        croner: e.to_string(),
-                    },
-                )
-            })?;
+            let cron = checked_cron(source, &expr)?;
             crons.push((expr, cron));
+        }
+        let mut fires = Vec::new();
+        for (expr, cron) in &crons {
+            if compiled.kind == ScheduleKind::ClockTime {
+                fires.extend(one_per_time(source, expr, cron)?);
+            } else {
+                fires.push(cron.clone());
+            }
+        }
+        let mut understood = words::describe(
+            crons.iter().map(|(_, c)| c),
+            compiled.kind == ScheduleKind::ClockTime,
+        );
+        if let Some(zone) = compiled.zone {
+            understood = format!("{understood} ({})", zone.name());
         }
         Ok(Some(Self {
             source: source.trim().to_string(),
             line,
             kind: compiled.kind,
             zone: compiled.zone,
-            understood: compiled.understood,
+            understood,
             notes: compiled.notes,
             crons,
+            fires,
         }))
     }
 
@@ -91,12 +104,45 @@ impl ScheduleLine {
     /// The first fire strictly after `after`, in the line's own zone if it names one, else `tz`.
     pub fn next_after(&self, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
         let local = after.with_timezone(&self.zone.unwrap_or(tz));
-        self.crons
+        self.fires
             .iter()
-            .filter_map(|(_, c)| c.find_next_occurrence(&local, false).ok())
+            .filter_map(|c| c.find_next_occurrence(&local, false).ok())
             .map(|t| t.with_timezone(&Utc))
             .min()
     }
+}
+
+/// Parses an expression the phrase compiler wrote. It only emits expressions croner accepts; a
+/// failure here is a bug in the compiler, reported as an error rather than a panic.
+fn checked_cron(source: &str, expr: &str) -> Result<Cron, PhraseError> {
+    parse_cron(expr).map_err(|e| {
+        PhraseError::new(
+            source,
+            phrase::Reason::Internal {
+                expr: expr.to_string(),
+                croner: e.to_string(),
+            },
+        )
+    })
+}
+
+/// A clock-time cron as one cron per time of day (`0 9,17 * * 1-5` → `0 0 9 * * 1-5`,
+/// `0 0 17 * * 1-5`), the day fields as written, so each keeps croner's fixed-time DST rules.
+/// A clock-time line has at most `phrase::MAX_CLOCK_TIMES` times.
+fn one_per_time(source: &str, expr: &str, cron: &Cron) -> Result<Vec<Cron>, PhraseError> {
+    let fields: Vec<&str> = expr.split_whitespace().collect();
+    let days = fields.len().checked_sub(3).map_or(&[][..], |i| &fields[i..]);
+    let times = words::times_of_day(&cron.pattern);
+    if times.len() == 1 {
+        return Ok(vec![cron.clone()]);
+    }
+    times
+        .into_iter()
+        .map(|t| {
+            let one = format!("{} {} {} {}", t % 60, t / 60 % 60, t / 3600, days.join(" "));
+            checked_cron(source, &one)
+        })
+        .collect()
 }
 
 /// All schedule lines of a role, in its time zone.
@@ -176,3 +222,6 @@ impl Schedule {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod corpus;

@@ -228,3 +228,35 @@ fn a_zone_in_the_phrase_wins_over_the_roles() {
         ["Fri 2026-07-03 17:00 WEST", "Mon 2026-07-06 09:00 WEST"]
     );
 }
+
+/// A line of several clock times keeps each time's DST rules (docs/schedules.md: a 02:30 run
+/// on the spring-forward night runs once at 03:00, on the fall-back night once). croner treats a
+/// cron of one time as fixed and one of several as an interval, so `30 2,14 * * *` skipped the
+/// 02:30 on the spring night and ran it twice on the autumn one; each time is its own cron now.
+#[test]
+fn several_clock_times_in_one_cron_keep_the_dst_rules_of_one() {
+    for line in ["2:30am and 2:30pm", "30 2,14 * * *"] {
+        let s = sched(&[line], "Europe/Berlin");
+        let spring = local(&s.next_n(utc("2026-03-28T12:00:00Z"), 3), "Europe/Berlin");
+        assert_eq!(
+            spring,
+            [
+                "Sat 2026-03-28 14:30 CET",
+                "Sun 2026-03-29 03:00 CEST",
+                "Sun 2026-03-29 14:30 CEST"
+            ],
+            "{line}"
+        );
+        let autumn = local(&s.next_n(utc("2026-10-24T12:00:00Z"), 3), "Europe/Berlin");
+        assert_eq!(
+            autumn,
+            [
+                "Sat 2026-10-24 14:30 CEST",
+                "Sun 2026-10-25 02:30 CEST",
+                "Sun 2026-10-25 14:30 CET"
+            ],
+            "{line}"
+        );
+        assert_eq!(s.cron_exprs().len(), 1, "the line still shows one cron: {line}");
+    }
+}

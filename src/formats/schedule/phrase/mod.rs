@@ -31,19 +31,16 @@ pub struct CompiledPhrase {
     pub kind: ScheduleKind,
     /// A zone named in the phrase (`every friday at 4pm UTC`); it wins over the role's.
     pub zone: Option<Tz>,
-    /// What tabd understood, in words (`fri at 16:00; mon at 09:00`), for `tabd schedule`.
-    pub understood: String,
     /// Readings the person may not have meant (`"at 4" read as 16:00`), shown by `validate`.
     pub notes: Vec<String>,
 }
 
 impl CompiledPhrase {
-    fn plain(cron: &str, kind: ScheduleKind, understood: String) -> Self {
+    fn plain(cron: &str, kind: ScheduleKind) -> Self {
         Self {
             crons: vec![cron.to_string()],
             kind,
             zone: None,
-            understood,
             notes: Vec::new(),
         }
     }
@@ -134,10 +131,7 @@ pub fn compile(phrase: &str) -> Result<Option<CompiledPhrase>, PhraseError> {
     let (rest, zone) = take_zone(phrase).map_err(|reason| PhraseError::new(phrase, reason))?;
     let compiled = compile_without_zone(phrase, &rest)?;
     Ok(compiled.map(|mut c| {
-        if let Some(zone) = zone {
-            c.understood = format!("{} ({})", c.understood, zone.name());
-            c.zone = Some(zone);
-        }
+        c.zone = zone;
         c
     }))
 }
@@ -187,11 +181,7 @@ fn compile_without_zone(phrase: &str, rest: &str) -> Result<Option<CompiledPhras
         return Ok(None);
     }
     if let Some((_, cron, kind)) = ALIASES.iter().find(|(a, _, _)| *a == norm) {
-        return Ok(Some(CompiledPhrase::plain(
-            cron,
-            *kind,
-            format!("{norm} (`{cron}`)"),
-        )));
+        return Ok(Some(CompiledPhrase::plain(cron, *kind)));
     }
     if let Some(reason) = refused(&norm) {
         return Err(PhraseError::new(phrase, reason));
@@ -234,7 +224,7 @@ fn looks_like_cron(norm: &str) -> bool {
 
 fn compile_cron(expr: &str) -> Result<CompiledPhrase, PhraseError> {
     let expr = expr.split_whitespace().collect::<Vec<_>>().join(" ");
-    super::parse_cron(&expr).map_err(|e| PhraseError {
+    let cron = super::parse_cron(&expr).map_err(|e| PhraseError {
         phrase: expr.clone(),
         reason: Reason::Cron(e.to_string()),
         understood: Understood::default(),
@@ -247,13 +237,20 @@ fn compile_cron(expr: &str) -> Result<CompiledPhrase, PhraseError> {
         (fields[0], fields[1])
     };
     let is_grid = |f: &str| f.contains('*') || f.contains('/');
-    let kind = if is_grid(min) || is_grid(hour) || (fields.len() == 6 && is_grid(fields[0])) {
+    let grid = is_grid(min) || is_grid(hour) || (fields.len() == 6 && is_grid(fields[0]));
+    // `0-59 0-23 * * *` names 1,440 times: a grid, not clock times to keep one by one.
+    let many = super::words::times_of_day(&cron.pattern).len() > MAX_CLOCK_TIMES;
+    let kind = if grid || many {
         ScheduleKind::Interval
     } else {
         ScheduleKind::ClockTime
     };
-    Ok(CompiledPhrase::plain(&expr, kind, format!("cron `{expr}`")))
+    Ok(CompiledPhrase::plain(&expr, kind))
 }
+
+/// The most times of day a cron line of clock times names; more is a grid (`ScheduleKind::
+/// Interval`). A phrase names far fewer.
+pub(super) const MAX_CLOCK_TIMES: usize = 24;
 
 #[cfg(test)]
 mod tests;

@@ -1,10 +1,12 @@
 //! The words of a phrase (as tokens) read into days, times, an interval, a window or a day of
-//! the month, and those into cron lines with what was understood, in words.
+//! the month, and those into cron lines. What it read so far is kept for a refusal's message;
+//! the words `tabd schedule` shows are made from the crons (`schedule::words`).
 
 use std::collections::BTreeSet;
 
 use super::tokens::Token;
 use super::{CompiledPhrase, Reason, ScheduleKind};
+use crate::formats::schedule::words::ordinal_text;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Interval {
@@ -173,6 +175,11 @@ impl Reader {
                 Ok(1)
             }
             "once" | "twice" | "thrice" => self.times_a(w, rest),
+            // `three times a day` (docs/schedules.md), `two times a day`.
+            "two" | "three" if matches!(rest.first(), Some(Token::Word(t)) if t == "times") => {
+                let word = if w == "two" { "twice" } else { "thrice" };
+                Ok(1 + self.times_a(word, &rest[1..])?)
+            }
             "during" | "within" => self.read_during(rest),
             w if ordinal_word(w).is_some() => {
                 let which = ordinal_word(w).unwrap_or("1");
@@ -520,18 +527,16 @@ impl Reader {
 
     pub(super) fn to_crons(&self) -> Result<CompiledPhrase, Reason> {
         let groups = self.groups()?;
-        let compiled = |crons: Vec<String>, kind, understood: String| CompiledPhrase {
+        let compiled = |crons: Vec<String>, kind| CompiledPhrase {
             crons,
             kind,
             zone: None,
-            understood,
             notes: self.notes.clone(),
         };
         if let Some(interval) = self.interval {
             return Ok(compiled(
                 vec![self.interval_cron(interval)?],
                 ScheduleKind::Interval,
-                self.understood.join(", "),
             ));
         }
         if self.window.is_some() {
@@ -552,7 +557,6 @@ impl Reader {
             _ => "*".into(),
         };
         let mut crons = Vec::new();
-        let mut said = Vec::new();
         for group in &groups {
             let dow = self
                 .nth_weekday
@@ -572,55 +576,8 @@ impl Reader {
                 let hours: Vec<u32> = times.iter().filter(|t| t.1 == m).map(|t| t.0).collect();
                 crons.push(format!("{m} {} {dom} * {dow}", compress(&hours)));
             }
-            let when = if monthly {
-                // The day an ordinal named, else `monthly (the 1st)`.
-                let named = if day_named { "of the month" } else { "month" };
-                self.understood
-                    .iter()
-                    .find(|u| u.contains(named))
-                    .cloned()
-                    .unwrap_or_else(|| "monthly".into())
-            } else {
-                describe_days(&self.dow_field(&group.days))
-            };
-            said.push(format!("{when} at {}", describe_times(&times)));
         }
-        Ok(compiled(crons, ScheduleKind::ClockTime, said.join("; ")))
-    }
-}
-
-/// A cron day-of-week field in words: `*` every day, `1-5` weekdays, `5` fri.
-fn describe_days(dow: &str) -> String {
-    match dow {
-        "*" => "every day".into(),
-        "1-5" => "weekdays".into(),
-        "0,6" => "weekends".into(),
-        _ => dow
-            .split(',')
-            .map(|part| match part.split_once('-') {
-                Some((a, b)) => format!("{}-{}", day_name(a), day_name(b)),
-                None => day_name(part).to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join(","),
-    }
-}
-
-fn day_name(n: &str) -> &'static str {
-    n.parse::<usize>()
-        .ok()
-        .and_then(|n| DAY_NAMES.get(n))
-        .copied()
-        .unwrap_or("?")
-}
-
-/// `09:00 and 17:00`, `09:00, 13:00 and 17:00`.
-fn describe_times(times: &[(u32, u32)]) -> String {
-    let each: Vec<String> = times.iter().map(|(h, m)| format!("{h:02}:{m:02}")).collect();
-    match each.split_last() {
-        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
-        Some((last, _)) => last.clone(),
-        None => String::new(),
+        Ok(compiled(crons, ScheduleKind::ClockTime))
     }
 }
 
@@ -632,16 +589,6 @@ fn bare_hour(n: u32) -> u32 {
     } else {
         n
     }
-}
-
-pub(super) fn ordinal_text(n: u32) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (1, x) if x != 11 => "st",
-        (2, x) if x != 12 => "nd",
-        (3, x) if x != 13 => "rd",
-        _ => "th",
-    };
-    format!("{n}{suffix}")
 }
 
 fn step(n: u32) -> String {

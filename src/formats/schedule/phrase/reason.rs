@@ -4,7 +4,7 @@
 
 use chrono_tz::Tz;
 
-use super::reader::ordinal_text;
+use crate::formats::schedule::words::ordinal_text;
 use crate::formats::schedule::zone::UnknownZone;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
