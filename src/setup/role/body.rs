@@ -171,7 +171,9 @@ fn add_tools(def: &mut RoleDef, items: &[sections::Item], path: &Path) {
                         def.mcp.push(a)
                     }
                 }
-                Err(e) => def.diagnostics.push(Diagnostic::error(path, item.line, e)),
+                Err(e) => def
+                    .diagnostics
+                    .push(Diagnostic::error(path, item.line, e.to_string())),
             }
             continue;
         }

@@ -1,6 +1,24 @@
 //! Entries of a role's `## Context Files`: a file, a folder, a glob or an Obsidian wikilink.
 
-use crate::base::vault::VaultPath;
+use crate::base::vault::{VaultError, VaultPath};
+
+/// Why a context entry cannot be read; its `Display` is the sentence a diagnostic shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadEntry {
+    #[error("empty context entry")]
+    Empty,
+    #[error("`{0}` links to nothing")]
+    LinksToNothing(String),
+    #[error(transparent)]
+    Path(#[from] BadPath),
+    #[error("`{text}` is not a valid glob: {reason}")]
+    Glob { text: String, reason: String },
+}
+
+/// Why a vault-relative path written in a role file is refused: the vault's own reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadPath(pub String);
 
 /// One context entry, as written (vault-relative, `/` separators).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -18,15 +36,15 @@ pub enum ContextEntry {
 impl ContextEntry {
     /// Reads one list item. Backticks around a path are dropped; `|alias` and `#heading` of a
     /// wikilink are ignored.
-    pub fn parse(item: &str) -> Result<Self, String> {
+    pub fn parse(item: &str) -> Result<Self, BadEntry> {
         let text = item.lines().next().unwrap_or("").trim().trim_matches('`').trim();
         if text.is_empty() {
-            return Err("empty context entry".into());
+            return Err(BadEntry::Empty);
         }
         if let Some(inner) = text.strip_prefix("[[").and_then(|t| t.strip_suffix("]]")) {
             let target = inner.split(['|', '#']).next().unwrap_or("").trim();
             if target.is_empty() {
-                return Err(format!("`{text}` links to nothing"));
+                return Err(BadEntry::LinksToNothing(text.to_string()));
             }
             return Ok(Self::Wikilink(target.to_string()));
         }
@@ -38,7 +56,10 @@ impl ContextEntry {
         };
         let text = text.as_str();
         if text.contains(['*', '?', '[', '{']) {
-            globset::Glob::new(text).map_err(|e| format!("`{text}` is not a valid glob: {e}"))?;
+            globset::Glob::new(text).map_err(|e| BadEntry::Glob {
+                text: text.to_string(),
+                reason: e.to_string(),
+            })?;
             Ok(Self::Glob(text.to_string()))
         } else if text.ends_with('/') {
             Ok(Self::Folder(text.to_string()))
@@ -66,10 +87,10 @@ impl std::fmt::Display for ContextEntry {
 /// Checks a vault-relative path written by a person in a role file, with the same rules the
 /// tools apply (so a path that passes `validate` is one tabd can use): no absolute paths, no
 /// `..`, `/` as the only separator.
-pub fn check_relative(path: &str) -> Result<VaultPath, String> {
+pub fn check_relative(path: &str) -> Result<VaultPath, BadPath> {
     VaultPath::parse(path, false).map_err(|e| match e {
-        crate::base::vault::VaultError::Refused(why) => why,
-        other => other.to_string(),
+        VaultError::Refused(why) => BadPath(why),
+        other => BadPath(other.to_string()),
     })
 }
 

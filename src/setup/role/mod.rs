@@ -40,7 +40,7 @@ const MAX_ROLE_NAME: usize = 64;
 
 /// Role names become inbox folders, memory files and frontmatter values: letters, digits, `-`
 /// and `_` only (a leading `_` marks an abstract role).
-fn check_role_name(name: &str) -> Result<(), String> {
+fn check_role_name(name: &str) -> Result<(), BadRoleName> {
     let ok = !name.is_empty()
         && name.len() <= MAX_ROLE_NAME
         && name
@@ -64,15 +64,22 @@ fn check_role_name(name: &str) -> Result<(), String> {
         .filter(|s| !s.is_empty())
         .collect::<Vec<_>>()
         .join("-");
-    Err(format!(
-        "the role name `{name}` (the file name) may use only letters, digits, `-` and `_`, at most \
-         {MAX_ROLE_NAME} characters; rename the file{}",
-        if suggestion.is_empty() {
-            String::new()
-        } else {
-            format!(", e.g. to roles/{suggestion}.md")
-        }
-    ))
+    Err(BadRoleName {
+        name: name.to_string(),
+        suggestion,
+    })
+}
+
+/// A role name (its file name) that cannot become folder and note names, with a fixed one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the role name `{name}` (the file name) may use only letters, digits, `-` and `_`, at most \
+     {MAX_ROLE_NAME} characters; rename the file{}",
+    if suggestion.is_empty() { String::new() } else { format!(", e.g. to roles/{suggestion}.md") }
+)]
+pub struct BadRoleName {
+    pub name: String,
+    pub suggestion: String,
 }
 
 /// How deep `extends` chains may go (a role, its parent, grandparent and great-grandparent).
@@ -237,14 +244,15 @@ pub struct McpAllow {
 
 impl McpAllow {
     /// Reads `server/tool` or `server/*`.
-    pub fn parse(text: &str, line: usize) -> Result<Self, String> {
+    pub fn parse(text: &str, line: usize) -> Result<Self, BadMcpAllow> {
         let (server, tool) = text
             .split_once('/')
-            .ok_or_else(|| format!("`{text}` is not server/tool"))?;
+            .ok_or_else(|| BadMcpAllow::NotServerTool(text.to_string()))?;
         if !crate::setup::config::mcp::valid_name(server) {
-            return Err(format!(
-                "`{text}`: `{server}` is not an MCP server name (a-z, 0-9, `-`, `_`); write server/* or server/tool"
-            ));
+            return Err(BadMcpAllow::Server {
+                text: text.to_string(),
+                server: server.to_string(),
+            });
         }
         let ok_tool =
             |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
@@ -252,9 +260,10 @@ impl McpAllow {
             "*" => None,
             t if ok_tool(t) => Some(t.to_string()),
             t => {
-                return Err(format!(
-                    "`{text}`: `{t}` is not a tool name; write server/* or server/tool"
-                ))
+                return Err(BadMcpAllow::Tool {
+                    text: text.to_string(),
+                    tool: t.to_string(),
+                })
             }
         };
         Ok(Self {
@@ -263,6 +272,19 @@ impl McpAllow {
             line,
         })
     }
+}
+
+/// Why a `## Tools` line with a `/` is not an MCP entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadMcpAllow {
+    #[error("`{0}` is not server/tool")]
+    NotServerTool(String),
+    #[error(
+        "`{text}`: `{server}` is not an MCP server name (a-z, 0-9, `-`, `_`); write server/* or server/tool"
+    )]
+    Server { text: String, server: String },
+    #[error("`{text}`: `{tool}` is not a tool name; write server/* or server/tool")]
+    Tool { text: String, tool: String },
 }
 
 /// What loading needs from outside: the default time zone, the environment for `${VAR}`, and
@@ -568,7 +590,7 @@ fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
         ..RoleDef::default()
     };
     if let Err(msg) = check_role_name(name) {
-        def.diagnostics.push(Diagnostic::error(path, 0, msg));
+        def.diagnostics.push(Diagnostic::error(path, 0, msg.to_string()));
     }
     match frontmatter::split(text) {
         Ok(split) => {

@@ -345,7 +345,7 @@ pub enum InvalidSetting {
     ExpectNeeds(&'static str),
     /// `check_relative`'s reason for the path.
     #[error("`expect.path`: {0}")]
-    ExpectPath(String),
+    ExpectPath(crate::setup::role::context::BadPath),
     #[error("`expect.by` \"{0}\" names no time: write one like \"weekdays at 8:30\"")]
     ExpectNoTime(String),
     #[error("`expect.by`: {0}")]
