@@ -265,7 +265,7 @@ fn version_completions_and_logs() {
         .to_string();
     v.write(
         &format!("daily/{day}.md"),
-        "# Today\n\n## 09:00 · Delivery Manager · schedule\n- **Outcome:** ok\n\n## 09:05 · Risk Manager · inbox\n- **Outcome:** failed\n",
+        &format!("---\ntabd: run-log\n---\n# {day}\n\n## 09:00 · Delivery Manager · schedule\n- **Outcome:** ok\n\n## 09:05 · Risk Manager · inbox\n- **Outcome:** failed\n"),
     );
     let out = v.tabd(&["logs", "delivery"]);
     let text = stdout(&out);

@@ -22,6 +22,7 @@ mod forecast;
 mod hostile_input;
 mod layering;
 mod load;
+mod log_place;
 mod mcp;
 mod mcp_serve;
 mod notify;

@@ -48,7 +48,10 @@ fn first_run(v: &TestVault) -> Value {
     };
     {
         let _d = Daemon::start(v);
-        wait_until(T, "the ticker's first run", || run().is_some());
+        // Its record, then its daily section: the daemon is killed once both are written.
+        wait_until(T, "the ticker's first run", || {
+            run().is_some() && v.daily().contains(" · Ticker · schedule\n")
+        });
     }
     run().unwrap_or_default()
 }

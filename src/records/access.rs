@@ -9,6 +9,26 @@ use crate::base::vault::protected::{self, fold, normal, Folded};
 use crate::base::vault::{layout, Canonicals, Vault, VaultError, VaultPath};
 use crate::setup::role::Role;
 
+/// Why the log folder is tabd's, when `[log] folder` moved it from `daily/`.
+const LOG_WHY: &str = "the daily run log: tabd writes each run's section and its Undo line";
+
+/// Refuses `path` (folded: `norm`) in or above the log folder `log`, where `[log] folder` put it.
+fn log_folder(path: &VaultPath, norm: &Folded, log: &str) -> Result<(), VaultError> {
+    let folder = fold(log);
+    if norm.within(&folder) {
+        return Err(VaultError::Refused(format!(
+            "{path} is tabd's own ({log}, the [log] folder: {LOG_WHY}); no role writes it, whatever its \
+             write_paths say"
+        )));
+    }
+    if norm.holds(&folder) {
+        return Err(VaultError::Refused(format!(
+            "{path} holds {log} (the [log] folder: {LOG_WHY}); it can be neither replaced nor moved"
+        )));
+    }
+    Ok(())
+}
+
 /// A role's access rules, built once per run.
 #[derive(Debug, Clone)]
 pub struct AccessPolicy {
@@ -99,13 +119,16 @@ impl AccessPolicy {
         if path.is_root() {
             return Err(VaultError::Refused("the vault root is not a file".into()));
         }
-        self.check_write_lexical(path)?;
+        self.check_write_lexical(path, vault.log_folder())?;
         let real = vault.canonical(path)?;
         if real != *path {
-            self.check_write_lexical(&real).map_err(|e| match e {
-                VaultError::Refused(why) => VaultError::Refused(format!("{path} is a link to {real}: {why}")),
-                other => other,
-            })?;
+            self.check_write_lexical(&real, vault.log_folder())
+                .map_err(|e| match e {
+                    VaultError::Refused(why) => {
+                        VaultError::Refused(format!("{path} is a link to {real}: {why}"))
+                    }
+                    other => other,
+                })?;
         }
         Ok(real)
     }
@@ -150,12 +173,14 @@ impl AccessPolicy {
             // Whatever a folder holds moves with it: a protected path inside would move too.
             let inside = vault.walk(&real_from, true, &|_| false)?;
             for e in inside {
-                self.check_write_lexical(&e.path).map_err(|err| match err {
-                    VaultError::Refused(why) => {
-                        VaultError::Refused(format!("{from} holds {}, so it cannot be moved: {why}", e.path))
-                    }
-                    other => other,
-                })?;
+                self.check_write_lexical(&e.path, vault.log_folder())
+                    .map_err(|err| match err {
+                        VaultError::Refused(why) => VaultError::Refused(format!(
+                            "{from} holds {}, so it cannot be moved: {why}",
+                            e.path
+                        )),
+                        other => other,
+                    })?;
             }
         } else if !meta.is_file {
             return Err(VaultError::Refused(format!("{from} is not a file")));
@@ -167,17 +192,24 @@ impl AccessPolicy {
     }
 
     /// The rules that look at the path itself (applied to the path as given and to where it
-    /// leads after symlinks).
-    fn check_write_lexical(&self, path: &VaultPath) -> Result<(), VaultError> {
+    /// leads after symlinks); `log` is the vault's `[log] folder`.
+    fn check_write_lexical(&self, path: &VaultPath, log: &str) -> Result<(), VaultError> {
         let norm = fold(path.as_str());
+        // `daily/` is tabd's while it is the log folder; the log folder is, wherever it is.
+        let moved = log != layout::DAILY;
+        let owned = protected::owned_by_tabd(&norm).filter(|(name, _)| !(moved && *name == layout::DAILY));
         // tabd's own files, whatever write_paths say; and every folder above one: moving or
         // replacing it would move tabd's files too.
-        if let Some((owned, why)) = protected::owned_by_tabd(&norm) {
+        if let Some((owned, why)) = owned {
             return Err(VaultError::Refused(format!(
                 "{path} is tabd's own ({owned}: {why}); no role writes it, whatever its write_paths say"
             )));
         }
-        for ((dir, why), (name, _)) in normal().tabd_owns.iter().zip(protected::TABD_OWNS) {
+        if moved {
+            log_folder(path, &norm, log)?;
+        }
+        let others = normal().tabd_owns.iter().zip(protected::TABD_OWNS);
+        for ((dir, why), (name, _)) in others.filter(|(_, (name, _))| !(moved && *name == layout::DAILY)) {
             if norm.holds(dir) {
                 return Err(VaultError::Refused(format!(
                     "{path} holds {name} ({why}); it can be neither replaced nor moved"
@@ -357,6 +389,30 @@ mod tests {
             named.check_write(&v, &p("project/incoming/x.md")).is_ok(),
             "named explicitly"
         );
+    }
+
+    /// `[log] folder` moves what is tabd's with the log (DESIGN §24, §26): the folder it names
+    /// is, in any spelling and as a folder above it, and so is `agent/log/` (where a day goes
+    /// when its note is not tabd's); `daily/` is then the person's, written like any folder.
+    #[test]
+    fn the_log_folder_is_tabds_wherever_the_config_puts_it() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("notes")).unwrap();
+        let v = Vault::open(d.path()).unwrap().with_log_folder("Logs/tabd");
+        let everything = AccessPolicy::new(&["**".into()]);
+        for policy in [AccessPolicy::new(&[]), everything] {
+            for path in [
+                "Logs/tabd/2026-11-25.md",
+                "logs/TABD./2026-11-25.md",
+                "agent/log/2026-11-25.md",
+            ] {
+                let err = policy.check_write(&v, &p(path)).unwrap_err().to_string();
+                assert!(err.contains("tabd's own"), "{path}: {err}");
+            }
+            let err = policy.check_move(&v, &p("notes/x.md"), &p("Logs")).unwrap_err();
+            assert!(err.to_string().contains("holds Logs/tabd"), "{err}");
+            assert!(policy.check_write(&v, &p("daily/2026-11-25.md")).is_ok());
+        }
     }
 
     /// Issue 36, items 5 and 6: tabd's own files are no role's write target, whatever its

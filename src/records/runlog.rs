@@ -19,7 +19,9 @@ use crate::base::text::thousands;
 use crate::base::trigger::TriggerKind;
 use crate::base::vault::{Vault, VaultError, VaultPath};
 
+pub mod daily;
 mod notes_truncated;
+pub mod obsidian;
 pub mod read;
 
 pub use notes_truncated::NoteTruncated;
@@ -198,6 +200,8 @@ pub struct HumanRun {
 pub struct RunLog {
     vault: std::sync::Arc<Vault>,
     tz: RwLock<Tz>,
+    /// The notes not tabd's that the daemon's log has named (once each).
+    told: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 fn fixed_path(s: &str) -> Result<VaultPath, VaultError> {
@@ -309,27 +313,12 @@ fn call_subject(input: &Value) -> String {
     }
 }
 
-/// How much of a daily note's end `append_event` reads to find the last heading: some hundred
-/// event lines. In a longer stretch of events the next one opens a new `## Events` heading.
-const EVENTS_TAIL: u64 = 64 * 1024;
-
-/// Whether the last `## ` heading in `end` is `## Events`. A tail that is not the whole note
-/// may start inside a line: that partial line is not a heading.
-fn ends_in_events(end: crate::base::vault::FileEnd<'_>) -> bool {
-    let mut lines = end.bytes.split(|b| *b == b'\n');
-    if !end.whole {
-        lines.next();
-    }
-    lines
-        .rfind(|l| l.starts_with(b"## "))
-        .is_some_and(|h| h.strip_suffix(b"\r").unwrap_or(h) == b"## Events")
-}
-
 impl RunLog {
     pub fn new(vault: std::sync::Arc<Vault>, tz: Tz) -> Self {
         Self {
-            vault,
             tz: RwLock::new(tz),
+            told: std::sync::Mutex::default(),
+            vault,
         }
     }
 
@@ -342,9 +331,23 @@ impl RunLog {
         *self.tz.write().unwrap_or_else(|p| p.into_inner()) = tz;
     }
 
-    pub fn daily_path(&self, at: DateTime<Utc>) -> VaultPath {
-        let name = crate::base::vault::layout::daily_note(at.with_timezone(&self.tz()).date_naive());
+    /// The folder of the daily notes (`[log] folder`, the vault's).
+    pub fn folder(&self) -> &str {
+        self.vault.log_folder()
+    }
+
+    /// The day's note at its place in the log folder, whoever's it is (`daily_path` is where
+    /// the day's log really is).
+    pub fn daily_place(&self, at: DateTime<Utc>) -> VaultPath {
+        let day = at.with_timezone(&self.tz()).date_naive();
+        let name = crate::base::vault::layout::daily_note(self.folder(), day);
         fixed_path(&name).unwrap_or_else(|_| VaultPath::root())
+    }
+
+    /// Where the day's log of `at` is: its note in the log folder, or in `agent/log/` when the
+    /// note there is not tabd's (`daily`).
+    pub fn daily_path(&self, at: DateTime<Utc>) -> VaultPath {
+        self.resolve(self.daily_place(at))
     }
 
     pub fn jsonl_path(&self, at: DateTime<Utc>) -> VaultPath {
@@ -352,13 +355,11 @@ impl RunLog {
         fixed_path(&name).unwrap_or_else(|_| VaultPath::root())
     }
 
-    fn title(&self, path: &VaultPath) -> String {
-        format!("# {}\n\n", path.file_name().trim_end_matches(".md"))
-    }
-
-    /// Appends `text` to the daily note `path` (a new note gets its title first).
+    /// Appends a run's section `text` to the daily note `path` — before its closing `## Events`
+    /// section, if it has one — or to the day's note in `agent/log/` when the one at `path` is
+    /// not tabd's (`daily`). A new note gets tabd's header first.
     pub fn append_daily(&self, path: &VaultPath, text: &str) -> Result<(), VaultError> {
-        self.vault.append(path, text, Some(&self.title(path)), true)
+        self.write_day(path, |end| daily::run_entry(text, end)).map(drop)
     }
 
     /// Appends one JSON line to `path`.
@@ -379,26 +380,14 @@ impl RunLog {
         self.append_event(&self.daily_path(at), &self.render_line(at, who, text))
     }
 
-    /// Appends one-line entries under an `## Events` heading of their own, never under the last
-    /// run's section (Obsidian's outline would put them inside that run). Whether the note ends
-    /// in that heading's section is read from its last `EVENTS_TAIL` bytes, under the writer's
-    /// lock: an append costs the same in a note of any size (it read the whole note before, and
-    /// a day of events made each one slower).
+    /// Appends one-line entries under the note's one `## Events` heading, its last section (a
+    /// run's section goes in before it), never under a run's section (Obsidian's outline would
+    /// put them inside that run). Where that heading is is read from the note's last
+    /// `EVENTS_TAIL` bytes, under the writer's lock: an append costs the same in a note of any
+    /// size.
     pub fn append_event(&self, path: &VaultPath, line: &str) -> Result<(), VaultError> {
-        self.vault
-            .append_with(path, Some(&self.title(path)), EVENTS_TAIL, |end| {
-                if ends_in_events(end) {
-                    // A person may have typed at the end, without a line end.
-                    let cut = !end.bytes.is_empty() && !end.bytes.ends_with(b"\n");
-                    return format!("{}{line}", if cut { "\n" } else { "" });
-                }
-                let blank = match end.bytes {
-                    [] | [.., b'\n', b'\n'] => "",
-                    [.., b'\n'] => "\n",
-                    _ => "\n\n",
-                };
-                format!("{blank}## Events\n{line}")
-            })
+        self.write_day(path, |end| daily::event_entry(line, end))
+            .map(drop)
     }
 
     pub fn render_line(&self, at: DateTime<Utc>, who: &str, text: &str) -> String {
@@ -837,85 +826,6 @@ mod tests {
         );
     }
 
-    /// Bytes this thread has read through system calls (`rchar`: every `read`, cached or not).
-    fn thread_read_bytes() -> u64 {
-        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
-        io.lines()
-            .find_map(|l| l.strip_prefix("rchar: "))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap()
-    }
-
-    /// An event line costs the same whatever the note's size: the end of a 100 MiB daily note
-    /// (sparse: no disk used) is read, never the note. Reading it whole (as before) made each
-    /// line of a busy day slower than the last.
-    #[test]
-    fn an_event_line_reads_the_notes_end_not_the_note() {
-        use std::io::Write;
-        let dir = tempfile::tempdir().unwrap();
-        let log = RunLog::new(
-            std::sync::Arc::new(Vault::open(dir.path()).unwrap()),
-            chrono_tz::UTC,
-        );
-        let at = record().started_at;
-        let file = dir.path().join(log.daily_path(at).as_path());
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        let f = std::fs::File::create(&file).unwrap();
-        f.set_len(100 << 20).unwrap();
-        let mut f = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
-        f.write_all(b"\n## Events\n- 08:00 \xc2\xb7 Risk Manager \xc2\xb7 earlier\n")
-            .unwrap();
-        drop(f);
-        let before = thread_read_bytes();
-        log.write_line(at, "Risk Manager", "skipped — budget").unwrap();
-        let read = thread_read_bytes() - before;
-        assert!(
-            read <= 2 * EVENTS_TAIL,
-            "read {read} bytes of a 100 MiB note to append one line"
-        );
-        let mut f = std::fs::File::open(&file).unwrap();
-        std::io::Seek::seek(&mut f, std::io::SeekFrom::End(-200)).unwrap();
-        let mut end = String::new();
-        std::io::Read::read_to_string(&mut f, &mut end).unwrap();
-        assert!(
-            end.ends_with(
-                "## Events\n- 08:00 · Risk Manager · earlier\n- 09:00 · Risk Manager · skipped — budget\n"
-            ),
-            "the line joins the events it follows: {end:?}"
-        );
-    }
-
-    /// Events go under one `## Events` heading after the last run's section, a new one after a
-    /// run; a line a person typed at the end without a line end is not joined.
-    #[test]
-    fn events_follow_their_heading_and_start_one_after_a_run() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = RunLog::new(
-            std::sync::Arc::new(Vault::open(dir.path()).unwrap()),
-            chrono_tz::UTC,
-        );
-        let at = record().started_at;
-        let day = log.daily_path(at);
-        log.write_line(at, "R", "one").unwrap();
-        log.write_line(at, "R", "two").unwrap();
-        log.append_daily(&day, "## 09:00 · R · schedule\n- **Outcome:** ok\n\n")
-            .unwrap();
-        log.write_line(at, "R", "three").unwrap();
-        std::fs::write(
-            dir.path().join(day.as_path()),
-            std::fs::read_to_string(dir.path().join(day.as_path())).unwrap() + "my own words",
-        )
-        .unwrap();
-        log.write_line(at, "R", "four").unwrap();
-        let text = std::fs::read_to_string(dir.path().join(day.as_path())).unwrap();
-        assert_eq!(
-            text,
-            "# 2026-11-23\n\n## Events\n- 09:00 · R · one\n- 09:00 · R · two\n\n\
-             ## 09:00 · R · schedule\n- **Outcome:** ok\n\n## Events\n- 09:00 · R · three\nmy own words\n\
-             - 09:00 · R · four\n"
-        );
-    }
-
     #[test]
     fn concurrent_writers_never_interleave() {
         let dir = tempfile::tempdir().unwrap();
@@ -947,7 +857,7 @@ mod tests {
         }
         let daily =
             std::fs::read_to_string(dir.path().join(log.daily_path(record().started_at).as_path())).unwrap();
-        assert!(daily.starts_with("# 2026-11-23\n\n## 09:00"));
+        assert!(daily.starts_with("---\ntabd: run-log\n---\n# 2026-11-23\n\n## 09:00"));
         let sections: Vec<&str> = daily.split("\n## ").skip(1).collect();
         assert_eq!(sections.len(), 160);
         for s in sections {

@@ -126,7 +126,20 @@ impl Launcher {
             state: canonical(state),
             config: config.into_iter().map(canonical).collect(),
             home,
-            inboxes: self.inboxes.get(),
+            // The log folder, where `[log] folder` moved it from `daily/` (kept from children
+            // as `TABD_OWNS` keeps `daily/`), is kept the way an inbox is.
+            inboxes: self
+                .inboxes
+                .get()
+                .into_iter()
+                .chain(
+                    self.vault
+                        .as_ref()
+                        .map(|v| v.log_folder())
+                        .filter(|f| *f != crate::base::vault::layout::DAILY)
+                        .map(String::from),
+                )
+                .collect(),
         }
     }
 

@@ -80,7 +80,8 @@ pub struct Places {
     /// tabd's state folder outside the vault (`~/.local/state/tabd`): children's folders, runs.
     pub state: PathBuf,
     /// Every role's inbox, vault-relative, wherever its `## Inbox` puts it: kept from a child
-    /// granted `vault = "write"` like `agent/inbox/` (a note there starts a run).
+    /// granted `vault = "write"` like `agent/inbox/` (a note there starts a run). The `[log]
+    /// folder`, when not `daily`, is kept so too (tabd's own, DESIGN §24).
     pub inboxes: Vec<String>,
 }
 

@@ -8,8 +8,10 @@ pub const INBOXES: &str = "agent/inbox";
 pub const APPROVALS: &str = "agent/approvals";
 /// The status note the daemon keeps.
 pub const STATUS_NOTE: &str = "agent/status.md";
-/// The daily run logs: `daily/YYYY-MM-DD.md`.
+/// The daily run logs: `daily/YYYY-MM-DD.md` (the default of `[log] folder`).
 pub const DAILY: &str = "daily";
+/// Where a day's run log goes when the note at its place in the log folder is not tabd's.
+pub const LOG_ELSEWHERE: &str = "agent/log";
 /// The memory every role reads: `memory.md` (changed only through `remember`).
 pub const MEMORY: &str = "memory.md";
 /// Each role's memory: `agent/memory/<role>.md` (changed only through `remember`).
@@ -47,9 +49,9 @@ pub const PROCESSED: &str = "processed";
 pub const FAILED: &str = "failed";
 pub const ARCHIVE: &str = "archive";
 
-/// The daily run log of `day`: `daily/2026-11-25.md`.
-pub fn daily_note(day: chrono::NaiveDate) -> String {
-    format!("{DAILY}/{}.md", day.format("%Y-%m-%d"))
+/// The daily run log of `day` in the log folder `folder`: `daily/2026-11-25.md`.
+pub fn daily_note(folder: &str, day: chrono::NaiveDate) -> String {
+    format!("{folder}/{}.md", day.format("%Y-%m-%d"))
 }
 
 /// The run records of `day`: `.tabd/runs/2026-11-25.jsonl`.

@@ -26,6 +26,7 @@ pub mod leftovers;
 mod lock;
 mod path;
 pub mod protected;
+mod splice;
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -36,6 +37,7 @@ use cap_std::fs::{Dir, File, FileTypeExt, MetadataExt, OpenOptions, OpenOptionsE
 
 pub use lock::FileLock;
 pub use path::{VaultPath, MAX_NAME_BYTES, MAX_PATH_BYTES};
+pub use splice::Splice;
 
 /// Why a path or an operation was refused or failed. Callers branch on the variant, never on
 /// the text.
@@ -114,6 +116,8 @@ pub struct Vault {
     /// With `[cluster]`, this device's name: its `.tabd/` is `.tabd/devices/<name>/` (DESIGN
     /// §23: what is in `.tabd/` is per device; sync tools copy it, devices never share it).
     device: Option<String>,
+    /// `[log] folder` when it is not `daily` (DESIGN §26): tabd's own, as `daily/` is.
+    log: Option<String>,
 }
 
 /// What a kind of file is called in messages.
@@ -192,6 +196,7 @@ impl Vault {
             root: root.to_path_buf(),
             dir,
             device: None,
+            log: None,
         })
     }
 
@@ -200,6 +205,17 @@ impl Vault {
     pub fn for_device(mut self, name: &str) -> Self {
         self.device = Some(name.to_string());
         self
+    }
+
+    /// This vault with its daily run log in `folder` (`[log] folder`).
+    pub fn with_log_folder(mut self, folder: &str) -> Self {
+        self.log = (folder != layout::DAILY).then(|| folder.to_string());
+        self
+    }
+
+    /// The folder of the daily run log: `[log] folder`, `daily` by default.
+    pub fn log_folder(&self) -> &str {
+        self.log.as_deref().unwrap_or(layout::DAILY)
     }
 
     /// This device's name in a cluster, if the vault is opened as one (`for_device`).

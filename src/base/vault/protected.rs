@@ -33,6 +33,10 @@ pub const TABD_OWNS: &[(&str, &str)] = &[
         "the daily run log: tabd writes each run's section and its Undo line",
     ),
     (
+        layout::LOG_ELSEWHERE,
+        "the daily run log of a day whose note in the log folder is not tabd's (yours, or Obsidian's Daily Notes)",
+    ),
+    (
         layout::STATUS_NOTE,
         "the status note: tabd rewrites it after every run",
     ),

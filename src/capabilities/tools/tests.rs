@@ -807,7 +807,7 @@ fn tabds_own_files_are_no_tools_target_whatever_write_paths_say() {
     let f = fixture();
     let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 22).unwrap();
     let owned = [
-        layout::daily_note(day),
+        layout::daily_note(layout::DAILY, day),
         layout::STATUS_NOTE.to_string(),
         layout::MEMORY.to_string(),
         layout::role_memory("risk"),

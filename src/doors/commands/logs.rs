@@ -36,8 +36,11 @@ pub fn run(ws: &Workspace, o: &Options) -> Result<u8, CliError> {
     let days = days(o, today)?;
     let mut shown: Vec<(NaiveDate, String)> = Vec::new();
     for day in &days {
-        let text = read(ws, &day_path(*day));
-        shown.extend(entries(&text, who.as_deref()).into_iter().map(|e| (*day, e)));
+        // The day's note in the log folder, and in agent/log/ when that one was not tabd's.
+        for note in log.notes_of(*day) {
+            let text = read(ws, &note);
+            shown.extend(entries(&text, who.as_deref()).into_iter().map(|e| (*day, e)));
+        }
     }
     if let Some(n) = o.last {
         shown.drain(..shown.len().saturating_sub(n));
@@ -109,11 +112,6 @@ fn days(o: &Options, today: NaiveDate) -> Result<Vec<NaiveDate>, CliError> {
         }
         (None, None) => Ok(vec![today]),
     }
-}
-
-fn day_path(day: NaiveDate) -> VaultPath {
-    VaultPath::parse(&crate::base::vault::layout::daily_note(day), false)
-        .unwrap_or_else(|_| VaultPath::root())
 }
 
 fn read(ws: &Workspace, day: &VaultPath) -> String {

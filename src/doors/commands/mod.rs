@@ -118,7 +118,8 @@ impl Workspace {
         let root = std::fs::canonicalize(&chosen)
             .map_err(|e| CliError::usage(format!("cannot open the vault {}: {e}", chosen.display())))?;
         let opened = Vault::open(&root)
-            .map_err(|e| CliError::failed(format!("cannot open the vault {}: {e}", root.display())))?;
+            .map_err(|e| CliError::failed(format!("cannot open the vault {}: {e}", root.display())))?
+            .with_log_folder(&config.log.folder);
         // With [cluster], this device's .tabd/ is its own (DESIGN §23).
         let vault = Arc::new(match &config.cluster {
             Some(c) => opened.for_device(&c.device),

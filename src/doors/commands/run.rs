@@ -37,6 +37,9 @@ pub fn run(cli: &Cli, ws: Workspace) -> Result<u8, CliError> {
     if errors > 0 {
         eprintln!("warning: {errors} role-file error(s); those roles stay off until fixed (`tabd validate` lists them)");
     }
+    for (_, said) in log_apart_notes(&ws) {
+        tracing::warn!("{said}");
+    }
     let key = ws.key()?;
     let init = daemon::Init {
         key,
@@ -56,4 +59,20 @@ pub fn run(cli: &Cli, ws: Workspace) -> Result<u8, CliError> {
         let d = Daemon::new(init).map_err(|e| CliError::failed(format!("cannot start: {e:#}")))?;
         d.run().await.map_err(|e| CliError::failed(format!("{e:#}")))
     })
+}
+
+/// Where the run log goes, when a person should know (DESIGN §26): Obsidian's Daily Notes
+/// settings that cannot be read or that meet the log folder, a note at today's place that is not
+/// tabd's. Each: the vault-relative file it is about, and a sentence. `run`, `validate` and
+/// `status` say them.
+pub fn log_apart_notes(ws: &Workspace) -> Vec<(String, String)> {
+    let config = ws.config.path.as_ref().map_or_else(
+        || {
+            crate::setup::config::locate(None, &ws.env)
+                .map_or_else(|| "the config file".to_string(), |(p, _)| p.display().to_string())
+        },
+        |p| p.display().to_string(),
+    );
+    crate::records::runlog::RunLog::new(ws.vault.clone(), ws.config.timezone)
+        .apart_notes(chrono::Utc::now(), &config)
 }

@@ -45,17 +45,28 @@ pub fn run(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliErro
     // What the daemon wrote is redacted already; what was made here, not: both go through the
     // redactor (DESIGN §24).
     let secrets = ws.env.redactor();
+    // Where today's run log is, and what keeps it from its folder (DESIGN §26).
+    let apart = super::run::log_apart_notes(ws);
     if json {
+        let mut value = status::to_json(&report, &secrets);
+        let log = crate::records::runlog::RunLog::new(ws.vault.clone(), ws.config.timezone);
+        value["log"] = serde_json::json!({
+            "folder": log.folder(),
+            "today": log.daily_path(Utc::now()).as_str(),
+            "warnings": apart.iter().map(|(_, said)| said).collect::<Vec<_>>(),
+        });
         println!(
             "{}",
-            serde_json::to_string_pretty(&status::to_json(&report, &secrets))
-                .map_err(|e| CliError::failed(e.to_string()))?
+            serde_json::to_string_pretty(&value).map_err(|e| CliError::failed(e.to_string()))?
         );
     } else {
         print!(
             "{}",
             secrets.apply(&status::render_text(&report, ws.config.timezone))
         );
+        for (_, said) in &apart {
+            println!("log: {said}");
+        }
     }
     Ok(0)
 }

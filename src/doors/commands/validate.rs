@@ -151,7 +151,7 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     out.extend(skill_checks(ws));
     for role in ws.roles.runnable() {
-        out.extend(owned_write_paths(role));
+        out.extend(owned_write_paths(role, ws.vault.log_folder()));
         let policy = crate::records::access::AccessPolicy::for_role(role);
         let resolved = crate::records::context::resolve(&ws.vault, &policy, &role.context);
         for entry in role
@@ -178,6 +178,9 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
             });
         }
     }
+    for (file, said) in super::run::log_apart_notes(ws) {
+        out.push(Diagnostic::warning(Path::new(&file), 0, said));
+    }
     for folder in crate::doors::daemon::status::stranded_inboxes(&ws.vault, &ws.roles) {
         out.push(Diagnostic::warning(
             Path::new(crate::base::vault::layout::INBOXES),
@@ -195,9 +198,9 @@ enum Nothing {
     Missing(String),
 }
 
-/// Folders tabd makes and fills itself: a role may read them before the first note is there.
-const TABDS_FOLDERS: [&str; 4] = [
-    crate::base::vault::layout::DAILY,
+/// Folders tabd makes and fills itself: a role may read them before the first note is there
+/// (and the log folder, `[log] folder`, and `agent/log/`).
+const TABDS_FOLDERS: [&str; 3] = [
     crate::base::vault::layout::INBOXES,
     crate::base::vault::layout::ROLE_MEMORIES,
     crate::base::vault::layout::APPROVALS,
@@ -212,6 +215,7 @@ fn finds_nothing(vault: &crate::base::vault::Vault, entry: &crate::setup::role::
         ContextEntry::Folder(p) => {
             let own = TABDS_FOLDERS
                 .iter()
+                .chain([&vault.log_folder(), &crate::base::vault::layout::LOG_ELSEWHERE])
                 .any(|t| p.trim_end_matches('/') == *t || p.starts_with(&format!("{t}/")));
             if own {
                 return Nothing::EmptyFolder("tabd makes this folder and writes into it");
@@ -287,14 +291,22 @@ fn near(
         .unwrap_or_default()
 }
 
-/// `write_paths` entries inside tabd's own files (DESIGN §24): they grant nothing, say so.
-fn owned_write_paths(role: &crate::setup::role::Role) -> Vec<Diagnostic> {
+/// `write_paths` entries inside tabd's own files (DESIGN §24): they grant nothing, say so. The
+/// log folder is tabd's wherever `[log] folder` puts it (`log`), and `daily/` only while it is it.
+fn owned_write_paths(role: &crate::setup::role::Role, log: &str) -> Vec<Diagnostic> {
+    use crate::base::vault::layout::DAILY;
     use crate::base::vault::protected::{fold, owned_by_tabd};
+    let folder = fold(log);
     role.settings
         .write_paths
         .iter()
         .filter_map(|p| {
-            let (owned, why) = owned_by_tabd(&fold(p))?;
+            let (owned, why) = match owned_by_tabd(&fold(p)) {
+                Some((owned, _)) if owned == DAILY && log != DAILY => None,
+                Some((owned, why)) => Some((owned, why)),
+                None if log != DAILY && fold(p).within(&folder) => Some((log, "the daily run log")),
+                None => None,
+            }?;
             Some(Diagnostic::warning(
                 &role.path,
                 0,

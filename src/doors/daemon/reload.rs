@@ -472,6 +472,10 @@ fn changed_parts(old: &Config, new: &Config) -> Vec<&'static str> {
         // The device's .tabd/ folder and its connection are fixed while it runs.
         out.push("cluster (takes effect at the next start of tabd)");
     }
+    if old.log != new.log {
+        // The vault's log folder, and what is protected with it, are fixed while it runs.
+        out.push("log folder (takes effect at the next start of tabd)");
+    }
     if out.is_empty() {
         out.push("other settings");
     }

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub mod cluster;
+pub mod log;
 pub mod mcp;
 pub mod notify;
 pub mod profile;
@@ -65,6 +66,7 @@ struct RawConfig {
     mcp: std::collections::BTreeMap<Spanned<String>, crate::setup::config::mcp::RawServer>,
     profiles: std::collections::BTreeMap<String, crate::setup::config::profile::RawProfile>,
     cluster: Option<Spanned<cluster::RawCluster>>,
+    log: log::RawLog,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -300,6 +302,8 @@ pub struct Config {
     pub notify: notify::NotifyConfig,
     /// The other devices of this vault (DESIGN §23); `None`: this daemon is the only one.
     pub cluster: Option<cluster::ClusterConfig>,
+    /// Where the daily run log goes (DESIGN §26).
+    pub log: log::LogConfig,
 }
 
 impl Default for Config {
@@ -479,6 +483,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         mcp.insert(resolved.name.clone(), resolved);
     }
     let cluster = raw.cluster.map(|c| resolve_cluster(&r, c)).transpose()?;
+    let log = log::resolve(&raw.log).map_err(|(span, m)| r.err_at(span, m))?;
     Ok(Config {
         path: source,
         vault,
@@ -495,6 +500,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         mcp,
         notify: raw.notify,
         cluster,
+        log,
     })
 }
 

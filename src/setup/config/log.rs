@@ -1,0 +1,119 @@
+//! `[log]` (DESIGN §26): where the daily run log goes.
+//!
+//! ```toml
+//! [log]
+//! folder = "daily"   # the default; a folder of the vault that is not tabd's other places
+//! ```
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::base::vault::layout;
+use crate::base::vault::protected::{fold, PROTECTED, TABD_OWNS};
+use crate::base::vault::VaultPath;
+
+/// `[log]` as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLog {
+    folder: Option<Spanned<String>>,
+}
+
+/// `[log]`, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// The vault folder of the daily notes (`YYYY-MM-DD.md`), without a trailing `/`.
+    pub folder: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            folder: layout::DAILY.to_string(),
+        }
+    }
+}
+
+/// `[log]` checked; a problem at the span of the value it is about.
+pub(super) fn resolve(raw: &RawLog) -> Result<LogConfig, (Option<std::ops::Range<usize>>, String)> {
+    let Some(folder) = &raw.folder else {
+        return Ok(LogConfig::default());
+    };
+    check_folder(folder.get_ref())
+        .map(|folder| LogConfig { folder })
+        .map_err(|m| (Some(folder.span()), m))
+}
+
+/// The log folder as tabd uses it (no `./`, no trailing `/`), or why it cannot be one: it must be
+/// a folder inside the vault, not hidden, and neither in nor above one of tabd's other places or
+/// the folders a role writes only by name (inboxes, roles, approvals, `.tabd` …).
+pub fn check_folder(written: &str) -> Result<String, String> {
+    let folder = written
+        .trim()
+        .trim_start_matches("./")
+        .trim_end_matches('/')
+        .to_string();
+    let refuse = |why: String| {
+        Err(format!(
+            "[log] folder = \"{written}\": {why}; write a folder of its own inside the vault, like \"tabd-log\" \
+             (the default is \"daily\")"
+        ))
+    };
+    if folder.is_empty() {
+        return refuse("the log needs a folder, not the vault's top".into());
+    }
+    let path = match VaultPath::parse(&folder, false) {
+        Ok(p) if !p.is_root() => p,
+        Ok(_) => return refuse("the log needs a folder, not the vault's top".into()),
+        Err(e) => return refuse(format!("not a folder inside the vault ({e})")),
+    };
+    if let Some(part) = path.components().find(|c| c.starts_with('.')) {
+        return refuse(format!(
+            "{part} is hidden: Obsidian does not show it, and hidden folders are tabd's or other programs'"
+        ));
+    }
+    let mine = fold(&folder);
+    let others = TABD_OWNS
+        .iter()
+        .filter(|(name, _)| ![layout::DAILY, layout::LOG_ELSEWHERE].contains(name))
+        .chain(PROTECTED);
+    for (name, why) in others {
+        let theirs = fold(name);
+        if mine.within(&theirs) || mine.holds(&theirs) {
+            return refuse(format!("it meets {name} ({why})"));
+        }
+    }
+    Ok(folder)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_folder_is_a_plain_folder_of_its_own() {
+        assert_eq!(check_folder("daily").unwrap(), "daily");
+        assert_eq!(check_folder("./Logs/tabd/").unwrap(), "Logs/tabd");
+        assert_eq!(check_folder("agent/log").unwrap(), "agent/log");
+        for (bad, says) in [
+            ("", "not the vault's top"),
+            ("/", "not the vault's top"),
+            ("../logs", "not a folder inside the vault"),
+            ("/home/me/logs", "not a folder inside the vault"),
+            (".tabd", "hidden"),
+            ("notes/.hidden", "hidden"),
+            ("agent/inbox/log", "agent/inbox"),
+            ("Agent/Inbox", "agent/inbox"),
+            ("agent", "agent/"),
+            ("agent/approvals", "agent/approvals"),
+            ("roles", "roles"),
+            ("memory.md", "memory.md"),
+        ] {
+            let err = check_folder(bad).unwrap_err();
+            assert!(
+                err.contains(says) && err.contains("like \"tabd-log\""),
+                "{bad}: {err}"
+            );
+        }
+    }
+}
