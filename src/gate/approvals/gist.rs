@@ -14,6 +14,8 @@
 
 use serde_json::Value;
 
+use crate::base::environment::Redactor;
+
 use crate::records::state::approval_ledger::Gist;
 
 /// The most characters of a target (a path, a channel).
@@ -66,8 +68,13 @@ pub const CHANGE_WORDS: &[&str] = &[
     "note",
 ];
 
-/// The gist of a call to `tool` (a vault tool's name or `server/tool`) with `args`.
-pub fn of(tool: &str, args: &Value) -> Gist {
+/// The gist of a call to `tool` (a vault tool's name or `server/tool`) with `args`. Secrets are
+/// written back as `${NAME}` before anything is cut to length: a secret cut in half would no
+/// longer be recognised where the gist lands (a push, the approval record).
+pub fn of(tool: &str, args: &Value, secrets: &Redactor) -> Gist {
+    let mut args = args.clone();
+    secrets.apply_json(&mut args);
+    let args = &args;
     let text = |k: &str| args.get(k).and_then(scalar);
     let (action, change) = match tool {
         "write_file" => (
@@ -243,6 +250,27 @@ fn is_format(c: char) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn of(tool: &str, args: &Value) -> Gist {
+        super::of(tool, args, &Redactor::default())
+    }
+
+    /// A secret that the 160-character cut would halve is written back as `${NAME}` first, so no
+    /// part of it reaches a push or the approval record.
+    #[test]
+    fn a_secret_is_hidden_before_the_change_is_cut_to_length() {
+        let token = "sk-live-0123456789abcdefghijklmnopqrstuvwxyz";
+        let env = crate::base::environment::Env::from_pairs([("SLACK_TOKEN", token)]);
+        let text = format!("{}{token}", "x".repeat(CHANGE_MAX - 10));
+        let args = json!({"channel": token, "text": text});
+        let g = super::of("slack/post", &args, &env.redactor());
+        assert!(!g.action.contains("sk-live"), "{}", g.action);
+        assert!(!g.change.contains("sk-live"), "{}", g.change);
+        assert!(g.action.contains("${SLACK_TOKEN}"), "{}", g.action);
+        // Without the secrets, the cut would leave the secret's start in the change.
+        let leaked = super::of("slack/post", &args, &Redactor::default());
+        assert!(leaked.change.contains("sk-live"), "{}", leaked.change);
+    }
 
     #[test]
     fn a_vault_tool_names_its_path_and_its_first_lines() {

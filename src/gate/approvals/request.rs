@@ -20,6 +20,8 @@ pub struct AskContext {
     pub run_log: String,
     pub expire_after: std::time::Duration,
     pub tz: Tz,
+    /// What counts as a secret in the call's arguments (DESIGN §24).
+    pub secrets: std::sync::Arc<crate::base::environment::Redactor>,
 }
 
 /// One call to queue.
@@ -137,7 +139,7 @@ fn record(
         also_for: Vec::new(),
         hops,
         followup: None,
-        gist: Some(super::gist::of(call.tool, call.args)),
+        gist: Some(super::gist::of(call.tool, call.args, &ctx.secrets)),
     }
 }
 

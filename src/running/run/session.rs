@@ -199,6 +199,7 @@ impl Session {
             run_log: self.env.log.daily_path(self.started).as_str().to_string(),
             expire_after: self.env.config.approvals.expire_after,
             tz: self.env.config.timezone,
+            secrets: self.env.launcher.env.redactor(),
         }
     }
 
