@@ -146,7 +146,10 @@ pub fn load(vault: &Vault, name: &str) -> Result<(Skill, Vec<Diagnostic>), Skill
     let description = frontmatter::split(&text)
         .ok()
         .and_then(|s| s.frontmatter)
-        .and_then(|f| f.get_str("description").map(one_line))
+        .and_then(|f| {
+            f.get_str("description")
+                .map(|d| crate::base::text::one_line(d, MAX_DESCRIPTION_CHARS))
+        })
         .unwrap_or_default();
     Ok((
         Skill {
@@ -156,10 +159,6 @@ pub fn load(vault: &Vault, name: &str) -> Result<(Skill, Vec<Diagnostic>), Skill
         },
         found,
     ))
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The frontmatter of a `SKILL.md` in folder `name`, checked against the format.

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::io::Read as _;
 
-use crate::base::text::thousands;
+use crate::base::text::{one_line, thousands};
 use crate::base::vault::{layout, Vault, VaultPath};
 use crate::records::access::AccessPolicy;
 use crate::records::context;
@@ -76,7 +76,13 @@ pub fn skills_listing(vault: &Vault, role: &Role) -> (Option<String>, Vec<String
                 "- `{}` ({}): {}",
                 skill.name, skill.path, skill.description
             )),
-            Err(e) => left_out.push(format!("**Skill left out:** `{name}` — {e}")),
+            // One line, whatever the file or the role's list holds: a line break in a name would
+            // start a heading of its own in the daily note.
+            Err(e) => left_out.push(format!(
+                "**Skill left out:** `{}` — {}",
+                one_line(name, 80),
+                one_line(&e.to_string(), 2000)
+            )),
         }
     }
     if lines.is_empty() {
