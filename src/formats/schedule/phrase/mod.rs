@@ -8,6 +8,7 @@ use std::fmt;
 
 use chrono_tz::Tz;
 
+mod near;
 mod reader;
 mod reason;
 mod tokens;
@@ -48,7 +49,11 @@ impl CompiledPhrase {
 
 /// Why a phrase could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cannot read schedule \"{phrase}\": {reason}{understood}. Accepted forms: {ACCEPTED}")]
+#[error(
+    "cannot read schedule \"{phrase}\": {reason}{understood}. Forms like it: {} (every form: \
+     docs/schedules.md)",
+    near::listed(.phrase)
+)]
 pub struct PhraseError {
     pub phrase: String,
     pub reason: Reason,
@@ -77,14 +82,6 @@ impl fmt::Display for Understood {
         }
     }
 }
-
-/// Shown in every schedule error so the person can copy a working form.
-pub const ACCEPTED: &str = "`0 9,17 * * 1-5` (cron) · `@daily` · `9am and 5pm, weekdays` · `every 30 min` · \
-`every 2 hours` · `hourly` · `every 30 min, 9am-6pm weekdays` · `every 15 min during work hours` · \
-`daily at 8:30` · `at 9` · `at noon` · `twice a day` · `mondays at 10am` · `every friday at 4pm` · \
-`weekly on monday` · `weekends at 11am` · `tue,thu at 14:00` · `monthly` · `1st of the month at 9am` · \
-`first monday of the month` · `last friday of the month` · `1x/day` · `2x/day` · `on-demand` \
-(see docs/schedules.md)";
 
 /// Cron's `@` shorthands, written out so `tabd schedule` shows what they mean.
 const ALIASES: &[(&str, &str, ScheduleKind)] = &[
@@ -254,3 +251,6 @@ pub(super) const MAX_CLOCK_TIMES: usize = 24;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod refusal_tests;

@@ -126,6 +126,10 @@ impl Reader {
                 return Ok(2 + self.read_ordinal(&n.to_string(), n, &rest[1..])?);
             }
         }
+        // `9-5`: hours without am/pm as a window.
+        if let (Some(Token::Dash), Some(Token::Num(to))) = (rest.first(), rest.get(1)) {
+            return Err(Reason::BareWindow { from: n, to: *to });
+        }
         if self.after_at && n <= 23 {
             // `at 9`, `every weekday at 9`: a bare hour.
             self.after_at = false;
@@ -583,7 +587,7 @@ impl Reader {
 
 /// A bare hour after `at`: 1 to 6 is the afternoon (people schedule work, not 4 am), 7 to 12
 /// and 0, 13 to 23 are read as written. Documented in docs/schedules.md.
-fn bare_hour(n: u32) -> u32 {
+pub(super) fn bare_hour(n: u32) -> u32 {
     if (1..=6).contains(&n) {
         n + 12
     } else {

@@ -4,6 +4,7 @@
 
 use chrono_tz::Tz;
 
+use super::reader::bare_hour;
 use crate::formats::schedule::words::ordinal_text;
 use crate::formats::schedule::zone::UnknownZone;
 
@@ -32,13 +33,13 @@ pub enum Reason {
     TwoZones(Tz, Tz),
     #[error(
         "a run every other day (or every N days) drifts against weeks and months, which a clock schedule \
-         cannot follow; write the days, like `mon,wed,fri at 9am`, or `daily at 9am` with `skip_unchanged: true`"
+         cannot follow; write the days, like `mon,wed,fri at 9am`, or `daily at 9am` and set \
+         skip_unchanged: true in the role"
     )]
     EveryOtherDay,
     #[error(
         "every other week cannot be a fixed clock schedule; write a weekly one (`mondays at 9am`), or two \
-         days of the month (`1st and 15th of the month at 9am` is not possible either: use two lines, \
-         `1st of the month at 9am` and `15th of the month at 9am`)"
+         lines, `1st of the month at 9am` and `15th of the month at 9am`"
     )]
     EveryOtherWeek,
     /// croner's reason, as it says it (its error type is neither `Clone` nor `Eq`).
@@ -49,10 +50,19 @@ pub enum Reason {
     Internal { expr: String, croner: String },
     #[error("\"{n}{word}\" names no days or times: write them, like `mon,thu at 9am`")]
     NoDaysOrTimes { n: u32, word: String },
-    #[error("\"{0}x/day\" is not supported: use 1x/day, 2x/day or list the times")]
+    #[error(
+        "\"{0}x/day\" is not supported: use `1x/day`, `2x/day` or list the times, like \
+         `9am, 1pm and 5pm`"
+    )]
     TimesADay(u32),
-    #[error("\"{0}\" is not a time: write 9am, 17:00 or `every {0} min`")]
+    #[error("\"{0}\" is not a time: write {hint}", hint = bare_number_hint(*.0))]
     BareNumber(u32),
+    #[error(
+        "\"{from}-{to}\" is not a time window: a window is whole hours with am/pm (or 24-hour \
+         times) and goes with an interval, like `{}`",
+        window_example(*.from, *.to)
+    )]
+    BareWindow { from: u32, to: u32 },
     #[error("\"{0}\" is not a time, day or interval word")]
     UnknownWord(String),
     #[error(
@@ -65,7 +75,10 @@ pub enum Reason {
          which days: write one pair per line or join them with `;`, like `fri at 4pm; mon at 9am`"
     )]
     Unpaired,
-    #[error("\"during\" takes `work hours` (9am–5pm, weekdays) or a window like 9am-6pm")]
+    #[error(
+        "\"during\" takes work hours (9am–5pm, weekdays), like `every 15 min during work hours`; \
+         or write a window, like `every 30 min, 9am-6pm`"
+    )]
     During,
     #[error("there is no {} {day} in a month", ordinal_text(*.nth))]
     NoNthWeekday { nth: u32, day: String },
@@ -78,14 +91,15 @@ pub enum Reason {
     NotInEveryMonth(u32),
     #[error("\"every {n} {unit}\": the unit must be min, hours or seconds")]
     EveryUnit { n: u32, unit: String },
-    #[error("\"every\" must be followed by an interval (every 30 min) or a day (every friday)")]
+    #[error("\"every\" must be followed by an interval (`every 30 min`) or a day (`every friday`)")]
     EveryWhat,
     #[error("only one interval per line: put each on its own line")]
     TwoIntervals,
     #[error(
-        "\"every {n} {unit}\" does not divide the {} evenly, so it cannot stay aligned to the clock: use one of {}",
+        "\"every {n} {unit}\" does not divide the {} evenly, so it cannot stay aligned to the clock: use one of {}; the nearest is `every {} {unit}`",
         match *unit { "hours" => "day", "seconds" => "minute", _ => "hour" },
-        if *unit == "hours" { "1, 2, 3, 4, 6, 8, 12 hours" } else { "1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30" }
+        if *unit == "hours" { "1, 2, 3, 4, 6, 8, 12 hours" } else { "1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30" },
+        nearest_aligned(*.n, unit)
     )]
     NotAligned { n: u32, unit: &'static str },
     #[error("a time window takes whole hours, like 9am-6pm")]
@@ -115,5 +129,63 @@ fn which_days_example(unit: &str) -> &'static str {
         "`mon,thu at 9am`"
     } else {
         "two lines, `1st of the month at 9am` and `15th of the month at 9am`"
+    }
+}
+
+/// The steps that divide the day (hours) or the hour and minute.
+pub(super) fn aligned(unit: &str) -> &'static [u32] {
+    if unit == "hours" {
+        &[1, 2, 3, 4, 6, 8, 12]
+    } else {
+        &[1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30]
+    }
+}
+
+/// The aligned step nearest `n` (the smaller of two as near).
+fn nearest_aligned(n: u32, unit: &str) -> u32 {
+    aligned(unit)
+        .iter()
+        .copied()
+        .min_by_key(|k| k.abs_diff(n))
+        .unwrap_or(1)
+}
+
+/// What a bare number could have meant, as forms tabd accepts: `at 9`, `9am`, `9pm`,
+/// `every 10 min` (only a step that divides the hour).
+fn bare_number_hint(n: u32) -> String {
+    let mut forms = Vec::new();
+    if n <= 23 {
+        forms.push(format!("`at {n}`"));
+    }
+    if (1..=12).contains(&n) {
+        forms.push(format!("`{n}am`"));
+        forms.push(format!("`{n}pm`"));
+    }
+    if aligned("min").contains(&n) {
+        forms.push(format!("`every {n} min`"));
+    }
+    match forms.split_last() {
+        None => "a time like `9am` or `17:00`".into(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
+/// `9-5` as the window it likely meant (a bare 1 to 6 is the afternoon, as after `at`), with an
+/// interval: `every hour, 9am-5pm`.
+fn window_example(from: u32, to: u32) -> String {
+    let (a, b) = (bare_hour(from), bare_hour(to));
+    if a > 23 || b > 23 || a == b {
+        return "every hour, 9am-5pm".into();
+    }
+    format!("every hour, {}-{}", twelve_hour(a), twelve_hour(b))
+}
+
+fn twelve_hour(h: u32) -> String {
+    match h {
+        0 => "12am".into(),
+        12 => "12pm".into(),
+        h if h < 12 => format!("{h}am"),
+        h => format!("{}pm", h - 12),
     }
 }
