@@ -92,7 +92,19 @@ fn shared_value(d: &Devices, kind: &str, id: &str, change: impl FnOnce(Vec<u8>) 
             .get_key_value("tabd_shared")
             .await
             .expect("the shared bucket");
-        let now = kv.get(key.as_str()).await.expect("get").expect("a record");
+        // Handed over when the asking run ended, or at the next try if the servers were slow.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let now = loop {
+            if let Some(v) = kv.get(key.as_str()).await.expect("get") {
+                break v;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no record {key} in the cluster:\n{}",
+                d.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         kv.put(key.as_str(), change(now.to_vec()).into())
             .await
             .expect("put");

@@ -462,7 +462,9 @@ async fn bucket(
         storage: jetstream::stream::StorageType::File,
         allow_rollup: true,
         deny_delete: true,
-        allow_direct: true,
+        // What devices hand each other is read from the stream's leader, never a replica that
+        // may lag behind a write a moment ago (a record just handed over, an outcome just written).
+        allow_direct: name != SHARED,
         num_replicas: replicas,
         discard: jetstream::stream::DiscardPolicy::New,
         ..Default::default()

@@ -104,7 +104,10 @@ pub(super) async fn begin(env: &RunEnv, sh: &Shared, (id, a): (&str, &Approval),
             })
         }
         Ok(None) => {
-            tracing::debug!("approval {id}: another device started its call first");
+            match sh.execution(id).await {
+                Ok(Some((e, _))) => elsewhere(env, id, &e),
+                _ => tracing::debug!("approval {id}: another device started its call first"),
+            }
             sh.cluster().release(&h.lease).await;
             None
         }

@@ -297,7 +297,9 @@ impl Shared {
             return Ok(mine.device);
         }
         self.resumer_of(run_id, wait).await?.ok_or_else(|| {
-            SharedError::Refused(format!("the cluster's record of who resumes {id} went away"))
+            SharedError::Cluster(ClusterError::Unavailable {
+                why: format!("the record of who resumes {id} is not readable yet"),
+            })
         })
     }
 

@@ -582,6 +582,9 @@ impl Daemon {
             }
             Err(e) => tracing::error!("approvals: the pass failed: {e}"),
         }
+        // With [cluster] key: what could not be handed over yet (the servers did not answer in
+        // time) is tried again; what was is not sent twice.
+        self.share_waiting();
         self.approvals.due = Some(self.approvals.due.map_or(next, |d| d.min(next)));
     }
 }
