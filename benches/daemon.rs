@@ -5,7 +5,8 @@
 //! `journal10k` (10,000 runs, ~2 minutes; not in the default set), `load` (another role's notes
 //! beside a role at the expectation cap, ~2.5 minutes; not in the default set: benches/daemon/load.rs),
 //! `cluster` (what `[cluster]` costs: a claim on loopback, a note's latency with and without it;
-//! needs a `nats-server`, not in the default set: benches/daemon/cluster.rs).
+//! needs a `nats-server`, not in the default set: benches/daemon/cluster.rs), `telemetry` (a run's
+//! CPU with and without `[telemetry]`, not in the default set: benches/daemon/telemetry.rs).
 //! Timings are medians over repeated runs; nothing here is asserted.
 
 #[path = "../tests/support/fake_model.rs"]
@@ -22,6 +23,11 @@ mod load;
 #[allow(dead_code)]
 mod nats;
 
+#[path = "../tests/support/otlp.rs"]
+#[allow(dead_code)]
+mod otlp;
+#[path = "daemon/telemetry.rs"]
+mod telemetry;
 #[path = "daemon/vault_write.rs"]
 mod vault_write;
 
@@ -707,6 +713,7 @@ fn per_run(out: &mut Value) {
         launcher: Default::default(),
         mcp_pool: None,
         fence: Default::default(),
+        telemetry: Default::default(),
         probes: Default::default(),
         progress: Default::default(),
         stop: Default::default(),
@@ -1114,6 +1121,7 @@ fn journal_long(out: &mut Value) {
         launcher: Default::default(),
         mcp_pool: None,
         fence: Default::default(),
+        telemetry: Default::default(),
         probes: Default::default(),
         progress: Default::default(),
         stop: Default::default(),
@@ -1307,6 +1315,9 @@ fn main() {
     }
     if on("cluster") {
         cluster::cluster(&mut out);
+    }
+    if on("telemetry") {
+        telemetry::telemetry(&mut out);
     }
     println!("{}", serde_json::to_string(&out).unwrap());
 }

@@ -384,6 +384,7 @@ fn day(mode: Mode, typical: bool, triage: Option<Triage>) -> Totals {
             launcher: Default::default(),
             mcp_pool: None,
             fence: Default::default(),
+            telemetry: Default::default(),
             probes: Default::default(),
             progress: Default::default(),
             stop: Default::default(),

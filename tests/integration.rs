@@ -37,6 +37,7 @@ mod secrets;
 mod service;
 mod signed_records;
 mod skills;
+mod telemetry;
 mod triage;
 mod turn_e2e;
 mod undo;

@@ -1,5 +1,6 @@
 //! Floor 5, capabilities: the vault tools, the MCP client, the model APIs, agent CLIs, reaching
-//! the person (notify), and the other devices of a vault (cluster: NATS JetStream).
+//! the person (notify), the other devices of a vault (cluster: NATS JetStream), and traces
+//! (telemetry: OpenTelemetry over OTLP/HTTP).
 //!
 //! See the floor table in `lib.rs`: a module here imports only from this floor or below.
 pub mod agent_cli;
@@ -7,4 +8,5 @@ pub mod cluster;
 pub mod mcp;
 pub mod notify;
 pub mod provider;
+pub mod telemetry;
 pub mod tools;

@@ -143,7 +143,10 @@ impl ServerHandler for HarnessServer {
             }
         }
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
-        let door = Door::Model { reason: self.reason };
+        let door = Door::Model {
+            reason: self.reason,
+            call_id: None,
+        };
         let called = match self.harness.call(&request.name, &input, door).await {
             Ok(c) => c,
             Err(fatal) => {

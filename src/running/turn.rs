@@ -28,6 +28,8 @@ pub struct TurnLimits {
     /// A call that waits for the person's approval suspends the turn (role `resume`, default
     /// on): it goes on with the call's result once decided, instead of with "queued".
     pub suspend: bool,
+    /// The run's span: each model request gets a `chat` child (nothing when telemetry is off).
+    pub trace: crate::capabilities::telemetry::RunSpan,
 }
 
 impl TurnLimits {
@@ -254,7 +256,7 @@ impl Loop<'_> {
         self.retry
             .progress
             .emit(crate::base::progress::Step::Asking(self.out.requests));
-        let resp = match provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
+        let resp = match self.complete(req).await {
             Ok(r) => r,
             Err(e) => {
                 self.out.end = TurnEnd::Failed(e);
@@ -290,6 +292,17 @@ impl Loop<'_> {
             _ if uses.is_empty() => None,
             _ => Some(uses),
         }
+    }
+
+    /// One request, with the provider's retries, in a `chat` span of the run's.
+    async fn complete(&self, req: &Request) -> Result<provider::Response, ProviderError> {
+        let span = self.limits.trace.chat(req);
+        let answer = provider::complete(self.provider, req, self.retry, self.limits.deadline).await;
+        match &answer {
+            Ok(resp) => span.answered(resp, self.limits.cost(&resp.usage)),
+            Err(e) => span.failed(e),
+        }
+        answer
     }
 
     fn note_text(&mut self, content: &[Block]) {
@@ -333,7 +346,7 @@ impl Loop<'_> {
         let mut limit = None;
         let mut waiting = Vec::new();
         for (id, name, input) in uses {
-            match exec.call(&name, &input, &self.last_text).await {
+            match exec.call(&id, &name, &input, &self.last_text).await {
                 Ok(called) => {
                     if let Some(why) = called.limit {
                         limit.get_or_insert(why);
@@ -445,7 +458,7 @@ impl Loop<'_> {
             }
         };
         self.out.requests += 1;
-        match provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
+        match self.complete(req).await {
             Ok(resp) => {
                 self.charge(resp.usage);
                 let text = resp.text();
@@ -481,7 +494,7 @@ impl Loop<'_> {
             return;
         };
         self.out.requests += 1;
-        if let Ok(resp) = provider::complete(self.provider, req, self.retry, self.limits.deadline).await {
+        if let Ok(resp) = self.complete(req).await {
             self.charge(resp.usage);
             let text = resp.text();
             if !text.trim().is_empty() {

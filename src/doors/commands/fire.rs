@@ -255,7 +255,10 @@ async fn run_until_ctrl_c(env: &run::RunEnv, role: &Role, notes: Vec<inbox::Note
             }
         }
     });
-    run::run_role(env, role, Trigger::manual(), notes).await
+    let result = run::run_role(env, role, Trigger::manual(), notes).await;
+    // The run's spans are sent before tabd exits, within a bounded wait.
+    env.telemetry.shutdown();
+    result
 }
 
 /// A spinner on stderr while the run goes on — only on a terminal (a script gets plain output).

@@ -343,8 +343,10 @@ pub fn serve(ws: &Workspace, role: &str) -> Result<u8, CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::failed(e.to_string()))?;
-    rt.block_on(serve_session(env, role))
-        .map_err(|e| CliError::failed(format!("mcp serve: {e:#}")))?;
+    let telemetry = env.telemetry.clone();
+    let served = rt.block_on(serve_session(env, role));
+    telemetry.shutdown();
+    served.map_err(|e| CliError::failed(format!("mcp serve: {e:#}")))?;
     Ok(0)
 }
 
@@ -578,6 +580,7 @@ impl ServeRun {
             return;
         }
         let (record, human) = self.record(harness, limit.or(refused), &children);
+        crate::running::run::session::end_trace(&session.trace, &record);
         crate::base::blocking::run(|| self.write(&record, &human));
     }
 

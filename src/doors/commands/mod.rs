@@ -187,6 +187,10 @@ impl Workspace {
             stop: Default::default(),
             key,
             fence: Default::default(),
+            telemetry: crate::capabilities::telemetry::Telemetry::start(
+                self.config.telemetry.as_ref(),
+                &self.env,
+            ),
         })
     }
 }

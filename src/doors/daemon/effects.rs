@@ -597,6 +597,8 @@ impl Daemon {
         if let Some(pool) = self.run_env.mcp_pool.take() {
             pool.shutdown().await;
         }
+        // The last spans, sent within a bounded wait (a collector that is down holds no longer).
+        self.run_env.telemetry.shutdown();
         self.write_status(false);
         tracing::info!("stopped");
     }

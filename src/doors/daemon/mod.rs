@@ -193,6 +193,8 @@ impl Daemon {
         let now = clock.instant();
         let launcher = launcher_of(&init);
         let quiet = effects::quiet(&init.env);
+        let telemetry =
+            crate::capabilities::telemetry::Telemetry::start(init.config.telemetry.as_ref(), &init.env);
         Ok(Self {
             host: host_name(&init.config),
             core: Core::new(init.config.inbox.settle()),
@@ -212,6 +214,7 @@ impl Daemon {
                 stop: Default::default(),
                 key: init.key.clone(),
                 fence: Default::default(),
+                telemetry,
             },
             env: init.env,
             cli_config: init.cli_config,

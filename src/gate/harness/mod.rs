@@ -22,6 +22,7 @@ use crate::base::clock::Clock;
 use crate::base::vault::Vault;
 use crate::capabilities::mcp::tools::{McpTool, RunTools};
 use crate::capabilities::provider::BoxFuture;
+use crate::capabilities::telemetry::{Approval, ToolSpan};
 use crate::capabilities::tools::{self, FatalToolError, ToolContext};
 use crate::gate::approvals::request::{AskContext, Call};
 use crate::records::access::AccessPolicy;
@@ -32,8 +33,12 @@ use crate::setup::role::{Role, RoleSet};
 #[derive(Debug, Clone, Copy)]
 pub enum Door<'a> {
     /// The model asked for it (an API run, an agent CLI, an MCP client): `approve` decides.
-    /// `reason` is the model's text before the call, shown in an approval note.
-    Model { reason: &'a str },
+    /// `reason` is the model's text before the call, shown in an approval note; `call_id` the
+    /// model's id for the call, where the door has one (an API run).
+    Model {
+        reason: &'a str,
+        call_id: Option<&'a str>,
+    },
     /// The person approved it in a note: it runs unless the role now denies it.
     Approved,
 }
@@ -51,8 +56,10 @@ pub struct Called {
 
 /// Runs the model's tool calls: the turn loop talks to this, never to a tool.
 pub trait ToolExecutor: Send + Sync {
+    /// Runs the model's call `id` of tool `name`.
     fn call<'a>(
         &'a self,
+        id: &'a str,
         name: &'a str,
         input: &'a Value,
         reason: &'a str,
@@ -86,6 +93,8 @@ pub struct Ticket {
     pub journal: Option<Arc<crate::records::journal::RunJournal>>,
     /// What the run holds in the cluster (DESIGN §23): checked before every call that runs.
     pub fence: crate::base::fence::Fence,
+    /// The run's span: each call gets an `execute_tool` child (nothing when telemetry is off).
+    pub trace: crate::capabilities::telemetry::RunSpan,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -121,6 +130,13 @@ pub struct Harness {
     /// Calls that counted against `max_tool_calls` (taken before a call starts).
     used: AtomicU32,
     log: Mutex<CallLog>,
+}
+
+/// What `decide` made of a call: its result, the approval note it queued and how it was let
+/// through; or the refusal at `max_tool_calls` (it does not count, so it is not recorded).
+enum Gated {
+    Done(ToolResult, Option<String>, Approval),
+    Limit(Called),
 }
 
 /// A call as the approval policy sees it: its name in the role file (`write_file`,
@@ -235,11 +251,37 @@ impl Harness {
             .map_err(|why| format!("the arguments do not fit the tool's schema: {why}"))
     }
 
-    /// The one door every tool call passes through.
+    /// The one door every tool call passes through, in an `execute_tool` span of the run's.
     pub async fn call(&self, name: &str, input: &Value, door: Door<'_>) -> Result<Called, FatalToolError> {
+        let (call_id, ran) = match door {
+            Door::Model { call_id, .. } => (call_id, Approval::Allowed),
+            Door::Approved => (None, Approval::Approved),
+        };
+        let mut span = self.ticket.trace.tool(name, call_id);
+        match self.gate(name, input, door, &mut span).await {
+            Ok((called, approval)) => {
+                span.end(approval, input, Ok(&called.result));
+                Ok(called)
+            }
+            Err(fatal) => {
+                span.end(ran, input, Err(&fatal.0));
+                Err(fatal)
+            }
+        }
+    }
+
+    /// The lists, `approve`, the limits and the sandbox, then the call and its record; with how
+    /// the call was let through.
+    async fn gate(
+        &self,
+        name: &str,
+        input: &Value,
+        door: Door<'_>,
+        span: &mut ToolSpan,
+    ) -> Result<(Called, Approval), FatalToolError> {
         let too_deep = crate::formats::json::check(input).err();
-        let (result, server, approval) = match self.classify(name) {
-            Err(refusal) => (ToolResult::error(refusal), None, None),
+        let (result, server, note, approval) = match self.classify(name) {
+            Err(refusal) => (ToolResult::error(refusal), None, None, Approval::Refused),
             // Refused before anything keeps them: records around them must stay readable.
             Ok(_) if too_deep.is_some() => (
                 ToolResult::error(format!(
@@ -248,47 +290,14 @@ impl Harness {
                 )),
                 None,
                 None,
+                Approval::Refused,
             ),
             Ok(call) => {
                 let server = call.mcp.map(|t| t.server.clone());
-                let mode = crate::gate::approvals::mode_for(&self.role, &call.key, call.risk);
-                match (door, mode) {
-                    (_, Mode::Deny) => (
-                        ToolResult::error(format!(
-                            "refused: this role's `approve` setting denies `{}` ({} risk); do not retry it",
-                            call.key,
-                            call.risk.as_str()
-                        )),
-                        server,
-                        None,
-                    ),
-                    (Door::Model { reason }, Mode::Ask) => {
-                        let (result, note) = self.queue(name, input, reason, &call);
-                        (result, server, note)
-                    }
-                    (Door::Model { .. }, Mode::Auto) | (Door::Approved, _) => {
-                        if let Err(lost) = self.ticket.fence.check() {
-                            (
-                                ToolResult::error(format!("not run: {lost}; end the run now")),
-                                server,
-                                None,
-                            )
-                        } else {
-                            if let Some(limit) = self.take_slot() {
-                                return Ok(limit);
-                            }
-                            self.ticket.progress.emit(crate::base::progress::Step::Tool {
-                                name: name.to_string(),
-                                subject: subject_of(input),
-                            });
-                            let result = match call.mcp {
-                                Some(t) => t.call(input).await,
-                                None if name == calls::DELEGATE => self.call_delegate(input).await,
-                                None => self.call_vault(name, input)?,
-                            };
-                            (result, server, None)
-                        }
-                    }
+                span.known(&call.key, call.risk, server.as_deref());
+                match self.decide(name, input, door, &call).await? {
+                    Gated::Done(result, note, approval) => (result, server, note, approval),
+                    Gated::Limit(called) => return Ok((called, Approval::Refused)),
                 }
             }
         };
@@ -301,17 +310,73 @@ impl Harness {
             None => std::borrow::Cow::Borrowed(input),
         };
         let mut record = calls::record_of(name, &kept, &result, server.as_deref());
-        record.approval = approval;
+        record.approval = note;
         {
             let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
             log.calls.push(record.clone());
             log.changes.extend(result.changes.iter().cloned());
             log.notes.extend(result.notes.iter().cloned());
         }
-        Ok(Called {
+        let called = Called {
             result,
             limit: None,
             record: Some(record),
+        };
+        Ok((called, approval))
+    }
+
+    /// A call the role has: `approve` decides (deny, ask, auto; a person-approved call runs),
+    /// then the cluster's fence and `max_tool_calls`, then the tool runs.
+    async fn decide(
+        &self,
+        name: &str,
+        input: &Value,
+        door: Door<'_>,
+        call: &Classified<'_>,
+    ) -> Result<Gated, FatalToolError> {
+        let mode = crate::gate::approvals::mode_for(&self.role, &call.key, call.risk);
+        let ran = match door {
+            Door::Model { .. } => Approval::Allowed,
+            Door::Approved => Approval::Approved,
+        };
+        Ok(match (door, mode) {
+            (_, Mode::Deny) => Gated::Done(
+                ToolResult::error(format!(
+                    "refused: this role's `approve` setting denies `{}` ({} risk); do not retry it",
+                    call.key,
+                    call.risk.as_str()
+                )),
+                None,
+                Approval::Refused,
+            ),
+            (Door::Model { reason, .. }, Mode::Ask) => {
+                let (result, note) = self.queue(name, input, reason, call);
+                let approval = if note.is_some() {
+                    Approval::Asked
+                } else {
+                    Approval::Refused
+                };
+                Gated::Done(result, note, approval)
+            }
+            (Door::Model { .. }, Mode::Auto) | (Door::Approved, _) => {
+                if let Err(lost) = self.ticket.fence.check() {
+                    let result = ToolResult::error(format!("not run: {lost}; end the run now"));
+                    return Ok(Gated::Done(result, None, Approval::Refused));
+                }
+                if let Some(limit) = self.take_slot() {
+                    return Ok(Gated::Limit(limit));
+                }
+                self.ticket.progress.emit(crate::base::progress::Step::Tool {
+                    name: name.to_string(),
+                    subject: subject_of(input),
+                });
+                let result = match call.mcp {
+                    Some(t) => t.call(input).await,
+                    None if name == calls::DELEGATE => self.call_delegate(input).await,
+                    None => self.call_vault(name, input)?,
+                };
+                Gated::Done(result, None, ran)
+            }
         })
     }
 
@@ -534,10 +599,19 @@ fn subject_of(input: &Value) -> String {
 impl ToolExecutor for Harness {
     fn call<'a>(
         &'a self,
+        id: &'a str,
         name: &'a str,
         input: &'a Value,
         reason: &'a str,
     ) -> BoxFuture<'a, Result<Called, FatalToolError>> {
-        Box::pin(Harness::call(self, name, input, Door::Model { reason }))
+        Box::pin(Harness::call(
+            self,
+            name,
+            input,
+            Door::Model {
+                reason,
+                call_id: Some(id),
+            },
+        ))
     }
 }

@@ -30,6 +30,8 @@ pub struct Lineage {
     /// The parent's chain depth: a child is part of its parent's chain, so a note it triggers
     /// is one hop further than the parent's (a loop through children stays bounded).
     pub hops: u32,
+    /// The parent's span: the child's is under it.
+    pub trace: crate::capabilities::telemetry::RunSpan,
 }
 
 /// The run that delegates: what its children need to know of it, and their results.

@@ -42,6 +42,8 @@ pub struct RunEnv {
     /// What this run holds in the cluster (DESIGN §23): open unless the daemon claimed its slot
     /// or notes; its tool calls and its finish check it.
     pub fence: crate::base::fence::Fence,
+    /// Where each run's spans go (`[telemetry]`, DESIGN §25); empty: none made.
+    pub telemetry: crate::capabilities::telemetry::Telemetry,
 }
 
 /// "tabd is stopping": runs watching it end at their next wait (a model request, a tool call),

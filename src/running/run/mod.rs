@@ -133,6 +133,7 @@ async fn run_in(
         .clone()
         .map(|turn| suspended_record(env, role, &session, &prep, turn, outcome.calls.len()));
     let result = blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome, children));
+    session::end_trace(&session.trace, &result.record);
     session.close(&moved(&result)).await;
     keep_suspended(env, suspended);
     result
@@ -152,6 +153,7 @@ async fn model_turn(
     let harness = Arc::new(session.harness(ticket));
     let turn = TurnContext {
         account: session.account.clone(),
+        trace: session.trace.clone(),
         output,
         suspend,
         triage,
@@ -295,6 +297,7 @@ fn output_check(
 /// schema, whether a call waiting for approval suspends it, the model that looks first.
 struct TurnContext {
     account: Account,
+    trace: crate::capabilities::telemetry::RunSpan,
     output: Option<Arc<jsonschema::Validator>>,
     suspend: bool,
     triage: Option<String>,
@@ -358,12 +361,18 @@ async fn call_model(
         if let Some(why) = spent {
             return TurnOutcome::ended(TurnEnd::CapTooLow(why));
         }
+        let span = turn.trace.chat(&request);
         let mut outcome = agent_turn::turn(env, role, prep, &request, harness).await;
         // A CLI's own words (its stderr, its error report) may quote its settings: no secret of
         // the environment reaches the record, the daily note or the terminal (DESIGN §24).
         if let TurnEnd::Failed(e) = &mut outcome.end {
             *e = e.clone().redacted(&env.launcher.env.redactor());
         }
+        let failed = match &outcome.end {
+            TurnEnd::Failed(e) => Some(e),
+            _ => None,
+        };
+        span.cli_turn(&outcome.usage, &outcome.model, outcome.cost_usd, failed);
         // A CLI's session is over when it answers: no repair turn, the answer fits or the run fails.
         if let (Some(schema), TurnEnd::Done) = (&turn.output, &outcome.end) {
             match crate::running::turn::answer_json(&outcome.summary, schema) {
@@ -382,6 +391,7 @@ async fn call_model(
         deadline: env.clock.instant() + prep.limits.run_deadline,
         output: turn.output,
         suspend: turn.suspend,
+        trace: turn.trace,
     };
     let retry = RetryPolicy {
         progress: env.progress.clone(),

@@ -141,6 +141,7 @@ async fn open(
         deadline: env.clock.instant() + std::time::Duration::from_millis(s.deadline_left_ms),
         output: None,
         suspend: true,
+        trace: session.trace.clone(),
     };
     (session, harness, limits)
 }

@@ -22,6 +22,7 @@ use super::env::RunEnv;
 use crate::base::cost::Account;
 use crate::base::trigger::Trigger;
 use crate::capabilities::mcp::tools::RunTools;
+use crate::capabilities::telemetry::{RunEnd, RunSpan, RunStart};
 use crate::gate::approvals::request::AskContext;
 use crate::gate::harness::{Harness, Ticket};
 use crate::records::journal::RunJournal;
@@ -97,6 +98,8 @@ pub struct Session {
     pub journal: Arc<RunJournal>,
     pub mcp: Arc<RunTools>,
     pub delegator: Option<Arc<RunDelegator>>,
+    /// Its `invoke_agent` span (empty when telemetry is off, and for an undo).
+    pub trace: RunSpan,
     env: RunEnv,
     closed: AtomicBool,
 }
@@ -123,6 +126,7 @@ impl Session {
         let own_deadline = env.clock.instant() + limits.run_deadline;
         let deadline = o.lineage.deadline.map_or(own_deadline, |d| d.min(own_deadline));
         let hops = o.hops.max(o.lineage.hops);
+        let trace = open_trace(env, &o);
         let journal = Arc::new(
             RunJournal::new(
                 env.vault.clone(),
@@ -145,6 +149,7 @@ impl Session {
                 account: Some(account.clone()),
                 deadline: Some(deadline),
                 hops,
+                trace: trace.clone(),
             },
         );
         let only = match o.servers {
@@ -169,6 +174,7 @@ impl Session {
             journal,
             mcp: Arc::new(mcp),
             delegator,
+            trace,
             env: env.clone(),
             closed: AtomicBool::new(false),
         }
@@ -189,6 +195,7 @@ impl Session {
                 .map(|d| d as Arc<dyn crate::gate::harness::Delegator>),
             journal: Some(self.journal.clone()),
             fence: self.env.fence.clone(),
+            trace: self.trace.clone(),
         }
     }
 
@@ -247,6 +254,46 @@ impl Session {
             tracing::warn!("session {}: cannot close its undo journal: {e}", self.id);
         }
     }
+}
+
+/// A session's `invoke_agent` span, under the delegating session's; none for an undo (no agent).
+fn open_trace(env: &RunEnv, o: &Opening<'_>) -> RunSpan {
+    if o.door == Door::Undo || !env.telemetry.is_on() {
+        return RunSpan::default();
+    }
+    let p = &env.config.provider;
+    let provider = match (&p.profile, p.kind) {
+        (Some(profile), crate::setup::config::ProviderKind::Command) => profile.name.as_str(),
+        _ => p.kind.as_str(),
+    };
+    let start = RunStart {
+        role: &o.role.name,
+        run_id: &o.id,
+        door: match o.door {
+            Door::Run => "run",
+            Door::McpServe => "mcp",
+            Door::Approved => "approved",
+            Door::Undo => "undo",
+        },
+        trigger: o.trigger.kind.as_str(),
+        provider,
+        model: &o.role.settings.model(p),
+    };
+    env.telemetry.run(&start, &o.lineage.trace)
+}
+
+/// Ends a run's span with what its record says.
+pub fn end_trace(trace: &RunSpan, record: &crate::records::runlog::RunRecord) {
+    if !trace.is_on() {
+        return;
+    }
+    trace.end(&RunEnd {
+        outcome: record.shown_outcome(),
+        usage: &record.usage.tokens,
+        cost_usd: record.usage.cost_usd,
+        model: &record.model,
+        error: record.error.as_deref(),
+    });
 }
 
 impl Drop for Session {

@@ -112,6 +112,7 @@ fn echo() -> Echo {
 impl ToolExecutor for Echo {
     fn call<'a>(
         &'a self,
+        _id: &'a str,
         name: &'a str,
         input: &'a Value,
         _reason: &'a str,
@@ -171,6 +172,7 @@ fn limits() -> TurnLimits {
         deadline: Instant::now() + Duration::from_secs(600),
         output: None,
         suspend: false,
+        trace: Default::default(),
     }
 }
 

@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod notify;
 pub mod profile;
 pub mod sandbox;
+pub mod telemetry;
 
 use crate::base::environment::Env;
 use crate::base::text::LineIndex;
@@ -67,6 +68,7 @@ struct RawConfig {
     profiles: std::collections::BTreeMap<String, crate::setup::config::profile::RawProfile>,
     cluster: Option<Spanned<cluster::RawCluster>>,
     log: log::RawLog,
+    telemetry: Option<Spanned<telemetry::RawTelemetry>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -304,6 +306,8 @@ pub struct Config {
     pub cluster: Option<cluster::ClusterConfig>,
     /// Where the daily run log goes (DESIGN §26).
     pub log: log::LogConfig,
+    /// Where traces go (DESIGN §25); `None`: no exporter, no spans.
+    pub telemetry: Option<telemetry::TelemetryConfig>,
 }
 
 impl Default for Config {
@@ -484,6 +488,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
     }
     let cluster = raw.cluster.map(|c| resolve_cluster(&r, c)).transpose()?;
     let log = log::resolve(&raw.log).map_err(|(span, m)| r.err_at(span, m))?;
+    let telemetry = raw.telemetry.map(|t| resolve_telemetry(&r, t)).transpose()?;
     Ok(Config {
         path: source,
         vault,
@@ -501,7 +506,24 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         notify: raw.notify,
         cluster,
         log,
+        telemetry,
     })
+}
+
+/// `[telemetry]`, with its `${VAR}`s expanded as secrets and its problems at their lines.
+fn resolve_telemetry(
+    r: &Reader<'_>,
+    raw: Spanned<telemetry::RawTelemetry>,
+) -> Result<telemetry::TelemetryConfig, ConfigError> {
+    let table = raw.span();
+    let expand = |s: &Spanned<String>| {
+        r.expand(s).map_err(|e| telemetry::Problem {
+            span: Some(s.span()),
+            message: e.message,
+        })
+    };
+    telemetry::resolve(raw.into_inner(), &expand)
+        .map_err(|p| r.err_at(p.span.or(Some(table.clone())), p.message))
 }
 
 /// `[cluster]`, with its `${VAR}`s expanded as secrets and its problems at their lines.
