@@ -385,6 +385,7 @@ fn day(mode: Mode, typical: bool, triage: Option<Triage>) -> Totals {
             mcp_pool: None,
             fence: Default::default(),
             telemetry: Default::default(),
+            side: Default::default(),
             probes: Default::default(),
             progress: Default::default(),
             stop: Default::default(),

@@ -201,6 +201,27 @@ fn a_wall_clock_jump_is_noticed_and_the_missed_slots_run_once_and_are_logged() {
     assert!(!fake.requests().is_empty());
 }
 
+/// A run's own side write that fails — the daily-note line of a skipped run, with `daily` a file —
+/// reaches the one sink status shows, named by what was not written (issue 37 item 3).
+#[test]
+fn a_skipped_runs_failed_daily_line_is_named_in_status() {
+    let (v, fake) = setup("");
+    let _ = std::fs::remove_dir_all(v.path("daily"));
+    std::fs::write(v.path("daily"), "not a folder").unwrap();
+    v.write("project/watched.md", "v1");
+    v.write(
+        "roles/idle.md",
+        "# Idle\n## Context Files\n- project/watched.md\n## Schedule\n* * * * * *\n",
+    );
+    let _d = Daemon::start(&v);
+    wait_until(T, "the first scheduled run", || fake.requests().len() == 1);
+    wait_until(T, "the skip's failed line named in status", || {
+        String::from_utf8_lossy(&v.tabd(&["status"]).stdout).contains("the daily note (a skipped run)")
+    });
+    let status = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+    assert!(status.contains("WRITES FAILING: "), "{status}");
+}
+
 #[test]
 fn skip_unchanged_skips_at_zero_model_calls_and_logs_once() {
     let (v, fake) = setup("");

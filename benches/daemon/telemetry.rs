@@ -90,6 +90,7 @@ pub fn telemetry(out: &mut Value) {
         launcher: Default::default(),
         mcp_pool: None,
         fence: Default::default(),
+        side: Default::default(),
         telemetry: tabd::capabilities::telemetry::Telemetry::start(
             config.telemetry.as_ref(),
             &Env::default(),

@@ -14,6 +14,7 @@ pub mod memory;
 pub mod process;
 pub mod progress;
 pub mod sandbox;
+pub mod sidewrites;
 pub mod signing;
 pub(crate) mod template;
 pub mod text;

@@ -107,7 +107,10 @@ pub(super) async fn run(
     env.faults.abort_at("approval-call-returned");
     // The children of an approved `delegate` have no parent section to sit in: each gets its own.
     for child in session.take_children() {
-        let _ = env.log.append_daily(&child.daily_log, &child.delegated_section);
+        env.side.check(
+            "the daily note (a delegated run's section)",
+            env.log.append_daily(&child.daily_log, &child.delegated_section),
+        );
     }
     session.close(&[]).await;
     // What it changed can be undone like a run's: its note says how, by the session's id.

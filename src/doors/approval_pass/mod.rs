@@ -382,7 +382,8 @@ async fn act(
             let line = "**Not run:** tabd has no record of asking for this call (was the note copied or \
                         written by hand?). Only notes tabd wrote can be approved.";
             if let Ok(t) = note::update(text, "invalid", line) {
-                let _ = crate::base::blocking::run(|| env.vault.write_atomic(path, t.as_bytes()));
+                let written = crate::base::blocking::run(|| env.vault.write_atomic(path, t.as_bytes()));
+                env.side.check("an approval note (invalid)", written);
             }
             out.refused.push(path.to_string());
         }

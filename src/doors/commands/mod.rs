@@ -191,6 +191,7 @@ impl Workspace {
                 self.config.telemetry.as_ref(),
                 &self.env,
             ),
+            side: Default::default(),
         })
     }
 }

@@ -120,14 +120,13 @@ impl Daemon {
     /// True the first time `cause` is noted for `role` today.
     pub(super) fn note_once(&self, role: &str, cause: &str) -> bool {
         let today = self.today();
-        self.run_env
-            .store
-            .update(|s| {
-                let r = s.role(role);
-                r.roll_day(today);
-                r.first_notice(cause)
-            })
-            .unwrap_or(true)
+        let first = self.run_env.store.update(|s| {
+            let r = s.role(role);
+            r.roll_day(today);
+            r.first_notice(cause)
+        });
+        self.writes.check("the state (a notice)", first.as_ref());
+        first.unwrap_or(true)
     }
 
     pub(super) fn write_skip_record(

@@ -31,7 +31,6 @@ pub mod status;
 mod tasks;
 mod timers;
 mod watch;
-mod writes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -104,7 +103,7 @@ pub struct Daemon {
     /// The config file's error since its last edit: the daemon runs with the previous config.
     config_error: Option<String>,
     /// Side writes (log lines, state) that failed: counted and shown, never silent.
-    writes: writes::Writes,
+    writes: crate::base::sidewrites::SideWrites,
     /// The failed-write count the status last showed.
     writes_shown: u64,
     /// Each broken role's errors as the daily note last stated them.
@@ -195,6 +194,7 @@ impl Daemon {
         let quiet = effects::quiet(&init.env);
         let telemetry =
             crate::capabilities::telemetry::Telemetry::start(init.config.telemetry.as_ref(), &init.env);
+        let side = crate::base::sidewrites::SideWrites::default();
         Ok(Self {
             host: host_name(&init.config),
             core: Core::new(init.config.inbox.settle()),
@@ -215,12 +215,13 @@ impl Daemon {
                 key: init.key.clone(),
                 fence: Default::default(),
                 telemetry,
+                side: side.clone(),
             },
             env: init.env,
             cli_config: init.cli_config,
             kept_last_good: Vec::new(),
             config_error: None,
-            writes: Default::default(),
+            writes: side,
             writes_shown: 0,
             role_errors_logged: BTreeMap::new(),
             role_errors_said: BTreeMap::new(),

@@ -228,8 +228,9 @@ impl Daemon {
                 let first = self
                     .run_env
                     .store
-                    .update(|s| s.global.first_notice(today, &format!("config: {e}")))
-                    .unwrap_or(true);
+                    .update(|s| s.global.first_notice(today, &format!("config: {e}")));
+                self.writes.check("the state (a notice)", first.as_ref());
+                let first = first.unwrap_or(true);
                 if first {
                     let msg = format!("config has errors; keeping the previous one — {e}");
                     self.writes.check(

@@ -13,8 +13,9 @@ impl Daemon {
             let first = self
                 .run_env
                 .store
-                .update(|s| s.global.first_notice(today, &format!("stranded: {folder}")))
-                .unwrap_or(true);
+                .update(|s| s.global.first_notice(today, &format!("stranded: {folder}")));
+            self.writes.check("the state (a notice)", first.as_ref());
+            let first = first.unwrap_or(true);
             if first {
                 let line = format!("no role reads {folder}");
                 self.writes.check(

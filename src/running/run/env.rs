@@ -44,6 +44,9 @@ pub struct RunEnv {
     pub fence: crate::base::fence::Fence,
     /// Where each run's spans go (`[telemetry]`, DESIGN §25); empty: none made.
     pub telemetry: crate::capabilities::telemetry::Telemetry,
+    /// Where a failed side write (a daily-note line, a state update, a ledger phase) is reported:
+    /// one sink the daemon shares with its runs, shown by `tabd status`.
+    pub side: crate::base::sidewrites::SideWrites,
 }
 
 /// "tabd is stopping": runs watching it end at their next wait (a model request, a tool call),

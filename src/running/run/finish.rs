@@ -744,7 +744,9 @@ pub fn recover(env: &RunEnv, held: Option<&str>) -> usize {
             }
         };
         for p in &rs.pending {
-            let _ = publish(env, role, p, Publish::Recover);
+            for problem in publish(env, role, p, Publish::Recover) {
+                env.side.failed("a recovered run's record", &problem);
+            }
             n += 1;
         }
     }
@@ -779,18 +781,18 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         triage: None,
     };
     let today = prep.started.with_timezone(&env.log.tz()).date_naive();
-    let first = env
-        .store
-        .update(|s| {
-            let r = s.role(&role.name);
-            r.roll_day(today);
-            r.first_notice("skip_unchanged")
-        })
-        .unwrap_or(true);
-    if first {
-        let _ = env
-            .log
-            .write_line(prep.started, &role.display_name, &format!("skipped — {why}"));
+    let first = env.store.update(|s| {
+        let r = s.role(&role.name);
+        r.roll_day(today);
+        r.first_notice("skip_unchanged")
+    });
+    env.side.check("the state (a skip's notice)", first.as_ref());
+    if first.unwrap_or(true) {
+        env.side.check(
+            "the daily note (a skipped run)",
+            env.log
+                .write_line(prep.started, &role.display_name, &format!("skipped — {why}")),
+        );
     }
     if let Err(e) = env.log.write_record(&record) {
         tracing::warn!("cannot write the skip record: {e}");
