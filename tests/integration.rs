@@ -10,6 +10,7 @@ mod cli_foundation;
 mod cluster;
 mod cluster_approvals;
 mod cluster_daemons;
+mod cluster_resilience;
 mod context_entries;
 mod cost;
 mod crash_points;

@@ -69,6 +69,17 @@ pub struct Holder {
     /// This process (a random number at start): two processes under one device name differ.
     pub instance: String,
     pub at: DateTime<Utc>,
+    /// In a heartbeat: the last run of each role on this device (`tabd status` shows, per
+    /// role, which device ran its last run).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub runs: std::collections::BTreeMap<String, RunSeen>,
+}
+
+/// A role's last run on one device, as its heartbeat carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSeen {
+    pub at: DateTime<Utc>,
+    pub outcome: String,
 }
 
 /// What `claim_unless_done` came to.
@@ -87,6 +98,8 @@ pub enum Claimed {
 pub struct DeviceSeen {
     pub device: String,
     pub last_heartbeat: DateTime<Utc>,
+    /// Its last run of each role, by role.
+    pub runs: std::collections::BTreeMap<String, RunSeen>,
 }
 
 /// The buckets, made (or found) at first use: the servers may be down when tabd starts.
@@ -193,10 +206,15 @@ impl Cluster {
     }
 
     fn holder(&self) -> bytes::Bytes {
+        self.holder_with(Default::default())
+    }
+
+    fn holder_with(&self, runs: std::collections::BTreeMap<String, RunSeen>) -> bytes::Bytes {
         let me = Holder {
             device: self.inner.device.clone(),
             instance: self.inner.instance.clone(),
             at: Utc::now(),
+            runs,
         };
         serde_json::to_vec(&me).unwrap_or_default().into()
     }
@@ -322,17 +340,26 @@ impl Cluster {
     /// `Ok(Some(other))` when another process wrote under this device's name since the last one:
     /// the name is taken twice.
     pub async fn heartbeat(&self) -> Result<Option<Holder>, ClusterError> {
+        self.heartbeat_with(Default::default()).await
+    }
+
+    /// `heartbeat`, carrying this device's last run of each role.
+    pub async fn heartbeat_with(
+        &self,
+        runs: std::collections::BTreeMap<String, RunSeen>,
+    ) -> Result<Option<Holder>, ClusterError> {
         let b = self.buckets().await?;
+        let beat = self.holder_with(runs);
         let key = keys::device(&self.inner.vault, &self.inner.device);
         let last = *self.inner.heartbeat.lock().unwrap_or_else(|p| p.into_inner());
         let written = match last {
-            None => b.devices.put(&key, self.holder()).await.map_err(unavailable),
-            Some(rev) => match b.devices.update(&key, self.holder(), rev).await {
+            None => b.devices.put(&key, beat.clone()).await.map_err(unavailable),
+            Some(rev) => match b.devices.update(&key, beat.clone(), rev).await {
                 Ok(r) => Ok(r),
                 Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                     let other = b.devices.entry(key.as_str()).await.ok().flatten();
                     let other: Option<Holder> = other.and_then(|e| serde_json::from_slice(&e.value).ok());
-                    let r = b.devices.put(&key, self.holder()).await.map_err(unavailable)?;
+                    let r = b.devices.put(&key, beat.clone()).await.map_err(unavailable)?;
                     *self.inner.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
                     return Ok(other.filter(|o| o.instance != self.inner.instance));
                 }
@@ -360,6 +387,7 @@ impl Cluster {
                 out.push(DeviceSeen {
                     device: h.device,
                     last_heartbeat: h.at,
+                    runs: h.runs,
                 });
             }
         }

@@ -37,6 +37,13 @@ pub fn runnable_role<'a>(ws: &'a Workspace, name: &str) -> Result<&'a Role, CliE
 
 /// Puts `file` into the role's inbox (unless it is already there) and returns its vault path.
 fn adopt_note(ws: &Workspace, role: &Role, file: &Path) -> Result<VaultPath, CliError> {
+    if ws.config.cluster.is_some() {
+        return Err(CliError::failed(format!(
+            "with [cluster], a note runs once across devices, on the device whose daemon claims it; \
+             put it in {}/ and a daemon runs it (`tabd fire {}` without --note runs the role on its own)",
+            role.inbox, role.name
+        )));
+    }
     let abs = std::fs::canonicalize(file)
         .map_err(|e| CliError::usage(format!("--note {}: {e}", file.display())))?;
     if let Ok(rel) = abs.strip_prefix(&ws.root) {
@@ -200,7 +207,21 @@ fn notes_for(
             }
         }
     }
-    Ok((notes, unreadable))
+    Ok((leave_to_the_cluster(ws, notes), unreadable))
+}
+
+/// With `[cluster]` the inbox's notes are the daemons' (each claimed by one device, DESIGN §23):
+/// `tabd fire` runs the role without them, and says so, so it never runs a note another device
+/// is running or has run.
+fn leave_to_the_cluster(ws: &Workspace, notes: Vec<inbox::Note>) -> Vec<inbox::Note> {
+    if ws.config.cluster.is_none() || notes.is_empty() {
+        return notes;
+    }
+    eprintln!(
+        "{} inbox note(s) left to the daemons: with [cluster] each note runs once, on the device that claims it",
+        notes.len()
+    );
+    Vec::new()
 }
 
 /// Moves the notes that cannot be read to `failed/`, saying so on stderr; returns how many.

@@ -12,7 +12,10 @@
 //!   what it held done; one that failed or stopped lets it go, for any device to run again.
 //! - Without a quorum (a heartbeat or a claim that is not written) the role's `when_alone`
 //!   decides: `skip` (logged once, the slots caught up once a heartbeat is written again) or
-//!   `run` (no claim; another device may run it too).
+//!   `run` (no claim; another device may run it too). Said once per role in the log.
+//! - When the servers answer again, what a run finished meanwhile is marked done first: for one
+//!   lease, this device takes over no other device's claim and catches nothing up, so a device
+//!   that ran a slot during the outage has marked it done before anyone looks.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -27,7 +30,7 @@ use super::core::{Input, SlotRun};
 use super::Daemon;
 use crate::base::blocking;
 use crate::base::fence::{Fence, Hold};
-use crate::capabilities::cluster::{ClaimKey, Claimed, Cluster, ClusterError, Lease};
+use crate::capabilities::cluster::{ClaimKey, Claimed, Cluster, ClusterError, Lease, RunSeen};
 use crate::records::inbox::Note;
 use crate::setup::config::cluster::WhenAlone;
 use crate::setup::role::Role;
@@ -50,6 +53,8 @@ struct Watched {
     role: String,
     slot: DateTime<Utc>,
     again: Instant,
+    /// The slots its run stands for: 1, or a catch-up's after the servers were out of reach.
+    missed: usize,
 }
 
 /// The daemon's side of the cluster (see the module's text).
@@ -69,10 +74,17 @@ pub(super) struct Coordinator {
     watched: Vec<Watched>,
     /// Slots skipped without a quorum (`when_alone = "skip"`), per role, to catch up.
     alone: BTreeMap<String, Vec<DateTime<Utc>>>,
-    /// "No quorum" was said (once until it returns).
-    said_alone: bool,
+    /// The roles "no quorum" was said for (once each until it returns).
+    said_alone: std::collections::BTreeSet<String>,
+    /// Whether the tick last saw no quorum, and when it saw the quorum return.
+    was_alone: bool,
+    back_at: Option<Instant>,
+    /// Runs that succeeded while the servers did not answer: marked done once they do.
+    unfinished: Vec<Arc<Lease>>,
     /// The vault's devices by their last heartbeats, as the heartbeat task last read them.
     seen: Seen,
+    /// This device's last run of each role, for its heartbeat.
+    ran: Ran,
     /// The view the status last showed (a change writes it again).
     shown: Option<super::status::ClusterView>,
     /// With `[cluster] key`: approvals and waiting runs across devices (`shared_runs`).
@@ -107,7 +119,12 @@ impl Coordinator {
         };
         let quorum = Arc::new(AtomicU8::new(UNKNOWN));
         let seen = Arc::default();
-        heartbeat(cluster.clone(), (quorum.clone(), Arc::clone(&seen)), c.lease);
+        let ran = Ran::default();
+        heartbeat(
+            cluster.clone(),
+            (quorum.clone(), Arc::clone(&seen), Arc::clone(&ran)),
+            c.lease,
+        );
         let shared = c
             .key
             .as_deref()
@@ -129,8 +146,12 @@ impl Coordinator {
             running: HashMap::new(),
             watched: Vec::new(),
             alone: BTreeMap::new(),
-            said_alone: false,
+            said_alone: Default::default(),
+            was_alone: false,
+            back_at: None,
+            unfinished: Vec::new(),
             seen,
+            ran,
             shown: None,
             shared,
         })
@@ -166,10 +187,10 @@ impl Coordinator {
             Ok(Claimed::Done) => Verdict::Done,
             Err(e) => {
                 let alone = self.when_alone(role);
-                if !self.said_alone {
-                    self.said_alone = true;
+                if self.said_alone.insert(role.name.clone()) {
                     tracing::warn!(
-                        "cluster: {e}; when_alone = \"{}\": {}",
+                        "cluster: {e}; {}: when_alone = \"{}\": {}",
+                        role.name,
                         alone.as_str(),
                         match alone {
                             WhenAlone::Skip => "slots and notes wait until the servers answer again",
@@ -188,11 +209,13 @@ impl Coordinator {
 
 /// Writes this device's heartbeat every third of the lease; its success is the quorum.
 type Seen = Arc<std::sync::Mutex<Vec<crate::capabilities::cluster::DeviceSeen>>>;
+type Ran = Arc<std::sync::Mutex<BTreeMap<String, RunSeen>>>;
 
-fn heartbeat(cluster: Cluster, (quorum, seen): (Arc<AtomicU8>, Seen), lease: Duration) {
+fn heartbeat(cluster: Cluster, (quorum, seen, ran): (Arc<AtomicU8>, Seen, Ran), lease: Duration) {
     tokio::spawn(async move {
         loop {
-            let state = match cluster.heartbeat().await {
+            let runs = ran.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let state = match cluster.heartbeat_with(runs).await {
                 Ok(None) => QUORUM,
                 Ok(Some(other)) => {
                     tracing::error!(
@@ -257,6 +280,7 @@ impl Daemon {
                         role: role.name.clone(),
                         slot: s.slot,
                         again: now + c.again(),
+                        missed: 1,
                     });
                 }
                 Verdict::Done => tracing::debug!("{}: the {} slot was run elsewhere", role.name, s.slot),
@@ -406,24 +430,51 @@ impl Daemon {
             return;
         }
         let cluster = c.cluster.clone();
-        let settled = c.block(async move {
-            let mut failed = None;
-            for l in &leases {
-                if succeeded {
-                    if let Err(e) = cluster.finish(l).await {
-                        failed = Some(e);
-                    }
-                } else {
-                    cluster.release(l).await;
+        let unfinished = c.block(async move {
+            let mut failed = Vec::new();
+            for l in leases {
+                if !succeeded {
+                    cluster.release(&l).await;
+                } else if let Err(e) = cluster.finish(&l).await {
+                    failed.push((l, e));
                 }
             }
             failed
         });
-        if let Some(e) = settled {
+        for (l, e) in unfinished {
             tracing::warn!(
-                "{role}: cannot mark its run done in the cluster ({e}); its claim lapses after the lease"
+                "{role}: cannot mark {} done in the cluster ({e}); it is marked when the servers answer again",
+                crate::base::fence::Hold::what(l.as_ref())
             );
+            c.unfinished.push(l);
         }
+    }
+
+    /// Once the servers answer again: marks done what ran meanwhile, and says whether this
+    /// device is still within the lease after their return (it takes over nothing then).
+    fn back_from_alone(c: &mut Coordinator, now: Instant) -> bool {
+        let alone = c.quorum.load(Ordering::SeqCst) != QUORUM;
+        if alone {
+            c.was_alone |= c.quorum.load(Ordering::SeqCst) == ALONE;
+            return false;
+        }
+        if std::mem::take(&mut c.was_alone) {
+            c.back_at = Some(now);
+        }
+        if !c.unfinished.is_empty() {
+            let cluster = c.cluster.clone();
+            let leases = std::mem::take(&mut c.unfinished);
+            c.unfinished = c.block(async move {
+                let mut left = Vec::new();
+                for l in leases {
+                    if cluster.finish(&l).await.is_err() {
+                        left.push(l);
+                    }
+                }
+                left
+            });
+        }
+        c.back_at.is_some_and(|t| now < t + c.cluster.lease())
     }
 
     /// Slots another device claimed and did not finish (it died: its claim lapsed), and slots
@@ -439,62 +490,14 @@ impl Daemon {
         }
         let now = self.run_env.clock.instant();
         let roles = self.run_env.roles.clone();
-        let due: Vec<Watched> = {
-            let (due, later) = std::mem::take(&mut c.watched)
-                .into_iter()
-                .partition(|w| w.again <= now);
-            c.watched = later;
-            due
-        };
-        let mut runs: Vec<(String, SlotRun)> = Vec::new();
-        for w in due {
-            let Some(role) = roles.roles.get(&w.role) else {
-                continue;
-            };
-            let key = ClaimKey::slot(&c.vault, &w.role, w.slot);
-            match c.claim(role, &key, format!("the {} slot of {}", w.slot, w.role)) {
-                Verdict::Mine(lease) => {
-                    tracing::info!(
-                        "{}: the {} slot another device claimed was not done; running it here",
-                        w.role,
-                        w.slot
-                    );
-                    if let Some(l) = lease {
-                        c.slots.insert((w.role.clone(), w.slot), l);
-                    }
-                    runs.push((
-                        w.role,
-                        SlotRun {
-                            slot: w.slot,
-                            missed: 1,
-                        },
-                    ));
-                }
-                Verdict::Elsewhere | Verdict::Wait => c.watched.push(Watched {
-                    again: now + c.again(),
-                    ..w
-                }),
-                Verdict::Done => {}
-            }
+        if Self::back_from_alone(&mut c, now) {
+            self.coordinator = Some(c);
+            return;
         }
-        if c.quorum.load(Ordering::SeqCst) == QUORUM && !c.alone.is_empty() {
-            c.said_alone = false;
-            for (name, slots) in std::mem::take(&mut c.alone) {
-                let Some(role) = roles.roles.get(&name) else {
-                    continue;
-                };
-                for slot in catch_up(role, slots, wall) {
-                    let key = ClaimKey::slot(&c.vault, &name, slot.slot);
-                    if let Verdict::Mine(lease) =
-                        c.claim(role, &key, format!("the {} slot of {name}", slot.slot))
-                    {
-                        if let Some(l) = lease {
-                            c.slots.insert((name.clone(), slot.slot), l);
-                        }
-                        runs.push((name.clone(), slot));
-                    }
-                }
-            }
+        let mut runs = take_over(&mut c, &roles, now);
+        if c.quorum.load(Ordering::SeqCst) == QUORUM {
+            c.said_alone.clear();
+            runs.extend(catch_up_alone(&mut c, &roles, wall, now));
         }
         self.coordinator = Some(c);
         for (role, slot) in runs {
@@ -505,10 +508,28 @@ impl Daemon {
         }
     }
 
+    /// A run of `role` ended here: its heartbeats say so from now on.
+    pub(super) fn ran_here(&mut self, role: &str, record: &crate::records::runlog::RunRecord) {
+        let Some(c) = self.coordinator.as_ref() else {
+            return;
+        };
+        let seen = RunSeen {
+            at: record.started_at,
+            outcome: record.shown_outcome().to_string(),
+        };
+        c.ran
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(role.to_string(), seen);
+        self.status_dirty = true;
+    }
+
     /// The cluster as this device sees it, for `tabd status` and `agent/status.md`.
     pub(super) fn cluster_view(&self) -> Option<super::status::ClusterView> {
         let c = self.coordinator.as_ref()?;
         let devices = c.seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mine = c.ran.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let last_runs = last_runs(c.cluster.device(), mine, &devices);
         Some(super::status::ClusterView {
             device: c.cluster.device().to_string(),
             quorum: match c.quorum.load(Ordering::SeqCst) {
@@ -525,6 +546,7 @@ impl Daemon {
                     last_heartbeat: d.last_heartbeat,
                 })
                 .collect(),
+            last_runs,
         })
     }
 
@@ -534,7 +556,11 @@ impl Daemon {
         let watched = c.watched.iter().map(|w| w.again).min();
         // Every third of the lease: the heartbeat's news (quorum, devices) reaches the status.
         let heartbeat = self.run_env.clock.instant() + c.again();
-        watched.into_iter().chain([heartbeat]).min()
+        let settled = c
+            .back_at
+            .map(|t| t + c.cluster.lease())
+            .filter(|t| *t > self.run_env.clock.instant());
+        watched.into_iter().chain([heartbeat]).chain(settled).min()
     }
 }
 
@@ -563,4 +589,131 @@ fn catch_up(role: &Role, mut slots: Vec<DateTime<Utc>>, now: DateTime<Utc>) -> V
                 .collect()
         }
     }
+}
+
+/// The watched slots due for a look: a claim that lapsed (its holder died) is this device's now.
+fn take_over(
+    c: &mut Coordinator,
+    roles: &crate::setup::role::RoleSet,
+    now: Instant,
+) -> Vec<(String, SlotRun)> {
+    let due: Vec<Watched> = {
+        let (due, later) = std::mem::take(&mut c.watched)
+            .into_iter()
+            .partition(|w| w.again <= now);
+        c.watched = later;
+        due
+    };
+    let mut runs = Vec::new();
+    for w in due {
+        let Some(role) = roles.roles.get(&w.role) else {
+            continue;
+        };
+        let key = ClaimKey::slot(&c.vault, &w.role, w.slot);
+        match c.claim(role, &key, format!("the {} slot of {}", w.slot, w.role)) {
+            Verdict::Mine(lease) => {
+                tracing::info!(
+                    "{}: the {} slot another device claimed was not done; running it here",
+                    w.role,
+                    w.slot
+                );
+                if let Some(l) = lease {
+                    c.slots.insert((w.role.clone(), w.slot), l);
+                }
+                runs.push((
+                    w.role,
+                    SlotRun {
+                        slot: w.slot,
+                        missed: w.missed,
+                    },
+                ));
+            }
+            Verdict::Elsewhere | Verdict::Wait => c.watched.push(Watched {
+                again: now + c.again(),
+                ..w
+            }),
+            Verdict::Done => {}
+        }
+    }
+    runs
+}
+
+/// The slots skipped without a quorum, once it returns, caught up by the role's `catch_up` and
+/// claimed as any slot: a device that skipped the same slots picks the same newest one, and one
+/// claim decides who runs it. Claims that fail still (the servers answer heartbeats before
+/// claims) keep the slots for the next look, so a catch-up stands for every slot skipped.
+fn catch_up_alone(
+    c: &mut Coordinator,
+    roles: &crate::setup::role::RoleSet,
+    wall: DateTime<Utc>,
+    now: Instant,
+) -> Vec<(String, SlotRun)> {
+    let mut runs = Vec::new();
+    for (name, skipped) in std::mem::take(&mut c.alone) {
+        let Some(role) = roles.roles.get(&name) else {
+            continue;
+        };
+        for slot in catch_up(role, skipped.clone(), wall) {
+            let key = ClaimKey::slot(&c.vault, &name, slot.slot);
+            let verdict = c.claim(role, &key, format!("the {} slot of {name}", slot.slot));
+            // This catch-up stands for every earlier one still watched (Once: the newest).
+            c.watched
+                .retain(|w| w.role != name || (w.slot != slot.slot && w.missed == 1));
+            match verdict {
+                Verdict::Mine(lease) => {
+                    if let Some(l) = lease {
+                        c.slots.insert((name.clone(), slot.slot), l);
+                    }
+                    runs.push((name.clone(), slot));
+                }
+                Verdict::Elsewhere => c.watched.push(Watched {
+                    role: name.clone(),
+                    slot: slot.slot,
+                    again: now + c.again(),
+                    missed: slot.missed,
+                }),
+                // The servers answer heartbeats but not yet claims: all of it again next time.
+                Verdict::Wait => c
+                    .alone
+                    .entry(name.clone())
+                    .or_default()
+                    .extend(skipped.iter().copied()),
+                Verdict::Done => {}
+            }
+        }
+    }
+    runs
+}
+
+/// Each role's newest run across the devices (this device's own runs as it knows them now, the
+/// others' as their last heartbeats said), by role.
+fn last_runs(
+    me: &str,
+    mine: BTreeMap<String, RunSeen>,
+    devices: &[crate::capabilities::cluster::DeviceSeen],
+) -> Vec<super::status::RoleRunView> {
+    let mut newest: BTreeMap<String, (String, RunSeen)> = BTreeMap::new();
+    let others = devices.iter().filter(|d| d.device != me).flat_map(|d| {
+        d.runs
+            .iter()
+            .map(|(r, s)| (r.clone(), (d.device.clone(), s.clone())))
+    });
+    let own = mine.into_iter().map(|(r, s)| (r, (me.to_string(), s)));
+    for (role, (device, run)) in others.chain(own) {
+        match newest.get(&role) {
+            Some((_, known)) if known.at >= run.at => {}
+            _ => {
+                newest.insert(role, (device, run));
+            }
+        }
+    }
+    newest
+        .into_iter()
+        .map(|(role, (device, run))| super::status::RoleRunView {
+            role,
+            device,
+            at: run.at,
+            outcome: run.outcome,
+        })
+        .collect()
 }

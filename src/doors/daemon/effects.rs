@@ -262,6 +262,7 @@ impl Daemon {
         self.notify_run(&done);
         self.settle_claims(&done.role, done.result.succeeded(), &done.notes);
         self.share_waiting();
+        self.ran_here(&done.role, &done.result.record);
         // Its record is safe in state, but a log it could not write is a write that failed.
         for e in &done.result.log_errors {
             self.writes.check::<(), _>("a run's log", Err(e));

@@ -259,6 +259,7 @@ impl Daemon {
                 self.run_env.log.write_line(self.run_env.clock.now(), "tabd", msg),
             );
         }
+        let c = self.keep_cluster(c);
         if c == *self.run_env.config {
             return;
         }
@@ -287,6 +288,30 @@ impl Daemon {
         // required server was down.
         self.apply(Input::Config { settle });
         self.rescan_all = true;
+    }
+
+    /// `[cluster]` is fixed while tabd runs (its connection, its device's `.tabd/` folder, how
+    /// approvals of other devices are read): a change is said — log and daily note, "restart
+    /// tabd to apply" — and the rest of the new config is used with the `[cluster]` it started with.
+    fn keep_cluster(&mut self, mut c: Config) -> Config {
+        if c.cluster == self.run_env.config.cluster {
+            return c;
+        }
+        let what = match (&self.run_env.config.cluster, &c.cluster) {
+            (None, Some(_)) => "[cluster] was added to the config",
+            (Some(_), None) => "[cluster] was removed from the config",
+            _ => "[cluster] changed in the config",
+        };
+        let msg = format!("{what}: restart tabd to apply it (until then this device goes on as it started)");
+        tracing::warn!("{msg}");
+        self.writes.check(
+            "the daily note",
+            self.run_env
+                .log
+                .write_line(self.run_env.clock.now(), "tabd", &msg),
+        );
+        c.cluster = self.run_env.config.cluster.clone();
+        c
     }
 
     /// A changed schedule starts from now: no catch-up for slots the old one never had.
@@ -468,10 +493,6 @@ fn changed_parts(old: &Config, new: &Config) -> Vec<&'static str> {
     }
     if old.mcp != new.mcp {
         out.push("mcp servers");
-    }
-    if old.cluster != new.cluster {
-        // The device's .tabd/ folder and its connection are fixed while it runs.
-        out.push("cluster (takes effect at the next start of tabd)");
     }
     if old.log != new.log {
         // The vault's log folder, and what is protected with it, are fixed while it runs.

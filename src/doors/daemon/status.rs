@@ -158,6 +158,18 @@ pub struct ClusterView {
     pub when_alone: String,
     /// Every device of the vault by its last heartbeat (this one included), by name.
     pub devices: Vec<DeviceView>,
+    /// Each role's last run across the devices: which device ran it, by role.
+    #[serde(default)]
+    pub last_runs: Vec<RoleRunView>,
+}
+
+/// The newest run of a role on any device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoleRunView {
+    pub role: String,
+    pub device: String,
+    pub at: DateTime<Utc>,
+    pub outcome: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -900,11 +912,27 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
     let now = Utc::now().max(r.updated_at);
     for role in &r.roles {
         s.push_str(&role_text(role, tz, now));
+        s.push_str(&ran_last(r.cluster.as_ref(), &role.role, tz));
     }
     s
 }
 
 /// One role in `tabd status`.
+/// With `[cluster]`: which device ran `role`'s last run.
+fn ran_last(cluster: Option<&ClusterView>, role: &str, tz: Tz) -> String {
+    cluster
+        .and_then(|c| c.last_runs.iter().find(|l| l.role == role))
+        .map(|r| {
+            format!(
+                "  ran last:  on {} · {} {}\n",
+                r.device,
+                crate::base::text::shown(r.at, tz),
+                r.outcome
+            )
+        })
+        .unwrap_or_default()
+}
+
 fn role_text(role: &RoleStatus, tz: Tz, now: DateTime<Utc>) -> String {
     let mut s = format!("{} ({}) — {}\n", role.role, role.name, state_line(role, tz));
     if let Some(line) = role.live.as_ref().and_then(|l| settling_line(l, now, tz)) {

@@ -1,0 +1,262 @@
+//! Many devices when things go wrong (DESIGN §23, issue 38): two of three servers down, three
+//! synced copies of the vault instead of one folder, a change of `[cluster]` while tabd runs.
+//! Real `nats-server`s and real daemons (`cluster_daemons::Devices`); skipped without a
+//! `nats-server` unless `TABD_REQUIRE_NATS=1`.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::cluster_daemons::Devices;
+use crate::support::daemon::{daemon_config, vault_with, wait_until, Daemon};
+use crate::support::fake_model::FakeModel;
+use crate::support::wire;
+
+/// A role run every two seconds, every time (`skip_unchanged: false`), `extra` in its settings.
+fn every_two_seconds(name: &str, extra: &str) -> String {
+    format!(
+        "---\nskip_unchanged: false\nmax_runs_per_day: 1000\n{extra}---\n# {name}\n\n## Mission\n{name}.\n\n## Schedule\n*/2 * * * * *\n"
+    )
+}
+
+fn time(v: &Value) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(v.as_str().expect("a time"))
+        .expect("RFC 3339")
+        .with_timezone(&Utc)
+}
+
+/// The slot and start of each good run of `role`, with its device.
+fn slot_runs(d: &Devices, role: &str) -> Vec<(String, DateTime<Utc>, DateTime<Utc>)> {
+    d.ok_records(role)
+        .into_iter()
+        .map(|(dev, r)| (dev, time(&r["trigger"]["scheduled_for"]), time(&r["started_at"])))
+        .collect()
+}
+
+/// The catch-up runs of the role whose mission is `mission`: their requests say how many
+/// missed slots they stand for.
+fn catch_ups(fake: &FakeModel, mission: &str) -> Vec<String> {
+    fake.requests()
+        .into_iter()
+        .map(|r| r.body.to_string())
+        .filter(|b| b.contains(&format!("{mission}.")) && b.contains("missed scheduled runs"))
+        .map(|b| {
+            let at = b.find("it stands for").unwrap_or(0);
+            b[at..].chars().take(48).collect()
+        })
+        .collect()
+}
+
+fn stop_all(d: &mut Devices) {
+    for daemon in d.daemons.values() {
+        daemon.signal(libc::SIGTERM);
+    }
+    for daemon in d.daemons.values_mut() {
+        assert_eq!(daemon.wait_exit(Duration::from_secs(30)), Some(0));
+    }
+}
+
+/// Asserts no slot of `runs` ran twice; returns the slots in order.
+fn each_once(d: &Devices, role: &str, runs: &[(String, DateTime<Utc>, DateTime<Utc>)]) -> Vec<i64> {
+    let mut slots: Vec<i64> = runs.iter().map(|(_, s, _)| s.timestamp()).collect();
+    slots.sort();
+    let unique: BTreeSet<i64> = slots.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        slots.len(),
+        "no slot of {role} ran twice: {runs:?}\n{}",
+        d.stderr()
+    );
+    slots
+}
+
+#[test]
+fn two_of_three_servers_down_skip_waits_run_runs_and_the_missed_slots_are_caught_up_once() {
+    let Some(mut d) = Devices::new("two_of_three_servers_down", 3, "max_runs_per_day = 1000") else {
+        return;
+    };
+    d.v.write("roles/tick.md", &every_two_seconds("Tick", ""));
+    d.v.write("roles/tock.md", &every_two_seconds("Tock", "when_alone: run\n"));
+    d.start_all();
+    d.wait(Duration::from_secs(60), "tick and tock run", || {
+        d.ok_records("tick").len() >= 2 && d.ok_records("tock").len() >= 2
+    });
+    let down = Utc::now();
+    d.nats.kill(1);
+    d.nats.kill(2);
+    // Each device says what its roles do without a quorum, once each: tick waits, tock runs.
+    d.wait(Duration::from_secs(60), "every device saying so", || {
+        d.daemons.values().all(|daemon| {
+            let log = daemon.stderr();
+            log.contains("tick: when_alone = \"skip\": slots and notes wait")
+                && log.contains("tock: when_alone = \"run\": running anyway")
+        })
+    });
+    d.wait(
+        Duration::from_secs(20),
+        "the daily note saying tick waits",
+        || {
+            d.v.daily()
+                .contains("no quorum of the cluster's servers (when_alone: skip)")
+        },
+    );
+    // tock goes on alone (on any device, maybe on several: that is what "run" means).
+    let alone_from = Utc::now();
+    d.wait(Duration::from_secs(60), "tock running without a quorum", || {
+        slot_runs(&d, "tock")
+            .iter()
+            .filter(|(_, _, started)| *started > alone_from)
+            .count()
+            >= 3
+    });
+    let restart = Utc::now();
+    d.nats.restart(1);
+    d.nats.restart(2);
+    // The outage's slots of tick are caught up (catch_up: once, the newest), then tick goes on.
+    // The outage's slots of tick are caught up once (catch_up: once: one run that stands for
+    // them, as its request to the model says), and tick goes on.
+    d.wait(Duration::from_secs(60), "tick caught up", || {
+        !catch_ups(&d.fake, "Tick").is_empty()
+    });
+    // Every device has had a lease and more with the servers back: a second catch-up would be here.
+    let settled = Utc::now() + chrono::Duration::seconds(d.lease_s as i64 * 2 + 2);
+    d.wait(Duration::from_secs(60), "two lease periods more", || {
+        slot_runs(&d, "tick").iter().any(|(_, slot, _)| *slot > settled)
+    });
+    stop_all(&mut d);
+    let runs = slot_runs(&d, "tick");
+    each_once(&d, "tick", &runs);
+    let margin = chrono::Duration::seconds(2);
+    let in_outage: Vec<_> = runs
+        .iter()
+        .filter(|(_, _, started)| *started > down + margin && *started < restart)
+        .collect();
+    assert!(
+        in_outage.is_empty(),
+        "nothing of tick runs without a quorum: {in_outage:?}\n{}",
+        d.stderr()
+    );
+    let caught_up = catch_ups(&d.fake, "Tick");
+    assert_eq!(
+        caught_up.len(),
+        1,
+        "the outage's slots caught up once across devices: {caught_up:?}\n{}",
+        d.stderr()
+    );
+}
+#[test]
+fn a_cluster_change_on_reload_says_restart_tabd_to_apply_and_the_daemon_goes_on_as_started() {
+    // No server needed: the daemon connects in the background.
+    let fake = FakeModel::start();
+    let v = vault_with(&fake, &daemon_config(""));
+    fake.respond_with(|_, _| wire::text("anthropic", "ok"));
+    let port = crate::support::nats::free_port();
+    let base = std::fs::read_to_string(&v.config).expect("config");
+    let cluster = format!("[cluster]\nnats = [\"nats://127.0.0.1:{port}\"]\ndevice = \"laptop\"\nlease_s = 5\nwhen_alone = \"run\"\n");
+    v.set_config(&format!("{base}\n{cluster}"));
+    let d = Daemon::start(&v);
+    wait_until(Duration::from_secs(20), "the status of device laptop", || {
+        v.path(".tabd/devices/laptop/status.json").exists()
+    });
+    v.set_config(&format!("{base}\n{}", cluster.replace("laptop", "desktop")));
+    wait_until(Duration::from_secs(20), "the change said", || {
+        d.stderr()
+            .contains("[cluster] changed in the config: restart tabd to apply it")
+    });
+    assert!(
+        v.daily()
+            .contains("[cluster] changed in the config: restart tabd to apply it"),
+        "{}",
+        v.daily()
+    );
+    // Still the device it started as: a note runs and is recorded under laptop.
+    v.write("agent/inbox/risk/a.md", "---\nfrom: person\n---\nA note.\n");
+    wait_until(Duration::from_secs(30), "the note processed", || {
+        v.files_in("agent/inbox/risk/processed") == ["a.md"]
+    });
+    assert!(v.path(".tabd/devices/laptop/runs").is_dir());
+    assert!(!v.path(".tabd/devices/desktop").exists(), "{}", v.listing());
+}
+
+#[test]
+fn status_on_every_device_names_the_device_that_ran_each_roles_last_run() {
+    let Some(mut d) = Devices::new("status_names_the_device_that_ran_the_last_run", 5, "") else {
+        return;
+    };
+    d.start_all();
+    d.v.write("agent/inbox/risk/one.md", "---\nfrom: person\n---\nOne.\n");
+    d.wait(Duration::from_secs(30), "the note processed", || {
+        d.v.files_in("agent/inbox/risk/processed") == ["one.md"]
+    });
+    let runs = d.ok_records("risk");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let ran = runs[0].0.clone();
+    for device in ["laptop", "desktop", "server"] {
+        let json = || {
+            let out =
+                d.v.command_with_config(&d.config_of(device), &["status", "--json"])
+                    .output()
+                    .expect("tabd status");
+            serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)
+        };
+        d.wait(
+            Duration::from_secs(30),
+            &format!("{device}'s status naming {ran} for risk"),
+            || {
+                json()["cluster"]["last_runs"].as_array().is_some_and(|l| {
+                    l.iter()
+                        .any(|r| r["role"] == "risk" && r["device"] == ran.as_str() && r["outcome"] == "ok")
+                })
+            },
+        );
+        let out =
+            d.v.command_with_config(&d.config_of(device), &["status"])
+                .output()
+                .expect("tabd status");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("  ran last:  on {ran} · ")),
+            "{device}: {text}"
+        );
+    }
+}
+
+#[test]
+fn tabd_fire_with_a_cluster_leaves_inbox_notes_to_the_daemons_and_refuses_a_note() {
+    // No server needed: `tabd fire` takes no claim, so it takes no note.
+    let fake = FakeModel::start();
+    let v = vault_with(&fake, &daemon_config(""));
+    fake.respond_with(|_, _| wire::text("anthropic", "ok"));
+    let port = crate::support::nats::free_port();
+    let base = std::fs::read_to_string(&v.config).expect("config");
+    v.set_config(&format!(
+        "{base}\n[cluster]\nnats = [\"nats://127.0.0.1:{port}\"]\ndevice = \"laptop\"\n"
+    ));
+    v.write(
+        "agent/inbox/risk/theirs.md",
+        "---\nfrom: person\n---\nA note a daemon claims.\n",
+    );
+    let out = v.tabd(&["fire", "risk"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}", crate::support::describe(&out));
+    assert!(err.contains("1 inbox note(s) left to the daemons"), "{err}");
+    assert_eq!(v.files_in("agent/inbox/risk"), ["theirs.md"], "the note stays");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(
+        !requests[0].body.to_string().contains("A note a daemon claims"),
+        "the run was not given the note"
+    );
+    let outside = v.dir.path().join("mine.md");
+    std::fs::write(&outside, "---\nfrom: person\n---\nMine.\n").unwrap();
+    let out = v.tabd(&["fire", "risk", "--note", outside.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", crate::support::describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("with [cluster], a note runs once across devices"),
+        "{}",
+        crate::support::describe(&out)
+    );
+    assert_eq!(v.files_in("agent/inbox/risk"), ["theirs.md"], "nothing copied in");
+}
