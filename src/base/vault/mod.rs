@@ -401,10 +401,16 @@ impl Vault {
 
     /// Like `write_atomic` but never replaces an existing file.
     pub fn create_atomic(&self, path: &VaultPath, bytes: &[u8]) -> Result<(), VaultError> {
+        self.create_new(path, bytes, true)
+    }
+
+    /// Writes `bytes` to a temporary file (synced first when `sync`) and renames it to `path`
+    /// only if nothing is there yet.
+    pub(super) fn create_new(&self, path: &VaultPath, bytes: &[u8], sync: bool) -> Result<(), VaultError> {
         let path = &*self.real(path);
         let parent = self.open_parent(path, true)?;
         let name = path.file_name();
-        let tmp = write_temp(&parent, name, bytes, true).map_err(|e| io_error(path, &e))?;
+        let tmp = write_temp(&parent, name, bytes, sync).map_err(|e| io_error(path, &e))?;
         let result = rename_noreplace(&parent, &tmp, &parent, name);
         if result.is_err() {
             let _ = parent.remove_file(&tmp);

@@ -7,7 +7,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 
 use cap_std::fs::{OpenOptions, OpenOptionsExt};
 
-use super::{io_error, kind_name, lock, rename_noreplace, write_temp, FileEnd, Vault, VaultError, VaultPath};
+use super::{io_error, kind_name, lock, FileEnd, Vault, VaultError, VaultPath};
 
 /// What `Vault::splice_end` does with a file, decided from its head and end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,15 +23,7 @@ impl Vault {
     /// again (a daily note's header), made on the path of a run's log, where an fsync is a wait
     /// for nothing.
     pub fn create_unsynced(&self, path: &VaultPath, bytes: &[u8]) -> Result<(), VaultError> {
-        let path = &*self.real(path);
-        let parent = self.open_parent(path, true)?;
-        let name = path.file_name();
-        let tmp = write_temp(&parent, name, bytes, false).map_err(|e| io_error(path, &e))?;
-        let result = rename_noreplace(&parent, &tmp, &parent, name);
-        if result.is_err() {
-            let _ = parent.remove_file(&tmp);
-        }
-        result.map_err(|e| io_error(path, &e))
+        self.create_new(path, bytes, false)
     }
 
     /// Reads the first `head` and last `tail` bytes of the existing regular file `path` under an
