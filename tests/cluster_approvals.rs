@@ -6,11 +6,8 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::cluster_daemons::{note, Devices, DEVICES};
 use crate::support::approvals::{notes, set_status, status_of};
-use crate::support::wire;
 
 /// The cluster's key of the test devices (the same on every device).
 const KEY: &str = "a-cluster-key-of-at-least-32-characters";
@@ -20,28 +17,7 @@ const KEY: &str = "a-cluster-key-of-at-least-32-characters";
 fn asking(test: &str) -> Option<Devices> {
     let mut d = Devices::new(test, 3, "")?;
     d.extra = format!("key = \"{KEY}\"\n");
-    d.fake.respond_with(|req, _| {
-        if wire::tool_results(&req.body).is_empty() {
-            wire::tools(
-                "anthropic",
-                None,
-                &[(
-                    "w1",
-                    "write_file",
-                    json!({"path": "project/approved.md", "content": "once\n"}),
-                )],
-            )
-        } else {
-            wire::text("anthropic", "done")
-        }
-    });
-    let role =
-        d.v.read("roles/risk.md")
-            .replacen("## Tools\n", "## Tools\n- write_file\n", 1);
-    d.v.write(
-        "roles/risk.md",
-        &role.replacen("---\n", "---\napprove:\n  write_file: ask\n", 1),
-    );
+    d.risk_asks_to_write_once();
     Some(d)
 }
 

@@ -27,6 +27,34 @@ pub(crate) struct Devices {
 }
 
 impl Devices {
+    /// The risk role asks before `write_file`; the model writes `project/approved.md` ("once")
+    /// and, given the call's result, says "done".
+    pub(crate) fn risk_asks_to_write_once(&mut self) {
+        let d = self;
+        d.fake.respond_with(|req, _| {
+            if wire::tool_results(&req.body).is_empty() {
+                wire::tools(
+                    "anthropic",
+                    None,
+                    &[(
+                        "w1",
+                        "write_file",
+                        json!({"path": "project/approved.md", "content": "once\n"}),
+                    )],
+                )
+            } else {
+                wire::text("anthropic", "done")
+            }
+        });
+        let role =
+            d.v.read("roles/risk.md")
+                .replacen("## Tools\n", "## Tools\n- write_file\n", 1);
+        d.v.write(
+            "roles/risk.md",
+            &role.replacen("---\n", "---\napprove:\n  write_file: ask\n", 1),
+        );
+    }
+
     pub(crate) fn new(test: &str, lease_s: u64, limits: &str) -> Option<Devices> {
         let nats = Nats::three(test)?;
         let fake = FakeModel::start();
@@ -424,28 +452,7 @@ fn an_approval_decided_in_a_shared_vault_runs_once_on_the_device_that_asked() {
     let Some(mut d) = Devices::new("an_approval_decided_in_a_shared_vault_runs_once", 5, "") else {
         return;
     };
-    d.fake.respond_with(|req, _| {
-        if wire::tool_results(&req.body).is_empty() {
-            wire::tools(
-                "anthropic",
-                None,
-                &[(
-                    "w1",
-                    "write_file",
-                    json!({"path": "project/approved.md", "content": "once\n"}),
-                )],
-            )
-        } else {
-            wire::text("anthropic", "done")
-        }
-    });
-    let role =
-        d.v.read("roles/risk.md")
-            .replacen("## Tools\n", "## Tools\n- write_file\n", 1);
-    d.v.write(
-        "roles/risk.md",
-        &role.replacen("---\n", "---\napprove:\n  write_file: ask\n", 1),
-    );
+    d.risk_asks_to_write_once();
     d.start_all();
     d.v.write("agent/inbox/risk/ask.md", &note(1));
     d.wait(Duration::from_secs(30), "an approval note", || {
