@@ -321,6 +321,16 @@ pub fn safe_name(s: &str, with: char) -> String {
         .collect()
 }
 
+/// The largest char boundary of `s` at or below `at`: where a text may be cut to at most `at`
+/// bytes without splitting a character.
+pub fn floor_boundary(s: &str, at: usize) -> usize {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

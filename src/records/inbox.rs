@@ -121,11 +121,7 @@ fn read_text(vault: &Vault, path: &VaultPath) -> Result<(String, usize, u64, Ent
     let lines = line_count(&text);
     let size = text.len() as u64;
     if text.len() > NOTE_TEXT_BYTES {
-        let mut end = NOTE_TEXT_BYTES;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
+        text.truncate(crate::base::text::floor_boundary(&text, NOTE_TEXT_BYTES));
         text.shrink_to_fit();
     }
     Ok((text, lines, size, meta))

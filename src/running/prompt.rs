@@ -85,11 +85,7 @@ fn cut(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..crate::base::text::floor_boundary(text, max)]
 }
 
 fn section(out: &mut String, title: &str, body: &str) {

@@ -59,10 +59,7 @@ pub(crate) fn cap(mut text: String, max: usize) -> String {
     if text.len() <= max {
         return text;
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = crate::base::text::floor_boundary(&text, max);
     let total = text.len();
     text.truncate(end);
     text.push_str(&format!("\n[… result cut at {end} of {total} bytes]"));

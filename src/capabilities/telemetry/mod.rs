@@ -54,11 +54,7 @@ impl On {
     fn content(&self, text: &str) -> String {
         let mut t = self.redact(text);
         if t.len() > MAX_CONTENT {
-            let mut end = MAX_CONTENT;
-            while !t.is_char_boundary(end) {
-                end -= 1;
-            }
-            t.truncate(end);
+            t.truncate(crate::base::text::floor_boundary(&t, MAX_CONTENT));
             t.push_str("…[cut]");
         }
         t

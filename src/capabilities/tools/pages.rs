@@ -5,6 +5,8 @@
 //! A line longer than one page is read in parts: the page ends inside it and says the
 //! `line_byte` to go on from, so no byte of a one-line file is out of reach.
 
+use crate::base::text::floor_boundary;
+
 /// Most bytes one `read_file` call returns; longer files are paged.
 pub const READ_PAGE_BYTES: usize = 64 * 1024;
 
@@ -60,15 +62,6 @@ pub enum PageError {
 /// Lines in `text` as `read_file` counts them: a last line without a line break counts.
 pub fn line_count(text: &str) -> usize {
     text.split_inclusive('\n').count()
-}
-
-/// The largest char boundary of `s` at or below `at`.
-pub fn floor_boundary(s: &str, at: usize) -> usize {
-    let mut at = at.min(s.len());
-    while !s.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
 }
 
 /// The page of `text` that `at` asks for, at most `max` bytes (at least one char of a line).
