@@ -9,6 +9,9 @@
 //! CPU with and without `[telemetry]`, not in the default set: benches/daemon/telemetry.rs).
 //! Timings are medians over repeated runs; nothing here is asserted.
 
+// A benchmark is a test harness: it may unwrap, and its scenarios read top to bottom.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
 #[path = "../tests/support/fake_model.rs"]
 #[allow(dead_code)]
 mod fake_model;
@@ -163,13 +166,7 @@ fn walkdir_size(dir: &Path) -> u64 {
 
 /// CPU time of the calling thread (where the run executes), in milliseconds.
 fn thread_cpu_ms() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
-    }
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     ts.tv_sec as f64 * 1000.0 + ts.tv_nsec as f64 / 1e6
 }
 
@@ -180,9 +177,9 @@ fn rand_id() -> u64 {
 }
 
 fn stop(mut child: Child) {
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    // A daemon that already ended is what the caller waits for next.
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).ok();
     let _ = child.wait();
 }
 
@@ -214,7 +211,7 @@ fn cpu_seconds(pid: u32) -> f64 {
     let fields: Vec<&str> = after.split_whitespace().collect();
     let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
         + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
-    ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+    ticks as f64 / rustix::param::clock_ticks_per_second() as f64
 }
 
 /// Context switches of every thread (each one a wake-up).
@@ -981,7 +978,12 @@ fn sandbox(out: &mut Value) {
             let mut cmd = tokio::process::Command::new("/bin/true");
             let mode = std::env::var("TABD_BENCH_STEPS").unwrap();
             if mode == "fork" {
-                unsafe { cmd.pre_exec(|| Ok(())) };
+                // An empty pre_exec step only makes std fork instead of posix_spawn (what the
+                // step costs is what is measured): it touches nothing.
+                #[allow(unsafe_code, reason = "an empty pre_exec step touches nothing")]
+                unsafe {
+                    cmd.pre_exec(|| Ok(()))
+                };
             } else if mode != "nokeeper" {
                 tabd::base::process::as_tenant(&mut cmd);
             }

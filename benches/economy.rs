@@ -18,6 +18,9 @@
 //! the run to Sonnet) — 0 % on the idle day, 0–100 % on the typical one. Each model is priced and
 //! cached on its own. Nothing is asserted; the figures are printed.
 
+// A benchmark is a test harness: it may unwrap, and its scenarios read top to bottom.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
 #[path = "../tests/support/fake_model.rs"]
 #[allow(dead_code)]
 mod fake_model;

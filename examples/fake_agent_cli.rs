@@ -21,6 +21,9 @@
 //! `FAKE_CLI_FIFO`: a JSON list of paths under its HOME it replaces with named pipes nobody
 //! writes (a read of one waits for good).
 
+// A test double, built for the tests: it may unwrap, and its scenarios read top to bottom.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
 use std::io::{Read, Write};
 
 use rmcp::model::CallToolRequestParams;
@@ -142,6 +145,10 @@ fn files_under(dir: &std::path::Path) -> Vec<String> {
 }
 
 /// Leaves `FAKE_CLI_PLANT`'s files under `home`, those in `FAKE_CLI_FUTURE` dated ten years ahead.
+#[allow(
+    unsafe_code,
+    reason = "mkfifo on a NUL-terminated path that lives across the call"
+)]
 fn plant(home: &std::path::Path) {
     let files: Vec<(String, String)> = std::env::var("FAKE_CLI_PLANT")
         .ok()

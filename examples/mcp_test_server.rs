@@ -19,6 +19,9 @@
 //! cancelled `slow` call writes `{"cancelled": "slow"}`. With `MCP_TEST_GRANDCHILD=FILE` it starts a
 //! long-lived grandchild (as `npx` does) and writes its pid to FILE.
 
+// A test double, built for the tests: it may unwrap, and its scenarios read top to bottom.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -202,6 +205,9 @@ fn strings(v: &Value) -> impl Iterator<Item = &str> {
 /// - `plant`: `{"link": P, "to": T}` replaces folder P by a link to T (for its next start);
 /// - `escape`: starts a process that leaves its session (`setsid`) and writes its pid there;
 /// - `relay`: `{"socket": S, "key": K?}` speaks MCP to another run's tool relay, calls `write_file`.
+// It makes the system calls a sandboxed server must be refused (getppid, kill) as raw calls, so
+// the test sees the kernel's answer; they take no pointers.
+#[allow(unsafe_code, reason = "getppid and kill take plain integers: nothing to hold")]
 fn probe(args: &Value) -> Value {
     let mut out = serde_json::Map::new();
     for p in strings(&args["read"]) {
@@ -325,6 +331,10 @@ fn unix_connect(p: &str) -> std::io::Result<std::os::unix::net::UnixStream> {
 }
 
 /// Opens the controlling terminal and pushes a character into its input, as an attack would.
+#[allow(
+    unsafe_code,
+    reason = "TIOCSTI reads one byte through a pointer to a local that outlives the call"
+)]
 fn type_into_terminal() -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let tty = std::fs::OpenOptions::new()
@@ -339,6 +349,10 @@ fn type_into_terminal() -> std::io::Result<()> {
 }
 
 /// A grandchild that leaves the session and sleeps (a daemon would), its pid written to `file`.
+#[allow(
+    unsafe_code,
+    reason = "the pre_exec step makes one system call (setsid) and allocates nothing"
+)]
 fn escape(file: &str) -> std::io::Result<()> {
     let script = format!("echo $$ > {file}; exec sleep 1000");
     let mut cmd = std::process::Command::new("sh");

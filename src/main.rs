@@ -49,6 +49,10 @@ fn with_env_file(env: Env) -> (Env, Vec<String>) {
 /// SIGPIPE (the shell says 141), instead of a panic report from `print!`. Only for commands
 /// that print and nothing else: a daemon or a run writes to its children's pipes, and a child
 /// that died must be an error there, not the end of tabd.
+#[allow(
+    unsafe_code,
+    reason = "signal() before any thread starts: nothing can race the change"
+)]
 fn end_like_a_unix_tool_when_the_reader_leaves() {
     // SAFETY: restoring the default disposition of one signal, before any thread is started.
     unsafe {

@@ -295,6 +295,9 @@ fn a_child_cannot_reach_the_persons_terminal() {
     let (master, slave) = pty();
     let mut cmd = v.command(&["fire", "ops"]);
     let slave_path = slave.clone();
+    // SAFETY: between fork and exec the step makes only system calls (setsid, open, ioctl) on a
+    // path made before the fork; it allocates nothing.
+    #[allow(unsafe_code, reason = "only system calls between fork and exec: see SAFETY")]
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
             libc::setsid();
@@ -315,8 +318,14 @@ fn a_child_cannot_reach_the_persons_terminal() {
 }
 
 /// A new pseudo-terminal: its master side (kept open) and the path of its slave.
+#[allow(
+    unsafe_code,
+    reason = "a fresh descriptor of ours is owned once; ptsname's string is copied at once"
+)]
 fn pty() -> (std::fs::File, std::ffi::CString) {
     use std::os::fd::FromRawFd;
+    // SAFETY: `m` is a descriptor just opened and handed to the File alone; ptsname's static
+    // buffer is copied before anything else can call it.
     unsafe {
         let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
         assert!(m >= 0 && libc::grantpt(m) == 0 && libc::unlockpt(m) == 0);

@@ -55,9 +55,9 @@ fn watch_processed(dir: &std::path::Path) -> mpsc::Receiver<(String, Instant)> {
 /// SIGTERM, then SIGKILL if it has not ended within `grace` (a daemon whose loop is held does
 /// not get to the signal).
 fn stop_within(mut child: std::process::Child, grace: Duration) {
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    // A daemon that already ended is what the caller waits for next.
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).ok();
     let end = Instant::now() + grace;
     while Instant::now() < end {
         if let Ok(Some(_)) = child.try_wait() {

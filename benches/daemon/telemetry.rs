@@ -152,7 +152,7 @@ pub fn telemetry(out: &mut Value) {
 /// CPU time the SDK's batch span processor thread has used, in milliseconds (from /proc; 0 when
 /// it is not running). Clock ticks: 10 ms each, so only totals over many runs mean anything.
 fn exporter_cpu_ms() -> f64 {
-    let tick = 1000.0 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let tick = 1000.0 / rustix::param::clock_ticks_per_second() as f64;
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return 0.0;
     };

@@ -27,6 +27,10 @@ pub struct Released {
 
 /// Drops this process's mappings of its program's read-only segments (code and constants).
 /// Returns what it advised; errors are ignored (the pages simply stay mapped).
+#[allow(
+    unsafe_code,
+    reason = "madvise on spans of read-only program segments only: see the SAFETY note"
+)]
 pub fn release_program_pages() -> Released {
     let Some((read_only, writable)) = program_segments() else {
         return Released::default();
@@ -47,9 +51,7 @@ pub fn release_program_pages() -> Released {
 }
 
 fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
+    rustix::param::page_size()
 }
 
 /// The read-only segments, minus every page that touches a writable or relocated one.
@@ -72,6 +74,10 @@ fn pages_to_release(read_only: &[Span], writable: &[Span], page: usize) -> Vec<S
 }
 
 /// The main program's loaded segments: (read-only, writable or relocated).
+#[allow(
+    unsafe_code,
+    reason = "dl_iterate_phdr's callback reads only the headers the loader hands it and writes only `found`"
+)]
 fn program_segments() -> Option<(Vec<Span>, Vec<Span>)> {
     #[derive(Default)]
     struct Found {

@@ -129,6 +129,10 @@ impl Key {
         }
     }
 
+    #[allow(
+        clippy::expect_used,
+        reason = "HMAC takes a key of any length: new_from_slice cannot fail"
+    )]
     fn hmac(&self) -> Hmac<Sha256> {
         <Hmac<Sha256> as KeyInit>::new_from_slice(&self.bytes).expect("HMAC takes a key of any length")
     }
@@ -297,8 +301,7 @@ fn read(path: &Path) -> Result<Vec<u8>, KeyError> {
             _ => io(e),
         })?;
     let meta = file.metadata().map_err(io)?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = rustix::process::geteuid().as_raw();
     if !meta.is_file() || meta.uid() != me {
         return Err(KeyError::NotOurs {
             path: path.to_path_buf(),

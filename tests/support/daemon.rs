@@ -143,9 +143,10 @@ impl Daemon {
     }
 
     pub fn signal(&self, sig: i32) {
-        unsafe {
-            libc::kill(self.pid(), sig);
-        }
+        let pid = rustix::process::Pid::from_raw(self.pid()).unwrap();
+        let sig = rustix::process::Signal::from_named_raw(sig).unwrap();
+        // The daemon may have ended already: that is for the test's own checks to find.
+        rustix::process::kill_process(pid, sig).ok();
     }
 
     pub fn stderr(&self) -> String {

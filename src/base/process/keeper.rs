@@ -21,6 +21,13 @@
 //! its executable (tabd's, as it never execs) and its session of its own, that is how a later tabd
 //! tells a keeper a killed tabd left behind from any other process (`reap_orphans`).
 
+// The one module made of unsafe code: between fork and exec only raw system calls are sound,
+// and each function here says under `# Safety` what its caller must hold.
+#![allow(
+    unsafe_code,
+    reason = "raw system calls between fork and exec: each function's # Safety"
+)]
+
 use std::io;
 
 /// The keeper's name (`comm`, at most 15 bytes).

@@ -286,6 +286,10 @@ pub fn as_tenant(cmd: &mut tokio::process::Command) {
 
 /// `as_tenant`; `arm_death`: the keeper learns of tabd's death (always, but in the test of a
 /// keeper that missed it).
+#[allow(
+    unsafe_code,
+    reason = "pre_exec with a step that only makes system calls: see SAFETY"
+)]
 fn as_tenant_armed(cmd: &mut tokio::process::Command, arm_death: bool) {
     // SAFETY: `become_keeper` makes only system calls (no allocation, no lock) and returns only
     // in the tenant, which goes on to exec.
@@ -418,6 +422,7 @@ mod tests {
     }
 
     #[tokio::test]
+    #[allow(unsafe_code, reason = "getsid(0) has no preconditions")]
     async fn a_tenant_has_a_session_of_its_own_and_nothing_it_starts_outlives_it() {
         let dir = tempfile::tempdir().unwrap();
         let mut child = escaping_tenant(dir.path(), "exit 3").spawn().unwrap();

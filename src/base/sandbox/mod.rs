@@ -372,6 +372,10 @@ fn filter(spec: &Spec) -> Result<seccompiler::BpfProgram, SandboxError> {
 
 /// Makes the child `cmd` starts apply `prepared` to itself just before exec (after the keeper's
 /// fork: the keeper itself stays outside, so a tenant cannot signal it).
+#[allow(
+    unsafe_code,
+    reason = "pre_exec with a step that allocates nothing and makes only system calls: see SAFETY"
+)]
 pub fn install(cmd: &mut tokio::process::Command, prepared: Prepared) {
     let prepared = Arc::new(prepared);
     // SAFETY: the closure runs in the forked child before exec. It takes an already-built

@@ -30,14 +30,10 @@ impl Stamp {
     /// Now, on the clock inode change times come from: whatever changes after this has a change
     /// time at or after it.
     pub fn now() -> Self {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid timespec for the call to fill; CLOCK_REALTIME_COARSE exists on
-        // every Linux tabd runs on (2.6.32+).
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
-        if rc != 0 {
+        use rustix::time::{clock_gettime_dynamic, ClockId, DynamicClockId};
+        // The fallible form: `clock_gettime` asserts, and a kernel built without the coarse
+        // clocks must not end tabd.
+        let Ok(ts) = clock_gettime_dynamic(DynamicClockId::Known(ClockId::RealtimeCoarse)) else {
             // Never seen; a second early only widens the window.
             let t = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -46,10 +42,11 @@ impl Stamp {
                 sec: t.as_secs() as i64 - 1,
                 nsec: 0,
             };
-        }
+        };
         Self {
             sec: ts.tv_sec,
-            nsec: ts.tv_nsec as u32,
+            // The kernel keeps it below one second.
+            nsec: u32::try_from(ts.tv_nsec).unwrap_or(0),
         }
     }
 
@@ -357,6 +354,10 @@ mod tests {
     /// Issue 36, item 11: what a child made during the call that other programs load is moved
     /// under `.tabd/quarantine/`, its path kept; what was there before, and notes, stay.
     #[test]
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one scene read top to bottom; length is a production rule"
+    )]
     fn what_a_call_left_that_programs_load_is_moved_aside() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();

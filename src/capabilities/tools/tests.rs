@@ -802,6 +802,10 @@ fn specs_are_generated_schemas_in_design_order() {
 /// and by one whose write_paths name them all: refused, nothing changed. Memory still changes
 /// through `remember`, one quoted line.
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scene read top to bottom; length is a production rule"
+)]
 fn tabds_own_files_are_no_tools_target_whatever_write_paths_say() {
     use crate::base::vault::layout;
     let f = fixture();

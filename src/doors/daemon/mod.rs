@@ -285,6 +285,10 @@ impl Daemon {
     }
 
     /// Runs until SIGTERM/SIGINT. Returns the exit code.
+    #[allow(
+        clippy::expect_used,
+        reason = "a task's branch in select! is polled only when its `if` found the task there"
+    )]
     pub async fn run(mut self) -> anyhow::Result<u8> {
         use tokio::signal::unix::{signal, SignalKind};
         let mut sigterm = signal(SignalKind::terminate())?;
