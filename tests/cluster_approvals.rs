@@ -87,13 +87,23 @@ fn shared_value(d: &Devices, kind: &str, id: &str, change: impl FnOnce(Vec<u8>) 
     });
 }
 
+/// The approval's id as its note's frontmatter has it. YAML quotes an id that would read as a
+/// number (`id: '704939'`); the id is what is inside the quotes.
 fn id_of(d: &Devices, approval: &str) -> String {
-    d.v.read(approval)
+    let id = d
+        .v
+        .read(approval)
         .lines()
         .find_map(|l| l.strip_prefix("id: "))
         .expect("an id")
         .trim()
-        .to_string()
+        .to_string();
+    for quote in ['\'', '"'] {
+        if let Some(inner) = id.strip_prefix(quote).and_then(|i| i.strip_suffix(quote)) {
+            return inner.to_string();
+        }
+    }
+    id
 }
 
 /// The records of `risk`'s runs that ended (not waiting), with their devices.
