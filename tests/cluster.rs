@@ -204,3 +204,90 @@ fn heartbeats_are_the_quorum_check_and_see_a_name_used_twice() {
         ));
     });
 }
+
+/// The bytes the servers keep in the object store of large values (its chunks and their infos).
+async fn large_bytes(js: &async_nats::jetstream::Context) -> u64 {
+    let mut stream = js
+        .get_stream(format!("OBJ_{}", tabd::capabilities::cluster::shared::LARGE))
+        .await
+        .expect("the object store's stream");
+    stream.info().await.expect("its info").state.bytes
+}
+
+#[test]
+fn a_value_larger_than_one_message_is_kept_as_an_object_checked_and_goes_with_its_entry() {
+    let Some(nats) = Nats::three("a_value_larger_than_one_message") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let a = Cluster::connect(&config(&nats, "a", 30), "Vault").await.unwrap();
+        let b = Cluster::connect(&config(&nats, "b", 30), "Vault").await.unwrap();
+        let key = ClaimKey::shared("Vault", "run", "r1");
+        // More than the servers take in one message (1 MB by default).
+        let big: Vec<u8> = (0..1_200_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        a.shared_put(&key, big.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", nats.logs()));
+        let (read, _) = b.shared_get(&key).await.unwrap().expect("the value");
+        assert!(read == big[..], "read back whole on another device");
+
+        // In the bucket, a pointer; the bytes in the object store.
+        let client = async_nats::connect(nats.urls()[0].clone()).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let kv = js.get_key_value("tabd_shared").await.unwrap();
+        let raw = kv.get(key.as_str()).await.unwrap().expect("an entry");
+        assert!(
+            raw.len() < 1000 && raw.starts_with(b"{\"object\":"),
+            "{}",
+            String::from_utf8_lossy(&raw[..raw.len().min(200)])
+        );
+        assert!(large_bytes(&js).await > 1_200_000);
+
+        // A pointer that names the object with another hash is refused, never read as the value.
+        let mut forged: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+        forged["sha256"] = "00".repeat(32).into();
+        kv.put(key.as_str(), serde_json::to_vec(&forged).unwrap().into())
+            .await
+            .unwrap();
+        match b.shared_get(&key).await {
+            Err(ClusterError::Garbled(why)) => assert!(why.contains("not the one it names"), "{why}"),
+            other => panic!("a forged pointer must be refused, got {other:?}"),
+        }
+
+        // Written over with a small value: the object goes.
+        a.shared_put(&key, b"small".to_vec()).await.unwrap();
+        assert_eq!(
+            b.shared_get(&key).await.unwrap().expect("the value").0,
+            &b"small"[..]
+        );
+        assert!(
+            large_bytes(&js).await < 10_000,
+            "the object written over is deleted"
+        );
+
+        // Deleted: the object goes with its entry.
+        let revision = a.shared_put(&key, big.clone()).await.unwrap();
+        assert!(large_bytes(&js).await > 1_200_000);
+        a.shared_delete(&key, revision).await.unwrap();
+        assert!(b.shared_get(&key).await.unwrap().is_none());
+        assert!(
+            large_bytes(&js).await < 10_000,
+            "the object deleted with its entry"
+        );
+
+        // Two devices create one key: the loser's object is deleted, the winner's kept.
+        let key = ClaimKey::shared("Vault", "run", "r2");
+        let mut other = big.clone();
+        other[0] = b'Z';
+        assert!(a.shared_create(&key, big.clone()).await.unwrap().is_some());
+        assert!(b.shared_create(&key, other).await.unwrap().is_none());
+        let (read, _) = b.shared_get(&key).await.unwrap().expect("the first write");
+        assert!(read == big[..]);
+        let kept = large_bytes(&js).await;
+        assert!(
+            (1_200_000..2_400_000).contains(&kept),
+            "one object kept, the loser's deleted: {kept} bytes"
+        );
+    });
+}

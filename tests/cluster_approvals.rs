@@ -48,56 +48,72 @@ fn ask(d: &Devices) -> (&'static str, String) {
     (asker, approval)
 }
 
-/// A value of the cluster's shared bucket, as the test's own client reads and writes it.
+/// A value of the cluster's shared bucket, as the test's own client reads and writes it: what
+/// is there (waited for) is written over with `change` of it.
 fn shared_value(d: &Devices, kind: &str, id: &str, change: impl FnOnce(Vec<u8>) -> Vec<u8>) {
+    let key = shared_key(d, kind, id);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let (_, kv) = shared_bucket(d).await;
+        let now = shared_entry(d, &kv, &key).await;
+        kv.put(key.as_str(), change(now).into()).await.expect("put");
+    });
+}
+
+fn shared_key(d: &Devices, kind: &str, id: &str) -> tabd::capabilities::cluster::ClaimKey {
     let vault =
         d.v.root()
             .file_name()
             .expect("a folder")
             .to_string_lossy()
             .into_owned();
-    let key = tabd::capabilities::cluster::ClaimKey::shared(&vault, kind, id);
-    let url = d.nats.urls()[0].clone();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let client = async_nats::connect(url).await.expect("connect");
-        let kv = async_nats::jetstream::new(client)
-            .get_key_value("tabd_shared")
-            .await
-            .expect("the shared bucket");
-        // Handed over when the asking run ended, or at the next try if the servers were slow.
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let now = loop {
-            if let Some(v) = kv.get(key.as_str()).await.expect("get") {
-                break v;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no record {key} in the cluster:\n{}",
-                d.stderr()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        kv.put(key.as_str(), change(now.to_vec()).into())
-            .await
-            .expect("put");
-    });
+    tabd::capabilities::cluster::ClaimKey::shared(&vault, kind, id)
+}
+
+/// The servers' JetStream, and the shared bucket in it.
+async fn shared_bucket(d: &Devices) -> (async_nats::jetstream::Context, async_nats::jetstream::kv::Store) {
+    let client = async_nats::connect(d.nats.urls()[0].clone())
+        .await
+        .expect("connect");
+    let js = async_nats::jetstream::new(client);
+    let kv = js.get_key_value("tabd_shared").await.expect("the shared bucket");
+    (js, kv)
+}
+
+/// The bytes under `key` in the shared bucket, once there.
+async fn shared_entry(
+    d: &Devices,
+    kv: &async_nats::jetstream::kv::Store,
+    key: &tabd::capabilities::cluster::ClaimKey,
+) -> Vec<u8> {
+    // Handed over when the asking run ended, or at the next try if the servers were slow.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = kv.get(key.as_str()).await.expect("get") {
+            return v.to_vec();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no record {key} in the cluster:\n{}",
+            d.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The approval's id as its note's frontmatter has it. YAML quotes an id that would read as a
 /// number (`id: '704939'`); the id is what is inside the quotes.
 fn id_of(d: &Devices, approval: &str) -> String {
-    let id = d
-        .v
-        .read(approval)
-        .lines()
-        .find_map(|l| l.strip_prefix("id: "))
-        .expect("an id")
-        .trim()
-        .to_string();
+    let id =
+        d.v.read(approval)
+            .lines()
+            .find_map(|l| l.strip_prefix("id: "))
+            .expect("an id")
+            .trim()
+            .to_string();
     for quote in ['\'', '"'] {
         if let Some(inner) = id.strip_prefix(quote).and_then(|i| i.strip_suffix(quote)) {
             return inner.to_string();
@@ -271,5 +287,76 @@ fn a_forged_request_in_the_cluster_is_refused_and_runs_nothing() {
     assert_eq!(status_of(&d.v, &approval), "approved", "nothing ran it");
     assert!(!d.v.path("project/approved.md").exists());
     assert_eq!(d.fake.requests().len(), 1);
+    assert!(d.fake.violations().is_empty(), "{:?}", d.fake.violations());
+}
+
+#[test]
+fn a_waiting_run_larger_than_one_message_goes_on_on_another_device() {
+    let Some(mut d) = asking("a_waiting_run_larger_than_one_message") else {
+        return;
+    };
+    // The role reads a 1.2 MB note whole (a context file, every byte of it in the prompt), so the
+    // waiting run's record is more than the servers take in one message (1 MB by default).
+    let config = std::fs::read_to_string(&d.v.config).expect("config");
+    d.v.set_config(&format!(
+        "{config}\n[context]\nmax_file_bytes = 2000000\nmax_context_bytes = 2100000\n"
+    ));
+    let line = "A long line of the project's timeline, kept whole in the waiting run.\n";
+    let mut timeline = line.repeat(1_200_000 / line.len());
+    timeline.push_str("The timeline ends here.\n");
+    d.v.write("project/timeline.md", &timeline);
+    d.start_all();
+    let (asker, approval) = ask(&d);
+    let run = waiting_runs(&d, asker)
+        .pop()
+        .expect("the asking device keeps its run");
+    // In the cluster: a pointer to the record, kept in the object store.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (pointer, object_bytes) = rt.block_on(async {
+        let (js, kv) = shared_bucket(&d).await;
+        let pointer = shared_entry(&d, &kv, &shared_key(&d, "run", &run)).await;
+        let mut stream = js
+            .get_stream(format!("OBJ_{}", tabd::capabilities::cluster::shared::LARGE))
+            .await
+            .expect("the object store of large records");
+        (pointer, stream.info().await.expect("its info").state.bytes)
+    });
+    assert!(
+        pointer.starts_with(b"{\"object\":") && pointer.len() < 1000,
+        "{}",
+        String::from_utf8_lossy(&pointer[..pointer.len().min(200)])
+    );
+    assert!(object_bytes > 1_200_000, "{object_bytes}");
+
+    d.daemons.get_mut(asker).expect("daemon").signal(libc::SIGKILL);
+    set_status(&d.v, &approval, "approved");
+    d.wait(Duration::from_secs(40), "the call done", || {
+        status_of(&d.v, &approval) == "done"
+    });
+    d.wait(Duration::from_secs(40), "the run going on", || {
+        ended(&d).len() == 1
+    });
+    assert_eq!(d.v.read("project/approved.md"), "once\n", "the call ran once");
+    let text = d.v.read(&approval);
+    assert_eq!(text.matches("## Result").count(), 1, "{text}");
+    let ran = ended(&d);
+    assert_ne!(ran[0].0, asker, "went on on a device that was up");
+    assert_eq!(ran[0].1["run_id"], run.as_str(), "the same run: {:?}", ran[0].1);
+    let requests = d.fake.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "the first part's request and the second's\n{}",
+        d.stderr()
+    );
+    let second = requests[1].body.to_string();
+    assert!(
+        second.len() > 1_200_000 && second.contains("The timeline ends here."),
+        "the second part goes on with the whole conversation ({} bytes)",
+        second.len()
+    );
     assert!(d.fake.violations().is_empty(), "{:?}", d.fake.violations());
 }

@@ -78,7 +78,7 @@ pub fn token(part: &str) -> String {
     format!("h{}", &hex(&Sha256::digest(part.as_bytes()))[..24])
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -56,6 +56,10 @@ pub enum ClusterError {
     /// Something the person must fix (a credentials file that cannot be read, a server URL).
     #[error("{0}")]
     Setup(String),
+    /// A large value whose object is not what its pointer says (missing, another size or
+    /// hash): never used.
+    #[error("{0}")]
+    Garbled(String),
 }
 
 fn unavailable(e: impl std::fmt::Display) -> ClusterError {
@@ -116,6 +120,8 @@ struct Inner {
     js: jetstream::Context,
     client: async_nats::Client,
     buckets: tokio::sync::OnceCell<Buckets>,
+    /// The object store of values larger than one message (`shared`), made at first use.
+    large: tokio::sync::OnceCell<async_nats::jetstream::object_store::ObjectStore>,
     device: String,
     vault: String,
     lease: Duration,
@@ -182,6 +188,7 @@ impl Cluster {
                 js,
                 client,
                 buckets: tokio::sync::OnceCell::new(),
+                large: tokio::sync::OnceCell::new(),
                 device: config.device.clone(),
                 vault: vault.to_string(),
                 lease: config.lease,
@@ -421,12 +428,7 @@ async fn make_buckets(
     lease: Duration,
 ) -> Result<Buckets, ClusterError> {
     jetstream_ready(client).await?;
-    // Known once connected.
-    let replicas = if client.server_info().cluster.is_some() {
-        3
-    } else {
-        1
-    };
+    let replicas = replicas(client);
     // A bucket just made on three servers answers once its replicas elect a leader (a second
     // or two): its opening is tried again a few times, backon's waits (0.2, 0.4, 0.8, 1.6 s).
     let open = |name: &'static str, max_age: Duration| {
@@ -468,6 +470,16 @@ async fn make_buckets(
         shared,
         lease: kept,
     })
+}
+
+/// How many servers keep each bucket: three when they form a cluster (known once connected),
+/// else one.
+fn replicas(client: &async_nats::Client) -> usize {
+    if client.server_info().cluster.is_some() {
+        3
+    } else {
+        1
+    }
 }
 
 /// Finds the bucket `name`, or makes it as `create_key_value` would (that call first asks for

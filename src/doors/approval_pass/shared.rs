@@ -160,9 +160,13 @@ impl Shared {
 
     async fn get<T: DeserializeOwned>(&self, kind: &str, id: &str) -> Result<Option<(T, u64)>, SharedError> {
         let name = self.name(kind, id);
-        match self.cluster.shared_get(&name).await? {
-            None => Ok(None),
-            Some((bytes, revision)) => Ok(Some((self.open(&name, &bytes)?, revision))),
+        match self.cluster.shared_get(&name).await {
+            Ok(None) => Ok(None),
+            Ok(Some((bytes, revision))) => Ok(Some((self.open(&name, &bytes)?, revision))),
+            Err(ClusterError::Garbled(why)) => {
+                Err(SharedError::Refused(format!("the cluster's record {why}")))
+            }
+            Err(e) => Err(e.into()),
         }
     }
 
