@@ -1,5 +1,5 @@
-//! Many devices when things go wrong (DESIGN §23, issue 38): two of three servers down, three
-//! synced copies of the vault instead of one folder, a change of `[cluster]` while tabd runs.
+//! Many devices when things go wrong (DESIGN §23, issue 38): two of three servers down, a change
+//! of `[cluster]` while tabd runs (three synced copies of the vault: `cluster_synced`).
 //! Real `nats-server`s and real daemons (`cluster_daemons::Devices`); skipped without a
 //! `nats-server` unless `TABD_REQUIRE_NATS=1`.
 

@@ -15,6 +15,7 @@ mod cluster;
 mod cluster_approvals;
 mod cluster_daemons;
 mod cluster_resilience;
+mod cluster_synced;
 mod context_entries;
 mod cost;
 mod crash_points;

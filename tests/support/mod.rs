@@ -204,12 +204,18 @@ impl TestVault {
 
     /// Like `command`, with another config file (a second device of the same vault).
     pub fn command_with_config(&self, config: &Path, args: &[&str]) -> Command {
+        self.command_on(config, &self.root(), args)
+    }
+
+    /// Like `command_with_config`, on another copy of the vault (a device whose sync tool keeps
+    /// the vault in a folder of its own).
+    pub fn command_on(&self, config: &Path, vault: &Path, args: &[&str]) -> Command {
         let mut cmd = self.environment();
         cmd.arg("--config")
             .arg(config)
             .args(args)
             .arg("--vault")
-            .arg(self.root());
+            .arg(vault);
         cmd
     }
 
