@@ -62,11 +62,11 @@ pub fn measure(out: &mut Value) {
         inboxes: Vec::new(),
         ..places.clone()
     };
-    let child = tabd::setup::config::sandbox::ChildSandbox {
-        vault: tabd::setup::config::sandbox::VaultAccess::Write,
+    let child = tabd::base::sandbox::grants::ChildSandbox {
+        vault: tabd::base::sandbox::grants::VaultAccess::Write,
         ..Default::default()
     };
-    let start = |places| tabd::setup::config::sandbox::Start {
+    let start = |places| tabd::base::sandbox::grants::Start {
         places,
         own: &[],
         sockets: &[],

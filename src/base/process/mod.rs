@@ -9,13 +9,16 @@
 //! to start stops those a dead tabd left behind (`reap_orphans`), in case one missed it — only
 //! a process that is provably such a keeper, never on the file's word.
 //!
+//! - `launch` — the one way to start a child: what it is (`ChildSpec`), and `Launcher::start`;
 //! - `keeper` — the process between tabd and each child: session, subreaper, sweep;
 //! - `groups` — the keepers written down (signed), and those a dead tabd left, stopped.
 
 mod groups;
 mod keeper;
+mod launch;
 
 pub use groups::{descends_from, reap_orphans, Reaped, Registry};
+pub use launch::{ChildSpec, Confinement, Folders, Home, HomeFile, Started, Stream};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -60,6 +63,14 @@ pub enum StartError {
     Make { path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Sandbox(#[from] crate::base::sandbox::SandboxError),
+    /// The system would not run it (not there, not runnable, or refused by the sandbox, which
+    /// `applied` can tell).
+    #[error("`{program}` could not be started: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+        applied: Option<Arc<crate::base::sandbox::explain::Applied>>,
+    },
 }
 
 /// Version managers whose shims find their versions through a folder in the home folder: with a
@@ -198,7 +209,7 @@ impl Launcher {
     /// first. Where the kernel cannot sandbox, the child starts unsandboxed and the log says so
     /// once — or, with `[sandbox] require`, it is refused (`Err`). Returns what the kernel
     /// enforces.
-    pub fn confine(
+    fn confine(
         &self,
         cmd: &mut tokio::process::Command,
         name: &str,

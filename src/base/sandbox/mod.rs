@@ -15,6 +15,7 @@
 //! The rules are built before the fork (opening every granted path, compiling the filter); the
 //! forked child only makes the system calls that apply them (no allocation after fork).
 //!
+//! - `grants` — what a child's `[mcp.NAME]` / `[profiles.NAME]` sandbox grants at one start;
 //! - `places` — what is hidden: secrets, tabd's own places;
 //! - `tree` — "everything but": the split of a folder around hidden paths;
 //! - `folders` — children's own folders, checked without following links;
@@ -22,6 +23,7 @@
 
 pub mod explain;
 pub mod folders;
+pub mod grants;
 pub mod places;
 pub mod tree;
 

@@ -9,7 +9,6 @@ pub mod output;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -20,9 +19,8 @@ pub use crate::setup::config::profile::{Profile, RawProfile};
 pub use output::CliReport;
 
 use crate::base::environment::{Env, CHILD_BASE_ENV};
-use crate::base::process::{self, Launcher};
+use crate::base::process::{ChildSpec, Confinement, Folders, Home, HomeFile, Launcher, StartError, Stream};
 use crate::base::vault::leftovers::{Stamp, Watch};
-use crate::setup::config::sandbox::VaultAccess;
 
 /// Largest stdout or stderr kept from a CLI.
 const MAX_OUTPUT: usize = 16 * 1024 * 1024;
@@ -171,47 +169,35 @@ async fn probe_now(
     let command = || profile.command.clone();
     // The help command as the person would type it, for what is said about its answer.
     let asked = || format!("{} {}", profile.command, profile.help_args.join(" "));
-    let mut cmd = tokio::process::Command::new(&profile.command);
-    cmd.args(&profile.help_args)
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // Even `--help` runs as a tenant, in a private folder of its own (removed after) and sandbox.
-    process::as_tenant(&mut cmd);
     let not_started = |why: String| ProbeError::NotStarted {
         command: command(),
         why,
     };
+    // Even `--help` runs as a tenant, in a private folder of its own (removed after) and sandbox.
     let folder = probe_folder(launcher, profile).map_err(not_started)?;
-    confine(
-        &mut cmd,
+    let spec = cli_spec(
         profile,
         launcher,
+        env,
         folder.path(),
         None,
         &profile.help_args,
-    )
-    .map_err(|e| not_started(e.to_string()))?;
-    let child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Stream::Null,
+    );
+    let started = match launcher.start(&spec) {
+        Ok(s) => s,
+        Err(StartError::Spawn { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             return Err(ProbeError::NotInstalled {
                 command: command(),
                 profile: profile.name.clone(),
             })
         }
-        Err(e) => {
-            return Err(ProbeError::NotStarted {
-                command: command(),
-                why: e.to_string(),
-            })
-        }
+        Err(StartError::Spawn { source, .. }) => return Err(not_started(source.to_string())),
+        Err(e) => return Err(not_started(e.to_string())),
     };
     // A CLI that hangs on `--help` goes with this handle when the wait is given up.
-    let _tenant = launcher.tenant(&child, &profile.name);
-    let out = match tokio::time::timeout(PROBE_TIMEOUT, child.wait_with_output()).await {
+    let _tenant = started.tenant;
+    let out = match tokio::time::timeout(PROBE_TIMEOUT, started.child.wait_with_output()).await {
         Err(_) => return Err(ProbeError::Silent { command: asked() }),
         Ok(Err(e)) => {
             return Err(ProbeError::Unreadable {
@@ -376,124 +362,88 @@ fn probe_folder(launcher: &Launcher, profile: &Profile) -> Result<tempfile::Temp
         .map_err(|e| e.to_string())
 }
 
-/// The CLI's sandbox (DESIGN §20): a private folder made for this start only (`fresh_home`, in
-/// `folder`: the run's own folder, or the probe's) as its `HOME`, with its config folder inside
-/// it holding only the person's login files, never the person's own settings; a private temp
-/// folder, its run folder and relay socket (`run`: `None` for the `--help` probe), and no part
-/// of the vault: it reaches the vault only through tabd's tools.
-fn confine(
-    cmd: &mut tokio::process::Command,
+/// What the CLI is (DESIGN §20): its environment (`env`: what `child_env` gave it), and a private
+/// folder made for this start only (`Folders::Fresh`, in `folder`: the run's own folder, or the
+/// probe's) as its `HOME`, with its config folder inside it holding only the person's login
+/// files, never the person's own settings; a private temp folder, its run folder and relay socket
+/// (`run`: `None` for the `--help` probe), and no part of the vault: it reaches the vault only
+/// through tabd's tools.
+fn cli_spec(
     profile: &Profile,
     launcher: &Launcher,
+    env: &HashMap<String, String>,
     folder: &Path,
     run: Option<(&Path, &Path)>,
     args: &[String],
-) -> Result<Confined, crate::base::process::StartError> {
-    let PrivateHome {
-        dirs,
-        config_dirs,
-        logins,
-    } = private_home(folder, profile, launcher)?;
-    // What the profile's own `env` sets is the person's choice and wins.
-    let set = |k: &str| profile.env.iter().any(|(name, _)| name == k);
-    for (k, v) in launcher.home_env(&dirs, set("HOME")) {
-        if !set(&k) {
-            cmd.env(k, v);
-        }
-    }
-    cmd.envs(config_dirs);
-    let places = launcher.places();
-    let mut own = vec![dirs.state.clone(), dirs.tmp.clone()];
-    let mut sockets = Vec::new();
+    stdin: Stream,
+) -> ChildSpec {
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut confinement = confinement(profile, launcher, folder);
     if let Some((dir, relay)) = run {
-        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-        own.push(canonical(dir));
-        sockets.push(canonical(relay));
+        confinement.own.push(canonical(dir));
+        confinement.sockets.push(canonical(relay));
     }
-    let env: Vec<(String, String)> = profile
+    ChildSpec {
+        name: profile.name.clone(),
+        program: profile.command.clone(),
+        args: args.to_vec(),
+        inherited: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        env: own_env(profile, launcher),
+        cwd: run.map(|(dir, _)| dir.to_path_buf()),
+        stdin,
+        stdout: Stream::Piped,
+        stderr: Stream::Piped,
+        confined: Some(confinement),
+    }
+}
+
+/// The profile's own `env` table, expanded (what cannot be is left out: `child_env` has said so).
+fn own_env(profile: &Profile, launcher: &Launcher) -> Vec<(String, String)> {
+    profile
         .env
         .iter()
         .filter_map(|(k, v)| launcher.env.expand(v).ok().map(|v| (k.clone(), v)))
-        .collect();
-    let grants = profile.sandbox.grants(&crate::setup::config::sandbox::Start {
-        places: &places,
-        own: &own,
-        sockets: &sockets,
-        args,
-        env: &env,
-    });
-    launcher.confine(cmd, &profile.name, &grants)?;
-    let watch = match profile.sandbox.vault {
-        VaultAccess::Write => Watch::new(
-            &places.vault,
-            &grants.spec.writable,
-            &places.inboxes,
-            format!("agent CLI `{}`", profile.name),
-        ),
-        VaultAccess::None | VaultAccess::Read => None,
-    };
-    Ok(Confined { watch, logins })
+        .collect()
 }
 
-/// What confining a CLI set up: the vault folders to look through after it (`vault = "write"`),
-/// and the login files copied into its private folder.
-struct Confined {
-    watch: Option<Watch>,
-    logins: Vec<Login>,
-}
-
-/// A CLI's private folder for one start.
-pub struct PrivateHome {
-    pub dirs: crate::base::process::ChildDirs,
-    /// The variables that point the CLI at its config folders inside it (`CLAUDE_CONFIG_DIR`).
-    pub config_dirs: Vec<(String, std::path::PathBuf)>,
-    /// The person's login files copied in.
-    pub logins: Vec<Login>,
-}
-
-/// A login file copied into a CLI's private folder: where, from where, and what it said.
-pub struct Login {
-    copy: std::path::PathBuf,
-    theirs: std::path::PathBuf,
-    bytes: Vec<u8>,
-}
-
-/// The CLI's private folder for one start, rebuilt (`fresh_home`): its config folders inside it
-/// (`CLAUDE_CONFIG_DIR` → `.claude`, unless the profile's `env` names the variable itself), and
-/// in them the person's login files as they are now.
-pub fn private_home(
-    folder: &Path,
-    profile: &Profile,
-    launcher: &Launcher,
-) -> Result<PrivateHome, crate::base::process::StartError> {
-    let dirs = fresh_home(folder)?;
-    let mut config_dirs = Vec::new();
-    let set = |k: &str| profile.env.iter().any(|(name, _)| name == k);
-    for (var, sub) in profile.private_env.iter().filter(|(v, _)| !set(v)) {
-        let (path, _) = crate::base::sandbox::folders::subfolder(&dirs.state, sub)?;
-        config_dirs.push((var.clone(), path));
+/// The CLI's folders and sandbox: its home made fresh in `folder`, its config folders inside
+/// (`CLAUDE_CONFIG_DIR` → `.claude`, unless the profile's `env` names the variable itself) with
+/// the person's login files as they are now, and what `[profiles.NAME]` grants.
+fn confinement(profile: &Profile, launcher: &Launcher, folder: &Path) -> Confinement {
+    Confinement {
+        sandbox: profile.sandbox.clone(),
+        table: format!("[profiles.{}]", profile.name),
+        label: format!("agent CLI `{}`", profile.name),
+        folders: Folders::Fresh(folder.to_path_buf()),
+        home_folders: profile.private_env.clone(),
+        home_files: logins(profile, launcher),
+        ..Confinement::default()
     }
-    let logins = seed_logins(profile, launcher, &dirs.state);
-    Ok(PrivateHome {
-        dirs,
-        config_dirs,
-        logins,
-    })
+}
+
+/// The CLI's private folder for one start, rebuilt (`Folders::Fresh`): its config folders and,
+/// in them, the person's login files as they are now.
+pub fn private_home(folder: &Path, profile: &Profile, launcher: &Launcher) -> Result<Home, StartError> {
+    launcher.make_home(
+        &profile.name,
+        &confinement(profile, launcher, folder),
+        &own_env(profile, launcher),
+    )
 }
 
 /// After a run: a login copy the CLI rewrote (a refresh does) is dropped with the folder, and
 /// where the CLI's service rotates refresh tokens (claude's and codex's do) the person's own copy
 /// may no longer work: said, with what to do.
-fn said_if_refreshed(profile: &Profile, logins: &[Login]) {
-    for l in logins {
-        if !as_copied(&l.copy, &l.bytes) {
+fn said_if_refreshed(profile: &Profile, logins: &[(std::path::PathBuf, HomeFile)]) {
+    for (copy, login) in logins {
+        if !as_copied(copy, &login.bytes) {
             tracing::warn!(
                 "{}: the CLI rewrote its copy of your login ({}) during the run, as a login refresh \
                  does; tabd never copies it back, so if your own copy stops working, log in again — \
                  or give tabd a login of its own (an API key, or for claude `claude setup-token` as \
                  CLAUDE_CODE_OAUTH_TOKEN in tabd's env file; see docs/providers.md)",
                 profile.name,
-                l.theirs.display()
+                login.from.display()
             );
         }
     }
@@ -522,34 +472,10 @@ fn as_copied(copy: &Path, bytes: &[u8]) -> bool {
     file.take(bytes.len() as u64 + 1).read_to_end(&mut now).is_ok() && now == bytes
 }
 
-/// The CLI's `HOME` for one start: `home` in `folder` (a folder tabd has just made, private to
-/// it), made anew — whatever a folder of that name held is removed first, never followed — so
-/// nothing an earlier start left there (settings with hooks, instructions, MCP servers, a login
-/// copy of another account or dated in the future) is ever loaded again, by this role or another.
-fn fresh_home(folder: &Path) -> Result<crate::base::process::ChildDirs, crate::base::process::StartError> {
-    let root = std::fs::canonicalize(folder).map_err(|source| crate::base::process::StartError::Make {
-        path: folder.to_path_buf(),
-        source,
-    })?;
-    match std::fs::remove_dir_all(root.join(HOME)) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(crate::base::process::StartError::Make {
-                path: root.join(HOME),
-                source: e,
-            })
-        }
-        _ => {}
-    }
-    Ok(crate::base::sandbox::folders::child_dirs(&root, HOME)?)
-}
-
-/// The name of the CLI's `HOME` inside its run folder.
-const HOME: &str = "home";
-
-/// Copies the person's login files for the CLI into its (fresh) private folder as they are now,
-/// by content — whatever their dates say; never the other way (a token copied back could be
-/// another account's).
-fn seed_logins(profile: &Profile, launcher: &Launcher, state: &Path) -> Vec<Login> {
+/// The person's login files for the CLI, as they are now — by content, whatever their dates say —
+/// to be copied into its (fresh) private folder; never the other way (a token copied back could
+/// be another account's).
+fn logins(profile: &Profile, launcher: &Launcher) -> Vec<HomeFile> {
     let mut logins = Vec::new();
     let home = launcher.home();
     for a in &profile.auth {
@@ -557,7 +483,7 @@ fn seed_logins(profile: &Profile, launcher: &Launcher, state: &Path) -> Vec<Logi
             .dir_var
             .and_then(|v| launcher.env.get(v))
             .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| crate::setup::config::sandbox::expand_home(a.dir, home.as_deref()));
+            .unwrap_or_else(|| crate::base::sandbox::grants::expand_home(a.dir, home.as_deref()));
         let from = dir.join(a.file);
         let bytes = match std::fs::read(&from) {
             Ok(b) => b,
@@ -572,25 +498,13 @@ fn seed_logins(profile: &Profile, launcher: &Launcher, state: &Path) -> Vec<Logi
                 continue;
             }
         };
-        let copied = crate::base::sandbox::folders::subfolder(state, a.to)
-            .map_err(|e| e.to_string())
-            .and_then(|(dir, fd)| {
-                crate::base::sandbox::folders::replace_file(&fd, a.file, &bytes)
-                    .map(|()| dir.join(a.file))
-                    .map_err(|e| e.to_string())
-            });
-        match copied {
-            Ok(copy) => logins.push(Login {
-                copy,
-                theirs: from,
-                bytes,
-            }),
-            Err(e) => tracing::warn!(
-                "{}: cannot copy the login file {}: {e}",
-                profile.name,
-                from.display()
-            ),
-        }
+        logins.push(HomeFile {
+            folder: a.to.to_string(),
+            name: a.file.to_string(),
+            bytes,
+            from,
+            what: "the login file".into(),
+        });
     }
     logins
 }
@@ -612,36 +526,20 @@ async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
     end
 }
 
-/// The CLI's command line, in its run folder, confined (DESIGN §20).
-fn command(
-    turn: &CliTurn<'_>,
-    args: &[String],
-) -> Result<(tokio::process::Command, Confined), crate::base::process::StartError> {
-    let profile = turn.profile;
-    let mut cmd = tokio::process::Command::new(&profile.command);
-    cmd.args(args)
-        .current_dir(turn.dir)
-        .env_clear()
-        .envs(&turn.env)
-        .stdin(if profile.prompt_on_stdin {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    process::as_tenant(&mut cmd);
-    let run = Some((turn.dir, turn.relay));
-    let confined = confine(&mut cmd, profile, turn.launcher, turn.dir, run, args)?;
-    Ok((cmd, confined))
-}
-
-/// Starts the CLI in its own process group, feeds the prompt, reads both streams, and kills the
-/// group at the deadline. `watch`: the vault folders it may write, once it is confined.
+/// Starts the CLI in its run folder through the launcher (a tenant, confined: DESIGN §20), feeds
+/// the prompt, reads both streams, and kills the group at the deadline. `watch`: the vault
+/// folders it may write, once it is confined.
 async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<Watch>) -> CliEnd {
     let profile = turn.profile;
-    let (mut cmd, confined) = match command(turn, args) {
-        Ok(c) => c,
+    let stdin = if profile.prompt_on_stdin {
+        Stream::Piped
+    } else {
+        Stream::Null
+    };
+    let run = Some((turn.dir, turn.relay));
+    let spec = cli_spec(profile, turn.launcher, &turn.env, turn.dir, run, args, stdin);
+    let started = match turn.launcher.start(&spec) {
+        Ok(s) => s,
         Err(e) => {
             return CliEnd::NotStarted {
                 message: e.to_string(),
@@ -649,20 +547,12 @@ async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<
             }
         }
     };
-    *watch = confined.watch;
-    let logins = confined.logins;
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            return CliEnd::NotStarted {
-                message: format!("`{}` could not be started: {e}", profile.command),
-                outage: true,
-            }
-        }
-    };
+    *watch = started.watch;
+    let logins = started.home.map(|h| h.placed).unwrap_or_default();
+    let mut child = started.child;
     // Whatever happens from here (a panic, a cancelled run), the CLI and everything it started
     // go with this handle.
-    let group = turn.launcher.tenant(&child, &profile.name);
+    let group = started.tenant;
     if let (Some(started), Some(pid)) = (turn.started, child.id()) {
         let _ = started.send(Some(pid as i32));
     }

@@ -18,14 +18,11 @@ use tokio::io::AsyncBufReadExt;
 
 use crate::base::calls::ToolResult;
 use crate::base::environment::CHILD_BASE_ENV;
-use crate::base::process::ChildDirs;
-use crate::base::process::{Launcher, Tenant};
+use crate::base::process::{ChildSpec, Confinement, Folders, Launcher, StartError, Started, Stream, Tenant};
 use crate::base::sandbox::explain::Applied;
-use crate::base::sandbox::places::Places;
 use crate::base::sandbox::Grants;
 use crate::base::vault::leftovers::{self, Stamp, Watch};
 use crate::setup::config::mcp::{expand_pairs, ServerConfig, Transport};
-use crate::setup::config::sandbox::{Start, VaultAccess};
 
 /// Lines of a server's stderr kept for error messages.
 const STDERR_LINES: usize = 20;
@@ -495,7 +492,8 @@ type Spawned = (
     (Option<Arc<Applied>>, Option<Leftovers>),
 );
 
-/// Starts a stdio server as a tenant (its own session and keeper), stderr captured line by line.
+/// Starts a stdio server through the launcher (a tenant, sandboxed: see `process::launch`),
+/// stderr captured line by line.
 fn spawn(
     command: &str,
     args: &[String],
@@ -504,7 +502,6 @@ fn spawn(
     server: &ServerConfig,
     stderr: &StderrTail,
 ) -> Result<Spawned, String> {
-    let name = server.name.as_str();
     let env = &launcher.env;
     // `${VAR}` in the command, its arguments and its environment are read now, at start, the
     // same way for all three: an unset one stops this server, not tabd.
@@ -515,42 +512,74 @@ fn spawn(
         .collect::<Result<_, _>>()
         .map_err(|e| format!("args: {e}"))?;
     let extra = expand_pairs(extra, env).map_err(|e| e.to_string())?;
-    let mut cmd = tokio::process::Command::new(&command);
-    cmd.args(&args)
-        .env_clear()
-        .envs(env.subset(CHILD_BASE_ENV))
-        .envs(extra.iter().cloned())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    launcher.as_tenant(&mut cmd);
-    let (applied, watch) =
-        sandbox(&mut cmd, &command, &args, &extra, launcher, server).map_err(|e| e.to_string())?;
-    let mut child = cmd.spawn().map_err(|e| {
-        let program = crate::base::process::find_program(&command, &launcher.env)
-            .map_or_else(|| command.clone(), |p| p.display().to_string());
-        let why = format!("could not be started (`{program}`: {e}); is it installed and on PATH?");
-        match applied
-            .as_ref()
-            .and_then(|a| a.explain(&format!("{program}: {e}")))
-        {
-            Some(sandbox) => format!("{why} — {sandbox}"),
-            None => why,
+    let mut spec = server_spec(server, launcher, command, args, extra);
+    let program = crate::base::process::find_program(&spec.program, env);
+    if program.as_deref().is_some_and(crate::base::sandbox::is_tabd) {
+        // `tabd mcp serve` is tabd: its tools go through the harness, under the role's rules,
+        // and it must reach the vault to do that.
+        spec.confined = None;
+    }
+    let started = launcher.start(&spec).map_err(|e| match e {
+        StartError::Spawn { source, applied, .. } => {
+            let program = program.map_or_else(|| spec.program.clone(), |p| p.display().to_string());
+            let why = format!("could not be started (`{program}`: {source}); is it installed and on PATH?");
+            match applied.and_then(|a| a.explain(&format!("{program}: {source}"))) {
+                Some(sandbox) => format!("{why} — {sandbox}"),
+                None => why,
+            }
         }
+        other => other.to_string(),
     })?;
-    let tenant = launcher.tenant(&child, name);
+    let Started {
+        mut child,
+        tenant,
+        applied,
+        watch,
+        ..
+    } = started;
+    let watch = watch.zip(launcher.vault.clone());
     let (Some(stdout), Some(stdin), Some(err)) =
         (child.stdout.take(), child.stdin.take(), child.stderr.take())
     else {
         return Err("its stdio could not be connected".into());
     };
     let tail = stderr.clone();
-    let name = name.to_string();
+    let name = server.name.clone();
     let stderr_done = tokio::spawn(each_line(err, move |line| {
         tracing::debug!("mcp {name}: {line}");
         tail.push(line);
     }));
     Ok((child, tenant, stdout, stdin, stderr_done, (applied, watch)))
+}
+
+/// What a stdio server is, with its command, arguments and `env` expanded (DESIGN §20): the
+/// basics of tabd's environment, its own `env`, its folders kept outside the vault from one start
+/// to the next (its `HOME` unless its `env` sets one), and what its `[mcp.NAME]` table grants.
+fn server_spec(
+    server: &ServerConfig,
+    launcher: &Launcher,
+    command: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+) -> ChildSpec {
+    ChildSpec {
+        name: server.name.clone(),
+        program: command,
+        args,
+        inherited: launcher.env.subset(CHILD_BASE_ENV),
+        env,
+        cwd: None,
+        stdin: Stream::Piped,
+        stdout: Stream::Piped,
+        stderr: Stream::Piped,
+        confined: Some(Confinement {
+            sandbox: server.sandbox.clone(),
+            table: format!("[mcp.{}]", server.name),
+            label: format!("MCP server `{}`", server.name),
+            folders: Folders::Kept,
+            ..Confinement::default()
+        }),
+    }
 }
 
 /// Calls `each` with every line of `pipe` (without its end), holding at most
@@ -621,79 +650,11 @@ async fn failed_start(
     }
 }
 
-/// The server's sandbox (DESIGN §20): its own state folder outside the vault (its `HOME` unless
-/// its `env` sets one) and temp folder, and what its `[mcp.NAME]` table grants. Returns the
-/// rules applied, to explain what it reports (`None`: not sandboxed), and for `vault = "write"`
-/// the vault folders to look through after its calls (whether or not the kernel enforces it).
-fn sandbox(
-    cmd: &mut tokio::process::Command,
-    command: &str,
-    args: &[String],
-    extra: &[(String, String)],
-    launcher: &Launcher,
-    server: &ServerConfig,
-) -> Result<(Option<Arc<Applied>>, Option<Leftovers>), crate::base::process::StartError> {
-    let program = crate::base::process::find_program(command, &launcher.env);
-    if program.as_deref().is_some_and(crate::base::sandbox::is_tabd) {
-        // `tabd mcp serve` is tabd: its tools go through the harness, under the role's rules,
-        // and it must reach the vault to do that.
-        return Ok((None, None));
-    }
-    let dirs = launcher.child_dirs(&server.name)?;
-    // It starts in its own folder: tabd's own working folder may be one it may not read (the
-    // vault, when `tabd fire` is typed there), and `npx` looks for packages from where it starts.
-    cmd.current_dir(&dirs.state);
-    let set = |k: &str| extra.iter().any(|(name, _)| name == k);
-    for (k, v) in launcher.home_env(&dirs, set("HOME")) {
-        if !set(&k) {
-            cmd.env(k, v);
-        }
-    }
-    let places = launcher.places();
-    let grants = grants_for(server, &places, &dirs, args, extra);
-    let support = launcher.confine(cmd, &server.name, &grants)?;
-    let watch = match (server.sandbox.vault, &launcher.vault) {
-        (VaultAccess::Write, Some(vault)) => Watch::new(
-            &places.vault,
-            &grants.spec.writable,
-            &places.inboxes,
-            format!("MCP server `{}`", server.name),
-        )
-        .map(|w| (w, vault.clone())),
-        _ => None,
-    };
-    let applied = support.enforced().then(|| {
-        Arc::new(Applied {
-            spec: grants.spec,
-            places,
-            table: format!("[mcp.{}]", server.name),
-        })
-    });
-    Ok((applied, watch))
-}
-
-/// What `server` is granted with its own folders `dirs` and its expanded `args` and `env`.
-fn grants_for(
-    server: &ServerConfig,
-    places: &Places,
-    dirs: &ChildDirs,
-    args: &[String],
-    env: &[(String, String)],
-) -> Grants {
-    server.sandbox.grants(&Start {
-        places,
-        own: &[dirs.state.clone(), dirs.tmp.clone()],
-        sockets: &[],
-        args,
-        env,
-    })
-}
-
 /// What a stdio server would be granted at its next start (`None` for an HTTP server), for
 /// `tabd mcp list` and `tabd validate`: nothing is made or started; `${VAR}`s unset here are
 /// left out.
 pub fn planned_grants(server: &ServerConfig, launcher: &Launcher) -> Option<Grants> {
-    let Transport::Stdio { args, env, .. } = &server.transport else {
+    let Transport::Stdio { command, args, env } = &server.transport else {
         return None;
     };
     let expand = |v: &String| launcher.env.expand(v).ok();
@@ -702,16 +663,7 @@ pub fn planned_grants(server: &ServerConfig, launcher: &Launcher) -> Option<Gran
         .iter()
         .filter_map(|(k, v)| expand(v).map(|v| (k.clone(), v)))
         .collect();
-    let places = launcher.places();
-    let state = places
-        .children()
-        .join(crate::base::text::safe_name(&server.name, '_'));
-    let dirs = ChildDirs {
-        tmp: state.join("tmp"),
-        state,
-        mended: None,
-    };
-    Some(grants_for(server, &places, &dirs, &args, &env))
+    launcher.plan(&server_spec(server, launcher, command.clone(), args, env))
 }
 
 fn http_transport(
