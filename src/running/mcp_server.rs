@@ -26,7 +26,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
 use crate::base::calls::{Risk, ToolCallRecord};
-use crate::gate::harness::{Door, Harness};
+use crate::gate::harness::{Caller, Harness};
 
 /// Called after every call with its record (`tabd mcp serve` writes a daily-log line).
 pub type OnCall = Arc<dyn Fn(&ToolCallRecord) + Send + Sync>;
@@ -143,11 +143,11 @@ impl ServerHandler for HarnessServer {
             }
         }
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
-        let door = Door::Model {
+        let caller = Caller::Model {
             reason: self.reason,
             call_id: None,
         };
-        let called = match self.harness.call(&request.name, &input, door).await {
+        let called = match self.harness.call(&request.name, &input, caller).await {
             Ok(c) => c,
             Err(fatal) => {
                 tracing::error!("mcp serve: {fatal}");

@@ -195,7 +195,29 @@ struct ContextBlock {
 /// One file's fate in the context block.
 enum Shown {
     Full(Loaded),
-    Index(Loaded, String),
+    Index(Loaded, Indexed),
+}
+
+/// Why a file is listed in the index instead of shown.
+#[derive(Debug, Clone, PartialEq)]
+enum Indexed {
+    /// Its `status` says it is finished (`closed`, `done`, …): the index line shows the status.
+    Closed(String),
+    /// Newer notes filled its entry's share of `max_context_bytes` (the share, in bytes).
+    Crowded(usize),
+}
+
+impl std::fmt::Display for Indexed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Closed(status) => write!(f, "status: {status}"),
+            Self::Crowded(share) => write!(
+                f,
+                "older than the notes that fill this entry's share ({} bytes) of max_context_bytes",
+                thousands(*share as u64)
+            ),
+        }
+    }
 }
 
 fn context_block(
@@ -284,16 +306,12 @@ fn plan_shares(groups: Vec<(String, bool, Vec<Loaded>)>, cfg: &ContextConfig) ->
         for l in newest_first {
             let size = l.text.len().min(cfg.max_file_bytes);
             if let Some(status) = l.closed_status() {
-                shown.push(Shown::Index(l, format!("status: {status}")));
+                shown.push(Shown::Index(l, Indexed::Closed(status)));
             } else if used + size <= share {
                 used += size;
                 shown.push(Shown::Full(l));
             } else {
-                let why = format!(
-                    "older than the notes that fill this entry's share ({} bytes) of max_context_bytes",
-                    thousands(share as u64)
-                );
-                shown.push(Shown::Index(l, why));
+                shown.push(Shown::Index(l, Indexed::Crowded(share)));
             }
         }
         // Included files in path order, so an unchanged folder keeps the same cached text.
@@ -363,13 +381,12 @@ fn render_group(
                     l.title(),
                     modified_text(&l, tz),
                     thousands(l.size),
-                    if why.starts_with("status") {
-                        format!(" · {why}")
-                    } else {
-                        String::new()
+                    match why {
+                        Indexed::Closed(_) => format!(" · {why}"),
+                        Indexed::Crowded(_) => String::new(),
                     }
                 ));
-                block.indexed.push((l.path.as_str().to_string(), why));
+                block.indexed.push((l.path.as_str().to_string(), why.to_string()));
             }
         }
     }

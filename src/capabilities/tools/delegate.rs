@@ -4,9 +4,10 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::base::calls::{ToolSpec, DELEGATE};
+use crate::records::runlog::Outcome;
 use crate::setup::role::Role;
 
 /// Most children one `delegate` call may ask for (a batch runs `max_parallel_delegates` at once).
@@ -20,6 +21,65 @@ pub struct Task {
     pub role: String,
     /// Everything the role needs to know: it sees none of this conversation.
     pub task: String,
+}
+
+/// What one task came to (DESIGN §18). Typed from the run layer through the harness; it becomes
+/// the contract's JSON only for the model (`to_json`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DelegateOutcome {
+    /// The child ran to its end and answered.
+    Answered(ChildRun),
+    /// The child ran and failed (`why`); what it said is still its answer.
+    Failed { run: ChildRun, why: String },
+    /// The child never started: no runnable role of that name, disabled, its day spent, the
+    /// session ended.
+    NotStarted { role: String, why: String },
+}
+
+/// A child run as its parent's model sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildRun {
+    pub role: String,
+    pub run_id: String,
+    pub outcome: Outcome,
+    /// Its final answer (a summary when it ended early).
+    pub answer: String,
+    /// Its answer as JSON, when the role declares an output schema and the answer fits it.
+    pub output: Option<Value>,
+    pub cost_usd: f64,
+}
+
+impl DelegateOutcome {
+    /// Whether the task came to nothing the parent can use (every one failing fails the call).
+    pub fn failed(&self) -> bool {
+        !matches!(self, Self::Answered(_))
+    }
+
+    /// The contract's result object: `{"role", "run_id", "outcome", "answer", "output"?,
+    /// "cost_usd", "error"?}`; a child that never started has only `role`, `outcome` and `error`.
+    pub fn to_json(&self) -> Value {
+        let (run, why) = match self {
+            Self::Answered(run) => (run, None),
+            Self::Failed { run, why } => (run, Some(why)),
+            Self::NotStarted { role, why } => {
+                return json!({"role": role, "outcome": Outcome::Failed.as_str(), "error": why});
+            }
+        };
+        let mut v = json!({
+            "role": run.role,
+            "run_id": run.run_id,
+            "outcome": run.outcome.as_str(),
+            "answer": run.answer,
+            "cost_usd": run.cost_usd,
+        });
+        if let Some(output) = &run.output {
+            v["output"] = output.clone();
+        }
+        if let Some(why) = why {
+            v["error"] = Value::String(why.clone());
+        }
+        v
+    }
 }
 
 /// `{"role", "task"}` for one child, or `{"tasks": [...]}` for several in parallel.
@@ -89,4 +149,57 @@ pub fn tasks(role: &Role, input: &Value) -> Result<Vec<Task>, String> {
         }
     }
     Ok(tasks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(output: Option<Value>) -> ChildRun {
+        ChildRun {
+            role: "risk".into(),
+            run_id: "20261124T090000Z-risk-0a1b2c3d".into(),
+            outcome: Outcome::Ok,
+            answer: "Two risks.".into(),
+            output,
+            cost_usd: 0.25,
+        }
+    }
+
+    /// Each outcome is the contract's result object (DESIGN §18), byte for byte as the model
+    /// has always been sent it.
+    #[test]
+    fn each_outcome_is_the_contracts_json() {
+        let cases = [
+            (
+                DelegateOutcome::Answered(run(None)),
+                r#"{"answer":"Two risks.","cost_usd":0.25,"outcome":"ok","role":"risk","run_id":"20261124T090000Z-risk-0a1b2c3d"}"#,
+            ),
+            (
+                DelegateOutcome::Answered(run(Some(json!({"risks": 2})))),
+                r#"{"answer":"Two risks.","cost_usd":0.25,"outcome":"ok","output":{"risks":2},"role":"risk","run_id":"20261124T090000Z-risk-0a1b2c3d"}"#,
+            ),
+            (
+                DelegateOutcome::Failed {
+                    run: ChildRun {
+                        outcome: Outcome::Failed,
+                        ..run(None)
+                    },
+                    why: "the model server answered 500".into(),
+                },
+                r#"{"answer":"Two risks.","cost_usd":0.25,"error":"the model server answered 500","outcome":"failed","role":"risk","run_id":"20261124T090000Z-risk-0a1b2c3d"}"#,
+            ),
+            (
+                DelegateOutcome::NotStarted {
+                    role: "risk".into(),
+                    why: "the role `risk` is disabled (enabled: false)".into(),
+                },
+                r#"{"error":"the role `risk` is disabled (enabled: false)","outcome":"failed","role":"risk"}"#,
+            ),
+        ];
+        for (outcome, want) in cases {
+            assert_eq!(outcome.to_json().to_string(), want, "{outcome:?}");
+            assert_eq!(outcome.failed(), want.contains(r#""error""#), "{outcome:?}");
+        }
+    }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::shared::{self, Execution, Shared};
 use crate::capabilities::cluster::Lease;
-use crate::records::state::approval_ledger::{Approval, Phase};
+use crate::records::state::approval_ledger::{Approval, NoteStatus};
 use crate::running::run::RunEnv;
 
 /// What this device holds of one approval while its call runs.
@@ -79,7 +79,7 @@ pub(super) async fn begin(env: &RunEnv, sh: &Shared, (id, a): (&str, &Approval),
         Ok(None) => sh.begin(id).await.map(|r| r.map(|rev| (rev, 1))),
         // A call this device started before (re-approved after `unknown`): the next start.
         Ok(Some((e, rev)))
-            if e.device == sh.device() && (e.phase.may_run() || e.phase == Phase::Executing) =>
+            if e.device == sh.device() && (e.phase.may_run() || e.phase == NoteStatus::Executing) =>
         {
             let start = e.start + 1;
             sh.begin_again(id, start, rev)
@@ -142,7 +142,12 @@ pub(super) fn elsewhere(env: &RunEnv, id: &str, e: &Execution) {
 
 /// The call did not start after all: its record is taken back (or, with `phase`, says so), and
 /// the claim let go.
-pub(super) async fn withdraw(shared: Option<&Shared>, id: &str, held: Option<Held>, phase: Option<Phase>) {
+pub(super) async fn withdraw(
+    shared: Option<&Shared>,
+    id: &str,
+    held: Option<Held>,
+    phase: Option<NoteStatus>,
+) {
     let (Some(sh), Some(h)) = (shared, held) else {
         return;
     };
@@ -159,7 +164,7 @@ pub(super) async fn withdraw(shared: Option<&Shared>, id: &str, held: Option<Hel
 }
 
 /// The call's outcome into its execution record; then the claim is let go.
-pub(super) async fn end(sh: &Shared, id: &str, h: Held, (phase, outcome): (Phase, String)) {
+pub(super) async fn end(sh: &Shared, id: &str, h: Held, (phase, outcome): (NoteStatus, String)) {
     if let Some((rev, start)) = h.begun {
         let done = Execution {
             device: sh.device().to_string(),

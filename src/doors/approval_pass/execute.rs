@@ -6,9 +6,9 @@ use serde_json::Value;
 use super::shared::Shared;
 use super::write::{finish, owed, rewrite, update};
 use super::{cluster, Pass};
-use crate::gate::harness::Door;
-use crate::records::state::approval_ledger::{self, Approval, Phase};
-use crate::running::run::session::{self, Door as SessionDoor, Opening, Servers, Session};
+use crate::gate::harness::Caller;
+use crate::records::state::approval_ledger::{self, Approval, NoteStatus};
+use crate::running::run::session::{self, OpenedBy, Opening, Servers, Session};
 use crate::running::run::RunEnv;
 
 /// Longest result kept in the note (the whole result went to no model: this is for the person).
@@ -27,10 +27,10 @@ pub(super) fn invalid(env: &RunEnv, id: &str, a: &Approval, why: &str) {
     // Only a request that could still run: one `tabd reject` closed meanwhile stays closed.
     let marked = update(env, |s| match s.approvals.get_mut(id) {
         Some(r) if r.phase.may_run() && r.followup.is_none() => {
-            r.phase = Phase::Invalid;
+            r.phase = NoteStatus::Invalid;
             r.decided = Some(now);
             r.outcome = Some(format!("invalid: {why}"));
-            r.followup = Some(owed(env, r, now, ("invalid", line), daily));
+            r.followup = Some(owed(env, r, now, (NoteStatus::Invalid, line), daily));
             true
         }
         _ => false,
@@ -95,15 +95,15 @@ pub(super) async fn run(
         }
         Claim::StartedBefore => {
             session.close(&[]).await;
-            cluster::withdraw(shared, id, held, Some(Phase::Unknown)).await;
+            cluster::withdraw(shared, id, held, Some(NoteStatus::Unknown)).await;
             finish(env);
             return out.refused.push(id.to_string());
         }
     }
     env.faults.abort_at("approval-claimed");
-    rewrite(env, &a.note, "executing", "");
+    rewrite(env, &a.note, NoteStatus::Executing, "");
     env.faults.abort_at("approval-note-executing");
-    let called = harness.call(&a.exposed, &args, Door::Approved).await;
+    let called = harness.call(&a.exposed, &args, Caller::Approved).await;
     env.faults.abort_at("approval-call-returned");
     // The children of an approved `delegate` have no parent section to sit in: each gets its own.
     for child in session.take_children() {
@@ -144,13 +144,13 @@ fn check_call(
 /// What the call came to: its phase, its text, and the sandbox's refusal if that stopped it.
 fn outcome(
     called: Result<crate::gate::harness::Called, crate::capabilities::tools::FatalToolError>,
-) -> (Phase, String, Option<String>) {
+) -> (NoteStatus, String, Option<String>) {
     match called {
-        Ok(c) if c.result.ok => (Phase::Done, c.result.text, None),
-        Ok(c) if c.result.unknown => (Phase::Unknown, c.result.text, None),
-        Ok(c) if c.result.sandbox.is_some() => (Phase::Blocked, c.result.text, c.result.sandbox),
-        Ok(c) => (Phase::Failed, c.result.text, None),
-        Err(fatal) => (Phase::Failed, fatal.0, None),
+        Ok(c) if c.result.ok => (NoteStatus::Done, c.result.text, None),
+        Ok(c) if c.result.unknown => (NoteStatus::Unknown, c.result.text, None),
+        Ok(c) if c.result.sandbox.is_some() => (NoteStatus::Blocked, c.result.text, c.result.sandbox),
+        Ok(c) => (NoteStatus::Failed, c.result.text, None),
+        Err(fatal) => (NoteStatus::Failed, fatal.0, None),
     }
 }
 
@@ -168,7 +168,7 @@ async fn open_session(env: &RunEnv, role: &crate::setup::role::Role, a: &Approva
     Session::open(
         env,
         Opening {
-            door: SessionDoor::Approved,
+            opened_by: OpenedBy::Approved,
             role,
             trigger: &trigger,
             id: session::new_id(&role.name, started),
@@ -215,10 +215,10 @@ fn claim(env: &RunEnv, id: &str) -> Claim {
         if fresh {
             made = Some(mark);
             env.faults.abort_at("approval-marked");
-            r.phase = Phase::Executing;
+            r.phase = NoteStatus::Executing;
             return Ok(Claim::Run);
         }
-        r.phase = Phase::Unknown;
+        r.phase = NoteStatus::Unknown;
         r.decided = Some(now);
         r.reported = false;
         r.outcome = Some(
@@ -239,7 +239,7 @@ fn claim(env: &RunEnv, id: &str) -> Claim {
              — outcome unknown",
             r.tool
         );
-        r.followup = Some(owed(env, r, now, ("unknown", line), daily));
+        r.followup = Some(owed(env, r, now, (NoteStatus::Unknown, line), daily));
         Ok(Claim::StartedBefore)
     });
     match claimed {
@@ -273,11 +273,11 @@ pub(super) fn too_old(env: &RunEnv, id: &str, a: &Approval, why: &str) {
     let daily = format!("approval `{id}` ({}) not run: {why}", a.tool);
     let closed = update(env, |s| match s.approvals.get_mut(id) {
         Some(r) if r.phase.may_run() && r.followup.is_none() => {
-            r.phase = Phase::Expired;
+            r.phase = NoteStatus::Expired;
             r.decided = Some(now);
             r.reported = false;
             r.outcome = Some(format!("expired: {why}"));
-            r.followup = Some(owed(env, r, now, ("expired", line), daily));
+            r.followup = Some(owed(env, r, now, (NoteStatus::Expired, line), daily));
             true
         }
         _ => false,
@@ -293,7 +293,7 @@ fn record(
     env: &RunEnv,
     id: &str,
     a: &Approval,
-    (phase, text, sandbox): (Phase, &str, Option<&str>),
+    (phase, text, sandbox): (NoteStatus, &str, Option<&str>),
     undo: Option<&str>,
 ) {
     let end = env.clock.now();
@@ -309,12 +309,12 @@ fn record(
         fence.push('`');
     }
     let retry = match (phase, sandbox) {
-        (Phase::Unknown, _) => {
+        (NoteStatus::Unknown, _) => {
             "\n\nNo answer came back, so the call **may or may not have happened**. Check, and \
              set `status` to `approved` again if you want it run (once more)."
                 .to_string()
         }
-        (Phase::Blocked, Some(sentence)) => format!(
+        (NoteStatus::Blocked, Some(sentence)) => format!(
             "\n\n**Stopped by the sandbox**: {sentence}. If the server should be allowed that, add the line \
              to the config (tabd reloads it), then set `status` to `approved` again to run the call."
         ),
@@ -336,7 +336,7 @@ fn record(
     );
     // The outcome and all the note will say, in the ledger first: a crash before the note is
     // written is finished from there (the note never stays `executing` over a call that ran).
-    let owes = owed(env, a, end, (phase.as_str(), section), daily);
+    let owes = owed(env, a, end, (phase, section), daily);
     let recorded = update(env, |s| {
         if let Some(r) = s.approvals.get_mut(id) {
             r.phase = phase;
@@ -352,7 +352,7 @@ fn record(
             "approvals: cannot record the outcome of {id} ({}): {e}",
             phase.as_str()
         );
-        rewrite(env, &a.note, &owes.status, &owes.line);
+        rewrite(env, &a.note, owes.status, &owes.line);
         return;
     }
     env.faults.abort_at("approval-recorded");

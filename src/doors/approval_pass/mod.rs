@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 
 use crate::base::vault::{Entry, VaultError, VaultPath};
 use crate::gate::approvals::note;
-use crate::records::state::approval_ledger::{self, Approval, Phase};
+use crate::records::state::approval_ledger::{self, Approval, NoteStatus};
 use crate::running::run::RunEnv;
 
 use write::{finish, owed, rewrite, update};
@@ -69,8 +69,8 @@ pub fn recover(env: &RunEnv) -> usize {
     let interrupted = update(env, |s| {
         let mut n = 0;
         for (id, a) in s.approvals.iter_mut() {
-            if a.phase == Phase::Executing {
-                a.phase = Phase::Unknown;
+            if a.phase == NoteStatus::Executing {
+                a.phase = NoteStatus::Unknown;
                 a.decided = Some(now);
                 a.reported = false;
                 a.outcome =
@@ -79,7 +79,7 @@ pub fn recover(env: &RunEnv) -> usize {
                     "approval `{id}` ({}) — outcome unknown: tabd stopped during the call",
                     a.tool
                 );
-                a.followup = Some(owed(env, a, now, ("unknown", line.clone()), daily));
+                a.followup = Some(owed(env, a, now, (NoteStatus::Unknown, line.clone()), daily));
                 n += 1;
             }
         }
@@ -140,7 +140,7 @@ pub async fn pass(env: &RunEnv, shared: Option<&shared::Shared>) -> Pass {
     }
     let next_expiry = ledger
         .values()
-        .filter(|a| a.phase == Phase::Pending)
+        .filter(|a| a.phase == NoteStatus::Pending)
         .map(|a| a.expires)
         .min();
     if let Some(e) = next_expiry {
@@ -169,7 +169,7 @@ async fn ran_elsewhere(
 ) {
     let due: Vec<String> = ledger
         .iter()
-        .filter(|(_, a)| a.phase == Phase::Pending && a.expires <= now)
+        .filter(|(_, a)| a.phase == NoteStatus::Pending && a.expires <= now)
         .map(|(id, _)| id.clone())
         .collect();
     for id in due {
@@ -240,7 +240,8 @@ fn unreadable(
         out.next = Some(out.next.map_or(at, |n| n.min(at)));
         return;
     }
-    let said = once && a.phase == Phase::Invalid && a.outcome.as_deref() == Some(&format!("invalid: {why}"));
+    let said =
+        once && a.phase == NoteStatus::Invalid && a.outcome.as_deref() == Some(&format!("invalid: {why}"));
     if a.phase.may_run() && a.followup.is_none() && !said {
         execute::invalid(env, id, a, why);
         out.refused.push(id.clone());
@@ -249,7 +250,7 @@ fn unreadable(
 
 /// Pending requests past their `expires` become `expired`.
 fn expire(env: &RunEnv, ledger: &BTreeMap<String, Approval>, now: DateTime<Utc>, out: &mut Pass) {
-    let due = |a: &Approval| a.phase == Phase::Pending && a.expires <= now;
+    let due = |a: &Approval| a.phase == NoteStatus::Pending && a.expires <= now;
     // Every pass looks; only a pass that finds one writes (and fsyncs) the ledger.
     if !ledger.values().any(due) {
         return;
@@ -262,12 +263,12 @@ fn expire(env: &RunEnv, ledger: &BTreeMap<String, Approval>, now: DateTime<Utc>,
         let mut v = Vec::new();
         for (id, a) in s.approvals.iter_mut() {
             if due(a) && a.followup.is_none() {
-                a.phase = Phase::Expired;
+                a.phase = NoteStatus::Expired;
                 a.decided = Some(now);
                 a.reported = false;
                 a.outcome = Some("expired unanswered: nothing was run".into());
                 let daily = format!("approval `{id}` ({}) expired unanswered", a.tool);
-                a.followup = Some(owed(env, a, now, ("expired", line.clone()), daily));
+                a.followup = Some(owed(env, a, now, (NoteStatus::Expired, line.clone()), daily));
                 v.push(id.clone());
             }
         }
@@ -289,8 +290,8 @@ enum Verdict {
     Reject,
     /// `approved`, never run, same tool: run it with these arguments.
     Run(serde_json::Value),
-    /// `approved`, but it cannot run again: the note says why; its status becomes `phase`.
-    Refuse { why: String, phase: &'static str },
+    /// `approved`, but it cannot run again: the note says why; its status becomes `status`.
+    Refuse { why: String, status: NoteStatus },
     /// `approved`, but the note is not runnable as it stands: `invalid`, with the reason.
     Invalid(String),
     /// `approved`, but asked for longer ago than tabd keeps its marks of started calls: `expired`.
@@ -302,43 +303,44 @@ fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>, within: std::time
     // `tabd approve` decided it: it runs, whatever the note says since (a decision printed on a
     // terminal is final).
     let status = match a.phase {
-        Phase::Approved => "approved",
-        _ => read.status.as_deref().unwrap_or(""),
+        NoteStatus::Approved => Some(NoteStatus::Approved),
+        _ => read.status,
     };
-    let expired_now = a.phase == Phase::Pending && a.expires <= now;
+    let expired_now = a.phase == NoteStatus::Pending && a.expires <= now;
+    const APPROVED: Option<NoteStatus> = Some(NoteStatus::Approved);
     match status {
-        "rejected" if a.phase.is_open() && !expired_now => Verdict::Reject,
-        "approved" if !a.phase.may_run() => {
+        Some(NoteStatus::Rejected) if a.phase.is_open() && !expired_now => Verdict::Reject,
+        APPROVED if !a.phase.may_run() => {
             let why = match a.phase {
-                Phase::Done | Phase::Failed | Phase::Executing => format!(
+                NoteStatus::Done | NoteStatus::Failed | NoteStatus::Executing => format!(
                     "it already ran ({}); an approval runs at most once. Ask the role again for a new request",
-                    a.phase.as_str()
+                    a.phase
                 ),
-                Phase::Expired => "it expired before it was approved".to_string(),
-                _ => format!("it was {}", a.phase.as_str()),
+                NoteStatus::Expired => "it expired before it was approved".to_string(),
+                _ => format!("it was {}", a.phase),
             };
-            let phase = if a.phase == Phase::Executing {
-                "unknown"
-            } else {
-                a.phase.as_str()
+            // A call cut off while it ran may or may not have happened: the note says so.
+            let status = match a.phase {
+                NoteStatus::Executing => NoteStatus::Unknown,
+                other => other,
             };
-            Verdict::Refuse { why, phase }
+            Verdict::Refuse { why, status }
         }
         // Expired this very pass (the snapshot predates it): `expire` wrote the note.
-        "approved" if expired_now => Verdict::Leave,
-        "approved" if approval_ledger::too_old(a, now, within) => Verdict::TooOld(format!(
+        APPROVED if expired_now => Verdict::Leave,
+        APPROVED if approval_ledger::too_old(a, now, within) => Verdict::TooOld(format!(
             "it was asked for on {}, more than {} days ago: tabd keeps its record that a call started only that \
              long, so it no longer runs one this old",
             a.created.format("%Y-%m-%d"),
             within.as_secs() / 86_400
         )),
-        "approved" if read.tool.as_deref() != Some(a.tool.as_str()) => Verdict::Invalid(format!(
+        APPROVED if read.tool.as_deref() != Some(a.tool.as_str()) => Verdict::Invalid(format!(
             "its `tool` was changed to `{}`, but a note runs only the call it asked for (`{}`); ask the role \
              for the other call, or set `tool` back",
             read.tool.as_deref().unwrap_or(""),
             a.tool
         )),
-        "approved" => match read.args {
+        APPROVED => match read.args {
             Ok(args) => Verdict::Run(args),
             Err(why) => Verdict::Invalid(why.to_string()),
         },
@@ -355,17 +357,20 @@ async fn act(
     read: note::Read,
     out: &mut Pass,
 ) {
-    let status = read.status.as_deref().unwrap_or("");
+    let status = read.status;
     let mut record = read
         .id
         .as_ref()
         .and_then(|id| ledger.get(id).cloned().map(|a| (id.clone(), a)));
-    if let (None, Some(sh), Some(id), "approved") = (&record, shared, &read.id, status) {
+    if let (None, Some(sh), Some(id), Some(NoteStatus::Approved)) = (&record, shared, &read.id, status) {
         record = taken(env, sh, id, path).await.map(|a| (id.clone(), a));
     }
     let record = record.filter(|(_, a)| a.note == path.as_str());
-    let decided = record.as_ref().is_some_and(|(_, a)| a.phase == Phase::Approved);
-    if status != "approved" && status != "rejected" && !decided {
+    let decided = record
+        .as_ref()
+        .is_some_and(|(_, a)| a.phase == NoteStatus::Approved);
+    let asked = matches!(status, Some(NoteStatus::Approved | NoteStatus::Rejected));
+    if !asked && !decided {
         return;
     }
     // A decision still being written (a crash cut it short, its note could not be written yet)
@@ -378,10 +383,10 @@ async fn act(
         // [cluster], so is one another device asked for: its record is there, and it runs it
         // (DESIGN §23) — calling it invalid here would undo the person's decision.
         let ours = read.role.as_deref().is_some_and(|r| runs_here(env, r)) && env.config.cluster.is_none();
-        if status == "approved" && ours {
+        if status == Some(NoteStatus::Approved) && ours {
             let line = "**Not run:** tabd has no record of asking for this call (was the note copied or \
                         written by hand?). Only notes tabd wrote can be approved.";
-            if let Ok(t) = note::update(text, "invalid", line) {
+            if let Ok(t) = note::update(text, NoteStatus::Invalid, line) {
                 let written = crate::base::blocking::run(|| env.vault.write_atomic(path, t.as_bytes()));
                 env.side.check("an approval note (invalid)", written);
             }
@@ -397,12 +402,12 @@ async fn act(
         Verdict::Run(args) => execute::run(env, (&id, &a), args, shared, out).await,
         // A note another device ran, still `approved` here (its result not synced in yet).
         Verdict::Refuse { .. } if ran_on_another(shared, &id).await => {}
-        Verdict::Refuse { why, phase } => {
+        Verdict::Refuse { why, status } => {
             let line = format!(
                 "**Not run** ({}): {why}.",
                 crate::base::text::shown(env.clock.now(), env.log.tz())
             );
-            rewrite(env, &a.note, phase, &line);
+            rewrite(env, &a.note, status, &line);
             out.refused.push(id);
         }
         Verdict::Invalid(why) => {
@@ -478,14 +483,14 @@ fn reject(env: &RunEnv, id: &str, out: &mut Pass) {
         Some(r)
             if r.phase.is_open()
                 && r.followup.is_none()
-                && !(r.phase == Phase::Pending && r.expires <= now) =>
+                && !(r.phase == NoteStatus::Pending && r.expires <= now) =>
         {
-            r.phase = Phase::Rejected;
+            r.phase = NoteStatus::Rejected;
             r.decided = Some(now);
             r.reported = false;
             r.outcome = Some("rejected by the person: nothing was run".into());
             let daily = format!("approval `{id}` ({}) rejected — nothing ran", r.tool);
-            r.followup = Some(owed(env, r, now, ("rejected", line), daily));
+            r.followup = Some(owed(env, r, now, (NoteStatus::Rejected, line), daily));
             true
         }
         _ => false,
@@ -506,7 +511,7 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn record(phase: Phase) -> Approval {
+    fn record(phase: NoteStatus) -> Approval {
         Approval {
             role: "ops".into(),
             tool: "test/post".into(),
@@ -535,7 +540,7 @@ mod tests {
             id: Some("abc123".into()),
             tool: Some(tool.into()),
             role: Some("ops".into()),
-            status: Some(status.into()),
+            status: NoteStatus::parse(status),
             args,
         }
     }
@@ -546,7 +551,12 @@ mod tests {
     #[test]
     fn approved_runs_once_with_the_arguments_as_they_stand() {
         let args = json!({"channel": "C1"});
-        for phase in [Phase::Pending, Phase::Invalid, Phase::Unknown, Phase::Blocked] {
+        for phase in [
+            NoteStatus::Pending,
+            NoteStatus::Invalid,
+            NoteStatus::Unknown,
+            NoteStatus::Blocked,
+        ] {
             assert_eq!(
                 verdict(
                     &record(phase),
@@ -559,11 +569,11 @@ mod tests {
             );
         }
         for (phase, shown) in [
-            (Phase::Done, "done"),
-            (Phase::Failed, "failed"),
-            (Phase::Executing, "unknown"),
-            (Phase::Rejected, "rejected"),
-            (Phase::Expired, "expired"),
+            (NoteStatus::Done, NoteStatus::Done),
+            (NoteStatus::Failed, NoteStatus::Failed),
+            (NoteStatus::Executing, NoteStatus::Unknown),
+            (NoteStatus::Rejected, NoteStatus::Rejected),
+            (NoteStatus::Expired, NoteStatus::Expired),
         ] {
             match verdict(
                 &record(phase),
@@ -571,7 +581,7 @@ mod tests {
                 t(NOW),
                 WITHIN,
             ) {
-                Verdict::Refuse { phase: p, .. } => assert_eq!(p, shown, "{phase:?}"),
+                Verdict::Refuse { status, .. } => assert_eq!(status, shown, "{phase:?}"),
                 other => panic!("{phase:?}: {other:?}"),
             }
         }
@@ -580,14 +590,14 @@ mod tests {
     #[test]
     fn an_edited_tool_or_broken_arguments_are_invalid_and_rejections_close() {
         let v = verdict(
-            &record(Phase::Pending),
+            &record(NoteStatus::Pending),
             read("approved", "test/delete_all", Ok(json!({}))),
             t(NOW),
             WITHIN,
         );
         assert!(matches!(v, Verdict::Invalid(why) if why.contains("runs only the call it asked for")));
         let v = verdict(
-            &record(Phase::Pending),
+            &record(NoteStatus::Pending),
             read("approved", "test/post", Err(note::NoteError::NoJsonBlock)),
             t(NOW),
             WITHIN,
@@ -595,7 +605,7 @@ mod tests {
         assert_eq!(v, Verdict::Invalid(note::NoteError::NoJsonBlock.to_string()));
         assert_eq!(
             verdict(
-                &record(Phase::Pending),
+                &record(NoteStatus::Pending),
                 read("rejected", "test/post", Ok(json!({}))),
                 t(NOW),
                 WITHIN
@@ -604,7 +614,7 @@ mod tests {
         );
         assert_eq!(
             verdict(
-                &record(Phase::Done),
+                &record(NoteStatus::Done),
                 read("rejected", "test/post", Ok(json!({}))),
                 t(NOW),
                 WITHIN
@@ -613,7 +623,7 @@ mod tests {
         );
         assert_eq!(
             verdict(
-                &record(Phase::Pending),
+                &record(NoteStatus::Pending),
                 read("pending", "test/post", Ok(json!({}))),
                 t(NOW),
                 WITHIN
@@ -628,7 +638,7 @@ mod tests {
         for status in ["approved", "rejected", "pending"] {
             assert_eq!(
                 verdict(
-                    &record(Phase::Approved),
+                    &record(NoteStatus::Approved),
                     read(status, "test/post", Ok(args.clone())),
                     t(NOW),
                     WITHIN
@@ -644,7 +654,7 @@ mod tests {
     #[test]
     fn a_request_older_than_its_marks_never_runs() {
         let old = "2026-12-23T09:00:01Z";
-        for phase in [Phase::Approved, Phase::Unknown, Phase::Invalid] {
+        for phase in [NoteStatus::Approved, NoteStatus::Unknown, NoteStatus::Invalid] {
             let v = verdict(
                 &record(phase),
                 read("approved", "test/post", Ok(json!({}))),
@@ -658,7 +668,7 @@ mod tests {
         }
         assert_eq!(
             verdict(
-                &record(Phase::Unknown),
+                &record(NoteStatus::Unknown),
                 read("rejected", "test/post", Ok(json!({}))),
                 t(old),
                 WITHIN
@@ -670,7 +680,7 @@ mod tests {
     #[test]
     fn a_note_past_its_expiry_never_runs_or_is_rejected_by_a_stale_read() {
         let late = "2026-11-25T09:00:00Z";
-        let r = record(Phase::Pending);
+        let r = record(NoteStatus::Pending);
         assert_eq!(
             verdict(&r, read("approved", "test/post", Ok(json!({}))), t(late), WITHIN),
             Verdict::Leave

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::base::signing::Key;
 use crate::capabilities::cluster::{ClaimKey, Cluster, ClusterError, Lease};
-use crate::records::state::approval_ledger::{Approval, Phase};
+use crate::records::state::approval_ledger::{Approval, NoteStatus};
 use crate::running::run::suspend::{self, Suspended};
 use crate::running::run::RunEnv;
 
@@ -58,7 +58,7 @@ pub enum SharedError {
 pub struct Execution {
     pub device: String,
     /// `executing` until the outcome is written.
-    pub phase: Phase,
+    pub phase: NoteStatus,
     pub outcome: Option<String>,
     /// Which start of the call (a re-approval after `unknown` is the next).
     pub start: u32,
@@ -228,7 +228,7 @@ impl Shared {
     fn executing(&self, start: u32) -> Execution {
         Execution {
             device: self.device().to_string(),
-            phase: Phase::Executing,
+            phase: NoteStatus::Executing,
             outcome: None,
             start,
             at: Utc::now(),
@@ -367,7 +367,7 @@ pub fn take_request(
     a: &Approval,
 ) -> Result<Approval, crate::base::vault::VaultError> {
     let mut mine = a.clone();
-    mine.phase = Phase::Pending;
+    mine.phase = NoteStatus::Pending;
     mine.decided = None;
     mine.outcome = None;
     mine.reported = false;

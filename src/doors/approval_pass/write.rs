@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use crate::base::vault::VaultPath;
 use crate::gate::approvals::followup::{self, Finished};
-use crate::records::state::approval_ledger::{Approval, Followup};
+use crate::records::state::approval_ledger::{Approval, Followup, NoteStatus};
 use crate::running::run::RunEnv;
 
 use super::note;
@@ -27,11 +27,11 @@ pub(super) fn owed(
     env: &RunEnv,
     a: &Approval,
     at: DateTime<Utc>,
-    (status, line): (&str, String),
+    (status, line): (NoteStatus, String),
     daily: String,
 ) -> Followup {
     Followup {
-        status: status.to_string(),
+        status,
         line,
         daily,
         who: who(env, a).to_string(),
@@ -50,11 +50,11 @@ pub(super) fn finish(env: &RunEnv) -> Finished {
 }
 
 /// Sets the note's status and appends `line`; a note the person deleted stays deleted.
-pub(super) fn rewrite(env: &RunEnv, note_path: &str, status: &str, line: &str) {
+pub(super) fn rewrite(env: &RunEnv, note_path: &str, status: NoteStatus, line: &str) {
     crate::base::blocking::run(|| rewrite_now(env, note_path, status, line));
 }
 
-fn rewrite_now(env: &RunEnv, note_path: &str, status: &str, line: &str) {
+fn rewrite_now(env: &RunEnv, note_path: &str, status: NoteStatus, line: &str) {
     let Ok(path) = VaultPath::parse(note_path, false) else {
         return;
     };

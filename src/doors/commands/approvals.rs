@@ -9,7 +9,7 @@ use chrono_tz::Tz;
 use serde::Serialize;
 
 use super::{CliError, Workspace};
-use crate::gate::approvals::{followup, note, Approval, Phase};
+use crate::gate::approvals::{followup, note, Approval, NoteStatus};
 use crate::records::state::approval_ledger::{self, Followup};
 use crate::records::state::StateStore;
 
@@ -21,7 +21,7 @@ struct Listed<'a> {
     risk: &'static str,
     note: &'a str,
     run_id: &'a str,
-    status: &'static str,
+    status: NoteStatus,
     created: String,
     expires: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -48,11 +48,11 @@ fn listing(all: &std::collections::BTreeMap<String, Approval>, now: DateTime<Utc
     let mut out = Listing::default();
     for (id, a) in all {
         let kind = match a.phase {
-            Phase::Pending if a.expires > now => &mut out.pending,
-            Phase::Approved => &mut out.approved,
-            Phase::Executing => &mut out.running,
-            Phase::Unknown => &mut out.unknown,
-            Phase::Invalid => &mut out.invalid,
+            NoteStatus::Pending if a.expires > now => &mut out.pending,
+            NoteStatus::Approved => &mut out.approved,
+            NoteStatus::Executing => &mut out.running,
+            NoteStatus::Unknown => &mut out.unknown,
+            NoteStatus::Invalid => &mut out.invalid,
             _ => continue,
         };
         kind.push(Listed {
@@ -62,7 +62,7 @@ fn listing(all: &std::collections::BTreeMap<String, Approval>, now: DateTime<Utc
             risk: a.risk.as_str(),
             note: &a.note,
             run_id: &a.run_id,
-            status: a.phase.as_str(),
+            status: a.phase,
             created: note::stamp(a.created),
             expires: note::stamp(a.expires),
             outcome: a.outcome.as_deref(),
@@ -125,9 +125,10 @@ pub fn list(ws: &Workspace, json: bool) -> Result<u8, CliError> {
             for p in kind {
                 println!("{}  {:<10} {:<40} {}", p.id, p.role, p.tool, p.note);
                 // Why it did not run, or what tabd knows of how it ended.
-                if let Some(why) = p.outcome.filter(|_| matches!(p.status, "invalid" | "unknown")) {
+                let said = matches!(p.status, NoteStatus::Invalid | NoteStatus::Unknown);
+                if let Some(why) = p.outcome.filter(|_| said) {
                     let why = why
-                        .strip_prefix(p.status)
+                        .strip_prefix(p.status.as_str())
                         .and_then(|w| w.strip_prefix(": "))
                         .unwrap_or(why);
                     println!("        {}", crate::base::text::one_line(why, 300));
@@ -190,7 +191,11 @@ pub fn decide(ws: &Workspace, id: &str, approved: bool) -> Result<u8, CliError> 
         (true, None) => "no daemon is running: it runs (once) when `tabd run` starts",
         (false, _) => "nothing will run",
     };
-    let status = if approved { "approved" } else { "rejected" };
+    let status = if approved {
+        NoteStatus::Approved
+    } else {
+        NoteStatus::Rejected
+    };
     println!(
         "{status}{now_or_before} {id} ({} for {}): {when}. Note: {}",
         a.tool, a.role, a.note
@@ -214,23 +219,23 @@ fn refusal(id: &str, a: &Approval, (now, tz): (DateTime<Utc>, Tz)) -> Option<Str
         _ if a.followup.is_some() => Some(format!(
             "approval {id} is still being written into its note; try again in a moment"
         )),
-        Phase::Pending if a.expires <= now => Some(format!(
+        NoteStatus::Pending if a.expires <= now => Some(format!(
             "approval {id} expired{}; nothing will run — ask the role again",
             at(Some(a.expires))
         )),
         p if p.is_open() => None,
-        Phase::Approved => Some(format!(
+        NoteStatus::Approved => Some(format!(
             "approval {id} was approved{}: it runs once, and can no longer be rejected",
             at(a.decided)
         )),
-        Phase::Rejected => Some(format!(
+        NoteStatus::Rejected => Some(format!(
             "approval {id} was rejected{}: nothing ran, and a rejected call never runs — ask the role again",
             at(a.decided)
         )),
-        Phase::Executing => Some(format!(
+        NoteStatus::Executing => Some(format!(
             "approval {id} is running now: there is nothing to decide"
         )),
-        Phase::Done | Phase::Failed => Some(format!(
+        NoteStatus::Done | NoteStatus::Failed => Some(format!(
             "approval {id} already ran ({}); an approval runs at most once — ask the role again",
             a.phase.as_str()
         )),
@@ -251,9 +256,9 @@ fn apply(
     who: String,
 ) -> Result<Decided, String> {
     let target = if approved {
-        Phase::Approved
+        NoteStatus::Approved
     } else {
-        Phase::Rejected
+        NoteStatus::Rejected
     };
     if a.phase == target {
         return Ok(Decided::Already {
@@ -270,7 +275,7 @@ fn apply(
     let shown = crate::base::text::shown(now, tz);
     a.followup = Some(if approved {
         Followup {
-            status: "approved".into(),
+            status: NoteStatus::Approved,
             line: String::new(),
             daily: String::new(),
             who,
@@ -280,7 +285,7 @@ fn apply(
         a.reported = false;
         a.outcome = Some("rejected by the person: nothing was run".into());
         Followup {
-            status: "rejected".into(),
+            status: NoteStatus::Rejected,
             line: format!("**Rejected** ({shown}, with `tabd reject`): nothing was run."),
             daily: format!("approval `{id}` ({}) rejected — nothing ran", a.tool),
             who,

@@ -21,7 +21,7 @@ use crate::records::limits::{day_spent, day_stop, stop_sentence, DailyStop};
 use crate::records::runlog::{HumanRun, Outcome, RunRecord, TriggerRecord, UsageRecord};
 use crate::records::state::LastRun;
 use crate::running::mcp_server::{serve_stdio, Admit, HarnessServer, OnCall};
-use crate::running::run::session::{self, Door, Opening, Servers, Session};
+use crate::running::run::session::{self, OpenedBy, Opening, Servers, Session};
 use crate::running::run::{RunEnv, RunResult};
 use crate::setup::config::mcp::{ServerConfig, Transport};
 use crate::setup::role::{Role, RoleSet};
@@ -378,7 +378,7 @@ async fn serve_session(env: RunEnv, role: Role) -> anyhow::Result<()> {
     let session = Session::open(
         &env,
         Opening {
-            door: Door::McpServe,
+            opened_by: OpenedBy::McpServe,
             role: &role,
             trigger: &trigger,
             id: session::new_id(&role.name, now),

@@ -378,7 +378,7 @@ impl Daemon {
             .approvals
             .iter()
             .filter(|(_, a)| {
-                a.phase == crate::gate::approvals::Phase::Pending && !a.notified && a.expires > now
+                a.phase == crate::gate::approvals::NoteStatus::Pending && !a.notified && a.expires > now
             })
             // The ledger is written before the note: tell the person once there is a note to open.
             .filter(|(_, a)| {

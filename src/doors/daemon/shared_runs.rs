@@ -7,7 +7,7 @@
 
 use super::Daemon;
 use crate::doors::approval_pass::shared::{self, SharedError};
-use crate::records::state::approval_ledger::Phase;
+use crate::records::state::approval_ledger::NoteStatus;
 use crate::records::state::State;
 use crate::running::run::suspend::{self, Found, Suspended};
 
@@ -26,7 +26,11 @@ impl Daemon {
             return;
         };
         let state = self.run_env.store.load();
-        for (id, a) in state.approvals.iter().filter(|(_, a)| a.phase == Phase::Pending) {
+        for (id, a) in state
+            .approvals
+            .iter()
+            .filter(|(_, a)| a.phase == NoteStatus::Pending)
+        {
             let tag = format!("shared request {id}");
             if sh.seen(&tag) {
                 continue;
@@ -84,7 +88,7 @@ impl Daemon {
             let Some((id, a)) = suspend::approval_of(state, note) else {
                 continue;
             };
-            if a.phase.is_decided() && a.phase != Phase::Unknown {
+            if a.phase.is_decided() && a.phase != NoteStatus::Unknown {
                 continue;
             }
             if let Some(Ok(Some((e, _)))) = self.block_on(sh.execution(id)) {

@@ -13,7 +13,7 @@ use crate::base::cost::{dollars, round_usd};
 use crate::base::environment::Redactor;
 use crate::base::text::thousands;
 use crate::base::vault::{layout, Durability, Vault, VaultPath};
-use crate::gate::approvals::Phase;
+use crate::gate::approvals::NoteStatus;
 use crate::records::inbox;
 use crate::records::limits::{daily_stop, RoleLimits};
 use crate::records::state::State;
@@ -541,7 +541,7 @@ fn pending_approvals(state: &State, role: &str, now: DateTime<Utc>) -> Vec<Strin
     state
         .approvals
         .values()
-        .filter(|a| a.role == role && a.phase == Phase::Pending && a.expires > now)
+        .filter(|a| a.role == role && a.phase == NoteStatus::Pending && a.expires > now)
         .map(|a| a.note.clone())
         .collect()
 }

@@ -102,10 +102,10 @@ fn write_note(vault: &Vault, (id, a): (&str, &Approval), f: &Followup) -> Result
     };
     let status = note::read(&text).ok().and_then(|r| r.status);
     let line = f.line.trim_end();
-    if status.as_deref() == Some(f.status.as_str()) && text.contains(line) {
+    if status == Some(f.status) && text.contains(line) {
         return Ok(());
     }
-    let updated = note::update_or_restore(&text, &f.status, &f.line, (id, a));
+    let updated = note::update_or_restore(&text, f.status, &f.line, (id, a));
     vault.write_atomic(&path, updated.as_bytes()).inspect_err(|e| {
         tracing::error!("approvals: cannot update {path}: {e}");
     })
@@ -139,7 +139,7 @@ mod tests {
 
     fn owed(line: &str) -> Followup {
         Followup {
-            status: "rejected".into(),
+            status: crate::records::state::approval_ledger::NoteStatus::Rejected,
             line: line.into(),
             daily: "approval `abc123` (test/post) rejected — nothing ran".into(),
             who: "Ops".into(),

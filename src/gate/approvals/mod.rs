@@ -17,7 +17,7 @@ pub mod note;
 pub mod policy;
 pub mod request;
 
-pub use crate::records::state::approval_ledger::{Approval, Phase};
+pub use crate::records::state::approval_ledger::{Approval, NoteStatus};
 pub use policy::mode_for;
 
 /// Where approval notes live. Roles can never write here (`vault::protected`, `access`).

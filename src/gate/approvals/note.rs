@@ -6,7 +6,7 @@ use chrono_tz::Tz;
 use serde_json::Value;
 
 use crate::formats::frontmatter;
-use crate::records::state::approval_ledger::{Approval, Gist};
+use crate::records::state::approval_ledger::{Approval, Gist, NoteStatus};
 
 /// What the note says, as tabd reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,8 +16,9 @@ pub struct Read {
     pub tool: Option<String>,
     /// The `role` value, to tell which host's note it is.
     pub role: Option<String>,
-    /// The `status` value, lowercased; `None` when missing or not text.
-    pub status: Option<String>,
+    /// The `status` value, in any case; `None` when missing, not text, or a word tabd does not
+    /// use (such a note is left to the person).
+    pub status: Option<NoteStatus>,
     /// The arguments as they now stand: `Err` when the block is missing or not JSON.
     pub args: Result<Value, NoteError>,
 }
@@ -67,9 +68,9 @@ pub fn file_name(created: DateTime<Utc>, tz: Tz, role: &str, tool: &str, id: &st
 
 /// The frontmatter tabd writes for request `id` (`a`) with `status`: a new note's, or one put
 /// back over frontmatter that cannot be read.
-fn fields<'a>(a: &'a Approval, id: &'a str, status: &'a str) -> [(&'static str, Value); 8] {
+fn fields<'a>(a: &'a Approval, id: &'a str, status: NoteStatus) -> [(&'static str, Value); 8] {
     [
-        ("status", Value::from(status)),
+        ("status", Value::from(status.as_str())),
         ("role", Value::from(a.role.as_str())),
         ("tool", Value::from(a.tool.as_str())),
         ("risk", Value::from(a.risk.as_str())),
@@ -82,7 +83,7 @@ fn fields<'a>(a: &'a Approval, id: &'a str, status: &'a str) -> [(&'static str, 
 
 pub fn render(n: &NewNote) -> String {
     let a = n.approval;
-    let fields = fields(a, n.id, "pending");
+    let fields = fields(a, n.id, NoteStatus::Pending);
     // The description's first sentence when it is short enough for a title; never one cut off
     // mid-sentence (issue 30).
     let first = n.description.lines().next().unwrap_or("").trim();
@@ -212,7 +213,7 @@ pub fn read(text: &str) -> Result<Read, NoteError> {
         id: text_of("id"),
         tool: text_of("tool"),
         role: text_of("role"),
-        status: text_of("status").map(|s| s.to_lowercase()),
+        status: text_of("status").as_deref().and_then(NoteStatus::parse),
         args: arguments(&text[split.body_offset..]),
     })
 }
@@ -378,7 +379,7 @@ pub fn strict_json(text: &str) -> Result<Value, NoteError> {
 
 /// `text` with its frontmatter `status` set to `status` (every other key kept as the person left
 /// it) and `append` added at the end.
-pub fn update(text: &str, status: &str, append: &str) -> Result<String, frontmatter::FrontmatterError> {
+pub fn update(text: &str, status: NoteStatus, append: &str) -> Result<String, frontmatter::FrontmatterError> {
     let split = frontmatter::split(text)?;
     let fm = split.frontmatter.unwrap_or_default();
     let mut fields: Vec<(&str, Value)> = fm
@@ -387,8 +388,8 @@ pub fn update(text: &str, status: &str, append: &str) -> Result<String, frontmat
         .map(|e| (e.key.as_str(), e.value.clone()))
         .collect();
     match fields.iter_mut().find(|(k, _)| *k == "status") {
-        Some(f) => f.1 = Value::from(status),
-        None => fields.insert(0, ("status", Value::from(status))),
+        Some(f) => f.1 = Value::from(status.as_str()),
+        None => fields.insert(0, ("status", Value::from(status.as_str()))),
     }
     let mut out = frontmatter::render(&fields);
     let body = &text[split.body_offset..];
@@ -412,7 +413,7 @@ pub fn update(text: &str, status: &str, append: &str) -> Result<String, frontmat
 /// cannot be read (too deep, too large, not YAML) or is gone, with new frontmatter written from
 /// tabd's record of the request (`id`, `a`). Nothing of the person's is lost: the body is kept
 /// byte for byte, and a block tabd could not read is kept after `append`, as it was, in a fence.
-pub fn update_or_restore(text: &str, status: &str, append: &str, (id, a): (&str, &Approval)) -> String {
+pub fn update_or_restore(text: &str, status: NoteStatus, append: &str, (id, a): (&str, &Approval)) -> String {
     let (unread, body) = match frontmatter::split(text) {
         Ok(split) if split.frontmatter.is_some() => match update(text, status, append) {
             Ok(t) => return t,
@@ -501,7 +502,6 @@ pub fn is_conflict_copy(name: &str) -> bool {
 mod tests {
     use super::*;
     use crate::base::calls::Risk;
-    use crate::gate::approvals::Phase;
     use serde_json::json;
 
     fn approval() -> Approval {
@@ -518,7 +518,7 @@ mod tests {
             run_id: "20261122T090000Z-comms-3f2a".into(),
             created: t,
             expires: t + chrono::Duration::hours(48),
-            phase: Phase::Pending,
+            phase: NoteStatus::Pending,
             decided: None,
             outcome: None,
             reported: false,
@@ -571,7 +571,7 @@ mod tests {
         assert!(text.contains("[[agent/runs/2026-11-22]]"));
         let r = read(&text).unwrap();
         assert_eq!(r.id.as_deref(), Some("7c41e0"));
-        assert_eq!(r.status.as_deref(), Some("pending"));
+        assert_eq!(r.status, Some(NoteStatus::Pending));
         assert_eq!(r.args.unwrap(), args, "the arguments survive the note");
     }
 
@@ -657,7 +657,7 @@ mod tests {
             ),
             "{text}"
         );
-        assert_eq!(read(&text).unwrap().status.as_deref(), Some("pending"));
+        assert_eq!(read(&text).unwrap().status, Some(NoteStatus::Pending));
     }
 
     #[test]
@@ -668,11 +668,11 @@ mod tests {
             .replace("status: pending", "status: Approved")
             .replace("\"a\": 1", "\"a\": 2");
         let r = read(&edited).unwrap();
-        assert_eq!(r.status.as_deref(), Some("approved"), "case does not matter");
+        assert_eq!(r.status, Some(NoteStatus::Approved), "case does not matter");
         assert_eq!(r.args.unwrap(), json!({"a": 2}), "edited arguments are read");
-        let done = update(&edited, "done", "## Result\nok\n").unwrap();
+        let done = update(&edited, NoteStatus::Done, "## Result\nok\n").unwrap();
         let r = read(&done).unwrap();
-        assert_eq!(r.status.as_deref(), Some("done"));
+        assert_eq!(r.status, Some(NoteStatus::Done));
         assert_eq!(r.args.unwrap(), json!({"a": 2}));
         assert!(done.ends_with("\n\n## Result\nok\n"), "{done}");
         assert_eq!(r.id.as_deref(), Some("7c41e0"));
@@ -695,9 +695,9 @@ mod tests {
         let ticks = "---\nstatus: [approved ```` \n---\n".to_string();
         for broken in [deep.as_str(), ticks.as_str()] {
             let text = format!("{broken}{body}");
-            let out = update_or_restore(&text, "invalid", "**Invalid**: why.", ("7c41e0", &a));
+            let out = update_or_restore(&text, NoteStatus::Invalid, "**Invalid**: why.", ("7c41e0", &a));
             let r = read(&out).unwrap();
-            assert_eq!(r.status.as_deref(), Some("invalid"));
+            assert_eq!(r.status, Some(NoteStatus::Invalid));
             assert_eq!(r.id.as_deref(), Some("7c41e0"));
             assert_eq!(r.tool.as_deref(), Some(a.tool.as_str()));
             assert_eq!(r.args, read(&good).unwrap().args, "the arguments as they were");
@@ -712,18 +712,26 @@ mod tests {
         }
         // Never closed: only the opening line goes; every line after it stays as text.
         let unclosed = format!("---\nstatus: approved\n{body}");
-        let out = update_or_restore(&unclosed, "invalid", "**Invalid**: why.", ("7c41e0", &a));
+        let out = update_or_restore(
+            &unclosed,
+            NoteStatus::Invalid,
+            "**Invalid**: why.",
+            ("7c41e0", &a),
+        );
         assert!(out.contains(&unclosed[4..]), "{out}");
-        assert_eq!(read(&out).unwrap().status.as_deref(), Some("invalid"));
+        assert_eq!(read(&out).unwrap().status, Some(NoteStatus::Invalid));
         // Gone: written from the record, the text below it.
-        let out = update_or_restore(body, "invalid", "**Invalid**: why.", ("7c41e0", &a));
+        let out = update_or_restore(body, NoteStatus::Invalid, "**Invalid**: why.", ("7c41e0", &a));
         assert!(
             out.contains(body) && read(&out).unwrap().id.as_deref() == Some("7c41e0"),
             "{out}"
         );
         // Readable: only the status and the line change.
-        let out = update_or_restore(&good, "invalid", "**Invalid**: why.", ("7c41e0", &a));
-        assert_eq!(out, update(&good, "invalid", "**Invalid**: why.").unwrap());
+        let out = update_or_restore(&good, NoteStatus::Invalid, "**Invalid**: why.", ("7c41e0", &a));
+        assert_eq!(
+            out,
+            update(&good, NoteStatus::Invalid, "**Invalid**: why.").unwrap()
+        );
     }
 
     #[test]

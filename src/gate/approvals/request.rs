@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::note::{self, NewNote};
 use crate::base::calls::Risk;
 use crate::base::vault::VaultPath;
-use crate::records::state::approval_ledger::{args_hash, prune, Approval, Phase};
+use crate::records::state::approval_ledger::{args_hash, prune, Approval, NoteStatus};
 use crate::records::state::StateStore;
 use crate::setup::role::Role;
 
@@ -60,7 +60,7 @@ pub fn ask(
         .update(|s| {
             prune(&mut s.approvals, now);
             let existing = s.approvals.iter_mut().find(|(_, a)| {
-                a.phase == Phase::Pending
+                a.phase == NoteStatus::Pending
                     && a.role == role.name
                     && a.tool == call.tool
                     && a.args_hash == hash
@@ -130,7 +130,7 @@ fn record(
         run_id: ctx.run_id.clone(),
         created: now,
         expires,
-        phase: Phase::Pending,
+        phase: NoteStatus::Pending,
         decided: None,
         outcome: None,
         reported: false,

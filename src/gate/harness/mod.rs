@@ -29,9 +29,10 @@ use crate::records::access::AccessPolicy;
 use crate::records::state::StateStore;
 use crate::setup::role::{Role, RoleSet};
 
-/// Which door a call came through.
+/// Who is calling: the model (through any door: an API run, an agent CLI, an MCP client), or
+/// the person, by approving a call in a note.
 #[derive(Debug, Clone, Copy)]
-pub enum Door<'a> {
+pub enum Caller<'a> {
     /// The model asked for it (an API run, an agent CLI, an MCP client): `approve` decides.
     /// `reason` is the model's text before the call, shown in an approval note; `call_id` the
     /// model's id for the call, where the door has one (an API run).
@@ -69,10 +70,9 @@ pub trait ToolExecutor: Send + Sync {
 /// Runs the tasks a `delegate` call hands to other roles (DESIGN §18). The run layer provides
 /// it (a child is a whole run); the harness only decides whether the call may happen.
 pub trait Delegator: Send + Sync {
-    /// Runs every task (in parallel up to the role's `max_parallel_delegates`) and returns one
-    /// result object per task, in order: `{role, run_id, outcome, answer, output?, cost_usd,
-    /// error?}`.
-    fn run(&self, tasks: Vec<tools::delegate::Task>) -> BoxFuture<'_, Vec<Value>>;
+    /// Runs every task (in parallel up to the role's `max_parallel_delegates`) and returns what
+    /// each came to, in order.
+    fn run(&self, tasks: Vec<tools::delegate::Task>) -> BoxFuture<'_, Vec<tools::delegate::DelegateOutcome>>;
 }
 
 /// What one run (or one `tabd mcp serve` session) may do, fixed when it starts.
@@ -252,13 +252,18 @@ impl Harness {
     }
 
     /// The one door every tool call passes through, in an `execute_tool` span of the run's.
-    pub async fn call(&self, name: &str, input: &Value, door: Door<'_>) -> Result<Called, FatalToolError> {
-        let (call_id, ran) = match door {
-            Door::Model { call_id, .. } => (call_id, Approval::Allowed),
-            Door::Approved => (None, Approval::Approved),
+    pub async fn call(
+        &self,
+        name: &str,
+        input: &Value,
+        caller: Caller<'_>,
+    ) -> Result<Called, FatalToolError> {
+        let (call_id, ran) = match caller {
+            Caller::Model { call_id, .. } => (call_id, Approval::Allowed),
+            Caller::Approved => (None, Approval::Approved),
         };
         let mut span = self.ticket.trace.tool(name, call_id);
-        match self.gate(name, input, door, &mut span).await {
+        match self.gate(name, input, caller, &mut span).await {
             Ok((called, approval)) => {
                 span.end(approval, input, Ok(&called.result));
                 Ok(called)
@@ -276,7 +281,7 @@ impl Harness {
         &self,
         name: &str,
         input: &Value,
-        door: Door<'_>,
+        caller: Caller<'_>,
         span: &mut ToolSpan,
     ) -> Result<(Called, Approval), FatalToolError> {
         let too_deep = crate::formats::json::check(input).err();
@@ -295,7 +300,7 @@ impl Harness {
             Ok(call) => {
                 let server = call.mcp.map(|t| t.server.clone());
                 span.known(&call.key, call.risk, server.as_deref());
-                match self.decide(name, input, door, &call).await? {
+                match self.decide(name, input, caller, &call).await? {
                     Gated::Done(result, note, approval) => (result, server, note, approval),
                     Gated::Limit(called) => return Ok((called, Approval::Refused)),
                 }
@@ -331,15 +336,15 @@ impl Harness {
         &self,
         name: &str,
         input: &Value,
-        door: Door<'_>,
+        caller: Caller<'_>,
         call: &Classified<'_>,
     ) -> Result<Gated, FatalToolError> {
         let mode = crate::gate::approvals::mode_for(&self.role, &call.key, call.risk);
-        let ran = match door {
-            Door::Model { .. } => Approval::Allowed,
-            Door::Approved => Approval::Approved,
+        let ran = match caller {
+            Caller::Model { .. } => Approval::Allowed,
+            Caller::Approved => Approval::Approved,
         };
-        Ok(match (door, mode) {
+        Ok(match (caller, mode) {
             (_, Mode::Deny) => Gated::Done(
                 ToolResult::error(format!(
                     "refused: this role's `approve` setting denies `{}` ({} risk); do not retry it",
@@ -349,7 +354,7 @@ impl Harness {
                 None,
                 Approval::Refused,
             ),
-            (Door::Model { reason, .. }, Mode::Ask) => {
+            (Caller::Model { reason, .. }, Mode::Ask) => {
                 let (result, note) = self.queue(name, input, reason, call);
                 let approval = if note.is_some() {
                     Approval::Asked
@@ -358,7 +363,7 @@ impl Harness {
                 };
                 Gated::Done(result, note, approval)
             }
-            (Door::Model { .. }, Mode::Auto) | (Door::Approved, _) => {
+            (Caller::Model { .. }, Mode::Auto) | (Caller::Approved, _) => {
                 if let Err(lost) = self.ticket.fence.check() {
                     let result = ToolResult::error(format!("not run: {lost}; end the run now"));
                     return Ok(Gated::Done(result, None, Approval::Refused));
@@ -473,10 +478,13 @@ impl Harness {
             return ToolResult::error("refused: this run may not delegate".into());
         };
         let single = tasks.len() == 1 && input.get("tasks").is_none();
-        let results = delegator.run(tasks).await;
-        let all_failed = results
+        let outcomes = delegator.run(tasks).await;
+        let all_failed = outcomes.iter().all(tools::delegate::DelegateOutcome::failed);
+        // The contract's JSON (DESIGN §18) is made here, for the model, and nowhere earlier.
+        let results: Vec<Value> = outcomes
             .iter()
-            .all(|r| r.get("error").is_some_and(|e| !e.is_null()));
+            .map(tools::delegate::DelegateOutcome::to_json)
+            .collect();
         let body = if single {
             results.into_iter().next().unwrap_or(Value::Null)
         } else {
@@ -608,7 +616,7 @@ impl ToolExecutor for Harness {
             self,
             name,
             input,
-            Door::Model {
+            Caller::Model {
                 reason,
                 call_id: Some(id),
             },

@@ -8,10 +8,12 @@ use sha2::{Digest, Sha256};
 
 use crate::base::calls::Risk;
 
-/// Where a request is in its life. Matches the note's `status` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Where a request is in its life, in one word: the ledger's `phase` and the note's `status`
+/// are the same words (a person reads and sets the note's; tabd trusts the ledger's). Written as
+/// the lowercase word, in state.json and in the note alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Phase {
+pub enum NoteStatus {
     /// Waiting for the person.
     Pending,
     /// Approved with `tabd approve`: decided, and the daemon runs it (the note's status after
@@ -32,7 +34,22 @@ pub enum Phase {
     Blocked,
 }
 
-impl Phase {
+impl NoteStatus {
+    /// Every status, in the order of the enum.
+    pub const ALL: [NoteStatus; 10] = [
+        Self::Pending,
+        Self::Approved,
+        Self::Executing,
+        Self::Done,
+        Self::Failed,
+        Self::Rejected,
+        Self::Expired,
+        Self::Invalid,
+        Self::Unknown,
+        Self::Blocked,
+    ];
+
+    /// The word as the note and the ledger write it.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
@@ -67,6 +84,21 @@ impl Phase {
     pub fn is_decided(self) -> bool {
         !matches!(self, Self::Pending | Self::Approved | Self::Executing)
     }
+
+    /// The status a note's `status` value names, in any case and with spaces around it; `None`
+    /// for a word tabd does not use (a note saying it is left alone).
+    pub fn parse(word: &str) -> Option<NoteStatus> {
+        let word = word.trim();
+        Self::ALL
+            .into_iter()
+            .find(|s| s.as_str().eq_ignore_ascii_case(word))
+    }
+}
+
+impl std::fmt::Display for NoteStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One approval request.
@@ -85,7 +117,7 @@ pub struct Approval {
     pub run_id: String,
     pub created: DateTime<Utc>,
     pub expires: DateTime<Utc>,
-    pub phase: Phase,
+    pub phase: NoteStatus,
     /// When the person's decision (or expiry) was acted on.
     #[serde(default)]
     pub decided: Option<DateTime<Utc>>,
@@ -134,7 +166,7 @@ pub struct Gist {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Followup {
     /// The note's `status` from now on.
-    pub status: String,
+    pub status: NoteStatus,
     /// Appended to the note (a line, or a `## Result` section); empty: none. A note that already
     /// holds it is not written again.
     pub line: String,
@@ -338,19 +370,48 @@ mod tests {
         );
     }
 
+    /// The note's `status` and the ledger's `phase` are the same words, written as before: a
+    /// ledger an older tabd wrote (a follow-up's status was a string then) reads the same, and is
+    /// written back byte for byte.
+    #[test]
+    fn a_status_is_one_word_in_the_note_and_the_ledger_and_old_ledgers_read_the_same() {
+        for status in NoteStatus::ALL {
+            let word = status.as_str();
+            assert_eq!(serde_json::to_string(&status).unwrap(), format!("\"{word}\""));
+            assert_eq!(NoteStatus::parse(word), Some(status));
+            assert_eq!(
+                NoteStatus::parse(&format!(" {} ", word.to_uppercase())),
+                Some(status)
+            );
+            assert_eq!(status.to_string(), word);
+        }
+        assert_eq!(NoteStatus::parse("approve"), None, "a word tabd does not use");
+        assert_eq!(NoteStatus::parse(""), None);
+        let old = r#"{"role":"ops","tool":"test/post","exposed":"test__post","risk":"network","note":"n.md","args_hash":"","run_id":"r","created":"2026-11-22T09:00:00Z","expires":"2026-11-24T09:00:00Z","phase":"rejected","decided":null,"outcome":null,"reported":false,"executions":0,"hops":0,"notified":false,"followup":{"status":"rejected","line":"**Rejected**","daily":"","who":"Ops","at":"2026-11-22T09:00:00Z"}}"#;
+        let a: Approval = serde_json::from_str(old).unwrap();
+        assert_eq!(a.phase, NoteStatus::Rejected);
+        assert_eq!(a.followup.as_ref().map(|f| f.status), Some(NoteStatus::Rejected));
+        assert_eq!(serde_json::to_string(&a).unwrap(), old);
+    }
+
     #[test]
     fn approved_from_the_terminal_may_run_but_is_no_longer_open() {
-        assert!(Phase::Approved.may_run() && !Phase::Approved.is_open());
-        assert!(!Phase::Approved.is_decided(), "no outcome yet");
-        for p in [Phase::Pending, Phase::Invalid, Phase::Unknown, Phase::Blocked] {
+        assert!(NoteStatus::Approved.may_run() && !NoteStatus::Approved.is_open());
+        assert!(!NoteStatus::Approved.is_decided(), "no outcome yet");
+        for p in [
+            NoteStatus::Pending,
+            NoteStatus::Invalid,
+            NoteStatus::Unknown,
+            NoteStatus::Blocked,
+        ] {
             assert!(p.is_open() && p.may_run(), "{p:?}");
         }
         for p in [
-            Phase::Executing,
-            Phase::Done,
-            Phase::Failed,
-            Phase::Rejected,
-            Phase::Expired,
+            NoteStatus::Executing,
+            NoteStatus::Done,
+            NoteStatus::Failed,
+            NoteStatus::Rejected,
+            NoteStatus::Expired,
         ] {
             assert!(!p.may_run(), "{p:?}");
         }

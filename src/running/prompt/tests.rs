@@ -93,7 +93,8 @@ fn closed_notes_go_to_the_index_however_new() {
     let Shown::Index(_, why) = &plan[0].1[1] else {
         panic!()
     };
-    assert_eq!(why, "status: done");
+    assert_eq!(*why, Indexed::Closed("done".into()));
+    assert_eq!(why.to_string(), "status: done");
 }
 
 #[test]

@@ -9,14 +9,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::env::{RunEnv, RunResult};
 use crate::base::cost::Account;
 use crate::base::trigger::{Delegation, Trigger};
 use crate::capabilities::provider::BoxFuture;
-use crate::capabilities::tools::delegate::Task;
+use crate::capabilities::tools::delegate::{ChildRun, DelegateOutcome, Task};
 use crate::gate::harness::Delegator;
 use crate::setup::role::Role;
 
@@ -56,15 +55,22 @@ impl RunDelegator {
         std::mem::take(&mut *self.children.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    async fn one(&self, task: Task) -> Value {
+    async fn one(&self, task: Task) -> DelegateOutcome {
+        let not_started = |why: String| DelegateOutcome::NotStarted {
+            role: task.role.clone(),
+            why,
+        };
         let Some(role) = self.env.roles.roles.get(&task.role).cloned() else {
-            return json!({"role": task.role, "outcome": "failed", "error": format!("there is no runnable role `{}` (its file has errors, or it was removed)", task.role)});
+            return not_started(format!(
+                "there is no runnable role `{}` (its file has errors, or it was removed)",
+                task.role
+            ));
         };
         if !role.enabled() {
-            return json!({"role": task.role, "outcome": "failed", "error": format!("the role `{}` is disabled (enabled: false)", task.role)});
+            return not_started(format!("the role `{}` is disabled (enabled: false)", task.role));
         }
         let Ok(_place) = self.gate.acquire().await else {
-            return json!({"role": task.role, "outcome": "failed", "error": "the session has ended"});
+            return not_started("the session has ended".into());
         };
         let spent = {
             let env = self.env.clone();
@@ -75,7 +81,7 @@ impl RunDelegator {
             })
         };
         if let Some(why) = spent {
-            return json!({"role": task.role, "outcome": "failed", "error": format!("not started: {why}")});
+            return not_started(format!("not started: {why}"));
         }
         let trigger = Trigger::delegate(Delegation {
             parent_run_id: self.parent_run_id.clone(),
@@ -93,35 +99,36 @@ impl RunDelegator {
             self.lineage.clone(),
         ));
         let result = run.await;
-        let value = result_json(&result);
+        let outcome = outcome_of(&result);
         self.children
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(result);
-        value
+        outcome
     }
 }
 
-/// What the parent's model gets back for one child.
-fn result_json(r: &RunResult) -> Value {
-    let mut v = json!({
-        "role": r.record.role,
-        "run_id": r.record.run_id,
-        "outcome": r.record.outcome.as_str(),
-        "answer": r.summary,
-        "cost_usd": r.record.usage.cost_usd,
-    });
-    if let Some(output) = &r.output {
-        v["output"] = output.clone();
+/// What one child run came to, for its parent.
+fn outcome_of(r: &RunResult) -> DelegateOutcome {
+    let run = ChildRun {
+        role: r.record.role.clone(),
+        run_id: r.record.run_id.clone(),
+        outcome: r.record.outcome,
+        answer: r.summary.clone(),
+        output: r.output.clone(),
+        cost_usd: r.record.usage.cost_usd,
+    };
+    match &r.failure {
+        None => DelegateOutcome::Answered(run),
+        Some((_, why)) => DelegateOutcome::Failed {
+            run,
+            why: why.clone(),
+        },
     }
-    if let Some((_, why)) = &r.failure {
-        v["error"] = Value::String(why.clone());
-    }
-    v
 }
 
 impl Delegator for RunDelegator {
-    fn run(&self, tasks: Vec<Task>) -> BoxFuture<'_, Vec<Value>> {
+    fn run(&self, tasks: Vec<Task>) -> BoxFuture<'_, Vec<DelegateOutcome>> {
         Box::pin(async move {
             use futures::stream::StreamExt;
             let parallel = self.parent.parallel_delegates();

@@ -39,7 +39,7 @@ use crate::running::turn::{self, triage, TurnEnd, TurnLimits, TurnOutcome};
 use crate::setup::role::Role;
 
 use prepare::{down_line, last_output, Prepared};
-use session::{Door, Opening, Servers, Session};
+use session::{OpenedBy, Opening, Servers, Session};
 
 /// Runs `role` once for `trigger` with `notes` (already chosen, in order).
 pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>) -> RunResult {
@@ -90,7 +90,7 @@ async fn run_in(
     let session = Session::open(
         env,
         Opening {
-            door: Door::Run,
+            opened_by: OpenedBy::Run,
             role,
             trigger: &trigger,
             id: prep.id.clone(),

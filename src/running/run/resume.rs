@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::prepare::Prepared;
-use super::session::{Door, Opening, Servers, Session};
+use super::session::{OpenedBy, Opening, Servers, Session};
 use super::suspend::{self, Suspended};
 use super::{blocking, finish, RunEnv, RunResult};
 use crate::base::trigger::Trigger;
@@ -117,7 +117,7 @@ async fn open(
     let session = Session::open(
         env,
         Opening {
-            door: Door::Run,
+            opened_by: OpenedBy::Run,
             role,
             trigger,
             id: s.run_id.clone(),

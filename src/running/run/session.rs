@@ -31,7 +31,7 @@ use crate::setup::role::Role;
 
 /// Which door opened a session (its journal and record say so).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Door {
+pub enum OpenedBy {
     /// A run: scheduled, from notes, fired, or delegated (the trigger says which).
     Run,
     /// `tabd mcp serve --role R`: an MCP client's session.
@@ -42,7 +42,7 @@ pub enum Door {
     Undo,
 }
 
-impl Door {
+impl OpenedBy {
     /// The label its journal keeps.
     fn label(self, trigger: &Trigger) -> &str {
         match self {
@@ -67,7 +67,7 @@ pub enum Servers<'a> {
 
 /// What a door knows when it opens a session.
 pub struct Opening<'a> {
-    pub door: Door,
+    pub opened_by: OpenedBy,
     pub role: &'a Role,
     pub trigger: &'a Trigger,
     /// The session's id, when the door made it already (`new_id`).
@@ -86,7 +86,7 @@ pub struct Opening<'a> {
 /// One session of one role (see the module's text).
 pub struct Session {
     pub id: String,
-    pub door: Door,
+    pub opened_by: OpenedBy,
     pub role: Role,
     pub started: DateTime<Utc>,
     pub limits: RoleLimits,
@@ -134,7 +134,7 @@ impl Session {
                 &o.id,
                 &o.role.name,
                 o.started,
-                o.door.label(o.trigger),
+                o.opened_by.label(o.trigger),
             )
             .with_faults(env.faults.clone())
             .with_max_kept(crate::records::journal::max_kept(&env.config.journal)),
@@ -164,7 +164,7 @@ impl Session {
         };
         Session {
             id: o.id,
-            door: o.door,
+            opened_by: o.opened_by,
             role: o.role.clone(),
             started: o.started,
             limits,
@@ -258,7 +258,7 @@ impl Session {
 
 /// A session's `invoke_agent` span, under the delegating session's; none for an undo (no agent).
 fn open_trace(env: &RunEnv, o: &Opening<'_>) -> RunSpan {
-    if o.door == Door::Undo || !env.telemetry.is_on() {
+    if o.opened_by == OpenedBy::Undo || !env.telemetry.is_on() {
         return RunSpan::default();
     }
     let p = &env.config.provider;
@@ -269,11 +269,11 @@ fn open_trace(env: &RunEnv, o: &Opening<'_>) -> RunSpan {
     let start = RunStart {
         role: &o.role.name,
         run_id: &o.id,
-        door: match o.door {
-            Door::Run => "run",
-            Door::McpServe => "mcp",
-            Door::Approved => "approved",
-            Door::Undo => "undo",
+        door: match o.opened_by {
+            OpenedBy::Run => "run",
+            OpenedBy::McpServe => "mcp",
+            OpenedBy::Approved => "approved",
+            OpenedBy::Undo => "undo",
         },
         trigger: o.trigger.kind.as_str(),
         provider,

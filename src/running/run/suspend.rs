@@ -21,7 +21,7 @@ use super::RunEnv;
 use crate::base::signing::Key;
 use crate::base::vault::{Durability, Vault, VaultError, VaultPath};
 use crate::capabilities::provider::{Block, Message};
-use crate::gate::approvals::Phase;
+use crate::gate::approvals::NoteStatus;
 use crate::records::state::State;
 use crate::running::turn::Suspension;
 
@@ -260,14 +260,14 @@ pub fn decisions(state: &State, s: &Suspended) -> Option<Vec<(String, String, bo
             let (_, a) = approval_of(state, note)?;
             let outcome = a.outcome.clone().unwrap_or_default();
             let (text, is_error) = match a.phase {
-                Phase::Pending | Phase::Approved | Phase::Executing => return None,
-                Phase::Done => (format!("The person approved this call and it ran: {outcome}"), false),
-                Phase::Rejected => ("The person rejected this call: it did not run. Do not try it again.".into(), true),
-                Phase::Expired => ("Nobody decided about this call in time: it did not run.".into(), true),
-                Phase::Failed | Phase::Invalid | Phase::Blocked => {
+                NoteStatus::Pending | NoteStatus::Approved | NoteStatus::Executing => return None,
+                NoteStatus::Done => (format!("The person approved this call and it ran: {outcome}"), false),
+                NoteStatus::Rejected => ("The person rejected this call: it did not run. Do not try it again.".into(), true),
+                NoteStatus::Expired => ("Nobody decided about this call in time: it did not run.".into(), true),
+                NoteStatus::Failed | NoteStatus::Invalid | NoteStatus::Blocked => {
                     (format!("The person approved this call, but it did not succeed: {outcome}"), true)
                 }
-                Phase::Unknown => (
+                NoteStatus::Unknown => (
                     format!("The person approved this call; it may or may not have happened (tabd stopped during it): {outcome}"),
                     true,
                 ),
