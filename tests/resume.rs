@@ -106,12 +106,12 @@ fn an_approved_call_runs_once_and_the_run_goes_on_with_its_result() {
     wait_until(T, "the status showing the waiting run", || {
         String::from_utf8_lossy(&v.tabd(&["status", "ops"]).stdout).contains("waits for your decision since")
     });
-    assert!(
+    // The daemon writes agent/status.md on its own turn; `tabd status` reads the state itself, so
+    // seeing one is no sign the other is written yet.
+    wait_until(T, "agent/status.md showing the waiting run", || {
         v.read("agent/status.md")
-            .contains("1 run waiting for your decision"),
-        "{}",
-        v.read("agent/status.md")
-    );
+            .contains("1 run waiting for your decision")
+    });
 
     let note = approval_note(&v);
     approve(&v, &note);
