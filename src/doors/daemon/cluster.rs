@@ -486,7 +486,7 @@ impl Daemon {
         };
         if c.shown != view {
             c.shown = view;
-            self.status_dirty = true;
+            self.apply(Input::ShownChanged);
         }
         let now = self.run_env.clock.instant();
         let roles = self.run_env.roles.clone();
@@ -521,7 +521,7 @@ impl Daemon {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(role.to_string(), seen);
-        self.status_dirty = true;
+        self.apply(Input::ShownChanged);
     }
 
     /// The cluster as this device sees it, for `tabd status` and `agent/status.md`.

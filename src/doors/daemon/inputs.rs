@@ -78,7 +78,7 @@ impl Daemon {
             };
             if self.inbox_view.get(&name) != Some(&view) {
                 self.inbox_view.insert(name.clone(), view);
-                self.status_dirty = true;
+                self.apply(Input::ShownChanged);
             }
             if all {
                 present.push((
@@ -253,7 +253,7 @@ impl Daemon {
                 for e in refused.log_errors {
                     self.writes.check::<(), _>("a refused note's line", Err(e));
                 }
-                self.status_dirty = true;
+                self.apply(Input::ShownChanged);
                 true
             }
             Err(e) => {
@@ -312,7 +312,7 @@ impl Daemon {
                 }
             }),
         );
-        self.status_dirty = true;
+        self.apply(Input::ShownChanged);
     }
 
     /// Drops attempt records of notes that no longer exist (deleted by a person, moved away):
@@ -419,7 +419,7 @@ impl Daemon {
         };
         if self.ledger_error.take().is_some() {
             tracing::info!("scheduled slots can be recorded again");
-            self.status_dirty = true;
+            self.apply(Input::ShownChanged);
         }
         for (name, decision) in decisions {
             if let Some(role) = roles.iter().find(|r| r.name == name) {
@@ -442,7 +442,7 @@ impl Daemon {
                     .log
                     .write_line(self.run_env.clock.now(), "tabd", &msg),
             );
-            self.status_dirty = true;
+            self.apply(Input::ShownChanged);
         }
         self.ledger_error = Some(why.to_string());
     }
@@ -495,7 +495,7 @@ impl Daemon {
                     format!("the {} run", fmt(last))
                 };
                 line(format!("skipped — missed {span}: {why}"));
-                self.status_dirty = true;
+                self.apply(Input::ShownChanged);
             }
         }
         let due = self.claim_slots(role, due);
@@ -576,7 +576,7 @@ impl Daemon {
                     || !p.expired.is_empty()
                     || !p.finished.is_empty()
                 {
-                    self.status_dirty = true;
+                    self.apply(Input::ShownChanged);
                     self.queue_resumes();
                 }
             }

@@ -244,7 +244,7 @@ impl Daemon {
             timers: Timers::new(clock.now(), now, quiet),
             state: State::default(),
             rescan_all: true,
-            status_dirty: true,
+            status_dirty: false,
             status_generation: 0,
             ledger_error: None,
             approvals: ApprovalWork::default(),
@@ -323,7 +323,7 @@ impl Daemon {
             let wake = self.next_wake();
             let notifier = self.notifier.clone();
             tokio::select! {
-                () = notify_changed(notifier.as_ref()) => self.status_dirty = true,
+                () = notify_changed(notifier.as_ref()) => self.apply(Input::ShownChanged),
                 _ = tokio::time::sleep_until(wake) => {}
                 Some(ev) = self.watching.events_rx.recv() => {
                     self.on_event(ev);
@@ -504,7 +504,7 @@ impl Daemon {
             events::EventClass::Approvals => {
                 // `tabd fire` may have asked for one: the status shows it now, not after a run.
                 self.approvals.due = Some(now);
-                self.status_dirty = true;
+                self.apply(Input::ShownChanged);
             }
             events::EventClass::Other => {}
         }
@@ -560,12 +560,12 @@ impl Daemon {
             let now_shown = pool.status();
             if now_shown != self.mcp_shown {
                 self.mcp_shown = now_shown;
-                self.status_dirty = true;
+                self.apply(Input::ShownChanged);
             }
         }
         if self.writes.count() != self.writes_shown {
             self.writes_shown = self.writes.count();
-            self.status_dirty = true;
+            self.apply(Input::ShownChanged);
         }
         if self.status_dirty {
             self.write_status(true);

@@ -208,7 +208,7 @@ impl Daemon {
         self.refresh_watches();
         self.init_watch_hashes();
         self.rescan_all = true;
-        self.status_dirty = true;
+        self.apply(Input::ShownChanged);
         let status = format!(
             "{} roles; {}",
             self.roles().runnable().count(),
@@ -242,12 +242,12 @@ impl Daemon {
                 }
                 tracing::warn!("config has errors; keeping the previous one: {e}");
                 self.config_error = Some(e.to_string());
-                self.status_dirty = true;
+                self.apply(Input::ShownChanged);
                 return;
             }
         };
         if let Some(was) = self.config_error.take() {
-            self.status_dirty = true;
+            self.apply(Input::ShownChanged);
             let path = c
                 .path
                 .as_ref()

@@ -1,5 +1,6 @@
 //! What the daemon says about itself: its status files and the next fire for systemd's STATUS=.
 
+use super::core::Input;
 use super::{status, Daemon};
 use crate::records::limits::RoleLimits;
 
@@ -26,7 +27,7 @@ impl Daemon {
                 );
             }
         }
-        self.status_dirty = true;
+        self.apply(Input::ShownChanged);
     }
 
     pub(super) fn next_fire_text(&self) -> String {

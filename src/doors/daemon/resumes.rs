@@ -43,20 +43,18 @@ impl Daemon {
             if suspend::decisions(&state, &s).is_none() || !self.goes_on_here(&s) {
                 continue;
             }
-            let now = self.run_env.clock.instant();
-            let input = Input::Resumable {
-                role: s.role.clone(),
-                run_id: s.run_id.clone(),
-            };
-            let effects = self.core.step(input, now);
-            if !effects.is_empty() {
+            let known = self.core.role(&s.role).is_none_or(|r| r.resumes(&s.run_id));
+            if !known {
                 tracing::info!(
                     "{}: the calls run {} waited for are decided; it goes on",
                     s.role,
                     s.run_id
                 );
-                self.status_dirty = true;
             }
+            self.apply(Input::Resumable {
+                role: s.role.clone(),
+                run_id: s.run_id.clone(),
+            });
         }
     }
 
@@ -90,7 +88,7 @@ impl Daemon {
             self.run_env.log.write_line(self.run_env.clock.now(), &who, &line),
         );
         suspend::set_aside(&self.run_env.vault, path);
-        self.status_dirty = true;
+        self.apply(Input::ShownChanged);
     }
 
     /// At start-up: a second part that was starting or running when tabd stopped hard is not

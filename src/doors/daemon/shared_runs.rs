@@ -5,6 +5,7 @@
 //! the device that ran its call, else the first to ask. A device that comes back after another
 //! let its run go on drops its copy and does nothing more for it (a debug line).
 
+use super::core::Input;
 use super::Daemon;
 use crate::doors::approval_pass::shared::{self, SharedError};
 use crate::records::state::approval_ledger::NoteStatus;
@@ -124,7 +125,7 @@ impl Daemon {
             s.run_id
         );
         suspend::remove(&self.run_env.vault, &s.run_id);
-        self.status_dirty = true;
+        self.apply(Input::ShownChanged);
         true
     }
 

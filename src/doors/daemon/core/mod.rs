@@ -75,6 +75,10 @@ pub enum Input {
     },
     /// The run lock of `role` is held by another process (`tabd fire`).
     LockBusy { role: String },
+    /// Something `tabd status` shows changed in what the shell sees (an inbox's counts, a note
+    /// refused, a folder no role reads, the ledger, the config's error, a `[notify]` channel,
+    /// the cluster): the status is written again.
+    ShownChanged,
     /// The shell holds `role`'s run lock and picked these notes (absolute paths) for it.
     LockTaken {
         role: String,
@@ -189,7 +193,7 @@ impl Core {
                 Vec::new()
             }
             Input::Resumable { role, run_id } => match self.roles.get_mut(&role) {
-                Some(r) if !r.resumes.contains(&run_id) && r.resume_running.as_ref() != Some(&run_id) => {
+                Some(r) if !r.resumes(&run_id) => {
                     r.resumes.push_back(run_id);
                     vec![Effect::StatusChanged]
                 }
@@ -201,6 +205,7 @@ impl Core {
                 all_today,
             } => self.tick(&roles, &limits, all_today, now),
             Input::LockBusy { role } => self.lock_busy(&role, now),
+            Input::ShownChanged => vec![Effect::StatusChanged],
             Input::LockTaken { role, notes, wall } => self.lock_taken(role, &notes, wall),
             Input::Finished {
                 role,

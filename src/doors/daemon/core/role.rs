@@ -101,6 +101,12 @@ impl RoleRuntime {
         self.failed_in_a_row
     }
 
+    /// The second part of run `run_id` is queued or running: a decision seen again does not
+    /// queue it twice.
+    pub fn resumes(&self, run_id: &str) -> bool {
+        self.resumes.iter().any(|r| r == run_id) || self.resume_running.as_deref() == Some(run_id)
+    }
+
     /// Its next run is the second part of a run that waited: it takes no notes.
     pub fn resuming(&self) -> bool {
         !self.resumes.is_empty()
