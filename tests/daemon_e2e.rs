@@ -961,6 +961,11 @@ fn failed_writes_are_counted_and_shown_in_status() {
     wait_until(T, "the failed write in the status note", || {
         v.read("agent/status.md").contains("tabd cannot write everything")
     });
+    // `tabd status` reads .tabd/status.json, written just after the note.
+    wait_until(T, "the failed write in status.json", || {
+        std::fs::read_to_string(v.path(".tabd/status.json"))
+            .is_ok_and(|j| j.contains("\"write_problem\": \""))
+    });
     let status = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
     assert!(
         status.contains("WRITES FAILING: ")

@@ -6,8 +6,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use super::core::{Effect, Input, RoleView};
 use super::{inputs, notify_systemd, tasks, Daemon};
 use crate::capabilities::notify::{Event, Notifier};
@@ -61,6 +59,32 @@ impl Daemon {
                 tracing::warn!("{role} waits {} min for a server it requires", secs.div_ceil(60));
             }
             Effect::StatusChanged => self.status_dirty = true,
+            Effect::Rescan(why) => {
+                match why {
+                    super::core::Rescan::ClockJumped(drift) => tracing::info!(
+                        "the wall clock jumped by {}s (suspend or clock change): recomputing schedules, rescanning inboxes",
+                        drift.num_seconds()
+                    ),
+                    super::core::Rescan::EventsLost => {
+                        tracing::warn!("file events overflowed; rescanning every inbox")
+                    }
+                    super::core::Rescan::Routine => {}
+                }
+                self.rescan_all = true;
+            }
+            Effect::RefreshWatches => self.refresh_watches(),
+            Effect::Reload => self.reload(),
+            Effect::LogRoleErrors => self.log_role_errors(),
+            Effect::Watchdog => notify_systemd(&[sd_notify::NotifyState::Watchdog]),
+            Effect::StartApprovals => self.start_approvals_pass(),
+            Effect::QueueResumes => self.queue_resumes(),
+            Effect::ReleasePages => {
+                let released = crate::base::memory::release_program_pages();
+                tracing::debug!(
+                    "quiet: gave back {} KiB of program pages",
+                    released.advised / 1024
+                );
+            }
             // Only a `LockTaken` input answers with these, inside `start_run`.
             Effect::Spawn { role, .. } | Effect::Release(role) => {
                 tracing::error!("tabd bug: a run of {role} was to start outside start_run");
@@ -87,7 +111,7 @@ impl Daemon {
                     .unwrap_or_default(),
             })
             .collect();
-        self.apply(Input::Tick {
+        self.apply(Input::Dispatch {
             roles,
             limits: self.config().limits.clone(),
             all_today: self.state.global.today(today),
@@ -230,8 +254,6 @@ impl Daemon {
     /// says), the person is told what needs them, the run's own writes are not changes for its
     /// `watch`.
     pub(super) fn on_done(&mut self, done: tasks::Done) {
-        let (_, now) = self.now();
-        self.busy_until_quiet(now);
         match &done.result.failure {
             Some((FailureClass::RunFailure, why)) => tracing::warn!("run of {} failed: {why}", done.role),
             Some((FailureClass::Stopped, _)) => {
@@ -497,48 +519,21 @@ impl Daemon {
     }
 }
 
-// What the daemon does once it has been quiet a while: give back the program pages that start-up,
-// a reload or the last runs touched (`crate::base::memory`), so an idle tabd holds only what idling
-// needs. The minute's safety rescan gives its pages back a second later.
+// What the daemon does once it has been quiet a while (the core says when: `timing`): give back
+// the program pages that start-up, a reload or the last runs touched (`crate::base::memory`), so
+// an idle tabd holds only what idling needs. The minute's safety rescan gives its pages back a
+// second later.
 
 /// Quiet time before the pages are given back: a burst of runs is over by then, and what the
 /// next run needs again comes back with minor faults (~100 of them, under a millisecond), never
 /// a disk read.
 const QUIET: Duration = Duration::from_secs(10);
 
-/// After the minute's safety rescan (and the approvals pass it may start), a second is enough.
-pub const AFTER_RESCAN: Duration = Duration::from_secs(1);
-
 /// The quiet time (`TABD_TEST_QUIET_MS` shortens it for tests).
 pub fn quiet(env: &crate::base::environment::Env) -> Duration {
     env.get("TABD_TEST_QUIET_MS")
         .and_then(|ms| ms.parse().ok())
         .map_or(QUIET, Duration::from_millis)
-}
-
-impl Daemon {
-    /// Something ran: give back its pages once the daemon has been quiet for a while.
-    pub(super) fn busy_until_quiet(&mut self, now: Instant) {
-        self.timers.trim_at = Some(now + self.timers.quiet);
-    }
-
-    /// At the end of a tick, from `trim_at` on: gives the pages back, or waits again while a run
-    /// or the approvals pass is still going.
-    pub(super) fn trim_when_quiet(&mut self, now: Instant) {
-        if self.timers.trim_at.is_none_or(|t| now < t) {
-            return;
-        }
-        if !self.tasks.is_empty() || self.approvals.task.is_some() {
-            self.busy_until_quiet(now);
-            return;
-        }
-        self.timers.trim_at = None;
-        let released = crate::base::memory::release_program_pages();
-        tracing::debug!(
-            "quiet: gave back {} KiB of program pages",
-            released.advised / 1024
-        );
-    }
 }
 
 // Stopping the daemon: a stop during a run costs nothing (DESIGN §13). Running turns get the stop

@@ -511,18 +511,11 @@ impl Daemon {
 // The approvals pass in the daemon (DESIGN §15): one at a time, off the loop (a call may take a
 // while), again at least every minute (expiry; polling mode) and at once on a file event.
 
-/// The approvals pass going on, and when the next is due.
+/// The approvals pass going on (when the next is due is the core's: `timing`).
 #[derive(Default)]
 pub(super) struct ApprovalWork {
     pub(super) task: Option<tokio::task::JoinHandle<crate::doors::approval_pass::Pass>>,
-    /// When to look at `agent/approvals/` again.
-    pub(super) due: Option<Instant>,
-    /// The ledger's phases as the last pass saw them (`Pass::phases`).
-    pub(super) phases: Option<u64>,
 }
-
-/// Approvals are looked at this often even without events (expiry; polling mode).
-const APPROVALS_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Daemon {
     /// A call that was running when tabd stopped becomes `unknown`; then the first pass.
@@ -539,16 +532,11 @@ impl Daemon {
             );
         }
         self.refresh_watches();
-        self.approvals.due = Some(self.run_env.clock.instant());
+        self.apply(Input::ApprovalsAsked);
     }
 
-    /// Starts an approvals pass when one is due and none is running.
-    pub(super) fn maybe_start_approvals(&mut self) {
-        let now = self.run_env.clock.instant();
-        if self.approvals.task.is_some() || self.approvals.due.is_none_or(|d| d > now) {
-            return;
-        }
-        self.approvals.due = None;
+    /// Starts an approvals pass off the loop (the core said one is due and none is running).
+    pub(super) fn start_approvals_pass(&mut self) {
         let env = self.run_env.clone();
         let shared = self.coordinator.as_ref().and_then(|c| c.shared.clone());
         self.approvals.task = Some(tokio::spawn(async move {
@@ -561,30 +549,29 @@ impl Daemon {
         pass: Result<crate::doors::approval_pass::Pass, tokio::task::JoinError>,
     ) {
         let (wall, now) = self.now();
-        let mut next = now + APPROVALS_EVERY;
-        match pass {
-            Ok(p) => {
-                if let Some(at) = p.next {
-                    next = next.min(core::mono_of(at, wall, now));
-                }
-                // A decision of this pass, or one made elsewhere (`tabd approve`/`reject`, a
-                // crash's leftovers finished): the status and the waiting runs look again.
-                let elsewhere = self.approvals.phases.replace(p.phases) != Some(p.phases);
-                if elsewhere
-                    || !p.ran.is_empty()
+        let passed = match pass {
+            Ok(p) => Input::ApprovalsPassed {
+                next: p.next.map(|at| core::mono_of(at, wall, now)),
+                phases: Some(p.phases),
+                // A decision of this pass (the core also sees one made elsewhere — `tabd
+                // approve`/`reject`, a crash's leftovers finished — in the ledger's phases).
+                decided: !p.ran.is_empty()
                     || !p.rejected.is_empty()
                     || !p.expired.is_empty()
-                    || !p.finished.is_empty()
-                {
-                    self.apply(Input::ShownChanged);
-                    self.queue_resumes();
+                    || !p.finished.is_empty(),
+            },
+            Err(e) => {
+                tracing::error!("approvals: the pass failed: {e}");
+                Input::ApprovalsPassed {
+                    next: None,
+                    phases: None,
+                    decided: false,
                 }
             }
-            Err(e) => tracing::error!("approvals: the pass failed: {e}"),
-        }
+        };
+        self.apply(passed);
         // With [cluster] key: what could not be handed over yet (the servers did not answer in
         // time) is tried again; what was is not sent twice.
         self.share_waiting();
-        self.approvals.due = Some(self.approvals.due.map_or(next, |d| d.min(next)));
     }
 }

@@ -29,7 +29,6 @@ mod shared_runs;
 pub mod slots;
 pub mod status;
 mod tasks;
-mod timers;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap};
@@ -56,16 +55,11 @@ use crate::setup::role::{Role, RoleSet};
 
 use self::core::{Core, Input};
 use self::inputs::ApprovalWork;
-use self::timers::{Timers, SAFETY_TICK};
 pub use lock::{acquire as acquire_lock, holder as lock_holder, LockError};
 use ready::FsEvent;
 
-/// Quiet time after a role-file event before reloading (editors write in bursts).
-const RELOAD_DEBOUNCE: Duration = Duration::from_millis(250);
 /// How often the daemon prunes the undo journal (and once at start).
 const JOURNAL_PRUNE_EVERY: Duration = Duration::from_secs(6 * 3600);
-/// Scan interval when no watcher could start.
-const POLL: Duration = Duration::from_secs(2);
 /// Crash leftovers younger than this might be another process's write in flight.
 const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
 
@@ -104,8 +98,6 @@ pub struct Daemon {
     config_error: Option<String>,
     /// Side writes (log lines, state) that failed: counted and shown, never silent.
     writes: crate::base::sidewrites::SideWrites,
-    /// The failed-write count the status last showed.
-    writes_shown: u64,
     /// Each broken role's errors as the daily note last stated them.
     role_errors_logged: BTreeMap<String, Vec<crate::base::diag::Diagnostic>>,
     /// Each broken role's errors as the daemon's log last said them (at once, on each edit).
@@ -120,9 +112,9 @@ pub struct Daemon {
     unreadable: BTreeMap<String, Vec<String>>,
     tasks: tasks::Tasks,
     watching: Watching,
-    timers: Timers,
     /// `state.json` as of this tick: read once per tick, not once per role.
     state: State,
+    /// Every inbox is listed at the next scan (the core said so: `Effect::Rescan`).
     rescan_all: bool,
     status_dirty: bool,
     status_generation: u64,
@@ -130,10 +122,32 @@ pub struct Daemon {
     ledger_error: Option<String>,
     approvals: ApprovalWork,
     expect: expect::ExpectWork,
-    /// The keep-alive MCP servers' state as last shown in status (a change rewrites it).
-    mcp_shown: Vec<(String, bool, Option<String>)>,
     /// With `[cluster]`: what this device may run (DESIGN §23).
     coordinator: Option<cluster::Coordinator>,
+}
+
+impl Watching {
+    /// Starts the watcher on a channel of its own (or polling, when it cannot start).
+    fn start(env: &Env, root: PathBuf) -> Self {
+        let capacity = env
+            .get("TABD_TEST_EVENT_CAPACITY")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(watch::CHANNEL_CAPACITY);
+        let (events_tx, events_rx) = mpsc::channel(capacity);
+        let overflow = Arc::new(AtomicBool::new(false));
+        let (watcher, polling) = watch::start(env, &root, events_tx, overflow.clone(), core::timing::POLL);
+        Self {
+            events_rx,
+            overflow,
+            watcher,
+            polling,
+            paths: events::Paths {
+                root,
+                ..Default::default()
+            },
+            hashes: HashMap::new(),
+        }
+    }
 }
 
 fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
@@ -181,14 +195,7 @@ impl Daemon {
         let provider = provider::build(&init.config.provider, &init.env)?;
         let log = Arc::new(RunLog::new(init.vault.clone(), init.config.timezone));
         let faults = Faults::from_env(&init.env);
-        let capacity = init
-            .env
-            .get("TABD_TEST_EVENT_CAPACITY")
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(watch::CHANNEL_CAPACITY);
-        let (events_tx, events_rx) = mpsc::channel(capacity);
-        let overflow = Arc::new(AtomicBool::new(false));
-        let (watcher, polling) = watch::start(&init.env, &init.root, events_tx, overflow.clone(), POLL);
+        let watching = Watching::start(&init.env, init.root.clone());
         let now = clock.instant();
         let launcher = launcher_of(&init);
         let quiet = effects::quiet(&init.env);
@@ -197,7 +204,15 @@ impl Daemon {
         let side = crate::base::sidewrites::SideWrites::default();
         Ok(Self {
             host: host_name(&init.config),
-            core: Core::new(init.config.inbox.settle()),
+            core: Core::new(
+                init.config.inbox.settle(),
+                &core::Clocks {
+                    wall: clock.now(),
+                    now,
+                    watchdog: sd_notify::watchdog_enabled(),
+                    quiet,
+                },
+            ),
             run_env: RunEnv {
                 store: StateStore::new(init.vault.clone()),
                 vault: init.vault.clone(),
@@ -222,7 +237,6 @@ impl Daemon {
             kept_last_good: Vec::new(),
             config_error: None,
             writes: side,
-            writes_shown: 0,
             role_errors_logged: BTreeMap::new(),
             role_errors_said: BTreeMap::new(),
             notifier: None,
@@ -230,18 +244,7 @@ impl Daemon {
             inbox_view: BTreeMap::new(),
             unreadable: BTreeMap::new(),
             tasks: tasks::Tasks::default(),
-            watching: Watching {
-                events_rx,
-                overflow,
-                watcher,
-                polling,
-                paths: events::Paths {
-                    root: init.root,
-                    ..Default::default()
-                },
-                hashes: HashMap::new(),
-            },
-            timers: Timers::new(clock.now(), now, quiet),
+            watching,
             state: State::default(),
             rescan_all: true,
             status_dirty: false,
@@ -249,7 +252,6 @@ impl Daemon {
             ledger_error: None,
             approvals: ApprovalWork::default(),
             expect: Default::default(),
-            mcp_shown: Vec::new(),
             coordinator: None,
         })
     }
@@ -315,9 +317,6 @@ impl Daemon {
         for line in self.next_fires() {
             tracing::info!("{line}");
         }
-        if let Some(wd) = self.timers.watchdog {
-            self.timers.next_watchdog = Some(self.run_env.clock.instant() + wd / 2);
-        }
         self.sweep_stale_temps();
         loop {
             let wake = self.next_wake();
@@ -344,7 +343,7 @@ impl Daemon {
                 _ = sigint.recv() => break,
                 _ = sighup.recv() => {
                     tracing::info!("SIGHUP: reloading config and roles");
-                    self.reload();
+                    self.apply(Input::ReloadAsked);
                 }
             }
             self.tick();
@@ -381,6 +380,7 @@ impl Daemon {
         self.apply(Input::Roles {
             names: self.roles().runnable().map(|r| r.name.clone()).collect(),
             rescheduled: Vec::new(),
+            broken_changed: false,
         });
         self.refresh_watches();
         self.log_role_errors();
@@ -446,26 +446,14 @@ impl Daemon {
 
     fn next_wake(&self) -> Instant {
         let (wall, now) = self.now();
-        let mut timers = vec![
-            Some(self.timers.next_safety),
-            self.timers.reload_at,
-            self.timers.role_errors_at,
-            self.next_deadline(wall, now),
-            self.timers.next_watchdog,
-            self.timers.trim_at,
-            self.approvals.due,
-            self.cluster_wake(),
-        ];
+        let mut timers = vec![self.next_deadline(wall, now), self.cluster_wake()];
         let limits = &self.config().limits;
         let roles = &self.roles().roles;
-        timers.extend(self.core.wakes(|name| {
+        timers.extend(self.core.wakes(now, |name| {
             roles
                 .get(name)
                 .map(|role| crate::records::limits::RoleLimits::resolve(role, limits).min_interval)
         }));
-        if self.watching.polling {
-            timers.push(Some(now + POLL));
-        }
         for (name, _) in self.core.roles() {
             let Some(role) = self.roles().roles.get(name) else {
                 continue;
@@ -484,28 +472,22 @@ impl Daemon {
     }
 
     fn on_event(&mut self, ev: FsEvent) {
-        let (_, now) = self.now();
         match events::classify(&ev, &self.watching.paths) {
-            events::EventClass::Rescan => self.rescan_all = true,
-            events::EventClass::Roles | events::EventClass::Config => {
-                self.timers.reload_at = Some(now + RELOAD_DEBOUNCE)
-            }
+            events::EventClass::Rescan => self.apply(Input::RescanAsked),
+            events::EventClass::Roles | events::EventClass::Config => self.apply(Input::Edited),
             events::EventClass::Folders => {
                 if let (FsEvent::Gone(dir), Some(w)) = (&ev, self.watching.watcher.as_mut()) {
                     w.lost(dir);
                 }
-                self.rescan_all = true;
+                self.apply(Input::RescanAsked);
                 self.refresh_watches();
                 self.report_stranded();
             }
             events::EventClass::Stranded => self.report_stranded(),
             events::EventClass::Inbox(owners) => self.apply(Input::InboxEvent { event: ev, owners }),
             events::EventClass::Watched { path, roles } => self.on_watched_change(&path, &roles),
-            events::EventClass::Approvals => {
-                // `tabd fire` may have asked for one: the status shows it now, not after a run.
-                self.approvals.due = Some(now);
-                self.apply(Input::ShownChanged);
-            }
+            // `tabd fire` may have asked for one: the status shows it now, not after a run.
+            events::EventClass::Approvals => self.apply(Input::ApprovalsAsked),
             events::EventClass::Other => {}
         }
     }
@@ -516,69 +498,30 @@ impl Daemon {
         // The tick's own file work (state, inbox listings, the status note) is small and bounded:
         // it runs right here. Long work (runs, tools, hashing big files) is `blocking::run`.
         self.state = self.run_env.store.load();
-        if let Some(drift) = core::wall_jump(self.timers.last_wall, self.timers.last_mono, wall, now) {
-            tracing::info!(
-                "the wall clock jumped by {}s (suspend or clock change): recomputing schedules, rescanning inboxes",
-                drift.num_seconds()
-            );
-            self.rescan_all = true;
-        }
-        self.timers.last_wall = wall;
-        self.timers.last_mono = now;
-        if self.watching.overflow.swap(false, Ordering::Relaxed) {
-            tracing::warn!("file events overflowed; rescanning every inbox");
-            self.rescan_all = true;
-        }
-        if now >= self.timers.next_safety {
-            self.timers.next_safety = now + SAFETY_TICK;
-            self.rescan_all = true;
-            // A folder replaced without an event we saw is watched again here at the latest.
-            self.refresh_watches();
-            self.timers.trim_at = Some(now + effects::AFTER_RESCAN);
-        }
-        if self.watching.polling {
-            self.rescan_all = true;
-        }
-        if self.timers.reload_at.is_some_and(|t| now >= t) {
-            self.timers.reload_at = None;
-            self.reload();
-        }
-        if self.timers.role_errors_at.is_some_and(|t| now >= t) {
-            self.timers.role_errors_at = None;
-            self.log_role_errors();
-        }
-        self.send_watchdog(now);
+        self.apply(Input::Tick(core::Observed {
+            wall,
+            events_lost: self.watching.overflow.swap(false, Ordering::Relaxed),
+            polling: self.watching.polling,
+        }));
         self.scan_inboxes(now);
         self.schedule_due(wall);
         self.cluster_tick(wall);
         self.dispatch();
         // After the runs are started: a role's deadlines never wait behind another's note.
         self.check_expectations(wall);
-        self.maybe_start_approvals();
         self.notify_approvals();
-        if let Some(pool) = &self.run_env.mcp_pool {
-            let now_shown = pool.status();
-            if now_shown != self.mcp_shown {
-                self.mcp_shown = now_shown;
-                self.apply(Input::ShownChanged);
-            }
-        }
-        if self.writes.count() != self.writes_shown {
-            self.writes_shown = self.writes.count();
-            self.apply(Input::ShownChanged);
-        }
+        let mcp_servers = self
+            .run_env
+            .mcp_pool
+            .as_ref()
+            .map(|pool| pool.status())
+            .unwrap_or_default();
+        self.apply(Input::Ticked(core::Shown {
+            failed_writes: self.writes.count(),
+            mcp_servers,
+        }));
         if self.status_dirty {
             self.write_status(true);
-        }
-        self.trim_when_quiet(now);
-    }
-
-    fn send_watchdog(&mut self, now: Instant) {
-        if let Some(next) = self.timers.next_watchdog {
-            if now >= next {
-                notify_systemd(&[sd_notify::NotifyState::Watchdog]);
-                self.timers.next_watchdog = self.timers.watchdog.map(|wd| now + wd / 2);
-            }
         }
     }
 }

@@ -76,6 +76,11 @@ impl Readiness {
         }
     }
 
+    /// How long a note a person types must rest.
+    pub fn typing(&self) -> Duration {
+        self.typing
+    }
+
     pub fn set_settle(&mut self, (settle, typing): (Duration, Duration)) {
         self.settle = settle;
         self.typing = typing;

@@ -81,7 +81,7 @@ impl Daemon {
             let (errors, rebuilt) = w.set(&dirs);
             if rebuilt.0 {
                 tracing::info!("a watched folder was replaced; watching it anew and rescanning");
-                self.rescan_all = true;
+                self.apply(Input::RescanAsked);
             }
             for (dir, e) in errors {
                 tracing::warn!("{}", watch::explain(&dir, &e));
@@ -165,7 +165,6 @@ impl Daemon {
 
     /// Reloads config and roles: broken edits keep the last good version running.
     pub(super) fn reload(&mut self) {
-        self.busy_until_quiet(self.run_env.clock.instant());
         self.reload_config();
         let fresh = crate::base::blocking::run(|| {
             RoleSet::load(
@@ -183,32 +182,28 @@ impl Daemon {
             }
         }
         let rescheduled = self.restart_changed_schedules(&old, &effective);
-        let old_broken = old.broken.clone();
+        let broken_changed = old.broken != effective.broken;
         self.run_env.roles = Arc::new(effective);
         // Children started from now on (a keep-alive server's restart too) are kept from them.
         let inboxes = self.roles().runnable().map(|r| r.inbox.as_str());
         self.run_env.launcher.inboxes.set(inboxes);
+        // Obsidian saves every few seconds while a person types: the daily note gets the state
+        // the file is left in once they have stopped editing (the core says when), not one line
+        // a save. The daemon's log says each new broken state at once.
+        if broken_changed {
+            self.say_role_errors();
+        }
         self.apply(Input::Roles {
             names: self.roles().runnable().map(|r| r.name.clone()).collect(),
             rescheduled,
+            broken_changed,
         });
         let core = &self.core;
         self.inbox_view.retain(|name, _| core.role(name).is_some());
-        if old_broken != self.run_env.roles.broken {
-            // The daemon's log says each new broken state at once; the daily note and the
-            // person's notification wait until the edits stop.
-            self.say_role_errors();
-            // Obsidian saves every few seconds while a person types: the daily note gets the
-            // state the file is left in, once they have stopped editing, not one line a save.
-            let quiet = self.config().inbox.settle().1;
-            self.timers.role_errors_at = Some(self.run_env.clock.instant() + quiet);
-        }
         self.report_stranded();
         self.forget_deleted_roles();
         self.refresh_watches();
         self.init_watch_hashes();
-        self.rescan_all = true;
-        self.apply(Input::ShownChanged);
         let status = format!(
             "{} roles; {}",
             self.roles().runnable().count(),
@@ -287,7 +282,6 @@ impl Daemon {
         // A config change is worth another try, at once: of a paused provider, of a role whose
         // required server was down.
         self.apply(Input::Config { settle });
-        self.rescan_all = true;
     }
 
     /// `[cluster]` is fixed while tabd runs (its connection, its device's `.tabd/` folder, how

@@ -12,6 +12,9 @@ mod role;
 mod rules;
 #[cfg(test)]
 mod tests;
+pub mod timing;
+#[cfg(test)]
+mod timing_tests;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,7 +31,8 @@ use crate::records::state::DayUsage;
 use crate::setup::config::Limits;
 
 pub use role::{RoleRuntime, SlotRun, Work};
-pub use rules::{mono_of, next_wake, wall_jump, RoleView};
+pub use rules::{mono_of, next_wake, RoleView};
+pub use timing::{Clocks, Observed, Shown};
 
 /// How long model calls pause after the provider proved unusable (and a role waits whose
 /// required server was down).
@@ -41,10 +45,12 @@ pub const BUSY_RETRY: Duration = Duration::from_secs(2);
 pub enum Input {
     /// The roles that may run now (start-up, a reload): new ones get a runtime, gone ones are
     /// forgotten once no run of theirs is going on, `rescheduled` ones drop their queued slots
-    /// (a changed schedule starts from now).
+    /// (a changed schedule starts from now); `broken_changed`: the role files' errors changed
+    /// (the daily note hears of them once the person stops editing).
     Roles {
         names: Vec<String>,
         rescheduled: Vec<String>,
+        broken_changed: bool,
     },
     /// The config was reloaded: new settle times; a paused provider and servers that were down
     /// are worth another try at once.
@@ -67,11 +73,31 @@ pub enum Input {
     OwnWrite { role: String, path: String },
     /// A suspended run of `role` has every call decided: its second part may start.
     Resumable { role: String, run_id: String },
+    /// The shell woke: the clocks and what it observed (`timing`).
+    Tick(Observed),
     /// Time to decide what starts: each role's limits and use today, everyone's use today.
-    Tick {
+    Dispatch {
         roles: Vec<RoleView>,
         limits: Limits,
         all_today: DayUsage,
+    },
+    /// The tick's work is done: what status counts as the shell sees it now (`timing`).
+    Ticked(Shown),
+    /// A role file or the config was written (reloaded once the edits pause).
+    Edited,
+    /// The person asked for a reload (SIGHUP).
+    ReloadAsked,
+    /// The watcher lost track (its own overflow, a watched folder replaced or gone): every
+    /// inbox is listed again.
+    RescanAsked,
+    /// An approvals pass is wanted at once (a file event in `agent/approvals/`, the start).
+    ApprovalsAsked,
+    /// An approvals pass ended: the next due by `next` (an expiry), the ledger's `phases` it saw
+    /// (`None`: the pass failed), whether it decided anything itself.
+    ApprovalsPassed {
+        next: Option<Instant>,
+        phases: Option<u64>,
+        decided: bool,
     },
     /// The run lock of `role` is held by another process (`tabd fire`).
     LockBusy { role: String },
@@ -118,6 +144,33 @@ pub enum Effect {
     RoleWaits { role: String, until: Instant },
     /// What `tabd status` shows changed: rewrite it.
     StatusChanged,
+    /// List every inbox at this tick, and why.
+    Rescan(Rescan),
+    /// Point the watcher at the folders again (one replaced without an event seen).
+    RefreshWatches,
+    /// Reload the config and the role files.
+    Reload,
+    /// Write the role files' errors into the daily note (the person stopped editing).
+    LogRoleErrors,
+    /// Tell systemd's watchdog the daemon is alive.
+    Watchdog,
+    /// Start an approvals pass (off the loop; its end comes back as `ApprovalsPassed`).
+    StartApprovals,
+    /// Something was decided: queue the suspended runs whose calls are all decided.
+    QueueResumes,
+    /// The daemon has been quiet: give back the program pages.
+    ReleasePages,
+}
+
+/// Why every inbox is listed again.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rescan {
+    /// The wall clock jumped by this much against the monotonic one (a suspend, a clock step).
+    ClockJumped(chrono::Duration),
+    /// File events were lost (the event channel overflowed).
+    EventsLost,
+    /// The minute's safety rescan, polling, a reload, the watcher asking: nothing to say.
+    Routine,
 }
 
 /// Model calls are paused until `until` (the provider proved unusable).
@@ -132,22 +185,28 @@ pub struct Core {
     roles: BTreeMap<String, RoleRuntime>,
     readiness: Readiness,
     paused: Option<Pause>,
+    timing: timing::Timing,
 }
 
 impl Core {
     /// `settle`: how long a program's note and a typed note must rest (`[inbox]`).
-    pub fn new(settle: (Duration, Duration)) -> Self {
+    pub fn new(settle: (Duration, Duration), clocks: &Clocks) -> Self {
         Self {
             roles: BTreeMap::new(),
             readiness: Readiness::new(settle),
             paused: None,
+            timing: timing::Timing::new(clocks),
         }
     }
 
     /// Applies one input at `now`; returns what the shell is to do, in order.
     pub fn step(&mut self, input: Input, now: Instant) -> Vec<Effect> {
         match input {
-            Input::Roles { names, rescheduled } => self.set_roles(names, &rescheduled),
+            Input::Roles {
+                names,
+                rescheduled,
+                broken_changed,
+            } => self.set_roles(names, &rescheduled, broken_changed, now),
             Input::Config { settle } => self.config_changed(settle),
             Input::InboxEvent { event, owners } => {
                 for name in &owners {
@@ -165,10 +224,7 @@ impl Core {
                 recheck_at,
             } => {
                 if let Some(r) = self.roles.get_mut(&role) {
-                    r.dirty = false;
-                    r.inbox_ready = ready;
-                    r.person_note_ready = by_person;
-                    r.recheck_at = recheck_at;
+                    r.scanned(ready, by_person, recheck_at);
                 }
                 Vec::new()
             }
@@ -199,13 +255,20 @@ impl Core {
                 }
                 _ => Vec::new(),
             },
-            Input::Tick {
+            Input::Dispatch {
                 roles,
                 limits,
                 all_today,
             } => self.tick(&roles, &limits, all_today, now),
             Input::LockBusy { role } => self.lock_busy(&role, now),
             Input::ShownChanged => vec![Effect::StatusChanged],
+            timed @ (Input::Tick(_)
+            | Input::Ticked(_)
+            | Input::Edited
+            | Input::ReloadAsked
+            | Input::RescanAsked
+            | Input::ApprovalsAsked
+            | Input::ApprovalsPassed { .. }) => self.timed(timed, now),
             Input::LockTaken { role, notes, wall } => self.lock_taken(role, &notes, wall),
             Input::Finished {
                 role,
@@ -216,7 +279,48 @@ impl Core {
         }
     }
 
-    fn set_roles(&mut self, names: Vec<String>, rescheduled: &[String]) -> Vec<Effect> {
+    /// The inputs of the clocks and timers (`timing`).
+    fn timed(&mut self, input: Input, now: Instant) -> Vec<Effect> {
+        match input {
+            Input::Tick(seen) => self.timing.tick(&seen, now),
+            Input::Ticked(shown) => {
+                let busy = self.roles.values().any(|r| r.running);
+                self.timing.ticked(shown, busy, now)
+            }
+            Input::Edited => {
+                self.timing.edited(now);
+                Vec::new()
+            }
+            Input::ReloadAsked => vec![Effect::Reload],
+            Input::RescanAsked => vec![Effect::Rescan(Rescan::Routine)],
+            Input::ApprovalsAsked => {
+                self.timing.approvals_asked(now);
+                vec![Effect::StatusChanged]
+            }
+            Input::ApprovalsPassed {
+                next,
+                phases,
+                decided,
+            } => match self.timing.approvals_passed(next, phases, decided, now) {
+                true => vec![Effect::StatusChanged, Effect::QueueResumes],
+                false => Vec::new(),
+            },
+            // The others are `step`'s.
+            _ => Vec::new(),
+        }
+    }
+
+    fn set_roles(
+        &mut self,
+        names: Vec<String>,
+        rescheduled: &[String],
+        broken_changed: bool,
+        now: Instant,
+    ) -> Vec<Effect> {
+        self.timing.busy(now);
+        if broken_changed {
+            self.timing.role_errors_changed(now, self.readiness.typing());
+        }
         let wanted: std::collections::BTreeSet<&String> = names.iter().collect();
         self.roles.retain(|name, r| r.running || wanted.contains(name));
         for name in names {
@@ -227,7 +331,7 @@ impl Core {
                 r.slots.clear();
             }
         }
-        vec![Effect::StatusChanged]
+        vec![Effect::StatusChanged, Effect::Rescan(Rescan::Routine)]
     }
 
     fn config_changed(&mut self, settle: (Duration, Duration)) -> Vec<Effect> {
@@ -235,10 +339,12 @@ impl Core {
         for r in self.roles.values_mut() {
             r.down_until = None;
         }
-        match self.paused.take() {
-            Some(_) => vec![Effect::Unpaused, Effect::StatusChanged],
-            None => Vec::new(),
+        let mut out = Vec::new();
+        if self.paused.take().is_some() {
+            out.extend([Effect::Unpaused, Effect::StatusChanged]);
         }
+        out.push(Effect::Rescan(Rescan::Routine));
+        out
     }
 
     /// Ends a pause that is over, then decides what starts (`rules::dispatch`).
@@ -336,6 +442,7 @@ impl Core {
         notes: &[PathBuf],
         now: Instant,
     ) -> Vec<Effect> {
+        self.timing.busy(now);
         for p in notes {
             self.readiness.forget(p);
         }
@@ -425,13 +532,18 @@ impl Core {
     }
 
     /// The instants the core needs the daemon awake for; `min_interval` of each role by name.
-    pub fn wakes(&self, min_interval: impl Fn(&str) -> Option<Duration>) -> Vec<Option<Instant>> {
+    pub fn wakes(
+        &self,
+        now: Instant,
+        min_interval: impl Fn(&str) -> Option<Duration>,
+    ) -> Vec<Option<Instant>> {
         let roles = self
             .roles
             .iter()
             .filter_map(|(name, r)| min_interval(name).map(|m| r.wake(m)));
         std::iter::once(self.paused.as_ref().map(|p| p.until))
             .chain(roles)
+            .chain(self.timing.wakes(now))
             .collect()
     }
 }

@@ -134,6 +134,15 @@ impl RoleRuntime {
         }
     }
 
+    /// A scan of its inbox: complete notes wait (`ready`), one is a person's (`by_person`), a
+    /// settling note wants a look at `recheck_at`.
+    pub(super) fn scanned(&mut self, ready: bool, by_person: bool, recheck_at: Option<Instant>) {
+        self.dirty = false;
+        self.inbox_ready = ready;
+        self.person_note_ready = by_person;
+        self.recheck_at = recheck_at;
+    }
+
     /// A run ended: the role is free, and notes that arrived meanwhile get a look (coalesced
     /// into one follow-up run).
     pub(super) fn finished(&mut self, now: Instant, reached_model: bool) {

@@ -8,31 +8,31 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::*;
 use crate::records::limits::RoleLimits;
 
-const S: fn(u64) -> Duration = Duration::from_secs;
+pub(super) const S: fn(u64) -> Duration = Duration::from_secs;
 
 /// The shell, played by the test: a clock it moves, the roles' limits and use, locks other
 /// processes hold, the notes a run would be handed.
-struct Sim {
-    core: Core,
-    now: Instant,
-    wall: DateTime<Utc>,
-    limits: Limits,
-    role_limits: BTreeMap<String, RoleLimits>,
-    today: BTreeMap<String, DayUsage>,
-    all_today: DayUsage,
+pub(super) struct Sim {
+    pub(super) core: Core,
+    pub(super) now: Instant,
+    pub(super) wall: DateTime<Utc>,
+    pub(super) limits: Limits,
+    pub(super) role_limits: BTreeMap<String, RoleLimits>,
+    pub(super) today: BTreeMap<String, DayUsage>,
+    pub(super) all_today: DayUsage,
     /// Roles `tabd fire` is running (their run lock is held elsewhere).
-    held_elsewhere: BTreeSet<String>,
+    pub(super) held_elsewhere: BTreeSet<String>,
     /// Roles not meant for this host (or disabled).
-    not_here: BTreeSet<String>,
+    pub(super) not_here: BTreeSet<String>,
     /// Roles whose notes were moved away by someone before their run started.
-    notes_gone: BTreeSet<String>,
+    pub(super) notes_gone: BTreeSet<String>,
     /// Roles with complete notes in their inbox (what the last scan found): a run takes them.
-    inbox: BTreeSet<String>,
+    pub(super) inbox: BTreeSet<String>,
     /// Every effect other than starts, as they came.
-    said: Vec<Effect>,
+    pub(super) said: Vec<Effect>,
 }
 
-fn limits() -> Limits {
+pub(super) fn limits() -> Limits {
     Limits {
         max_concurrent_runs: 2,
         min_interval: Duration::ZERO,
@@ -41,10 +41,11 @@ fn limits() -> Limits {
 }
 
 impl Sim {
-    fn new(roles: &[&str], limits: Limits) -> Self {
+    pub(super) fn new(roles: &[&str], limits: Limits) -> Self {
+        let now = Instant::now();
         let mut sim = Self {
-            core: Core::new((Duration::from_millis(300), S(60))),
-            now: Instant::now(),
+            core: Core::new((Duration::from_millis(300), S(60)), &clocks(now)),
+            now,
             wall: "2026-11-25T09:00:00Z".parse().unwrap(),
             role_limits: BTreeMap::new(),
             limits,
@@ -64,23 +65,24 @@ impl Sim {
         sim.input(Input::Roles {
             names,
             rescheduled: vec![],
+            broken_changed: false,
         });
         sim
     }
 
-    fn later(&mut self, d: Duration) {
+    pub(super) fn later(&mut self, d: Duration) {
         self.now += d;
         self.wall += chrono::Duration::from_std(d).unwrap();
     }
 
-    fn input(&mut self, input: Input) -> Vec<Effect> {
+    pub(super) fn input(&mut self, input: Input) -> Vec<Effect> {
         let effects = self.core.step(input, self.now);
         self.said.extend(effects.iter().cloned());
         effects
     }
 
     /// A scan found complete notes in `role`'s inbox (`by_person`: one a person wrote).
-    fn notes_ready(&mut self, role: &str, by_person: bool) {
+    pub(super) fn notes_ready(&mut self, role: &str, by_person: bool) {
         self.inbox.insert(role.to_string());
         self.input(Input::Scanned {
             role: role.into(),
@@ -91,7 +93,7 @@ impl Sim {
     }
 
     /// A scan found the inbox empty.
-    fn inbox_empty(&mut self, role: &str) {
+    pub(super) fn inbox_empty(&mut self, role: &str) {
         self.inbox.remove(role);
         self.input(Input::Scanned {
             role: role.into(),
@@ -102,7 +104,7 @@ impl Sim {
     }
 
     /// One tick, with every `Start` answered as the shell answers it. Returns what started.
-    fn tick(&mut self) -> Vec<(String, Work)> {
+    pub(super) fn tick(&mut self) -> Vec<(String, Work)> {
         let roles = self
             .role_limits
             .iter()
@@ -113,7 +115,7 @@ impl Sim {
                 today: self.today.get(name).copied().unwrap_or_default(),
             })
             .collect();
-        let tick = Input::Tick {
+        let tick = Input::Dispatch {
             roles,
             limits: self.limits.clone(),
             all_today: self.all_today,
@@ -147,7 +149,7 @@ impl Sim {
         started
     }
 
-    fn finish(&mut self, role: &str, failure: Option<FailureClass>, tokens: u64) -> Vec<Effect> {
+    pub(super) fn finish(&mut self, role: &str, failure: Option<FailureClass>, tokens: u64) -> Vec<Effect> {
         self.input(Input::Finished {
             role: role.into(),
             failure: failure.map(|f| (f, "why".to_string())),
@@ -156,8 +158,33 @@ impl Sim {
         })
     }
 
-    fn running(&self, role: &str) -> bool {
+    /// The shell wakes: the clocks as they are, events lost or not, polling or not.
+    pub(super) fn wake(&mut self, events_lost: bool, polling: bool) -> Vec<Effect> {
+        let seen = Observed {
+            wall: self.wall,
+            events_lost,
+            polling,
+        };
+        self.input(Input::Tick(seen))
+    }
+
+    /// The tick's work is done; status counts `shown`.
+    pub(super) fn ticked(&mut self, shown: Shown) -> Vec<Effect> {
+        self.input(Input::Ticked(shown))
+    }
+
+    pub(super) fn running(&self, role: &str) -> bool {
         self.core.role(role).is_some_and(|r| r.running())
+    }
+}
+
+/// The clocks a `Sim` starts with: no watchdog, ten seconds of quiet.
+pub(super) fn clocks(now: Instant) -> Clocks {
+    Clocks {
+        wall: "2026-11-25T09:00:00Z".parse().unwrap(),
+        now,
+        watchdog: None,
+        quiet: S(10),
     }
 }
 
@@ -238,7 +265,7 @@ fn min_interval_holds_back_what_a_loop_causes_never_a_persons_note() {
     assert_eq!(until, last_end + S(3600));
     assert!(why.contains("min_interval 1h"), "{why}");
     assert!(
-        sim.core.wakes(|_| Some(S(3600))).contains(&Some(until)),
+        sim.core.wakes(sim.now, |_| Some(S(3600))).contains(&Some(until)),
         "the daemon wakes when it may run"
     );
     sim.later(S(3598));
@@ -519,6 +546,7 @@ fn a_changed_schedule_drops_queued_slots_and_a_deleted_role_goes_once_idle() {
     sim.input(Input::Roles {
         names: vec!["delivery".into(), "risk".into()],
         rescheduled: vec!["delivery".into()],
+        broken_changed: false,
     });
     assert_eq!(sim.core.role("delivery").unwrap().queued_slots(), 0);
     // risk runs; its file is deleted meanwhile: it stays until its run ends.
@@ -527,12 +555,14 @@ fn a_changed_schedule_drops_queued_slots_and_a_deleted_role_goes_once_idle() {
     sim.input(Input::Roles {
         names: vec!["delivery".into()],
         rescheduled: vec![],
+        broken_changed: false,
     });
     assert!(sim.running("risk"), "a running role is never forgotten mid-run");
     sim.finish("risk", None, 100);
     sim.input(Input::Roles {
         names: vec!["delivery".into()],
         rescheduled: vec![],
+        broken_changed: false,
     });
     assert!(sim.core.role("risk").is_none());
 }
