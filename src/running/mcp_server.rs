@@ -32,9 +32,25 @@ use crate::gate::harness::{Caller, Harness};
 pub type OnCall = Arc<dyn Fn(&ToolCallRecord) + Send + Sync>;
 
 /// Asked before every call of a session that is a run of its own (`tabd mcp serve --role R`):
-/// `Err` is the sentence the client gets as the call's result instead of the call (the role's
-/// day is spent). It may read and write files: it runs where blocking is allowed.
-pub type Admit = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+/// `Err` is why not, which the client gets as the call's result instead of the call. It may
+/// read and write files: it runs where blocking is allowed.
+pub type Admit = Arc<dyn Fn() -> Result<(), NotAdmitted> + Send + Sync>;
+
+/// Why a call of a session that is a run of its own is not made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAdmitted {
+    /// The role's day is spent; `why` says what (its runs, tokens or dollars).
+    #[error(
+        "refused: {why}; this `tabd mcp serve` session is a run of the role, and it makes no more calls today"
+    )]
+    DaySpent { why: String },
+    /// The session could not be counted as a run of `role`: the state file was not written.
+    #[error("refused: this session cannot be counted as a run of role `{role}` ({source}); nothing was run")]
+    NotCounted {
+        role: String,
+        source: crate::base::vault::VaultError,
+    },
+}
 
 /// Longest line tabd reads from an MCP client, on stdin or through a run's relay. The largest
 /// message a client has reason to send is a `tools/call` whose arguments carry a note to write:
@@ -139,7 +155,7 @@ impl ServerHandler for HarnessServer {
     ) -> Result<CallToolResponse, ErrorData> {
         if let Some(admit) = self.admit.clone() {
             if let Err(why) = crate::base::blocking::run(move || admit()) {
-                return Ok(CallToolResult::error(vec![Content::text(why)]).into());
+                return Ok(CallToolResult::error(vec![Content::text(why.to_string())]).into());
             }
         }
         let input = Value::Object(request.arguments.clone().unwrap_or_default());

@@ -40,31 +40,46 @@ const FIELDS: &[&str] = &[
     "allowed-tools",
 ];
 
+/// Why a name is not a skill name (the name in NFKC form).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadSkillName {
+    #[error("a skill name is empty")]
+    Empty,
+    #[error("`{name}` is {chars} characters; a skill name has at most {MAX_NAME_CHARS}")]
+    TooLong { name: String, chars: usize },
+    #[error("`{0}` has capitals; a skill name is lowercase")]
+    Capitals(String),
+    #[error("`{0}` may use only lowercase letters, digits and `-`")]
+    OtherCharacters(String),
+    #[error("`{0}` starts or ends with `-`")]
+    HyphenAtAnEnd(String),
+    #[error("`{0}` has `--`; hyphens come one at a time")]
+    HyphensInARow(String),
+}
+
 /// Checks a skill name against the format: 1–64 characters, lowercase letters and digits
 /// (Unicode ones too, compared in NFKC form, as `skills-ref` does) and hyphens, no hyphen first,
 /// last or twice in a row. A name that passes is one plain path component.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), BadSkillName> {
     let name: String = name.nfkc().collect();
-    let n = name.chars().count();
-    if n == 0 {
-        return Err("a skill name is empty".into());
+    let chars = name.chars().count();
+    if chars == 0 {
+        return Err(BadSkillName::Empty);
     }
-    if n > MAX_NAME_CHARS {
-        return Err(format!(
-            "`{name}` is {n} characters; a skill name has at most {MAX_NAME_CHARS}"
-        ));
+    if chars > MAX_NAME_CHARS {
+        return Err(BadSkillName::TooLong { name, chars });
     }
     if name.to_lowercase() != name {
-        return Err(format!("`{name}` has capitals; a skill name is lowercase"));
+        return Err(BadSkillName::Capitals(name));
     }
     if !name.chars().all(|c| c.is_alphanumeric() || c == '-') {
-        return Err(format!("`{name}` may use only lowercase letters, digits and `-`"));
+        return Err(BadSkillName::OtherCharacters(name));
     }
     if name.starts_with('-') || name.ends_with('-') {
-        return Err(format!("`{name}` starts or ends with `-`"));
+        return Err(BadSkillName::HyphenAtAnEnd(name));
     }
     if name.contains("--") {
-        return Err(format!("`{name}` has `--`; hyphens come one at a time"));
+        return Err(BadSkillName::HyphensInARow(name));
     }
     Ok(())
 }
@@ -101,7 +116,10 @@ pub struct Skill {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SkillError {
     #[error("{0}")]
-    BadName(String),
+    BadName(#[from] BadSkillName),
+    /// A name that passed `check_name` is one path component; kept for the vault's own refusal.
+    #[error("{0}")]
+    BadPath(VaultError),
     #[error("there is no {path}")]
     Missing { path: String },
     #[error("{path} cannot be read: {why}")]
@@ -114,9 +132,9 @@ pub enum SkillError {
 /// why it cannot be used (`Invalid`: every error, then every warning, with its line in
 /// `SKILL.md`).
 pub fn load(vault: &Vault, name: &str) -> Result<(Skill, Vec<Diagnostic>), SkillError> {
-    check_name(name).map_err(SkillError::BadName)?;
+    check_name(name)?;
     let raw = file(name);
-    let path = VaultPath::parse(&raw, false).map_err(|e| SkillError::BadName(e.to_string()))?;
+    let path = VaultPath::parse(&raw, false).map_err(SkillError::BadPath)?;
     let unreadable = |why: String| SkillError::Unreadable {
         path: raw.clone(),
         why,
@@ -360,11 +378,12 @@ pub fn diagnostics(vault: &Vault, listed: &[(String, PathBuf, usize)]) -> Vec<Di
             Ok(_) => {}
             Err(SkillError::Invalid(errors)) if !seen.contains(&name.as_str()) => out.extend(errors),
             Err(SkillError::Invalid(_)) => {}
-            Err(e @ (SkillError::BadName(_) | SkillError::Missing { .. })) => out.push(Diagnostic::error(
-                role_file,
-                *line,
-                format!("skill `{name}`: {e}; the role runs without it"),
-            )),
+            Err(e @ (SkillError::BadName(_) | SkillError::BadPath(_) | SkillError::Missing { .. })) => out
+                .push(Diagnostic::error(
+                    role_file,
+                    *line,
+                    format!("skill `{name}`: {e}; the role runs without it"),
+                )),
             Err(e @ SkillError::Unreadable { .. }) => out.push(Diagnostic::error(
                 Path::new(&file(name)),
                 0,

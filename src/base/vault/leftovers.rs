@@ -247,7 +247,6 @@ impl Sweep<'_> {
         let moved = self.destination(rel).and_then(|(to_dir, to_name, kept)| {
             rustix::fs::renameat_with(dir, name, &to_dir, to_name.as_str(), RenameFlags::NOREPLACE)
                 .map(|()| kept)
-                .map_err(|e| format!("{e}"))
         });
         match moved {
             Ok(kept) => self.out.push(KeptAside {
@@ -273,11 +272,11 @@ impl Sweep<'_> {
     }
 
     /// The open folder under the batch that `rel` goes to, its name there, and its full path.
-    fn destination(&mut self, rel: &str) -> Result<(OwnedFd, String, String), String> {
+    fn destination(&mut self, rel: &str) -> rustix::io::Result<(OwnedFd, String, String)> {
         let batch = self.batch.get_or_insert_with(|| batch_name(self.child)).clone();
         let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
         let folder = format!("{batch}/{parent}");
-        let fd = make_beneath(self.vault.dir.as_fd(), Path::new(&folder)).map_err(|e| e.to_string())?;
+        let fd = make_beneath(self.vault.dir.as_fd(), Path::new(&folder))?;
         let mut kept = name.to_string();
         let mut n = 1;
         while rustix::fs::statx(&fd, kept.as_str(), AtFlags::SYMLINK_NOFOLLOW, StatxFlags::TYPE).is_ok() {

@@ -98,7 +98,7 @@ impl OpenAiProvider {
         }
         let called = !msg.tool_calls.is_empty();
         for call in msg.tool_calls {
-            content.push(self.tool_use(call).map_err(bad)?);
+            content.push(self.tool_use(call)?);
         }
         let stop = if called {
             // Lenient: Ollama and some llama.cpp templates report `stop` even when they called tools.
@@ -134,14 +134,17 @@ impl OpenAiProvider {
 
     /// One tool call, with the leniency local servers need: a missing id gets one made up (the
     /// result must still be matched to the call); `name`/`arguments` may sit at the top level.
-    fn tool_use(&self, call: ChatToolCall) -> Result<Block, String> {
+    fn tool_use(&self, call: ChatToolCall) -> Result<Block, ProviderError> {
         let (name, args) = match call.function {
             Some(f) => (f.name, f.arguments),
             None => (call.name, call.arguments),
         };
         let name = name
             .filter(|n| !n.is_empty())
-            .ok_or("a tool call without a function name")?;
+            .ok_or_else(|| ProviderError::BadResponse {
+                provider: "openai",
+                message: "a tool call without a function name".into(),
+            })?;
         let id = match call.id.filter(|s| !s.is_empty()) {
             Some(id) => id,
             None => format!(

@@ -20,7 +20,7 @@ use crate::gate::harness::Harness;
 use crate::records::limits::{day_spent, day_stop, stop_sentence, DailyStop};
 use crate::records::runlog::{HumanRun, Outcome, RunRecord, TriggerRecord, UsageRecord};
 use crate::records::state::LastRun;
-use crate::running::mcp_server::{serve_stdio, Admit, HarnessServer, OnCall};
+use crate::running::mcp_server::{serve_stdio, Admit, HarnessServer, NotAdmitted, OnCall};
 use crate::running::run::session::{self, OpenedBy, Opening, Servers, Session};
 use crate::running::run::{RunEnv, RunResult};
 use crate::setup::config::mcp::{ServerConfig, Transport};
@@ -481,10 +481,10 @@ impl ServeRun {
     /// Before each call. The first counts the session as a run of the role if its day allows one
     /// more (checked and counted in one update: two sessions cannot both take the last run);
     /// every later one checks the day's tokens and dollars (its own run is counted already).
-    fn admit(&self) -> Result<(), String> {
+    fn admit(&self) -> Result<(), NotAdmitted> {
         let mut day = self.day();
         if let Some(why) = &day.refused {
-            return Err(refusal(why));
+            return Err(NotAdmitted::DaySpent { why: why.clone() });
         }
         let (today, global) = (self.today(), &self.env.config.limits);
         let stop = if day.counted {
@@ -505,11 +505,11 @@ impl ServeRun {
                     day.counted = stop.is_none();
                     stop
                 }
-                Err(e) => {
-                    return Err(format!(
-                    "refused: this session cannot be counted as a run of role `{}` ({e}); nothing was run",
-                    self.role.name
-                ))
+                Err(source) => {
+                    return Err(NotAdmitted::NotCounted {
+                        role: self.role.name.clone(),
+                        source,
+                    })
                 }
             }
         };
@@ -520,9 +520,8 @@ impl ServeRun {
             &self.role.display_name,
             &format!("via MCP: calls refused from now on — {why}"),
         );
-        let refused = refusal(&why);
-        day.refused = Some(why);
-        Err(refused)
+        day.refused = Some(why.clone());
+        Err(NotAdmitted::DaySpent { why })
     }
 
     /// After each call: its daily-log line, and what the session spent counted in the role's day.
@@ -657,12 +656,6 @@ impl ServeRun {
 }
 
 /// What an MCP client reads when its call is refused because the role's day is spent.
-fn refusal(why: &str) -> String {
-    format!(
-        "refused: {why}; this `tabd mcp serve` session is a run of the role, and it makes no more calls today"
-    )
-}
-
 /// One call of an interactive session, for the daily log.
 fn call_line(record: &ToolCallRecord) -> String {
     let mut text = format!("via MCP: `{}`", record.name);

@@ -4,7 +4,7 @@
 //! tools through `tabd mcp serve --run-id ID --socket PATH`, which only relays. The limits, hops
 //! and the record therefore stay in this process.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use super::env::RunEnv;
@@ -38,10 +38,23 @@ pub fn prompt_text(req: &Request) -> String {
     format!("{}\n\n---\n\n{}\n", req.system.trim_end(), user.join("\n\n"))
 }
 
-/// Where run folders are made: tabd's own state folder outside the vault (private to tabd's
-/// user, hidden from every other child), never the vault or a shared temp folder.
-fn runs_root(env: &RunEnv) -> Result<PathBuf, String> {
-    crate::base::sandbox::folders::make_root(&env.launcher.places().runs()).map_err(|e| e.to_string())
+/// Why a run's private folder could not be made.
+#[derive(Debug, thiserror::Error)]
+enum RunFolderError {
+    #[error(transparent)]
+    Root(#[from] crate::base::sandbox::folders::FolderError),
+    #[error(transparent)]
+    Made(#[from] std::io::Error),
+}
+
+/// A private folder (0700) of the run's own, removed when it is dropped: under tabd's own state
+/// folder outside the vault (private to tabd's user, hidden from every other child), never the
+/// vault or a shared temp folder.
+fn run_folder(env: &RunEnv, role: &Role) -> Result<tempfile::TempDir, RunFolderError> {
+    let root = crate::base::sandbox::folders::make_root(&env.launcher.places().runs())?;
+    Ok(tempfile::Builder::new()
+        .prefix(&format!("{}-", role.name))
+        .tempdir_in(root)?)
 }
 
 /// tabd's own executable, for the CLI to start as its MCP server.
@@ -72,13 +85,7 @@ pub(super) async fn turn(
     {
         return failed(why.to_string(), true);
     }
-    // A private folder (0700) of its own, removed when the run ends.
-    let dir = match runs_root(env).and_then(|root| {
-        tempfile::Builder::new()
-            .prefix(&format!("{}-", role.name))
-            .tempdir_in(root)
-            .map_err(|e| e.to_string())
-    }) {
+    let dir = match run_folder(env, role) {
         Ok(d) => d,
         Err(e) => return failed(format!("cannot make the run's folder: {e}"), false),
     };

@@ -42,17 +42,33 @@ impl WhenAlone {
         }
     }
 
-    /// `"skip"` or `"run"`, or a sentence saying what to write.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    /// `"skip"` or `"run"`.
+    pub fn parse(text: &str) -> Result<Self, BadWhenAlone> {
         match text {
             "skip" => Ok(Self::Skip),
             "run" => Ok(Self::Run),
-            other => Err(format!(
-                "when_alone = \"{other}\": write \"skip\" (the default: nothing runs without a quorum, \
-                 caught up when it returns) or \"run\" (runs anyway; another device may run it too)"
-            )),
+            other => Err(BadWhenAlone(other.to_string())),
         }
     }
+}
+
+/// A `when_alone` that is neither word; it says what to write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "when_alone = \"{0}\": write \"skip\" (the default: nothing runs without a quorum, \
+     caught up when it returns) or \"run\" (runs anyway; another device may run it too)"
+)]
+pub struct BadWhenAlone(pub String);
+
+/// A `[cluster] nats` entry the client cannot use. `shown` is the URL without its password.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadServerUrl {
+    #[error("[cluster] nats: \"{shown}\" is not a URL ({reason}); write it like \"nats://host:4222\"")]
+    NotAUrl { shown: String, reason: url::ParseError },
+    #[error("[cluster] nats: \"{shown}\" must start with nats:// or tls://")]
+    OtherScheme { shown: String },
+    #[error("[cluster] nats: \"{shown}\" names no host")]
+    NoHost { shown: String },
 }
 
 /// `[cluster]` as written.
@@ -158,7 +174,7 @@ pub(super) fn resolve(
     let mut nats = Vec::new();
     for url in list.get_ref() {
         let text = expand(url)?;
-        check_url(&text).map_err(|m| problem(Some(url.span()), m))?;
+        check_url(&text).map_err(|m| problem(Some(url.span()), m.to_string()))?;
         nats.push(text);
     }
     let device = match &raw.device {
@@ -239,18 +255,17 @@ fn resolve_key(
 }
 
 /// A server URL the client can use: `nats://` or `tls://`, with a host.
-fn check_url(text: &str) -> Result<(), String> {
+fn check_url(text: &str) -> Result<(), BadServerUrl> {
     let shown = crate::base::text::display_url(text);
-    let url = url::Url::parse(text).map_err(|e| {
-        format!("[cluster] nats: \"{shown}\" is not a URL ({e}); write it like \"nats://host:4222\"")
-    })?;
+    let url = match url::Url::parse(text) {
+        Ok(url) => url,
+        Err(reason) => return Err(BadServerUrl::NotAUrl { shown, reason }),
+    };
     if !matches!(url.scheme(), "nats" | "tls") {
-        return Err(format!(
-            "[cluster] nats: \"{shown}\" must start with nats:// or tls://"
-        ));
+        return Err(BadServerUrl::OtherScheme { shown });
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("[cluster] nats: \"{shown}\" names no host"));
+        return Err(BadServerUrl::NoHost { shown });
     }
     Ok(())
 }

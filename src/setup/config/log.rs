@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use crate::base::vault::layout;
 use crate::base::vault::protected::{fold, PROTECTED, TABD_OWNS};
-use crate::base::vault::VaultPath;
+use crate::base::vault::{VaultError, VaultPath};
 
 /// `[log]` as written.
 #[derive(Debug, Deserialize, Default)]
@@ -41,46 +41,69 @@ pub(super) fn resolve(raw: &RawLog) -> Result<LogConfig, (Option<std::ops::Range
     };
     check_folder(folder.get_ref())
         .map(|folder| LogConfig { folder })
-        .map_err(|m| (Some(folder.span()), m))
+        .map_err(|m| (Some(folder.span()), m.to_string()))
+}
+
+/// A `[log] folder` that cannot hold the log, as written, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "[log] folder = \"{written}\": {why}; write a folder of its own inside the vault, like \"tabd-log\" \
+     (the default is \"daily\")"
+)]
+pub struct BadLogFolder {
+    pub written: String,
+    pub why: LogFolderProblem,
+}
+
+/// Why a folder cannot hold the log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogFolderProblem {
+    #[error("the log needs a folder, not the vault's top")]
+    Top,
+    #[error("not a folder inside the vault ({0})")]
+    Outside(VaultError),
+    #[error("{0} is hidden: Obsidian does not show it, and hidden folders are tabd's or other programs'")]
+    Hidden(String),
+    /// In or above one of tabd's places or a protected folder (`why`: what that place is for).
+    #[error("it meets {name} ({why})")]
+    Meets { name: &'static str, why: &'static str },
 }
 
 /// The log folder as tabd uses it (no `./`, no trailing `/`), or why it cannot be one: it must be
 /// a folder inside the vault, not hidden, and neither in nor above one of tabd's other places or
 /// the folders a role writes only by name (inboxes, roles, approvals, `.tabd` …).
-pub fn check_folder(written: &str) -> Result<String, String> {
+pub fn check_folder(written: &str) -> Result<String, BadLogFolder> {
     let folder = written
         .trim()
         .trim_start_matches("./")
         .trim_end_matches('/')
         .to_string();
-    let refuse = |why: String| {
-        Err(format!(
-            "[log] folder = \"{written}\": {why}; write a folder of its own inside the vault, like \"tabd-log\" \
-             (the default is \"daily\")"
-        ))
+    let refuse = |why: LogFolderProblem| {
+        Err(BadLogFolder {
+            written: written.to_string(),
+            why,
+        })
     };
     if folder.is_empty() {
-        return refuse("the log needs a folder, not the vault's top".into());
+        return refuse(LogFolderProblem::Top);
     }
     let path = match VaultPath::parse(&folder, false) {
         Ok(p) if !p.is_root() => p,
-        Ok(_) => return refuse("the log needs a folder, not the vault's top".into()),
-        Err(e) => return refuse(format!("not a folder inside the vault ({e})")),
+        Ok(_) => return refuse(LogFolderProblem::Top),
+        Err(e) => return refuse(LogFolderProblem::Outside(e)),
     };
     if let Some(part) = path.components().find(|c| c.starts_with('.')) {
-        return refuse(format!(
-            "{part} is hidden: Obsidian does not show it, and hidden folders are tabd's or other programs'"
-        ));
+        return refuse(LogFolderProblem::Hidden(part.to_string()));
     }
     let mine = fold(&folder);
     let others = TABD_OWNS
         .iter()
         .filter(|(name, _)| ![layout::DAILY, layout::LOG_ELSEWHERE].contains(name))
         .chain(PROTECTED);
-    for (name, why) in others {
+    for &(name, why) in others {
         let theirs = fold(name);
         if mine.within(&theirs) || mine.holds(&theirs) {
-            return refuse(format!("it meets {name} ({why})"));
+            return refuse(LogFolderProblem::Meets { name, why });
         }
     }
     Ok(folder)
@@ -109,7 +132,7 @@ mod tests {
             ("roles", "roles"),
             ("memory.md", "memory.md"),
         ] {
-            let err = check_folder(bad).unwrap_err();
+            let err = check_folder(bad).unwrap_err().to_string();
             assert!(
                 err.contains(says) && err.contains("like \"tabd-log\""),
                 "{bad}: {err}"

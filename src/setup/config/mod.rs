@@ -596,7 +596,7 @@ fn resolve_provider(
         )),
         (ProviderKind::Command, Some(name)) => Some(
             crate::setup::config::profile::resolve(&r.expand(name)?, profiles, r.env)
-                .map_err(|m| r.err_at(Some(name.span()), m))?,
+                .map_err(|m| r.err_at(Some(name.span()), m.to_string()))?,
         ),
         (_, Some(name)) => {
             return Err(r.err_at(

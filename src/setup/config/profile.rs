@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::base::environment::Env;
+use crate::base::environment::{Env, ExpandError};
 
 /// How a CLI prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -252,28 +252,63 @@ fn apply_checks_and_sandbox(p: &mut Profile, r: &RawProfile) {
         .extend(r.unix_sockets.iter().flatten().cloned());
 }
 
+/// Why a CLI profile cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    #[error("no CLI profile `{name}`: the built-in ones are claude, codex and gemini{}", defined_in_config(.defined))]
+    Unknown {
+        name: String,
+        /// The `[profiles.NAME]` tables the config has.
+        defined: Vec<String>,
+    },
+    #[error(
+        "[profiles.{name}] needs `command` and `output` (claude-json, codex-jsonl, gemini-json or text)"
+    )]
+    Incomplete { name: String },
+    #[error("[profiles.{name}]: {source}")]
+    Expand { name: String, source: ExpandError },
+    #[error(
+        "[profiles.{name}] args: `{{prompt}}` would put the prompt on the command line, where every \
+         user of the machine can read it and 128 KiB is the limit; use `prompt_on_stdin = true` or \
+         `{{prompt_file}}`"
+    )]
+    PromptInArgs { name: String },
+    #[error(
+        "[profiles.{name}] workdir: a CLI always runs in a private folder of its own, never in \
+         the vault (so nothing a role writes can become its settings); remove this key"
+    )]
+    Workdir { name: String },
+}
+
+fn defined_in_config(defined: &[String]) -> String {
+    if defined.is_empty() {
+        String::new()
+    } else {
+        format!("; the config defines {}", defined.join(", "))
+    }
+}
+
 /// The profile `name`: a `[profiles.NAME]` table over the built-in of that name, if any.
-pub fn resolve(name: &str, tables: &BTreeMap<String, RawProfile>, env: &Env) -> Result<Profile, String> {
+pub fn resolve(
+    name: &str,
+    tables: &BTreeMap<String, RawProfile>,
+    env: &Env,
+) -> Result<Profile, ProfileError> {
     let base = builtin(name);
     let raw = tables.get(name);
     let mut p = match (base, raw) {
         (None, None) => {
-            let custom: Vec<&str> = tables.keys().map(String::as_str).collect();
-            return Err(format!(
-                "no CLI profile `{name}`: the built-in ones are claude, codex and gemini{}",
-                if custom.is_empty() {
-                    String::new()
-                } else {
-                    format!("; the config defines {}", custom.join(", "))
-                }
-            ));
+            return Err(ProfileError::Unknown {
+                name: name.to_string(),
+                defined: tables.keys().cloned().collect(),
+            });
         }
         (Some(b), _) => b,
         (None, Some(r)) => {
             let (Some(command), Some(output)) = (&r.command, r.output) else {
-                return Err(format!(
-                    "[profiles.{name}] needs `command` and `output` (claude-json, codex-jsonl, gemini-json or text)"
-                ));
+                return Err(ProfileError::Incomplete {
+                    name: name.to_string(),
+                });
             };
             Profile {
                 name: name.to_string(),
@@ -293,17 +328,20 @@ pub fn resolve(name: &str, tables: &BTreeMap<String, RawProfile>, env: &Env) -> 
         }
     };
     if let Some(r) = raw {
-        let ex = |s: &str| env.expand(s).map_err(|e| format!("[profiles.{name}]: {e}"));
+        let ex = |s: &str| {
+            env.expand(s).map_err(|source| ProfileError::Expand {
+                name: name.to_string(),
+                source,
+            })
+        };
         if let Some(c) = &r.command {
             p.command = ex(c)?;
         }
         if let Some(a) = &r.args {
             if a.iter().any(|x| x.contains("{prompt}")) {
-                return Err(format!(
-                    "[profiles.{name}] args: `{{prompt}}` would put the prompt on the command line, where every \
-                     user of the machine can read it and 128 KiB is the limit; use `prompt_on_stdin = true` or \
-                     `{{prompt_file}}`"
-                ));
+                return Err(ProfileError::PromptInArgs {
+                    name: name.to_string(),
+                });
             }
             p.args = a.clone();
         }
@@ -322,10 +360,9 @@ pub fn resolve(name: &str, tables: &BTreeMap<String, RawProfile>, env: &Env) -> 
             p.prompt_on_stdin = s;
         }
         if r.workdir.is_some() {
-            return Err(format!(
-                "[profiles.{name}] workdir: a CLI always runs in a private folder of its own, never in \
-                 the vault (so nothing a role writes can become its settings); remove this key"
-            ));
+            return Err(ProfileError::Workdir {
+                name: name.to_string(),
+            });
         }
         apply_checks_and_sandbox(&mut p, r);
     }
@@ -365,7 +402,7 @@ mod tests {
         let mine = resolve("mine", &tables, &env).unwrap();
         assert_eq!(mine.output, OutputFormat::Text);
         assert_eq!(mine.args, ["--prompt-file", "{prompt_file}"]);
-        let e = resolve("cursor", &tables, &env).unwrap_err();
+        let e = resolve("cursor", &tables, &env).unwrap_err().to_string();
         assert!(
             e.contains("built-in ones are claude, codex and gemini") && e.contains("mine"),
             "{e}"
@@ -373,6 +410,7 @@ mod tests {
         let bad: BTreeMap<String, RawProfile> = toml::from_str("[x]\nargs = []\n").unwrap();
         assert!(resolve("x", &bad, &env)
             .unwrap_err()
+            .to_string()
             .contains("needs `command` and `output`"));
         assert!(toml::from_str::<BTreeMap<String, RawProfile>>("[x]\ncolour = 1\n").is_err());
     }

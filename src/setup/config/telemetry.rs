@@ -106,24 +106,36 @@ pub(super) fn resolve(
     })
 }
 
+/// Why an address is no collector's OTLP/HTTP address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadOtlpAddress {
+    #[error("it needs http:// or https:// in front")]
+    NoScheme,
+    #[error("not a URL ({0})")]
+    NotAUrl(url::ParseError),
+    #[error("OTLP over HTTP takes http:// or https://, not {0}://")]
+    OtherScheme(String),
+    #[error("no host")]
+    NoHost,
+    #[error("an address takes no ?query or #fragment")]
+    QueryOrFragment,
+}
+
 /// The OTLP/HTTP traces endpoint for a collector's address: `/v1/traces` added unless the path
-/// already ends so. `Err`: why the address cannot be used.
-pub fn traces_endpoint(address: &str) -> Result<String, String> {
+/// already ends so.
+pub fn traces_endpoint(address: &str) -> Result<String, BadOtlpAddress> {
     if !address.contains("://") {
-        return Err("it needs http:// or https:// in front".into());
+        return Err(BadOtlpAddress::NoScheme);
     }
-    let mut url = url::Url::parse(address.trim()).map_err(|e| format!("not a URL ({e})"))?;
+    let mut url = url::Url::parse(address.trim()).map_err(BadOtlpAddress::NotAUrl)?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!(
-            "OTLP over HTTP takes http:// or https://, not {}://",
-            url.scheme()
-        ));
+        return Err(BadOtlpAddress::OtherScheme(url.scheme().to_string()));
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err("no host".into());
+        return Err(BadOtlpAddress::NoHost);
     }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err("an address takes no ?query or #fragment".into());
+        return Err(BadOtlpAddress::QueryOrFragment);
     }
     if !url.path().ends_with(TRACES_PATH) {
         let path = format!("{}{TRACES_PATH}", url.path().trim_end_matches('/'));
@@ -152,7 +164,7 @@ mod tests {
             ("http://[::1", "not a URL"),
             ("http://c:4318/?k=v", "no ?query"),
         ] {
-            let e = traces_endpoint(given).unwrap_err();
+            let e = traces_endpoint(given).unwrap_err().to_string();
             assert!(e.contains(why), "{given}: {e}");
         }
     }

@@ -18,7 +18,7 @@ use chrono_tz::Tz;
 use crate::base::diag::Diagnostic;
 use crate::base::environment::Env;
 use crate::base::text::did_you_mean;
-use crate::base::vault::{Vault, VaultPath};
+use crate::base::vault::{Vault, VaultError, VaultPath};
 use crate::formats::frontmatter;
 use crate::formats::schedule::{Schedule, ScheduleLine};
 
@@ -365,7 +365,7 @@ impl RoleSet {
             .collect();
         let mut files = crate::base::blocking::par_map(role_files, |path| {
             let name = path.file_name().trim_end_matches(".md").to_string();
-            let text = vault.read_text(path, MAX_ROLE_BYTES).map_err(|e| e.to_string());
+            let text = vault.read_text(path, MAX_ROLE_BYTES);
             (name, PathBuf::from(path.as_str()), text)
         });
         let mut set_odd = Vec::new();
@@ -386,7 +386,7 @@ impl RoleSet {
 
     /// Builds the set from `(name, vault-relative path, text or read error)` triples.
     pub fn from_texts(
-        files: impl IntoIterator<Item = (String, PathBuf, Result<String, String>)>,
+        files: impl IntoIterator<Item = (String, PathBuf, Result<String, VaultError>)>,
         ctx: &LoadContext,
     ) -> Self {
         Self::build(files, ctx, None)
@@ -394,7 +394,7 @@ impl RoleSet {
 
     /// `from_texts`, with the vault to check files the roles name (output schemas) when given.
     fn build(
-        files: impl IntoIterator<Item = (String, PathBuf, Result<String, String>)>,
+        files: impl IntoIterator<Item = (String, PathBuf, Result<String, VaultError>)>,
         ctx: &LoadContext,
         vault: Option<&Vault>,
     ) -> Self {
