@@ -310,10 +310,9 @@ fn the_desktop_channel_hands_the_event_to_notify_send() {
     );
 }
 
-/// Issue 36, finding 4: a model's text that starts with `-` (`--wait` makes `notify-send` wait
-/// for the notification to close) reaches `notify-send` as text, after `--`, never as an option.
-#[test]
-fn model_text_reaches_notify_send_as_text_never_as_an_option() {
+/// What `notify-send` was given when `ops` finished with the model's answer `said`, one argument
+/// a line.
+fn notify_send_args_for_a_run_that_says(said: &'static str) -> Vec<String> {
     let fake = FakeModel::start();
     let v = vault_with(
         &fake,
@@ -323,8 +322,8 @@ fn model_text_reaches_notify_send_as_text_never_as_an_option() {
         ),
     );
     v.write("roles/ops.md", "# Ops\n## Mission\nKeep the plan.\n");
-    fake.respond_with(|_, _| wire::text("anthropic", "--wait -u critical"));
-    let (path, said) = fake_notify_send(&v);
+    fake.respond_with(move |_, _| wire::text("anthropic", said));
+    let (path, args) = fake_notify_send(&v);
     let _d = Daemon::start_with_env(
         &v,
         &[
@@ -334,14 +333,41 @@ fn model_text_reaches_notify_send_as_text_never_as_an_option() {
     );
     v.write("agent/inbox/ops/plan.md", "Write the plan.");
     wait_until(T, "notify-send to be run", || {
-        std::fs::read_to_string(&said).is_ok_and(|t| t.lines().count() >= 4)
+        std::fs::read_to_string(&args).is_ok_and(|t| t.lines().count() >= 4)
     });
-    let args = std::fs::read_to_string(&said).unwrap();
-    let args: Vec<&str> = args.lines().collect();
+    let args = std::fs::read_to_string(&args).unwrap();
+    args.lines().map(str::to_string).collect()
+}
+
+/// Issue 36, finding 4: a model's text that starts with `-` (`--wait` makes `notify-send` wait
+/// for the notification to close) reaches `notify-send` as text, after `--`, never as an option.
+#[test]
+fn model_text_reaches_notify_send_as_text_never_as_an_option() {
     assert_eq!(
-        args,
+        notify_send_args_for_a_run_that_says("--wait -u critical"),
         ["--app-name=tabd", "--", "Ops finished", "--wait -u critical"],
         "options first, then --, then the text as it was"
+    );
+}
+
+/// Notification servers read a body as markup (the freedesktop spec's `<b>`, `<a href>`,
+/// `<img>`): a model's link would be a live link in the person's notification. The body reaches
+/// `notify-send` escaped, so the server shows the characters the model wrote; the title is plain
+/// text by the spec.
+#[test]
+fn model_text_reaches_notify_send_as_text_never_as_markup() {
+    let args = notify_send_args_for_a_run_that_says(
+        "<a href=\"https://evil.example/\">Open the plan</a> & <img src=\"file:///etc/passwd\"/>",
+    );
+    assert_eq!(
+        args,
+        [
+            "--app-name=tabd",
+            "--",
+            "Ops finished",
+            "&lt;a href=\"https://evil.example/\"&gt;Open the plan&lt;/a&gt; &amp; \
+             &lt;img src=\"file:///etc/passwd\"/&gt;"
+        ]
     );
 }
 

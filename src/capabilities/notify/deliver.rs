@@ -237,7 +237,7 @@ impl Deliveries {
             ));
         }
         let mut cmd = tokio::process::Command::new("notify-send");
-        cmd.args(desktop_args(ev));
+        cmd.args(desktop_args(&ev.title, &as_body_text(&ev.message)));
         match self.run_once(cmd, "notify-send", None).await {
             Err(DeliveryError::Start { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Err(
                 DeliveryError::Setup("notify-send is not installed (install libnotify-bin)".into()),
@@ -247,9 +247,28 @@ impl Deliveries {
     }
 }
 
-/// `notify-send`'s arguments: its options, then `--`, then the person-facing text.
-fn desktop_args(ev: &Event) -> [&str; 4] {
-    ["--app-name=tabd", "--", &ev.title, &ev.message]
+/// `notify-send`'s arguments: its options, then `--`, then the person-facing text (the body as
+/// `as_body_text` made it).
+fn desktop_args<'a>(title: &'a str, body: &'a str) -> [&'a str; 4] {
+    ["--app-name=tabd", "--", title, body]
+}
+
+/// `text` as a notification body shows it. The freedesktop notification spec lets a body carry
+/// markup (XML: `<b>`, `<i>`, `<a href="…">`, `<img src="…">`), and the servers people use
+/// (GNOME Shell, KDE, dunst, mako, xfce4-notifyd) read it so: a model's `<a href>` became a live
+/// link. Escaped as XML text, every character is shown as written. The summary (title) is plain
+/// text by the spec and stays as it is.
+fn as_body_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Ends a tenant that is still running (and all it started), and reaps its keeper.
@@ -323,10 +342,20 @@ mod tests {
 
     #[test]
     fn notify_send_gets_text_after_a_double_dash() {
-        let ev = event("--wait", "-u critical");
         assert_eq!(
-            desktop_args(&ev),
+            desktop_args("--wait", "-u critical"),
             ["--app-name=tabd", "--", "--wait", "-u critical"]
         );
+    }
+
+    /// Markup in a body is shown as the characters it is made of; an entity a model wrote
+    /// (`&lt;`) is shown as written too, not as the `<` it stands for.
+    #[test]
+    fn a_body_is_escaped_so_no_markup_is_read_in_it() {
+        assert_eq!(
+            as_body_text(r#"<a href="https://x.example/">open</a> & <b>now</b> &lt;"#),
+            r#"&lt;a href="https://x.example/"&gt;open&lt;/a&gt; &amp; &lt;b&gt;now&lt;/b&gt; &amp;lt;"#
+        );
+        assert_eq!(as_body_text("plain — text"), "plain — text");
     }
 }
