@@ -659,3 +659,60 @@ fn crash_point_resume_marked() {
     );
     assert_eq!(approvals(&v)["pending"], json!([]));
 }
+
+/// Aborted half-way through writing a run's section over the daily note's `## Events` (the
+/// section goes in before them, and they are written again after it): before, the restart found
+/// the note torn — the events gone, half a section — and wrote the section again after it. The
+/// write is recorded first (`.tabd/splices/`), so the restart finishes it before it looks for
+/// the section: every section and event line is there once, the events last.
+#[test]
+fn crash_point_daily_splice_torn() {
+    let (v, fake) = writer();
+    v.write("agent/inbox/ops/a.md", "First.\n");
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let first = v.records()[0]["run_id"].as_str().unwrap().to_string();
+    // An event line: the undo of the first run, under `## Events`.
+    let out = v.tabd(&["undo", &first]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let undone = format!("undid run `{first}`");
+    let line_end = v
+        .daily()
+        .lines()
+        .find(|l| l.contains(&undone))
+        .map(|l| format!("{l}\n"))
+        .unwrap_or_else(|| panic!("no undo line:\n{}", v.daily()));
+
+    v.write("agent/inbox/ops/b.md", "Second.\n");
+    run_to_abort(&v, v.command(&["fire", "ops"]), "daily-splice-torn");
+    let torn = v.daily();
+    assert!(!torn.ends_with(&line_end), "cut in the middle:\n{torn}");
+    assert_eq!(v.files_in(".tabd/splices").len(), 1, "its record is there");
+
+    let _d = Daemon::start(&v);
+    // Finished before READY.
+    let daily = v.daily();
+    let records = v.records();
+    assert_eq!(records.len(), 2, "{records:?}");
+    let second = records[1]["run_id"].as_str().unwrap();
+    assert_eq!(daily.matches("· Ops · manual").count(), 2, "{daily}");
+    assert_eq!(
+        daily.matches(&format!("`tabd undo {first}`")).count(),
+        1,
+        "{daily}"
+    );
+    assert_eq!(
+        daily.matches(&format!("`tabd undo {second}`")).count(),
+        1,
+        "{daily}"
+    );
+    assert_eq!(daily.matches(&undone).count(), 1, "{daily}");
+    assert_eq!(daily.matches("## Events").count(), 1, "{daily}");
+    assert!(
+        daily.rfind("· Ops · manual") < daily.find("## Events") && daily.ends_with(&line_end),
+        "the events last:\n{daily}"
+    );
+    assert!(v.files_in(".tabd/splices").is_empty());
+    assert_eq!(v.files_in("agent/inbox/ops/processed"), ["a.md", "b.md"]);
+    assert_eq!(fake.requests().len(), 4, "each run once, two requests each");
+}

@@ -17,7 +17,7 @@ use crate::base::cost::Usage;
 use crate::base::text::one_line;
 use crate::base::text::thousands;
 use crate::base::trigger::TriggerKind;
-use crate::base::vault::{Vault, VaultError, VaultPath};
+use crate::base::vault::{SpliceGuard, Vault, VaultError, VaultPath};
 
 pub mod daily;
 mod notes_truncated;
@@ -202,6 +202,9 @@ pub struct RunLog {
     tz: RwLock<Tz>,
     /// The notes not tabd's that the daemon's log has named (once each).
     told: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// Seals the record of a write that replaces a note's end, so a crash in it is finished;
+    /// `None`: a log opened to read (`status`, `logs`), which writes nothing.
+    guard: Option<SpliceGuard>,
 }
 
 fn fixed_path(s: &str) -> Result<VaultPath, VaultError> {
@@ -314,11 +317,39 @@ fn call_subject(input: &Value) -> String {
 }
 
 impl RunLog {
+    /// The run log of `vault`, its days in `tz`, to read: where the day's log is, what it holds.
+    /// It writes nothing (`writer`).
     pub fn new(vault: std::sync::Arc<Vault>, tz: Tz) -> Self {
         Self {
             tz: RwLock::new(tz),
             told: std::sync::Mutex::default(),
             vault,
+            guard: None,
+        }
+    }
+
+    /// The run log of `vault` to write; `guard` (tabd's key) makes a section's write before the
+    /// day's events safe from a crash.
+    pub fn writer(vault: std::sync::Arc<Vault>, tz: Tz, guard: SpliceGuard) -> Self {
+        Self {
+            guard: Some(guard),
+            ..Self::new(vault, tz)
+        }
+    }
+
+    /// The guard of a log opened to write.
+    fn guard(&self) -> Result<&SpliceGuard, VaultError> {
+        self.guard.as_ref().ok_or_else(|| {
+            VaultError::Refused("the run log was opened to read; it writes nothing (a bug in tabd)".into())
+        })
+    }
+
+    /// Finishes every write into a daily note that a crash cut short (at start, before a run's
+    /// recovery asks whether its section is in the note). Returns what could not be done.
+    pub fn finish_interrupted(&self) -> Vec<String> {
+        match self.guard() {
+            Ok(guard) => self.vault.finish_splices(guard),
+            Err(e) => vec![e.to_string()],
         }
     }
 
@@ -408,8 +439,12 @@ impl RunLog {
     }
 
     /// Whether the daily note `path` already has `text` (crash recovery), read in pieces
-    /// (`read::holds`).
+    /// (`read::holds`), once a write into it that a crash cut short is finished: half a section
+    /// is not the section, and written again beside it, it would be there twice.
     pub fn daily_has(&self, path: &VaultPath, text: &str) -> bool {
+        if let Err(e) = self.guard().and_then(|g| self.vault.finish_splice(path, g)) {
+            tracing::warn!("{path}: cannot finish the write a crash cut short: {e}");
+        }
         read::holds(&self.vault, path, text.trim_end())
     }
 
@@ -829,9 +864,10 @@ mod tests {
     #[test]
     fn concurrent_writers_never_interleave() {
         let dir = tempfile::tempdir().unwrap();
-        let log = std::sync::Arc::new(RunLog::new(
+        let log = std::sync::Arc::new(RunLog::writer(
             std::sync::Arc::new(Vault::open(dir.path()).unwrap()),
             chrono_tz::UTC,
+            SpliceGuard::for_tests(),
         ));
         let threads: Vec<_> = (0..8)
             .map(|t| {

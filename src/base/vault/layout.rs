@@ -41,6 +41,9 @@ pub const SUSPENDED: &str = ".tabd/suspended";
 pub const GROUPS: &str = ".tabd/groups";
 /// What a child granted `vault = "write"` left behind, moved out of its reach.
 pub const QUARANTINE: &str = ".tabd/quarantine";
+/// The record of an in-place write into a daily note, kept until the write is done (a crash
+/// between: the next write finishes it).
+pub const SPLICES: &str = ".tabd/splices";
 /// The daemon's lock: one daemon per vault.
 pub const DAEMON_LOCK: &str = ".tabd/lock";
 /// The folders tabd keeps inside an inbox: handled notes, given-up notes, kept notes.

@@ -37,7 +37,7 @@ use cap_std::fs::{Dir, File, FileTypeExt, MetadataExt, OpenOptions, OpenOptionsE
 
 pub use lock::FileLock;
 pub use path::{VaultPath, MAX_NAME_BYTES, MAX_PATH_BYTES};
-pub use splice::Splice;
+pub use splice::{Splice, SpliceGuard};
 
 /// Why a path or an operation was refused or failed. Callers branch on the variant, never on
 /// the text.

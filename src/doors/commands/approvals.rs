@@ -151,7 +151,7 @@ enum Decided {
 /// note; printed only once both are done.
 pub fn decide(ws: &Workspace, id: &str, approved: bool) -> Result<u8, CliError> {
     let store = StateStore::new(ws.vault.clone());
-    let log = crate::records::runlog::RunLog::new(ws.vault.clone(), ws.config.timezone);
+    let log = ws.run_log()?;
     let faults = crate::base::faults::Faults::from_env(&ws.env);
     let failed =
         |e: crate::base::vault::VaultError| CliError::failed(format!("cannot record the decision: {e}"));

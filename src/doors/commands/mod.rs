@@ -163,6 +163,18 @@ impl Workspace {
             .map_err(|e| CliError::failed(e.to_string()))
     }
 
+    /// The run log, to write (a decision's or an undo's daily line): its writes are sealed with
+    /// tabd's key, so one a crash cuts short is finished by the next.
+    pub fn run_log(&self) -> Result<crate::records::runlog::RunLog, CliError> {
+        Ok(self.run_log_with(self.key()?))
+    }
+
+    fn run_log_with(&self, key: Arc<crate::base::signing::Key>) -> crate::records::runlog::RunLog {
+        let faults = crate::base::faults::Faults::from_env(&self.env);
+        let guard = crate::base::vault::SpliceGuard::new(key, faults);
+        crate::records::runlog::RunLog::writer(self.vault.clone(), self.config.timezone, guard)
+    }
+
     /// What a run needs, for commands that run roles in the foreground.
     pub fn run_env(&self) -> Result<crate::running::run::RunEnv, CliError> {
         let provider = crate::capabilities::provider::build(&self.config.provider, &self.env)
@@ -174,10 +186,7 @@ impl Workspace {
             roles: Arc::new(self.roles.clone()),
             provider,
             store: crate::records::state::StateStore::new(self.vault.clone()),
-            log: Arc::new(crate::records::runlog::RunLog::new(
-                self.vault.clone(),
-                self.config.timezone,
-            )),
+            log: Arc::new(self.run_log_with(key.clone())),
             clock: Arc::new(crate::base::clock::SystemClock),
             faults: crate::base::faults::Faults::from_env(&self.env),
             launcher: self.launcher(Some(key.clone())),

@@ -193,8 +193,9 @@ impl Daemon {
             None => Arc::new(SystemClock),
         };
         let provider = provider::build(&init.config.provider, &init.env)?;
-        let log = Arc::new(RunLog::new(init.vault.clone(), init.config.timezone));
         let faults = Faults::from_env(&init.env);
+        let guard = crate::base::vault::SpliceGuard::new(init.key.clone(), faults.clone());
+        let log = Arc::new(RunLog::writer(init.vault.clone(), init.config.timezone, guard));
         let watching = Watching::start(&init.env, init.root.clone());
         let now = clock.instant();
         let launcher = launcher_of(&init);

@@ -133,7 +133,8 @@ mod tests {
     fn setup() -> (tempfile::TempDir, StateStore, RunLog) {
         let dir = tempfile::tempdir().unwrap();
         let vault = Arc::new(Vault::open(dir.path()).unwrap());
-        let log = RunLog::new(vault.clone(), chrono_tz::UTC);
+        let guard = crate::base::vault::SpliceGuard::for_tests();
+        let log = RunLog::writer(vault.clone(), chrono_tz::UTC, guard);
         (dir, StateStore::new(vault), log)
     }
 

@@ -206,6 +206,7 @@ impl RunLog {
         path: &VaultPath,
         entry: impl Fn(FileEnd<'_>) -> Splice,
     ) -> Result<VaultPath, VaultError> {
+        let guard = self.guard()?;
         let elsewhere = self.elsewhere(path);
         let mut tried: BTreeSet<&VaultPath> = BTreeSet::new();
         for candidate in [path, &elsewhere] {
@@ -221,13 +222,15 @@ impl RunLog {
                 Ok(()) | Err(VaultError::AlreadyExists(_)) => {}
                 Err(e) => return Err(e),
             }
-            let wrote = self.vault.splice_end(candidate, HEAD, EVENTS_TAIL, |head, end| {
-                if is_ours(head, day) {
-                    entry(end)
-                } else {
-                    Splice::Refuse
-                }
-            })?;
+            let wrote = self
+                .vault
+                .splice_end(candidate, HEAD, EVENTS_TAIL, guard, |head, end| {
+                    if is_ours(head, day) {
+                        entry(end)
+                    } else {
+                        Splice::Refuse
+                    }
+                })?;
             if wrote {
                 return Ok(candidate.clone());
             }
@@ -356,9 +359,10 @@ mod tests {
     }
 
     fn log_in(dir: &std::path::Path) -> RunLog {
-        RunLog::new(
+        RunLog::writer(
             std::sync::Arc::new(crate::base::vault::Vault::open(dir).unwrap()),
             chrono_tz::UTC,
+            crate::base::vault::SpliceGuard::for_tests(),
         )
     }
 

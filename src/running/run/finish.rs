@@ -728,6 +728,12 @@ fn report(problems: Vec<String>) -> Vec<String> {
 /// Only roles nobody is running are touched: a role whose run lock another process holds may be
 /// finishing that very run. `held` is the role whose lock the caller itself holds (`tabd fire`).
 pub fn recover(env: &RunEnv, held: Option<&str>) -> usize {
+    // First the daily notes a crash left half-written: a run's section asked for below must be
+    // found whole, or it is written twice.
+    for problem in env.log.finish_interrupted() {
+        env.side
+            .failed("the daily note (a write a crash cut short)", &problem);
+    }
     let state = env.store.load();
     let mut n = 0;
     for (role, rs) in state.roles.iter().filter(|(_, r)| !r.pending.is_empty()) {
