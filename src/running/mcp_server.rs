@@ -722,6 +722,171 @@ mod tests {
         let _client_write = writer.await.unwrap();
     }
 
+    /// `ops`, which may read notes, served over MCP on a vault of its own.
+    fn read_server(dir: &Path) -> HarnessServer {
+        use crate::gate::harness::Ticket;
+        use crate::setup::role::{LoadContext, RoleSet};
+        let vault = Arc::new(crate::base::vault::Vault::open(dir).unwrap());
+        std::fs::write(dir.join("a.md"), "a note\n").unwrap();
+        let env = crate::base::environment::Env::from_pairs([("HOME", "/nonexistent")]);
+        let text = "# Ops\n## Mission\nRead.\n## Tools\n- read_file\n".to_string();
+        let file = ("ops".to_string(), PathBuf::from("roles/ops.md"), Ok(text));
+        let roles = Arc::new(RoleSet::from_texts(
+            [file],
+            &LoadContext::new(chrono_tz::UTC, env),
+        ));
+        let role = roles.roles["ops"].clone();
+        let ticket = Ticket {
+            hops: 0,
+            max_chain_depth: 3,
+            max_tool_calls: 10_000,
+            asks: None,
+            progress: Default::default(),
+            delegator: None,
+            journal: None,
+            fence: Default::default(),
+            trace: Default::default(),
+        };
+        let clock = Arc::new(crate::base::clock::SystemClock);
+        let tools = Arc::new(crate::capabilities::mcp::tools::RunTools::default());
+        HarnessServer::new(
+            Arc::new(Harness::new(vault, &role, roles, clock, tools, ticket)),
+            None,
+        )
+    }
+
+    /// One line an MCP client might send: deep, huge and malformed JSON, JSON-RPC of the wrong
+    /// shape, bytes that are not text.
+    fn hostile_line() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use crate::formats::frontmatter::hostile;
+        use proptest::prelude::*;
+        let call = |args: String| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"read_file","arguments":{args}}}}}"#
+            )
+        };
+        let shapes = prop_oneof![
+            Just(r#"{"jsonrpc":"2.0","id":{"a":[1]},"method":"tools/list"}"#.to_string()),
+            Just(r#"{"jsonrpc":"2.0","id":1,"method":7,"params":[]}"#.to_string()),
+            Just(r#"{"jsonrpc":"1.0","id":null,"method":"tools/call","params":"x"}"#.to_string()),
+            Just(
+                r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"","arguments":[]}}"#
+                    .to_string()
+            ),
+            Just(r#"[{"jsonrpc":"2.0","id":3,"method":"tools/list"}]"#.to_string()),
+            Just(r#"{"jsonrpc":"2.0","id":4,"result":{}}"#.to_string()),
+            "[a-z/]{0,20}"
+                .prop_map(|m| format!(r#"{{"jsonrpc":"2.0","id":5,"method":"{m}","params":{{}}}}"#)),
+        ];
+        let huge = (1usize..4).prop_map(move |n| call(format!(r#"{{"path":"{}"}}"#, "a".repeat(n << 19))));
+        prop_oneof![
+            3 => hostile::deep_json().prop_map(move |j| call(j).into_bytes()),
+            2 => hostile::deep_json().prop_map(String::into_bytes),
+            3 => hostile::any_json().prop_map(String::into_bytes),
+            3 => shapes.prop_map(String::into_bytes),
+            1 => huge.prop_map(String::into_bytes),
+            1 => proptest::collection::vec(any::<u8>(), 0..200),
+        ]
+    }
+
+    /// One session: `input` sent, then the client closes. Every line that came back, or why the
+    /// session did not end within `within` or ended in a panic.
+    async fn session(
+        server: HarnessServer,
+        input: Vec<u8>,
+        within: std::time::Duration,
+    ) -> Result<Vec<String>, String> {
+        use tokio::io::AsyncReadExt;
+        let (mut client, ours) = tokio::io::duplex(1 << 20);
+        let (_, to_client) = tokio::io::split(ours);
+        let transport = guarded(std::io::Cursor::new(input), to_client);
+        let served = tokio::spawn(async move {
+            // A client that never started a session is a clean end too.
+            if let Ok(service) = server.serve(transport).await {
+                let _ = service.waiting().await;
+            }
+        });
+        let mut out = Vec::new();
+        match tokio::time::timeout(within, client.read_to_end(&mut out)).await {
+            Err(_) => {
+                return Err(format!(
+                    "the session did not end within {within:?} of the client closing"
+                ))
+            }
+            Ok(Err(e)) => return Err(format!("reading the answers: {e}")),
+            Ok(Ok(_)) => {}
+        }
+        served.await.map_err(|e| format!("the server ended in {e}"))?;
+        let out = String::from_utf8(out).map_err(|_| "an answer that is not UTF-8".to_string())?;
+        Ok(out.lines().map(str::to_string).collect())
+    }
+
+    /// Issue 36, finding 1, for MCP messages: whatever lines a client sends `tabd mcp serve` —
+    /// nested past every bound, megabytes long, not JSON, JSON-RPC of the wrong shape, not text
+    /// — each answer is a JSON-RPC response, a line that is not JSON is answered with a parse
+    /// error, and the session ends when the client closes, in bounded time, never in a panic or
+    /// an overflow (which would abort this test's process).
+    #[test]
+    fn any_lines_a_client_sends_get_answers_or_a_clean_close() {
+        use proptest::prelude::*;
+        let initialize = concat!(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","#,
+            r#""capabilities":{},"clientInfo":{"name":"proptest","version":"1"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "\n"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let server = read_server(dir.path());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let lines = proptest::collection::vec(hostile_line(), 1..4);
+        let mut runner =
+            proptest::test_runner::TestRunner::new(crate::formats::frontmatter::hostile::config(40));
+        runner
+            .run(&(any::<bool>(), lines), |(start, lines)| {
+                let mut input = if start {
+                    initialize.as_bytes().to_vec()
+                } else {
+                    Vec::new()
+                };
+                for line in &lines {
+                    input.extend_from_slice(line);
+                    input.push(b'\n');
+                }
+                let within = std::time::Duration::from_secs(30);
+                let answers = rt
+                    .block_on(session(server.clone(), input, within))
+                    .map_err(TestCaseError::fail)?;
+                for answer in &answers {
+                    let a: Value = serde_json::from_str(answer)
+                        .map_err(|e| TestCaseError::fail(format!("{e}: {answer:.300}")))?;
+                    prop_assert!(
+                        a["jsonrpc"] == "2.0" && (a.get("result").is_some() || a.get("error").is_some()),
+                        "not a JSON-RPC response: {answer:.300}"
+                    );
+                }
+                // The first line, when it is not JSON, is answered: nothing can have closed yet.
+                let first = lines[0].split(|b| *b == b'\n').next().unwrap_or_default();
+                let first = first.strip_suffix(b"\r").unwrap_or(first);
+                let not_json = std::str::from_utf8(first).map_or(true, |t| {
+                    !t.trim().is_empty() && serde_json::from_str::<Value>(t).is_err()
+                });
+                let parse_error =
+                    |a: &String| serde_json::from_str::<Value>(a).is_ok_and(|a| a["error"]["code"] == -32700);
+                prop_assert!(
+                    !not_json || answers.iter().any(parse_error),
+                    "no parse error for {:.300}: {answers:?}",
+                    String::from_utf8_lossy(first)
+                );
+                Ok(())
+            })
+            .unwrap();
+    }
+
     #[tokio::test]
     async fn a_bounded_line_is_read_whole_or_dropped_wherever_its_end_falls() {
         async fn lines(bytes: &[u8], max: usize) -> Vec<Result<String, bool>> {
