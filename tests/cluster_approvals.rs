@@ -167,11 +167,12 @@ fn an_approval_decided_while_its_device_is_down_runs_once_on_another_and_its_run
         "the first part's request and the second's\n{}",
         d.stderr()
     );
-    let daily = d.v.daily();
-    assert!(
-        daily.contains("**Resumed:**") && daily.contains(&format!("- **Device:** {on}\n")),
-        "{daily}"
-    );
+    // The record goes first, the daily section after it: wait for the section.
+    let device = format!("- **Device:** {on}\n");
+    d.wait(Duration::from_secs(40), "the second part's daily section", || {
+        let daily = d.v.daily();
+        daily.contains("**Resumed:**") && daily.contains(&device)
+    });
     assert_eq!(
         d.v.read(&approval).matches("## Result").count(),
         1,
