@@ -594,7 +594,11 @@ fn real_memory_server_keeps_its_graph_outside_the_vault_across_a_restart() {
     let script = modules.join("@modelcontextprotocol/server-memory/dist/index.js");
     let node = std::process::Command::new("node").arg("--version").output();
     if !script.exists() || node.is_err() {
-        eprintln!("skipped: the memory server is not installed (scripts/install-test-clis.sh installs it)");
+        crate::support::missing(
+            "TABD_REQUIRE_NODE",
+            "node or the MCP memory server is not installed",
+            "install Node.js 18+ and npm (apt-get install nodejs npm), then run scripts/install-test-clis.sh",
+        );
         return;
     }
     let v = TestVault::new();
@@ -662,7 +666,11 @@ fn real_npm_memory_server_through_npx() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: npx is not installed");
+        crate::support::missing(
+            "TABD_REQUIRE_NODE",
+            "npx is not installed",
+            "install Node.js 18+ and npm (apt-get install nodejs npm)",
+        );
         return;
     }
     let v = TestVault::new();

@@ -298,6 +298,16 @@ fn list(root: &Path, dir: &Path, out: &mut String) {
     }
 }
 
+/// A program a test needs is not here (`what`, and `install`: how to get it). With `switch=1` —
+/// `.ci/run` sets it where its install step put the program there — the test fails saying so: a
+/// machine that should run it must not pass by skipping. Otherwise the test says it skips.
+pub fn missing(switch: &str, what: &str, install: &str) {
+    if std::env::var(switch).is_ok_and(|v| v == "1") {
+        panic!("{switch}=1, but {what}: {install}");
+    }
+    eprintln!("skipped: {what} ({install}; with {switch}=1 this fails instead)");
+}
+
 /// Status, stdout and stderr of a finished command, for assertion messages.
 pub fn describe(out: &Output) -> String {
     format!(
