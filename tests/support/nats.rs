@@ -42,10 +42,19 @@ fn available(test: &str) -> Option<PathBuf> {
 
 /// A free TCP port on the loopback (the OS picks it; the server binds it a moment later).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    free_ports(1)[0]
+}
+
+/// `n` free TCP ports on the loopback, all different: each is held until all are picked. (A port
+/// let go may be handed out again at once: picked one by one, a server once got the same port
+/// for its clients and its routes, and never started.)
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("its address").port())
+        .collect()
 }
 
 /// One server of a test's set.
@@ -77,8 +86,28 @@ impl Nats {
 
     fn start(test: &str, n: usize) -> Option<Nats> {
         let binary = available(test)?;
+        let all: Vec<usize> = (0..n).collect();
+        // A port picked free may be bound by another test's server before this one binds it: a
+        // server that exits as it starts makes the set start again, on other ports.
+        let mut attempt = 1;
+        loop {
+            let mut nats = Self::set(binary.clone(), n);
+            match nats.wait_ready(&all) {
+                Ok(()) => return Some(nats),
+                Err(exited) if attempt < 3 => {
+                    eprintln!("{test}: {exited}; the servers start again on other ports");
+                    attempt += 1;
+                }
+                Err(exited) => panic!("{exited}:\n{}", nats.logs()),
+            }
+        }
+    }
+
+    /// `n` servers started on free ports (not ready yet).
+    fn set(binary: PathBuf, n: usize) -> Nats {
         let dir = tempfile::tempdir().expect("temp dir");
-        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let free = free_ports(2 * n);
+        let ports: Vec<(u16, u16)> = free.chunks(2).map(|p| (p[0], p[1])).collect();
         let servers = (0..n)
             .map(|i| {
                 let name = format!("n{}", i + 1);
@@ -97,8 +126,7 @@ impl Nats {
         for i in 0..n {
             nats.spawn(i);
         }
-        nats.wait_ready(&(0..n).collect::<Vec<_>>());
-        Some(nats)
+        nats
     }
 
     fn spawn(&mut self, i: usize) {
@@ -148,7 +176,9 @@ impl Nats {
     pub fn restart(&mut self, i: usize) {
         self.kill(i);
         self.spawn(i);
-        self.wait_ready(&[i]);
+        if let Err(exited) = self.wait_ready(&[i]) {
+            panic!("{exited}:\n{}", self.logs());
+        }
     }
 
     /// What the servers wrote, for a failing test's message.
@@ -168,8 +198,9 @@ impl Nats {
             .join("\n")
     }
 
-    /// Waits until each of `which` answers JetStream's account info (its cluster has a leader).
-    fn wait_ready(&self, which: &[usize]) {
+    /// Waits until each of `which` answers JetStream's account info (its cluster has a leader);
+    /// `Err` when one exited instead (its port was taken).
+    fn wait_ready(&mut self, which: &[usize]) -> Result<(), String> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -181,6 +212,10 @@ impl Nats {
                 if rt.block_on(answers(&url)) {
                     break;
                 }
+                let s = &mut self.servers[i];
+                if let Some(Ok(Some(status))) = s.child.as_mut().map(|c| c.try_wait()) {
+                    return Err(format!("nats-server {} exited as it started ({status})", s.name));
+                }
                 assert!(
                     Instant::now() < deadline,
                     "nats-server {} did not become ready within {READY_WITHIN:?}:\n{}",
@@ -190,6 +225,7 @@ impl Nats {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
+        Ok(())
     }
 }
 
