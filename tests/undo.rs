@@ -260,6 +260,47 @@ fn an_undo_that_restored_nothing_offers_no_undo_of_it() {
     assert!(!line.contains("undo it"), "{line}");
 }
 
+/// Issue 37, item 3: what `tabd undo` cannot write of its own record is not dropped: its line in
+/// the daily note (the daily folder is a file here) and its journal's closing line are each named
+/// on stderr, and the exit is 1, though the files are back.
+#[test]
+fn an_undo_whose_own_record_cannot_be_written_says_so_and_exits_1() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    v.write("project/plan.md", "original\n");
+    writes(&fake, "project/plan.md", "by the model");
+    let run = fire(&v);
+
+    let out = v
+        .command(&["undo", &run])
+        .env("TABD_FAULTS", "undo-unsealed")
+        .output()
+        .unwrap();
+    let said = describe(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains(&format!("undid {run}: 1 file restored")), "{said}");
+    assert!(
+        said.contains("warning: the journal of this undo could not be closed"),
+        "{said}"
+    );
+    assert!(!said.contains("the daily note has no line"), "{said}");
+    assert_eq!(v.read("project/plan.md"), "original\n");
+
+    writes(&fake, "project/plan.md", "by the model again");
+    let run = fire(&v);
+    std::fs::remove_dir_all(v.path("daily")).unwrap();
+    std::fs::write(v.path("daily"), "not a folder").unwrap();
+    let (code, said) = undo(&v, &[&run]);
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains(&format!("undid {run}: 1 file restored")), "{said}");
+    assert!(
+        said.contains("warning: the daily note has no line of this undo"),
+        "{said}"
+    );
+    assert!(!said.contains("could not be closed"), "{said}");
+    assert_eq!(v.read("project/plan.md"), "original\n");
+}
+
 /// A note the person edited after the run is never overwritten — unless they say --force.
 #[test]
 fn the_persons_edit_is_kept_unless_forced() {

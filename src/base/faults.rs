@@ -8,6 +8,7 @@
 //! | `abort-after-log` | a run aborts after writing its logs, before moving notes |
 //! | `panic-in-run` | a run panics (a bug in tabd while handling its notes) |
 //! | `ledger-write` | recording scheduled slots in state fails |
+//! | `undo-unsealed` | `tabd undo` cannot write its own journal's closing line |
 //! | `keeper-misses-parent-death` | a child's keeper is not told when tabd dies (as one forked by a thread that has ended): it outlives a `kill -9`, for the test that the next start stops it |
 //!
 //! The durable steps of an approval (DESIGN §15), each an abort (`tests/crash_points.rs` kills

@@ -129,9 +129,12 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
                 role.name
             ))
         })?;
-    // Who holds it, for the message another `tabd fire` gives.
-    let _ = guard.set_content(&format!("tabd fire (pid {})", std::process::id()));
     let mut env = ws.run_env()?;
+    // Who holds it, for the message another `tabd fire` gives.
+    env.side.check(
+        "the run lock's holder",
+        guard.set_content(&format!("tabd fire (pid {})", std::process::id())),
+    );
     let spinner = spinner(&role.display_name);
     if let Some(bar) = &spinner {
         env.progress = progress_of(bar.clone());

@@ -515,10 +515,13 @@ impl ServeRun {
         };
         let Some(stop) = stop else { return Ok(()) };
         let why = stop_sentence(&self.role, stop);
-        let _ = self.env.log.write_line(
-            self.env.clock.now(),
-            &self.role.display_name,
-            &format!("via MCP: calls refused from now on — {why}"),
+        self.env.side.check(
+            "the daily note (a session's calls refused)",
+            self.env.log.write_line(
+                self.env.clock.now(),
+                &self.role.display_name,
+                &format!("via MCP: calls refused from now on — {why}"),
+            ),
         );
         day.refused = Some(why.clone());
         Err(NotAdmitted::DaySpent { why })
@@ -527,10 +530,12 @@ impl ServeRun {
     /// After each call: its daily-log line, and what the session spent counted in the role's day.
     fn called(&self, record: &ToolCallRecord) {
         crate::base::blocking::run(|| {
-            let _ =
+            self.env.side.check(
+                "the daily note (a session's call)",
                 self.env
                     .log
-                    .write_line(self.env.clock.now(), &self.role.display_name, &call_line(record));
+                    .write_line(self.env.clock.now(), &self.role.display_name, &call_line(record)),
+            );
             self.settle();
         });
     }
@@ -571,10 +576,12 @@ impl ServeRun {
         };
         if !counted {
             for child in &children {
-                let _ = self
-                    .env
-                    .log
-                    .append_daily(&child.daily_log, &child.delegated_section);
+                self.env.side.check(
+                    "the daily note (a delegated run's section)",
+                    self.env
+                        .log
+                        .append_daily(&child.daily_log, &child.delegated_section),
+                );
             }
             return;
         }
@@ -655,7 +662,6 @@ impl ServeRun {
     }
 }
 
-/// What an MCP client reads when its call is refused because the role's day is spent.
 /// One call of an interactive session, for the daily log.
 fn call_line(record: &ToolCallRecord) -> String {
     let mut text = format!("via MCP: `{}`", record.name);

@@ -76,6 +76,43 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
     if opts.dry_run {
         return Ok(code);
     }
+    let plan = Plan {
+        run_id,
+        entry,
+        steps,
+        requeue,
+        skipped,
+    };
+    let wrote_all = carry_out(ws, plan, key, kept, opts)?;
+    Ok(if wrote_all { code } else { 1 })
+}
+
+/// What a real undo puts back, as planned and printed.
+struct Plan {
+    run_id: String,
+    entry: RunChanges,
+    steps: Vec<Step>,
+    requeue: Vec<(VaultPath, VaultPath)>,
+    skipped: usize,
+}
+
+/// Puts back what `plan` says, in a journal of the undo's own (so it can be undone), and says what
+/// it did. `Ok(false)`: the files are back, but the undo's own record (its daily line, its
+/// journal's closing line) could not all be written; a warning on stderr says which.
+fn carry_out(
+    ws: &Workspace,
+    plan: Plan,
+    key: std::sync::Arc<journal::Key>,
+    kept: u64,
+    opts: &Options,
+) -> Result<bool, CliError> {
+    let Plan {
+        run_id,
+        entry,
+        steps,
+        requeue,
+        skipped,
+    } = plan;
     let now = chrono::Utc::now();
     // One id format for every door; the undone run is named in the log line and the output.
     let undo_id = crate::running::run::session::new_id(
@@ -101,10 +138,16 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
         ))
     })?;
     let requeued = requeue_apply(ws, &requeue, &journal);
-    let _ = journal.seal(&[], chrono::Utc::now());
+    let sealed = if crate::base::faults::Faults::from_env(&ws.env).hit("undo-unsealed") {
+        Err(crate::base::vault::VaultError::Io(
+            "a fault asked for (undo-unsealed)".into(),
+        ))
+    } else {
+        journal.seal(&[], chrono::Utc::now())
+    };
     // An undo that changed nothing has no journal: there is no undo of it to offer.
     let undo_of_undo = (restored + requeued > 0).then_some(undo_id.as_str());
-    log_line(ws, &run_id, &entry, restored, skipped, requeued, undo_of_undo);
+    let logged = log_line(ws, &run_id, &entry, restored, skipped, requeued, undo_of_undo);
     say_done(
         &run_id,
         restored,
@@ -112,7 +155,14 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
         opts.requeue.then_some(requeued),
         undo_of_undo,
     );
-    Ok(code)
+    if let Err(e) = &logged {
+        eprintln!("warning: the daily note has no line of this undo: {e}");
+    }
+    // Its files are back, but its own undo would read the journal as a run cut off.
+    if let Err(e) = &sealed {
+        eprintln!("warning: the journal of this undo could not be closed: {e}");
+    }
+    Ok(logged.is_ok() && sealed.is_ok())
 }
 
 /// What the undo did, and the undo of it where it changed something (`requeued`: with
@@ -239,12 +289,10 @@ fn log_line(
     skipped: usize,
     requeued: usize,
     undo_id: Option<&str>,
-) {
-    // tabd's key was read when the undo began; gone since, the line is not written, like a line
-    // the vault refuses below.
-    let Ok(log) = ws.run_log() else {
-        return;
-    };
+) -> Result<(), CliError> {
+    // tabd's key was read when the undo began; gone since, the line cannot be written: said as
+    // a line the vault refuses is.
+    let log = ws.run_log()?;
     let now = chrono::Utc::now();
     let who = ws
         .roles
@@ -258,5 +306,6 @@ fn log_line(
     if let Some(id) = undo_id {
         text.push_str(&format!(" (undo it: `tabd undo {id}`)"));
     }
-    let _ = log.write_line(now, &who, &text);
+    log.write_line(now, &who, &text)
+        .map_err(|e| CliError::failed(e.to_string()))
 }

@@ -264,9 +264,15 @@ impl StateStore {
                     crate::base::vault::layout::TABD,
                     Utc::now().format("%Y%m%d%H%M%S")
                 ));
-                let _ = self.vault.rename_replace(&path, &aside);
+                let kept = match self.vault.rename_replace(&path, &aside) {
+                    Ok(()) => format!("moved it to {aside} and starting"),
+                    // Said, not dropped: the next save writes over it, so the person knows it is gone.
+                    Err(why) => format!(
+                        "it could not be moved to {aside} ({why}), so the next save replaces it; starting"
+                    ),
+                };
                 tracing::warn!(
-                    "{STATE_FILE} was unreadable ({e}); moved it to {aside} and starting from empty state \
+                    "{STATE_FILE} was unreadable ({e}); {kept} from empty state \
                      (run history and attempt counts reset; no note is affected)"
                 );
                 Ok(Self::empty())
