@@ -26,16 +26,19 @@ impl Daemon {
             .date_naive()
     }
 
-    /// Feeds one input to the core at "now" and carries out what it says.
+    /// Feeds one input to the core and carries out what it says (`core::drive`). Fed while
+    /// effects are being carried out, it waits until that step's effects are all carried out.
     pub(super) fn apply(&mut self, input: Input) {
-        let now = self.run_env.clock.instant();
-        let effects = self.core.step(input, now);
-        for effect in effects {
-            self.carry_out(effect);
+        if self.driving {
+            self.fed.push(input);
+            return;
         }
+        self.driving = true;
+        super::core::drive(self, input);
+        self.driving = false;
     }
 
-    fn carry_out(&mut self, effect: Effect) {
+    fn carry(&mut self, effect: Effect) {
         match effect {
             Effect::Start(name) => self.start_run(&name),
             Effect::StopForToday { role, stop, kind } => self.stop_for_today(&role, stop, kind),
@@ -85,10 +88,9 @@ impl Daemon {
                     released.advised / 1024
                 );
             }
-            // Only a `LockTaken` input answers with these, inside `start_run`.
-            Effect::Spawn { role, .. } | Effect::Release(role) => {
-                tracing::error!("tabd bug: a run of {role} was to start outside start_run");
-            }
+            Effect::Spawn { role, work } => self.spawn_run(&role, work),
+            // The notes went away (moved by someone) before the run started: the lock goes.
+            Effect::Release(role) => drop(self.starting.remove(&role)),
         }
     }
 
@@ -189,7 +191,9 @@ impl Daemon {
             .check("a run record", self.run_env.log.write_record(&rec));
     }
 
-    /// Starts a run of `name` if its run lock is free (else `tabd fire` has it: try again soon).
+    /// The core's `Start`: takes `name`'s run lock and picks its notes; the answer goes back as
+    /// an input (`LockTaken`, or `LockBusy` while `tabd fire` holds the lock: tried again soon),
+    /// and the lock and notes wait in `starting` for the `Spawn` or `Release` it brings.
     fn start_run(&mut self, name: &str) {
         let Some(role) = self.roles().roles.get(name).cloned() else {
             return;
@@ -219,35 +223,38 @@ impl Daemon {
         };
         let root = self.watching.paths.root.clone();
         let paths: Vec<PathBuf> = notes.iter().map(|n| root.join(n.path.as_path())).collect();
-        let now = self.run_env.clock.instant();
-        let taken = Input::LockTaken {
+        self.starting.insert(
+            name.to_string(),
+            Starting {
+                lock,
+                notes,
+                paths: paths.clone(),
+            },
+        );
+        self.apply(Input::LockTaken {
             role: name.into(),
-            notes: paths.clone(),
+            notes: paths,
             wall: self.run_env.clock.now(),
+        });
+    }
+
+    /// The core's `Spawn`: the run starts with the lock and the notes its start took.
+    fn spawn_run(&mut self, name: &str, work: super::core::Work) {
+        let (Some(starting), Some(role)) =
+            (self.starting.remove(name), self.roles().roles.get(name).cloned())
+        else {
+            tracing::error!("tabd bug: a run of {name} was to start without its run lock");
+            return;
         };
-        let mut lock = Some(lock);
-        let mut notes = Some(notes);
-        for effect in self.core.step(taken, now) {
-            match effect {
-                Effect::Spawn { work, .. } => {
-                    let (Some(lock), Some(notes)) = (lock.take(), notes.take()) else {
-                        continue;
-                    };
-                    let slot = match &work {
-                        super::core::Work::Slot(s) => Some(s.slot),
-                        _ => None,
-                    };
-                    let mut env = self.run_env.clone();
-                    env.fence = self.fence_for(name, slot, &paths);
-                    let trigger = inputs::trigger_of(work, &role);
-                    self.tasks
-                        .spawn(env, role.clone(), trigger, notes, paths.clone(), lock);
-                }
-                // The notes went away (moved by someone) before the run started: the lock goes.
-                Effect::Release(_) => drop(lock.take()),
-                other => self.carry_out(other),
-            }
-        }
+        let slot = match &work {
+            super::core::Work::Slot(s) => Some(s.slot),
+            _ => None,
+        };
+        let mut env = self.run_env.clone();
+        env.fence = self.fence_for(name, slot, &starting.paths);
+        let trigger = inputs::trigger_of(work, &role);
+        self.tasks
+            .spawn(env, role, trigger, starting.notes, starting.paths, starting.lock);
     }
 
     /// A run ended: the core frees the role (pausing or resuming model calls as the run's end
@@ -290,6 +297,29 @@ impl Daemon {
             self.writes.check::<(), _>("a run's log", Err(e));
         }
         self.absorb_own_changes(&done.role, &done.result.changes);
+    }
+}
+
+/// A run the core said to start, between its lock taken and its `Spawn`.
+pub(super) struct Starting {
+    lock: crate::base::vault::FileLock,
+    notes: Vec<crate::records::inbox::Note>,
+    /// The notes' absolute paths.
+    paths: Vec<PathBuf>,
+}
+
+impl super::core::Shell for Daemon {
+    fn core(&mut self) -> &mut super::core::Core {
+        &mut self.core
+    }
+
+    fn instant(&self) -> tokio::time::Instant {
+        self.run_env.clock.instant()
+    }
+
+    fn carry_out(&mut self, effect: Effect) -> Vec<Input> {
+        self.carry(effect);
+        std::mem::take(&mut self.fed)
     }
 }
 

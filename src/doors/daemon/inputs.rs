@@ -41,6 +41,8 @@ pub(super) struct NoteMeta {
 impl Daemon {
     pub(super) fn scan_inboxes(&mut self, now: Instant) {
         let all = std::mem::take(&mut self.rescan_all);
+        let core = &self.core;
+        self.inbox_view.retain(|name, _| core.role(name).is_some());
         let names = self.core.due_scans(all, now);
         let roles = self.run_env.roles.clone();
         let mut unreadable: Vec<(&Role, Vec<OddEntry>)> = Vec::new();
@@ -112,6 +114,17 @@ impl Daemon {
         let wall = SystemTime::from(self.run_env.clock.now());
         let mut view = InboxView::default();
         let mut recheck: Option<Instant> = None;
+        self.apply(Input::Listed {
+            dir: dir.clone(),
+            notes: notes
+                .iter()
+                .map(|e| {
+                    let modified = e.modified.unwrap_or(SystemTime::UNIX_EPOCH);
+                    (root.join(e.path.as_path()), e.size, modified)
+                })
+                .collect(),
+            wall,
+        });
         // A set: the retains below look up every tracked path (a Vec made them quadratic).
         let mut existing = HashSet::new();
         for e in notes {
@@ -155,7 +168,6 @@ impl Daemon {
             let wall = self.run_env.clock.now();
             wall + chrono::Duration::from_std(t.saturating_duration_since(now)).unwrap_or_default()
         });
-        self.core.notes_left(&dir, &existing);
         self.notes
             .retain(|p, _| p.parent() != Some(dir.as_path()) || existing.contains(p));
         (view.ready > 0, recheck, view)

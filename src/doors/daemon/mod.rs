@@ -124,6 +124,11 @@ pub struct Daemon {
     expect: expect::ExpectWork,
     /// With `[cluster]`: what this device may run (DESIGN §23).
     coordinator: Option<cluster::Coordinator>,
+    /// Effects are being carried out (`core::drive`): an input fed now waits in `fed`.
+    driving: bool,
+    fed: Vec<Input>,
+    /// Runs the core said to start, their lock taken, until their `Spawn` or `Release`.
+    starting: HashMap<String, effects::Starting>,
 }
 
 impl Watching {
@@ -254,6 +259,9 @@ impl Daemon {
             approvals: ApprovalWork::default(),
             expect: Default::default(),
             coordinator: None,
+            driving: false,
+            fed: Vec::new(),
+            starting: HashMap::new(),
         })
     }
 

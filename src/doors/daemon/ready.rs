@@ -62,6 +62,13 @@ pub struct Readiness {
     files: HashMap<PathBuf, How>,
 }
 
+/// When an empty note found without an event began to be empty, as far as its modification
+/// time says (never further back than `EMPTY_FOR`).
+fn empty_since(modified: SystemTime, now: Instant, wall_now: SystemTime) -> Instant {
+    let age = wall_now.duration_since(modified).unwrap_or(Duration::ZERO);
+    now.checked_sub(age.min(EMPTY_FOR)).unwrap_or(now)
+}
+
 fn name(p: &Path) -> &str {
     p.file_name().and_then(|n| n.to_str()).unwrap_or("")
 }
@@ -135,7 +142,9 @@ impl Readiness {
     }
 
     /// Whether the note at `path` (size, mtime) is complete at `now`; if not, until when it
-    /// waits. An empty note is being typed: from then on it waits as a person's note.
+    /// waits. An empty note is being typed: from then on it waits as a person's note. (The
+    /// daemon's core does the two halves at two moments: `observe` a listing, `judge` a note.)
+    #[cfg(test)]
     pub fn check(
         &mut self,
         path: &Path,
@@ -144,48 +153,92 @@ impl Readiness {
         now: Instant,
         wall_now: SystemTime,
     ) -> Result<(), NotYet> {
+        self.observe(path, size, modified, now, wall_now);
+        self.judge(path, size, modified, now, wall_now)
+    }
+
+    /// Takes in what a listing shows of the note at `path`: an empty note found without an
+    /// event starts waiting for its first write, and one empty for long is a person's.
+    pub fn observe(
+        &mut self,
+        path: &Path,
+        size: u64,
+        modified: SystemTime,
+        now: Instant,
+        wall_now: SystemTime,
+    ) {
+        if size != 0 {
+            return;
+        }
         match self.files.get_mut(path) {
-            Some(How::Atomic) => Ok(()),
             Some(How::Settling { since, typing }) => {
-                if size == 0 {
-                    // An empty note waits for its first write. Empty for a moment is a program
-                    // between creating and writing; empty for longer is a person about to type.
-                    if now >= *since + EMPTY_FOR {
-                        *typing = true;
-                        return Err(NotYet {
-                            until: None,
-                            typing: true,
-                        });
-                    }
+                // Empty for a moment is a program between creating and writing; empty for
+                // longer is a person about to type.
+                if now >= *since + EMPTY_FOR {
+                    *typing = true;
+                }
+            }
+            Some(How::Atomic) => {}
+            None => {
+                let since = empty_since(modified, now, wall_now);
+                let typing = now >= since + EMPTY_FOR;
+                self.files
+                    .insert(path.to_path_buf(), How::Settling { since, typing });
+            }
+        }
+    }
+
+    /// Whether the note at `path` is complete at `now`, as far as the events and listings
+    /// taken in say (`observe`); if not, until when it waits.
+    pub fn judge(
+        &self,
+        path: &Path,
+        size: u64,
+        modified: SystemTime,
+        now: Instant,
+        wall_now: SystemTime,
+    ) -> Result<(), NotYet> {
+        let how = match self.files.get(path) {
+            Some(how) => *how,
+            None if size == 0 => How::Settling {
+                since: empty_since(modified, now, wall_now),
+                typing: false,
+            },
+            None => {
+                // No event seen (start-up, rescan): judge by the modification time.
+                let age = wall_now.duration_since(modified).unwrap_or(Duration::ZERO);
+                if age >= self.settle {
+                    return Ok(());
+                }
+                return Err(NotYet {
+                    until: Some(now + (self.settle - age)),
+                    typing: false,
+                });
+            }
+        };
+        match how {
+            How::Atomic => Ok(()),
+            // An empty note waits for its first write.
+            How::Settling { since, typing } if size == 0 => {
+                if now >= since + EMPTY_FOR {
                     return Err(NotYet {
-                        until: Some(*since + EMPTY_FOR),
-                        typing: *typing,
+                        until: None,
+                        typing: true,
                     });
                 }
-                let due = *since + if *typing { self.typing } else { self.settle };
+                Err(NotYet {
+                    until: Some(since + EMPTY_FOR),
+                    typing,
+                })
+            }
+            How::Settling { since, typing } => {
+                let due = since + if typing { self.typing } else { self.settle };
                 if now >= due {
                     Ok(())
                 } else {
                     Err(NotYet {
                         until: Some(due),
-                        typing: *typing,
-                    })
-                }
-            }
-            None => {
-                // No event seen (start-up, rescan): judge by the modification time.
-                let age = wall_now.duration_since(modified).unwrap_or(Duration::ZERO);
-                if size == 0 {
-                    let since = now.checked_sub(age.min(EMPTY_FOR)).unwrap_or(now);
-                    self.files
-                        .insert(path.to_path_buf(), How::Settling { since, typing: false });
-                    self.check(path, size, modified, now, wall_now)
-                } else if age >= self.settle {
-                    Ok(())
-                } else {
-                    Err(NotYet {
-                        until: Some(now + (self.settle - age)),
-                        typing: false,
+                        typing,
                     })
                 }
             }

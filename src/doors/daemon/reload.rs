@@ -198,8 +198,6 @@ impl Daemon {
             rescheduled,
             broken_changed,
         });
-        let core = &self.core;
-        self.inbox_view.retain(|name, _| core.role(name).is_some());
         self.report_stranded();
         self.forget_deleted_roles();
         self.refresh_watches();

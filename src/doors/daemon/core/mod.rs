@@ -16,7 +16,7 @@ pub mod timing;
 #[cfg(test)]
 mod timing_tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -57,6 +57,13 @@ pub enum Input {
     Config { settle: (Duration, Duration) },
     /// A file event in the inboxes of `owners`.
     InboxEvent { event: FsEvent, owners: Vec<String> },
+    /// A listing of the inbox folder `dir`: each note (absolute path, size, modification time)
+    /// as it is now; the readiness of notes no longer there is forgotten.
+    Listed {
+        dir: PathBuf,
+        notes: Vec<(PathBuf, u64, SystemTime)>,
+        wall: SystemTime,
+    },
     /// A scan of `role`'s inbox: complete notes wait (`ready`), one is a person's new note
     /// (`by_person`), a settling note wants a look at `recheck_at`.
     Scanned {
@@ -262,6 +269,7 @@ impl Core {
             } => self.tick(&roles, &limits, all_today, now),
             Input::LockBusy { role } => self.lock_busy(&role, now),
             Input::ShownChanged => vec![Effect::StatusChanged],
+            Input::Listed { dir, notes, wall } => self.listed(&dir, &notes, wall, now),
             timed @ (Input::Tick(_)
             | Input::Ticked(_)
             | Input::Edited
@@ -277,6 +285,22 @@ impl Core {
                 notes,
             } => self.finished(&role, failure, tokens, &notes, now),
         }
+    }
+
+    /// A listing of `dir`: each note taken in, the readiness of notes gone forgotten.
+    fn listed(
+        &mut self,
+        dir: &Path,
+        notes: &[(PathBuf, u64, SystemTime)],
+        wall: SystemTime,
+        now: Instant,
+    ) -> Vec<Effect> {
+        let existing: HashSet<PathBuf> = notes.iter().map(|(p, _, _)| p.clone()).collect();
+        for (path, size, modified) in notes {
+            self.readiness.observe(path, *size, *modified, now, wall);
+        }
+        self.readiness.retain_existing(dir, &existing);
+        Vec::new()
     }
 
     /// The inputs of the clocks and timers (`timing`).
@@ -500,22 +524,17 @@ impl Core {
             .collect()
     }
 
-    /// Is the note at `path` complete (DESIGN §5)? The readiness of notes is the core's; the
-    /// listing it judges is the shell's.
+    /// Is the note at `path` complete (DESIGN §5)? The readiness of notes is the core's (the
+    /// listings come in as `Input::Listed`); the listing it judges is the shell's.
     pub fn note_complete(
-        &mut self,
+        &self,
         path: &Path,
         size: u64,
         modified: SystemTime,
         now: Instant,
         wall: SystemTime,
     ) -> Result<(), NotYet> {
-        self.readiness.check(path, size, modified, now, wall)
-    }
-
-    /// Forgets the readiness of notes in `dir` that are not in `existing` (a scan's listing).
-    pub fn notes_left(&mut self, dir: &Path, existing: &std::collections::HashSet<PathBuf>) {
-        self.readiness.retain_existing(dir, existing);
+        self.readiness.judge(path, size, modified, now, wall)
     }
 
     pub fn role(&self, name: &str) -> Option<&RoleRuntime> {
@@ -545,5 +564,30 @@ impl Core {
             .chain(roles)
             .chain(self.timing.wakes(now))
             .collect()
+    }
+}
+
+/// The shell as `drive` sees it: it owns the core, reads the monotonic clock and carries effects
+/// out. The daemon is one; the scenario tests' `Sim` is another.
+pub trait Shell {
+    fn core(&mut self) -> &mut Core;
+    /// The monotonic clock, read for each step.
+    fn instant(&self) -> Instant;
+    /// Carries one effect out; what that learned (a lock taken or busy, a scan's result) comes
+    /// back as inputs, fed once the step's other effects are carried out.
+    fn carry_out(&mut self, effect: Effect) -> Vec<Input>;
+}
+
+/// Feeds `input` to the core and carries its effects out in order; the inputs they give back
+/// are fed after them, one step at a time, in the order they came — so no step ever runs while
+/// another step's effects are being carried out.
+pub fn drive(shell: &mut impl Shell, input: Input) {
+    let mut queue = VecDeque::from([input]);
+    while let Some(input) = queue.pop_front() {
+        let now = shell.instant();
+        let effects = shell.core().step(input, now);
+        for effect in effects {
+            queue.extend(shell.carry_out(effect));
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! The daemon's scenarios as sequences of inputs to the core: what an end-to-end test would
 //! drive with files, a fake model and real seconds, here in microseconds with an instant that
 //! moves only when the test says so. The shell's part (listing, locks, spawning) is played by
-//! `Sim` exactly as `daemon/effects.rs` plays it.
+//! `Sim`, through the same `drive` that carries the daemon's effects out.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,7 +28,7 @@ pub(super) struct Sim {
     pub(super) notes_gone: BTreeSet<String>,
     /// Roles with complete notes in their inbox (what the last scan found): a run takes them.
     pub(super) inbox: BTreeSet<String>,
-    /// Every effect other than starts, as they came.
+    /// Every effect, in the order it was carried out.
     pub(super) said: Vec<Effect>,
 }
 
@@ -75,10 +75,12 @@ impl Sim {
         self.wall += chrono::Duration::from_std(d).unwrap();
     }
 
+    /// Feeds `input` through `drive`; the effects carried out for it (and for what they gave
+    /// back), in order.
     pub(super) fn input(&mut self, input: Input) -> Vec<Effect> {
-        let effects = self.core.step(input, self.now);
-        self.said.extend(effects.iter().cloned());
-        effects
+        let from = self.said.len();
+        drive(self, input);
+        self.said[from..].to_vec()
     }
 
     /// A scan found complete notes in `role`'s inbox (`by_person`: one a person wrote).
@@ -103,7 +105,7 @@ impl Sim {
         });
     }
 
-    /// One tick, with every `Start` answered as the shell answers it. Returns what started.
+    /// One dispatch, with every `Start` answered as the shell answers it. Returns what started.
     pub(super) fn tick(&mut self) -> Vec<(String, Work)> {
         let roles = self
             .role_limits
@@ -115,38 +117,18 @@ impl Sim {
                 today: self.today.get(name).copied().unwrap_or_default(),
             })
             .collect();
-        let tick = Input::Dispatch {
+        let dispatch = Input::Dispatch {
             roles,
             limits: self.limits.clone(),
             all_today: self.all_today,
         };
-        let mut started = Vec::new();
-        for effect in self.input(tick) {
-            let Effect::Start(role) = effect else { continue };
-            if self.held_elsewhere.contains(&role) {
-                self.input(Input::LockBusy { role });
-                continue;
-            }
-            let resuming = self.core.role(&role).is_some_and(|r| r.resuming());
-            let gone = self.notes_gone.contains(&role);
-            // The shell hands a run the notes its inbox holds (none to a resumed run).
-            let notes = if resuming || gone || !self.inbox.remove(&role) {
-                vec![]
-            } else {
-                vec![PathBuf::from(format!("/v/agent/inbox/{role}/n.md"))]
-            };
-            let taken = Input::LockTaken {
-                role,
-                notes,
-                wall: self.wall,
-            };
-            for e in self.input(taken) {
-                if let Effect::Spawn { role, work } = e {
-                    started.push((role, work));
-                }
-            }
-        }
-        started
+        self.input(dispatch)
+            .into_iter()
+            .filter_map(|e| match e {
+                Effect::Spawn { role, work } => Some((role, work)),
+                _ => None,
+            })
+            .collect()
     }
 
     pub(super) fn finish(&mut self, role: &str, failure: Option<FailureClass>, tokens: u64) -> Vec<Effect> {
@@ -185,6 +167,40 @@ pub(super) fn clocks(now: Instant) -> Clocks {
         now,
         watchdog: None,
         quiet: S(10),
+    }
+}
+
+impl Shell for Sim {
+    fn core(&mut self) -> &mut Core {
+        &mut self.core
+    }
+
+    fn instant(&self) -> Instant {
+        self.now
+    }
+
+    /// Records each effect; answers a `Start` as the daemon does: the lock is held by `tabd
+    /// fire`, or taken with the notes the inbox holds (none for a resumed run).
+    fn carry_out(&mut self, effect: Effect) -> Vec<Input> {
+        self.said.push(effect.clone());
+        let Effect::Start(role) = effect else {
+            return Vec::new();
+        };
+        if self.held_elsewhere.contains(&role) {
+            return vec![Input::LockBusy { role }];
+        }
+        let resuming = self.core.role(&role).is_some_and(|r| r.resuming());
+        let gone = self.notes_gone.contains(&role);
+        let notes = if resuming || gone || !self.inbox.remove(&role) {
+            vec![]
+        } else {
+            vec![PathBuf::from(format!("/v/agent/inbox/{role}/n.md"))]
+        };
+        vec![Input::LockTaken {
+            role,
+            notes,
+            wall: self.wall,
+        }]
     }
 }
 
@@ -665,5 +681,89 @@ fn a_watched_change_runs_the_role_once_and_its_own_write_is_no_change_for_it() {
     assert_eq!(
         sim.tick(),
         started("risk", Work::Watch(vec!["project/plan.md".into()]))
+    );
+}
+
+#[test]
+fn a_lock_taken_is_fed_back_after_the_steps_other_effects_are_carried_out() {
+    let mut sim = Sim::new(
+        &["a", "b", "c"],
+        Limits {
+            max_runs_per_day: 1,
+            ..limits()
+        },
+    );
+    let spent = DayUsage {
+        runs: 1,
+        ..DayUsage::default()
+    };
+    sim.today.insert("c".into(), spent);
+    for r in ["a", "b", "c"] {
+        sim.notes_ready(r, true);
+    }
+    sim.said.clear();
+    assert_eq!(
+        sim.tick(),
+        [("a".to_string(), Work::Inbox), ("b".to_string(), Work::Inbox)]
+    );
+    let spawn = |r: &str| Effect::Spawn {
+        role: r.into(),
+        work: Work::Inbox,
+    };
+    let stop = Effect::StopForToday {
+        role: "c".into(),
+        stop: DailyStop::RunsPerDay,
+        kind: TriggerKind::Inbox,
+    };
+    assert_eq!(
+        sim.said,
+        [
+            Effect::Start("a".into()),
+            Effect::Start("b".into()),
+            stop,
+            Effect::StatusChanged,
+            spawn("a"),
+            Effect::StatusChanged,
+            spawn("b"),
+            Effect::StatusChanged,
+        ],
+        "every effect of the dispatch first, then each lock taken, in the order they were taken"
+    );
+}
+
+#[test]
+fn a_listing_takes_in_an_empty_note_as_a_persons_and_forgets_a_note_gone() {
+    let mut sim = Sim::new(&["delivery"], limits());
+    let dir = PathBuf::from("/v/agent/inbox/delivery");
+    let note = dir.join("Untitled.md");
+    let wall = std::time::SystemTime::now();
+    let listed = |notes| Input::Listed {
+        dir: dir.clone(),
+        notes,
+        wall,
+    };
+    // Found empty by a scan (no event seen), and still empty at the next scan a second later:
+    // a person is about to type in it.
+    sim.input(listed(vec![(note.clone(), 0, wall)]));
+    sim.later(S(1));
+    sim.input(listed(vec![(note.clone(), 0, wall)]));
+    sim.input(Input::InboxEvent {
+        event: FsEvent::Written(note.clone()),
+        owners: vec!["delivery".into()],
+    });
+    assert_eq!(
+        sim.core.note_complete(&note, 5, wall, sim.now, wall),
+        Err(NotYet {
+            until: Some(sim.now + S(60)),
+            typing: true
+        }),
+        "the first words wait for the person, not for a program's settle"
+    );
+    // Gone from the next listing: forgotten, so a note of that name is judged afresh.
+    sim.input(listed(vec![]));
+    let an_hour_ago = wall - S(3600);
+    assert_eq!(
+        sim.core.note_complete(&note, 5, an_hour_ago, sim.now, wall),
+        Ok(())
     );
 }
