@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 /// Longest file of the daemon's shell.
 const MAX_DAEMON_MOD_LINES: usize = 600;
+/// The daemon shell's struct holds at most this many fields, each a group that owns one thing.
+const MAX_DAEMON_FIELDS: usize = 8;
 
 /// One source file: its path under `src/` (`running/run/finish.rs`) and its text without tests and
 /// comments.
@@ -443,6 +445,67 @@ fn the_daemon_shell_stays_short() {
     assert!(
         n <= MAX_DAEMON_MOD_LINES,
         "src/doors/daemon/mod.rs is {n} lines (at most {MAX_DAEMON_MOD_LINES})"
+    );
+}
+
+/// The fields of `pub struct NAME { … }` in `text`, each with whether a `///` line stands above
+/// it.
+fn struct_fields(text: &str, name: &str) -> Vec<(String, bool)> {
+    let Some(start) = text.find(&format!("pub struct {name} {{")) else {
+        return Vec::new();
+    };
+    let mut fields = Vec::new();
+    let mut documented = false;
+    for line in text[start..].lines().skip(1) {
+        let t = line.trim();
+        if line.starts_with('}') {
+            break;
+        }
+        if t.starts_with("///") {
+            documented = true;
+            continue;
+        }
+        // A field starts at the struct's own indent: `name: Type,` (maybe `pub(super)`).
+        let field = t.trim_start_matches("pub(super) ").trim_start_matches("pub ");
+        let is_field = line.starts_with("    ")
+            && !line.starts_with("     ")
+            && field.split_once(':').is_some_and(|(n, _)| {
+                !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            });
+        if is_field {
+            let n = field.split_once(':').map_or("", |(n, _)| n);
+            fields.push((n.to_string(), documented));
+        }
+        if !t.starts_with("#[") {
+            documented = false;
+        }
+    }
+    fields
+}
+
+/// Issue 37: the daemon's shell is an executor of the core's effects with a handful of fields,
+/// each a group that owns one thing and says what in one doc line.
+#[test]
+fn the_daemon_shell_has_a_handful_of_fields() {
+    let daemon = std::fs::read_to_string(src_dir().join("doors/daemon/mod.rs")).unwrap();
+    let fields = struct_fields(&daemon, "Daemon");
+    assert!(!fields.is_empty(), "struct Daemon is in src/doors/daemon/mod.rs");
+    assert!(
+        fields.len() <= MAX_DAEMON_FIELDS,
+        "struct Daemon has {} fields (at most {MAX_DAEMON_FIELDS}): {:?}",
+        fields.len(),
+        fields.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    let bare: Vec<&String> = fields.iter().filter(|f| !f.1).map(|f| &f.0).collect();
+    assert!(
+        bare.is_empty(),
+        "fields of struct Daemon without a doc line: {bare:?}"
+    );
+    // The checker itself, on a made-up struct: it counts fields, not their types' lines.
+    let made_up = "pub struct Daemon {\n    /// a\n    a: A,\n    b: HashMap<\n        String,\n        u8,\n    >,\n}\n";
+    assert_eq!(
+        struct_fields(made_up, "Daemon"),
+        [("a".to_string(), true), ("b".to_string(), false)]
     );
 }
 

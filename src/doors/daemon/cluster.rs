@@ -303,7 +303,7 @@ impl Daemon {
                 "skipped — the {} run: {cause}",
                 slot.with_timezone(&tz).format("%H:%M")
             );
-            self.writes.check(
+            self.shown.writes.check(
                 "the daily note",
                 self.run_env
                     .log

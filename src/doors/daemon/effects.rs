@@ -29,13 +29,13 @@ impl Daemon {
     /// Feeds one input to the core and carries out what it says (`core::drive`). Fed while
     /// effects are being carried out, it waits until that step's effects are all carried out.
     pub(super) fn apply(&mut self, input: Input) {
-        if self.driving {
-            self.fed.push(input);
+        if self.work.driving {
+            self.work.fed.push(input);
             return;
         }
-        self.driving = true;
+        self.work.driving = true;
         super::core::drive(self, input);
-        self.driving = false;
+        self.work.driving = false;
     }
 
     fn carry(&mut self, effect: Effect) {
@@ -48,12 +48,12 @@ impl Daemon {
                     super::core::PAUSE.as_secs() / 60
                 );
                 let r = self.run_env.store.update(|s| s.global.paused = Some(reason));
-                self.writes.check("the state (paused)", r);
+                self.shown.writes.check("the state (paused)", r);
             }
             Effect::Unpaused => {
                 tracing::info!("model calls go on");
                 let r = self.run_env.store.update(|s| s.global.paused = None);
-                self.writes.check("the state (paused)", r);
+                self.shown.writes.check("the state (paused)", r);
             }
             Effect::RoleWaits { role, until } => {
                 let secs = until
@@ -61,7 +61,7 @@ impl Daemon {
                     .as_secs();
                 tracing::warn!("{role} waits {} min for a server it requires", secs.div_ceil(60));
             }
-            Effect::StatusChanged => self.status_dirty = true,
+            Effect::StatusChanged => self.shown.dirty = true,
             Effect::Rescan(why) => {
                 match why {
                     super::core::Rescan::ClockJumped(drift) => tracing::info!(
@@ -73,7 +73,7 @@ impl Daemon {
                     }
                     super::core::Rescan::Routine => {}
                 }
-                self.rescan_all = true;
+                self.seen.rescan_all = true;
             }
             Effect::RefreshWatches => self.refresh_watches(),
             Effect::Reload => self.reload(),
@@ -90,7 +90,7 @@ impl Daemon {
             }
             Effect::Spawn { role, work } => self.spawn_run(&role, work),
             // The notes went away (moved by someone) before the run started: the lock goes.
-            Effect::Release(role) => drop(self.starting.remove(&role)),
+            Effect::Release(role) => drop(self.work.starting.remove(&role)),
         }
     }
 
@@ -106,6 +106,7 @@ impl Daemon {
                 may_run: self.role_may_run_here(role),
                 limits: crate::records::limits::RoleLimits::resolve(role, &self.config().limits),
                 today: self
+                    .seen
                     .state
                     .roles
                     .get(&role.name)
@@ -116,7 +117,7 @@ impl Daemon {
         self.apply(Input::Dispatch {
             roles,
             limits: self.config().limits.clone(),
-            all_today: self.state.global.today(today),
+            all_today: self.seen.state.global.today(today),
         });
     }
 
@@ -132,7 +133,7 @@ impl Daemon {
         let cause = stop.cause();
         if self.note_once(name, cause) {
             let now = self.run_env.clock.now();
-            self.writes.check(
+            self.shown.writes.check(
                 "the daily note",
                 self.run_env
                     .log
@@ -151,7 +152,7 @@ impl Daemon {
             r.roll_day(today);
             r.first_notice(cause)
         });
-        self.writes.check("the state (a notice)", first.as_ref());
+        self.shown.writes.check("the state (a notice)", first.as_ref());
         first.unwrap_or(true)
     }
 
@@ -187,7 +188,8 @@ impl Daemon {
             notes_truncated: Vec::new(),
             triage: None,
         };
-        self.writes
+        self.shown
+            .writes
             .check("a run record", self.run_env.log.write_record(&rec));
     }
 
@@ -223,7 +225,7 @@ impl Daemon {
         };
         let root = self.watching.paths.root.clone();
         let paths: Vec<PathBuf> = notes.iter().map(|n| root.join(n.path.as_path())).collect();
-        self.starting.insert(
+        self.work.starting.insert(
             name.to_string(),
             Starting {
                 lock,
@@ -240,9 +242,10 @@ impl Daemon {
 
     /// The core's `Spawn`: the run starts with the lock and the notes its start took.
     fn spawn_run(&mut self, name: &str, work: super::core::Work) {
-        let (Some(starting), Some(role)) =
-            (self.starting.remove(name), self.roles().roles.get(name).cloned())
-        else {
+        let (Some(starting), Some(role)) = (
+            self.work.starting.remove(name),
+            self.roles().roles.get(name).cloned(),
+        ) else {
             tracing::error!("tabd bug: a run of {name} was to start without its run lock");
             return;
         };
@@ -253,7 +256,8 @@ impl Daemon {
         let mut env = self.run_env.clone();
         env.fence = self.fence_for(name, slot, &starting.paths);
         let trigger = inputs::trigger_of(work, &role);
-        self.tasks
+        self.work
+            .tasks
             .spawn(env, role, trigger, starting.notes, starting.paths, starting.lock);
     }
 
@@ -294,7 +298,7 @@ impl Daemon {
         self.ran_here(&done.role, &done.result.record);
         // Its record is safe in state, but a log it could not write is a write that failed.
         for e in &done.result.log_errors {
-            self.writes.check::<(), _>("a run's log", Err(e));
+            self.shown.writes.check::<(), _>("a run's log", Err(e));
         }
         self.absorb_own_changes(&done.role, &done.result.changes);
     }
@@ -319,7 +323,7 @@ impl super::core::Shell for Daemon {
 
     fn carry_out(&mut self, effect: Effect) -> Vec<Input> {
         self.carry(effect);
-        std::mem::take(&mut self.fed)
+        std::mem::take(&mut self.work.fed)
     }
 }
 
@@ -388,9 +392,9 @@ impl Daemon {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        self.notifier = Notifier::start(
+        self.shown.notifier = Notifier::start(
             &self.config().notify,
-            self.env.clone(),
+            self.setup.env.clone(),
             &name,
             self.config().timezone,
         );
@@ -405,7 +409,7 @@ impl Daemon {
         (title, message): (String, String),
         note: Option<String>,
     ) {
-        if let Some(n) = &self.notifier {
+        if let Some(n) = &self.shown.notifier {
             n.send(Event {
                 kind,
                 role: role.to_string(),
@@ -421,11 +425,12 @@ impl Daemon {
     /// Calls waiting for approval that the person has not been told about (whichever door asked:
     /// a run, `tabd fire`, `tabd mcp serve`): each once, across restarts.
     pub(super) fn notify_approvals(&mut self) {
-        if self.notifier.is_none() {
+        if self.shown.notifier.is_none() {
             return;
         }
         let now = self.run_env.clock.now();
         let fresh: Vec<(String, crate::records::state::approval_ledger::Approval)> = self
+            .seen
             .state
             .approvals
             .iter()
@@ -462,13 +467,13 @@ impl Daemon {
         });
         // Not recorded: the notifier still sends each once while tabd runs (its keys), but a
         // restart would tell again. Counted and shown.
-        self.writes.check("the state (approvals notified)", marked);
+        self.shown.writes.check("the state (approvals notified)", marked);
     }
 
     /// What a finished run may need to tell: paused model calls, notes given up on, a role
     /// failing again and again — or, when asked for, that it is done.
     pub(super) fn notify_run(&mut self, done: &tasks::Done) {
-        let Some(notifier) = self.notifier.clone() else {
+        let Some(notifier) = self.shown.notifier.clone() else {
             return;
         };
         let who = self.display_name(&done.role);
@@ -591,31 +596,31 @@ impl Daemon {
             sd_notify::NotifyState::Stopping,
             sd_notify::NotifyState::ExtendTimeoutUsec(needed.as_micros().min(u32::MAX as u128) as u32),
         ]);
-        if !self.tasks.is_empty() {
+        if !self.work.tasks.is_empty() {
             tracing::warn!(
                 "stopping: waiting up to {}s for {} running turn(s) to finish (stop again, e.g. Ctrl-C, to stop them now)",
                 grace.as_secs(),
-                self.tasks.len()
+                self.work.tasks.len()
             );
         }
         let deadline = self.run_env.clock.instant() + grace;
         self.let_runs_end(deadline, sigterm, sigint).await;
-        if !self.tasks.is_empty() {
+        if !self.work.tasks.is_empty() {
             tracing::warn!(
                 "stopping: stopping {} turn(s) now; their notes stay in the inbox and run again at the next start",
-                self.tasks.len()
+                self.work.tasks.len()
             );
             self.run_env.stop.request();
             let recorded_by = self.run_env.clock.instant() + STOP_RECORD;
             self.let_runs_end(recorded_by, sigterm, sigint).await;
-            if !self.tasks.is_empty() {
-                self.tasks.abort_all();
-                while let Some(done) = self.tasks.next().await {
+            if !self.work.tasks.is_empty() {
+                self.work.tasks.abort_all();
+                while let Some(done) = self.work.tasks.next().await {
                     self.on_done(done);
                 }
             }
         }
-        if let Some(task) = self.approvals.task.take() {
+        if let Some(task) = self.work.approvals.task.take() {
             // A call in flight is waited for; one cut off stays `executing` and becomes `unknown`.
             let _ = tokio::time::timeout(grace, task).await;
         }
@@ -635,9 +640,9 @@ impl Daemon {
         sigterm: &mut tokio::signal::unix::Signal,
         sigint: &mut tokio::signal::unix::Signal,
     ) {
-        while !self.tasks.is_empty() {
+        while !self.work.tasks.is_empty() {
             tokio::select! {
-                Some(done) = self.tasks.next() => self.on_done(done),
+                Some(done) = self.work.tasks.next() => self.on_done(done),
                 _ = tokio::time::sleep_until(until) => break,
                 _ = sigterm.recv() => break,
                 _ = sigint.recv() => break,

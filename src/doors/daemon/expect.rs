@@ -93,17 +93,18 @@ impl Daemon {
     /// time a role is seen, checking starts now: deadlines from before tabd knew the expectation
     /// are not held against it.
     pub(super) fn check_expectations(&mut self, wall: DateTime<Utc>) {
-        if self.expect.task.is_some() {
+        if self.work.expect.task.is_some() {
             return;
         }
         self.refresh_expect_due(wall);
         let due: Vec<(String, Option<DateTime<Utc>>)> = self
+            .work
             .expect
             .due
             .iter()
             .filter(|(_, at)| **at <= wall)
             .map(|(name, _)| {
-                let since = self.state.roles.get(name).and_then(|r| r.expect_checked);
+                let since = self.seen.state.roles.get(name).and_then(|r| r.expect_checked);
                 (name.clone(), since)
             })
             .collect();
@@ -111,7 +112,7 @@ impl Daemon {
             return;
         }
         let (env, today) = (self.run_env.clone(), self.today());
-        self.expect.task = Some(tokio::task::spawn_blocking(move || {
+        self.work.expect.task = Some(tokio::task::spawn_blocking(move || {
             check(&env, &due, wall, today)
         }));
     }
@@ -120,10 +121,11 @@ impl Daemon {
     fn refresh_expect_due(&mut self, wall: DateTime<Utc>) {
         let roles = self.run_env.roles.clone();
         let same = self
+            .work
             .expect
             .for_roles
             .as_ref()
-            .is_some_and(|(set, host)| Arc::ptr_eq(set, &roles) && *host == self.host);
+            .is_some_and(|(set, host)| Arc::ptr_eq(set, &roles) && *host == self.setup.host);
         if same {
             return;
         }
@@ -132,7 +134,12 @@ impl Daemon {
             .runnable()
             .filter(|r| !r.settings.expect.is_empty() && self.role_may_run_here(r))
         {
-            let since = self.state.roles.get(&role.name).and_then(|r| r.expect_checked);
+            let since = self
+                .seen
+                .state
+                .roles
+                .get(&role.name)
+                .and_then(|r| r.expect_checked);
             // Never checked: at once, to record when checking starts.
             let at = match since {
                 Some(s) => next_due(role, s),
@@ -142,8 +149,8 @@ impl Daemon {
                 due.insert(role.name.clone(), at);
             }
         }
-        self.expect.due = due;
-        self.expect.for_roles = Some((roles, self.host.clone()));
+        self.work.expect.due = due;
+        self.work.expect.for_roles = Some((roles, self.setup.host.clone()));
     }
 
     /// A check ended: its events go out, its failed writes are counted, and each role it
@@ -157,13 +164,13 @@ impl Daemon {
             }
         };
         for (what, e) in checked.failed {
-            self.writes.check::<(), _>(what, Err(e));
+            self.shown.writes.check::<(), _>(what, Err(e));
         }
         let roles = self.run_env.roles.clone();
         for name in &checked.roles {
             match roles.roles.get(name).and_then(|r| next_due(r, checked.wall)) {
-                Some(at) => self.expect.due.insert(name.clone(), at),
-                None => self.expect.due.remove(name),
+                Some(at) => self.work.expect.due.insert(name.clone(), at),
+                None => self.work.expect.due.remove(name),
             };
         }
         for (name, path, due) in checked.reported {
@@ -196,10 +203,11 @@ impl Daemon {
     /// The next deadline of any expectation, for the loop's wake-up (none while a check is
     /// going on: its end wakes the loop).
     pub(super) fn next_deadline(&self, wall: DateTime<Utc>, now: Instant) -> Option<Instant> {
-        if self.expect.task.is_some() {
+        if self.work.expect.task.is_some() {
             return None;
         }
-        self.expect
+        self.work
+            .expect
             .due
             .values()
             .min()

@@ -40,9 +40,9 @@ pub(super) struct NoteMeta {
 
 impl Daemon {
     pub(super) fn scan_inboxes(&mut self, now: Instant) {
-        let all = std::mem::take(&mut self.rescan_all);
+        let all = std::mem::take(&mut self.seen.rescan_all);
         let core = &self.core;
-        self.inbox_view.retain(|name, _| core.role(name).is_some());
+        self.seen.inbox_view.retain(|name, _| core.role(name).is_some());
         let names = self.core.due_scans(all, now);
         let roles = self.run_env.roles.clone();
         let mut unreadable: Vec<(&Role, Vec<OddEntry>)> = Vec::new();
@@ -78,8 +78,8 @@ impl Daemon {
                 has_failed: listing.has_failed,
                 ..view
             };
-            if self.inbox_view.get(&name) != Some(&view) {
-                self.inbox_view.insert(name.clone(), view);
+            if self.seen.inbox_view.get(&name) != Some(&view) {
+                self.seen.inbox_view.insert(name.clone(), view);
                 self.apply(Input::ShownChanged);
             }
             if all {
@@ -97,7 +97,7 @@ impl Daemon {
                 .iter()
                 .map(|o| format!("{} ({})", o.name, o.why))
                 .collect();
-            self.unreadable.insert(name.clone(), names);
+            self.seen.unreadable.insert(name.clone(), names);
             unreadable.push((role, listing.unreadable));
         }
         self.report_unreadable(unreadable);
@@ -148,6 +148,7 @@ impl Daemon {
                         view.ready += 1;
                         // A retry waits like anything else: only a person's new note is urgent.
                         let retried = self
+                            .seen
                             .state
                             .roles
                             .get(&role.name)
@@ -168,14 +169,15 @@ impl Daemon {
             let wall = self.run_env.clock.now();
             wall + chrono::Duration::from_std(t.saturating_duration_since(now)).unwrap_or_default()
         });
-        self.notes
+        self.seen
+            .notes
             .retain(|p, _| p.parent() != Some(dir.as_path()) || existing.contains(p));
         (view.ready > 0, recheck, view)
     }
 
     /// A note's draft status and priority, read once and kept while its mtime and size hold.
     fn note_meta(&mut self, abs: &Path, e: &Entry, modified: SystemTime) -> NoteMeta {
-        if let Some(meta) = self.notes.get(abs) {
+        if let Some(meta) = self.seen.notes.get(abs) {
             if meta.modified == modified && meta.size == e.size {
                 return *meta;
             }
@@ -194,7 +196,7 @@ impl Daemon {
             by_person,
             unreadable,
         };
-        self.notes.insert(abs.to_path_buf(), meta);
+        self.seen.notes.insert(abs.to_path_buf(), meta);
         meta
     }
 
@@ -263,13 +265,13 @@ impl Daemon {
                     Some(refused.to.as_str().to_string()),
                 );
                 for e in refused.log_errors {
-                    self.writes.check::<(), _>("a refused note's line", Err(e));
+                    self.shown.writes.check::<(), _>("a refused note's line", Err(e));
                 }
                 self.apply(Input::ShownChanged);
                 true
             }
             Err(e) => {
-                self.writes.check::<(), _>(
+                self.shown.writes.check::<(), _>(
                     "the move to failed/ of a note that cannot be read",
                     Err(format!("{path} ({why}): {e}")),
                 );
@@ -286,6 +288,7 @@ impl Daemon {
         for (role, odd) in found {
             let names: BTreeSet<String> = odd.iter().map(|o| o.name.clone()).collect();
             let reported = self
+                .seen
                 .state
                 .roles
                 .get(&role.name)
@@ -313,10 +316,11 @@ impl Daemon {
                 o.name, o.why
             );
             tracing::warn!("{who}: {line}");
-            self.writes
+            self.shown
+                .writes
                 .check("the daily note", self.run_env.log.write_line(now, &who, &line));
         }
-        self.writes.check(
+        self.shown.writes.check(
             "the state",
             self.run_env.store.update(move |s| {
                 for (role, names) in updates {
@@ -334,6 +338,7 @@ impl Daemon {
             .into_iter()
             .filter_map(|(role, notes)| {
                 let gone: Vec<String> = self
+                    .seen
                     .state
                     .roles
                     .get(&role)?
@@ -348,7 +353,7 @@ impl Daemon {
         if stale.is_empty() {
             return;
         }
-        self.writes.check(
+        self.shown.writes.check(
             "the state",
             self.run_env.store.update(move |s| {
                 for (role, gone) in stale {
@@ -397,7 +402,7 @@ impl Daemon {
                 (
                     role.name.as_str(),
                     &role.schedule,
-                    self.state.roles.get(&role.name).and_then(|r| r.last_slot),
+                    self.seen.state.roles.get(&role.name).and_then(|r| r.last_slot),
                     role.catch_up(),
                     role.settings.stale_after(),
                 )
@@ -419,7 +424,7 @@ impl Daemon {
                 }
                 s.clone()
             })?;
-            self.state = fresh;
+            self.seen.state = fresh;
             Ok(())
         });
         let decisions = match committed {
@@ -429,7 +434,7 @@ impl Daemon {
                 return;
             }
         };
-        if self.ledger_error.take().is_some() {
+        if self.seen.ledger_error.take().is_some() {
             tracing::info!("scheduled slots can be recorded again");
             self.apply(Input::ShownChanged);
         }
@@ -443,12 +448,12 @@ impl Daemon {
     /// The ledger could not be written: no slot runs (each would run again and again from the
     /// old ledger); said once, shown in status, tried again every tick.
     fn ledger_failed(&mut self, why: &str) {
-        if self.ledger_error.is_none() {
+        if self.seen.ledger_error.is_none() {
             let msg = format!(
                 "cannot record scheduled runs in .tabd/state.json ({why}); scheduled runs wait until it can"
             );
             tracing::error!("{msg}");
-            self.writes.check(
+            self.shown.writes.check(
                 "the daily note",
                 self.run_env
                     .log
@@ -456,14 +461,14 @@ impl Daemon {
             );
             self.apply(Input::ShownChanged);
         }
-        self.ledger_error = Some(why.to_string());
+        self.seen.ledger_error = Some(why.to_string());
     }
 
     fn queue_or_log(&mut self, role: &Role, decision: SlotDecision, wall: DateTime<Utc>) {
         let tz = self.config().timezone;
         let fmt = |t: DateTime<Utc>| t.with_timezone(&tz).format("%H:%M").to_string();
         let log = self.run_env.log.clone();
-        let writes = &self.writes;
+        let writes = &self.shown.writes;
         let line =
             |text: String| writes.check("the daily note", log.write_line(wall, &role.display_name, &text));
         let mut due = Vec::new();
@@ -551,7 +556,7 @@ impl Daemon {
     pub(super) fn start_approvals_pass(&mut self) {
         let env = self.run_env.clone();
         let shared = self.coordinator.as_ref().and_then(|c| c.shared.clone());
-        self.approvals.task = Some(tokio::spawn(async move {
+        self.work.approvals.task = Some(tokio::spawn(async move {
             crate::doors::approval_pass::pass(&env, shared.as_ref()).await
         }));
     }

@@ -86,49 +86,80 @@ struct Watching {
     hashes: HashMap<String, HashMap<String, String>>,
 }
 
-pub struct Daemon {
+/// What the daemon was started with and what its config and role files say beyond `RunEnv`.
+struct Setup {
     env: Env,
     cli_config: Option<PathBuf>,
-    /// Shared with every run; replaced (not mutated) on reload.
-    run_env: RunEnv,
     host: String,
     /// Roles running their last good version while their file has errors.
     kept_last_good: Vec<String>,
     /// The config file's error since its last edit: the daemon runs with the previous config.
     config_error: Option<String>,
-    /// Side writes (log lines, state) that failed: counted and shown, never silent.
-    writes: crate::base::sidewrites::SideWrites,
     /// Each broken role's errors as the daily note last stated them.
     role_errors_logged: BTreeMap<String, Vec<crate::base::diag::Diagnostic>>,
     /// Each broken role's errors as the daemon's log last said them (at once, on each edit).
     role_errors_said: BTreeMap<String, Vec<crate::base::diag::Diagnostic>>,
-    /// Where the person is told what needs them (`[notify]`); `None`: no channel set.
-    notifier: Option<crate::capabilities::notify::Notifier>,
-    /// Every role's runtime, the notes' readiness, the pause: changed only through `core.step`.
-    core: Core,
-    notes: HashMap<PathBuf, inputs::NoteMeta>,
-    inbox_view: BTreeMap<String, status::InboxView>,
-    /// Per role: inbox entries the last scan could not read, for status.
-    unreadable: BTreeMap<String, Vec<String>>,
-    tasks: tasks::Tasks,
-    watching: Watching,
+}
+
+/// What the last scans and reads of the vault found.
+#[derive(Default)]
+struct Seen {
     /// `state.json` as of this tick: read once per tick, not once per role.
     state: State,
     /// Every inbox is listed at the next scan (the core said so: `Effect::Rescan`).
     rescan_all: bool,
-    status_dirty: bool,
-    status_generation: u64,
+    /// What the daemon keeps of each note between scans (valid while its mtime and size hold).
+    notes: HashMap<PathBuf, inputs::NoteMeta>,
+    /// Per role: its inbox and queue as the last scan saw them, for status.
+    inbox_view: BTreeMap<String, status::InboxView>,
+    /// Per role: inbox entries the last scan could not read, for status.
+    unreadable: BTreeMap<String, Vec<String>>,
     /// Why scheduled slots cannot be recorded right now (shown in status until it works again).
     ledger_error: Option<String>,
+}
+
+/// What the person is shown and told: the status note, failed side writes, `[notify]`.
+struct Showing {
+    /// The core said the status changed (`Effect::StatusChanged`): written at the tick's end.
+    dirty: bool,
+    /// Grows with every write of the status.
+    generation: u64,
+    /// Side writes (log lines, state) that failed: counted and shown, never silent.
+    writes: crate::base::sidewrites::SideWrites,
+    /// Where the person is told what needs them (`[notify]`); `None`: no channel set.
+    notifier: Option<crate::capabilities::notify::Notifier>,
+}
+
+/// The work going on off the loop, and the inputs waiting while effects are carried out.
+#[derive(Default)]
+struct Work {
+    tasks: tasks::Tasks,
+    /// Runs the core said to start, their lock taken, until their `Spawn` or `Release`.
+    starting: HashMap<String, effects::Starting>,
     approvals: ApprovalWork,
     expect: expect::ExpectWork,
-    /// With `[cluster]`: what this device may run (DESIGN §23).
-    coordinator: Option<cluster::Coordinator>,
     /// Effects are being carried out (`core::drive`): an input fed now waits in `fed`.
     driving: bool,
     fed: Vec<Input>,
-    /// Runs the core said to start, their lock taken, until their `Spawn` or `Release`.
-    starting: HashMap<String, effects::Starting>,
+}
+
+pub struct Daemon {
+    /// Every decision: each role's runtime, the notes' readiness, the pause, the timers.
+    core: Core,
+    /// What every run is started with; replaced (not mutated) on reload.
+    run_env: RunEnv,
+    /// What the daemon was started with and what its config and role files say.
+    setup: Setup,
+    /// The file watcher and what it is pointed at.
+    watching: Watching,
+    /// What the last scans and reads of the vault found.
+    seen: Seen,
+    /// What the person is shown and told: the status, failed writes, `[notify]`.
+    shown: Showing,
+    /// Runs, the approvals pass and the expectation check going on, and inputs waiting.
+    work: Work,
+    /// With `[cluster]`: what this device may run (DESIGN §23).
+    coordinator: Option<cluster::Coordinator>,
 }
 
 impl Watching {
@@ -208,8 +239,16 @@ impl Daemon {
         let telemetry =
             crate::capabilities::telemetry::Telemetry::start(init.config.telemetry.as_ref(), &init.env);
         let side = crate::base::sidewrites::SideWrites::default();
-        Ok(Self {
+        let setup = Setup {
+            env: init.env.clone(),
+            cli_config: init.cli_config.clone(),
             host: host_name(&init.config),
+            kept_last_good: Vec::new(),
+            config_error: None,
+            role_errors_logged: BTreeMap::new(),
+            role_errors_said: BTreeMap::new(),
+        };
+        Ok(Self {
             core: Core::new(
                 init.config.inbox.settle(),
                 &core::Clocks {
@@ -238,30 +277,20 @@ impl Daemon {
                 telemetry,
                 side: side.clone(),
             },
-            env: init.env,
-            cli_config: init.cli_config,
-            kept_last_good: Vec::new(),
-            config_error: None,
-            writes: side,
-            role_errors_logged: BTreeMap::new(),
-            role_errors_said: BTreeMap::new(),
-            notifier: None,
-            notes: HashMap::new(),
-            inbox_view: BTreeMap::new(),
-            unreadable: BTreeMap::new(),
-            tasks: tasks::Tasks::default(),
+            setup,
             watching,
-            state: State::default(),
-            rescan_all: true,
-            status_dirty: false,
-            status_generation: 0,
-            ledger_error: None,
-            approvals: ApprovalWork::default(),
-            expect: Default::default(),
+            seen: Seen {
+                rescan_all: true,
+                ..Seen::default()
+            },
+            shown: Showing {
+                dirty: false,
+                generation: 0,
+                writes: side,
+                notifier: None,
+            },
+            work: Work::default(),
             coordinator: None,
-            driving: false,
-            fed: Vec::new(),
-            starting: HashMap::new(),
         })
     }
 
@@ -292,7 +321,13 @@ impl Daemon {
     }
 
     fn role_may_run_here(&self, role: &Role) -> bool {
-        role.enabled() && !role.is_abstract && role.settings.runs_on.as_ref().is_none_or(|h| h == &self.host)
+        role.enabled()
+            && !role.is_abstract
+            && role
+                .settings
+                .runs_on
+                .as_ref()
+                .is_none_or(|h| h == &self.setup.host)
     }
 
     /// Runs until SIGTERM/SIGINT. Returns the exit code.
@@ -329,7 +364,7 @@ impl Daemon {
         self.sweep_stale_temps();
         loop {
             let wake = self.next_wake();
-            let notifier = self.notifier.clone();
+            let notifier = self.shown.notifier.clone();
             tokio::select! {
                 () = notify_changed(notifier.as_ref()) => self.apply(Input::ShownChanged),
                 _ = tokio::time::sleep_until(wake) => {}
@@ -339,13 +374,13 @@ impl Daemon {
                         self.on_event(ev);
                     }
                 }
-                Some(done) = self.tasks.next(), if !self.tasks.is_empty() => self.on_done(done),
-                pass = async { self.approvals.task.as_mut().expect("guarded").await }, if self.approvals.task.is_some() => {
-                    self.approvals.task = None;
+                Some(done) = self.work.tasks.next(), if !self.work.tasks.is_empty() => self.on_done(done),
+                pass = async { self.work.approvals.task.as_mut().expect("guarded").await }, if self.work.approvals.task.is_some() => {
+                    self.work.approvals.task = None;
                     self.on_approvals_pass(pass);
                 }
-                checked = async { self.expect.task.as_mut().expect("guarded").await }, if self.expect.task.is_some() => {
-                    self.expect.task = None;
+                checked = async { self.work.expect.task.as_mut().expect("guarded").await }, if self.work.expect.task.is_some() => {
+                    self.work.expect.task = None;
                     self.on_expect_checked(checked);
                 }
                 _ = sigterm.recv() => break,
@@ -366,7 +401,7 @@ impl Daemon {
     fn start_up(&mut self) {
         self.start_notifier();
         self.coordinator = cluster::Coordinator::start(self.config(), &self.watching.paths.root);
-        if let Some(warning) = self.config().provider.missing_key(&self.env) {
+        if let Some(warning) = self.config().provider.missing_key(&self.setup.env) {
             tracing::warn!("{warning}");
         }
         let orphans = crate::base::process::reap_orphans(&self.run_env.vault, &self.run_env.key);
@@ -398,7 +433,7 @@ impl Daemon {
         // A pause lasts for one daemon's life; clearing it costs a state write, so only when set.
         if self.run_env.store.load().global.paused.is_some() {
             let r = self.run_env.store.update(|s| s.global.paused = None);
-            self.writes.check("the state (paused)", r);
+            self.shown.writes.check("the state (paused)", r);
         }
         self.start_approvals();
         self.drop_interrupted_resumes();
@@ -468,7 +503,7 @@ impl Daemon {
                 continue;
             };
             if self.role_may_run_here(role) {
-                let ledger = self.state.roles.get(name).and_then(|r| r.last_slot);
+                let ledger = self.seen.state.roles.get(name).and_then(|r| r.last_slot);
                 let after = ledger.map_or(wall, |l| l.max(wall));
                 timers.push(
                     role.schedule
@@ -506,7 +541,7 @@ impl Daemon {
         let (wall, now) = self.now();
         // The tick's own file work (state, inbox listings, the status note) is small and bounded:
         // it runs right here. Long work (runs, tools, hashing big files) is `blocking::run`.
-        self.state = self.run_env.store.load();
+        self.seen.state = self.run_env.store.load();
         self.apply(Input::Tick(core::Observed {
             wall,
             events_lost: self.watching.overflow.swap(false, Ordering::Relaxed),
@@ -526,10 +561,10 @@ impl Daemon {
             .map(|pool| pool.status())
             .unwrap_or_default();
         self.apply(Input::Ticked(core::Shown {
-            failed_writes: self.writes.count(),
+            failed_writes: self.shown.writes.count(),
             mcp_servers,
         }));
-        if self.status_dirty {
+        if self.shown.dirty {
             self.write_status(true);
         }
     }

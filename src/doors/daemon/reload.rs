@@ -62,11 +62,10 @@ impl Daemon {
         }
         // The config file — or where it would be: one made after start-up is read too. Its
         // folder, or (not made yet either) the nearest folder above it, at most two levels up.
-        let config_path = self
-            .config()
-            .path
-            .clone()
-            .or_else(|| config::locate(self.cli_config.as_deref(), &self.env).map(|(p, _)| p));
+        let config_path =
+            self.config().path.clone().or_else(|| {
+                config::locate(self.setup.cli_config.as_deref(), &self.setup.env).map(|(p, _)| p)
+            });
         if let Some(dir) = config_path
             .as_deref()
             .and_then(|p| p.ancestors().skip(1).take(3).find(|d| d.is_dir()))
@@ -169,16 +168,16 @@ impl Daemon {
         let fresh = crate::base::blocking::run(|| {
             RoleSet::load(
                 &self.run_env.vault,
-                &LoadContext::for_config(self.config(), self.env.clone()),
+                &LoadContext::for_config(self.config(), self.setup.env.clone()),
             )
         });
         let old = self.run_env.roles.clone();
         let mut effective = fresh.clone();
-        self.kept_last_good.clear();
+        self.setup.kept_last_good.clear();
         for name in fresh.broken.keys() {
             if let Some(good) = old.roles.get(name) {
                 effective.roles.insert(name.clone(), good.clone());
-                self.kept_last_good.push(name.clone());
+                self.setup.kept_last_good.push(name.clone());
             }
         }
         let rescheduled = self.restart_changed_schedules(&old, &effective);
@@ -213,7 +212,8 @@ impl Daemon {
     /// Applies an edited config: everything derived from it (provider, time zone of the logs,
     /// host name, settle time, limits) takes effect now, and the log says what changed.
     fn reload_config(&mut self) {
-        let loaded = crate::base::blocking::run(|| config::load(self.cli_config.as_deref(), &self.env));
+        let loaded =
+            crate::base::blocking::run(|| config::load(self.setup.cli_config.as_deref(), &self.setup.env));
         let c = match loaded {
             Ok(c) => c,
             Err(e) => {
@@ -222,11 +222,11 @@ impl Daemon {
                     .run_env
                     .store
                     .update(|s| s.global.first_notice(today, &format!("config: {e}")));
-                self.writes.check("the state (a notice)", first.as_ref());
+                self.shown.writes.check("the state (a notice)", first.as_ref());
                 let first = first.unwrap_or(true);
                 if first {
                     let msg = format!("config has errors; keeping the previous one — {e}");
-                    self.writes.check(
+                    self.shown.writes.check(
                         "the daily note",
                         self.run_env
                             .log
@@ -234,12 +234,12 @@ impl Daemon {
                     );
                 }
                 tracing::warn!("config has errors; keeping the previous one: {e}");
-                self.config_error = Some(e.to_string());
+                self.setup.config_error = Some(e.to_string());
                 self.apply(Input::ShownChanged);
                 return;
             }
         };
-        if let Some(was) = self.config_error.take() {
+        if let Some(was) = self.setup.config_error.take() {
             self.apply(Input::ShownChanged);
             let path = c
                 .path
@@ -247,7 +247,7 @@ impl Daemon {
                 .map_or_else(|| "the config".to_string(), |p| p.display().to_string());
             tracing::info!("{path} fixed; using it now (it had: {was})");
             let msg = "config fixed; using it now";
-            self.writes.check(
+            self.shown.writes.check(
                 "the daily note",
                 self.run_env.log.write_line(self.run_env.clock.now(), "tabd", msg),
             );
@@ -259,7 +259,7 @@ impl Daemon {
         let changed = changed_parts(&self.run_env.config, &c);
         tracing::info!("config changed; reloaded ({})", changed.join(", "));
         if c.provider != self.run_env.config.provider {
-            match provider::build(&c.provider, &self.env) {
+            match provider::build(&c.provider, &self.setup.env) {
                 Ok(p) => self.run_env.provider = p,
                 Err(e) => tracing::warn!("cannot rebuild the provider: {e}"),
             }
@@ -267,7 +267,7 @@ impl Daemon {
         if c.timezone != self.run_env.config.timezone {
             self.run_env.log.set_tz(c.timezone);
         }
-        self.host = host_name(&c);
+        self.setup.host = host_name(&c);
         // `[sandbox] require` holds from the next child on, like every other setting.
         self.run_env.launcher.require_sandbox = c.sandbox.require;
         self.run_env.launcher.config_file = c.path.clone();
@@ -296,7 +296,7 @@ impl Daemon {
         };
         let msg = format!("{what}: restart tabd to apply it (until then this device goes on as it started)");
         tracing::warn!("{msg}");
-        self.writes.check(
+        self.shown.writes.check(
             "the daily note",
             self.run_env
                 .log
@@ -328,7 +328,7 @@ impl Daemon {
             }
             s.clone()
         }) {
-            self.state = fresh;
+            self.seen.state = fresh;
         }
         restarted
     }
@@ -344,7 +344,7 @@ impl Daemon {
             .keys()
             .any(|n| !existing.contains(n));
         if stale {
-            self.writes.check(
+            self.shown.writes.check(
                 "the state",
                 self.run_env.store.update(|s| s.retain_roles(&existing)),
             );
@@ -356,21 +356,22 @@ impl Daemon {
     fn say_role_errors(&mut self) {
         let roles = self.run_env.roles.clone();
         for (name, diags) in &roles.broken {
-            if self.role_errors_said.get(name) == Some(diags) {
+            if self.setup.role_errors_said.get(name) == Some(diags) {
                 continue;
             }
             let (what, first, more) = self.role_error_words(name, diags);
             tracing::warn!("{}: {what}: {first}{more}", layout::role_file(name));
-            self.role_errors_said.insert(name.clone(), diags.clone());
+            self.setup.role_errors_said.insert(name.clone(), diags.clone());
         }
         let fixed: Vec<String> = self
+            .setup
             .role_errors_said
             .keys()
             .filter(|n| !roles.broken.contains_key(*n))
             .cloned()
             .collect();
         for name in fixed {
-            self.role_errors_said.remove(&name);
+            self.setup.role_errors_said.remove(&name);
             if roles.roles.contains_key(&name) {
                 tracing::info!("{}: fixed; running the new version", layout::role_file(&name));
             }
@@ -393,7 +394,7 @@ impl Daemon {
         } else {
             String::new()
         };
-        let what = if self.kept_last_good.iter().any(|n| n == name) {
+        let what = if self.setup.kept_last_good.iter().any(|n| n == name) {
             "role file has errors; still running the last good version"
         } else {
             "role file has errors; the role stays off until it is fixed"
@@ -409,13 +410,13 @@ impl Daemon {
         let roles = self.run_env.roles.clone();
         let now = self.run_env.clock.now();
         for (name, diags) in &roles.broken {
-            if self.role_errors_logged.get(name) == Some(diags) {
+            if self.setup.role_errors_logged.get(name) == Some(diags) {
                 continue;
             }
             let (what, first, more) = self.role_error_words(name, diags);
             // A person knows the role by its title, not its file name.
             let who = roles.titles.get(name).unwrap_or(name);
-            self.writes.check(
+            self.shown.writes.check(
                 "the daily note",
                 self.run_env
                     .log
@@ -432,18 +433,19 @@ impl Daemon {
                 ),
                 Some(layout::role_file(name)),
             );
-            self.role_errors_logged.insert(name.clone(), diags.clone());
+            self.setup.role_errors_logged.insert(name.clone(), diags.clone());
         }
         let fixed: Vec<String> = self
+            .setup
             .role_errors_logged
             .keys()
             .filter(|n| !roles.broken.contains_key(*n))
             .cloned()
             .collect();
         for name in fixed {
-            self.role_errors_logged.remove(&name);
+            self.setup.role_errors_logged.remove(&name);
             if let Some(role) = roles.roles.get(&name) {
-                self.writes.check(
+                self.shown.writes.check(
                     "the daily note",
                     self.run_env.log.write_line(
                         now,

@@ -15,11 +15,11 @@ impl Daemon {
                 .run_env
                 .store
                 .update(|s| s.global.first_notice(today, &format!("stranded: {folder}")));
-            self.writes.check("the state (a notice)", first.as_ref());
+            self.shown.writes.check("the state (a notice)", first.as_ref());
             let first = first.unwrap_or(true);
             if first {
                 let line = format!("no role reads {folder}");
-                self.writes.check(
+                self.shown.writes.check(
                     "the daily note",
                     self.run_env
                         .log
@@ -85,8 +85,8 @@ impl Daemon {
     }
 
     pub(super) fn write_status(&mut self, running: bool) {
-        self.status_dirty = false;
-        self.status_generation += 1;
+        self.shown.dirty = false;
+        self.shown.generation += 1;
         let (wall, now) = self.now();
         let live = status::Live {
             pid: running.then(std::process::id),
@@ -96,20 +96,25 @@ impl Daemon {
             } else {
                 "watching for changes".into()
             }),
-            kept_last_good: self.kept_last_good.clone(),
-            config_error: self.config_error.clone(),
-            notify_problems: self.notifier.as_ref().map(|n| n.problems()).unwrap_or_default(),
-            write_problem: self.writes.problem(),
+            kept_last_good: self.setup.kept_last_good.clone(),
+            config_error: self.setup.config_error.clone(),
+            notify_problems: self
+                .shown
+                .notifier
+                .as_ref()
+                .map(|n| n.problems())
+                .unwrap_or_default(),
+            write_problem: self.shown.writes.problem(),
             cluster: self.cluster_view(),
-            host: self.host.clone(),
-            ledger_error: self.ledger_error.clone(),
-            generation: self.status_generation,
+            host: self.setup.host.clone(),
+            ledger_error: self.seen.ledger_error.clone(),
+            generation: self.shown.generation,
             unsandboxed: unsandboxed(&self.run_env.launcher),
             roles: self
                 .core
                 .roles()
                 .map(|(name, r)| {
-                    let mut view = self.inbox_view.get(name).cloned().unwrap_or_default();
+                    let mut view = self.seen.inbox_view.get(name).cloned().unwrap_or_default();
                     view.running = r.running();
                     view.running_since = r.started().map(|s| s.0);
                     view.running_trigger = r.started().map(|s| s.1.as_str().to_string());
@@ -126,7 +131,7 @@ impl Daemon {
                     (name.clone(), view)
                 })
                 .collect(),
-            unreadable: self.unreadable.clone(),
+            unreadable: self.seen.unreadable.clone(),
             mcp_servers: self
                 .run_env
                 .mcp_pool
@@ -143,7 +148,7 @@ impl Daemon {
             &self.run_env.vault,
             self.config(),
             self.roles(),
-            &self.state,
+            &self.seen.state,
             &live,
             wall,
         );
@@ -151,7 +156,7 @@ impl Daemon {
             &self.run_env.vault,
             &report,
             self.config().timezone,
-            &self.env.redactor(),
+            &self.setup.env.redactor(),
         );
     }
 }

@@ -83,7 +83,7 @@ impl Daemon {
              (the decision still reaches the role's next run)"
         );
         tracing::warn!("{who}: {line}");
-        self.writes.check(
+        self.shown.writes.check(
             "the daily note",
             self.run_env.log.write_line(self.run_env.clock.now(), &who, &line),
         );
@@ -117,7 +117,7 @@ impl Daemon {
                 s.run_id, s.run_id
             );
             tracing::warn!("{who}: {line}");
-            self.writes.check(
+            self.shown.writes.check(
                 "the daily note",
                 self.run_env.log.write_line(self.run_env.clock.now(), &who, &line),
             );
