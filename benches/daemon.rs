@@ -781,7 +781,7 @@ fn per_run(out: &mut Value) {
         let j = tabd::records::journal::RunJournal::new(
             vault.clone(),
             key.clone(),
-            &format!("bench-journal-{i}"),
+            &tabd::base::run_id::RunId::parse(&format!("bench-journal-{i}")).unwrap(),
             "bench",
             chrono::Utc::now(),
             "manual",
@@ -1212,7 +1212,7 @@ fn resume_cost(out: &mut Value) {
     };
     let note = "agent/approvals/2026-11-25-ops-write_file-abc123.md".to_string();
     let record = Suspended {
-        run_id: "20261125T090000Z-ops-0000abcd".into(),
+        run_id: tabd::base::run_id::RunId::parse("20261125T090000Z-ops-0000abcd").unwrap(),
         role: "ops".into(),
         started_at: chrono::Utc::now(),
         suspended_at: chrono::Utc::now(),

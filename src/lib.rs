@@ -21,7 +21,7 @@
 //! | 4 | `records` | `state` `inbox` `access` `limits` `context` `runlog` `journal` `forecast` | records and rules the run reads |
 //! | 3 | `setup` | `config` `role` `skills` | what the person wrote, typed and checked |
 //! | 2 | `formats` | `frontmatter` `json` `schedule` | formats |
-//! | 1 | `base` | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` `sandbox` `memory` `signing` `fence` `sidewrites` | foundations |
+//! | 1 | `base` | `vault` `process` `calls` `cost` `clock` `environment` `text` `diag` `trigger` `blocking` `faults` `template` `progress` `sandbox` `memory` `signing` `fence` `sidewrites` `run_id` | foundations |
 pub mod base;
 pub mod capabilities;
 pub mod doors;

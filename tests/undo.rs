@@ -464,6 +464,37 @@ fn undo_while_the_daemon_runs_is_seen_as_a_change() {
     });
 }
 
+/// An id is checked before it names a file: one that would climb out of the journal's folder,
+/// name a subfolder or a path, or run on past any id tabd makes is refused with the rule, even
+/// where a journal of that name exists.
+#[test]
+fn a_hostile_run_id_is_refused_before_it_names_a_path() {
+    let fake = FakeModel::start();
+    let v = vault(&fake);
+    writes(&fake, "project/a.md", "a");
+    fire(&v);
+    let run = v.records()[0]["run_id"].as_str().unwrap().to_string();
+    // The run's journal, copied where each hostile id would find it if it were used as a path.
+    let journal = v.read(&format!(".tabd/journal/runs/{run}.jsonl"));
+    v.write(".tabd/journal/x.jsonl", &journal);
+    v.write(&format!(".tabd/journal/runs/sub/{run}.jsonl"), &journal);
+    let (just_over, long) = ("a".repeat(129), "a".repeat(200));
+    for (id, rule) in [
+        ("../x", "only letters, digits"),
+        (&format!("sub/{run}") as &str, "only letters, digits"),
+        ("a/b", "only letters, digits"),
+        ("/etc/passwd", "only letters, digits"),
+        (&just_over, "at most 128 characters"),
+        (&long, "at most 128 characters"),
+        ("", "cannot be empty"),
+    ] {
+        let (code, out) = undo(&v, &[id]);
+        assert_eq!(code, 2, "{id}: {out}");
+        assert!(out.contains(rule), "{id}: {out}");
+    }
+    assert_eq!(v.read("project/a.md"), "a", "nothing was undone");
+}
+
 #[test]
 fn unknown_and_ambiguous_ids_are_usage_errors() {
     let fake = FakeModel::start();

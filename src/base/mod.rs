@@ -13,6 +13,7 @@ pub mod fence;
 pub mod memory;
 pub mod process;
 pub mod progress;
+pub mod run_id;
 pub mod sandbox;
 pub mod sidewrites;
 pub mod signing;

@@ -8,7 +8,7 @@ use super::write::{finish, owed, rewrite, update};
 use super::{cluster, Pass};
 use crate::gate::harness::Caller;
 use crate::records::state::approval_ledger::{self, Approval, NoteStatus};
-use crate::running::run::session::{self, OpenedBy, Opening, Servers, Session};
+use crate::running::run::session::{OpenedBy, Opening, Servers, Session};
 use crate::running::run::RunEnv;
 
 /// Longest result kept in the note (the whole result went to no model: this is for the person).
@@ -171,7 +171,7 @@ async fn open_session(env: &RunEnv, role: &crate::setup::role::Role, a: &Approva
             opened_by: OpenedBy::Approved,
             role,
             trigger: &trigger,
-            id: session::new_id(&role.name, started),
+            id: crate::base::run_id::RunId::new(&role.name, started),
             started,
             hops: a.hops,
             lineage: Default::default(),

@@ -380,7 +380,8 @@ pub fn take_request(
 /// Takes over the suspended run `run_id` from the cluster (signed here with this device's key,
 /// with the requests it waits for), unless this device has it: `Some(wait)`, the wait it is at.
 pub async fn take_run(env: &RunEnv, shared: &Shared, run_id: &str) -> Option<u32> {
-    if let Ok(s) = suspend::load(&env.vault, &env.key, run_id) {
+    let here = crate::base::run_id::RunId::parse(run_id).map(|id| suspend::load(&env.vault, &env.key, &id));
+    if let Ok(Ok(s)) = here {
         return Some(s.wait);
     }
     let (s, ids) = match shared.run(run_id).await {

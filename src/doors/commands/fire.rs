@@ -258,7 +258,8 @@ fn refuse_unreadable(
 
 /// A run that waits for the person's decision says so: it goes on once they decide.
 fn say_if_waiting(env: &run::RunEnv, result: &run::RunResult) {
-    if run::suspend::load(&env.vault, &env.key, &result.record.run_id).is_ok() {
+    let id = crate::base::run_id::RunId::parse(&result.record.run_id);
+    if id.is_ok_and(|id| run::suspend::load(&env.vault, &env.key, &id).is_ok()) {
         println!(
             "The run waits for your decision and goes on with the result once you decide — in the running \
              daemon, or when `tabd run` next starts."

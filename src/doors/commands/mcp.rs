@@ -21,7 +21,7 @@ use crate::records::limits::{day_spent, day_stop, stop_sentence, DailyStop};
 use crate::records::runlog::{HumanRun, Outcome, RunRecord, TriggerRecord, UsageRecord};
 use crate::records::state::LastRun;
 use crate::running::mcp_server::{serve_stdio, Admit, HarnessServer, NotAdmitted, OnCall};
-use crate::running::run::session::{self, OpenedBy, Opening, Servers, Session};
+use crate::running::run::session::{OpenedBy, Opening, Servers, Session};
 use crate::running::run::{RunEnv, RunResult};
 use crate::setup::config::mcp::{ServerConfig, Transport};
 use crate::setup::role::{Role, RoleSet};
@@ -381,7 +381,7 @@ async fn serve_session(env: RunEnv, role: Role) -> anyhow::Result<()> {
             opened_by: OpenedBy::McpServe,
             role: &role,
             trigger: &trigger,
-            id: session::new_id(&role.name, now),
+            id: crate::base::run_id::RunId::new(&role.name, now),
             started: now,
             hops: 0,
             lineage: Default::default(),
@@ -398,7 +398,7 @@ async fn serve_session(env: RunEnv, role: Role) -> anyhow::Result<()> {
     let run = Arc::new(ServeRun {
         env: env.clone(),
         role: role.clone(),
-        id: session.id.clone(),
+        id: session.id.to_string(),
         started: session.started,
         account: session.account.clone(),
         day: Mutex::default(),

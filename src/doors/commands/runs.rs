@@ -32,7 +32,11 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
     // Every journal read once: what each run changed, and the changes no run record names.
     let mut journals: std::collections::HashMap<String, journal::RunChanges> = journal::run_ids(&ws.vault)
         .into_iter()
-        .filter_map(|id| journal::load(&ws.vault, &id, None).ok().map(|e| (id, e)))
+        .filter_map(|id| {
+            journal::load(&ws.vault, &id, None)
+                .ok()
+                .map(|e| (id.to_string(), e))
+        })
         .collect();
     let mut runs = records(ws, since, &mut journals);
     // Journaled changes that no run record names: approved calls, undos, a run that crashed.

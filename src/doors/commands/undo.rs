@@ -2,6 +2,7 @@
 //! changed, file by file, only where the file is still as the run left it.
 
 use super::{CliError, Workspace};
+use crate::base::run_id::RunId;
 use crate::base::vault::VaultPath;
 use crate::records::access::AccessPolicy;
 use crate::records::journal::{self, ChangedBy, RunChanges, RunJournal, Step};
@@ -13,13 +14,15 @@ pub struct Options {
     pub requeue: bool,
 }
 
-/// The journaled run an id or unique id prefix names.
-pub fn find(ws: &Workspace, id: &str) -> Result<String, CliError> {
+/// The journaled run an id or unique id prefix names. What is typed is checked first: it names a
+/// file (`RunId`), and never a path.
+pub fn find(ws: &Workspace, id: &str) -> Result<RunId, CliError> {
+    let id = RunId::parse(id).map_err(|e| CliError::usage(format!("`{}`: {e}", id.escape_debug())))?;
     let ids = journal::run_ids(&ws.vault);
-    if ids.iter().any(|i| i == id) {
-        return Ok(id.to_string());
+    if ids.contains(&id) {
+        return Ok(id);
     }
-    let matches: Vec<&String> = ids.iter().filter(|i| i.starts_with(id)).collect();
+    let matches: Vec<&RunId> = ids.iter().filter(|i| i.starts_with(id.as_str())).collect();
     match matches.as_slice() {
         [one] => Ok((*one).clone()),
         [] => Err(CliError::usage(format!(
@@ -89,7 +92,7 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
 
 /// What a real undo puts back, as planned and printed.
 struct Plan {
-    run_id: String,
+    run_id: RunId,
     entry: RunChanges,
     steps: Vec<Step>,
     requeue: Vec<(VaultPath, VaultPath)>,
@@ -115,7 +118,7 @@ fn carry_out(
     } = plan;
     let now = chrono::Utc::now();
     // One id format for every door; the undone run is named in the log line and the output.
-    let undo_id = crate::running::run::session::new_id(
+    let undo_id = RunId::new(
         if entry.role.is_empty() {
             "undo"
         } else {

@@ -164,7 +164,7 @@ impl Daemon {
     ) {
         let now = self.run_env.clock.now();
         let rec = crate::records::runlog::RunRecord {
-            run_id: crate::running::run::session::new_id(&role.name, now),
+            run_id: crate::base::run_id::RunId::new(&role.name, now).into(),
             role: role.name.clone(),
             trigger: crate::records::runlog::TriggerRecord {
                 kind,

@@ -53,7 +53,7 @@ impl Daemon {
             }
             self.apply(Input::Resumable {
                 role: s.role.clone(),
-                run_id: s.run_id.clone(),
+                run_id: s.run_id.to_string(),
             });
         }
     }

@@ -37,6 +37,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::base::run_id::RunId;
 use crate::base::vault::{Durability, Vault, VaultError, VaultPath};
 use crate::setup::config::JournalConfig;
 
@@ -61,7 +62,8 @@ fn fixed(path: &str) -> Result<VaultPath, VaultError> {
     VaultPath::parse(path, false)
 }
 
-fn entry_path(run_id: &str) -> Result<VaultPath, VaultError> {
+/// A run's journal file: its id is checked (`RunId`), so it names one file in `runs/`.
+fn entry_path(run_id: &RunId) -> Result<VaultPath, VaultError> {
     fixed(&format!("{ROOT}/runs/{run_id}.jsonl"))
 }
 
@@ -155,7 +157,7 @@ enum Line {
 pub struct RunJournal {
     vault: Arc<Vault>,
     key: Arc<Key>,
-    run_id: String,
+    run_id: RunId,
     header: Line,
     files: Mutex<Files>,
     /// `journal-first-change`: abort once the run's first change is journaled, before it is made.
@@ -191,7 +193,7 @@ impl RunJournal {
     pub fn new(
         vault: Arc<Vault>,
         key: Arc<Key>,
-        run_id: &str,
+        run_id: &RunId,
         role: &str,
         started_at: DateTime<Utc>,
         trigger: &str,
@@ -199,7 +201,7 @@ impl RunJournal {
         Self {
             vault,
             key,
-            run_id: run_id.to_string(),
+            run_id: run_id.clone(),
             header: Line::Header {
                 run_id: run_id.to_string(),
                 role: role.to_string(),
@@ -229,7 +231,7 @@ impl RunJournal {
         self
     }
 
-    pub fn run_id(&self) -> &str {
+    pub fn run_id(&self) -> &RunId {
         &self.run_id
     }
 
@@ -466,23 +468,24 @@ pub fn forget_open_marks(key: &Key, keep_days: u32) -> usize {
 }
 
 /// Appends to a run's journal file, its folder made on first use.
-fn append_entry(vault: &Vault, run_id: &str, text: &str) -> Result<(), VaultError> {
+fn append_entry(vault: &Vault, run_id: &RunId, text: &str) -> Result<(), VaultError> {
     let path = entry_path(run_id)?;
     vault.create_dir_all(&path.parent())?;
     vault.append(&path, text, None, false)
 }
 
-/// Every journaled run id, oldest first (ids start with their UTC start time).
-pub fn run_ids(vault: &Vault) -> Vec<String> {
+/// Every journaled run id, oldest first (ids start with their UTC start time). A file whose name
+/// is no run id is none of tabd's journals: it is passed over.
+pub fn run_ids(vault: &Vault) -> Vec<RunId> {
     let Ok(dir) = fixed(&format!("{ROOT}/runs")) else {
         return Vec::new();
     };
-    let mut ids: Vec<String> = vault
+    let mut ids: Vec<RunId> = vault
         .list(&dir)
         .map(|l| {
             l.entries
                 .into_iter()
-                .filter_map(|e| e.path.file_name().strip_suffix(".jsonl").map(String::from))
+                .filter_map(|e| e.path.file_name().strip_suffix(".jsonl").map(RunId::parse)?.ok())
                 .collect()
         })
         .unwrap_or_default();
@@ -524,7 +527,7 @@ pub fn prune(vault: &Vault, keep_days: u32, max_bytes: u64, now: DateTime<Utc>) 
     let blobs = list_blobs(vault, now);
     let mut pruned = Pruned::default();
     let cutoff = now - chrono::Duration::days(i64::from(keep_days));
-    let mut kept: VecDeque<(String, u64, Vec<String>)> = Default::default();
+    let mut kept: VecDeque<(RunId, u64, Vec<String>)> = Default::default();
     for id in run_ids(vault) {
         let Ok(path) = entry_path(&id) else { continue };
         let size = vault.metadata(&path).map(|m| m.size).unwrap_or(0);

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use super::{entry_path, Key, Line, LINE, OPEN};
+use crate::base::run_id::RunId;
 use crate::base::vault::{Vault, VaultError};
 
 /// The largest journal read (a run that changed very many files).
@@ -36,7 +37,7 @@ pub enum Trust {
 /// What one run's journal says.
 #[derive(Debug, Clone)]
 pub struct RunChanges {
-    pub run_id: String,
+    pub run_id: RunId,
     pub role: String,
     pub started_at: DateTime<Utc>,
     pub trigger: String,
@@ -108,17 +109,17 @@ pub(super) fn read_line(l: &str, run_id: &str, key: Option<&Key>) -> Option<Read
 }
 
 /// The journal's text (a torn multi-byte character at a crash is read as a replacement).
-pub(super) fn text_of(vault: &Vault, run_id: &str) -> Result<String, VaultError> {
+pub(super) fn text_of(vault: &Vault, run_id: &RunId) -> Result<String, VaultError> {
     let (bytes, _) = vault.read_bytes(&entry_path(run_id)?, MAX_JOURNAL)?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Reads a run's journal; with `key`, checks each line's signature and number and the journal's
 /// end (see `Trust`).
-pub fn load(vault: &Vault, run_id: &str, key: Option<&Key>) -> Result<RunChanges, VaultError> {
+pub fn load(vault: &Vault, run_id: &RunId, key: Option<&Key>) -> Result<RunChanges, VaultError> {
     let text = text_of(vault, run_id)?;
     let mut entry = RunChanges {
-        run_id: run_id.to_string(),
+        run_id: run_id.clone(),
         role: String::new(),
         started_at: DateTime::<Utc>::MIN_UTC,
         trigger: String::new(),

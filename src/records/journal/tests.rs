@@ -13,12 +13,17 @@ fn p(s: &str) -> VaultPath {
     VaultPath::parse(s, false).unwrap()
 }
 
+/// A run id the test names.
+fn rid(s: &str) -> RunId {
+    RunId::parse(s).unwrap()
+}
+
 fn key() -> Arc<Key> {
     Arc::new(Key::from_bytes(b"a key of this machine, 32 bytes!"))
 }
 
 /// A run that changed `file` from `old` to `new`, started `days_ago`.
-fn journaled(v: &Arc<Vault>, id: &str, file: &str, old: &str, new: &str, days_ago: i64) {
+fn journaled(v: &Arc<Vault>, id: &RunId, file: &str, old: &str, new: &str, days_ago: i64) {
     let now = Utc::now();
     v.write_atomic(&p(file), old.as_bytes()).unwrap();
     let j = RunJournal::new(
@@ -38,9 +43,9 @@ fn journaled(v: &Arc<Vault>, id: &str, file: &str, old: &str, new: &str, days_ag
 #[test]
 fn a_sealed_entry_round_trips_and_only_the_first_prior_state_counts() {
     let (_d, v) = vault();
-    journaled(&v, "20261101T000000Z-r-1", "a.md", "old", "new", 0);
+    journaled(&v, &rid("20261101T000000Z-r-1"), "a.md", "old", "new", 0);
     let k = key();
-    let e = load(&v, "20261101T000000Z-r-1", Some(&k)).unwrap();
+    let e = load(&v, &rid("20261101T000000Z-r-1"), Some(&k)).unwrap();
     assert_eq!(e.trust, Trust::Whole, "signed by this machine's key");
     assert_eq!(e.before, [("a.md".to_string(), Some(digest(b"old")))]);
     assert_eq!(e.left.clone().unwrap()["a.md"], Some(digest(b"new")));
@@ -57,7 +62,7 @@ fn a_sealed_entry_round_trips_and_only_the_first_prior_state_counts() {
         }]
     );
     let other = Key::from_bytes(b"another machine's key, 32 bytes.");
-    let stranger = load(&v, "20261101T000000Z-r-1", Some(&other)).unwrap();
+    let stranger = load(&v, &rid("20261101T000000Z-r-1"), Some(&other)).unwrap();
     assert!(matches!(stranger.trust, Trust::Refused(_)));
     assert!(
         plan_undo(&v, &stranger, &policy, false, KEPT).is_err(),
@@ -71,14 +76,14 @@ fn a_sealed_entry_round_trips_and_only_the_first_prior_state_counts() {
 fn undo_passes_the_gate_of_a_tool_write() {
     let (_d, v) = vault();
     let k = key();
-    journaled(&v, "20261101T000000Z-r-2", "project/a.md", "old", "new", 0);
+    journaled(&v, &rid("20261101T000000Z-r-2"), "project/a.md", "old", "new", 0);
     // A forged line added to a signed journal: the whole journal is refused.
-    let path = entry_path("20261101T000000Z-r-2").unwrap();
+    let path = entry_path(&rid("20261101T000000Z-r-2")).unwrap();
     let mut text = v.read_text(&path, 1 << 20).unwrap();
     text.push_str("{\"kind\":\"before\",\"path\":\"roles/writer.md\",\"before\":null}\n");
     v.write_atomic(&path, text.as_bytes()).unwrap();
     assert!(matches!(
-        load(&v, "20261101T000000Z-r-2", Some(&k)).unwrap().trust,
+        load(&v, &rid("20261101T000000Z-r-2"), Some(&k)).unwrap().trust,
         Trust::Refused(_)
     ));
     // A signed journal naming a protected path (the role could never have written it).
@@ -86,22 +91,29 @@ fn undo_passes_the_gate_of_a_tool_write() {
     v.write_atomic(&p("roles/writer.md"), b"person's").unwrap();
     journaled(
         &v,
-        "20261101T000000Z-r-3",
+        &rid("20261101T000000Z-r-3"),
         ".claude/settings.json",
         "{}",
         "{\"hooks\":1}",
         0,
     );
-    let e = load(&v, "20261101T000000Z-r-3", Some(&k)).unwrap();
+    let e = load(&v, &rid("20261101T000000Z-r-3"), Some(&k)).unwrap();
     assert!(matches!(
         &plan_undo(&v, &e, &policy, true, KEPT).unwrap()[0],
         Step::Refused { .. }
     ));
     // The journal's copy swapped for other bytes: refused, not restored.
-    journaled(&v, "20261101T000000Z-r-4", "project/b.md", "old b", "new b", 0);
+    journaled(
+        &v,
+        &rid("20261101T000000Z-r-4"),
+        "project/b.md",
+        "old b",
+        "new b",
+        0,
+    );
     v.write_atomic(&blob_path(&digest(b"old b")).unwrap(), b"evil")
         .unwrap();
-    let e = load(&v, "20261101T000000Z-r-4", Some(&k)).unwrap();
+    let e = load(&v, &rid("20261101T000000Z-r-4"), Some(&k)).unwrap();
     let steps = plan_undo(&v, &e, &policy, false, KEPT).unwrap();
     assert!(
         matches!(&steps[0], Step::Refused { why, .. } if why.contains("bytes were changed")),
@@ -112,7 +124,7 @@ fn undo_passes_the_gate_of_a_tool_write() {
     let j = RunJournal::new(
         v2.clone(),
         k.clone(),
-        "20261101T000000Z-r-5",
+        &rid("20261101T000000Z-r-5"),
         "r",
         Utc::now(),
         "manual",
@@ -128,7 +140,7 @@ fn undo_passes_the_gate_of_a_tool_write() {
         dir.path().join("roles/new.md"),
     )
     .unwrap();
-    let e = load(&v2, "20261101T000000Z-r-5", Some(&k)).unwrap();
+    let e = load(&v2, &rid("20261101T000000Z-r-5"), Some(&k)).unwrap();
     let steps = plan_undo(&v2, &e, &policy, true, KEPT).unwrap();
     assert!(
         matches!(&steps[0], Step::Refused { why, .. } if why.contains("link")),
@@ -148,7 +160,7 @@ fn a_crashed_run_is_planned_from_its_records_after_each_call() {
     let j = RunJournal::new(
         v.clone(),
         k.clone(),
-        "20261101T000000Z-r-6",
+        &rid("20261101T000000Z-r-6"),
         "r",
         Utc::now(),
         "manual",
@@ -158,7 +170,7 @@ fn a_crashed_run_is_planned_from_its_records_after_each_call() {
     j.settle().unwrap();
     drop(j); // the crash: never sealed
     let policy = crate::records::access::AccessPolicy::new(&[]);
-    let e = load(&v, "20261101T000000Z-r-6", Some(&k)).unwrap();
+    let e = load(&v, &rid("20261101T000000Z-r-6"), Some(&k)).unwrap();
     assert!(e.left.is_none());
     assert_eq!(e.trust, Trust::Whole, "a run known to be cut off");
     assert!(matches!(
@@ -175,20 +187,30 @@ fn a_crashed_run_is_planned_from_its_records_after_each_call() {
 #[test]
 fn pruning_drops_old_runs_then_the_oldest_over_the_size_limit_then_unnamed_blobs() {
     let (_d, v) = vault();
-    journaled(&v, "20261001T000000Z-r-old", "a.md", "very old", "x", 40);
-    journaled(&v, "20261110T000000Z-r-mid", "b.md", &"b".repeat(10_000), "y", 10);
-    journaled(&v, "20261120T000000Z-r-new", "c.md", "c", "z", 1);
+    journaled(&v, &rid("20261001T000000Z-r-old"), "a.md", "very old", "x", 40);
+    journaled(
+        &v,
+        &rid("20261110T000000Z-r-mid"),
+        "b.md",
+        &"b".repeat(10_000),
+        "y",
+        10,
+    );
+    journaled(&v, &rid("20261120T000000Z-r-new"), "c.md", "c", "z", 1);
     // Blobs are young (written just now): age them past the hour pruning leaves alone.
     let later = Utc::now() + chrono::Duration::hours(2);
     let pruned = prune(&v, 30, 1024 * 1024, later);
     assert_eq!(pruned.runs, 1, "only the 40-day-old run");
     assert_eq!(pruned.blobs, 1, "its prior content goes with it");
-    assert_eq!(run_ids(&v), ["20261110T000000Z-r-mid", "20261120T000000Z-r-new"]);
+    assert_eq!(
+        run_ids(&v),
+        [rid("20261110T000000Z-r-mid"), rid("20261120T000000Z-r-new")]
+    );
     assert!(blob(&v, &digest(b"very old"), KEPT).is_err());
 
     let pruned = prune(&v, 30, 2_000, later);
     assert_eq!(pruned.runs, 1, "the oldest goes first to fit 2,000 bytes");
-    assert_eq!(run_ids(&v), ["20261120T000000Z-r-new"]);
+    assert_eq!(run_ids(&v), [rid("20261120T000000Z-r-new")]);
     assert!(
         blob(&v, &digest(b"c"), KEPT).is_ok(),
         "a kept run's content stays"
@@ -196,7 +218,14 @@ fn pruning_drops_old_runs_then_the_oldest_over_the_size_limit_then_unnamed_blobs
 
     // A blob written a moment ago may belong to a run still writing its journal line: kept
     // even when nothing names it yet.
-    journaled(&v, "20261001T000000Z-r-young", "d.md", "young content", "w", 40);
+    journaled(
+        &v,
+        &rid("20261001T000000Z-r-young"),
+        "d.md",
+        "young content",
+        "w",
+        40,
+    );
     let pruned = prune(&v, 30, 1024 * 1024, Utc::now());
     assert_eq!((pruned.runs, pruned.blobs), (1, 0));
     assert!(blob(&v, &digest(b"young content"), KEPT).is_ok());
@@ -212,7 +241,7 @@ fn an_append_is_journaled_in_constant_space_and_undone_exactly() {
     let big = "- an old line of the timeline\n".repeat(10_000);
     v.write_atomic(&p("project/timeline.md"), big.as_bytes()).unwrap();
     let now = Utc::now();
-    let j = RunJournal::new(v.clone(), key(), "20261101T000000Z-r-9", "r", now, "manual");
+    let j = RunJournal::new(v.clone(), key(), &rid("20261101T000000Z-r-9"), "r", now, "manual");
     j.before_append(&p("project/timeline.md"), Some(big.as_bytes()))
         .unwrap();
     let grown = format!("{big}- today\n");
@@ -231,7 +260,7 @@ fn an_append_is_journaled_in_constant_space_and_undone_exactly() {
         "no copy of the note was stored"
     );
     let journal = v
-        .read_text(&entry_path("20261101T000000Z-r-9").unwrap(), 1 << 20)
+        .read_text(&entry_path(&rid("20261101T000000Z-r-9")).unwrap(), 1 << 20)
         .unwrap();
     assert!(
         journal.len() < 2_000,
@@ -239,16 +268,30 @@ fn an_append_is_journaled_in_constant_space_and_undone_exactly() {
         journal.len(),
         big.len()
     );
-    let e = load(&v, "20261101T000000Z-r-9", Some(&key())).unwrap();
+    let e = load(&v, &rid("20261101T000000Z-r-9"), Some(&key())).unwrap();
     assert_eq!(e.trust, Trust::Whole);
     assert_eq!(e.prefix["project/timeline.md"], big.len() as u64);
     let steps = plan_undo(&v, &e, &policy, false, KEPT).unwrap();
-    let undo = RunJournal::new(v.clone(), key(), "20261101T000001Z-undo-1", "r", now, "undo");
+    let undo = RunJournal::new(
+        v.clone(),
+        key(),
+        &rid("20261101T000001Z-undo-1"),
+        "r",
+        now,
+        "undo",
+    );
     assert_eq!(apply(&v, &steps, &undo).unwrap(), 1);
     assert_eq!(v.read_text(&p("project/timeline.md"), 1 << 24).unwrap(), big);
 
     // Appended, then rewritten in the same run: the prior content is kept whole then.
-    let j = RunJournal::new(v.clone(), key(), "20261101T000002Z-r-10", "r", now, "manual");
+    let j = RunJournal::new(
+        v.clone(),
+        key(),
+        &rid("20261101T000002Z-r-10"),
+        "r",
+        now,
+        "manual",
+    );
     j.before_append(&p("project/timeline.md"), Some(big.as_bytes()))
         .unwrap();
     v.write_atomic(&p("project/timeline.md"), format!("{big}- x\n").as_bytes())
@@ -258,10 +301,17 @@ fn an_append_is_journaled_in_constant_space_and_undone_exactly() {
         .unwrap();
     j.seal(&[], now).unwrap();
     assert_eq!(blob(&v, &digest(big.as_bytes()), KEPT).unwrap(), big.as_bytes());
-    let e = load(&v, "20261101T000002Z-r-10", Some(&key())).unwrap();
+    let e = load(&v, &rid("20261101T000002Z-r-10"), Some(&key())).unwrap();
     assert!(e.prefix.is_empty() && e.before.len() == 1, "{:?}", e.before);
     let steps = plan_undo(&v, &e, &policy, false, KEPT).unwrap();
-    let undo = RunJournal::new(v.clone(), key(), "20261101T000003Z-undo-2", "r", now, "undo");
+    let undo = RunJournal::new(
+        v.clone(),
+        key(),
+        &rid("20261101T000003Z-undo-2"),
+        "r",
+        now,
+        "undo",
+    );
     assert_eq!(apply(&v, &steps, &undo).unwrap(), 1);
     assert_eq!(v.read_text(&p("project/timeline.md"), 1 << 24).unwrap(), big);
 }
@@ -274,12 +324,19 @@ fn an_appended_note_edited_at_its_start_is_refused_not_guessed() {
     let policy = crate::records::access::AccessPolicy::new(&[]);
     v.write_atomic(&p("log.md"), b"first\n").unwrap();
     let now = Utc::now();
-    let j = RunJournal::new(v.clone(), key(), "20261101T000000Z-r-11", "r", now, "manual");
+    let j = RunJournal::new(
+        v.clone(),
+        key(),
+        &rid("20261101T000000Z-r-11"),
+        "r",
+        now,
+        "manual",
+    );
     j.before_append(&p("log.md"), Some(b"first\n")).unwrap();
     v.write_atomic(&p("log.md"), b"first\nsecond\n").unwrap();
     j.seal(&[], now).unwrap();
     v.write_atomic(&p("log.md"), b"FIRST\nsecond\n").unwrap();
-    let e = load(&v, "20261101T000000Z-r-11", Some(&key())).unwrap();
+    let e = load(&v, &rid("20261101T000000Z-r-11"), Some(&key())).unwrap();
     let steps = plan_undo(&v, &e, &policy, true, KEPT).unwrap();
     assert!(
         matches!(&steps[..], [Step::Refused { why, .. }] if why.contains("no longer begins with")),
@@ -288,17 +345,32 @@ fn an_appended_note_edited_at_its_start_is_refused_not_guessed() {
     assert_eq!(v.read_text(&p("log.md"), 1 << 20).unwrap(), "FIRST\nsecond\n");
 }
 
+/// A file in the journal's folder whose name is no run id (`..`, a space, over 128 characters)
+/// is none of tabd's journals: it is never listed, so no id read from the folder names a path.
+#[test]
+fn a_journal_file_whose_name_is_no_run_id_is_passed_over() {
+    let (_d, v) = vault();
+    journaled(&v, &rid("20261101T000000Z-r-30"), "a.md", "old", "new", 0);
+    let text = read::text_of(&v, &rid("20261101T000000Z-r-30")).unwrap();
+    let long = "a".repeat(200);
+    for name in ["..x", "a b", "r.1", long.as_str()] {
+        v.write_atomic(&p(&format!("{ROOT}/runs/{name}.jsonl")), text.as_bytes())
+            .unwrap();
+    }
+    assert_eq!(run_ids(&v), [rid("20261101T000000Z-r-30")]);
+}
+
 /// The lines of run `id`'s journal.
-fn lines_of(v: &Vault, id: &str) -> Vec<String> {
+fn lines_of(v: &Vault, id: &RunId) -> Vec<String> {
     read::text_of(v, id).unwrap().lines().map(String::from).collect()
 }
 
-fn put_lines(v: &Vault, id: &str, lines: &[String]) {
+fn put_lines(v: &Vault, id: &RunId, lines: &[String]) {
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     v.write_atomic(&entry_path(id).unwrap(), text.as_bytes()).unwrap();
 }
 
-fn trust_of(v: &Vault, id: &str, k: &Key) -> Trust {
+fn trust_of(v: &Vault, id: &RunId, k: &Key) -> Trust {
     load(v, id, Some(k)).unwrap().trust
 }
 
@@ -308,7 +380,7 @@ fn trust_of(v: &Vault, id: &str, k: &Key) -> Trust {
 fn a_journal_missing_repeating_or_reordering_a_line_is_refused() {
     let (d, v) = vault();
     let k = Arc::new(Key::load_or_create(&d.path().join("state")).unwrap());
-    let id = "20261101T000000Z-r-20";
+    let id = &rid("20261101T000000Z-r-20");
     let j = RunJournal::new(v.clone(), k.clone(), id, "r", Utc::now(), "manual");
     for f in ["a.md", "b.md", "c.md"] {
         v.write_atomic(&p(f), b"before").unwrap();
@@ -358,7 +430,7 @@ fn a_journal_missing_repeating_or_reordering_a_line_is_refused() {
 fn a_second_part_numbers_its_lines_after_the_first() {
     let (d, v) = vault();
     let k = Arc::new(Key::load_or_create(&d.path().join("state")).unwrap());
-    let id = "20261101T000000Z-r-21";
+    let id = &rid("20261101T000000Z-r-21");
     for (f, last) in [("a.md", false), ("b.md", true)] {
         let j = RunJournal::new(v.clone(), k.clone(), id, "r", Utc::now(), "manual");
         v.write_atomic(&p(f), b"before").unwrap();
@@ -385,7 +457,7 @@ fn a_second_part_numbers_its_lines_after_the_first() {
 fn an_older_unnumbered_journal_is_read_as_such() {
     let (_d, v) = vault();
     let k = key();
-    let id = "20261101T000000Z-r-22";
+    let id = &rid("20261101T000000Z-r-22");
     // Bodies as the older writer serialized them (the fields in their declared order).
     let old = |body: &str, key: &[u8]| {
         use hmac::{KeyInit, Mac};
@@ -428,7 +500,7 @@ fn a_file_over_what_the_journal_keeps_is_neither_kept_nor_read_back() {
     let j = RunJournal::new(
         v.clone(),
         key(),
-        "20261101T000000Z-r-20",
+        &rid("20261101T000000Z-r-20"),
         "r",
         Utc::now(),
         "manual",
@@ -462,7 +534,7 @@ fn a_file_over_what_the_journal_keeps_is_neither_kept_nor_read_back() {
 }
 
 /// A run that changed `file` from what it holds to `new`, started `hours_ago`, by `trigger`.
-fn changes(v: &Arc<Vault>, id: &str, file: &str, new: &str, hours_ago: i64, trigger: &str) {
+fn changes(v: &Arc<Vault>, id: &RunId, file: &str, new: &str, hours_ago: i64, trigger: &str) {
     let now = Utc::now();
     let j = RunJournal::new(
         v.clone(),
@@ -484,18 +556,18 @@ fn an_undo_is_never_who_changed_a_file_the_state_it_put_back_is() {
     let (_d, v) = vault();
     let policy = crate::records::access::AccessPolicy::new(&[]);
     v.write_atomic(&p("a.md"), b"v0").unwrap();
-    changes(&v, "20261101T000000Z-r-a", "a.md", "v1", 9, "manual");
-    changes(&v, "20261101T000001Z-r-x", "a.md", "x", 8, "manual");
-    changes(&v, "20261101T000002Z-r-b", "a.md", "b", 7, "manual");
-    changes(&v, "20261101T000003Z-r-u", "a.md", "x", 6, UNDO_TRIGGER); // B undone
-    let a = load(&v, "20261101T000000Z-r-a", Some(&key())).unwrap();
+    changes(&v, &rid("20261101T000000Z-r-a"), "a.md", "v1", 9, "manual");
+    changes(&v, &rid("20261101T000001Z-r-x"), "a.md", "x", 8, "manual");
+    changes(&v, &rid("20261101T000002Z-r-b"), "a.md", "b", 7, "manual");
+    changes(&v, &rid("20261101T000003Z-r-u"), "a.md", "x", 6, UNDO_TRIGGER); // B undone
+    let a = load(&v, &rid("20261101T000000Z-r-a"), Some(&key())).unwrap();
     let by = |v: &Arc<Vault>| match &plan_undo(v, &a, &policy, false, KEPT).unwrap()[..] {
         [Step::Skip { by, .. }] => by.clone(),
         other => panic!("{other:?}"),
     };
     assert_eq!(
         by(&v),
-        ChangedBy::Run("20261101T000001Z-r-x".into()),
+        ChangedBy::Run(rid("20261101T000001Z-r-x")),
         "x is X's, not B's or the undo's"
     );
 
@@ -506,10 +578,10 @@ fn an_undo_is_never_who_changed_a_file_the_state_it_put_back_is() {
         matches!(by(&v), ChangedBy::Other { at: Some(_) }),
         "their edit, when the file says"
     );
-    changes(&v, "20261101T000004Z-r-c", "a.md", "c", 5, "manual");
+    changes(&v, &rid("20261101T000004Z-r-c"), "a.md", "c", 5, "manual");
     changes(
         &v,
-        "20261101T000005Z-r-v",
+        &rid("20261101T000005Z-r-v"),
         "a.md",
         "the person's",
         4,

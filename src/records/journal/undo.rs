@@ -39,7 +39,7 @@ pub enum Step {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChangedBy {
     /// A later run left it so, and its change is still there (not undone).
-    Run(String),
+    Run(crate::base::run_id::RunId),
     /// No journaled run left it so: the person, a sync tool or another program. `at`: when the
     /// file last changed, where that was their change (`None` where tabd wrote it last: an
     /// undo put back an edit made before a later run, or the file is gone).

@@ -240,7 +240,7 @@ fn record_of(
     decided: &Decided,
 ) -> RunRecord {
     RunRecord {
-        run_id: prep.id.clone(),
+        run_id: prep.id.to_string(),
         role: role.name.clone(),
         trigger: TriggerRecord::of(
             trigger,
@@ -769,7 +769,7 @@ pub fn run_lock_path(role: &str) -> VaultPath {
 pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepared) -> RunResult {
     let why = "nothing changed since the last run (skip_unchanged)".to_string();
     let record = RunRecord {
-        run_id: prep.id.clone(),
+        run_id: prep.id.to_string(),
         role: role.name.clone(),
         trigger: TriggerRecord::of(trigger, Vec::new()),
         started_at: prep.started,
@@ -831,7 +831,7 @@ fn record_ended(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>, e
     let started = env.clock.now();
     let limits = RoleLimits::resolve(role, &env.config.limits);
     let prep = Prepared {
-        id: super::session::new_id(&role.name, started),
+        id: crate::base::run_id::RunId::new(&role.name, started),
         started,
         state: env.store.load(),
         hashes: BTreeMap::new(),

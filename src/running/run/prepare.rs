@@ -119,7 +119,7 @@ pub fn complete(prompt: &mut Prompt, mcp: &RunTools, state: &State, role: &Role)
 
 /// What a run knows before it calls the model.
 pub struct Prepared {
-    pub id: String,
+    pub id: crate::base::run_id::RunId,
     pub started: DateTime<Utc>,
     pub state: State,
     /// Memory and context hashes the prompt was built from.
@@ -153,7 +153,7 @@ pub(super) fn prepare(env: &RunEnv, role: &Role, trigger: &Trigger, notes: &[Not
         };
         let prompt = build_prompt(&src, role, trigger, notes, started);
         let prep = Prepared {
-            id: super::session::new_id(&role.name, started),
+            id: crate::base::run_id::RunId::new(&role.name, started),
             started,
             ttl: cache_ttl(role, &env.config, started),
             state,

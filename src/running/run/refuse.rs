@@ -67,7 +67,7 @@ pub fn refuse(
             .push(format!("the daily line of the refused note {}: {e}", refused.to));
     }
     let record = RunRecord {
-        run_id: super::session::new_id(&role.name, now),
+        run_id: crate::base::run_id::RunId::new(&role.name, now).into(),
         role: role.name.clone(),
         trigger: TriggerRecord::of(trigger, vec![note.path.as_str().to_string()]),
         started_at: now,

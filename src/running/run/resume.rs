@@ -9,6 +9,7 @@ use super::prepare::Prepared;
 use super::session::{OpenedBy, Opening, Servers, Session};
 use super::suspend::{self, Suspended};
 use super::{blocking, finish, RunEnv, RunResult};
+use crate::base::run_id::RunId;
 use crate::base::trigger::Trigger;
 use crate::capabilities::provider::RetryPolicy;
 use crate::records::limits::RoleLimits;
@@ -21,10 +22,13 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
     let not = |why: String| super::record_crash_in_memory(role, &format!("run {id} does not go on: {why}"));
     // Only a record this machine signed, for this role, waiting for its own approvals, whose
     // second part has not started (the daemon sets the others aside before they get here).
-    let mut s = match suspend::load(&env.vault, &env.key, &id) {
+    let loaded = RunId::parse(&id)
+        .map_err(suspend::NotResumable::from)
+        .and_then(|id| suspend::load(&env.vault, &env.key, &id));
+    let mut s = match loaded {
         Ok(s) if s.role == role.name => s,
         Ok(s) => return not(format!("its record names another role ({})", s.role)),
-        Err(why) => return not(why),
+        Err(why) => return not(why.to_string()),
     };
     let state = env.store.load();
     if let Some(why) = suspend::refusal(&state, &s, env.clock.now()) {
@@ -36,7 +40,7 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
     // Durably, in and outside the vault, before anything is sent: a crash from here on, or an
     // old copy of the record, never starts this part twice.
     if let Err(why) = mark(env, &mut s) {
-        return not(why);
+        return not(why.to_string());
     }
     let started = env.clock.now();
     let (session, harness, limits) = open(env, role, &trigger, &s, started).await;
@@ -99,7 +103,7 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
 
 /// Marks the second part as started (`suspend::mark_resuming`); the crash tests' point
 /// `resume-marked` aborts right after.
-fn mark(env: &RunEnv, s: &mut Suspended) -> Result<(), String> {
+fn mark(env: &RunEnv, s: &mut Suspended) -> Result<(), suspend::NotResumable> {
     suspend::mark_resuming(env, s)?;
     env.faults.abort_at("resume-marked");
     Ok(())

@@ -1,6 +1,6 @@
 //! A session: what every door opens before a single tool can be called (DESIGN §21) — an API
 //! run, a delegated child, a CLI run, `tabd mcp serve`, an approved call, an undo. It owns the
-//! session's id (one format, unique even for two sessions started in the same second), its
+//! session's id (`base::run_id`: one format, unique even for two sessions started in the same second), its
 //! account (tokens and dollars, with the ceilings of every session above it), its hop count, the
 //! gate its `delegate` children pass (`max_parallel_delegates` for the whole session, whatever
 //! door the calls came through), its undo journal, its MCP servers and its delegator. It is
@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use super::delegate::{delegator_for, Lineage, RunDelegator};
 use super::env::RunEnv;
 use crate::base::cost::Account;
+use crate::base::run_id::RunId;
 use crate::base::trigger::Trigger;
 use crate::capabilities::mcp::tools::RunTools;
 use crate::capabilities::telemetry::{RunEnd, RunSpan, RunStart};
@@ -70,8 +71,8 @@ pub struct Opening<'a> {
     pub opened_by: OpenedBy,
     pub role: &'a Role,
     pub trigger: &'a Trigger,
-    /// The session's id, when the door made it already (`new_id`).
-    pub id: String,
+    /// The session's id (`RunId::new`, or the first part's when a run goes on).
+    pub id: RunId,
     pub started: DateTime<Utc>,
     /// Chain depth of what started it (notes' hops; an approved call's asking run's).
     pub hops: u32,
@@ -85,7 +86,7 @@ pub struct Opening<'a> {
 
 /// One session of one role (see the module's text).
 pub struct Session {
-    pub id: String,
+    pub id: RunId,
     pub opened_by: OpenedBy,
     pub role: Role,
     pub started: DateTime<Utc>,
@@ -102,16 +103,6 @@ pub struct Session {
     pub trace: RunSpan,
     env: RunEnv,
     closed: AtomicBool,
-}
-
-/// A session's id: `<UTC time>-<role>-<8 hex digits>`, one format for every door. The random
-/// part makes two sessions of one role started in the same second differ (one in four billion).
-pub fn new_id(role: &str, at: DateTime<Utc>) -> String {
-    format!(
-        "{}-{role}-{:08x}",
-        at.format("%Y%m%dT%H%M%SZ"),
-        rand::random::<u32>()
-    )
 }
 
 impl Session {
@@ -202,7 +193,7 @@ impl Session {
     /// Where this session's `ask` calls are queued.
     pub fn asks(&self) -> AskContext {
         AskContext {
-            run_id: self.id.clone(),
+            run_id: self.id.to_string(),
             run_log: self.env.log.daily_path(self.started).as_str().to_string(),
             expire_after: self.env.config.approvals.expire_after,
             tz: self.env.config.timezone,
@@ -310,20 +301,5 @@ impl Drop for Session {
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move { mcp.close().await });
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_have_one_format_and_differ_within_a_second() {
-        let at: DateTime<Utc> = "2026-11-24T09:00:00Z".parse().unwrap();
-        let ids: std::collections::BTreeSet<String> = (0..1000).map(|_| new_id("comms", at)).collect();
-        assert_eq!(ids.len(), 1000);
-        let one = ids.iter().next().unwrap();
-        let re = regex::Regex::new(r"^20261124T090000Z-comms-[0-9a-f]{8}$").unwrap();
-        assert!(re.is_match(one), "{one}");
     }
 }

@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::RunEnv;
+use crate::base::run_id::{BadRunId, RunId};
 use crate::base::signing::Key;
 use crate::base::vault::{Durability, Vault, VaultError, VaultPath};
 use crate::capabilities::provider::{Block, Message};
@@ -40,7 +41,7 @@ pub const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(400 * 24
 /// One suspended run, as saved.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Suspended {
-    pub run_id: String,
+    pub run_id: RunId,
     pub role: String,
     pub started_at: DateTime<Utc>,
     pub suspended_at: DateTime<Utc>,
@@ -67,8 +68,8 @@ fn first_wait() -> u32 {
     1
 }
 
-/// Where the record of run `run_id` is.
-pub fn path_of(run_id: &str) -> Result<VaultPath, VaultError> {
+/// Where the record of run `run_id` is (a checked id: one file in the folder).
+pub fn path_of(run_id: &RunId) -> Result<VaultPath, VaultError> {
     VaultPath::parse(&format!("{DIR}/{run_id}.json"), false)
 }
 
@@ -117,7 +118,10 @@ pub fn all(vault: &Vault, key: &Key) -> Vec<Found> {
         .filter_map(|path| match vault.read_bytes(&path, MAX_RECORD) {
             Ok((bytes, _)) => Some(match check(key, &path, &bytes) {
                 Ok(s) => Found::Signed(Box::new(s)),
-                Err(why) => Found::Refused { path, why },
+                Err(why) => Found::Refused {
+                    path,
+                    why: why.to_string(),
+                },
             }),
             // A record no run of tabd's could have left: set aside like a forged one.
             Err(e @ (VaultError::TooLarge { .. } | VaultError::NotRegular { .. })) => Some(Found::Refused {
@@ -153,12 +157,36 @@ pub fn waiting(vault: &Vault) -> Vec<Waiting> {
     out
 }
 
+/// Why a suspended record is not taken (the sentence goes into the log and the daily note).
+#[derive(Debug, thiserror::Error)]
+pub enum NotResumable {
+    #[error("its name is no run id: {0}")]
+    Name(#[from] BadRunId),
+    #[error("it cannot be read: {0}")]
+    Unreadable(#[from] VaultError),
+    #[error("it is not signed by this machine's key for run {run_id}: {why}")]
+    Unsigned {
+        run_id: RunId,
+        why: crate::base::signing::Unsealed,
+    },
+    #[error("it cannot be read: {0}")]
+    Malformed(#[from] serde_json::Error),
+    #[error("it names another run ({0})")]
+    AnotherRun(RunId),
+    #[error("cannot record that it goes on: {0}")]
+    Unrecorded(VaultError),
+    #[error("its second part started already (this record is an old copy)")]
+    StartedAlready,
+    #[error(
+        "cannot record outside the vault that it goes on ({0}), so it could not be kept from going on twice"
+    )]
+    Unmarked(std::io::Error),
+}
+
 /// The suspended run `run_id`, if it is there and signed by this machine's key for that run.
-pub fn load(vault: &Vault, key: &Key, run_id: &str) -> Result<Suspended, String> {
-    let path = path_of(run_id).map_err(|e| e.to_string())?;
-    let (bytes, _) = vault
-        .read_bytes(&path, MAX_RECORD)
-        .map_err(|e| format!("it cannot be read: {e}"))?;
+pub fn load(vault: &Vault, key: &Key, run_id: &RunId) -> Result<Suspended, NotResumable> {
+    let path = path_of(run_id)?;
+    let (bytes, _) = vault.read_bytes(&path, MAX_RECORD)?;
     check(key, &path, &bytes)
 }
 
@@ -183,15 +211,18 @@ fn files(vault: &Vault) -> Vec<VaultPath> {
 }
 
 /// The record `bytes` read from `path`, if this machine's key signed it for the run its name
-/// says; else why not, in a sentence.
-fn check(key: &Key, path: &VaultPath, bytes: &[u8]) -> Result<Suspended, String> {
-    let run_id = path.file_name().trim_end_matches(".json");
+/// says; else why not.
+fn check(key: &Key, path: &VaultPath, bytes: &[u8]) -> Result<Suspended, NotResumable> {
+    let run_id = RunId::parse(path.file_name().trim_end_matches(".json"))?;
     let body = key
         .open(PURPOSE, &[run_id.as_bytes()], bytes)
-        .map_err(|e| format!("it is not signed by this machine's key for run {run_id}: {e}"))?;
-    let s: Suspended = serde_json::from_slice(body).map_err(|e| format!("it cannot be read: {e}"))?;
+        .map_err(|e| NotResumable::Unsigned {
+            run_id: run_id.clone(),
+            why: e,
+        })?;
+    let s: Suspended = serde_json::from_slice(body)?;
     if s.run_id != run_id {
-        return Err(format!("it names another run ({})", s.run_id));
+        return Err(NotResumable::AnotherRun(s.run_id));
     }
     Ok(s)
 }
@@ -209,7 +240,7 @@ pub fn set_aside(vault: &Vault, path: &VaultPath) {
     }
 }
 
-pub fn remove(vault: &Vault, run_id: &str) {
+pub fn remove(vault: &Vault, run_id: &RunId) {
     if let Ok(p) = path_of(run_id) {
         if let Err(e) = vault.remove_file(&p) {
             tracing::warn!("cannot remove the finished suspended run {run_id}: {e}");
@@ -240,7 +271,7 @@ pub fn refusal(state: &State, s: &Suspended, now: DateTime<Utc>) -> Option<Strin
     }
     s.turn.waiting.iter().find_map(|(_, note)| {
         let (id, a) = approval_of(state, note)?;
-        let ours = a.role == s.role && (a.run_id == s.run_id || a.also_for.contains(&s.run_id));
+        let ours = a.role == s.role && (a.run_id == s.run_id || a.also_for.iter().any(|r| *r == s.run_id));
         (!ours).then(|| {
             format!(
                 "it waits for approval {id}, which run {} asked for, not this run",
@@ -315,21 +346,19 @@ pub fn continued(
 /// Marks `s` as resuming, durably, before its second part starts: in the record (a crash from
 /// here on is said at the next start) and outside the vault (an old copy of the record never
 /// starts it again). `Err`: it must not start (it started already, or the mark cannot be made).
-pub fn mark_resuming(env: &RunEnv, s: &mut Suspended) -> Result<(), String> {
+pub fn mark_resuming(env: &RunEnv, s: &mut Suspended) -> Result<(), NotResumable> {
     s.resuming = true;
-    save(&env.vault, &env.key, s).map_err(|e| format!("cannot record that it goes on: {e}"))?;
+    save(&env.vault, &env.key, s).map_err(NotResumable::Unrecorded)?;
     claim_second_part(&env.key, s)
 }
 
 /// Marks outside the vault that the second part of `s`'s wait starts (durably); `Err` when it
 /// started already or the mark cannot be made.
-pub fn claim_second_part(key: &Key, s: &Suspended) -> Result<(), String> {
+pub fn claim_second_part(key: &Key, s: &Suspended) -> Result<(), NotResumable> {
     match key.mark(RESUMED, &mark_name(s), true) {
         Ok(true) => Ok(()),
-        Ok(false) => Err("its second part started already (this record is an old copy)".into()),
-        Err(e) => Err(format!(
-            "cannot record outside the vault that it goes on ({e}), so it could not be kept from going on twice"
-        )),
+        Ok(false) => Err(NotResumable::StartedAlready),
+        Err(e) => Err(NotResumable::Unmarked(e)),
     }
 }
 
@@ -399,19 +428,40 @@ mod tests {
                 text.replace("\"tool_calls\":7", "\"tool_calls\":0").as_bytes(),
             )
             .unwrap();
-        let why = load(&vault, &key, &s.run_id).unwrap_err();
+        let why = load(&vault, &key, &s.run_id).unwrap_err().to_string();
         assert!(why.contains("not signed by this machine's key"), "{why}");
 
-        let other = path_of("20261120T090000Z-ops-00000002").unwrap();
+        let other_id = RunId::parse("20261120T090000Z-ops-00000002").unwrap();
+        let other = path_of(&other_id).unwrap();
         vault.write_atomic(&other, text.as_bytes()).unwrap();
-        assert!(
-            load(&vault, &key, "20261120T090000Z-ops-00000002").is_err(),
-            "bound to its run"
-        );
+        assert!(load(&vault, &key, &other_id).is_err(), "bound to its run");
         let plain = serde_json::to_vec(&s).unwrap();
         vault.write_atomic(&path, &plain).unwrap();
-        let why = load(&vault, &key, &s.run_id).unwrap_err();
+        let why = load(&vault, &key, &s.run_id).unwrap_err().to_string();
         assert!(why.contains("no signature"), "an older tabd's record: {why}");
+    }
+
+    /// A record is read only under a name that is a run id: a name that is none (here, a copy
+    /// named so that the id would be a path) is refused with the reason, before its signature.
+    #[test]
+    fn a_record_under_a_name_that_is_no_run_id_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let vault = Vault::open(dir.path()).unwrap();
+        let key = Key::from_bytes(&[5; 32]);
+        let s = record("20261120T090000Z-ops-00000001", "ops", "agent/approvals/a.md");
+        save(&vault, &key, &s).unwrap();
+        let text = vault.read_text(&path_of(&s.run_id).unwrap(), 1 << 20).unwrap();
+        let odd = VaultPath::parse(&format!("{DIR}/ops..x.json"), false).unwrap();
+        vault.write_atomic(&odd, text.as_bytes()).unwrap();
+        let refused: Vec<String> = all(&vault, &key)
+            .into_iter()
+            .filter_map(|f| match f {
+                Found::Refused { path, why } => Some(format!("{path}: {why}")),
+                Found::Signed(_) => None,
+            })
+            .collect();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].contains("its name is no run id"), "{refused:?}");
     }
 
     /// Issue 36, finding 8: a record resumes only with its own approvals — one the ledger says
@@ -434,7 +484,7 @@ mod tests {
         );
 
         if let Some(a) = state.approvals.get_mut("abc123") {
-            a.also_for.push(s.run_id.clone());
+            a.also_for.push(s.run_id.to_string());
         }
         assert_eq!(refusal(&state, &s, now), None, "it shared the request");
         let other_role = record("20261120T090000Z-ops-00000001", "comms", note);
