@@ -141,19 +141,34 @@ pub fn reap_orphans(vault: &Vault, key: &Key) -> Reaped {
             }
             Err(why) => reaped.refused.push(format!("{}: {why}", entry.path)),
         }
-        let _ = vault.remove_file(&entry.path);
+        // A file left behind is read again at the next start, where its keepers are gone or
+        // are proven not to be keepers: nothing is signalled twice. Said, not dropped.
+        if let Err(e) = vault.remove_file(&entry.path) {
+            tracing::debug!("cannot remove {}: {e}", entry.path);
+        }
     }
     reaped
 }
 
+/// Why a dead tabd's groups file was not acted on.
+#[derive(Debug, thiserror::Error)]
+enum Unused {
+    #[error(transparent)]
+    Unreadable(#[from] crate::base::vault::VaultError),
+    #[error("not trusted, nothing it names was signalled: {0}")]
+    Untrusted(crate::base::signing::Unsealed),
+    #[error("cannot be read: {0}")]
+    Malformed(#[from] serde_json::Error),
+}
+
 /// The groups a dead tabd's file names, if this machine's key signed it for that tabd.
-fn read_groups(vault: &Vault, key: &Key, path: &VaultPath, owner: i32) -> Result<Vec<Recorded>, String> {
-    let (bytes, _) = vault.read_bytes(path, 1024 * 1024).map_err(|e| e.to_string())?;
+fn read_groups(vault: &Vault, key: &Key, path: &VaultPath, owner: i32) -> Result<Vec<Recorded>, Unused> {
+    let (bytes, _) = vault.read_bytes(path, 1024 * 1024)?;
     let owner = owner.to_string();
     let body = key
         .open(PURPOSE, &[owner.as_bytes()], &bytes)
-        .map_err(|e| format!("not trusted, nothing it names was signalled: {e}"))?;
-    serde_json::from_slice(body).map_err(|e| format!("cannot be read: {e}"))
+        .map_err(Unused::Untrusted)?;
+    Ok(serde_json::from_slice(body)?)
 }
 
 /// Signals `g`'s keeper to stop (it ends its tenant's group and everything below), if the

@@ -312,11 +312,11 @@ fn place_files(name: &str, state: &Path, files: &[HomeFile]) -> Vec<(PathBuf, Ho
     let mut placed = Vec::new();
     for f in files {
         let copied = folders::subfolder(state, &f.folder)
-            .map_err(|e| e.to_string())
+            .map_err(NotPlaced::Folder)
             .and_then(|(dir, fd)| {
                 folders::replace_file(&fd, &f.name, &f.bytes)
                     .map(|()| dir.join(&f.name))
-                    .map_err(|e| e.to_string())
+                    .map_err(NotPlaced::Write)
             });
         match copied {
             Ok(copy) => placed.push((copy, f.clone())),
@@ -324,6 +324,15 @@ fn place_files(name: &str, state: &Path, files: &[HomeFile]) -> Vec<(PathBuf, Ho
         }
     }
     placed
+}
+
+/// Why a file could not be put in a child's home: its folder there, or the file itself.
+#[derive(Debug, thiserror::Error)]
+enum NotPlaced {
+    #[error(transparent)]
+    Folder(folders::FolderError),
+    #[error(transparent)]
+    Write(std::io::Error),
 }
 
 #[cfg(test)]

@@ -199,8 +199,16 @@ impl Launcher {
         let versions = home.join(".tool-versions");
         let link = dirs.state.join(".tool-versions");
         if versions.is_file() && std::fs::read_link(&link).ok().as_deref() != Some(versions.as_path()) {
+            // Usually nothing is there to remove; what cannot be removed fails the link below.
             let _ = std::fs::remove_file(&link);
-            let _ = std::os::unix::fs::symlink(&versions, &link);
+            if let Err(e) = std::os::unix::fs::symlink(&versions, &link) {
+                // The child still starts; its version manager falls back to its own default.
+                tracing::warn!(
+                    "cannot link {} into {}: {e}",
+                    versions.display(),
+                    dirs.state.display()
+                );
+            }
         }
         out
     }
@@ -343,6 +351,7 @@ impl Tenant {
     }
 
     fn send(&self, sig: Signal) {
+        // The process may be gone already (it exited, or was reaped): nothing is left to signal.
         match (&self.pidfd, self.pid) {
             (Some(fd), _) => {
                 let _ = rustix::process::pidfd_send_signal(fd, sig);

@@ -119,6 +119,8 @@ pub fn subfolder(parent: &Path, name: &str) -> Result<(PathBuf, OwnedFd), Folder
 pub fn replace_file(dir: &OwnedFd, name: &str, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     let temp = format!(".{name}.tabd-new");
+    // A copy an earlier write left; usually there is none. One that cannot be removed makes the
+    // exclusive create below fail, and that is reported.
     let _ = rustix::fs::unlinkat(dir, temp.as_str(), rustix::fs::AtFlags::empty());
     let fd = rustix::fs::openat(
         dir,

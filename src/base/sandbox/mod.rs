@@ -197,6 +197,7 @@ impl Probe {
     /// A probe whose answer is already known (a kernel without Landlock, in tests).
     pub fn known(support: Support) -> Self {
         let probe = Self::default();
+        // A new cell is empty: setting it cannot fail.
         let _ = probe.support.set(support);
         probe
     }
@@ -234,12 +235,11 @@ fn probe_kernel() -> Support {
     if !cfg!(target_os = "linux") {
         return Support::None("Landlock is Linux only".into());
     }
-    let probe = std::thread::spawn(|| -> Result<(RestrictionStatus, bool), String> {
+    let probe = std::thread::spawn(|| -> Result<(RestrictionStatus, bool), landlock::RulesetError> {
         let status = Ruleset::default()
             .handle_access(AccessFs::from_all(ABI_WANTED))
             .and_then(|r| r.create())
-            .and_then(|r| r.restrict_self())
-            .map_err(|e| e.to_string())?;
+            .and_then(|r| r.restrict_self())?;
         let seccomp = filter(&Spec::default()).is_ok_and(|f| seccompiler::apply_filter(&f).is_ok());
         Ok((status, seccomp))
     });

@@ -174,7 +174,7 @@ async fn probe_now(
         why,
     };
     // Even `--help` runs as a tenant, in a private folder of its own (removed after) and sandbox.
-    let folder = probe_folder(launcher, profile).map_err(not_started)?;
+    let folder = probe_folder(launcher, profile).map_err(|e| not_started(e.to_string()))?;
     let spec = cli_spec(
         profile,
         launcher,
@@ -350,16 +350,23 @@ fn write_private(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
 }
 
 /// A private folder (0700) for one `--help` probe, under tabd's runs folder; removed when dropped.
-fn probe_folder(launcher: &Launcher, profile: &Profile) -> Result<tempfile::TempDir, String> {
-    let root =
-        crate::base::sandbox::folders::make_root(&launcher.places().runs()).map_err(|e| e.to_string())?;
-    tempfile::Builder::new()
+fn probe_folder(launcher: &Launcher, profile: &Profile) -> Result<tempfile::TempDir, ProbeFolderError> {
+    let root = crate::base::sandbox::folders::make_root(&launcher.places().runs())?;
+    Ok(tempfile::Builder::new()
         .prefix(&format!(
             "probe-{}-",
             crate::base::text::safe_name(&profile.name, '_')
         ))
-        .tempdir_in(root)
-        .map_err(|e| e.to_string())
+        .tempdir_in(root)?)
+}
+
+/// Why a `--help` probe's folder could not be made: tabd's runs folder, or the folder in it.
+#[derive(Debug, thiserror::Error)]
+enum ProbeFolderError {
+    #[error(transparent)]
+    Root(#[from] crate::base::sandbox::folders::FolderError),
+    #[error(transparent)]
+    Made(#[from] std::io::Error),
 }
 
 /// What the CLI is (DESIGN §20): its environment (`env`: what `child_env` gave it), and a private
@@ -554,17 +561,21 @@ async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<
     // go with this handle.
     let group = started.tenant;
     if let (Some(started), Some(pid)) = (turn.started, child.id()) {
+        // Fails only when the relay is gone: the run is ending, and nothing is let in.
         let _ = started.send(Some(pid as i32));
     }
     if let Some(mut stdin) = child.stdin.take() {
         let text = turn.prompt.to_string();
         tokio::spawn(async move {
+            // A CLI that exits before it reads its prompt says so in its own output and status,
+            // which the turn reads.
             let _ = stdin.write_all(text.as_bytes()).await;
         });
     }
     let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>| async move {
         let mut buf = Vec::new();
         if let Some(p) = pipe {
+            // A pipe that breaks leaves what was read; the CLI's status says how it ended.
             let _ = p.take(MAX_OUTPUT as u64).read_to_end(&mut buf).await;
         }
         String::from_utf8_lossy(&buf).into_owned()
@@ -575,6 +586,7 @@ async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<
         Ok(status) => status.ok(),
         Err(_) => {
             group.kill();
+            // Only to reap it: it was just killed, and the turn ends at its deadline anyway.
             let _ = child.wait().await;
             return CliEnd::Deadline;
         }

@@ -17,12 +17,13 @@ use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
 use crate::base::calls::ToolResult;
+use crate::base::environment::ExpandError;
 use crate::base::environment::CHILD_BASE_ENV;
 use crate::base::process::{ChildSpec, Confinement, Folders, Launcher, StartError, Started, Stream, Tenant};
 use crate::base::sandbox::explain::Applied;
 use crate::base::sandbox::Grants;
 use crate::base::vault::leftovers::{self, Stamp, Watch};
-use crate::setup::config::mcp::{expand_pairs, ServerConfig, Transport};
+use crate::setup::config::mcp::{expand_pairs, PairError, ServerConfig, Transport};
 
 /// Lines of a server's stderr kept for error messages.
 const STDERR_LINES: usize = 20;
@@ -129,6 +130,68 @@ impl std::fmt::Display for ServerDown {
     }
 }
 
+/// Why a server could not be connected to (said after "MCP server `NAME` ", see `ServerDown`).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("command: {0}")]
+    Command(ExpandError),
+    #[error("args: {0}")]
+    Args(ExpandError),
+    /// A `${VAR}` in its `env` or `headers` that could not be filled in.
+    #[error(transparent)]
+    Pair(#[from] PairError),
+    #[error("url: {0}")]
+    Url(ExpandError),
+    #[error("header {name}: {source}")]
+    HeaderName {
+        name: String,
+        source: reqwest::header::InvalidHeaderName,
+    },
+    #[error("header {name}: {source}")]
+    HeaderValue {
+        name: String,
+        source: reqwest::header::InvalidHeaderValue,
+    },
+    /// Its folders or its sandbox (`process::StartError`).
+    #[error(transparent)]
+    Start(StartError),
+    /// The system would not run `program` (as found on `PATH`); `sandbox`: when the sandbox was
+    /// the cause, which grant would allow it.
+    #[error(
+        "could not be started (`{program}`: {source}); is it installed and on PATH?{}",
+        sandbox_said(.sandbox)
+    )]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+        sandbox: Option<String>,
+    },
+    #[error("its stdio could not be connected")]
+    NoStdio,
+    /// It exited before it answered `initialize`.
+    #[error("exited ({status}) before it finished starting{}", sandbox_said(.sandbox))]
+    Exited {
+        status: std::process::ExitStatus,
+        sandbox: Option<String>,
+    },
+    /// It did not answer `initialize` as an MCP server does (`init`: in words, see `init_error`).
+    #[error("failed to start: {init}{}", sandbox_said(.sandbox))]
+    Init { init: String, sandbox: Option<String> },
+    /// An HTTP server that could not be reached or refused (`url` without its secrets).
+    #[error("could not connect to {url}: {why}")]
+    Http { url: String, why: String },
+}
+
+/// " — the sandbox refused …", when it did.
+fn sandbox_said(sandbox: &Option<String>) -> String {
+    sandbox.as_ref().map(|s| format!(" — {s}")).unwrap_or_default()
+}
+
+/// Why a server's tools could not be listed.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", service_error(.0))]
+pub struct ListError(ServiceError);
+
 /// Hears `notifications/tools/list_changed`.
 #[derive(Clone)]
 struct Handler {
@@ -180,6 +243,7 @@ impl Child {
             let status = child.wait().await;
             drop(held);
             tracing::debug!("MCP server process ended: {status:?}");
+            // Fails only when nobody watches any more: the connection is gone already.
             let _ = tx.send(true);
             on_exit();
         });
@@ -255,7 +319,7 @@ impl Connection {
             tokio::time::timeout(limit, Self::connect(server.clone(), launcher, stderr.clone())).await;
         let conn = match started {
             Ok(Ok(c)) => c,
-            Ok(Err(why)) => return Err(down(why, &stderr)),
+            Ok(Err(why)) => return Err(down(why.to_string(), &stderr)),
             Err(_) => {
                 return Err(down(
                     format!(
@@ -290,7 +354,7 @@ impl Connection {
         server: Arc<ServerConfig>,
         launcher: &Launcher,
         stderr: StderrTail,
-    ) -> Result<Arc<Connection>, String> {
+    ) -> Result<Arc<Connection>, ConnectError> {
         let tools_changed = Arc::new(AtomicBool::new(false));
         let handler = Handler {
             tools_changed: tools_changed.clone(),
@@ -310,6 +374,7 @@ impl Connection {
                         let token = s.cancellation_token();
                         let tx = ended_tx.clone();
                         let child = Child::watch(child, tenant, move || {
+                            // Fails only when the connection is gone already.
                             let _ = tx.send(true);
                             token.cancel();
                         });
@@ -324,9 +389,9 @@ impl Connection {
             Transport::Http { url, headers } => {
                 // `url` may hold `${SECRET}`: expanded only here, never shown expanded.
                 let transport = http_transport(url, headers, &launcher.env)?;
-                let s = handler.serve(transport).await.map_err(|e| {
-                    let url = crate::base::text::display_url(url);
-                    format!("could not connect to {url}: {}", init_error(&e, true))
+                let s = handler.serve(transport).await.map_err(|e| ConnectError::Http {
+                    url: crate::base::text::display_url(url).to_string(),
+                    why: init_error(&e, true),
                 })?;
                 (s, None, None, None)
             }
@@ -334,6 +399,9 @@ impl Connection {
         let peer = service.peer().clone();
         let cancel = service.cancellation_token();
         tokio::spawn(async move {
+            // How the session ended (cancelled, closed, a task that panicked) changes nothing:
+            // it has ended, and the connection says so; its sender fails only when the
+            // connection is gone already.
             let _ = service.waiting().await;
             let _ = ended_tx.send(true);
         });
@@ -353,8 +421,8 @@ impl Connection {
     }
 
     /// Lists the server's tools again (after `tools/list_changed`).
-    pub async fn relist(&self) -> Result<(), String> {
-        let listed = self.peer.list_all_tools().await.map_err(|e| service_error(&e))?;
+    pub async fn relist(&self) -> Result<(), ListError> {
+        let listed = self.peer.list_all_tools().await.map_err(ListError)?;
         let tools = listed
             .into_iter()
             .map(|t| ToolInfo {
@@ -469,6 +537,7 @@ impl Connection {
         let cancel = self.cancel.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(token) = cancel {
             token.cancel();
+            // A session that does not close in time is ended with its process below.
             let _ = tokio::time::timeout(Duration::from_secs(2), self.closed()).await;
         }
         if let Some(child) = self.child.lock().await.take() {
@@ -479,6 +548,7 @@ impl Connection {
     /// Waits until the server's connection ends (it exited, or `stop` was called).
     pub async fn closed(&self) {
         let mut ended = self.ended.clone();
+        // Fails only when the sender is gone, which is the connection's end too.
         let _ = ended.wait_for(|e| *e).await;
     }
 }
@@ -501,17 +571,17 @@ fn spawn(
     launcher: &Launcher,
     server: &ServerConfig,
     stderr: &StderrTail,
-) -> Result<Spawned, String> {
+) -> Result<Spawned, ConnectError> {
     let env = &launcher.env;
     // `${VAR}` in the command, its arguments and its environment are read now, at start, the
     // same way for all three: an unset one stops this server, not tabd.
-    let command = env.expand(command).map_err(|e| format!("command: {e}"))?;
+    let command = env.expand(command).map_err(ConnectError::Command)?;
     let args: Vec<String> = args
         .iter()
         .map(|a| env.expand(a))
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("args: {e}"))?;
-    let extra = expand_pairs(extra, env).map_err(|e| e.to_string())?;
+        .map_err(ConnectError::Args)?;
+    let extra = expand_pairs(extra, env)?;
     let mut spec = server_spec(server, launcher, command, args, extra);
     let program = crate::base::process::find_program(&spec.program, env);
     if program.as_deref().is_some_and(crate::base::sandbox::is_tabd) {
@@ -522,13 +592,14 @@ fn spawn(
     let started = launcher.start(&spec).map_err(|e| match e {
         StartError::Spawn { source, applied, .. } => {
             let program = program.map_or_else(|| spec.program.clone(), |p| p.display().to_string());
-            let why = format!("could not be started (`{program}`: {source}); is it installed and on PATH?");
-            match applied.and_then(|a| a.explain(&format!("{program}: {source}"))) {
-                Some(sandbox) => format!("{why} — {sandbox}"),
-                None => why,
+            let sandbox = applied.and_then(|a| a.explain(&format!("{program}: {source}")));
+            ConnectError::Spawn {
+                program,
+                source,
+                sandbox,
             }
         }
-        other => other.to_string(),
+        other => ConnectError::Start(other),
     })?;
     let Started {
         mut child,
@@ -541,7 +612,7 @@ fn spawn(
     let (Some(stdout), Some(stdin), Some(err)) =
         (child.stdout.take(), child.stdin.take(), child.stderr.take())
     else {
-        return Err("its stdio could not be connected".into());
+        return Err(ConnectError::NoStdio);
     };
     let tail = stderr.clone();
     let name = server.name.clone();
@@ -629,24 +700,24 @@ async fn failed_start(
     init: String,
     applied: Option<Arc<Applied>>,
     stderr: &StderrTail,
-) -> String {
+) -> ConnectError {
     let exited = tokio::time::timeout(Duration::from_millis(500), child.wait())
         .await
         .ok()
         .and_then(Result::ok);
     tenant.kill();
     if exited.is_none() {
+        // Only to reap it: it was just killed, and how it ended says nothing more.
         let _ = child.wait().await;
     }
     drop(tenant);
+    // What it wrote before it died, read for as long as it takes (or half a second): a reader
+    // that fails has read all there is.
     let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
-    let why = match exited {
-        Some(status) => format!("exited ({status}) before it finished starting"),
-        None => format!("failed to start: {init}"),
-    };
-    match applied.and_then(|a| a.explain(&stderr.text())) {
-        Some(sandbox) => format!("{why} — {sandbox}"),
-        None => why,
+    let sandbox = applied.and_then(|a| a.explain(&stderr.text()));
+    match exited {
+        Some(status) => ConnectError::Exited { status, sandbox },
+        None => ConnectError::Init { init, sandbox },
     }
 }
 
@@ -670,15 +741,23 @@ fn http_transport(
     url: &str,
     headers: &[(String, String)],
     env: &crate::base::environment::Env,
-) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
-    let url = env.expand(url).map_err(|e| format!("url: {e}"))?;
+) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, ConnectError> {
+    let url = env.expand(url).map_err(ConnectError::Url)?;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     crate::capabilities::provider::install_tls();
     let mut map = std::collections::HashMap::new();
-    for (k, v) in expand_pairs(headers, env).map_err(|e| e.to_string())? {
-        let name =
-            reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
-        let value = reqwest::header::HeaderValue::from_str(&v).map_err(|e| format!("header {k}: {e}"))?;
+    for (k, v) in expand_pairs(headers, env)? {
+        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|source| {
+            ConnectError::HeaderName {
+                name: k.clone(),
+                source,
+            }
+        })?;
+        let value =
+            reqwest::header::HeaderValue::from_str(&v).map_err(|source| ConnectError::HeaderValue {
+                name: k.clone(),
+                source,
+            })?;
         map.insert(name, value);
     }
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(map);

@@ -75,6 +75,7 @@ impl Pool {
         };
         let mut tried = s.tried.subscribe();
         let limit = s.config.startup_timeout + Duration::from_secs(1);
+        // A server not tried in time is taken as it is (down, with its reason, or starting).
         let _ = tokio::time::timeout(limit, tried.wait_for(|n| *n > 0)).await;
         // A server that just crashed is restarted in a second or two: wait for that attempt
         // rather than run without it (a crash loop backs off past this and is reported).
@@ -87,6 +88,7 @@ impl Pool {
             (slot.attempts, soon)
         };
         if let Some(at) = soon {
+            // Likewise: the next try not done in time leaves the server as it is.
             let _ = tokio::time::timeout_at(at + limit, tried.wait_for(|n| *n > seen)).await;
         }
         let slot = s.slot.lock().unwrap_or_else(|p| p.into_inner());
@@ -122,9 +124,12 @@ impl Pool {
 
     /// Stops every supervisor and its server.
     pub async fn shutdown(&self) {
+        // Fails only when no supervisor listens any more: nothing is left to stop.
         let _ = self.stop.send(true);
         let tasks: Vec<_> = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
         for t in tasks {
+            // A supervisor that does not end in time is dropped; its servers go with their
+            // handles (`Tenant`), and one that panicked has nothing left to stop.
             let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
         }
     }
@@ -172,6 +177,7 @@ async fn supervise(s: Arc<Supervised>, launcher: Launcher, mut stop: tokio::sync
 
 /// Resolves once the pool is stopping (the guard `wait_for` returns is not held across awaits).
 async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    // Fails only when the pool is gone, which is a stop too.
     let _ = stop.wait_for(|v| *v).await;
 }
 
