@@ -10,7 +10,14 @@
 //! Timings are medians over repeated runs; nothing here is asserted.
 
 // A benchmark is a test harness: it may unwrap, and its scenarios read top to bottom.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+// `let _ =` guards tabd's own side writes (a dropped daily line, a dropped state write);
+// a test harness drops what it does not assert (a kill of a child that may have exited).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::too_many_lines,
+    clippy::let_underscore_must_use
+)]
 
 #[path = "../tests/support/fake_model.rs"]
 #[allow(dead_code)]

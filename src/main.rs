@@ -122,6 +122,10 @@ impl std::io::Write for RedactingLine {
 
 impl Drop for RedactingLine {
     fn drop(&mut self) {
+        #[expect(
+            clippy::let_underscore_must_use,
+            reason = "a log line that cannot reach stderr in a drop has nowhere else to go"
+        )]
         let _ = std::io::Write::flush(self);
     }
 }

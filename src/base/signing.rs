@@ -233,7 +233,13 @@ impl Key {
     /// Takes the mark off `name` (of `kind`), if it is there.
     pub fn unmark(&self, kind: &str, name: &str) {
         if let (Ok(dir), Ok(n)) = (self.marks(kind), checked(name)) {
-            let _ = std::fs::remove_file(dir.join(n));
+            match std::fs::remove_file(dir.join(n)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    // Said, not dropped: a mark left on says what no longer holds.
+                    tracing::warn!("cannot take the {kind} mark off {n}: {e}");
+                }
+                _ => {}
+            }
         }
     }
 
@@ -360,6 +366,10 @@ fn create(state: &Path, path: &Path) -> std::io::Result<()> {
             f.sync_all()
         });
     let placed = written.and_then(|()| place_noreplace(&tmp, path));
+    #[expect(
+        clippy::let_underscore_must_use,
+        reason = "the temp file only: what failed, if anything, is `placed`, returned below"
+    )]
     let _ = std::fs::remove_file(&tmp);
     match placed {
         Ok(()) => sync_dir(state),

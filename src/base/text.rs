@@ -139,7 +139,9 @@ fn unbrace(url: &str) -> String {
 fn display_url_encoded(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(mut u) if u.has_host() => {
+            #[expect(clippy::let_underscore_must_use, reason = "cannot fail: the URL has a host")]
             let _ = u.set_username("");
+            #[expect(clippy::let_underscore_must_use, reason = "cannot fail: the URL has a host")]
             let _ = u.set_password(None);
             let keys: Vec<String> = u.query_pairs().map(|(k, _)| k.into_owned()).collect();
             u.set_query(None);

@@ -81,7 +81,7 @@ pub fn history(vault: &Vault, now: DateTime<Utc>) -> BTreeMap<String, Vec<Past>>
         if day < since {
             continue;
         }
-        let _ = runlog::read::each_record(
+        let read = runlog::read::each_record(
             vault,
             &f.path,
             |v| {
@@ -91,6 +91,9 @@ pub fn history(vault: &Vault, now: DateTime<Utc>) -> BTreeMap<String, Vec<Past>>
             },
             |_| {},
         );
+        if let Err(e) = read {
+            tracing::warn!("cannot read {} ({e}): the forecast leaves its runs out", f.path);
+        }
     }
     for runs in out.values_mut() {
         runs.sort_by_key(|p| p.started_at);

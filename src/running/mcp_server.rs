@@ -171,6 +171,10 @@ impl ServerHandler for HarnessServer {
             }
         };
         if let Some(limit) = &called.limit {
+            #[expect(
+                clippy::let_underscore_must_use,
+                reason = "only the first limit the session reached is kept and said"
+            )]
             let _ = self.limit.set(limit.clone());
         }
         if let (Some(record), Some(on_call)) = (&called.record, &self.on_call) {
@@ -274,7 +278,15 @@ where
             match answer {
                 Some(answer) => {
                     let mut o = answers.lock().await;
+                    #[expect(
+                        clippy::let_underscore_must_use,
+                        reason = "a client that is gone cannot be told; its next read ends this loop"
+                    )]
                     let _ = o.write_all(format!("{answer}\n").as_bytes()).await;
+                    #[expect(
+                        clippy::let_underscore_must_use,
+                        reason = "a client that is gone cannot be told; its next read ends this loop"
+                    )]
                     let _ = o.flush().await;
                 }
                 None => {
@@ -285,6 +297,10 @@ where
                 }
             }
         }
+        #[expect(
+            clippy::let_underscore_must_use,
+            reason = "rmcp's side ends with this task either way"
+        )]
         let _ = to_rmcp.shutdown().await;
     });
     tokio::spawn(pass_lines(from_rmcp, out));
@@ -325,6 +341,10 @@ where
                 break;
             }
         }
+        #[expect(
+            clippy::let_underscore_must_use,
+            reason = "a client that is gone fails the next write, which ends this loop"
+        )]
         let _ = o.flush().await;
     }
 }
@@ -577,12 +597,20 @@ async fn serve_admitted(server: HarnessServer, gate: RelayGate, stream: tokio::n
         tracing::warn!("refused a connection to the run's tool relay: {why}");
         let refusal = serde_json::json!({"jsonrpc": "2.0", "id": null,
             "error": {"code": -32600, "message": "refused: only this run's CLI may use its tools"}});
+        #[expect(
+            clippy::let_underscore_must_use,
+            reason = "a refused client that is gone needs no refusal; the refusal is logged above"
+        )]
         let _ = write.write_all(format!("{refusal}\n").as_bytes()).await;
         return;
     }
     let (read, write) = guarded(read, write);
     match server.serve((read, write)).await {
         Ok(service) => {
+            #[expect(
+                clippy::let_underscore_must_use,
+                reason = "the session is over either way; no one is left to tell"
+            )]
             let _ = service.waiting().await;
         }
         Err(e) => tracing::debug!("run MCP socket: a client did not start a session: {e}"),
@@ -620,11 +648,27 @@ pub async fn bridge(socket: &Path) -> anyhow::Result<()> {
     let mut stdin = tokio::io::stdin();
     let mut stdout = tokio::io::stdout();
     let up = async {
+        #[expect(
+            clippy::let_underscore_must_use,
+            reason = "either side closing ends the bridge; it has no one else to tell"
+        )]
         let _ = tokio::io::copy(&mut stdin, &mut to_run).await;
+        #[expect(
+            clippy::let_underscore_must_use,
+            reason = "either side closing ends the bridge; it has no one else to tell"
+        )]
         let _ = tokio::io::AsyncWriteExt::shutdown(&mut to_run).await;
     };
     let down = async {
+        #[expect(
+            clippy::let_underscore_must_use,
+            reason = "either side closing ends the bridge; it has no one else to tell"
+        )]
         let _ = tokio::io::copy(&mut from_run, &mut stdout).await;
+        #[expect(
+            clippy::let_underscore_must_use,
+            reason = "either side closing ends the bridge; it has no one else to tell"
+        )]
         let _ = tokio::io::AsyncWriteExt::flush(&mut stdout).await;
     };
     // The session is over when the run closes its side; a client closing stdin ends it too.
@@ -803,6 +847,10 @@ mod tests {
         let served = tokio::spawn(async move {
             // A client that never started a session is a clean end too.
             if let Ok(service) = server.serve(transport).await {
+                #[expect(
+                    clippy::let_underscore_must_use,
+                    reason = "the test asserts what the client read, however the session ended"
+                )]
                 let _ = service.waiting().await;
             }
         });

@@ -8,7 +8,6 @@
 //! differs every run, and anything before the files would stop them being read from cache.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -90,7 +89,7 @@ fn cut(text: &str, max: usize) -> &str {
 
 fn section(out: &mut String, title: &str, body: &str) {
     if !body.trim().is_empty() {
-        let _ = write!(out, "\n\n## {title}\n{}", body.trim());
+        out.push_str(&format!("\n\n## {title}\n{}", body.trim()));
     }
 }
 
@@ -171,11 +170,10 @@ fn system_prompt(
         let shown = cut(&loaded.text, cfg.max_file_bytes);
         let mut body = shown.to_string();
         if shown.len() < loaded.text.len() {
-            let _ = write!(
-                body,
+            body.push_str(&format!(
                 "\n[… memory truncated at {} bytes; read_file {path} for the rest]",
                 thousands(shown.len() as u64)
-            );
+            ));
         }
         section(&mut system, &title, &body);
     }
@@ -271,7 +269,9 @@ fn context_block(
         render_group(&mut block, &entry, shown, cfg, tz, &mut total);
     }
     for (path, e) in errors {
-        let _ = write!(block.text, "\n\n## {path}\n[not included: {e}]");
+        block
+            .text
+            .push_str(&format!("\n\n## {path}\n[not included: {e}]"));
     }
     if resolved.groups.is_empty() {
         block
@@ -356,22 +356,18 @@ fn render_group(
                 let room = cfg.max_file_bytes.min(cfg.max_context_bytes - *total);
                 let text = cut(&l.text, room);
                 *total += text.len();
-                let _ = write!(
-                    block.text,
+                block.text.push_str(&format!(
                     "\n\n## {}\nmodified {} · {} bytes\n\n{text}",
                     l.path,
                     modified_text(&l, tz),
                     thousands(l.size)
-                );
+                ));
                 if text.len() < l.text.len() {
                     block.truncated.push(l.path.as_str().to_string());
-                    let _ = write!(
-                        block.text,
-                        "\n[… truncated: showing the first {} of {} bytes; use read_file {} with an offset for the rest]",
+                    block.text.push_str(&format!("\n[… truncated: showing the first {} of {} bytes; use read_file {} with an offset for the rest]",
                         thousands(text.len() as u64),
                         thousands(l.text.len() as u64),
-                        l.path
-                    );
+                        l.path));
                 }
             }
             Shown::Index(l, why) => {
@@ -391,19 +387,17 @@ fn render_group(
         }
     }
     if !index_lines.is_empty() {
-        let _ = write!(
-            block.text,
+        block.text.push_str(&format!(
             "\n\n## Index of {entry} (not included above; open one with read_file)\n{}",
             index_lines.join("\n")
-        );
+        ));
     }
     if !over_cap.is_empty() {
-        let _ = write!(
-            block.text,
+        block.text.push_str(&format!(
             "\n\n[context limit of {} bytes reached; not included (use read_file): {}]",
             thousands(cfg.max_context_bytes as u64),
             over_cap.join(", ")
-        );
+        ));
     }
 }
 
@@ -425,11 +419,10 @@ fn this_run(
     out.push_str("\n\n## Changes since your last run\n");
     out.push_str(&changes_text(input.previous, hashes, missing));
     if !truncated.is_empty() {
-        let _ = write!(
-            out,
+        out.push_str(&format!(
             "\nTruncated above (read the rest with read_file): {}",
             truncated.join(", ")
-        );
+        ));
     }
     let mut notes_truncated = Vec::new();
     match &input.trigger.delegation {
@@ -456,15 +449,12 @@ fn why_text(trigger: &Trigger, notes: usize, now: DateTime<Utc>, tz: Tz) -> Stri
             if let Some(due) = trigger.scheduled_for {
                 let late = (now - due).num_minutes();
                 if late >= 2 {
-                    let _ = write!(
-                        s,
-                        "; this run was due at {} and runs {late} minutes late (tabd was not running or the computer was asleep)",
-                        due.with_timezone(&tz).format("%Y-%m-%d %H:%M")
-                    );
+                    s.push_str(&format!("; this run was due at {} and runs {late} minutes late (tabd was not running or the computer was asleep)",
+                        due.with_timezone(&tz).format("%Y-%m-%d %H:%M")));
                 }
             }
             if trigger.missed > 1 {
-                let _ = write!(s, "; it stands for {} missed scheduled runs", trigger.missed);
+                s.push_str(&format!("; it stands for {} missed scheduled runs", trigger.missed));
             }
             s
         }
@@ -491,11 +481,10 @@ fn task_text(d: &crate::base::trigger::Delegation, max_file_bytes: usize) -> Str
         d.parent_role
     );
     if shown.len() < d.task.len() {
-        let _ = write!(
-            out,
+        out.push_str(&format!(
             "\n[… task truncated at {} bytes]",
             thousands(shown.len() as u64)
-        );
+        ));
     }
     out
 }

@@ -213,7 +213,8 @@ pub async fn run_turn(
         }
         let held = match l.fit_under_cap(&mut req, MIN_OUTPUT) {
             Ok(held) => held,
-            Err(why) => {
+            Err(too_dear) => {
+                let why = too_dear.to_string();
                 l.out.end = if l.out.requests == 0 {
                     TurnEnd::CapTooLow(why)
                 } else {
@@ -394,16 +395,11 @@ impl Loop<'_> {
         &self,
         req: &mut Request,
         min_output: u32,
-    ) -> Result<Option<crate::base::cost::Reservation>, String> {
+    ) -> Result<Option<crate::base::cost::Reservation>, TooDear> {
         let (Some(left), Some(price)) = (self.limits.account.usd_left(), self.limits.price) else {
             return Ok(None);
         };
-        let too_dear = || {
-            format!(
-                "max_cost_usd ({} left, and the next request could cost more)",
-                crate::base::cost::dollars(left.max(0.0))
-            )
-        };
+        let too_dear = || TooDear { left };
         let input_only = Request {
             max_tokens: 0,
             ..req.clone()
@@ -517,6 +513,14 @@ impl Loop<'_> {
 }
 
 /// Why a final answer does not meet the role's output contract.
+/// A request that `max_cost_usd` (the run's, or a run's above it) cannot pay for: `left` is
+/// what was left of it.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("max_cost_usd ({} left, and the next request could cost more)", crate::base::cost::dollars(.left.max(0.0)))]
+pub struct TooDear {
+    left: f64,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum AnswerError {
     #[error("the answer is not a JSON object ({0})")]

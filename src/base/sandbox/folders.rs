@@ -4,6 +4,10 @@
 //! every start checks them anew: each level opened without following a link (`openat2` with
 //! `RESOLVE_NO_SYMLINKS`, else `O_NOFOLLOW` level by level), a real folder owned by tabd's user,
 //! and a link found where `tmp` should be is removed (never followed) and the folder made again.
+#![allow(
+    clippy::let_underscore_must_use,
+    reason = "each drop here is still to be looked at by the files' owner, issue 37 item 3 (waits bounded by a time-out, signals and sends to what may be gone)"
+)]
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};

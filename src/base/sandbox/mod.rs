@@ -20,6 +20,10 @@
 //! - `tree` — "everything but": the split of a folder around hidden paths;
 //! - `folders` — children's own folders, checked without following links;
 //! - `explain` — an EACCES that the sandbox caused, in words, with the grant to add.
+#![allow(
+    clippy::let_underscore_must_use,
+    reason = "each drop here is still to be looked at by the files' owner, issue 37 item 3 (waits bounded by a time-out, signals and sends to what may be gone)"
+)]
 
 pub mod explain;
 pub mod folders;

@@ -390,6 +390,10 @@ impl Vault {
         let tmp = write_temp(&parent, name, bytes, durability != Durability::None)
             .map_err(|e| io_error(path, &e))?;
         if let Err(e) = parent.rename(&tmp, &parent, name) {
+            #[expect(
+                clippy::let_underscore_must_use,
+                reason = "the rename's error is returned; a temp file left behind is a known leftover"
+            )]
             let _ = parent.remove_file(&tmp);
             return Err(io_error(path, &e));
         }
@@ -413,6 +417,10 @@ impl Vault {
         let tmp = write_temp(&parent, name, bytes, sync).map_err(|e| io_error(path, &e))?;
         let result = rename_noreplace(&parent, &tmp, &parent, name);
         if result.is_err() {
+            #[expect(
+                clippy::let_underscore_must_use,
+                reason = "the rename's error is returned; a temp file left behind is a known leftover"
+            )]
             let _ = parent.remove_file(&tmp);
         }
         result.map_err(|e| io_error(path, &e))
@@ -798,6 +806,10 @@ fn write_temp(parent: &Dir, name: &str, bytes: &[u8], sync: bool) -> std::io::Re
             .and_then(|()| if sync { file.sync_all() } else { Ok(()) });
         if let Err(e) = written {
             drop(file);
+            #[expect(
+                clippy::let_underscore_must_use,
+                reason = "the write's error is returned; a temp file left behind is a known leftover"
+            )]
             let _ = parent.remove_file(&tmp);
             return Err(e);
         }

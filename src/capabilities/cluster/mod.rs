@@ -317,6 +317,10 @@ impl Cluster {
         let Ok(b) = self.buckets().await else {
             return;
         };
+        #[expect(
+            clippy::let_underscore_must_use,
+            reason = "a release that fails only means the claim lapses after its lease"
+        )]
         let _ = b
             .claims
             .delete_expect_revision(lease.key.as_str(), Some(lease.revision()))

@@ -1,5 +1,9 @@
 //! `keep_alive` servers (DESIGN §14): started once by the daemon, supervised — restarted with
 //! backoff (1 s, doubling, at most 5 minutes) when they exit — and stopped with the daemon.
+#![allow(
+    clippy::let_underscore_must_use,
+    reason = "each drop here is still to be looked at by the files' owner, issue 37 item 3 (waits bounded by a time-out, signals and sends to what may be gone)"
+)]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

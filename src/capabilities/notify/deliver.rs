@@ -142,7 +142,15 @@ impl Deliveries {
             let said = async {
                 let mut said = Vec::new();
                 if let Some(mut stderr) = stderr {
+                    #[expect(
+                        clippy::let_underscore_must_use,
+                        reason = "stderr is read only to quote it in a failure: a read that fails quotes less"
+                    )]
                     let _ = (&mut stderr).take(MAX_STDERR).read_to_end(&mut said).await;
+                    #[expect(
+                        clippy::let_underscore_must_use,
+                        reason = "stderr is drained only so the program never blocks writing it"
+                    )]
                     let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
                 }
                 said

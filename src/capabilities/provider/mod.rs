@@ -194,6 +194,10 @@ impl RetryPolicy {
 pub fn install_tls() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
+        #[expect(
+            clippy::let_underscore_must_use,
+            reason = "fails only when a provider is installed already, which is all this wants"
+        )]
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
 }

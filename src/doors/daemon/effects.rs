@@ -203,6 +203,10 @@ impl Daemon {
         let lock_path = crate::running::run::run_lock_path(name);
         let lock = match self.run_env.vault.lock(&lock_path, false) {
             Ok(Some(mut l)) => {
+                #[allow(
+                    clippy::let_underscore_must_use,
+                    reason = "the lock holder's text (for another `tabd fire`'s message) is still dropped: its owner (issue 37 item 1's shell) moves it to the side-write sink"
+                )]
                 let _ = l.set_content("the daemon");
                 l
             }
@@ -626,6 +630,10 @@ impl Daemon {
         self.take_in_cluster_answers(CLUSTER_ANSWERS).await;
         if let Some(task) = self.work.approvals.task.take() {
             // A call in flight is waited for; one cut off stays `executing` and becomes `unknown`.
+            #[allow(
+                clippy::let_underscore_must_use,
+                reason = "a call cut off at the grace stays `executing` and becomes `unknown` at the next start"
+            )]
             let _ = tokio::time::timeout(grace, task).await;
         }
         if let Some(pool) = self.run_env.mcp_pool.take() {

@@ -241,6 +241,10 @@ impl FsWatcher {
         }
         lock(&self.folders).remove(&wd);
         // Fails when the folder is already gone (inotify ended the watch itself): nothing to do.
+        #[allow(
+            clippy::let_underscore_must_use,
+            reason = "fails only when the folder is gone already (inotify ended the watch itself)"
+        )]
         let _ = self.watches.remove(wd);
     }
 

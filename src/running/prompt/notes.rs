@@ -2,8 +2,6 @@
 //! shows its start, up to a line end where one is near, and then exactly how to read the rest:
 //! where it is, how big it is, and the `read_file` call for the next page (DESIGN §8 paging).
 
-use std::fmt::Write as _;
-
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde_json::json;
@@ -34,11 +32,10 @@ pub(super) fn notes_text(notes: &[Note], max_file_bytes: usize, tz: Tz, readers:
         out.text = "\n\n## Trigger notes\nNone: no note is waiting in your inbox.".into();
         return out;
     }
-    let _ = write!(
-        out.text,
+    out.text.push_str(&format!(
         "\n\n## Trigger notes ({})\nHandle each of these; tabd moves them to processed/ after this run.",
         notes.len()
-    );
+    ));
     for note in notes {
         let received = DateTime::<Utc>::from(note.modified)
             .with_timezone(&tz)
@@ -48,15 +45,14 @@ pub(super) fn notes_text(notes: &[Note], max_file_bytes: usize, tz: Tz, readers:
         } else {
             note.hops.to_string()
         };
-        let _ = write!(
-            out.text,
+        out.text.push_str(&format!(
             "\n\n### {}\nfrom: {} · priority: {} · hops: {hops} · received {received}\n",
             note.path,
             note.from.as_deref().unwrap_or("a person"),
             note.priority.as_str(),
-        );
+        ));
         let shown = start_of(&note.text, max_file_bytes);
-        let _ = write!(out.text, "\n{shown}");
+        out.text.push_str(&format!("\n{shown}"));
         if let Some(t) = truncation(note, shown) {
             out.text.push_str(&rest_of(note, shown, readers));
             out.truncated.push(t);
@@ -127,17 +123,15 @@ fn rest_of(note: &Note, shown: &str, readers: Readers) -> String {
     if line_byte > 0 {
         args["line_byte"] = json!(line_byte);
     }
-    let _ = write!(
-        s,
+    s.push_str(&format!(
         "\nRead the rest in pages of up to 64 KiB, starting with:\nread_file {args}\n\
          Each result ends with the offset of the page after it."
-    );
+    ));
     if readers.search_files {
-        let _ = write!(
-            s,
+        s.push_str(&format!(
             " To find a part first: search_files {}.",
             json!({"query": "…", "path": note.path.as_str()})
-        );
+        ));
     }
     s.push_str("\nIf you do not read all of it, say in your summary what you left unread.]");
     s

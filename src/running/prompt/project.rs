@@ -3,7 +3,6 @@
 //! role lists, each by name, description and path only — the model reads a body when it needs
 //! it. Both sit in the stable, cached part of the prompt.
 
-use std::fmt::Write as _;
 use std::io::Read as _;
 
 use crate::base::text::{one_line, thousands};
@@ -53,14 +52,13 @@ pub fn agents_md(vault: &Vault, policy: &AccessPolicy, max_bytes: usize) -> Opti
     };
     let mut body = text.trim_end().to_string();
     if (text.len() as u64) < entry.size {
-        let _ = write!(
-            body,
+        body.push_str(&format!(
             "\n[… {} truncated at {} of {} bytes; read_file {} with an offset for the rest]",
             layout::AGENTS_MD,
             thousands(text.len() as u64),
             thousands(entry.size),
             layout::AGENTS_MD
-        );
+        ));
     }
     Some((body, context::hash(text.as_bytes())))
 }

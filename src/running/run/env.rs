@@ -74,6 +74,10 @@ impl Stop {
     pub async fn requested_wait(&self) {
         let mut rx = self.0.subscribe();
         // The sender lives as long as `self`: an error cannot happen while we hold it.
+        #[allow(
+            clippy::let_underscore_must_use,
+            reason = "the sender lives as long as `self`: an error cannot happen while we hold it"
+        )]
         let _ = rx.wait_for(|stop| *stop).await;
     }
 }

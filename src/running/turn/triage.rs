@@ -78,7 +78,7 @@ pub async fn first_look(
     };
     let held = match l.fit_under_cap(&mut req, MIN_OUTPUT) {
         Ok(held) => held,
-        Err(why) => return unusable(triage, why),
+        Err(why) => return unusable(triage, why.to_string()),
     };
     let asked = provider::complete(provider, &req, retry, limits.deadline).await;
     drop(held);

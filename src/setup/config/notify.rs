@@ -111,21 +111,28 @@ impl NotifyConfig {
     }
 
     /// The quiet hours, checked when the config is read.
-    pub fn quiet(&self) -> Result<Option<(NaiveTime, NaiveTime)>, String> {
+    pub fn quiet(&self) -> Result<Option<(NaiveTime, NaiveTime)>, BadQuietHours> {
         let Some(text) = self.quiet_hours.as_deref() else {
             return Ok(None);
         };
-        let bad = || format!("[notify] quiet_hours = \"{text}\": write two times like \"22:00-07:00\"");
+        let bad = || BadQuietHours::NotTwoTimes(text.to_string());
         let (from, to) = text.split_once('-').ok_or_else(bad)?;
         let time = |t: &str| NaiveTime::parse_from_str(t.trim(), "%H:%M").map_err(|_| bad());
         let (from, to) = (time(from)?, time(to)?);
         if from == to {
-            return Err(format!(
-                "[notify] quiet_hours = \"{text}\" starts and ends at the same time"
-            ));
+            return Err(BadQuietHours::Empty(text.to_string()));
         }
         Ok(Some((from, to)))
     }
+}
+
+/// Why `[notify] quiet_hours` (the text given) is not two times of day.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadQuietHours {
+    #[error("[notify] quiet_hours = \"{0}\": write two times like \"22:00-07:00\"")]
+    NotTwoTimes(String),
+    #[error("[notify] quiet_hours = \"{0}\" starts and ends at the same time")]
+    Empty(String),
 }
 
 /// Whether `t` falls in the quiet hours `from`–`to` (which may run past midnight).
@@ -160,6 +167,21 @@ mod tests {
             };
             assert!(c.quiet().is_err(), "{bad}");
         }
+        let said = |text: &str| {
+            let c = NotifyConfig {
+                quiet_hours: Some(text.into()),
+                ..NotifyConfig::default()
+            };
+            c.quiet().map_or_else(|e| e.to_string(), |_| String::new())
+        };
+        assert_eq!(
+            said("late"),
+            "[notify] quiet_hours = \"late\": write two times like \"22:00-07:00\""
+        );
+        assert_eq!(
+            said("10:00-10:00"),
+            "[notify] quiet_hours = \"10:00-10:00\" starts and ends at the same time"
+        );
         assert!(NotifyConfig::default().wants(EventKind::Approval));
         assert!(!NotifyConfig::default().wants(EventKind::Done));
     }
