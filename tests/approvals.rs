@@ -400,6 +400,38 @@ fn the_terminal_lists_approves_and_rejects_and_roles_can_never_touch_the_notes()
     assert_eq!(d.wait_exit(Duration::from_secs(20)), Some(0), "{}", d.stderr());
 }
 
+/// Issue 37, item 3: a decision's daily line that cannot be written (the daily folder is a
+/// file here) is named on stderr and `tabd reject` exits 1, though the decision is recorded and
+/// its note says so. Before, the line was dropped with a log line and the exit was 0.
+#[test]
+fn a_decisions_daily_line_that_cannot_be_written_is_named() {
+    let (v, fake, _log) = setup("", "");
+    fake.script([
+        tools_reply(&[post("t1", "C1", "one")], "One post."),
+        wire::text(KIND, "done"),
+    ]);
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let listing: Value = serde_json::from_slice(&v.tabd(&["approvals", "--json"]).stdout).unwrap();
+    let pending = &listing["pending"][0];
+    let id = pending["id"].as_str().unwrap();
+    let note = pending["note"].as_str().unwrap();
+    std::fs::remove_dir_all(v.path("daily")).unwrap();
+    std::fs::write(v.path("daily"), "not a folder").unwrap();
+
+    let out = v.tabd(&["reject", id]);
+    let said = describe(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("nothing will run"), "{said}");
+    assert!(
+        said.contains(&format!(
+            "warning: the daily note has no line of approval {id}'s decision"
+        )),
+        "{said}"
+    );
+    assert_eq!(status_of(&v, note), "rejected");
+}
+
 /// A call `tabd fire` sends for approval while the daemon runs shows in `tabd status` and
 /// `agent/status.md` at once (not after the daemon's next own run), and `fire` says it waits.
 #[test]

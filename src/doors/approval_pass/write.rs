@@ -43,10 +43,14 @@ pub(super) fn owed(
 pub(super) fn finish(env: &RunEnv) -> Finished {
     let done =
         crate::base::blocking::run(|| followup::hold(&env.vault)?.finish(&env.store, &env.log, &env.faults));
-    done.unwrap_or_else(|e| {
+    let done = done.unwrap_or_else(|e| {
         tracing::error!("approvals: cannot finish writing decided notes: {e}");
         Finished::default()
-    })
+    });
+    for (_, e) in &done.unlogged {
+        env.side.failed("the daily note (an approval's outcome)", e);
+    }
+    done
 }
 
 /// Sets the note's status and appends `line`; a note the person deleted stays deleted.

@@ -157,7 +157,7 @@ pub fn decide(ws: &Workspace, id: &str, approved: bool) -> Result<u8, CliError> 
         |e: crate::base::vault::VaultError| CliError::failed(format!("cannot record the decision: {e}"));
     let held = followup::hold(&ws.vault).map_err(failed)?;
     // What an earlier decision still owes its note (a crash cut it short), before this one.
-    held.finish(&store, &log, &faults).map_err(failed)?;
+    let earlier = held.finish(&store, &log, &faults).map_err(failed)?;
     let now = Utc::now();
     let tz = ws.config.timezone;
     let decided = store
@@ -177,10 +177,7 @@ pub fn decide(ws: &Workspace, id: &str, approved: bool) -> Result<u8, CliError> 
         .map_err(failed)?
         .map_err(CliError::failed)?;
     faults.abort_at("approval-decided");
-    let unwritten = held
-        .finish(&store, &log, &faults)
-        .map(|f| !f.left.is_empty())
-        .unwrap_or(true);
+    let finished = held.finish(&store, &log, &faults);
     drop(held);
     let (now_or_before, id, a) = match decided {
         Decided::Now { id, a } => ("", id, a),
@@ -200,12 +197,36 @@ pub fn decide(ws: &Workspace, id: &str, approved: bool) -> Result<u8, CliError> 
         "{status}{now_or_before} {id} ({} for {}): {when}. Note: {}",
         a.tool, a.role, a.note
     );
+    let all_logged = say_unfinished(finished, earlier.unlogged);
+    Ok(if all_logged { 0 } else { 1 })
+}
+
+/// Says on stderr what finishing the follow-ups left unwritten: a note (the daemon writes it
+/// later, from the ledger) or a daily line (no one writes it later). `false`: a daily line is
+/// lost, and the command exits 1.
+fn say_unfinished(
+    finished: Result<followup::Finished, crate::base::vault::VaultError>,
+    mut unlogged: Vec<(String, crate::base::vault::VaultError)>,
+) -> bool {
+    let unwritten = match finished {
+        Ok(f) => {
+            unlogged.extend(f.unlogged);
+            !f.left.is_empty()
+        }
+        Err(e) => {
+            eprintln!("warning: cannot finish writing the decision: {e}");
+            true
+        }
+    };
     if unwritten {
         eprintln!(
             "(the note could not be updated yet; the decision is recorded, and the daemon writes it into the note)"
         );
     }
-    Ok(0)
+    for (id, e) in &unlogged {
+        eprintln!("warning: the daily note has no line of approval {id}'s decision: {e}");
+    }
+    unlogged.is_empty()
 }
 
 /// Why `a` cannot be decided now (`None`: it is open to a decision).

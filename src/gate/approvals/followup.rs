@@ -47,6 +47,9 @@ pub struct Finished {
     pub done: Vec<String>,
     /// Requests whose note could not be written yet (tried again at the next pass).
     pub left: Vec<String>,
+    /// Requests whose daily line could not be written, and why: not tried again (the note,
+    /// written after it, clears the follow-up), so the caller says so where a person sees it.
+    pub unlogged: Vec<(String, VaultError)>,
 }
 
 impl Held {
@@ -62,7 +65,9 @@ impl Held {
         let mut out = Finished::default();
         for (id, a, f) in &owed {
             // The daily line before the note (see the module's doc); both are written once.
-            write_daily(log, f);
+            if let Err(e) = write_daily(log, f) {
+                out.unlogged.push((id.clone(), e));
+            }
             faults.abort_at("approval-daily-written");
             if write_note(store.vault(), (id, a), f).is_err() {
                 out.left.push(id.clone());
@@ -112,17 +117,15 @@ fn write_note(vault: &Vault, (id, a): (&str, &Approval), f: &Followup) -> Result
 }
 
 /// The daily line, once (a line already in that day's note is not written again).
-fn write_daily(log: &RunLog, f: &Followup) {
+fn write_daily(log: &RunLog, f: &Followup) -> Result<(), VaultError> {
     if f.daily.is_empty() {
-        return;
+        return Ok(());
     }
     let path = log.daily_path(f.at);
     if log.daily_has(&path, &log.render_line(f.at, &f.who, &f.daily)) {
-        return;
+        return Ok(());
     }
-    if let Err(e) = log.write_line(f.at, &f.who, &f.daily) {
-        tracing::warn!("approvals: cannot write the daily log: {e}");
-    }
+    log.write_line(f.at, &f.who, &f.daily)
 }
 
 #[cfg(test)]
