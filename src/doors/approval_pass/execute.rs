@@ -78,7 +78,7 @@ pub(super) async fn run(
     if let Err(why) = check_call(&session, &harness, a, &args) {
         session.close(&[]).await;
         cluster::withdraw(shared, id, held, None).await;
-        return invalid(env, id, a, &why);
+        return invalid(env, id, a, &why.to_string());
     }
     let held = match (shared, held) {
         (Some(sh), Some(h)) => match cluster::begin(env, sh, (id, a), h).await {
@@ -131,14 +131,27 @@ fn check_call(
     harness: &crate::gate::harness::Harness,
     a: &Approval,
     args: &Value,
-) -> Result<(), String> {
+) -> Result<(), CannotRun> {
     if let Some(down) = session.mcp.down.first() {
-        return Err(format!("{}, so nothing was sent", down.problem));
+        return Err(CannotRun::ServerDown(down.problem.clone()));
     }
     match harness.key_of(&a.exposed) {
-        Some(key) if key == a.tool => harness.check(&a.exposed, args),
-        Some(_) | None => Err(format!("the role no longer has the tool {}", a.tool)),
+        Some(key) if key == a.tool => harness.check(&a.exposed, args).map_err(CannotRun::Refused),
+        Some(_) | None => Err(CannotRun::NoTool(a.tool.clone())),
     }
+}
+
+/// Why an approved call cannot run as it now stands (the sentence its note and the ledger get).
+#[derive(Debug, thiserror::Error)]
+enum CannotRun {
+    /// The server the call needs could not be used.
+    #[error("{0}, so nothing was sent")]
+    ServerDown(crate::capabilities::mcp::client::ServerDown),
+    #[error("the role no longer has the tool {0}")]
+    NoTool(String),
+    /// The harness's check of the arguments (its sentence).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// What the call came to: its phase, its text, and the sandbox's refusal if that stopped it.

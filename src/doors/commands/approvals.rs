@@ -162,11 +162,11 @@ pub fn decide(ws: &Workspace, id: &str, approved: bool) -> Result<u8, CliError> 
     let tz = ws.config.timezone;
     let decided = store
         .update(|s| {
-            let key = approval_ledger::find_key(&s.approvals, id).map_err(|e| e.to_string())?;
+            let key = approval_ledger::find_key(&s.approvals, id)?;
             let a = s
                 .approvals
                 .get_mut(&key)
-                .ok_or_else(|| approval_ledger::FindError::None(id.to_string()).to_string())?;
+                .ok_or_else(|| approval_ledger::FindError::None(id.to_string()))?;
             let who = ws
                 .roles
                 .roles
@@ -175,7 +175,7 @@ pub fn decide(ws: &Workspace, id: &str, approved: bool) -> Result<u8, CliError> 
             apply(&key, a, approved, (now, tz), who)
         })
         .map_err(failed)?
-        .map_err(CliError::failed)?;
+        .map_err(|e| CliError::failed(e.to_string()))?;
     faults.abort_at("approval-decided");
     let finished = held.finish(&store, &log, &faults);
     drop(held);
@@ -230,40 +230,63 @@ fn say_unfinished(
 }
 
 /// Why `a` cannot be decided now (`None`: it is open to a decision).
-fn refusal(id: &str, a: &Approval, (now, tz): (DateTime<Utc>, Tz)) -> Option<String> {
-    let at = |t: Option<DateTime<Utc>>| {
-        t.map_or(String::new(), |t| {
-            format!(" at {}", t.with_timezone(&tz).format("%Y-%m-%d %H:%M"))
-        })
-    };
+fn refusal(id: &str, a: &Approval, (now, tz): (DateTime<Utc>, Tz)) -> Option<NotDecided> {
+    let id = id.to_string();
+    let at = |t: Option<DateTime<Utc>>| At(t.map(|t| t.with_timezone(&tz)));
     match a.phase {
-        _ if a.followup.is_some() => Some(format!(
-            "approval {id} is still being written into its note; try again in a moment"
-        )),
-        NoteStatus::Pending if a.expires <= now => Some(format!(
-            "approval {id} expired{}; nothing will run — ask the role again",
-            at(Some(a.expires))
-        )),
+        _ if a.followup.is_some() => Some(NotDecided::BeingWritten(id)),
+        NoteStatus::Pending if a.expires <= now => Some(NotDecided::Expired {
+            id,
+            at: at(Some(a.expires)),
+        }),
         p if p.is_open() => None,
-        NoteStatus::Approved => Some(format!(
-            "approval {id} was approved{}: it runs once, and can no longer be rejected",
-            at(a.decided)
-        )),
-        NoteStatus::Rejected => Some(format!(
-            "approval {id} was rejected{}: nothing ran, and a rejected call never runs — ask the role again",
-            at(a.decided)
-        )),
-        NoteStatus::Executing => Some(format!(
-            "approval {id} is running now: there is nothing to decide"
-        )),
-        NoteStatus::Done | NoteStatus::Failed => Some(format!(
-            "approval {id} already ran ({}); an approval runs at most once — ask the role again",
-            a.phase.as_str()
-        )),
-        p => Some(format!(
-            "approval {id} is {}: there is nothing to decide",
-            p.as_str()
-        )),
+        NoteStatus::Approved => Some(NotDecided::Approved {
+            id,
+            at: at(a.decided),
+        }),
+        NoteStatus::Rejected => Some(NotDecided::Rejected {
+            id,
+            at: at(a.decided),
+        }),
+        NoteStatus::Executing => Some(NotDecided::Running(id)),
+        phase @ (NoteStatus::Done | NoteStatus::Failed) => Some(NotDecided::Ran { id, phase }),
+        phase => Some(NotDecided::Closed { id, phase }),
+    }
+}
+
+/// Why a request cannot be decided, as `tabd approve`/`tabd reject` print it.
+#[derive(Debug, thiserror::Error)]
+enum NotDecided {
+    #[error(transparent)]
+    NotFound(#[from] approval_ledger::FindError),
+    #[error("approval {0} is still being written into its note; try again in a moment")]
+    BeingWritten(String),
+    #[error("approval {id} expired{at}; nothing will run — ask the role again")]
+    Expired { id: String, at: At },
+    #[error("approval {id} was approved{at}: it runs once, and can no longer be rejected")]
+    Approved { id: String, at: At },
+    #[error(
+        "approval {id} was rejected{at}: nothing ran, and a rejected call never runs — ask the role again"
+    )]
+    Rejected { id: String, at: At },
+    #[error("approval {0} is running now: there is nothing to decide")]
+    Running(String),
+    #[error("approval {id} already ran ({phase}); an approval runs at most once — ask the role again")]
+    Ran { id: String, phase: NoteStatus },
+    #[error("approval {id} is {phase}: there is nothing to decide")]
+    Closed { id: String, phase: NoteStatus },
+}
+
+/// ` at 2026-11-28 17:05` in the config's zone, or nothing when the time is not known.
+#[derive(Debug)]
+struct At(Option<DateTime<Tz>>);
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(t) => write!(f, " at {}", t.format("%Y-%m-%d %H:%M")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -275,7 +298,7 @@ fn apply(
     approved: bool,
     (now, tz): (DateTime<Utc>, Tz),
     who: String,
-) -> Result<Decided, String> {
+) -> Result<Decided, NotDecided> {
     let target = if approved {
         NoteStatus::Approved
     } else {
