@@ -43,6 +43,7 @@ mod outcomes;
 mod owned;
 mod providers;
 mod read_back;
+mod reload;
 mod resume;
 mod robustness;
 mod sandbox;

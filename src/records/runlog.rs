@@ -5,8 +5,6 @@
 //! with an exclusive `flock` on the file, so a `tabd fire` beside the daemon never interleaves
 //! with it; each entry is one `write_all` on an append-mode handle.
 
-use std::sync::RwLock;
-
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
@@ -199,9 +197,12 @@ pub struct HumanRun {
 
 pub struct RunLog {
     vault: std::sync::Arc<Vault>,
-    tz: RwLock<Tz>,
-    /// The notes not tabd's that the daemon's log has named (once each).
-    told: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// Fixed for the log's life: a config with another time zone makes another log (`in_tz`),
+    /// so a run's section and record stay in the time zone the run started in.
+    tz: Tz,
+    /// The notes not tabd's that the daemon's log has named (once each; shared by its `in_tz`
+    /// copies, so a reload does not name them again).
+    told: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
     /// Seals the record of a write that replaces a note's end, so a crash in it is finished;
     /// `None`: a log opened to read (`status`, `logs`), which writes nothing.
     guard: Option<SpliceGuard>,
@@ -321,8 +322,8 @@ impl RunLog {
     /// It writes nothing (`writer`).
     pub fn new(vault: std::sync::Arc<Vault>, tz: Tz) -> Self {
         Self {
-            tz: RwLock::new(tz),
-            told: std::sync::Mutex::default(),
+            tz,
+            told: Default::default(),
             vault,
             guard: None,
         }
@@ -353,13 +354,19 @@ impl RunLog {
         }
     }
 
-    /// The time zone of file names and times (the config's; changed on reload).
-    pub fn tz(&self) -> Tz {
-        *self.tz.read().unwrap_or_else(|p| p.into_inner())
+    /// The same log in time zone `tz` (an edited config's), for the runs started from now on.
+    pub fn in_tz(&self, tz: Tz) -> Self {
+        Self {
+            vault: self.vault.clone(),
+            tz,
+            told: self.told.clone(),
+            guard: self.guard.clone(),
+        }
     }
 
-    pub fn set_tz(&self, tz: Tz) {
-        *self.tz.write().unwrap_or_else(|p| p.into_inner()) = tz;
+    /// The time zone of file names and times (the config's when this log was made).
+    pub fn tz(&self) -> Tz {
+        self.tz
     }
 
     /// The folder of the daily notes (`[log] folder`, the vault's).

@@ -22,11 +22,27 @@ pub enum Reply {
     Raw(u16, String),
     /// Wait, then answer.
     Delay(Duration, Box<Reply>),
+    /// Answer once the test opens the gate; other requests are answered meanwhile.
+    Held(Gate, Box<Reply>),
     /// Send 200 headers, then break the connection mid-body.
     DropMidBody,
     /// A 200 `text/event-stream` body (Anthropic's streaming Messages API; the real claude CLI
     /// streams).
     Sse(String),
+}
+
+/// What a `Reply::Held` waits for: shut until `open`, then open for good.
+#[derive(Clone, Debug)]
+pub struct Gate(Arc<tokio::sync::Semaphore>);
+
+impl Gate {
+    pub fn shut() -> Self {
+        Gate(Arc::new(tokio::sync::Semaphore::new(0)))
+    }
+
+    pub fn open(&self) {
+        self.0.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
 }
 
 impl Reply {
@@ -244,6 +260,11 @@ fn respond(reply: Reply) -> std::pin::Pin<Box<dyn std::future::Future<Output = R
                 .unwrap(),
             Reply::Delay(d, inner) => {
                 tokio::time::sleep(d).await;
+                respond(*inner).await
+            }
+            Reply::Held(gate, inner) => {
+                // Closed only by dropping the semaphore, which the gate holds: it cannot fail.
+                let _ = gate.0.acquire().await;
                 respond(*inner).await
             }
             Reply::DropMidBody => {

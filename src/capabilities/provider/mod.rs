@@ -206,7 +206,12 @@ pub fn install_tls() {
 /// reported at the first call (so `tabd run` starts, and pauses model calls, without one). Every
 /// error it returns has the environment's secrets written back as `${VAR}` (a `${VAR}` in
 /// `base_url`'s path is in every URL an error quotes, and a server may echo the path).
-pub fn build(cfg: &ProviderConfig, env: &Env) -> Result<Arc<dyn Provider>, ProviderError> {
+pub fn build(cfg: &ProviderConfig, env: &Env) -> Result<Arc<dyn Provider>, BuildError> {
+    if cfg.kind != ProviderKind::Command {
+        // Found now, not as a failed request per run: an edited config with such a URL is
+        // refused whole on reload. The URL itself is not quoted (it may hold a secret).
+        reqwest::Url::parse(&cfg.base_url).map_err(BuildError::BadBaseUrl)?;
+    }
     let key = env.get(&cfg.api_key_env).map(Secret::new);
     install_tls();
     let client = reqwest::Client::builder()
@@ -231,6 +236,15 @@ pub fn build(cfg: &ProviderConfig, env: &Env) -> Result<Arc<dyn Provider>, Provi
         inner,
         env: env.clone(),
     }))
+}
+
+/// Why the configured provider cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("[provider] base_url is not a URL ({0})")]
+    BadBaseUrl(url::ParseError),
+    #[error(transparent)]
+    Client(#[from] ProviderError),
 }
 
 /// A provider whose errors never hold a secret of the environment.

@@ -9,7 +9,6 @@ use super::core::Input;
 use super::{host_name, notify_systemd, watch, Daemon};
 use crate::base::calls::Change;
 use crate::base::vault::{layout, VaultPath};
-use crate::capabilities::provider;
 use crate::records::context;
 use crate::setup::config::{self, Config};
 use crate::setup::role::{LoadContext, RoleSet};
@@ -209,42 +208,30 @@ impl Daemon {
         notify_systemd(&[sd_notify::NotifyState::Status(&status)]);
     }
 
-    /// Applies an edited config: everything derived from it (provider, time zone of the logs,
-    /// host name, settle time, limits) takes effect now, and the log says what changed.
+    /// Applies an edited config: the runs started from now on get a new environment made whole
+    /// from it (provider, time zone of the logs, limits; `RunEnv::rebuilt`), the shell its host
+    /// name and settle time, and the log says what changed. A config that cannot be read, or
+    /// whose environment cannot be made, is refused with the reason and the old one kept whole.
     fn reload_config(&mut self) {
         let loaded =
             crate::base::blocking::run(|| config::load(self.setup.cli_config.as_deref(), &self.setup.env));
         let c = match loaded {
-            Ok(c) => c,
-            Err(e) => {
-                let today = self.today();
-                let first = self
-                    .run_env
-                    .store
-                    .update(|s| s.global.first_notice(today, &format!("config: {e}")));
-                self.shown.writes.check("the state (a notice)", first.as_ref());
-                let first = first.unwrap_or(true);
-                if first {
-                    let msg = format!("config has errors; keeping the previous one — {e}");
-                    self.shown.writes.check(
-                        "the daily note",
-                        self.run_env
-                            .log
-                            .write_line(self.run_env.clock.now(), "tabd", &msg),
-                    );
-                }
-                tracing::warn!("config has errors; keeping the previous one: {e}");
-                self.setup.config_error = Some(e.to_string());
-                self.apply(Input::ShownChanged);
-                return;
+            Ok(c) => self.keep_cluster(c),
+            Err(e) => return self.refuse_config(&e),
+        };
+        let fresh = if c == *self.run_env.config {
+            None
+        } else {
+            match self.run_env.rebuilt(c, &self.setup.env) {
+                Ok(fresh) => Some(fresh),
+                Err(e) => return self.refuse_config(&e),
             }
         };
         if let Some(was) = self.setup.config_error.take() {
-            self.apply(Input::ShownChanged);
-            let path = c
-                .path
-                .as_ref()
+            let now_used = fresh.as_ref().map_or(&self.run_env.config, |f| &f.config);
+            let path = (now_used.path.as_ref())
                 .map_or_else(|| "the config".to_string(), |p| p.display().to_string());
+            self.apply(Input::ShownChanged);
             tracing::info!("{path} fixed; using it now (it had: {was})");
             let msg = "config fixed; using it now";
             self.shown.writes.check(
@@ -252,34 +239,42 @@ impl Daemon {
                 self.run_env.log.write_line(self.run_env.clock.now(), "tabd", msg),
             );
         }
-        let c = self.keep_cluster(c);
-        if c == *self.run_env.config {
-            return;
-        }
-        let changed = changed_parts(&self.run_env.config, &c);
+        let Some(fresh) = fresh else { return };
+        let changed = changed_parts(&self.run_env.config, &fresh.config);
         tracing::info!("config changed; reloaded ({})", changed.join(", "));
-        if c.provider != self.run_env.config.provider {
-            match provider::build(&c.provider, &self.setup.env) {
-                Ok(p) => self.run_env.provider = p,
-                Err(e) => tracing::warn!("cannot rebuild the provider: {e}"),
-            }
-        }
-        if c.timezone != self.run_env.config.timezone {
-            self.run_env.log.set_tz(c.timezone);
-        }
-        self.setup.host = host_name(&c);
-        // `[sandbox] require` holds from the next child on, like every other setting.
-        self.run_env.launcher.require_sandbox = c.sandbox.require;
-        self.run_env.launcher.config_file = c.path.clone();
-        let settle = c.inbox.settle();
-        let notify_changed = c.notify != self.run_env.config.notify;
-        self.run_env.config = Arc::new(c);
+        self.setup.host = host_name(&fresh.config);
+        let settle = fresh.config.inbox.settle();
+        let notify_changed = fresh.config.notify != self.run_env.config.notify;
+        self.run_env = fresh;
         if notify_changed {
             self.start_notifier();
         }
         // A config change is worth another try, at once: of a paused provider, of a role whose
         // required server was down.
         self.apply(Input::Config { settle });
+    }
+
+    /// An edited config is refused, `why`: said once a day in the daily note, at each edit in
+    /// the daemon's log, and in `tabd status` and agent/status.md until it is fixed.
+    fn refuse_config(&mut self, why: &dyn std::fmt::Display) {
+        let today = self.today();
+        let first = self
+            .run_env
+            .store
+            .update(|s| s.global.first_notice(today, &format!("config: {why}")));
+        self.shown.writes.check("the state (a notice)", first.as_ref());
+        if first.unwrap_or(true) {
+            let msg = format!("config has errors; keeping the previous one — {why}");
+            self.shown.writes.check(
+                "the daily note",
+                self.run_env
+                    .log
+                    .write_line(self.run_env.clock.now(), "tabd", &msg),
+            );
+        }
+        tracing::warn!("config has errors; keeping the previous one: {why}");
+        self.setup.config_error = Some(why.to_string());
+        self.apply(Input::ShownChanged);
     }
 
     /// `[cluster]` is fixed while tabd runs (its connection, its device's `.tabd/` folder, how

@@ -49,6 +49,43 @@ pub struct RunEnv {
     pub side: crate::base::sidewrites::SideWrites,
 }
 
+/// Why an edited config was not taken: a part of the runs' environment cannot be made from it.
+#[derive(Debug, thiserror::Error)]
+pub enum NotRebuilt {
+    #[error("the provider cannot be made: {0}")]
+    Provider(#[from] crate::capabilities::provider::BuildError),
+}
+
+impl RunEnv {
+    /// The environment of the runs started from now on under the edited config `config`, made
+    /// whole — its provider, its log's time zone, how its children start — or, when a part of
+    /// it cannot be made, why not (then nothing of `config` is to be used). `self` is left as it
+    /// is: a run holds the environment it started with to its end, whatever is reloaded.
+    pub fn rebuilt(&self, config: Config, env: &crate::base::environment::Env) -> Result<RunEnv, NotRebuilt> {
+        let provider = if config.provider == self.config.provider {
+            self.provider.clone()
+        } else {
+            crate::capabilities::provider::build(&config.provider, env)?
+        };
+        let log = if config.timezone == self.config.timezone {
+            self.log.clone()
+        } else {
+            Arc::new(self.log.in_tz(config.timezone))
+        };
+        let mut launcher = self.launcher.clone();
+        // `[sandbox] require` holds from the next child on, like every other setting.
+        launcher.require_sandbox = config.sandbox.require;
+        launcher.config_file = config.path.clone();
+        Ok(RunEnv {
+            config: Arc::new(config),
+            provider,
+            log,
+            launcher,
+            ..self.clone()
+        })
+    }
+}
+
 /// "tabd is stopping": runs watching it end at their next wait (a model request, a tool call),
 /// are recorded as stopped — no attempt counted, their notes run again — and never as crashed.
 #[derive(Clone, Debug)]

@@ -23,7 +23,7 @@ pub mod suspend;
 use std::sync::Arc;
 
 pub use delegate::{delegator_for, Lineage, RunDelegator};
-pub use env::{RunEnv, RunResult, Stop};
+pub use env::{NotRebuilt, RunEnv, RunResult, Stop};
 pub use finish::{record_crash, record_crash_in_memory, record_stopped, recover, run_lock_path, STOPPED};
 pub use prepare::{build_prompt, cache_ttl, complete, model_settings, PromptSources};
 
