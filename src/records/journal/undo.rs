@@ -111,7 +111,7 @@ pub fn plan_undo(
         if let Err(why) = gate(vault, policy, &p, before.as_deref(), prefix, max_kept) {
             steps.push(Step::Refused {
                 path: path.clone(),
-                why,
+                why: why.to_string(),
             });
             continue;
         }
@@ -154,9 +154,9 @@ fn gate(
     to: Option<&str>,
     prefix: Option<u64>,
     max_kept: u64,
-) -> Result<(), String> {
+) -> Result<(), NotRestorable> {
     no_link(vault, p)?;
-    policy.check_restore(vault, p).map_err(|e| e.to_string())?;
+    policy.check_restore(vault, p).map_err(NotRestorable::Refused)?;
     if let Some(hash) = to {
         prior_bytes(vault, p, hash, prefix, max_kept)?;
     }
@@ -172,45 +172,82 @@ fn prior_bytes(
     hash: &str,
     prefix: Option<u64>,
     max_kept: u64,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, NotRestorable> {
     let bytes = match (blob(vault, hash, max_kept), prefix) {
         (Ok(bytes), _) => bytes,
         (Err(VaultError::TooLarge { size, cap, .. }), None) => {
-            return Err(format!(
-                "{p} cannot be restored: the journal's copy of it is {} bytes, more than the {} tabd \
-                 keeps of one file, so tabd did not write it",
-                crate::base::text::thousands(size),
-                kept_text(cap)
-            ));
+            return Err(NotRestorable::CopyTooLarge {
+                path: p.clone(),
+                size: crate::base::text::thousands(size),
+                kept: kept_text(cap),
+            });
         }
         (Err(_), Some(len)) => {
-            let head = read_head(vault, p, len.min(max_kept)).map_err(|e| format!("{p}: {e}"))?;
+            let head = read_head(vault, p, len.min(max_kept)).map_err(|e| NotRestorable::Unreadable {
+                path: p.clone(),
+                source: e,
+            })?;
             let Some(head) = Some(head).filter(|b| b.len() as u64 == len && digest(b) == hash) else {
-                return Err(format!(
-                    "{p} no longer begins with what it held before the run (the run only appended to it, \
-                     so no copy was kept): it cannot be restored"
-                ));
+                return Err(NotRestorable::NoLongerBegins(p.clone()));
             };
             head.to_vec()
         }
-        (Err(e), None) => return Err(format!("the journal's copy of {p} is gone: {e}")),
+        (Err(e), None) => {
+            return Err(NotRestorable::CopyGone {
+                path: p.clone(),
+                source: e,
+            })
+        }
     };
     if digest(&bytes) != hash {
-        return Err(format!(
-            "the journal's copy of {p} is not what it recorded (its bytes were changed)"
-        ));
+        return Err(NotRestorable::CopyChanged(p.clone()));
     }
     Ok(bytes)
 }
 
 /// Refuses a path that leads through a link at any level (a folder replaced by a link to
 /// `roles/` after the run).
-fn no_link(vault: &Vault, p: &VaultPath) -> Result<(), String> {
+fn no_link(vault: &Vault, p: &VaultPath) -> Result<(), NotRestorable> {
     match vault.canonical(p) {
         Ok(real) if real == *p => Ok(()),
-        Ok(real) => Err(format!("{p} now leads through a link (to {real})")),
-        Err(e) => Err(format!("{p}: {e}")),
+        Ok(real) => Err(NotRestorable::Link {
+            path: p.clone(),
+            real,
+        }),
+        Err(e) => Err(NotRestorable::Unreadable {
+            path: p.clone(),
+            source: e,
+        }),
     }
+}
+
+/// Why a file is not put back (the sentence is the refused step's, in the plan and the output).
+#[derive(Debug, thiserror::Error)]
+pub enum NotRestorable {
+    #[error("{path} now leads through a link (to {real})")]
+    Link { path: VaultPath, real: VaultPath },
+    #[error("{path}: {source}")]
+    Unreadable { path: VaultPath, source: VaultError },
+    #[error("{0}")]
+    Refused(VaultError),
+    #[error(
+        "{path} cannot be restored: the journal's copy of it is {size} bytes, more than the {kept} tabd \
+         keeps of one file, so tabd did not write it"
+    )]
+    CopyTooLarge {
+        path: VaultPath,
+        size: String,
+        kept: String,
+    },
+    #[error(
+        "{0} no longer begins with what it held before the run (the run only appended to it, so no copy \
+         was kept): it cannot be restored"
+    )]
+    NoLongerBegins(VaultPath),
+    #[error("the journal's copy of {path} is gone: {source}")]
+    CopyGone { path: VaultPath, source: VaultError },
+    #[error("the journal's copy of {0} is not what it recorded (its bytes were changed)")]
+    CopyChanged(VaultPath),
 }
 
 /// Carries out the `Restore` steps, each journaled in `undo` (so the undo can be undone), each
@@ -222,12 +259,13 @@ pub fn apply(vault: &Vault, steps: &[Step], undo: &RunJournal) -> Result<usize, 
             continue;
         };
         let p = fixed(path)?;
-        no_link(vault, &p).map_err(VaultError::Refused)?;
+        no_link(vault, &p).map_err(|e| VaultError::Refused(e.to_string()))?;
         // Read before the undo's own journal keeps the file: the prefix is in the file itself.
         let prior = match to {
-            Some(hash) => {
-                Some(prior_bytes(vault, &p, hash, *prefix, undo.max_kept()).map_err(VaultError::Refused)?)
-            }
+            Some(hash) => Some(
+                prior_bytes(vault, &p, hash, *prefix, undo.max_kept())
+                    .map_err(|e| VaultError::Refused(e.to_string()))?,
+            ),
             None => None,
         };
         undo.before_change(&p)?;
