@@ -147,6 +147,18 @@ struct Classified<'a> {
     mcp: Option<&'a McpTool>,
 }
 
+/// Why a run's final answer was not written to its `output.path` (said in its daily section).
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerNotWritten {
+    #[error(transparent)]
+    Fence(#[from] crate::base::fence::Lost),
+    #[error(transparent)]
+    Failed(#[from] tools::FatalToolError),
+    /// The write was refused as a tool call would be: the refusal's text.
+    #[error("{0}")]
+    Refused(String),
+}
+
 impl Harness {
     pub fn new(
         vault: Arc<Vault>,
@@ -514,13 +526,12 @@ impl Harness {
 
     /// Writes the run's final answer to `path` (the role's `output.path`), under the role's
     /// sandbox; the change joins the run's record. `Err` says why it was not written.
-    pub fn write_output(&self, path: &str, answer: &str) -> Result<(), String> {
-        self.ticket.fence.check().map_err(|lost| lost.to_string())?;
+    pub fn write_output(&self, path: &str, answer: &str) -> Result<(), AnswerNotWritten> {
+        self.ticket.fence.check()?;
         let ctx = self.tool_context();
-        let result =
-            crate::base::blocking::run(|| tools::write_answer(&ctx, path, answer)).map_err(|e| e.0)?;
+        let result = crate::base::blocking::run(|| tools::write_answer(&ctx, path, answer))?;
         if !result.ok {
-            return Err(result.text);
+            return Err(AnswerNotWritten::Refused(result.text));
         }
         self.settle_journal();
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
