@@ -9,10 +9,6 @@
 //! and with no live tabd as its parent. The signal goes through a pidfd opened before those
 //! checks, so it reaches the process that was checked or none; and it is the keeper's own
 //! "stop" (`SIGUSR1`), so the keeper ends its tenant's group and everything below it.
-#![allow(
-    clippy::let_underscore_must_use,
-    reason = "each drop here is still to be looked at by the files' owner, issue 37 item 3 (waits bounded by a time-out, signals and sends to what may be gone)"
-)]
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -348,6 +344,7 @@ mod tests {
             "the person's process runs on"
         );
         sleep.kill().unwrap();
+        #[expect(clippy::let_underscore_must_use)]
         let _ = sleep.wait();
 
         // A real keeper (this test binary's fork, named tabd-keeper) whose parent runs.
@@ -381,7 +378,9 @@ mod tests {
         );
         assert!(reap_orphans(&vault, &key()).stopped.is_empty());
         assert!(child.try_wait().unwrap().is_none(), "still running");
+        #[expect(clippy::let_underscore_must_use)]
         let _ = rustix::process::kill_process(Pid::from_raw(keeper).unwrap(), Signal::USR1);
+        #[expect(clippy::let_underscore_must_use)]
         let _ = child.wait().await;
     }
 }

@@ -12,10 +12,6 @@
 //! - `launch` — the one way to start a child: what it is (`ChildSpec`), and `Launcher::start`;
 //! - `keeper` — the process between tabd and each child: session, subreaper, sweep;
 //! - `groups` — the keepers written down (signed), and those a dead tabd left, stopped.
-#![allow(
-    clippy::let_underscore_must_use,
-    reason = "each drop here is still to be looked at by the files' owner, issue 37 item 3 (waits bounded by a time-out, signals and sends to what may be gone)"
-)]
 
 mod groups;
 mod keeper;
@@ -204,6 +200,7 @@ impl Launcher {
         let link = dirs.state.join(".tool-versions");
         if versions.is_file() && std::fs::read_link(&link).ok().as_deref() != Some(versions.as_path()) {
             // Usually nothing is there to remove; what cannot be removed fails the link below.
+            #[expect(clippy::let_underscore_must_use)]
             let _ = std::fs::remove_file(&link);
             if let Err(e) = std::os::unix::fs::symlink(&versions, &link) {
                 // The child still starts; its version manager falls back to its own default.
@@ -358,9 +355,11 @@ impl Tenant {
         // The process may be gone already (it exited, or was reaped): nothing is left to signal.
         match (&self.pidfd, self.pid) {
             (Some(fd), _) => {
+                #[expect(clippy::let_underscore_must_use)]
                 let _ = rustix::process::pidfd_send_signal(fd, sig);
             }
             (None, Some(pid)) => {
+                #[expect(clippy::let_underscore_must_use)]
                 let _ = rustix::process::kill_process(pid, sig);
             }
             (None, None) => {}

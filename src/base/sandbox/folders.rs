@@ -4,10 +4,6 @@
 //! every start checks them anew: each level opened without following a link (`openat2` with
 //! `RESOLVE_NO_SYMLINKS`, else `O_NOFOLLOW` level by level), a real folder owned by tabd's user,
 //! and a link found where `tmp` should be is removed (never followed) and the folder made again.
-#![allow(
-    clippy::let_underscore_must_use,
-    reason = "each drop here is still to be looked at by the files' owner, issue 37 item 3 (waits bounded by a time-out, signals and sends to what may be gone)"
-)]
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -125,6 +121,7 @@ pub fn replace_file(dir: &OwnedFd, name: &str, bytes: &[u8]) -> io::Result<()> {
     let temp = format!(".{name}.tabd-new");
     // A copy an earlier write left; usually there is none. One that cannot be removed makes the
     // exclusive create below fail, and that is reported.
+    #[expect(clippy::let_underscore_must_use)]
     let _ = rustix::fs::unlinkat(dir, temp.as_str(), rustix::fs::AtFlags::empty());
     let fd = rustix::fs::openat(
         dir,

@@ -4,10 +4,6 @@
 //! them (see `mcp_server`) and this module only starts the CLI pointed at them.
 //!
 //! - `output` — reading each CLI's result shape, and telling an outage from a bad run.
-#![allow(
-    clippy::let_underscore_must_use,
-    reason = "each drop here is still to be looked at by the files' owner, issue 37 item 3 (waits bounded by a time-out, signals and sends to what may be gone)"
-)]
 
 pub mod output;
 
@@ -566,6 +562,7 @@ async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<
     let group = started.tenant;
     if let (Some(started), Some(pid)) = (turn.started, child.id()) {
         // Fails only when the relay is gone: the run is ending, and nothing is let in.
+        #[expect(clippy::let_underscore_must_use)]
         let _ = started.send(Some(pid as i32));
     }
     if let Some(mut stdin) = child.stdin.take() {
@@ -573,6 +570,7 @@ async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<
         tokio::spawn(async move {
             // A CLI that exits before it reads its prompt says so in its own output and status,
             // which the turn reads.
+            #[expect(clippy::let_underscore_must_use)]
             let _ = stdin.write_all(text.as_bytes()).await;
         });
     }
@@ -580,6 +578,7 @@ async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<
         let mut buf = Vec::new();
         if let Some(p) = pipe {
             // A pipe that breaks leaves what was read; the CLI's status says how it ended.
+            #[expect(clippy::let_underscore_must_use)]
             let _ = p.take(MAX_OUTPUT as u64).read_to_end(&mut buf).await;
         }
         String::from_utf8_lossy(&buf).into_owned()
@@ -591,6 +590,7 @@ async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<
         Err(_) => {
             group.kill();
             // Only to reap it: it was just killed, and the turn ends at its deadline anyway.
+            #[expect(clippy::let_underscore_must_use)]
             let _ = child.wait().await;
             return CliEnd::Deadline;
         }

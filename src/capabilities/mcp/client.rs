@@ -2,10 +2,6 @@
 //! tools, call them under the tool timeout (a late call is cancelled with MCP's
 //! `notifications/cancelled`), and stop it — the whole process group, so wrappers like `npx`
 //! leave no grandchild behind, and every child is reaped.
-#![allow(
-    clippy::let_underscore_must_use,
-    reason = "each drop here is still to be looked at by the files' owner, issue 37 item 3 (waits bounded by a time-out, signals and sends to what may be gone)"
-)]
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -248,6 +244,7 @@ impl Child {
             drop(held);
             tracing::debug!("MCP server process ended: {status:?}");
             // Fails only when nobody watches any more: the connection is gone already.
+            #[expect(clippy::let_underscore_must_use)]
             let _ = tx.send(true);
             on_exit();
         });
@@ -379,6 +376,7 @@ impl Connection {
                         let tx = ended_tx.clone();
                         let child = Child::watch(child, tenant, move || {
                             // Fails only when the connection is gone already.
+                            #[expect(clippy::let_underscore_must_use)]
                             let _ = tx.send(true);
                             token.cancel();
                         });
@@ -406,7 +404,9 @@ impl Connection {
             // How the session ended (cancelled, closed, a task that panicked) changes nothing:
             // it has ended, and the connection says so; its sender fails only when the
             // connection is gone already.
+            #[expect(clippy::let_underscore_must_use)]
             let _ = service.waiting().await;
+            #[expect(clippy::let_underscore_must_use)]
             let _ = ended_tx.send(true);
         });
         Ok(Arc::new(Connection {
@@ -542,6 +542,7 @@ impl Connection {
         if let Some(token) = cancel {
             token.cancel();
             // A session that does not close in time is ended with its process below.
+            #[expect(clippy::let_underscore_must_use)]
             let _ = tokio::time::timeout(Duration::from_secs(2), self.closed()).await;
         }
         if let Some(child) = self.child.lock().await.take() {
@@ -553,6 +554,7 @@ impl Connection {
     pub async fn closed(&self) {
         let mut ended = self.ended.clone();
         // Fails only when the sender is gone, which is the connection's end too.
+        #[expect(clippy::let_underscore_must_use)]
         let _ = ended.wait_for(|e| *e).await;
     }
 }
@@ -712,11 +714,13 @@ async fn failed_start(
     tenant.kill();
     if exited.is_none() {
         // Only to reap it: it was just killed, and how it ended says nothing more.
+        #[expect(clippy::let_underscore_must_use)]
         let _ = child.wait().await;
     }
     drop(tenant);
     // What it wrote before it died, read for as long as it takes (or half a second): a reader
     // that fails has read all there is.
+    #[expect(clippy::let_underscore_must_use)]
     let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
     let sandbox = applied.and_then(|a| a.explain(&stderr.text()));
     match exited {

@@ -1,9 +1,5 @@
 //! `keep_alive` servers (DESIGN §14): started once by the daemon, supervised — restarted with
 //! backoff (1 s, doubling, at most 5 minutes) when they exit — and stopped with the daemon.
-#![allow(
-    clippy::let_underscore_must_use,
-    reason = "each drop here is still to be looked at by the files' owner, issue 37 item 3 (waits bounded by a time-out, signals and sends to what may be gone)"
-)]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -80,6 +76,7 @@ impl Pool {
         let mut tried = s.tried.subscribe();
         let limit = s.config.startup_timeout + Duration::from_secs(1);
         // A server not tried in time is taken as it is (down, with its reason, or starting).
+        #[expect(clippy::let_underscore_must_use)]
         let _ = tokio::time::timeout(limit, tried.wait_for(|n| *n > 0)).await;
         // A server that just crashed is restarted in a second or two: wait for that attempt
         // rather than run without it (a crash loop backs off past this and is reported).
@@ -93,6 +90,7 @@ impl Pool {
         };
         if let Some(at) = soon {
             // Likewise: the next try not done in time leaves the server as it is.
+            #[expect(clippy::let_underscore_must_use)]
             let _ = tokio::time::timeout_at(at + limit, tried.wait_for(|n| *n > seen)).await;
         }
         let slot = s.slot.lock().unwrap_or_else(|p| p.into_inner());
@@ -129,11 +127,13 @@ impl Pool {
     /// Stops every supervisor and its server.
     pub async fn shutdown(&self) {
         // Fails only when no supervisor listens any more: nothing is left to stop.
+        #[expect(clippy::let_underscore_must_use)]
         let _ = self.stop.send(true);
         let tasks: Vec<_> = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
         for t in tasks {
             // A supervisor that does not end in time is dropped; its servers go with their
             // handles (`Tenant`), and one that panicked has nothing left to stop.
+            #[expect(clippy::let_underscore_must_use)]
             let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
         }
     }
@@ -182,6 +182,7 @@ async fn supervise(s: Arc<Supervised>, launcher: Launcher, mut stop: tokio::sync
 /// Resolves once the pool is stopping (the guard `wait_for` returns is not held across awaits).
 async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
     // Fails only when the pool is gone, which is a stop too.
+    #[expect(clippy::let_underscore_must_use)]
     let _ = stop.wait_for(|v| *v).await;
 }
 
