@@ -58,6 +58,8 @@ pub(in crate::doors::daemon) enum Answer {
     Claimed {
         asked: Asked,
         claimed: Result<Claimed, ClusterError>,
+        /// How long the servers took to answer.
+        took: std::time::Duration,
     },
     /// Leases marked done (or let go); `left`: the ones the servers did not take, to mark again
     /// once they answer. `role`: the run that held them (`None`: ones left from an outage).
@@ -99,8 +101,10 @@ impl Coordinator {
         let cluster = self.cluster.clone();
         self.asks.spawn_on(
             async move {
+                let asked_at = tokio::time::Instant::now();
                 let claimed = cluster.claim_unless_done(&key, what).await;
-                Answer::Claimed { asked, claimed }
+                let took = asked_at.elapsed();
+                Answer::Claimed { asked, claimed, took }
             },
             &self.handle,
         );
@@ -278,7 +282,8 @@ impl Daemon {
         };
         let mut decided = None;
         match answer {
-            Answer::Claimed { asked, claimed } => {
+            Answer::Claimed { asked, claimed, took } => {
+                let claimed = c.in_time(asked.role(), claimed, took);
                 if let Asked::Note { abs, .. } = &asked {
                     c.asking.remove(abs);
                 }
@@ -397,6 +402,28 @@ impl Daemon {
 }
 
 impl Coordinator {
+    /// A claim won only after a third of the lease (the servers came back while it waited), or
+    /// once the heartbeat found no quorum, may lapse before its first renewal: while it waited,
+    /// this device may have skipped or run the same work alone. It is let go and taken as no
+    /// answer (`when_alone` decides, a skipped slot is caught up).
+    fn in_time(
+        &mut self,
+        role: &str,
+        claimed: Result<Claimed, ClusterError>,
+        took: std::time::Duration,
+    ) -> Result<Claimed, ClusterError> {
+        let late = took > self.again() || self.quorum.load(Ordering::SeqCst) == ALONE;
+        match claimed {
+            Ok(Claimed::Won(lease)) if late => {
+                self.settle(Some(role.to_string()), vec![lease], false);
+                Err(ClusterError::Unavailable {
+                    why: format!("the servers answered a claim after {} ms", took.as_millis()),
+                })
+            }
+            other => other,
+        }
+    }
+
     /// The note at `abs` is another device's (held, done, or no quorum to ask): remembered with
     /// when to look at it again (`None`: done elsewhere, never while it is unchanged).
     fn elsewhere_now(
