@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::cluster_daemons::{note, Devices};
+use crate::cluster_daemons::Devices;
 use crate::support::daemon::{daemon_config, vault_with, wait_until, Daemon};
 use crate::support::fake_model::FakeModel;
 use crate::support::wire;
@@ -146,79 +146,6 @@ fn two_of_three_servers_down_skip_waits_run_runs_and_the_missed_slots_are_caught
         d.stderr()
     );
 }
-/// Issue 38: a claim is asked of the servers off the daemon's loop. With every server stalled
-/// (SIGSTOP), a note's claim waits for its request's timeout; meanwhile a change another role
-/// watches (a run no claim holds up) is taken in and runs. With claims on the loop, the loop took
-/// in nothing until the claim came back: the watcher's request reached the model only after the
-/// daemon had said what the failed claim means for the note (`risk: when_alone = "skip"`).
-#[test]
-fn stalled_servers_hold_no_other_roles_run() {
-    let Some(mut d) = Devices::new("stalled_servers_hold_no_other_roles_run", 30, "") else {
-        return;
-    };
-    d.v.write("project/timeline.md", "# Timeline\n");
-    d.v.write(
-        "roles/watcher.md",
-        "---\nwatch: [project/timeline.md]\n---\n# Watcher\n\n## Mission\nWatch the timeline.\n",
-    );
-    d.start("laptop");
-    // A first note runs through a claim the servers answer.
-    d.v.write("agent/inbox/risk/first.md", &note(1));
-    d.wait(Duration::from_secs(60), "the first note run", || {
-        d.v.files_in("agent/inbox/risk/processed") == ["first.md"]
-    });
-    for i in 0..3 {
-        d.nats.stall(i);
-    }
-    d.v.write("agent/inbox/risk/stuck.md", &note(2));
-    let laptop = &d.daemons["laptop"];
-    d.wait(
-        Duration::from_secs(30),
-        "the note's claim asked of the stalled servers",
-        || {
-            laptop
-                .stderr()
-                .contains("cluster: asking the servers for the note agent/inbox/risk/stuck.md")
-        },
-    );
-    d.v.write("project/timeline.md", "# Timeline\n\n- a change\n");
-    d.wait(
-        Duration::from_secs(60),
-        "the watcher's run reaching the model",
-        || {
-            d.fake
-                .requests()
-                .iter()
-                .any(|r| r.body.to_string().contains("Watch the timeline."))
-        },
-    );
-    // The order of the two: the watcher's request came while the claim was still unanswered.
-    let answered = "risk: when_alone = \"skip\"";
-    assert!(
-        !laptop.stderr().contains(answered),
-        "the watcher ran while the note's claim waited, not after its answer (`{answered}`):\n{}",
-        d.stderr()
-    );
-    for i in 0..3 {
-        d.nats.go_on(i);
-    }
-    d.wait(
-        Duration::from_secs(90),
-        "the note run once the servers answer",
-        || {
-            d.v.files_in("agent/inbox/risk/processed")
-                .contains(&"stuck.md".to_string())
-        },
-    );
-    stop_all(&mut d);
-    assert_eq!(
-        d.ok_records("risk").len(),
-        2,
-        "each note ran once:\n{}",
-        d.stderr()
-    );
-}
-
 #[test]
 fn a_cluster_change_on_reload_says_restart_tabd_to_apply_and_the_daemon_goes_on_as_started() {
     // No server needed: the daemon connects in the background.

@@ -172,25 +172,6 @@ impl Nats {
         }
     }
 
-    /// Stalls server `i` where it stands (SIGSTOP): its connections stay open and nothing on
-    /// them is answered, as with a server that hangs.
-    pub fn stall(&self, i: usize) {
-        self.signal(i, libc::SIGSTOP);
-    }
-
-    /// Lets a stalled server `i` go on (SIGCONT).
-    pub fn go_on(&self, i: usize) {
-        self.signal(i, libc::SIGCONT);
-    }
-
-    fn signal(&self, i: usize, sig: i32) {
-        if let Some(c) = &self.servers[i].child {
-            let pid = rustix::process::Pid::from_raw(c.id() as i32).expect("a pid");
-            let sig = rustix::process::Signal::from_named_raw(sig).expect("a signal");
-            rustix::process::kill_process(pid, sig).expect("signal the server");
-        }
-    }
-
     /// Starts server `i` again (with its storage) and waits until the set answers.
     pub fn restart(&mut self, i: usize) {
         self.kill(i);

@@ -582,9 +582,6 @@ pub fn quiet(env: &crate::base::environment::Env) -> Duration {
 /// How long stopped runs get to record themselves before they are cancelled: they only write a
 /// record and a log line (milliseconds), but a blocked disk must not hold the stop forever.
 const STOP_RECORD: Duration = Duration::from_secs(5);
-/// How long the stop waits for the cluster's servers to take what the last runs held (one
-/// request's timeout): a stalled server must not hold the stop longer.
-const CLUSTER_ANSWERS: Duration = Duration::from_secs(5);
 
 impl Daemon {
     /// Stops: running turns get `[daemon] shutdown_grace_s` to finish; then — or at once, on a
@@ -598,7 +595,7 @@ impl Daemon {
     ) {
         let grace = self.config().daemon.shutdown_grace;
         // systemd's TimeoutStopSec must not cut the wait short: ask it for what we need.
-        let needed = grace + STOP_RECORD + CLUSTER_ANSWERS + Duration::from_secs(5);
+        let needed = grace + STOP_RECORD + Duration::from_secs(5);
         notify_systemd(&[
             sd_notify::NotifyState::Stopping,
             sd_notify::NotifyState::ExtendTimeoutUsec(needed.as_micros().min(u32::MAX as u128) as u32),
@@ -627,7 +624,6 @@ impl Daemon {
                 }
             }
         }
-        self.take_in_cluster_answers(CLUSTER_ANSWERS).await;
         if let Some(task) = self.work.approvals.task.take() {
             // A call in flight is waited for; one cut off stays `executing` and becomes `unknown`.
             #[allow(

@@ -375,9 +375,6 @@ impl Daemon {
                     }
                 }
                 Some(done) = self.work.tasks.next(), if !self.work.tasks.is_empty() => self.on_done(done),
-                Some(answer) = cluster::next_answer(&mut self.coordinator), if cluster::awaits_answer(&self.coordinator) => {
-                    self.on_cluster_answer(answer);
-                }
                 pass = async { self.work.approvals.task.as_mut().expect("guarded").await }, if self.work.approvals.task.is_some() => {
                     self.work.approvals.task = None;
                     self.on_approvals_pass(pass);

@@ -72,9 +72,6 @@ pub enum Input {
         by_person: bool,
         recheck_at: Option<Instant>,
     },
-    /// With `[cluster]`: the servers answered a claim of a note of `role` (asked off the loop):
-    /// its inbox is judged again, the note now this device's or another's.
-    ClaimAnswered { role: String },
     /// Scheduled slots came due (already recorded in the ledger).
     SlotsDue { role: String, slots: Vec<SlotRun> },
     /// A file `role` watches changed (its content, not only its time).
@@ -227,7 +224,6 @@ impl Core {
                 self.readiness.on_event(&event, now);
                 Vec::new()
             }
-            Input::ClaimAnswered { role } => self.judge_again(&role),
             Input::Scanned {
                 role,
                 ready,
@@ -289,14 +285,6 @@ impl Core {
                 notes,
             } => self.finished(&role, failure, tokens, &notes, now),
         }
-    }
-
-    /// `role`'s inbox is listed and judged at the next scan.
-    fn judge_again(&mut self, role: &str) -> Vec<Effect> {
-        if let Some(r) = self.roles.get_mut(role) {
-            r.dirty = true;
-        }
-        Vec::new()
     }
 
     /// A listing of `dir`: each note taken in, the readiness of notes gone forgotten.

@@ -767,23 +767,3 @@ fn a_listing_takes_in_an_empty_note_as_a_persons_and_forgets_a_note_gone() {
         Ok(())
     );
 }
-
-/// With `[cluster]`: a note whose claim is asked is no one's until the answer, so the scan that
-/// asked found nothing to run; the answer (off the loop) has the role's inbox judged again at
-/// once, and a won note then runs. Without `ClaimAnswered` the inbox waits for an event that may
-/// never come.
-#[test]
-fn a_claims_answer_has_the_inbox_judged_again_and_the_note_then_runs() {
-    let mut sim = Sim::new(&["a", "b"], limits());
-    sim.inbox_empty("a");
-    sim.inbox_empty("b");
-    assert!(sim.core.due_scans(false, sim.now).is_empty());
-    sim.input(Input::ClaimAnswered { role: "a".into() });
-    assert_eq!(sim.core.due_scans(false, sim.now), ["a"]);
-    // The scan finds the note this device's now: it runs; `b` had no answer and is not looked at.
-    sim.notes_ready("a", false);
-    let started = sim.tick();
-    assert_eq!(started.len(), 1, "{started:?}");
-    assert_eq!(started[0].0, "a");
-    assert!(sim.core.due_scans(false, sim.now).is_empty());
-}

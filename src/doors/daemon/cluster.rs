@@ -16,13 +16,8 @@
 //! - When the servers answer again, what a run finished meanwhile is marked done first: for one
 //!   lease, this device takes over no other device's claim and catches nothing up, so a device
 //!   that ran a slot during the outage has marked it done before anyone looks.
-//! - Every round trip to the servers is made off the daemon's loop (`claims`).
 
-mod claims;
-
-pub(super) use claims::{awaits_answer, next_answer};
-
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -39,7 +34,6 @@ use crate::capabilities::cluster::{ClaimKey, Claimed, Cluster, ClusterError, Lea
 use crate::records::inbox::Note;
 use crate::setup::config::cluster::WhenAlone;
 use crate::setup::role::Role;
-use claims::{Answer, Asked, SlotWhy};
 
 /// What the heartbeat task last learned.
 const UNKNOWN: u8 = 0;
@@ -72,15 +66,8 @@ pub(super) struct Coordinator {
     when_alone: WhenAlone,
     /// Claimed, queued slots: their leases until their run starts.
     slots: HashMap<(String, DateTime<Utc>), Arc<Lease>>,
-    /// Notes this device may run, by absolute path: their leases until their run ends (`None`:
-    /// the servers did not answer and `when_alone = "run"`).
-    notes: HashMap<PathBuf, Option<Arc<Lease>>>,
-    /// Notes whose claim is asked of the servers (not ready here until the answer).
-    asking: HashSet<PathBuf>,
-    /// The round trips to the servers going on (claims, leases marked done), off the loop.
-    asks: tokio::task::JoinSet<Answer>,
-    /// What ran during an outage is being marked done.
-    finishing: bool,
+    /// Claimed notes by absolute path: their leases until their run ends.
+    notes: HashMap<PathBuf, Arc<Lease>>,
     elsewhere: HashMap<PathBuf, Elsewhere>,
     /// The leases of each role's run going on.
     running: HashMap<String, Vec<Arc<Lease>>>,
@@ -155,9 +142,6 @@ impl Coordinator {
             when_alone: c.when_alone,
             slots: HashMap::new(),
             notes: HashMap::new(),
-            asking: HashSet::new(),
-            asks: tokio::task::JoinSet::new(),
-            finishing: false,
             elsewhere: HashMap::new(),
             running: HashMap::new(),
             watched: Vec::new(),
@@ -186,9 +170,14 @@ impl Coordinator {
         role.settings.when_alone.unwrap_or(self.when_alone)
     }
 
-    /// What a claim's answer means for `role` on this device: its to run, another's, done, or no
-    /// quorum (`when_alone` decides; said once per role).
-    fn verdict(&mut self, role: &Role, claimed: Result<Claimed, ClusterError>) -> Verdict {
+    /// Claims `key` for `role`: this device's to run, another's, done, or no quorum.
+    fn claim(&mut self, role: &Role, key: &ClaimKey, what: String) -> Verdict {
+        let claimed = match self.quorum.load(Ordering::SeqCst) {
+            ALONE => Err(ClusterError::Unavailable {
+                why: "the last heartbeat was not written".into(),
+            }),
+            _ => self.block(self.cluster.claim_unless_done(key, what)),
+        };
         match claimed {
             Ok(Claimed::Won(lease)) => {
                 self.cluster.keep(&lease);
@@ -264,6 +253,47 @@ fn content_hash(note: &Note) -> String {
 }
 
 impl Daemon {
+    /// The due slots of `role` this device may run: each claimed first (DESIGN §23).
+    pub(super) fn claim_slots(&mut self, role: &Role, due: Vec<SlotRun>) -> Vec<SlotRun> {
+        let Some(mut c) = self.coordinator.take() else {
+            return due;
+        };
+        let now = self.run_env.clock.instant();
+        let mut keep = Vec::new();
+        for s in due {
+            let key = ClaimKey::slot(&c.vault, &role.name, s.slot);
+            let what = format!(
+                "the {} slot of {}",
+                s.slot.format("%Y-%m-%d %H:%M:%S UTC"),
+                role.name
+            );
+            match c.claim(role, &key, what) {
+                Verdict::Mine(lease) => {
+                    if let Some(l) = lease {
+                        c.slots.insert((role.name.clone(), s.slot), l);
+                    }
+                    keep.push(s);
+                }
+                Verdict::Elsewhere => {
+                    tracing::debug!("{}: another device runs the {} slot", role.name, s.slot);
+                    c.watched.push(Watched {
+                        role: role.name.clone(),
+                        slot: s.slot,
+                        again: now + c.again(),
+                        missed: 1,
+                    });
+                }
+                Verdict::Done => tracing::debug!("{}: the {} slot was run elsewhere", role.name, s.slot),
+                Verdict::Wait => {
+                    c.alone.entry(role.name.clone()).or_default().push(s.slot);
+                    self.say_alone(role, s.slot);
+                }
+            }
+        }
+        self.coordinator = Some(c);
+        keep
+    }
+
     /// A slot skipped for want of a quorum: one line in the daily note (once per role a day).
     fn say_alone(&self, role: &Role, slot: DateTime<Utc>) {
         let cause = "no quorum of the cluster's servers (when_alone: skip); caught up when they answer";
@@ -294,10 +324,6 @@ impl Daemon {
         let Some(c) = self.coordinator.as_mut() else {
             return false;
         };
-        if c.asking.contains(abs) {
-            // Its claim is asked: no one's yet. The answer has the inbox judged again.
-            return true;
-        }
         let Some(e) = c.elsewhere.get(abs) else {
             return false;
         };
@@ -318,6 +344,57 @@ impl Daemon {
         }
     }
 
+    /// The picked notes this device may run: each claimed by its path and content.
+    pub(super) fn claim_notes(&mut self, role: &Role, notes: Vec<Note>) -> Vec<Note> {
+        let Some(mut c) = self.coordinator.take() else {
+            return notes;
+        };
+        let root = self.watching.paths.root.clone();
+        let now = self.run_env.clock.instant();
+        let mut keep = Vec::new();
+        let mut look_again: Option<Instant> = None;
+        for note in notes {
+            let abs = root.join(note.path.as_path());
+            if c.notes.contains_key(&abs) {
+                keep.push(note);
+                continue;
+            }
+            let key = ClaimKey::note(&c.vault, &role.name, note.path.as_str(), &content_hash(&note));
+            let again = match c.claim(role, &key, format!("the note {}", note.path)) {
+                Verdict::Mine(lease) => {
+                    if let Some(l) = lease {
+                        c.notes.insert(abs, l);
+                    }
+                    keep.push(note);
+                    continue;
+                }
+                Verdict::Elsewhere | Verdict::Wait => Some(now + c.again()),
+                Verdict::Done => None,
+            };
+            tracing::debug!("{}: {} is another device's", role.name, note.path);
+            look_again = again.map(|t| look_again.map_or(t, |l: Instant| l.min(t)));
+            c.elsewhere.insert(
+                abs,
+                Elsewhere {
+                    modified: note.modified,
+                    size: note.size,
+                    again,
+                },
+            );
+        }
+        self.coordinator = Some(c);
+        if keep.is_empty() {
+            // Nothing to run here now: the inbox is looked at again when a claim may have lapsed.
+            self.apply(Input::Scanned {
+                role: role.name.clone(),
+                ready: false,
+                by_person: false,
+                recheck_at: look_again,
+            });
+        }
+        keep
+    }
+
     /// The fence of a run of `role` starting now for `slot` (if a slot) and `notes`: the leases
     /// it holds, kept until it ends.
     pub(super) fn fence_for(&mut self, role: &str, slot: Option<DateTime<Utc>>, notes: &[PathBuf]) -> Fence {
@@ -328,10 +405,49 @@ impl Daemon {
         if let Some(l) = slot.and_then(|s| c.slots.remove(&(role.to_string(), s))) {
             leases.push(l);
         }
-        leases.extend(notes.iter().filter_map(|p| c.notes.get(p).cloned().flatten()));
+        leases.extend(notes.iter().filter_map(|p| c.notes.get(p).cloned()));
         let fence = Fence::of(leases.iter().map(|l| l.clone() as Arc<dyn Hold>).collect());
         c.running.insert(role.to_string(), leases);
         fence
+    }
+
+    /// A run ended: what it held is marked done when it succeeded, let go when it did not (any
+    /// device may run it again), and left alone when it was lost (another device's now).
+    pub(super) fn settle_claims(&mut self, role: &str, succeeded: bool, notes: &[PathBuf]) {
+        let Some(c) = self.coordinator.as_mut() else {
+            return;
+        };
+        for p in notes {
+            c.notes.remove(p);
+        }
+        let Some(leases) = c.running.remove(role) else {
+            return;
+        };
+        if leases.iter().any(|l| !l.still_mine()) {
+            tracing::warn!(
+                "{role}: this device lost its claim during the run; it changed nothing after that"
+            );
+            return;
+        }
+        let cluster = c.cluster.clone();
+        let unfinished = c.block(async move {
+            let mut failed = Vec::new();
+            for l in leases {
+                if !succeeded {
+                    cluster.release(&l).await;
+                } else if let Err(e) = cluster.finish(&l).await {
+                    failed.push((l, e));
+                }
+            }
+            failed
+        });
+        for (l, e) in unfinished {
+            tracing::warn!(
+                "{role}: cannot mark {} done in the cluster ({e}); it is marked when the servers answer again",
+                crate::base::fence::Hold::what(l.as_ref())
+            );
+            c.unfinished.push(l);
+        }
     }
 
     /// Once the servers answer again: marks done what ran meanwhile, and says whether this
@@ -345,7 +461,19 @@ impl Daemon {
         if std::mem::take(&mut c.was_alone) {
             c.back_at = Some(now);
         }
-        c.finish_unfinished();
+        if !c.unfinished.is_empty() {
+            let cluster = c.cluster.clone();
+            let leases = std::mem::take(&mut c.unfinished);
+            c.unfinished = c.block(async move {
+                let mut left = Vec::new();
+                for l in leases {
+                    if cluster.finish(&l).await.is_err() {
+                        left.push(l);
+                    }
+                }
+                left
+            });
+        }
         c.back_at.is_some_and(|t| now < t + c.cluster.lease())
     }
 
@@ -366,14 +494,17 @@ impl Daemon {
             self.coordinator = Some(c);
             return;
         }
-        let mut decided = take_over(&mut c, &roles, now);
+        let mut runs = take_over(&mut c, &roles, now);
         if c.quorum.load(Ordering::SeqCst) == QUORUM {
             c.said_alone.clear();
-            decided.extend(catch_up_alone(&mut c, &roles, wall));
+            runs.extend(catch_up_alone(&mut c, &roles, wall, now));
         }
         self.coordinator = Some(c);
-        for (asked, verdict) in decided {
-            self.on_claimed(asked, verdict);
+        for (role, slot) in runs {
+            self.apply(Input::SlotsDue {
+                role,
+                slots: vec![slot],
+            });
         }
     }
 
@@ -461,12 +592,11 @@ fn catch_up(role: &Role, mut slots: Vec<DateTime<Utc>>, now: DateTime<Utc>) -> V
 }
 
 /// The watched slots due for a look: a claim that lapsed (its holder died) is this device's now.
-/// Each is claimed again; the ones decided at once (no quorum) are returned.
 fn take_over(
     c: &mut Coordinator,
     roles: &crate::setup::role::RoleSet,
     now: Instant,
-) -> Vec<(Asked, Verdict)> {
+) -> Vec<(String, SlotRun)> {
     let due: Vec<Watched> = {
         let (due, later) = std::mem::take(&mut c.watched)
             .into_iter()
@@ -474,58 +604,85 @@ fn take_over(
         c.watched = later;
         due
     };
-    let mut decided = Vec::new();
+    let mut runs = Vec::new();
     for w in due {
         let Some(role) = roles.roles.get(&w.role) else {
             continue;
         };
         let key = ClaimKey::slot(&c.vault, &w.role, w.slot);
-        let what = format!("the {} slot of {}", w.slot, w.role);
-        let asked = Asked::Slot {
-            role: w.role,
-            run: SlotRun {
-                slot: w.slot,
-                missed: w.missed,
-            },
-            why: SlotWhy::TakeOver,
-        };
-        decided.extend(c.claim(role, key, what, asked));
+        match c.claim(role, &key, format!("the {} slot of {}", w.slot, w.role)) {
+            Verdict::Mine(lease) => {
+                tracing::info!(
+                    "{}: the {} slot another device claimed was not done; running it here",
+                    w.role,
+                    w.slot
+                );
+                if let Some(l) = lease {
+                    c.slots.insert((w.role.clone(), w.slot), l);
+                }
+                runs.push((
+                    w.role,
+                    SlotRun {
+                        slot: w.slot,
+                        missed: w.missed,
+                    },
+                ));
+            }
+            Verdict::Elsewhere | Verdict::Wait => c.watched.push(Watched {
+                again: now + c.again(),
+                ..w
+            }),
+            Verdict::Done => {}
+        }
     }
-    decided
+    runs
 }
 
 /// The slots skipped without a quorum, once it returns, caught up by the role's `catch_up` and
 /// claimed as any slot: a device that skipped the same slots picks the same newest one, and one
 /// claim decides who runs it. Claims that fail still (the servers answer heartbeats before
-/// claims) keep the slots for the next look, so a catch-up stands for every slot skipped. The
-/// ones decided at once (no quorum) are returned.
+/// claims) keep the slots for the next look, so a catch-up stands for every slot skipped.
 fn catch_up_alone(
     c: &mut Coordinator,
     roles: &crate::setup::role::RoleSet,
     wall: DateTime<Utc>,
-) -> Vec<(Asked, Verdict)> {
-    let mut decided = Vec::new();
+    now: Instant,
+) -> Vec<(String, SlotRun)> {
+    let mut runs = Vec::new();
     for (name, skipped) in std::mem::take(&mut c.alone) {
         let Some(role) = roles.roles.get(&name) else {
             continue;
         };
         for slot in catch_up(role, skipped.clone(), wall) {
+            let key = ClaimKey::slot(&c.vault, &name, slot.slot);
+            let verdict = c.claim(role, &key, format!("the {} slot of {name}", slot.slot));
             // This catch-up stands for every earlier one still watched (Once: the newest).
             c.watched
                 .retain(|w| w.role != name || (w.slot != slot.slot && w.missed == 1));
-            let key = ClaimKey::slot(&c.vault, &name, slot.slot);
-            let what = format!("the {} slot of {name}", slot.slot);
-            let asked = Asked::Slot {
-                role: name.clone(),
-                run: slot,
-                why: SlotWhy::CatchUp {
-                    skipped: skipped.clone(),
-                },
-            };
-            decided.extend(c.claim(role, key, what, asked));
+            match verdict {
+                Verdict::Mine(lease) => {
+                    if let Some(l) = lease {
+                        c.slots.insert((name.clone(), slot.slot), l);
+                    }
+                    runs.push((name.clone(), slot));
+                }
+                Verdict::Elsewhere => c.watched.push(Watched {
+                    role: name.clone(),
+                    slot: slot.slot,
+                    again: now + c.again(),
+                    missed: slot.missed,
+                }),
+                // The servers answer heartbeats but not yet claims: all of it again next time.
+                Verdict::Wait => c
+                    .alone
+                    .entry(name.clone())
+                    .or_default()
+                    .extend(skipped.iter().copied()),
+                Verdict::Done => {}
+            }
         }
     }
-    decided
+    runs
 }
 
 /// Each role's newest run across the devices (this device's own runs as it knows them now, the
