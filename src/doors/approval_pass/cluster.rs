@@ -8,8 +8,11 @@
 use std::sync::Arc;
 
 use super::shared::{self, Execution, Shared};
+use crate::base::clock::Clock;
 use crate::capabilities::cluster::Lease;
+use crate::records::runlog::RunLog;
 use crate::records::state::approval_ledger::{Approval, NoteStatus};
+use crate::records::state::StateStore;
 use crate::running::run::RunEnv;
 
 /// What this device holds of one approval while its call runs.
@@ -43,7 +46,7 @@ async fn take(sh: &Shared, id: &str) -> Option<Held> {
 /// runs it, or the cluster cannot say — `next` learns to look again within a third of the lease
 /// (a holder that died lets its claim lapse).
 pub(super) async fn take_or_later(
-    env: &RunEnv,
+    clock: &dyn Clock,
     shared: Option<&Shared>,
     id: &str,
     next: &mut Option<chrono::DateTime<chrono::Utc>>,
@@ -55,7 +58,7 @@ pub(super) async fn take_or_later(
         Some(held) => Ok(Some(held)),
         None => {
             let again =
-                env.clock.now() + chrono::Duration::from_std(sh.cluster().lease() / 3).unwrap_or_default();
+                clock.now() + chrono::Duration::from_std(sh.cluster().lease() / 3).unwrap_or_default();
             *next = Some(next.map_or(again, |n| n.min(again)));
             Err(())
         }
@@ -87,7 +90,7 @@ pub(super) async fn begin(env: &RunEnv, sh: &Shared, (id, a): (&str, &Approval),
                 .map(|r| r.map(|rev| (rev, start)))
         }
         Ok(Some((e, _))) => {
-            elsewhere(env, id, &e);
+            elsewhere(&env.store, id, &e);
             sh.cluster().release(&h.lease).await;
             return None;
         }
@@ -96,7 +99,7 @@ pub(super) async fn begin(env: &RunEnv, sh: &Shared, (id, a): (&str, &Approval),
     match begun {
         Ok(Some(begun)) => {
             if let Some(wait) = shared::take_run(env, sh, &a.run_id).await {
-                resume_here(env, sh, &a.run_id, wait).await;
+                resume_here((&env.log, env.clock.as_ref()), sh, &a.run_id, wait).await;
             }
             Some(Held {
                 begun: Some(begun),
@@ -105,14 +108,14 @@ pub(super) async fn begin(env: &RunEnv, sh: &Shared, (id, a): (&str, &Approval),
         }
         Ok(None) => {
             match sh.execution(id).await {
-                Ok(Some((e, _))) => elsewhere(env, id, &e),
+                Ok(Some((e, _))) => elsewhere(&env.store, id, &e),
                 _ => tracing::debug!("approval {id}: another device started its call first"),
             }
             sh.cluster().release(&h.lease).await;
             None
         }
         Err(e) => {
-            sh.report(env, &format!("approval {id} waits"), e);
+            sh.report(&env.log, env.clock.as_ref(), &format!("approval {id} waits"), e);
             sh.cluster().release(&h.lease).await;
             None
         }
@@ -120,19 +123,19 @@ pub(super) async fn begin(env: &RunEnv, sh: &Shared, (id, a): (&str, &Approval),
 }
 
 /// Says which device lets run `run_id` go on (this one when none said so before).
-async fn resume_here(env: &RunEnv, sh: &Shared, run_id: &str, wait: u32) {
+async fn resume_here((log, clock): (&RunLog, &dyn Clock), sh: &Shared, run_id: &str, wait: u32) {
     match sh.resumer(run_id, wait).await {
         Ok(d) if d == sh.device() => {
             tracing::info!("run {run_id} goes on on this device once the calls it waits for are decided")
         }
         Ok(d) => tracing::debug!("run {run_id} goes on on device {d}"),
-        Err(e) => sh.report(env, &format!("run {run_id}"), e),
+        Err(e) => sh.report(log, clock, &format!("run {run_id}"), e),
     }
 }
 
 /// Another device ran (or runs) the call: its outcome is taken, nothing more happens here.
-pub(super) fn elsewhere(env: &RunEnv, id: &str, e: &Execution) {
-    shared::take_outcome(env, id, e);
+pub(super) fn elsewhere(store: &StateStore, id: &str, e: &Execution) {
+    shared::take_outcome(store, id, e);
     tracing::debug!(
         "approval {id}: device {} ran its call ({}); nothing more for it here",
         e.device,

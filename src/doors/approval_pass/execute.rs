@@ -25,12 +25,12 @@ pub(super) fn invalid(env: &RunEnv, id: &str, a: &Approval, why: &str) {
     );
     let daily = format!("approval `{id}` ({}) not run: {why}", a.tool);
     // Only a request that could still run: one `tabd reject` closed meanwhile stays closed.
-    let marked = update(env, |s| match s.approvals.get_mut(id) {
+    let marked = update(&env.store, |s| match s.approvals.get_mut(id) {
         Some(r) if r.phase.may_run() && r.followup.is_none() => {
             r.phase = NoteStatus::Invalid;
             r.decided = Some(now);
             r.outcome = Some(format!("invalid: {why}"));
-            r.followup = Some(owed(env, r, now, (NoteStatus::Invalid, line), daily));
+            r.followup = Some(owed(&env.roles, r, now, (NoteStatus::Invalid, line), daily));
             true
         }
         _ => false,
@@ -66,7 +66,7 @@ pub(super) async fn run(
             &format!("the role {} no longer exists or has errors", a.role),
         );
     };
-    let Ok(held) = cluster::take_or_later(env, shared, id, &mut out.next).await else {
+    let Ok(held) = cluster::take_or_later(env.clock.as_ref(), shared, id, &mut out.next).await else {
         return;
     };
     let env = &cluster::fenced(env, held.as_ref());
@@ -101,7 +101,7 @@ pub(super) async fn run(
         }
     }
     env.faults.abort_at("approval-claimed");
-    rewrite(env, &a.note, NoteStatus::Executing, "");
+    rewrite(&env.vault, &a.note, NoteStatus::Executing, "");
     env.faults.abort_at("approval-note-executing");
     let called = harness.call(&a.exposed, &args, Caller::Approved).await;
     env.faults.abort_at("approval-call-returned");
@@ -213,7 +213,7 @@ enum Claim {
 fn claim(env: &RunEnv, id: &str) -> Claim {
     let now = env.clock.now();
     let mut made: Option<String> = None;
-    let claimed = update(env, |s| -> Result<Claim, std::io::Error> {
+    let claimed = update(&env.store, |s| -> Result<Claim, std::io::Error> {
         let Some(r) = s
             .approvals
             .get_mut(id)
@@ -252,7 +252,7 @@ fn claim(env: &RunEnv, id: &str) -> Claim {
              — outcome unknown",
             r.tool
         );
-        r.followup = Some(owed(env, r, now, (NoteStatus::Unknown, line), daily));
+        r.followup = Some(owed(&env.roles, r, now, (NoteStatus::Unknown, line), daily));
         Ok(Claim::StartedBefore)
     });
     match claimed {
@@ -284,13 +284,13 @@ pub(super) fn too_old(env: &RunEnv, id: &str, a: &Approval, why: &str) {
         crate::base::text::shown(now, env.log.tz())
     );
     let daily = format!("approval `{id}` ({}) not run: {why}", a.tool);
-    let closed = update(env, |s| match s.approvals.get_mut(id) {
+    let closed = update(&env.store, |s| match s.approvals.get_mut(id) {
         Some(r) if r.phase.may_run() && r.followup.is_none() => {
             r.phase = NoteStatus::Expired;
             r.decided = Some(now);
             r.reported = false;
             r.outcome = Some(format!("expired: {why}"));
-            r.followup = Some(owed(env, r, now, (NoteStatus::Expired, line), daily));
+            r.followup = Some(owed(&env.roles, r, now, (NoteStatus::Expired, line), daily));
             true
         }
         _ => false,
@@ -349,8 +349,8 @@ fn record(
     );
     // The outcome and all the note will say, in the ledger first: a crash before the note is
     // written is finished from there (the note never stays `executing` over a call that ran).
-    let owes = owed(env, a, end, (phase, section), daily);
-    let recorded = update(env, |s| {
+    let owes = owed(&env.roles, a, end, (phase, section), daily);
+    let recorded = update(&env.store, |s| {
         if let Some(r) = s.approvals.get_mut(id) {
             r.phase = phase;
             r.decided = Some(end);
@@ -365,7 +365,7 @@ fn record(
             "approvals: cannot record the outcome of {id} ({}): {e}",
             phase.as_str()
         );
-        rewrite(env, &a.note, owes.status, &owes.line);
+        rewrite(&env.vault, &a.note, owes.status, &owes.line);
         return;
     }
     env.faults.abort_at("approval-recorded");

@@ -22,7 +22,10 @@ use chrono::{DateTime, Utc};
 use crate::base::vault::{Entry, VaultError, VaultPath};
 use crate::gate::approvals::note;
 use crate::records::state::approval_ledger::{self, Approval, NoteStatus};
+use crate::records::state::StateStore;
 use crate::running::run::RunEnv;
+use crate::setup::config::Config;
+use crate::setup::role::RoleSet;
 
 use write::{finish, owed, rewrite, update};
 
@@ -66,7 +69,7 @@ pub fn recover(env: &RunEnv) -> usize {
          Check, and set `status` to `approved` again if you want it run (once more).",
         crate::base::text::shown(now, env.log.tz())
     );
-    let interrupted = update(env, |s| {
+    let interrupted = update(&env.store, |s| {
         let mut n = 0;
         for (id, a) in s.approvals.iter_mut() {
             if a.phase == NoteStatus::Executing {
@@ -79,7 +82,13 @@ pub fn recover(env: &RunEnv) -> usize {
                     "approval `{id}` ({}) — outcome unknown: tabd stopped during the call",
                     a.tool
                 );
-                a.followup = Some(owed(env, a, now, (NoteStatus::Unknown, line.clone()), daily));
+                a.followup = Some(owed(
+                    &env.roles,
+                    a,
+                    now,
+                    (NoteStatus::Unknown, line.clone()),
+                    daily,
+                ));
                 n += 1;
             }
         }
@@ -109,10 +118,10 @@ pub async fn pass(env: &RunEnv, shared: Option<&shared::Shared>) -> Pass {
     // is a fresh, locked update, so a stale snapshot can never run a call twice.
     let mut ledger = crate::base::blocking::run(|| env.store.load()).approvals;
     // Another host's roles are that host's to decide (`runs_on`): never touched here.
-    ledger.retain(|_, a| runs_here(env, &a.role));
+    ledger.retain(|_, a| runs_here(&env.config, &env.roles, &a.role));
     out.phases = fingerprint(&ledger);
     if let Some(sh) = shared {
-        ran_elsewhere(env, sh, &mut ledger, now).await;
+        ran_elsewhere(&env.store, sh, &mut ledger, now).await;
     }
     expire(env, &ledger, now, &mut out);
     let settle = chrono::Duration::milliseconds(env.config.inbox.settle_ms as i64);
@@ -150,19 +159,19 @@ pub async fn pass(env: &RunEnv, shared: Option<&shared::Shared>) -> Pass {
 }
 
 /// Whether `role` runs on this host (a role this host does not know is not its to decide).
-fn runs_here(env: &RunEnv, role: &str) -> bool {
-    env.roles.roles.get(role).is_some_and(|r| {
+fn runs_here(config: &Config, roles: &RoleSet, role: &str) -> bool {
+    roles.roles.get(role).is_some_and(|r| {
         r.settings
             .runs_on
             .as_ref()
-            .is_none_or(|h| *h == env.config.daemon.host())
+            .is_none_or(|h| *h == config.daemon.host())
     })
 }
 
 /// Requests due to expire here that another device ran already (its execution record says so):
 /// their outcome is taken, and they are not expired over the other device's result.
 async fn ran_elsewhere(
-    env: &RunEnv,
+    store: &StateStore,
     sh: &shared::Shared,
     ledger: &mut BTreeMap<String, Approval>,
     now: DateTime<Utc>,
@@ -174,7 +183,7 @@ async fn ran_elsewhere(
         .collect();
     for id in due {
         if let Ok(Some((e, _))) = sh.execution(&id).await {
-            cluster::elsewhere(env, &id, &e);
+            cluster::elsewhere(store, &id, &e);
             ledger.remove(&id);
         }
     }
@@ -259,7 +268,7 @@ fn expire(env: &RunEnv, ledger: &BTreeMap<String, Approval>, now: DateTime<Utc>,
         "**Expired** ({}): nobody decided in time, so nothing was run. Approving it now does nothing.",
         crate::base::text::shown(now, env.log.tz())
     );
-    let expired: Vec<String> = update(env, |s| {
+    let expired: Vec<String> = update(&env.store, |s| {
         let mut v = Vec::new();
         for (id, a) in s.approvals.iter_mut() {
             if due(a) && a.followup.is_none() {
@@ -268,7 +277,13 @@ fn expire(env: &RunEnv, ledger: &BTreeMap<String, Approval>, now: DateTime<Utc>,
                 a.reported = false;
                 a.outcome = Some("expired unanswered: nothing was run".into());
                 let daily = format!("approval `{id}` ({}) expired unanswered", a.tool);
-                a.followup = Some(owed(env, a, now, (NoteStatus::Expired, line.clone()), daily));
+                a.followup = Some(owed(
+                    &env.roles,
+                    a,
+                    now,
+                    (NoteStatus::Expired, line.clone()),
+                    daily,
+                ));
                 v.push(id.clone());
             }
         }
@@ -382,7 +397,11 @@ async fn act(
         // Notes of a role another host runs (or this host does not know) are left alone; with
         // [cluster], so is one another device asked for: its record is there, and it runs it
         // (DESIGN §23) — calling it invalid here would undo the person's decision.
-        let ours = read.role.as_deref().is_some_and(|r| runs_here(env, r)) && env.config.cluster.is_none();
+        let ours = read
+            .role
+            .as_deref()
+            .is_some_and(|r| runs_here(&env.config, &env.roles, r))
+            && env.config.cluster.is_none();
         if status == Some(NoteStatus::Approved) && ours {
             let line = "**Not run:** tabd has no record of asking for this call (was the note copied or \
                         written by hand?). Only notes tabd wrote can be approved.";
@@ -407,7 +426,7 @@ async fn act(
                 "**Not run** ({}): {why}.",
                 crate::base::text::shown(env.clock.now(), env.log.tz())
             );
-            rewrite(env, &a.note, status, &line);
+            rewrite(&env.vault, &a.note, status, &line);
             out.refused.push(id);
         }
         Verdict::Invalid(why) => {
@@ -435,21 +454,22 @@ async fn taken(env: &RunEnv, sh: &shared::Shared, id: &str, path: &VaultPath) ->
             return None;
         }
         Err(e) => {
-            sh.report(env, &format!("approval {id}"), e);
+            sh.report(&env.log, env.clock.as_ref(), &format!("approval {id}"), e);
             return None;
         }
     };
     if a.note != path.as_str() {
         sh.refuse(
-            env,
+            &env.log,
+            env.clock.as_ref(),
             &format!("the cluster's request {id} is for {}, not for {path}", a.note),
         );
         return None;
     }
-    if !runs_here(env, &a.role) {
+    if !runs_here(&env.config, &env.roles, &a.role) {
         return None;
     }
-    shared::take_request(env, id, &a).ok()
+    shared::take_request(&env.store, id, &a).ok()
 }
 
 /// Whether another device ran the call `id` (its execution record says so): its outcome is
@@ -479,7 +499,7 @@ fn reject(env: &RunEnv, id: &str, out: &mut Pass) {
         "**Rejected** ({}): nothing was run.",
         crate::base::text::shown(now, env.log.tz())
     );
-    let done = update(env, |s| match s.approvals.get_mut(id) {
+    let done = update(&env.store, |s| match s.approvals.get_mut(id) {
         Some(r)
             if r.phase.is_open()
                 && r.followup.is_none()
@@ -490,7 +510,7 @@ fn reject(env: &RunEnv, id: &str, out: &mut Pass) {
             r.reported = false;
             r.outcome = Some("rejected by the person: nothing was run".into());
             let daily = format!("approval `{id}` ({}) rejected — nothing ran", r.tool);
-            r.followup = Some(owed(env, r, now, (NoteStatus::Rejected, line), daily));
+            r.followup = Some(owed(&env.roles, r, now, (NoteStatus::Rejected, line), daily));
             true
         }
         _ => false,

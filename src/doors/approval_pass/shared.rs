@@ -29,9 +29,12 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::base::clock::Clock;
 use crate::base::signing::Key;
 use crate::capabilities::cluster::{ClaimKey, Cluster, ClusterError, Lease};
+use crate::records::runlog::RunLog;
 use crate::records::state::approval_ledger::{Approval, NoteStatus};
+use crate::records::state::StateStore;
 use crate::running::run::suspend::{self, Suspended};
 use crate::running::run::RunEnv;
 
@@ -318,22 +321,22 @@ impl Shared {
     }
 
     /// A record that failed its check: said once in tabd's log and the daily note.
-    pub fn refuse(&self, env: &RunEnv, why: &str) {
+    pub fn refuse(&self, log: &RunLog, clock: &dyn Clock, why: &str) {
         if !self.first_time(&format!("refused {why}")) {
             return;
         }
         let line = format!("{why}; nothing of it runs here");
         tracing::warn!("cluster: {line}");
-        if let Err(e) = env.log.write_line(env.clock.now(), "tabd", &line) {
+        if let Err(e) = log.write_line(clock.now(), "tabd", &line) {
             tracing::warn!("cannot write the daily note: {e}");
         }
     }
 
     /// Says what went wrong with a shared record: a refusal once, the cluster out of reach as a
     /// warning.
-    pub fn report(&self, env: &RunEnv, what: &str, e: SharedError) {
+    pub fn report(&self, log: &RunLog, clock: &dyn Clock, what: &str, e: SharedError) {
         match e {
-            SharedError::Refused(why) => self.refuse(env, &why),
+            SharedError::Refused(why) => self.refuse(log, clock, &why),
             SharedError::Cluster(e) => tracing::warn!("cluster: {what}: {e}"),
         }
     }
@@ -341,11 +344,11 @@ impl Shared {
 
 /// Takes the outcome another device recorded for `id` into this device's ledger (its note and
 /// daily line are that device's to write, and it tells the role): nothing runs here.
-pub fn take_outcome(env: &RunEnv, id: &str, e: &Execution) {
+pub fn take_outcome(store: &StateStore, id: &str, e: &Execution) {
     if !e.phase.is_decided() {
         return;
     }
-    let r = super::write::update(env, |s| {
+    let r = super::write::update(store, |s| {
         if let Some(r) = s.approvals.get_mut(id).filter(|r| r.phase.may_run()) {
             r.phase = e.phase;
             r.decided = Some(e.at);
@@ -362,7 +365,7 @@ pub fn take_outcome(env: &RunEnv, id: &str, e: &Execution) {
 /// Takes the request `a` (`id`) another device asked for into this device's ledger, as pending:
 /// its decision is acted on here like one of this device's own.
 pub fn take_request(
-    env: &RunEnv,
+    store: &StateStore,
     id: &str,
     a: &Approval,
 ) -> Result<Approval, crate::base::vault::VaultError> {
@@ -374,7 +377,9 @@ pub fn take_request(
     mine.executions = 0;
     mine.notified = true;
     mine.followup = None;
-    super::write::update(env, |s| s.approvals.entry(id.to_string()).or_insert(mine).clone())
+    super::write::update(store, |s| {
+        s.approvals.entry(id.to_string()).or_insert(mine).clone()
+    })
 }
 
 /// Takes over the suspended run `run_id` from the cluster (signed here with this device's key,
@@ -388,7 +393,12 @@ pub async fn take_run(env: &RunEnv, shared: &Shared, run_id: &str) -> Option<u32
         Ok(Some(found)) => found,
         Ok(None) => return None,
         Err(e) => {
-            shared.report(env, &format!("cannot take run {run_id}"), e);
+            shared.report(
+                &env.log,
+                env.clock.as_ref(),
+                &format!("cannot take run {run_id}"),
+                e,
+            );
             return None;
         }
     };
@@ -401,14 +411,19 @@ pub async fn take_run(env: &RunEnv, shared: &Shared, run_id: &str) -> Option<u32
         }
         match shared.request(&id).await {
             Ok(Some(a)) => {
-                if let Err(e) = take_request(env, &id, &a) {
+                if let Err(e) = take_request(&env.store, &id, &a) {
                     tracing::warn!("approvals: cannot record {id} from the cluster: {e}");
                     return None;
                 }
             }
             Ok(None) => {}
             Err(e) => {
-                shared.report(env, &format!("cannot take request {id}"), e);
+                shared.report(
+                    &env.log,
+                    env.clock.as_ref(),
+                    &format!("cannot take request {id}"),
+                    e,
+                );
                 return None;
             }
         }

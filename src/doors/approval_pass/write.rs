@@ -3,10 +3,12 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::base::vault::VaultPath;
+use crate::base::vault::{Vault, VaultPath};
 use crate::gate::approvals::followup::{self, Finished};
 use crate::records::state::approval_ledger::{Approval, Followup, NoteStatus};
+use crate::records::state::StateStore;
 use crate::running::run::RunEnv;
+use crate::setup::role::RoleSet;
 
 use super::note;
 
@@ -16,15 +18,15 @@ const MAX_REWRITE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// A ledger change, durable (fsync) before it returns; off the async runtime's hands.
 pub(super) fn update<T>(
-    env: &RunEnv,
+    store: &StateStore,
     change: impl FnOnce(&mut crate::records::state::State) -> T,
 ) -> Result<T, crate::base::vault::VaultError> {
-    crate::base::blocking::run(|| env.store.update(change))
+    crate::base::blocking::run(|| store.update(change))
 }
 
 /// What a change of `a`'s phase owes its note (`status`, `line`) and the daily log (`daily`).
 pub(super) fn owed(
-    env: &RunEnv,
+    roles: &RoleSet,
     a: &Approval,
     at: DateTime<Utc>,
     (status, line): (NoteStatus, String),
@@ -34,7 +36,7 @@ pub(super) fn owed(
         status,
         line,
         daily,
-        who: who(env, a).to_string(),
+        who: who(roles, a).to_string(),
         at,
     }
 }
@@ -54,20 +56,20 @@ pub(super) fn finish(env: &RunEnv) -> Finished {
 }
 
 /// Sets the note's status and appends `line`; a note the person deleted stays deleted.
-pub(super) fn rewrite(env: &RunEnv, note_path: &str, status: NoteStatus, line: &str) {
-    crate::base::blocking::run(|| rewrite_now(env, note_path, status, line));
+pub(super) fn rewrite(vault: &Vault, note_path: &str, status: NoteStatus, line: &str) {
+    crate::base::blocking::run(|| rewrite_now(vault, note_path, status, line));
 }
 
-fn rewrite_now(env: &RunEnv, note_path: &str, status: NoteStatus, line: &str) {
+fn rewrite_now(vault: &Vault, note_path: &str, status: NoteStatus, line: &str) {
     let Ok(path) = VaultPath::parse(note_path, false) else {
         return;
     };
-    let Ok(text) = env.vault.read_text(&path, MAX_REWRITE_BYTES) else {
+    let Ok(text) = vault.read_text(&path, MAX_REWRITE_BYTES) else {
         return;
     };
     match note::update(&text, status, line) {
         Ok(t) => {
-            if let Err(e) = env.vault.write_atomic(&path, t.as_bytes()) {
+            if let Err(e) = vault.write_atomic(&path, t.as_bytes()) {
                 tracing::error!("approvals: cannot update {path}: {e}");
             }
         }
@@ -78,8 +80,8 @@ fn rewrite_now(env: &RunEnv, note_path: &str, status: NoteStatus, line: &str) {
 }
 
 /// The role's display name (its name if it no longer exists).
-fn who<'a>(env: &'a RunEnv, a: &'a Approval) -> &'a str {
-    env.roles
+fn who<'a>(roles: &'a RoleSet, a: &'a Approval) -> &'a str {
+    roles
         .roles
         .get(&a.role)
         .map_or(a.role.as_str(), |r| r.display_name.as_str())

@@ -5,9 +5,10 @@ use std::path::Path;
 use chrono::Utc;
 
 use super::{CliError, Workspace};
+use crate::base::signing::Key;
 use crate::base::text::thousands;
 use crate::base::trigger::Trigger;
-use crate::base::vault::VaultPath;
+use crate::base::vault::{Vault, VaultPath};
 use crate::capabilities::provider::FailureClass;
 use crate::records::inbox;
 use crate::running::run;
@@ -168,7 +169,7 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
         bar.finish_and_clear();
     }
     print_result(role, &result, started);
-    say_if_waiting(&env, &result);
+    say_if_waiting(&env.vault, &env.key, &result);
     match &result.failure {
         None => Ok(0),
         Some((class, msg)) => {
@@ -257,9 +258,9 @@ fn refuse_unreadable(
 }
 
 /// A run that waits for the person's decision says so: it goes on once they decide.
-fn say_if_waiting(env: &run::RunEnv, result: &run::RunResult) {
+fn say_if_waiting(vault: &Vault, key: &Key, result: &run::RunResult) {
     let id = crate::base::run_id::RunId::parse(&result.record.run_id);
-    if id.is_ok_and(|id| run::suspend::load(&env.vault, &env.key, &id).is_ok()) {
+    if id.is_ok_and(|id| run::suspend::load(vault, key, &id).is_ok()) {
         println!(
             "The run waits for your decision and goes on with the result once you decide — in the running \
              daemon, or when `tabd run` next starts."

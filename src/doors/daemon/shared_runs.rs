@@ -94,7 +94,7 @@ impl Daemon {
             }
             if let Some(Ok(Some((e, _)))) = self.block_on(sh.execution(id)) {
                 if e.device != sh.device() && e.phase.is_decided() && e.phase != a.phase {
-                    shared::take_outcome(&self.run_env, id, &e);
+                    shared::take_outcome(&self.run_env.store, id, &e);
                     tracing::debug!(
                         "approval {id}: device {} ran its call ({}); nothing more for it here",
                         e.device,
@@ -139,7 +139,12 @@ impl Daemon {
             Some(Ok(d)) if d == sh.device() => true,
             Some(Ok(d)) => !self.drop_copy(s, &d),
             Some(Err(e)) => {
-                sh.report(&self.run_env, &format!("run {} waits", s.run_id), e);
+                sh.report(
+                    &self.run_env.log,
+                    self.run_env.clock.as_ref(),
+                    &format!("run {} waits", s.run_id),
+                    e,
+                );
                 false
             }
             None => true,

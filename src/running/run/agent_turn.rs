@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::env::RunEnv;
 use super::prepare::Prepared;
+use crate::base::process::Launcher;
 use crate::capabilities::agent_cli::{self, CliEnd, CliTurn, ServerCommand};
 use crate::capabilities::provider::{Block, ProviderError, Request};
 use crate::gate::harness::Harness;
@@ -50,8 +51,8 @@ enum RunFolderError {
 /// A private folder (0700) of the run's own, removed when it is dropped: under tabd's own state
 /// folder outside the vault (private to tabd's user, hidden from every other child), never the
 /// vault or a shared temp folder.
-fn run_folder(env: &RunEnv, role: &Role) -> Result<tempfile::TempDir, RunFolderError> {
-    let root = crate::base::sandbox::folders::make_root(&env.launcher.places().runs())?;
+fn run_folder(launcher: &Launcher, role: &Role) -> Result<tempfile::TempDir, RunFolderError> {
+    let root = crate::base::sandbox::folders::make_root(&launcher.places().runs())?;
     Ok(tempfile::Builder::new()
         .prefix(&format!("{}-", role.name))
         .tempdir_in(root)?)
@@ -85,7 +86,7 @@ pub(super) async fn turn(
     {
         return failed(why.to_string(), true);
     }
-    let dir = match run_folder(env, role) {
+    let dir = match run_folder(&env.launcher, role) {
         Ok(d) => d,
         Err(e) => return failed(format!("cannot make the run's folder: {e}"), false),
     };

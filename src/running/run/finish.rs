@@ -18,18 +18,20 @@ use chrono::Utc;
 use super::env::{RunEnv, RunResult};
 use super::prepare::{model_settings, Prepared};
 use crate::base::calls::ToolCallRecord;
+use crate::base::fence::Fence;
 use crate::base::trigger::Trigger;
-use crate::base::vault::{VaultError, VaultPath};
+use crate::base::vault::{Vault, VaultError, VaultPath};
 use crate::capabilities::provider::FailureClass;
 use crate::records::access::AccessPolicy;
 use crate::records::context;
 use crate::records::inbox::{self, Note};
 use crate::records::limits::RoleLimits;
 use crate::records::runlog::{
-    HumanRun, Moved, NoteTruncated, Outcome, RunRecord, TriggerRecord, UsageRecord,
+    HumanRun, Moved, NoteTruncated, Outcome, RunLog, RunRecord, TriggerRecord, UsageRecord,
 };
-use crate::records::state::{Attempts, LastRun, PendingRun, State};
+use crate::records::state::{Attempts, LastRun, PendingRun, State, StateStore};
 use crate::running::turn::{TurnEnd, TurnOutcome};
+use crate::setup::config::Config;
 use crate::setup::role::Role;
 
 /// What the run ended as, in the terms of the logs and of DESIGN §5.
@@ -106,8 +108,8 @@ fn decide(end: &TurnEnd) -> Decided {
 
 /// The run's end, unless the device lost what it held meanwhile (DESIGN §23): then it ends as
 /// stopped — no note moved, no attempt counted, another device runs it — and says why.
-fn fenced(env: &RunEnv, outcome: TurnOutcome) -> (TurnOutcome, Decided) {
-    let Err(lost) = env.fence.check() else {
+fn fenced(fence: &Fence, outcome: TurnOutcome) -> (TurnOutcome, Decided) {
+    let Err(lost) = fence.check() else {
         let decided = decide(&outcome.end);
         return (outcome, decided);
     };
@@ -134,8 +136,15 @@ struct Plan {
     attempts: Vec<(String, u32, u64)>,
 }
 
-fn plan(env: &RunEnv, notes: &[Note], failure: Option<FailureClass>, state: &State, role: &str) -> Plan {
-    let max_attempts = env.config.inbox.max_attempts.max(1);
+fn plan(
+    vault: &Vault,
+    config: &Config,
+    notes: &[Note],
+    failure: Option<FailureClass>,
+    state: &State,
+    role: &str,
+) -> Plan {
+    let max_attempts = config.inbox.max_attempts.max(1);
     let previous = state.roles.get(role).map(|r| &r.attempts);
     let mut p = Plan::default();
     for note in notes {
@@ -155,7 +164,7 @@ fn plan(env: &RunEnv, notes: &[Note], failure: Option<FailureClass>, state: &Sta
         };
         let Some(sub) = sub else { continue };
         let taken: Vec<VaultPath> = p.moves.iter().map(|(_, d)| d.clone()).collect();
-        match inbox::destination(&env.vault, &note.path, sub, &taken) {
+        match inbox::destination(vault, &note.path, sub, &taken) {
             Ok(dest) => p.moves.push((note.path.clone(), dest)),
             Err(e) => tracing::warn!("cannot plan a move for {}: {e}", note.path),
         }
@@ -166,7 +175,7 @@ fn plan(env: &RunEnv, notes: &[Note], failure: Option<FailureClass>, state: &Sta
 /// The run's hashes with its own changes absorbed: a role's own writes to its context (and its
 /// `remember`) are not "changes since the last run" for it, so they never wake it again.
 fn hashes_after(
-    env: &RunEnv,
+    vault: &Vault,
     role: &Role,
     before: &BTreeMap<String, String>,
     outcome: &TurnOutcome,
@@ -186,7 +195,7 @@ fn hashes_after(
         .iter()
         .any(|p| !before.contains_key(*p) && !memories.iter().any(|m| m == p) && may_be_context(role, p));
     let now_in_context: Vec<VaultPath> = if may_join {
-        let resolved = context::resolve(&env.vault, &AccessPolicy::for_role(role), &role.context);
+        let resolved = context::resolve(vault, &AccessPolicy::for_role(role), &role.context);
         resolved.paths().cloned().collect()
     } else {
         Vec::new()
@@ -198,7 +207,7 @@ fn hashes_after(
         let loaded = VaultPath::parse(path, false)
             .ok()
             .filter(|_| known)
-            .and_then(|p| context::load(&env.vault, &p).ok());
+            .and_then(|p| context::load(vault, &p).ok());
         match loaded {
             Some(l) => {
                 hashes.insert(path.to_string(), l.hash);
@@ -267,20 +276,25 @@ fn record_of(
 
 /// The run's notes larger than one prompt, with how much of each the model read through
 /// `read_file` beyond the prompt (none when the model was never asked).
-fn notes_truncated(env: &RunEnv, notes: &[Note], outcome: &TurnOutcome) -> Vec<NoteTruncated> {
+fn notes_truncated(
+    vault: &Vault,
+    config: &Config,
+    notes: &[Note],
+    outcome: &TurnOutcome,
+) -> Vec<NoteTruncated> {
     if outcome.requests == 0 {
         return Vec::new();
     }
-    let mut out = crate::running::prompt::larger_than_prompt(notes, env.config.context.max_file_bytes);
+    let mut out = crate::running::prompt::larger_than_prompt(notes, config.context.max_file_bytes);
     for t in &mut out {
-        t.read_bytes = read_in_pages(env, t, &outcome.calls);
+        t.read_bytes = read_in_pages(vault, t, &outcome.calls);
     }
     out
 }
 
 /// Bytes of the note `t` that the run's `read_file` calls returned beyond its start in the
 /// prompt, each byte once. Read from the note as it is now (it moves only after the record).
-fn read_in_pages(env: &RunEnv, t: &NoteTruncated, calls: &[ToolCallRecord]) -> u64 {
+fn read_in_pages(vault: &Vault, t: &NoteTruncated, calls: &[ToolCallRecord]) -> u64 {
     let reads: Vec<&serde_json::Value> = calls
         .iter()
         .filter(|c| c.ok && c.server.is_none() && c.name == "read_file")
@@ -292,7 +306,7 @@ fn read_in_pages(env: &RunEnv, t: &NoteTruncated, calls: &[ToolCallRecord]) -> u
     let Ok(path) = VaultPath::parse(&t.path, false) else {
         return 0;
     };
-    let Ok(text) = env.vault.read_text(&path, inbox::MAX_NOTE_BYTES) else {
+    let Ok(text) = vault.read_text(&path, inbox::MAX_NOTE_BYTES) else {
         return 0;
     };
     let mut spans: Vec<std::ops::Range<usize>> = reads
@@ -350,15 +364,15 @@ fn human_of(role: &Role, outcome: &TurnOutcome, plan: &Plan) -> HumanRun {
 }
 
 /// What the run cost: as an agent CLI reported it, else from the model's price (0 if unknown).
-fn cost_of(env: &RunEnv, role: &Role, outcome: &TurnOutcome, ttl: crate::base::cost::CacheTtl) -> f64 {
+fn cost_of(config: &Config, role: &Role, outcome: &TurnOutcome, ttl: crate::base::cost::CacheTtl) -> f64 {
     let model = if outcome.model.is_empty() {
-        model_settings(role, &env.config).model
+        model_settings(role, config).model
     } else {
         outcome.model.clone()
     };
     outcome
         .cost_usd
-        .unwrap_or_else(|| env.config.prices.cost(&model, &outcome.usage, ttl).unwrap_or(0.0))
+        .unwrap_or_else(|| config.prices.cost(&model, &outcome.usage, ttl).unwrap_or(0.0))
 }
 
 /// The first look of the triage model in the record: a run it ended reads `triaged`; one the
@@ -433,10 +447,10 @@ pub(super) fn finish(
     children: Vec<RunResult>,
 ) -> RunResult {
     let ended = env.clock.now();
-    let (outcome, decided) = fenced(env, outcome);
+    let (outcome, decided) = fenced(&env.fence, outcome);
     let class = decided.failure.as_ref().map(|(c, _)| *c);
-    let plan = plan(env, &notes, class, &prep.state, &role.name);
-    let mut cost = cost_of(env, role, &outcome, prep.ttl);
+    let plan = plan(&env.vault, &env.config, &notes, class, &prep.state, &role.name);
+    let mut cost = cost_of(&env.config, role, &outcome, prep.ttl);
     let mut record = record_of(role, &prep, &trigger, &notes, &outcome, &decided);
     record.ended_at = ended;
     record.ended = ended_of(class, &outcome.end);
@@ -445,14 +459,14 @@ pub(super) fn finish(
     }
     record.usage.cost_usd = crate::base::cost::round_usd(cost);
     record.moved = moved_of(&plan.moves);
-    record.notes_truncated = notes_truncated(env, &notes, &outcome);
+    record.notes_truncated = notes_truncated(&env.vault, &env.config, &notes, &outcome);
     let mut human = human_of(role, &outcome, &plan);
     human.notes.extend(prep.notes.iter().cloned());
     add_children(&mut record, &mut human, &children);
     let delegated = trigger.delegation.is_some();
     // A delegated run answers a task: it leaves the role's own change tracking alone.
     let hashes = match class {
-        None if !delegated => Some(hashes_after(env, role, &prep.hashes, &outcome)),
+        None if !delegated => Some(hashes_after(&env.vault, role, &prep.hashes, &outcome)),
         _ => None,
     };
     let (daily_section, delegated_section) = if delegated {
@@ -486,7 +500,7 @@ pub(super) fn finish(
         notes: notes.len(),
         children_spent: human.children_spent,
     };
-    let pending = match commit.save(env) {
+    let pending = match commit.save(&env.store, &env.log) {
         Ok(p) => p,
         Err(e) => {
             tracing::error!(
@@ -524,11 +538,11 @@ struct Commit<'a> {
 }
 
 impl Commit<'_> {
-    fn save(self, env: &RunEnv) -> Result<PendingRun, VaultError> {
+    fn save(self, store: &StateStore, log: &RunLog) -> Result<PendingRun, VaultError> {
         let rec = self.record;
-        let today = rec.ended_at.with_timezone(&env.log.tz()).date_naive();
+        let today = rec.ended_at.with_timezone(&log.tz()).date_naive();
         let record_json = serde_json::to_value(rec).map_err(|e| VaultError::Io(e.to_string()))?;
-        let daily = env.log.daily_path(rec.started_at);
+        let daily = log.daily_path(rec.started_at);
         // A run that never reached the model (an outage), or one tabd's own stop cut short, does
         // not use up max_runs_per_day unless it spent tokens.
         let outage = matches!(
@@ -537,18 +551,18 @@ impl Commit<'_> {
         );
         // Durable against a crash of tabd (the kernel has the data once written); the folder is
         // not synced here, so a power cut may at worst run the run's notes again.
-        env.store.update_with(crate::base::vault::Durability::File, |s| {
+        store.update_with(crate::base::vault::Durability::File, |s| {
             s.add_usage(self.role, today, rec.usage.tokens, rec.usage.cost_usd);
             let r = s.role(self.role);
             r.roll_day(today);
             r.tokens_today += self.children_spent.0;
             r.cost_today_usd += self.children_spent.1;
             self.count(r, outage);
-            let daily_text = self.daily_text(env, r, outage);
+            let daily_text = self.daily_text(log, r, outage);
             let pending = PendingRun {
                 run_id: rec.run_id.clone(),
                 record: record_json.clone(),
-                jsonl: env.log.jsonl_path(rec.started_at).as_str().to_string(),
+                jsonl: log.jsonl_path(rec.started_at).as_str().to_string(),
                 daily: daily.as_str().to_string(),
                 daily_text,
                 moves: self
@@ -608,7 +622,7 @@ impl Commit<'_> {
 
     /// What the daily log gets: the run's section — or, for an outage, one line per cause a day;
     /// for a run tabd's stop cut short, one line unless it did something (then its section).
-    fn daily_text(&self, env: &RunEnv, r: &mut crate::records::state::RoleState, outage: bool) -> String {
+    fn daily_text(&self, log: &RunLog, r: &mut crate::records::state::RoleState, outage: bool) -> String {
         let cause = self.cause.as_deref().unwrap_or_default();
         if self.class == Some(FailureClass::Stopped) {
             if !self.record.tool_calls.is_empty() {
@@ -620,7 +634,7 @@ impl Commit<'_> {
                 1 => "; its note waits in the inbox, no attempt counted".into(),
                 n => format!("; its {n} notes wait in the inbox, no attempt counted"),
             };
-            return env.log.render_line(
+            return log.render_line(
                 self.record.started_at,
                 self.display_name,
                 &format!(
@@ -639,7 +653,7 @@ impl Commit<'_> {
                 } else {
                     "paused"
                 };
-                env.log.render_line(
+                log.render_line(
                     self.record.started_at,
                     self.display_name,
                     &format!("{what} — {msg}{waiting}"),

@@ -28,14 +28,18 @@ pub use finish::{record_crash, record_crash_in_memory, record_stopped, recover, 
 pub use prepare::{build_prompt, cache_ttl, complete, model_settings, PromptSources};
 
 use crate::base::blocking;
+use crate::base::clock::Clock;
 use crate::base::cost::Account;
 use crate::base::progress::Step;
 use crate::base::trigger::Trigger;
+use crate::base::vault::Vault;
 use crate::capabilities::provider::RetryPolicy;
 use crate::gate::harness::Harness;
 use crate::records::inbox::Note;
+use crate::records::state::StateStore;
 use crate::running::prompt::Prompt;
 use crate::running::turn::{self, triage, TurnEnd, TurnLimits, TurnOutcome};
+use crate::setup::config::Config;
 use crate::setup::role::Role;
 
 use prepare::{down_line, last_output, Prepared};
@@ -107,7 +111,7 @@ async fn run_in(
     prep.limits.run_deadline = session.deadline.saturating_duration_since(env.clock.instant());
     let mcp = session.mcp.clone();
     prep.notes.extend(mcp.down.iter().map(down_line));
-    let outcome = match (mcp.required_down(), output_check(env, role)) {
+    let outcome = match (mcp.required_down(), output_check(&env.vault, role)) {
         (Some(d), _) => TurnOutcome::ended(TurnEnd::ServerDown {
             cause: format!("{} (it is required)", d.problem),
             last_output: last_output(d),
@@ -117,10 +121,10 @@ async fn run_in(
             let decided = prepare::complete(&mut prompt, &mcp, &prep.state, role);
             // A child answers its parent now: only a run of its own waits for the person.
             let suspend = role.settings.resume() && trigger.delegation.is_none();
-            let triage = triage_model(env, role, &trigger, &notes);
+            let triage = triage_model(&env.config, role, &trigger, &notes);
             let outcome = model_turn(env, role, &mut prep, prompt, &session, (output, suspend, triage)).await;
             if outcome.requests > 0 && !decided.is_empty() {
-                mark_reported(env, role, decided);
+                mark_reported(&env.store, role, decided);
             }
             outcome
         }
@@ -128,10 +132,17 @@ async fn run_in(
     mcp.close().await;
     env.progress.emit(Step::Finishing);
     let children = session.take_children();
-    let suspended = outcome
-        .suspension
-        .clone()
-        .map(|turn| suspended_record(env, role, &session, &prep, turn, outcome.calls.len()));
+    let suspended = outcome.suspension.clone().map(|turn| {
+        suspended_record(
+            env.clock.as_ref(),
+            &env.vault,
+            role,
+            &session,
+            &prep,
+            turn,
+            outcome.calls.len(),
+        )
+    });
     let result = blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome, children));
     session::end_trace(&session.trace, &result.record);
     session.close(&moved(&result)).await;
@@ -188,7 +199,8 @@ fn keep_suspended(env: &RunEnv, suspended: Option<suspend::Suspended>) {
 
 /// What a run that waits for the person keeps to go on later.
 fn suspended_record(
-    env: &RunEnv,
+    clock: &dyn Clock,
+    vault: &Vault,
     role: &Role,
     session: &Session,
     prep: &Prepared,
@@ -200,17 +212,17 @@ fn suspended_record(
         run_id: prep.id.clone(),
         role: role.name.clone(),
         started_at: prep.started,
-        suspended_at: env.clock.now(),
+        suspended_at: clock.now(),
         turn,
         spent_tokens,
         spent_usd,
         tool_calls: calls as u32,
         deadline_left_ms: session
             .deadline
-            .saturating_duration_since(env.clock.instant())
+            .saturating_duration_since(clock.instant())
             .as_millis() as u64,
         hops: session.hops,
-        role_hash: suspend::role_hash(&env.vault, &role.path),
+        role_hash: suspend::role_hash(vault, &role.path),
         resuming: false,
         wait: 1,
     }
@@ -284,12 +296,12 @@ fn write_answer(role: &Role, prep: &Prepared, outcome: &TurnOutcome, harness: &H
 /// The role's output contract, compiled (a schema file broken since the role was loaded fails
 /// the run before the model is paid).
 fn output_check(
-    env: &RunEnv,
+    vault: &Vault,
     role: &Role,
 ) -> Result<Option<Arc<jsonschema::Validator>>, crate::setup::role::SchemaFileError> {
     match role.settings.output.as_ref().and_then(|o| o.schema.as_deref()) {
         None => Ok(None),
-        Some(path) => crate::setup::role::output_schema(&env.vault, path).map(|v| Some(Arc::new(v))),
+        Some(path) => crate::setup::role::output_schema(vault, path).map(|v| Some(Arc::new(v))),
     }
 }
 
@@ -307,9 +319,9 @@ struct TurnContext {
 /// the wake gate) with no note to handle, on a provider tabd sends requests to itself. A note
 /// the person wrote, a manual fire, a delegated task or a watched change goes straight to the
 /// role's model; a CLI agent's turn is a whole session, not one request.
-fn triage_model(env: &RunEnv, role: &Role, trigger: &Trigger, notes: &[Note]) -> Option<String> {
+fn triage_model(config: &Config, role: &Role, trigger: &Trigger, notes: &[Note]) -> Option<String> {
     let scheduled = trigger.kind == crate::base::trigger::TriggerKind::Schedule;
-    let cli = env.config.provider.kind == crate::setup::config::ProviderKind::Command;
+    let cli = config.provider.kind == crate::setup::config::ProviderKind::Command;
     // A triaged run's answer is never checked against an output contract: such a role's
     // runs all go to its model.
     let contract = role.settings.output.is_some();
@@ -320,8 +332,8 @@ fn triage_model(env: &RunEnv, role: &Role, trigger: &Trigger, notes: &[Note]) ->
 }
 
 /// The model has been told about these decided approvals: later runs are not.
-pub(super) fn mark_reported(env: &RunEnv, role: &Role, ids: Vec<String>) {
-    let store = env.store.clone();
+pub(super) fn mark_reported(store: &StateStore, role: &Role, ids: Vec<String>) {
+    let store = store.clone();
     let marked = blocking::run(move || {
         store.update(|s| {
             for id in &ids {

@@ -11,6 +11,7 @@ use super::suspend::{self, Suspended};
 use super::{blocking, finish, RunEnv, RunResult};
 use crate::base::run_id::RunId;
 use crate::base::trigger::Trigger;
+use crate::base::vault::Vault;
 use crate::capabilities::provider::RetryPolicy;
 use crate::records::limits::RoleLimits;
 use crate::running::turn::{self, TurnLimits};
@@ -60,7 +61,7 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
     outcome.changes = log.changes;
     if outcome.requests > 0 {
         // The model has had the decisions: the role's next run is not told them again.
-        super::mark_reported(env, role, approval_ids(&state, &s));
+        super::mark_reported(&env.store, role, approval_ids(&state, &s));
     }
     let mut prep = Prepared {
         id: s.run_id.clone(),
@@ -70,7 +71,7 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
         limits: RoleLimits::resolve(role, &env.config.limits),
         ttl,
         hops: s.hops,
-        notes: vec![resumed_line(env, role, &s, started)],
+        notes: vec![resumed_line(&env.vault, role, &s, started)],
     };
     let again = outcome.suspension.clone();
     if let Some(t) = &again {
@@ -104,7 +105,7 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
 /// Marks the second part as started (`suspend::mark_resuming`); the crash tests' point
 /// `resume-marked` aborts right after.
 fn mark(env: &RunEnv, s: &mut Suspended) -> Result<(), suspend::NotResumable> {
-    suspend::mark_resuming(env, s)?;
+    suspend::mark_resuming(&env.vault, &env.key, s)?;
     env.faults.abort_at("resume-marked");
     Ok(())
 }
@@ -161,7 +162,7 @@ fn approval_ids(state: &crate::records::state::State, s: &Suspended) -> Vec<Stri
 
 /// The second part's first line: how long it waited, for which calls, and whether the role
 /// file changed in between.
-fn resumed_line(env: &RunEnv, role: &Role, s: &Suspended, now: chrono::DateTime<chrono::Utc>) -> String {
+fn resumed_line(vault: &Vault, role: &Role, s: &Suspended, now: chrono::DateTime<chrono::Utc>) -> String {
     let notes: Vec<String> = s
         .turn
         .waiting
@@ -174,7 +175,7 @@ fn resumed_line(env: &RunEnv, role: &Role, s: &Suspended, now: chrono::DateTime<
         suspend::waited(s.suspended_at, now),
         notes.join(", ")
     );
-    if suspend::role_hash(&env.vault, &role.path) != s.role_hash {
+    if suspend::role_hash(vault, &role.path) != s.role_hash {
         line.push_str(
             ". The role file changed meanwhile: the conversation goes on as it was asked, and what the \
              role may do is checked against the file as it is now",

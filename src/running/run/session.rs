@@ -23,11 +23,12 @@ use crate::base::cost::Account;
 use crate::base::run_id::RunId;
 use crate::base::trigger::Trigger;
 use crate::capabilities::mcp::tools::RunTools;
-use crate::capabilities::telemetry::{RunEnd, RunSpan, RunStart};
+use crate::capabilities::telemetry::{RunEnd, RunSpan, RunStart, Telemetry};
 use crate::gate::approvals::request::AskContext;
 use crate::gate::harness::{Harness, Ticket};
 use crate::records::journal::RunJournal;
 use crate::records::limits::RoleLimits;
+use crate::setup::config::Config;
 use crate::setup::role::Role;
 
 /// Which door opened a session (its journal and record say so).
@@ -117,7 +118,7 @@ impl Session {
         let own_deadline = env.clock.instant() + limits.run_deadline;
         let deadline = o.lineage.deadline.map_or(own_deadline, |d| d.min(own_deadline));
         let hops = o.hops.max(o.lineage.hops);
-        let trace = open_trace(env, &o);
+        let trace = open_trace(&env.config, &env.telemetry, &o);
         let journal = Arc::new(
             RunJournal::new(
                 env.vault.clone(),
@@ -248,11 +249,11 @@ impl Session {
 }
 
 /// A session's `invoke_agent` span, under the delegating session's; none for an undo (no agent).
-fn open_trace(env: &RunEnv, o: &Opening<'_>) -> RunSpan {
-    if o.opened_by == OpenedBy::Undo || !env.telemetry.is_on() {
+fn open_trace(config: &Config, telemetry: &Telemetry, o: &Opening<'_>) -> RunSpan {
+    if o.opened_by == OpenedBy::Undo || !telemetry.is_on() {
         return RunSpan::default();
     }
-    let p = &env.config.provider;
+    let p = &config.provider;
     let provider = match (&p.profile, p.kind) {
         (Some(profile), crate::setup::config::ProviderKind::Command) => profile.name.as_str(),
         _ => p.kind.as_str(),
@@ -270,7 +271,7 @@ fn open_trace(env: &RunEnv, o: &Opening<'_>) -> RunSpan {
         provider,
         model: &o.role.settings.model(p),
     };
-    env.telemetry.run(&start, &o.lineage.trace)
+    telemetry.run(&start, &o.lineage.trace)
 }
 
 /// Ends a run's span with what its record says.

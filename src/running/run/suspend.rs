@@ -17,7 +17,6 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::RunEnv;
 use crate::base::run_id::{BadRunId, RunId};
 use crate::base::signing::Key;
 use crate::base::vault::{Durability, Vault, VaultError, VaultPath};
@@ -350,10 +349,10 @@ pub fn continued(
 /// Marks `s` as resuming, durably, before its second part starts: in the record (a crash from
 /// here on is said at the next start) and outside the vault (an old copy of the record never
 /// starts it again). `Err`: it must not start (it started already, or the mark cannot be made).
-pub fn mark_resuming(env: &RunEnv, s: &mut Suspended) -> Result<(), NotResumable> {
+pub fn mark_resuming(vault: &Vault, key: &Key, s: &mut Suspended) -> Result<(), NotResumable> {
     s.resuming = true;
-    save(&env.vault, &env.key, s).map_err(NotResumable::Unrecorded)?;
-    claim_second_part(&env.key, s)
+    save(vault, key, s).map_err(NotResumable::Unrecorded)?;
+    claim_second_part(key, s)
 }
 
 /// Marks outside the vault that the second part of `s`'s wait starts (durably); `Err` when it
