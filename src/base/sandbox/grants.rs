@@ -177,49 +177,60 @@ fn named_paths(start: &Start<'_>, hidden: &[PathBuf], g: &mut Grants) {
             g.refused.push(format!("{key}: {value} is not granted: {why}"));
             continue;
         }
-        let exists = named.exists();
-        match named.kind {
-            Kind::Folder => {
-                g.granted
-                    .push(format!("{key}: {} writable", named.path.display()));
-                g.spec.writable.push(named.path);
+        grant(g, (key, value), named, &refused);
+    }
+}
+
+/// Grants the path `named` (`value` of `key`) as what it is: a folder, that folder; a file,
+/// that file, or its folder when the folder holds only it (and `refused` does not refuse it); a
+/// file not there yet, made empty at the start. A program or script is left read-only.
+fn grant(
+    g: &mut Grants,
+    (key, value): (&str, &str),
+    named: Named,
+    refused: &dyn Fn(&Path) -> Option<String>,
+) {
+    let exists = named.exists();
+    match named.kind {
+        Kind::Folder => {
+            g.granted
+                .push(format!("{key}: {} writable", named.path.display()));
+            g.spec.writable.push(named.path);
+        }
+        Kind::File { exists: true } if is_code(&named.path) => {} // readable like every program
+        Kind::NewFile { .. } | Kind::File { .. } if named.path.extension().is_none() && !exists => {
+            g.refused.push(format!(
+                "{key}: {value} does not exist; make it to grant it (a file is made only for a name with an extension)"
+            ));
+        }
+        kind => {
+            let folder = named.path.parent().map(Path::to_path_buf).unwrap_or_default();
+            let new_folder = matches!(kind, Kind::NewFile { new_folder: true });
+            let own_folder = (new_folder || holds_only(&folder, &named.path)) && refused(&folder).is_none();
+            if new_folder {
+                g.make_folders.push(folder.clone());
             }
-            Kind::File { exists: true } if is_code(&named.path) => {} // readable like every program
-            Kind::NewFile { .. } | Kind::File { .. } if named.path.extension().is_none() && !exists => {
-                g.refused.push(format!(
-                    "{key}: {value} does not exist; make it to grant it (a file is made only for a name with an extension)"
-                ));
+            if !exists {
+                g.to_create.push(named.path.clone());
             }
-            kind => {
-                let folder = named.path.parent().map(Path::to_path_buf).unwrap_or_default();
-                let new_folder = matches!(kind, Kind::NewFile { new_folder: true });
-                let own_folder =
-                    (new_folder || holds_only(&folder, &named.path)) && refused(&folder).is_none();
-                if new_folder {
-                    g.make_folders.push(folder.clone());
-                }
-                if !exists {
-                    g.to_create.push(named.path.clone());
-                }
-                g.granted.push(format!(
-                    "{key}: {} writable{}{}",
-                    named.path.display(),
-                    if own_folder {
-                        format!(", with its folder {} (it holds only this file)", folder.display())
-                    } else {
-                        String::new()
-                    },
-                    if exists {
-                        ""
-                    } else {
-                        " — made empty at the first start"
-                    }
-                ));
+            g.granted.push(format!(
+                "{key}: {} writable{}{}",
+                named.path.display(),
                 if own_folder {
-                    g.spec.writable.push(folder);
+                    format!(", with its folder {} (it holds only this file)", folder.display())
                 } else {
-                    g.spec.writable.push(named.path);
+                    String::new()
+                },
+                if exists {
+                    ""
+                } else {
+                    " — made empty at the first start"
                 }
+            ));
+            if own_folder {
+                g.spec.writable.push(folder);
+            } else {
+                g.spec.writable.push(named.path);
             }
         }
     }

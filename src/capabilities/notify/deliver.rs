@@ -111,7 +111,6 @@ impl Deliveries {
         input: Option<String>,
     ) -> Result<(), DeliveryError> {
         use std::process::Stdio;
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         cmd.env_clear()
             .envs(self.env.vars())
             .stdin(if input.is_some() {
@@ -134,31 +133,7 @@ impl Deliveries {
             program: program.clone(),
             source,
         };
-        let (stdin, stderr) = (child.stdin.take(), child.stderr.take());
-        let work = async {
-            if let (Some(mut stdin), Some(input)) = (stdin, input) {
-                stdin.write_all(input.as_bytes()).await.map_err(io)?;
-            }
-            let said = async {
-                let mut said = Vec::new();
-                if let Some(mut stderr) = stderr {
-                    #[expect(
-                        clippy::let_underscore_must_use,
-                        reason = "stderr is read only to quote it in a failure: a read that fails quotes less"
-                    )]
-                    let _ = (&mut stderr).take(MAX_STDERR).read_to_end(&mut said).await;
-                    #[expect(
-                        clippy::let_underscore_must_use,
-                        reason = "stderr is drained only so the program never blocks writing it"
-                    )]
-                    let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
-                }
-                said
-            };
-            let (status, said) = tokio::join!(child.wait(), said);
-            Ok((status.map_err(io)?, said))
-        };
-        let ended = tokio::time::timeout(self.try_timeout, work).await;
+        let ended = tokio::time::timeout(self.try_timeout, feed_and_wait(&mut child, input, io)).await;
         let (status, said) = match ended {
             Ok(Ok(done)) => done,
             Ok(Err(e)) => {
@@ -285,6 +260,38 @@ async fn end(tenant: &crate::base::process::Tenant, child: &mut tokio::process::
     if tokio::time::timeout(REAP_WAIT, child.wait()).await.is_err() {
         tracing::warn!("notify: a killed program did not end within {REAP_WAIT:?}");
     }
+}
+
+/// Writes `input` to the program's stdin (then closes it) and waits for it to exit, keeping the
+/// start of what it says on stderr; the rest is drained, so it never blocks writing it.
+async fn feed_and_wait(
+    child: &mut tokio::process::Child,
+    input: Option<String>,
+    io: impl Fn(std::io::Error) -> DeliveryError,
+) -> Result<(std::process::ExitStatus, Vec<u8>), DeliveryError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (stdin, stderr) = (child.stdin.take(), child.stderr.take());
+    if let (Some(mut stdin), Some(input)) = (stdin, input) {
+        stdin.write_all(input.as_bytes()).await.map_err(&io)?;
+    }
+    let said = async {
+        let mut said = Vec::new();
+        if let Some(mut stderr) = stderr {
+            #[expect(
+                clippy::let_underscore_must_use,
+                reason = "stderr is read only to quote it in a failure: a read that fails quotes less"
+            )]
+            let _ = (&mut stderr).take(MAX_STDERR).read_to_end(&mut said).await;
+            #[expect(
+                clippy::let_underscore_must_use,
+                reason = "stderr is drained only so the program never blocks writing it"
+            )]
+            let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
+        }
+        said
+    };
+    let (status, said) = tokio::join!(child.wait(), said);
+    Ok((status.map_err(&io)?, said))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use super::{args, schema_of, Tool, ToolContext, ToolError};
 use crate::base::calls::{Change, ChangeKind, Risk, ToolResult};
 use crate::base::vault::{layout, protected, VaultPath};
 use crate::records::inbox::Priority;
+use crate::setup::role::Role;
 
 /// Longest note `trigger_role` or `remember` accepts.
 const MAX_NOTE_BYTES: usize = 16 * 1024;
@@ -43,50 +44,7 @@ impl Tool for TriggerRole {
     }
     fn call(&self, ctx: &ToolContext<'_>, input: &Value) -> Result<ToolResult, ToolError> {
         let a: TriggerArgs = args(input)?;
-        let target_name = a.role.trim().trim_end_matches(".md");
-        let target = match ctx.roles.roles.get(target_name) {
-            Some(r) if r.is_abstract => {
-                return Err(ToolError::Refused(format!(
-                    "`{target_name}` is an abstract role that never runs"
-                )))
-            }
-            Some(r) => r,
-            None if ctx.roles.broken.contains_key(target_name) => {
-                return Err(ToolError::Refused(format!(
-                "role `{target_name}` has errors in its file and cannot take notes until a person fixes it"
-            )))
-            }
-            None => {
-                let names: Vec<&str> = ctx.roles.runnable().map(|r| r.name.as_str()).collect();
-                return Err(ToolError::Refused(format!(
-                    "there is no role `{target_name}`; roles: {}",
-                    names.join(", ")
-                )));
-            }
-        };
-        let allowed = &ctx.role.settings.can_trigger;
-        if !allowed.is_empty() && !allowed.iter().any(|r| r == target_name) {
-            return Err(ToolError::Refused(format!(
-                "this role may trigger only {} (its can_trigger setting)",
-                allowed.join(", ")
-            )));
-        }
-        let hops = ctx.hops + 1;
-        if hops > ctx.max_chain_depth {
-            return Err(ToolError::Refused(format!(
-                "this run was itself triggered by a chain of {} notes; another trigger would exceed \
-                 max_chain_depth ({}). Finish the work here or note it for a person instead.",
-                ctx.hops, ctx.max_chain_depth
-            )));
-        }
-        if a.note.trim().is_empty() {
-            return Err(ToolError::InvalidInput("note is empty".into()));
-        }
-        if a.note.len() > MAX_NOTE_BYTES {
-            return Err(ToolError::InvalidInput(format!(
-                "note is longer than {MAX_NOTE_BYTES} bytes"
-            )));
-        }
+        let (target, hops) = may_trigger(ctx, &a)?;
         // A real YAML emitter: whatever the names and values hold, the reader gets them back,
         // and `hops` is always there to read.
         let header = crate::formats::frontmatter::render(&[
@@ -122,9 +80,60 @@ impl Tool for TriggerRole {
     }
 }
 
+/// The role `a` sends a note to and the note's hops, or why it may not: the role must exist and
+/// run, be one the caller may trigger, the chain must stay within `max_chain_depth`, and the note
+/// must say something within `MAX_NOTE_BYTES`.
+fn may_trigger<'a>(ctx: &ToolContext<'a>, a: &TriggerArgs) -> Result<(&'a Role, u32), ToolError> {
+    let target_name = a.role.trim().trim_end_matches(".md");
+    let target = match ctx.roles.roles.get(target_name) {
+        Some(r) if r.is_abstract => {
+            return Err(ToolError::Refused(format!(
+                "`{target_name}` is an abstract role that never runs"
+            )))
+        }
+        Some(r) => r,
+        None if ctx.roles.broken.contains_key(target_name) => {
+            return Err(ToolError::Refused(format!(
+                "role `{target_name}` has errors in its file and cannot take notes until a person fixes it"
+            )))
+        }
+        None => {
+            let names: Vec<&str> = ctx.roles.runnable().map(|r| r.name.as_str()).collect();
+            return Err(ToolError::Refused(format!(
+                "there is no role `{target_name}`; roles: {}",
+                names.join(", ")
+            )));
+        }
+    };
+    let allowed = &ctx.role.settings.can_trigger;
+    if !allowed.is_empty() && !allowed.iter().any(|r| r == target_name) {
+        return Err(ToolError::Refused(format!(
+            "this role may trigger only {} (its can_trigger setting)",
+            allowed.join(", ")
+        )));
+    }
+    let hops = ctx.hops + 1;
+    if hops > ctx.max_chain_depth {
+        return Err(ToolError::Refused(format!(
+            "this run was itself triggered by a chain of {} notes; another trigger would exceed \
+                 max_chain_depth ({}). Finish the work here or note it for a person instead.",
+            ctx.hops, ctx.max_chain_depth
+        )));
+    }
+    if a.note.trim().is_empty() {
+        return Err(ToolError::InvalidInput("note is empty".into()));
+    }
+    if a.note.len() > MAX_NOTE_BYTES {
+        return Err(ToolError::InvalidInput(format!(
+            "note is longer than {MAX_NOTE_BYTES} bytes"
+        )));
+    }
+    Ok((target, hops))
+}
+
 /// The folder `target` takes notes in: never one of tabd's own (a role file that names one as
 /// its inbox is an error `validate` shows; the note is refused all the same).
-fn inbox_of(target: &crate::setup::role::Role) -> Result<&VaultPath, ToolError> {
+fn inbox_of(target: &Role) -> Result<&VaultPath, ToolError> {
     let inbox = &target.inbox;
     match protected::owned_by_tabd(&protected::fold(inbox.as_str())) {
         Some((owned, why)) => Err(ToolError::Refused(format!(

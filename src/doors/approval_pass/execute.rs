@@ -100,10 +100,33 @@ pub(super) async fn run(
             return out.refused.push(id.to_string());
         }
     }
+    let (called, undo) = call(env, &session, &harness, a, &args).await;
+    let (phase, text, sandbox) = outcome(called);
+    record(env, id, a, (phase, &text, sandbox.as_deref()), undo.as_deref());
+    if let (Some(sh), Some(h)) = (shared, held) {
+        let line = crate::base::text::one_line(&text, MAX_OUTCOME);
+        cluster::end(sh, id, h, (phase, format!("{}: {line}", phase.as_str()))).await;
+    }
+    out.ran.push(id.to_string());
+}
+
+/// Makes the claimed call, once, its note saying `executing` meanwhile; closes its session.
+/// Returns what the call came to, and the session's id when what it changed can be undone like
+/// a run's (its note says how).
+async fn call(
+    env: &RunEnv,
+    session: &Session,
+    harness: &crate::gate::harness::Harness,
+    a: &Approval,
+    args: &Value,
+) -> (
+    Result<crate::gate::harness::Called, crate::capabilities::tools::FatalToolError>,
+    Option<crate::base::run_id::RunId>,
+) {
     env.faults.abort_at("approval-claimed");
     rewrite(&env.vault, &a.note, NoteStatus::Executing, "");
     env.faults.abort_at("approval-note-executing");
-    let called = harness.call(&a.exposed, &args, Caller::Approved).await;
+    let called = harness.call(&a.exposed, args, Caller::Approved).await;
     env.faults.abort_at("approval-call-returned");
     // The children of an approved `delegate` have no parent section to sit in: each gets its own.
     for child in session.take_children() {
@@ -113,15 +136,8 @@ pub(super) async fn run(
         );
     }
     session.close(&[]).await;
-    // What it changed can be undone like a run's: its note says how, by the session's id.
     let undo = matches!(&called, Ok(c) if !c.result.changes.is_empty()).then(|| session.id.clone());
-    let (phase, text, sandbox) = outcome(called);
-    record(env, id, a, (phase, &text, sandbox.as_deref()), undo.as_deref());
-    if let (Some(sh), Some(h)) = (shared, held) {
-        let line = crate::base::text::one_line(&text, MAX_OUTCOME);
-        cluster::end(sh, id, h, (phase, format!("{}: {line}", phase.as_str()))).await;
-    }
-    out.ran.push(id.to_string());
+    (called, undo)
 }
 
 /// The call as it now stands: the server it needs is up, the role still has the tool, the

@@ -113,23 +113,7 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
     if !over_budget {
         check_budget(ws, role)?;
     }
-    let lock_path = run::run_lock_path(&role.name);
-    let mut guard = ws
-        .vault
-        .lock(&lock_path, false)
-        .map_err(|e| CliError::failed(format!("cannot take the run lock: {e}")))?
-        .ok_or_else(|| {
-            let holder = ws.vault.read_text(&lock_path, 256).unwrap_or_default();
-            let who = if holder.trim().starts_with("tabd fire") {
-                format!("in another `{}`", holder.trim())
-            } else {
-                "in the daemon".to_string()
-            };
-            CliError::failed(format!(
-                "{} is running right now ({who}); try again when it finishes",
-                role.name
-            ))
-        })?;
+    let mut guard = take_run_lock(ws, role)?;
     let mut env = ws.run_env()?;
     // Who holds it, for the message another `tabd fire` gives.
     env.side.check(
@@ -170,8 +154,35 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
     }
     print_result(role, &result, started);
     say_if_waiting(&env.vault, &env.key, &result);
+    Ok(exit_code(ws, &result))
+}
+
+/// The role's run lock, or why it cannot be had: the daemon or another `tabd fire` runs the role
+/// (its holder says which).
+fn take_run_lock(ws: &Workspace, role: &Role) -> Result<crate::base::vault::FileLock, CliError> {
+    let lock_path = run::run_lock_path(&role.name);
+    ws.vault
+        .lock(&lock_path, false)
+        .map_err(|e| CliError::failed(format!("cannot take the run lock: {e}")))?
+        .ok_or_else(|| {
+            let holder = ws.vault.read_text(&lock_path, 256).unwrap_or_default();
+            let who = if holder.trim().starts_with("tabd fire") {
+                format!("in another `{}`", holder.trim())
+            } else {
+                "in the daemon".to_string()
+            };
+            CliError::failed(format!(
+                "{} is running right now ({who}); try again when it finishes",
+                role.name
+            ))
+        })
+}
+
+/// `tabd fire`'s exit status: 0 for a run that ended well, else 1, with why on stderr and what
+/// became of its notes.
+fn exit_code(ws: &Workspace, result: &run::RunResult) -> u8 {
     match &result.failure {
-        None => Ok(0),
+        None => 0,
         Some((class, msg)) => {
             let what = match class {
                 FailureClass::Outage => {
@@ -187,7 +198,7 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
             };
             let msg = ws.env.redactor().apply(msg);
             eprintln!("error: {msg}\n({what})");
-            Ok(1)
+            1
         }
     }
 }

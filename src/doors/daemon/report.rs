@@ -110,39 +110,9 @@ impl Daemon {
             ledger_error: self.seen.ledger_error.clone(),
             generation: self.shown.generation,
             unsandboxed: unsandboxed(&self.run_env.launcher),
-            roles: self
-                .core
-                .roles()
-                .map(|(name, r)| {
-                    let mut view = self.seen.inbox_view.get(name).cloned().unwrap_or_default();
-                    view.running = r.running();
-                    view.running_since = r.started().map(|s| s.0);
-                    view.running_trigger = r.started().map(|s| s.1.as_str().to_string());
-                    view.busy_elsewhere = r.busy_elsewhere();
-                    view.queued_slots = r.queued_slots();
-                    view.watch_pending = r.watch_pending();
-                    view.waits = self.roles().roles.get(name).and_then(|role| {
-                        let limits = RoleLimits::resolve(role, &self.config().limits);
-                        r.waiting(&limits, now).map(|(until, why)| status::Wait {
-                            until: wall + chrono::Duration::from_std(until - now).unwrap_or_default(),
-                            why,
-                        })
-                    });
-                    (name.clone(), view)
-                })
-                .collect(),
+            roles: self.role_views(wall, now),
             unreadable: self.seen.unreadable.clone(),
-            mcp_servers: self
-                .run_env
-                .mcp_pool
-                .as_ref()
-                .map(|p| {
-                    p.status()
-                        .into_iter()
-                        .map(|(name, up, error)| status::McpServerStatus { name, up, error })
-                        .collect()
-                })
-                .unwrap_or_default(),
+            mcp_servers: self.mcp_servers(),
         };
         let report = status::collect(
             &self.run_env.vault,
@@ -158,6 +128,49 @@ impl Daemon {
             self.config().timezone,
             &self.setup.env.redactor(),
         );
+    }
+
+    /// Each role's live view for the status: its inbox as last listed, what it runs or waits
+    /// for, when it may run again.
+    fn role_views(
+        &self,
+        wall: chrono::DateTime<chrono::Utc>,
+        now: tokio::time::Instant,
+    ) -> std::collections::BTreeMap<String, status::InboxView> {
+        self.core
+            .roles()
+            .map(|(name, r)| {
+                let mut view = self.seen.inbox_view.get(name).cloned().unwrap_or_default();
+                view.running = r.running();
+                view.running_since = r.started().map(|s| s.0);
+                view.running_trigger = r.started().map(|s| s.1.as_str().to_string());
+                view.busy_elsewhere = r.busy_elsewhere();
+                view.queued_slots = r.queued_slots();
+                view.watch_pending = r.watch_pending();
+                view.waits = self.roles().roles.get(name).and_then(|role| {
+                    let limits = RoleLimits::resolve(role, &self.config().limits);
+                    r.waiting(&limits, now).map(|(until, why)| status::Wait {
+                        until: wall + chrono::Duration::from_std(until - now).unwrap_or_default(),
+                        why,
+                    })
+                });
+                (name.clone(), view)
+            })
+            .collect()
+    }
+
+    /// The `keep_alive` MCP servers, up or down (none without a pool).
+    fn mcp_servers(&self) -> Vec<status::McpServerStatus> {
+        self.run_env
+            .mcp_pool
+            .as_ref()
+            .map(|p| {
+                p.status()
+                    .into_iter()
+                    .map(|(name, up, error)| status::McpServerStatus { name, up, error })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 

@@ -935,6 +935,28 @@ fn ran_last(cluster: Option<&ClusterView>, role: &str, tz: Tz) -> String {
 
 fn role_text(role: &RoleStatus, tz: Tz, now: DateTime<Utc>) -> String {
     let mut s = format!("{} ({}) — {}\n", role.role, role.name, state_line(role, tz));
+    s.push_str(&runs_text(role, tz, now));
+    s.push_str(&waiting_text(role, tz));
+    s.push_str(&format!(
+        "  today:     {} run(s), {}\n",
+        role.runs_today,
+        spend(
+            role.tokens_today,
+            role.daily_token_budget,
+            role.cost_today_usd,
+            role.daily_cost_budget_usd
+        )
+    ));
+    for e in &role.errors {
+        s.push_str(&format!("  error: {e}\n"));
+    }
+    s
+}
+
+/// A role's runs in `tabd status`: what holds its inbox back or makes it wait, its last run and
+/// its next fire.
+fn runs_text(role: &RoleStatus, tz: Tz, now: DateTime<Utc>) -> String {
+    let mut s = String::new();
     if let Some(line) = role.live.as_ref().and_then(|l| settling_line(l, now, tz)) {
         s.push_str(&format!("  inbox:     {line}\n"));
     }
@@ -967,7 +989,13 @@ fn role_text(role: &RoleStatus, tz: Tz, now: DateTime<Utc>) -> String {
             |t| t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string()
         )
     ));
-    s.push_str(&format!(
+    s
+}
+
+/// What waits on a role in `tabd status`: its notes, its runs waiting for a decision, the
+/// approvals asked of the person and the entries tabd does not read.
+fn waiting_text(role: &RoleStatus, tz: Tz) -> String {
+    let mut s = format!(
         "  pending:   {} note(s){}{}\n",
         role.pending_notes,
         drafts_held(role.draft_notes),
@@ -976,7 +1004,7 @@ fn role_text(role: &RoleStatus, tz: Tz, now: DateTime<Utc>) -> String {
         } else {
             String::new()
         }
-    ));
+    );
     for (run, since) in &role.waiting_runs {
         s.push_str(&format!(
             "  waiting:   run {run} waits for your decision since {}; it goes on once you decide\n",
@@ -997,19 +1025,6 @@ fn role_text(role: &RoleStatus, tz: Tz, now: DateTime<Utc>) -> String {
             if n == 1 { "y" } else { "ies" },
             role.unreadable_notes.join("; ")
         )),
-    }
-    s.push_str(&format!(
-        "  today:     {} run(s), {}\n",
-        role.runs_today,
-        spend(
-            role.tokens_today,
-            role.daily_token_budget,
-            role.cost_today_usd,
-            role.daily_cost_budget_usd
-        )
-    ));
-    for e in &role.errors {
-        s.push_str(&format!("  error: {e}\n"));
     }
     s
 }

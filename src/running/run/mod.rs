@@ -78,7 +78,7 @@ async fn run_in(
         panic!("TABD_FAULTS: panic-in-run");
     }
     env.progress.emit(Step::Preparing);
-    let (mut prep, mut prompt) = prepare::prepare(env, role, &trigger, &notes);
+    let (mut prep, prompt) = prepare::prepare(env, role, &trigger, &notes);
     if trigger.skip_if_unchanged && notes.is_empty() {
         let unchanged = prepare::previous_hashes(&prep.state, role).is_some_and(|h| *h == prep.hashes);
         if unchanged {
@@ -111,24 +111,7 @@ async fn run_in(
     prep.limits.run_deadline = session.deadline.saturating_duration_since(env.clock.instant());
     let mcp = session.mcp.clone();
     prep.notes.extend(mcp.down.iter().map(down_line));
-    let outcome = match (mcp.required_down(), output_check(&env.vault, role)) {
-        (Some(d), _) => TurnOutcome::ended(TurnEnd::ServerDown {
-            cause: format!("{} (it is required)", d.problem),
-            last_output: last_output(d),
-        }),
-        (None, Err(why)) => TurnOutcome::ended(TurnEnd::OutputInvalid(why.to_string())),
-        (None, Ok(output)) => {
-            let decided = prepare::complete(&mut prompt, &mcp, &prep.state, role);
-            // A child answers its parent now: only a run of its own waits for the person.
-            let suspend = role.settings.resume() && trigger.delegation.is_none();
-            let triage = triage_model(&env.config, role, &trigger, &notes);
-            let outcome = model_turn(env, role, &mut prep, prompt, &session, (output, suspend, triage)).await;
-            if outcome.requests > 0 && !decided.is_empty() {
-                mark_reported(&env.store, role, decided);
-            }
-            outcome
-        }
-    };
+    let outcome = turn_of(env, role, (&trigger, &notes), &mut prep, prompt, &session).await;
     mcp.close().await;
     env.progress.emit(Step::Finishing);
     let children = session.take_children();
@@ -148,6 +131,36 @@ async fn run_in(
     session.close(&moved(&result)).await;
     keep_suspended(env, suspended);
     result
+}
+
+/// The run's turn with the model — or its end without one: a required MCP server is down, or
+/// the role's output contract cannot be read.
+async fn turn_of(
+    env: &RunEnv,
+    role: &Role,
+    (trigger, notes): (&Trigger, &[Note]),
+    prep: &mut Prepared,
+    mut prompt: Prompt,
+    session: &Session,
+) -> TurnOutcome {
+    match (session.mcp.required_down(), output_check(&env.vault, role)) {
+        (Some(d), _) => TurnOutcome::ended(TurnEnd::ServerDown {
+            cause: format!("{} (it is required)", d.problem),
+            last_output: last_output(d),
+        }),
+        (None, Err(why)) => TurnOutcome::ended(TurnEnd::OutputInvalid(why.to_string())),
+        (None, Ok(output)) => {
+            let decided = prepare::complete(&mut prompt, &session.mcp, &prep.state, role);
+            // A child answers its parent now: only a run of its own waits for the person.
+            let suspend = role.settings.resume() && trigger.delegation.is_none();
+            let triage = triage_model(&env.config, role, trigger, notes);
+            let outcome = model_turn(env, role, prep, prompt, session, (output, suspend, triage)).await;
+            if outcome.requests > 0 && !decided.is_empty() {
+                mark_reported(&env.store, role, decided);
+            }
+            outcome
+        }
+    }
 }
 
 /// The turn through the session's harness, what it did recorded on the outcome, its answer

@@ -20,29 +20,10 @@ use crate::setup::role::Role;
 /// Runs the second part of the suspended run `trigger.resumes`.
 pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunResult {
     let id = trigger.resumes.clone().unwrap_or_default();
-    let not = |why: String| super::record_crash_in_memory(role, &format!("run {id} does not go on: {why}"));
-    // Only a record this machine signed, for this role, waiting for its own approvals, whose
-    // second part has not started (the daemon sets the others aside before they get here).
-    let loaded = RunId::parse(&id)
-        .map_err(suspend::NotResumable::from)
-        .and_then(|id| suspend::load(&env.vault, &env.key, &id));
-    let mut s = match loaded {
-        Ok(s) if s.role == role.name => s,
-        Ok(s) => return not(format!("its record names another role ({})", s.role)),
-        Err(why) => return not(why.to_string()),
+    let (mut s, state, decided) = match may_go_on(env, role, &id) {
+        Ok(go) => go,
+        Err(why) => return super::record_crash_in_memory(role, &format!("run {id} does not go on: {why}")),
     };
-    let state = env.store.load();
-    if let Some(why) = suspend::refusal(&state, &s, env.clock.now()) {
-        return not(why);
-    }
-    let Some(decided) = suspend::decisions(&state, &s) else {
-        return not("it still waits for the person".into());
-    };
-    // Durably, in and outside the vault, before anything is sent: a crash from here on, or an
-    // old copy of the record, never starts this part twice.
-    if let Err(why) = mark(env, &mut s) {
-        return not(why.to_string());
-    }
     let started = env.clock.now();
     let (session, harness, limits) = open(env, role, &trigger, &s, started).await;
     let ttl = limits.cache_ttl;
@@ -100,6 +81,53 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
         None => suspend::remove(&env.vault, &s.run_id),
     }
     result
+}
+
+/// A suspended run cleared to go on: its record, the state it was checked in, and the person's
+/// decisions (`suspend::decisions`).
+type GoingOn = (
+    Suspended,
+    crate::records::state::State,
+    Vec<(String, String, bool)>,
+);
+
+/// The record of the run `id` waits for and the person's decisions, marked as going on; or why
+/// its second part does not start.
+fn may_go_on(env: &RunEnv, role: &Role, id: &str) -> Result<GoingOn, NotGoingOn> {
+    // Only a record this machine signed, for this role, waiting for its own approvals, whose
+    // second part has not started (the daemon sets the others aside before they get here).
+    let loaded = RunId::parse(id)
+        .map_err(suspend::NotResumable::from)
+        .and_then(|id| suspend::load(&env.vault, &env.key, &id));
+    let mut s = match loaded? {
+        s if s.role == role.name => s,
+        s => return Err(NotGoingOn::OtherRole(s.role)),
+    };
+    let state = env.store.load();
+    if let Some(why) = suspend::refusal(&state, &s, env.clock.now()) {
+        return Err(NotGoingOn::Refused(why));
+    }
+    let Some(decided) = suspend::decisions(&state, &s) else {
+        return Err(NotGoingOn::StillWaits);
+    };
+    // Durably, in and outside the vault, before anything is sent: a crash from here on, or an
+    // old copy of the record, never starts this part twice.
+    mark(env, &mut s)?;
+    Ok((s, state, decided))
+}
+
+/// Why the second part of a suspended run does not start (the end of its record says so).
+#[derive(Debug, thiserror::Error)]
+enum NotGoingOn {
+    #[error("its record names another role ({0})")]
+    OtherRole(String),
+    #[error(transparent)]
+    NotResumable(#[from] suspend::NotResumable),
+    /// Too old, or its requests are gone (`suspend::refusal`'s sentence).
+    #[error("{0}")]
+    Refused(String),
+    #[error("it still waits for the person")]
+    StillWaits,
 }
 
 /// Marks the second part as started (`suspend::mark_resuming`); the crash tests' point

@@ -159,59 +159,9 @@ pub(super) fn resolve(
     home: &dyn Fn(&str) -> PathBuf,
     host: Option<String>,
 ) -> Result<ClusterConfig, Problem> {
-    let Some(list) = raw.nats else {
-        return Err(problem(
-            None,
-            "[cluster] needs nats = [\"nats://host:4222\"]: the NATS JetStream server(s) the devices share (see docs/devices.md)".into(),
-        ));
-    };
-    if list.get_ref().is_empty() {
-        return Err(problem(
-            Some(list.span()),
-            "[cluster] nats is empty: name at least one server, like [\"nats://home-server:4222\"]".into(),
-        ));
-    }
-    let mut nats = Vec::new();
-    for url in list.get_ref() {
-        let text = expand(url)?;
-        check_url(&text).map_err(|m| problem(Some(url.span()), m.to_string()))?;
-        nats.push(text);
-    }
-    let device = match &raw.device {
-        Some(d) => {
-            let name = expand(d)?;
-            if !plain_name(&name) {
-                return Err(problem(
-                    Some(d.span()),
-                    format!(
-                        "[cluster] device = \"{name}\" is not a plain name: use letters, digits, - and _ \
-                         (at most 64), unique among the vault's devices"
-                    ),
-                ));
-            }
-            name
-        }
-        None => host.ok_or_else(|| {
-            problem(
-                None,
-                "[cluster] device is not set and the host name is not a plain name: set device = \"laptop\" (letters, digits, - and _)".into(),
-            )
-        })?,
-    };
-    let lease_s = match &raw.lease_s {
-        Some(l) => {
-            let s = *l.get_ref();
-            let (lo, hi) = LEASE_BOUNDS;
-            if !(lo..=hi).contains(&s) {
-                return Err(problem(
-                    Some(l.span()),
-                    format!("[cluster] lease_s = {s}: write a number of seconds from {lo} to {hi} (default {DEFAULT_LEASE_S})"),
-                ));
-            }
-            s
-        }
-        None => DEFAULT_LEASE_S,
-    };
+    let nats = resolve_nats(raw.nats, expand)?;
+    let device = resolve_device(raw.device.as_ref(), expand, host)?;
+    let lease_s = resolve_lease(raw.lease_s.as_ref())?;
     let when_alone = match &raw.when_alone {
         Some(w) => {
             WhenAlone::parse(w.get_ref()).map_err(|m| problem(Some(w.span()), format!("[cluster] {m}")))?
@@ -232,6 +182,79 @@ pub(super) fn resolve(
         when_alone,
         key,
     })
+}
+
+/// `nats`: the servers' URLs, each `${VAR}` expanded and checked; at least one.
+fn resolve_nats(
+    nats: Option<Spanned<Vec<Spanned<String>>>>,
+    expand: &dyn Fn(&Spanned<String>) -> Result<String, Problem>,
+) -> Result<Vec<String>, Problem> {
+    let Some(list) = nats else {
+        return Err(problem(
+            None,
+            "[cluster] needs nats = [\"nats://host:4222\"]: the NATS JetStream server(s) the devices share (see docs/devices.md)".into(),
+        ));
+    };
+    if list.get_ref().is_empty() {
+        return Err(problem(
+            Some(list.span()),
+            "[cluster] nats is empty: name at least one server, like [\"nats://home-server:4222\"]".into(),
+        ));
+    }
+    let mut nats = Vec::new();
+    for url in list.get_ref() {
+        let text = expand(url)?;
+        check_url(&text).map_err(|m| problem(Some(url.span()), m.to_string()))?;
+        nats.push(text);
+    }
+    Ok(nats)
+}
+
+/// `device`: this device's name, a plain name; the host's name when it is not set.
+fn resolve_device(
+    device: Option<&Spanned<String>>,
+    expand: &dyn Fn(&Spanned<String>) -> Result<String, Problem>,
+    host: Option<String>,
+) -> Result<String, Problem> {
+    match device {
+        Some(d) => {
+            let name = expand(d)?;
+            if !plain_name(&name) {
+                return Err(problem(
+                    Some(d.span()),
+                    format!(
+                        "[cluster] device = \"{name}\" is not a plain name: use letters, digits, - and _ \
+                         (at most 64), unique among the vault's devices"
+                    ),
+                ));
+            }
+            Ok(name)
+        }
+        None => host.ok_or_else(|| {
+            problem(
+                None,
+                "[cluster] device is not set and the host name is not a plain name: set device = \"laptop\" (letters, digits, - and _)".into(),
+            )
+        }),
+    }
+}
+
+/// `lease_s`: how long a device's claim holds without renewal, within `LEASE_BOUNDS`.
+fn resolve_lease(lease_s: Option<&Spanned<u64>>) -> Result<u64, Problem> {
+    match lease_s {
+        Some(l) => {
+            let s = *l.get_ref();
+            let (lo, hi) = LEASE_BOUNDS;
+            if !(lo..=hi).contains(&s) {
+                return Err(problem(
+                    Some(l.span()),
+                    format!("[cluster] lease_s = {s}: write a number of seconds from {lo} to {hi} (default {DEFAULT_LEASE_S})"),
+                ));
+            }
+            Ok(s)
+        }
+        None => Ok(DEFAULT_LEASE_S),
+    }
 }
 
 /// `key`: the secret the devices share, at least `MIN_KEY_LEN` characters.

@@ -294,23 +294,34 @@ pub fn resolve(
     tables: &BTreeMap<String, RawProfile>,
     env: &Env,
 ) -> Result<Profile, ProfileError> {
-    let base = builtin(name);
     let raw = tables.get(name);
-    let mut p = match (base, raw) {
-        (None, None) => {
-            return Err(ProfileError::Unknown {
-                name: name.to_string(),
-                defined: tables.keys().cloned().collect(),
-            });
-        }
-        (Some(b), _) => b,
+    let mut p = base_profile(name, raw, tables)?;
+    if let Some(r) = raw {
+        apply_table(&mut p, name, r, env)?;
+    }
+    Ok(p)
+}
+
+/// What the table `raw` of `name` goes over: the built-in of that name, else a profile of the
+/// table's own (it must name `command` and `output`).
+fn base_profile(
+    name: &str,
+    raw: Option<&RawProfile>,
+    tables: &BTreeMap<String, RawProfile>,
+) -> Result<Profile, ProfileError> {
+    match (builtin(name), raw) {
+        (None, None) => Err(ProfileError::Unknown {
+            name: name.to_string(),
+            defined: tables.keys().cloned().collect(),
+        }),
+        (Some(b), _) => Ok(b),
         (None, Some(r)) => {
             let (Some(command), Some(output)) = (&r.command, r.output) else {
                 return Err(ProfileError::Incomplete {
                     name: name.to_string(),
                 });
             };
-            Profile {
+            Ok(Profile {
                 name: name.to_string(),
                 command: command.clone(),
                 args: Vec::new(),
@@ -324,49 +335,51 @@ pub fn resolve(
                 sandbox: Default::default(),
                 private_env: Vec::new(),
                 auth: Vec::new(),
-            }
-        }
-    };
-    if let Some(r) = raw {
-        let ex = |s: &str| {
-            env.expand(s).map_err(|source| ProfileError::Expand {
-                name: name.to_string(),
-                source,
             })
-        };
-        if let Some(c) = &r.command {
-            p.command = ex(c)?;
         }
-        if let Some(a) = &r.args {
-            if a.iter().any(|x| x.contains("{prompt}")) {
-                return Err(ProfileError::PromptInArgs {
-                    name: name.to_string(),
-                });
-            }
-            p.args = a.clone();
-        }
-        if let Some(e) = &r.env {
-            // Values stay unexpanded here: `${VAR}` is read when the CLI starts, so a secret is
-            // never copied into tabd's config structures or logs.
-            p.env = e.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        }
-        if let Some(p2) = &r.pass_env {
-            p.pass_env = p2.clone();
-        }
-        if let Some(o) = r.output {
-            p.output = o;
-        }
-        if let Some(s) = r.prompt_on_stdin {
-            p.prompt_on_stdin = s;
-        }
-        if r.workdir.is_some() {
-            return Err(ProfileError::Workdir {
+    }
+}
+
+/// The table's settings over `p`: `${VAR}` in its command expanded, its env kept unexpanded.
+fn apply_table(p: &mut Profile, name: &str, r: &RawProfile, env: &Env) -> Result<(), ProfileError> {
+    let ex = |s: &str| {
+        env.expand(s).map_err(|source| ProfileError::Expand {
+            name: name.to_string(),
+            source,
+        })
+    };
+    if let Some(c) = &r.command {
+        p.command = ex(c)?;
+    }
+    if let Some(a) = &r.args {
+        if a.iter().any(|x| x.contains("{prompt}")) {
+            return Err(ProfileError::PromptInArgs {
                 name: name.to_string(),
             });
         }
-        apply_checks_and_sandbox(&mut p, r);
+        p.args = a.clone();
     }
-    Ok(p)
+    if let Some(e) = &r.env {
+        // Values stay unexpanded here: `${VAR}` is read when the CLI starts, so a secret is
+        // never copied into tabd's config structures or logs.
+        p.env = e.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    }
+    if let Some(p2) = &r.pass_env {
+        p.pass_env = p2.clone();
+    }
+    if let Some(o) = r.output {
+        p.output = o;
+    }
+    if let Some(s) = r.prompt_on_stdin {
+        p.prompt_on_stdin = s;
+    }
+    if r.workdir.is_some() {
+        return Err(ProfileError::Workdir {
+            name: name.to_string(),
+        });
+    }
+    apply_checks_and_sandbox(p, r);
+    Ok(())
 }
 
 #[cfg(test)]

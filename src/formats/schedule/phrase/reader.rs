@@ -221,29 +221,33 @@ impl Reader {
                 self.add_days([0, 6], "weekends");
                 Ok(1)
             }
-            _ => {
-                let Some(day) = day_of(w) else {
-                    return Err(Reason::UnknownWord(w.to_string()));
+            _ => self.read_day(w, rest),
+        }
+    }
+
+    /// Reads the day `w` (`mon`, `monday`), or the range of days `w-w2` (`mon-fri`, which may
+    /// wrap past Sunday); any other word is not understood.
+    fn read_day(&mut self, w: &str, rest: &[Token]) -> Result<usize, Reason> {
+        let Some(day) = day_of(w) else {
+            return Err(Reason::UnknownWord(w.to_string()));
+        };
+        // `mon-fri`: a range of days.
+        if let (Some(Token::Dash), Some(Token::Word(w2))) = (rest.first(), rest.get(1)) {
+            if let Some(end) = day_of(w2) {
+                let days: Vec<u32> = if day <= end {
+                    (day..=end).collect()
+                } else {
+                    (day..7).chain(0..=end).collect()
                 };
-                // `mon-fri`: a range of days.
-                if let (Some(Token::Dash), Some(Token::Word(w2))) = (rest.first(), rest.get(1)) {
-                    if let Some(end) = day_of(w2) {
-                        let days: Vec<u32> = if day <= end {
-                            (day..=end).collect()
-                        } else {
-                            (day..7).chain(0..=end).collect()
-                        };
-                        self.add_days(
-                            days,
-                            &format!("{}-{}", DAY_NAMES[day as usize], DAY_NAMES[end as usize]),
-                        );
-                        return Ok(3);
-                    }
-                }
-                self.add_days([day], DAY_NAMES[day as usize]);
-                Ok(1)
+                self.add_days(
+                    days,
+                    &format!("{}-{}", DAY_NAMES[day as usize], DAY_NAMES[end as usize]),
+                );
+                return Ok(3);
             }
         }
+        self.add_days([day], DAY_NAMES[day as usize]);
+        Ok(1)
     }
 
     /// `once`, `twice`, `thrice` (a day): 09:00; 09:00 and 17:00; 09:00, 13:00 and 17:00.
