@@ -115,37 +115,54 @@ pub fn spec(role: &Role) -> ToolSpec {
     }
 }
 
+/// Why a `delegate` call's tasks were refused before any child started; its `Display` is what
+/// the model is told, so it can send the call again.
+#[derive(Debug, thiserror::Error)]
+pub enum BadTasks {
+    #[error(
+        "invalid arguments for delegate: {0}; send {{\"role\": \"…\", \"task\": \"…\"}} or {{\"tasks\": [...]}}"
+    )]
+    Unreadable(serde_json::Error),
+    #[error("send either `role` and `task` (one child) or a non-empty `tasks` list (several), not both")]
+    Shape,
+    #[error("{0} tasks in one call; at most {MAX_TASKS} (split them over several calls)")]
+    TooMany(usize),
+    /// A role outside the asker's `can_delegate_to` (`may_ask`), which is set in `file`.
+    #[error(
+        "refused: this role may not delegate to `{role}`; it may ask: {} (a person sets can_delegate_to in {})",
+        .may_ask.join(", "),
+        .file.display()
+    )]
+    NotAllowed {
+        role: String,
+        may_ask: Vec<String>,
+        file: std::path::PathBuf,
+    },
+    #[error("the task for `{0}` is empty; say what you need")]
+    EmptyTask(String),
+}
+
 /// The tasks a call asks for, checked against what `role` may do; `Err` tells the model why.
-pub fn tasks(role: &Role, input: &Value) -> Result<Vec<Task>, String> {
-    let args: DelegateArgs = serde_json::from_value(input.clone()).map_err(|e| {
-        format!("invalid arguments for delegate: {e}; send {{\"role\": \"…\", \"task\": \"…\"}} or {{\"tasks\": [...]}}")
-    })?;
-    let tasks =
-        match (args.role, args.task, args.tasks) {
-            (Some(role), Some(task), None) => vec![Task { role, task }],
-            (None, None, Some(tasks)) if !tasks.is_empty() => tasks,
-            _ => return Err(
-                "send either `role` and `task` (one child) or a non-empty `tasks` list (several), not both"
-                    .into(),
-            ),
-        };
+pub fn tasks(role: &Role, input: &Value) -> Result<Vec<Task>, BadTasks> {
+    let args: DelegateArgs = serde_json::from_value(input.clone()).map_err(BadTasks::Unreadable)?;
+    let tasks = match (args.role, args.task, args.tasks) {
+        (Some(role), Some(task), None) => vec![Task { role, task }],
+        (None, None, Some(tasks)) if !tasks.is_empty() => tasks,
+        _ => return Err(BadTasks::Shape),
+    };
     if tasks.len() > MAX_TASKS {
-        return Err(format!(
-            "{} tasks in one call; at most {MAX_TASKS} (split them over several calls)",
-            tasks.len()
-        ));
+        return Err(BadTasks::TooMany(tasks.len()));
     }
     for t in &tasks {
         if !role.settings.can_delegate_to.contains(&t.role) {
-            return Err(format!(
-                "refused: this role may not delegate to `{}`; it may ask: {} (a person sets can_delegate_to in {})",
-                t.role,
-                role.settings.can_delegate_to.join(", "),
-                role.path.display()
-            ));
+            return Err(BadTasks::NotAllowed {
+                role: t.role.clone(),
+                may_ask: role.settings.can_delegate_to.clone(),
+                file: role.path.clone(),
+            });
         }
         if t.task.trim().is_empty() {
-            return Err(format!("the task for `{}` is empty; say what you need", t.role));
+            return Err(BadTasks::EmptyTask(t.role.clone()));
         }
     }
     Ok(tasks)
@@ -164,6 +181,66 @@ mod tests {
             output,
             cost_usd: 0.25,
         }
+    }
+
+    fn asker() -> Role {
+        let mut role = crate::setup::role::RoleSet::from_texts(
+            [(
+                "lead".to_string(),
+                std::path::PathBuf::from("roles/lead.md"),
+                Ok("# Lead\n## Schedule\nmanual\n".to_string()),
+            )],
+            &crate::setup::role::LoadContext::new(chrono_tz::UTC, crate::base::environment::Env::default()),
+        )
+        .roles["lead"]
+            .clone();
+        role.settings.can_delegate_to = vec!["risk".into(), "legal".into()];
+        role
+    }
+
+    /// What the model is told about a call it must send again, byte for byte as it always was
+    /// (issue 37 item 3 made the reasons a type; the model reads the same words).
+    #[test]
+    fn each_refusal_says_what_it_always_said() {
+        let role = asker();
+        let task = |role: &str, task: &str| json!({"role": role, "task": task});
+        let eleven: Vec<Value> = (0..11).map(|_| task("risk", "look")).collect();
+        let cases = [
+            (
+                json!({"role": "risk"}),
+                "send either `role` and `task` (one child) or a non-empty `tasks` list (several), not both",
+            ),
+            (json!({"tasks": []}), "send either `role` and `task` (one child) or a non-empty `tasks` list (several), not both"),
+            (
+                json!({"role": "risk", "task": "look", "tasks": [task("risk", "look")]}),
+                "send either `role` and `task` (one child) or a non-empty `tasks` list (several), not both",
+            ),
+            (
+                json!({"roles": "risk"}),
+                "invalid arguments for delegate: unknown field `roles`, expected one of `role`, `task`, `tasks`; \
+                 send {\"role\": \"…\", \"task\": \"…\"} or {\"tasks\": [...]}",
+            ),
+            (json!({"tasks": eleven}), "11 tasks in one call; at most 10 (split them over several calls)"),
+            (
+                task("ops", "look"),
+                "refused: this role may not delegate to `ops`; it may ask: risk, legal \
+                 (a person sets can_delegate_to in roles/lead.md)",
+            ),
+            (
+                json!({"tasks": [task("risk", "look"), task("legal", " \n")]}),
+                "the task for `legal` is empty; say what you need",
+            ),
+        ];
+        for (input, want) in cases {
+            let said = tasks(&role, &input).map(|_| ()).map_err(|e| e.to_string());
+            assert_eq!(said, Err(want.to_string()), "{input}");
+        }
+        assert_eq!(
+            tasks(&role, &task("legal", "read the contract"))
+                .map(|t| t.len())
+                .ok(),
+            Some(1)
+        );
     }
 
     /// Each outcome is the contract's result object (DESIGN §18), byte for byte as the model

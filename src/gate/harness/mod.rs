@@ -484,7 +484,7 @@ impl Harness {
     async fn call_delegate(&self, input: &Value) -> ToolResult {
         let tasks = match tools::delegate::tasks(&self.role, input) {
             Ok(t) => t,
-            Err(why) => return ToolResult::error(why),
+            Err(why) => return ToolResult::error(why.to_string()),
         };
         let Some(delegator) = &self.ticket.delegator else {
             return ToolResult::error("refused: this run may not delegate".into());
