@@ -165,9 +165,9 @@ enum CannotRun {
     ServerDown(crate::capabilities::mcp::client::ServerDown),
     #[error("the role no longer has the tool {0}")]
     NoTool(String),
-    /// The harness's check of the arguments (its sentence).
-    #[error("{0}")]
-    Refused(String),
+    /// The harness's check of the tool and its arguments.
+    #[error(transparent)]
+    Refused(crate::gate::harness::NotCallable),
 }
 
 /// What the call came to: its phase, its text, and the sandbox's refusal if that stopped it.

@@ -159,6 +159,52 @@ pub enum AnswerNotWritten {
     Refused(String),
 }
 
+/// Why the harness does not offer a tool this run asked for by name (the model reads it as the
+/// call's result; an approved call's note says it).
+#[derive(Debug, thiserror::Error)]
+pub enum NotOffered {
+    #[error(
+        "refused: this run may not delegate: it is itself a delegated task at the depth \
+         max_delegation_depth allows; do the work yourself"
+    )]
+    DelegationTooDeep,
+    /// The role names no roles to ask (in `file`); `tools`: what it may call.
+    #[error(
+        "refused: this role may not delegate (a person names roles with can_delegate_to in {}); its tools are: {}",
+        .file.display(),
+        .tools.join(", ")
+    )]
+    MayNotDelegate {
+        file: std::path::PathBuf,
+        tools: Vec<String>,
+    },
+    /// A vault tool the role does not list (`tools::not_listed`'s sentence).
+    #[error("refused: {0}")]
+    NotListed(String),
+    #[error("refused: this role may not use `{name}` ({server}/{tool} is in its deny_tools)")]
+    DeniedTool {
+        name: String,
+        server: String,
+        tool: String,
+    },
+    #[error("refused: there is no tool named `{name}` for this role; its tools are: {}", .tools.join(", "))]
+    NoSuchTool { name: String, tools: Vec<String> },
+}
+
+/// Why a call cannot run as it now stands (`Harness::check`, before an approved call runs).
+#[derive(Debug, thiserror::Error)]
+pub enum NotCallable {
+    #[error(transparent)]
+    NotOffered(#[from] NotOffered),
+    #[error("the arguments cannot be read: {0}")]
+    Unreadable(crate::formats::json::JsonError),
+    /// The role's `approve` now says `deny` for this tool (its name in the role file).
+    #[error("the role's `approve` setting now denies {0}")]
+    Denied(String),
+    #[error("the arguments do not fit the tool's schema: {0}")]
+    Unfit(crate::capabilities::mcp::schema::Mismatch),
+}
+
 impl Harness {
     pub fn new(
         vault: Arc<Vault>,
@@ -243,11 +289,11 @@ impl Harness {
     /// Everything `call` would check before running, without running: the lists, `approve`
     /// (deny), and the input against the tool's schema. For a call the person approved, checked
     /// before tabd records that it is executing.
-    pub fn check(&self, name: &str, input: &Value) -> Result<(), String> {
+    pub fn check(&self, name: &str, input: &Value) -> Result<(), NotCallable> {
         let call = self.classify(name)?;
-        crate::formats::json::check(input).map_err(|e| format!("the arguments cannot be read: {e}"))?;
+        crate::formats::json::check(input).map_err(NotCallable::Unreadable)?;
         if crate::gate::approvals::mode_for(&self.role, &call.key, call.risk) == Mode::Deny {
-            return Err(format!("the role's `approve` setting now denies {}", call.key));
+            return Err(NotCallable::Denied(call.key));
         }
         let schema = match call.mcp {
             Some(t) => t.spec.input_schema.clone(),
@@ -260,7 +306,7 @@ impl Harness {
         };
         crate::capabilities::mcp::schema::InputSchema::new(name, &schema)
             .check(input)
-            .map_err(|why| format!("the arguments do not fit the tool's schema: {why}"))
+            .map_err(NotCallable::Unfit)
     }
 
     /// The one door every tool call passes through, in an `execute_tool` span of the run's.
@@ -298,7 +344,12 @@ impl Harness {
     ) -> Result<(Called, Approval), FatalToolError> {
         let too_deep = crate::formats::json::check(input).err();
         let (result, server, note, approval) = match self.classify(name) {
-            Err(refusal) => (ToolResult::error(refusal), None, None, Approval::Refused),
+            Err(refusal) => (
+                ToolResult::error(refusal.to_string()),
+                None,
+                None,
+                Approval::Refused,
+            ),
             // Refused before anything keeps them: records around them must stay readable.
             Ok(_) if too_deep.is_some() => (
                 ToolResult::error(format!(
@@ -398,19 +449,16 @@ impl Harness {
     }
 
     /// The role's lists: a call to a tool the role does not have is refused with what it has.
-    fn classify(&self, name: &str) -> Result<Classified<'_>, String> {
+    fn classify(&self, name: &str) -> Result<Classified<'_>, NotOffered> {
         if name == calls::DELEGATE {
             if !self.may_delegate() {
                 return Err(if self.role.may_delegate() {
-                    "refused: this run may not delegate: it is itself a delegated task at the depth \
-                     max_delegation_depth allows; do the work yourself"
-                        .to_string()
+                    NotOffered::DelegationTooDeep
                 } else {
-                    format!(
-                        "refused: this role may not delegate (a person names roles with can_delegate_to in {}); its tools are: {}",
-                        self.role.path.display(),
-                        self.tool_names().join(", ")
-                    )
+                    NotOffered::MayNotDelegate {
+                        file: self.role.path.clone(),
+                        tools: self.tool_names_owned(),
+                    }
                 });
             }
             return Ok(Classified {
@@ -421,10 +469,11 @@ impl Harness {
         }
         if let Some(risk) = tools::vault_risk(name) {
             if !self.role.has_tool(name) {
-                return Err(format!(
-                    "refused: {}",
-                    tools::not_listed(name, &self.role, &self.tool_names())
-                ));
+                return Err(NotOffered::NotListed(tools::not_listed(
+                    name,
+                    &self.role,
+                    &self.tool_names(),
+                )));
             }
             return Ok(Classified {
                 key: name.to_string(),
@@ -433,20 +482,25 @@ impl Harness {
             });
         }
         match self.mcp.get(name) {
-            Some(t) if !self.role.allows_mcp(&t.server, &t.tool) => Err(format!(
-                "refused: this role may not use `{name}` ({}/{} is in its deny_tools)",
-                t.server, t.tool
-            )),
+            Some(t) if !self.role.allows_mcp(&t.server, &t.tool) => Err(NotOffered::DeniedTool {
+                name: name.to_string(),
+                server: t.server.clone(),
+                tool: t.tool.clone(),
+            }),
             Some(t) => Ok(Classified {
                 key: format!("{}/{}", t.server, t.tool),
                 risk: t.risk,
                 mcp: Some(t),
             }),
-            None => Err(format!(
-                "refused: there is no tool named `{name}` for this role; its tools are: {}",
-                self.tool_names().join(", ")
-            )),
+            None => Err(NotOffered::NoSuchTool {
+                name: name.to_string(),
+                tools: self.tool_names_owned(),
+            }),
         }
+    }
+
+    fn tool_names_owned(&self) -> Vec<String> {
+        self.tool_names().into_iter().map(str::to_string).collect()
     }
 
     fn tool_names(&self) -> Vec<&str> {
@@ -634,3 +688,6 @@ impl ToolExecutor for Harness {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests;

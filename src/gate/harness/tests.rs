@@ -1,0 +1,93 @@
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::{Harness, Ticket};
+use crate::setup::role::{LoadContext, RoleSet};
+
+/// A harness for `ops`, which reads and writes, but whose `approve` denies `write_file`.
+fn harness(dir: &std::path::Path) -> Harness {
+    let vault = Arc::new(crate::base::vault::Vault::open(dir).unwrap());
+    let env = crate::base::environment::Env::from_pairs([("HOME", "/nonexistent")]);
+    let text = "---\napprove:\n  write_file: deny\n---\n# Ops\n## Mission\nRead.\n## Tools\n- read_file\n- write_file\n";
+    let file = (
+        "ops".to_string(),
+        PathBuf::from("roles/ops.md"),
+        Ok(text.to_string()),
+    );
+    let roles = Arc::new(RoleSet::from_texts(
+        [file],
+        &LoadContext::new(chrono_tz::UTC, env),
+    ));
+    let role = roles.roles["ops"].clone();
+    let ticket = Ticket {
+        hops: 0,
+        max_chain_depth: 3,
+        max_tool_calls: 10,
+        asks: None,
+        progress: Default::default(),
+        delegator: None,
+        journal: None,
+        fence: Default::default(),
+        trace: Default::default(),
+    };
+    let clock = Arc::new(crate::base::clock::SystemClock);
+    let tools = Arc::new(crate::capabilities::mcp::tools::RunTools::default());
+    Harness::new(vault, &role, roles, clock, tools, ticket)
+}
+
+/// Why an approved call cannot run as it now stands, byte for byte as the approval note and the
+/// ledger have always said it (issue 37 item 3 made the reasons a type, not the words).
+#[test]
+fn each_check_says_what_it_always_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = harness(dir.path());
+    let mut deep = json!("x");
+    for _ in 0..70 {
+        deep = json!([deep]);
+    }
+    let cases = [
+        (
+            "move_file",
+            json!({}),
+            "refused: this role may not use `move_file`; its tools are: read_file, write_file \
+             (a person can add it under ## Tools in roles/ops.md)",
+        ),
+        (
+            "fly",
+            json!({}),
+            "refused: there is no tool named `fly` for this role; its tools are: read_file, write_file",
+        ),
+        (
+            "delegate",
+            json!({}),
+            "refused: this role may not delegate (a person names roles with can_delegate_to in roles/ops.md); \
+             its tools are: read_file, write_file",
+        ),
+        (
+            "read_file",
+            json!({ "path": deep }),
+            "the arguments cannot be read: it nests arrays and objects more than 64 deep; tabd reads at most 64 levels",
+        ),
+        (
+            "write_file",
+            json!({"path": "a.md", "content": "x"}),
+            "the role's `approve` setting now denies write_file",
+        ),
+        (
+            "read_file",
+            json!({"path": 3}),
+            "the arguments do not fit the tool's schema: /path: 3 is not of type \"string\"",
+        ),
+    ];
+    for (name, input, want) in cases {
+        let said = h.check(name, &input).map_err(|e| e.to_string());
+        assert_eq!(said, Err(want.to_string()), "{name}");
+    }
+    assert_eq!(
+        h.check("read_file", &json!({"path": "a.md"}))
+            .map_err(|e| e.to_string()),
+        Ok(())
+    );
+}
