@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use super::note::{self, NewNote};
 use crate::base::calls::Risk;
-use crate::base::vault::VaultPath;
+use crate::base::sidewrites::SideWrites;
+use crate::base::vault::{VaultError, VaultPath};
 use crate::records::state::approval_ledger::{args_hash, prune, Approval, NoteStatus};
 use crate::records::state::StateStore;
 use crate::setup::role::Role;
@@ -22,6 +23,8 @@ pub struct AskContext {
     pub tz: Tz,
     /// What counts as a secret in the call's arguments (DESIGN §24).
     pub secrets: std::sync::Arc<crate::base::environment::Redactor>,
+    /// Where a ledger write that fails without failing the call is counted (status shows it).
+    pub side: SideWrites,
 }
 
 /// One call to queue.
@@ -45,6 +48,15 @@ pub struct Queued {
     pub reused: bool,
 }
 
+/// Why a call that needs approval was not queued (the model is told it did not run, and this).
+#[derive(Debug, thiserror::Error)]
+pub enum NotQueued {
+    #[error("the approval could not be recorded: {0}")]
+    NotRecorded(VaultError),
+    #[error("the approval note could not be written: {0}")]
+    NoteNotWritten(VaultError),
+}
+
 /// Records the request durably, then writes its note. Identical pending requests share a note.
 pub fn ask(
     store: &StateStore,
@@ -53,7 +65,7 @@ pub fn ask(
     call: &Call,
     hops: u32,
     now: DateTime<Utc>,
-) -> Result<Queued, String> {
+) -> Result<Queued, NotQueued> {
     let vault = store.vault().clone();
     let hash = args_hash(call.tool, call.args);
     let (queued, new) = store
@@ -94,21 +106,26 @@ pub fn ask(
             };
             (q, Some(approval))
         })
-        .map_err(|e| format!("the approval could not be recorded: {e}"))?;
+        .map_err(NotQueued::NotRecorded)?;
     // Reused: its note is already there.
     let Some(approval) = new else {
         return Ok(queued);
     };
     if let Err(e) = write_note(store, ctx, role, call, &approval, &queued.id) {
-        // No note, no request: a record nobody can see must not linger as "pending".
-        #[allow(
-            clippy::let_underscore_must_use,
-            reason = "a ledger write still dropped: its owner (issue 37 item 4) reports it to the side-write sink"
-        )]
-        let _ = store.update(|s| s.approvals.remove(&queued.id));
-        return Err(format!("the approval note could not be written: {e}"));
+        withdraw(store, &queued.id, &ctx.side);
+        return Err(NotQueued::NoteNotWritten(e));
     }
     Ok(queued)
+}
+
+/// Takes back request `id`, whose note could not be written: no note, no request (a record
+/// nobody can see must not linger as "pending"). One that cannot be taken back expires
+/// unanswered; the sink says so meanwhile.
+fn withdraw(store: &StateStore, id: &str, side: &SideWrites) {
+    side.check(
+        "the approval ledger (a request whose note was not written)",
+        store.update(|s| s.approvals.remove(id)),
+    );
 }
 
 /// The ledger record of a new request.
@@ -155,7 +172,7 @@ fn write_note(
     call: &Call,
     approval: &Approval,
     id: &str,
-) -> Result<(), String> {
+) -> Result<(), VaultError> {
     let text = note::render(&NewNote {
         approval,
         id,
@@ -166,11 +183,8 @@ fn write_note(
         run_log: &ctx.run_log,
         tz: ctx.tz,
     });
-    let path = VaultPath::parse(&approval.note, false).map_err(|e| e.to_string())?;
-    store
-        .vault()
-        .create_atomic(&path, text.as_bytes())
-        .map_err(|e| e.to_string())
+    let path = VaultPath::parse(&approval.note, false)?;
+    store.vault().create_atomic(&path, text.as_bytes())
 }
 
 /// What the model is told about a queued call.
@@ -186,4 +200,77 @@ pub fn queued_text(q: &Queued) -> String {
          tabd runs it once and a later run is told the result. Do not call this tool again for the same \
          thing; say in your summary that it is waiting for approval."
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn asking(dir: &std::path::Path) -> (StateStore, Role, AskContext) {
+        let vault = Arc::new(crate::base::vault::Vault::open(dir).unwrap());
+        let env = crate::base::environment::Env::from_pairs([("HOME", "/nonexistent")]);
+        let file = (
+            "ops".to_string(),
+            std::path::PathBuf::from("roles/ops.md"),
+            Ok("# Ops\n## Tools\n- write_file\n".to_string()),
+        );
+        let ctx = crate::setup::role::LoadContext::new(chrono_tz::UTC, env.clone());
+        let role = crate::setup::role::RoleSet::from_texts([file], &ctx).roles["ops"].clone();
+        let ask = AskContext {
+            run_id: "20261128T180000Z-ops-0a1b2c3d".into(),
+            run_log: "daily/2026-11-28.md".into(),
+            expire_after: std::time::Duration::from_secs(3600),
+            tz: chrono_tz::UTC,
+            secrets: env.redactor(),
+            side: SideWrites::default(),
+        };
+        (StateStore::new(vault), role, ask)
+    }
+
+    /// A request whose note cannot be written is not queued and not left in the ledger.
+    #[test]
+    fn a_request_without_its_note_is_taken_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, role, ctx) = asking(dir.path());
+        // A file where the notes' folder should be: the note cannot be created.
+        std::fs::create_dir_all(dir.path().join("agent")).unwrap();
+        std::fs::write(dir.path().join(super::super::FOLDER), "not a folder").unwrap();
+        let args = serde_json::json!({"path": "a.md", "content": "x"});
+        let call = Call {
+            tool: "write_file",
+            exposed: "write_file",
+            risk: Risk::Write,
+            description: "",
+            reason: "",
+            args: &args,
+        };
+        let why = ask(&store, &ctx, &role, &call, 0, Utc::now())
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        let why = why.err().unwrap_or_default();
+        assert!(
+            why.starts_with("the approval note could not be written: "),
+            "{why}"
+        );
+        assert!(store.try_load().unwrap().approvals.is_empty());
+        assert_eq!(ctx.side.problem(), None);
+    }
+
+    /// A request that cannot be taken back (the state cannot be written) is not dropped in
+    /// silence: the side-write sink, which status shows, names it.
+    #[test]
+    fn a_request_that_cannot_be_taken_back_is_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _, ctx) = asking(dir.path());
+        // A folder where the state file should be: no update can be written.
+        std::fs::create_dir_all(dir.path().join(".tabd/state.json")).unwrap();
+        withdraw(&store, "0a1b2c", &ctx.side);
+        let problem = ctx.side.problem().unwrap_or_default();
+        assert!(
+            problem.contains("cannot write the approval ledger (a request whose note was not written): "),
+            "{problem}"
+        );
+    }
 }

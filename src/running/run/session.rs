@@ -199,6 +199,7 @@ impl Session {
             expire_after: self.env.config.approvals.expire_after,
             tz: self.env.config.timezone,
             secrets: self.env.launcher.env.redactor(),
+            side: self.env.side.clone(),
         }
     }
 
