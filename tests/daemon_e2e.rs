@@ -222,6 +222,35 @@ fn a_skipped_runs_failed_daily_line_is_named_in_status() {
     assert!(status.contains("WRITES FAILING: "), "{status}");
 }
 
+/// The daemon writes who holds a role's run lock (for another `tabd fire`'s message); when that
+/// write fails the run goes on, and status names the failure (issue 37 item 3: it was dropped).
+#[test]
+fn a_run_locks_holder_text_that_cannot_be_written_is_named_in_status() {
+    let (v, fake) = setup("");
+    // A FIFO takes the lock like a file but cannot be truncated: the holder's text fails.
+    let lock = v.path(".tabd/run-delivery.lock");
+    std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &lock,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/a.md", "a note");
+    wait_until(T, "the note processed", || {
+        v.files_in("agent/inbox/delivery/processed") == ["a.md"]
+    });
+    assert_eq!(fake.requests().len(), 1);
+    wait_until(T, "the holder's failed text named in status", || {
+        String::from_utf8_lossy(&v.tabd(&["status"]).stdout).contains("the run lock's holder")
+    });
+    let status = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+    assert!(status.contains("WRITES FAILING: "), "{status}");
+}
+
 #[test]
 fn skip_unchanged_skips_at_zero_model_calls_and_logs_once() {
     let (v, fake) = setup("");

@@ -203,11 +203,10 @@ impl Daemon {
         let lock_path = crate::running::run::run_lock_path(name);
         let lock = match self.run_env.vault.lock(&lock_path, false) {
             Ok(Some(mut l)) => {
-                #[allow(
-                    clippy::let_underscore_must_use,
-                    reason = "the lock holder's text (for another `tabd fire`'s message) is still dropped: its owner (issue 37 item 1's shell) moves it to the side-write sink"
-                )]
-                let _ = l.set_content("the daemon");
+                // Who holds it, for another `tabd fire`'s message: the run goes on without it.
+                self.shown
+                    .writes
+                    .check("the run lock's holder", l.set_content("the daemon"));
                 l
             }
             Ok(None) => {
