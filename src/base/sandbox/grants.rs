@@ -400,6 +400,10 @@ mod tests {
     }
 
     #[test]
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one scene read top to bottom; length is a production rule"
+    )]
     fn paths_named_in_env_and_args_are_granted_as_what_they_are() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();

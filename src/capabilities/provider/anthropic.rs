@@ -473,6 +473,10 @@ mod tests {
     }
 
     #[test]
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one request and the body it makes, read side by side; length is a production rule"
+    )]
     fn the_body_carries_every_block_in_the_wire_shape() {
         let thinking = json!({"type": "thinking", "thinking": "hm", "signature": "s1"});
         let req = Request {

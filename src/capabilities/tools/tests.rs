@@ -353,7 +353,7 @@ fn readers_never_see_a_partial_write_and_no_temp_files_remain() {
 }
 
 #[test]
-fn read_file_pages_and_its_errors() {
+fn read_file_pages() {
     let f = fixture();
     let r = f.call("read_file", json!({ "path": "project/timeline.md" }));
     assert!(r.ok);
@@ -379,6 +379,11 @@ fn read_file_pages_and_its_errors() {
     let r = f.call("read_file", json!({ "path": "project/long.md" }));
     assert!(r.bytes as usize <= files::READ_PAGE_BYTES);
     assert!(r.text.contains("[more: lines"), "paged");
+}
+
+#[test]
+fn read_file_errors() {
+    let f = fixture();
     for (input, want) in [
         (json!({ "path": "project/nope.md" }), "does not exist"),
         (json!({ "path": "project" }), "is a folder"),
@@ -397,7 +402,15 @@ fn read_file_pages_and_its_errors() {
         let r = f.call("read_file", input.clone());
         assert!(!r.ok && r.text.contains(want), "{input}: {}", r.text);
     }
-    // One line longer than a page: read in parts of it, each result naming the next part.
+    std::fs::write(f.root.join("project/bin.md"), [0xff, 0xfe, 0x00]).unwrap();
+    let r = f.call("read_file", json!({ "path": "project/bin.md" }));
+    assert!(!r.ok && r.text.contains("not UTF-8"), "{}", r.text);
+}
+
+/// One line longer than a page: read in parts of it, each result naming the next part.
+#[test]
+fn read_file_reads_a_line_longer_than_a_page_in_parts() {
+    let f = fixture();
     let line = "é".repeat(50_000);
     std::fs::write(f.root.join("project/one-line.md"), format!("{line}\nend\n")).unwrap();
     let r = f.call("read_file", json!({ "path": "project/one-line.md" }));
@@ -427,9 +440,6 @@ fn read_file_pages_and_its_errors() {
         "{}",
         r.text
     );
-    std::fs::write(f.root.join("project/bin.md"), [0xff, 0xfe, 0x00]).unwrap();
-    let r = f.call("read_file", json!({ "path": "project/bin.md" }));
-    assert!(!r.ok && r.text.contains("not UTF-8"), "{}", r.text);
 }
 
 #[test]

@@ -240,6 +240,10 @@ fn daemon(cli: &Cli, env: Env, init: bool) -> Result<u8, CliError> {
 }
 
 /// Runs the parsed command line.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one arm per subcommand, each handing its arguments to its module: the list of commands"
+)]
 pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
     cli.config = cli.config.as_deref().map(absolute);
     cli.vault = cli.vault.as_deref().map(absolute);

@@ -232,8 +232,7 @@ fn pruning_drops_old_runs_then_the_oldest_over_the_size_limit_then_unnamed_blobs
 }
 
 /// Issue 30, item 10: a note appended on every run is journaled as its prior length and
-/// digest — no copy — and undo still restores it exactly; once the run also rewrites it, the
-/// prior content is kept whole after all.
+/// digest — no copy — and undo still restores it exactly.
 #[test]
 fn an_append_is_journaled_in_constant_space_and_undone_exactly() {
     let (_d, v) = vault();
@@ -282,8 +281,17 @@ fn an_append_is_journaled_in_constant_space_and_undone_exactly() {
     );
     assert_eq!(apply(&v, &steps, &undo).unwrap(), 1);
     assert_eq!(v.read_text(&p("project/timeline.md"), 1 << 24).unwrap(), big);
+}
 
-    // Appended, then rewritten in the same run: the prior content is kept whole then.
+/// Issue 30, item 10: a note appended, then rewritten in the same run: its prior content is
+/// kept whole after all, and undo restores it.
+#[test]
+fn an_append_then_a_rewrite_in_one_run_keeps_the_prior_content_whole() {
+    let (_d, v) = vault();
+    let policy = crate::records::access::AccessPolicy::new(&[]);
+    let big = "- an old line of the timeline\n".repeat(10_000);
+    v.write_atomic(&p("project/timeline.md"), big.as_bytes()).unwrap();
+    let now = Utc::now();
     let j = RunJournal::new(
         v.clone(),
         key(),

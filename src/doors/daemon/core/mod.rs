@@ -224,44 +224,11 @@ impl Core {
                 self.readiness.on_event(&event, now);
                 Vec::new()
             }
-            Input::Scanned {
-                role,
-                ready,
-                by_person,
-                recheck_at,
-            } => {
-                if let Some(r) = self.roles.get_mut(&role) {
-                    r.scanned(ready, by_person, recheck_at);
-                }
-                Vec::new()
-            }
-            Input::SlotsDue { role, slots } => {
-                if let Some(r) = self.roles.get_mut(&role) {
-                    r.slots.extend(slots);
-                }
-                Vec::new()
-            }
-            Input::WatchChanged { role, path } => {
-                if let Some(r) = self.roles.get_mut(&role) {
-                    if !r.watch_pending.contains(&path) {
-                        r.watch_pending.push(path);
-                    }
-                }
-                Vec::new()
-            }
-            Input::OwnWrite { role, path } => {
-                if let Some(r) = self.roles.get_mut(&role) {
-                    r.watch_pending.retain(|p| *p != path);
-                }
-                Vec::new()
-            }
-            Input::Resumable { role, run_id } => match self.roles.get_mut(&role) {
-                Some(r) if !r.resumes(&run_id) => {
-                    r.resumes.push_back(run_id);
-                    vec![Effect::StatusChanged]
-                }
-                _ => Vec::new(),
-            },
+            queued @ (Input::Scanned { .. }
+            | Input::SlotsDue { .. }
+            | Input::WatchChanged { .. }
+            | Input::OwnWrite { .. }
+            | Input::Resumable { .. }) => self.queued(queued),
             Input::Dispatch {
                 roles,
                 limits,
@@ -301,6 +268,54 @@ impl Core {
         }
         self.readiness.retain_existing(dir, &existing);
         Vec::new()
+    }
+
+    /// The inputs about what one role has waiting (a scan of its inbox, slots due, a watched
+    /// change, its own write, a run that may go on), kept on its runtime; a role the core does
+    /// not know (gone meanwhile) is left alone.
+    fn queued(&mut self, input: Input) -> Vec<Effect> {
+        match input {
+            Input::Scanned {
+                role,
+                ready,
+                by_person,
+                recheck_at,
+            } => {
+                if let Some(r) = self.roles.get_mut(&role) {
+                    r.scanned(ready, by_person, recheck_at);
+                }
+                Vec::new()
+            }
+            Input::SlotsDue { role, slots } => {
+                if let Some(r) = self.roles.get_mut(&role) {
+                    r.slots.extend(slots);
+                }
+                Vec::new()
+            }
+            Input::WatchChanged { role, path } => {
+                if let Some(r) = self.roles.get_mut(&role) {
+                    if !r.watch_pending.contains(&path) {
+                        r.watch_pending.push(path);
+                    }
+                }
+                Vec::new()
+            }
+            Input::OwnWrite { role, path } => {
+                if let Some(r) = self.roles.get_mut(&role) {
+                    r.watch_pending.retain(|p| *p != path);
+                }
+                Vec::new()
+            }
+            Input::Resumable { role, run_id } => match self.roles.get_mut(&role) {
+                Some(r) if !r.resumes(&run_id) => {
+                    r.resumes.push_back(run_id);
+                    vec![Effect::StatusChanged]
+                }
+                _ => Vec::new(),
+            },
+            // The others are `step`'s.
+            _ => Vec::new(),
+        }
     }
 
     /// The inputs of the clocks and timers (`timing`).
