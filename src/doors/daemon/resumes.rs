@@ -30,7 +30,13 @@ impl Daemon {
             if s.resuming || self.went_on_elsewhere(&s) {
                 continue;
             }
-            if let Some(why) = self.not_to_resume(&state, &s) {
+            // Read just before its second part (a task of ours) marked it: the mark is that
+            // part's, not a sign of an old copy.
+            let started = suspend::second_part_started(&self.run_env.key, &s);
+            if started && suspend::moved_on_since(&self.run_env.vault, &self.run_env.key, &s) {
+                continue;
+            }
+            if let Some(why) = self.not_to_resume(&state, &s, started) {
                 if let Ok(path) = suspend::path_of(&s.run_id) {
                     self.refuse_suspended(&path, Some(&s), &why);
                 }
@@ -59,9 +65,15 @@ impl Daemon {
     }
 
     /// Why a signed record is not to be resumed: its second part started already (an old copy),
-    /// it is too old, or it waits for another run's approval.
-    fn not_to_resume(&self, state: &crate::records::state::State, s: &Suspended) -> Option<String> {
-        if suspend::second_part_started(&self.run_env.key, s) {
+    /// it is too old, or it waits for another run's approval. `started`: the mark of its second
+    /// part is there (and the record is still as read).
+    fn not_to_resume(
+        &self,
+        state: &crate::records::state::State,
+        s: &Suspended,
+        started: bool,
+    ) -> Option<String> {
+        if started {
             return Some(
                 "its second part started already: this record is an old copy that came back (a backup restored, \
                  a sync tool)"

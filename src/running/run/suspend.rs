@@ -262,6 +262,18 @@ pub fn second_part_started(key: &Key, s: &Suspended) -> bool {
     key.is_marked(RESUMED, &mark_name(s))
 }
 
+/// Whether the record of `s`, read back now, is no longer the one read: gone (its second part
+/// ended), marked `resuming`, or at a later wait. Then a mark of `s`'s second part is that part's
+/// own, made after `s` was read — `mark_resuming` saves `resuming` before it marks, so a record
+/// still as read while the mark is there is an old copy. One that cannot be read now counts as
+/// moved on: the next look judges it again.
+pub fn moved_on_since(vault: &Vault, key: &Key, s: &Suspended) -> bool {
+    match load(vault, key, &s.run_id) {
+        Ok(now) => now.resuming || now.wait != s.wait,
+        Err(_) => true,
+    }
+}
+
 /// Why `s` is not to be resumed even though it is signed: too old, or waiting for an approval
 /// that is not its own (the ledger names another run or role). `None`: it may go on.
 pub fn refusal(state: &State, s: &Suspended, now: DateTime<Utc>) -> Option<String> {
@@ -442,6 +454,37 @@ mod tests {
         vault.write_atomic(&path, &plain).unwrap();
         let why = load(&vault, &key, &s.run_id).unwrap_err().to_string();
         assert!(why.contains("no signature"), "an older tabd's record: {why}");
+    }
+
+    /// A record read just before its second part marked it has moved on when read again (marked
+    /// `resuming`, waiting again, or ended); an old copy put back as it was read has not.
+    #[test]
+    fn a_record_read_before_its_second_part_started_has_moved_on_an_old_copy_has_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let vault = Vault::open(dir.path()).unwrap();
+        let key = Key::from_bytes(&[5; 32]);
+        let read = record("20261120T090000Z-ops-00000001", "ops", "agent/approvals/a.md");
+        save(&vault, &key, &read).unwrap();
+        assert!(!moved_on_since(&vault, &key, &read), "still as read");
+
+        let mut now = read.clone();
+        now.resuming = true;
+        save(&vault, &key, &now).unwrap();
+        assert!(moved_on_since(&vault, &key, &read), "its second part started");
+
+        now.resuming = false;
+        now.wait += 1;
+        save(&vault, &key, &now).unwrap();
+        assert!(moved_on_since(&vault, &key, &read), "it waits again");
+
+        remove(&vault, &read.run_id);
+        assert!(moved_on_since(&vault, &key, &read), "its second part ended");
+
+        save(&vault, &key, &read).unwrap();
+        assert!(
+            !moved_on_since(&vault, &key, &read),
+            "an old copy put back as it was read"
+        );
     }
 
     /// A record is read only under a name that is a run id: a name that is none (here, a copy
