@@ -138,10 +138,16 @@ fn a_draft_note_shows_as_held_not_only_pending() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(held), "{text}");
     let _d = Daemon::start(&v);
-    wait_until(T, "the status note showing the draft", || {
-        v.read("agent/status.md")
-            .contains("| 1 (1 draft — held until you remove its `status: draft`)")
+    // The daemon writes agent/status.md, then .tabd/status.json, which `tabd status` reads: once
+    // the JSON counts the draft, both say so (the note alone can be a write ahead of the JSON).
+    wait_live(&v, "delivery", 0, "the daemon's scan counting the draft", |l| {
+        l["drafts"] == 1
     });
+    let note = v.read("agent/status.md");
+    assert!(
+        note.contains("| 1 (1 draft — held until you remove its `status: draft`)"),
+        "{note}"
+    );
     let out = v.tabd(&["status", "delivery"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(held), "{text}");
@@ -396,10 +402,18 @@ fn a_broken_role_leaves_the_others_running_and_status_shows_it() {
         "{}",
         v.daily()
     );
-    wait_until(T, "status.md shows it", || {
-        v.read("agent/status.md")
-            .contains("error (running last good version)")
+    // agent/status.md is written just before .tabd/status.json, which `tabd status` reads.
+    wait_until(T, "status.json shows it", || {
+        v.status_json().is_some_and(|s| {
+            s["roles"].as_array().is_some_and(|roles| {
+                roles
+                    .iter()
+                    .any(|r| r["role"] == "risk" && r["state"] == "error (running last good version)")
+            })
+        })
     });
+    let note = v.read("agent/status.md");
+    assert!(note.contains("error (running last good version)"), "{note}");
     let out = v.tabd(&["status"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -857,8 +871,9 @@ fn status_shows_a_run_going_on() {
     let _d = Daemon::start(&v);
     v.write("agent/inbox/delivery/now.md", "please");
     fake.wait_for_requests(1, T);
-    wait_until(T, "the status note saying it runs", || {
-        v.read("agent/status.md").contains("running since")
+    // agent/status.md is written just before .tabd/status.json, which `tabd status` reads.
+    wait_live(&v, "delivery", 0, "the status saying it runs", |l| {
+        l["running"] == true && l["running_since"].is_string()
     });
     let text = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
     let line = text
@@ -925,10 +940,12 @@ fn status_shows_the_config_error_the_daemon_lives_with() {
     let _d = Daemon::start(&v);
     let generation = v.generation();
     v.set_config(&format!("{good}\n[limits]\nmax_runs_per_day = -1\n"));
-    wait_until(T, "the status note showing the config error", || {
-        v.generation() > generation && v.read("agent/status.md").contains("The config file has an error")
+    // agent/status.md is written just before .tabd/status.json, which `tabd status` reads.
+    wait_until(T, "the status showing the config error", || {
+        v.generation() > generation && v.status_json().is_some_and(|s| s["config_error"].is_string())
     });
     let note = v.read("agent/status.md");
+    assert!(note.contains("The config file has an error"), "{note}");
     assert!(
         note.contains("keeps running with the config it had before"),
         "{note}"
