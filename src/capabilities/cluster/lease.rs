@@ -42,6 +42,8 @@ pub struct Lease {
     lost: AtomicBool,
     /// The bucket's `max_age`.
     period: Duration,
+    /// The revision of the tenure record this device wrote for it (0: none), deleted with it.
+    tenure: AtomicU64,
 }
 
 impl std::fmt::Debug for Lease {
@@ -64,6 +66,7 @@ impl Lease {
             failed: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             period,
+            tenure: AtomicU64::new(0),
         }
     }
 
@@ -103,6 +106,15 @@ impl Lease {
         self.revision.store(revision, Ordering::SeqCst);
         *self.renewed.lock().unwrap_or_else(|p| p.into_inner()) = sent;
         self.failed.store(false, Ordering::SeqCst);
+    }
+
+    pub(super) fn set_tenure(&self, revision: u64) {
+        self.tenure.store(revision, Ordering::SeqCst);
+    }
+
+    /// The revision of its tenure record, if this device wrote one.
+    pub(super) fn tenure(&self) -> Option<u64> {
+        Some(self.tenure.load(Ordering::SeqCst)).filter(|r| *r > 0)
     }
 
     pub(super) fn renewal_failed(&self) {

@@ -10,13 +10,16 @@
 //! - `tabd_devices` — each device's last heartbeat; a heartbeat that is written is the quorum
 //!   check, and one written by another process under the same name says the name is taken;
 //! - `tabd_shared` — what devices hand each other (`shared`): approval requests, their execution
-//!   records, waiting runs. The bytes are the caller's (signed with the cluster's key).
+//!   records, waiting runs. The bytes are the caller's (signed with the cluster's key);
+//! - `tabd_tenure` — who won each slot's or note's claim last (`tenure`): a device that wins a
+//!   claim another let lapse asks that device's heartbeat whether the work may be done already.
 //!
 //! `keys` names the keys; `lease` is what a device holds, and what the fence asks.
 
 pub mod keys;
 pub mod lease;
 pub mod shared;
+pub mod tenure;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -77,6 +80,9 @@ pub struct Holder {
     /// role, which device ran its last run).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub runs: std::collections::BTreeMap<String, RunSeen>,
+    /// In a heartbeat: the claims its process holds or owes (`tenure`).
+    #[serde(default, skip_serializing_if = "tenure::Holds::says_nothing")]
+    pub holds: tenure::Holds,
 }
 
 /// A role's last run on one device, as its heartbeat carries it.
@@ -84,6 +90,25 @@ pub struct Holder {
 pub struct RunSeen {
     pub at: DateTime<Utc>,
     pub outcome: String,
+}
+
+/// What the done marker and the tenure of a claim just won say.
+enum Take {
+    Mine,
+    Done,
+    /// The previous holder may still report that it ran it: `Held` for now.
+    Wait,
+}
+
+impl Holder {
+    /// The part of a heartbeat `tenure` judges by.
+    fn beat(self) -> tenure::Beat {
+        tenure::Beat {
+            instance: self.instance,
+            at: self.at,
+            holds: self.holds,
+        }
+    }
 }
 
 /// What `claim_unless_done` came to.
@@ -112,6 +137,7 @@ struct Buckets {
     done: kv::Store,
     devices: kv::Store,
     shared: kv::Store,
+    tenure: kv::Store,
     /// The claims bucket's `max_age`: what another device set when it made it wins.
     lease: Duration,
 }
@@ -128,6 +154,8 @@ struct Inner {
     instance: String,
     /// The revision of this process's last heartbeat (`None` before the first).
     heartbeat: Mutex<Option<u64>>,
+    /// The claims this process holds and owes, and the heartbeats it watched (`tenure`).
+    registry: Mutex<tenure::Registry>,
 }
 
 /// A connection to the vault's cluster; cheap to clone.
@@ -194,6 +222,7 @@ impl Cluster {
                 lease: config.lease,
                 instance: format!("{:016x}", rand::random::<u64>()),
                 heartbeat: Mutex::new(None),
+                registry: Mutex::default(),
             }),
         })
     }
@@ -213,17 +242,26 @@ impl Cluster {
     }
 
     fn holder(&self) -> bytes::Bytes {
-        self.holder_with(Default::default())
+        self.holder_with(Default::default(), Default::default())
     }
 
-    fn holder_with(&self, runs: std::collections::BTreeMap<String, RunSeen>) -> bytes::Bytes {
+    fn holder_with(
+        &self,
+        runs: std::collections::BTreeMap<String, RunSeen>,
+        holds: tenure::Holds,
+    ) -> bytes::Bytes {
         let me = Holder {
             device: self.inner.device.clone(),
             instance: self.inner.instance.clone(),
             at: Utc::now(),
             runs,
+            holds,
         };
         serde_json::to_vec(&me).unwrap_or_default().into()
+    }
+
+    fn registry(&self) -> std::sync::MutexGuard<'_, tenure::Registry> {
+        self.inner.registry.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     async fn buckets(&self) -> Result<&Buckets, ClusterError> {
@@ -252,16 +290,119 @@ impl Cluster {
     }
 
     /// Claims `key` unless it was done: the claim first, then the done marker, so a device never
-    /// runs what another finished (a finisher marks it done before it lets its claim go).
+    /// runs what another finished (a finisher marks it done before it lets its claim go); then
+    /// its tenure: a claim another device let lapse is taken over only once that device's
+    /// heartbeat says it let it go, or it has gone silent (`tenure`). Until then it is `Held`.
+    /// The whole of it is bounded by one request's time: stalled servers hold up its caller no
+    /// longer than they would hold up the claim alone.
     pub async fn claim_unless_done(&self, key: &ClaimKey, what: String) -> Result<Claimed, ClusterError> {
+        tokio::time::timeout(REQUEST, self.claim_and_judge(key, what))
+            .await
+            .unwrap_or_else(|_| {
+                Err(unavailable(format!(
+                    "the servers did not answer a claim within {} s",
+                    REQUEST.as_secs()
+                )))
+            })
+    }
+
+    async fn claim_and_judge(&self, key: &ClaimKey, what: String) -> Result<Claimed, ClusterError> {
         let Some(lease) = self.claim(key, what).await? else {
             return Ok(Claimed::Held);
         };
-        if self.is_done(key).await? {
-            self.release(&lease).await;
-            return Ok(Claimed::Done);
+        let taken = self.take(&lease).await;
+        match taken {
+            Ok(Take::Mine) => return Ok(Claimed::Won(lease)),
+            Ok(Take::Done) | Ok(Take::Wait) | Err(_) => self.let_lapse(&lease).await,
         }
-        Ok(Claimed::Won(lease))
+        match taken? {
+            Take::Done => Ok(Claimed::Done),
+            _ => Ok(Claimed::Held),
+        }
+    }
+
+    /// The done marker, then the tenure of a claim just won (see `claim_unless_done`).
+    async fn take(&self, lease: &Arc<Lease>) -> Result<Take, ClusterError> {
+        let b = self.buckets().await?;
+        if self.is_done(&lease.key).await? {
+            return Ok(Take::Done);
+        }
+        let key = lease.key.as_str();
+        let seq = self.registry().hold(lease);
+        let mine = tenure::Tenure {
+            device: self.inner.device.clone(),
+            instance: self.inner.instance.clone(),
+            seq,
+            at: Utc::now(),
+        };
+        let value: bytes::Bytes = serde_json::to_vec(&mine).unwrap_or_default().into();
+        let before = match b.tenure.create(key, value.clone()).await {
+            Ok(revision) => {
+                lease.set_tenure(revision);
+                return Ok(Take::Mine);
+            }
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                b.tenure.entry(key).await.map_err(unavailable)?
+            }
+            Err(e) => return Err(unavailable(e)),
+        };
+        // Deleted between the two calls: its holder just let it go; ask again at the next look.
+        let Some(before) = before else {
+            return Ok(Take::Wait);
+        };
+        let prior = match before.operation {
+            kv::Operation::Put => match serde_json::from_slice::<tenure::Tenure>(&before.value) {
+                Ok(t) => self.judge(&t, lease).await?,
+                Err(e) => {
+                    tracing::warn!("cluster: the tenure record of {key} is not one tabd wrote ({e}); the done marker decides");
+                    tenure::Prior::LetGo
+                }
+            },
+            _ => tenure::Prior::LetGo,
+        };
+        match prior {
+            tenure::Prior::Holds | tenure::Prior::Unknown => return Ok(Take::Wait),
+            tenure::Prior::LetGo if self.is_done(&lease.key).await? => return Ok(Take::Done),
+            tenure::Prior::LetGo => {}
+            tenure::Prior::Gone => tracing::info!(
+                "cluster: the device that held {} has not answered for {} s; taking it over",
+                crate::base::fence::Hold::what(lease.as_ref()),
+                tenure::gone_after(self.lease()).as_secs()
+            ),
+        }
+        match b.tenure.update(key, value, before.revision).await {
+            Ok(revision) => {
+                lease.set_tenure(revision);
+                Ok(Take::Mine)
+            }
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(Take::Wait),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    /// What the previous holder `t` of `lease`'s key says, by its device's heartbeat.
+    async fn judge(&self, t: &tenure::Tenure, lease: &Lease) -> Result<tenure::Prior, ClusterError> {
+        let key = lease.key.as_str();
+        if t.instance == self.inner.instance {
+            let holds = self.registry().holds(key, lease);
+            return Ok(if holds {
+                tenure::Prior::Holds
+            } else {
+                tenure::Prior::LetGo
+            });
+        }
+        let b = self.buckets().await?;
+        let entry = b
+            .devices
+            .entry(keys::device(&self.inner.vault, &t.device))
+            .await
+            .map_err(unavailable)?;
+        let beat = entry
+            .filter(|e| e.operation == kv::Operation::Put)
+            .and_then(|e| serde_json::from_slice::<Holder>(&e.value).ok())
+            .map(Holder::beat);
+        let silent = self.registry().watch(&t.device, beat.as_ref());
+        Ok(tenure::judge(t, beat.as_ref(), key, silent, self.lease()))
     }
 
     /// Renews `lease` by writing its key at its revision (fails once another device wrote it).
@@ -300,23 +441,80 @@ impl Cluster {
         lease::keep(lease, self.clone());
     }
 
-    /// Marks `key` done (for a week), then lets its claim go.
-    pub async fn finish(&self, lease: &Lease) -> Result<(), ClusterError> {
-        let b = self.buckets().await?;
-        b.done
-            .put(lease.key.as_str(), self.holder())
-            .await
-            .map_err(unavailable)?;
+    /// Marks `key` done (for a week), then lets its claim go. When the servers do not take it,
+    /// it is owed: this process's heartbeats name it until it is marked (after one is written).
+    pub async fn finish(&self, lease: &Arc<Lease>) -> Result<(), ClusterError> {
+        let marked = match self.buckets().await {
+            Ok(b) => b
+                .done
+                .put(lease.key.as_str(), self.holder())
+                .await
+                .map(|_| ())
+                .map_err(unavailable),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = marked {
+            self.registry().owe(lease);
+            return Err(e);
+        }
         self.release(lease).await;
         Ok(())
     }
 
-    /// Lets a claim go at once (its revision must still be this device's); a failure only
-    /// means it lapses after the lease.
+    /// Marks done what this process owes (after a heartbeat that names it was written); stops at
+    /// the first the servers do not take.
+    async fn settle_owed(&self) {
+        let owed = self.registry().owed.clone();
+        for lease in owed {
+            match self.finish(&lease).await {
+                Ok(()) => tracing::info!(
+                    "cluster: {} marked done now that the servers answer",
+                    crate::base::fence::Hold::what(lease.as_ref())
+                ),
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Lets a slot's or note's claim lapse: no renewal, its tenure deleted, the claim itself left
+    /// for the servers to let go after the lease. Never deleted, so that a claim is only ever
+    /// created on an empty key: 2.9's servers let two devices both win a create through a delete
+    /// marker, or an update at one revision, when they race
+    /// (`cluster::of_two_devices_creating_one_empty_key_at_once_exactly_one_wins` says why).
+    pub async fn let_lapse(&self, lease: &Lease) {
+        self.registry().let_go(lease);
+        lease.mark_lost();
+        let (Some(revision), Ok(b)) = (lease.tenure(), self.buckets().await) else {
+            return;
+        };
+        #[expect(
+            clippy::let_underscore_must_use,
+            reason = "a tenure left behind only makes the next claimant ask the heartbeat first"
+        )]
+        let _ = b
+            .tenure
+            .delete_expect_revision(lease.key.as_str(), Some(revision))
+            .await;
+    }
+
+    /// Lets a claim go at once (its revision must still be this device's), with its tenure; a
+    /// failure only means it lapses after the lease. For a key no device claims again (done, an
+    /// approval's) — see `let_lapse`.
     pub async fn release(&self, lease: &Lease) {
+        self.registry().let_go(lease);
         let Ok(b) = self.buckets().await else {
             return;
         };
+        if let Some(revision) = lease.tenure() {
+            #[expect(
+                clippy::let_underscore_must_use,
+                reason = "a tenure left behind only makes the next claimant ask the heartbeat first"
+            )]
+            let _ = b
+                .tenure
+                .delete_expect_revision(lease.key.as_str(), Some(revision))
+                .await;
+        }
         #[expect(
             clippy::let_underscore_must_use,
             reason = "a release that fails only means the claim lapses after its lease"
@@ -354,13 +552,27 @@ impl Cluster {
         self.heartbeat_with(Default::default()).await
     }
 
-    /// `heartbeat`, carrying this device's last run of each role.
+    /// `heartbeat`, carrying this device's last run of each role and the claims it holds or owes;
+    /// once it is written, what is owed is marked done (`tenure`: in that order).
     pub async fn heartbeat_with(
         &self,
         runs: std::collections::BTreeMap<String, RunSeen>,
     ) -> Result<Option<Holder>, ClusterError> {
+        let written = self.write_heartbeat(runs).await;
+        self.registry().beat(written.is_ok(), self.lease());
+        if written.is_ok() {
+            self.settle_owed().await;
+        }
+        written
+    }
+
+    async fn write_heartbeat(
+        &self,
+        runs: std::collections::BTreeMap<String, RunSeen>,
+    ) -> Result<Option<Holder>, ClusterError> {
         let b = self.buckets().await?;
-        let beat = self.holder_with(runs);
+        let holds = self.registry().look();
+        let beat = self.holder_with(runs, holds);
         let key = keys::device(&self.inner.vault, &self.inner.device);
         let last = *self.inner.heartbeat.lock().unwrap_or_else(|p| p.into_inner());
         let written = match last {
@@ -395,6 +607,7 @@ impl Cluster {
             }
             let holder = b.devices.get(key.as_str()).await.map_err(unavailable)?;
             if let Some(h) = holder.and_then(|v| serde_json::from_slice::<Holder>(&v).ok()) {
+                self.registry().saw(&h.device, &h.clone().beat());
                 out.push(DeviceSeen {
                     device: h.device,
                     last_heartbeat: h.at,
@@ -445,9 +658,10 @@ async fn make_buckets(
     let done = open(DONE, DONE_FOR).await?;
     let devices = open(DEVICES, DEVICES_FOR).await?;
     let shared = open(SHARED, SHARED_FOR).await?;
+    let tenure = open(tenure::TENURE, DONE_FOR).await?;
     // A stream just made is known to every server a moment later ("no stream found for given
     // subject" until then): one write to each, tried again like the opening, before any claim.
-    for store in [&claims, &done, &devices, &shared] {
+    for store in [&claims, &done, &devices, &shared, &tenure] {
         let retry = backon::ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(100))
             .with_max_times(5);
@@ -472,6 +686,7 @@ async fn make_buckets(
         done,
         devices,
         shared,
+        tenure,
         lease: kept,
     })
 }
@@ -506,9 +721,10 @@ async fn bucket(
         storage: jetstream::stream::StorageType::File,
         allow_rollup: true,
         deny_delete: true,
-        // What devices hand each other is read from the stream's leader, never a replica that
-        // may lag behind a write a moment ago (a record just handed over, an outcome just written).
-        allow_direct: name != SHARED,
+        // What decides who runs what is read from the stream's leader, never a replica that may
+        // lag behind a write a moment ago (a claim just won, a record just handed over, an
+        // outcome or a done mark just written, a heartbeat naming what its device holds).
+        allow_direct: false,
         num_replicas: replicas,
         discard: jetstream::stream::DiscardPolicy::New,
         ..Default::default()

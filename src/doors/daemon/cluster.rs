@@ -9,13 +9,15 @@
 //!   lapses, or its content changes).
 //! - The leases a run holds go into its fence (`RunEnv::fence`): its tool calls and its finish
 //!   check them, so a device paused past its lease changes nothing. A run that succeeded marks
-//!   what it held done; one that failed or stopped lets it go, for any device to run again.
+//!   what it held done; one that failed or stopped lets it lapse, for any device to run again.
 //! - Without a quorum (a heartbeat or a claim that is not written) the role's `when_alone`
 //!   decides: `skip` (logged once, the slots caught up once a heartbeat is written again) or
 //!   `run` (no claim; another device may run it too). Said once per role in the log.
-//! - When the servers answer again, what a run finished meanwhile is marked done first: for one
-//!   lease, this device takes over no other device's claim and catches nothing up, so a device
-//!   that ran a slot during the outage has marked it done before anyone looks.
+//! - A run that finished while the servers did not answer owes its done mark: the cluster's
+//!   heartbeats name what a device holds or owes, and a device that wins a claim another let
+//!   lapse runs it only once that device's heartbeat says it let it go, or it has gone silent
+//!   (`capabilities::cluster::tenure`). For one lease after the servers return, this device
+//!   catches nothing up, so the slots due since are claimed as plain slots first.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -79,8 +81,6 @@ pub(super) struct Coordinator {
     /// Whether the tick last saw no quorum, and when it saw the quorum return.
     was_alone: bool,
     back_at: Option<Instant>,
-    /// Runs that succeeded while the servers did not answer: marked done once they do.
-    unfinished: Vec<Arc<Lease>>,
     /// The vault's devices by their last heartbeats, as the heartbeat task last read them.
     seen: Seen,
     /// This device's last run of each role, for its heartbeat.
@@ -149,7 +149,6 @@ impl Coordinator {
             said_alone: Default::default(),
             was_alone: false,
             back_at: None,
-            unfinished: Vec::new(),
             seen,
             ran,
             shown: None,
@@ -411,8 +410,11 @@ impl Daemon {
         fence
     }
 
-    /// A run ended: what it held is marked done when it succeeded, let go when it did not (any
-    /// device may run it again), and left alone when it was lost (another device's now).
+    /// A run ended. One that succeeded passed its fence at its finish, so what it held is done —
+    /// marked now, or owed until the servers answer (their heartbeats say so meanwhile: no other
+    /// device takes it over) — even when the lease lapsed since. One that did not lets its
+    /// claims lapse (any device may run it again after the lease: `Cluster::let_lapse` says why
+    /// not at once); one that lost its lease changed nothing after that.
     pub(super) fn settle_claims(&mut self, role: &str, succeeded: bool, notes: &[PathBuf]) {
         let Some(c) = self.coordinator.as_mut() else {
             return;
@@ -423,18 +425,17 @@ impl Daemon {
         let Some(leases) = c.running.remove(role) else {
             return;
         };
-        if leases.iter().any(|l| !l.still_mine()) {
+        if !succeeded && leases.iter().any(|l| !l.still_mine()) {
             tracing::warn!(
                 "{role}: this device lost its claim during the run; it changed nothing after that"
             );
-            return;
         }
         let cluster = c.cluster.clone();
         let unfinished = c.block(async move {
             let mut failed = Vec::new();
             for l in leases {
                 if !succeeded {
-                    cluster.release(&l).await;
+                    cluster.let_lapse(&l).await;
                 } else if let Err(e) = cluster.finish(&l).await {
                     failed.push((l, e));
                 }
@@ -446,12 +447,12 @@ impl Daemon {
                 "{role}: cannot mark {} done in the cluster ({e}); it is marked when the servers answer again",
                 crate::base::fence::Hold::what(l.as_ref())
             );
-            c.unfinished.push(l);
         }
     }
 
-    /// Once the servers answer again: marks done what ran meanwhile, and says whether this
-    /// device is still within the lease after their return (it takes over nothing then).
+    /// Once the servers answer again, says whether this device is still within the lease after
+    /// their return: it catches nothing up then, so every device has claimed the slots due since
+    /// as plain slots before any looks back (what ran meanwhile is marked done by the heartbeat).
     fn back_from_alone(c: &mut Coordinator, now: Instant) -> bool {
         let alone = c.quorum.load(Ordering::SeqCst) != QUORUM;
         if alone {
@@ -460,19 +461,6 @@ impl Daemon {
         }
         if std::mem::take(&mut c.was_alone) {
             c.back_at = Some(now);
-        }
-        if !c.unfinished.is_empty() {
-            let cluster = c.cluster.clone();
-            let leases = std::mem::take(&mut c.unfinished);
-            c.unfinished = c.block(async move {
-                let mut left = Vec::new();
-                for l in leases {
-                    if cluster.finish(&l).await.is_err() {
-                        left.push(l);
-                    }
-                }
-                left
-            });
         }
         c.back_at.is_some_and(|t| now < t + c.cluster.lease())
     }
