@@ -138,8 +138,15 @@ impl Devices {
         self.daemons
             .iter()
             .map(|(d, daemon)| {
+                // The last lines that say something: a device's debug chatter ("another device
+                // runs the … slot", twice a second) would push out what a failure needs.
                 let text = daemon.stderr();
-                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                let tail: Vec<&str> = text
+                    .lines()
+                    .rev()
+                    .filter(|l| !l.contains(" DEBUG "))
+                    .take(60)
+                    .collect();
                 format!(
                     "--- {d} ---\n{}",
                     tail.into_iter().rev().collect::<Vec<_>>().join("\n")
