@@ -501,20 +501,10 @@ impl Cluster {
     /// failure only means it lapses after the lease. For a key no device claims again (done, an
     /// approval's) — see `let_lapse`.
     pub async fn release(&self, lease: &Lease) {
-        self.registry().let_go(lease);
+        self.let_lapse(lease).await;
         let Ok(b) = self.buckets().await else {
             return;
         };
-        if let Some(revision) = lease.tenure() {
-            #[expect(
-                clippy::let_underscore_must_use,
-                reason = "a tenure left behind only makes the next claimant ask the heartbeat first"
-            )]
-            let _ = b
-                .tenure
-                .delete_expect_revision(lease.key.as_str(), Some(revision))
-                .await;
-        }
         #[expect(
             clippy::let_underscore_must_use,
             reason = "a release that fails only means the claim lapses after its lease"
@@ -523,7 +513,6 @@ impl Cluster {
             .claims
             .delete_expect_revision(lease.key.as_str(), Some(lease.revision()))
             .await;
-        lease.mark_lost();
     }
 
     /// Whether `key` was marked done.
@@ -607,7 +596,7 @@ impl Cluster {
             }
             let holder = b.devices.get(key.as_str()).await.map_err(unavailable)?;
             if let Some(h) = holder.and_then(|v| serde_json::from_slice::<Holder>(&v).ok()) {
-                self.registry().saw(&h.device, &h.clone().beat());
+                self.registry().watch(&h.device, Some(&h.clone().beat()));
                 out.push(DeviceSeen {
                     device: h.device,
                     last_heartbeat: h.at,

@@ -217,7 +217,7 @@ impl Registry {
         self.connected_since.filter(|_| recent)
     }
 
-    /// A device's heartbeat read now: how long it has stayed the same while this process had the
+    /// A device's heartbeat read now (each change is noted): how long it has stayed the same while this process had the
     /// servers (zero when it just changed, or this process is not connected).
     pub(super) fn watch(&mut self, device: &str, beat: Option<&Beat>) -> Duration {
         let now = boot_now();
@@ -235,11 +235,6 @@ impl Registry {
             Some(c) => now.saturating_sub(since.max(c)),
             None => Duration::ZERO,
         }
-    }
-
-    /// The devices' heartbeats as the heartbeat task reads them: each change is noted.
-    pub(super) fn saw(&mut self, device: &str, beat: &Beat) {
-        self.watch(device, Some(beat));
     }
 }
 
