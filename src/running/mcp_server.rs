@@ -768,35 +768,9 @@ mod tests {
 
     /// `ops`, which may read notes, served over MCP on a vault of its own.
     fn read_server(dir: &Path) -> HarnessServer {
-        use crate::gate::harness::Ticket;
-        use crate::setup::role::{LoadContext, RoleSet};
-        let vault = Arc::new(crate::base::vault::Vault::open(dir).unwrap());
         std::fs::write(dir.join("a.md"), "a note\n").unwrap();
-        let env = crate::base::environment::Env::from_pairs([("HOME", "/nonexistent")]);
-        let text = "# Ops\n## Mission\nRead.\n## Tools\n- read_file\n".to_string();
-        let file = ("ops".to_string(), PathBuf::from("roles/ops.md"), Ok(text));
-        let roles = Arc::new(RoleSet::from_texts(
-            [file],
-            &LoadContext::new(chrono_tz::UTC, env),
-        ));
-        let role = roles.roles["ops"].clone();
-        let ticket = Ticket {
-            hops: 0,
-            max_chain_depth: 3,
-            max_tool_calls: 10_000,
-            asks: None,
-            progress: Default::default(),
-            delegator: None,
-            journal: None,
-            fence: Default::default(),
-            trace: Default::default(),
-        };
-        let clock = Arc::new(crate::base::clock::SystemClock);
-        let tools = Arc::new(crate::capabilities::mcp::tools::RunTools::default());
-        HarnessServer::new(
-            Arc::new(Harness::new(vault, &role, roles, clock, tools, ticket)),
-            None,
-        )
+        let text = "# Ops\n## Mission\nRead.\n## Tools\n- read_file\n";
+        HarnessServer::new(Arc::new(crate::gate::harness::for_test(dir, text, 10_000)), None)
     }
 
     /// One line an MCP client might send: deep, huge and malformed JSON, JSON-RPC of the wrong

@@ -689,5 +689,38 @@ impl ToolExecutor for Harness {
     }
 }
 
+/// A harness for tests: the one role `ops` of `role_text`, a run allowed `max_tool_calls` calls,
+/// on the vault at `dir`.
+#[cfg(test)]
+pub(crate) fn for_test(dir: &std::path::Path, role_text: &str, max_tool_calls: u32) -> Harness {
+    use crate::setup::role::{LoadContext, RoleSet};
+    let vault = Arc::new(crate::base::vault::Vault::open(dir).expect("a vault"));
+    let env = crate::base::environment::Env::from_pairs([("HOME", "/nonexistent")]);
+    let file = (
+        "ops".to_string(),
+        std::path::PathBuf::from("roles/ops.md"),
+        Ok(role_text.to_string()),
+    );
+    let roles = Arc::new(RoleSet::from_texts(
+        [file],
+        &LoadContext::new(chrono_tz::UTC, env),
+    ));
+    let role = roles.roles["ops"].clone();
+    let ticket = Ticket {
+        hops: 0,
+        max_chain_depth: 3,
+        max_tool_calls,
+        asks: None,
+        progress: Default::default(),
+        delegator: None,
+        journal: None,
+        fence: Default::default(),
+        trace: Default::default(),
+    };
+    let clock = Arc::new(crate::base::clock::SystemClock);
+    let tools = Arc::new(crate::capabilities::mcp::tools::RunTools::default());
+    Harness::new(vault, &role, roles, clock, tools, ticket)
+}
+
 #[cfg(test)]
 mod tests;

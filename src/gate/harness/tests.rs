@@ -1,40 +1,11 @@
-use std::path::PathBuf;
-use std::sync::Arc;
-
 use serde_json::json;
 
-use super::{Harness, Ticket};
-use crate::setup::role::{LoadContext, RoleSet};
+use super::Harness;
 
 /// A harness for `ops`, which reads and writes, but whose `approve` denies `write_file`.
 fn harness(dir: &std::path::Path) -> Harness {
-    let vault = Arc::new(crate::base::vault::Vault::open(dir).unwrap());
-    let env = crate::base::environment::Env::from_pairs([("HOME", "/nonexistent")]);
     let text = "---\napprove:\n  write_file: deny\n---\n# Ops\n## Mission\nRead.\n## Tools\n- read_file\n- write_file\n";
-    let file = (
-        "ops".to_string(),
-        PathBuf::from("roles/ops.md"),
-        Ok(text.to_string()),
-    );
-    let roles = Arc::new(RoleSet::from_texts(
-        [file],
-        &LoadContext::new(chrono_tz::UTC, env),
-    ));
-    let role = roles.roles["ops"].clone();
-    let ticket = Ticket {
-        hops: 0,
-        max_chain_depth: 3,
-        max_tool_calls: 10,
-        asks: None,
-        progress: Default::default(),
-        delegator: None,
-        journal: None,
-        fence: Default::default(),
-        trace: Default::default(),
-    };
-    let clock = Arc::new(crate::base::clock::SystemClock);
-    let tools = Arc::new(crate::capabilities::mcp::tools::RunTools::default());
-    Harness::new(vault, &role, roles, clock, tools, ticket)
+    super::for_test(dir, text, 10)
 }
 
 /// Why an approved call cannot run as it now stands, byte for byte as the approval note and the
