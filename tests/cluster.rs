@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use tabd::capabilities::cluster::catch_up::CatchUp;
 use tabd::capabilities::cluster::{ClaimKey, Claimed, Cluster, ClusterError};
 use tabd::setup::config::cluster::{ClusterConfig, WhenAlone};
 
@@ -233,7 +234,7 @@ fn a_value_larger_than_one_message_is_kept_as_an_object_checked_and_goes_with_it
         assert!(read == big[..], "read back whole on another device");
 
         // In the bucket, a pointer; the bytes in the object store.
-        let client = async_nats::connect(nats.urls()[0].clone()).await.unwrap();
+        let client = crate::support::nats::client(&nats, 0).await;
         let js = async_nats::jetstream::new(client);
         let kv = js.get_key_value("tabd_shared").await.unwrap();
         let raw = kv.get(key.as_str()).await.unwrap().expect("an entry");
@@ -446,8 +447,8 @@ fn of_two_devices_creating_one_empty_key_at_once_exactly_one_wins() {
         let a = Cluster::connect(&config(&nats, "a", 30), "Vault").await.unwrap();
         a.heartbeat().await.unwrap();
         let mut stores = Vec::new();
-        for url in &nats.urls()[..2] {
-            let client = async_nats::connect(url.as_str()).await.unwrap();
+        for i in 0..2 {
+            let client = crate::support::nats::client(&nats, i).await;
             let js = async_nats::jetstream::new(client);
             stores.push(js.get_key_value("tabd_claims").await.unwrap());
         }
@@ -463,5 +464,163 @@ fn of_two_devices_creating_one_empty_key_at_once_exactly_one_wins() {
                 nats.logs()
             );
         }
+    });
+}
+
+fn at(n: i64) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp(1_800_000_000 + n, 0).unwrap()
+}
+
+/// `catch_up: once`: the newest missed slot, standing for all of them.
+fn once(missed: Vec<chrono::DateTime<chrono::Utc>>) -> Vec<(chrono::DateTime<chrono::Utc>, usize)> {
+    missed.last().map(|s| (*s, missed.len())).into_iter().collect()
+}
+
+/// `catch_up: all`: each missed slot, the newest ten.
+fn all(missed: Vec<chrono::DateTime<chrono::Utc>>) -> Vec<(chrono::DateTime<chrono::Utc>, usize)> {
+    let from = missed.len().saturating_sub(10);
+    missed[from..].iter().map(|s| (*s, 1)).collect()
+}
+
+/// The slots and counts a catch-up runs on this device (empty when another's or none).
+fn runs_of(c: &CatchUp) -> Vec<(i64, usize)> {
+    match c {
+        CatchUp::Run(runs) => runs
+            .iter()
+            .map(|r| (r.slot.timestamp() - 1_800_000_000, r.missed))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn devices_that_skipped_different_slots_in_an_outage_catch_up_once() {
+    let Some(nats) = Nats::three("devices_that_skipped_different_slots_catch_up_once") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let (a, b, c) = (
+            Cluster::connect(&config(&nats, "a", 30), "Vault").await.unwrap(),
+            Cluster::connect(&config(&nats, "b", 30), "Vault").await.unwrap(),
+            Cluster::connect(&config(&nats, "c", 30), "Vault").await.unwrap(),
+        );
+        for d in [&a, &b, &c] {
+            d.heartbeat().await.unwrap();
+        }
+        let key = |n| ClaimKey::slot("Vault", "risk", at(n));
+        // At the outage's end: a ran slot 12 as a plain slot; b's claim of slot 10 timed out but
+        // the servers took it (a claim without its tenure: b does not know it holds it).
+        let Claimed::Won(ran) = a.claim_unless_done(&key(12), "s".into()).await.unwrap() else {
+            panic!("a free slot is won");
+        };
+        a.finish(&ran).await.unwrap();
+        drop(b.claim(&key(10), "s".into()).await.unwrap().expect("won"));
+        // Each skipped what it could not claim: a 2..=8, b 2..=10, c 2..=12.
+        let skipped = |to: i64| (1..=to / 2).map(|n| at(n * 2)).collect::<Vec<_>>();
+        let (x, y, z) = tokio::join!(
+            a.catch_up("risk", skipped(8), once),
+            b.catch_up("risk", skipped(10), once),
+            c.catch_up("risk", skipped(12), once),
+        );
+        let decided = [x.unwrap(), y.unwrap(), z.unwrap()];
+        let runs: Vec<_> = decided.iter().flat_map(runs_of).collect();
+        let catch_ups = runs.iter().filter(|(_, n)| *n > 1).count();
+        assert_eq!(catch_ups, 1, "one catch-up across the three: {decided:?}");
+        // The five missed slots (2..=10) stood for once; 10 (b's forgotten claim) runs, on b.
+        assert_eq!(runs.iter().map(|(_, n)| n).sum::<usize>(), 5, "{decided:?}");
+        assert!(runs_of(&decided[1]).iter().any(|(s, _)| *s == 10), "{decided:?}");
+        let mut slots: Vec<_> = runs.iter().map(|(s, _)| *s).collect();
+        slots.sort();
+        slots.dedup();
+        assert_eq!(slots.len(), runs.len(), "no slot twice: {decided:?}");
+        assert!(
+            matches!(&decided[2], CatchUp::Elsewhere(w) if w.iter().any(|(s, _)| *s == at(10))),
+            "c watches the run of 10: {:?}",
+            decided[2]
+        );
+        // A device that looks again with a slot a catch-up stood for (6) and b's claim (10):
+        // nothing runs, and slot 6 is marked done.
+        let again = c.catch_up("risk", vec![at(6), at(10)], once).await.unwrap();
+        assert!(runs_of(&again).is_empty(), "{again:?}");
+        assert!(c.is_done(&key(6)).await.unwrap());
+        assert!(c.covered_by_catch_up("risk", at(4)).await.unwrap());
+        assert!(
+            !c.covered_by_catch_up("risk", at(10)).await.unwrap(),
+            "a run of a record is not covered"
+        );
+    });
+}
+
+#[test]
+fn a_slot_missed_after_what_a_catch_up_stood_for_runs_alone_and_one_it_stood_for_never() {
+    let Some(nats) = Nats::one("a_slot_missed_after_what_a_catch_up_stood_for") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let a = Cluster::connect(&config(&nats, "a", 30), "Vault").await.unwrap();
+        let b = Cluster::connect(&config(&nats, "b", 30), "Vault").await.unwrap();
+        let first = a.catch_up("risk", vec![at(2), at(4), at(6)], once).await.unwrap();
+        assert_eq!(runs_of(&first), [(6, 3)]);
+        // b skipped one slot more, that no device claimed: it runs it, standing for itself.
+        let second = b
+            .catch_up("risk", vec![at(2), at(4), at(6), at(8)], once)
+            .await
+            .unwrap();
+        assert_eq!(runs_of(&second), [(8, 1)], "not a second catch-up: {second:?}");
+        // A device that skipped only older slots: a's catch-up stood for them; it wins slot 4's
+        // claim, marks it done and runs nothing.
+        let c = Cluster::connect(&config(&nats, "c", 30), "Vault").await.unwrap();
+        let third = c.catch_up("risk", vec![at(2), at(4)], once).await.unwrap();
+        assert!(runs_of(&third).is_empty(), "{third:?}");
+        assert!(c.is_done(&ClaimKey::slot("Vault", "risk", at(4))).await.unwrap());
+        // catch_up: all, two devices at once: each missed slot runs once, on one of them.
+        let slots: Vec<_> = (20..30).map(at).collect();
+        let (x, y) = tokio::join!(
+            a.catch_up("tock", slots.clone(), all),
+            b.catch_up("tock", slots, all)
+        );
+        let (x, y) = (x.unwrap(), y.unwrap());
+        let mut ran: Vec<_> = runs_of(&x)
+            .into_iter()
+            .chain(runs_of(&y))
+            .map(|(s, _)| s)
+            .collect();
+        ran.sort();
+        assert_eq!(ran, (20..30).collect::<Vec<_>>(), "{x:?} {y:?}");
+        // catch_up: all caps the outage at ten runs, not each device: a runs the newest ten of
+        // 25 and holds them; b, looking later, finds the older fifteen left by a's record.
+        let slots: Vec<_> = (101..=125).map(at).collect();
+        let by_a = a.catch_up("tack", slots.clone(), all).await.unwrap();
+        assert_eq!(runs_of(&by_a).len(), 10, "{by_a:?}");
+        let by_b = b.catch_up("tack", slots, all).await.unwrap();
+        assert!(runs_of(&by_b).is_empty(), "{by_b:?}");
+        assert!(b
+            .is_done(&ClaimKey::slot("Vault", "tack", at(115)))
+            .await
+            .unwrap());
+    });
+}
+
+#[test]
+fn a_user_and_password_in_a_server_url_log_in_and_a_wrong_one_does_not() {
+    let Some(nats) = Nats::one("a_user_and_password_in_a_server_url_log_in") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        // The test's servers take only their own user and password, written in the URLs.
+        let good = Cluster::connect(&config(&nats, "a", 30), "Vault").await.unwrap();
+        good.heartbeat()
+            .await
+            .unwrap_or_else(|e| panic!("logged in with the URL's user and password: {e}\n{}", nats.logs()));
+        let mut wrong = config(&nats, "b", 30);
+        wrong.nats = wrong.nats.iter().map(|u| u.replace("tabd:", "tabd:x")).collect();
+        let refused = Cluster::connect(&wrong, "Vault").await.unwrap();
+        assert!(
+            matches!(refused.heartbeat().await, Err(ClusterError::Unavailable { .. })),
+            "a wrong password is not a quorum"
+        );
     });
 }

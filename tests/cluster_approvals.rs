@@ -75,9 +75,7 @@ fn shared_key(d: &Devices, kind: &str, id: &str) -> tabd::capabilities::cluster:
 
 /// The servers' JetStream, and the shared bucket in it.
 async fn shared_bucket(d: &Devices) -> (async_nats::jetstream::Context, async_nats::jetstream::kv::Store) {
-    let client = async_nats::connect(d.nats.urls()[0].clone())
-        .await
-        .expect("connect");
+    let client = crate::support::nats::client(&d.nats, 0).await;
     let js = async_nats::jetstream::new(client);
     let kv = js.get_key_value("tabd_shared").await.expect("the shared bucket");
     (js, kv)

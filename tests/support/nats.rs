@@ -71,6 +71,14 @@ pub struct Nats {
     servers: Vec<Server>,
     binary: PathBuf,
     pub dir: tempfile::TempDir,
+    /// This set's own user and password (`tabd:<secret>`) and cluster name: tests run side by
+    /// side, and a port one set let go (a server killed, or one that exited) may be bound by
+    /// another's server a moment later. Without them, a device of one test reconnected to the
+    /// other test's server, and routes joined the two sets into one cluster; the two tests'
+    /// daemons (vault "vault", devices "laptop", "desktop", "server", role "tick") then claimed
+    /// each other's slots (`cluster_daemons::three_devices_run_a_hundred_slots_exactly_once` ran
+    /// 99 of 100 beside the outage test, "another tabd also calls itself \"server\"").
+    secret: String,
 }
 
 impl Nats {
@@ -106,13 +114,15 @@ impl Nats {
     /// `n` servers started on free ports (not ready yet).
     fn set(binary: PathBuf, n: usize) -> Nats {
         let dir = tempfile::tempdir().expect("temp dir");
+        let secret = format!("{:016x}", rand::random::<u64>());
         let free = free_ports(2 * n);
         let ports: Vec<(u16, u16)> = free.chunks(2).map(|p| (p[0], p[1])).collect();
         let servers = (0..n)
             .map(|i| {
                 let name = format!("n{}", i + 1);
                 let config = dir.path().join(format!("{name}.conf"));
-                std::fs::write(&config, server_config(&name, dir.path(), &ports, i)).expect("server config");
+                std::fs::write(&config, server_config(&name, dir.path(), &ports, i, &secret))
+                    .expect("server config");
                 Server {
                     log: dir.path().join(format!("{name}.log")),
                     name,
@@ -122,7 +132,12 @@ impl Nats {
                 }
             })
             .collect();
-        let mut nats = Nats { servers, binary, dir };
+        let mut nats = Nats {
+            servers,
+            binary,
+            dir,
+            secret,
+        };
         for i in 0..n {
             nats.spawn(i);
         }
@@ -147,11 +162,11 @@ impl Nats {
         s.child = Some(child);
     }
 
-    /// Every server's client URL.
+    /// Every server's client URL, with this set's user and password.
     pub fn urls(&self) -> Vec<String> {
         self.servers
             .iter()
-            .map(|s| format!("nats://127.0.0.1:{}", s.port))
+            .map(|s| format!("nats://tabd:{}@127.0.0.1:{}", self.secret, s.port))
             .collect()
     }
 
@@ -207,7 +222,7 @@ impl Nats {
             .expect("runtime");
         let deadline = Instant::now() + READY_WITHIN;
         for &i in which {
-            let url = format!("nats://127.0.0.1:{}", self.servers[i].port);
+            let url = self.urls()[i].clone();
             loop {
                 if rt.block_on(answers(&url)) {
                     break;
@@ -229,9 +244,25 @@ impl Nats {
     }
 }
 
+/// Options that log in to a set's servers as `url` says (its user and password).
+pub fn login(url: &str) -> async_nats::ConnectOptions {
+    let parsed = reqwest::Url::parse(url).expect("a server URL");
+    let pass = parsed.password().unwrap_or_default().to_string();
+    async_nats::ConnectOptions::with_user_and_password(parsed.username().to_string(), pass)
+}
+
+/// A client of server `i` of `nats`, logged in.
+pub async fn client(nats: &Nats, i: usize) -> async_nats::Client {
+    let url = nats.urls()[i].clone();
+    login(&url)
+        .connect(url.as_str())
+        .await
+        .expect("a client of the test's server")
+}
+
 /// Whether the server at `url` takes a connection and answers JetStream's account info.
 async fn answers(url: &str) -> bool {
-    let connect = async_nats::ConnectOptions::new()
+    let connect = login(url)
         .connection_timeout(Duration::from_millis(500))
         .connect(url);
     let Ok(Ok(client)) = tokio::time::timeout(Duration::from_secs(1), connect).await else {
@@ -255,11 +286,12 @@ impl Drop for Nats {
     }
 }
 
-/// One server's config: JetStream with its storage under `dir`, and routes to the others.
-fn server_config(name: &str, dir: &Path, ports: &[(u16, u16)], i: usize) -> String {
+/// One server's config: JetStream with its storage under `dir`, routes to the others, and the
+/// set's own user and password for clients and routes, and cluster name (see `Nats::secret`).
+fn server_config(name: &str, dir: &Path, ports: &[(u16, u16)], i: usize, secret: &str) -> String {
     let store = dir.join(format!("{name}-js"));
     let mut text = format!(
-        "server_name: {name}\nlisten: \"127.0.0.1:{}\"\njetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 64MB\n  max_file_store: 256MB\n}}\n",
+        "server_name: {name}\nlisten: \"127.0.0.1:{}\"\nauthorization {{\n  user: tabd\n  password: \"{secret}\"\n}}\njetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 64MB\n  max_file_store: 256MB\n}}\n",
         ports[i].0,
         store.display()
     );
@@ -268,10 +300,10 @@ fn server_config(name: &str, dir: &Path, ports: &[(u16, u16)], i: usize) -> Stri
             .iter()
             .enumerate()
             .filter(|(j, _)| *j != i)
-            .map(|(_, (_, route))| format!("\"nats-route://127.0.0.1:{route}\""))
+            .map(|(_, (_, route))| format!("\"nats-route://route:{secret}@127.0.0.1:{route}\""))
             .collect();
         text.push_str(&format!(
-            "cluster {{\n  name: tabdtest\n  listen: \"127.0.0.1:{}\"\n  routes: [{}]\n}}\n",
+            "cluster {{\n  name: tabdtest{secret}\n  listen: \"127.0.0.1:{}\"\n  authorization {{\n    user: route\n    password: \"{secret}\"\n  }}\n  routes: [{}]\n}}\n",
             ports[i].1,
             routes.join(", ")
         ));

@@ -43,6 +43,12 @@ impl ClaimKey {
         Self(format!("{}.{}.{}", token(vault), token(kind), token(id)))
     }
 
+    /// The `n`th catch-up of a role after the servers were out of reach (`catch_up`), kept in the
+    /// done bucket: `<vault>.catchup.<role>.<n>`.
+    pub fn catch_up(vault: &str, role: &str, n: u32) -> Self {
+        Self(format!("{}.catchup.{}.{n}", token(vault), token(role)))
+    }
+
     /// An approval's execution (DESIGN §15, §23): `<vault>.approval.<id>`.
     pub fn approval(vault: &str, id: &str) -> Self {
         Self(format!("{}.approval.{}", token(vault), token(id)))
@@ -112,6 +118,13 @@ mod tests {
         assert_ne!(a, ClaimKey::note("Work", "risk", "agent/inbox/risk/b.md", "abc"));
         assert!(valid(&device("Work", "laptop")));
         assert!(valid(ClaimKey::approval("Vault", "7c41e0").as_str()));
+        assert_eq!(
+            ClaimKey::catch_up("Work", "risk", 2).as_str(),
+            "Work.catchup.risk.2"
+        );
+        assert!(valid(
+            ClaimKey::catch_up("My Vault", "Risk Manager.md", 1).as_str()
+        ));
         assert_eq!(token(""), token(""));
         assert!(token("").starts_with('h'));
     }

@@ -6,7 +6,8 @@
 //! - `tabd_claims` — who runs what now: a slot, a note, an approval's call. `create` succeeds for
 //!   one device only (compare-and-set); the bucket's `max_age` is the lease (`lease`);
 //! - `tabd_done` — what was run (a week): a device that comes late, or catches up after a
-//!   sleep, finds the slot or note done and leaves it;
+//!   sleep, finds the slot or note done and leaves it; and each role's catch-up records after
+//!   the servers were out of reach (`catch_up`);
 //! - `tabd_devices` — each device's last heartbeat; a heartbeat that is written is the quorum
 //!   check, and one written by another process under the same name says the name is taken;
 //! - `tabd_shared` — what devices hand each other (`shared`): approval requests, their execution
@@ -16,6 +17,7 @@
 //!
 //! `keys` names the keys; `lease` is what a device holds, and what the fence asks.
 
+pub mod catch_up;
 pub mod keys;
 pub mod lease;
 pub mod shared;
@@ -205,6 +207,16 @@ impl Cluster {
                 })
             })
             .collect::<Result<_, _>>()?;
+        // A user and password (or a token) written in a server's URL: async-nats 0.51 reads
+        // them only from the options, never from the URL (without this, the servers refused
+        // every connection with "authentication error").
+        if let Some(a) = addrs.iter().find(|a| a.has_user_pass()) {
+            options = match (a.username(), a.password()) {
+                (Some(user), Some(pass)) => options.user_and_password(decoded(user), decoded(pass)),
+                (Some(token), None) => options.token(decoded(token)),
+                _ => options,
+            };
+        }
         let client = options
             .connect(addrs)
             .await
@@ -310,6 +322,11 @@ impl Cluster {
         let Some(lease) = self.claim(key, what).await? else {
             return Ok(Claimed::Held);
         };
+        self.judge_won(lease).await
+    }
+
+    /// A claim just won (or taken back, `catch_up`): this device's, done, or held for now.
+    async fn judge_won(&self, lease: Arc<Lease>) -> Result<Claimed, ClusterError> {
         let taken = self.take(&lease).await;
         match taken {
             Ok(Take::Mine) => return Ok(Claimed::Won(lease)),
@@ -607,6 +624,13 @@ impl Cluster {
         out.sort_by(|a, b| a.device.cmp(&b.device));
         Ok(out)
     }
+}
+
+/// A URL's user or password as written before percent-encoding.
+fn decoded(part: &str) -> String {
+    percent_encoding::percent_decode_str(part)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Waits for nothing: asks JetStream for its account info (by hand — async-nats 0.51 reads

@@ -192,6 +192,12 @@ impl Registry {
         self.held.iter().filter_map(Weak::upgrade).any(|l| other(&l)) || self.owed.iter().any(|l| other(l))
     }
 
+    /// Whether this process holds a live lease of `key`, or owes its done mark.
+    pub(super) fn holds_any(&self, key: &str) -> bool {
+        let same = |l: &Lease| l.key.as_str() == key;
+        self.held.iter().filter_map(Weak::upgrade).any(|l| same(&l)) || self.owed.iter().any(|l| same(l))
+    }
+
     /// A heartbeat of this process was written (`ok`) or not: the servers were reachable
     /// without a gap since `connected_since`.
     pub(super) fn beat(&mut self, ok: bool, lease: Duration) {

@@ -32,6 +32,7 @@ use super::core::{Input, SlotRun};
 use super::Daemon;
 use crate::base::blocking;
 use crate::base::fence::{Fence, Hold};
+use crate::capabilities::cluster::catch_up::CatchUp;
 use crate::capabilities::cluster::{ClaimKey, Claimed, Cluster, ClusterError, Lease, RunSeen};
 use crate::records::inbox::Note;
 use crate::setup::config::cluster::WhenAlone;
@@ -185,6 +186,9 @@ impl Coordinator {
             Ok(Claimed::Held) => Verdict::Elsewhere,
             Ok(Claimed::Done) => Verdict::Done,
             Err(e) => {
+                // The servers answer heartbeats again but not claims yet (they do for a few
+                // seconds after a quorum returns): the catch-up waits a lease from now again.
+                self.was_alone = true;
                 let alone = self.when_alone(role);
                 if self.said_alone.insert(role.name.clone()) {
                     tracing::warn!(
@@ -260,6 +264,20 @@ impl Daemon {
         let now = self.run_env.clock.instant();
         let mut keep = Vec::new();
         for s in due {
+            let quorum = c.quorum.load(Ordering::SeqCst) == QUORUM;
+            if s.missed > 1 && (quorum || c.when_alone(role) == WhenAlone::Skip) {
+                // Fires this device missed (asleep, stopped, its loop held up by a server that
+                // did not answer): other devices may have run them. The cluster's catch-up
+                // decides, once across devices, at the next look with a quorum.
+                let missed = stood_for(role, &s);
+                tracing::debug!(
+                    "{}: {} missed slot(s) go to the cluster's catch-up",
+                    role.name,
+                    missed.len()
+                );
+                c.alone.entry(role.name.clone()).or_default().extend(missed);
+                continue;
+            }
             let key = ClaimKey::slot(&c.vault, &role.name, s.slot);
             let what = format!(
                 "the {} slot of {}",
@@ -453,6 +471,9 @@ impl Daemon {
     /// Once the servers answer again, says whether this device is still within the lease after
     /// their return: it catches nothing up then, so every device has claimed the slots due since
     /// as plain slots before any looks back (what ran meanwhile is marked done by the heartbeat).
+    /// A claim the servers do not answer counts as not back yet (`was_alone`): the lease starts
+    /// again from the next tick, so one catch-up stands for the outage and the unsteady seconds
+    /// after it, not one for each.
     fn back_from_alone(c: &mut Coordinator, now: Instant) -> bool {
         let alone = c.quorum.load(Ordering::SeqCst) != QUORUM;
         if alone {
@@ -579,6 +600,29 @@ fn catch_up(role: &Role, mut slots: Vec<DateTime<Utc>>, now: DateTime<Utc>) -> V
     }
 }
 
+/// Most missed slots of one run handed to the cluster's catch-up by name (the count of any
+/// older ones is not kept: a catch-up of a long sleep says it stands for this many).
+const STOOD_FOR_CAP: usize = 1000;
+
+/// The slots the local catch-up run `s` stands for: the `s.missed` fires of the role's schedule
+/// up to and including `s.slot`, oldest first (at most `STOOD_FOR_CAP`).
+fn stood_for(role: &Role, s: &SlotRun) -> Vec<DateTime<Utc>> {
+    let want = s.missed.min(STOOD_FOR_CAP);
+    let mut window = chrono::Duration::minutes(1);
+    loop {
+        let fires = role.schedule.fires_between(s.slot - window, s.slot, usize::MAX);
+        if fires.len() >= want || window > chrono::Duration::days(8) {
+            let from = fires.len().saturating_sub(want);
+            let mut slots = fires[from..].to_vec();
+            if slots.last() != Some(&s.slot) {
+                slots.push(s.slot);
+            }
+            return slots;
+        }
+        window = window * 2;
+    }
+}
+
 /// The watched slots due for a look: a claim that lapsed (its holder died) is this device's now.
 fn take_over(
     c: &mut Coordinator,
@@ -599,6 +643,17 @@ fn take_over(
         };
         let key = ClaimKey::slot(&c.vault, &w.role, w.slot);
         match c.claim(role, &key, format!("the {} slot of {}", w.slot, w.role)) {
+            Verdict::Mine(Some(lease)) if covered(c, &w) => {
+                tracing::info!(
+                    "{}: the {} slot another device claimed was not done, but a catch-up stood for it",
+                    w.role,
+                    w.slot
+                );
+                let cluster = c.cluster.clone();
+                if let Err(e) = c.block(async move { cluster.finish(&lease).await }) {
+                    tracing::debug!("{}: the {} slot is marked done later ({e})", w.role, w.slot);
+                }
+            }
             Verdict::Mine(lease) => {
                 tracing::info!(
                     "{}: the {} slot another device claimed was not done; running it here",
@@ -626,10 +681,17 @@ fn take_over(
     runs
 }
 
-/// The slots skipped without a quorum, once it returns, caught up by the role's `catch_up` and
-/// claimed as any slot: a device that skipped the same slots picks the same newest one, and one
-/// claim decides who runs it. Claims that fail still (the servers answer heartbeats before
-/// claims) keep the slots for the next look, so a catch-up stands for every slot skipped.
+/// Whether a catch-up record stood for the watched slot `w` without running it (a slot no
+/// catch-up stood for, or one the servers cannot tell of now, runs).
+fn covered(c: &Coordinator, w: &Watched) -> bool {
+    c.block(c.cluster.covered_by_catch_up(&w.role, w.slot))
+        .unwrap_or(false)
+}
+
+/// The slots skipped without a quorum, once it returns, caught up by the role's `catch_up` once
+/// across devices (`capabilities::cluster::catch_up`: what no device ran or holds, claimed slot
+/// by slot, then one catch-up record decides whose run stands for them). A catch-up the servers
+/// do not decide yet (they answer heartbeats before the rest) keeps the slots for the next look.
 fn catch_up_alone(
     c: &mut Coordinator,
     roles: &crate::setup::role::RoleSet,
@@ -641,32 +703,48 @@ fn catch_up_alone(
         let Some(role) = roles.roles.get(&name) else {
             continue;
         };
-        for slot in catch_up(role, skipped.clone(), wall) {
-            let key = ClaimKey::slot(&c.vault, &name, slot.slot);
-            let verdict = c.claim(role, &key, format!("the {} slot of {name}", slot.slot));
-            // This catch-up stands for every earlier one still watched (Once: the newest).
-            c.watched
-                .retain(|w| w.role != name || (w.slot != slot.slot && w.missed == 1));
-            match verdict {
-                Verdict::Mine(lease) => {
-                    if let Some(l) = lease {
-                        c.slots.insert((name.clone(), slot.slot), l);
-                    }
-                    runs.push((name.clone(), slot));
+        let rule = |missed: Vec<DateTime<Utc>>| {
+            catch_up(role, missed, wall)
+                .into_iter()
+                .map(|s| (s.slot, s.missed))
+                .collect()
+        };
+        let decided = c.block(c.cluster.catch_up(&name, skipped.clone(), rule));
+        if decided.is_ok() {
+            // A catch-up stands for every earlier one still watched for this role.
+            c.watched.retain(|w| w.role != name || w.missed == 1);
+        }
+        match decided {
+            Ok(CatchUp::Run(list)) => {
+                for r in list {
+                    c.slots.insert((name.clone(), r.slot), r.lease);
+                    c.watched.retain(|w| w.role != name || w.slot != r.slot);
+                    runs.push((
+                        name.clone(),
+                        SlotRun {
+                            slot: r.slot,
+                            missed: r.missed,
+                        },
+                    ));
                 }
-                Verdict::Elsewhere => c.watched.push(Watched {
-                    role: name.clone(),
-                    slot: slot.slot,
-                    again: now + c.again(),
-                    missed: slot.missed,
-                }),
-                // The servers answer heartbeats but not yet claims: all of it again next time.
-                Verdict::Wait => c
-                    .alone
-                    .entry(name.clone())
-                    .or_default()
-                    .extend(skipped.iter().copied()),
-                Verdict::Done => {}
+            }
+            Ok(CatchUp::Elsewhere(list)) => {
+                for (slot, missed) in list {
+                    tracing::debug!("{name}: another device catches up the {slot} slot");
+                    c.watched.retain(|w| w.role != name || w.slot != slot);
+                    c.watched.push(Watched {
+                        role: name.clone(),
+                        slot,
+                        again: now + c.again(),
+                        missed,
+                    });
+                }
+            }
+            Ok(CatchUp::Nothing) => {}
+            Err(e) => {
+                tracing::debug!("{name}: the catch-up waits for the servers ({e})");
+                c.was_alone = true;
+                c.alone.entry(name).or_default().extend(skipped);
             }
         }
     }
