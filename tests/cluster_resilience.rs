@@ -146,6 +146,82 @@ fn two_of_three_servers_down_skip_waits_run_runs_and_the_missed_slots_are_caught
         d.stderr()
     );
 }
+/// Devices that come back at different moments skipped different slots: a laptop stopped (a
+/// closed lid) through the servers' return has an older newest slot to catch up than the desktop
+/// that caught the role up. The desktop's catch-up record stands for the laptop's slots too, so
+/// the laptop, back later, catches up nothing: one catch-up across devices. (With each device
+/// catching up its own newest skipped slot, the laptop's was free and ran as a second one.) The
+/// laptop starts during the outage, so it never owes a done mark of a run of its own: a device
+/// stopped while it owes one is the case no lease settles without waiting (docs/devices.md).
+#[test]
+fn a_device_back_later_than_the_others_does_not_catch_the_outage_up_again() {
+    let Some(mut d) = Devices::new(
+        "a_device_back_later_than_the_others",
+        3,
+        "max_runs_per_day = 1000",
+    ) else {
+        return;
+    };
+    d.v.write("roles/tick.md", &every_two_seconds("Tick", ""));
+    d.v.write("roles/tock.md", &every_two_seconds("Tock", "when_alone: run\n"));
+    d.start("desktop");
+    d.wait(Duration::from_secs(60), "tick runs", || {
+        d.ok_records("tick").len() >= 2
+    });
+    d.nats.kill(1);
+    d.nats.kill(2);
+    d.start("laptop");
+    d.wait(Duration::from_secs(60), "both devices skipping tick", || {
+        d.daemons.values().all(|daemon| {
+            daemon
+                .stderr()
+                .contains("tick: when_alone = \"skip\": slots and notes wait")
+        })
+    });
+    // Two more slots pass on the laptop (tock, run without a quorum, shows them), so what it
+    // would catch up stands for several; then it stops while the outage goes on, and the
+    // desktop skips more slots.
+    let skipping = Utc::now();
+    d.wait(Duration::from_secs(60), "two more slots on the laptop", || {
+        d.ok_records("tock")
+            .iter()
+            .filter(|(dev, r)| dev == "laptop" && time(&r["started_at"]) > skipping)
+            .count()
+            >= 2
+    });
+    d.daemons["laptop"].signal(libc::SIGSTOP);
+    let stopped = Utc::now();
+    d.wait(Duration::from_secs(60), "two more slots on the desktop", || {
+        d.ok_records("tock")
+            .iter()
+            .filter(|(dev, r)| dev == "desktop" && time(&r["started_at"]) > stopped)
+            .count()
+            >= 2
+    });
+    d.nats.restart(1);
+    d.nats.restart(2);
+    d.wait(Duration::from_secs(60), "the desktop catching tick up", || {
+        !catch_ups(&d.fake, "Tick").is_empty()
+    });
+    d.daemons["laptop"].signal(libc::SIGCONT);
+    // The laptop is back and has had two leases and more to catch up (it would by now).
+    let settled = Utc::now() + chrono::Duration::seconds(d.lease_s as i64 * 2 + 2);
+    d.wait(Duration::from_secs(60), "the laptop running tick again", || {
+        slot_runs(&d, "tick")
+            .iter()
+            .any(|(dev, slot, _)| dev == "laptop" && *slot > settled)
+    });
+    stop_all(&mut d);
+    each_once(&d, "tick", &slot_runs(&d, "tick"));
+    let caught_up = catch_ups(&d.fake, "Tick");
+    assert_eq!(
+        caught_up.len(),
+        1,
+        "the outage caught up once, by the desktop: {caught_up:?}\n{}",
+        d.stderr()
+    );
+}
+
 #[test]
 fn a_cluster_change_on_reload_says_restart_tabd_to_apply_and_the_daemon_goes_on_as_started() {
     // No server needed: the daemon connects in the background.

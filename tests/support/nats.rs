@@ -286,8 +286,9 @@ impl Drop for Nats {
     }
 }
 
-/// One server's config: JetStream with its storage under `dir`, routes to the others, and the
-/// set's own user and password for clients and routes, and cluster name (see `Nats::secret`).
+/// One server's config: JetStream with its storage under `dir`, routes to the others, the set's
+/// own user and password for clients, and its own cluster name (a route to another set's server
+/// is refused: the names differ; see `Nats::secret`).
 fn server_config(name: &str, dir: &Path, ports: &[(u16, u16)], i: usize, secret: &str) -> String {
     let store = dir.join(format!("{name}-js"));
     let mut text = format!(
@@ -300,10 +301,10 @@ fn server_config(name: &str, dir: &Path, ports: &[(u16, u16)], i: usize, secret:
             .iter()
             .enumerate()
             .filter(|(j, _)| *j != i)
-            .map(|(_, (_, route))| format!("\"nats-route://route:{secret}@127.0.0.1:{route}\""))
+            .map(|(_, (_, route))| format!("\"nats-route://127.0.0.1:{route}\""))
             .collect();
         text.push_str(&format!(
-            "cluster {{\n  name: tabdtest{secret}\n  listen: \"127.0.0.1:{}\"\n  authorization {{\n    user: route\n    password: \"{secret}\"\n  }}\n  routes: [{}]\n}}\n",
+            "cluster {{\n  name: tabdtest{secret}\n  listen: \"127.0.0.1:{}\"\n  routes: [{}]\n}}\n",
             ports[i].1,
             routes.join(", ")
         ));
