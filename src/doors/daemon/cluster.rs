@@ -16,8 +16,10 @@
 //! - A run that finished while the servers did not answer owes its done mark: the cluster's
 //!   heartbeats name what a device holds or owes, and a device that wins a claim another let
 //!   lapse runs it only once that device's heartbeat says it let it go, or it has gone silent
-//!   (`capabilities::cluster::tenure`). For one lease after the servers return, this device
-//!   catches nothing up, so the slots due since are claimed as plain slots first.
+//!   (`capabilities::cluster::tenure`). For one lease after the servers return (and answer
+//!   claims again), this device catches nothing up, so the slots due since are claimed as plain
+//!   slots first; then the slots skipped meanwhile, and any fires this device missed on its own
+//!   (asleep, stopped), are caught up once across devices (`capabilities::cluster::catch_up`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
