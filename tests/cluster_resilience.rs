@@ -336,3 +336,27 @@ fn tabd_fire_with_a_cluster_leaves_inbox_notes_to_the_daemons_and_refuses_a_note
     );
     assert_eq!(v.files_in("agent/inbox/risk"), ["theirs.md"], "nothing copied in");
 }
+
+#[test]
+fn a_cluster_that_cannot_be_set_up_stops_tabd_at_start_instead_of_running_every_slot_alone() {
+    // A device that cannot coordinate would run every slot and note beside the devices that do.
+    let fake = FakeModel::start();
+    let v = vault_with(&fake, &daemon_config(""));
+    let base = std::fs::read_to_string(&v.config).expect("config");
+    let creds = v.dir.path().join("missing.creds");
+    let port = crate::support::nats::free_port();
+    v.set_config(&format!(
+        "{base}\n[cluster]\nnats = [\"nats://127.0.0.1:{port}\"]\ndevice = \"laptop\"\ncreds = \"{}\"\n",
+        creds.display()
+    ));
+    let out = v.tabd_within(&["run"], Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", crate::support::describe(&out));
+    assert!(
+        err.contains("[cluster] creds: cannot read")
+            && err.contains("missing.creds")
+            && err.contains("tabd does not start"),
+        "{err}"
+    );
+    assert!(fake.requests().is_empty(), "nothing ran");
+}

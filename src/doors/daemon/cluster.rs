@@ -105,21 +105,23 @@ enum Verdict {
 
 impl Coordinator {
     /// Connects (in the background) and starts the heartbeat: every third of the lease, the
-    /// quorum check, and the one place a device name used twice is seen.
-    pub(super) fn start(config: &crate::setup::config::Config, vault_root: &Path) -> Option<Coordinator> {
-        let c = config.cluster.as_ref()?;
+    /// quorum check, and the one place a device name used twice is seen. `Ok(None)` without
+    /// `[cluster]`; `Err` when it cannot be set up (a credentials file that cannot be read, a
+    /// server address that is not one): tabd does not start then, since a device without its
+    /// cluster would run every slot and note, beside the devices that coordinate.
+    pub(super) fn start(
+        config: &crate::setup::config::Config,
+        vault_root: &Path,
+    ) -> Result<Option<Coordinator>, ClusterError> {
+        let Some(c) = config.cluster.as_ref() else {
+            return Ok(None);
+        };
         let vault = vault_root
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let handle = tokio::runtime::Handle::current();
-        let cluster = match blocking::run(|| handle.block_on(Cluster::connect(c, &vault))) {
-            Ok(cluster) => cluster,
-            Err(e) => {
-                tracing::error!("{e}; this device runs as if it were alone (when_alone decides)");
-                return None;
-            }
-        };
+        let cluster = blocking::run(|| handle.block_on(Cluster::connect(c, &vault)))?;
         let quorum = Arc::new(AtomicU8::new(UNKNOWN));
         let seen = Arc::default();
         let ran = Ran::default();
@@ -137,7 +139,7 @@ impl Coordinator {
                 "cluster: no [cluster] key, so an approval runs on the device that asked, and a run waiting for one goes on there"
             );
         }
-        Some(Coordinator {
+        Ok(Some(Coordinator {
             cluster,
             handle,
             quorum,
@@ -156,7 +158,7 @@ impl Coordinator {
             ran,
             shown: None,
             shared,
-        })
+        }))
     }
 
     pub(super) fn block<T>(&self, work: impl std::future::Future<Output = T>) -> T {

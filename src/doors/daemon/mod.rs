@@ -340,7 +340,7 @@ impl Daemon {
         let mut sigterm = signal(SignalKind::terminate())?;
         let mut sigint = signal(SignalKind::interrupt())?;
         let mut sighup = signal(SignalKind::hangup())?;
-        self.start_up();
+        self.start_up()?;
         self.tick();
         let runnable = self.roles().runnable().count();
         let status = format!("{runnable} roles; {}", self.next_fire_text());
@@ -398,9 +398,14 @@ impl Daemon {
 
     /// Everything before the first tick: finish interrupted runs, forget deleted roles, clean
     /// crash leftovers, point the watcher.
-    fn start_up(&mut self) {
+    fn start_up(&mut self) -> anyhow::Result<()> {
         self.start_notifier();
-        self.coordinator = cluster::Coordinator::start(self.config(), &self.watching.paths.root);
+        self.coordinator = cluster::Coordinator::start(self.config(), &self.watching.paths.root)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{e}; tabd does not start: without its cluster this device would run every slot and note, beside the devices that share them"
+                )
+            })?;
         if let Some(warning) = self.config().provider.missing_key(&self.setup.env) {
             tracing::warn!("{warning}");
         }
@@ -439,6 +444,7 @@ impl Daemon {
         self.drop_interrupted_resumes();
         self.queue_resumes();
         self.share_waiting();
+        Ok(())
     }
 
     /// Removes the temp files a crash left behind, walking the whole vault in the background
