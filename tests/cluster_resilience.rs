@@ -35,6 +35,14 @@ fn slot_runs(d: &Devices, role: &str) -> Vec<(String, DateTime<Utc>, DateTime<Ut
         .collect()
 }
 
+/// How many good runs of `role` started on `device` after `after`.
+fn runs_since(d: &Devices, role: &str, device: &str, after: DateTime<Utc>) -> usize {
+    d.ok_records(role)
+        .iter()
+        .filter(|(dev, r)| dev == device && time(&r["started_at"]) > after)
+        .count()
+}
+
 /// The catch-up runs of the role whose mission is `mission`: their requests say how many
 /// missed slots they stand for.
 fn catch_ups(fake: &FakeModel, mission: &str) -> Vec<String> {
@@ -183,20 +191,12 @@ fn a_device_back_later_than_the_others_does_not_catch_the_outage_up_again() {
     // desktop skips more slots.
     let skipping = Utc::now();
     d.wait(Duration::from_secs(60), "two more slots on the laptop", || {
-        d.ok_records("tock")
-            .iter()
-            .filter(|(dev, r)| dev == "laptop" && time(&r["started_at"]) > skipping)
-            .count()
-            >= 2
+        runs_since(&d, "tock", "laptop", skipping) >= 2
     });
     d.daemons["laptop"].signal(libc::SIGSTOP);
     let stopped = Utc::now();
     d.wait(Duration::from_secs(60), "two more slots on the desktop", || {
-        d.ok_records("tock")
-            .iter()
-            .filter(|(dev, r)| dev == "desktop" && time(&r["started_at"]) > stopped)
-            .count()
-            >= 2
+        runs_since(&d, "tock", "desktop", stopped) >= 2
     });
     d.nats.restart(1);
     d.nats.restart(2);

@@ -226,7 +226,7 @@ impl Cluster {
             return Ok(Looked::Missed);
         };
         if holder.instance == self.inner.instance {
-            let held = self.registry().holds_any(key.as_str());
+            let held = self.registry().holds(key.as_str(), None);
             return Ok(if held { Looked::Taken } else { Looked::Missed });
         }
         let b = self.buckets().await?;
@@ -279,7 +279,7 @@ impl Cluster {
         };
         let ours = entry.operation == kv::Operation::Put
             && holder.instance == self.inner.instance
-            && !self.registry().holds_any(key.as_str());
+            && !self.registry().holds(key.as_str(), None);
         // Its age counts from when this process wrote it (the servers' clock starts later).
         let age = (Utc::now() - holder.at).to_std().unwrap_or_default();
         let sent = lease::boot_now().saturating_sub(age);

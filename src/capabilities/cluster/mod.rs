@@ -401,7 +401,7 @@ impl Cluster {
     async fn judge(&self, t: &tenure::Tenure, lease: &Lease) -> Result<tenure::Prior, ClusterError> {
         let key = lease.key.as_str();
         if t.instance == self.inner.instance {
-            let holds = self.registry().holds(key, lease);
+            let holds = self.registry().holds(key, Some(lease));
             return Ok(if holds {
                 tenure::Prior::Holds
             } else {

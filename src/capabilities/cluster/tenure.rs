@@ -186,16 +186,10 @@ impl Registry {
     }
 
     /// Whether this process holds or owes `key` through a lease other than `except` (a tenure
-    /// of its own: an earlier claim of the same key whose run may go on).
-    pub(super) fn holds(&self, key: &str, except: &Lease) -> bool {
-        let other = |l: &Lease| l.key.as_str() == key && !std::ptr::eq(l, except);
+    /// of its own: an earlier claim of the same key whose run may go on), or through any lease.
+    pub(super) fn holds(&self, key: &str, except: Option<&Lease>) -> bool {
+        let other = |l: &Lease| l.key.as_str() == key && except.is_none_or(|e| !std::ptr::eq(l, e));
         self.held.iter().filter_map(Weak::upgrade).any(|l| other(&l)) || self.owed.iter().any(|l| other(l))
-    }
-
-    /// Whether this process holds a live lease of `key`, or owes its done mark.
-    pub(super) fn holds_any(&self, key: &str) -> bool {
-        let same = |l: &Lease| l.key.as_str() == key;
-        self.held.iter().filter_map(Weak::upgrade).any(|l| same(&l)) || self.owed.iter().any(|l| same(l))
     }
 
     /// A heartbeat of this process was written (`ok`) or not: the servers were reachable
@@ -345,8 +339,12 @@ mod tests {
             "owed a, let go of b, dropped c"
         );
         let other = lease("a");
-        assert!(r.holds(key("a").as_str(), &other) && !r.holds(key("b").as_str(), &other));
-        assert!(!r.holds(key("a").as_str(), &a), "not through the lease asking");
+        assert!(r.holds(key("a").as_str(), Some(&other)) && !r.holds(key("b").as_str(), Some(&other)));
+        assert!(
+            !r.holds(key("a").as_str(), Some(&a)),
+            "not through the lease asking"
+        );
+        assert!(r.holds(key("a").as_str(), None), "through any lease");
         r.let_go(&a);
         assert!(r.look().keys.is_empty() && r.owed.is_empty());
     }
