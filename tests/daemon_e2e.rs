@@ -1059,3 +1059,75 @@ fn a_stopped_runs_section_links_its_note_where_it_is_now() {
         "{daily}"
     );
 }
+
+/// Holds the lock on today's and tomorrow's daily note, as another program writing them would
+/// (tomorrow's too, so a test that crosses midnight still finds its note held).
+fn hold_daily_notes(v: &TestVault) -> Vec<std::fs::File> {
+    let today = v.files_in("daily");
+    let today = today
+        .first()
+        .expect("a daily note")
+        .trim_end_matches(".md")
+        .to_string();
+    let day = chrono::NaiveDate::parse_from_str(&today, "%Y-%m-%d").expect("a dated daily note");
+    [day, day.succ_opt().expect("a next day")]
+        .iter()
+        .map(|d| {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(v.path(&format!("daily/{}.md", d.format("%Y-%m-%d"))))
+                .expect("the daily note");
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+                .expect("the daily note's lock");
+            file
+        })
+        .collect()
+}
+
+/// Another program that holds the daily note's lock and never lets go (a `tabd fire` stopped
+/// with Ctrl-Z, a device paused on a shared folder) does not hang the daemon: the run ends, its
+/// note is processed and its record written, status names the held note, and the run's section
+/// is written, once, at the role's next run after the lock is free.
+#[test]
+fn a_daily_note_another_program_holds_does_not_hang_runs_and_their_sections_come_later() {
+    let (v, _fake) = setup("");
+    let d = Daemon::start(&v);
+    let inbox = |n: &str| {
+        let link = format!("{n}]]");
+        let daily = v.daily();
+        daily
+            .lines()
+            .filter(|l| l.contains("**Trigger:** inbox [[") && l.contains(&link))
+            .count()
+    };
+    v.write("agent/inbox/delivery/first.md", "first note");
+    wait_until(T, "the first section", || inbox("first") == 1);
+    let held = hold_daily_notes(&v);
+    v.write(
+        "agent/inbox/delivery/held.md",
+        "a note while the daily note is held",
+    );
+    wait_until(
+        Duration::from_secs(60),
+        "the note processed, the daily note still held",
+        || v.files_in("agent/inbox/delivery/processed") == ["first.md", "held.md"],
+    );
+    wait_until(T, "its record", || v.records().len() == 2);
+    wait_until(T, "the held daily note named in status", || {
+        let status = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+        status.contains("WRITES FAILING: ") && status.contains("held its lock")
+    });
+    assert!(d.stderr().contains("held its lock"), "{}", d.stderr());
+    assert_eq!(inbox("held"), 0, "{}", v.daily());
+    drop(held);
+    v.write(
+        "agent/inbox/delivery/after.md",
+        "a note once the daily note is free",
+    );
+    wait_until(T, "the held run's section and the next one's", || {
+        inbox("held") == 1 && inbox("after") == 1
+    });
+    assert_eq!(inbox("first"), 1, "{}", v.daily());
+    assert_eq!(v.records().len(), 3, "no record twice");
+}

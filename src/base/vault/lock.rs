@@ -1,20 +1,50 @@
 //! Advisory file locks (`flock`): one process per role run, one daemon per vault, one writer
 //! of state and logs at a time. A lock belongs to an open file and ends when it is closed —
-//! including when the process dies, so a crash never leaves a stale lock behind.
+//! including when the process dies, so a crash never leaves a stale lock behind. But not when it
+//! is stopped: a `tabd fire` suspended with Ctrl-Z, or a device paused on a folder it shares,
+//! holds its lock until it goes on, so a wait for a lock is bounded (`LOCK_WAIT`).
 
-use std::io::{Read, Seek, Write};
+use std::io::{ErrorKind, Read, Seek, Write};
+use std::time::Duration;
 
+use backon::{BlockingRetryable, ExponentialBuilder};
 use cap_std::fs::File;
 use rustix::fs::FlockOperation;
 
-/// Locks `file` exclusively; with `wait` false, fails with `WouldBlock` when held.
+/// The longest a write waits for a lock another process holds. Each holder keeps one for a
+/// write or two (milliseconds); one held longer belongs to a stopped process that may never let
+/// go, and a daemon that waited with it would hang every run that logs.
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Locks `file` exclusively; with `wait` false, fails with `WouldBlock` when held. With `wait`,
+/// tries again (backon's waits, growing from 1 ms to 100 ms) for up to `LOCK_WAIT`, then fails
+/// with `WouldBlock` too.
 pub(super) fn flock(file: &File, wait: bool) -> std::io::Result<()> {
-    let op = if wait {
-        FlockOperation::LockExclusive
-    } else {
-        FlockOperation::NonBlockingLockExclusive
-    };
-    rustix::fs::flock(file, op).map_err(std::io::Error::from)
+    let once =
+        || rustix::fs::flock(file, FlockOperation::NonBlockingLockExclusive).map_err(std::io::Error::from);
+    if !wait {
+        return once();
+    }
+    let waits = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(1))
+        .with_max_delay(Duration::from_millis(100))
+        .with_total_delay(Some(LOCK_WAIT))
+        .without_max_times();
+    once.retry(waits)
+        .sleep(std::thread::sleep)
+        .when(|e| e.kind() == ErrorKind::WouldBlock)
+        .call()
+}
+
+/// The error of a lock still held after `LOCK_WAIT`, or of another failure to take it.
+pub(super) fn lock_error(path: &super::VaultPath, e: &std::io::Error) -> super::VaultError {
+    if e.kind() == ErrorKind::WouldBlock {
+        return super::VaultError::Held {
+            path: path.to_string(),
+            secs: LOCK_WAIT.as_secs(),
+        };
+    }
+    super::io_error(path, e)
 }
 
 /// A held lock; released when dropped.
@@ -24,11 +54,12 @@ pub struct FileLock {
 }
 
 impl FileLock {
-    /// Takes the lock on `file`; `None` when `wait` is false and someone else holds it.
+    /// Takes the lock on `file`; `None` when `wait` is false and someone else holds it (with
+    /// `wait`, a holder that keeps it past `LOCK_WAIT` is an error).
     pub(super) fn take(file: File, wait: bool) -> std::io::Result<Option<Self>> {
         match flock(&file, wait) {
             Ok(()) => Ok(Some(Self { file })),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) if e.kind() == ErrorKind::WouldBlock && !wait => Ok(None),
             Err(e) => Err(e),
         }
     }

@@ -60,6 +60,10 @@ pub enum VaultError {
     /// arguments can help.
     #[error("{0}")]
     Storage(String),
+    /// Another process has held the file's lock far longer than a write takes: it is stopped
+    /// (Ctrl-Z, a paused device) or hung, and the write gives up rather than wait with it.
+    #[error("{path}: another program has held its lock for {secs} s (a tabd stopped with Ctrl-Z, or a device paused on a folder it shares?)")]
+    Held { path: String, secs: u64 },
     #[error("{0}")]
     Io(String),
 }
@@ -533,7 +537,7 @@ impl Vault {
             });
         }
         // Released when `file` is closed at the end of this call.
-        lock::flock(&file, true).map_err(io)?;
+        lock::flock(&file, true).map_err(|e| lock::lock_error(path, &e))?;
         let len = file.metadata().map_err(io)?.len();
         let take = tail.min(len);
         let mut bytes = Vec::with_capacity(take as usize);
@@ -563,7 +567,24 @@ impl Vault {
         let file = parent
             .open_with(path.file_name(), &opts)
             .map_err(|e| io_error(path, &e))?;
-        FileLock::take(file, wait).map_err(|e| io_error(path, &e))
+        FileLock::take(file, wait).map_err(|e| lock::lock_error(path, &e))
+    }
+
+    /// Whether another holder has the lock on the existing file `path` right now (false when the
+    /// file cannot be opened: the write that follows says why).
+    pub fn held_elsewhere(&self, path: &VaultPath) -> bool {
+        let path = &*self.real(path);
+        let Ok(parent) = self.open_parent(path, false) else {
+            return false;
+        };
+        let mut opts = OpenOptions::new();
+        opts.read(true)
+            .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32);
+        match parent.open_with(path.file_name(), &opts) {
+            // Taken and let go at once (the file is closed): only asks.
+            Ok(file) => FileLock::take(file, false).is_ok_and(|held| held.is_none()),
+            Err(_) => false,
+        }
     }
 
     /// Lists `dir` (recursively if asked), sorted by path. Symlinked folders are not descended

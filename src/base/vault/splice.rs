@@ -208,7 +208,7 @@ impl Vault {
                 kind: kind_name(&meta.file_type()),
             });
         }
-        lock::flock(&file, true).map_err(io)?;
+        lock::flock(&file, true).map_err(|e| lock::lock_error(path, &e))?;
         Ok(file)
     }
 

@@ -181,6 +181,54 @@ fn a_lock_is_exclusive_until_dropped() {
     assert!(v.lock(&l, false).unwrap().is_some(), "free again after drop");
 }
 
+/// A writer waits for a lock another holder lets go within `LOCK_WAIT`, and gives up with an
+/// error naming the file (not a hang) when the holder never does: a stopped `tabd fire`.
+#[test]
+fn a_write_waits_for_a_lock_let_go_and_gives_up_on_one_held_on() {
+    let (dir, v) = vault();
+    let log = p("daily/d.md");
+    v.append(&log, "one\n", None, false).unwrap();
+    assert!(!v.held_elsewhere(&log), "nobody holds it");
+    let holder = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.path().join("daily/d.md"))
+        .unwrap();
+    rustix::fs::flock(&holder, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
+    assert!(v.held_elsewhere(&log), "another holder has it");
+    let let_go = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        drop(holder);
+    });
+    v.append(&log, "two\n", None, false).expect("written once let go");
+    let_go.join().unwrap();
+
+    let holder = std::fs::File::open(dir.path().join("daily/d.md")).unwrap();
+    rustix::fs::flock(&holder, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
+    let started = std::time::Instant::now();
+    let e = v.append(&log, "three\n", None, false).unwrap_err();
+    // backon stops before a wait would take the total past LOCK_WAIT; each wait is ≤ 100 ms.
+    let waited = started.elapsed();
+    assert!(
+        waited >= lock::LOCK_WAIT - Duration::from_millis(100),
+        "waited {waited:?}"
+    );
+    assert!(matches!(e, VaultError::Held { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .starts_with("daily/d.md: another program has held its lock"),
+        "{e}"
+    );
+    let state_lock = v.lock(&log, true).unwrap_err();
+    assert!(
+        matches!(state_lock, VaultError::Held { .. }),
+        "a waiting lock too: {state_lock:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("daily/d.md")).unwrap(),
+        "one\ntwo\n"
+    );
+}
+
 #[test]
 fn listing_reports_odd_names_and_dangling_links() {
     use std::os::unix::ffi::OsStrExt;

@@ -675,7 +675,9 @@ enum Publish {
 }
 
 /// Writes a committed run's logs and moves its notes, then clears it from state. In recovery,
-/// nothing is written or moved twice.
+/// nothing is written or moved twice. A daily note another process held past the lock's wait
+/// keeps the run in state (its notes moved, its record written) for its section alone: the
+/// role's next run, or the next start, writes it.
 fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String> {
     env.faults.abort_at("abort-after-commit");
     let mut problems = Vec::new();
@@ -688,6 +690,7 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String
             }
         }
     }
+    let mut daily_held = false;
     if let (Ok(daily), false) = (&daily, p.daily_text.is_empty()) {
         if how == Publish::Fresh || !env.log.daily_has(daily, &p.daily_text) {
             let appended = if p.daily_text.starts_with("- ") {
@@ -695,15 +698,25 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String
             } else {
                 env.log.append_daily(daily, &p.daily_text)
             };
-            if let Err(e) = appended {
-                problems.push(format!("cannot write the run log {daily}: {e}"));
+            match appended {
+                Ok(()) => {}
+                Err(e @ VaultError::Held { .. }) => {
+                    daily_held = true;
+                    problems.push(format!(
+                        "cannot write the run log {daily}: {e}; the run's section is written at the role's next run"
+                    ));
+                }
+                Err(e) => problems.push(format!("cannot write the run log {daily}: {e}")),
             }
         }
     }
     env.faults.abort_at("abort-after-log");
-    if p.moves.is_empty() {
-        return report(problems);
-    }
+    move_notes(env, p);
+    settle(env, role, p, daily_held);
+    report(problems)
+}
+
+fn move_notes(env: &RunEnv, p: &PendingRun) {
     for (from, to) in &p.moves {
         let (Ok(f), Ok(t)) = (VaultPath::parse(from, false), VaultPath::parse(to, false)) else {
             continue;
@@ -718,16 +731,30 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String
             env.faults.abort_at("run-note-moved");
         }
     }
+}
+
+/// Clears the published run from state; one whose daily note was held stays, with only its
+/// section left to write (its moves done: a note given the same name later is not moved).
+fn settle(env: &RunEnv, role: &str, p: &PendingRun, daily_held: bool) {
+    // A run with no notes to move was never pending (`Commit::save`).
+    if p.moves.is_empty() && !daily_held {
+        return;
+    }
     // Losing this update (a power cut) only means a recovery that finds everything done.
-    let cleared = env.store.update_with(crate::base::vault::Durability::File, |s| {
+    let settled = env.store.update_with(crate::base::vault::Durability::File, |s| {
         if let Some(r) = s.roles.get_mut(role) {
             r.pending.retain(|x| x.run_id != p.run_id);
         }
+        if daily_held {
+            s.role(role).pending.push(PendingRun {
+                moves: Vec::new(),
+                ..p.clone()
+            });
+        }
     });
-    if let Err(e) = cleared {
+    if let Err(e) = settled {
         tracing::warn!("cannot clear the finished run {} from state: {e}", p.run_id);
     }
-    report(problems)
 }
 
 fn report(problems: Vec<String>) -> Vec<String> {
@@ -763,14 +790,31 @@ pub fn recover(env: &RunEnv, held: Option<&str>) -> usize {
                 }
             }
         };
-        for p in &rs.pending {
-            for problem in publish(env, role, p, Publish::Recover) {
-                env.side.failed("a recovered run's record", &problem);
-            }
-            n += 1;
-        }
+        n += publish_pending(env, role, &rs.pending);
     }
     n
+}
+
+/// Finishes what earlier runs of `role` left in state (a daily note held by another process, a
+/// crash); the caller holds the role's run lock. A daily note still held is not waited for
+/// again: its section waits for a later run. Returns how many.
+pub fn recover_role(env: &RunEnv, role: &str) -> usize {
+    let state = env.store.load();
+    let Some(rs) = state.roles.get(role) else {
+        return 0;
+    };
+    let held = |p: &PendingRun| VaultPath::parse(&p.daily, false).is_ok_and(|d| env.vault.held_elsewhere(&d));
+    let ready: Vec<PendingRun> = rs.pending.iter().filter(|p| !held(p)).cloned().collect();
+    publish_pending(env, role, &ready)
+}
+
+fn publish_pending(env: &RunEnv, role: &str, pending: &[PendingRun]) -> usize {
+    for p in pending {
+        for problem in publish(env, role, p, Publish::Recover) {
+            env.side.failed("a recovered run's record", &problem);
+        }
+    }
+    pending.len()
 }
 
 /// The role's run lock: one process runs a role at a time (the daemon and `tabd fire` alike).

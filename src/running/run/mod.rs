@@ -47,6 +47,9 @@ use session::{OpenedBy, Opening, Servers, Session};
 
 /// Runs `role` once for `trigger` with `notes` (already chosen, in order).
 pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>) -> RunResult {
+    // What an earlier run could not write (a daily note another process held) comes first, so
+    // the day reads in order; the caller holds the run lock, as `recover_role` asks.
+    blocking::run(|| finish::recover_role(env, &role.name));
     if trigger.resumes.is_some() {
         return resume::resume(env, role, trigger).await;
     }
