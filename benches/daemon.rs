@@ -1002,7 +1002,7 @@ fn sandbox(out: &mut Value) {
                     cmd.pre_exec(|| Ok(()))
                 };
             } else if mode != "nokeeper" {
-                tabd::base::process::as_tenant(&mut cmd);
+                launcher.as_tenant(&mut cmd);
             }
             cmd.envs(launcher.home_env(&dirs, false));
             steps[0] += t.elapsed().as_secs_f64();

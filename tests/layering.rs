@@ -636,6 +636,43 @@ fn the_module_map_in_the_design_notes_matches_the_tree() {
 
 /// Issue 32, item 2: the vault's fixed paths are spelled once, in `vault::layout`; production
 /// code names them through it (a literal elsewhere drifts when the layout changes).
+/// The lines of production code that make or start a process, outside the files allowed to.
+fn starts_outside(sources: &[Source], allowed: &[&str]) -> Vec<String> {
+    sources
+        .iter()
+        .filter(|s| !allowed.contains(&s.path.as_str()))
+        .flat_map(|s| {
+            s.code
+                .lines()
+                .enumerate()
+                .filter(|(_, line)| line.contains("Command::new(") || line.contains(".spawn()"))
+                .map(|(i, line)| format!("src/{}:{}: {}", s.path, i + 1, line.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Issue 37 item 5: every child the daemon starts (MCP servers, agent CLIs, notify programs)
+/// goes through the one launcher, so none misses a step (tabd's environment cleared, a tenant,
+/// its confinement). `tabd service` runs `systemctl` in the foreground for the person.
+#[test]
+fn only_the_launcher_starts_children() {
+    const ALLOWED: [&str; 2] = ["base/process/launch.rs", "doors/commands/service.rs"];
+    let found = starts_outside(&read_sources(&src_dir()), &ALLOWED);
+    assert!(
+        found.is_empty(),
+        "processes started outside base/process/launch.rs:\n{}",
+        found.join("\n")
+    );
+    let fake = vec![Source {
+        path: "capabilities/notify/deliver.rs".into(),
+        code: production_code(
+            "let mut cmd = tokio::process::Command::new(program);\nlet child = cmd.spawn()?;\n",
+        ),
+    }];
+    assert_eq!(starts_outside(&fake, &ALLOWED).len(), 2, "the rule sees a start");
+}
+
 #[test]
 fn the_vaults_fixed_paths_are_spelled_only_in_the_layout() {
     const FIXED: [&str; 9] = [

@@ -3,7 +3,7 @@
 //! its config grants — and `Launcher::start` gives it that and nothing more: tabd's environment
 //! cleared, a tenant under its keeper, its folders made and checked, its grants worked out,
 //! confined, spawned and written down. MCP servers over stdio, agent CLIs and their `--help`
-//! probe all start here, so no step can be left out of one of them.
+//! probe, and `[notify]` programs all start here, so no step can be left out of one of them.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

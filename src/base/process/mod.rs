@@ -299,8 +299,10 @@ pub fn find_program(command: &str, env: &Env) -> Option<std::path::PathBuf> {
 
 /// Makes the child `cmd` starts a tenant: under a keeper, in a session of its own, with every
 /// descendant ending with it (see `keeper`). Call it before anything else that adds `pre_exec`
-/// steps (the sandbox): those then run in the tenant only, never in the keeper.
-pub fn as_tenant(cmd: &mut tokio::process::Command) {
+/// steps (the sandbox): those then run in the tenant only, never in the keeper. Tests only: tabd
+/// itself starts every child through `Launcher::start`.
+#[cfg(test)]
+pub(crate) fn as_tenant(cmd: &mut tokio::process::Command) {
     as_tenant_armed(cmd, true);
 }
 

@@ -1,6 +1,7 @@
 //! One try of one event on one channel: the command (the event as JSON on stdin), the webhook
-//! (JSON, or ntfy's JSON publishing), the desktop (`notify-send`). Programs run as tenants, and a
-//! try that runs out of time ends the program and everything it started before it returns.
+//! (JSON, or ntfy's JSON publishing), the desktop (`notify-send`). Programs start through the one
+//! launcher (a `ChildSpec`: tabd's environment only, a tenant), and a try that runs out of time
+//! ends the program and everything it started before it returns.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::{DeliveryError, Event};
 use crate::base::environment::Env;
-use crate::base::process::{as_tenant, Launcher};
+use crate::base::process::{ChildSpec, Launcher, StartError, Stream};
 use crate::setup::config::notify::{NotifyConfig, WebhookFormat};
 
 /// How long one try of one channel may take, unless `TABD_TEST_NOTIFY_TRY_MS` says otherwise.
@@ -96,9 +97,8 @@ impl Deliveries {
         let Some(program) = argv.first() else {
             return Ok(());
         };
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(&argv[1..]);
-        self.run_once(cmd, program, Some(format!("{payload}\n"))).await
+        self.run_once(program, &argv[1..], Some(format!("{payload}\n")))
+            .await
     }
 
     /// Runs a channel's program once as a tenant, with tabd's environment and `input` on its
@@ -106,29 +106,36 @@ impl Deliveries {
     /// Out of time, it is killed with everything it started, and reaped, before this returns.
     async fn run_once(
         &self,
-        mut cmd: tokio::process::Command,
         program: &str,
+        args: &[String],
         input: Option<String>,
     ) -> Result<(), DeliveryError> {
-        use std::process::Stdio;
-        cmd.env_clear()
-            .envs(self.env.vars())
-            .stdin(if input.is_some() {
-                Stdio::piped()
+        // Not confined: a channel is the person's own program, reaching what they set it up to
+        // (a relay, a phone); tabd's environment is what `[notify]` may use (`${VAR}`).
+        let spec = ChildSpec {
+            name: format!("notify {program}"),
+            program: program.to_string(),
+            args: args.to_vec(),
+            inherited: self.env.vars().collect(),
+            stdin: if input.is_some() {
+                Stream::Piped
             } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        as_tenant(&mut cmd);
+                Stream::Null
+            },
+            stderr: Stream::Piped,
+            ..ChildSpec::default()
+        };
         let program = program.to_string();
-        let mut child = cmd.spawn().map_err(|source| DeliveryError::Start {
-            program: program.clone(),
-            source,
+        let started = Launcher::default().start(&spec).map_err(|e| match e {
+            StartError::Spawn { source, .. } => DeliveryError::Start {
+                program: program.clone(),
+                source,
+            },
+            other => DeliveryError::Setup(other.to_string()),
         })?;
-        // From here the program and all it starts end with this handle: at the time-out below,
-        // or if this try is dropped half-way.
-        let tenant = Launcher::default().tenant(&child, &program);
+        let (mut child, tenant) = (started.child, started.tenant);
+        // From here the program and all it starts end with `tenant`: at the time-out below, or
+        // if this try is dropped half-way.
         let io = |source| DeliveryError::Io {
             program: program.clone(),
             source,
@@ -219,9 +226,8 @@ impl Deliveries {
                 "no session D-Bus here (DBUS_SESSION_BUS_ADDRESS is not set)".into(),
             ));
         }
-        let mut cmd = tokio::process::Command::new("notify-send");
-        cmd.args(desktop_args(&ev.title, &as_body_text(&ev.message)));
-        match self.run_once(cmd, "notify-send", None).await {
+        let args = desktop_args(&ev.title, &as_body_text(&ev.message)).map(str::to_string);
+        match self.run_once("notify-send", &args, None).await {
             Err(DeliveryError::Start { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Err(
                 DeliveryError::Setup("notify-send is not installed (install libnotify-bin)".into()),
             ),
