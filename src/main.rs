@@ -61,7 +61,9 @@ fn end_like_a_unix_tool_when_the_reader_leaves() {
 }
 
 /// `tracing` to stderr, filtered by `TABD_LOG` or `RUST_LOG` (default `info`, with rmcp's
-/// per-session chatter at `warn`: tabd says itself what a server did); no timestamps under
+/// per-session chatter at `warn`: tabd says itself what a server did; and nothing of async-nats,
+/// which logs every retry of a refused login or a server down: tabd says those once, as what
+/// they mean for the cluster); no timestamps under
 /// journald, which adds its own. Every line goes through the environment's redactor: the value
 /// of every variable expanded from `${VAR}` so far (the config's, a role's, a server's) and of
 /// variables named like secrets (`*KEY*`, `*TOKEN*` …) is written as `${VAR}`, whoever logs it
@@ -70,8 +72,8 @@ fn init_logging(env: &Env, cli: &Cli) {
     use tracing_subscriber::EnvFilter;
     let from_flags = match (cli.quiet, cli.verbose) {
         (true, _) => "warn",
-        (false, 0) => "info,rmcp=warn",
-        (false, 1) => "debug,rmcp=info",
+        (false, 0) => "info,rmcp=warn,async_nats=off",
+        (false, 1) => "debug,rmcp=info,async_nats=info",
         (false, _) => "trace",
     };
     let filter = env

@@ -633,5 +633,18 @@ fn a_user_and_password_in_a_server_url_log_in_and_a_wrong_one_does_not() {
             matches!(refused.heartbeat().await, Err(ClusterError::Unavailable { .. })),
             "a wrong password is not a quorum"
         );
+        let mut login = refused.login_refused();
+        tokio::time::timeout(Duration::from_secs(20), login.wait_for(|r| r.is_some()))
+            .await
+            .expect("the refusal seen")
+            .expect("the cluster is alive");
+        match refused.heartbeat().await {
+            Err(ClusterError::Unavailable { why }) => assert_eq!(
+                why, "the servers refuse this device's login (authorization violation)",
+                "why no quorum answers"
+            ),
+            other => panic!("a wrong password is not a quorum: {other:?}"),
+        }
+        assert!(good.login_refused().borrow().is_none(), "a good login is let in");
     });
 }

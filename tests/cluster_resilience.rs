@@ -222,6 +222,53 @@ fn a_device_back_later_than_the_others_does_not_catch_the_outage_up_again() {
     );
 }
 
+/// A wrong password: the servers refuse every try to log in (async-nats tries again for ever,
+/// twice a second at first, and logged each refusal as an error). With tabd's default log
+/// settings, the daemon says it once, naming where the login is written, and gives it as the
+/// reason no quorum answers.
+#[test]
+fn a_refused_login_is_said_once_and_named_as_why_no_quorum_answers() {
+    let Some(nats) = crate::support::nats::Nats::one("a_refused_login_is_said_once") else {
+        return;
+    };
+    let fake = FakeModel::start();
+    let v = vault_with(&fake, &daemon_config(""));
+    let base = std::fs::read_to_string(&v.config).expect("config");
+    let cluster = nats.config("laptop", 5, "").replace("tabd:", "tabd:wrong");
+    v.set_config(&format!("{base}\n{cluster}"));
+    // No TABD_LOG: the filter a person gets.
+    let mut cmd = v.command(&["run"]);
+    cmd.env_remove("TABD_LOG");
+    let d = Daemon::start_command(&v, cmd);
+    let refusals = || nats.whole_logs().matches("authentication error").count();
+    wait_until(
+        Duration::from_secs(60),
+        "three refused logins at the server",
+        || refusals() >= 3,
+    );
+    let said = "cluster: the NATS servers refused this device's login (authorization violation): check the user and password (or token) in [cluster] nats";
+    wait_until(
+        Duration::from_secs(30),
+        "the refusal named as why no quorum answers",
+        || {
+            d.stderr()
+            .contains("no quorum of the NATS servers answered: the servers refuse this device's login (authorization violation)")
+        },
+    );
+    let log = d.stderr();
+    assert_eq!(
+        log.matches(said).count(),
+        1,
+        "said once, after {} refusals:\n{log}",
+        refusals()
+    );
+    let unexplained: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("authorization violation") && !l.contains("this device's login"))
+        .collect();
+    assert!(unexplained.is_empty(), "async-nats's own lines: {unexplained:?}");
+}
+
 #[test]
 fn a_cluster_change_on_reload_says_restart_tabd_to_apply_and_the_daemon_goes_on_as_started() {
     // No server needed: the daemon connects in the background.

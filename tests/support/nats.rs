@@ -196,6 +196,14 @@ impl Nats {
         }
     }
 
+    /// Everything the servers wrote so far.
+    pub fn whole_logs(&self) -> String {
+        self.servers
+            .iter()
+            .map(|s| std::fs::read_to_string(&s.log).unwrap_or_default())
+            .collect()
+    }
+
     /// What the servers wrote, for a failing test's message.
     pub fn logs(&self) -> String {
         self.servers

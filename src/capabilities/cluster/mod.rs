@@ -20,6 +20,7 @@
 pub mod catch_up;
 pub mod keys;
 pub mod lease;
+mod login;
 pub mod shared;
 pub mod tenure;
 
@@ -158,6 +159,7 @@ struct Inner {
     heartbeat: Mutex<Option<u64>>,
     /// The claims this process holds and owes, and the heartbeats it watched (`tenure`).
     registry: Mutex<tenure::Registry>,
+    login: login::Login,
 }
 
 /// A connection to the vault's cluster; cheap to clone.
@@ -187,6 +189,12 @@ impl Cluster {
             .connection_timeout(REQUEST)
             .request_timeout(Some(REQUEST))
             .reconnect_delay_callback(|attempts| Duration::from_millis((250 * attempts as u64).min(2000)));
+        let login = login::Login::new();
+        let seen = login.clone();
+        options = options.event_callback(move |event| {
+            seen.saw(&event);
+            async {}
+        });
         if let Some(creds) = &config.creds {
             options = options.credentials_file(creds).await.map_err(|e| {
                 ClusterError::Setup(format!(
@@ -235,6 +243,7 @@ impl Cluster {
                 instance: format!("{:016x}", rand::random::<u64>()),
                 heartbeat: Mutex::new(None),
                 registry: Mutex::default(),
+                login,
             }),
         })
     }
@@ -316,6 +325,23 @@ impl Cluster {
                     REQUEST.as_secs()
                 )))
             })
+            .map_err(|e| self.explained(e))
+    }
+
+    /// `e`, saying why no quorum answers when the servers refuse this device's login (the
+    /// request itself only timed out).
+    fn explained(&self, e: ClusterError) -> ClusterError {
+        match (e, self.inner.login.refusal()) {
+            (ClusterError::Unavailable { .. }, Some(why)) => ClusterError::Unavailable {
+                why: format!("the servers refuse this device's login ({why})"),
+            },
+            (e, _) => e,
+        }
+    }
+
+    /// Why the servers refuse this device's login, as it changes (`None` while they let it in).
+    pub fn login_refused(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+        self.inner.login.watch()
     }
 
     async fn claim_and_judge(&self, key: &ClaimKey, what: String) -> Result<Claimed, ClusterError> {
@@ -564,7 +590,7 @@ impl Cluster {
         &self,
         runs: std::collections::BTreeMap<String, RunSeen>,
     ) -> Result<Option<Holder>, ClusterError> {
-        let written = self.write_heartbeat(runs).await;
+        let written = self.write_heartbeat(runs).await.map_err(|e| self.explained(e));
         self.registry().beat(written.is_ok(), self.lease());
         if written.is_ok() {
             self.settle_owed().await;
