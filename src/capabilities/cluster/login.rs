@@ -33,10 +33,8 @@ impl Login {
                     );
                 }
             }
-            Event::Connected => {
-                if self.refused.send_if_modified(|r| r.take().is_some()) {
-                    tracing::info!("cluster: the NATS servers let this device in now");
-                }
+            Event::Connected if self.refused.send_if_modified(|r| r.take().is_some()) => {
+                tracing::info!("cluster: the NATS servers let this device in now");
             }
             _ => {}
         }
