@@ -71,7 +71,7 @@ fn end_like_a_unix_tool_when_the_reader_leaves() {
 fn init_logging(env: &Env, cli: &Cli) {
     use tracing_subscriber::EnvFilter;
     let from_flags = match (cli.quiet, cli.verbose) {
-        (true, _) => "warn",
+        (true, _) => "warn,async_nats=off",
         (false, 0) => "info,rmcp=warn,async_nats=off",
         (false, 1) => "debug,rmcp=info,async_nats=info",
         (false, _) => "trace",

@@ -1063,23 +1063,28 @@ fn a_stopped_runs_section_links_its_note_where_it_is_now() {
 /// Holds the lock on today's and tomorrow's daily note, as another program writing them would
 /// (tomorrow's too, so a test that crosses midnight still finds its note held).
 fn hold_daily_notes(v: &TestVault) -> Vec<std::fs::File> {
-    let today = v.files_in("daily");
+    hold_days(v, "daily", ".md")
+}
+
+/// Holds the lock on today's and tomorrow's file of `folder` (named by the day, then `ext`).
+fn hold_days(v: &TestVault, folder: &str, ext: &str) -> Vec<std::fs::File> {
+    let today = v.files_in(folder);
     let today = today
         .first()
-        .expect("a daily note")
-        .trim_end_matches(".md")
+        .expect("a file of the day")
+        .trim_end_matches(ext)
         .to_string();
-    let day = chrono::NaiveDate::parse_from_str(&today, "%Y-%m-%d").expect("a dated daily note");
+    let day = chrono::NaiveDate::parse_from_str(&today, "%Y-%m-%d").expect("a dated file");
     [day, day.succ_opt().expect("a next day")]
         .iter()
         .map(|d| {
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(v.path(&format!("daily/{}.md", d.format("%Y-%m-%d"))))
-                .expect("the daily note");
+                .open(v.path(&format!("{folder}/{}{ext}", d.format("%Y-%m-%d"))))
+                .expect("the file of the day");
             rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
-                .expect("the daily note's lock");
+                .expect("the file's lock");
             file
         })
         .collect()
@@ -1130,4 +1135,33 @@ fn a_daily_note_another_program_holds_does_not_hang_runs_and_their_sections_come
     });
     assert_eq!(inbox("first"), 1, "{}", v.daily());
     assert_eq!(v.records().len(), 3, "no record twice");
+}
+
+/// The same for the JSONL log: a run whose record file another program holds keeps its record,
+/// and the role's next run writes it once, before its own.
+#[test]
+fn a_run_record_file_another_program_holds_is_written_at_the_next_run() {
+    let (v, _fake) = setup("");
+    let d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/first.md", "first note");
+    wait_until(T, "the first record", || v.records().len() == 1);
+    let held = hold_days(&v, ".tabd/runs", ".jsonl");
+    v.write("agent/inbox/delivery/held.md", "a note while the run log is held");
+    wait_until(
+        Duration::from_secs(60),
+        "the note processed, the run log still held",
+        || v.files_in("agent/inbox/delivery/processed") == ["first.md", "held.md"],
+    );
+    wait_until(T, "the held run log named in the log", || {
+        d.stderr().contains("cannot write the run record") && d.stderr().contains("held its lock")
+    });
+    assert_eq!(v.records().len(), 1, "not written while held");
+    drop(held);
+    v.write("agent/inbox/delivery/after.md", "a note once the run log is free");
+    wait_until(T, "the held run's record and the next one's", || {
+        v.records().len() == 3
+    });
+    let ids: std::collections::BTreeSet<String> =
+        v.records().iter().map(|r| r["run_id"].to_string()).collect();
+    assert_eq!(ids.len(), 3, "each record once");
 }

@@ -634,8 +634,6 @@ fn the_module_map_in_the_design_notes_matches_the_tree() {
     assert_eq!(mapped, expected, "docs/design-notes.md's module map against src/");
 }
 
-/// Issue 32, item 2: the vault's fixed paths are spelled once, in `vault::layout`; production
-/// code names them through it (a literal elsewhere drifts when the layout changes).
 /// The lines of production code that make or start a process, outside the files allowed to.
 fn starts_outside(sources: &[Source], allowed: &[&str]) -> Vec<String> {
     sources
@@ -673,6 +671,8 @@ fn only_the_launcher_starts_children() {
     assert_eq!(starts_outside(&fake, &ALLOWED).len(), 2, "the rule sees a start");
 }
 
+/// Issue 32, item 2: the vault's fixed paths are spelled once, in `vault::layout`; production
+/// code names them through it (a literal elsewhere drifts when the layout changes).
 #[test]
 fn the_vaults_fixed_paths_are_spelled_only_in_the_layout() {
     const FIXED: [&str; 9] = [

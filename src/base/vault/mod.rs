@@ -577,8 +577,11 @@ impl Vault {
         let Ok(parent) = self.open_parent(path, false) else {
             return false;
         };
+        // For writing, as a writer opens it: where `flock` is emulated with `fcntl` (NFS, CIFS)
+        // an exclusive lock needs a file open for writing.
         let mut opts = OpenOptions::new();
         opts.read(true)
+            .write(true)
             .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32);
         match parent.open_with(path.file_name(), &opts) {
             // Taken and let go at once (the file is closed): only asks.

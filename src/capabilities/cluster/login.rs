@@ -9,12 +9,15 @@ use tokio::sync::watch;
 #[derive(Clone)]
 pub(super) struct Login {
     refused: watch::Sender<Option<String>>,
+    /// The last error a server sent once connected (a permission it lacks), said once.
+    said: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl Login {
     pub(super) fn new() -> Self {
         Self {
             refused: watch::Sender::new(None),
+            said: Default::default(),
         }
     }
 
@@ -35,6 +38,16 @@ impl Login {
             }
             Event::Connected if self.refused.send_if_modified(|r| r.take().is_some()) => {
                 tracing::info!("cluster: the NATS servers let this device in now");
+            }
+            // What only the server can say (a permission the login lacks, a limit reached): the
+            // requests it refuses only time out. Said once per distinct error.
+            Event::ServerError(e) => {
+                let text = e.to_string();
+                let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
+                if said.as_deref() != Some(text.as_str()) {
+                    tracing::warn!("cluster: a NATS server says: {text}");
+                    *said = Some(text);
+                }
             }
             _ => {}
         }
@@ -72,5 +85,11 @@ mod tests {
         assert!(login.refusal().is_some());
         login.saw(&Event::Connected);
         assert_eq!(login.refusal(), None);
+        let denied = async_nats::ServerError::Other("permissions violation".into());
+        login.saw(&Event::ServerError(denied.clone()));
+        assert_eq!(
+            login.said.lock().unwrap().as_deref(),
+            Some("nats: permissions violation")
+        );
     }
 }

@@ -330,7 +330,7 @@ impl Cluster {
 
     /// `e`, saying why no quorum answers when the servers refuse this device's login (the
     /// request itself only timed out).
-    fn explained(&self, e: ClusterError) -> ClusterError {
+    pub fn explained(&self, e: ClusterError) -> ClusterError {
         match (e, self.inner.login.refusal()) {
             (ClusterError::Unavailable { .. }, Some(why)) => ClusterError::Unavailable {
                 why: format!("the servers refuse this device's login ({why})"),

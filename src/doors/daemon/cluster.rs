@@ -177,9 +177,9 @@ impl Coordinator {
     /// Claims `key` for `role`: this device's to run, another's, done, or no quorum.
     fn claim(&mut self, role: &Role, key: &ClaimKey, what: String) -> Verdict {
         let claimed = match self.quorum.load(Ordering::SeqCst) {
-            ALONE => Err(ClusterError::Unavailable {
+            ALONE => Err(self.cluster.explained(ClusterError::Unavailable {
                 why: "the last heartbeat was not written".into(),
-            }),
+            })),
             _ => self.block(self.cluster.claim_unless_done(key, what)),
         };
         match claimed {

@@ -675,44 +675,41 @@ enum Publish {
 }
 
 /// Writes a committed run's logs and moves its notes, then clears it from state. In recovery,
-/// nothing is written or moved twice. A daily note another process held past the lock's wait
-/// keeps the run in state (its notes moved, its record written) for its section alone: the
-/// role's next run, or the next start, writes it.
+/// nothing is written or moved twice. A log file another process held past the lock's wait (a
+/// process stopped while it wrote) keeps the run in state, its notes moved, for what is left to
+/// write: the role's next run, or the next start, writes it.
 fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String> {
     env.faults.abort_at("abort-after-commit");
     let mut problems = Vec::new();
-    let jsonl = VaultPath::parse(&p.jsonl, false);
-    let daily = VaultPath::parse(&p.daily, false);
-    if let Ok(jsonl) = &jsonl {
+    let mut held = false;
+    let mut written = |what: &str, path: &VaultPath, result: Result<(), VaultError>| match result {
+        Ok(()) => {}
+        Err(e @ VaultError::Held { .. }) => {
+            held = true;
+            problems.push(format!(
+                "cannot write the {what} {path}: {e}; it is written at the role's next run"
+            ));
+        }
+        Err(e) => problems.push(format!("cannot write the {what} {path}: {e}")),
+    };
+    if let Ok(jsonl) = &VaultPath::parse(&p.jsonl, false) {
         if how == Publish::Fresh || !env.log.has_record(jsonl, &p.run_id) {
-            if let Err(e) = env.log.append_jsonl(jsonl, &p.record) {
-                problems.push(format!("cannot write the run record {jsonl}: {e}"));
-            }
+            written("run record", jsonl, env.log.append_jsonl(jsonl, &p.record));
         }
     }
-    let mut daily_held = false;
-    if let (Ok(daily), false) = (&daily, p.daily_text.is_empty()) {
+    if let (Ok(daily), false) = (&VaultPath::parse(&p.daily, false), p.daily_text.is_empty()) {
         if how == Publish::Fresh || !env.log.daily_has(daily, &p.daily_text) {
             let appended = if p.daily_text.starts_with("- ") {
                 env.log.append_event(daily, &p.daily_text)
             } else {
                 env.log.append_daily(daily, &p.daily_text)
             };
-            match appended {
-                Ok(()) => {}
-                Err(e @ VaultError::Held { .. }) => {
-                    daily_held = true;
-                    problems.push(format!(
-                        "cannot write the run log {daily}: {e}; the run's section is written at the role's next run"
-                    ));
-                }
-                Err(e) => problems.push(format!("cannot write the run log {daily}: {e}")),
-            }
+            written("run log", daily, appended);
         }
     }
     env.faults.abort_at("abort-after-log");
     move_notes(env, p);
-    settle(env, role, p, daily_held);
+    settle(env, role, p, held);
     report(problems)
 }
 
@@ -733,11 +730,11 @@ fn move_notes(env: &RunEnv, p: &PendingRun) {
     }
 }
 
-/// Clears the published run from state; one whose daily note was held stays, with only its
-/// section left to write (its moves done: a note given the same name later is not moved).
-fn settle(env: &RunEnv, role: &str, p: &PendingRun, daily_held: bool) {
+/// Clears the published run from state; one whose log was held stays, with only its logs left
+/// to write (its moves done: a note given the same name later is not moved).
+fn settle(env: &RunEnv, role: &str, p: &PendingRun, held: bool) {
     // A run with no notes to move was never pending (`Commit::save`).
-    if p.moves.is_empty() && !daily_held {
+    if p.moves.is_empty() && !held {
         return;
     }
     // Losing this update (a power cut) only means a recovery that finds everything done.
@@ -745,7 +742,7 @@ fn settle(env: &RunEnv, role: &str, p: &PendingRun, daily_held: bool) {
         if let Some(r) = s.roles.get_mut(role) {
             r.pending.retain(|x| x.run_id != p.run_id);
         }
-        if daily_held {
+        if held {
             s.role(role).pending.push(PendingRun {
                 moves: Vec::new(),
                 ..p.clone()
@@ -790,7 +787,7 @@ pub fn recover(env: &RunEnv, held: Option<&str>) -> usize {
                 }
             }
         };
-        n += publish_pending(env, role, &rs.pending);
+        n += publish_pending(env, role, &ready(env, &rs.pending));
     }
     n
 }
@@ -800,12 +797,22 @@ pub fn recover(env: &RunEnv, held: Option<&str>) -> usize {
 /// again: its section waits for a later run. Returns how many.
 pub fn recover_role(env: &RunEnv, role: &str) -> usize {
     let state = env.store.load();
-    let Some(rs) = state.roles.get(role) else {
-        return 0;
-    };
-    let held = |p: &PendingRun| VaultPath::parse(&p.daily, false).is_ok_and(|d| env.vault.held_elsewhere(&d));
-    let ready: Vec<PendingRun> = rs.pending.iter().filter(|p| !held(p)).cloned().collect();
-    publish_pending(env, role, &ready)
+    match state.roles.get(role) {
+        Some(rs) => publish_pending(env, role, &ready(env, &rs.pending)),
+        None => 0,
+    }
+}
+
+/// The pending runs whose log files nobody holds right now: one still held is not waited for
+/// again (at start, ten seconds each could outlast systemd's start time-out), it waits for a
+/// later run.
+fn ready(env: &RunEnv, pending: &[PendingRun]) -> Vec<PendingRun> {
+    let held = |path: &str| VaultPath::parse(path, false).is_ok_and(|f| env.vault.held_elsewhere(&f));
+    pending
+        .iter()
+        .filter(|p| !held(&p.daily) && !held(&p.jsonl))
+        .cloned()
+        .collect()
 }
 
 fn publish_pending(env: &RunEnv, role: &str, pending: &[PendingRun]) -> usize {
