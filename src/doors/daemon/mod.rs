@@ -423,7 +423,9 @@ impl Daemon {
         self.start_mcp_pool();
         let recovered = blocking::run(|| crate::running::run::recover(&self.run_env, None));
         if recovered > 0 {
-            tracing::info!("finished {recovered} run(s) interrupted by the last stop");
+            tracing::info!(
+                "finished {recovered} run(s) left unfinished (by the last stop, or a log file another process held)"
+            );
         }
         self.forget_deleted_roles();
         self.apply(Input::Roles {
