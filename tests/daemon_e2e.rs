@@ -1061,8 +1061,20 @@ fn a_stopped_runs_section_links_its_note_where_it_is_now() {
 }
 
 /// Holds the lock on today's and tomorrow's daily note, as another program writing them would
-/// (tomorrow's too, so a test that crosses midnight still finds its note held).
+/// (tomorrow's too, so a test that crosses midnight still finds its note held). Tomorrow's is
+/// begun with today's header, as tabd begins one: an empty note there would be a person's, which
+/// tabd never writes (it would log the day in `agent/log/`, unheld).
 fn hold_daily_notes(v: &TestVault) -> Vec<std::fs::File> {
+    let names = v.files_in("daily");
+    let today = names.first().expect("a daily note").trim_end_matches(".md");
+    let day = chrono::NaiveDate::parse_from_str(today, "%Y-%m-%d").expect("a dated daily note");
+    let next = day.succ_opt().expect("a next day").format("%Y-%m-%d").to_string();
+    let text = std::fs::read_to_string(v.path(&format!("daily/{today}.md"))).expect("today's note");
+    let header = &text[..text.find("\n## ").map_or(text.len(), |at| at + 1)];
+    let tomorrow = v.path(&format!("daily/{next}.md"));
+    if !tomorrow.exists() {
+        std::fs::write(&tomorrow, header.replace(today, &next)).expect("tomorrow's note");
+    }
     hold_days(v, "daily", ".md")
 }
 
