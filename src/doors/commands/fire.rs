@@ -391,7 +391,4 @@ fn print_result(role: &Role, result: &run::RunResult, started: chrono::DateTime<
         );
     }
     println!("Log: {}", result.daily_log);
-    for e in &result.log_errors {
-        eprintln!("error: {e}");
-    }
 }

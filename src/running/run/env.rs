@@ -131,8 +131,6 @@ pub struct RunResult {
     pub changes: Vec<crate::base::calls::Change>,
     /// The run was skipped at zero tokens (`skip_unchanged`): why.
     pub skipped: Option<String>,
-    /// Logs that could not be written (the run itself is recorded in state and its notes moved).
-    pub log_errors: Vec<String>,
     /// The final answer as JSON, when the role has an output schema and the answer satisfied it.
     pub output: Option<serde_json::Value>,
     /// A delegated run's `### Delegated` subsection, which its parent's daily section includes

@@ -481,7 +481,6 @@ pub(super) fn finish(
         daily_log,
         changes: outcome.changes.clone(),
         skipped: None,
-        log_errors: Vec::new(),
         output: outcome.output.clone(),
         delegated_section: delegated_section.clone(),
     };
@@ -510,11 +509,12 @@ pub(super) fn finish(
             return result(Some((FailureClass::RunFailure, e.to_string())), daily_path);
         }
     };
-    let log_errors = publish(env, &role.name, &pending, Publish::Fresh);
-    RunResult {
-        log_errors,
-        ..result(decided.failure, daily_path)
+    // Its record is safe in state, but a log it could not write is a write that failed: the one
+    // sink counts it for status and logs it once (whichever door ran it).
+    for problem in publish(env, &role.name, &pending, Publish::Fresh) {
+        env.side.failed("a run's log", &problem);
     }
+    result(decided.failure, daily_path)
 }
 
 /// Everything one run writes into state, in one update.
@@ -677,7 +677,8 @@ enum Publish {
 /// Writes a committed run's logs and moves its notes, then clears it from state. In recovery,
 /// nothing is written or moved twice. A log file another process held past the lock's wait (a
 /// process stopped while it wrote) keeps the run in state, its notes moved, for what is left to
-/// write: the role's next run, or the next start, writes it.
+/// write: the role's next run, or the next start, writes it. Returns what could not be written;
+/// the caller hands each to the side-write sink, which logs it once.
 fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String> {
     env.faults.abort_at("abort-after-commit");
     let mut problems = Vec::new();
@@ -710,7 +711,7 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String
     env.faults.abort_at("abort-after-log");
     move_notes(env, p);
     settle(env, role, p, held);
-    report(problems)
+    problems
 }
 
 fn move_notes(env: &RunEnv, p: &PendingRun) {
@@ -752,13 +753,6 @@ fn settle(env: &RunEnv, role: &str, p: &PendingRun, held: bool) {
     if let Err(e) = settled {
         tracing::warn!("cannot clear the finished run {} from state: {e}", p.run_id);
     }
-}
-
-fn report(problems: Vec<String>) -> Vec<String> {
-    for problem in &problems {
-        tracing::error!("{problem}");
-    }
-    problems
 }
 
 /// Finishes runs a crash interrupted after they were committed. Returns how many.
@@ -875,7 +869,6 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         daily_log: env.log.daily_path(prep.started),
         changes: Vec::new(),
         skipped: Some(why),
-        log_errors: Vec::new(),
         output: None,
         delegated_section: String::new(),
     }
@@ -944,7 +937,6 @@ pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
         daily_log: VaultPath::root(),
         changes: Vec::new(),
         skipped: None,
-        log_errors: Vec::new(),
         output: None,
         delegated_section: String::new(),
     }
