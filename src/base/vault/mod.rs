@@ -573,21 +573,9 @@ impl Vault {
     /// Whether another holder has the lock on the existing file `path` right now (false when the
     /// file cannot be opened: the write that follows says why).
     pub fn held_elsewhere(&self, path: &VaultPath) -> bool {
-        let path = &*self.real(path);
-        let Ok(parent) = self.open_parent(path, false) else {
-            return false;
-        };
-        // For writing, as a writer opens it: where `flock` is emulated with `fcntl` (NFS, CIFS)
-        // an exclusive lock needs a file open for writing.
-        let mut opts = OpenOptions::new();
-        opts.read(true)
-            .write(true)
-            .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32);
-        match parent.open_with(path.file_name(), &opts) {
-            // Taken and let go at once (the file is closed): only asks.
-            Ok(file) => FileLock::take(file, false).is_ok_and(|held| held.is_none()),
-            Err(_) => false,
-        }
+        // Taken and let go at once (the file is closed): only asks.
+        self.open_writable(&self.real(path))
+            .is_ok_and(|file| FileLock::take(file, false).is_ok_and(|held| held.is_none()))
     }
 
     /// Lists `dir` (recursively if asked), sorted by path. Symlinked folders are not descended

@@ -194,6 +194,15 @@ impl Vault {
     /// a write at an offset would go to the end), and takes the writers' `flock` on it; it is
     /// released when the file is closed.
     fn open_locked(&self, path: &VaultPath) -> Result<File, VaultError> {
+        let file = self.open_writable(path)?;
+        lock::flock(&file, true).map_err(|e| lock::lock_error(path, &e))?;
+        Ok(file)
+    }
+
+    /// Opens the existing regular file `path` to read and write (never made, never blocking on a
+    /// FIFO): as a writer that locks it opens it — where `flock` is emulated with `fcntl` (NFS,
+    /// CIFS) an exclusive lock needs a file open for writing.
+    pub(super) fn open_writable(&self, path: &VaultPath) -> Result<File, VaultError> {
         let parent = self.open_parent(path, false)?;
         let mut opts = OpenOptions::new();
         opts.read(true)
@@ -208,7 +217,6 @@ impl Vault {
                 kind: kind_name(&meta.file_type()),
             });
         }
-        lock::flock(&file, true).map_err(|e| lock::lock_error(path, &e))?;
         Ok(file)
     }
 

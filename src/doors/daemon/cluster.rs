@@ -609,7 +609,10 @@ fn catch_up(role: &Role, mut slots: Vec<DateTime<Utc>>, now: DateTime<Utc>) -> V
 const STOOD_FOR_CAP: usize = 1000;
 
 /// The slots the local catch-up run `s` stands for: the `s.missed` fires of the role's schedule
-/// up to and including `s.slot`, oldest first (at most `STOOD_FOR_CAP`).
+/// up to and including `s.slot`, oldest first (at most `STOOD_FOR_CAP`). Found going forward
+/// over a window that doubles until it holds them, not with croner's backward search: a slot is
+/// a claim's key, so it must be the very instant the scheduler computes going forward (the two
+/// directions may differ around a DST change).
 fn stood_for(role: &Role, s: &SlotRun) -> Vec<DateTime<Utc>> {
     let want = s.missed.min(STOOD_FOR_CAP);
     let mut window = chrono::Duration::minutes(1);
