@@ -40,21 +40,38 @@ fn available(test: &str) -> Option<PathBuf> {
     }
 }
 
-/// A free TCP port on the loopback (the OS picks it; the server binds it a moment later).
+/// A free TCP port on the loopback that nobody listens on (the OS picks it), for a URL that
+/// must find no server.
 pub fn free_port() -> u16 {
-    free_ports(1)[0]
+    let held = PortHold::new();
+    held.port
 }
 
-/// `n` free TCP ports on the loopback, all different: each is held until all are picked. (A port
-/// let go may be handed out again at once: picked one by one, a server once got the same port
-/// for its clients and its routes, and never started.)
-pub fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port"))
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().expect("its address").port())
-        .collect()
+/// A loopback port kept for a set's server for the whole test, even while the server is down: a
+/// socket bound to it with `SO_REUSEADDR` that never listens. Linux then hands the port to no
+/// other socket (another test's port-0 pick, or an outgoing connection's own end, of which
+/// the cluster tests make hundreds from the same range), yet the server, which binds with
+/// `SO_REUSEADDR` too, binds and listens on it, and a client connecting while the server is
+/// down is refused as before. Without it, a server killed for an outage found its port taken
+/// when it started again, and exited (stop 47's CI, `Nats::restart`).
+struct PortHold {
+    port: u16,
+    _socket: tokio::net::TcpSocket,
+}
+
+impl PortHold {
+    fn new() -> PortHold {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket.set_reuseaddr(true).expect("SO_REUSEADDR");
+        socket
+            .bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+            .expect("a free loopback port");
+        let port = socket.local_addr().expect("its address").port();
+        PortHold {
+            port,
+            _socket: socket,
+        }
+    }
 }
 
 /// One server of a test's set.
@@ -79,6 +96,8 @@ pub struct Nats {
     /// each other's slots (`cluster_daemons::three_devices_run_a_hundred_slots_exactly_once` ran
     /// 99 of 100 beside the outage test, "another tabd also calls itself \"server\"").
     secret: String,
+    /// The set's client and route ports, kept while the set lives (see `PortHold`).
+    _holds: Vec<PortHold>,
 }
 
 impl Nats {
@@ -95,8 +114,8 @@ impl Nats {
     fn start(test: &str, n: usize) -> Option<Nats> {
         let binary = available(test)?;
         let all: Vec<usize> = (0..n).collect();
-        // A port picked free may be bound by another test's server before this one binds it: a
-        // server that exits as it starts makes the set start again, on other ports.
+        // The set's ports are held for it (`PortHold`); a server that exits as it starts anyway
+        // (a program that binds its port by number) makes the set start again, on other ports.
         let mut attempt = 1;
         loop {
             let mut nats = Self::set(binary.clone(), n);
@@ -115,8 +134,8 @@ impl Nats {
     fn set(binary: PathBuf, n: usize) -> Nats {
         let dir = tempfile::tempdir().expect("temp dir");
         let secret = format!("{:016x}", rand::random::<u64>());
-        let free = free_ports(2 * n);
-        let ports: Vec<(u16, u16)> = free.chunks(2).map(|p| (p[0], p[1])).collect();
+        let holds: Vec<PortHold> = (0..2 * n).map(|_| PortHold::new()).collect();
+        let ports: Vec<(u16, u16)> = holds.chunks(2).map(|p| (p[0].port, p[1].port)).collect();
         let servers = (0..n)
             .map(|i| {
                 let name = format!("n{}", i + 1);
@@ -137,6 +156,7 @@ impl Nats {
             binary,
             dir,
             secret,
+            _holds: holds,
         };
         for i in 0..n {
             nats.spawn(i);
@@ -318,4 +338,32 @@ fn server_config(name: &str, dir: &Path, ports: &[(u16, u16)], i: usize, secret:
         ));
     }
     text
+}
+
+/// While a server is down its port stays the set's: a socket that does not share it (an
+/// outgoing connection's own end, another test's pick) cannot bind it, so the server starts on
+/// it again. Without the hold, the bind below succeeds and, had it been a connection, the
+/// restart would fail with "exited as it started".
+#[test]
+fn a_killed_servers_port_is_kept_for_it_and_it_starts_there_again() {
+    let Some(mut nats) = Nats::one("a_killed_servers_port_is_kept_for_it") else {
+        return;
+    };
+    let port = nats.servers[0].port;
+    nats.kill(0);
+    let stranger = tokio::net::TcpSocket::new_v4().expect("a socket");
+    let taken = stranger.bind(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    assert_eq!(
+        taken.map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::AddrInUse),
+        "a stranger bound port {port} of a server that is down"
+    );
+    drop(stranger);
+    nats.restart(0);
+    let url = nats.urls()[0].clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    assert!(rt.block_on(answers(&url)), "the server answers again");
 }
