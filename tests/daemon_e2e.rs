@@ -1177,4 +1177,14 @@ fn a_run_record_file_another_program_holds_is_written_at_the_next_run() {
     let ids: std::collections::BTreeSet<String> =
         v.records().iter().map(|r| r["run_id"].to_string()).collect();
     assert_eq!(ids.len(), 3, "each record once");
+    let order: Vec<String> = v
+        .records()
+        .iter()
+        .map(|r| r["trigger"]["notes"].to_string())
+        .collect();
+    let at = |note: &str| order.iter().position(|n| n.contains(note));
+    assert!(
+        at("held.md") < at("after.md") && at("held.md").is_some(),
+        "the held run's record before the next run's own: {order:?}"
+    );
 }

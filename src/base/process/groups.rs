@@ -350,7 +350,7 @@ mod tests {
         // A real keeper (this test binary's fork, named tabd-keeper) whose parent runs.
         let mut cmd = tokio::process::Command::new("sleep");
         cmd.arg("60");
-        super::super::as_tenant(&mut cmd);
+        super::super::Launcher::default().as_tenant(&mut cmd);
         let mut child = cmd.spawn().unwrap();
         let keeper = child.id().unwrap() as i32;
         for _ in 0..500 {

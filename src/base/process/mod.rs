@@ -87,9 +87,13 @@ const MANAGER_HOMES: &[(&str, &str)] = &[
 ];
 
 impl Launcher {
-    /// `as_tenant`, for a child written down in the registry (whose keeper a later tabd may have
-    /// to stop): `TABD_FAULTS=keeper-misses-parent-death` makes its keeper miss tabd's death, as
-    /// one forked by a thread that has since ended would, for the test that it is stopped.
+    /// Makes the child `cmd` starts a tenant: under a keeper, in a session of its own, with every
+    /// descendant ending with it (see `keeper`). Call it before anything else that adds
+    /// `pre_exec` steps (the sandbox): those then run in the tenant only, never in the keeper.
+    /// tabd starts every child through `Launcher::start`, which calls it; the benchmark and the
+    /// keeper's tests call it alone. `TABD_FAULTS=keeper-misses-parent-death` makes its keeper
+    /// miss tabd's death, as one forked by a thread that has since ended would, for the test that
+    /// a later tabd stops it.
     pub fn as_tenant(&self, cmd: &mut tokio::process::Command) {
         let faults = crate::base::faults::Faults::from_env(&self.env);
         as_tenant_armed(cmd, !faults.hit("keeper-misses-parent-death"));
@@ -297,16 +301,7 @@ pub fn find_program(command: &str, env: &Env) -> Option<std::path::PathBuf> {
         .find(|p| runnable(p))
 }
 
-/// Makes the child `cmd` starts a tenant: under a keeper, in a session of its own, with every
-/// descendant ending with it (see `keeper`). Call it before anything else that adds `pre_exec`
-/// steps (the sandbox): those then run in the tenant only, never in the keeper. Tests only: tabd
-/// itself starts every child through `Launcher::start`.
-#[cfg(test)]
-pub(crate) fn as_tenant(cmd: &mut tokio::process::Command) {
-    as_tenant_armed(cmd, true);
-}
-
-/// `as_tenant`; `arm_death`: the keeper learns of tabd's death (always, but in the test of a
+/// `Launcher::as_tenant`; `arm_death`: the keeper learns of tabd's death (always, but in the test of a
 /// keeper that missed it).
 #[allow(
     unsafe_code,
@@ -442,7 +437,7 @@ mod tests {
         );
         let mut cmd = tokio::process::Command::new("sh");
         cmd.arg("-c").arg(script);
-        as_tenant(&mut cmd);
+        Launcher::default().as_tenant(&mut cmd);
         cmd
     }
 
@@ -496,7 +491,7 @@ mod tests {
         );
         let mut cmd = tokio::process::Command::new("sh");
         cmd.arg("-c").arg(script);
-        as_tenant(&mut cmd);
+        Launcher::default().as_tenant(&mut cmd);
         let mut child = cmd.spawn().unwrap();
         pid_in(&dir.path().join("ready")).await;
         let tenant = Launcher::default().tenant(&child, "test");

@@ -781,41 +781,36 @@ pub fn recover(env: &RunEnv, held: Option<&str>) -> usize {
                 }
             }
         };
-        n += publish_pending(env, role, &ready(env, &rs.pending));
+        n += publish_pending(env, role, &rs.pending);
     }
     n
 }
 
-/// Finishes what earlier runs of `role` left in state (a daily note held by another process, a
-/// crash); the caller holds the role's run lock. A daily note still held is not waited for
-/// again: its section waits for a later run. Returns how many.
+/// Finishes what earlier runs of `role` left in state (a log file another process held, a
+/// crash); the caller holds the role's run lock. Returns how many.
 pub fn recover_role(env: &RunEnv, role: &str) -> usize {
     let state = env.store.load();
-    match state.roles.get(role) {
-        Some(rs) => publish_pending(env, role, &ready(env, &rs.pending)),
-        None => 0,
-    }
+    state
+        .roles
+        .get(role)
+        .map_or(0, |rs| publish_pending(env, role, &rs.pending))
 }
 
-/// The pending runs whose log files nobody holds right now: one still held is not waited for
-/// again (at start, ten seconds each could outlast systemd's start time-out), it waits for a
-/// later run.
-fn ready(env: &RunEnv, pending: &[PendingRun]) -> Vec<PendingRun> {
+/// Publishes the pending runs whose log files nobody holds right now. One still held is not
+/// waited for again (at start, ten seconds each could outlast systemd's start time-out): it
+/// waits for a later run. Returns how many were published.
+fn publish_pending(env: &RunEnv, role: &str, pending: &[PendingRun]) -> usize {
     let held = |path: &str| VaultPath::parse(path, false).is_ok_and(|f| env.vault.held_elsewhere(&f));
-    pending
+    let ready: Vec<&PendingRun> = pending
         .iter()
         .filter(|p| !held(&p.daily) && !held(&p.jsonl))
-        .cloned()
-        .collect()
-}
-
-fn publish_pending(env: &RunEnv, role: &str, pending: &[PendingRun]) -> usize {
-    for p in pending {
+        .collect();
+    for p in &ready {
         for problem in publish(env, role, p, Publish::Recover) {
             env.side.failed("a recovered run's record", &problem);
         }
     }
-    pending.len()
+    ready.len()
 }
 
 /// The role's run lock: one process runs a role at a time (the daemon and `tabd fire` alike).
