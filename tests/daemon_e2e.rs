@@ -1148,6 +1148,16 @@ fn a_daily_note_another_program_holds_does_not_hang_runs_and_their_sections_come
     });
     assert_eq!(inbox("first"), 1, "{}", v.daily());
     assert_eq!(v.records().len(), 3, "no record twice");
+    wait_until(T, "nothing of the held run left in state", || {
+        nothing_pending(&v, "delivery")
+    });
+}
+
+/// Whether state keeps no run of `role` with something left to write or move.
+fn nothing_pending(v: &TestVault, role: &str) -> bool {
+    v.state()["roles"][role]["pending"]
+        .as_array()
+        .is_none_or(|p| p.is_empty())
 }
 
 /// The same for the JSONL log: a run whose record file another program holds keeps its record,
@@ -1187,4 +1197,7 @@ fn a_run_record_file_another_program_holds_is_written_at_the_next_run() {
         at("held.md") < at("after.md") && at("held.md").is_some(),
         "the held run's record before the next run's own: {order:?}"
     );
+    wait_until(T, "nothing of the held run left in state", || {
+        nothing_pending(&v, "delivery")
+    });
 }

@@ -509,11 +509,7 @@ pub(super) fn finish(
             return result(Some((FailureClass::RunFailure, e.to_string())), daily_path);
         }
     };
-    // Its record is safe in state, but a log it could not write is a write that failed: the one
-    // sink counts it for status and logs it once (whichever door ran it).
-    for problem in publish(env, &role.name, &pending, Publish::Fresh) {
-        env.side.failed("a run's log", &problem);
-    }
+    publish(env, &role.name, &pending, Publish::Fresh);
     result(decided.failure, daily_path)
 }
 
@@ -677,25 +673,25 @@ enum Publish {
 /// Writes a committed run's logs and moves its notes, then clears it from state. In recovery,
 /// nothing is written or moved twice. A log file another process held past the lock's wait (a
 /// process stopped while it wrote) keeps the run in state, its notes moved, for what is left to
-/// write: the role's next run, or the next start, writes it. Returns what could not be written;
-/// the caller hands each to the side-write sink, which logs it once.
-fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String> {
+/// write: the role's next run, or the next start, writes it. The run is safe in state, but a
+/// log it could not write is a write that failed: the one sink counts it for status and logs it
+/// once, whichever door ran the run.
+fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) {
     env.faults.abort_at("abort-after-commit");
-    let mut problems = Vec::new();
     let mut held = false;
     let mut written = |what: &str, path: &VaultPath, result: Result<(), VaultError>| match result {
         Ok(()) => {}
+        // It names the file already.
         Err(e @ VaultError::Held { .. }) => {
             held = true;
-            problems.push(format!(
-                "cannot write the {what} {path}: {e}; it is written at the role's next run"
-            ));
+            env.side
+                .failed(what, &format_args!("{e}; it is written at the role's next run"));
         }
-        Err(e) => problems.push(format!("cannot write the {what} {path}: {e}")),
+        Err(e) => env.side.failed(what, &format_args!("{path}: {e}")),
     };
     if let Ok(jsonl) = &VaultPath::parse(&p.jsonl, false) {
         if how == Publish::Fresh || !env.log.has_record(jsonl, &p.run_id) {
-            written("run record", jsonl, env.log.append_jsonl(jsonl, &p.record));
+            written("the run record", jsonl, env.log.append_jsonl(jsonl, &p.record));
         }
     }
     if let (Ok(daily), false) = (&VaultPath::parse(&p.daily, false), p.daily_text.is_empty()) {
@@ -705,13 +701,12 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) -> Vec<String
             } else {
                 env.log.append_daily(daily, &p.daily_text)
             };
-            written("run log", daily, appended);
+            written("the run log", daily, appended);
         }
     }
     env.faults.abort_at("abort-after-log");
     move_notes(env, p);
-    settle(env, role, p, held);
-    problems
+    settle(env, role, p, how, held);
 }
 
 fn move_notes(env: &RunEnv, p: &PendingRun) {
@@ -733,9 +728,11 @@ fn move_notes(env: &RunEnv, p: &PendingRun) {
 
 /// Clears the published run from state; one whose log was held stays, with only its logs left
 /// to write (its moves done: a note given the same name later is not moved).
-fn settle(env: &RunEnv, role: &str, p: &PendingRun, held: bool) {
-    // A run with no notes to move was never pending (`Commit::save`).
-    if p.moves.is_empty() && !held {
+fn settle(env: &RunEnv, role: &str, p: &PendingRun, how: Publish, held: bool) {
+    // A fresh run with no notes to move was never pending (`Commit::save`). A recovered one
+    // always is, even without moves (a held log's entry has none left): it is cleared here, or
+    // it stayed in state and was published again at every run and start.
+    if how == Publish::Fresh && p.moves.is_empty() && !held {
         return;
     }
     // Losing this update (a power cut) only means a recovery that finds everything done.
@@ -806,9 +803,7 @@ fn publish_pending(env: &RunEnv, role: &str, pending: &[PendingRun]) -> usize {
         .filter(|p| !held(&p.daily) && !held(&p.jsonl))
         .collect();
     for p in &ready {
-        for problem in publish(env, role, p, Publish::Recover) {
-            env.side.failed("a recovered run's record", &problem);
-        }
+        publish(env, role, p, Publish::Recover);
     }
     ready.len()
 }
