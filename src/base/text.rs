@@ -6,21 +6,34 @@
 #[derive(Debug, Clone)]
 pub struct LineIndex {
     line_starts: Vec<usize>,
+    /// The last line a person sees: a text ending in a line break has no line after it.
+    last_line: usize,
 }
 
 impl LineIndex {
     pub fn new(text: &str) -> Self {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        Self { line_starts }
+        let last_line = if text.ends_with('\n') {
+            line_starts.len() - 1
+        } else {
+            line_starts.len()
+        };
+        Self {
+            line_starts,
+            last_line,
+        }
     }
 
-    /// The 1-based line holding byte `offset`.
+    /// The 1-based line holding byte `offset`. The end of the text is on its last line, also
+    /// after a final line break (where a parser's "unexpected end" points): a file of two lines
+    /// has no error on line 3.
     pub fn line_of(&self, offset: usize) -> usize {
-        match self.line_starts.binary_search(&offset) {
+        let line = match self.line_starts.binary_search(&offset) {
             Ok(i) => i + 1,
             Err(i) => i,
-        }
+        };
+        line.min(self.last_line).max(1)
     }
 }
 
@@ -444,6 +457,15 @@ mod tests {
         assert_eq!(idx.line_of(3), 2);
         assert_eq!(idx.line_of(7), 3);
         assert_eq!(idx.line_of(9), 4);
+        let ended = LineIndex::new("a\nb\n");
+        assert_eq!(ended.line_of(2), 2);
+        assert_eq!(
+            ended.line_of(4),
+            2,
+            "the end after a final line break is on the last line"
+        );
+        assert_eq!(LineIndex::new("").line_of(0), 1);
+        assert_eq!(LineIndex::new("\n").line_of(1), 1);
     }
 
     #[test]

@@ -736,6 +736,15 @@ mod tests {
         }
     }
 
+    /// A case the property test found: the parser's error is at the end of the text, after its
+    /// final line break; it is named on the last line (2), not on a line 3 the file lacks.
+    #[test]
+    fn an_error_at_the_end_of_the_file_is_on_its_last_line() {
+        let text = "#[limits]\n\"\"\"[limits]\n";
+        let e = parse(text, Path::new("config.toml"), &env(), None).expect_err("not TOML");
+        assert_eq!(e.line, Some(2), "{e}");
+    }
+
     fn env() -> Env {
         Env::from_pairs([("HOME", "/home/ana"), ("MY_MODEL", "claude-opus-4-1")])
     }
