@@ -419,12 +419,14 @@ fn the_terminal_finds_what_it_lists_and_never_reads_an_unreadable_ledger_as_empt
 }
 
 /// A vault whose `ops` role writes `project/plan.md` ("after") once per run, on the fake model.
+/// The plan is the person's, and `ops` may change their notes (`person_notes: auto`): these
+/// tests are about crashes, not consent.
 fn writer() -> (TestVault, FakeModel) {
     let fake = FakeModel::start();
     let v = crate::support::daemon::vault_with(&fake, &crate::support::daemon::daemon_config(""));
     v.write(
         "roles/ops.md",
-        "# Ops\n## Mission\nKeep the plan.\n## Tools\n- read_file\n- write_file\n",
+        "---\napprove: {person_notes: auto}\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- read_file\n- write_file\n",
     );
     v.write("project/plan.md", "before\n");
     fake.respond_with(|req, _| {

@@ -629,7 +629,7 @@ fn a_watched_file_change_fires_the_role_and_its_own_writes_do_not() {
     let (v, fake) = setup("");
     v.write(
         "roles/watcher.md",
-        "---\nwatch: [project/timeline.md]\n---\n# Watcher\n## Mission\nReact.\n## Tools\n- append_file\n",
+        "---\nwatch: [project/timeline.md]\napprove: {person_notes: auto}\n---\n# Watcher\n## Mission\nReact.\n## Tools\n- append_file\n",
     );
     // Its run appends to the very file it watches: that must not fire it again.
     fake.respond_with(|req, i| {
@@ -737,7 +737,7 @@ fn a_watched_file_recreated_by_move_file_in_the_run_does_not_fire_again() {
     let (v, fake) = setup("");
     v.write("project/status.md", "v1");
     v.write("project/draft.md", "the new status");
-    v.write("roles/keeper.md", "---\nwatch: [project/status.md]\n---\n# Keeper\n## Mission\nKeep the status note.\n## Tools\n- move_file\n");
+    v.write("roles/keeper.md", "---\nwatch: [project/status.md]\napprove: {person_notes: auto}\n---\n# Keeper\n## Mission\nKeep the status note.\n## Tools\n- move_file\n");
     fake.respond_with(|req, i| {
         if wire::tool_results(&req.body).is_empty() {
             wire::tools(

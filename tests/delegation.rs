@@ -373,7 +373,7 @@ fn an_invalid_output_is_repaired_once_then_fails() {
         let v = vault(
             &fake,
             "can_delegate_to: [risk]",
-            "output: {schema: schemas/risk.json, path: \"project/reports/{role}-{run_id}.md\"}",
+            "output: {schema: schemas/risk.json, path: \"project/risks/{role}-{run_id}.md\"}",
             "",
         );
         v.write("schemas/risk.json", SCHEMA);
@@ -399,7 +399,7 @@ fn an_invalid_output_is_repaired_once_then_fails() {
             assert_eq!(result["output"], json!({"level": "high"}));
             assert_eq!(children[0]["outcome"], "ok");
             let report = format!(
-                "project/reports/risk-{}.md",
+                "project/risks/risk-{}.md",
                 children[0]["run_id"].as_str().unwrap()
             );
             assert_eq!(
@@ -415,7 +415,7 @@ fn an_invalid_output_is_repaired_once_then_fails() {
                 "{error}"
             );
             assert!(
-                v.files_in("project/reports").is_empty(),
+                !v.files_in("project/risks").iter().any(|f| f.starts_with("risk-")),
                 "a failed answer is not written"
             );
         }

@@ -89,6 +89,7 @@ fn a_persons_daily_note_is_left_byte_for_byte_and_the_day_is_logged_in_agent_log
 fn a_role_cannot_forge_the_marker_into_a_place_tabd_appends_to() {
     let fake = FakeModel::start();
     let v = vault_with(&fake, "");
+    v.write_anywhere("delivery");
     let day = today();
     let mine = format!("daily/{day}.md");
     v.write(&mine, "# Today\n\nmy own words\n");
@@ -153,6 +154,7 @@ fn a_role_cannot_forge_the_marker_into_a_place_tabd_appends_to() {
 fn the_log_folder_is_a_config_key_every_reader_and_protection_follows() {
     let fake = FakeModel::start();
     let v = vault_with(&fake, "[log]\nfolder = \"Logs/tabd\"\n");
+    v.write_anywhere("delivery");
     let calls = [
         (
             "w1",

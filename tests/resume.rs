@@ -34,7 +34,7 @@ fn setup() -> (TestVault, FakeModel) {
     let v = vault_with(&fake, &daemon_config(""));
     v.write(
         "roles/ops.md",
-        "---\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- read_file\n- write_file\n",
+        "---\napprove:\n  write_file: ask\n  person_notes: auto\n---\n# Ops\n## Mission\nKeep the plan.\n## Tools\n- read_file\n- write_file\n",
     );
     fake.respond_with(|req, _| {
         if wire::tool_results(&req.body).is_empty() {
@@ -230,9 +230,10 @@ fn several_waiting_calls_resume_together_and_undo_covers_both_parts() {
     let fake = FakeModel::start();
     let v = vault_with(&fake, &daemon_config(""));
     v.write("project/a.md", "a before\n");
+    // `a.md` is the person's; `ops` may change their notes: this test is about resume.
     v.write(
         "roles/ops.md",
-        "---\napprove:\n  write_file: ask\n---\n# Ops\n## Mission\nKeep notes.\n## Tools\n- write_file\n- append_file\n",
+        "---\napprove:\n  write_file: ask\n  person_notes: auto\n---\n# Ops\n## Mission\nKeep notes.\n## Tools\n- write_file\n- append_file\n",
     );
     fake.respond_with(|req, _| {
         let results = wire::tool_results(&req.body);

@@ -40,10 +40,12 @@ fn script(fake: &FakeModel, calls: Vec<(&'static str, Value)>) {
     });
 }
 
-/// The stock vault (no schedules), the delivery role writing in project/.
+/// The stock vault (no schedules), the delivery role writing in project/, the person's notes
+/// there too (these tests are about the journal's signatures, not consent).
 fn undo_vault(fake: &FakeModel) -> TestVault {
     let v = TestVault::new();
     v.unschedule_stock_roles();
+    v.grant_person_notes("delivery");
     v.use_model(fake, KIND, &daemon_config(""));
     v
 }

@@ -12,10 +12,12 @@ use crate::support::{describe, stdout, wire, TestVault};
 
 const T: Duration = Duration::from_secs(20);
 
-/// The stock vault (no schedules), delivery allowed to write and move anywhere in project/.
+/// The stock vault (no schedules), delivery allowed to write and move anywhere in project/, the
+/// person's notes there too (`person_notes: auto`: these tests are about undo, not consent).
 fn vault(fake: &FakeModel) -> TestVault {
     let v = TestVault::new();
     v.unschedule_stock_roles();
+    v.grant_person_notes("delivery");
     let d = v.read("roles/delivery.md");
     v.write(
         "roles/delivery.md",

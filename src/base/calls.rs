@@ -23,6 +23,13 @@ pub const VAULT_TOOLS: &[&str] = &[
 /// tool: a run of another role does the work. Offered to roles with `can_delegate_to`.
 pub const DELEGATE: &str = "delegate";
 
+/// The `approve` entry for changes to the person's notes (files tabd did not make, DESIGN §26):
+/// `ask` by default; `auto` is the person's grant, `deny` refuses such changes outright.
+pub const PERSON_NOTES: &str = "person_notes";
+
+/// The vault tools that change files a role names (not tabd's own: memory, inboxes).
+pub const CHANGING_TOOLS: &[&str] = &["write_file", "append_file", "move_file"];
+
 /// A tool tabd itself provides (`deny_tools` and `approve` may name it).
 pub fn is_tabd_tool(name: &str) -> bool {
     VAULT_TOOLS.contains(&name) || name == DELEGATE
@@ -188,6 +195,15 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// The stricter of two modes (deny over ask over auto).
+    pub fn stricter(self, other: Mode) -> Mode {
+        match (self, other) {
+            (Self::Deny, _) | (_, Self::Deny) => Self::Deny,
+            (Self::Ask, _) | (_, Self::Ask) => Self::Ask,
+            _ => Self::Auto,
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
         match s.trim() {
             "auto" => Some(Self::Auto),

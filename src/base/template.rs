@@ -69,6 +69,28 @@ pub fn init_vault(root: &Path) -> std::io::Result<InitReport> {
     Ok(report)
 }
 
+/// The SHA-256 (hex) of the bytes `init` writes at `path` (vault-relative), if it writes that
+/// file: a vault file holding exactly these bytes is one tabd made (`records::authorship`).
+pub fn digest_of(path: &str) -> Option<String> {
+    use sha2::Digest;
+    let bytes = file_bytes(path)?;
+    Some(
+        sha2::Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    )
+}
+
+/// The bytes `init` writes at `path` (vault-relative), if it writes that file.
+pub fn file_bytes(path: &str) -> Option<&'static [u8]> {
+    match path.strip_prefix(&format!("{}/", layout::ROLES)) {
+        Some(role) => STOCK_ROLES.get_file(role),
+        None => VAULT_TEMPLATE.get_file(path),
+    }
+    .map(|f| f.contents())
+}
+
 /// Names of the runnable stock roles (`delivery`, …), without the abstract ones.
 pub fn stock_role_names() -> Vec<String> {
     let mut names: Vec<String> = STOCK_ROLES

@@ -5,6 +5,8 @@
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
+use crate::base::calls::{Mode, PERSON_NOTES};
+
 use crate::base::vault::protected::{self, fold, normal, Folded};
 use crate::base::vault::{layout, Canonicals, Vault, VaultError, VaultPath};
 use crate::setup::role::Role;
@@ -41,13 +43,38 @@ pub struct AccessPolicy {
     /// protected like `agent/inbox/` (a note there starts a run; only `trigger_role` writes one,
     /// counting the chain's hops).
     inboxes: Vec<(String, Folded)>,
+    /// `approve: {person_notes: …}` where the role (or a role it extends) says it: what a change
+    /// to the person's own note does (DESIGN §26).
+    person_notes: Option<Mode>,
 }
 
 impl AccessPolicy {
     pub fn for_role(role: &Role) -> Self {
         Self {
             move_folders: role.settings.move_folders(),
+            person_notes: role.settings.approve.get(PERSON_NOTES).copied(),
             ..Self::new(&role.settings.write_paths)
+        }
+    }
+
+    /// What changing `path`, a note of the person's, does for this role: `approve:
+    /// {person_notes: …}` where the role says it (the stock roles say `ask`); otherwise `auto`
+    /// where a `write_paths` entry names the note's folder — or the note — by name (`Personal/`,
+    /// `Work/*.md`): the person wrote that grant; otherwise `ask`. An entry that starts with a
+    /// wildcard (`**/*.md`) names no folder and grants nothing.
+    pub fn person_note_mode(&self, path: &VaultPath) -> Mode {
+        if let Some(mode) = self.person_notes {
+            return mode;
+        }
+        let granted = self.write_paths.as_ref().is_some_and(|(patterns, _)| {
+            patterns.iter().any(|p| {
+                names_a_place(p) && glob(p).is_ok_and(|g| g.compile_matcher().is_match(path.as_str()))
+            })
+        });
+        if granted {
+            Mode::Auto
+        } else {
+            Mode::Ask
         }
     }
 
@@ -74,6 +101,7 @@ impl AccessPolicy {
                 write_paths: None,
                 move_folders: false,
                 inboxes: Vec::new(),
+                person_notes: None,
             };
         }
         let mut builder = GlobSetBuilder::new();
@@ -96,6 +124,7 @@ impl AccessPolicy {
             write_paths: Some((kept, set)),
             move_folders: false,
             inboxes: Vec::new(),
+            person_notes: None,
         }
     }
 
@@ -293,6 +322,13 @@ fn refuse_unreadable(path: &VaultPath) -> Result<(), VaultError> {
     Ok(())
 }
 
+/// Whether a `write_paths` pattern begins with a name (a folder or a file), not a wildcard: only
+/// such a pattern is a grant for the person's notes it matches.
+fn names_a_place(pattern: &str) -> bool {
+    let first = pattern.split('/').next().unwrap_or("");
+    !first.is_empty() && !first.contains(['*', '?', '[', '{'])
+}
+
 /// A glob where `*` stays within one folder and `**` crosses folders.
 pub fn glob(pattern: &str) -> Result<Glob, globset::Error> {
     GlobBuilder::new(pattern).literal_separator(true).build()
@@ -310,6 +346,33 @@ mod tests {
 
     fn p(s: &str) -> VaultPath {
         VaultPath::parse(s, false).unwrap()
+    }
+
+    /// DESIGN §26: a role's explicit `approve: {person_notes: …}` decides; else a `write_paths`
+    /// entry that names the note's folder (or the note) grants it; a wildcard entry grants nothing.
+    #[test]
+    fn a_persons_note_asks_unless_granted_by_name() {
+        let ask = AccessPolicy::new(&[]);
+        assert_eq!(ask.person_note_mode(&p("Personal/ideas.md")), Mode::Ask);
+        let named = AccessPolicy::new(&["Personal/".into(), "**/*.txt".into(), "top.md".into()]);
+        assert_eq!(named.person_note_mode(&p("Personal/ideas.md")), Mode::Auto);
+        assert_eq!(named.person_note_mode(&p("Personal/deep/er.md")), Mode::Auto);
+        assert_eq!(named.person_note_mode(&p("top.md")), Mode::Auto);
+        assert_eq!(
+            named.person_note_mode(&p("Work/a.txt")),
+            Mode::Ask,
+            "a wildcard names no folder"
+        );
+        assert_eq!(named.person_note_mode(&p("Work/a.md")), Mode::Ask);
+        let mut explicit = named.clone();
+        explicit.person_notes = Some(Mode::Ask);
+        assert_eq!(
+            explicit.person_note_mode(&p("Personal/ideas.md")),
+            Mode::Ask,
+            "explicit wins"
+        );
+        explicit.person_notes = Some(Mode::Deny);
+        assert_eq!(explicit.person_note_mode(&p("x.md")), Mode::Deny);
     }
 
     #[test]

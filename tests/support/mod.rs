@@ -103,6 +103,28 @@ impl TestVault {
         }
     }
 
+    /// Lets stock role `role` change the person's notes without asking (`approve: {person_notes:
+    /// auto}`, DESIGN §26): for tests about something else (undo, crashes) whose notes the test
+    /// wrote as the person.
+    pub fn grant_person_notes(&self, role: &str) {
+        let rel = format!("roles/{role}.md");
+        let text = self.read(&rel);
+        let rest = text
+            .strip_prefix("---\n")
+            .expect("a stock role starts with frontmatter");
+        self.write(&rel, &format!("---\napprove: {{person_notes: auto}}\n{rest}"));
+    }
+
+    /// Takes the `write_paths` fence off stock role `role`: it may write anywhere tabd does not
+    /// protect (the person's notes still ask, as `_base` says).
+    pub fn write_anywhere(&self, role: &str) {
+        let rel = format!("roles/{role}.md");
+        let text = self.read(&rel);
+        let kept: Vec<&str> = text.lines().filter(|l| !l.starts_with("write_paths:")).collect();
+        assert!(kept.len() < text.lines().count(), "{rel} has no write_paths line");
+        self.write(&rel, &(kept.join("\n") + "\n"));
+    }
+
     /// Every daily log, oldest first (a test that runs across midnight sees both days).
     pub fn daily(&self) -> String {
         self.concat("daily", ".md")

@@ -33,6 +33,10 @@ pub const STATE_LOCK: &str = ".tabd/state.lock";
 pub const APPROVALS_LOCK: &str = ".tabd/approvals.lock";
 /// The status as JSON (what `tabd status` reads while the daemon runs).
 pub const STATUS_JSON: &str = ".tabd/status.json";
+/// Which files tabd made, and what it last left in each (`records::authorship`).
+pub const AUTHORSHIP: &str = ".tabd/authorship.json";
+/// Held while the authorship record is changed.
+pub const AUTHORSHIP_LOCK: &str = ".tabd/authorship.lock";
 /// The undo journal (DESIGN §19).
 pub const JOURNAL: &str = ".tabd/journal";
 /// Runs waiting for the person's decision (DESIGN §22).

@@ -24,6 +24,32 @@ pub const LIST_CAP: usize = 200;
 /// Matches `search_files` shows before "more not shown".
 pub const SEARCH_CAP: usize = 100;
 
+/// Said beside a note that is the person's own, where this role must ask to change it.
+pub const PERSONS_NOTE: &str = "the person's own note: a change to it waits for their approval";
+
+/// The files a call of `name` with `input` would change — real paths, after the write checks —
+/// when `name` is a tool that changes the files it names (`calls::CHANGING_TOOLS`). None when the
+/// checks refuse the call: the tool refuses it itself (a refused call is never asked for).
+pub fn changed_paths(ctx: &ToolContext<'_>, name: &str, input: &Value) -> Vec<VaultPath> {
+    let checked = match name {
+        "write_file" => args::<WriteArgs>(input).ok().map(|a| write_target(ctx, &a.path)),
+        "append_file" => args::<AppendArgs>(input).ok().map(|a| write_target(ctx, &a.path)),
+        "move_file" => args::<MoveArgs>(input).ok().map(|a| {
+            let (from, to) = (path_arg(&a.from)?, path_arg(&a.to)?);
+            let (from, to) = ctx.policy.check_move(ctx.vault, &from, &to)?;
+            Ok(vec![from, to])
+        }),
+        _ => None,
+    };
+    checked.and_then(Result::ok).unwrap_or_default()
+}
+
+/// A write's target after the write checks.
+fn write_target(ctx: &ToolContext<'_>, raw: &str) -> Result<Vec<VaultPath>, ToolError> {
+    let path = path_arg(raw)?;
+    Ok(vec![ctx.policy.check_write(ctx.vault, &path)?])
+}
+
 fn path_arg(raw: &str) -> Result<VaultPath, ToolError> {
     Ok(VaultPath::parse(raw, false)?)
 }
@@ -133,7 +159,10 @@ impl Tool for ReadFile {
         }
         let page = pages::page(&text, a.at(), READ_PAGE_BYTES)
             .map_err(|e| ToolError::InvalidInput(format!("{path}: {e}")))?;
-        let out = render_page(&path, &text, &page);
+        let mut out = render_page(&path, &text, &page);
+        if ctx.waits_for_person(&real) {
+            out = format!("[{PERSONS_NOTE}]\n{out}");
+        }
         Ok(ToolResult::ok(out, (page.end - page.start) as u64, vec![]))
     }
 }
@@ -224,7 +253,19 @@ impl Tool for ListFiles {
         if shown.is_empty() {
             return Ok(ToolResult::ok(format!("{dir}: nothing found"), 0, vec![]));
         }
-        let mut out: Vec<String> = shown.iter().take(LIST_CAP).map(|e| format_entry(e)).collect();
+        let listed: Vec<&Entry> = shown.iter().take(LIST_CAP).copied().collect();
+        let persons = persons_among(ctx, &listed);
+        let mut out: Vec<String> = listed
+            .iter()
+            .zip(&persons)
+            .map(|(e, theirs)| match theirs {
+                true => format!("{}  · person's", format_entry(e)),
+                false => format_entry(e),
+            })
+            .collect();
+        if persons.contains(&true) {
+            out.insert(0, format!("(· person's = {PERSONS_NOTE})"));
+        }
         if shown.len() > LIST_CAP {
             out.push(format!(
                 "… and {} more; narrow with path or pattern",
@@ -234,6 +275,31 @@ impl Tool for ListFiles {
         let text = out.join("\n");
         Ok(ToolResult::ok(text.clone(), text.len() as u64, vec![]))
     }
+}
+
+/// For each entry, whether it is a file of the person's this role must ask to change. The
+/// record is read once; a file it does not name is the person's without being read.
+fn persons_among(ctx: &ToolContext<'_>, entries: &[&Entry]) -> Vec<bool> {
+    use crate::records::authorship::Whose;
+    let Some(authorship) = ctx.authorship else {
+        return vec![false; entries.len()];
+    };
+    // Only files this role could change at all: tabd's own and protected ones are refused, not asked for.
+    let asks = |e: &Entry| {
+        !e.is_dir
+            && ctx.policy.person_note_mode(&e.path) != crate::base::calls::Mode::Auto
+            && ctx.policy.check_write(ctx.vault, &e.path).is_ok()
+    };
+    let paths: Vec<VaultPath> = entries.iter().map(|e| e.path.clone()).collect();
+    // Unknown (the record cannot be read) counts as the person's.
+    let whose = authorship
+        .whose_each(&paths)
+        .unwrap_or_else(|_| vec![Whose::Persons; paths.len()]);
+    entries
+        .iter()
+        .zip(whose)
+        .map(|(e, w)| asks(e) && w == Whose::Persons)
+        .collect()
 }
 
 pub struct SearchFiles;
@@ -354,7 +420,8 @@ impl Tool for WriteFile {
     }
     fn description(&self) -> &'static str {
         "Create a file or replace its whole content (atomically; folders are created). At most 1 MiB. \
-         To add to a note without replacing it, use append_file."
+         To add to a note without replacing it, use append_file. A note the person wrote (list_files and \
+         read_file mark it) is not changed at once: the change waits for their approval."
     }
     fn risk(&self) -> Risk {
         Risk::Write
@@ -421,8 +488,8 @@ impl Tool for AppendFile {
         "append_file"
     }
     fn description(&self) -> &'static str {
-        "Add text at the end of a file, creating it if missing. Use it to add to a person's note \
-         without changing what is already there."
+        "Add text at the end of a file, creating it if missing; what is there stays. An addition to a \
+         note the person wrote (list_files and read_file mark it) waits for their approval."
     }
     fn risk(&self) -> Risk {
         Risk::Write
@@ -484,7 +551,7 @@ impl Tool for MoveFile {
     }
     fn description(&self) -> &'static str {
         "Move or rename a file within the vault. Never replaces an existing file. Moves files, not \
-         folders."
+         folders. Moving a note the person wrote waits for their approval."
     }
     fn risk(&self) -> Risk {
         Risk::Write

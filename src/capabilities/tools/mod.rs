@@ -9,7 +9,7 @@ pub mod delegate;
 mod files;
 pub mod pages;
 
-pub use files::{span_read, MAX_WRITE_BYTES};
+pub use files::{changed_paths, span_read, MAX_WRITE_BYTES};
 
 use chrono::DateTime;
 use chrono_tz::Tz;
@@ -36,6 +36,9 @@ pub struct ToolContext<'a> {
     /// Where the run keeps each file's state before it first changes it (`None`: not journaled,
     /// e.g. in unit tests).
     pub journal: Option<&'a crate::records::journal::RunJournal>,
+    /// Whose each file is (DESIGN §26), so reads and listings can say which notes are the
+    /// person's before the model tries to change one (`None`: not said).
+    pub authorship: Option<&'a crate::records::authorship::Authorship>,
 }
 
 impl ToolContext<'_> {
@@ -58,6 +61,19 @@ impl ToolContext<'_> {
 }
 
 impl ToolContext<'_> {
+    /// Whether changing `path` (a real path) would wait for the person's approval: it is their
+    /// note and this role was not granted their notes. Unknown (no record, a read failing) counts
+    /// as theirs.
+    pub fn waits_for_person(&self, path: &crate::base::vault::VaultPath) -> bool {
+        use crate::records::authorship::Whose;
+        let Some(a) = self.authorship else {
+            return false;
+        };
+        self.policy.person_note_mode(path) != crate::base::calls::Mode::Auto
+            && self.policy.check_write(self.vault, path).is_ok()
+            && !matches!(a.whose(path), Ok(Whose::Tabds | Whose::Absent))
+    }
+
     /// Like `before_change`, for an append to `path` whose current bytes are `prior` (`None`: it
     /// does not exist): the journal keeps their length and digest, not a copy.
     pub fn before_append(

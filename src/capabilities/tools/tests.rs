@@ -107,6 +107,7 @@ impl Fixture {
             max_chain_depth: 3,
             now: chrono_tz::UTC.with_ymd_and_hms(2026, 11, 22, 9, 30, 0).unwrap(),
             journal: None,
+            authorship: None,
         };
         execute(&ctx, name, &input).expect("no fatal error")
     }
@@ -868,6 +869,7 @@ fn tabds_own_files_are_no_tools_target_whatever_write_paths_say() {
                 max_chain_depth: 3,
                 now: chrono_tz::UTC.with_ymd_and_hms(2026, 11, 22, 9, 30, 0).unwrap(),
                 journal: None,
+                authorship: None,
             };
             let r = write_answer(&ctx, path, "answer").unwrap();
             assert!(

@@ -80,6 +80,13 @@ pub(super) async fn run(
         cluster::withdraw(shared, id, held, None).await;
         return invalid(env, id, a, &why.to_string());
     }
+    // The person edited their note since the change was asked for: the change they saw is not
+    // what would happen, and it would write over their edit.
+    if let Some(why) = crate::gate::approvals::person::outdated(&env.vault, &a.bases) {
+        session.close(&[]).await;
+        cluster::withdraw(shared, id, held, None).await;
+        return close_unrun(env, id, a, NoteStatus::Failed, &why);
+    }
     let held = match (shared, held) {
         (Some(sh), Some(h)) => match cluster::begin(env, sh, (id, a), h).await {
             Some(h) => Some(h),
@@ -294,6 +301,12 @@ fn claim(env: &RunEnv, id: &str) -> Claim {
 /// Closes a request asked for longer ago than tabd keeps the marks of started calls
 /// (`approval_ledger::runs_within`): `expired`, never run — had it run, its mark may be gone.
 pub(super) fn too_old(env: &RunEnv, id: &str, a: &Approval, why: &str) {
+    close_unrun(env, id, a, NoteStatus::Expired, why);
+}
+
+/// Closes a request as `phase` without running it, saying `why` in its note and the daily log
+/// (the role's next run is told, and may ask again).
+fn close_unrun(env: &RunEnv, id: &str, a: &Approval, phase: NoteStatus, why: &str) {
     let now = env.clock.now();
     let line = format!(
         "**Not run** ({}): {why}. Ask the role again for a new request.",
@@ -302,11 +315,11 @@ pub(super) fn too_old(env: &RunEnv, id: &str, a: &Approval, why: &str) {
     let daily = format!("approval `{id}` ({}) not run: {why}", a.tool);
     let closed = update(&env.store, |s| match s.approvals.get_mut(id) {
         Some(r) if r.phase.may_run() && r.followup.is_none() => {
-            r.phase = NoteStatus::Expired;
+            r.phase = phase;
             r.decided = Some(now);
             r.reported = false;
-            r.outcome = Some(format!("expired: {why}"));
-            r.followup = Some(owed(&env.roles, r, now, (NoteStatus::Expired, line), daily));
+            r.outcome = Some(format!("{}: {why}", phase.as_str()));
+            r.followup = Some(owed(&env.roles, r, now, (phase, line), daily));
             true
         }
         _ => false,

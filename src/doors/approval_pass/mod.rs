@@ -552,6 +552,7 @@ mod tests {
             hops: 0,
             followup: None,
             gist: None,
+            bases: Vec::new(),
         }
     }
 

@@ -4,6 +4,8 @@
 //! - `note` — the approval note a person reads and decides in Obsidian: writing, reading, updating;
 //! - `request` — the run's side: an `ask` call becomes a note (or reuses a pending one);
 //! - `gist` — what a call is about in one line: its target and the first lines of its change;
+//! - `person` — a change to the person's own note: the diff the note shows, and the note's state
+//!   when asked (an edit made since is never written over);
 //! - `followup` — what a decision still owes its note and the daily log, finished after a crash.
 //!
 //! Elsewhere: the ledger, tabd's durable record of each request that makes "at most once" hold
@@ -14,6 +16,7 @@
 pub mod followup;
 pub mod gist;
 pub mod note;
+pub mod person;
 pub mod policy;
 pub mod request;
 

@@ -55,6 +55,8 @@ pub struct NewNote<'a> {
     /// The daily run log of the run that asked, as a vault path.
     pub run_log: &'a str,
     pub tz: Tz,
+    /// What the call changes of the person's own notes, a section of its own (empty: none).
+    pub theirs: &'a str,
 }
 
 /// The note's file name: `YYYY-MM-DD-<role>-<tool>-<id>.md`, the tool's `/` as `-`.
@@ -122,13 +124,18 @@ pub fn render(n: &NewNote) -> String {
     let (args, long_texts) = split_long_texts(n.args);
     let args = serde_json::to_string_pretty(&args).unwrap_or_else(|_| args.to_string());
     let expires = crate::base::text::shown(a.expires, n.tz);
+    let theirs = if n.theirs.is_empty() {
+        String::new()
+    } else {
+        format!("{}\n", n.theirs.trim_end())
+    };
     format!(
         "{}# {title}\n\n{about}\
          Set `status` to `approved` to run this call once, with the arguments below as they stand\n\
          then (you may edit them), or to `rejected`. Unanswered, it expires at {expires}.\n\n\
          **Why:**\n\n{reason}\n\n\
          **Tool:** `{}` ({} risk) — asked by the run `{}`, see [[{}]]\n\n\
-         ## Arguments\n```json\n{args}\n```\n{long_texts}",
+         {theirs}## Arguments\n```json\n{args}\n```\n{long_texts}",
         frontmatter::render(&fields),
         a.tool,
         a.risk.as_str(),
@@ -528,6 +535,7 @@ mod tests {
             hops: 0,
             followup: None,
             gist: None,
+            bases: Vec::new(),
         }
     }
 
@@ -541,6 +549,7 @@ mod tests {
             args,
             run_log: "agent/runs/2026-11-22.md",
             tz: chrono_tz::UTC,
+            theirs: "",
         })
     }
 
@@ -623,6 +632,7 @@ mod tests {
             args: &json!({}),
             run_log: "agent/runs/2026-11-22.md",
             tz: chrono_tz::UTC,
+            theirs: "",
         });
         assert!(
             long.contains("# Comms asks to run slack/conversations\\_add\\_message\n"),
@@ -650,6 +660,7 @@ mod tests {
             args: &args,
             run_log: "daily/2026-11-22.md",
             tz: chrono_tz::UTC,
+            theirs: "",
         });
         assert!(
             text.contains(

@@ -37,6 +37,8 @@ pub struct Call<'a> {
     /// The model's text before the call.
     pub reason: &'a str,
     pub args: &'a Value,
+    /// What it changes of the person's own notes (empty: none of them).
+    pub theirs: &'a super::person::Asked,
 }
 
 /// A queued call.
@@ -160,8 +162,18 @@ fn record(
         also_for: Vec::new(),
         hops,
         followup: None,
-        gist: Some(super::gist::of(call.tool, call.args, &ctx.secrets)),
+        gist: Some(gist_of(ctx, call)),
+        bases: call.theirs.bases.clone(),
     }
+}
+
+/// The call's gist; a change to the person's own note says so, on the lock screen too.
+fn gist_of(ctx: &AskContext, call: &Call) -> crate::records::state::approval_ledger::Gist {
+    let mut gist = super::gist::of(call.tool, call.args, &ctx.secrets);
+    if !call.theirs.bases.is_empty() {
+        gist.action.push_str(" (your note)");
+    }
+    gist
 }
 
 /// Writes the note of a new request (never over an existing file).
@@ -182,6 +194,7 @@ fn write_note(
         args: call.args,
         run_log: &ctx.run_log,
         tz: ctx.tz,
+        theirs: &call.theirs.section,
     });
     let path = VaultPath::parse(&approval.note, false)?;
     store.vault().create_atomic(&path, text.as_bytes())
@@ -245,6 +258,7 @@ mod tests {
             description: "",
             reason: "",
             args: &args,
+            theirs: &Default::default(),
         };
         let why = ask(&store, &ctx, &role, &call, 0, Utc::now())
             .map(|_| ())

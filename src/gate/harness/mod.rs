@@ -20,12 +20,14 @@ use serde_json::Value;
 use crate::base::calls::{self, Change, Mode, Risk, ToolCallRecord, ToolResult, ToolSpec};
 use crate::base::clock::Clock;
 use crate::base::vault::Vault;
+use crate::base::vault::VaultPath;
 use crate::capabilities::mcp::tools::{McpTool, RunTools};
 use crate::capabilities::provider::BoxFuture;
 use crate::capabilities::telemetry::{Approval, ToolSpan};
 use crate::capabilities::tools::{self, FatalToolError, ToolContext};
 use crate::gate::approvals::request::{AskContext, Call};
 use crate::records::access::AccessPolicy;
+use crate::records::authorship::{Authorship, Whose};
 use crate::records::state::StateStore;
 use crate::setup::role::{Role, RoleSet};
 
@@ -95,6 +97,9 @@ pub struct Ticket {
     pub fence: crate::base::fence::Fence,
     /// The run's span: each call gets an `execute_tool` child (nothing when telemetry is off).
     pub trace: crate::capabilities::telemetry::RunSpan,
+    /// Whose each vault file is: a change to the person's own note waits for their approval
+    /// (DESIGN §26), and what the run makes is recorded as tabd's.
+    pub authorship: Arc<Authorship>,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -407,7 +412,22 @@ impl Harness {
             Caller::Model { .. } => Approval::Allowed,
             Caller::Approved => Approval::Approved,
         };
-        Ok(match (caller, mode) {
+        let targets = self.targets(name, input, call);
+        let theirs = self.persons_of(&targets);
+        let person_mode = theirs
+            .iter()
+            .map(|p| self.policy.person_note_mode(p))
+            .fold(Mode::Auto, Mode::stricter);
+        if mode != Mode::Deny && person_mode == Mode::Deny {
+            let result =
+                ToolResult::error(format!(
+                "refused: {} is the person's own note, and this role's `approve: {{person_notes: deny}}` \
+                 refuses changes to their notes; write a new note instead",
+                theirs.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            ));
+            return Ok(Gated::Done(result, None, Approval::Refused));
+        }
+        Ok(match (caller, mode.stricter(person_mode)) {
             (_, Mode::Deny) => Gated::Done(
                 ToolResult::error(format!(
                     "refused: this role's `approve` setting denies `{}` ({} risk); do not retry it",
@@ -418,7 +438,7 @@ impl Harness {
                 Approval::Refused,
             ),
             (Caller::Model { reason, .. }, Mode::Ask) => {
-                let (result, note) = self.queue(name, input, reason, call);
+                let (result, note) = self.queue(name, input, reason, call, &theirs);
                 let approval = if note.is_some() {
                     Approval::Asked
                 } else {
@@ -443,9 +463,70 @@ impl Harness {
                     None if name == calls::DELEGATE => self.call_delegate(input).await,
                     None => self.call_vault(name, input)?,
                 };
+                if result.ok {
+                    self.settle_authorship(name, &targets);
+                }
                 Gated::Done(result, None, ran)
             }
         })
+    }
+
+    /// The files a changing vault call would touch (`calls::CHANGING_TOOLS`), each with whose it
+    /// is now; none for any other call. A file whose owner cannot be told counts as the
+    /// person's: a missing record is never read as "tabd made it".
+    fn targets(&self, name: &str, input: &Value, call: &Classified<'_>) -> Vec<(VaultPath, Whose)> {
+        if call.mcp.is_some() || !calls::CHANGING_TOOLS.contains(&name) {
+            return Vec::new();
+        }
+        let ctx = self.tool_context();
+        let paths = crate::base::blocking::run(|| tools::changed_paths(&ctx, name, input));
+        if paths.is_empty() {
+            return Vec::new();
+        }
+        let whose =
+            crate::base::blocking::run(|| self.ticket.authorship.whose_each(&paths)).unwrap_or_else(|e| {
+                tracing::warn!(
+                    "role {}: cannot tell whose {} is ({e}); treating it as the person's",
+                    self.role.name,
+                    paths
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                vec![Whose::Persons; paths.len()]
+            });
+        paths.into_iter().zip(whose).collect()
+    }
+
+    /// The person's own notes among `targets`.
+    fn persons_of(&self, targets: &[(VaultPath, Whose)]) -> Vec<VaultPath> {
+        targets
+            .iter()
+            .filter(|(_, w)| *w == Whose::Persons)
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// After a changing call ran: what it made or changed of tabd's is recorded as tabd's; the
+    /// person's notes stay theirs. A record that cannot be written leaves the file the person's
+    /// (its next change asks): said, never fatal.
+    fn settle_authorship(&self, name: &str, targets: &[(VaultPath, Whose)]) {
+        if targets.is_empty() {
+            return;
+        }
+        let authorship = &self.ticket.authorship;
+        let settled = crate::base::blocking::run(|| match (name, targets) {
+            ("move_file", [(from, was), (to, _)]) => authorship.moved(from, to, *was),
+            _ => authorship.settle(targets),
+        });
+        if let Err(e) = settled {
+            tracing::warn!(
+                "role {}: cannot record what tabd made in {} ({e}); until it is, a change to it asks the person",
+                self.role.name,
+                crate::base::vault::layout::AUTHORSHIP
+            );
+        }
     }
 
     /// The role's lists: a call to a tool the role does not have is refused with what it has.
@@ -575,6 +656,7 @@ impl Harness {
             max_chain_depth: self.ticket.max_chain_depth,
             now: self.clock.now().with_timezone(&self.role.schedule.tz),
             journal: self.ticket.journal.as_deref(),
+            authorship: Some(&self.ticket.authorship),
         }
     }
 
@@ -617,17 +699,31 @@ impl Harness {
         input: &Value,
         reason: &str,
         call: &Classified<'_>,
+        theirs: &[VaultPath],
     ) -> (ToolResult, Option<String>) {
         let Some(ctx) = &self.ticket.asks else {
+            let why = match theirs {
+                [] => format!("({} risk)", call.risk.as_str()),
+                _ => format!(
+                    "(it changes the person's own note {})",
+                    theirs
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
             return (
                 ToolResult::error(format!(
-                    "refused: `{}` needs the person's approval ({} risk), and approvals cannot be asked for here",
+                    "refused: `{}` needs the person's approval {why}, and approvals cannot be asked for here",
                     call.key,
-                    call.risk.as_str()
                 )),
                 None,
             );
         };
+        let theirs = crate::base::blocking::run(|| {
+            crate::gate::approvals::person::asked(&self.vault, name, input, theirs)
+        });
         let description = match call.mcp {
             Some(t) => t.spec.description.as_str(),
             None => tools::vault_description(name).unwrap_or(""),
@@ -639,6 +735,7 @@ impl Harness {
             description,
             reason,
             args: input,
+            theirs: &theirs,
         };
         let now = self.clock.now();
         let queued = crate::base::blocking::run(|| {
@@ -716,6 +813,10 @@ pub(crate) fn for_test(dir: &std::path::Path, role_text: &str, max_tool_calls: u
         journal: None,
         fence: Default::default(),
         trace: Default::default(),
+        authorship: Arc::new(Authorship::new(
+            vault.clone(),
+            Arc::new(crate::base::signing::Key::shared(b"the harness tests' key")),
+        )),
     };
     let clock = Arc::new(crate::base::clock::SystemClock);
     let tools = Arc::new(crate::capabilities::mcp::tools::RunTools::default());

@@ -150,6 +150,19 @@ pub struct Approval {
     /// push; none in a record an older tabd wrote. Model text: bounded again where it is shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gist: Option<Gist>,
+    /// The person's own notes the call changes, each as it was when the call was asked for
+    /// (DESIGN §26): the change the note shows is against these; a note changed since is not
+    /// written over (`approval_pass` checks before the call runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bases: Vec<Base>,
+}
+
+/// A note of the person's as a change to it was asked for: its path and its content's digest
+/// (`None`: it did not exist).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Base {
+    pub path: String,
+    pub digest: Option<String>,
 }
 
 /// A call's target and the first lines of its change, each on one line.

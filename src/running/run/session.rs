@@ -188,6 +188,10 @@ impl Session {
             journal: Some(self.journal.clone()),
             fence: self.env.fence.clone(),
             trace: self.trace.clone(),
+            authorship: Arc::new(crate::records::authorship::Authorship::new(
+                self.env.vault.clone(),
+                self.env.key.clone(),
+            )),
         }
     }
 

@@ -350,7 +350,7 @@ pub enum InvalidSetting {
     ExpectNoTime(String),
     #[error("`expect.by`: {0}")]
     ExpectBy(#[source] PhraseError),
-    #[error("`approve`: `{0}` is neither a risk class (read, write, network, destructive), a tool name, nor server/tool or server/*{hint}", hint = hint(did_you_mean(.0, APPROVE_WORDS.iter().copied().chain(crate::base::calls::VAULT_TOOLS.iter().copied()).chain([crate::base::calls::DELEGATE]))))]
+    #[error("`approve`: `{0}` is neither a risk class (read, write, network, destructive), person_notes, a tool name, nor server/tool or server/*{hint}", hint = hint(did_you_mean(.0, APPROVE_WORDS.iter().copied().chain(crate::base::calls::VAULT_TOOLS.iter().copied()).chain([crate::base::calls::DELEGATE]))))]
     ApproveKey(String),
     #[error("`approve`: `{key}` must be auto, ask or deny (got {got})")]
     ApproveMode { key: String, got: Value },
@@ -365,7 +365,13 @@ pub struct NotADuration {
 }
 
 /// The risk classes `approve` takes, for did-you-mean.
-const APPROVE_WORDS: [&str; 4] = ["read", "write", "network", "destructive"];
+const APPROVE_WORDS: [&str; 5] = [
+    "read",
+    "write",
+    "network",
+    "destructive",
+    crate::base::calls::PERSON_NOTES,
+];
 
 /// " — did you mean `model`?", or nothing.
 fn hint(suggestion: Option<&str>) -> String {
@@ -571,6 +577,7 @@ fn approve_map(key: &str, v: &Value, _env: &Env) -> Result<BTreeMap<String, Mode
     let mut out = BTreeMap::new();
     for (key, mode) in map {
         let known = crate::base::calls::Risk::parse(key).is_some()
+            || key == crate::base::calls::PERSON_NOTES
             || crate::base::calls::is_tabd_tool(key)
             || crate::setup::role::McpAllow::parse(key, 0).is_ok();
         if !known {

@@ -1,0 +1,159 @@
+use super::*;
+
+fn vault() -> (tempfile::TempDir, Arc<Vault>, Authorship) {
+    let dir = tempfile::tempdir().unwrap();
+    let vault = Arc::new(Vault::open(dir.path()).unwrap());
+    let key = Arc::new(Key::shared(b"authorship tests"));
+    let a = Authorship::new(vault.clone(), key);
+    (dir, vault, a)
+}
+
+fn p(s: &str) -> VaultPath {
+    VaultPath::parse(s, false).unwrap()
+}
+
+fn write(dir: &tempfile::TempDir, path: &str, text: &str) {
+    let full = dir.path().join(path);
+    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+    std::fs::write(full, text).unwrap();
+}
+
+#[test]
+fn a_file_tabd_made_is_tabds_until_the_person_edits_it() {
+    let (dir, _v, a) = vault();
+    assert_eq!(a.whose(&p("notes/x.md")).unwrap(), Whose::Absent);
+    write(&dir, "notes/x.md", "tabd wrote this\n");
+    a.settle(&[(p("notes/x.md"), Whose::Absent)]).unwrap();
+    assert_eq!(a.whose(&p("notes/x.md")).unwrap(), Whose::Tabds);
+    // tabd changes its own file again: still tabd's.
+    write(&dir, "notes/x.md", "tabd wrote this, then more\n");
+    a.settle(&[(p("notes/x.md"), Whose::Tabds)]).unwrap();
+    assert_eq!(a.whose(&p("notes/x.md")).unwrap(), Whose::Tabds);
+    // The person adds a line: their words are in it now.
+    write(
+        &dir,
+        "notes/x.md",
+        "tabd wrote this, then more\nand I added this\n",
+    );
+    assert_eq!(a.whose(&p("notes/x.md")).unwrap(), Whose::Persons);
+}
+
+#[test]
+fn a_file_tabd_did_not_make_is_the_persons_and_stays_so_after_an_approved_change() {
+    let (dir, _v, a) = vault();
+    write(&dir, "journal.md", "dear diary\n");
+    assert_eq!(a.whose(&p("journal.md")).unwrap(), Whose::Persons);
+    write(&dir, "journal.md", "dear diary\napproved line\n");
+    a.settle(&[(p("journal.md"), Whose::Persons)]).unwrap();
+    assert_eq!(a.whose(&p("journal.md")).unwrap(), Whose::Persons);
+}
+
+#[test]
+fn a_note_deleted_and_written_again_by_the_person_is_theirs() {
+    let (dir, _v, a) = vault();
+    write(&dir, "x.md", "tabd\n");
+    a.settle(&[(p("x.md"), Whose::Absent)]).unwrap();
+    std::fs::remove_file(dir.path().join("x.md")).unwrap();
+    write(&dir, "x.md", "mine now\n");
+    assert_eq!(a.whose(&p("x.md")).unwrap(), Whose::Persons);
+}
+
+#[test]
+fn a_move_carries_the_record_and_a_folder_is_theirs_if_any_file_in_it_is() {
+    let (dir, _v, a) = vault();
+    write(&dir, "a/one.md", "1\n");
+    write(&dir, "a/two.md", "2\n");
+    a.settle(&[(p("a/one.md"), Whose::Absent), (p("a/two.md"), Whose::Absent)])
+        .unwrap();
+    assert_eq!(a.whose(&p("a")).unwrap(), Whose::Tabds);
+    write(&dir, "a/three.md", "the person's\n");
+    assert_eq!(a.whose(&p("a")).unwrap(), Whose::Persons);
+    std::fs::rename(dir.path().join("a/one.md"), dir.path().join("b.md")).unwrap();
+    a.moved(&p("a/one.md"), &p("b.md"), Whose::Tabds).unwrap();
+    assert_eq!(a.whose(&p("b.md")).unwrap(), Whose::Tabds);
+    assert_eq!(a.names(&[p("a/one.md")]).unwrap(), vec![false]);
+}
+
+/// The record decides an action: one edited, forged or sealed by another key is not trusted,
+/// and what it claimed is the person's again (rebuilt from evidence only).
+#[test]
+fn a_forged_record_grants_nothing() {
+    let (dir, v, a) = vault();
+    write(&dir, "Personal/ideas.md", "mine\n");
+    // A record sealed by another key naming the person's note as tabd's, with its true digest.
+    let digest = journal::state_of(&v, &p("Personal/ideas.md")).unwrap().unwrap();
+    let body = format!("{{\"files\":{{\"Personal/ideas.md\":\"{digest}\"}}}}");
+    let other = Key::shared(b"someone else");
+    write(
+        &dir,
+        layout::AUTHORSHIP,
+        &String::from_utf8(other.seal(PURPOSE, &[], body.as_bytes())).unwrap(),
+    );
+    assert_eq!(a.whose(&p("Personal/ideas.md")).unwrap(), Whose::Persons);
+    // Unsealed JSON alone is refused too.
+    write(&dir, layout::AUTHORSHIP, &body);
+    assert_eq!(a.whose(&p("Personal/ideas.md")).unwrap(), Whose::Persons);
+    // Garbage: refused, and nothing panics.
+    write(&dir, layout::AUTHORSHIP, "\u{0}\u{1}not json");
+    assert_eq!(a.whose(&p("Personal/ideas.md")).unwrap(), Whose::Persons);
+}
+
+/// A missing record is rebuilt from the signed undo journal: a file a run created and that still
+/// holds what the last run left is tabd's; one the person changed since, or one a run only edited,
+/// is not.
+#[test]
+fn a_missing_record_is_rebuilt_from_the_journal_and_template() {
+    let (dir, v, a) = vault();
+    let key = Arc::new(Key::shared(b"authorship tests"));
+    write(&dir, "person.md", "the person's\n");
+    let started = chrono::Utc::now();
+    let run = crate::base::run_id::RunId::parse("20261129T090000Z-ops-1").unwrap();
+    let j = journal::RunJournal::new(v.clone(), key.clone(), &run, "ops", started, "schedule");
+    j.before_change(&p("made.md")).unwrap();
+    write(&dir, "made.md", "tabd made this\n");
+    j.before_change(&p("edited-later.md")).unwrap();
+    write(&dir, "edited-later.md", "tabd made this too\n");
+    j.before_change(&p("person.md")).unwrap();
+    write(&dir, "person.md", "the person's, changed by a run\n");
+    j.settle().unwrap();
+    j.seal(&[], started).unwrap();
+    write(
+        &dir,
+        "edited-later.md",
+        "tabd made this too\nthe person added this\n",
+    );
+    // A template file, still as init wrote it.
+    let tpath = "project/scope.md".to_string();
+    let bytes = crate::base::template::file_bytes(&tpath).unwrap();
+    std::fs::create_dir_all(dir.path().join(&tpath).parent().unwrap()).unwrap();
+    std::fs::write(dir.path().join(&tpath), bytes).unwrap();
+
+    assert_eq!(a.whose(&p("made.md")).unwrap(), Whose::Tabds);
+    assert_eq!(a.whose(&p("edited-later.md")).unwrap(), Whose::Persons);
+    assert_eq!(a.whose(&p("person.md")).unwrap(), Whose::Persons);
+    assert_eq!(a.whose(&p(&tpath)).unwrap(), Whose::Tabds, "{tpath}");
+    assert!(
+        dir.path().join(layout::AUTHORSHIP).exists(),
+        "the rebuilt record is kept"
+    );
+    // The template file edited by the person: theirs.
+    std::fs::write(dir.path().join(&tpath), "my own scope\n").unwrap();
+    assert_eq!(a.whose(&p(&tpath)).unwrap(), Whose::Persons);
+}
+
+#[test]
+fn an_undo_follows_only_files_the_record_knew() {
+    let (dir, v, a) = vault();
+    write(&dir, "x.md", "v1\n");
+    a.settle(&[(p("x.md"), Whose::Absent)]).unwrap();
+    let v1 = journal::state_of(&v, &p("x.md")).unwrap();
+    // The undo removes the file the run made: the record drops it.
+    std::fs::remove_file(dir.path().join("x.md")).unwrap();
+    a.restored(&p("x.md"), v1.as_deref(), None).unwrap();
+    assert_eq!(a.names(&[p("x.md")]).unwrap(), vec![false]);
+    // An undo that puts back a person's note does not make it tabd's.
+    write(&dir, "y.md", "theirs\n");
+    let y = journal::state_of(&v, &p("y.md")).unwrap();
+    a.restored(&p("y.md"), None, y.as_deref()).unwrap();
+    assert_eq!(a.whose(&p("y.md")).unwrap(), Whose::Persons);
+}
