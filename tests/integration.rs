@@ -23,6 +23,7 @@ mod cluster_approvals;
 mod cluster_daemons;
 mod cluster_resilience;
 mod cluster_synced;
+mod consent;
 mod context_entries;
 mod cost;
 mod crash_points;
