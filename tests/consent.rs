@@ -392,3 +392,43 @@ fn the_model_is_told_which_notes_are_the_persons() {
     // `tabd status` and validate are untouched by any of it.
     assert!(stdout(&v.tabd(&["validate"])).contains("0 errors"));
 }
+
+/// Every door goes through the one harness (non-negotiable 8): a client of `tabd mcp serve` (an
+/// agent CLI, Claude Desktop) that writes over the person's note, appends to their journal or
+/// moves it gets no change made — each is queued for their approval or refused — while a note of
+/// its own is written at once.
+#[test]
+fn the_mcp_serve_door_asks_too() {
+    use crate::support::mcp_client::Client;
+    let fake = FakeModel::start();
+    let v = persons_vault(&fake);
+    v.write(
+        "roles/desk.md",
+        "---\n---\n# Desk\n## Mission\nKeep notes.\n## Tools\n- write_file\n- append_file\n- move_file\n",
+    );
+    // A link of the role's own folder to their note: the change is to their note all the same.
+    std::fs::create_dir_all(v.path("desk")).unwrap();
+    std::os::unix::fs::symlink("../Personal/ideas.md", v.path("desk/link.md")).unwrap();
+    let before = persons_files(&v);
+    let mut c = Client::start(&v, "desk");
+    let tries = [
+        ("write_file", json!({"path": "Personal/ideas.md", "content": "gone"})),
+        ("append_file", json!({"path": journal(), "content": "a line"})),
+        ("move_file", json!({"from": "Work/plan.md", "to": "elsewhere.md"})),
+        // Through a parent: still their note.
+        ("write_file", json!({"path": "project/../Personal/ideas.md", "content": "gone"})),
+        ("append_file", json!({"path": "desk/link.md", "content": "through a link"})),
+    ];
+    for (id, (tool, args)) in tries.iter().enumerate() {
+        let (text, _) = Client::text(&c.call(id as u64 + 1, tool, args.clone()));
+        assert!(
+            text.contains("queued for approval") || text.starts_with("refused"),
+            "{tool} {args}: {text}"
+        );
+    }
+    let (text, error) = Client::text(&c.call(9, "write_file", json!({"path": "desk/new.md", "content": "mine"})));
+    assert!(!error, "{text}");
+    c.stop();
+    assert_eq!(persons_files(&v), before, "nothing of theirs changed through mcp serve");
+    assert_eq!(v.read("desk/new.md"), "mine");
+}
