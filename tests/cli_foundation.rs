@@ -25,7 +25,12 @@ fn init_never_overwrites() {
     let out = v.tabd(&["init", v.root().to_str().unwrap()]);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(v.read("roles/delivery.md"), "# Mine\n");
-    assert!(stdout(&out).contains("Nothing to create"), "{}", describe(&out));
+    assert!(stdout(&out).contains("Created no file"), "{}", describe(&out));
+    assert!(
+        stdout(&out).contains("tabd is set up here already"),
+        "{}",
+        describe(&out)
+    );
 }
 
 #[test]

@@ -412,12 +412,21 @@ fn the_mcp_serve_door_asks_too() {
     let before = persons_files(&v);
     let mut c = Client::start(&v, "desk");
     let tries = [
-        ("write_file", json!({"path": "Personal/ideas.md", "content": "gone"})),
+        (
+            "write_file",
+            json!({"path": "Personal/ideas.md", "content": "gone"}),
+        ),
         ("append_file", json!({"path": journal(), "content": "a line"})),
         ("move_file", json!({"from": "Work/plan.md", "to": "elsewhere.md"})),
         // Through a parent: still their note.
-        ("write_file", json!({"path": "project/../Personal/ideas.md", "content": "gone"})),
-        ("append_file", json!({"path": "desk/link.md", "content": "through a link"})),
+        (
+            "write_file",
+            json!({"path": "project/../Personal/ideas.md", "content": "gone"}),
+        ),
+        (
+            "append_file",
+            json!({"path": "desk/link.md", "content": "through a link"}),
+        ),
     ];
     for (id, (tool, args)) in tries.iter().enumerate() {
         let (text, _) = Client::text(&c.call(id as u64 + 1, tool, args.clone()));
@@ -426,9 +435,14 @@ fn the_mcp_serve_door_asks_too() {
             "{tool} {args}: {text}"
         );
     }
-    let (text, error) = Client::text(&c.call(9, "write_file", json!({"path": "desk/new.md", "content": "mine"})));
+    let (text, error) =
+        Client::text(&c.call(9, "write_file", json!({"path": "desk/new.md", "content": "mine"})));
     assert!(!error, "{text}");
     c.stop();
-    assert_eq!(persons_files(&v), before, "nothing of theirs changed through mcp serve");
+    assert_eq!(
+        persons_files(&v),
+        before,
+        "nothing of theirs changed through mcp serve"
+    );
     assert_eq!(v.read("desk/new.md"), "mine");
 }

@@ -56,3 +56,4 @@ mod telemetry;
 mod triage;
 mod turn_e2e;
 mod undo;
+mod vault_you_have;

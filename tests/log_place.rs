@@ -259,40 +259,58 @@ fn daily_notes_settings_are_read_and_garbage_is_only_a_warning() {
         .contains("Delivery Manager · manual"));
 }
 
-/// `init` on a vault whose Daily Notes are in `daily/`: with no config yet it writes one with a
-/// log folder apart from them and says so; with a config it changes nothing and says what to add.
+/// Issue 48: `init` on a tabd vault (its folders at the root) whose Obsidian Daily Notes keep the
+/// person's notes in `daily/`, where the log goes: the log moves apart for that vault alone, in its
+/// own `[vaults."…"]` table of the config; a second vault's `init` changes nothing of the first's,
+/// and each vault's status says its own log folder.
 #[test]
-fn init_on_a_vault_with_daily_notes_in_daily_picks_a_log_folder_apart() {
+fn init_keeps_the_log_apart_for_that_vault_only() {
     let fake = FakeModel::start();
     let v = vault_with(&fake, "");
-    let other = v.root().with_file_name("journal-vault");
-    std::fs::create_dir_all(other.join(".obsidian")).unwrap();
-    std::fs::write(other.join(".obsidian/daily-notes.json"), r#"{"folder":"daily/"}"#).unwrap();
+    v.write(".obsidian/daily-notes.json", r#"{"folder":"daily/"}"#);
     let config = v.root().with_file_name("new-config.toml");
-    let init = || {
-        v.command_with_config(&config, &["init", other.to_str().unwrap()])
+    let init = |vault: &std::path::Path| {
+        v.command_with_config(&config, &["init", vault.to_str().unwrap()])
             .output()
             .unwrap()
     };
-    let out = init();
+    let root = std::fs::canonicalize(v.root()).unwrap();
+    let out = init(&root);
     assert!(out.status.success(), "{}", describe(&out));
     assert!(
-        stdout(&out).contains("tabd's run log goes to tabd-log/ instead"),
+        stdout(&out).contains("tabd's run log goes to tabd-log/"),
         "{}",
         describe(&out)
     );
-    assert!(std::fs::read_to_string(&config)
-        .unwrap()
-        .starts_with("[log]\nfolder = \"tabd-log\""));
-    // A config there already: kept to the byte, the lines to add said.
-    std::fs::write(&config, "timezone = \"UTC\"\n").unwrap();
-    let out = init();
+    let first = std::fs::read_to_string(&config).unwrap();
     assert!(
-        stdout(&out).contains("add to ") && stdout(&out).contains("folder = \"tabd-log\""),
-        "{}",
-        describe(&out)
+        first.contains(&format!("vault = \"{}\"", root.display())),
+        "{first}"
     );
-    assert_eq!(std::fs::read_to_string(&config).unwrap(), "timezone = \"UTC\"\n");
+    assert!(
+        first.contains(&format!("[vaults.\"{}\"]\nlog = \"tabd-log\"", root.display())),
+        "{first}"
+    );
+    assert!(!first.contains("[log]"), "never every vault's log: {first}");
+
+    let second = v.root().with_file_name("second-vault");
+    let out = init(&second);
+    assert!(out.status.success(), "{}", describe(&out));
+    let after = std::fs::read_to_string(&config).unwrap();
+    assert_eq!(
+        after, first,
+        "the second vault's init changed nothing of the first's"
+    );
+    let log_of = |vault: &std::path::Path| {
+        let out = v
+            .command_on(&config, vault, &["status", "--json"])
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["log"]["folder"].as_str().unwrap().to_string()
+    };
+    assert_eq!(log_of(&root), "tabd-log");
+    assert_eq!(log_of(&second), "daily");
 }
 
 /// One `## Events` heading a day (issue 39, item 8): runs and event lines in turn — a note that

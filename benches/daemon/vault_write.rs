@@ -57,6 +57,7 @@ pub fn measure(out: &mut Value) {
         config: vec![root.join(".config/tabd")],
         state: root.join(".local/state/tabd"),
         inboxes: inboxes.clone(),
+        layout: Default::default(),
     };
     let without = tabd::base::sandbox::places::Places {
         inboxes: Vec::new(),

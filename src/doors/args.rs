@@ -43,11 +43,16 @@ pub enum Command {
         /// Where to create the vault (else --vault).
         #[arg(value_name = "VAULT")]
         path: Option<PathBuf>,
+        /// Also a made-up example project to try the roles on (a new, empty folder gets it anyway;
+        /// in a vault with notes it goes under tabd's own folder).
+        #[arg(long)]
+        example: bool,
     },
     /// Run the daemon in the foreground: fire roles on their schedules and on new inbox notes,
     /// reload role files when they change. Stop it with Ctrl-C or SIGTERM.
     Run {
-        /// Create the vault from the template first if it has no roles/ folder yet.
+        /// Set tabd up in the vault first if it is not yet (as `tabd init` does: the example in a
+        /// new folder, only tabd's own folders in a vault with notes).
         #[arg(long)]
         init: bool,
     },

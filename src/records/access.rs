@@ -8,7 +8,7 @@ use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use crate::base::calls::{Mode, PERSON_NOTES};
 
 use crate::base::vault::protected::{self, fold, normal, Folded};
-use crate::base::vault::{layout, Canonicals, Vault, VaultError, VaultPath};
+use crate::base::vault::{Canonicals, Vault, VaultError, VaultPath};
 use crate::setup::role::Role;
 
 /// Why the log folder is tabd's, when `[log] folder` moved it from `daily/`.
@@ -148,16 +148,13 @@ impl AccessPolicy {
         if path.is_root() {
             return Err(VaultError::Refused("the vault root is not a file".into()));
         }
-        self.check_write_lexical(path, vault.log_folder())?;
+        self.check_write_lexical(path, vault)?;
         let real = vault.canonical(path)?;
         if real != *path {
-            self.check_write_lexical(&real, vault.log_folder())
-                .map_err(|e| match e {
-                    VaultError::Refused(why) => {
-                        VaultError::Refused(format!("{path} is a link to {real}: {why}"))
-                    }
-                    other => other,
-                })?;
+            self.check_write_lexical(&real, vault).map_err(|e| match e {
+                VaultError::Refused(why) => VaultError::Refused(format!("{path} is a link to {real}: {why}")),
+                other => other,
+            })?;
         }
         Ok(real)
     }
@@ -166,8 +163,9 @@ impl AccessPolicy {
     /// only through `remember` (tabd's own append on its behalf): undoing the run takes its
     /// lines out again. Never through a link.
     pub fn check_restore(&self, vault: &Vault, path: &VaultPath) -> Result<VaultPath, VaultError> {
-        let memory = [layout::MEMORY, layout::ROLE_MEMORIES];
-        match protected::owned_by_tabd(&fold(path.as_str())) {
+        let layout = vault.layout();
+        let memory = [layout.memory(), layout.role_memories()];
+        match protected::owned_by_tabd(&fold(path.as_str()), layout) {
             Some((owned, _)) if memory.contains(&owned) => {
                 let real = vault.canonical(path)?;
                 if real != *path {
@@ -202,7 +200,7 @@ impl AccessPolicy {
             // Whatever a folder holds moves with it: a protected path inside would move too.
             let inside = vault.walk(&real_from, true, &|_| false)?;
             for e in inside {
-                self.check_write_lexical(&e.path, vault.log_folder())
+                self.check_write_lexical(&e.path, vault)
                     .map_err(|err| match err {
                         VaultError::Refused(why) => VaultError::Refused(format!(
                             "{from} holds {}, so it cannot be moved: {why}",
@@ -221,39 +219,21 @@ impl AccessPolicy {
     }
 
     /// The rules that look at the path itself (applied to the path as given and to where it
-    /// leads after symlinks); `log` is the vault's `[log] folder`.
-    fn check_write_lexical(&self, path: &VaultPath, log: &str) -> Result<(), VaultError> {
+    /// leads after symlinks), with the vault's layout and log folder.
+    fn check_write_lexical(&self, path: &VaultPath, vault: &Vault) -> Result<(), VaultError> {
         let norm = fold(path.as_str());
-        // `daily/` is tabd's while it is the log folder; the log folder is, wherever it is.
-        let moved = log != layout::DAILY;
-        let owned = protected::owned_by_tabd(&norm).filter(|(name, _)| !(moved && *name == layout::DAILY));
-        // tabd's own files, whatever write_paths say; and every folder above one: moving or
-        // replacing it would move tabd's files too.
-        if let Some((owned, why)) = owned {
-            return Err(VaultError::Refused(format!(
-                "{path} is tabd's own ({owned}: {why}); no role writes it, whatever its write_paths say"
-            )));
-        }
-        if moved {
-            log_folder(path, &norm, log)?;
-        }
-        let others = normal().tabd_owns.iter().zip(protected::TABD_OWNS);
-        for ((dir, why), (name, _)) in others.filter(|(_, (name, _))| !(moved && *name == layout::DAILY)) {
-            if norm.holds(dir) {
+        refuse_tabds_own(path, &norm, vault)?;
+        for p in &protected::own_places(vault.layout()).protected {
+            if norm.holds(&p.folded) {
                 return Err(VaultError::Refused(format!(
-                    "{path} holds {name} ({why}); it can be neither replaced nor moved"
+                    "{path} holds {}/ ({}); it can be neither replaced nor moved",
+                    p.path, p.why
                 )));
             }
-        }
-        for ((dir, why), (name, _)) in normal().protected.iter().zip(protected::PROTECTED) {
-            if norm.holds(dir) {
+            if norm.within(&p.folded) && !self.names(path, &p.folded) {
                 return Err(VaultError::Refused(format!(
-                    "{path} holds {name}/ ({why}); it can be neither replaced nor moved"
-                )));
-            }
-            if norm.within(dir) && !self.names(path, dir) {
-                return Err(VaultError::Refused(format!(
-                    "{path} is in {name}/ ({why}); a role may write there only if its write_paths names it"
+                    "{path} is in {}/ ({}); a role may write there only if its write_paths names it",
+                    p.path, p.why
                 )));
             }
         }
@@ -305,6 +285,31 @@ impl AccessPolicy {
             fold(p).within(dir) && glob(p).is_ok_and(|g| g.compile_matcher().is_match(path.as_str()))
         })
     }
+}
+
+/// Refuses `path` (folded: `norm`) in tabd's own files, whatever write_paths say, and every folder
+/// above one: moving or replacing it would move tabd's files too. The layout's log folder is
+/// tabd's while the log is there; `[log] folder`'s is, wherever it is.
+fn refuse_tabds_own(path: &VaultPath, norm: &Folded, vault: &Vault) -> Result<(), VaultError> {
+    let places = protected::own_places(vault.layout());
+    let moved = !vault.log_in_place();
+    let owned = || places.tabd_owns.iter().filter(|p| !(moved && p.is_log()));
+    if let Some(p) = owned().find(|p| norm.within(&p.folded)) {
+        return Err(VaultError::Refused(format!(
+            "{path} is tabd's own ({}: {}); no role writes it, whatever its write_paths say",
+            p.path, p.why
+        )));
+    }
+    if moved {
+        log_folder(path, norm, &vault.log_folder())?;
+    }
+    if let Some(p) = owned().find(|p| norm.holds(&p.folded)) {
+        return Err(VaultError::Refused(format!(
+            "{path} holds {} ({}); it can be neither replaced nor moved",
+            p.path, p.why
+        )));
+    }
+    Ok(())
 }
 
 fn refuse_unreadable(path: &VaultPath) -> Result<(), VaultError> {

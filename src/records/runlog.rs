@@ -370,7 +370,7 @@ impl RunLog {
     }
 
     /// The folder of the daily notes (`[log] folder`, the vault's).
-    pub fn folder(&self) -> &str {
+    pub fn folder(&self) -> std::borrow::Cow<'_, str> {
         self.vault.log_folder()
     }
 
@@ -378,7 +378,7 @@ impl RunLog {
     /// the day's log really is).
     pub fn daily_place(&self, at: DateTime<Utc>) -> VaultPath {
         let day = at.with_timezone(&self.tz()).date_naive();
-        let name = crate::base::vault::layout::daily_note(self.folder(), day);
+        let name = crate::base::vault::layout::daily_note(&self.folder(), day);
         fixed_path(&name).unwrap_or_else(|_| VaultPath::root())
     }
 
@@ -523,7 +523,7 @@ impl RunLog {
         s.push_str(&format!(
             "- **Run:** `{}` · {}\n",
             rec.run_id,
-            wikilink(&crate::base::vault::layout::role_file(&rec.role))
+            wikilink(&self.vault.layout().role_file(&rec.role))
         ));
         s.push_str(&facts(human));
         if !rec.tool_calls.is_empty() {

@@ -15,7 +15,8 @@ use chrono_tz::Tz;
 use crate::base::calls::ToolSpec;
 use crate::base::text::thousands;
 use crate::base::trigger::{Trigger, TriggerKind};
-use crate::base::vault::{layout, Vault, VaultError, VaultPath};
+use crate::base::vault::layout::Layout;
+use crate::base::vault::{Vault, VaultError, VaultPath};
 use crate::capabilities::provider::{Block, Message, Request};
 use crate::records::access::AccessPolicy;
 use crate::records::context::{self, Loaded, Resolved};
@@ -66,16 +67,11 @@ pub struct PromptInput<'a> {
 }
 
 /// The memory files every run of `role` reads, in the order the system prompt shows them.
-pub fn memory_files(role: &Role) -> [(String, String); 2] {
+pub fn memory_files(layout: &Layout, role: &Role) -> [(String, String); 2] {
+    let (global, own) = (layout.memory(), layout.role_memory(&role.name));
     [
-        (
-            format!("Memory ({} — shared by all roles)", layout::MEMORY),
-            layout::MEMORY.to_string(),
-        ),
-        (
-            format!("Your memory ({})", layout::role_memory(&role.name)),
-            layout::role_memory(&role.name),
-        ),
+        (format!("Memory ({global} — shared by all roles)"), global),
+        (format!("Your memory ({own})"), own),
     ]
 }
 
@@ -146,7 +142,7 @@ fn system_prompt(
     if let Some((body, hash)) = project::agents_md(vault, policy, cfg.max_file_bytes) {
         section(&mut system, project::AGENTS_HEADING, &body);
         if !hash.is_empty() {
-            hashes.insert(layout::AGENTS_MD.to_string(), hash);
+            hashes.insert(crate::base::vault::layout::AGENTS_MD.to_string(), hash);
         }
     }
     if let Some(p) = &role.preferences {
@@ -159,7 +155,7 @@ fn system_prompt(
     if let Some(listing) = skills {
         section(&mut system, "Skills", &listing);
     }
-    for (title, path) in memory_files(role) {
+    for (title, path) in memory_files(vault.layout(), role) {
         let Ok(p) = VaultPath::parse(&path, false) else {
             continue;
         };
@@ -225,7 +221,10 @@ fn context_block(
     cfg: &ContextConfig,
     hashes: &mut BTreeMap<String, String>,
 ) -> ContextBlock {
-    let memories: Vec<String> = memory_files(role).into_iter().map(|(_, p)| p).collect();
+    let memories: Vec<String> = memory_files(vault.layout(), role)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
     let mut block = ContextBlock::default();
     let mut groups: Vec<(String, bool, Vec<Loaded>)> = Vec::new();
     let mut errors: Vec<(VaultPath, VaultError)> = Vec::new();

@@ -17,7 +17,8 @@ use unicode_normalization::UnicodeNormalization;
 
 use crate::base::diag::Diagnostic;
 use crate::base::text::LineIndex;
-use crate::base::vault::{layout, Vault, VaultError, VaultPath};
+use crate::base::vault::layout::{self, Layout};
+use crate::base::vault::{Vault, VaultError, VaultPath};
 use crate::formats::frontmatter;
 
 /// Longest skill name, in characters (the format's limit).
@@ -84,21 +85,22 @@ pub fn check_name(name: &str) -> Result<(), BadSkillName> {
     Ok(())
 }
 
-/// `skills/<name>`: the skill's folder.
-pub fn folder(name: &str) -> String {
-    format!("{}/{name}", layout::SKILLS)
+/// `skills/<name>`: the skill's folder (under tabd's home, `layout`).
+pub fn folder(layout: &Layout, name: &str) -> String {
+    format!("{}/{name}", layout.skills())
 }
 
 /// `skills/<name>/SKILL.md`.
-pub fn file(name: &str) -> String {
-    format!("{}/{}", folder(name), layout::SKILL_FILE)
+pub fn file(layout: &Layout, name: &str) -> String {
+    format!("{}/{}", folder(layout, name), layout::SKILL_FILE)
 }
 
 /// Whether `path` is inside the folder of one of `skills` — compared exactly, never folded: this
 /// is what a role may read through its skills, and a path that only looks like one is not one.
-pub fn within(skills: &[String], path: &VaultPath) -> bool {
+pub fn within(layout: &Layout, skills: &[String], path: &VaultPath) -> bool {
     skills.iter().any(|name| {
-        check_name(name).is_ok() && path.starts_with(&folder(name)) && path.as_str() != folder(name)
+        let folder = folder(layout, name);
+        check_name(name).is_ok() && path.starts_with(&folder) && path.as_str() != folder
     })
 }
 
@@ -133,7 +135,7 @@ pub enum SkillError {
 /// `SKILL.md`).
 pub fn load(vault: &Vault, name: &str) -> Result<(Skill, Vec<Diagnostic>), SkillError> {
     check_name(name)?;
-    let raw = file(name);
+    let raw = file(vault.layout(), name);
     let path = VaultPath::parse(&raw, false).map_err(SkillError::BadPath)?;
     let unreadable = |why: String| SkillError::Unreadable {
         path: raw.clone(),
@@ -145,7 +147,7 @@ pub fn load(vault: &Vault, name: &str) -> Result<(Skill, Vec<Diagnostic>), Skill
         Err(VaultError::NotFound(_)) => return Err(SkillError::Missing { path: raw }),
         Err(e) => return Err(unreadable(e.to_string())),
     };
-    if !real.starts_with(&folder(name)) {
+    if !real.starts_with(&folder(vault.layout(), name)) {
         return Err(unreadable(format!(
             "it is a link to {real}, outside the skill's folder"
         )));
@@ -352,12 +354,12 @@ fn broken(vault: &Vault, name: &str, base: &url::Url, dest: &str) -> Option<Stri
     let Some(inside) = decoded.strip_prefix("/skill/") else {
         return Some("leads out of the skill's folder; link to files beside SKILL.md".into());
     };
-    let target = match VaultPath::parse(&format!("{}/{inside}", folder(name)), false) {
+    let target = match VaultPath::parse(&format!("{}/{inside}", folder(vault.layout(), name)), false) {
         Ok(p) => p,
         Err(e) => return Some(format!("is not a path tabd reads: {e}")),
     };
     match vault.canonical(&target) {
-        Ok(real) if !real.starts_with(&folder(name)) => {
+        Ok(real) if !real.starts_with(&folder(vault.layout(), name)) => {
             Some(format!("is a link to {real}, outside the skill's folder"))
         }
         Ok(real) if vault.exists(&real) => None,
@@ -385,7 +387,7 @@ pub fn diagnostics(vault: &Vault, listed: &[(String, PathBuf, usize)]) -> Vec<Di
                     format!("skill `{name}`: {e}; the role runs without it"),
                 )),
             Err(e @ SkillError::Unreadable { .. }) => out.push(Diagnostic::error(
-                Path::new(&file(name)),
+                Path::new(&file(vault.layout(), name)),
                 0,
                 format!("{e}; the roles that list it run without it"),
             )),

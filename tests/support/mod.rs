@@ -21,6 +21,9 @@ pub struct TestVault {
     pub config: PathBuf,
     /// Whether commands get a (fake) API key in their environment.
     pub with_key: std::cell::Cell<bool>,
+    /// What `tabd init` wrote into the config for this vault (`vault = …` on top, `[vaults."…"]`
+    /// below), kept around every config a test writes after.
+    pub vault_table: std::cell::RefCell<(String, String)>,
 }
 
 pub const TEST_KEY: &str = "sk-test-0000-never-in-logs";
@@ -36,10 +39,43 @@ impl TestVault {
             dir,
             config,
             with_key: std::cell::Cell::new(true),
+            vault_table: Default::default(),
         };
         context::vault_created(&vault);
         let out = t.tabd(&["init", vault.to_str().expect("utf-8 path")]);
         assert!(out.status.success(), "init failed:\n{}", describe(&out));
+        t
+    }
+
+    /// A vault a person already lives in — `files` (path, text) written first — then `tabd
+    /// init` on it (tabd's folders under `tabd/`). Its config keeps what init wrote for it.
+    pub fn existing(files: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let vault = dir.path().join("vault");
+        let config = dir.path().join("config.toml");
+        std::fs::write(&config, "timezone = \"UTC\"\n").expect("write config");
+        let t = Self {
+            dir,
+            config,
+            with_key: std::cell::Cell::new(true),
+            vault_table: Default::default(),
+        };
+        for (rel, text) in files {
+            t.write(rel, text);
+        }
+        let out = t.tabd(&["init", vault.to_str().expect("utf-8 path")]);
+        assert!(out.status.success(), "init failed:\n{}", describe(&out));
+        let written = std::fs::read_to_string(&t.config).expect("the config init wrote");
+        let table = written
+            .find("[vaults.")
+            .map(|i| written[i..].to_string())
+            .expect("init names the vault's own folder");
+        let named = written
+            .lines()
+            .find(|l| l.starts_with("vault = "))
+            .map(|l| format!("{l}\n"))
+            .expect("init names the vault");
+        *t.vault_table.borrow_mut() = (named, table);
         t
     }
 
@@ -199,6 +235,12 @@ impl TestVault {
     }
 
     pub fn set_config(&self, text: &str) {
+        let (named, table) = &*self.vault_table.borrow();
+        let text = if table.is_empty() {
+            text.to_string()
+        } else {
+            format!("{named}{text}\n{table}")
+        };
         std::fs::write(&self.config, text).expect("write config");
     }
 

@@ -141,8 +141,8 @@ impl Launcher {
             state: canonical(state),
             config: config.into_iter().map(canonical).collect(),
             home,
-            // The log folder, where `[log] folder` moved it from `daily/` (kept from children
-            // as `TABD_OWNS` keeps `daily/`), is kept the way an inbox is.
+            // The log folder, where `[log] folder` moved it from the layout's (kept from
+            // children as `TABD_OWNS` keeps that), is kept the way an inbox is.
             inboxes: self
                 .inboxes
                 .get()
@@ -150,11 +150,15 @@ impl Launcher {
                 .chain(
                     self.vault
                         .as_ref()
-                        .map(|v| v.log_folder())
-                        .filter(|f| *f != crate::base::vault::layout::DAILY)
-                        .map(String::from),
+                        .filter(|v| !v.log_in_place())
+                        .map(|v| v.log_folder().into_owned()),
                 )
                 .collect(),
+            layout: self
+                .vault
+                .as_ref()
+                .map(|v| v.layout().clone())
+                .unwrap_or_default(),
         }
     }
 

@@ -10,7 +10,8 @@ use serde::Deserialize;
 
 use super::places::{canonical_existing, Places};
 use super::{tree, Grants, Spec, DEVICES};
-use crate::base::vault::protected::{fold_inboxes, kept_from_children_below, Folded, PROTECTED, TABD_OWNS};
+use crate::base::vault::layout::Layout;
+use crate::base::vault::protected::{fold_inboxes, kept_from_children_below, own_places, Folded};
 
 /// How much of the vault a child may reach directly (else only through tabd's tools).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -326,11 +327,19 @@ fn vault(access: VaultAccess, places: &Places, spec: &mut Spec) {
         VaultAccess::Write => {
             let inboxes = fold_inboxes(&places.inboxes);
             let mut found = Vec::new();
-            find_kept(root, &Folded::default(), &inboxes, 0, &mut found);
-            let listed: Vec<PathBuf> = TABD_OWNS
+            find_kept(
+                root,
+                &Folded::default(),
+                (&inboxes, &places.layout),
+                0,
+                &mut found,
+            );
+            let own = own_places(&places.layout);
+            let listed: Vec<PathBuf> = own
+                .tabd_owns
                 .iter()
-                .chain(PROTECTED)
-                .map(|(p, _)| root.join(p))
+                .chain(&own.protected)
+                .map(|p| root.join(&p.path))
                 .chain(
                     places
                         .inboxes
@@ -371,16 +380,22 @@ const KEPT_DEPTH: usize = 64;
 
 /// Every entry under `dir` (at `at`, folded) that a child may not write, at any depth
 /// (`inboxes`: the roles', folded).
-fn find_kept(dir: &Path, at: &Folded, inboxes: &[Folded], depth: usize, out: &mut Vec<PathBuf>) {
+fn find_kept(
+    dir: &Path,
+    at: &Folded,
+    (inboxes, layout): (&[Folded], &Layout),
+    depth: usize,
+    out: &mut Vec<PathBuf>,
+) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for e in entries.flatten() {
         let name = at.join(&e.file_name().to_string_lossy());
-        if kept_from_children_below(&name, inboxes).is_some() {
+        if kept_from_children_below(&name, inboxes, layout).is_some() {
             out.push(e.path());
         } else if depth < KEPT_DEPTH && e.file_type().is_ok_and(|t| t.is_dir()) {
-            find_kept(&e.path(), &name, inboxes, depth + 1, out);
+            find_kept(&e.path(), &name, (inboxes, layout), depth + 1, out);
         }
     }
 }
@@ -396,6 +411,7 @@ mod tests {
             config: vec![root.join(".config/tabd")],
             state: root.join(".local/state/tabd"),
             inboxes: Vec::new(),
+            layout: Default::default(),
         }
     }
 

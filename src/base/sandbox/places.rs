@@ -83,6 +83,8 @@ pub struct Places {
     /// granted `vault = "write"` like `agent/inbox/` (a note there starts a run). The `[log]
     /// folder`, when not `daily`, is kept so too (tabd's own, DESIGN §24).
     pub inboxes: Vec<String>,
+    /// Where tabd's own folders are in the vault (`[vault] folder`): kept as they are anywhere.
+    pub layout: crate::base::vault::layout::Layout,
 }
 
 impl Places {
@@ -177,6 +179,7 @@ mod tests {
             config: vec!["/home/me/.config/tabd".into()],
             state: "/home/me/.local/state/tabd".into(),
             inboxes: Vec::new(),
+            layout: Default::default(),
         };
         for p in [
             "/",

@@ -156,7 +156,7 @@ impl Watch {
             };
             let rel = root.to_string_lossy().into_owned();
             let folded = super::protected::fold(&rel);
-            let protected = kept_from_children(&folded, &self.inboxes).is_some();
+            let protected = kept_from_children(&folded, &self.inboxes, vault.layout()).is_some();
             sweep.folder(&fd, &rel, &folded, protected, 0);
         }
         sweep.out
@@ -198,7 +198,8 @@ impl Sweep<'_> {
                 continue;
             }
             let child_folded = folded.join(&shown);
-            let is_protected = protected || kept_from_children_below(&child_folded, self.inboxes).is_some();
+            let is_protected = protected
+                || kept_from_children_below(&child_folded, self.inboxes, self.vault.layout()).is_some();
             let kind = entry.file_type();
             if !is_protected {
                 if kind == FileType::Directory || kind == FileType::Unknown {

@@ -120,8 +120,10 @@ pub struct Vault {
     /// With `[cluster]`, this device's name: its `.tabd/` is `.tabd/devices/<name>/` (DESIGN
     /// §23: what is in `.tabd/` is per device; sync tools copy it, devices never share it).
     device: Option<String>,
-    /// `[log] folder` when it is not `daily` (DESIGN §26): tabd's own, as `daily/` is.
+    /// `[log] folder` when it is not the layout's (DESIGN §26): tabd's own, as `daily/` is.
     log: Option<String>,
+    /// Where tabd's own folders are in it (`[vault] folder`, DESIGN §26).
+    layout: layout::Layout,
 }
 
 /// What a kind of file is called in messages.
@@ -201,7 +203,19 @@ impl Vault {
             dir,
             device: None,
             log: None,
+            layout: layout::Layout::default(),
         })
+    }
+
+    /// This vault with tabd's folders where `layout` puts them (set before `with_log_folder`).
+    pub fn with_layout(mut self, layout: layout::Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Where tabd's own folders are in this vault.
+    pub fn layout(&self) -> &layout::Layout {
+        &self.layout
     }
 
     /// This vault as device `name` of a cluster sees it: `.tabd/x` is `.tabd/devices/<name>/x`
@@ -213,13 +227,21 @@ impl Vault {
 
     /// This vault with its daily run log in `folder` (`[log] folder`).
     pub fn with_log_folder(mut self, folder: &str) -> Self {
-        self.log = (folder != layout::DAILY).then(|| folder.to_string());
+        self.log = (folder != self.layout.daily()).then(|| folder.to_string());
         self
     }
 
-    /// The folder of the daily run log: `[log] folder`, `daily` by default.
-    pub fn log_folder(&self) -> &str {
-        self.log.as_deref().unwrap_or(layout::DAILY)
+    /// The folder of the daily run log: `[log] folder`, else the layout's (`daily`).
+    pub fn log_folder(&self) -> std::borrow::Cow<'_, str> {
+        match &self.log {
+            Some(folder) => std::borrow::Cow::Borrowed(folder),
+            None => std::borrow::Cow::Owned(self.layout.daily()),
+        }
+    }
+
+    /// Whether the log is where the layout puts it (no `[log] folder` moved it).
+    pub fn log_in_place(&self) -> bool {
+        self.log.is_none()
     }
 
     /// This device's name in a cluster, if the vault is opened as one (`for_device`).

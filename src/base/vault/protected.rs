@@ -26,7 +26,8 @@ pub const UNREADABLE: &[&str] = &[layout::TABD, ".git"];
 
 /// tabd's own files and folders (DESIGN §24): never a write target of a role — not through its
 /// tools, not through `write_paths`, not through `output.path` or an undo — and read-only for a
-/// child. tabd writes them itself; memory changes only through `remember`.
+/// child. tabd writes them itself; memory changes only through `remember`. Each name is relative
+/// to tabd's home (`Layout`); the log folder (`DAILY`) is the layout's (`Layout::daily`).
 pub const TABD_OWNS: &[(&str, &str)] = &[
     (
         layout::DAILY,
@@ -58,19 +59,34 @@ pub const TABD_OWNS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Folders no tool writes unless the role's `write_paths` names them explicitly.
+/// Folders no tool writes unless the role's `write_paths` names them explicitly. The first three
+/// are tabd's (under its home, `Layout`); Obsidian's and git's are at the vault's root.
 pub const PROTECTED: &[(&str, &str)] = &[
     (layout::ROLES, "role files are edited by you, not by the agent"),
     (
         layout::SKILLS,
         "skills are edited by you: every role that lists one reads its description in its prompt and follows its instructions",
     ),
+    // Inboxes are written only by `trigger_role`, which sets `hops`, so chains stay bounded.
+    (layout::INBOXES, "inboxes take notes through trigger_role only"),
     (".obsidian", "Obsidian's settings and plugins"),
     (".git", "the vault's git history and hooks"),
     (".trash", "Obsidian's trash"),
-    // Inboxes are written only by `trigger_role`, which sets `hops`, so chains stay bounded.
-    (layout::INBOXES, "inboxes take notes through trigger_role only"),
 ];
+
+/// Names of `TABD_OWNS` and `PROTECTED` that stay at the vault's root wherever tabd's home is.
+const AT_ROOT: &[&str] = &[layout::TABD, ".obsidian", ".git", ".trash"];
+
+/// `name` of `TABD_OWNS` or `PROTECTED` where `layout` puts it.
+pub fn placed(name: &str, layout: &layout::Layout) -> String {
+    if AT_ROOT.contains(&name) {
+        name.to_string()
+    } else if name == layout::DAILY {
+        layout.daily()
+    } else {
+        layout.at(name)
+    }
+}
 
 /// Visible names other programs load as instructions, settings or code (hidden names are all
 /// treated so). A name with a `/` is the end of a path (`mise/config.toml`); one `*` in the
@@ -446,57 +462,106 @@ impl Rule {
 /// The lists in folded form, worked out once.
 pub struct Normal {
     pub unreadable: Vec<Folded>,
-    pub tabd_owns: Vec<(Folded, &'static str)>,
-    pub protected: Vec<(Folded, &'static str)>,
     /// `LOADED` names of one part without a `*`, by each form (a walk of a large vault asks for
     /// every entry).
     cased: std::collections::HashMap<String, &'static str>,
     shaped: std::collections::HashMap<String, &'static str>,
     /// The other `LOADED` names (a `*`, or more than one part).
     loaded: Vec<(Rule, &'static str)>,
-    /// The most parts a `TABD_OWNS` or `PROTECTED` path has: below that depth only `LOADED`
-    /// names and hidden ones can match.
-    anchored: usize,
 }
 
 /// `Normal`, made on first use (constants, not state).
 pub fn normal() -> &'static Normal {
     static NORMAL: std::sync::LazyLock<Normal> = std::sync::LazyLock::new(|| {
-        let pairs = |list: &[(&str, &'static str)]| list.iter().map(|(n, w)| (fold(n), *w)).collect();
         type Names = Vec<(&'static str, &'static str)>;
         let (simple, other): (Names, Names) = LOADED
             .iter()
             .flat_map(|l| l.names.iter().map(|n| (*n, l.why)))
             .partition(|(n, _)| !n.contains(['*', '/']));
-        let tabd_owns: Vec<(Folded, &'static str)> = pairs(TABD_OWNS);
-        let protected: Vec<(Folded, &'static str)> = pairs(PROTECTED);
-        let anchored = tabd_owns
-            .iter()
-            .chain(&protected)
-            .map(|(f, _)| f.cased.len().max(f.shaped.len()))
-            .max();
         Normal {
             unreadable: UNREADABLE.iter().map(|n| fold(n)).collect(),
             cased: simple.iter().map(|(n, why)| (fold_part(n).0, *why)).collect(),
             shaped: simple.iter().map(|(n, why)| (fold_part(n).1, *why)).collect(),
             loaded: other.iter().map(|(n, why)| (Rule::new(n), *why)).collect(),
-            anchored: anchored.unwrap_or(0),
-            tabd_owns,
-            protected,
         }
     });
     &NORMAL
 }
 
-/// Why `path` is tabd's own (`TABD_OWNS`), if it is: the owned path as the list spells it, and
-/// why.
-pub fn owned_by_tabd(path: &Folded) -> Option<(&'static str, &'static str)> {
-    normal()
+/// tabd's own and protected places of one layout, each as placed and folded.
+#[derive(Debug)]
+pub struct OwnPlaces {
+    /// `TABD_OWNS`: (its name in the list, where it is, folded, why).
+    pub tabd_owns: Vec<Place>,
+    /// `PROTECTED`, likewise.
+    pub protected: Vec<Place>,
+    /// The most parts one of these paths has: below that depth only `LOADED` names and hidden
+    /// ones can match.
+    anchored: usize,
+}
+
+/// One place of `OwnPlaces`.
+#[derive(Debug)]
+pub struct Place {
+    /// Its name in `TABD_OWNS` or `PROTECTED` (relative to tabd's home).
+    pub name: &'static str,
+    /// Where it is in the vault.
+    pub path: String,
+    pub folded: Folded,
+    pub why: &'static str,
+}
+
+impl Place {
+    /// Whether this is the log folder (`[log] folder` may move the log away from it).
+    pub fn is_log(&self) -> bool {
+        self.name == layout::DAILY
+    }
+}
+
+/// The own places of `layout`, worked out once per layout (a pure function of it, kept).
+pub fn own_places(layout: &layout::Layout) -> std::sync::Arc<OwnPlaces> {
+    type Memo = std::sync::Mutex<std::collections::HashMap<layout::Layout, std::sync::Arc<OwnPlaces>>>;
+    static MEMO: std::sync::LazyLock<Memo> = std::sync::LazyLock::new(Default::default);
+    let mut memo = MEMO.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    memo.entry(layout.clone())
+        .or_insert_with(|| {
+            let list = |l: &[(&'static str, &'static str)]| -> Vec<Place> {
+                l.iter()
+                    .map(|(name, why)| {
+                        let path = placed(name, layout);
+                        Place {
+                            name,
+                            folded: fold(&path),
+                            path,
+                            why,
+                        }
+                    })
+                    .collect()
+            };
+            let tabd_owns = list(TABD_OWNS);
+            let protected = list(PROTECTED);
+            let anchored = tabd_owns
+                .iter()
+                .chain(&protected)
+                .map(|p| p.folded.cased.len().max(p.folded.shaped.len()))
+                .max()
+                .unwrap_or(0);
+            std::sync::Arc::new(OwnPlaces {
+                tabd_owns,
+                protected,
+                anchored,
+            })
+        })
+        .clone()
+}
+
+/// Why `path` is tabd's own (`TABD_OWNS`) in `layout`, if it is: the owned place, and why.
+pub fn owned_by_tabd(path: &Folded, layout: &layout::Layout) -> Option<(String, &'static str)> {
+    own_places(layout)
         .tabd_owns
         .iter()
-        .zip(TABD_OWNS)
-        .find(|((dir, _), _)| path.within(dir))
-        .map(|(_, (name, why))| (*name, *why))
+        .find(|p| path.within(&p.folded))
+        .map(|p| (p.path.clone(), p.why))
 }
 
 /// Why a role's inbox (wherever its `## Inbox` puts it) is kept from children.
@@ -548,10 +613,14 @@ pub fn fold_inboxes(inboxes: &[String]) -> Vec<Folded> {
 
 /// `kept_from_children` for a path whose folders a walk from the vault's root found writable:
 /// only its last part can make it kept (what is above was looked at on the way down).
-pub fn kept_from_children_below(path: &Folded, inboxes: &[Folded]) -> Option<&'static str> {
+pub fn kept_from_children_below(
+    path: &Folded,
+    inboxes: &[Folded],
+    layout: &layout::Layout,
+) -> Option<&'static str> {
     let depth = path.cased.len().max(path.shaped.len());
-    if depth <= normal().anchored || inboxes.iter().any(|dir| path.within(dir)) {
-        return kept_from_children(path, inboxes);
+    if depth <= own_places(layout).anchored || inboxes.iter().any(|dir| path.within(dir)) {
+        return kept_from_children(path, inboxes, layout);
     }
     path.loaded_part(path.cased.len().checked_sub(1)?)
 }
@@ -559,12 +628,20 @@ pub fn kept_from_children_below(path: &Folded, inboxes: &[Folded]) -> Option<&'s
 /// Why a child granted `vault = "write"` may not write `path` (vault-relative): tabd's own, a
 /// protected folder, one of the roles' `inboxes` (folded: `fold_inboxes`) wherever it is, or a
 /// file other programs load. The same rules as a role without `write_paths`.
-pub fn kept_from_children(path: &Folded, inboxes: &[Folded]) -> Option<&'static str> {
-    if let Some((_, why)) = owned_by_tabd(path) {
+pub fn kept_from_children(
+    path: &Folded,
+    inboxes: &[Folded],
+    layout: &layout::Layout,
+) -> Option<&'static str> {
+    if let Some((_, why)) = owned_by_tabd(path, layout) {
         return Some(why);
     }
-    if let Some((_, why)) = normal().protected.iter().find(|(dir, _)| path.within(dir)) {
-        return Some(why);
+    if let Some(p) = own_places(layout)
+        .protected
+        .iter()
+        .find(|p| path.within(&p.folded))
+    {
+        return Some(p.why);
     }
     if inboxes.iter().any(|dir| path.within(dir)) {
         return Some(INBOX_WHY);

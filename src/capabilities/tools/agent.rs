@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::files::append;
 use super::{args, schema_of, Tool, ToolContext, ToolError};
 use crate::base::calls::{Change, ChangeKind, Risk, ToolResult};
-use crate::base::vault::{layout, protected, VaultPath};
+use crate::base::vault::{protected, VaultPath};
 use crate::records::inbox::Priority;
 use crate::setup::role::Role;
 
@@ -57,7 +57,7 @@ impl Tool for TriggerRole {
             ("hops", Value::from(hops)),
         ]);
         let text = format!("{header}{}\n", a.note.trim_end());
-        let inbox = inbox_of(target)?;
+        let inbox = inbox_of(target, ctx.vault.layout())?;
         let name = format!("{}-from-{}.md", ctx.now.format("%Y-%m-%d-%H%M%S"), ctx.role.name);
         let path = ctx.vault.create_unique(inbox, &name, text.as_bytes())?;
         // A new note (create never replaces): its prior state is "absent".
@@ -133,9 +133,12 @@ fn may_trigger<'a>(ctx: &ToolContext<'a>, a: &TriggerArgs) -> Result<(&'a Role, 
 
 /// The folder `target` takes notes in: never one of tabd's own (a role file that names one as
 /// its inbox is an error `validate` shows; the note is refused all the same).
-fn inbox_of(target: &Role) -> Result<&VaultPath, ToolError> {
+fn inbox_of<'a>(
+    target: &'a Role,
+    layout: &crate::base::vault::layout::Layout,
+) -> Result<&'a VaultPath, ToolError> {
     let inbox = &target.inbox;
-    match protected::owned_by_tabd(&protected::fold(inbox.as_str())) {
+    match protected::owned_by_tabd(&protected::fold(inbox.as_str()), layout) {
         Some((owned, why)) => Err(ToolError::Refused(format!(
             "{}'s inbox {inbox} is in {owned}, which is tabd's own ({why})",
             target.display_name
@@ -196,8 +199,8 @@ impl Tool for Remember {
             )));
         }
         let path = match a.scope {
-            Scope::Role => VaultPath::parse(&layout::role_memory(&ctx.role.name), false)?,
-            Scope::Global => VaultPath::parse(layout::MEMORY, false)?,
+            Scope::Role => VaultPath::parse(&ctx.vault.layout().role_memory(&ctx.role.name), false)?,
+            Scope::Global => VaultPath::parse(&ctx.vault.layout().memory(), false)?,
         };
         // Memory is tabd's own file: it bypasses write_paths, but never follows a link out.
         let real = ctx.vault.canonical(&path)?;

@@ -171,10 +171,14 @@ impl Tool for ReadFile {
 /// path it gives and the one it leads to (a link out of a skill's folder is refused).
 fn skills_only(ctx: &ToolContext<'_>, path: &VaultPath, real: &VaultPath) -> Result<(), ToolError> {
     let skills = &ctx.role.skills;
-    if !ctx.role.reads_only_skills() || (within(skills, path) && within(skills, real)) {
+    let layout = ctx.vault.layout();
+    if !ctx.role.reads_only_skills() || (within(layout, skills, path) && within(layout, skills, real)) {
         return Ok(());
     }
-    let folders: Vec<String> = skills.iter().map(|s| format!("{}/", skills::folder(s))).collect();
+    let folders: Vec<String> = skills
+        .iter()
+        .map(|s| format!("{}/", skills::folder(layout, s)))
+        .collect();
     let leads = if real == path {
         String::new()
     } else {

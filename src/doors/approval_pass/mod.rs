@@ -125,7 +125,7 @@ pub async fn pass(env: &RunEnv, shared: Option<&shared::Shared>) -> Pass {
     }
     expire(env, &ledger, now, &mut out);
     let settle = chrono::Duration::milliseconds(env.config.inbox.settle_ms as i64);
-    let Ok(dir) = VaultPath::parse(crate::gate::approvals::FOLDER, false) else {
+    let Ok(dir) = VaultPath::parse(&env.vault.layout().approvals(), false) else {
         return out;
     };
     let vault = env.vault.clone();

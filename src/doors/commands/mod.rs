@@ -117,9 +117,12 @@ impl Workspace {
             .map_err(|e| CliError::usage(e.to_string()))?;
         let root = std::fs::canonicalize(&chosen)
             .map_err(|e| CliError::usage(format!("cannot open the vault {}: {e}", chosen.display())))?;
+        let settings = config.for_vault(&root);
+        let log = settings.log.clone().unwrap_or_else(|| settings.layout.daily());
         let opened = Vault::open(&root)
             .map_err(|e| CliError::failed(format!("cannot open the vault {}: {e}", root.display())))?
-            .with_log_folder(&config.log.folder);
+            .with_layout(settings.layout)
+            .with_log_folder(&log);
         // With [cluster], this device's .tabd/ is its own (DESIGN §23).
         let vault = Arc::new(match &config.cluster {
             Some(c) => opened.for_device(&c.device),
@@ -248,7 +251,7 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
     cli.config = cli.config.as_deref().map(absolute);
     cli.vault = cli.vault.as_deref().map(absolute);
     match &cli.command {
-        Command::Init { path } => init::run(&cli, path.as_deref(), &env),
+        Command::Init { path, example } => init::run(&cli, path.as_deref(), *example, &env),
         Command::Validate => validate::run(&Workspace::open(&cli, env)?),
         Command::Schedule { from, next, json } => schedule::run(
             &Workspace::open_readable(&cli, env)?,

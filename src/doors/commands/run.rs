@@ -1,14 +1,13 @@
 //! `tabd run [--init]`: the daemon, in the foreground (systemd runs this).
 
-use std::path::Path;
-
 use super::{CliError, Workspace};
 use crate::base::environment::Env;
 use crate::base::template;
 use crate::doors::args::Cli;
 use crate::doors::daemon::{self, Daemon};
 
-/// Creates the vault from the template first when `--init` is given and it has no roles yet.
+/// Sets tabd up in the vault first when `--init` is given (`tabd init`), and says what it did —
+/// also when there was nothing to do, and why.
 pub fn init_if_asked(cli: &Cli, env: &Env, init: bool) -> Result<(), CliError> {
     if !init {
         return Ok(());
@@ -16,19 +15,30 @@ pub fn init_if_asked(cli: &Cli, env: &Env, init: bool) -> Result<(), CliError> {
     let Some(target) = super::vault_arg(cli, env) else {
         return Err(CliError::usage("--init needs a vault: pass --vault DIR"));
     };
-    if !Path::new(&target).join("roles").is_dir() {
-        let report = template::init_vault(&target)
-            .map_err(|e| CliError::failed(format!("cannot create {}: {e}", target.display())))?;
-        eprintln!(
-            "Created a vault from the template at {} ({} files).",
-            target.display(),
-            report.created.len()
-        );
+    let done = super::init::init(cli, &target, false, env)?;
+    let made = done.report.created.len() + done.report.folders.len();
+    match (&done.found, made) {
+        (template::Found::Tabds(layout), 0) => eprintln!(
+            "--init: tabd is set up in {} already (its roles in {}/): nothing to create.",
+            done.root.display(),
+            layout.roles()
+        ),
+        _ => {
+            // On stderr: stdout is the daemon's (systemd's journal reads both).
+            eprintln!("--init: set tabd up in {}:", done.root.display());
+            for f in done.report.created.iter().chain(&done.report.folders) {
+                eprintln!("  {}", done.root.join(f).display());
+            }
+            for line in done.config.iter().chain(&done.warnings) {
+                eprintln!("{line}");
+            }
+        }
     }
     Ok(())
 }
 
 pub fn run(cli: &Cli, ws: Workspace) -> Result<u8, CliError> {
+    refuse_without_roles(&ws)?;
     let _lock = daemon::acquire_lock(&ws.vault).map_err(|e| match e {
         daemon::LockError::Held(_) => CliError::usage(e.to_string()),
         daemon::LockError::Io(..) => CliError::failed(e.to_string()),
@@ -59,6 +69,24 @@ pub fn run(cli: &Cli, ws: Workspace) -> Result<u8, CliError> {
         let d = Daemon::new(init).map_err(|e| CliError::failed(format!("cannot start: {e:#}")))?;
         d.run().await.map_err(|e| CliError::failed(format!("{e:#}")))
     })
+}
+
+/// A folder with no role is not a vault of tabd's yet: the daemon would only idle there, and
+/// write its folders into someone's notes. Nothing is written; what to do is said.
+fn refuse_without_roles(ws: &Workspace) -> Result<(), CliError> {
+    if !ws.roles.roles.is_empty() || !ws.roles.broken.is_empty() {
+        return Ok(());
+    }
+    let roles = ws.root.join(ws.vault.layout().roles());
+    let v = ws.root.display();
+    let why = if roles.is_dir() {
+        format!("{} holds no role", roles.display())
+    } else {
+        format!("there is no {}", roles.display())
+    };
+    Err(CliError::usage(format!(
+        "{v} has no roles to run ({why}). `tabd init {v}` sets tabd up there (in a vault with notes,          under one folder of its own), or `tabd run --init --vault {v}` does it and starts"
+    )))
 }
 
 /// Where the run log goes, when a person should know (DESIGN §26): Obsidian's Daily Notes

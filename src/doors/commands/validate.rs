@@ -151,7 +151,7 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     out.extend(skill_checks(ws));
     for role in ws.roles.runnable() {
-        out.extend(owned_write_paths(role, ws.vault.log_folder()));
+        out.extend(owned_write_paths(role, &ws.vault));
         let policy = crate::records::access::AccessPolicy::for_role(role);
         let resolved = crate::records::context::resolve(&ws.vault, &policy, &role.context);
         for entry in role
@@ -183,7 +183,7 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
     }
     for folder in crate::doors::daemon::status::stranded_inboxes(&ws.vault, &ws.roles) {
         out.push(Diagnostic::warning(
-            Path::new(crate::base::vault::layout::INBOXES),
+            Path::new(&ws.vault.layout().inboxes()),
             0,
             format!("no role reads {folder}"),
         ));
@@ -199,12 +199,17 @@ enum Nothing {
 }
 
 /// Folders tabd makes and fills itself: a role may read them before the first note is there
-/// (and the log folder, `[log] folder`, and `agent/log/`).
-const TABDS_FOLDERS: [&str; 3] = [
-    crate::base::vault::layout::INBOXES,
-    crate::base::vault::layout::ROLE_MEMORIES,
-    crate::base::vault::layout::APPROVALS,
-];
+/// (the inboxes, memories and approvals, the log folder, and `agent/log/`).
+fn tabds_folders(vault: &crate::base::vault::Vault) -> [String; 5] {
+    let layout = vault.layout();
+    [
+        layout.inboxes(),
+        layout.role_memories(),
+        layout.approvals(),
+        vault.log_folder().into_owned(),
+        layout.log_elsewhere(),
+    ]
+}
 
 fn finds_nothing(vault: &crate::base::vault::Vault, entry: &crate::setup::role::ContextEntry) -> Nothing {
     use crate::base::vault::VaultPath;
@@ -213,9 +218,8 @@ fn finds_nothing(vault: &crate::base::vault::Vault, entry: &crate::setup::role::
     let is_dir = |p: &VaultPath| vault.metadata(p).is_ok_and(|m| m.is_dir);
     match entry {
         ContextEntry::Folder(p) => {
-            let own = TABDS_FOLDERS
+            let own = tabds_folders(vault)
                 .iter()
-                .chain([&vault.log_folder(), &crate::base::vault::layout::LOG_ELSEWHERE])
                 .any(|t| p.trim_end_matches('/') == *t || p.starts_with(&format!("{t}/")));
             if own {
                 return Nothing::EmptyFolder("tabd makes this folder and writes into it");
@@ -292,19 +296,21 @@ fn near(
 }
 
 /// `write_paths` entries inside tabd's own files (DESIGN §24): they grant nothing, say so. The
-/// log folder is tabd's wherever `[log] folder` puts it (`log`), and `daily/` only while it is it.
-fn owned_write_paths(role: &crate::setup::role::Role, log: &str) -> Vec<Diagnostic> {
-    use crate::base::vault::layout::DAILY;
+/// log folder is tabd's wherever `[log] folder` puts it, and the layout's only while it is it.
+fn owned_write_paths(role: &crate::setup::role::Role, vault: &crate::base::vault::Vault) -> Vec<Diagnostic> {
     use crate::base::vault::protected::{fold, owned_by_tabd};
-    let folder = fold(log);
+    let log = vault.log_folder();
+    let moved = !vault.log_in_place();
+    let layout_log = vault.layout().daily();
+    let folder = fold(&log);
     role.settings
         .write_paths
         .iter()
         .filter_map(|p| {
-            let (owned, why) = match owned_by_tabd(&fold(p)) {
-                Some((owned, _)) if owned == DAILY && log != DAILY => None,
+            let (owned, why) = match owned_by_tabd(&fold(p), vault.layout()) {
+                Some((owned, _)) if owned == layout_log && moved => None,
                 Some((owned, why)) => Some((owned, why)),
-                None if log != DAILY && fold(p).within(&folder) => Some((log, "the daily run log")),
+                None if moved && fold(p).within(&folder) => Some((log.to_string(), "the daily run log")),
                 None => None,
             }?;
             Some(Diagnostic::warning(

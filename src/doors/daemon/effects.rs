@@ -490,7 +490,7 @@ impl Daemon {
                         sentence(why)
                     ),
                 ),
-                Some(crate::base::vault::layout::STATUS_NOTE.to_string()),
+                Some(self.run_env.vault.layout().status_note()),
             ),
             Some((FailureClass::RunFailure, why)) if failed_in_a_row == notifier.after_failures() => self
                 .tell(
@@ -541,7 +541,7 @@ impl Daemon {
                 format!("{who} stopped for today"),
                 format!("{}; its work waits until midnight.", sentence(cause)),
             ),
-            Some(crate::base::vault::layout::STATUS_NOTE.to_string()),
+            Some(self.run_env.vault.layout().status_note()),
         );
     }
 

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::ready::FsEvent;
-use crate::base::vault::layout;
+use crate::base::vault::layout::Layout;
 
 /// The paths the daemon cares about, as of the last reload.
 #[derive(Debug, Default, Clone)]
@@ -18,12 +18,24 @@ pub struct Paths {
     pub watched: HashMap<String, Vec<String>>,
     /// Folders the watcher watches (a `Gone` for one of them means it must be watched anew).
     pub watched_dirs: Vec<PathBuf>,
+    /// Where tabd's folders are in the vault.
+    pub layout: Layout,
 }
 
 impl Paths {
     /// The approval notes' folder (DESIGN §15).
     pub fn approvals(&self) -> PathBuf {
-        self.root.join(crate::gate::approvals::FOLDER)
+        self.root.join(self.layout.approvals())
+    }
+
+    /// The roles' folder.
+    pub fn roles(&self) -> PathBuf {
+        self.root.join(self.layout.roles())
+    }
+
+    /// The folder of the inboxes tabd makes (`agent/inbox/`).
+    pub fn inboxes(&self) -> PathBuf {
+        self.root.join(self.layout.inboxes())
     }
 }
 
@@ -60,7 +72,7 @@ pub fn classify(ev: &FsEvent, paths: &Paths) -> EventClass {
         return EventClass::Folders;
     }
     let parent = p.parent().unwrap_or(Path::new(""));
-    if parent == paths.root.join(layout::ROLES) {
+    if parent == paths.roles() {
         return EventClass::Roles;
     }
     // The config file, or a folder on its way made (`~/.config/tabd` before `config.toml`).
@@ -71,7 +83,7 @@ pub fn classify(ev: &FsEvent, paths: &Paths) -> EventClass {
     {
         return EventClass::Config;
     }
-    if parent == paths.root.join(layout::INBOXES) {
+    if parent == paths.inboxes() {
         return EventClass::Folders;
     }
     if parent == paths.approvals() {
@@ -80,7 +92,7 @@ pub fn classify(ev: &FsEvent, paths: &Paths) -> EventClass {
     if let Some(owners) = paths.inbox_owners.get(parent) {
         return EventClass::Inbox(owners.clone());
     }
-    if parent.parent() == Some(paths.root.join(layout::INBOXES).as_path()) {
+    if parent.parent() == Some(paths.inboxes().as_path()) {
         return EventClass::Stranded;
     }
     let rel = p.strip_prefix(&paths.root).ok().and_then(Path::to_str);
@@ -104,6 +116,7 @@ mod tests {
             inbox_owners: HashMap::from([("/v/agent/inbox/risk".into(), vec!["risk".to_string()])]),
             watched: HashMap::from([("project/timeline.md".to_string(), vec!["delivery".to_string()])]),
             watched_dirs: vec!["/v/agent/inbox/risk".into()],
+            layout: Layout::default(),
         }
     }
 

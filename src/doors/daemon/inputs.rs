@@ -537,7 +537,8 @@ pub(super) struct ApprovalWork {
 impl Daemon {
     /// A call that was running when tabd stopped becomes `unknown`; then the first pass.
     pub(super) fn start_approvals(&mut self) {
-        if let Ok(dir) = crate::base::vault::VaultPath::parse(crate::gate::approvals::FOLDER, false) {
+        if let Ok(dir) = crate::base::vault::VaultPath::parse(&self.run_env.vault.layout().approvals(), false)
+        {
             if let Err(e) = self.run_env.vault.create_dir_all(&dir) {
                 tracing::warn!("cannot create {dir}/: {e}");
             }

@@ -164,7 +164,7 @@ pub struct Daemon {
 
 impl Watching {
     /// Starts the watcher on a channel of its own (or polling, when it cannot start).
-    fn start(env: &Env, root: PathBuf) -> Self {
+    fn start(env: &Env, root: PathBuf, layout: crate::base::vault::layout::Layout) -> Self {
         let capacity = env
             .get("TABD_TEST_EVENT_CAPACITY")
             .and_then(|c| c.parse().ok())
@@ -179,6 +179,7 @@ impl Watching {
             polling,
             paths: events::Paths {
                 root,
+                layout,
                 ..Default::default()
             },
             hashes: HashMap::new(),
@@ -232,7 +233,7 @@ impl Daemon {
         let faults = Faults::from_env(&init.env);
         let guard = crate::base::vault::SpliceGuard::new(init.key.clone(), faults.clone());
         let log = Arc::new(RunLog::writer(init.vault.clone(), init.config.timezone, guard));
-        let watching = Watching::start(&init.env, init.root.clone());
+        let watching = Watching::start(&init.env, init.root.clone(), init.vault.layout().clone());
         let now = clock.instant();
         let launcher = launcher_of(&init);
         let quiet = effects::quiet(&init.env);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::core::Input;
 use super::{host_name, notify_systemd, watch, Daemon};
 use crate::base::calls::Change;
-use crate::base::vault::{layout, VaultPath};
+use crate::base::vault::VaultPath;
 use crate::records::context;
 use crate::setup::config::{self, Config};
 use crate::setup::role::{LoadContext, RoleSet};
@@ -17,13 +17,13 @@ impl Daemon {
     /// Creates inboxes, points the watcher at them, `roles/`, the config and `watch` files.
     pub(super) fn refresh_watches(&mut self) {
         let root = self.watching.paths.root.clone();
-        let mut dirs: Vec<PathBuf> = vec![root.join(layout::ROLES), root.join(layout::INBOXES)];
+        let mut dirs: Vec<PathBuf> = vec![self.watching.paths.roles(), self.watching.paths.inboxes()];
         let mut owners: HashMap<PathBuf, Vec<String>> = HashMap::new();
         let mut watched: HashMap<String, Vec<String>> = HashMap::new();
         let roles = self.run_env.roles.clone();
         // One listing of agent/inbox says which inboxes exist: a thousand roles cost one read of
         // a folder, not a thousand mkdir and stat calls.
-        let existing: HashSet<VaultPath> = VaultPath::parse(layout::INBOXES, false)
+        let existing: HashSet<VaultPath> = VaultPath::parse(&self.run_env.vault.layout().inboxes(), false)
             .ok()
             .and_then(|d| self.run_env.vault.list(&d).ok())
             .map(|l| {
@@ -355,7 +355,10 @@ impl Daemon {
                 continue;
             }
             let (what, first, more) = self.role_error_words(name, diags);
-            tracing::warn!("{}: {what}: {first}{more}", layout::role_file(name));
+            tracing::warn!(
+                "{}: {what}: {first}{more}",
+                self.run_env.vault.layout().role_file(name)
+            );
             self.setup.role_errors_said.insert(name.clone(), diags.clone());
         }
         let fixed: Vec<String> = self
@@ -368,7 +371,10 @@ impl Daemon {
         for name in fixed {
             self.setup.role_errors_said.remove(&name);
             if roles.roles.contains_key(&name) {
-                tracing::info!("{}: fixed; running the new version", layout::role_file(&name));
+                tracing::info!(
+                    "{}: fixed; running the new version",
+                    self.run_env.vault.layout().role_file(&name)
+                );
             }
         }
     }
@@ -426,7 +432,7 @@ impl Daemon {
                     format!("{who}: the role file has an error"),
                     format!("{first}{more} — {what}."),
                 ),
-                Some(layout::role_file(name)),
+                Some(self.run_env.vault.layout().role_file(name)),
             );
             self.setup.role_errors_logged.insert(name.clone(), diags.clone());
         }

@@ -383,7 +383,8 @@ fn starts_children(config: &Config) -> bool {
 /// (`agent/inbox/deliverry/ (1 note) — did you mean agent/inbox/delivery/?`), or directly in
 /// `agent/inbox/` itself.
 pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
-    let Ok(base) = VaultPath::parse(layout::INBOXES, false) else {
+    let inboxes_dir = vault.layout().inboxes();
+    let Ok(base) = VaultPath::parse(&inboxes_dir, false) else {
         return Vec::new();
     };
     let Ok(listing) = vault.list(&base) else {
@@ -394,7 +395,7 @@ pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
     let inboxes: Vec<&str> = roles.runnable().map(|r| r.inbox.as_str()).collect();
     let example = inboxes
         .first()
-        .map_or_else(|| format!("{}/ROLE", layout::INBOXES), |i| i.to_string());
+        .map_or_else(|| format!("{inboxes_dir}/ROLE"), |i| i.to_string());
     let mut out: Vec<String> = listing
         .entries
         .iter()
@@ -403,7 +404,7 @@ pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
         .map(|e| {
             let names = inboxes
                 .iter()
-                .filter_map(|i| i.strip_prefix(layout::INBOXES)?.strip_prefix('/'));
+                .filter_map(|i| i.strip_prefix(inboxes_dir.as_str())?.strip_prefix('/'));
             let near = crate::base::text::did_you_mean(e.path.file_name(), names);
             stranded_folder(vault, &e.path, near, &example)
         })
@@ -413,7 +414,7 @@ pub fn stranded_inboxes(vault: &Vault, roles: &RoleSet) -> Vec<String> {
             .entries
             .iter()
             .filter(|e| !e.is_dir && inbox::is_trigger_name(e.path.file_name()))
-            .map(|e| format!("{} — a note directly in agent/inbox/ is in no role's inbox: move it into one, like {example}/", e.path)),
+            .map(|e| format!("{} — a note directly in {inboxes_dir}/ is in no role's inbox: move it into one, like {example}/", e.path)),
     );
     out
 }
@@ -431,12 +432,13 @@ fn stranded_folder(vault: &Vault, dir: &VaultPath, near: Option<&str>, example: 
         (0, f) => format!("no note waits; {f} in failed/"),
         (n, f) => format!("{}; {f} more in failed/", notes(n)),
     };
-    let role_file = format!("{}/{}.md", layout::ROLES, dir.file_name());
+    let role_file = vault.layout().role_file(dir.file_name());
+    let inboxes = vault.layout().inboxes();
     let advice = match near {
         Some(inbox) if waiting + failed > 0 => {
-            format!("did you mean agent/inbox/{inbox}/? Move the notes there")
+            format!("did you mean {inboxes}/{inbox}/? Move the notes there")
         }
-        Some(inbox) => format!("did you mean agent/inbox/{inbox}/? Delete this folder"),
+        Some(inbox) => format!("did you mean {inboxes}/{inbox}/? Delete this folder"),
         None if waiting + failed > 0 => format!(
             "none of them runs: there is no {role_file} (a role renamed or deleted?). Move the notes to a role's inbox, like {example}/, or add the role again"
         ),
@@ -466,7 +468,7 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
     let role = src.roles.roles.get(name);
     let inbox_dir = role
         .map(|r| r.inbox.clone())
-        .or_else(|| VaultPath::parse(&layout::default_inbox(name), false).ok())
+        .or_else(|| VaultPath::parse(&src.vault.layout().default_inbox(name), false).ok())
         .unwrap_or_else(VaultPath::root);
     // The running daemon knows its inboxes from its last scan; only `tabd status` lists them.
     let (pending, unreadable) = match src.live.roles.get(name) {
@@ -599,9 +601,9 @@ pub fn to_json(report: &StatusReport, secrets: &Redactor) -> serde_json::Value {
 /// a value expanded from `${VAR}`.
 pub fn write(vault: &Vault, report: &StatusReport, tz: Tz, secrets: &Redactor) {
     let note = secrets.apply(&render_note(report, tz));
-    if let Ok(p) = VaultPath::parse(layout::STATUS_NOTE, false) {
+    if let Ok(p) = VaultPath::parse(&vault.layout().status_note(), false) {
         if let Err(e) = vault.write_atomic_with(&p, note.as_bytes(), Durability::None) {
-            tracing::warn!("cannot write agent/status.md: {e}");
+            tracing::warn!("cannot write {p}: {e}");
         }
     }
     if let (Ok(p), Ok(json)) = (

@@ -22,6 +22,3 @@ pub mod request;
 
 pub use crate::records::state::approval_ledger::{Approval, NoteStatus};
 pub use policy::mode_for;
-
-/// Where approval notes live. Roles can never write here (`vault::protected`, `access`).
-pub const FOLDER: &str = crate::base::vault::layout::APPROVALS;

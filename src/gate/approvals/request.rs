@@ -99,7 +99,8 @@ pub fn ask(
                     break id;
                 }
             };
-            let approval = record(ctx, role, call, &id, hash.clone(), hops, now);
+            let folder = vault.layout().approvals();
+            let approval = record(ctx, role, call, (&id, &folder), hash.clone(), hops, now);
             s.approvals.insert(id.clone(), approval.clone());
             let q = Queued {
                 id,
@@ -135,7 +136,7 @@ fn record(
     ctx: &AskContext,
     role: &Role,
     call: &Call,
-    id: &str,
+    (id, folder): (&str, &str),
     args_hash: String,
     hops: u32,
     now: DateTime<Utc>,
@@ -148,7 +149,7 @@ fn record(
         tool: call.tool.to_string(),
         exposed: call.exposed.to_string(),
         risk: call.risk,
-        note: format!("{}/{name}", super::FOLDER),
+        note: format!("{folder}/{name}"),
         args_hash,
         run_id: ctx.run_id.clone(),
         created: now,
@@ -249,7 +250,7 @@ mod tests {
         let (store, role, ctx) = asking(dir.path());
         // A file where the notes' folder should be: the note cannot be created.
         std::fs::create_dir_all(dir.path().join("agent")).unwrap();
-        std::fs::write(dir.path().join(super::super::FOLDER), "not a folder").unwrap();
+        std::fs::write(dir.path().join("agent/approvals"), "not a folder").unwrap();
         let args = serde_json::json!({"path": "a.md", "content": "x"});
         let call = Call {
             tool: "write_file",

@@ -795,7 +795,7 @@ pub(crate) fn for_test(dir: &std::path::Path, role_text: &str, max_tool_calls: u
     let env = crate::base::environment::Env::from_pairs([("HOME", "/nonexistent")]);
     let file = (
         "ops".to_string(),
-        std::path::PathBuf::from(crate::base::vault::layout::role_file("ops")),
+        std::path::PathBuf::from(crate::base::vault::layout::Layout::default().role_file("ops")),
         Ok(role_text.to_string()),
     );
     let roles = Arc::new(RoleSet::from_texts(

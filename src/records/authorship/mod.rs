@@ -114,7 +114,8 @@ impl Authorship {
         }
         // A file `tabd init` wrote is tabd's while it holds the template's bytes, whether or not
         // the record has it yet (init runs without tabd's key).
-        let template = crate::base::template::digest_of(path.as_str());
+        let template =
+            crate::base::template::digest_of(path.as_str(), self.vault.layout(), &self.vault.log_folder());
         let Some(left) = record.files.get(path.as_str()).or(template.as_ref()) else {
             return Ok(Whose::Persons);
         };

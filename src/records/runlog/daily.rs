@@ -28,9 +28,6 @@ use super::{obsidian, RunLog};
 /// The first line after `---` of every daily note tabd makes: the note is tabd's run log.
 pub const MARKER: &str = "tabd: run-log";
 
-/// Where a day's log goes when the note at its place is not tabd's.
-pub use crate::base::vault::layout::LOG_ELSEWHERE as ELSEWHERE;
-
 /// How much of a note's start is read to see whose it is.
 const HEAD: u64 = 256;
 
@@ -132,10 +129,11 @@ impl RunLog {
     /// The note in `agent/log/` that holds the day of `path` when `path` is not tabd's.
     pub fn elsewhere(&self, path: &VaultPath) -> VaultPath {
         let name = path.file_name();
-        let folder = if self.folder() == ELSEWHERE {
-            format!("{ELSEWHERE}/tabd")
+        let elsewhere = self.vault.layout().log_elsewhere();
+        let folder = if *self.folder() == elsewhere {
+            format!("{elsewhere}/tabd")
         } else {
-            ELSEWHERE.to_string()
+            elsewhere
         };
         VaultPath::parse(&format!("{folder}/{name}"), false).unwrap_or_else(|_| path.clone())
     }
@@ -143,7 +141,7 @@ impl RunLog {
     /// The notes that hold the log of `day`, in order: its note in the log folder if that is
     /// tabd's, then its note in `agent/log/` if there is one.
     pub fn notes_of(&self, day: chrono::NaiveDate) -> Vec<VaultPath> {
-        let name = crate::base::vault::layout::daily_note(self.folder(), day);
+        let name = crate::base::vault::layout::daily_note(&self.folder(), day);
         let Ok(place) = VaultPath::parse(&name, false) else {
             return Vec::new();
         };
@@ -169,7 +167,7 @@ impl RunLog {
     pub fn shared_with_daily_notes(&self, path: &VaultPath) -> bool {
         let folder = self.folder();
         path.parent().as_str() == folder
-            && matches!(obsidian::read(&self.vault), obsidian::Reading::Read(d) if d.meets(folder))
+            && matches!(obsidian::read(&self.vault), obsidian::Reading::Read(d) if d.meets(&folder))
     }
 
     /// Whether tabd may append to the note at `path`: not where Daily Notes keep theirs, and
@@ -261,8 +259,8 @@ impl RunLog {
                     obsidian::SETTINGS
                 ),
             )),
-            obsidian::Reading::Read(d) if d.meets(folder) => {
-                out.push((obsidian::SETTINGS.to_string(), d.warning(folder, config)))
+            obsidian::Reading::Read(d) if d.meets(&folder) => {
+                out.push((obsidian::SETTINGS.to_string(), d.warning(&folder, config)))
             }
             obsidian::Reading::Read(_) => {}
         }

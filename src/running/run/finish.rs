@@ -185,7 +185,7 @@ fn hashes_after(
         return hashes;
     }
     let changed: Vec<&str> = outcome.changes.iter().map(|c| c.path.as_str()).collect();
-    let memories: Vec<String> = crate::running::prompt::memory_files(role)
+    let memories: Vec<String> = crate::running::prompt::memory_files(vault.layout(), role)
         .into_iter()
         .map(|(_, p)| p)
         .collect();

@@ -8,8 +8,8 @@
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::base::vault::layout;
-use crate::base::vault::protected::{fold, PROTECTED, TABD_OWNS};
+use crate::base::vault::layout::Layout;
+use crate::base::vault::protected::{fold, own_places};
 use crate::base::vault::{VaultError, VaultPath};
 
 /// `[log]` as written.
@@ -24,12 +24,15 @@ pub(super) struct RawLog {
 pub struct LogConfig {
     /// The vault folder of the daily notes (`YYYY-MM-DD.md`), without a trailing `/`.
     pub folder: String,
+    /// Whether the config says it (`[log] folder`), or it is the default.
+    pub set: bool,
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
         Self {
-            folder: layout::DAILY.to_string(),
+            folder: Layout::default().daily(),
+            set: false,
         }
     }
 }
@@ -39,8 +42,8 @@ pub(super) fn resolve(raw: &RawLog) -> Result<LogConfig, (Option<std::ops::Range
     let Some(folder) = &raw.folder else {
         return Ok(LogConfig::default());
     };
-    check_folder(folder.get_ref())
-        .map(|folder| LogConfig { folder })
+    check_folder(folder.get_ref(), &Layout::default())
+        .map(|folder| LogConfig { folder, set: true })
         .map_err(|m| (Some(folder.span()), m.to_string()))
 }
 
@@ -66,13 +69,14 @@ pub enum LogFolderProblem {
     Hidden(String),
     /// In or above one of tabd's places or a protected folder (`why`: what that place is for).
     #[error("it meets {name} ({why})")]
-    Meets { name: &'static str, why: &'static str },
+    Meets { name: String, why: &'static str },
 }
 
 /// The log folder as tabd uses it (no `./`, no trailing `/`), or why it cannot be one: it must be
 /// a folder inside the vault, not hidden, and neither in nor above one of tabd's other places or
-/// the folders a role writes only by name (inboxes, roles, approvals, `.tabd` …).
-pub fn check_folder(written: &str) -> Result<String, BadLogFolder> {
+/// the folders a role writes only by name (inboxes, roles, approvals, `.tabd` …), where `layout`
+/// puts them.
+pub fn check_folder(written: &str, layout: &Layout) -> Result<String, BadLogFolder> {
     let folder = written
         .trim()
         .trim_start_matches("./")
@@ -96,14 +100,19 @@ pub fn check_folder(written: &str) -> Result<String, BadLogFolder> {
         return refuse(LogFolderProblem::Hidden(part.to_string()));
     }
     let mine = fold(&folder);
-    let others = TABD_OWNS
+    let own = own_places(layout);
+    let elsewhere = fold(&layout.log_elsewhere());
+    let others = own
+        .tabd_owns
         .iter()
-        .filter(|(name, _)| ![layout::DAILY, layout::LOG_ELSEWHERE].contains(name))
-        .chain(PROTECTED);
-    for &(name, why) in others {
-        let theirs = fold(name);
-        if mine.within(&theirs) || mine.holds(&theirs) {
-            return refuse(LogFolderProblem::Meets { name, why });
+        .filter(|p| !p.is_log() && p.folded != elsewhere)
+        .chain(&own.protected);
+    for p in others {
+        if mine.within(&p.folded) || mine.holds(&p.folded) {
+            return refuse(LogFolderProblem::Meets {
+                name: p.path.clone(),
+                why: p.why,
+            });
         }
     }
     Ok(folder)
@@ -113,11 +122,15 @@ pub fn check_folder(written: &str) -> Result<String, BadLogFolder> {
 mod tests {
     use super::*;
 
+    fn check_folder_at_root(written: &str) -> Result<String, BadLogFolder> {
+        check_folder(written, &Layout::default())
+    }
+
     #[test]
     fn a_log_folder_is_a_plain_folder_of_its_own() {
-        assert_eq!(check_folder("daily").unwrap(), "daily");
-        assert_eq!(check_folder("./Logs/tabd/").unwrap(), "Logs/tabd");
-        assert_eq!(check_folder("agent/log").unwrap(), "agent/log");
+        assert_eq!(check_folder_at_root("daily").unwrap(), "daily");
+        assert_eq!(check_folder_at_root("./Logs/tabd/").unwrap(), "Logs/tabd");
+        assert_eq!(check_folder_at_root("agent/log").unwrap(), "agent/log");
         for (bad, says) in [
             ("", "not the vault's top"),
             ("/", "not the vault's top"),
@@ -132,7 +145,7 @@ mod tests {
             ("roles", "roles"),
             ("memory.md", "memory.md"),
         ] {
-            let err = check_folder(bad).unwrap_err().to_string();
+            let err = check_folder(bad, &Layout::default()).unwrap_err().to_string();
             assert!(
                 err.contains(says) && err.contains("like \"tabd-log\""),
                 "{bad}: {err}"

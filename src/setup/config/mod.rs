@@ -15,6 +15,7 @@ pub mod notify;
 pub mod profile;
 pub mod sandbox;
 pub mod telemetry;
+pub mod vaults;
 
 use crate::base::environment::Env;
 use crate::base::text::LineIndex;
@@ -52,7 +53,9 @@ impl ProviderKind {
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 struct RawConfig {
-    vault: Option<Spanned<String>>,
+    /// A path, or a `[vault]` table (`vaults`).
+    vault: Option<Spanned<toml::Value>>,
+    vaults: std::collections::BTreeMap<Spanned<String>, vaults::RawSettings>,
     timezone: Option<Spanned<String>>,
     provider: RawProvider,
     limits: Limits,
@@ -304,10 +307,27 @@ pub struct Config {
     pub notify: notify::NotifyConfig,
     /// The other devices of this vault (DESIGN §23); `None`: this daemon is the only one.
     pub cluster: Option<cluster::ClusterConfig>,
-    /// Where the daily run log goes (DESIGN §26).
+    /// Where the daily run log goes (DESIGN §26), for every vault that says nothing of its own.
     pub log: log::LogConfig,
+    /// What belongs to each vault (`[vault]`, `[vaults."PATH"]`): its layout and log.
+    pub vaults: vaults::Vaults,
     /// Where traces go (DESIGN §25); `None`: no exporter, no spans.
     pub telemetry: Option<telemetry::TelemetryConfig>,
+}
+
+impl Config {
+    /// The settings of the vault at `root` (canonical): its own entry, else the defaults — tabd's
+    /// folders at its root, the run log in `[log] folder`.
+    pub fn for_vault(&self, root: &Path) -> vaults::VaultSettings {
+        let own = self.vaults.of(root).cloned().unwrap_or_default();
+        let log = own.log.clone().or_else(|| match own.layout.home() {
+            // `[log] folder` was written for tabd's folders at the root: under a home the log
+            // goes with them, unless the person moved it.
+            Some(_) if !self.log.set => Some(own.layout.daily()),
+            _ => Some(self.log.folder.clone()),
+        });
+        vaults::VaultSettings { log, ..own }
+    }
 }
 
 impl Default for Config {
@@ -457,12 +477,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         Some(tz) => parse_tz(&r.expand(tz)?).map_err(|m| r.err_at(Some(tz.span()), m.to_string()))?,
         None => system_tz(),
     };
-    let vault = raw
-        .vault
-        .as_ref()
-        .map(|v| r.expand(v))
-        .transpose()?
-        .map(|v| expand_home(&v, env));
+    let (vault, per_vault) = resolve_vaults(&r, raw.vault.as_ref(), raw.vaults)?;
     let provider = resolve_provider(&r, &raw.provider, &raw.profiles)?;
     if raw.limits.max_concurrent_runs == 0 {
         return Err(r.err_at(None, "[limits] max_concurrent_runs must be at least 1".into()));
@@ -506,8 +521,38 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         notify: raw.notify,
         cluster,
         log,
+        vaults: per_vault,
         telemetry,
     })
+}
+
+/// `vault` (a path, or a `[vault]` table) and `[vaults."PATH"]`: the vault to use when none is
+/// given, and each vault's own settings.
+fn resolve_vaults(
+    r: &Reader<'_>,
+    vault: Option<&Spanned<toml::Value>>,
+    raw: std::collections::BTreeMap<Spanned<String>, vaults::RawSettings>,
+) -> Result<(Option<PathBuf>, vaults::Vaults), ConfigError> {
+    let expand = |s: &str, span: std::ops::Range<usize>| -> Result<String, vaults::Problem> {
+        r.env
+            .expand(s)
+            .map(|v| expand_home(&v, r.env).to_string_lossy().into_owned())
+            .map_err(|m| (Some(span), m.to_string()))
+    };
+    let (path, named) = match vault {
+        Some(v) => vaults::read_vault(v, &expand).map_err(|(span, m)| r.err_at(span, m))?,
+        None => (None, None),
+    };
+    let path = path.map(PathBuf::from);
+    let mut entries: Vec<(PathBuf, vaults::VaultSettings)> = vaults::read_vaults(raw, &expand)
+        .map_err(|(span, m)| r.err_at(span, m))?
+        .into_iter()
+        .map(|(p, s)| (PathBuf::from(p), s))
+        .collect();
+    if let (Some(p), Some(settings)) = (&path, named) {
+        entries.insert(0, (p.clone(), settings));
+    }
+    Ok((path, vaults::Vaults { entries }))
 }
 
 /// `[telemetry]`, with its `${VAR}`s expanded as secrets and its problems at their lines.
@@ -675,7 +720,7 @@ fn near_vaults(path: &Path) -> Vec<PathBuf> {
                 parent.join(n),
             )
         })
-        .filter(|(_, p)| p.join(crate::base::vault::layout::ROLES).is_dir())
+        .filter(|(_, p)| p.join(crate::base::vault::layout::TABD).is_dir())
         .collect();
     near.sort();
     near.into_iter().take(3).map(|(_, p)| p).collect()

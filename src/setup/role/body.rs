@@ -24,7 +24,12 @@ fn append_text(slot: &mut Option<String>, text: &str) {
     }
 }
 
-pub(super) fn apply_section(def: &mut RoleDef, section: &sections::Section, path: &Path) {
+pub(super) fn apply_section(
+    def: &mut RoleDef,
+    section: &sections::Section,
+    path: &Path,
+    layout: &crate::base::vault::layout::Layout,
+) {
     let items = section.lines();
     if !caps::section_fits(def, section, &items) {
         return;
@@ -59,6 +64,7 @@ pub(super) fn apply_section(def: &mut RoleDef, section: &sections::Section, path
                 let folder = item.text.trim().trim_matches('`').trim();
                 let owned = crate::base::vault::protected::owned_by_tabd(
                     &crate::base::vault::protected::fold(folder),
+                    layout,
                 );
                 match (context::check_relative(folder), owned) {
                     (Ok(_), Some((owned, why))) => def.diagnostics.push(Diagnostic::error(

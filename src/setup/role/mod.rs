@@ -296,6 +296,9 @@ pub struct LoadContext {
     pub mcp_servers: Option<std::collections::BTreeSet<String>>,
     /// The config's provider and prices, to check `triage_model` (`None`: not checked).
     pub models: Option<triage::ModelsKnown>,
+    /// Where tabd's folders are (a role's inbox when its file names none): the vault's when the
+    /// roles are loaded from one.
+    pub layout: crate::base::vault::layout::Layout,
 }
 
 impl LoadContext {
@@ -305,6 +308,7 @@ impl LoadContext {
             env,
             mcp_servers: None,
             models: None,
+            layout: Default::default(),
         }
     }
 
@@ -318,6 +322,7 @@ impl LoadContext {
                 provider: config.provider.clone(),
                 prices: config.prices.clone(),
             }),
+            layout: Default::default(),
         }
     }
 }
@@ -335,16 +340,22 @@ pub struct RoleSet {
 }
 
 impl RoleSet {
-    /// Loads `<vault>/roles/*.md`. Files that are not regular files (a FIFO, a socket) and
-    /// names that are not UTF-8 become errors of their own; they never block or stop the rest.
+    /// Loads `<vault>/roles/*.md` (or the roles folder the vault's layout names). Files that are
+    /// not regular files (a FIFO, a socket) and names that are not UTF-8 become errors of their
+    /// own; they never block or stop the rest.
     pub fn load(vault: &Vault, ctx: &LoadContext) -> Self {
-        let dir = VaultPath::parse("roles", false).unwrap_or_else(|_| VaultPath::root());
+        let ctx = &LoadContext {
+            layout: vault.layout().clone(),
+            ..ctx.clone()
+        };
+        let roles = vault.layout().roles();
+        let dir = VaultPath::parse(&roles, false).unwrap_or_else(|_| VaultPath::root());
         let listing = match vault.list(&dir) {
             Ok(l) => l,
             Err(e) => {
                 let mut set = RoleSet::default();
                 set.diagnostics.push(Diagnostic::error(
-                    Path::new(crate::base::vault::layout::ROLES),
+                    Path::new(&roles),
                     0,
                     format!(
                         "cannot read the roles folder in {} ({e}); run `tabd init` to create a vault",
@@ -372,15 +383,32 @@ impl RoleSet {
         for odd in &listing.odd {
             if odd.name.ends_with(".md") {
                 set_odd.push(Diagnostic::error(
-                    &Path::new("roles").join(&odd.name),
+                    &Path::new(&roles).join(&odd.name),
                     0,
                     format!("this role file is skipped: {}", odd.why),
                 ));
             }
         }
         files.sort_by(|a, b| a.0.cmp(&b.0));
+        // A note of the person's in the roles folder (their own `roles/` in a vault tabd shares)
+        // is not a role: left alone, and named once.
+        let (files, not_roles): (Vec<_>, Vec<_>) = files
+            .into_iter()
+            .partition(|(_, _, text)| text.as_deref().map_or(true, could_be_a_role));
         let mut set = Self::build(files, ctx, Some(vault));
         set.diagnostics.extend(set_odd);
+        set.diagnostics.extend(not_roles.into_iter().map(|(_, path, _)| {
+            Diagnostic::warning(
+                &path,
+                0,
+                format!(
+                    "this note is not a role (no `# Title` and no `## Mission`): tabd leaves it alone. A role \
+                     file needs both; move other notes out of {roles}/"
+                ),
+            )
+        }));
+        set.diagnostics
+            .sort_by(|a, b| (&a.path, a.line, &a.message).cmp(&(&b.path, b.line, &b.message)));
         set
     }
 
@@ -401,7 +429,7 @@ impl RoleSet {
         // Each file parses on its own: a thousand roles use every core.
         let parsed = crate::base::blocking::par_map(files.into_iter().collect(), |(name, path, text)| {
             let def = match text {
-                Ok(text) => parse_def(&name, &path, &text, &ctx.env),
+                Ok(text) => parse_def(&name, &path, &text, ctx),
                 Err(e) => RoleDef {
                     name: name.clone(),
                     diagnostics: vec![Diagnostic::error(
@@ -583,7 +611,21 @@ impl RoleSet {
     }
 }
 
-fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
+/// Whether a file of the roles folder may be a role: it has a `# Title`, a `## Mission` or
+/// frontmatter — or nothing yet (an empty file is a role being written, or emptied by mistake:
+/// its errors say so, and its last good version keeps running).
+fn could_be_a_role(text: &str) -> bool {
+    let body = text.trim_start_matches('\u{feff}');
+    body.trim().is_empty()
+        || body.trim_start().starts_with("---")
+        || body.lines().any(|l| {
+            let l = l.trim();
+            l.starts_with("# ") || l.trim_end_matches(':').eq_ignore_ascii_case("## mission")
+        })
+}
+
+fn parse_def(name: &str, path: &Path, text: &str, ctx: &LoadContext) -> RoleDef {
+    let env = &ctx.env;
     let mut def = RoleDef {
         name: name.to_string(),
         path: path.to_path_buf(),
@@ -631,7 +673,7 @@ fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
                 ));
             }
         }
-        body::apply_section(&mut def, section, path);
+        body::apply_section(&mut def, section, path, &ctx.layout);
     }
     def
 }
@@ -764,7 +806,7 @@ fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> R
         },
         inbox: match &def.inbox {
             Some(p) => p.clone(),
-            None => VaultPath::parse(&crate::base::vault::layout::default_inbox(&def.name), false)
+            None => VaultPath::parse(&ctx.layout.default_inbox(&def.name), false)
                 .map_err(|e| vec![Diagnostic::error(&def.path, 0, e.to_string())])?,
         },
         preferences: merged.preferences,

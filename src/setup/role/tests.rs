@@ -6,6 +6,7 @@ fn ctx() -> LoadContext {
         env: Env::from_pairs([("TEAM_MODEL", "env-model")]),
         mcp_servers: Some(["memory".to_string(), "slack".to_string()].into()),
         models: None,
+        layout: Default::default(),
     }
 }
 

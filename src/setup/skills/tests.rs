@@ -139,7 +139,12 @@ fn a_skill_file_linked_from_outside_its_folder_is_refused() {
 #[test]
 fn the_template_example_skill_is_valid() {
     let (d, v) = vault();
-    crate::base::template::init_vault(d.path()).unwrap();
+    let example = crate::base::template::Plan {
+        layout: Default::default(),
+        example: true,
+        log: "daily".into(),
+    };
+    crate::base::template::init_vault(d.path(), &example).unwrap();
     let (skill, warnings) = load(&v, "status-report").unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     assert!(skill
@@ -151,12 +156,28 @@ fn the_template_example_skill_is_valid() {
 fn within_is_exact_and_needs_a_listed_valid_name() {
     let listed = vec!["report".to_string(), "Bad".to_string()];
     let p = |s: &str| VaultPath::parse(s, false).unwrap();
-    assert!(within(&listed, &p("skills/report/SKILL.md")));
-    assert!(within(&listed, &p("skills/report/references/a.md")));
-    assert!(!within(&listed, &p("skills/report")));
-    assert!(!within(&listed, &p("skills/reports/SKILL.md")));
-    assert!(!within(&listed, &p("skills/other/SKILL.md")));
-    assert!(!within(&listed, &p("Skills/report/SKILL.md")));
-    assert!(!within(&listed, &p("skills/Bad/SKILL.md")));
-    assert!(!within(&listed, &p("project/report/SKILL.md")));
+    assert!(within(&Default::default(), &listed, &p("skills/report/SKILL.md")));
+    assert!(within(
+        &Default::default(),
+        &listed,
+        &p("skills/report/references/a.md")
+    ));
+    assert!(!within(&Default::default(), &listed, &p("skills/report")));
+    assert!(!within(
+        &Default::default(),
+        &listed,
+        &p("skills/reports/SKILL.md")
+    ));
+    assert!(!within(&Default::default(), &listed, &p("skills/other/SKILL.md")));
+    assert!(!within(
+        &Default::default(),
+        &listed,
+        &p("Skills/report/SKILL.md")
+    ));
+    assert!(!within(&Default::default(), &listed, &p("skills/Bad/SKILL.md")));
+    assert!(!within(
+        &Default::default(),
+        &listed,
+        &p("project/report/SKILL.md")
+    ));
 }

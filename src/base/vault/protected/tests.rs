@@ -1,3 +1,4 @@
+use crate::base::vault::layout::Layout;
 use proptest::prelude::*;
 
 use super::*;
@@ -67,7 +68,7 @@ fn case_width_look_alikes_and_trailing_dots_all_fold_to_the_name() {
     ] {
         assert!(!loaded(p), "{p} is caught");
     }
-    let owned = |p: &str| owned_by_tabd(&fold(p)).map(|(n, _)| n);
+    let owned = |p: &str| owned_by_tabd(&fold(p), &Layout::default()).map(|(n, _)| n);
     assert_eq!(
         owned("agent/INBOX/x.md"),
         None,
@@ -77,14 +78,20 @@ fn case_width_look_alikes_and_trailing_dots_all_fold_to_the_name() {
     assert!(fold("agent/approvaIs/x.md").within(&fold(layout::APPROVALS)));
     assert!(fold("agent/\u{FF41}pprovals/x.md").within(&fold(layout::APPROVALS)));
     assert!(fold("agent/\u{0410}PPROVALS/x.md").within(&fold(layout::APPROVALS)));
-    assert_eq!(owned("Daily/2026-11-25.md"), Some(layout::DAILY));
-    assert_eq!(owned("daily./2026-11-25.md"), Some(layout::DAILY));
-    assert_eq!(owned("AGENT/Status.MD"), Some(layout::STATUS_NOTE));
-    assert_eq!(owned("agent/status.md "), Some(layout::STATUS_NOTE));
-    assert_eq!(owned("MEMORY.md"), Some(layout::MEMORY));
-    assert_eq!(owned("agent/Memory/risk.md"), Some(layout::ROLE_MEMORIES));
-    assert_eq!(owned(".TABD/groups/1.json"), Some(layout::TABD));
-    assert_eq!(owned("\u{FF0E}tabd/suspended/x.json"), Some(layout::TABD));
+    assert_eq!(owned("Daily/2026-11-25.md").as_deref(), Some(layout::DAILY));
+    assert_eq!(owned("daily./2026-11-25.md").as_deref(), Some(layout::DAILY));
+    assert_eq!(owned("AGENT/Status.MD").as_deref(), Some(layout::STATUS_NOTE));
+    assert_eq!(owned("agent/status.md ").as_deref(), Some(layout::STATUS_NOTE));
+    assert_eq!(owned("MEMORY.md").as_deref(), Some(layout::MEMORY));
+    assert_eq!(
+        owned("agent/Memory/risk.md").as_deref(),
+        Some(layout::ROLE_MEMORIES)
+    );
+    assert_eq!(owned(".TABD/groups/1.json").as_deref(), Some(layout::TABD));
+    assert_eq!(
+        owned("\u{FF0E}tabd/suspended/x.json").as_deref(),
+        Some(layout::TABD)
+    );
     assert_eq!(owned("project/daily/x.md"), None);
     assert_eq!(owned("agent/status-report.md"), None);
 }
@@ -130,7 +137,7 @@ proptest! {
         prop_assert!(fold(&path).loaded_at().is_some(), "{} not caught", path);
         let (owned, _) = TABD_OWNS[which % TABD_OWNS.len()];
         let path = format!("{}{tail}/x.md", respelled(owned, &picks));
-        prop_assert!(owned_by_tabd(&fold(&path)).is_some(), "{} not tabd's", path);
+        prop_assert!(owned_by_tabd(&fold(&path), &Layout::default()).is_some(), "{} not tabd's", path);
     }
 }
 
