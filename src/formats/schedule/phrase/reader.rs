@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use super::hours::{self, Part};
 use super::tokens::Token;
 use super::{CompiledPhrase, Reason, ScheduleKind};
 use crate::formats::schedule::words::ordinal_text;
@@ -28,13 +29,27 @@ pub(super) struct Reader {
     month_day: Option<String>,
     /// The day-of-week field of "the nth weekday of the month" (`1#1`, `5#L`).
     nth_weekday: Option<String>,
-    /// The last word read was `at`: a bare number after it is an hour (`at 9`).
-    after_at: bool,
+    /// In a list of times: after `at`, or after a time and `and` or a comma. A bare number
+    /// here is an hour (`at 9`, `at 9 and 5`).
+    in_times: bool,
+    /// The parts of the day the phrase names (`every evening`), found before reading: a bare
+    /// hour anywhere in the phrase is read in the part (`every evening at 7`: 19:00).
+    parts: Vec<Part>,
+    /// The phrase writes clock times (a time, or a number after `at`): a part of the day then
+    /// only says which half of the clock they are in, and adds no time of its own.
+    has_times: bool,
+    /// `except` was read: the days that follow are taken away (`every day except sunday`).
+    except: bool,
+    /// `except` took every day away (`weekends except saturday and sunday`).
+    no_days_left: bool,
     /// Days and times in the order they were written, runs of one kind merged: pairs of them
     /// (`fri at 4pm and mon at 9am`) become one cron each, never a cross product.
     runs: Vec<Run>,
     /// Readings worth a word to the person (`"at 4" read as 16:00`).
     notes: Vec<String>,
+    /// The bare hours of 1 to 12 read by the rule, as written, the number and the hour: said
+    /// in one note.
+    bare_read: Vec<(String, u32, u32)>,
     pub(super) understood: Vec<String>,
 }
 
@@ -65,6 +80,20 @@ fn ordinal_word(w: &str) -> Option<&'static str> {
 }
 
 const DAY_NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+const FULL_DAY_NAMES: [&str; 7] = [
+    "sunday",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+];
+
+/// The day a word names, spelled out (`fri` → `friday`), for a refusal's advice.
+pub(super) fn full_day_name(word: &str) -> Option<&'static str> {
+    day_of(word).map(|d| FULL_DAY_NAMES[d as usize])
+}
 
 fn day_of(word: &str) -> Option<u32> {
     let w = word.trim_end_matches('s');
@@ -83,34 +112,120 @@ fn day_of(word: &str) -> Option<u32> {
         .map(|(_, d)| *d)
 }
 
+/// One end of a window as written: a time (`9am`, `17:00`) or a bare hour (`9`).
+#[derive(Debug, Clone, Copy)]
+enum End {
+    Time(u32, u32),
+    Bare(u32),
+}
+
+fn window_end(token: Option<&Token>) -> Option<End> {
+    match token {
+        Some(Token::Time(h, m)) => Some(End::Time(*h, *m)),
+        Some(Token::Num(n)) if *n <= 23 => Some(End::Bare(*n)),
+        _ => None,
+    }
+}
+
+/// `-`, `to`, `until`, `till`: what joins a window's ends.
+fn is_to(token: Option<&Token>) -> bool {
+    matches!(token, Some(Token::Dash))
+        || matches!(token, Some(Token::Word(w)) if w == "to" || w == "until" || w == "till")
+}
+
+/// Words that name days, so `except` goes on taking them (`except saturday and sunday`).
+fn names_days(token: &Token) -> bool {
+    match token {
+        Token::Comma => true,
+        Token::Word(w) => {
+            day_of(w).is_some() || ["and", "weekday", "weekdays", "weekend", "weekends"].contains(&w.as_str())
+        }
+        _ => false,
+    }
+}
+
+/// The first day a stretch of the phrase names, spelled out (`every 2 weeks on fri` → friday).
+fn first_day_named(tokens: &[Token]) -> Option<String> {
+    tokens.iter().find_map(|t| match t {
+        Token::Word(w) => full_day_name(w).map(str::to_string),
+        _ => None,
+    })
+}
+
+/// Why `every other <unit>` (or `every second <day>`) is refused, and what to write: the
+/// fortnight advice for weeks and days of the week, every 2 of a unit that has a step.
+fn every_other(unit: &str, rest: &[Token]) -> Reason {
+    match unit.trim_end_matches('s') {
+        "day" | "weekday" => Reason::EveryOtherDay,
+        "month" => Reason::EveryOtherMonth,
+        "hour" | "hr" => Reason::EveryOther {
+            unit: "hour",
+            written: "every 2 hours",
+        },
+        "minute" | "min" => Reason::EveryOther {
+            unit: "minute",
+            written: "every 2 min",
+        },
+        "week" | "fortnight" => Reason::EveryOtherWeek {
+            day: first_day_named(rest),
+        },
+        _ if day_of(unit).is_some() => Reason::EveryOtherWeek {
+            day: first_day_named(rest),
+        },
+        _ => Reason::UnknownWord(unit.to_string()),
+    }
+}
+
+/// `business day(s)`, `working day(s)`, `work day(s)`: the word `w` and the one after it.
+fn business_days(w: &str, next: Option<&Token>) -> bool {
+    ["business", "working", "work"].contains(&w)
+        && matches!(next, Some(Token::Word(d)) if d == "day" || d == "days")
+}
+
 impl Reader {
     pub(super) fn read(&mut self, tokens: &[Token]) -> Result<(), Reason> {
+        self.parts = tokens
+            .iter()
+            .filter_map(|t| match t {
+                Token::Word(w) => Part::of(w),
+                _ => None,
+            })
+            .collect();
+        self.has_times = tokens.iter().any(|t| matches!(t, Token::Time(..)))
+            || tokens
+                .windows(2)
+                .any(|w| matches!(w, [Token::Word(at), Token::Num(_)] if at == "at"));
+        if self.parts.len() > 1 && self.has_times {
+            return Err(Reason::PartsWithTimes);
+        }
         let mut i = 0;
         while i < tokens.len() {
-            let next = tokens.get(i + 1);
+            let rest = &tokens[i + 1..];
+            if self.except && !names_days(&tokens[i]) {
+                self.except = false;
+            }
             match &tokens[i] {
                 Token::Comma | Token::Dash => i += 1,
                 Token::Time(h, m) => {
-                    // `9am-6pm`, `9am to 6pm`, `9:00 until 18:00`: a window.
-                    let is_to = |t: Option<&Token>| {
-                        matches!(t, Some(Token::Dash))
-                            || matches!(t, Some(Token::Word(w)) if w == "to" || w == "until" || w == "till")
-                    };
-                    if is_to(next) {
-                        if let Some(Token::Time(h2, m2)) = tokens.get(i + 2) {
-                            self.set_window((*h, *m), (*h2, *m2))?;
-                            i += 3;
-                            continue;
-                        }
+                    // `9am-6pm`, `9am to 5`, `9:00 until 18:00`: a window.
+                    if let (true, Some(end)) = (is_to(rest.first()), window_end(rest.get(1))) {
+                        self.set_window_of(End::Time(*h, *m), end)?;
+                        self.in_times = false;
+                        i += 3;
+                        continue;
                     }
                     self.add_time(*h, *m);
                     self.understood.push(format!("at {h:02}:{m:02}"));
+                    self.in_times = true;
                     i += 1;
                 }
-                Token::Num(n) => i += self.read_number(*n, &tokens[i + 1..])?,
+                Token::Num(n) => {
+                    let after_at = i > 0 && matches!(&tokens[i - 1], Token::Word(w) if w == "at");
+                    i += self.read_number(*n, after_at, rest)?;
+                }
                 Token::Word(w) => {
-                    i += self.read_word(w, &tokens[i + 1..])?;
-                    self.after_at = w == "at";
+                    i += self.read_word(w, rest)?;
+                    self.in_times = w == "at" || (w == "and" && self.in_times);
                     continue;
                 }
             }
@@ -118,36 +233,103 @@ impl Reader {
         Ok(())
     }
 
+    /// The part of the day a bare hour is read in: the one the phrase names, if one.
+    fn part(&self) -> Option<Part> {
+        match self.parts.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        }
+    }
+
+    /// A bare hour (`9`), by the one rule (`hours::bare`); a reading the person may not have
+    /// meant gets a note.
+    fn bare_hour(&mut self, n: u32, written: &str) -> Result<u32, Reason> {
+        let hour = hours::bare(n, self.part())?;
+        if self.part().is_none() && hours::is_ambiguous(n) {
+            self.bare_read.push((written.to_string(), n, hour));
+        }
+        Ok(hour)
+    }
+
+    /// One note for the bare hours of a list (`"at 9" read as 09:00 and "5" as 17:00 …`).
+    fn bare_note(&self) -> Option<String> {
+        let read: Vec<String> = self
+            .bare_read
+            .iter()
+            .enumerate()
+            .map(|(i, (written, _, hour))| {
+                let verb = if i == 0 { "read " } else { "" };
+                format!("\"{written}\" {verb}as {hour:02}:00")
+            })
+            .collect();
+        let others: Vec<String> = self
+            .bare_read
+            .iter()
+            .map(|(_, n, hour)| {
+                if hour == n {
+                    format!("{n}pm")
+                } else {
+                    format!("{n}am")
+                }
+            })
+            .collect();
+        (!read.is_empty()).then(|| {
+            format!(
+                "{} (a bare 1 to 6 is the afternoon, 7 to 12 the morning and noon); write {} if you meant that",
+                read.join(" and "),
+                others.join(" or ")
+            )
+        })
+    }
+
+    /// A window whose ends may be bare hours (`between 9 and 5`, `9-5`, `9am-5`), each read by
+    /// the rule of a bare hour. A bare reading that runs past midnight (`between 6 and 10`:
+    /// 18:00 to 10:00) is refused with the readings the person more likely meant.
+    fn set_window_of(&mut self, from: End, to: End) -> Result<(), Reason> {
+        let read = |end: End| match end {
+            End::Time(h, m) => Ok((h, m)),
+            End::Bare(n) => hours::bare(n, self.part()).map(|h| (h, 0)),
+        };
+        let (start, end) = (read(from)?, read(to)?);
+        let bare = |e: End| match e {
+            End::Bare(n) => Some(n),
+            End::Time(..) => None,
+        };
+        if bare(from).is_some() || bare(to).is_some() {
+            let written = |e: End, read: (u32, u32)| bare(e).unwrap_or(read.0);
+            let (a, b) = (written(from, start), written(to, end));
+            if start.0 > end.0 && end.0 != 0 && self.part().is_none() {
+                return Err(Reason::BareWindowOvernight {
+                    from: a,
+                    to: b,
+                    read_from: start.0,
+                    read_to: end.0,
+                    choices: hours::window_choices(a, b),
+                });
+            }
+            if self.part().is_none()
+                && [from, to]
+                    .iter()
+                    .any(|e| bare(*e).is_some_and(hours::is_ambiguous))
+            {
+                self.notes.push(format!(
+                    "\"{a}\" to \"{b}\" read as {:02}:00 to {:02}:00 (a bare 1 to 6 is the afternoon, 7 to 12 the \
+                     morning and noon); write the hours with am/pm if you meant others",
+                    start.0, end.0
+                ));
+            }
+        }
+        self.set_window(start, end)
+    }
+
     /// A bare number `n` followed by `rest`: an ordinal (`15th`), an hour after `at`, or the
     /// `2x/day` shorthand. Returns the tokens consumed, the number included.
-    fn read_number(&mut self, n: u32, rest: &[Token]) -> Result<usize, Reason> {
+    fn read_number(&mut self, n: u32, after_at: bool, rest: &[Token]) -> Result<usize, Reason> {
+        let listing = std::mem::take(&mut self.in_times);
         if let Some(Token::Word(w)) = rest.first() {
             if ["st", "nd", "rd", "th"].contains(&w.as_str()) {
                 return Ok(2 + self.read_ordinal(&n.to_string(), n, &rest[1..])?);
             }
-        }
-        // `9-5`: hours without am/pm as a window.
-        if let (Some(Token::Dash), Some(Token::Num(to))) = (rest.first(), rest.get(1)) {
-            return Err(Reason::BareWindow { from: n, to: *to });
-        }
-        if self.after_at && n <= 23 {
-            // `at 9`, `every weekday at 9`: a bare hour.
-            self.after_at = false;
-            let hour = bare_hour(n);
-            if (1..=12).contains(&n) {
-                let other = if hour == n {
-                    format!("{n}pm")
-                } else {
-                    format!("{n}am")
-                };
-                self.notes.push(format!(
-                    "\"at {n}\" read as {hour:02}:00 (a bare 1 to 6 is the afternoon, 7 to 12 the \
-                     morning and noon); write {other} if you meant that"
-                ));
-            }
-            self.add_time(hour, 0);
-            self.understood.push(format!("at {hour:02}:00"));
-            return Ok(1);
         }
         if let Some(Token::Word(w)) = rest.first() {
             if w.starts_with("x/") && w != "x/day" {
@@ -165,6 +347,31 @@ impl Reader {
                 self.understood.push(format!("{n}x/day"));
                 return Ok(2);
             }
+        }
+        // `9-5`, `9 to 5pm`: a window, its bare ends read as a bare hour is everywhere.
+        if is_to(rest.first()) {
+            match (n <= 23, window_end(rest.get(1)), rest.get(1)) {
+                (true, Some(end), _) => {
+                    self.set_window_of(End::Bare(n), end)?;
+                    self.in_times = false;
+                    return Ok(3);
+                }
+                (_, _, Some(Token::Num(to))) => return Err(Reason::BareWindow { from: n, to: *to }),
+                _ => {}
+            }
+        }
+        if listing && n <= 23 {
+            // `at 9`, `every weekday at 9`, `at 9 and 5`: a bare hour.
+            let written = if after_at {
+                format!("at {n}")
+            } else {
+                n.to_string()
+            };
+            let hour = self.bare_hour(n, &written)?;
+            self.in_times = true;
+            self.add_time(hour, 0);
+            self.understood.push(format!("at {hour:02}:00"));
+            return Ok(1);
         }
         Err(Reason::BareNumber(n))
     }
@@ -190,11 +397,11 @@ impl Reader {
                 Ok(1 + self.read_ordinal(which, 0, rest)?)
             }
             "every" | "each" => self.read_every(rest).map(|n| n + 1),
-            "between" | "from" => match (rest.first(), rest.get(1), rest.get(2)) {
-                (Some(Token::Time(h, m)), Some(Token::Word(and)), Some(Token::Time(h2, m2)))
-                    if and == "and" || and == "to" || and == "until" =>
+            "between" | "from" => match (window_end(rest.first()), rest.get(1), window_end(rest.get(2))) {
+                (Some(from), Some(Token::Word(and)), Some(to))
+                    if and == "and" || and == "to" || and == "until" || and == "till" =>
                 {
-                    self.set_window((*h, *m), (*h2, *m2))?;
+                    self.set_window_of(from, to)?;
                     Ok(4)
                 }
                 _ => Ok(1),
@@ -213,8 +420,24 @@ impl Reader {
                 self.understood.push("weekly".into());
                 Ok(1)
             }
-            "weekdays" | "weekday" => {
+            "weekdays" | "weekday" | "workday" | "workdays" => {
                 self.add_days(1..6, "weekdays");
+                Ok(1)
+            }
+            // `business days`, `working days`: Monday to Friday (tabd knows no holidays).
+            _ if business_days(w, rest.first()) => {
+                self.add_days(1..6, "business days");
+                Ok(2)
+            }
+            "except" | "excluding" => match rest.first() {
+                Some(t) if names_days(t) && !matches!(t, Token::Comma) => {
+                    self.except = true;
+                    Ok(1)
+                }
+                _ => Err(Reason::ExceptTakesDays),
+            },
+            w if Part::of(w).is_some() => {
+                self.read_part(w);
                 Ok(1)
             }
             "weekends" | "weekend" => {
@@ -362,6 +585,21 @@ impl Reader {
             return Err(Reason::TwoDaysOfTheMonth);
         }
         if let Some(Token::Word(w)) = rest.first() {
+            // `first business day of the month`, `last weekday of the month`: croner's `1W` (the
+            // weekday nearest the 1st, which never leaves the month: the 1st weekday) and `LW`.
+            let business = business_days(w, rest.get(1));
+            if business || w == "weekday" || w == "workday" {
+                let dom = match which {
+                    "1" => "1W",
+                    "L" => "LW",
+                    _ => return Err(Reason::NthBusinessDay(which.parse().unwrap_or(n))),
+                };
+                self.month_day = Some(dom.into());
+                let nth = if which == "L" { "last" } else { "first" };
+                self.understood
+                    .push(format!("the {nth} business day of the month"));
+                return Ok(if business { 2 } else { 1 });
+            }
             if let Some(day) = day_of(w) {
                 let nth = match which {
                     "L" => "L".to_string(),
@@ -418,12 +656,41 @@ impl Reader {
             _ => None,
         };
         match (rest.first(), rest.get(1)) {
+            // `every other monday`, `every second friday` (but `every second tuesday of the
+            // month` is the nth weekday, read by the ordinal).
+            (Some(Token::Word(other)), Some(Token::Word(next)))
+                if other == "other"
+                    || (["second", "third", "fourth", "fifth"].contains(&other.as_str())
+                        && day_of(next).is_some()) =>
+            {
+                let of_month = matches!(rest.get(2), Some(Token::Word(w)) if w == "of");
+                if other != "other" && of_month {
+                    return Ok(0);
+                }
+                Err(every_other(next, &rest[1..]))
+            }
             (Some(Token::Num(n)), Some(Token::Word(u))) => {
-                let interval = match unit_of(u) {
-                    Some(Interval::Seconds(_)) => Interval::Seconds(*n),
-                    Some(Interval::Minutes(_)) => Interval::Minutes(*n),
-                    Some(Interval::Hours(_)) => Interval::Hours(*n),
-                    None => {
+                let interval = match (unit_of(u), u.trim_end_matches('s')) {
+                    (Some(Interval::Seconds(_)), _) => Interval::Seconds(*n),
+                    (Some(Interval::Minutes(_)), _) => Interval::Minutes(*n),
+                    (Some(Interval::Hours(_)), _) => Interval::Hours(*n),
+                    (None, "week") if *n == 1 => {
+                        self.weekly = true;
+                        self.understood.push("weekly".into());
+                        return Ok(2);
+                    }
+                    (None, "month") if *n == 1 => {
+                        self.monthly_word = true;
+                        self.understood.push("monthly (the 1st)".into());
+                        return Ok(2);
+                    }
+                    (None, "week") => {
+                        return Err(Reason::EveryOtherWeek {
+                            day: first_day_named(&rest[2..]),
+                        })
+                    }
+                    (None, "month") => return Err(Reason::EveryOtherMonth),
+                    (None, _) => {
                         return Err(Reason::EveryUnit {
                             n: *n,
                             unit: u.clone(),
@@ -477,14 +744,54 @@ impl Reader {
         Ok(())
     }
 
+    /// `every evening`, `sunday night`: its time when the phrase writes none (`Part::
+    /// default_hour`); otherwise only the half of the clock its times are in.
+    fn read_part(&mut self, w: &str) {
+        let Some(part) = Part::of(w) else { return };
+        if self.has_times {
+            self.understood.push(format!("in the {}", part.name()));
+            return;
+        }
+        let hour = part.default_hour();
+        self.add_time(hour, 0);
+        self.understood.push(format!("{} ({hour:02}:00)", part.name()));
+    }
+
     fn add_days(&mut self, days: impl IntoIterator<Item = u32>, label: &str) {
         let days: Vec<u32> = days.into_iter().collect();
+        if self.except {
+            self.take_days(&days, label);
+            return;
+        }
+        self.add_days_plain(days);
+        self.understood.push(label.to_string());
+    }
+
+    /// `except sunday`: the days taken from the days read so far (every day when none were),
+    /// both the phrase's and the last run of days'.
+    fn take_days(&mut self, days: &[u32], label: &str) {
+        if self.days.is_empty() {
+            self.add_days_plain(0..7);
+        }
+        for d in days {
+            self.days.remove(d);
+        }
+        self.no_days_left |= self.days.is_empty();
+        if let Some(Run::Days(run)) = self.runs.iter_mut().rev().find(|r| matches!(r, Run::Days(_))) {
+            for d in days {
+                run.remove(d);
+            }
+        }
+        self.understood.push(format!("except {label}"));
+    }
+
+    fn add_days_plain(&mut self, days: impl IntoIterator<Item = u32>) {
+        let days: BTreeSet<u32> = days.into_iter().collect();
         self.days.extend(days.iter().copied());
         match self.runs.last_mut() {
             Some(Run::Days(run)) => run.extend(days),
-            _ => self.runs.push(Run::Days(days.into_iter().collect())),
+            _ => self.runs.push(Run::Days(days)),
         }
-        self.understood.push(label.to_string());
     }
 
     fn dow_field(&self, days: &BTreeSet<u32>) -> String {
@@ -508,6 +815,23 @@ impl Reader {
     }
 
     /// The one cron line of an interval (`every 30 min, 9am-6pm weekdays`).
+    /// Every written time lies in the part of the day the phrase names (`every evening at
+    /// 9am` is refused; a bare hour was read in the part already).
+    fn times_in_part(&self) -> Result<(), Reason> {
+        let Some(part) = self.part() else {
+            return Ok(());
+        };
+        match self.times.iter().find(|(h, _)| !part.holds(*h)) {
+            Some((h, m)) => Err(Reason::NotInPart {
+                part: part.name(),
+                hours: part.hours(),
+                example: part.default_hour() % 12,
+                written: format!("{h:02}:{m:02}"),
+            }),
+            None => Ok(()),
+        }
+    }
+
     fn interval_cron(&self, interval: Interval) -> Result<String, Reason> {
         if self.monthly_word || self.month_day.is_some() || self.nth_weekday.is_some() {
             return Err(Reason::IntervalMonthly);
@@ -534,12 +858,20 @@ impl Reader {
     }
 
     pub(super) fn to_crons(&self) -> Result<CompiledPhrase, Reason> {
+        if self.no_days_left {
+            return Err(Reason::NoDaysLeft);
+        }
+        if let (Some(part), Some(_)) = (self.parts.first(), self.interval) {
+            return Err(Reason::PartWithInterval(part.name()));
+        }
+        self.times_in_part()?;
         let groups = self.groups()?;
+        let notes: Vec<String> = self.bare_note().into_iter().chain(self.notes.clone()).collect();
         let compiled = |crons: Vec<String>, kind| CompiledPhrase {
             crons,
             kind,
             zone: None,
-            notes: self.notes.clone(),
+            notes: notes.clone(),
         };
         if let Some(interval) = self.interval {
             return Ok(compiled(
@@ -586,16 +918,6 @@ impl Reader {
             }
         }
         Ok(compiled(crons, ScheduleKind::ClockTime))
-    }
-}
-
-/// A bare hour after `at`: 1 to 6 is the afternoon (people schedule work, not 4 am), 7 to 12
-/// and 0, 13 to 23 are read as written. Documented in docs/schedules.md.
-pub(super) fn bare_hour(n: u32) -> u32 {
-    if (1..=6).contains(&n) {
-        n + 12
-    } else {
-        n
     }
 }
 
