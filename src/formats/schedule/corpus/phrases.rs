@@ -312,6 +312,11 @@ pub const WALK: &[(&str, Expect)] = &[
         "between 9 and 5",
         Expect::Refused("a time window needs an interval"),
     ),
+    (
+        "every hour between 0 and 6",
+        Expect::Refused("`every hour, 12am-6am`"),
+    ),
+    ("every hour between 13 and 17", Expect::Crons(&["0 13-16 * * *"])),
     // Parts of the day, noon and midnight.
     ("every morning at 8", Expect::Crons(&["0 8 * * *"])),
     ("every morning", Expect::Crons(&["0 9 * * *"])),
@@ -375,6 +380,11 @@ pub const WALK: &[(&str, Expect)] = &[
     ("weekdays except friday at 10am", Expect::Crons(&["0 10 * * 1-4"])),
     ("except weekends", Expect::Crons(&["0 9 * * 1-5"])),
     ("every day at 9 except sundays", Expect::Crons(&["0 9 * * 1-6"])),
+    ("except sunday, daily at 9", Expect::Crons(&["0 9 * * 1-6"])),
+    (
+        "sunday at 9 and every day at 5 except sunday",
+        Expect::Refused("leaves no day"),
+    ),
     (
         "every day except holidays",
         Expect::Refused("\"except\" takes days"),

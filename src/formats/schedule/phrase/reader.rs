@@ -40,6 +40,9 @@ pub(super) struct Reader {
     has_times: bool,
     /// `except` was read: the days that follow are taken away (`every day except sunday`).
     except: bool,
+    /// The days named after `except`, taken from every day the line names once it is read
+    /// (from every day when it names none).
+    excluded: BTreeSet<u32>,
     /// `except` took every day away (`weekends except saturday and sunday`).
     no_days_left: bool,
     /// Days and times in the order they were written, runs of one kind merged: pairs of them
@@ -80,36 +83,28 @@ fn ordinal_word(w: &str) -> Option<&'static str> {
 }
 
 const DAY_NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
-const FULL_DAY_NAMES: [&str; 7] = [
-    "sunday",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
+/// The ways each day is written (0 = sunday), its full name last.
+const DAYS_WRITTEN: [&[&str]; 7] = [
+    &["sun", "sunday"],
+    &["mon", "monday"],
+    &["tue", "tues", "tuesday"],
+    &["wed", "weds", "wednesday"],
+    &["thu", "thur", "thurs", "thursday"],
+    &["fri", "friday"],
+    &["sat", "saturday"],
 ];
 
 /// The day a word names, spelled out (`fri` → `friday`), for a refusal's advice.
 pub(super) fn full_day_name(word: &str) -> Option<&'static str> {
-    day_of(word).map(|d| FULL_DAY_NAMES[d as usize])
+    day_of(word).and_then(|d| DAYS_WRITTEN[d as usize].last().copied())
 }
 
 fn day_of(word: &str) -> Option<u32> {
     let w = word.trim_end_matches('s');
-    let table: [(&[&str], u32); 7] = [
-        (&["sun", "sunday"], 0),
-        (&["mon", "monday"], 1),
-        (&["tue", "tues", "tuesday"], 2),
-        (&["wed", "weds", "wednesday"], 3),
-        (&["thu", "thur", "thurs", "thursday"], 4),
-        (&["fri", "friday"], 5),
-        (&["sat", "saturday"], 6),
-    ];
-    table
-        .iter()
-        .find(|(names, _)| names.contains(&w) || names.contains(&word))
-        .map(|(_, d)| *d)
+    (0u32..)
+        .zip(DAYS_WRITTEN)
+        .find(|(_, names)| names.contains(&w) || names.contains(&word))
+        .map(|(d, _)| d)
 }
 
 /// One end of a window as written: a time (`9am`, `17:00`) or a bare hour (`9`).
@@ -230,6 +225,7 @@ impl Reader {
                 }
             }
         }
+        self.take_excluded();
         Ok(())
     }
 
@@ -298,12 +294,24 @@ impl Reader {
         if bare(from).is_some() || bare(to).is_some() {
             let written = |e: End, read: (u32, u32)| bare(e).unwrap_or(read.0);
             let (a, b) = (written(from, start), written(to, end));
-            if start.0 > end.0 && end.0 != 0 && self.part().is_none() {
-                return Err(Reason::BareWindowOvernight {
+            // `between 0 and 6`: a 24-hour hour at one end says the person counts on a 24-hour
+            // clock, where the rule reads the bare 6 at the other as 18:00.
+            let twenty_four = |e: End| bare(e).is_some_and(|n| n == 0 || n >= 13);
+            let afternoon = |e: End| bare(e).is_some_and(|n| (1..=6).contains(&n));
+            let why = if start.0 > end.0 && end.0 != 0 {
+                Some("past midnight")
+            } else if (twenty_four(from) && afternoon(to)) || (twenty_four(to) && afternoon(from)) {
+                Some("though the other end is on a 24-hour clock")
+            } else {
+                None
+            };
+            if let (Some(why), None) = (why, self.part()) {
+                return Err(Reason::BareWindowUnclear {
                     from: a,
                     to: b,
                     read_from: start.0,
                     read_to: end.0,
+                    why,
                     choices: hours::window_choices(a, b),
                 });
             }
@@ -760,29 +768,33 @@ impl Reader {
     fn add_days(&mut self, days: impl IntoIterator<Item = u32>, label: &str) {
         let days: Vec<u32> = days.into_iter().collect();
         if self.except {
-            self.take_days(&days, label);
+            self.excluded.extend(days);
+            self.understood.push(format!("except {label}"));
             return;
         }
         self.add_days_plain(days);
         self.understood.push(label.to_string());
     }
 
-    /// `except sunday`: the days taken from the days read so far (every day when none were),
-    /// both the phrase's and the last run of days'.
-    fn take_days(&mut self, days: &[u32], label: &str) {
+    /// `except sunday`, wherever it stands in the line: its days taken from every run of days
+    /// (from every day when the line names none), so `except sunday, daily at 9` is no
+    /// different from `daily at 9 except sunday`.
+    fn take_excluded(&mut self) {
+        if self.excluded.is_empty() {
+            return;
+        }
         if self.days.is_empty() {
-            self.add_days_plain(0..7);
+            self.days = (0..7).collect();
         }
-        for d in days {
-            self.days.remove(d);
-        }
-        self.no_days_left |= self.days.is_empty();
-        if let Some(Run::Days(run)) = self.runs.iter_mut().rev().find(|r| matches!(r, Run::Days(_))) {
-            for d in days {
-                run.remove(d);
+        self.days.retain(|d| !self.excluded.contains(d));
+        let mut emptied = self.days.is_empty();
+        for run in &mut self.runs {
+            if let Run::Days(days) = run {
+                days.retain(|d| !self.excluded.contains(d));
+                emptied |= days.is_empty();
             }
         }
-        self.understood.push(format!("except {label}"));
+        self.no_days_left = emptied;
     }
 
     fn add_days_plain(&mut self, days: impl IntoIterator<Item = u32>) {

@@ -77,17 +77,19 @@ pub enum Reason {
          an interval, like `every hour, 9am-5pm`"
     )]
     BareWindow { from: u32, to: u32 },
-    /// A window with a bare end that, read by the rule of a bare hour, runs past midnight.
+    /// A window with a bare end that, read by the rule of a bare hour, runs past midnight, or
+    /// pairs a 24-hour hour with a bare 1 to 6 read as the afternoon (`between 0 and 6`).
     #[error(
-        "\"{from}\" to \"{to}\" reads as {read_from:02}:00 to {read_to:02}:00, past midnight (a bare 1 to 6 is \
-         the afternoon, 7 to 12 the morning and noon): write the hours with am/pm, like {}",
+        "\"{from}\" to \"{to}\" reads as {read_from:02}:00 to {read_to:02}:00, {why} (a bare 1 to 6 is the \
+         afternoon, 7 to 12 the morning and noon): write the hours with am/pm, like {}",
         choices.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" or ")
     )]
-    BareWindowOvernight {
+    BareWindowUnclear {
         from: u32,
         to: u32,
         read_from: u32,
         read_to: u32,
+        why: &'static str,
         choices: Vec<String>,
     },
     /// A time outside the part of the day the phrase names (`every evening at 9am`).

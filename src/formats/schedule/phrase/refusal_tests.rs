@@ -78,6 +78,8 @@ fn refusals() -> Vec<String> {
         // Issue 48: the new user's walk.
         "every hour between 6 and 10",
         "every hour between 22 and 2",
+        "every hour between 0 and 6",
+        "sunday at 9 and every day at 5 except sunday",
         "every 30 min 4-8",
         "between 9 and 5",
         "every evening at 7:30",
