@@ -4,10 +4,16 @@
 
 use std::collections::BTreeSet;
 
-use super::hours::{self, Part};
+use super::hours::Part;
 use super::tokens::Token;
 use super::{CompiledPhrase, Reason, ScheduleKind};
-use crate::formats::schedule::words::ordinal_text;
+
+mod clock;
+mod days;
+
+use clock::{is_to, window_end, End};
+pub(super) use days::full_day_name;
+use days::{business_days, day_of, every_other, first_day_named, names_days};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Interval {
@@ -82,101 +88,6 @@ fn ordinal_word(w: &str) -> Option<&'static str> {
     })
 }
 
-const DAY_NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
-/// The ways each day is written (0 = sunday), its full name last.
-const DAYS_WRITTEN: [&[&str]; 7] = [
-    &["sun", "sunday"],
-    &["mon", "monday"],
-    &["tue", "tues", "tuesday"],
-    &["wed", "weds", "wednesday"],
-    &["thu", "thur", "thurs", "thursday"],
-    &["fri", "friday"],
-    &["sat", "saturday"],
-];
-
-/// The day a word names, spelled out (`fri` → `friday`), for a refusal's advice.
-pub(super) fn full_day_name(word: &str) -> Option<&'static str> {
-    day_of(word).and_then(|d| DAYS_WRITTEN[d as usize].last().copied())
-}
-
-fn day_of(word: &str) -> Option<u32> {
-    let w = word.trim_end_matches('s');
-    (0u32..)
-        .zip(DAYS_WRITTEN)
-        .find(|(_, names)| names.contains(&w) || names.contains(&word))
-        .map(|(d, _)| d)
-}
-
-/// One end of a window as written: a time (`9am`, `17:00`) or a bare hour (`9`).
-#[derive(Debug, Clone, Copy)]
-enum End {
-    Time(u32, u32),
-    Bare(u32),
-}
-
-fn window_end(token: Option<&Token>) -> Option<End> {
-    match token {
-        Some(Token::Time(h, m)) => Some(End::Time(*h, *m)),
-        Some(Token::Num(n)) if *n <= 23 => Some(End::Bare(*n)),
-        _ => None,
-    }
-}
-
-/// `-`, `to`, `until`, `till`: what joins a window's ends.
-fn is_to(token: Option<&Token>) -> bool {
-    matches!(token, Some(Token::Dash))
-        || matches!(token, Some(Token::Word(w)) if w == "to" || w == "until" || w == "till")
-}
-
-/// Words that name days, so `except` goes on taking them (`except saturday and sunday`).
-fn names_days(token: &Token) -> bool {
-    match token {
-        Token::Comma => true,
-        Token::Word(w) => {
-            day_of(w).is_some() || ["and", "weekday", "weekdays", "weekend", "weekends"].contains(&w.as_str())
-        }
-        _ => false,
-    }
-}
-
-/// The first day a stretch of the phrase names, spelled out (`every 2 weeks on fri` → friday).
-fn first_day_named(tokens: &[Token]) -> Option<String> {
-    tokens.iter().find_map(|t| match t {
-        Token::Word(w) => full_day_name(w).map(str::to_string),
-        _ => None,
-    })
-}
-
-/// Why `every other <unit>` (or `every second <day>`) is refused, and what to write: the
-/// fortnight advice for weeks and days of the week, every 2 of a unit that has a step.
-fn every_other(unit: &str, rest: &[Token]) -> Reason {
-    match unit.trim_end_matches('s') {
-        "day" | "weekday" => Reason::EveryOtherDay,
-        "month" => Reason::EveryOtherMonth,
-        "hour" | "hr" => Reason::EveryOther {
-            unit: "hour",
-            written: "every 2 hours",
-        },
-        "minute" | "min" => Reason::EveryOther {
-            unit: "minute",
-            written: "every 2 min",
-        },
-        "week" | "fortnight" => Reason::EveryOtherWeek {
-            day: first_day_named(rest),
-        },
-        _ if day_of(unit).is_some() => Reason::EveryOtherWeek {
-            day: first_day_named(rest),
-        },
-        _ => Reason::UnknownWord(unit.to_string()),
-    }
-}
-
-/// `business day(s)`, `working day(s)`, `work day(s)`: the word `w` and the one after it.
-fn business_days(w: &str, next: Option<&Token>) -> bool {
-    ["business", "working", "work"].contains(&w)
-        && matches!(next, Some(Token::Word(d)) if d == "day" || d == "days")
-}
-
 impl Reader {
     pub(super) fn read(&mut self, tokens: &[Token]) -> Result<(), Reason> {
         self.parts = tokens
@@ -227,107 +138,6 @@ impl Reader {
         }
         self.take_excluded();
         Ok(())
-    }
-
-    /// The part of the day a bare hour is read in: the one the phrase names, if one.
-    fn part(&self) -> Option<Part> {
-        match self.parts.as_slice() {
-            [one] => Some(*one),
-            _ => None,
-        }
-    }
-
-    /// A bare hour (`9`), by the one rule (`hours::bare`); a reading the person may not have
-    /// meant gets a note.
-    fn bare_hour(&mut self, n: u32, written: &str) -> Result<u32, Reason> {
-        let hour = hours::bare(n, self.part())?;
-        if self.part().is_none() && hours::is_ambiguous(n) {
-            self.bare_read.push((written.to_string(), n, hour));
-        }
-        Ok(hour)
-    }
-
-    /// One note for the bare hours of a list (`"at 9" read as 09:00 and "5" as 17:00 …`).
-    fn bare_note(&self) -> Option<String> {
-        let read: Vec<String> = self
-            .bare_read
-            .iter()
-            .enumerate()
-            .map(|(i, (written, _, hour))| {
-                let verb = if i == 0 { "read " } else { "" };
-                format!("\"{written}\" {verb}as {hour:02}:00")
-            })
-            .collect();
-        let others: Vec<String> = self
-            .bare_read
-            .iter()
-            .map(|(_, n, hour)| {
-                if hour == n {
-                    format!("{n}pm")
-                } else {
-                    format!("{n}am")
-                }
-            })
-            .collect();
-        (!read.is_empty()).then(|| {
-            format!(
-                "{} (a bare 1 to 6 is the afternoon, 7 to 12 the morning and noon); write {} if you meant that",
-                read.join(" and "),
-                others.join(" or ")
-            )
-        })
-    }
-
-    /// A window whose ends may be bare hours (`between 9 and 5`, `9-5`, `9am-5`), each read by
-    /// the rule of a bare hour. A bare reading that runs past midnight (`between 6 and 10`:
-    /// 18:00 to 10:00) is refused with the readings the person more likely meant.
-    fn set_window_of(&mut self, from: End, to: End) -> Result<(), Reason> {
-        let read = |end: End| match end {
-            End::Time(h, m) => Ok((h, m)),
-            End::Bare(n) => hours::bare(n, self.part()).map(|h| (h, 0)),
-        };
-        let (start, end) = (read(from)?, read(to)?);
-        let bare = |e: End| match e {
-            End::Bare(n) => Some(n),
-            End::Time(..) => None,
-        };
-        if bare(from).is_some() || bare(to).is_some() {
-            let written = |e: End, read: (u32, u32)| bare(e).unwrap_or(read.0);
-            let (a, b) = (written(from, start), written(to, end));
-            // `between 0 and 6`: a 24-hour hour at one end says the person counts on a 24-hour
-            // clock, where the rule reads the bare 6 at the other as 18:00.
-            let twenty_four = |e: End| bare(e).is_some_and(|n| n == 0 || n >= 13);
-            let afternoon = |e: End| bare(e).is_some_and(|n| (1..=6).contains(&n));
-            let why = if start.0 > end.0 && end.0 != 0 {
-                Some("past midnight")
-            } else if (twenty_four(from) && afternoon(to)) || (twenty_four(to) && afternoon(from)) {
-                Some("though the other end is on a 24-hour clock")
-            } else {
-                None
-            };
-            if let (Some(why), None) = (why, self.part()) {
-                return Err(Reason::BareWindowUnclear {
-                    from: a,
-                    to: b,
-                    read_from: start.0,
-                    read_to: end.0,
-                    why,
-                    choices: hours::window_choices(a, b),
-                });
-            }
-            if self.part().is_none()
-                && [from, to]
-                    .iter()
-                    .any(|e| bare(*e).is_some_and(hours::is_ambiguous))
-            {
-                self.notes.push(format!(
-                    "\"{a}\" to \"{b}\" read as {:02}:00 to {:02}:00 (a bare 1 to 6 is the afternoon, 7 to 12 the \
-                     morning and noon); write the hours with am/pm if you meant others",
-                    start.0, end.0
-                ));
-            }
-        }
-        self.set_window(start, end)
     }
 
     /// A bare number `n` followed by `rest`: an ordinal (`15th`), an hour after `at`, or the
@@ -456,31 +266,6 @@ impl Reader {
         }
     }
 
-    /// Reads the day `w` (`mon`, `monday`), or the range of days `w-w2` (`mon-fri`, which may
-    /// wrap past Sunday); any other word is not understood.
-    fn read_day(&mut self, w: &str, rest: &[Token]) -> Result<usize, Reason> {
-        let Some(day) = day_of(w) else {
-            return Err(Reason::UnknownWord(w.to_string()));
-        };
-        // `mon-fri`: a range of days.
-        if let (Some(Token::Dash), Some(Token::Word(w2))) = (rest.first(), rest.get(1)) {
-            if let Some(end) = day_of(w2) {
-                let days: Vec<u32> = if day <= end {
-                    (day..=end).collect()
-                } else {
-                    (day..7).chain(0..=end).collect()
-                };
-                self.add_days(
-                    days,
-                    &format!("{}-{}", DAY_NAMES[day as usize], DAY_NAMES[end as usize]),
-                );
-                return Ok(3);
-            }
-        }
-        self.add_days([day], DAY_NAMES[day as usize]);
-        Ok(1)
-    }
-
     /// `once`, `twice`, `thrice` (a day): 09:00; 09:00 and 17:00; 09:00, 13:00 and 17:00.
     /// `once a week` is weekly and `once a month` monthly; twice a week or month names no days,
     /// and guessing them would be a schedule the person did not write.
@@ -583,79 +368,6 @@ impl Reader {
         }
     }
 
-    /// After an ordinal (`first`, `last`, `1st`, `15th`): a weekday of the month (`first monday
-    /// of the month`), the last day (`last day of the month`), or a day of the month (`1st of
-    /// the month`, `on the 15th`). Returns the tokens consumed after the ordinal.
-    fn read_ordinal(&mut self, which: &str, n: u32, rest: &[Token]) -> Result<usize, Reason> {
-        // Cron ORs a day of the month with a day of the week: two days would fire on both, or
-        // one would be dropped (`1st and 15th` ran on the 15th only).
-        if self.month_day.is_some() || self.nth_weekday.is_some() {
-            return Err(Reason::TwoDaysOfTheMonth);
-        }
-        if let Some(Token::Word(w)) = rest.first() {
-            // `first business day of the month`, `last weekday of the month`: croner's `1W` (the
-            // weekday nearest the 1st, which never leaves the month: the 1st weekday) and `LW`.
-            let business = business_days(w, rest.get(1));
-            if business || w == "weekday" || w == "workday" {
-                let dom = match which {
-                    "1" => "1W",
-                    "L" => "LW",
-                    _ => return Err(Reason::NthBusinessDay(which.parse().unwrap_or(n))),
-                };
-                self.month_day = Some(dom.into());
-                let nth = if which == "L" { "last" } else { "first" };
-                self.understood
-                    .push(format!("the {nth} business day of the month"));
-                return Ok(if business { 2 } else { 1 });
-            }
-            if let Some(day) = day_of(w) {
-                let nth = match which {
-                    "L" => "L".to_string(),
-                    digit if digit.len() == 1 && digit != "0" && digit <= "5" => digit.to_string(),
-                    _ => {
-                        return Err(Reason::NoNthWeekday {
-                            nth: which.parse().unwrap_or(n),
-                            day: w.clone(),
-                        })
-                    }
-                };
-                self.nth_weekday = Some(format!("{day}#{nth}"));
-                self.understood.push(format!(
-                    "the {} {} of the month",
-                    if nth == "L" {
-                        "last".to_string()
-                    } else {
-                        ordinal_text(nth.parse().unwrap_or(1))
-                    },
-                    DAY_NAMES[day as usize]
-                ));
-                return Ok(1);
-            }
-            if w == "day" && which == "L" {
-                self.month_day = Some("L".into());
-                self.understood.push("the last day of the month".into());
-                return Ok(1);
-            }
-        }
-        let day = if which == "L" {
-            0
-        } else if n > 0 {
-            n
-        } else {
-            which.parse().unwrap_or(0)
-        };
-        if !(1..=31).contains(&day) {
-            return Err(Reason::NotADayOfTheMonth(which.to_string()));
-        }
-        if day > 28 {
-            return Err(Reason::NotInEveryMonth(day));
-        }
-        self.month_day = Some(day.to_string());
-        self.understood
-            .push(format!("the {} of the month", ordinal_text(day)));
-        Ok(0)
-    }
-
     fn read_every(&mut self, rest: &[Token]) -> Result<usize, Reason> {
         let unit_of = |w: &str| match w {
             "s" | "sec" | "secs" | "second" | "seconds" => Some(Interval::Seconds(1)),
@@ -737,111 +449,6 @@ impl Reader {
         self.understood.push(format!("every {n} {unit}"));
         self.interval = Some(interval);
         Ok(())
-    }
-
-    fn set_window(&mut self, start: (u32, u32), end: (u32, u32)) -> Result<(), Reason> {
-        if start.1 != 0 || end.1 != 0 {
-            return Err(Reason::WindowNotWholeHours);
-        }
-        if start.0 == end.0 {
-            return Err(Reason::WindowOfNoHours);
-        }
-        self.understood
-            .push(format!("between {:02}:00 and {:02}:00", start.0, end.0));
-        self.window = Some((start.0, end.0));
-        Ok(())
-    }
-
-    /// `every evening`, `sunday night`: its time when the phrase writes none (`Part::
-    /// default_hour`); otherwise only the half of the clock its times are in.
-    fn read_part(&mut self, w: &str) {
-        let Some(part) = Part::of(w) else { return };
-        if self.has_times {
-            self.understood.push(format!("in the {}", part.name()));
-            return;
-        }
-        let hour = part.default_hour();
-        self.add_time(hour, 0);
-        self.understood.push(format!("{} ({hour:02}:00)", part.name()));
-    }
-
-    fn add_days(&mut self, days: impl IntoIterator<Item = u32>, label: &str) {
-        let days: Vec<u32> = days.into_iter().collect();
-        if self.except {
-            self.excluded.extend(days);
-            self.understood.push(format!("except {label}"));
-            return;
-        }
-        self.add_days_plain(days);
-        self.understood.push(label.to_string());
-    }
-
-    /// `except sunday`, wherever it stands in the line: its days taken from every run of days
-    /// (from every day when the line names none), so `except sunday, daily at 9` is no
-    /// different from `daily at 9 except sunday`.
-    fn take_excluded(&mut self) {
-        if self.excluded.is_empty() {
-            return;
-        }
-        if self.days.is_empty() {
-            self.days = (0..7).collect();
-        }
-        self.days.retain(|d| !self.excluded.contains(d));
-        let mut emptied = self.days.is_empty();
-        for run in &mut self.runs {
-            if let Run::Days(days) = run {
-                days.retain(|d| !self.excluded.contains(d));
-                emptied |= days.is_empty();
-            }
-        }
-        self.no_days_left = emptied;
-    }
-
-    fn add_days_plain(&mut self, days: impl IntoIterator<Item = u32>) {
-        let days: BTreeSet<u32> = days.into_iter().collect();
-        self.days.extend(days.iter().copied());
-        match self.runs.last_mut() {
-            Some(Run::Days(run)) => run.extend(days),
-            _ => self.runs.push(Run::Days(days)),
-        }
-    }
-
-    fn dow_field(&self, days: &BTreeSet<u32>) -> String {
-        let mut days = days.clone();
-        if self.weekly && days.is_empty() {
-            days.insert(1);
-        }
-        if days.is_empty() || days.len() == 7 {
-            return "*".into();
-        }
-        compress(&days.into_iter().collect::<Vec<_>>())
-    }
-
-    fn window_hours(&self) -> Option<Vec<u32>> {
-        let (start, end) = self.window?;
-        Some(if start < end {
-            (start..end).collect()
-        } else {
-            (start..24).chain(0..end).collect()
-        })
-    }
-
-    /// The one cron line of an interval (`every 30 min, 9am-6pm weekdays`).
-    /// Every written time lies in the part of the day the phrase names (`every evening at
-    /// 9am` is refused; a bare hour was read in the part already).
-    fn times_in_part(&self) -> Result<(), Reason> {
-        let Some(part) = self.part() else {
-            return Ok(());
-        };
-        match self.times.iter().find(|(h, _)| !part.holds(*h)) {
-            Some((h, m)) => Err(Reason::NotInPart {
-                part: part.name(),
-                hours: part.hours(),
-                example: part.default_hour() % 12,
-                written: format!("{h:02}:{m:02}"),
-            }),
-            None => Ok(()),
-        }
     }
 
     fn interval_cron(&self, interval: Interval) -> Result<String, Reason> {
