@@ -15,6 +15,12 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
     diags.extend(config_checks(ws));
     diags.extend(vault_checks(ws));
     diags.extend(forecast_checks(ws));
+    // Schedules faster than the role's min_interval (issue 48, item 5).
+    diags.extend(
+        ws.roles
+            .runnable()
+            .flat_map(|r| super::schedule::held_back(r, &ws.config.limits)),
+    );
     // A value expanded from `${VAR}` (an MCP server's command, say) is printed as `${VAR}`.
     let secrets = ws.env.redactor();
     for d in &diags {

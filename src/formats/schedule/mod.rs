@@ -4,6 +4,7 @@
 //! spring-forward gap runs once at the first valid time after it, and one in an autumn overlap
 //! runs once. Pure functions here; the daemon does the waiting.
 
+mod pace;
 pub mod phrase;
 mod words;
 mod zone;
@@ -13,6 +14,7 @@ use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
 
+pub use pace::{duration_words, interval_at_least, Crowded};
 pub use phrase::{CompiledPhrase, PhraseError, ScheduleKind};
 pub use zone::{parse_tz, system_tz, UnknownZone};
 

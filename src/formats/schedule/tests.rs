@@ -160,6 +160,11 @@ const PHRASES: &[&str] = &[
     "2x/day",
     "daily at 2:30",
     "daily at 1:30",
+    "at 9 and 5",
+    "every 2 hours between 9 and 5",
+    "every sunday night",
+    "first business day of the month",
+    "every day except sunday at 9",
 ];
 const ZONES: &[&str] = &[
     "UTC",

@@ -135,6 +135,9 @@ pub struct Role {
     pub skills: Vec<String>,
     pub skill_lines: HashMap<String, (PathBuf, usize)>,
     pub schedule: Schedule,
+    /// The file whose `## Schedule` the role uses (its own, or the parent's it inherits), for
+    /// what `tabd validate` says of a schedule line.
+    pub schedule_path: PathBuf,
     /// The inbox folder.
     pub inbox: VaultPath,
     pub preferences: Option<String>,
@@ -804,6 +807,11 @@ fn resolve(name: &str, defs: &BTreeMap<String, RoleDef>, ctx: &LoadContext) -> R
             lines: merged.schedule.unwrap_or_default(),
             tz,
         },
+        // The nearest file of the chain with a `## Schedule` is the one that wins (`merge_into`).
+        schedule_path: chain
+            .iter()
+            .find(|d| d.schedule.is_some())
+            .map_or_else(|| def.path.clone(), |d| d.path.clone()),
         inbox: match &def.inbox {
             Some(p) => p.clone(),
             None => VaultPath::parse(&ctx.layout.default_inbox(&def.name), false)

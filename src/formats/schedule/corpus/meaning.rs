@@ -19,6 +19,8 @@ pub enum Days {
     Weekdays(BTreeSet<u32>),
     DatesOf(BTreeSet<u32>),
     LastDay,
+    /// The first (`true`) or last Monday-to-Friday day of the month.
+    Workday(bool),
     /// The nth (1–5; `None`: the last) weekday of the month.
     Nth(Option<u32>, u32),
     Any(Vec<Days>),
@@ -33,6 +35,16 @@ impl Days {
             Days::Weekdays(set) => set.contains(&dow),
             Days::DatesOf(set) => set.contains(&d.day()),
             Days::LastDay => (d + Duration::days(1)).month() != d.month(),
+            Days::Workday(first) => {
+                let workday = |d: NaiveDate| (1..=5).contains(&d.weekday().num_days_from_sunday());
+                let step = if *first { -1 } else { 1 };
+                // A workday with none before it (after it, for the last) in its month.
+                workday(d)
+                    && (1..=3)
+                        .map(|k| d + Duration::days(step * k))
+                        .take_while(|x| x.month() == d.month())
+                        .all(|x| !workday(x))
+            }
             Days::Nth(Some(n), wd) => *wd == dow && (d.day() - 1) / 7 + 1 == *n,
             Days::Nth(None, wd) => *wd == dow && (d + Duration::days(7)).month() != d.month(),
             Days::Any(all) => all.iter().any(|x| x.matches(d)),
@@ -235,8 +247,11 @@ fn days(text: &str) -> Result<Days, String> {
 
 /// `15th`, `last day`, `1st mon`, `last fri`.
 fn month_item(item: &str) -> Result<Days, String> {
-    if item == "last day" {
-        return Ok(Days::LastDay);
+    match item {
+        "last day" => return Ok(Days::LastDay),
+        "1st weekday" => return Ok(Days::Workday(true)),
+        "last weekday" => return Ok(Days::Workday(false)),
+        _ => {}
     }
     let (nth, day) = match item.split_once(' ') {
         Some((nth, day)) => (nth, Some(day)),

@@ -53,7 +53,40 @@ fn corpus() -> Vec<phrases::Case> {
     all.extend(phrases::monthly());
     all.extend(phrases::intervals());
     all.extend(phrases::others());
+    all.extend(phrases::walk());
     all
+}
+
+/// The new user's walk (issue 48): each phrase compiles to its crons, or is refused with the
+/// advice it was written to get, the phrase quoted.
+#[test]
+fn the_walk_reads_as_expected() {
+    let mut wrong = Vec::new();
+    for (phrase, expect) in phrases::WALK {
+        let got = super::phrase::compile(phrase);
+        match (expect, &got) {
+            (phrases::Expect::Crons(want), Ok(Some(c))) if c.crons == *want => {}
+            (phrases::Expect::Refused(words), Err(e))
+                if e.to_string().contains(words) && e.to_string().contains(&format!("\"{phrase}\"")) => {}
+            (phrases::Expect::Crons(want), _) => {
+                wrong.push(format!("{phrase:?}: want {want:?}, got {got:?}"))
+            }
+            (phrases::Expect::Refused(words), _) => wrong.push(format!(
+                "{phrase:?}: want a refusal saying {words:?}, got {}",
+                match &got {
+                    Ok(c) => format!("{c:?}"),
+                    Err(e) => e.to_string(),
+                }
+            )),
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {}:\n{}",
+        wrong.len(),
+        phrases::WALK.len(),
+        wrong.join("\n")
+    );
 }
 
 fn show(times: &[DateTime<Utc>], tz: Tz) -> Vec<String> {

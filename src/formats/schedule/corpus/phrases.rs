@@ -270,3 +270,174 @@ pub fn others() -> Vec<Case> {
     out.push(case("three times a day".into(), |_| vec![9 * H, 13 * H, 17 * H]));
     out
 }
+
+/// What a phrase of the walk should give: its crons, or a refusal holding these words.
+pub enum Expect {
+    Crons(&'static [&'static str]),
+    Refused(&'static str),
+}
+
+/// A new user's walk (issue 48, items 5 and 6): phrases that were refused or misread, with
+/// the crons they mean now or the advice their refusal gives.
+pub const WALK: &[(&str, Expect)] = &[
+    // A bare hour reads the same in a list and in a window as after `at`.
+    ("at 9 and 5", Expect::Crons(&["0 9,17 * * *"])),
+    ("at 9 and at 5", Expect::Crons(&["0 9,17 * * *"])),
+    ("weekdays at 9 and 5", Expect::Crons(&["0 9,17 * * 1-5"])),
+    ("at 9, 1 and 5", Expect::Crons(&["0 9,13,17 * * *"])),
+    ("at 9:30 and 5", Expect::Crons(&["0 17 * * *", "30 9 * * *"])),
+    (
+        "every 2 hours between 9 and 5",
+        Expect::Crons(&["0 9,11,13,15 * * *"]),
+    ),
+    ("every hour, 9-5", Expect::Crons(&["0 9-16 * * *"])),
+    ("weekdays 9-5 every hour", Expect::Crons(&["0 9-16 * * 1-5"])),
+    (
+        "every 30 min from 9 to 5 on weekdays",
+        Expect::Crons(&["*/30 9-16 * * 1-5"]),
+    ),
+    (
+        "every 30 min between 8am and 6",
+        Expect::Crons(&["*/30 8-17 * * *"]),
+    ),
+    (
+        "every hour between 6 and 10",
+        Expect::Refused("`every hour, 6am-10am`"),
+    ),
+    (
+        "every hour between 22 and 2",
+        Expect::Refused("`every hour, 10pm-2am`"),
+    ),
+    (
+        "between 9 and 5",
+        Expect::Refused("a time window needs an interval"),
+    ),
+    (
+        "every hour between 0 and 6",
+        Expect::Refused("`every hour, 12am-6am`"),
+    ),
+    ("every hour between 13 and 17", Expect::Crons(&["0 13-16 * * *"])),
+    // Parts of the day, noon and midnight.
+    ("every morning at 8", Expect::Crons(&["0 8 * * *"])),
+    ("every morning", Expect::Crons(&["0 9 * * *"])),
+    ("every afternoon", Expect::Crons(&["0 13 * * *"])),
+    ("every evening", Expect::Crons(&["0 18 * * *"])),
+    ("every evening at 7", Expect::Crons(&["0 19 * * *"])),
+    (
+        "every evening at 7:30",
+        Expect::Refused("\"07:30\" is not in the evening"),
+    ),
+    ("every sunday night", Expect::Crons(&["0 21 * * 0"])),
+    ("sunday night at 11", Expect::Crons(&["0 23 * * 0"])),
+    ("nightly", Expect::Crons(&["0 21 * * *"])),
+    ("weekday mornings at 7:30", Expect::Crons(&["30 7 * * 1-5"])),
+    ("every morning and evening", Expect::Crons(&["0 9,18 * * *"])),
+    (
+        "weekday mornings and weekend evenings",
+        Expect::Crons(&["0 9 * * 1-5", "0 18 * * 0,6"]),
+    ),
+    ("at 8 in the morning", Expect::Crons(&["0 8 * * *"])),
+    ("at 6 in the evening", Expect::Crons(&["0 18 * * *"])),
+    ("at noon", Expect::Crons(&["0 12 * * *"])),
+    ("noon on weekdays", Expect::Crons(&["0 12 * * 1-5"])),
+    ("at midnight", Expect::Crons(&["0 0 * * *"])),
+    ("midnight", Expect::Crons(&["0 0 * * *"])),
+    ("every night at 12", Expect::Refused("\"12\" is not in the night")),
+    (
+        "every sunday night at midnight",
+        Expect::Refused("\"00:00\" is not in the night"),
+    ),
+    (
+        "every morning at 3pm",
+        Expect::Refused("\"15:00\" is not in the morning"),
+    ),
+    (
+        "every morning at 8 and evening at 6",
+        Expect::Refused("write a line for each"),
+    ),
+    (
+        "every 30 min in the morning",
+        Expect::Refused("`every 30 min, 6am-12pm`"),
+    ),
+    // Business days and `except`.
+    ("first business day of the month", Expect::Crons(&["0 9 1W * *"])),
+    (
+        "first weekday of the month at 8am",
+        Expect::Crons(&["0 8 1W * *"]),
+    ),
+    (
+        "last business day of the month at 5pm",
+        Expect::Crons(&["0 17 LW * *"]),
+    ),
+    ("every business day at 9", Expect::Crons(&["0 9 * * 1-5"])),
+    ("working days at 10am", Expect::Crons(&["0 10 * * 1-5"])),
+    ("second business day of the month", Expect::Refused("not the 2nd")),
+    ("every day except sunday at 9", Expect::Crons(&["0 9 * * 1-6"])),
+    (
+        "every day except saturday and sunday at 9am",
+        Expect::Crons(&["0 9 * * 1-5"]),
+    ),
+    ("weekdays except friday at 10am", Expect::Crons(&["0 10 * * 1-4"])),
+    ("except weekends", Expect::Crons(&["0 9 * * 1-5"])),
+    ("every day at 9 except sundays", Expect::Crons(&["0 9 * * 1-6"])),
+    ("except sunday, daily at 9", Expect::Crons(&["0 9 * * 1-6"])),
+    (
+        "sunday at 9 and every day at 5 except sunday",
+        Expect::Refused("leaves no day"),
+    ),
+    (
+        "every day except holidays",
+        Expect::Refused("\"except\" takes days"),
+    ),
+    (
+        "weekends except saturday and sunday",
+        Expect::Refused("leaves no day"),
+    ),
+    // Every other week, every N weeks: the fortnight advice.
+    (
+        "every other Monday",
+        Expect::Refused("`first monday of the month` and `third monday of the month`"),
+    ),
+    ("every other monday at 9am", Expect::Refused("`mondays at 9am`")),
+    (
+        "every second friday",
+        Expect::Refused("`first friday of the month` and `third friday of the month`"),
+    ),
+    ("every 2 weeks", Expect::Refused("`mondays at 9am`")),
+    ("every 2 weeks on friday", Expect::Refused("`fridays at 9am`")),
+    (
+        "every 3 weeks",
+        Expect::Refused("every other week (or every N weeks)"),
+    ),
+    (
+        "every other week",
+        Expect::Refused("`1st of the month at 9am` and `15th of the month at 9am`"),
+    ),
+    (
+        "biweekly on thursday",
+        Expect::Refused("`first thursday of the month`"),
+    ),
+    ("every other month", Expect::Refused("`0 9 1 1,3,5,7,9,11 *`")),
+    ("every 2 months", Expect::Refused("`0 9 1 1,3,5,7,9,11 *`")),
+    ("every other hour", Expect::Refused("`every 2 hours`")),
+    ("every 1 week", Expect::Crons(&["0 9 * * 1"])),
+    ("every 1 month", Expect::Crons(&["0 9 1 * *"])),
+    (
+        "every second tuesday of the month",
+        Expect::Crons(&["0 9 * * 2#2"]),
+    ),
+    // Item 5: the schedule says every minute; min_interval is the role's, said by validate.
+    ("every 1 min", Expect::Crons(&["* * * * *"])),
+    ("every minute", Expect::Crons(&["* * * * *"])),
+];
+
+/// The walk's accepted phrases, for the words-read-back check.
+pub fn walk() -> Vec<Case> {
+    WALK.iter()
+        .filter(|(_, e)| matches!(e, Expect::Crons(_)))
+        .map(|(p, _)| Case {
+            phrase: p.to_string(),
+            intended: None,
+        })
+        .collect()
+}

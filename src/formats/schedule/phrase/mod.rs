@@ -8,6 +8,7 @@ use std::fmt;
 
 use chrono_tz::Tz;
 
+mod hours;
 mod near;
 mod reader;
 mod reason;
@@ -108,7 +109,11 @@ fn refused(norm: &str) -> Option<Reason> {
         .iter()
         .any(|w| norm.contains(w))
     {
-        return Some(Reason::EveryOtherWeek);
+        let day = norm
+            .split(|c: char| !c.is_alphabetic())
+            .find_map(reader::full_day_name)
+            .map(str::to_string);
+        return Some(Reason::EveryOtherWeek { day });
     }
     None
 }

@@ -33,6 +33,9 @@ pub(super) const FORMS: &[&str] = &[
     "0 9,17 * * 1-5",
     "@daily",
     "on-demand",
+    // Issue 48: forms a new user reached for.
+    "at 9 and 5",
+    "every morning at 8",
 ];
 
 /// How many forms a refusal lists.

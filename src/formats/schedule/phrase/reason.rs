@@ -4,7 +4,6 @@
 
 use chrono_tz::Tz;
 
-use super::reader::bare_hour;
 use crate::formats::schedule::words::ordinal_text;
 use crate::formats::schedule::zone::UnknownZone;
 
@@ -37,11 +36,27 @@ pub enum Reason {
          skip_unchanged: true in the role"
     )]
     EveryOtherDay,
+    /// `every other week`, `every 2 weeks`, `every other monday` (`day`: the day it names).
     #[error(
-        "every other week cannot be a fixed clock schedule; write a weekly one (`mondays at 9am`), or two \
-         lines, `1st of the month at 9am` and `15th of the month at 9am`"
+        "every other week (or every N weeks) cannot be a clock schedule: cron counts days of the week and of the \
+         month, never weeks; write a weekly one (`{}s at 9am`), or two monthly lines, {}",
+        .day.as_deref().unwrap_or("monday"),
+        match .day {
+            Some(day) => format!("`first {day} of the month` and `third {day} of the month`"),
+            None => "`1st of the month at 9am` and `15th of the month at 9am`".to_string(),
+        }
     )]
-    EveryOtherWeek,
+    EveryOtherWeek { day: Option<String> },
+    #[error(
+        "every other month (or every N months) is not a phrase tabd reads: write a cron line naming the months, \
+         like `0 9 1 1,3,5,7,9,11 *` (the 1st of every other month from January, at 09:00)"
+    )]
+    EveryOtherMonth,
+    #[error("\"every other {unit}\" is every 2 of them: write `{written}`")]
+    EveryOther {
+        unit: &'static str,
+        written: &'static str,
+    },
     /// croner's reason, as it says it (its error type is neither `Clone` nor `Eq`).
     #[error("not a valid cron expression ({0})")]
     Cron(String),
@@ -58,11 +73,61 @@ pub enum Reason {
     #[error("\"{0}\" is not a time: write {hint}", hint = bare_number_hint(*.0))]
     BareNumber(u32),
     #[error(
-        "\"{from}-{to}\" is not a time window: a window is whole hours with am/pm (or 24-hour \
-         times) and goes with an interval, like `{}`",
-        window_example(*.from, *.to)
+        "\"{from}-{to}\" is not a time window: hours go 0–23; write one with am/pm (or 24-hour times) and \
+         an interval, like `every hour, 9am-5pm`"
     )]
     BareWindow { from: u32, to: u32 },
+    /// A window with a bare end that, read by the rule of a bare hour, runs past midnight, or
+    /// pairs a 24-hour hour with a bare 1 to 6 read as the afternoon (`between 0 and 6`).
+    #[error(
+        "\"{from}\" to \"{to}\" reads as {read_from:02}:00 to {read_to:02}:00, {why} (a bare 1 to 6 is the \
+         afternoon, 7 to 12 the morning and noon): write the hours with am/pm, like {}",
+        choices.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" or ")
+    )]
+    BareWindowUnclear {
+        from: u32,
+        to: u32,
+        read_from: u32,
+        read_to: u32,
+        why: &'static str,
+        choices: Vec<String>,
+    },
+    /// A time outside the part of the day the phrase names (`every evening at 9am`).
+    #[error(
+        "\"{written}\" is not in the {part} ({:02}:00–{:02}:59): write a time in it, like `every {part} at \
+         {example}`, or leave out \"{part}\"",
+        .hours.0,
+        .hours.1
+    )]
+    NotInPart {
+        part: &'static str,
+        hours: (u32, u32),
+        example: u32,
+        written: String,
+    },
+    #[error(
+        "it names several parts of the day and clock times, so tabd cannot tell which time goes with which: \
+         write a line for each, like `every morning at 8; every evening at 7`"
+    )]
+    PartsWithTimes,
+    #[error(
+        "\"{0}\" with an interval is not a window tabd reads: write the hours, like `every 30 min, 6am-12pm`"
+    )]
+    PartWithInterval(&'static str),
+    #[error(
+        "\"except\" takes days, like `every day except sunday at 9am` (tabd knows no holidays: a run on one is \
+         the role's to skip)"
+    )]
+    ExceptTakesDays,
+    #[error("\"except\" leaves no day to run on")]
+    NoDaysLeft,
+    #[error(
+        "cron can name the first and the last business day (Monday to Friday) of the month, not the {}: write \
+         `first business day of the month`, `last business day of the month`, or a line per weekday of the month \
+         (`second monday of the month`)",
+        ordinal_text(*.0)
+    )]
+    NthBusinessDay(u32),
     #[error("\"{0}\" is not a time, day or interval word")]
     UnknownWord(String),
     #[error(
@@ -168,24 +233,5 @@ fn bare_number_hint(n: u32) -> String {
         None => "a time like `9am` or `17:00`".into(),
         Some((last, [])) => last.clone(),
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-    }
-}
-
-/// `9-5` as the window it likely meant (a bare 1 to 6 is the afternoon, as after `at`), with an
-/// interval: `every hour, 9am-5pm`.
-fn window_example(from: u32, to: u32) -> String {
-    let (a, b) = (bare_hour(from), bare_hour(to));
-    if a > 23 || b > 23 || a == b {
-        return "every hour, 9am-5pm".into();
-    }
-    format!("every hour, {}-{}", twelve_hour(a), twelve_hour(b))
-}
-
-fn twelve_hour(h: u32) -> String {
-    match h {
-        0 => "12am".into(),
-        12 => "12pm".into(),
-        h if h < 12 => format!("{h}am"),
-        h => format!("{}pm", h - 12),
     }
 }

@@ -75,6 +75,31 @@ fn refusals() -> Vec<String> {
         "at 99",
         "weekdays 17",
         "every day at 9am #",
+        // Issue 48: the new user's walk.
+        "every hour between 6 and 10",
+        "every hour between 22 and 2",
+        "every hour between 0 and 6",
+        "sunday at 9 and every day at 5 except sunday",
+        "every 30 min 4-8",
+        "between 9 and 5",
+        "every evening at 7:30",
+        "every night at 12",
+        "every sunday night at midnight",
+        "every morning at 3pm",
+        "every morning at 8 and evening at 6",
+        "every 30 min in the morning",
+        "second business day of the month",
+        "every day except holidays",
+        "weekends except saturday and sunday",
+        "every other Monday",
+        "every second friday",
+        "every 2 weeks on friday",
+        "every other week",
+        "every other month",
+        "every 2 months",
+        "every other hour",
+        "every other minute",
+        "every other blue",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -131,7 +156,7 @@ fn every_form_a_refusal_suggests_is_accepted() {
 #[test]
 fn a_refusal_lists_the_forms_near_what_was_typed() {
     for (phrase, near) in [
-        ("weekdays 9-5 every hour", "every hour, 9am-5pm"),
+        ("weekdays 9-30 every hour", "every hour, 9am-5pm"),
         ("every 45 min", "every 30 min"),
         ("1st and 15th of the month", "1st of the month at 9am"),
         ("twice a week", "weekly on monday"),
@@ -143,7 +168,7 @@ fn a_refusal_lists_the_forms_near_what_was_typed() {
         let listed = message.split("Forms like it: ").nth(1).unwrap_or_default();
         assert!(listed.contains(&format!("`{near}`")), "{phrase}: {message}");
     }
-    let message = compile("weekdays 9-5 every hour").unwrap_err().to_string();
+    let message = compile("weekdays 9-30 every hour").unwrap_err().to_string();
     assert!(!message.contains("every 9 min"), "{message}");
     assert!(message.contains("`every hour, 9am-5pm`"), "{message}");
 }

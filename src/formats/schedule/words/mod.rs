@@ -188,10 +188,15 @@ fn month_days(days: &CronComponent) -> String {
     if named.is_empty() {
         words.clear();
     }
-    // `15W`, `LW`: the weekday nearest a day, rare and only ever written as cron.
+    // `15W`: the weekday nearest a day, only ever written as cron. `1W` never leaves the month,
+    // so it is the 1st weekday (`first business day of the month`).
     for d in days.get_set_values(CLOSEST_WEEKDAY_BIT) {
-        let day = ordinal_text(u32::from(d));
-        words.push(format!("the weekday nearest the {day} of the month"));
+        words.push(if d == 1 {
+            "the 1st weekday of the month".to_string()
+        } else {
+            let day = ordinal_text(u32::from(d));
+            format!("the weekday nearest the {day} of the month")
+        });
     }
     if days.is_feature_enabled(LAST_BIT) && days.is_feature_enabled(CLOSEST_WEEKDAY_BIT) {
         words.push("the last weekday of the month".into());

@@ -4,9 +4,16 @@
 
 use std::collections::BTreeSet;
 
+use super::hours::Part;
 use super::tokens::Token;
 use super::{CompiledPhrase, Reason, ScheduleKind};
-use crate::formats::schedule::words::ordinal_text;
+
+mod clock;
+mod days;
+
+use clock::{is_to, window_end, End};
+pub(super) use days::full_day_name;
+use days::{business_days, day_of, every_other, first_day_named, names_days};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Interval {
@@ -28,13 +35,30 @@ pub(super) struct Reader {
     month_day: Option<String>,
     /// The day-of-week field of "the nth weekday of the month" (`1#1`, `5#L`).
     nth_weekday: Option<String>,
-    /// The last word read was `at`: a bare number after it is an hour (`at 9`).
-    after_at: bool,
+    /// In a list of times: after `at`, or after a time and `and` or a comma. A bare number
+    /// here is an hour (`at 9`, `at 9 and 5`).
+    in_times: bool,
+    /// The parts of the day the phrase names (`every evening`), found before reading: a bare
+    /// hour anywhere in the phrase is read in the part (`every evening at 7`: 19:00).
+    parts: Vec<Part>,
+    /// The phrase writes clock times (a time, or a number after `at`): a part of the day then
+    /// only says which half of the clock they are in, and adds no time of its own.
+    has_times: bool,
+    /// `except` was read: the days that follow are taken away (`every day except sunday`).
+    except: bool,
+    /// The days named after `except`, taken from every day the line names once it is read
+    /// (from every day when it names none).
+    excluded: BTreeSet<u32>,
+    /// `except` took every day away (`weekends except saturday and sunday`).
+    no_days_left: bool,
     /// Days and times in the order they were written, runs of one kind merged: pairs of them
     /// (`fri at 4pm and mon at 9am`) become one cron each, never a cross product.
     runs: Vec<Run>,
     /// Readings worth a word to the person (`"at 4" read as 16:00`).
     notes: Vec<String>,
+    /// The bare hours of 1 to 12 read by the rule, as written, the number and the hour: said
+    /// in one note.
+    bare_read: Vec<(String, u32, u32)>,
     pub(super) understood: Vec<String>,
 }
 
@@ -64,90 +88,66 @@ fn ordinal_word(w: &str) -> Option<&'static str> {
     })
 }
 
-const DAY_NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
-
-fn day_of(word: &str) -> Option<u32> {
-    let w = word.trim_end_matches('s');
-    let table: [(&[&str], u32); 7] = [
-        (&["sun", "sunday"], 0),
-        (&["mon", "monday"], 1),
-        (&["tue", "tues", "tuesday"], 2),
-        (&["wed", "weds", "wednesday"], 3),
-        (&["thu", "thur", "thurs", "thursday"], 4),
-        (&["fri", "friday"], 5),
-        (&["sat", "saturday"], 6),
-    ];
-    table
-        .iter()
-        .find(|(names, _)| names.contains(&w) || names.contains(&word))
-        .map(|(_, d)| *d)
-}
-
 impl Reader {
     pub(super) fn read(&mut self, tokens: &[Token]) -> Result<(), Reason> {
+        self.parts = tokens
+            .iter()
+            .filter_map(|t| match t {
+                Token::Word(w) => Part::of(w),
+                _ => None,
+            })
+            .collect();
+        self.has_times = tokens.iter().any(|t| matches!(t, Token::Time(..)))
+            || tokens
+                .windows(2)
+                .any(|w| matches!(w, [Token::Word(at), Token::Num(_)] if at == "at"));
+        if self.parts.len() > 1 && self.has_times {
+            return Err(Reason::PartsWithTimes);
+        }
         let mut i = 0;
         while i < tokens.len() {
-            let next = tokens.get(i + 1);
+            let rest = &tokens[i + 1..];
+            if self.except && !names_days(&tokens[i]) {
+                self.except = false;
+            }
             match &tokens[i] {
                 Token::Comma | Token::Dash => i += 1,
                 Token::Time(h, m) => {
-                    // `9am-6pm`, `9am to 6pm`, `9:00 until 18:00`: a window.
-                    let is_to = |t: Option<&Token>| {
-                        matches!(t, Some(Token::Dash))
-                            || matches!(t, Some(Token::Word(w)) if w == "to" || w == "until" || w == "till")
-                    };
-                    if is_to(next) {
-                        if let Some(Token::Time(h2, m2)) = tokens.get(i + 2) {
-                            self.set_window((*h, *m), (*h2, *m2))?;
-                            i += 3;
-                            continue;
-                        }
+                    // `9am-6pm`, `9am to 5`, `9:00 until 18:00`: a window.
+                    if let (true, Some(end)) = (is_to(rest.first()), window_end(rest.get(1))) {
+                        self.set_window_of(End::Time(*h, *m), end)?;
+                        self.in_times = false;
+                        i += 3;
+                        continue;
                     }
                     self.add_time(*h, *m);
                     self.understood.push(format!("at {h:02}:{m:02}"));
+                    self.in_times = true;
                     i += 1;
                 }
-                Token::Num(n) => i += self.read_number(*n, &tokens[i + 1..])?,
+                Token::Num(n) => {
+                    let after_at = i > 0 && matches!(&tokens[i - 1], Token::Word(w) if w == "at");
+                    i += self.read_number(*n, after_at, rest)?;
+                }
                 Token::Word(w) => {
-                    i += self.read_word(w, &tokens[i + 1..])?;
-                    self.after_at = w == "at";
+                    i += self.read_word(w, rest)?;
+                    self.in_times = w == "at" || (w == "and" && self.in_times);
                     continue;
                 }
             }
         }
+        self.take_excluded();
         Ok(())
     }
 
     /// A bare number `n` followed by `rest`: an ordinal (`15th`), an hour after `at`, or the
     /// `2x/day` shorthand. Returns the tokens consumed, the number included.
-    fn read_number(&mut self, n: u32, rest: &[Token]) -> Result<usize, Reason> {
+    fn read_number(&mut self, n: u32, after_at: bool, rest: &[Token]) -> Result<usize, Reason> {
+        let listing = std::mem::take(&mut self.in_times);
         if let Some(Token::Word(w)) = rest.first() {
             if ["st", "nd", "rd", "th"].contains(&w.as_str()) {
                 return Ok(2 + self.read_ordinal(&n.to_string(), n, &rest[1..])?);
             }
-        }
-        // `9-5`: hours without am/pm as a window.
-        if let (Some(Token::Dash), Some(Token::Num(to))) = (rest.first(), rest.get(1)) {
-            return Err(Reason::BareWindow { from: n, to: *to });
-        }
-        if self.after_at && n <= 23 {
-            // `at 9`, `every weekday at 9`: a bare hour.
-            self.after_at = false;
-            let hour = bare_hour(n);
-            if (1..=12).contains(&n) {
-                let other = if hour == n {
-                    format!("{n}pm")
-                } else {
-                    format!("{n}am")
-                };
-                self.notes.push(format!(
-                    "\"at {n}\" read as {hour:02}:00 (a bare 1 to 6 is the afternoon, 7 to 12 the \
-                     morning and noon); write {other} if you meant that"
-                ));
-            }
-            self.add_time(hour, 0);
-            self.understood.push(format!("at {hour:02}:00"));
-            return Ok(1);
         }
         if let Some(Token::Word(w)) = rest.first() {
             if w.starts_with("x/") && w != "x/day" {
@@ -165,6 +165,31 @@ impl Reader {
                 self.understood.push(format!("{n}x/day"));
                 return Ok(2);
             }
+        }
+        // `9-5`, `9 to 5pm`: a window, its bare ends read as a bare hour is everywhere.
+        if is_to(rest.first()) {
+            match (n <= 23, window_end(rest.get(1)), rest.get(1)) {
+                (true, Some(end), _) => {
+                    self.set_window_of(End::Bare(n), end)?;
+                    self.in_times = false;
+                    return Ok(3);
+                }
+                (_, _, Some(Token::Num(to))) => return Err(Reason::BareWindow { from: n, to: *to }),
+                _ => {}
+            }
+        }
+        if listing && n <= 23 {
+            // `at 9`, `every weekday at 9`, `at 9 and 5`: a bare hour.
+            let written = if after_at {
+                format!("at {n}")
+            } else {
+                n.to_string()
+            };
+            let hour = self.bare_hour(n, &written)?;
+            self.in_times = true;
+            self.add_time(hour, 0);
+            self.understood.push(format!("at {hour:02}:00"));
+            return Ok(1);
         }
         Err(Reason::BareNumber(n))
     }
@@ -190,11 +215,11 @@ impl Reader {
                 Ok(1 + self.read_ordinal(which, 0, rest)?)
             }
             "every" | "each" => self.read_every(rest).map(|n| n + 1),
-            "between" | "from" => match (rest.first(), rest.get(1), rest.get(2)) {
-                (Some(Token::Time(h, m)), Some(Token::Word(and)), Some(Token::Time(h2, m2)))
-                    if and == "and" || and == "to" || and == "until" =>
+            "between" | "from" => match (window_end(rest.first()), rest.get(1), window_end(rest.get(2))) {
+                (Some(from), Some(Token::Word(and)), Some(to))
+                    if and == "and" || and == "to" || and == "until" || and == "till" =>
                 {
-                    self.set_window((*h, *m), (*h2, *m2))?;
+                    self.set_window_of(from, to)?;
                     Ok(4)
                 }
                 _ => Ok(1),
@@ -213,8 +238,24 @@ impl Reader {
                 self.understood.push("weekly".into());
                 Ok(1)
             }
-            "weekdays" | "weekday" => {
+            "weekdays" | "weekday" | "workday" | "workdays" => {
                 self.add_days(1..6, "weekdays");
+                Ok(1)
+            }
+            // `business days`, `working days`: Monday to Friday (tabd knows no holidays).
+            _ if business_days(w, rest.first()) => {
+                self.add_days(1..6, "business days");
+                Ok(2)
+            }
+            "except" | "excluding" => match rest.first() {
+                Some(t) if names_days(t) && !matches!(t, Token::Comma) => {
+                    self.except = true;
+                    Ok(1)
+                }
+                _ => Err(Reason::ExceptTakesDays),
+            },
+            w if Part::of(w).is_some() => {
+                self.read_part(w);
                 Ok(1)
             }
             "weekends" | "weekend" => {
@@ -223,31 +264,6 @@ impl Reader {
             }
             _ => self.read_day(w, rest),
         }
-    }
-
-    /// Reads the day `w` (`mon`, `monday`), or the range of days `w-w2` (`mon-fri`, which may
-    /// wrap past Sunday); any other word is not understood.
-    fn read_day(&mut self, w: &str, rest: &[Token]) -> Result<usize, Reason> {
-        let Some(day) = day_of(w) else {
-            return Err(Reason::UnknownWord(w.to_string()));
-        };
-        // `mon-fri`: a range of days.
-        if let (Some(Token::Dash), Some(Token::Word(w2))) = (rest.first(), rest.get(1)) {
-            if let Some(end) = day_of(w2) {
-                let days: Vec<u32> = if day <= end {
-                    (day..=end).collect()
-                } else {
-                    (day..7).chain(0..=end).collect()
-                };
-                self.add_days(
-                    days,
-                    &format!("{}-{}", DAY_NAMES[day as usize], DAY_NAMES[end as usize]),
-                );
-                return Ok(3);
-            }
-        }
-        self.add_days([day], DAY_NAMES[day as usize]);
-        Ok(1)
     }
 
     /// `once`, `twice`, `thrice` (a day): 09:00; 09:00 and 17:00; 09:00, 13:00 and 17:00.
@@ -352,64 +368,6 @@ impl Reader {
         }
     }
 
-    /// After an ordinal (`first`, `last`, `1st`, `15th`): a weekday of the month (`first monday
-    /// of the month`), the last day (`last day of the month`), or a day of the month (`1st of
-    /// the month`, `on the 15th`). Returns the tokens consumed after the ordinal.
-    fn read_ordinal(&mut self, which: &str, n: u32, rest: &[Token]) -> Result<usize, Reason> {
-        // Cron ORs a day of the month with a day of the week: two days would fire on both, or
-        // one would be dropped (`1st and 15th` ran on the 15th only).
-        if self.month_day.is_some() || self.nth_weekday.is_some() {
-            return Err(Reason::TwoDaysOfTheMonth);
-        }
-        if let Some(Token::Word(w)) = rest.first() {
-            if let Some(day) = day_of(w) {
-                let nth = match which {
-                    "L" => "L".to_string(),
-                    digit if digit.len() == 1 && digit != "0" && digit <= "5" => digit.to_string(),
-                    _ => {
-                        return Err(Reason::NoNthWeekday {
-                            nth: which.parse().unwrap_or(n),
-                            day: w.clone(),
-                        })
-                    }
-                };
-                self.nth_weekday = Some(format!("{day}#{nth}"));
-                self.understood.push(format!(
-                    "the {} {} of the month",
-                    if nth == "L" {
-                        "last".to_string()
-                    } else {
-                        ordinal_text(nth.parse().unwrap_or(1))
-                    },
-                    DAY_NAMES[day as usize]
-                ));
-                return Ok(1);
-            }
-            if w == "day" && which == "L" {
-                self.month_day = Some("L".into());
-                self.understood.push("the last day of the month".into());
-                return Ok(1);
-            }
-        }
-        let day = if which == "L" {
-            0
-        } else if n > 0 {
-            n
-        } else {
-            which.parse().unwrap_or(0)
-        };
-        if !(1..=31).contains(&day) {
-            return Err(Reason::NotADayOfTheMonth(which.to_string()));
-        }
-        if day > 28 {
-            return Err(Reason::NotInEveryMonth(day));
-        }
-        self.month_day = Some(day.to_string());
-        self.understood
-            .push(format!("the {} of the month", ordinal_text(day)));
-        Ok(0)
-    }
-
     fn read_every(&mut self, rest: &[Token]) -> Result<usize, Reason> {
         let unit_of = |w: &str| match w {
             "s" | "sec" | "secs" | "second" | "seconds" => Some(Interval::Seconds(1)),
@@ -418,12 +376,41 @@ impl Reader {
             _ => None,
         };
         match (rest.first(), rest.get(1)) {
+            // `every other monday`, `every second friday` (but `every second tuesday of the
+            // month` is the nth weekday, read by the ordinal).
+            (Some(Token::Word(other)), Some(Token::Word(next)))
+                if other == "other"
+                    || (["second", "third", "fourth", "fifth"].contains(&other.as_str())
+                        && day_of(next).is_some()) =>
+            {
+                let of_month = matches!(rest.get(2), Some(Token::Word(w)) if w == "of");
+                if other != "other" && of_month {
+                    return Ok(0);
+                }
+                Err(every_other(next, &rest[1..]))
+            }
             (Some(Token::Num(n)), Some(Token::Word(u))) => {
-                let interval = match unit_of(u) {
-                    Some(Interval::Seconds(_)) => Interval::Seconds(*n),
-                    Some(Interval::Minutes(_)) => Interval::Minutes(*n),
-                    Some(Interval::Hours(_)) => Interval::Hours(*n),
-                    None => {
+                let interval = match (unit_of(u), u.trim_end_matches('s')) {
+                    (Some(Interval::Seconds(_)), _) => Interval::Seconds(*n),
+                    (Some(Interval::Minutes(_)), _) => Interval::Minutes(*n),
+                    (Some(Interval::Hours(_)), _) => Interval::Hours(*n),
+                    (None, "week") if *n == 1 => {
+                        self.weekly = true;
+                        self.understood.push("weekly".into());
+                        return Ok(2);
+                    }
+                    (None, "month") if *n == 1 => {
+                        self.monthly_word = true;
+                        self.understood.push("monthly (the 1st)".into());
+                        return Ok(2);
+                    }
+                    (None, "week") => {
+                        return Err(Reason::EveryOtherWeek {
+                            day: first_day_named(&rest[2..]),
+                        })
+                    }
+                    (None, "month") => return Err(Reason::EveryOtherMonth),
+                    (None, _) => {
                         return Err(Reason::EveryUnit {
                             n: *n,
                             unit: u.clone(),
@@ -464,50 +451,6 @@ impl Reader {
         Ok(())
     }
 
-    fn set_window(&mut self, start: (u32, u32), end: (u32, u32)) -> Result<(), Reason> {
-        if start.1 != 0 || end.1 != 0 {
-            return Err(Reason::WindowNotWholeHours);
-        }
-        if start.0 == end.0 {
-            return Err(Reason::WindowOfNoHours);
-        }
-        self.understood
-            .push(format!("between {:02}:00 and {:02}:00", start.0, end.0));
-        self.window = Some((start.0, end.0));
-        Ok(())
-    }
-
-    fn add_days(&mut self, days: impl IntoIterator<Item = u32>, label: &str) {
-        let days: Vec<u32> = days.into_iter().collect();
-        self.days.extend(days.iter().copied());
-        match self.runs.last_mut() {
-            Some(Run::Days(run)) => run.extend(days),
-            _ => self.runs.push(Run::Days(days.into_iter().collect())),
-        }
-        self.understood.push(label.to_string());
-    }
-
-    fn dow_field(&self, days: &BTreeSet<u32>) -> String {
-        let mut days = days.clone();
-        if self.weekly && days.is_empty() {
-            days.insert(1);
-        }
-        if days.is_empty() || days.len() == 7 {
-            return "*".into();
-        }
-        compress(&days.into_iter().collect::<Vec<_>>())
-    }
-
-    fn window_hours(&self) -> Option<Vec<u32>> {
-        let (start, end) = self.window?;
-        Some(if start < end {
-            (start..end).collect()
-        } else {
-            (start..24).chain(0..end).collect()
-        })
-    }
-
-    /// The one cron line of an interval (`every 30 min, 9am-6pm weekdays`).
     fn interval_cron(&self, interval: Interval) -> Result<String, Reason> {
         if self.monthly_word || self.month_day.is_some() || self.nth_weekday.is_some() {
             return Err(Reason::IntervalMonthly);
@@ -534,12 +477,20 @@ impl Reader {
     }
 
     pub(super) fn to_crons(&self) -> Result<CompiledPhrase, Reason> {
+        if self.no_days_left {
+            return Err(Reason::NoDaysLeft);
+        }
+        if let (Some(part), Some(_)) = (self.parts.first(), self.interval) {
+            return Err(Reason::PartWithInterval(part.name()));
+        }
+        self.times_in_part()?;
         let groups = self.groups()?;
+        let notes: Vec<String> = self.bare_note().into_iter().chain(self.notes.clone()).collect();
         let compiled = |crons: Vec<String>, kind| CompiledPhrase {
             crons,
             kind,
             zone: None,
-            notes: self.notes.clone(),
+            notes: notes.clone(),
         };
         if let Some(interval) = self.interval {
             return Ok(compiled(
@@ -586,16 +537,6 @@ impl Reader {
             }
         }
         Ok(compiled(crons, ScheduleKind::ClockTime))
-    }
-}
-
-/// A bare hour after `at`: 1 to 6 is the afternoon (people schedule work, not 4 am), 7 to 12
-/// and 0, 13 to 23 are read as written. Documented in docs/schedules.md.
-pub(super) fn bare_hour(n: u32) -> u32 {
-    if (1..=6).contains(&n) {
-        n + 12
-    } else {
-        n
     }
 }
 
