@@ -215,7 +215,7 @@ fn forecast_checks(ws: &Workspace) -> Vec<Diagnostic> {
         .runnable()
         .flat_map(|role| {
             let past = history.get(&role.name).map_or(&[][..], Vec::as_slice);
-            let f = crate::records::forecast::forecast(role, &ws.config.limits, past, now);
+            let f = crate::records::forecast::forecast(role, &ws.config, past, now);
             f.over
                 .into_iter()
                 .map(|o| Diagnostic::warning(&role.path, 0, format!("{o} (tabd cost)")))
