@@ -712,3 +712,40 @@ fn tabd_runs_columns_line_up_for_long_role_names() {
     };
     assert_eq!(role(lines[0]), role(lines[1]), "{shown}");
 }
+
+/// Issue 48: a run whose write the person approved — the call ran later, on its own, with its
+/// own undo id. `tabd undo RUN` names it and how to undo it; `--with-approved` undoes it too.
+#[test]
+fn undo_of_a_run_names_its_approved_calls_and_with_approved_undoes_them() {
+    let (v, _fake, run) = crate::support::approvals::ops_run_approved_and_resumed();
+    assert_eq!(v.read("project/plan.md"), "ship on Friday");
+    let (code, out) = undo(&v, &[&run]);
+    assert_eq!(code, 0, "{out}");
+    let named = out
+        .lines()
+        .find(|l| l.contains("ran as "))
+        .unwrap_or_else(|| panic!("the approved call is named: {out}"));
+    let call = named.split("ran as ").nth(1).unwrap().split(':').next().unwrap();
+    assert!(
+        named.contains("(write_file)") && named.contains(&format!("undo it with `tabd undo {call}`")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("`tabd undo {run} --with-approved`")),
+        "{out}"
+    );
+    assert_eq!(v.read("project/plan.md"), "ship on Friday", "not undone: {out}");
+
+    let (code, out) = undo(&v, &[&run, "--with-approved", "--dry-run"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("would remove   project/plan.md"), "{out}");
+    assert!(v.path("project/plan.md").exists(), "a dry run: {out}");
+
+    let (code, out) = undo(&v, &[&run, "--with-approved"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&format!("approved call {call} (approval ")), "{out}");
+    assert!(
+        !v.path("project/plan.md").exists(),
+        "the approved write is undone: {out}"
+    );
+}

@@ -104,6 +104,10 @@ pub enum Command {
         /// Also move the notes the run handled back into the inbox (they will run again).
         #[arg(long)]
         requeue: bool,
+        /// Also undo the calls of this run you approved: each ran later, on its own, with an
+        /// undo id of its own (`tabd undo RUN_ID` names them).
+        #[arg(long)]
+        with_approved: bool,
     },
     /// Print exactly what a run of ROLE would send the model (system prompt, context files,
     /// trigger notes, tools) with sizes, without calling the model.

@@ -278,6 +278,7 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
             dry_run,
             force,
             requeue,
+            with_approved,
         } => undo::run(
             &Workspace::open(&cli, env)?,
             run_id,
@@ -285,6 +286,7 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
                 dry_run: *dry_run,
                 force: *force,
                 requeue: *requeue,
+                with_approved: *with_approved,
             },
         ),
         Command::Logs {
