@@ -76,7 +76,8 @@ pub enum Command {
         #[arg(long)]
         over_budget: bool,
     },
-    /// List recent runs, newest first: id, time, role, trigger, outcome, cost, files changed.
+    /// List recent runs, newest first: id, time, role, trigger, outcome, cost, files changed;
+    /// a run's parts (its second part, the calls of it you approved, its delegated runs) under it.
     Runs {
         /// Only this role's runs.
         #[arg(long)]
@@ -84,7 +85,8 @@ pub enum Command {
         /// Only runs on or after this date (YYYY-MM-DD, UTC).
         #[arg(long, value_name = "DATE")]
         since: Option<String>,
-        /// Print JSON: {"runs": [{"run_id", "role", "started_at", "trigger", "outcome", "cost_usd", "changed"}]}.
+        /// Print JSON: {"runs": [{"run_id", "role", "started_at", "trigger", "outcome", "cost_usd", "changed"}]};
+        /// a part of a run also has "parent" (the run's id) and "part".
         #[arg(long)]
         json: bool,
     },
