@@ -6,6 +6,7 @@
 mod body;
 pub mod caps;
 pub mod context;
+mod lost_opening;
 pub mod sections;
 pub mod settings;
 pub mod triage;
@@ -608,12 +609,14 @@ fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
     }
     // Settings whose opening `---` was deleted would read as a heading (the `---` underlines
     // them): an error of their own, and the body is read without them.
-    let lost = lost_frontmatter(text);
-    let body_text = match &lost {
+    let body_text = match lost_opening::block(text) {
         Some(block) => {
-            def.diagnostics
-                .push(Diagnostic::error(path, block.keys[0].1, lost_message(block)));
-            blank_lines(text, block.end)
+            def.diagnostics.push(Diagnostic::error(
+                path,
+                block.keys[0].1,
+                lost_opening::message(&block),
+            ));
+            lost_opening::without(text, &block)
         }
         None => text.to_string(),
     };
@@ -645,43 +648,6 @@ fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
         body::apply_section(&mut def, section, path);
     }
     def
-}
-
-/// A block of settings at the top of a role file with no opening `---` (it was deleted): its
-/// lines are `key: value` and at least one key is a role setting, so it is not prose.
-fn lost_frontmatter(text: &str) -> Option<frontmatter::Headless> {
-    frontmatter::headless_block(text).filter(|block| {
-        block
-            .keys
-            .iter()
-            .any(|(key, _)| settings::KNOWN_KEYS.contains(&key.as_str()))
-    })
-}
-
-/// What to do about a frontmatter that lost its opening `---`.
-fn lost_message(block: &frontmatter::Headless) -> String {
-    let first = block.keys[0].1;
-    let names: Vec<String> = block.keys.iter().take(3).map(|(k, _)| format!("`{k}`")).collect();
-    let more = if block.keys.len() > 3 { ", …" } else { "" };
-    let last = block.closing_line - 1;
-    let lines = if last == first {
-        format!("line {first} holds")
-    } else {
-        format!("lines {first}–{last} hold")
-    };
-    format!(
-        "the frontmatter's opening `---` is missing: {lines} settings ({}{more}) closed by the `---` on \
-         line {}, but no `---` opens them, so none of them is read; add a line `---` above line {first}",
-        names.join(", "),
-        block.closing_line,
-    )
-}
-
-/// `text` with everything before `end` blanked, line breaks kept: the body's lines stay where
-/// they are in the file.
-fn blank_lines(text: &str, end: usize) -> String {
-    let head: String = text[..end].chars().filter(|c| *c == '\n').collect();
-    format!("{head}{}", &text[end..])
 }
 
 /// Every `server/…` entry — in `## Tools`, `approve` and `deny_tools` — must name a server the
