@@ -134,6 +134,13 @@ pub struct Headless {
     pub end: usize,
 }
 
+impl Headless {
+    /// The 1-based file line of its first key: where the opening `---` belongs above.
+    pub fn first_line(&self) -> usize {
+        self.keys.first().map_or(self.closing_line, |(_, line)| *line)
+    }
+}
+
 /// The settings block `text` opens with when its opening `---` is missing: the lines before its
 /// first `---` line are only `key: value` lines (a key is one word), the indented or `- ` lines
 /// of a key's value, YAML comments and blank lines — at least one key. `None` for a file that

@@ -223,12 +223,12 @@ fn print_table(runs: &[Listed], order: &[(usize, usize)], tz: chrono_tz::Tz) {
             (_, 0) => cell(&r.run_id, MAX_RUN_ID),
             (Some((_, Part::Resumed)), d) => format!(
                 "{}└ {}",
-                "  ".repeat(d.min(MAX_DEPTH) - 1),
+                "  ".repeat(d.min(MAX_DEPTH).saturating_sub(1)),
                 Part::Resumed.as_str()
             ),
             (part, d) => format!(
                 "{}└ {} {}",
-                "  ".repeat(d.min(MAX_DEPTH) - 1),
+                "  ".repeat(d.min(MAX_DEPTH).saturating_sub(1)),
                 part.as_ref().map_or("", |(_, p)| p.as_str()),
                 cell(&r.run_id, MAX_RUN_ID)
             ),

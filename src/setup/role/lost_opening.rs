@@ -19,10 +19,10 @@ pub(super) fn block(text: &str) -> Option<Headless> {
 
 /// What to do about a frontmatter that lost its opening `---`.
 pub(super) fn message(block: &Headless) -> String {
-    let first = block.keys[0].1;
+    let first = block.first_line();
     let names: Vec<String> = block.keys.iter().take(3).map(|(k, _)| format!("`{k}`")).collect();
     let more = if block.keys.len() > 3 { ", …" } else { "" };
-    let last = block.closing_line - 1;
+    let last = block.closing_line.saturating_sub(1).max(first);
     let lines = if last == first {
         format!("line {first} holds")
     } else {

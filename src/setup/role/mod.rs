@@ -613,7 +613,7 @@ fn parse_def(name: &str, path: &Path, text: &str, env: &Env) -> RoleDef {
         Some(block) => {
             def.diagnostics.push(Diagnostic::error(
                 path,
-                block.keys[0].1,
+                block.first_line(),
                 lost_opening::message(&block),
             ));
             lost_opening::without(text, &block)
