@@ -55,6 +55,29 @@ fn a_broken_role_exits_1_with_its_line_and_others_stay_fine() {
     assert!(text.contains("broken: 1 (risk)"), "{text}");
 }
 
+/// Issue 48: validate's summary matches its lines — a role an error names (a skill it lists is
+/// missing) is not counted ok, and the abstract `_base` is counted apart.
+#[test]
+fn a_role_with_an_error_is_not_counted_ok() {
+    let v = TestVault::new();
+    let risk = v.read("roles/risk.md");
+    v.write("roles/risk.md", &format!("{risk}\n## Skills\n- nosuch\n"));
+    let out = v.tabd(&["validate"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("roles/risk.md:") && text.contains("error: skill `nosuch`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("roles: 3 ok (comms, delivery, product)\n"),
+        "{text}"
+    );
+    assert!(text.contains("with errors: 1 (risk)"), "{text}");
+    assert!(text.contains("abstract: 1 (_base)"), "{text}");
+    assert!(text.contains("1 error,"), "{text}");
+}
+
 #[test]
 fn schedule_json_has_the_contract_shape() {
     let v = TestVault::new();

@@ -136,3 +136,66 @@ fn validate_warns_when_a_forecast_crosses_a_daily_cap() {
     );
     assert!(!text.contains("roles/daily.md: warning: forecast"), "{text}");
 }
+
+/// Issue 48: a free local model was forecast at $8 a month. A model with no price known forecasts
+/// no dollars — `null` and why in the JSON, `unknown` in the table — and one priced at 0 in the
+/// config forecasts $0; requests are forecast either way.
+#[test]
+fn an_unpriced_model_forecasts_no_dollars_and_a_free_one_zero() {
+    let v = TestVault::new();
+    let local = "timezone = \"UTC\"\n[provider]\nkind = \"openai\"\nmodel = \"qwen2.5:7b-instruct\"\n";
+    v.set_config(local);
+    let out = v.tabd(&["cost", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let comms = role(&json, "comms");
+    assert!(comms["slots_per_day"].as_f64().unwrap() > 1.0, "{comms:#}");
+    assert!(comms["requests_per_day"].as_f64().unwrap() > 1.0, "{comms:#}");
+    for field in [
+        "usd_per_run",
+        "usd_per_day",
+        "usd_per_month",
+        "busiest_day_usd",
+        "other_usd_per_day",
+    ] {
+        assert_eq!(comms[field], Value::Null, "{field}: {comms:#}");
+    }
+    assert!(
+        comms["price_unknown"]
+            .as_str()
+            .unwrap()
+            .contains("no price for model qwen2.5:7b-instruct"),
+        "{comms:#}"
+    );
+    assert_eq!(json["total"]["usd_per_month"], Value::Null, "{json:#}");
+    assert_eq!(
+        json["total"]["price_unknown"],
+        json!(["comms", "delivery", "product", "risk"]),
+        "{json:#}"
+    );
+    let table = stdout(&v.tabd(&["cost"]));
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("comms "))
+        .unwrap_or_default();
+    assert!(line.contains("unknown") && !line.contains('$'), "{line}\n{table}");
+    assert!(
+        table.contains("comms, delivery, product, risk: price unknown — tabd knows no price"),
+        "said once for the roles of one model: {table}"
+    );
+
+    v.set_config(&format!("{local}[prices.\"qwen2.5\"]\ninput = 0\noutput = 0\n"));
+    let json: Value = serde_json::from_str(&stdout(&v.tabd(&["cost", "--json"]))).expect("JSON");
+    let comms = role(&json, "comms");
+    assert_eq!(comms["usd_per_run"], 0.0, "{comms:#}");
+    assert_eq!(comms["usd_per_month"], 0.0, "{comms:#}");
+    assert_eq!(comms["price_unknown"], Value::Null, "{comms:#}");
+    assert_eq!(json["total"]["usd_per_month"], 0.0, "{json:#}");
+    assert_eq!(json["total"]["price_unknown"], json!([]), "{json:#}");
+    let table = stdout(&v.tabd(&["cost"]));
+    let line = table.lines().find(|l| l.starts_with("all ")).unwrap_or_default();
+    assert!(
+        line.contains("$0") && !line.contains("unknown"),
+        "{line}\n{table}"
+    );
+}

@@ -195,23 +195,100 @@ fn install_without_a_config_writes_the_vault_into_one_and_keeps_an_env_file() {
     );
 }
 
-/// No user session bus (`su`, a container, CI): a sentence saying what to do, exit non-zero.
+/// No user session bus (`su`, a container without systemd, CI): install says what it wrote, that
+/// tabd is not enabled or started and how to run it instead, exit 1; uninstall (issue 48) still
+/// removes the unit it wrote, says it stopped nothing, and keeps the config, env file and vault.
 #[test]
-fn install_without_a_user_session_says_what_to_do() {
+fn without_a_user_session_install_says_how_to_run_tabd_and_uninstall_removes_the_unit() {
     let v = TestVault::new();
     let (path_var, log) = fake_systemctl(&v, "no-bus");
     let out = service(&v, &path_var, &["install"]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let err = String::from_utf8_lossy(&out.stderr);
+    let root = std::fs::canonicalize(v.root()).unwrap();
+    for said in [
+        "cannot reach your user session's service manager".to_string(),
+        "the unit is written but tabd is not enabled or started".to_string(),
+        format!("Run it yourself instead: `tabd run --vault {}`", root.display()),
+        format!("The unit stays at {}", unit_path(&v).display()),
+        "`tabd service uninstall` removes it".to_string(),
+    ] {
+        assert!(err.contains(&said), "{said:?} in {err}");
+    }
     assert!(
-        err.contains("cannot reach your user session") && err.contains("loginctl enable-linger"),
-        "{err}"
+        err.contains("loginctl enable-linger") || err.contains("does not run systemd"),
+        "why, as this machine has it: {err}"
+    );
+    let wrote = stdout(&out);
+    assert!(
+        wrote.contains(&format!("Unit:     {}", unit_path(&v).display())) && wrote.contains("Env file:"),
+        "what it wrote: {wrote}"
     );
     assert_eq!(
         calls(&log),
         ["--user daemon-reload"],
         "nothing after the first failure"
     );
+    assert!(unit_path(&v).exists());
+
+    let out = service(&v, &path_var, &["uninstall"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(!unit_path(&v).exists(), "the unit it wrote is gone");
+    let said = stdout(&out);
+    assert!(
+        said.contains(&format!(
+            "Removed {}. Nothing was stopped or disabled",
+            unit_path(&v).display()
+        )) && said.contains("cannot reach your user session"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "Kept: {}, {}, the vault",
+            v.xdg_config().display(),
+            env_path(&v).display()
+        )),
+        "{said}"
+    );
+    assert!(v.xdg_config().exists() && env_path(&v).exists() && v.path("roles/delivery.md").exists());
+    assert_eq!(calls(&log)[1..], ["--user disable --now tabd.service"]);
+}
+
+/// No systemctl at all (issue 48): install writes nothing and says how to run tabd instead;
+/// a unit written before is still removed by uninstall, config and env file kept.
+#[test]
+fn without_systemctl_install_writes_nothing_and_uninstall_still_removes_the_unit() {
+    let v = TestVault::new();
+    let empty = v.dir.path().join("no-systemctl");
+    std::fs::create_dir_all(&empty).unwrap();
+    let no_systemctl = empty.display().to_string();
+    let out = service(&v, &no_systemctl, &["install"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let root = std::fs::canonicalize(v.root()).unwrap();
+    assert!(
+        err.contains("systemctl is not on PATH")
+            && err.contains("nothing was written")
+            && err.contains(&format!("`tabd run --vault {}`", root.display())),
+        "{err}"
+    );
+    assert!(!unit_path(&v).exists() && !env_path(&v).exists() && !v.xdg_config().exists());
+
+    // Installed while systemd was there; removed where it is not.
+    let (path_var, _log) = fake_systemctl(&v, "");
+    let out = service(&v, &path_var, &["install"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let config = std::fs::read_to_string(v.xdg_config()).unwrap();
+    let out = service(&v, &no_systemctl, &["uninstall"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(!unit_path(&v).exists());
+    let said = stdout(&out);
+    assert!(
+        said.contains("Nothing was stopped or disabled: systemctl is not on PATH"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_to_string(v.xdg_config()).unwrap(), config);
+    assert!(env_path(&v).exists());
 }
 
 /// A tabd.service tabd did not write is the person's: install and uninstall leave it alone.

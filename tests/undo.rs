@@ -551,8 +551,18 @@ fn tabd_runs_passes_over_a_line_over_the_cap_and_names_it() {
     let after = v.tabd(&["runs"]);
     assert!(after.status.success(), "{}", describe(&after));
     let shown = stdout(&after);
-    let (newest, rest) = shown.split_once('\n').unwrap();
-    assert_eq!(rest, before, "the first run is listed as it was");
+    let (header, listed) = shown.split_once('\n').unwrap();
+    let (newest, rest) = listed.split_once('\n').unwrap();
+    assert!(before.starts_with(&format!("{header}\n")), "{before}");
+    assert_eq!(
+        rest,
+        before
+            .lines()
+            .nth(1)
+            .map(|l| format!("{l}\n"))
+            .unwrap_or_default(),
+        "the first run is listed as it was"
+    );
     assert!(!newest.contains(&first) && newest.contains("delivery"), "{shown}");
     let warned = String::from_utf8_lossy(&after.stderr).to_string();
     let said = format!(
@@ -692,7 +702,7 @@ fn tabd_runs_columns_line_up_for_long_role_names() {
     let out = v.tabd(&["runs"]);
     assert!(out.status.success(), "{}", describe(&out));
     let shown = stdout(&out);
-    let lines: Vec<&str> = shown.lines().collect();
+    let lines: Vec<&str> = shown.lines().skip(1).collect();
     assert_eq!(lines.len(), 2, "{shown}");
     let at = |l: &str, word: &str| l.find(word).unwrap_or_else(|| panic!("{word} in {l}"));
     for word in ["manual", "$"] {
@@ -713,4 +723,146 @@ fn tabd_runs_columns_line_up_for_long_role_names() {
         )
     };
     assert_eq!(role(lines[0]), role(lines[1]), "{shown}");
+}
+
+/// Issue 48: a run whose write the person approved — the call ran later, on its own, with its
+/// own undo id. `tabd undo RUN` names it and how to undo it; `--with-approved` undoes it too.
+#[test]
+fn undo_of_a_run_names_its_approved_calls_and_with_approved_undoes_them() {
+    let (v, _fake, run) = crate::support::approvals::ops_run_approved_and_resumed();
+    assert_eq!(v.read("project/plan.md"), "ship on Friday");
+    let (code, out) = undo(&v, &[&run]);
+    assert_eq!(code, 0, "{out}");
+    let named = out
+        .lines()
+        .find(|l| l.contains("ran as "))
+        .unwrap_or_else(|| panic!("the approved call is named: {out}"));
+    let call = named.split("ran as ").nth(1).unwrap().split(':').next().unwrap();
+    assert!(
+        named.contains("(write_file)") && named.contains(&format!("undo it with `tabd undo {call}`")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("`tabd undo {run} --with-approved`")),
+        "{out}"
+    );
+    assert_eq!(v.read("project/plan.md"), "ship on Friday", "not undone: {out}");
+
+    let (code, out) = undo(&v, &[&run, "--with-approved", "--dry-run"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("would remove   project/plan.md"), "{out}");
+    assert!(v.path("project/plan.md").exists(), "a dry run: {out}");
+
+    let (code, out) = undo(&v, &[&run, "--with-approved"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&format!("approved call {call} (approval ")), "{out}");
+    assert!(
+        !v.path("project/plan.md").exists(),
+        "the approved write is undone: {out}"
+    );
+}
+
+/// Issue 48: `tabd runs` has a header, and shows a run that waited for approval as one run — its
+/// second part and the call the person approved indented under it; `--json` keeps its contract
+/// (each record, newest first) and names each part's run.
+#[test]
+fn tabd_runs_lists_a_runs_parts_under_it_with_a_header() {
+    let (v, _fake, run) = crate::support::approvals::ops_run_approved_and_resumed();
+    let out = v.tabd(&["runs"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let shown = stdout(&out);
+    let lines: Vec<&str> = shown.lines().collect();
+    let words: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        words,
+        ["started", "run", "role", "trigger", "outcome", "cost", "changed"],
+        "{shown}"
+    );
+    assert_eq!(lines.len(), 4, "one run, two parts under it:\n{shown}");
+    assert!(
+        lines[1].contains(&run) && lines[1].contains(" waiting "),
+        "the run first:\n{shown}"
+    );
+    let column = lines[1].find(&run).unwrap();
+    let mut parts: Vec<&str> = lines[2..]
+        .iter()
+        .map(|l| {
+            assert_eq!(l.find('└'), Some(column), "indented under the run:\n{shown}");
+            l.split('└').nth(1).unwrap().split_whitespace().next().unwrap()
+        })
+        .collect();
+    parts.sort();
+    assert_eq!(parts, ["approved", "resumed"], "{shown}");
+    let call = lines[2..].iter().find(|l| l.contains("└ approved")).unwrap();
+    assert!(call.contains("project/plan.md"), "{shown}");
+
+    let json: Value = serde_json::from_str(&stdout(&v.tabd(&["runs", "--json"]))).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{json:#}");
+    for r in runs {
+        for field in [
+            "run_id",
+            "role",
+            "started_at",
+            "trigger",
+            "outcome",
+            "cost_usd",
+            "changed",
+        ] {
+            assert!(r.get(field).is_some(), "{field} in {r}");
+        }
+    }
+    let first = runs.iter().find(|r| r["ended"] == "waiting").unwrap();
+    assert_eq!(
+        (first["run_id"].as_str(), first.get("parent")),
+        (Some(run.as_str()), None)
+    );
+    let part = |kind: &str| {
+        runs.iter()
+            .find(|r| r["part"] == kind)
+            .unwrap_or_else(|| panic!("{kind}: {json:#}"))
+    };
+    assert_eq!(part("resumed")["parent"], run.as_str());
+    assert_eq!(part("resumed")["run_id"], run.as_str());
+    assert_eq!(part("approved")["parent"], run.as_str());
+    assert_eq!(part("approved")["changed"], json!(["project/plan.md"]));
+}
+
+/// Issue 48: an odd record — a role of 70,000 characters with terminal escapes, a run id that
+/// writes the clipboard, a non-string trigger — made `tabd runs` panic (`Formatting argument out
+/// of range`: a column width past 65,535). It is listed: no escape reaches the terminal, every
+/// line bounded; the JSON keeps the record's text.
+#[test]
+fn tabd_runs_lists_an_odd_record_without_a_panic_or_an_escape() {
+    let v = TestVault::new();
+    let role = format!("\u{1b}[2J\u{1b}[31mrole{}", "x".repeat(70_000));
+    let record = json!({"run_id": "\u{1b}]52;c;aGk=\u{7}id\nforged line", "role": role,
+        "trigger": {"kind": 7, "parent_run_id": "\u{1b}[1m"}, "started_at": "\u{1b}[1Ayesterday",
+        "outcome": "ok\r\u{8}failed", "usage": {"cost_usd": 1e300}, "changed": []});
+    v.write(".tabd/runs/2026-11-24.jsonl", &format!("{record}\n"));
+    let out = v.tabd(&["runs"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let shown = stdout(&out);
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains('\u{7}') && !shown.contains('\r'),
+        "{shown:?}"
+    );
+    assert_eq!(
+        shown.lines().count(),
+        2,
+        "a header and the record, one line each: {shown:?}"
+    );
+    for line in shown.lines() {
+        assert!(
+            line.chars().count() < 400,
+            "bounded: {} characters",
+            line.chars().count()
+        );
+    }
+    let json: Value = serde_json::from_str(&stdout(&v.tabd(&["runs", "--json"]))).unwrap();
+    assert_eq!(
+        json["runs"][0]["role"],
+        role.as_str(),
+        "the JSON keeps the record's text"
+    );
 }

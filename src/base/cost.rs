@@ -68,6 +68,19 @@ impl Price {
             + usage.cache_read_tokens as f64 * self.cache_read / m
     }
 
+    /// Every rate is 0: a model that costs nothing (a local one, priced so in the config).
+    pub fn is_free(&self) -> bool {
+        [
+            self.input,
+            self.output,
+            self.cache_write,
+            self.cache_write_1h,
+            self.cache_read,
+        ]
+        .iter()
+        .all(|rate| *rate == 0.0)
+    }
+
     /// Anthropic's multipliers fill what a config entry leaves out: cache writes 1.25× (5 min)
     /// and 2× (1 h) the input price, cache reads 0.1×.
     pub fn completed(mut self) -> Self {
@@ -458,6 +471,11 @@ mod tests {
             book.cost("mystery", &Usage::default(), CacheTtl::FiveMinutes),
             None
         );
+        assert!(
+            book.price("qwen2.5-coder:1.5b").unwrap().is_free(),
+            "cache rates follow input"
+        );
+        assert!(!book.price("claude-sonnet-4-5").unwrap().is_free());
     }
 
     #[test]

@@ -81,7 +81,8 @@ pub enum Command {
         #[arg(long)]
         over_budget: bool,
     },
-    /// List recent runs, newest first: id, time, role, trigger, outcome, cost, files changed.
+    /// List recent runs, newest first: id, time, role, trigger, outcome, cost, files changed;
+    /// a run's parts (its second part, the calls of it you approved, its delegated runs) under it.
     Runs {
         /// Only this role's runs.
         #[arg(long)]
@@ -89,7 +90,8 @@ pub enum Command {
         /// Only runs on or after this date (YYYY-MM-DD, UTC).
         #[arg(long, value_name = "DATE")]
         since: Option<String>,
-        /// Print JSON: {"runs": [{"run_id", "role", "started_at", "trigger", "outcome", "cost_usd", "changed"}]}.
+        /// Print JSON: {"runs": [{"run_id", "role", "started_at", "trigger", "outcome", "cost_usd", "changed"}]};
+        /// a part of a run also has "parent" (the run's id) and "part".
         #[arg(long)]
         json: bool,
     },
@@ -109,6 +111,10 @@ pub enum Command {
         /// Also move the notes the run handled back into the inbox (they will run again).
         #[arg(long)]
         requeue: bool,
+        /// Also undo the calls of this run you approved: each ran later, on its own, with an
+        /// undo id of its own (`tabd undo RUN_ID` names them).
+        #[arg(long)]
+        with_approved: bool,
     },
     /// Print exactly what a run of ROLE would send the model (system prompt, context files,
     /// trigger notes, tools) with sizes, without calling the model.

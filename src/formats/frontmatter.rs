@@ -122,6 +122,69 @@ pub fn block_end(text: &str) -> Option<usize> {
     locate(src).map(|(_, body)| bom + body)
 }
 
+/// A block of `key: value` lines closed by `---` whose opening `---` is missing (deleted by
+/// hand, say): what it would have been had the file opened with `---`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Headless {
+    /// Each top-level key, with its 1-based file line.
+    pub keys: Vec<(String, usize)>,
+    /// The 1-based file line of the `---` that closes it.
+    pub closing_line: usize,
+    /// The byte offset just past the closing line (where the body would start).
+    pub end: usize,
+}
+
+impl Headless {
+    /// The 1-based file line of its first key: where the opening `---` belongs above.
+    pub fn first_line(&self) -> usize {
+        self.keys.first().map_or(self.closing_line, |(_, line)| *line)
+    }
+}
+
+/// The settings block `text` opens with when its opening `---` is missing: the lines before its
+/// first `---` line are only `key: value` lines (a key is one word), the indented or `- ` lines
+/// of a key's value, YAML comments and blank lines — at least one key. `None` for a file that
+/// opens with `---`, and for one whose opening text is anything else (prose before a thematic
+/// break is not settings). Markdown reads such a block as a heading (`---` underlines the text
+/// above it), so the caller decides whether the keys say it is a lost frontmatter.
+pub fn headless_block(text: &str) -> Option<Headless> {
+    let bom = if text.starts_with('\u{feff}') { 3 } else { 0 };
+    let src = &text[bom..];
+    if src.lines().next()?.trim_end() == "---" {
+        return None;
+    }
+    let mut keys = Vec::new();
+    let mut offset = bom;
+    for (i, line) in src.split_inclusive('\n').enumerate() {
+        offset += line.len();
+        let t = line.trim_end();
+        let file_line = i + 1;
+        if t == "---" {
+            return (!keys.is_empty()).then_some(Headless {
+                keys,
+                closing_line: file_line,
+                end: offset,
+            });
+        }
+        let continues_a_value = t.starts_with([' ', '\t']) || t.starts_with("- ") || t == "-";
+        if t.is_empty() || t == "#" || t.starts_with("# ") || (continues_a_value && !keys.is_empty()) {
+            continue;
+        }
+        keys.push((setting_key(t)?.to_string(), file_line));
+    }
+    None
+}
+
+/// The key of a `key: value` line whose key is one word (letters, digits, `_`, `-`).
+fn setting_key(line: &str) -> Option<&str> {
+    let (key, rest) = line.split_once(':')?;
+    let word = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    (word && (rest.is_empty() || rest.starts_with([' ', '\t']))).then_some(key)
+}
+
 /// The YAML's range and the body's offset of the block `src` opens with (its first line is
 /// `---`); `None` when no line closes it.
 fn locate(src: &str) -> Option<(std::ops::Range<usize>, usize)> {
@@ -553,6 +616,36 @@ mod tests {
         assert_eq!(f.get("can_trigger").unwrap().value, json!(["risk", "comms"]));
         assert_eq!(f.get("watch").unwrap().value, json!(["project/a.md"]));
         assert_eq!(f.get("x").unwrap().value, json!(1.5));
+    }
+
+    /// Issue 48: a role file whose opening `---` was deleted — its settings are found with
+    /// their lines; prose, a heading or a list before a thematic break is not settings.
+    #[test]
+    fn a_block_without_its_opening_line_is_found_and_prose_before_a_break_is_not() {
+        let text =
+            "extends: _base\n# inherited\ncan_trigger:\n  - delivery\n- comms\n\nmodel: m\n---\n# Risk\n";
+        let h = headless_block(text).unwrap();
+        let keys: Vec<(&str, usize)> = h.keys.iter().map(|(k, l)| (k.as_str(), *l)).collect();
+        assert_eq!(keys, [("extends", 1), ("can_trigger", 3), ("model", 7)]);
+        assert_eq!(h.closing_line, 8);
+        assert_eq!(&text[h.end..], "# Risk\n");
+        let bom = "\u{feff}\r\nmodel: m\r\n---\r\nbody";
+        assert_eq!(headless_block(bom).unwrap().closing_line, 3);
+        for not_settings in [
+            "---\nmodel: m\n---\n",
+            "Some intro text.\n\n---\n\nmodel: m\n",
+            "# Title\n\nA paragraph.\n---\n",
+            "- a list\nmodel: m\n---\n",
+            "model: m\nand then prose\n---\n",
+            "See: https://example.com\n",
+            "http://example.com: x\n---\n",
+            "two words: x\n---\n",
+            "model: m\n",
+            "\n\n---\n",
+            "",
+        ] {
+            assert_eq!(headless_block(not_settings), None, "{not_settings:?}");
+        }
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! skipped in its run records, and the median requests and dollars of its recent scheduled runs —
 //! beside its caps. Other runs (inbox notes, `tabd fire`, watches, delegated tasks) cannot be
 //! foreseen from a schedule: what they cost a day lately is given beside the forecast.
+//!
+//! Dollars only where a price is known: a model tabd has no price for records its runs at $0
+//! (`running::run::finish`), which says nothing of what they cost, so its forecast has no dollar
+//! figure and says why (`Pricing::Unknown`); a model priced at 0 forecasts $0.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +17,7 @@ use serde_json::Value;
 use crate::base::vault::{Vault, VaultPath};
 use crate::records::limits::RoleLimits;
 use crate::records::runlog;
-use crate::setup::config::Limits;
+use crate::setup::config::{Config, ProviderKind};
 use crate::setup::role::Role;
 
 /// Days of run records read back.
@@ -101,6 +105,51 @@ pub fn history(vault: &Vault, now: DateTime<Utc>) -> BTreeMap<String, Vec<Past>>
     out
 }
 
+/// What tabd knows, before any run, of what a role's requests cost.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pricing {
+    /// Every model the role asks has a price (the config's `[prices]` or the built-in table);
+    /// `free`: every rate of every one is 0.
+    Known { free: bool },
+    /// No price for `model`: its runs are recorded at $0, which says nothing of their cost.
+    Unknown { model: String },
+}
+
+impl Pricing {
+    /// The pricing of `role`'s models under `config`: its `model`, and its `triage_model` where
+    /// one is asked (never with an agent CLI). An agent CLI's own default model (no `model` set)
+    /// reports each run's cost itself, so its records are priced.
+    pub fn of(role: &Role, config: &Config) -> Self {
+        let provider = &config.provider;
+        let cli = provider.kind == ProviderKind::Command;
+        let triage = role.settings.triage_model.clone().filter(|_| !cli);
+        let mut free = true;
+        for model in std::iter::once(role.settings.model(provider)).chain(triage) {
+            if cli && model.is_empty() {
+                free = false;
+                continue;
+            }
+            match config.prices.price(&model) {
+                Some(price) => free &= price.is_free(),
+                None => return Self::Unknown { model },
+            }
+        }
+        Self::Known { free }
+    }
+
+    /// Why no dollar figure is forecast, in words (`None`: it is).
+    fn unknown_why(&self) -> Option<String> {
+        match self {
+            Self::Known { .. } => None,
+            Self::Unknown { model } => Some(format!(
+                "tabd knows no price for model {model} (no [prices.\"{model}\"] in the config, none built in), so its \
+                 runs are recorded at $0 and no dollars are forecast; for a model that costs nothing (a local one) add \
+                 [prices.\"{model}\"] with input = 0 and output = 0, else its prices (docs/cost.md)"
+            )),
+        }
+    }
+}
+
 /// A role's caps, as the forecast is set beside them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Caps {
@@ -132,15 +181,18 @@ pub struct Forecast {
     pub skipped_share: f64,
     pub runs_per_day: f64,
     pub requests_per_run: f64,
-    pub usd_per_run: f64,
+    /// Dollars: `None` (JSON `null`) when the price is unknown (`price_unknown` says why).
+    pub usd_per_run: Option<f64>,
     pub requests_per_day: f64,
-    pub usd_per_day: f64,
+    pub usd_per_day: Option<f64>,
     /// 30 days of `usd_per_day`.
-    pub usd_per_month: f64,
+    pub usd_per_month: Option<f64>,
     /// The busiest day's runs at that cost.
-    pub busiest_day_usd: f64,
+    pub busiest_day_usd: Option<f64>,
     /// What its other runs (inbox, manual, watch, delegated) cost a day over the history read.
-    pub other_usd_per_day: f64,
+    pub other_usd_per_day: Option<f64>,
+    /// Why no dollars are forecast: no price is known for the role's model (`None`: priced).
+    pub price_unknown: Option<String>,
     pub caps: Caps,
     pub basis: Basis,
     /// Each cap the forecast crosses, in words.
@@ -190,9 +242,11 @@ fn slots(role: &Role, now: DateTime<Utc>) -> (f64, u32) {
     (per_day, busiest)
 }
 
-/// `role`'s forecast from `past` (its records, oldest first) at `now`.
-pub fn forecast(role: &Role, limits: &Limits, past: &[Past], now: DateTime<Utc>) -> Forecast {
+/// `role`'s forecast under `config` (its caps, its model's price) from `past` (its records,
+/// oldest first) at `now`.
+pub fn forecast(role: &Role, config: &Config, past: &[Past], now: DateTime<Utc>) -> Forecast {
     let (slots_per_day, busiest_day_slots) = slots(role, now);
+    let pricing = Pricing::of(role, config);
     let mut assumed = Vec::new();
     let scheduled: Vec<&Past> = past.iter().filter(|p| p.scheduled).collect();
     let skipped_share = if scheduled.is_empty() {
@@ -212,29 +266,20 @@ pub fn forecast(role: &Role, limits: &Limits, past: &[Past], now: DateTime<Utc>)
         .rev()
         .take(RECENT_RUNS)
         .collect();
-    let (usd_per_run, requests_per_run) = if recent.is_empty() {
-        if slots_per_day > 0.0 {
-            assumed.push(format!(
-                "no scheduled run on record: a run is assumed to cost ${ASSUMED_USD_PER_RUN} in {ASSUMED_REQUESTS_PER_RUN} requests (the stock typical weekday's average)"
-            ));
-        }
-        (ASSUMED_USD_PER_RUN, ASSUMED_REQUESTS_PER_RUN)
-    } else {
-        (
-            median(recent.iter().map(|p| p.cost_usd).collect()),
-            median(recent.iter().map(|p| p.requests).collect()),
-        )
-    };
+    let (usd_per_run, requests_per_run, assumption) = per_run(&recent, &pricing);
+    if slots_per_day > 0.0 {
+        assumed.extend(assumption);
+    }
     let runs_per_day = slots_per_day * (1.0 - skipped_share);
-    let usd_per_day = runs_per_day * usd_per_run;
-    let busiest_day_usd = f64::from(busiest_day_slots) * (1.0 - skipped_share) * usd_per_run;
-    let other_usd_per_day = other_per_day(past, now);
-    let resolved = RoleLimits::resolve(role, limits);
+    let resolved = RoleLimits::resolve(role, &config.limits);
     let caps = Caps {
         max_cost_usd: resolved.max_cost_usd,
         daily_cost_budget_usd: resolved.daily_cost_budget_usd,
         max_runs_per_day: resolved.max_runs_per_day,
     };
+    let price_unknown = pricing.unknown_why();
+    // No price: the records' $0 are no figure, and neither is anything made of them.
+    let usd = |x: f64| price_unknown.is_none().then_some(x);
     let mut f = Forecast {
         role: role.name.clone(),
         slots_per_day,
@@ -242,12 +287,13 @@ pub fn forecast(role: &Role, limits: &Limits, past: &[Past], now: DateTime<Utc>)
         skipped_share,
         runs_per_day,
         requests_per_run,
-        usd_per_run,
+        usd_per_run: usd(usd_per_run),
         requests_per_day: runs_per_day * requests_per_run,
-        usd_per_day,
-        usd_per_month: usd_per_day * 30.0,
-        busiest_day_usd,
-        other_usd_per_day,
+        usd_per_day: usd(runs_per_day * usd_per_run),
+        usd_per_month: usd(runs_per_day * usd_per_run * 30.0),
+        busiest_day_usd: usd(f64::from(busiest_day_slots) * (1.0 - skipped_share) * usd_per_run),
+        other_usd_per_day: usd(other_per_day(past, now)),
+        price_unknown,
         caps,
         basis: Basis {
             scheduled_slots: scheduled.len(),
@@ -258,6 +304,41 @@ pub fn forecast(role: &Role, limits: &Limits, past: &[Past], now: DateTime<Utc>)
     };
     f.over = over(&f);
     f.rounded()
+}
+
+/// A run's dollars and requests: the medians of `recent` runs; with none, what is assumed, and
+/// the sentence saying so.
+fn per_run(recent: &[&&Past], pricing: &Pricing) -> (f64, f64, Option<String>) {
+    if !recent.is_empty() {
+        return (
+            median(recent.iter().map(|p| p.cost_usd).collect()),
+            median(recent.iter().map(|p| p.requests).collect()),
+            None,
+        );
+    }
+    let average = "(the stock typical weekday's average)";
+    let requests = ASSUMED_REQUESTS_PER_RUN;
+    let (usd, sentence) = match pricing {
+        Pricing::Known { free: false } => (
+            ASSUMED_USD_PER_RUN,
+            format!("a run is assumed to cost ${ASSUMED_USD_PER_RUN} in {requests} requests {average}"),
+        ),
+        Pricing::Known { free: true } => (
+            0.0,
+            format!(
+                "a run is assumed to take {requests} requests {average}, at $0: its model is priced at 0"
+            ),
+        ),
+        Pricing::Unknown { .. } => (
+            0.0,
+            format!("a run is assumed to take {requests} requests {average}"),
+        ),
+    };
+    (
+        usd,
+        requests,
+        Some(format!("no scheduled run on record: {sentence}")),
+    )
 }
 
 impl Forecast {
@@ -278,7 +359,7 @@ impl Forecast {
             &mut self.busiest_day_usd,
             &mut self.other_usd_per_day,
         ] {
-            *usd = round_usd(*usd);
+            *usd = usd.map(round_usd);
         }
         self
     }
@@ -303,14 +384,17 @@ fn over(f: &Forecast) -> Vec<String> {
     let dollars = crate::base::cost::dollars;
     let mut out = Vec::new();
     let busiest_runs = f64::from(f.busiest_day_slots) * (1.0 - f.skipped_share);
-    if let Some(budget) = f.caps.daily_cost_budget_usd.filter(|b| f.busiest_day_usd > *b) {
-        out.push(format!(
-            "forecast {} on its busiest day ({busiest_runs:.0} runs at {} each) is over daily_cost_budget_usd {}: \
-             the role would stop for the day early; raise the budget or schedule it less often",
-            dollars(f.busiest_day_usd),
-            dollars(f.usd_per_run),
-            dollars(budget)
-        ));
+    let busiest_day = f.busiest_day_usd.zip(f.usd_per_run);
+    if let (Some(budget), Some((busiest, per_run))) = (f.caps.daily_cost_budget_usd, busiest_day) {
+        if busiest > budget {
+            out.push(format!(
+                "forecast {} on its busiest day ({busiest_runs:.0} runs at {} each) is over daily_cost_budget_usd {}: \
+                 the role would stop for the day early; raise the budget or schedule it less often",
+                dollars(busiest),
+                dollars(per_run),
+                dollars(budget)
+            ));
+        }
     }
     if busiest_runs.round() > f64::from(f.caps.max_runs_per_day) {
         out.push(format!(
@@ -319,16 +403,14 @@ fn over(f: &Forecast) -> Vec<String> {
             f.caps.max_runs_per_day
         ));
     }
-    if let Some(cap) = f
-        .caps
-        .max_cost_usd
-        .filter(|c| f.basis.recent_runs > 0 && f.usd_per_run > *c)
-    {
-        out.push(format!(
-            "its recent runs cost {} (median), over max_cost_usd {}: most runs end at the cap",
-            dollars(f.usd_per_run),
-            dollars(cap)
-        ));
+    if let (Some(cap), Some(per_run)) = (f.caps.max_cost_usd, f.usd_per_run) {
+        if f.basis.recent_runs > 0 && per_run > cap {
+            out.push(format!(
+                "its recent runs cost {} (median), over max_cost_usd {}: most runs end at the cap",
+                dollars(per_run),
+                dollars(cap)
+            ));
+        }
     }
     out
 }
@@ -336,6 +418,51 @@ fn over(f: &Forecast) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn role(frontmatter: &str) -> Role {
+        let text = format!("---\n{frontmatter}\n---\n# R\n## Schedule\nevery hour\n");
+        let ctx =
+            crate::setup::role::LoadContext::new(chrono_tz::UTC, crate::base::environment::Env::default());
+        let set =
+            crate::setup::role::RoleSet::from_texts([("r".to_string(), "roles/r.md".into(), Ok(text))], &ctx);
+        set.roles["r"].clone()
+    }
+
+    fn config(text: &str) -> Config {
+        let env = crate::base::environment::Env::default();
+        crate::setup::config::parse(text, std::path::Path::new("config.toml"), &env, None).unwrap()
+    }
+
+    /// Issue 48: the price of every model a role asks decides whether dollars are forecast — its
+    /// triage model's too — and a model priced at 0 forecasts $0 with nothing on record.
+    #[test]
+    fn a_role_is_priced_only_when_each_of_its_models_is() {
+        let local =
+            "[provider]\nkind = \"openai\"\nmodel = \"qwen\"\n[prices.\"qwen\"]\ninput = 0\noutput = 0\n";
+        let c = config(local);
+        assert_eq!(
+            Pricing::of(&role("enabled: true"), &c),
+            Pricing::Known { free: true }
+        );
+        assert_eq!(
+            Pricing::of(&role("triage_model: tiny"), &c),
+            Pricing::Unknown { model: "tiny".into() }
+        );
+        assert_eq!(
+            Pricing::of(&role("model: claude-sonnet-4-5"), &config("")),
+            Pricing::Known { free: false }
+        );
+        let f = forecast(&role("enabled: true"), &c, &[], Utc::now());
+        assert_eq!((f.usd_per_run, f.usd_per_month), (Some(0.0), Some(0.0)));
+        assert!(f.price_unknown.is_none() && f.runs_per_day > 20.0, "{f:?}");
+        assert!(
+            f.basis.assumed[1].contains("at $0: its model is priced at 0"),
+            "{f:?}"
+        );
+        let f = forecast(&role("model: mystery"), &c, &[], Utc::now());
+        assert_eq!((f.usd_per_run, f.usd_per_day), (None, None));
+        assert!(f.price_unknown.unwrap().contains("model mystery"));
+    }
 
     #[test]
     fn medians_of_odd_and_even_counts() {

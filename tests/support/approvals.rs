@@ -89,3 +89,23 @@ pub fn ops_asks_to_write_the_plan() -> (TestVault, FakeModel) {
     });
     (v, fake)
 }
+
+/// A run of `ops` that waited for the person's approval of its write, whose call the person
+/// approved (it ran on its own, creating project/plan.md) and which then went on (its second
+/// part, the same run id): all done, the daemon stopped. Returns the vault, the model and the
+/// run's id.
+pub fn ops_run_approved_and_resumed() -> (TestVault, FakeModel, String) {
+    let t = Duration::from_secs(30);
+    let (v, fake) = ops_asks_to_write_the_plan();
+    let mut d = super::daemon::Daemon::start(&v);
+    v.write("agent/inbox/ops/plan.md", "Write the plan down.");
+    wait_until(t, "the approval note", || notes(&v).len() == 1);
+    set_status(&v, &notes(&v)[0], "approved");
+    wait_until(t, "the second part recorded", || {
+        v.path("project/plan.md").exists() && v.records().iter().any(|r| r["trigger"]["kind"] == "resume")
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(t), Some(0), "{}", d.stderr());
+    let run_id = v.records()[0]["run_id"].as_str().expect("a run id").to_string();
+    (v, fake, run_id)
+}

@@ -17,7 +17,7 @@ pub fn run(ws: &Workspace, json: bool) -> Result<u8, CliError> {
         .runnable()
         .map(|r| {
             let past = history.get(&r.name).map_or(&[][..], Vec::as_slice);
-            forecast::forecast(r, &ws.config.limits, past, now)
+            forecast::forecast(r, &ws.config, past, now)
         })
         .collect();
     let total = Total::of(&forecasts);
@@ -31,6 +31,7 @@ pub fn run(ws: &Workspace, json: bool) -> Result<u8, CliError> {
                 "usd_per_month": total.usd_per_month,
                 "other_usd_per_day": total.other_usd_per_day,
                 "global_daily_cost_budget_usd": ws.config.limits.global_daily_cost_budget_usd,
+                "price_unknown": total.price_unknown,
             },
         });
         println!("{out:#}");
@@ -44,6 +45,19 @@ pub fn run(ws: &Workspace, json: bool) -> Result<u8, CliError> {
          other runs (inbox notes, fire, watch, delegated) as they cost a day lately.",
         forecast::RECENT_RUNS
     );
+    // Roles of one model share a reason: said once, for all of them.
+    let mut unknown: Vec<(&str, Vec<&str>)> = Vec::new();
+    for f in &forecasts {
+        if let Some(why) = f.price_unknown.as_deref() {
+            match unknown.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, roles)) => roles.push(&f.role),
+                None => unknown.push((why, vec![&f.role])),
+            }
+        }
+    }
+    for (why, roles) in unknown {
+        println!("  {}: price unknown — {why}", roles.join(", "));
+    }
     for f in &forecasts {
         for a in &f.basis.assumed {
             println!("  {}: assumed — {a}", f.role);
@@ -52,39 +66,52 @@ pub fn run(ws: &Workspace, json: bool) -> Result<u8, CliError> {
             println!("  {}: warning — {o}", f.role);
         }
     }
-    if let Some(b) = ws
-        .config
-        .limits
-        .global_daily_cost_budget_usd
-        .filter(|b| total.usd_per_day + total.other_usd_per_day > *b)
-    {
-        println!(
-            "  all roles: warning — forecast {} a day is over global_daily_cost_budget_usd {}",
-            dollars(total.usd_per_day + total.other_usd_per_day),
-            dollars(b)
-        );
+    let a_day = total.usd_per_day.zip(total.other_usd_per_day).map(|(s, o)| s + o);
+    if let (Some(b), Some(a_day)) = (ws.config.limits.global_daily_cost_budget_usd, a_day) {
+        if a_day > b {
+            println!(
+                "  all roles: warning — forecast {} a day is over global_daily_cost_budget_usd {}",
+                dollars(a_day),
+                dollars(b)
+            );
+        }
     }
     Ok(0)
 }
 
-/// All roles together.
+/// All roles together. Dollars are `None` when a role's price is unknown: a sum without it
+/// would read as the whole.
 struct Total {
     requests_per_day: f64,
-    usd_per_day: f64,
-    usd_per_month: f64,
-    other_usd_per_day: f64,
+    usd_per_day: Option<f64>,
+    usd_per_month: Option<f64>,
+    other_usd_per_day: Option<f64>,
+    /// The roles whose price is unknown.
+    price_unknown: Vec<String>,
 }
 
 impl Total {
     fn of(forecasts: &[Forecast]) -> Self {
-        let sum = |f: fn(&Forecast) -> f64| forecasts.iter().map(f).sum::<f64>();
+        let sum =
+            |f: fn(&Forecast) -> Option<f64>| forecasts.iter().map(f).sum::<Option<f64>>().map(round_usd);
         Self {
-            requests_per_day: (sum(|f| f.requests_per_day) * 1000.0).round() / 1000.0,
-            usd_per_day: round_usd(sum(|f| f.usd_per_day)),
-            usd_per_month: round_usd(sum(|f| f.usd_per_month)),
-            other_usd_per_day: round_usd(sum(|f| f.other_usd_per_day)),
+            requests_per_day: (forecasts.iter().map(|f| f.requests_per_day).sum::<f64>() * 1000.0).round()
+                / 1000.0,
+            usd_per_day: sum(|f| f.usd_per_day),
+            usd_per_month: sum(|f| f.usd_per_month),
+            other_usd_per_day: sum(|f| f.other_usd_per_day),
+            price_unknown: forecasts
+                .iter()
+                .filter(|f| f.price_unknown.is_some())
+                .map(|f| f.role.clone())
+                .collect(),
         }
     }
+}
+
+/// Dollars as the table shows them: `unknown` where no price is known.
+fn shown_usd(usd: Option<f64>) -> String {
+    usd.map_or_else(|| "unknown".to_string(), dollars)
 }
 
 /// The caps, in a few words: `$0.50 a run · $2.00 a day · 48 runs a day`.
@@ -127,11 +154,11 @@ fn print_table(forecasts: &[Forecast], total: &Total) {
             },
             format!("{:.1}", f.runs_per_day),
             format!("{:.1}{assumed}", f.requests_per_run),
-            format!("{}{assumed}", dollars(f.usd_per_run)),
+            format!("{}{assumed}", shown_usd(f.usd_per_run)),
             format!("{:.1}", f.requests_per_day),
-            dollars(f.usd_per_day),
-            dollars(f.usd_per_month),
-            dollars(f.other_usd_per_day),
+            shown_usd(f.usd_per_day),
+            shown_usd(f.usd_per_month),
+            shown_usd(f.other_usd_per_day),
             caps(f),
         ]);
     }
@@ -143,9 +170,9 @@ fn print_table(forecasts: &[Forecast], total: &Total) {
         String::new(),
         String::new(),
         format!("{:.1}", total.requests_per_day),
-        dollars(total.usd_per_day),
-        dollars(total.usd_per_month),
-        dollars(total.other_usd_per_day),
+        shown_usd(total.usd_per_day),
+        shown_usd(total.usd_per_month),
+        shown_usd(total.other_usd_per_day),
         String::new(),
     ]);
     let widths: Vec<usize> = (0..head.len())

@@ -281,6 +281,7 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
             dry_run,
             force,
             requeue,
+            with_approved,
         } => undo::run(
             &Workspace::open(&cli, env)?,
             run_id,
@@ -288,6 +289,7 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
                 dry_run: *dry_run,
                 force: *force,
                 requeue: *requeue,
+                with_approved: *with_approved,
             },
         ),
         Command::Logs {

@@ -5,6 +5,10 @@
 //! `status`. Uninstall disables and stops it and removes the unit it wrote; config, env file and
 //! vault stay.
 //!
+//! Without a user service manager (no systemd, or no user session bus: `su`, a container) install
+//! says what it wrote, that tabd is not enabled or started, and how to run it instead; uninstall
+//! still removes the unit it wrote, and says what it could not stop.
+//!
 //! `systemctl` is the person's service manager, run in the foreground as their shell would run
 //! it; it is not a tenant (no sandbox, no keeper): tabd hands it nothing of the vault.
 
@@ -49,7 +53,14 @@ fn install(cli: &Cli, ws: &Workspace) -> Result<u8, CliError> {
         CliError::usage("HOME is not set, so there is no ~/.config/tabd/env for the unit to read")
     })?;
     refuse_a_unit_not_ours(&unit_path)?;
-    let systemctl = systemctl(&ws.env)?;
+    let Some(systemctl) = crate::base::process::find_program("systemctl", &ws.env) else {
+        return Err(CliError::failed(format!(
+            "systemctl is not on PATH, so this machine has no systemd to run tabd as a service: nothing was \
+             written. Run tabd yourself instead: `{}` (in a terminal multiplexer, or from your session's \
+             autostart); it reads the same config and env file",
+            run_yourself(cli, ws)
+        )));
+    };
     let exe = this_binary()?;
     let written_config = keep_or_write_config(cli, ws)?;
     let args = run_args(cli, ws, written_config.is_some());
@@ -77,7 +88,9 @@ fn install(cli: &Cli, ws: &Workspace) -> Result<u8, CliError> {
         ),
     }
     env_file_lines(ws, &env_file)?;
-    let call = |args: &[&str]| run_systemctl(&systemctl, args);
+    let call = |args: &[&str]| {
+        run_systemctl(&systemctl, args).map_err(|e| not_started(e, &run_yourself(cli, ws), &unit_path))
+    };
     call(&["daemon-reload"])?;
     call(&["enable", "--now", UNIT])?;
     let changed = had.is_some_and(|h| h != unit);
@@ -97,6 +110,22 @@ fn install(cli: &Cli, ws: &Workspace) -> Result<u8, CliError> {
     Ok(0)
 }
 
+/// What install says when systemctl could not enable and start the unit it wrote: for want of a
+/// service manager, how to run tabd instead, and what becomes of the unit.
+fn not_started(e: SystemctlError, run_yourself: &str, unit_path: &Path) -> CliError {
+    match e {
+        SystemctlError::Unreachable { .. } => CliError::failed(format!(
+            "{e}. {} So the unit is written but tabd is not enabled or started. Run it yourself instead: \
+             `{run_yourself}` (in a terminal multiplexer, or from your session's autostart). The unit stays at \
+             {}: `tabd service install` again where systemd's user manager runs enables it, and `tabd service \
+             uninstall` removes it",
+            why_unreachable(),
+            unit_path.display()
+        )),
+        other => CliError::failed(other.to_string()),
+    }
+}
+
 /// `tabd service uninstall`.
 fn uninstall(env: &Env) -> Result<u8, CliError> {
     let unit_path = unit_path(env)?;
@@ -113,12 +142,31 @@ fn uninstall(env: &Env) -> Result<u8, CliError> {
         }
         Ok(_) => refuse_a_unit_not_ours(&unit_path)?,
     }
-    let systemctl = systemctl(env)?;
-    run_systemctl(&systemctl, &["disable", "--now", UNIT])?;
+    // The unit goes even when no service manager can be reached to stop it (installed from a
+    // desktop session, removed under `su`; or no systemd here at all).
+    // `Ok`: stopped and disabled, by this systemctl; `Err`: why nothing could be.
+    let stopped = match crate::base::process::find_program("systemctl", env) {
+        Some(path) => match run_systemctl(&path, &["disable", "--now", UNIT]) {
+            Ok(()) => Ok(path),
+            Err(e @ SystemctlError::Unreachable { .. }) => Err(e.to_string()),
+            Err(other) => return Err(CliError::failed(other.to_string())),
+        },
+        None => Err("systemctl is not on PATH".to_string()),
+    };
     std::fs::remove_file(&unit_path)
         .map_err(|e| CliError::failed(format!("cannot remove {}: {e}", unit_path.display())))?;
-    run_systemctl(&systemctl, &["daemon-reload"])?;
-    println!("Stopped and disabled tabd; removed {}.", unit_path.display());
+    match stopped {
+        Ok(systemctl) => {
+            run_systemctl(&systemctl, &["daemon-reload"]).map_err(|e| CliError::failed(e.to_string()))?;
+            println!("Stopped and disabled tabd; removed {}.", unit_path.display());
+        }
+        Err(why) => println!(
+            "Removed {}. Nothing was stopped or disabled: {why}. If tabd runs as a service in another \
+             session of yours, it keeps running there until that session ends (or until `systemctl --user \
+             stop tabd` there).",
+            unit_path.display(),
+        ),
+    }
     let config = config::locate(None, env).map(|(p, _)| p);
     let kept: Vec<String> = [config, environment::env_file_path(env)]
         .into_iter()
@@ -126,9 +174,10 @@ fn uninstall(env: &Env) -> Result<u8, CliError> {
         .filter(|p| p.exists())
         .map(|p| p.display().to_string())
         .collect();
-    if !kept.is_empty() {
-        println!("Kept: {} and the vault.", kept.join(", "));
-    }
+    println!(
+        "Kept: {}the vault (uninstall removes only the unit it wrote).",
+        kept.iter().map(|k| format!("{k}, ")).collect::<String>()
+    );
     Ok(0)
 }
 
@@ -144,14 +193,40 @@ fn refuse_a_unit_not_ours(path: &Path) -> Result<(), CliError> {
     }
 }
 
-/// `systemctl`, or what to do without it.
-fn systemctl(env: &Env) -> Result<PathBuf, CliError> {
-    crate::base::process::find_program("systemctl", env).ok_or_else(|| {
-        CliError::failed(
-            "systemctl is not on PATH: `tabd service` needs systemd's user services. Without them, \
-             run `tabd run` yourself (in a terminal multiplexer, or from your session's autostart)",
-        )
-    })
+/// `tabd run` as the person would type it for this vault and config, to run tabd without a
+/// service manager.
+fn run_yourself(cli: &Cli, ws: &Workspace) -> String {
+    let mut words = vec!["tabd".to_string(), "run".to_string(), "--vault".to_string()];
+    words.push(shell_word(&ws.root.display().to_string()));
+    let default_place = cli.config.is_none() && ws.env.get("TABD_CONFIG").is_none();
+    if let (false, Some(path)) = (default_place, &ws.config.path) {
+        words.push("--config".to_string());
+        words.push(shell_word(&path.display().to_string()));
+    }
+    words.join(" ")
+}
+
+/// A path as a shell reads it: quoted when it holds anything but plain characters.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Why `systemctl --user` reaches no service manager here, and what helps: systemd is not this
+/// machine's init (a container, WSL without it), or it is and this session has no user manager.
+fn why_unreachable() -> &'static str {
+    // sd_booted(3): systemd is the init system exactly when this folder exists.
+    if Path::new("/run/systemd/system").is_dir() {
+        "This happens under `su`/`sudo` or in a session without systemd's user manager: log in as this \
+         user (a desktop or an SSH login), or run `loginctl enable-linger $USER` once."
+    } else {
+        "This machine does not run systemd (there is no /run/systemd/system), so there is no user \
+         service manager to start tabd."
+    }
 }
 
 /// This binary's real path: what the unit runs, wherever it was installed.
@@ -296,29 +371,44 @@ fn env_file_lines(ws: &Workspace, path: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `systemctl --user ARGS`; a failure says what systemctl said and what to do.
-fn run_systemctl(systemctl: &Path, args: &[&str]) -> Result<(), CliError> {
+/// Why `systemctl --user ARGS` did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+enum SystemctlError {
+    #[error("cannot run {program}: {source}")]
+    NotRun { program: String, source: std::io::Error },
+    /// It ran, but reached no user service manager: no systemd, or no user session bus.
+    #[error("`{what}` cannot reach your user session's service manager (systemctl says: {said})")]
+    Unreachable { what: String, said: String },
+    #[error("`{what}` failed: {said}")]
+    Failed { what: String, said: String },
+}
+
+/// `systemctl --user ARGS`.
+fn run_systemctl(systemctl: &Path, args: &[&str]) -> Result<(), SystemctlError> {
     let out = Command::new(systemctl)
         .arg("--user")
         .args(args)
         .output()
-        .map_err(|e| CliError::failed(format!("cannot run {}: {e}", systemctl.display())))?;
+        .map_err(|source| SystemctlError::NotRun {
+            program: systemctl.display().to_string(),
+            source,
+        })?;
     if out.status.success() {
         return Ok(());
     }
     let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
     let what = format!("systemctl --user {}", args.join(" "));
-    let no_bus = said.contains("bus") || said.contains("XDG_RUNTIME_DIR");
-    Err(CliError::failed(if no_bus {
-        format!(
-            "{what} cannot reach your user session's service manager (systemctl says: {said}). \
-             This happens under `su`/`sudo` or in a session without systemd --user. Log in as this \
-             user (a desktop or an SSH login), or run `loginctl enable-linger $USER` once, then \
-             run `tabd service install` again (what it wrote stays as it is)"
-        )
+    // systemctl's exit codes do not tell these apart; its words do (`Failed to connect to bus`,
+    // `$DBUS_SESSION_BUS_ADDRESS and $XDG_RUNTIME_DIR not defined`, `System has not been booted
+    // with systemd as init system`).
+    let unreachable = ["bus", "XDG_RUNTIME_DIR", "not been booted with systemd"]
+        .iter()
+        .any(|w| said.contains(w));
+    Err(if unreachable {
+        SystemctlError::Unreachable { what, said }
     } else {
-        format!("{what} failed: {said}")
-    }))
+        SystemctlError::Failed { what, said }
+    })
 }
 
 /// Writes `path` (its folder made), replacing what was there, with `mode`.

@@ -1,10 +1,13 @@
-//! `tabd undo RUN_ID [--dry-run] [--force] [--requeue]` (DESIGN §19): puts back what a run
-//! changed, file by file, only where the file is still as the run left it.
+//! `tabd undo RUN_ID [--dry-run] [--force] [--requeue] [--with-approved]` (DESIGN §19): puts back
+//! what a run changed, file by file, only where the file is still as the run left it. A call of
+//! the run that the person approved ran later, on its own, with its own journal: undo names each
+//! (`journal::approved`), and `--with-approved` undoes them too.
 
 use super::{CliError, Workspace};
 use crate::base::run_id::RunId;
 use crate::base::vault::VaultPath;
 use crate::records::access::AccessPolicy;
+use crate::records::journal::approved::ApprovedCall;
 use crate::records::journal::{self, ChangedBy, RunChanges, RunJournal, Step};
 
 /// The options of one undo.
@@ -12,13 +15,36 @@ pub struct Options {
     pub dry_run: bool,
     pub force: bool,
     pub requeue: bool,
+    /// Also undo the calls of the run that the person approved (each ran on its own).
+    pub with_approved: bool,
 }
 
-/// The journaled run an id or unique id prefix names. What is typed is checked first: it names a
-/// file (`RunId`), and never a path.
-pub fn find(ws: &Workspace, id: &str) -> Result<RunId, CliError> {
+/// The approved calls the journals hold, with the runs that asked for each (`journal::approved`).
+fn approved_calls(ws: &Workspace, ids: &[RunId]) -> Vec<ApprovedCall> {
+    let journals: Vec<RunChanges> = ids
+        .iter()
+        .filter_map(|id| journal::load(&ws.vault, id, None).ok())
+        .collect();
+    let ledger = crate::records::state::StateStore::new(ws.vault.clone())
+        .load()
+        .approvals;
+    journal::approved::calls(&journals.iter().collect::<Vec<_>>(), &ledger)
+}
+
+/// The run an id or unique id prefix names: a journaled run, or one whose only changes are calls
+/// the person approved (`approved`). What is typed is checked first: it names a file (`RunId`),
+/// and never a path.
+pub fn find(ws: &Workspace, id: &str, approved: &[ApprovedCall]) -> Result<RunId, CliError> {
     let id = RunId::parse(id).map_err(|e| CliError::usage(format!("`{}`: {e}", id.escape_debug())))?;
-    let ids = journal::run_ids(&ws.vault);
+    let mut ids = journal::run_ids(&ws.vault);
+    ids.extend(
+        approved
+            .iter()
+            .flat_map(|c| &c.asked_by)
+            .filter_map(|r| RunId::parse(r).ok()),
+    );
+    ids.sort();
+    ids.dedup();
     if ids.contains(&id) {
         return Ok(id);
     }
@@ -38,7 +64,57 @@ pub fn find(ws: &Workspace, id: &str) -> Result<RunId, CliError> {
 }
 
 pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
-    let run_id = find(ws, id)?;
+    let journaled = journal::run_ids(&ws.vault);
+    let calls = approved_calls(ws, &journaled);
+    let run_id = find(ws, id, &calls)?;
+    let approved: Vec<&ApprovedCall> = calls.iter().filter(|c| c.asked_by(&run_id)).collect();
+    let mut code = 0;
+    if opts.with_approved {
+        // Newest first, then the run: a file the run's second part changed after a call is put
+        // back by the run's undo, which goes back furthest.
+        for call in approved.iter().rev() {
+            println!(
+                "approved call {} (approval {}, {}), asked for by {run_id}:",
+                call.run_id, call.approval, call.tool
+            );
+            code = code.max(undo_one(ws, &call.run_id, opts)?);
+        }
+        if !approved.is_empty() {
+            println!("run {run_id}:");
+        }
+    }
+    if journaled.contains(&run_id) {
+        code = code.max(undo_one(ws, &run_id, opts)?);
+    } else {
+        println!("run {run_id} changed no file itself; only the calls you approved did");
+    }
+    if !opts.with_approved && !approved.is_empty() {
+        say_approved(&run_id, &approved);
+    }
+    Ok(code)
+}
+
+/// The calls of `run_id` the person approved, each with the undo of it: they ran later, on their
+/// own, so undoing the run leaves them.
+fn say_approved(run_id: &RunId, approved: &[&ApprovedCall]) {
+    println!(
+        "{} call{} of this run ran later, approved by you, and {} not undone with it:",
+        approved.len(),
+        if approved.len() == 1 { "" } else { "s" },
+        if approved.len() == 1 { "is" } else { "are" }
+    );
+    for call in approved {
+        println!(
+            "  approval {} ({}) ran as {}: undo it with `tabd undo {}`",
+            call.approval, call.tool, call.run_id, call.run_id
+        );
+    }
+    println!("  or undo the run and all of them: `tabd undo {run_id} --with-approved`");
+}
+
+/// Undoes one journaled run (a run, or an approved call's session): plan, print, put back.
+fn undo_one(ws: &Workspace, run_id: &RunId, opts: &Options) -> Result<u8, CliError> {
+    let run_id = run_id.clone();
     let key = ws.key()?;
     let entry = journal::load(&ws.vault, &run_id, Some(&key))
         .map_err(|e| CliError::failed(format!("cannot read the journal: {e}")))?;

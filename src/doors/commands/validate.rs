@@ -8,6 +8,7 @@ use super::{CliError, Workspace};
 use crate::base::diag::Diagnostic;
 use crate::base::process::find_program;
 use crate::setup::config::mcp::Transport;
+use crate::setup::role::{Role, RoleSet};
 
 pub fn run(ws: &Workspace) -> Result<u8, CliError> {
     let roles = &ws.roles;
@@ -26,14 +27,6 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
     for d in &diags {
         println!("{}", secrets.apply(&d.to_string()));
     }
-    let ok: Vec<&str> = roles.runnable().map(|r| r.name.as_str()).collect();
-    let abstract_roles: Vec<&str> = roles
-        .roles
-        .values()
-        .filter(|r| r.is_abstract)
-        .map(|r| r.name.as_str())
-        .collect();
-    let broken: Vec<&str> = roles.broken.keys().map(String::as_str).collect();
     let errors = diags.iter().filter(|d| d.is_error()).count();
     let warnings = diags
         .iter()
@@ -47,12 +40,8 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
         )
     );
     println!("vault: {}", ws.root.display());
-    println!("roles: {} ok ({})", ok.len(), ok.join(", "));
-    if !abstract_roles.is_empty() {
-        println!("abstract: {}", abstract_roles.join(", "));
-    }
-    if !broken.is_empty() {
-        println!("broken: {} ({})", broken.len(), broken.join(", "));
+    for line in Summary::of(roles, &diags).lines() {
+        println!("{line}");
     }
     println!(
         "{errors} error{}, {warnings} warning{}",
@@ -60,6 +49,96 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
         if warnings == 1 { "" } else { "s" }
     );
     Ok(if errors > 0 { 1 } else { 0 })
+}
+
+/// The roles as the lines above found them: a role is ok only when no error names one of its
+/// files (its own, a parent's, a skill it lists); abstract roles are counted apart, never run.
+#[derive(Debug, PartialEq)]
+struct Summary<'a> {
+    ok: Vec<&'a str>,
+    /// Loaded and runnable, but an error above is about one of its files (a skill it lists is
+    /// missing, say): it runs, not as written.
+    with_errors: Vec<&'a str>,
+    abstract_roles: Vec<&'a str>,
+    broken: Vec<&'a str>,
+}
+
+impl<'a> Summary<'a> {
+    fn of(roles: &'a RoleSet, diags: &[Diagnostic]) -> Self {
+        let errors: Vec<&Path> = diags
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.path.as_path())
+            .collect();
+        let (with_errors, ok) = roles.runnable().partition(|role| {
+            files_of(roles, role)
+                .iter()
+                .any(|f| errors.iter().any(|e| e.starts_with(f)))
+        });
+        let names = |list: Vec<&'a Role>| list.into_iter().map(|r| r.name.as_str()).collect();
+        Self {
+            ok: names(ok),
+            with_errors: names(with_errors),
+            abstract_roles: roles
+                .roles
+                .values()
+                .filter(|r| r.is_abstract)
+                .map(|r| r.name.as_str())
+                .collect(),
+            broken: roles.broken.keys().map(String::as_str).collect(),
+        }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        let list = |names: &[&str]| match names {
+            [] => String::new(),
+            names => format!(" ({})", names.join(", ")),
+        };
+        let mut out = vec![format!("roles: {} ok{}", self.ok.len(), list(&self.ok))];
+        if !self.with_errors.is_empty() {
+            out.push(format!(
+                "with errors: {}{}: they run, but not as written — fix the errors above",
+                self.with_errors.len(),
+                list(&self.with_errors)
+            ));
+        }
+        if !self.broken.is_empty() {
+            out.push(format!(
+                "broken: {}{}: they do not run until fixed",
+                self.broken.len(),
+                list(&self.broken)
+            ));
+        }
+        if !self.abstract_roles.is_empty() {
+            out.push(format!(
+                "abstract: {}{}: inherited by other roles, never run by themselves",
+                self.abstract_roles.len(),
+                list(&self.abstract_roles)
+            ));
+        }
+        out
+    }
+}
+
+/// The files a role is made of: its own, its parents' (`extends`), and the folders of the
+/// skills it lists.
+fn files_of(roles: &RoleSet, role: &Role) -> Vec<PathBuf> {
+    let mut files = vec![role.path.clone()];
+    let mut parent = role.settings.extends.as_deref();
+    // A loaded role's chain is whole, without a cycle, at most this deep (loading checked it).
+    while let Some(p) = parent
+        .and_then(|name| roles.roles.get(name))
+        .filter(|_| files.len() <= crate::setup::role::MAX_EXTENDS_DEPTH)
+    {
+        files.push(p.path.clone());
+        parent = p.settings.extends.as_deref();
+    }
+    for skill in &role.skills {
+        if let Some(folder) = Path::new(&crate::setup::skills::file(skill)).parent() {
+            files.push(folder.to_path_buf());
+        }
+    }
+    files
 }
 
 /// What the config asks of this machine.
@@ -142,7 +221,7 @@ fn forecast_checks(ws: &Workspace) -> Vec<Diagnostic> {
         .runnable()
         .flat_map(|role| {
             let past = history.get(&role.name).map_or(&[][..], Vec::as_slice);
-            let f = crate::records::forecast::forecast(role, &ws.config.limits, past, now);
+            let f = crate::records::forecast::forecast(role, &ws.config, past, now);
             f.over
                 .into_iter()
                 .map(|o| Diagnostic::warning(&role.path, 0, format!("{o} (tabd cost)")))
@@ -386,4 +465,82 @@ fn skill_checks(ws: &Workspace) -> Vec<Diagnostic> {
         }
     }
     crate::setup::skills::diagnostics(&ws.vault, &listed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::setup::role::LoadContext;
+
+    fn roles(files: &[(&str, &str)]) -> RoleSet {
+        let ctx = LoadContext::new(
+            chrono_tz::UTC,
+            crate::base::environment::Env::from_pairs([("X", "x")]),
+        );
+        RoleSet::from_texts(
+            files.iter().map(|(name, text)| {
+                (
+                    name.to_string(),
+                    PathBuf::from(format!("roles/{name}.md")),
+                    Ok(text.to_string()),
+                )
+            }),
+            &ctx,
+        )
+    }
+
+    /// Issue 48: a role an error line names is not counted ok — nor the roles that inherit the
+    /// file, or list the skill, it names; an abstract role is counted apart.
+    #[test]
+    fn a_role_an_error_names_is_not_ok_and_abstract_roles_are_apart() {
+        let set = roles(&[
+            ("_base", "# Base\n## Rules\n- be brief\n"),
+            ("risk", "---\nextends: _base\n---\n# Risk\n## Skills\n- triage\n"),
+            ("delivery", "---\nextends: _base\n---\n# Delivery\n"),
+            ("comms", "# Comms\n"),
+            ("broken", "---\nmax_tool_calls: many\n---\n# Broken\n"),
+        ]);
+        let mut diags = set.diagnostics.clone();
+        let summary = |diags: &[Diagnostic]| {
+            let s = Summary::of(&set, diags);
+            (
+                s.ok.join(" "),
+                s.with_errors.join(" "),
+                s.abstract_roles.join(" "),
+                s.broken.join(" "),
+            )
+        };
+        assert_eq!(
+            summary(&diags),
+            (
+                "comms delivery risk".into(),
+                "".into(),
+                "_base".into(),
+                "broken".into()
+            )
+        );
+        // What validate's own checks add: a skill the role lists is missing (on the role's file).
+        diags.push(Diagnostic::error(
+            Path::new("roles/risk.md"),
+            6,
+            "skill `triage`: there is no skills/triage/SKILL.md",
+        ));
+        assert_eq!(summary(&diags).1, "risk");
+        assert_eq!(
+            Summary::of(&set, &diags).lines(),
+            [
+                "roles: 2 ok (comms, delivery)",
+                "with errors: 1 (risk): they run, but not as written — fix the errors above",
+                "broken: 1 (broken): they do not run until fixed",
+                "abstract: 1 (_base): inherited by other roles, never run by themselves",
+            ]
+        );
+        // An error in a parent's file is every child's; one in a skill's file, its roles'.
+        let parent = [Diagnostic::error(Path::new("roles/_base.md"), 3, "x")];
+        assert_eq!(summary(&parent).1, "delivery risk");
+        let skill = [Diagnostic::error(Path::new("skills/triage/SKILL.md"), 2, "x")];
+        assert_eq!(summary(&skill).1, "risk");
+        let warning = [Diagnostic::warning(Path::new("roles/comms.md"), 1, "x")];
+        assert_eq!(summary(&warning).1, "", "a warning leaves a role ok");
+    }
 }

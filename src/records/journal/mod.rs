@@ -21,8 +21,10 @@
 //! dry run says.
 //!
 //! - `read` — reading a journal back, and how far it can be trusted;
-//! - `undo` — planning and carrying out an undo, through the same gate as a tool write.
+//! - `undo` — planning and carrying out an undo, through the same gate as a tool write;
+//! - `approved` — which approved calls' journals a run asked for (from the approval ledger).
 
+pub mod approved;
 pub mod read;
 pub mod undo;
 

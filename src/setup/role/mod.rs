@@ -6,6 +6,7 @@
 mod body;
 pub mod caps;
 pub mod context;
+mod lost_opening;
 pub mod sections;
 pub mod settings;
 pub mod triage;
@@ -651,8 +652,21 @@ fn parse_def(name: &str, path: &Path, text: &str, ctx: &LoadContext) -> RoleDef 
         }
         Err(e) => def.diagnostics.push(Diagnostic::error(path, e.line, e.message)),
     }
+    // Settings whose opening `---` was deleted would read as a heading (the `---` underlines
+    // them): an error of their own, and the body is read without them.
+    let body_text = match lost_opening::block(text) {
+        Some(block) => {
+            def.diagnostics.push(Diagnostic::error(
+                path,
+                block.first_line(),
+                lost_opening::message(&block),
+            ));
+            lost_opening::without(text, &block)
+        }
+        None => text.to_string(),
+    };
 
-    let body = sections::parse(text);
+    let body = sections::parse(&body_text);
     def.title = body.title.filter(|t| !t.is_empty());
     let mut seen: HashMap<SectionKind, usize> = HashMap::new();
     // The sections past the cap are not read (each one would be a warning, an entry to merge).

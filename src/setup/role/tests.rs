@@ -182,6 +182,42 @@ fn crlf_role_files_parse_with_right_lines() {
     assert_eq!(set.roles["r"].schedule.cron_exprs(), ["0 9,17 * * 1-5"]);
 }
 
+/// Issue 48: a role file whose opening `---` was deleted is an error at the settings' first line
+/// saying what to add — not a warning about a heading the person never wrote — and the role does
+/// not run without its settings.
+#[test]
+fn a_frontmatter_that_lost_its_opening_line_is_an_error_saying_to_add_it() {
+    let lost = "\nextends: _base\nmodel: m\n---\n# Risk Manager\n\n## Mission\nWatch.\n";
+    let set = load(&[("_base", BASE), ("risk", lost)]);
+    assert!(set.broken.contains_key("risk"), "{:#?}", set.diagnostics);
+    let said: Vec<String> = set.diagnostics.iter().map(|d| d.to_string()).collect();
+    assert_eq!(
+        said,
+        [
+            "roles/risk.md:2: error: the frontmatter's opening `---` is missing: lines 2–3 hold settings \
+          (`extends`, `model`) closed by the `---` on line 4, but no `---` opens them, so none of them \
+          is read; add a line `---` above line 2"
+        ],
+    );
+    // Put back, the same file loads.
+    let set = load(&[("_base", BASE), ("risk", &format!("---{lost}"))]);
+    assert!(set.errors().next().is_none(), "{:#?}", set.diagnostics);
+}
+
+/// The other side: a role without frontmatter whose body has a thematic break after prose, or a
+/// `Word: text` line that is no setting, loads as before.
+#[test]
+fn prose_or_an_unknown_key_before_a_thematic_break_is_body() {
+    for text in [
+        "# Risk\n\nWatches risks.\n\n---\n\n## Mission\nWatch.\n",
+        "Note: this role is new\n---\n# Risk\n## Mission\nWatch.\n",
+    ] {
+        let set = load(&[("risk", text)]);
+        assert!(set.roles.contains_key("risk"), "{text:?}: {:#?}", set.diagnostics);
+        assert!(set.errors().next().is_none(), "{text:?}: {:#?}", set.diagnostics);
+    }
+}
+
 #[test]
 fn unknown_sections_are_kept_with_a_warning() {
     let set = load(&[("r", "# R\n## Mission\nm\n## Glossary\nTPM: me\n")]);
