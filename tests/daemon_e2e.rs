@@ -845,7 +845,7 @@ fn a_config_made_after_start_is_read_and_a_missing_key_is_said_at_start() {
     });
     assert!(
         d.stderr()
-            .contains("ANTHROPIC_API_KEY is not set, so model calls will pause until it is"),
+            .contains("ANTHROPIC_API_KEY is not set, neither in tabd's environment nor in"),
         "{}",
         d.stderr()
     );

@@ -65,11 +65,13 @@ impl Daemon {
             self.config().path.clone().or_else(|| {
                 config::locate(self.setup.cli_config.as_deref(), &self.setup.env).map(|(p, _)| p)
             });
-        if let Some(dir) = config_path
-            .as_deref()
-            .and_then(|p| p.ancestors().skip(1).take(3).find(|d| d.is_dir()))
-        {
-            dirs.push(dir.to_path_buf());
+        // The env file too (`~/.config/tabd/env`, often beside the config): a key saved there
+        // is read at once.
+        let env_file = self.setup.env_file.clone();
+        for file in [&config_path, &env_file].into_iter().flatten() {
+            if let Some(dir) = file.ancestors().skip(1).take(3).find(|d| d.is_dir()) {
+                dirs.push(dir.to_path_buf());
+            }
         }
         dirs.push(self.watching.paths.approvals());
         dirs.sort();
@@ -87,6 +89,7 @@ impl Daemon {
             }
         }
         self.watching.paths.config = config_path;
+        self.watching.paths.env_file = env_file;
         self.watching.paths.inbox_owners = owners;
         self.watching.paths.watched = watched;
         self.watching.paths.watched_dirs = dirs;
@@ -161,9 +164,10 @@ impl Daemon {
         }
     }
 
-    /// Reloads config and roles: broken edits keep the last good version running.
+    /// Reloads the env file, config and roles: broken edits keep the last good version running.
     pub(super) fn reload(&mut self) {
-        self.reload_config();
+        let env_changed = self.reread_env_file();
+        self.reload_config(env_changed);
         let fresh = crate::base::blocking::run(|| {
             RoleSet::load(
                 &self.run_env.vault,
@@ -208,24 +212,26 @@ impl Daemon {
         notify_systemd(&[sd_notify::NotifyState::Status(&status)]);
     }
 
-    /// Applies an edited config: the runs started from now on get a new environment made whole
-    /// from it (provider, time zone of the logs, limits; `RunEnv::rebuilt`), the shell its host
-    /// name and settle time, and the log says what changed. A config that cannot be read, or
-    /// whose environment cannot be made, is refused with the reason and the old one kept whole.
-    fn reload_config(&mut self) {
+    /// Applies an edited config (or env file, `env_changed`): the runs started from now on get
+    /// a new environment made whole from it (provider, time zone of the logs, limits;
+    /// `rebuilt_run_env`), the shell its host name and settle time, and the log says what
+    /// changed. A config that cannot be read, or whose environment cannot be made, is refused
+    /// with the reason and the old one kept whole.
+    fn reload_config(&mut self, env_changed: bool) {
         let loaded =
             crate::base::blocking::run(|| config::load(self.setup.cli_config.as_deref(), &self.setup.env));
         let c = match loaded {
             Ok(c) => self.keep_cluster(c),
             Err(e) => return self.refuse_config(&e),
         };
-        let fresh = if c == *self.run_env.config {
-            None
-        } else {
-            match self.run_env.rebuilt(c, &self.setup.env) {
+        let config_changed = c != *self.run_env.config;
+        let fresh = if config_changed || env_changed {
+            match self.rebuilt_run_env(c, env_changed) {
                 Ok(fresh) => Some(fresh),
                 Err(e) => return self.refuse_config(&e),
             }
+        } else {
+            None
         };
         if let Some(was) = self.setup.config_error.take() {
             let now_used = fresh.as_ref().map_or(&self.run_env.config, |f| &f.config);
@@ -240,8 +246,10 @@ impl Daemon {
             );
         }
         let Some(fresh) = fresh else { return };
-        let changed = changed_parts(&self.run_env.config, &fresh.config);
-        tracing::info!("config changed; reloaded ({})", changed.join(", "));
+        if config_changed {
+            let changed = changed_parts(&self.run_env.config, &fresh.config);
+            tracing::info!("config changed; reloaded ({})", changed.join(", "));
+        }
         self.setup.host = host_name(&fresh.config);
         let settle = fresh.config.inbox.settle();
         let notify_changed = fresh.config.notify != self.run_env.config.notify;
@@ -249,8 +257,8 @@ impl Daemon {
         if notify_changed {
             self.start_notifier();
         }
-        // A config change is worth another try, at once: of a paused provider, of a role whose
-        // required server was down.
+        // A config change (or a key saved in the env file) is worth another try, at once: of a
+        // paused provider, of a role whose required server was down.
         self.apply(Input::Config { settle });
     }
 
