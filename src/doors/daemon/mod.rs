@@ -15,6 +15,7 @@
 //!   when it is saved; `upkeep` — crash leftovers swept, the undo journal pruned; `report` +
 //!   `status` — the status note and `tabd status`; `tasks` — run tasks, reaped as they finish.
 
+mod broken;
 mod cluster;
 pub mod core;
 mod effects;
@@ -100,10 +101,10 @@ struct Setup {
     kept_last_good: Vec<String>,
     /// The config file's error since its last edit: the daemon runs with the previous config.
     config_error: Option<String>,
-    /// Each broken role's errors as the daily note last stated them.
-    role_errors_logged: BTreeMap<String, Vec<crate::base::diag::Diagnostic>>,
-    /// Each broken role's errors as the daemon's log last said them (at once, on each edit).
-    role_errors_said: BTreeMap<String, Vec<crate::base::diag::Diagnostic>>,
+    /// Each role file at fault (and the roles broken with it) as the daily note last stated it.
+    role_errors_logged: BTreeMap<String, broken::Broken>,
+    /// Each role file at fault as the daemon's log last said it (at once, on each edit).
+    role_errors_said: BTreeMap<String, broken::Broken>,
 }
 
 /// What the last scans and reads of the vault found.

@@ -1,10 +1,11 @@
 //! Hot reload of config and role files (a broken edit keeps the last good version), the set of
 //! watched folders, and the `watch` files' hashes.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::broken::{self, Broken};
 use super::core::Input;
 use super::{host_name, notify_systemd, watch, Daemon};
 use crate::base::calls::Change;
@@ -354,110 +355,151 @@ impl Daemon {
         }
     }
 
-    /// Says in the daemon's log each broken state of a role file it has not said yet (each
-    /// edit that breaks it anew, at once), and each role file fixed since.
-    fn say_role_errors(&mut self) {
+    /// The role files with errors, grouped by the file at fault (`broken::group`): what each
+    /// broken role's file extends is read from the file as it is now.
+    fn broken_files(&self) -> Vec<Broken> {
         let roles = self.run_env.roles.clone();
-        for (name, diags) in &roles.broken {
-            if self.setup.role_errors_said.get(name) == Some(diags) {
+        crate::base::blocking::run(|| broken::group(&roles.broken, |name| self.extends_of(name)))
+    }
+
+    /// The role `name`'s file extends, as the file says now (`None`: it extends none, or its
+    /// frontmatter cannot be read — then it is at fault itself).
+    fn extends_of(&self, name: &str) -> Option<String> {
+        /// Larger than any role file tabd reads.
+        const MAX_ROLE_FILE: u64 = 1024 * 1024;
+        let path = VaultPath::parse(&layout::role_file(name), false).ok()?;
+        let text = self.run_env.vault.read_text(&path, MAX_ROLE_FILE).ok()?;
+        let fm = crate::formats::frontmatter::split(&text).ok()?.frontmatter?;
+        crate::setup::role::settings::parse(&fm, &self.setup.env)
+            .0
+            .extends
+    }
+
+    /// Says in the daemon's log each broken state of a role file it has not said yet (each
+    /// edit that breaks it anew, at once) — one line for a file and the roles that extend it —
+    /// and each file fixed since.
+    fn say_role_errors(&mut self) {
+        let files = self.broken_files();
+        for file in &files {
+            if self.setup.role_errors_said.get(&file.root) == Some(file) {
                 continue;
             }
-            let (what, first, more) = self.role_error_words(name, diags);
-            tracing::warn!("{}: {what}: {first}{more}", layout::role_file(name));
-            self.setup.role_errors_said.insert(name.clone(), diags.clone());
+            let w = file.words(&self.setup.kept_last_good);
+            let extenders = with_dash(&w.extenders, "; ");
+            tracing::warn!(
+                "{}: {}: {}{}{extenders}",
+                layout::role_file(&file.root),
+                w.what,
+                w.first,
+                w.more
+            );
         }
-        let fixed: Vec<String> = self
-            .setup
-            .role_errors_said
-            .keys()
-            .filter(|n| !roles.broken.contains_key(*n))
+        let said = std::mem::take(&mut self.setup.role_errors_said);
+        for (root, file) in self.fixed_since(said, &files) {
+            let running_again = self.running_again(&file);
+            tracing::info!("{}: {}", layout::role_file(&root), file.fixed(&running_again));
+        }
+        self.setup.role_errors_said = by_root(files);
+    }
+
+    /// The files at fault in `before` that are fixed now: their role loads again (a file gone,
+    /// or one now broken by another's fault, is not fixed).
+    fn fixed_since(&self, before: BTreeMap<String, Broken>, now: &[Broken]) -> Vec<(String, Broken)> {
+        let roles = &self.run_env.roles;
+        before
+            .into_iter()
+            .filter(|(root, _)| !now.iter().any(|f| f.root == *root))
+            .filter(|(root, _)| roles.roles.contains_key(root) && !roles.broken.contains_key(root))
+            .collect()
+    }
+
+    /// The roles that extended `file` while it was at fault and load again now.
+    fn running_again(&self, file: &Broken) -> Vec<String> {
+        let roles = &self.run_env.roles;
+        file.extenders
+            .iter()
+            .filter(|n| roles.roles.contains_key(*n) && !roles.broken.contains_key(*n))
             .cloned()
-            .collect();
-        for name in fixed {
-            self.setup.role_errors_said.remove(&name);
-            if roles.roles.contains_key(&name) {
-                tracing::info!("{}: fixed; running the new version", layout::role_file(&name));
-            }
-        }
+            .collect()
     }
 
-    /// What a broken role file's state reads as: what tabd does about it, its first error (cut
-    /// short) and how many more.
-    fn role_error_words(
-        &self,
-        name: &str,
-        diags: &[crate::base::diag::Diagnostic],
-    ) -> (&'static str, String, String) {
-        let first = diags
-            .first()
-            .map(|d| crate::base::text::one_line(&d.to_string(), 300))
-            .unwrap_or_default();
-        let more = if diags.len() > 1 {
-            format!(" (+{} more; run `tabd validate`)", diags.len() - 1)
-        } else {
-            String::new()
-        };
-        let what = if self.setup.kept_last_good.iter().any(|n| n == name) {
-            "role file has errors; still running the last good version"
-        } else {
-            "role file has errors; the role stays off until it is fixed"
-        };
-        (what, first, more)
-    }
-
-    /// Writes into the daily note what changed in the roles' broken states since it last did:
-    /// one line per broken state (its first error, cut short), one when a logged one is fixed;
-    /// and tells the person of each broken state (`role_broken`).
+    /// Writes into the daily note what changed in the role files' errors since it last did: one
+    /// line per file at fault (its first error, cut short, and the roles that extend it), one
+    /// when a logged one is fixed; and tells the person of each (`role_broken`), once.
     pub(super) fn log_role_errors(&mut self) {
         self.say_role_errors();
-        let roles = self.run_env.roles.clone();
+        let files = self.broken_files();
         let now = self.run_env.clock.now();
-        for (name, diags) in &roles.broken {
-            if self.setup.role_errors_logged.get(name) == Some(diags) {
+        for file in &files {
+            if self.setup.role_errors_logged.get(&file.root) == Some(file) {
                 continue;
             }
-            let (what, first, more) = self.role_error_words(name, diags);
+            let w = file.words(&self.setup.kept_last_good);
             // A person knows the role by its title, not its file name.
-            let who = roles.titles.get(name).unwrap_or(name);
+            let who = self.title_of(&file.root);
+            let extenders = with_dash(&w.extenders, " — ");
+            self.shown.writes.check(
+                "the daily note",
+                self.run_env.log.write_line(
+                    now,
+                    &who,
+                    &format!("{} — {}{}{extenders}", w.what, w.first, w.more),
+                ),
+            );
+            let told: String = file
+                .diags
+                .iter()
+                .map(ToString::to_string)
+                .chain(file.extenders.iter().cloned())
+                .collect();
+            self.tell(
+                crate::setup::config::notify::EventKind::RoleBroken,
+                &file.root,
+                format!("role_broken:{}:{}", file.root, context::hash(told.as_bytes())),
+                (
+                    format!("{who}: the role file has an error"),
+                    format!("{}{} — {}{extenders}.", w.first, w.more, w.what),
+                ),
+                Some(layout::role_file(&file.root)),
+            );
+        }
+        let logged = std::mem::take(&mut self.setup.role_errors_logged);
+        for (root, file) in self.fixed_since(logged, &files) {
+            let running_again = self.running_again(&file);
+            let who = self.title_of(&root);
             self.shown.writes.check(
                 "the daily note",
                 self.run_env
                     .log
-                    .write_line(now, who, &format!("{what} — {first}{more}")),
+                    .write_line(now, &who, &format!("role file {}", file.fixed(&running_again))),
             );
-            let told: String = diags.iter().map(ToString::to_string).collect();
-            self.tell(
-                crate::setup::config::notify::EventKind::RoleBroken,
-                name,
-                format!("role_broken:{name}:{}", context::hash(told.as_bytes())),
-                (
-                    format!("{who}: the role file has an error"),
-                    format!("{first}{more} — {what}."),
-                ),
-                Some(layout::role_file(name)),
-            );
-            self.setup.role_errors_logged.insert(name.clone(), diags.clone());
         }
-        let fixed: Vec<String> = self
-            .setup
-            .role_errors_logged
-            .keys()
-            .filter(|n| !roles.broken.contains_key(*n))
-            .cloned()
-            .collect();
-        for name in fixed {
-            self.setup.role_errors_logged.remove(&name);
-            if let Some(role) = roles.roles.get(&name) {
-                self.shown.writes.check(
-                    "the daily note",
-                    self.run_env.log.write_line(
-                        now,
-                        &role.display_name,
-                        "role file fixed; running the new version",
-                    ),
-                );
-            }
-        }
+        self.setup.role_errors_logged = by_root(files);
+    }
+
+    /// The role's title (its H1, broken files included), else its name.
+    fn title_of(&self, name: &str) -> String {
+        let roles = &self.run_env.roles;
+        roles
+            .roles
+            .get(name)
+            .map(|r| r.display_name.clone())
+            .or_else(|| roles.titles.get(name).cloned())
+            .unwrap_or_else(|| name.to_string())
+    }
+}
+
+/// The files at fault by the name of their role.
+fn by_root(files: Vec<Broken>) -> BTreeMap<String, Broken> {
+    files.into_iter().map(|f| (f.root.clone(), f)).collect()
+}
+
+/// `text` after `dash`, or nothing when there is no text.
+fn with_dash(text: &str, dash: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!("{dash}{text}")
     }
 }
 
