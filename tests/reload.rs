@@ -280,3 +280,39 @@ fn a_key_tabd_was_started_with_wins_over_the_env_file_and_tabd_says_so() {
         assert!(!text.contains(crate::support::TEST_KEY), "{text}");
     }
 }
+
+/// Issue 48, item 4: a role file added, switched off and on (`enabled`) or removed while the
+/// daemon runs is said — in its log and one line in the daily note — with when the role runs
+/// next (or that only its inbox starts it).
+#[test]
+fn roles_added_switched_and_removed_are_each_said_with_their_next_fire() {
+    let fake = FakeModel::start();
+    let v = vault_with(&fake, &daemon_config(""));
+    let d = Daemon::start(&v);
+    let scout = "# Scout\n\n## Mission\nLook around.\n\n## Schedule\ndaily at 9:00\n";
+    let said = |what: &str| {
+        let line = format!("· Scout · {what}");
+        wait_until(T, &line, || v.daily().contains(&line));
+    };
+    v.write("roles/scout.md", scout);
+    said("role added; next fire ");
+    assert!(
+        d.stderr().contains("roles/scout.md: role added; next fire "),
+        "{}",
+        d.stderr()
+    );
+    v.write("roles/scout.md", &format!("---\nenabled: false\n---\n{scout}"));
+    said("switched off (enabled: false); it runs no more");
+    v.write("roles/scout.md", scout);
+    said("switched on (enabled: true); next fire ");
+    std::fs::remove_file(v.path("roles/scout.md")).unwrap();
+    said("role removed (roles/scout.md is gone)");
+    v.write("roles/helper.md", "# Helper\n\n## Mission\nHelp.\n");
+    wait_until(T, "the inbox-only role said", || {
+        v.daily()
+            .contains("· Helper · role added; inbox only (no schedule")
+    });
+    let daily = v.daily();
+    assert_eq!(daily.matches("· Scout · role added").count(), 1, "{daily}");
+    assert_eq!(daily.matches("role removed").count(), 1, "{daily}");
+}

@@ -28,6 +28,7 @@ pub mod ready;
 mod reload;
 mod report;
 mod resumes;
+mod role_changes;
 mod shared_runs;
 pub mod slots;
 pub mod status;

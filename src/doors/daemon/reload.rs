@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::broken::{self, Broken};
 use super::core::Input;
+use super::role_changes::{self, RoleChange};
 use super::{host_name, notify_systemd, watch, Daemon};
 use crate::base::calls::Change;
 use crate::base::vault::{layout, VaultPath};
@@ -186,7 +187,9 @@ impl Daemon {
         }
         let rescheduled = self.restart_changed_schedules(&old, &effective);
         let broken_changed = old.broken != effective.broken;
+        let changes = role_changes::changes(&old, &effective);
         self.run_env.roles = Arc::new(effective);
+        self.say_role_changes(&old, &changes);
         // Children started from now on (a keep-alive server's restart too) are kept from them.
         let inboxes = self.roles().runnable().map(|r| r.inbox.as_str());
         self.run_env.launcher.inboxes.set(inboxes);
@@ -211,6 +214,30 @@ impl Daemon {
             self.next_fire_text()
         );
         notify_systemd(&[sd_notify::NotifyState::Status(&status)]);
+    }
+
+    /// Says each role added, removed or switched on or off, with when it runs next: in the
+    /// daemon's log and one line each in the daily note. `old`: the roles before the reload.
+    fn say_role_changes(&mut self, old: &RoleSet, changes: &[RoleChange]) {
+        let now = self.run_env.clock.now();
+        for change in changes {
+            let name = change.role();
+            let (who, fire) = match self.roles().roles.get(name) {
+                Some(role) => (role.display_name.clone(), self.fire_words(role, now)),
+                None => (
+                    old.roles
+                        .get(name)
+                        .map_or_else(|| name.to_string(), |r| r.display_name.clone()),
+                    String::new(),
+                ),
+            };
+            let sentence = change.sentence(&fire);
+            tracing::info!("{}: {sentence}", layout::role_file(name));
+            self.shown.writes.check(
+                "the daily note",
+                self.run_env.log.write_line(now, &who, &sentence),
+            );
+        }
     }
 
     /// Applies an edited config (or env file, `env_changed`): the runs started from now on get
