@@ -153,13 +153,15 @@ impl Daemon {
                 view.busy_elsewhere = r.busy_elsewhere();
                 view.queued_slots = r.queued_slots();
                 view.watch_pending = r.watch_pending();
-                view.waits = self.roles().roles.get(name).and_then(|role| {
+                let wall_of = |(until, why): (tokio::time::Instant, String)| status::Wait {
+                    until: wall + chrono::Duration::from_std(until - now).unwrap_or_default(),
+                    why,
+                };
+                if let Some(role) = self.roles().roles.get(name) {
                     let limits = RoleLimits::resolve(role, &self.config().limits);
-                    r.waiting(&limits, now).map(|(until, why)| status::Wait {
-                        until: wall + chrono::Duration::from_std(until - now).unwrap_or_default(),
-                        why,
-                    })
-                });
+                    view.waits = r.waiting(&limits, now).map(wall_of);
+                    view.schedule_held = r.schedule_held(limits.min_interval, now).map(wall_of);
+                }
                 (name.clone(), view)
             })
             .collect()
