@@ -13,7 +13,7 @@ use crate::support::approvals::{notes, set_status, status_of};
 const KEY: &str = "a-cluster-key-of-at-least-32-characters";
 
 /// Devices with the cluster's key whose role `risk` asks before `write_file`, and a model that
-/// writes `project/approved.md` (the run then waits for the person), then says it is done.
+/// writes `project/risks/approved.md` (the run then waits for the person), then says it is done.
 fn asking(test: &str) -> Option<Devices> {
     let mut d = Devices::new(test, 3, "")?;
     d.extra = format!("key = \"{KEY}\"\n");
@@ -154,7 +154,7 @@ fn an_approval_decided_while_its_device_is_down_runs_once_on_another_and_its_run
     d.wait(Duration::from_secs(40), "the run going on", || {
         ended(&d).len() == 1
     });
-    assert_eq!(d.v.read("project/approved.md"), "once\n");
+    assert_eq!(d.v.read("project/risks/approved.md"), "once\n");
     let ran = ended(&d);
     let on = ran[0].0.clone();
     assert_ne!(on, asker, "went on on a device that was up");
@@ -192,7 +192,7 @@ fn an_approval_decided_while_its_device_is_down_runs_once_on_another_and_its_run
     assert!(waiting_runs(&d, asker).is_empty(), "its copy of the run dropped");
     assert_eq!(d.fake.requests().len(), 2);
     assert_eq!(ended(&d).len(), 1);
-    assert_eq!(d.v.read("project/approved.md"), "once\n");
+    assert_eq!(d.v.read("project/risks/approved.md"), "once\n");
     assert_eq!(status_of(&d.v, &approval), "done");
     assert!(d.fake.violations().is_empty(), "{:?}", d.fake.violations());
 }
@@ -208,7 +208,7 @@ fn an_approval_seen_by_every_device_at_once_runs_once_and_its_run_goes_on_once()
     d.wait(Duration::from_secs(40), "the run going on", || {
         ended(&d).len() == 1 && status_of(&d.v, &approval) == "done"
     });
-    assert_eq!(d.v.read("project/approved.md"), "once\n");
+    assert_eq!(d.v.read("project/risks/approved.md"), "once\n");
     assert_eq!(d.fake.requests().len(), 2, "{}", d.stderr());
     let text = d.v.read(&approval);
     assert_eq!(text.matches("## Result").count(), 1, "{text}");
@@ -284,7 +284,7 @@ fn a_forged_request_in_the_cluster_is_refused_and_runs_nothing() {
         || d.v.daily().contains("is refused: its signature does not match"),
     );
     assert_eq!(status_of(&d.v, &approval), "approved", "nothing ran it");
-    assert!(!d.v.path("project/approved.md").exists());
+    assert!(!d.v.path("project/risks/approved.md").exists());
     assert_eq!(d.fake.requests().len(), 1);
     assert!(d.fake.violations().is_empty(), "{:?}", d.fake.violations());
 }
@@ -338,7 +338,11 @@ fn a_waiting_run_larger_than_one_message_goes_on_on_another_device() {
     d.wait(Duration::from_secs(40), "the run going on", || {
         ended(&d).len() == 1
     });
-    assert_eq!(d.v.read("project/approved.md"), "once\n", "the call ran once");
+    assert_eq!(
+        d.v.read("project/risks/approved.md"),
+        "once\n",
+        "the call ran once"
+    );
     let text = d.v.read(&approval);
     assert_eq!(text.matches("## Result").count(), 1, "{text}");
     let ran = ended(&d);

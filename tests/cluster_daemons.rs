@@ -30,7 +30,7 @@ pub(crate) struct Devices {
 }
 
 impl Devices {
-    /// The risk role asks before `write_file`; the model writes `project/approved.md` ("once")
+    /// The risk role asks before `write_file`; the model writes `project/risks/approved.md` ("once")
     /// and, given the call's result, says "done".
     pub(crate) fn risk_asks_to_write_once(&mut self) {
         let d = self;
@@ -42,7 +42,7 @@ impl Devices {
                     &[(
                         "w1",
                         "write_file",
-                        json!({"path": "project/approved.md", "content": "once\n"}),
+                        json!({"path": "project/risks/approved.md", "content": "once\n"}),
                     )],
                 )
             } else {
@@ -384,7 +384,7 @@ fn a_device_stopped_past_its_lease_writes_nothing_when_it_goes_on_and_says_so() 
                 &[(
                     "t1",
                     "append_file",
-                    json!({"path": "project/log.md", "content": "a run was here\n"}),
+                    json!({"path": "project/risks/log.md", "content": "a run was here\n"}),
                 )],
             )
         } else {
@@ -423,7 +423,7 @@ fn a_device_stopped_past_its_lease_writes_nothing_when_it_goes_on_and_says_so() 
         d.v.daily().contains("no longer holds")
     });
     assert_eq!(
-        d.v.read("project/log.md"),
+        d.v.read("project/risks/log.md"),
         "a run was here\n",
         "only the device that held the note wrote\n{}",
         d.stderr()
@@ -491,7 +491,7 @@ fn an_approval_decided_in_a_shared_vault_runs_once_on_the_device_that_asked() {
     d.wait(Duration::from_secs(30), "the call done", || {
         crate::support::approvals::status_of(&d.v, &approval) == "done"
     });
-    assert_eq!(d.v.read("project/approved.md"), "once\n");
+    assert_eq!(d.v.read("project/risks/approved.md"), "once\n");
     // No other device called the person's decision invalid, and none ran it again.
     assert!(
         !d.v.read(&approval).contains("no record of asking"),

@@ -49,6 +49,46 @@ fn min_interval_holds_back_chains_never_a_persons_note() {
     assert!(v.path("agent/inbox/delivery/chained.md").exists());
 }
 
+/// Issue 48, item 5: a role scheduled `every 1 min` with min_interval 1h does not run at the
+/// next minute after a run: `tabd status` and agent/status.md show the real next run — an hour
+/// after the last one — and say min_interval holds it back.
+#[test]
+fn status_shows_the_next_fire_min_interval_allows() {
+    let fake = FakeModel::start();
+    fake.respond_with(|_, _| wire::text("anthropic", "ok"));
+    let v = vault_with(
+        &fake,
+        "[limits]\nmin_interval = \"1h\"\n[inbox]\nsettle_ms = 300\n",
+    );
+    v.write(
+        "roles/ticker.md",
+        "# Ticker\n\n## Mission\nTick.\n\n## Schedule\nevery 1 min\n",
+    );
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/ticker/one.md", "a person's note runs at once");
+    wait_until(T, "the run", || !v.records().is_empty());
+    let why = "held back by min_interval 1h since its last run";
+    wait_until(T, "tabd status shows the held next fire", || {
+        stdout(&v.tabd(&["status", "ticker"])).contains(why)
+    });
+    let status = v.status_json().unwrap();
+    let ticker = status["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role"] == "ticker")
+        .unwrap()
+        .clone();
+    let next: chrono::DateTime<chrono::Utc> = ticker["next_fire"].as_str().unwrap().parse().unwrap();
+    let ended: chrono::DateTime<chrono::Utc> = v.records()[0]["ended_at"].as_str().unwrap().parse().unwrap();
+    assert!(
+        next >= ended + chrono::Duration::minutes(59),
+        "an hour after the run ({ended}), not the next minute: {next}"
+    );
+    assert_eq!(ticker["next_fire_why"], why);
+    assert!(v.read("agent/status.md").contains(why));
+}
+
 #[test]
 fn an_outage_pauses_model_calls_and_a_config_change_resumes_them() {
     let (v, fake) = setup("");

@@ -198,3 +198,86 @@ fn a_fixed_config_is_logged() {
         v.daily().contains("config fixed; using it now")
     });
 }
+
+/// Issue 48, item 4: one typo in `_base.md`, which every stock role extends, is one event — one
+/// line in the daemon's log, one in the daily note, one `role_broken` notification — naming the
+/// file, its line and the roles that extend it, with what happens to them; never one per role,
+/// and the abstract `_base` is never said to be "still running". Its fix is one line too.
+#[test]
+fn a_typo_in_the_base_role_is_one_event_naming_the_roles_that_extend_it() {
+    let out = tempfile::tempdir().unwrap();
+    let events = out.path().join("events.jsonl");
+    let fake = FakeModel::start();
+    let v = vault_with(
+        &fake,
+        &format!(
+            "{}[notify]\ncommand = [\"sh\", \"-c\", \"cat >> {}\"]\n",
+            daemon_config(""),
+            events.display()
+        ),
+    );
+    let d = Daemon::start(&v);
+    let good = v.read("roles/_base.md");
+    assert!(good.lines().nth(3) == Some("max_tool_calls: 30"), "{good}");
+    v.write(
+        "roles/_base.md",
+        &good.replace("max_tool_calls: 30", "max_tool_calls: lots"),
+    );
+    wait_until(T, "the role_broken event", || {
+        events_in(&events).iter().any(|e| e["event"] == "role_broken")
+    });
+    v.write("roles/_base.md", &good);
+    // The fix is written after everything the broken state wrote.
+    wait_until(T, "the fix in the daily note", || {
+        v.daily().contains("role file fixed")
+    });
+    wait_until(T, "the fix in the daemon's log", || {
+        d.stderr().contains("roles/_base.md: fixed")
+    });
+
+    let extenders =
+        "4 roles that extend it: comms, delivery, product, risk keep running their last good versions";
+    let daily = v.daily();
+    let errors: Vec<&str> = daily
+        .lines()
+        .filter(|l| l.contains("role file has errors"))
+        .collect();
+    assert_eq!(errors.len(), 1, "one daily line:\n{daily}");
+    assert!(
+        errors[0].contains("roles/_base.md:4: error:") && errors[0].contains(extenders),
+        "{}",
+        errors[0]
+    );
+    assert!(!daily.contains("still running"), "{daily}");
+    let fixes: Vec<&str> = daily.lines().filter(|l| l.contains("role file fixed")).collect();
+    assert_eq!(fixes.len(), 1, "{daily}");
+    assert!(
+        fixes[0].contains("run their new versions too: comms, delivery, product, risk"),
+        "{}",
+        fixes[0]
+    );
+
+    let told: Vec<serde_json::Value> = events_in(&events)
+        .into_iter()
+        .filter(|e| e["event"] == "role_broken")
+        .collect();
+    assert_eq!(told.len(), 1, "one notification: {told:?}");
+    assert_eq!(told[0]["note"], "roles/_base.md", "{told:?}");
+    let message = told[0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("roles/_base.md:4") && message.contains(extenders),
+        "{message}"
+    );
+
+    let log = d.stderr();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("role file has errors"))
+        .collect();
+    assert_eq!(said.len(), 1, "one line in the daemon's log:\n{log}");
+    assert!(
+        said[0].contains("roles/_base.md: role file has errors (an abstract role"),
+        "{}",
+        said[0]
+    );
+}

@@ -1,7 +1,7 @@
 //! The process environment as a value, so config and roles can expand `${VAR}` and tests never
 //! mutate the real environment.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -128,6 +128,10 @@ fn replace_words(text: &str, value: &str, shown: &str) -> String {
 #[derive(Debug, Default)]
 struct Expanded {
     names: BTreeSet<String>,
+    /// Every (value, name) an env file has given any clone, kept when the file changes: a clone
+    /// made before the change (the log's, a run's) still holds the old value, and a clone made
+    /// after it must hide a value only the new file has.
+    file_values: Vec<(String, String)>,
     redactor: Option<Arc<Redactor>>,
 }
 
@@ -136,7 +140,29 @@ struct Expanded {
 #[derive(Debug, Clone, Default)]
 pub struct Env {
     vars: HashMap<String, String>,
+    /// The variables this environment took from the env file, each with what the process had
+    /// (unset, or empty): a file read again puts those back first, so a variable removed from
+    /// the file goes only when the file gave it.
+    from_file: BTreeMap<String, Option<String>>,
     expanded: Arc<Mutex<Expanded>>,
+}
+
+/// How a variable differs between two environments (never its value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VarChange {
+    Added,
+    Changed,
+    Removed,
+}
+
+impl VarChange {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "added",
+            Self::Changed => "changed",
+            Self::Removed => "removed",
+        }
+    }
 }
 
 impl Env {
@@ -144,32 +170,79 @@ impl Env {
     pub fn from_process() -> Self {
         Self {
             vars: std::env::vars().collect(),
+            from_file: BTreeMap::new(),
             expanded: Arc::default(),
         }
     }
 
-    /// This environment with `file`'s variables under it: a variable set here (and not empty)
-    /// wins, as a shell's `export` wins over what the service reads. Every name the file sets
-    /// is a secret from now on (its value is written back as `${NAME}` wherever tabd prints it).
+    /// This environment with `file`'s variables under it: a variable set in the process (and
+    /// not empty) wins, as a shell's `export` or the unit's `Environment=` wins over what the
+    /// service reads. Called again with the file as it is now (the daemon does, when it is
+    /// saved), what the last file gave is taken back first: a variable the file no longer has
+    /// goes, one the process set stays. Every name a file sets is a secret from now on, in
+    /// every clone (its value is written back as `${NAME}` wherever tabd prints it).
     pub fn with_env_file(mut self, file: &EnvFile) -> Self {
+        for (k, had) in std::mem::take(&mut self.from_file) {
+            match had {
+                Some(v) => self.vars.insert(k, v),
+                None => self.vars.remove(&k),
+            };
+        }
         for (k, v) in &file.vars {
             if self.get(k).is_none() {
+                self.from_file.insert(k.clone(), self.vars.get(k).cloned());
                 self.vars.insert(k.clone(), v.clone());
             }
         }
         {
             let mut expanded = self.expanded();
-            for (k, _) in &file.vars {
+            for (k, v) in &file.vars {
                 expanded.names.insert(k.clone());
+                let pair = (v.clone(), k.clone());
+                if !CHILD_BASE_ENV.contains(&k.as_str()) && !expanded.file_values.contains(&pair) {
+                    expanded.file_values.push(pair);
+                }
             }
             expanded.redactor = None;
         }
         self
     }
 
+    /// The names `file` sets that the process set otherwise (another value, not empty): the
+    /// process's value wins, so the file's is not used. Under systemd that is a value changed in
+    /// the file after the unit read it (`EnvironmentFile=`, once, at the service's start).
+    /// Called on the environment `file` was put under (`with_env_file(file)`).
+    pub fn overridden_by_process(&self, file: &EnvFile) -> Vec<String> {
+        let names: BTreeSet<&String> = file
+            .vars
+            .iter()
+            .filter(|(k, v)| !self.from_file.contains_key(k) && self.get(k).is_some_and(|had| had != v))
+            .map(|(k, _)| k)
+            .collect();
+        names.into_iter().cloned().collect()
+    }
+
+    /// The variables whose value differs from `before`'s, by name, sorted (never a value).
+    pub fn changes_from(&self, before: &Env) -> Vec<(String, VarChange)> {
+        let names: BTreeSet<&String> = self.vars.keys().chain(before.vars.keys()).collect();
+        names
+            .into_iter()
+            .filter_map(|n| {
+                let change = match (before.get(n), self.get(n)) {
+                    (None, Some(_)) => VarChange::Added,
+                    (Some(_), None) => VarChange::Removed,
+                    (Some(a), Some(b)) if a != b => VarChange::Changed,
+                    _ => return None,
+                };
+                Some((n.clone(), change))
+            })
+            .collect()
+    }
+
     pub fn from_pairs<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
         Self {
             vars: pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            from_file: BTreeMap::new(),
             expanded: Arc::default(),
         }
     }
@@ -203,7 +276,7 @@ impl Env {
         if let Some(r) = &expanded.redactor {
             return r.clone();
         }
-        let r = Arc::new(self.redactor_for(expanded.names.iter().map(String::as_str)));
+        let r = Arc::new(self.redactor_for(expanded.names.iter().map(String::as_str), &expanded.file_values));
         expanded.redactor = Some(r.clone());
         r
     }
@@ -212,12 +285,21 @@ impl Env {
     /// back as `${NAME}`: a secret read from the environment never reaches a message, a log or a
     /// listing.
     pub fn redact(&self, text: &str, names: &[String]) -> String {
-        let expanded: Vec<String> = self.expanded().names.iter().cloned().collect();
-        self.redactor_for(expanded.iter().chain(names).map(String::as_str))
+        let (expanded, file_values) = {
+            let e = self.expanded();
+            (e.names.iter().cloned().collect::<Vec<_>>(), e.file_values.clone())
+        };
+        self.redactor_for(expanded.iter().chain(names).map(String::as_str), &file_values)
             .apply(text)
     }
 
-    fn redactor_for<'a>(&self, used: impl Iterator<Item = &'a str>) -> Redactor {
+    /// `file_values`: every (value, name) an env file gave (`Expanded::file_values`), passed in
+    /// by the caller that holds the lock.
+    fn redactor_for<'a>(
+        &self,
+        used: impl Iterator<Item = &'a str>,
+        file_values: &[(String, String)],
+    ) -> Redactor {
         let shown = |n: &str| format!("${{{n}}}");
         let mut pairs: Vec<(String, String)> = used
             // What tabd hands every child (HOME, PATH, the locale) is no secret: hiding the home
@@ -234,6 +316,7 @@ impl Env {
                 })
                 .map(|(k, v)| (v.clone(), shown(k))),
         );
+        pairs.extend(file_values.iter().map(|(v, k)| (v.clone(), shown(k))));
         Redactor::new(pairs)
     }
 
@@ -545,6 +628,83 @@ mod tests {
                 .apply("posting to https://hooks.example/abc123 with sk-from-the-file-1"),
             "posting to ${HOOK} with ${ANTHROPIC_API_KEY}"
         );
+    }
+
+    fn file(vars: &[(&str, &str)]) -> EnvFile {
+        EnvFile {
+            vars: vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Issue 48, item 4: the env file read again (saved while the daemon runs) takes back only
+    /// what the last file gave; what the process set wins before and after.
+    #[test]
+    fn the_env_file_read_again_takes_back_only_what_it_gave() {
+        let process = Env::from_pairs([("MINE", "exported"), ("EMPTY", ""), ("PATH", "/bin")]);
+        let first = process.with_env_file(&file(&[
+            ("KEY", "sk-first-value-1"),
+            ("MINE", "from-the-file"),
+            ("EMPTY", "filled-by-the-file"),
+            ("GONE", "only-in-the-first"),
+        ]));
+        assert_eq!(first.get("EMPTY"), Some("filled-by-the-file"));
+        assert_eq!(first.get("MINE"), Some("exported"));
+        let second = first.clone().with_env_file(&file(&[
+            ("KEY", "sk-second-value-2"),
+            ("NEW", "only-in-the-second"),
+        ]));
+        assert_eq!(second.get("KEY"), Some("sk-second-value-2"));
+        assert_eq!(second.get("MINE"), Some("exported"), "the process's own stays");
+        assert_eq!(second.get("PATH"), Some("/bin"));
+        assert_eq!(second.get("GONE"), None, "gone from the file, gone");
+        assert_eq!(second.get("EMPTY"), None, "back to what the process had");
+        assert_eq!(
+            second.changes_from(&first),
+            [
+                ("EMPTY".to_string(), VarChange::Removed),
+                ("GONE".to_string(), VarChange::Removed),
+                ("KEY".to_string(), VarChange::Changed),
+                ("NEW".to_string(), VarChange::Added),
+            ]
+        );
+        let rotated = file(&[("MINE", "changed-in-the-file"), ("KEY", "sk-second-value-2")]);
+        assert_eq!(
+            second
+                .clone()
+                .with_env_file(&rotated)
+                .overridden_by_process(&rotated),
+            ["MINE"],
+            "the process's MINE wins over the file's; KEY is the file's own"
+        );
+        let same = file(&[("MINE", "exported")]);
+        assert!(second
+            .clone()
+            .with_env_file(&same)
+            .overridden_by_process(&same)
+            .is_empty());
+        let gone = second.clone().with_env_file(&EnvFile::default());
+        assert_eq!(gone.get("KEY"), None, "a file deleted gives nothing");
+        assert_eq!(gone.get("MINE"), Some("exported"));
+    }
+
+    /// A value an env file gives later is hidden by every clone, those made before it too (the
+    /// log's writer holds the environment tabd started with), and an old value stays hidden.
+    #[test]
+    fn a_value_from_a_file_read_later_is_hidden_by_every_clone() {
+        let started =
+            Env::from_pairs([("HOME", "/home/ana")]).with_env_file(&file(&[("TOKEN_A", "first-1234567")]));
+        let log = started.clone();
+        assert_eq!(log.redactor().apply("first-1234567"), "${TOKEN_A}");
+        let later = started.with_env_file(&file(&[
+            ("TOKEN_A", "second-7654321"),
+            ("PLAIN", "plain-value-42"),
+        ]));
+        let text = "first-1234567 second-7654321 plain-value-42";
+        let want = "${TOKEN_A} ${TOKEN_A} ${PLAIN}";
+        assert_eq!(log.redactor().apply(text), want, "the clone made before");
+        assert_eq!(later.redactor().apply(text), want);
+        assert_eq!(later.redact(text, &[]), want);
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub struct AnthropicProvider {
     url: String,
     key: Option<Secret>,
     key_env: String,
+    /// The env file a missing key is put in (named in the error).
+    env_file: Option<String>,
     timeout: std::time::Duration,
     /// Which form of extended thinking this model accepts, once learned.
     thinking_mode: AtomicU8,
@@ -40,9 +42,16 @@ impl AnthropicProvider {
             url: format!("{}/v1/messages", cfg.base_url.trim_end_matches('/')),
             key,
             key_env: cfg.api_key_env.clone(),
+            env_file: None,
             timeout: cfg.timeout,
             thinking_mode: AtomicU8::new(MODE_UNKNOWN),
         }
+    }
+
+    /// Names `path` (the env file tabd reads) as where a missing key goes.
+    pub fn with_env_file(mut self, path: Option<String>) -> Self {
+        self.env_file = path;
+        self
     }
 
     fn adaptive(&self, model: &str) -> bool {
@@ -126,6 +135,7 @@ impl AnthropicProvider {
             return Err(ProviderError::MissingKey {
                 provider: "anthropic",
                 env: self.key_env.clone(),
+                file: self.env_file.clone(),
             });
         };
         let ep = Endpoint {

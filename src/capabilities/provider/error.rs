@@ -21,8 +21,13 @@ pub enum FailureClass {
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProviderError {
-    #[error("{provider}: no API key — set {env} in tabd's environment (the variable named by [provider] api_key_env; see docs/providers.md)")]
-    MissingKey { provider: &'static str, env: String },
+    /// `file`: the env file tabd reads (`~/.config/tabd/env`), where the person puts the key.
+    #[error("{provider}: no API key — {}", key_advice(env, file.as_deref()))]
+    MissingKey {
+        provider: &'static str,
+        env: String,
+        file: Option<String>,
+    },
     #[error("{provider}: HTTP {status}: {message}{}", advice.as_deref().map(|a| format!(" — {a}")).unwrap_or_default())]
     Http {
         provider: &'static str,
@@ -141,7 +146,7 @@ impl ProviderError {
                 message: r(message),
                 outage,
             },
-            Self::MissingKey { provider, env } => Self::MissingKey { provider, env },
+            Self::MissingKey { provider, env, file } => Self::MissingKey { provider, env, file },
             Self::Deadline { provider } => Self::Deadline { provider },
         }
     }
@@ -151,6 +156,19 @@ impl ProviderError {
             Self::Http { status, .. } => Some(*status),
             _ => None,
         }
+    }
+}
+
+/// What a person does about a missing key: the variable, the env file it goes in and that a
+/// running tabd reads that file again when it is saved (no restart), or the environment.
+fn key_advice(env: &str, file: Option<&str>) -> String {
+    match file {
+        Some(file) => format!(
+            "put {env}=… in {file} (tabd reads that file again when you save it) or set {env} in tabd's environment; see docs/providers.md"
+        ),
+        None => format!(
+            "set {env} in tabd's environment (the variable named by [provider] api_key_env; see docs/providers.md)"
+        ),
     }
 }
 
@@ -245,7 +263,8 @@ mod tests {
         assert_eq!(
             ProviderError::MissingKey {
                 provider: "anthropic",
-                env: "K".into()
+                env: "K".into(),
+                file: None,
             }
             .class(),
             FailureClass::Outage

@@ -228,7 +228,10 @@ pub fn build(cfg: &ProviderConfig, env: &Env) -> Result<Arc<dyn Provider>, Build
             .redacted(&env.redactor())
         })?;
     let inner: Arc<dyn Provider> = match cfg.kind {
-        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(client, cfg, key)),
+        ProviderKind::Anthropic => Arc::new(
+            AnthropicProvider::new(client, cfg, key)
+                .with_env_file(crate::base::environment::env_file_path(env).map(|p| p.display().to_string())),
+        ),
         ProviderKind::Openai => Arc::new(OpenAiProvider::new(client, cfg, key)),
         ProviderKind::Command => Arc::new(NoApi),
     };

@@ -40,7 +40,7 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
         )
     );
     println!("vault: {}", ws.root.display());
-    for line in Summary::of(roles, &diags).lines() {
+    for line in Summary::of(roles, &diags, ws.vault.layout()).lines() {
         println!("{line}");
     }
     println!(
@@ -64,14 +64,14 @@ struct Summary<'a> {
 }
 
 impl<'a> Summary<'a> {
-    fn of(roles: &'a RoleSet, diags: &[Diagnostic]) -> Self {
+    fn of(roles: &'a RoleSet, diags: &[Diagnostic], layout: &crate::base::vault::layout::Layout) -> Self {
         let errors: Vec<&Path> = diags
             .iter()
             .filter(|d| d.is_error())
             .map(|d| d.path.as_path())
             .collect();
         let (with_errors, ok) = roles.runnable().partition(|role| {
-            files_of(roles, role)
+            files_of(roles, role, layout)
                 .iter()
                 .any(|f| errors.iter().any(|e| e.starts_with(f)))
         });
@@ -122,7 +122,7 @@ impl<'a> Summary<'a> {
 
 /// The files a role is made of: its own, its parents' (`extends`), and the folders of the
 /// skills it lists.
-fn files_of(roles: &RoleSet, role: &Role) -> Vec<PathBuf> {
+fn files_of(roles: &RoleSet, role: &Role, layout: &crate::base::vault::layout::Layout) -> Vec<PathBuf> {
     let mut files = vec![role.path.clone()];
     let mut parent = role.settings.extends.as_deref();
     // A loaded role's chain is whole, without a cycle, at most this deep (loading checked it).
@@ -134,7 +134,7 @@ fn files_of(roles: &RoleSet, role: &Role) -> Vec<PathBuf> {
         parent = p.settings.extends.as_deref();
     }
     for skill in &role.skills {
-        if let Some(folder) = Path::new(&crate::setup::skills::file(skill)).parent() {
+        if let Some(folder) = Path::new(&crate::setup::skills::file(layout, skill)).parent() {
             files.push(folder.to_path_buf());
         }
     }
@@ -502,7 +502,7 @@ mod tests {
         ]);
         let mut diags = set.diagnostics.clone();
         let summary = |diags: &[Diagnostic]| {
-            let s = Summary::of(&set, diags);
+            let s = Summary::of(&set, diags, &Default::default());
             (
                 s.ok.join(" "),
                 s.with_errors.join(" "),
@@ -527,7 +527,7 @@ mod tests {
         ));
         assert_eq!(summary(&diags).1, "risk");
         assert_eq!(
-            Summary::of(&set, &diags).lines(),
+            Summary::of(&set, &diags, &Default::default()).lines(),
             [
                 "roles: 2 ok (comms, delivery)",
                 "with errors: 1 (risk): they run, but not as written — fix the errors above",

@@ -44,7 +44,7 @@ impl Daemon {
             Effect::StopForToday { role, stop, kind } => self.stop_for_today(&role, stop, kind),
             Effect::Paused { reason, .. } => {
                 tracing::warn!(
-                    "model calls paused for {} min: {reason}",
+                    "model calls paused for {} min, or until the config or the env file is saved: {reason}",
                     super::core::PAUSE.as_secs() / 60
                 );
                 let r = self.run_env.store.update(|s| s.global.paused = Some(reason));

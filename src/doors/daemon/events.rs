@@ -12,6 +12,8 @@ pub struct Paths {
     pub root: PathBuf,
     /// The config file, or where it would be when there is none yet.
     pub config: Option<PathBuf>,
+    /// The env file (`~/.config/tabd/env`), or where it would be.
+    pub env_file: Option<PathBuf>,
     /// Inbox folder → the roles reading it.
     pub inbox_owners: HashMap<PathBuf, Vec<String>>,
     /// Watched file (vault path) → the roles watching it.
@@ -46,7 +48,7 @@ pub enum EventClass {
     Rescan,
     /// A role file changed: reload (debounced).
     Roles,
-    /// The config file changed: reload (debounced).
+    /// The config file or the env file changed: reload (debounced).
     Config,
     /// A folder appeared or vanished where inboxes live, or a watched folder went away:
     /// re-point the watcher and rescan.
@@ -75,11 +77,12 @@ pub fn classify(ev: &FsEvent, paths: &Paths) -> EventClass {
     if parent == paths.roles() {
         return EventClass::Roles;
     }
-    // The config file, or a folder on its way made (`~/.config/tabd` before `config.toml`).
-    if paths
-        .config
-        .as_deref()
-        .is_some_and(|c| c == p || c.starts_with(p))
+    // The config file or the env file, or a folder on its way made (`~/.config/tabd` before
+    // `config.toml`).
+    if [&paths.config, &paths.env_file]
+        .into_iter()
+        .flatten()
+        .any(|c| c == p || c.starts_with(p))
     {
         return EventClass::Config;
     }
@@ -113,6 +116,7 @@ mod tests {
         Paths {
             root: "/v".into(),
             config: Some("/etc/tabd.toml".into()),
+            env_file: Some("/home/u/.config/tabd/env".into()),
             inbox_owners: HashMap::from([("/v/agent/inbox/risk".into(), vec!["risk".to_string()])]),
             watched: HashMap::from([("project/timeline.md".to_string(), vec!["delivery".to_string()])]),
             watched_dirs: vec!["/v/agent/inbox/risk".into()],
@@ -127,6 +131,11 @@ mod tests {
         assert_eq!(classify(&FsEvent::Rescan, &p), EventClass::Rescan);
         assert_eq!(classify(&w("/v/roles/risk.md"), &p), EventClass::Roles);
         assert_eq!(classify(&w("/etc/tabd.toml"), &p), EventClass::Config);
+        assert_eq!(
+            classify(&w("/home/u/.config/tabd/env"), &p),
+            EventClass::Config,
+            "the env file is read again like the config"
+        );
         // A folder on the way to a config not made yet: reload, which watches it.
         let mut later = p.clone();
         later.config = Some("/home/u/.config/tabd/config.toml".into());

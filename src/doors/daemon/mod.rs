@@ -11,12 +11,15 @@
 //!   decided resumes, the approvals pass; `expect` — `expect:` deadlines, checked off the loop;
 //! - `effects` — what goes out: runs started and fed back, a day's stop, the pause recorded,
 //!   `[notify]`, pages given back when quiet, the stop;
-//! - `reload` — config and role files, watched folders; `report` + `status` — the status note
-//!   and `tabd status`; `tasks` — run tasks, reaped as they finish.
+//! - `reload` — config and role files, watched folders; `env_file` — the env file read again
+//!   when it is saved; `upkeep` — crash leftovers swept, the undo journal pruned; `report` +
+//!   `status` — the status note and `tabd status`; `tasks` — run tasks, reaped as they finish.
 
+mod broken;
 mod cluster;
 pub mod core;
 mod effects;
+mod env_file;
 pub mod events;
 mod expect;
 mod inputs;
@@ -25,17 +28,18 @@ pub mod ready;
 mod reload;
 mod report;
 mod resumes;
+mod role_changes;
 mod shared_runs;
 pub mod slots;
 pub mod status;
 mod tasks;
+mod upkeep;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
@@ -57,11 +61,6 @@ use self::core::{Core, Input};
 use self::inputs::ApprovalWork;
 pub use lock::{acquire as acquire_lock, holder as lock_holder, LockError};
 use ready::FsEvent;
-
-/// How often the daemon prunes the undo journal (and once at start).
-const JOURNAL_PRUNE_EVERY: Duration = Duration::from_secs(6 * 3600);
-/// Crash leftovers younger than this might be another process's write in flight.
-const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
 
 /// What the command line hands the daemon.
 pub struct Init {
@@ -88,17 +87,25 @@ struct Watching {
 
 /// What the daemon was started with and what its config and role files say beyond `RunEnv`.
 struct Setup {
+    /// The process's environment with the env file under it, as last read.
     env: Env,
+    /// The env file (`~/.config/tabd/env`; `None` without a home), and what was wrong with it
+    /// when last read (said again only when that changes).
+    env_file: Option<PathBuf>,
+    env_file_warnings: Vec<String>,
+    /// The env file's variables the process was started with otherwise (its value wins), as
+    /// last said.
+    env_file_overridden: Vec<String>,
     cli_config: Option<PathBuf>,
     host: String,
     /// Roles running their last good version while their file has errors.
     kept_last_good: Vec<String>,
     /// The config file's error since its last edit: the daemon runs with the previous config.
     config_error: Option<String>,
-    /// Each broken role's errors as the daily note last stated them.
-    role_errors_logged: BTreeMap<String, Vec<crate::base::diag::Diagnostic>>,
-    /// Each broken role's errors as the daemon's log last said them (at once, on each edit).
-    role_errors_said: BTreeMap<String, Vec<crate::base::diag::Diagnostic>>,
+    /// Each role file at fault (and the roles broken with it) as the daily note last stated it.
+    role_errors_logged: BTreeMap<String, broken::Broken>,
+    /// Each role file at fault as the daemon's log last said it (at once, on each edit).
+    role_errors_said: BTreeMap<String, broken::Broken>,
 }
 
 /// What the last scans and reads of the vault found.
@@ -160,6 +167,35 @@ pub struct Daemon {
     work: Work,
     /// With `[cluster]`: what this device may run (DESIGN §23).
     coordinator: Option<cluster::Coordinator>,
+}
+
+impl Setup {
+    /// What the daemon starts with: the environment, the env file as read at start, the config's
+    /// place and host; no file has errors yet.
+    fn new(init: &Init) -> Self {
+        let env_file = crate::base::environment::env_file_path(&init.env);
+        // Said by the command line at start: said again only when they change. A variable the
+        // process has otherwise at start is the person's own choice (an `export` on purpose):
+        // said only once the file changes.
+        let read = env_file
+            .as_deref()
+            .and_then(crate::base::environment::EnvFile::read)
+            .unwrap_or_default();
+        let env_file_overridden = init.env.overridden_by_process(&read);
+        let env_file_warnings = read.warnings;
+        Self {
+            env: init.env.clone(),
+            env_file,
+            env_file_warnings,
+            env_file_overridden,
+            cli_config: init.cli_config.clone(),
+            host: host_name(&init.config),
+            kept_last_good: Vec::new(),
+            config_error: None,
+            role_errors_logged: BTreeMap::new(),
+            role_errors_said: BTreeMap::new(),
+        }
+    }
 }
 
 impl Watching {
@@ -240,15 +276,7 @@ impl Daemon {
         let telemetry =
             crate::capabilities::telemetry::Telemetry::start(init.config.telemetry.as_ref(), &init.env);
         let side = crate::base::sidewrites::SideWrites::default();
-        let setup = Setup {
-            env: init.env.clone(),
-            cli_config: init.cli_config.clone(),
-            host: host_name(&init.config),
-            kept_last_good: Vec::new(),
-            config_error: None,
-            role_errors_logged: BTreeMap::new(),
-            role_errors_said: BTreeMap::new(),
-        };
+        let setup = Setup::new(&init);
         Ok(Self {
             core: Core::new(
                 init.config.inbox.settle(),
@@ -448,53 +476,6 @@ impl Daemon {
         self.queue_resumes();
         self.share_waiting();
         Ok(())
-    }
-
-    /// Removes the temp files a crash left behind, walking the whole vault in the background
-    /// once the daemon is ready: nothing waits for it, so it does not delay READY.
-    fn sweep_stale_temps(&self) {
-        let vault = self.run_env.vault.clone();
-        tokio::task::spawn_blocking(move || {
-            let removed = vault.remove_stale_temps(STALE_TEMP_AGE);
-            if !removed.is_empty() {
-                tracing::info!("removed {} temp file(s) a crash left behind", removed.len());
-            }
-        });
-        self.prune_journal();
-    }
-
-    /// Keeps the undo journal within `[journal] keep_days` and `max_mib`: now, then every few
-    /// hours (off the loop: it lists and reads the journal).
-    fn prune_journal(&self) {
-        let vault = self.run_env.vault.clone();
-        let clock = self.run_env.clock.clone();
-        let keep = self.config().journal.clone();
-        // Approvals asked for longer ago than this never run, so their marks may go.
-        let approvals_within = crate::records::state::approval_ledger::runs_within(
-            keep.keep_days,
-            self.config().approvals.expire_after,
-        );
-        let key = self.run_env.key.clone();
-        tokio::spawn(async move {
-            loop {
-                let (vault, now, keep, key) = (vault.clone(), clock.now(), keep.clone(), key.clone());
-                let pruned = tokio::task::spawn_blocking(move || {
-                    crate::records::journal::forget_open_marks(&key, keep.keep_days);
-                    crate::records::state::approval_ledger::forget_old_marks(&key, approvals_within);
-                    crate::records::journal::prune(&vault, keep.keep_days, keep.max_mib * 1024 * 1024, now)
-                })
-                .await;
-                if let Some(p) = pruned.ok().filter(|p| p.runs + p.blobs > 0) {
-                    tracing::info!(
-                        "undo journal: dropped {} run(s) and {} stored version(s), {} KiB",
-                        p.runs,
-                        p.blobs,
-                        p.bytes / 1024
-                    );
-                }
-                tokio::time::sleep(JOURNAL_PRUNE_EVERY).await;
-            }
-        });
     }
 
     fn next_wake(&self) -> Instant {

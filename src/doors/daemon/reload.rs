@@ -1,11 +1,13 @@
 //! Hot reload of config and role files (a broken edit keeps the last good version), the set of
 //! watched folders, and the `watch` files' hashes.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::broken::{self, Broken};
 use super::core::Input;
+use super::role_changes::{self, RoleChange};
 use super::{host_name, notify_systemd, watch, Daemon};
 use crate::base::calls::Change;
 use crate::base::vault::VaultPath;
@@ -65,11 +67,13 @@ impl Daemon {
             self.config().path.clone().or_else(|| {
                 config::locate(self.setup.cli_config.as_deref(), &self.setup.env).map(|(p, _)| p)
             });
-        if let Some(dir) = config_path
-            .as_deref()
-            .and_then(|p| p.ancestors().skip(1).take(3).find(|d| d.is_dir()))
-        {
-            dirs.push(dir.to_path_buf());
+        // The env file too (`~/.config/tabd/env`, often beside the config): a key saved there
+        // is read at once.
+        let env_file = self.setup.env_file.clone();
+        for file in [&config_path, &env_file].into_iter().flatten() {
+            if let Some(dir) = file.ancestors().skip(1).take(3).find(|d| d.is_dir()) {
+                dirs.push(dir.to_path_buf());
+            }
         }
         dirs.push(self.watching.paths.approvals());
         dirs.sort();
@@ -87,6 +91,7 @@ impl Daemon {
             }
         }
         self.watching.paths.config = config_path;
+        self.watching.paths.env_file = env_file;
         self.watching.paths.inbox_owners = owners;
         self.watching.paths.watched = watched;
         self.watching.paths.watched_dirs = dirs;
@@ -161,9 +166,10 @@ impl Daemon {
         }
     }
 
-    /// Reloads config and roles: broken edits keep the last good version running.
+    /// Reloads the env file, config and roles: broken edits keep the last good version running.
     pub(super) fn reload(&mut self) {
-        self.reload_config();
+        let env_changed = self.reread_env_file();
+        self.reload_config(env_changed);
         let fresh = crate::base::blocking::run(|| {
             RoleSet::load(
                 &self.run_env.vault,
@@ -181,7 +187,9 @@ impl Daemon {
         }
         let rescheduled = self.restart_changed_schedules(&old, &effective);
         let broken_changed = old.broken != effective.broken;
+        let changes = role_changes::changes(&old, &effective);
         self.run_env.roles = Arc::new(effective);
+        self.say_role_changes(&old, &changes);
         // Children started from now on (a keep-alive server's restart too) are kept from them.
         let inboxes = self.roles().runnable().map(|r| r.inbox.as_str());
         self.run_env.launcher.inboxes.set(inboxes);
@@ -208,24 +216,51 @@ impl Daemon {
         notify_systemd(&[sd_notify::NotifyState::Status(&status)]);
     }
 
-    /// Applies an edited config: the runs started from now on get a new environment made whole
-    /// from it (provider, time zone of the logs, limits; `RunEnv::rebuilt`), the shell its host
-    /// name and settle time, and the log says what changed. A config that cannot be read, or
-    /// whose environment cannot be made, is refused with the reason and the old one kept whole.
-    fn reload_config(&mut self) {
+    /// Says each role added, removed or switched on or off, with when it runs next: in the
+    /// daemon's log and one line each in the daily note. `old`: the roles before the reload.
+    fn say_role_changes(&mut self, old: &RoleSet, changes: &[RoleChange]) {
+        let now = self.run_env.clock.now();
+        for change in changes {
+            let name = change.role();
+            let (who, fire) = match self.roles().roles.get(name) {
+                Some(role) => (role.display_name.clone(), self.fire_words(role, now)),
+                None => (
+                    old.roles
+                        .get(name)
+                        .map_or_else(|| name.to_string(), |r| r.display_name.clone()),
+                    String::new(),
+                ),
+            };
+            let file = self.run_env.vault.layout().role_file(name);
+            let sentence = change.sentence(&fire, &file);
+            tracing::info!("{file}: {sentence}");
+            self.shown.writes.check(
+                "the daily note",
+                self.run_env.log.write_line(now, &who, &sentence),
+            );
+        }
+    }
+
+    /// Applies an edited config (or env file, `env_changed`): the runs started from now on get
+    /// a new environment made whole from it (provider, time zone of the logs, limits;
+    /// `rebuilt_run_env`), the shell its host name and settle time, and the log says what
+    /// changed. A config that cannot be read, or whose environment cannot be made, is refused
+    /// with the reason and the old one kept whole.
+    fn reload_config(&mut self, env_changed: bool) {
         let loaded =
             crate::base::blocking::run(|| config::load(self.setup.cli_config.as_deref(), &self.setup.env));
         let c = match loaded {
             Ok(c) => self.keep_cluster(c),
             Err(e) => return self.refuse_config(&e),
         };
-        let fresh = if c == *self.run_env.config {
-            None
-        } else {
-            match self.run_env.rebuilt(c, &self.setup.env) {
+        let config_changed = c != *self.run_env.config;
+        let fresh = if config_changed || env_changed {
+            match self.rebuilt_run_env(c, env_changed) {
                 Ok(fresh) => Some(fresh),
                 Err(e) => return self.refuse_config(&e),
             }
+        } else {
+            None
         };
         if let Some(was) = self.setup.config_error.take() {
             let now_used = fresh.as_ref().map_or(&self.run_env.config, |f| &f.config);
@@ -240,8 +275,10 @@ impl Daemon {
             );
         }
         let Some(fresh) = fresh else { return };
-        let changed = changed_parts(&self.run_env.config, &fresh.config);
-        tracing::info!("config changed; reloaded ({})", changed.join(", "));
+        if config_changed {
+            let changed = changed_parts(&self.run_env.config, &fresh.config);
+            tracing::info!("config changed; reloaded ({})", changed.join(", "));
+        }
         self.setup.host = host_name(&fresh.config);
         let settle = fresh.config.inbox.settle();
         let notify_changed = fresh.config.notify != self.run_env.config.notify;
@@ -249,8 +286,8 @@ impl Daemon {
         if notify_changed {
             self.start_notifier();
         }
-        // A config change is worth another try, at once: of a paused provider, of a role whose
-        // required server was down.
+        // A config change (or a key saved in the env file) is worth another try, at once: of a
+        // paused provider, of a role whose required server was down.
         self.apply(Input::Config { settle });
     }
 
@@ -346,116 +383,155 @@ impl Daemon {
         }
     }
 
-    /// Says in the daemon's log each broken state of a role file it has not said yet (each
-    /// edit that breaks it anew, at once), and each role file fixed since.
-    fn say_role_errors(&mut self) {
+    /// The role files with errors, grouped by the file at fault (`broken::group`): what each
+    /// broken role's file extends is read from the file as it is now.
+    fn broken_files(&self) -> Vec<Broken> {
         let roles = self.run_env.roles.clone();
-        for (name, diags) in &roles.broken {
-            if self.setup.role_errors_said.get(name) == Some(diags) {
+        crate::base::blocking::run(|| broken::group(&roles.broken, |name| self.extends_of(name)))
+    }
+
+    /// The role `name`'s file extends, as the file says now (`None`: it extends none, or its
+    /// frontmatter cannot be read — then it is at fault itself).
+    fn extends_of(&self, name: &str) -> Option<String> {
+        /// Larger than any role file tabd reads.
+        const MAX_ROLE_FILE: u64 = 1024 * 1024;
+        let path = VaultPath::parse(&self.run_env.vault.layout().role_file(name), false).ok()?;
+        let text = self.run_env.vault.read_text(&path, MAX_ROLE_FILE).ok()?;
+        let fm = crate::formats::frontmatter::split(&text).ok()?.frontmatter?;
+        crate::setup::role::settings::parse(&fm, &self.setup.env)
+            .0
+            .extends
+    }
+
+    /// Says in the daemon's log each broken state of a role file it has not said yet (each
+    /// edit that breaks it anew, at once) — one line for a file and the roles that extend it —
+    /// and each file fixed since.
+    fn say_role_errors(&mut self) {
+        let files = self.broken_files();
+        for file in &files {
+            if self.setup.role_errors_said.get(&file.root) == Some(file) {
                 continue;
             }
-            let (what, first, more) = self.role_error_words(name, diags);
+            let w = file.words(&self.setup.kept_last_good);
+            let extenders = with_dash(&w.extenders, "; ");
             tracing::warn!(
-                "{}: {what}: {first}{more}",
-                self.run_env.vault.layout().role_file(name)
+                "{}: {}: {}{}{extenders}",
+                self.run_env.vault.layout().role_file(&file.root),
+                w.what,
+                w.first,
+                w.more
             );
-            self.setup.role_errors_said.insert(name.clone(), diags.clone());
         }
-        let fixed: Vec<String> = self
-            .setup
-            .role_errors_said
-            .keys()
-            .filter(|n| !roles.broken.contains_key(*n))
+        let said = std::mem::take(&mut self.setup.role_errors_said);
+        for (root, file) in self.fixed_since(said, &files) {
+            let running_again = self.running_again(&file);
+            tracing::info!(
+                "{}: {}",
+                self.run_env.vault.layout().role_file(&root),
+                file.fixed(&running_again)
+            );
+        }
+        self.setup.role_errors_said = by_root(files);
+    }
+
+    /// The files at fault in `before` that are fixed now: their role loads again (a file gone,
+    /// or one now broken by another's fault, is not fixed).
+    fn fixed_since(&self, before: BTreeMap<String, Broken>, now: &[Broken]) -> Vec<(String, Broken)> {
+        let roles = &self.run_env.roles;
+        before
+            .into_iter()
+            .filter(|(root, _)| !now.iter().any(|f| f.root == *root))
+            .filter(|(root, _)| roles.roles.contains_key(root) && !roles.broken.contains_key(root))
+            .collect()
+    }
+
+    /// The roles that extended `file` while it was at fault and load again now.
+    fn running_again(&self, file: &Broken) -> Vec<String> {
+        let roles = &self.run_env.roles;
+        file.extenders
+            .iter()
+            .filter(|n| roles.roles.contains_key(*n) && !roles.broken.contains_key(*n))
             .cloned()
-            .collect();
-        for name in fixed {
-            self.setup.role_errors_said.remove(&name);
-            if roles.roles.contains_key(&name) {
-                tracing::info!(
-                    "{}: fixed; running the new version",
-                    self.run_env.vault.layout().role_file(&name)
-                );
-            }
-        }
+            .collect()
     }
 
-    /// What a broken role file's state reads as: what tabd does about it, its first error (cut
-    /// short) and how many more.
-    fn role_error_words(
-        &self,
-        name: &str,
-        diags: &[crate::base::diag::Diagnostic],
-    ) -> (&'static str, String, String) {
-        let first = diags
-            .first()
-            .map(|d| crate::base::text::one_line(&d.to_string(), 300))
-            .unwrap_or_default();
-        let more = if diags.len() > 1 {
-            format!(" (+{} more; run `tabd validate`)", diags.len() - 1)
-        } else {
-            String::new()
-        };
-        let what = if self.setup.kept_last_good.iter().any(|n| n == name) {
-            "role file has errors; still running the last good version"
-        } else {
-            "role file has errors; the role stays off until it is fixed"
-        };
-        (what, first, more)
-    }
-
-    /// Writes into the daily note what changed in the roles' broken states since it last did:
-    /// one line per broken state (its first error, cut short), one when a logged one is fixed;
-    /// and tells the person of each broken state (`role_broken`).
+    /// Writes into the daily note what changed in the role files' errors since it last did: one
+    /// line per file at fault (its first error, cut short, and the roles that extend it), one
+    /// when a logged one is fixed; and tells the person of each (`role_broken`), once.
     pub(super) fn log_role_errors(&mut self) {
         self.say_role_errors();
-        let roles = self.run_env.roles.clone();
+        let files = self.broken_files();
         let now = self.run_env.clock.now();
-        for (name, diags) in &roles.broken {
-            if self.setup.role_errors_logged.get(name) == Some(diags) {
+        for file in &files {
+            if self.setup.role_errors_logged.get(&file.root) == Some(file) {
                 continue;
             }
-            let (what, first, more) = self.role_error_words(name, diags);
+            let w = file.words(&self.setup.kept_last_good);
             // A person knows the role by its title, not its file name.
-            let who = roles.titles.get(name).unwrap_or(name);
+            let who = self.title_of(&file.root);
+            let extenders = with_dash(&w.extenders, " — ");
+            self.shown.writes.check(
+                "the daily note",
+                self.run_env.log.write_line(
+                    now,
+                    &who,
+                    &format!("{} — {}{}{extenders}", w.what, w.first, w.more),
+                ),
+            );
+            let told: String = file
+                .diags
+                .iter()
+                .map(ToString::to_string)
+                .chain(file.extenders.iter().cloned())
+                .collect();
+            self.tell(
+                crate::setup::config::notify::EventKind::RoleBroken,
+                &file.root,
+                format!("role_broken:{}:{}", file.root, context::hash(told.as_bytes())),
+                (
+                    format!("{who}: the role file has an error"),
+                    format!("{}{} — {}{extenders}.", w.first, w.more, w.what),
+                ),
+                Some(self.run_env.vault.layout().role_file(&file.root)),
+            );
+        }
+        let logged = std::mem::take(&mut self.setup.role_errors_logged);
+        for (root, file) in self.fixed_since(logged, &files) {
+            let running_again = self.running_again(&file);
+            let who = self.title_of(&root);
             self.shown.writes.check(
                 "the daily note",
                 self.run_env
                     .log
-                    .write_line(now, who, &format!("{what} — {first}{more}")),
+                    .write_line(now, &who, &format!("role file {}", file.fixed(&running_again))),
             );
-            let told: String = diags.iter().map(ToString::to_string).collect();
-            self.tell(
-                crate::setup::config::notify::EventKind::RoleBroken,
-                name,
-                format!("role_broken:{name}:{}", context::hash(told.as_bytes())),
-                (
-                    format!("{who}: the role file has an error"),
-                    format!("{first}{more} — {what}."),
-                ),
-                Some(self.run_env.vault.layout().role_file(name)),
-            );
-            self.setup.role_errors_logged.insert(name.clone(), diags.clone());
         }
-        let fixed: Vec<String> = self
-            .setup
-            .role_errors_logged
-            .keys()
-            .filter(|n| !roles.broken.contains_key(*n))
-            .cloned()
-            .collect();
-        for name in fixed {
-            self.setup.role_errors_logged.remove(&name);
-            if let Some(role) = roles.roles.get(&name) {
-                self.shown.writes.check(
-                    "the daily note",
-                    self.run_env.log.write_line(
-                        now,
-                        &role.display_name,
-                        "role file fixed; running the new version",
-                    ),
-                );
-            }
-        }
+        self.setup.role_errors_logged = by_root(files);
+    }
+
+    /// The role's title (its H1, broken files included), else its name.
+    fn title_of(&self, name: &str) -> String {
+        let roles = &self.run_env.roles;
+        roles
+            .roles
+            .get(name)
+            .map(|r| r.display_name.clone())
+            .or_else(|| roles.titles.get(name).cloned())
+            .unwrap_or_else(|| name.to_string())
+    }
+}
+
+/// The files at fault by the name of their role.
+fn by_root(files: Vec<Broken>) -> BTreeMap<String, Broken> {
+    files.into_iter().map(|f| (f.root.clone(), f)).collect()
+}
+
+/// `text` after `dash`, or nothing when there is no text.
+fn with_dash(text: &str, dash: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!("{dash}{text}")
     }
 }
 

@@ -54,26 +54,12 @@ impl Daemon {
     pub(super) fn next_fires(&self) -> Vec<String> {
         const NEXT_FIRES_SHOWN: usize = 20;
         let wall = self.run_env.clock.now();
-        let tz = self.config().timezone;
         let total = self.roles().runnable().count();
         let mut lines: Vec<String> = self
             .roles()
             .runnable()
             .take(NEXT_FIRES_SHOWN)
-            .map(|r| {
-                let when = if !self.role_may_run_here(r) {
-                    "not on this host or disabled".to_string()
-                } else {
-                    match r.schedule.next_after(wall) {
-                        Some(t) => format!(
-                            "next fire {}",
-                            t.with_timezone(&tz).format("%a %Y-%m-%d %H:%M %Z")
-                        ),
-                        None => "on-demand (inbox notes and `tabd fire`)".to_string(),
-                    }
-                };
-                format!("  {} ({}): {when}", r.name, r.display_name)
-            })
+            .map(|r| format!("  {} ({}): {}", r.name, r.display_name, self.fire_words(r, wall)))
             .collect();
         if total > NEXT_FIRES_SHOWN {
             lines.push(format!(
@@ -82,6 +68,26 @@ impl Daemon {
             ));
         }
         lines
+    }
+
+    /// When `role` runs next, as the start-up log and a role's change say it: its next fire, or
+    /// that only its inbox starts it, or that it does not run here.
+    pub(super) fn fire_words(
+        &self,
+        role: &crate::setup::role::Role,
+        wall: chrono::DateTime<chrono::Utc>,
+    ) -> String {
+        if !self.role_may_run_here(role) {
+            return "not on this host or disabled".to_string();
+        }
+        match role.schedule.next_after(wall) {
+            Some(t) => format!(
+                "next fire {}",
+                t.with_timezone(&self.config().timezone)
+                    .format("%a %Y-%m-%d %H:%M %Z")
+            ),
+            None => "inbox only (no schedule: its notes and `tabd fire` start it)".to_string(),
+        }
     }
 
     pub(super) fn write_status(&mut self, running: bool) {
@@ -147,13 +153,15 @@ impl Daemon {
                 view.busy_elsewhere = r.busy_elsewhere();
                 view.queued_slots = r.queued_slots();
                 view.watch_pending = r.watch_pending();
-                view.waits = self.roles().roles.get(name).and_then(|role| {
+                let wall_of = |(until, why): (tokio::time::Instant, String)| status::Wait {
+                    until: wall + chrono::Duration::from_std(until - now).unwrap_or_default(),
+                    why,
+                };
+                if let Some(role) = self.roles().roles.get(name) {
                     let limits = RoleLimits::resolve(role, &self.config().limits);
-                    r.waiting(&limits, now).map(|(until, why)| status::Wait {
-                        until: wall + chrono::Duration::from_std(until - now).unwrap_or_default(),
-                        why,
-                    })
-                });
+                    view.waits = r.waiting(&limits, now).map(wall_of);
+                    view.schedule_held = r.schedule_held(limits.min_interval, now).map(wall_of);
+                }
                 (name.clone(), view)
             })
             .collect()

@@ -64,6 +64,10 @@ pub struct InboxView {
     pub watch_pending: usize,
     /// Work is waiting, and until when and why (`min_interval`, a busy run lock, a server down).
     pub waits: Option<Wait>,
+    /// `min_interval` holds the next scheduled run back until then, whether a slot waits yet or
+    /// not: the next fire is the later of this and the next slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_held: Option<Wait>,
     /// The last scan saw a `failed/` folder in the inbox (without one there is nothing to count).
     #[serde(skip)]
     pub has_failed: bool,
@@ -76,14 +80,18 @@ pub struct Wait {
     pub why: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RoleStatus {
     pub role: String,
     pub name: String,
     /// `enabled`, `disabled`, `error`, `error (running last good version)`, `other host (…)`.
     pub state: String,
     pub last_run: Option<LastRunView>,
+    /// When its next scheduled run starts: the later of its next slot and what `min_interval`
+    /// allows (the running daemon knows that), with why when min_interval holds it back.
     pub next_fire: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_fire_why: Option<String>,
     pub pending_notes: usize,
     /// Of `pending_notes`, those held by `status: draft` (issue 39, item 8).
     #[serde(default)]
@@ -488,6 +496,7 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
         _ => 0,
     };
     let limits = role.map(|r| RoleLimits::resolve(r, &config.limits));
+    let (next_fire, next_fire_why) = next_fire(role, &rs, src.live.roles.get(name), now);
     RoleStatus {
         role: name.to_string(),
         name: role.map_or_else(
@@ -502,9 +511,8 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
         ),
         state: role_state(role, name, src.live, config, src.state, today),
         last_run: last_run_view(&rs),
-        next_fire: role
-            .filter(|r| r.enabled())
-            .and_then(|r| r.schedule.next_after(rs.last_slot.map_or(now, |l| l.max(now)))),
+        next_fire,
+        next_fire_why,
         pending_notes: pending,
         draft_notes: drafts,
         failed_notes: failed,
@@ -525,6 +533,30 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
             .map(|d| d.iter().map(ToString::to_string).collect())
             .unwrap_or_default(),
         live: src.live.roles.get(name).cloned(),
+    }
+}
+
+/// When `role`'s next scheduled run starts, and why when `min_interval` holds it back: the later
+/// of its next slot (a slot waiting already is due now) and what the running daemon's `view` says
+/// min_interval allows. Without a daemon nothing holds it: a daemon started now runs its first
+/// slot on time.
+fn next_fire(
+    role: Option<&crate::setup::role::Role>,
+    rs: &crate::records::state::RoleState,
+    view: Option<&InboxView>,
+    now: DateTime<Utc>,
+) -> (Option<DateTime<Utc>>, Option<String>) {
+    let Some(role) = role.filter(|r| r.enabled()) else {
+        return (None, None);
+    };
+    let slot = if view.is_some_and(|v| v.queued_slots > 0) {
+        Some(now)
+    } else {
+        role.schedule.next_after(rs.last_slot.map_or(now, |l| l.max(now)))
+    };
+    match (slot, view.and_then(|v| v.schedule_held.as_ref())) {
+        (Some(slot), Some(held)) if held.until > slot => (Some(held.until), Some(held.why.clone())),
+        (slot, _) => (slot, None),
     }
 }
 
@@ -622,6 +654,16 @@ fn when(t: DateTime<Utc>, tz: Tz, now: DateTime<Utc>) -> String {
         local.format("%H:%M").to_string()
     } else {
         local.format("%a %m-%d %H:%M").to_string()
+    }
+}
+
+/// `when`, with seconds: a time min_interval holds something back to is to the second.
+fn when_to_the_second(t: DateTime<Utc>, tz: Tz, now: DateTime<Utc>) -> String {
+    let local = t.with_timezone(&tz);
+    if local.date_naive() == now.with_timezone(&tz).date_naive() {
+        local.format("%H:%M:%S").to_string()
+    } else {
+        local.format("%a %m-%d %H:%M:%S").to_string()
     }
 }
 
@@ -764,9 +806,11 @@ fn note_row(role: &RoleStatus, now: DateTime<Utc>, tz: Tz) -> String {
         || "—".to_string(),
         |l| format!("{} {}", when(l.at, tz, now), l.outcome),
     );
-    let next = role
-        .next_fire
-        .map_or_else(|| "—".to_string(), |t| when(t, tz, now));
+    let next = match (role.next_fire, &role.next_fire_why) {
+        (None, _) => "—".to_string(),
+        (Some(t), None) => when(t, tz, now),
+        (Some(t), Some(why)) => format!("{} — {why}", when_to_the_second(t, tz, now)),
+    };
     let mut pending = role.pending_notes.to_string();
     pending.push_str(&drafts_held(role.draft_notes));
     if role.failed_notes > 0 {
@@ -984,13 +1028,12 @@ fn runs_text(role: &RoleStatus, tz: Tz, now: DateTime<Utc>) -> String {
         )),
         None => s.push_str("  last run:  never\n"),
     }
-    s.push_str(&format!(
-        "  next fire: {}\n",
-        role.next_fire.map_or_else(
-            || "— (inbox and `tabd fire` only)".to_string(),
-            |t| t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string()
-        )
-    ));
+    let next = match (role.next_fire, &role.next_fire_why) {
+        (None, _) => "— (inbox and `tabd fire` only)".to_string(),
+        (Some(t), None) => t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string(),
+        (Some(t), Some(why)) => format!("{} — {why}", t.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S %Z")),
+    };
+    s.push_str(&format!("  next fire: {next}\n"));
     s
 }
 
@@ -1029,4 +1072,95 @@ fn waiting_text(role: &RoleStatus, tz: Tz) -> String {
         )),
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::base::environment::Env;
+    use crate::setup::role::{LoadContext, Role};
+
+    fn every_minute() -> Role {
+        let set = RoleSet::from_texts(
+            [(
+                "ticker".to_string(),
+                PathBuf::from("roles/ticker.md"),
+                Ok("# Ticker\n## Mission\nTick.\n## Schedule\nevery 1 min\n".to_string()),
+            )],
+            &LoadContext::new(chrono_tz::UTC, Env::default()),
+        );
+        set.roles["ticker"].clone()
+    }
+
+    fn at(t: &str) -> DateTime<Utc> {
+        format!("2026-11-25T{t}Z").parse().unwrap()
+    }
+
+    /// Issue 48, item 5: `every 1 min` with min_interval 2m. At 10:01:05, after a run that
+    /// ended at 10:00:30, the next fire is 10:02:30 — not the 10:02 slot, which would come
+    /// before the role's own "waits until 10:02:30" — and says why; with the interval over, or
+    /// without a daemon (a daemon started now holds nothing), it is the slot.
+    #[test]
+    fn the_next_fire_is_the_later_of_the_slot_and_what_min_interval_allows() {
+        let role = every_minute();
+        let now = at("10:01:05");
+        let rs = crate::records::state::RoleState {
+            last_slot: Some(at("10:01:00")),
+            ..Default::default()
+        };
+        let why = "held back by min_interval 2m since its last run";
+        let held = Wait {
+            until: at("10:02:30"),
+            why: why.into(),
+        };
+        let mut view = InboxView {
+            queued_slots: 1,
+            schedule_held: Some(held.clone()),
+            waits: Some(Wait {
+                until: at("10:02:30"),
+                why: "min_interval 2m since its last run".into(),
+            }),
+            ..InboxView::default()
+        };
+        let want = (Some(at("10:02:30")), Some(why.to_string()));
+        assert_eq!(
+            next_fire(Some(&role), &rs, Some(&view), now),
+            want,
+            "its slot waits"
+        );
+        let status = RoleStatus {
+            next_fire: want.0,
+            next_fire_why: want.1.clone(),
+            live: Some(view.clone()),
+            ..RoleStatus::default()
+        };
+        let text = runs_text(&status, chrono_tz::UTC, now);
+        assert!(
+            text.contains("  waits:     until 10:02:30: min_interval 2m")
+                && text.contains(&format!("  next fire: 2026-11-25 10:02:30 UTC — {why}")),
+            "{text}"
+        );
+        let row = note_row(&status, now, chrono_tz::UTC);
+        assert!(row.contains(&format!("| 10:02:30 — {why} |")), "{row}");
+
+        view.queued_slots = 0;
+        view.waits = None;
+        assert_eq!(
+            next_fire(Some(&role), &rs, Some(&view), now),
+            want,
+            "no slot waiting yet: the next one (10:02) still waits for min_interval"
+        );
+        view.schedule_held = None;
+        assert_eq!(
+            next_fire(Some(&role), &rs, Some(&view), now),
+            (Some(at("10:02:00")), None),
+            "nothing holds it: the slot"
+        );
+        assert_eq!(
+            next_fire(Some(&role), &rs, None, now),
+            (Some(at("10:02:00")), None)
+        );
+    }
 }

@@ -44,8 +44,10 @@ struct Decided {
     cause: Option<String>,
 }
 
-/// What a run cut short by tabd's own stop is recorded as.
-pub const STOPPED: &str = "stopped by a restart of tabd; runs again";
+/// What a run cut short by tabd's own stop is recorded as. A stop, not a restart: tabd cannot
+/// tell whether it will be started again (systemd's restart, a person's Ctrl-C and `systemctl
+/// stop` all look the same from inside), so it says only what it knows.
+pub const STOPPED: &str = "stopped when tabd stopped; runs again when tabd next starts";
 
 fn decide(end: &TurnEnd) -> Decided {
     let failed = |class: FailureClass, msg: String| Decided {
@@ -634,7 +636,7 @@ impl Commit<'_> {
                 self.record.started_at,
                 self.display_name,
                 &format!(
-                    "stopped after {secs} s by a restart of tabd; runs again at the next start{waiting}"
+                    "stopped after {secs} s when tabd stopped; runs again when tabd next starts{waiting}"
                 ),
             );
         }

@@ -119,10 +119,14 @@ pub struct ProviderConfig {
 impl ProviderConfig {
     /// What to tell the person when the provider needs a key that is not set (the Anthropic
     /// API does; an OpenAI-compatible local server may not): said by `validate` and `tabd run`.
+    /// `env` is the process's environment with the env file under it, as every command reads
+    /// it, so this says the key is in neither.
     pub fn missing_key(&self, env: &Env) -> Option<String> {
         (self.kind == ProviderKind::Anthropic && env.get(&self.api_key_env).is_none()).then(|| {
+            let file = crate::base::environment::env_file_path(env)
+                .map_or_else(|| "~/.config/tabd/env".to_string(), |p| p.display().to_string());
             format!(
-                "{key} is not set, so model calls will pause until it is; put `{key}=…` in ~/.config/tabd/env (the service and every tabd command read it) or export it (see docs/providers.md)",
+                "{key} is not set, neither in tabd's environment nor in {file}, so model calls will pause until it is; put `{key}=…` in {file} (the service and every tabd command read it, and a running tabd reads it again when you save it) or export it (see docs/providers.md)",
                 key = self.api_key_env
             )
         })

@@ -52,8 +52,9 @@ pub enum Input {
         rescheduled: Vec<String>,
         broken_changed: bool,
     },
-    /// The config was reloaded: new settle times; a paused provider and servers that were down
-    /// are worth another try at once.
+    /// The config or the env file was read again and changed: new settle times; a paused
+    /// provider (its key saved in the env file) and servers that were down are worth another
+    /// try at once.
     Config { settle: (Duration, Duration) },
     /// A file event in the inboxes of `owners`.
     InboxEvent { event: FsEvent, owners: Vec<String> },

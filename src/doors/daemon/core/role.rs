@@ -198,6 +198,29 @@ impl RoleRuntime {
         }
     }
 
+    /// Until when `min_interval` holds this role's next *scheduled* run back, and why (for
+    /// status: its next fire is the later of its next slot and this), whether a slot waits yet
+    /// or not. Counted from the end of its last run that reached the model; while a run goes
+    /// on, from that run's end, unknown yet: at the earliest `min_interval` from `now`.
+    pub fn schedule_held(&self, min_interval: Duration, now: Instant) -> Option<(Instant, String)> {
+        let every = humantime::format_duration(min_interval);
+        if self.running {
+            return (!min_interval.is_zero()).then(|| {
+                (
+                    now + min_interval,
+                    format!("at the earliest: min_interval {every} from the end of the run going on"),
+                )
+            });
+        }
+        let end = self.last_end? + min_interval;
+        (end > now).then(|| {
+            (
+                end,
+                format!("held back by min_interval {every} since its last run"),
+            )
+        })
+    }
+
     /// Why waiting work has not started, and until when (for status): `None` when nothing waits
     /// or it starts at the next look.
     pub fn waiting(&self, limits: &RoleLimits, now: Instant) -> Option<(Instant, String)> {
