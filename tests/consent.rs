@@ -446,3 +446,40 @@ fn the_mcp_serve_door_asks_too() {
     );
     assert_eq!(v.read("desk/new.md"), "mine");
 }
+
+/// A note tabd made stays tabd's through an undo: changed by a second run, that run undone, a
+/// third run changes it again at once — the record followed the undo (without it, the note's
+/// bytes would no longer be what tabd last left, and it would count as the person's).
+#[test]
+fn a_note_tabd_made_stays_tabds_through_an_undo() {
+    let fake = FakeModel::start();
+    let v = persons_vault(&fake);
+    let write = |content: &str| {
+        fake.script([
+            wire::tools(
+                KIND,
+                None,
+                &[(
+                    "w",
+                    "write_file",
+                    json!({"path": "project/made.md", "content": content}),
+                )],
+            ),
+            wire::text(KIND, "Done."),
+        ]);
+        let out = v.tabd(&["fire", "delivery"]);
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        v.records().last().unwrap()["run_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    write("v1\n");
+    let second = write("v2\n");
+    let out = v.tabd(&["undo", &second]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(v.read("project/made.md"), "v1\n");
+    write("v3\n");
+    assert_eq!(v.read("project/made.md"), "v3\n", "written at once");
+    assert!(notes(&v).is_empty(), "nothing asked: {:?}", notes(&v));
+}

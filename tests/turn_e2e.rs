@@ -370,7 +370,7 @@ fn context_over_the_cap_is_truncated_and_missing_files_are_listed() {
     v.write(
         "roles/delivery.md",
         &v.read("roles/delivery.md")
-            .replace("- [[team]]", "- [[team]]\n- project/gone.md"),
+            .replace("- project/team.md", "- project/team.md\n- project/gone.md"),
     );
     fake.script([wire::text("anthropic", "ok")]);
     let out = v.tabd(&["fire", "delivery"]);

@@ -128,6 +128,14 @@ impl AccessPolicy {
         }
     }
 
+    /// Whether `path` — or, for a folder, something in it — is where this role's `write_paths`
+    /// say it may write (false with no `write_paths`: that is anywhere, not a place).
+    pub fn names_in_write_paths(&self, path: &VaultPath) -> bool {
+        self.write_paths.as_ref().is_some_and(|(_, set)| {
+            set.is_match(path.as_str()) || set.is_match(format!("{}/x.md", path.as_str()))
+        })
+    }
+
     /// Checks a read; returns the canonical path to use.
     pub fn check_read(&self, vault: &Vault, path: &VaultPath) -> Result<VaultPath, VaultError> {
         self.check_read_with(&vault.canonicals(), path)

@@ -202,6 +202,7 @@ fn carry_out(
         },
         now,
     );
+    let key_for_authorship = key.clone();
     let journal = RunJournal::new(
         ws.vault.clone(),
         key,
@@ -211,11 +212,14 @@ fn carry_out(
         journal::UNDO_TRIGGER,
     )
     .with_max_kept(kept);
+    let authorship = crate::records::authorship::Authorship::new(ws.vault.clone(), key_for_authorship);
+    let befores = states_before(ws, &steps);
     let restored = journal::apply(&ws.vault, &steps, &journal).map_err(|e| {
         CliError::failed(format!(
             "undo stopped: {e}; run it again to finish (files already put back stay so)"
         ))
     })?;
+    follow_authorship(&authorship, &befores, &steps);
     let requeued = requeue_apply(ws, &requeue, &journal);
     let sealed = if crate::base::faults::Faults::from_env(&ws.env).hit("undo-unsealed") {
         Err(crate::base::vault::VaultError::Io(
@@ -296,6 +300,45 @@ fn requeue_moves(ws: &Workspace, entry: &RunChanges) -> Vec<(VaultPath, VaultPat
         })
         .filter(|(now, back)| ws.vault.exists(now) && !ws.vault.exists(back))
         .collect()
+}
+
+/// What each file an undo puts back holds before it does (digests; `None`: absent).
+fn states_before(ws: &Workspace, steps: &[journal::Step]) -> Vec<(VaultPath, Option<String>)> {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            journal::Step::Restore { path, .. } => VaultPath::parse(path, false).ok(),
+            _ => None,
+        })
+        .map(|p| {
+            let state = journal::state_of(&ws.vault, &p).ok().flatten();
+            (p, state)
+        })
+        .collect()
+}
+
+/// The authorship record follows what the undo put back: a file tabd made stays tabd's with its
+/// earlier bytes, or is dropped when the undo removed it (DESIGN §26). A record that cannot be
+/// written only makes those files ask before their next change: said, not fatal.
+fn follow_authorship(
+    authorship: &crate::records::authorship::Authorship,
+    befores: &[(VaultPath, Option<String>)],
+    steps: &[journal::Step],
+) {
+    for step in steps {
+        let journal::Step::Restore { path, to, .. } = step else {
+            continue;
+        };
+        let Some((p, before)) = befores.iter().find(|(p, _)| p.as_str() == path) else {
+            continue;
+        };
+        if let Err(e) = authorship.restored(p, before.as_deref(), to.as_deref()) {
+            tracing::warn!(
+                "cannot record whose {p} is after the undo ({e}); its next change asks the person"
+            );
+            return;
+        }
+    }
 }
 
 fn requeue_apply(ws: &Workspace, moves: &[(VaultPath, VaultPath)], journal: &RunJournal) -> usize {

@@ -235,6 +235,12 @@ fn forecast_checks(ws: &Workspace) -> Vec<Diagnostic> {
 fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     out.extend(skill_checks(ws));
+    // Who may write where: an entry not written yet, in a place some role writes, is said as such.
+    let writers: Vec<(&str, crate::records::access::AccessPolicy)> = ws
+        .roles
+        .runnable()
+        .map(|r| (r.name.as_str(), crate::records::access::AccessPolicy::for_role(r)))
+        .collect();
     for role in ws.roles.runnable() {
         out.extend(owned_write_paths(role, &ws.vault));
         let policy = crate::records::access::AccessPolicy::for_role(role);
@@ -249,11 +255,16 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
                 .get(entry)
                 .cloned()
                 .unwrap_or_else(|| (role.path.clone(), 0));
-            out.push(match finds_nothing(&ws.vault, entry) {
+            out.push(match finds_nothing(&ws.vault, &writers, entry) {
                 Nothing::EmptyFolder(why) => Diagnostic::note(
                     &file,
                     line,
                     format!("context entry `{entry}` is empty for now ({why}); the role sees its notes once there are some"),
+                ),
+                Nothing::NotWrittenYet(why) => Diagnostic::note(
+                    &file,
+                    line,
+                    format!("context entry `{entry}` is not there yet ({why}); the role sees it once it is"),
                 ),
                 Nothing::Missing(hint) => Diagnostic::warning(
                     &file,
@@ -263,6 +274,9 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
             });
         }
     }
+    // A parent's entry is found missing once for each role that extends it: said once.
+    out.sort_by(|a, b| (&a.path, a.line, &a.message).cmp(&(&b.path, b.line, &b.message)));
+    out.dedup();
     for (file, said) in super::run::log_apart_notes(ws) {
         out.push(Diagnostic::warning(Path::new(&file), 0, said));
     }
@@ -280,6 +294,8 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
 /// it), or nothing there at all (with a did-you-mean, if one is near).
 enum Nothing {
     EmptyFolder(&'static str),
+    /// Not there, but written in time: tabd's memory, or a place a role's `write_paths` name.
+    NotWrittenYet(String),
     Missing(String),
 }
 
@@ -296,11 +312,33 @@ fn tabds_folders(vault: &crate::base::vault::Vault) -> [String; 5] {
     ]
 }
 
-fn finds_nothing(vault: &crate::base::vault::Vault, entry: &crate::setup::role::ContextEntry) -> Nothing {
+fn finds_nothing(
+    vault: &crate::base::vault::Vault,
+    writers: &[(&str, crate::records::access::AccessPolicy)],
+    entry: &crate::setup::role::ContextEntry,
+) -> Nothing {
     use crate::base::vault::VaultPath;
     use crate::setup::role::ContextEntry;
     let path = |p: &str| VaultPath::parse(p.trim_end_matches('/'), false).ok();
     let is_dir = |p: &VaultPath| vault.metadata(p).is_ok_and(|m| m.is_dir);
+    let layout = vault.layout();
+    if let ContextEntry::File(p) | ContextEntry::Folder(p) = entry {
+        let p = p.trim_end_matches('/');
+        if p == layout.memory()
+            || p == layout.role_memories()
+            || p.starts_with(&format!("{}/", layout.role_memories()))
+        {
+            return Nothing::NotWrittenYet("tabd writes it when a role remembers something".into());
+        }
+        let writer = path(p)
+            .filter(|v| !vault.exists(v))
+            .and_then(|v| writers.iter().find(|(_, policy)| policy.names_in_write_paths(&v)));
+        if let Some((name, _)) = writer {
+            return Nothing::NotWrittenYet(format!(
+                "the role {name} may write it: its write_paths name the place"
+            ));
+        }
+    }
     match entry {
         ContextEntry::Folder(p) => {
             let own = tabds_folders(vault)
