@@ -350,3 +350,27 @@ fn validate_sees_the_api_key_from_the_env_file() {
         !err.contains("sk-ant-from-the-env-file-42") && !stdout(&out).contains("sk-ant-from-the-env-file-42")
     );
 }
+
+/// Issue 48: the README's order — `tabd init` on a vault with notes, `tabd service install`, then
+/// `tabd status` with no `--vault` — works: init names the vault in the config it writes, install
+/// keeps that config, and status finds the vault and tabd's folders under `tabd/` there.
+#[test]
+fn init_then_service_install_then_status_works_without_naming_the_vault_again() {
+    let v = TestVault::new();
+    let theirs = v.dir.path().join("Notes");
+    std::fs::create_dir_all(theirs.join(".obsidian")).unwrap();
+    std::fs::write(theirs.join("journal.md"), "mine\n").unwrap();
+    let (path_var, _log) = fake_systemctl(&v, "");
+    let person = |args: &[&str]| v.as_a_person(args).env("PATH", &path_var).output().unwrap();
+    let out = person(&["init", theirs.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = person(&["service", "install", "--vault", theirs.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = person(&["status"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let said = stdout(&out);
+    let root = std::fs::canonicalize(&theirs).unwrap();
+    assert!(said.contains(&format!("vault: {}", root.display())), "{said}");
+    assert!(said.contains("delivery (Delivery Manager)"), "{said}");
+    assert_eq!(std::fs::read_to_string(theirs.join("journal.md")).unwrap(), "mine\n");
+}

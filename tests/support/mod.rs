@@ -261,6 +261,13 @@ impl TestVault {
         cmd
     }
 
+    /// Like `command_with_default_config`, without `--vault`: what a person types.
+    pub fn as_a_person(&self, args: &[&str]) -> Command {
+        let mut cmd = self.environment();
+        cmd.args(args);
+        cmd
+    }
+
     /// Where `command_with_default_config` looks for the config.
     pub fn xdg_config(&self) -> PathBuf {
         self.dir.path().join("xdg/tabd/config.toml")
