@@ -569,6 +569,10 @@ fn changed_parts(old: &Config, new: &Config) -> Vec<&'static str> {
         // The vault's log folder, and what is protected with it, are fixed while it runs.
         out.push("log folder (takes effect at the next start of tabd)");
     }
+    if old.vaults != new.vaults {
+        // Where tabd's folders are in the vault is fixed while it runs, as the log folder is.
+        out.push("vaults' folders and logs (take effect at the next start of tabd)");
+    }
     if old.telemetry != new.telemetry {
         // The exporter and its thread are made once, at start.
         out.push("telemetry (takes effect at the next start of tabd)");
