@@ -372,5 +372,8 @@ fn init_then_service_install_then_status_works_without_naming_the_vault_again() 
     let root = std::fs::canonicalize(&theirs).unwrap();
     assert!(said.contains(&format!("vault: {}", root.display())), "{said}");
     assert!(said.contains("delivery (Delivery Manager)"), "{said}");
-    assert_eq!(std::fs::read_to_string(theirs.join("journal.md")).unwrap(), "mine\n");
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("journal.md")).unwrap(),
+        "mine\n"
+    );
 }

@@ -62,3 +62,25 @@ fn each_check_says_what_it_always_said() {
         Ok(())
     );
 }
+
+/// A run's answer written to its `output.path` is a note tabd made: recorded as tabd's, so the
+/// role's next change to it runs at once; a note of the person's at that path stays theirs.
+#[test]
+fn an_answer_written_to_output_path_is_tabds_and_a_persons_note_stays_theirs() {
+    use crate::records::authorship::Whose;
+    let dir = tempfile::tempdir().unwrap();
+    let h = super::for_test(
+        dir.path(),
+        "# Ops\n## Mission\nReport.\n## Tools\n- read_file\n",
+        10,
+    );
+    let p = |s: &str| crate::base::vault::VaultPath::parse(s, false).unwrap();
+    h.write_output("reports/week.md", "the answer").unwrap();
+    assert_eq!(
+        h.ticket.authorship.whose(&p("reports/week.md")).unwrap(),
+        Whose::Tabds
+    );
+    std::fs::write(dir.path().join("mine.md"), "the person's\n").unwrap();
+    h.write_output("mine.md", "the answer").unwrap();
+    assert_eq!(h.ticket.authorship.whose(&p("mine.md")).unwrap(), Whose::Persons);
+}
