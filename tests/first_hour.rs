@@ -197,14 +197,14 @@ fn validate_warns_about_missing_context_and_a_missing_cli() {
     let role = v.read("roles/delivery.md");
     let role = role.replacen(
         "## Context Files\n",
-        "## Context Files\n- project/no-such-note.md\n",
+        "## Context Files\n- notes/no-such-note.md\n",
         1,
     );
     v.write("roles/delivery.md", &role);
     let out = v.tabd(&["validate"]);
     let text = stdout(&out);
     assert!(
-        text.contains("context entry `project/no-such-note.md` matches no file"),
+        text.contains("context entry `notes/no-such-note.md` matches no file"),
         "{text}"
     );
     assert!(

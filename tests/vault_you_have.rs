@@ -77,6 +77,13 @@ fn init_on_a_vault_with_notes_adds_one_folder_and_everything_follows_it() {
         !said.contains("frodo"),
         "the person's roles/ is not tabd's: {said}"
     );
+    // The stock roles' project notes are theirs to write: not there yet, not missing.
+    assert!(
+        said.contains("context entry `tabd/project/scope.md` is not there yet"),
+        "{said}"
+    );
+    assert!(!said.contains("matches no file"), "{said}");
+    assert!(said.contains("0 errors, 0 warnings"), "{said}");
     fake.respond_with(|req, _| {
         if wire::tool_results(&req.body).is_empty() {
             wire::tools(

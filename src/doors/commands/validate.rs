@@ -320,7 +320,6 @@ fn finds_nothing(
     use crate::base::vault::VaultPath;
     use crate::setup::role::ContextEntry;
     let path = |p: &str| VaultPath::parse(p.trim_end_matches('/'), false).ok();
-    let is_dir = |p: &VaultPath| vault.metadata(p).is_ok_and(|m| m.is_dir);
     let layout = vault.layout();
     if let ContextEntry::File(p) | ContextEntry::Folder(p) = entry {
         let p = p.trim_end_matches('/');
@@ -330,8 +329,12 @@ fn finds_nothing(
         {
             return Nothing::NotWrittenYet("tabd writes it when a role remembers something".into());
         }
+    }
+    let found = missing(vault, entry);
+    // Nothing near it (no typo to point at), in a place a role writes: a note to be written.
+    if let (Nothing::Missing(hint), ContextEntry::File(p) | ContextEntry::Folder(p)) = (&found, entry) {
         let writer = path(p)
-            .filter(|v| !vault.exists(v))
+            .filter(|v| hint.is_empty() && !vault.exists(v))
             .and_then(|v| writers.iter().find(|(_, policy)| policy.names_in_write_paths(&v)));
         if let Some((name, _)) = writer {
             return Nothing::NotWrittenYet(format!(
@@ -339,6 +342,16 @@ fn finds_nothing(
             ));
         }
     }
+    found
+}
+
+/// Why `entry` finds nothing, as far as the vault says: a folder empty for now, or nothing there
+/// (with the note or folder near it that was likely meant).
+fn missing(vault: &crate::base::vault::Vault, entry: &crate::setup::role::ContextEntry) -> Nothing {
+    use crate::base::vault::VaultPath;
+    use crate::setup::role::ContextEntry;
+    let path = |p: &str| VaultPath::parse(p.trim_end_matches('/'), false).ok();
+    let is_dir = |p: &VaultPath| vault.metadata(p).is_ok_and(|m| m.is_dir);
     match entry {
         ContextEntry::Folder(p) => {
             let own = tabds_folders(vault)
