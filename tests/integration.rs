@@ -52,6 +52,7 @@ mod secrets;
 mod service;
 mod signed_records;
 mod skills;
+mod spent;
 mod telemetry;
 mod triage;
 mod turn_e2e;

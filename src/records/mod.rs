@@ -10,4 +10,5 @@ pub mod inbox;
 pub mod journal;
 pub(crate) mod limits;
 pub mod runlog;
+pub mod spent;
 pub mod state;

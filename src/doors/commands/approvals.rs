@@ -74,7 +74,7 @@ fn listing(all: &std::collections::BTreeMap<String, Approval>, now: DateTime<Utc
 /// The ledger, or why it cannot be read (never an empty list in place of an unreadable one).
 fn ledger(ws: &Workspace) -> Result<std::collections::BTreeMap<String, Approval>, CliError> {
     StateStore::new(ws.vault.clone())
-        .try_load()
+        .try_peek()
         .map(|s| s.approvals)
         .map_err(|e| CliError::failed(format!("cannot read tabd's ledger of approvals: {e}")))
 }

@@ -73,7 +73,12 @@ fn adopt_note(ws: &Workspace, role: &Role, file: &Path) -> Result<VaultPath, Cli
 /// A manual run respects the daily budgets like any other (a role that spent its tokens is not
 /// run again by hand without saying so): `Err` says which and how to override.
 fn check_budget(ws: &Workspace, role: &Role) -> Result<(), CliError> {
-    let state = crate::records::state::StateStore::new(ws.vault.clone()).load();
+    let store = crate::records::state::StateStore::new(ws.vault.clone());
+    // Today's spend as the run records tell it, should state have lost a run.
+    if let Err(e) = store.reconcile(ws.config.timezone, Utc::now()) {
+        eprintln!("warning: cannot count today's spend from the run records: {e}");
+    }
+    let state = store.load();
     let today = Utc::now().with_timezone(&ws.config.timezone).date_naive();
     let limits = crate::records::limits::RoleLimits::resolve(role, &ws.config.limits);
     let mine = state

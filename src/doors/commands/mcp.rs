@@ -362,6 +362,10 @@ fn may_serve(env: &RunEnv, role: &Role) -> Result<(), CliError> {
         )));
     }
     let today = env.clock.now().with_timezone(&env.config.timezone).date_naive();
+    // Today's spend as the run records tell it, should state have lost a run.
+    if let Err(e) = env.store.reconcile(env.config.timezone, env.clock.now()) {
+        tracing::warn!("cannot count today's spend from the run records: {e}");
+    }
     match day_spent(role, &env.config.limits, &env.store.load(), today) {
         Some(why) => Err(CliError::failed(format!(
             "{why}, and a `tabd mcp serve` session is a run of the role: it is served again after midnight"

@@ -80,7 +80,7 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
         })
         .collect();
     let ledger = crate::records::state::StateStore::new(ws.vault.clone())
-        .load()
+        .peek()
         .approvals;
     // Each approved call's journal, and the run that asked for it first.
     let approved: HashMap<String, String> =

@@ -16,7 +16,7 @@ pub fn run(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliErro
     let written = read_report(ws);
     let mut report = match (pid, written) {
         (Some(pid), Some(mut r)) if r.daemon_pid == Some(pid) => {
-            let state = StateStore::new(ws.vault.clone()).load();
+            let state = StateStore::new(ws.vault.clone()).peek();
             status::refresh_records(&mut r, &ws.vault, &ws.config, &state, Utc::now());
             r
         }
@@ -80,7 +80,7 @@ fn read_report(ws: &Workspace) -> Option<status::StatusReport> {
 
 /// The report made from state and the vault, for when no daemon is writing one.
 fn compute(ws: &Workspace, pid: Option<u32>) -> status::StatusReport {
-    let state = StateStore::new(ws.vault.clone()).load();
+    let state = StateStore::new(ws.vault.clone()).peek();
     let live = status::Live {
         paused: if pid.is_some() {
             state.global.paused.clone()

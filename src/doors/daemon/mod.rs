@@ -456,6 +456,14 @@ impl Daemon {
                 "finished {recovered} run(s) left unfinished (by the last stop, or a log file another process held)"
             );
         }
+        // Today's spend as the run records tell it: state may have lost runs (set aside, a held lock).
+        let tz = self.run_env.config.timezone;
+        let now = self.run_env.clock.now();
+        match blocking::run(|| self.run_env.store.reconcile(tz, now)) {
+            Ok(true) => tracing::info!("today's spend and runs were counted again from the run records"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!("cannot count today's spend from the run records: {e}"),
+        }
         self.forget_deleted_roles();
         self.apply(Input::Roles {
             names: self.roles().runnable().map(|r| r.name.clone()).collect(),

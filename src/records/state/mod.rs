@@ -239,6 +239,57 @@ impl StateStore {
         &self.vault
     }
 
+    /// The current state for a command that only looks (`tabd status`, `tabd runs`): a file that
+    /// cannot be read is left where it is — setting it aside is the writers' (the daemon's, a
+    /// run's), who rebuild what they can — and said, and the state shown is empty.
+    pub fn peek(&self) -> State {
+        self.try_peek().unwrap_or_else(|e| {
+            tracing::warn!("{e}; showing it as empty");
+            Self::empty()
+        })
+    }
+
+    /// `peek`, or why the file cannot be read (a missing one is empty state).
+    pub fn try_peek(&self) -> Result<State, VaultError> {
+        let path = fixed(STATE_FILE);
+        let bytes = match self.vault.read_bytes(&path, MAX_STATE_BYTES) {
+            Ok((bytes, _)) => bytes,
+            Err(VaultError::NotFound(_)) => return Ok(Self::empty()),
+            Err(e) => return Err(e),
+        };
+        serde_json::from_slice::<State>(&bytes).map_err(|e| {
+            VaultError::Io(format!(
+                "{STATE_FILE} cannot be read ({e}); tabd sets it aside and counts today's spend again from \
+                 the run records at its next start or run"
+            ))
+        })
+    }
+
+    /// Raises today's counters (tokens, dollars, runs; per role and in all) to what today's run
+    /// records say was spent, and — when state knows no role at all (set aside, deleted) — takes
+    /// the inbox notes' failed attempts from the records of the last week. Never lowers anything.
+    pub fn reconcile(&self, tz: chrono_tz::Tz, now: DateTime<Utc>) -> Result<bool, VaultError> {
+        let today = now.with_timezone(&tz).date_naive();
+        let spent = crate::records::spent::of_day(&self.vault, tz, today);
+        let attempts = crate::records::spent::attempts(&self.vault, tz, today, 7);
+        self.update(|s| {
+            let lost = s.roles.is_empty();
+            let mut raised = crate::records::spent::reconcile(s, today, &spent);
+            if lost {
+                for (role, notes) in &attempts {
+                    for (note, a) in notes {
+                        s.role(role)
+                            .attempts
+                            .entry(note.clone())
+                            .or_insert_with(|| a.clone());
+                        raised = true;
+                    }
+                }
+            }
+            raised
+        })
+    }
+
     /// The current state (empty if missing, corrupt or unreadable).
     pub fn load(&self) -> State {
         self.try_load().unwrap_or_else(|e| {

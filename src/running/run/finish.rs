@@ -504,8 +504,15 @@ pub(super) fn finish(
     let pending = match commit.save(&env.store, &env.log) {
         Ok(p) => p,
         Err(e) => {
+            // Its spend is never forgotten: the record is written all the same, and the next
+            // save (or start) counts it from there (`records::spent`).
+            env.side.check(
+                "the run record (of a run tabd could not record in its state)",
+                env.log.write_record(&record),
+            );
             tracing::error!(
-                "cannot record the run of {} in state: {e}; its notes stay in the inbox",
+                "cannot record the run of {} in state: {e}; its notes stay in the inbox and run again, and \
+                 what it spent is counted from its run record",
                 role.name
             );
             return result(Some((FailureClass::RunFailure, e.to_string())), daily_path);
@@ -539,6 +546,9 @@ impl Commit<'_> {
     fn save(self, store: &StateStore, log: &RunLog) -> Result<PendingRun, VaultError> {
         let rec = self.record;
         let today = rec.ended_at.with_timezone(&log.tz()).date_naive();
+        // What today's records say was spent, read before the lock is taken: state is raised to
+        // it first, so a run state lost (a garbled file, a held lock) is counted all the same.
+        let spent = crate::records::spent::of_day(store.vault(), log.tz(), today);
         let record_json = serde_json::to_value(rec).map_err(|e| VaultError::Io(e.to_string()))?;
         let daily = log.daily_path(rec.started_at);
         // A run that never reached the model (an outage), or one tabd's own stop cut short, does
@@ -550,6 +560,7 @@ impl Commit<'_> {
         // Durable against a crash of tabd (the kernel has the data once written); the folder is
         // not synced here, so a power cut may at worst run the run's notes again.
         store.update_with(crate::base::vault::Durability::File, |s| {
+            crate::records::spent::reconcile(s, today, &spent);
             s.add_usage(self.role, today, rec.usage.tokens, rec.usage.cost_usd);
             let r = s.role(self.role);
             r.roll_day(today);
