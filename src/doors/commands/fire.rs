@@ -75,7 +75,7 @@ fn adopt_note(ws: &Workspace, role: &Role, file: &Path) -> Result<VaultPath, Cli
 fn check_budget(ws: &Workspace, role: &Role) -> Result<(), CliError> {
     let store = crate::records::state::StateStore::new(ws.vault.clone());
     // Today's spend as the run records tell it, should state have lost a run.
-    if let Err(e) = store.reconcile(ws.config.timezone, Utc::now()) {
+    if let Err(e) = crate::records::spent::count_again(&store, ws.config.timezone, Utc::now()) {
         eprintln!("warning: cannot count today's spend from the run records: {e}");
     }
     let state = store.load();

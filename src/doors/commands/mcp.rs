@@ -363,7 +363,7 @@ fn may_serve(env: &RunEnv, role: &Role) -> Result<(), CliError> {
     }
     let today = env.clock.now().with_timezone(&env.config.timezone).date_naive();
     // Today's spend as the run records tell it, should state have lost a run.
-    if let Err(e) = env.store.reconcile(env.config.timezone, env.clock.now()) {
+    if let Err(e) = crate::records::spent::count_again(&env.store, env.config.timezone, env.clock.now()) {
         tracing::warn!("cannot count today's spend from the run records: {e}");
     }
     match day_spent(role, &env.config.limits, &env.store.load(), today) {

@@ -459,7 +459,7 @@ impl Daemon {
         // Today's spend as the run records tell it: state may have lost runs (set aside, a held lock).
         let tz = self.run_env.config.timezone;
         let now = self.run_env.clock.now();
-        match blocking::run(|| self.run_env.store.reconcile(tz, now)) {
+        match blocking::run(|| crate::records::spent::count_again(&self.run_env.store, tz, now)) {
             Ok(true) => tracing::info!("today's spend and runs were counted again from the run records"),
             Ok(false) => {}
             Err(e) => tracing::warn!("cannot count today's spend from the run records: {e}"),

@@ -17,9 +17,10 @@ use chrono::{DateTime, NaiveDate};
 use chrono_tz::Tz;
 use serde_json::Value;
 
+use crate::base::vault::VaultError;
 use crate::base::vault::{layout, Vault, VaultPath};
 use crate::records::runlog::read::each_record;
-use crate::records::state::{Attempts, State};
+use crate::records::state::{Attempts, State, StateStore};
 
 /// One day's spend as the records say it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -199,6 +200,32 @@ pub fn attempts(
         }
     }
     out
+}
+
+/// Raises today's counters (tokens, dollars, runs; per role and in all) in `store` to what today's
+/// run records say was spent, and — when state knows no role at all (set aside, deleted) — takes
+/// the inbox notes' failed attempts from the records of the last week. Never lowers anything.
+/// `Ok(true)`: something was raised.
+pub fn count_again(store: &StateStore, tz: Tz, now: DateTime<chrono::Utc>) -> Result<bool, VaultError> {
+    let today = now.with_timezone(&tz).date_naive();
+    let spent = of_day(store.vault(), tz, today);
+    let attempts = attempts(store.vault(), tz, today, 7);
+    store.update(|s| {
+        let lost = s.roles.is_empty();
+        let mut raised = reconcile(s, today, &spent);
+        if lost {
+            for (role, notes) in &attempts {
+                for (note, a) in notes {
+                    s.role(role)
+                        .attempts
+                        .entry(note.clone())
+                        .or_insert_with(|| a.clone());
+                    raised = true;
+                }
+            }
+        }
+        raised
+    })
 }
 
 #[cfg(test)]

@@ -265,31 +265,6 @@ impl StateStore {
         })
     }
 
-    /// Raises today's counters (tokens, dollars, runs; per role and in all) to what today's run
-    /// records say was spent, and — when state knows no role at all (set aside, deleted) — takes
-    /// the inbox notes' failed attempts from the records of the last week. Never lowers anything.
-    pub fn reconcile(&self, tz: chrono_tz::Tz, now: DateTime<Utc>) -> Result<bool, VaultError> {
-        let today = now.with_timezone(&tz).date_naive();
-        let spent = crate::records::spent::of_day(&self.vault, tz, today);
-        let attempts = crate::records::spent::attempts(&self.vault, tz, today, 7);
-        self.update(|s| {
-            let lost = s.roles.is_empty();
-            let mut raised = crate::records::spent::reconcile(s, today, &spent);
-            if lost {
-                for (role, notes) in &attempts {
-                    for (note, a) in notes {
-                        s.role(role)
-                            .attempts
-                            .entry(note.clone())
-                            .or_insert_with(|| a.clone());
-                        raised = true;
-                    }
-                }
-            }
-            raised
-        })
-    }
-
     /// The current state (empty if missing, corrupt or unreadable).
     pub fn load(&self) -> State {
         self.try_load().unwrap_or_else(|e| {
