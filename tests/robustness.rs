@@ -299,6 +299,13 @@ fn a_symlinked_daily_folder_never_leads_a_write_out_of_the_vault() {
         describe(&out)
     );
     assert_eq!(v.records().len(), 1, "the machine log still has the run");
+    // Issue 49: `tabd fire` never points at a section that is not there.
+    let said = stdout(&out);
+    assert!(!said.contains("Log: daily/"), "{said}");
+    assert!(
+        said.contains("Log: not written (") && said.contains("the run's record is in .tabd/runs/"),
+        "{said}"
+    );
 }
 
 #[test]

@@ -61,6 +61,18 @@ impl SideWrites {
         Some(s)
     }
 
+    /// The last failure to write `what` (its sentence), if one failed.
+    pub fn failure_of(&self, what: &str) -> Option<String> {
+        let f = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let prefix = format!("cannot write {what}: ");
+        let last = f.last.as_deref().and_then(|s| s.strip_prefix(&prefix));
+        last.map(str::to_string).or_else(|| {
+            f.seen
+                .iter()
+                .find_map(|s| s.strip_prefix(&prefix).map(str::to_string))
+        })
+    }
+
     /// How many failed so far (to notice a change).
     pub fn count(&self) -> u64 {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).count

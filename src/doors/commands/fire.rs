@@ -158,6 +158,7 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
         bar.finish_and_clear();
     }
     print_result(role, &result, started);
+    print_log_place(&env, &result);
     say_if_waiting(&env.vault, &env.key, &result);
     Ok(exit_code(ws, &result))
 }
@@ -395,5 +396,16 @@ fn print_result(role: &Role, result: &run::RunResult, started: chrono::DateTime<
             waiting.join(", ")
         );
     }
-    println!("Log: {}", result.daily_log);
+}
+
+/// Where the run's section went — or, when it could not be written, that it was not, and why: a
+/// `Log:` line must never point at a section that is not there.
+fn print_log_place(env: &run::RunEnv, result: &run::RunResult) {
+    match env.side.failure_of("the run log") {
+        Some(why) => println!(
+            "Log: not written ({why}); the run's record is in {}",
+            env.log.jsonl_path(result.record.started_at)
+        ),
+        None => println!("Log: {}", result.daily_log),
+    }
 }
