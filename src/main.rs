@@ -116,7 +116,9 @@ impl std::io::Write for RedactingLine {
             return Ok(());
         }
         let text = String::from_utf8_lossy(&self.buf);
-        let clean = self.redactor.apply(&text);
+        // A library's line (rmcp's, reqwest's) may quote a service URL with a literal secret in
+        // its path, which no `${VAR}` names: such parts are hidden too.
+        let clean = tabd::base::text::endpoints_shown(&self.redactor.apply(&text));
         self.buf.clear();
         std::io::stderr().write_all(clean.as_bytes())
     }

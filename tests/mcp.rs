@@ -979,3 +979,25 @@ fn tabd_mcp_serve_answers_protocol_errors_by_the_book() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 }
+
+/// Issue 49, item 7: a secret written into an MCP server's URL path (not as `${VAR}`) is shown
+/// neither by `tabd mcp list` nor in the line that says the server cannot be reached.
+#[test]
+fn a_literal_secret_in_a_server_url_path_is_never_shown() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    // Port 9 (discard): nothing listens on loopback there, so the connection is refused.
+    let secret = "sk8Hq2pLx7Vb3nRt9wZk";
+    v.use_model(
+        &fake,
+        KIND,
+        &format!("[mcp.zap]\nurl = \"http://127.0.0.1:9/api/{secret}/mcp\"\nstartup_timeout_s = 5\n"),
+    );
+    ops_role(&v, "", &["zap/*"]);
+    for args in [vec!["mcp", "list"], vec!["mcp", "list", "--json"]] {
+        let out = v.tabd(&args);
+        let said = describe(&out);
+        assert!(!said.contains(secret), "{args:?}: {said}");
+        assert!(said.contains("http://127.0.0.1:9/api/…/mcp"), "{args:?}: {said}");
+    }
+}

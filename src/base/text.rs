@@ -126,6 +126,62 @@ pub fn display_webhook(url: &str) -> String {
     }
 }
 
+/// A service's URL as tabd shows it (an MCP server's): as `display_url`, with each part of its path
+/// that looks like a token hidden (`https://mcp.example.com/…/mcp`) — services put a secret in
+/// the path (Zapier's, many webhooks), and a literal one written in the config is no `${VAR}` the
+/// redactor knows. A part is taken for a token when it is 16 characters or more and holds both
+/// letters and digits; `${NAME}` stays readable.
+pub fn display_endpoint(url: &str) -> String {
+    let shown = display_url(url);
+    let (head, query) = match shown.find('?') {
+        Some(q) => shown.split_at(q),
+        None => (shown.as_str(), ""),
+    };
+    let Some(path_from) = head
+        .find("://")
+        .map(|s| s + 3)
+        .and_then(|host| head[host..].find('/').map(|p| host + p))
+    else {
+        return shown;
+    };
+    let path: Vec<String> = head[path_from..]
+        .split('/')
+        .map(|part| {
+            if looks_like_a_token(part) {
+                "…".to_string()
+            } else {
+                part.to_string()
+            }
+        })
+        .collect();
+    format!("{}{}{query}", &head[..path_from], path.join("/"))
+}
+
+fn looks_like_a_token(part: &str) -> bool {
+    !part.starts_with("${")
+        && part.chars().count() >= 16
+        && part.chars().any(|c| c.is_ascii_digit())
+        && part.chars().any(|c| c.is_alphabetic())
+}
+
+/// `text` with every `http://` or `https://` URL in it shown as `display_endpoint` shows it: an
+/// error a library wrote (reqwest's, rmcp's) may quote the URL it was given, secret and all.
+pub fn endpoints_shown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = ["https://", "http://"].iter().filter_map(|s| rest.find(s)).min() {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| c.is_whitespace() || matches!(c, ')' | '(' | '"' | '\'' | '<' | '>' | ','))
+            .unwrap_or(tail.len());
+        out.push_str(&display_endpoint(&tail[..end]));
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `$%7BNAME%7D` (how a URL writes `${NAME}`) back as `${NAME}`.
 fn unbrace(url: &str) -> String {
     let mut out = String::with_capacity(url.len());
@@ -349,6 +405,29 @@ pub fn floor_boundary(s: &str, at: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 49: a literal secret in a service URL's path is shown as `…`, in the URL and in any
+    /// error text that quotes it; ordinary paths and `${NAME}` stay readable.
+    #[test]
+    fn a_token_in_a_service_path_is_hidden_wherever_it_is_shown() {
+        assert_eq!(
+            display_endpoint("https://u:p@mcp.example.com/s/sk8Hq2pLx7Vb3nRt9wZ/mcp?key=1"),
+            "https://mcp.example.com/s/…/mcp?key=…"
+        );
+        assert_eq!(
+            display_endpoint("http://127.0.0.1:3001/mcp"),
+            "http://127.0.0.1:3001/mcp"
+        );
+        assert_eq!(
+            display_endpoint("https://h/${TOKEN}/mcp"),
+            "https://h/${TOKEN}/mcp",
+            "a secret of the environment is the redactor's, and its name readable"
+        );
+        assert_eq!(
+            endpoints_shown("error sending request for url (https://h/abcdef0123456789xyz/mcp): refused"),
+            "error sending request for url (https://h/…/mcp): refused"
+        );
+    }
 
     /// Issue 36 (the one renderer): a line break only some readers know (U+2028, NEL, vertical
     /// tab, form feed, the record separator) forged an `Undo:` line and a run heading for a

@@ -392,8 +392,9 @@ impl Connection {
                 // `url` may hold `${SECRET}`: expanded only here, never shown expanded.
                 let transport = http_transport(url, headers, &launcher.env)?;
                 let s = handler.serve(transport).await.map_err(|e| ConnectError::Http {
-                    url: crate::base::text::display_url(url).to_string(),
-                    why: init_error(&e, true),
+                    url: crate::base::text::display_endpoint(url),
+                    // The transport's error may quote the URL it was given, a secret path and all.
+                    why: crate::base::text::endpoints_shown(&init_error(&e, true)),
                 })?;
                 (s, None, None, None)
             }
@@ -802,7 +803,8 @@ fn service_error(e: &ServiceError) -> String {
     match e {
         ServiceError::McpError(data) => format!("the server answered with an error: {}", data.message),
         ServiceError::TransportClosed => "the connection to the server closed".into(),
-        other => other.to_string(),
+        // A transport's error may quote the server's URL, a secret path and all.
+        other => crate::base::text::endpoints_shown(&other.to_string()),
     }
 }
 

@@ -209,7 +209,7 @@ async fn inspect(
             line.extend(args.iter().cloned());
             ("stdio", line.join(" "))
         }
-        Transport::Http { url, .. } => ("http", crate::base::text::display_url(url)),
+        Transport::Http { url, .. } => ("http", crate::base::text::display_endpoint(url)),
     };
     let mut report = ServerReport {
         name: server.name.clone(),

@@ -87,7 +87,7 @@ impl ServerConfig {
                 line.extend(args.iter().cloned());
                 line.join(" ")
             }
-            Transport::Http { url, .. } => crate::base::text::display_url(url),
+            Transport::Http { url, .. } => crate::base::text::display_endpoint(url),
         }
     }
 
