@@ -783,3 +783,58 @@ fn a_models_line_breaks_and_escape_sequences_forge_no_line_and_reach_no_terminal
     let runs = daily.split(python).filter(|l| l.starts_with("## ")).count();
     assert_eq!(runs, 1, "{daily:?}");
 }
+
+/// Issue 49, item 7: a hard link in the vault to a file outside it — in a skill's folder, in a
+/// context folder, as `AGENTS.md` — is read by no tool and put in no prompt: the link can be made
+/// by anyone who may write the vault folder (a child granted `vault = "write"`), without reading
+/// the file, and the model would then read it under a name nobody checked.
+#[test]
+fn a_hard_link_to_a_file_outside_the_vault_reaches_no_model() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    v.use_model(&fake, "anthropic", "");
+    let secret = v.dir.path().join("id_secret");
+    std::fs::write(&secret, "SECRET-KEY-MATERIAL-4f1a\n").unwrap();
+    for at in ["skills/status-report/notes.md", "project/linked.md", "AGENTS.md"] {
+        std::fs::hard_link(&secret, v.path(at)).unwrap();
+    }
+    let role = v.read("roles/delivery.md");
+    v.write(
+        "roles/delivery.md",
+        &role.replacen(
+            "## Tools\n",
+            "## Skills\n- status-report\n\n## Context Files\n- project/linked.md\n\n## Tools\n",
+            1,
+        ),
+    );
+    fake.script([
+        wire::tools(
+            "anthropic",
+            None,
+            &[
+                (
+                    "r1",
+                    "read_file",
+                    json!({"path": "skills/status-report/notes.md"}),
+                ),
+                ("r2", "read_file", json!({"path": "project/linked.md"})),
+                ("r3", "search_files", json!({"query": "SECRET"})),
+            ],
+        ),
+        wire::text("anthropic", "done"),
+    ]);
+    let out = v.tabd(&["fire", "delivery"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    for (i, r) in fake.requests().iter().enumerate() {
+        assert!(
+            !r.body.to_string().contains("SECRET-KEY-MATERIAL"),
+            "request {i} carries the linked file: {}",
+            r.body
+        );
+    }
+    let results = wire::tool_results(&fake.requests()[1].body);
+    for id in ["r1", "r2"] {
+        let (_, text, is_error) = results.iter().find(|r| r.0 == id).unwrap();
+        assert!(*is_error && text.contains("hard links"), "{id}: {text}");
+    }
+}

@@ -207,7 +207,7 @@ impl Loaded {
 
 /// Reads `path` for the context; `Err` says why it is not included.
 pub fn load(vault: &Vault, path: &VaultPath) -> Result<Loaded, VaultError> {
-    let (text, entry) = vault.read_text_with_meta(path, MAX_READ_BYTES)?;
+    let (text, entry) = vault.read_for_model(path, MAX_READ_BYTES)?;
     Ok(Loaded {
         hash: hash(text.as_bytes()),
         path: path.clone(),

@@ -117,7 +117,7 @@ pub fn line_count(text: &str) -> usize {
 
 /// The whole note's text, its line count and size, keeping only its first `NOTE_TEXT_BYTES`.
 fn read_text(vault: &Vault, path: &VaultPath) -> Result<(String, usize, u64, Entry), VaultError> {
-    let (mut text, meta) = vault.read_text_with_meta(path, MAX_NOTE_BYTES)?;
+    let (mut text, meta) = vault.read_for_model(path, MAX_NOTE_BYTES)?;
     let lines = line_count(&text);
     let size = text.len() as u64;
     if text.len() > NOTE_TEXT_BYTES {

@@ -152,8 +152,8 @@ pub fn load(vault: &Vault, name: &str) -> Result<(Skill, Vec<Diagnostic>), Skill
             "it is a link to {real}, outside the skill's folder"
         )));
     }
-    let text = match vault.read_text(&real, MAX_SKILL_BYTES) {
-        Ok(text) => text,
+    let text = match vault.read_for_model(&real, MAX_SKILL_BYTES) {
+        Ok((text, _)) => text,
         Err(VaultError::NotFound(_)) => return Err(SkillError::Missing { path: raw }),
         Err(e) => return Err(unreadable(e.to_string())),
     };

@@ -81,6 +81,9 @@ pub struct Entry {
     pub modified: Option<SystemTime>,
     /// Inode number: tells a note from another one later given the same name.
     pub ino: u64,
+    /// How many names the file has on disk (hard links): more than one, and another name may be
+    /// outside the vault (`read_for_model`).
+    pub links: u64,
 }
 
 /// A name in a folder that tabd cannot handle as a note, and why.
@@ -184,6 +187,7 @@ fn entry_of(path: VaultPath, meta: &cap_std::fs::Metadata, is_symlink: bool) -> 
         size: meta.len(),
         modified: meta.modified().ok().map(|t| t.into_std()),
         ino: meta.ino(),
+        links: meta.nlink(),
     }
 }
 
@@ -329,6 +333,23 @@ impl Vault {
             });
         }
         Ok((file, entry_of(path.clone(), &meta, false)))
+    }
+
+    /// Reads a text whose bytes go to the model (a tool's read, a context file, a skill, an inbox
+    /// note, `AGENTS.md`): as `read_text_with_meta`, but a file with more than one name on disk is
+    /// refused — a hard link in the vault to a file outside it (`~/.ssh/id_rsa`) is readable
+    /// through the vault under a name nobody checked, and the link can be made by anyone who
+    /// may write the vault folder, without reading the file (a child granted `vault = "write"`).
+    pub fn read_for_model(&self, path: &VaultPath, cap: u64) -> Result<(String, Entry), VaultError> {
+        let (text, entry) = self.read_text_with_meta(path, cap)?;
+        if entry.links > 1 {
+            return Err(VaultError::Refused(format!(
+                "{path} has {} names on disk (hard links): another may be a file outside the vault, so no \
+                 role reads it; keep a copy of it instead of a link",
+                entry.links
+            )));
+        }
+        Ok((text, entry))
     }
 
     /// Reads a whole regular file (at most `cap` bytes are accepted).

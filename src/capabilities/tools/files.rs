@@ -153,7 +153,7 @@ impl Tool for ReadFile {
         let path = path_arg(&a.path)?;
         let real = ctx.policy.check_read(ctx.vault, &path)?;
         skills_only(ctx, &path, &real)?;
-        let text = ctx.vault.read_text(&real, MAX_FILE_BYTES)?;
+        let (text, _) = ctx.vault.read_for_model(&real, MAX_FILE_BYTES)?;
         if text.is_empty() {
             return Ok(ToolResult::ok(format!("{path} is empty"), 0, vec![]));
         }
@@ -365,7 +365,7 @@ impl Tool for SearchFiles {
             if file.size > MAX_FILE_BYTES {
                 continue;
             }
-            let Ok(text) = ctx.vault.read_text(&file.path, MAX_FILE_BYTES) else {
+            let Ok((text, _)) = ctx.vault.read_for_model(&file.path, MAX_FILE_BYTES) else {
                 continue;
             };
             bytes += text.len() as u64;

@@ -35,6 +35,12 @@ pub fn agents_md(vault: &Vault, policy: &AccessPolicy, max_bytes: usize) -> Opti
     };
     // Only what is shown is read: a huge file costs a prompt no more than its cut.
     let (file, entry) = match vault.open_regular(&real) {
+        Ok((_, entry)) if entry.links > 1 => {
+            return not_included(format!(
+                "it has {} names on disk (hard links): another may be a file outside the vault",
+                entry.links
+            ))
+        }
         Ok(opened) => opened,
         Err(e) => return not_included(e.to_string()),
     };
