@@ -15,11 +15,34 @@ use crate::support::{wire, TestVault};
 
 const T: Duration = Duration::from_secs(30);
 
-/// What a local HTTP listener was sent: (path with query, body). Paths under `/fail` get 500,
-/// under `/gone` 404.
+/// One request a local HTTP listener was sent.
+#[derive(Clone, Debug)]
+struct Request {
+    /// Path with query.
+    path: String,
+    /// Its headers, names in lower case.
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What a local HTTP listener was sent. Paths under `/fail` get 500, under `/gone` 404. The
+/// first request to a path under `/hang-once` is read whole and never answered: the listener
+/// waits until the client gives up and closes the connection (a receiver that took the event
+/// and then was too slow to say so); later ones get 200.
 #[derive(Clone, Default)]
 struct Listener {
-    got: Arc<Mutex<Vec<(String, Value)>>>,
+    got: Arc<Mutex<Vec<Request>>>,
+    /// How many connections the client closed while waiting for an answer that never came.
+    gave_up: Arc<Mutex<usize>>,
     port: u16,
 }
 
@@ -28,27 +51,47 @@ impl Listener {
         let socket = TcpListener::bind("127.0.0.1:0").unwrap();
         let me = Listener {
             got: Arc::default(),
+            gave_up: Arc::default(),
             port: socket.local_addr().unwrap().port(),
         };
-        let got = me.got.clone();
+        let (got, gave_up) = (me.got.clone(), me.gave_up.clone());
         std::thread::spawn(move || {
+            let mut hung = false;
             for stream in socket.incoming().flatten() {
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut request = String::new();
                 let _ = reader.read_line(&mut request);
                 let path = request.split_whitespace().nth(1).unwrap_or("").to_string();
                 let mut length = 0;
+                let mut headers = Vec::new();
                 loop {
                     let mut line = String::new();
                     if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
                         break;
                     }
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        length = v.trim().parse().unwrap_or(0);
+                    if let Some((name, value)) = line.split_once(':') {
+                        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+                        if name == "content-length" {
+                            length = value.parse().unwrap_or(0);
+                        }
+                        headers.push((name, value.to_string()));
                     }
                 }
                 let mut body = vec![0; length];
                 let _ = reader.read_exact(&mut body);
+                got.lock().unwrap().push(Request {
+                    path: path.clone(),
+                    headers,
+                    body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                });
+                if path.starts_with("/hang-once") && !hung {
+                    hung = true;
+                    // Taken, and no answer: the next read ends when the client hangs up.
+                    let mut rest = Vec::new();
+                    let _ = reader.read_to_end(&mut rest);
+                    *gave_up.lock().unwrap() += 1;
+                    continue;
+                }
                 let status = if path.starts_with("/fail") {
                     "500 Internal Server Error"
                 } else if path.starts_with("/gone") {
@@ -56,9 +99,6 @@ impl Listener {
                 } else {
                     "200 OK"
                 };
-                got.lock()
-                    .unwrap()
-                    .push((path, serde_json::from_slice(&body).unwrap_or(Value::Null)));
                 let mut stream = stream;
                 let _ = write!(
                     stream,
@@ -70,6 +110,10 @@ impl Listener {
     }
 
     fn got(&self) -> Vec<(String, Value)> {
+        self.requests().into_iter().map(|r| (r.path, r.body)).collect()
+    }
+
+    fn requests(&self) -> Vec<Request> {
         self.got.lock().unwrap().clone()
     }
 }
@@ -138,6 +182,12 @@ fn a_waiting_approval_reaches_a_command_and_a_webhook_once() {
     );
     assert_eq!(body["event"], "approval");
     assert_eq!(body["note"], ev["note"]);
+    // Issue 49, item 3: one event, one id, on every channel.
+    assert!(
+        ev["id"].as_str().is_some_and(|id| id.starts_with("tabd-")),
+        "{ev}"
+    );
+    assert_eq!(body["id"], ev["id"], "the same id on the command and the webhook");
     // Another event in the vault (a note for another run) sends nothing about the same approval.
     v.write("agent/inbox/ops/again.md", "Again.");
     wait_until(T, "the second run", || v.daily().matches("Queued.").count() == 2);
@@ -189,6 +239,20 @@ fn a_failing_channel_shows_in_status_without_its_secret() {
         "{body}"
     );
     assert!(hook.got().len() >= 2, "retried: {:?}", hook.got().len());
+    // Issue 49, item 3: ntfy gets the event's id as its sequence id (a message with the same one
+    // replaces the first on the phone), and every try has the same.
+    let tries = hook.requests();
+    let id = tries[0].body["sequence_id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("tabd-"), "{:?}", tries[0]);
+    for t in &tries {
+        assert_eq!(t.body["sequence_id"], id.as_str(), "{t:?}");
+        assert_eq!(t.header("x-sequence-id"), Some(id.as_str()), "{t:?}");
+        assert_eq!(
+            t.header("idempotency-key"),
+            Some(format!("\"{id}\"").as_str()),
+            "{t:?}"
+        );
+    }
     // `tabd status` reads status.json, written just after the note: wait for it too.
     let failing = |text: &str| text.contains("NOTIFY FAILING: webhook:") && text.contains("HTTP 500");
     let mut status = String::new();
@@ -615,4 +679,121 @@ fn a_paused_push_links_the_status_note_and_reads_as_a_sentence() {
         message,
         "Anthropic: HTTP 401: invalid x-api-key (authentication_error) — the API key in ANTHROPIC_API_KEY was rejected; check it. Notes wait in their inboxes; no attempt is counted."
     );
+}
+
+/// Issue 49, item 3 (openclaw#102367, #30246): a webhook that took the event and then did not
+/// answer in time gets it again on the retry — with the same `Idempotency-Key` and body `id`, so
+/// it can tell the retry from a new event — and once the retry is answered the event is
+/// delivered, not reported failed. The next event has another id.
+#[test]
+fn a_webhook_that_took_an_event_and_timed_out_gets_the_retry_with_the_same_id() {
+    let hook = Listener::start();
+    let notify = format!(
+        "[notify]\nwebhook = \"http://127.0.0.1:{}/hang-once\"\n",
+        hook.port
+    );
+    let (v, fake) = asking_vault(&notify);
+    // Each note asks to write a file of its own: two calls, two approvals, two events.
+    fake.respond_with(|req, _| {
+        if !wire::tool_results(&req.body).is_empty() {
+            return wire::text("anthropic", "Queued.");
+        }
+        let path = if wire::all_text(&req.body).contains("Again.") {
+            "project/again.md"
+        } else {
+            "project/plan.md"
+        };
+        wire::tools(
+            "anthropic",
+            None,
+            &[("w1", "write_file", json!({"path": path, "content": "ship"}))],
+        )
+    });
+    let d = Daemon::start_with_env(
+        &v,
+        &[
+            ("TABD_TEST_NOTIFY_TRY_MS", "1500"),
+            ("TABD_TEST_NOTIFY_RETRY_MS", "50"),
+        ],
+    );
+    v.write("agent/inbox/ops/plan.md", "Write the plan.");
+    wait_until(T, "the retry", || hook.requests().len() >= 2);
+    assert_eq!(
+        *hook.gave_up.lock().unwrap(),
+        1,
+        "the first try was taken whole, and tabd gave up waiting for its answer"
+    );
+    let reqs = hook.requests();
+    let (first, retry) = (&reqs[0], &reqs[1]);
+    assert_eq!(first.body["event"], "approval", "{first:?}");
+    let id = first.body["id"].as_str().unwrap();
+    assert!(id.starts_with("tabd-"), "{first:?}");
+    let key = format!("\"{id}\"");
+    assert_eq!(
+        first.header("idempotency-key"),
+        Some(key.as_str()),
+        "a quoted string, as draft-ietf-httpapi-idempotency-key-header has it"
+    );
+    assert_eq!(retry.body, first.body, "the same event, its id and all");
+    assert_eq!(retry.header("idempotency-key"), Some(key.as_str()));
+    // The next event has an id of its own. And the channel's task writes how an event ended
+    // (the status, the log) before it takes the next one: by now the first is over.
+    v.write("agent/inbox/ops/again.md", "Again.");
+    wait_until(T, "the next event", || hook.requests().len() >= 3);
+    let next = &hook.requests()[2];
+    assert_eq!(next.body["event"], "approval", "{next:?}");
+    assert_ne!(next.body["note"], first.body["note"], "another approval");
+    assert_ne!(next.body["id"], first.body["id"], "another event, another id");
+    assert_ne!(next.header("idempotency-key"), Some(key.as_str()));
+    assert!(
+        !d.stderr().contains("notify: webhook failed"),
+        "delivered on the retry, not failed: {}",
+        d.stderr()
+    );
+    let status = String::from_utf8_lossy(&v.tabd(&["status"]).stdout).to_string();
+    assert!(!status.contains("NOTIFY FAILING"), "{status}");
+    assert!(!v.read("agent/status.md").contains("tabd cannot reach you"));
+}
+
+/// Issue 49, item 3: an event said again after a restart has the id it had before. (`paused` is
+/// said once per cause a day while tabd runs; that memory does not outlive a restart, so the
+/// restarted daemon says it again — and a receiver sees the same event.) The command finds the
+/// id in `TABD_EVENT_ID` and in the JSON on its stdin.
+#[test]
+fn an_event_said_again_after_a_restart_has_the_same_id() {
+    let out = tempfile::tempdir().unwrap();
+    let events = out.path().join("events.txt");
+    // A line per event: the variable, a space, the JSON.
+    let script = format!(
+        "printf '%s ' \"$TABD_EVENT_ID\" >> {0}; cat >> {0}",
+        events.display()
+    );
+    let fake = FakeModel::start();
+    let notify = format!("[notify]\ncommand = [\"sh\", \"-c\", {script:?}]\n");
+    let v = vault_with(&fake, &format!("{}{notify}", daemon_config("")));
+    fake.respond_with(|_, _| wire::error("anthropic", 401, "authentication_error", "invalid x-api-key."));
+    let said = || -> Vec<(String, Value)> {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"paused\""))
+            .map(|l| {
+                let (var, json) = l.split_once(' ').unwrap();
+                (var.to_string(), serde_json::from_str(json).unwrap())
+            })
+            .collect()
+    };
+    let mut d = Daemon::start(&v);
+    v.write("agent/inbox/delivery/n.md", "waits out the outage");
+    wait_until(T, "the paused event", || said().len() == 1);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0));
+    let _d = Daemon::start(&v);
+    wait_until(T, "the paused event after the restart", || said().len() == 2);
+    let said = said();
+    let (before, after) = (&said[0], &said[1]);
+    assert!(before.0.starts_with("tabd-"), "{before:?}");
+    assert_eq!(before.1["id"], before.0.as_str(), "the variable is the JSON's id");
+    assert_eq!(after.0, before.0, "the same event, the same id: {said:?}");
+    assert_eq!(after.1["id"], before.1["id"]);
 }

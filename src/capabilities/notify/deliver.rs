@@ -2,12 +2,17 @@
 //! (JSON, or ntfy's JSON publishing), the desktop (`notify-send`). Programs start through the one
 //! launcher (a `ChildSpec`: tabd's environment only, a tenant), and a try that runs out of time
 //! ends the program and everything it started before it returns.
+//!
+//! Every try of an event carries its id (`EventId`, the same on each): in the JSON, as
+//! `TABD_EVENT_ID` for the command, as an `Idempotency-Key` header for the webhook, and as ntfy's
+//! sequence id — so a receiver that took a try whose answer never came sees the retry as the same
+//! event.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{DeliveryError, Event};
+use super::{DeliveryError, Event, EventId};
 use crate::base::environment::Env;
 use crate::base::process::{ChildSpec, Launcher, StartError, Stream};
 use crate::setup::config::notify::{NotifyConfig, WebhookFormat};
@@ -20,6 +25,9 @@ const REAP_WAIT: Duration = Duration::from_secs(5);
 
 /// The most of a program's stderr kept (for the status's one line).
 const MAX_STDERR: u64 = 16 * 1024;
+
+/// The variable the command channel's program finds the event's id in.
+const EVENT_ID_VAR: &str = "TABD_EVENT_ID";
 
 /// The channels `[notify]` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -80,35 +88,41 @@ impl Deliveries {
             message: secrets.apply(&ev.message),
             ..ev.clone()
         };
-        let payload = super::payload(ev, &self.vault_name);
+        // From the key, so every try (and every channel, and a start after a restart) has it.
+        let id = EventId::of(&self.vault_name, &ev.key);
+        let payload = super::payload(ev, &id, &self.vault_name);
         match kind {
-            Kind::Command => self.command(&payload).await,
+            Kind::Command => self.command(&payload, &id).await,
             Kind::Webhook => match &self.config.webhook {
-                Some(url) => self.webhook(url, &payload).await,
+                Some(url) => self.webhook(url, &payload, &id).await,
                 None => Ok(()),
             },
             Kind::Desktop => self.desktop(ev).await,
         }
     }
 
-    /// The command, with the event as one JSON line on stdin: it must exit 0.
-    async fn command(&self, payload: &Value) -> Result<(), DeliveryError> {
+    /// The command, with the event as one JSON line on stdin and its id in `TABD_EVENT_ID` (a
+    /// shell script need not parse JSON to know a retry): it must exit 0.
+    async fn command(&self, payload: &Value, id: &EventId) -> Result<(), DeliveryError> {
         let argv = &self.config.command;
         let Some(program) = argv.first() else {
             return Ok(());
         };
-        self.run_once(program, &argv[1..], Some(format!("{payload}\n")))
+        let env = vec![(EVENT_ID_VAR.to_string(), id.to_string())];
+        self.run_once(program, &argv[1..], Some(format!("{payload}\n")), env)
             .await
     }
 
-    /// Runs a channel's program once as a tenant, with tabd's environment and `input` on its
-    /// stdin, for at most the try's time: it must exit 0, and its stderr says why it did not.
-    /// Out of time, it is killed with everything it started, and reaped, before this returns.
+    /// Runs a channel's program once as a tenant, with tabd's environment (and `env` over it) and
+    /// `input` on its stdin, for at most the try's time: it must exit 0, and its stderr says why
+    /// it did not. Out of time, it is killed with everything it started, and reaped, before this
+    /// returns.
     async fn run_once(
         &self,
         program: &str,
         args: &[String],
         input: Option<String>,
+        env: Vec<(String, String)>,
     ) -> Result<(), DeliveryError> {
         // Not confined: a channel is the person's own program, reaching what they set it up to
         // (a relay, a phone); tabd's environment is what `[notify]` may use (`${VAR}`).
@@ -117,6 +131,7 @@ impl Deliveries {
             program: program.to_string(),
             args: args.to_vec(),
             inherited: self.env.vars().collect(),
+            env,
             stdin: if input.is_some() {
                 Stream::Piped
             } else {
@@ -165,8 +180,9 @@ impl Deliveries {
         })
     }
 
-    /// The webhook: the event as JSON, or ntfy's JSON publishing (topic from the URL's path).
-    async fn webhook(&self, url: &str, payload: &Value) -> Result<(), DeliveryError> {
+    /// The webhook: the event as JSON, or ntfy's JSON publishing (topic from the URL's path);
+    /// either way with the event's id as its `Idempotency-Key`.
+    async fn webhook(&self, url: &str, payload: &Value, id: &EventId) -> Result<(), DeliveryError> {
         let Some(http) = &self.http else {
             return Err(DeliveryError::Setup(
                 "no HTTP client (TLS could not start)".into(),
@@ -190,15 +206,22 @@ impl Deliveries {
                             "{shown}: an ntfy webhook is the topic's URL, like https://ntfy.sh/my-topic"
                         ))
                     })?;
-                http.post(format!("{root}/")).json(&json!({
-                    "topic": topic,
-                    "title": payload["title"],
-                    "message": payload["message"],
-                    "click": payload["url"],
-                    "tags": [payload["event"]],
-                }))
+                // ntfy (2.16 and later) takes a publisher's id as the message's sequence id: a
+                // second message with the same one replaces the first on the phone. In the JSON
+                // (its publishing table's `sequence_id`) and as the header its own client sends.
+                http.post(format!("{root}/"))
+                    .header("X-Sequence-ID", id.as_str())
+                    .json(&json!({
+                        "topic": topic,
+                        "title": payload["title"],
+                        "message": payload["message"],
+                        "click": payload["url"],
+                        "tags": [payload["event"]],
+                        "sequence_id": id.as_str(),
+                    }))
             }
         };
+        let request = request.header("Idempotency-Key", id.as_idempotency_key());
         let resp = request.send().await.map_err(|e| {
             // reqwest names the URL it used (the topic, a token): said without it, by its cause.
             let e = e.without_url();
@@ -227,7 +250,7 @@ impl Deliveries {
             ));
         }
         let args = desktop_args(&ev.title, &as_body_text(&ev.message)).map(str::to_string);
-        match self.run_once("notify-send", &args, None).await {
+        match self.run_once("notify-send", &args, None, Vec::new()).await {
             Err(DeliveryError::Start { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Err(
                 DeliveryError::Setup("notify-send is not installed (install libnotify-bin)".into()),
             ),
@@ -359,6 +382,37 @@ mod tests {
             !alive(pid("grandchild")),
             "what it started, in a session of its own"
         );
+    }
+
+    /// Issue 49, item 3: the command finds the event's id in `TABD_EVENT_ID` and in the JSON on
+    /// its stdin, and a second try of the event has the same.
+    #[tokio::test]
+    async fn the_command_gets_the_event_id_in_its_environment_and_its_json_on_every_try() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("tries");
+        let script = format!(
+            "printf '%s ' \"$TABD_EVENT_ID\" >> {0}; cat >> {0}",
+            out.display()
+        );
+        let d = deliveries(&["sh", "-c", &script], Duration::from_secs(30));
+        let ev = event("t", "m");
+        for _ in 0..2 {
+            d.try_once(Kind::Command, &ev).await.unwrap();
+        }
+        let tries = std::fs::read_to_string(&out).unwrap();
+        let tries: Vec<(&str, Value)> = tries
+            .lines()
+            .map(|l| {
+                let (var, json) = l.split_once(' ').unwrap();
+                (var, serde_json::from_str(json).unwrap())
+            })
+            .collect();
+        let id = EventId::of("Work", "k");
+        assert_eq!(tries.len(), 2, "{tries:?}");
+        for (var, json) in &tries {
+            assert_eq!(*var, id.as_str());
+            assert_eq!(json["id"], id.as_str());
+        }
     }
 
     #[test]

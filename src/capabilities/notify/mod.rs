@@ -6,9 +6,14 @@
 //! event in turn and retries with backoff; in quiet hours they wait. A channel that keeps failing
 //! shows in `tabd status`.
 //!
+//! Every event has a stable id (`id`): the same on every try, every channel and after a
+//! restart, so a receiver can tell a retry (a webhook that took the event, then timed out) from a
+//! new event.
+//!
 //! - `queue` — one channel's queue: an event holds the next one for one try at most.
 //! - `deliver` — one try on one channel; a program that runs out of time is killed with all it
 //!   started.
+//! - `id` — an event's id, from its key and its vault.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
@@ -21,9 +26,11 @@ use tokio::sync::mpsc;
 
 mod deliver;
 mod error;
+mod id;
 mod queue;
 
 pub use error::DeliveryError;
+pub use id::EventId;
 
 use crate::base::environment::Env;
 use crate::setup::config::notify::{in_quiet, EventKind, NotifyConfig};
@@ -40,7 +47,8 @@ pub struct Event {
     /// The note to open (a vault path), if there is one.
     pub note: Option<String>,
     pub at: DateTime<Utc>,
-    /// Events with the same key are one event: sent once.
+    /// Events with the same key are one event: sent once, and always with the same id
+    /// (`EventId::of`).
     pub key: String,
 }
 
@@ -230,9 +238,11 @@ fn first_retry(env: &Env) -> Duration {
         .map_or(Duration::from_secs(1), Duration::from_millis)
 }
 
-/// The event as every channel sends it.
-pub fn payload(ev: &Event, vault_name: &str) -> Value {
+/// The event as every channel sends it. `id` is the event's (`EventId`); the other fields are
+/// what outside scripts have parsed since before it, unchanged.
+pub fn payload(ev: &Event, id: &EventId, vault_name: &str) -> Value {
     json!({
+        "id": id.as_str(),
         "event": ev.kind.as_str(),
         "role": ev.role,
         "title": ev.title,

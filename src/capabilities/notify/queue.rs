@@ -148,11 +148,13 @@ mod tests {
         })
     }
 
-    /// A channel whose tries of events named in `hang` take the whole try time and time out;
-    /// the others succeed at once. Writes down (event, when) of each try and each result.
+    /// A channel whose tries of events named in `hang` take the whole try time and time out
+    /// (only the first try of each, with `hang_once`); the others succeed at once. Writes down
+    /// (event, when) of each try and each result.
     #[derive(Clone, Default)]
     struct Fake {
         hang: Vec<&'static str>,
+        hang_once: bool,
         tries: Arc<Mutex<Vec<(String, Duration)>>>,
         done: Arc<Mutex<Vec<Result<(), String>>>>,
         start: Option<Instant>,
@@ -161,8 +163,10 @@ mod tests {
     impl Channel for Fake {
         fn try_once(&mut self, ev: Arc<Event>) -> impl Future<Output = Result<(), DeliveryError>> + Send {
             let at = Instant::now() - self.start.unwrap_or_else(Instant::now);
-            self.tries.lock().unwrap().push((ev.key.clone(), at));
-            let hangs = self.hang.contains(&ev.key.as_str());
+            let mut tries = self.tries.lock().unwrap();
+            let tried_before = tries.iter().any(|(k, _)| *k == ev.key);
+            tries.push((ev.key.clone(), at));
+            let hangs = self.hang.contains(&ev.key.as_str()) && !(self.hang_once && tried_before);
             async move {
                 if hangs {
                     tokio::time::sleep(TRY).await;
@@ -218,6 +222,29 @@ mod tests {
             done[1].as_ref().unwrap_err().contains("did not finish"),
             "{done:?}"
         );
+    }
+
+    /// Issue 49, item 3 (openclaw#102367): a try that timed out — the receiver may have taken
+    /// the event — is retried with the same event (so the same id), and once the retry is
+    /// delivered the event is reported delivered only: never as failed.
+    #[tokio::test(start_paused = true)]
+    async fn a_try_that_timed_out_then_a_delivered_retry_is_reported_delivered() {
+        let fake = Fake {
+            hang: vec!["a"],
+            hang_once: true,
+            start: Some(Instant::now()),
+            ..Fake::default()
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        tx.send(event("a")).unwrap();
+        let task = tokio::spawn(serve(rx, policy(), fake.clone()));
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        drop(tx);
+        task.await.unwrap();
+        let tries = fake.tries.lock().unwrap().clone();
+        let order: Vec<&str> = tries.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(order, ["a", "a"], "one try that timed out, one retry: {tries:?}");
+        assert_eq!(*fake.done.lock().unwrap(), [Ok(())], "reported once: delivered");
     }
 
     /// While one event waits for its retry, later events are tried; a failure no retry could fix
