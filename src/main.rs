@@ -14,13 +14,15 @@ fn main() -> ExitCode {
     let (env, warnings) = with_env_file(Env::from_process());
     init_logging(&env, &cli);
     for w in warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", tabd::base::text::for_terminal(&w));
     }
     let secrets = env.clone();
     match tabd::doors::commands::run(cli, env) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
+            // An error may quote a note, a role file or a server's answer: never raw to a terminal.
             let message = secrets.redactor().apply(&e.message);
+            let message = tabd::base::text::for_terminal(&message);
             // An error that names its file and line reads `path:line: error: …` already.
             if e.located {
                 eprintln!("{message}");

@@ -325,3 +325,61 @@ fn a_model_response_larger_than_32_mib_is_cut_off_not_read_whole() {
     );
     assert_eq!(v.files_in("agent/inbox/delivery"), ["n.md"], "the note waits");
 }
+
+/// Issue 49, item 5: no record or name reaches a terminal raw. A role title, a schedule line, a
+/// model's answer and a note's text carrying escape sequences (a window title, a screen clear, a
+/// bell) and a text-direction override come out of every command that prints them with each such
+/// character replaced — never as bytes a terminal would act on.
+#[test]
+fn no_escape_sequence_reaches_the_terminal_from_any_command() {
+    let v = TestVault::new();
+    let fake = crate::support::fake_model::FakeModel::start();
+    v.use_model(&fake, "anthropic", "");
+    let evil = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{202e}";
+    let role = v.read("roles/delivery.md");
+    v.write(
+        "roles/delivery.md",
+        &role
+            .replacen("# Delivery Manager", &format!("# Delivery {evil} Manager"), 1)
+            .replacen(
+                "9am and 5pm, weekdays",
+                &format!("9am and 5pm, weekdays\nevery {evil} moon"),
+                1,
+            ),
+    );
+    v.write(
+        "roles/risk.md",
+        &v.read("roles/risk.md")
+            .replacen("# Risk Manager", &format!("# Risk {evil}"), 1),
+    );
+    fake.script([crate::support::wire::text(
+        "anthropic",
+        &format!("Summary {evil} done"),
+    )]);
+    v.write("agent/inbox/risk/n.md", &format!("a note {evil}\n"));
+    let mut outputs = vec![("fire", v.tabd(&["fire", "risk"]))];
+    for args in [
+        vec!["status"],
+        vec!["status", "--json"],
+        vec!["validate"],
+        vec!["schedule"],
+        vec!["logs"],
+        vec!["runs"],
+        vec!["cost"],
+        vec!["approvals"],
+        vec!["prompt", "risk"],
+    ] {
+        outputs.push((args[0], v.tabd(&args)));
+    }
+    for (what, out) in outputs {
+        for (stream, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            let raw = bytes.iter().any(|b| *b == 0x1b || *b == 0x07)
+                || String::from_utf8_lossy(bytes).contains('\u{202e}');
+            assert!(
+                !raw,
+                "`tabd {what}` wrote a control character to {stream}:\n{}",
+                describe(&out)
+            );
+        }
+    }
+}

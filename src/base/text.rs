@@ -288,6 +288,26 @@ const LINE_BREAKS: [char; 9] = [
 /// `ESC ]`), bell, the C1 controls, DEL — as U+FFFD: model or server text printed on a terminal
 /// (`tabd fire`, `tabd logs`) could otherwise move the cursor, rewrite what tabd printed above,
 /// set the terminal's title or write the clipboard (OSC 52).
+/// `text` as a terminal may be given it: every control character but line breaks and tabs (an
+/// escape sequence would retitle the window, move the cursor, or hide what follows) and every
+/// bidirectional override (it would show a name backwards) replaced by `�`. What tabd prints
+/// comes from notes, role files, records and servers.
+pub fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
+    const BIDI: [char; 11] = [
+        '\u{200e}', '\u{200f}', '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}', '\u{202e}', '\u{2066}',
+        '\u{2067}', '\u{2068}', '\u{2069}',
+    ];
+    let odd = |c: char| (c.is_control() && c != '\n' && c != '\t') || BIDI.contains(&c);
+    if !text.chars().any(odd) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| if odd(c) { '\u{fffd}' } else { c })
+            .collect(),
+    )
+}
+
 pub fn without_controls(text: &str) -> String {
     if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
         return text.to_string();

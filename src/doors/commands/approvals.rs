@@ -83,7 +83,7 @@ pub fn list(ws: &Workspace, json: bool) -> Result<u8, CliError> {
     let all = ledger(ws)?;
     let shown = listing(&all, Utc::now());
     if json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&shown).map_err(|e| CliError::failed(e.to_string()))?
         );
@@ -91,11 +91,11 @@ pub fn list(ws: &Workspace, json: bool) -> Result<u8, CliError> {
     }
     let tz = ws.config.timezone;
     if shown.pending.is_empty() {
-        println!("No approvals are pending.");
+        say!("No approvals are pending.");
     }
     for p in &shown.pending {
         let a = &all[p.id];
-        println!(
+        say!(
             "{}  {:<10} {:<40} {:<11} expires {}  {}",
             p.id,
             p.role,
@@ -106,7 +106,7 @@ pub fn list(ws: &Workspace, json: bool) -> Result<u8, CliError> {
         );
     }
     if !shown.pending.is_empty() {
-        println!("\nDecide with `tabd approve ID` or `tabd reject ID`, or set `status` in the note.");
+        say!("\nDecide with `tabd approve ID` or `tabd reject ID`, or set `status` in the note.");
     }
     for (title, kind) in [
         ("Approved, the daemon runs them", &shown.approved),
@@ -121,9 +121,9 @@ pub fn list(ws: &Workspace, json: bool) -> Result<u8, CliError> {
         ),
     ] {
         if !kind.is_empty() {
-            println!("\n{title}:");
+            say!("\n{title}:");
             for p in kind {
-                println!("{}  {:<10} {:<40} {}", p.id, p.role, p.tool, p.note);
+                say!("{}  {:<10} {:<40} {}", p.id, p.role, p.tool, p.note);
                 // Why it did not run, or what tabd knows of how it ended.
                 let said = matches!(p.status, NoteStatus::Invalid | NoteStatus::Unknown);
                 if let Some(why) = p.outcome.filter(|_| said) {
@@ -131,7 +131,7 @@ pub fn list(ws: &Workspace, json: bool) -> Result<u8, CliError> {
                         .strip_prefix(p.status.as_str())
                         .and_then(|w| w.strip_prefix(": "))
                         .unwrap_or(why);
-                    println!("        {}", crate::base::text::one_line(why, 300));
+                    say!("        {}", crate::base::text::one_line(why, 300));
                 }
             }
         }
@@ -193,9 +193,11 @@ pub fn decide(ws: &Workspace, id: &str, approved: bool) -> Result<u8, CliError> 
     } else {
         NoteStatus::Rejected
     };
-    println!(
+    say!(
         "{status}{now_or_before} {id} ({} for {}): {when}. Note: {}",
-        a.tool, a.role, a.note
+        a.tool,
+        a.role,
+        a.note
     );
     let all_logged = say_unfinished(finished, earlier.unlogged);
     Ok(if all_logged { 0 } else { 1 })
@@ -214,17 +216,17 @@ fn say_unfinished(
             !f.left.is_empty()
         }
         Err(e) => {
-            eprintln!("warning: cannot finish writing the decision: {e}");
+            say_err!("warning: cannot finish writing the decision: {e}");
             true
         }
     };
     if unwritten {
-        eprintln!(
+        say_err!(
             "(the note could not be updated yet; the decision is recorded, and the daemon writes it into the note)"
         );
     }
     for (id, e) in &unlogged {
-        eprintln!("warning: the daily note has no line of approval {id}'s decision: {e}");
+        say_err!("warning: the daily note has no line of approval {id}'s decision: {e}");
     }
     unlogged.is_empty()
 }

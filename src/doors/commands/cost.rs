@@ -34,12 +34,12 @@ pub fn run(ws: &Workspace, json: bool) -> Result<u8, CliError> {
                 "price_unknown": total.price_unknown,
             },
         });
-        println!("{out:#}");
+        say!("{out:#}");
         return Ok(0);
     }
     print_table(&forecasts, &total);
-    println!();
-    println!(
+    say!();
+    say!(
         "Scheduled runs only, from each schedule's slots over the coming week, the share its wake gate skipped \
          and the median of its last {} scheduled runs (records of the last {HISTORY_DAYS} days); \
          other runs (inbox notes, fire, watch, delegated) as they cost a day lately.",
@@ -56,20 +56,20 @@ pub fn run(ws: &Workspace, json: bool) -> Result<u8, CliError> {
         }
     }
     for (why, roles) in unknown {
-        println!("  {}: price unknown — {why}", roles.join(", "));
+        say!("  {}: price unknown — {why}", roles.join(", "));
     }
     for f in &forecasts {
         for a in &f.basis.assumed {
-            println!("  {}: assumed — {a}", f.role);
+            say!("  {}: assumed — {a}", f.role);
         }
         for o in &f.over {
-            println!("  {}: warning — {o}", f.role);
+            say!("  {}: warning — {o}", f.role);
         }
     }
     let a_day = total.usd_per_day.zip(total.other_usd_per_day).map(|(s, o)| s + o);
     if let (Some(b), Some(a_day)) = (ws.config.limits.global_daily_cost_budget_usd, a_day) {
         if a_day > b {
-            println!(
+            say!(
                 "  all roles: warning — forecast {} a day is over global_daily_cost_budget_usd {}",
                 dollars(a_day),
                 dollars(b)
@@ -188,6 +188,6 @@ fn print_table(forecasts: &[Forecast], total: &Total) {
                 _ => format!("{c:>w$}"),
             })
             .collect();
-        println!("{}", cells.join("  ").trim_end());
+        say!("{}", cells.join("  ").trim_end());
     }
 }

@@ -66,7 +66,7 @@ fn adopt_note(ws: &Workspace, role: &Role, file: &Path) -> Result<VaultPath, Cli
         .vault
         .create_unique(&role.inbox, &name, text.as_bytes())
         .map_err(|e| CliError::failed(e.to_string()))?;
-    println!("Copied {} into {path}", file.display());
+    say!("Copied {} into {path}", file.display());
     Ok(path)
 }
 
@@ -76,7 +76,7 @@ fn check_budget(ws: &Workspace, role: &Role) -> Result<(), CliError> {
     let store = crate::records::state::StateStore::new(ws.vault.clone());
     // Today's spend as the run records tell it, should state have lost a run.
     if let Err(e) = crate::records::spent::count_again(&store, ws.config.timezone, Utc::now()) {
-        eprintln!("warning: cannot count today's spend from the run records: {e}");
+        say_err!("warning: cannot count today's spend from the run records: {e}");
     }
     let state = store.load();
     let today = Utc::now().with_timezone(&ws.config.timezone).date_naive();
@@ -131,7 +131,7 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
     }
     let recovered = run::recover(&env, Some(&role.name));
     if recovered > 0 {
-        println!("Finished {recovered} run(s) a crash had interrupted.");
+        say!("Finished {recovered} run(s) a crash had interrupted.");
     }
     let adopted = match note {
         Some(file) => Some(adopt_note(ws, role, file)?),
@@ -203,7 +203,7 @@ fn exit_code(ws: &Workspace, result: &run::RunResult) -> u8 {
                 }
             };
             let msg = ws.env.redactor().apply(msg);
-            eprintln!("error: {msg}\n({what})");
+            say_err!("error: {msg}\n({what})");
             1
         }
     }
@@ -238,7 +238,7 @@ fn leave_to_the_cluster(ws: &Workspace, notes: Vec<inbox::Note>) -> Vec<inbox::N
     if ws.config.cluster.is_none() || notes.is_empty() {
         return notes;
     }
-    eprintln!(
+    say_err!(
         "{} inbox note(s) left to the daemons: with [cluster] each note runs once, on the device that claims it",
         notes.len()
     );
@@ -261,9 +261,9 @@ fn refuse_unreadable(
             ))
         })?;
         let say = || {
-            eprintln!("error: {refused}");
+            say_err!("error: {refused}");
             for e in &refused.log_errors {
-                eprintln!("warning: cannot write {e}");
+                say_err!("warning: cannot write {e}");
             }
         };
         match spinner {
@@ -278,7 +278,7 @@ fn refuse_unreadable(
 fn say_if_waiting(vault: &Vault, key: &Key, result: &run::RunResult) {
     let id = crate::base::run_id::RunId::parse(&result.record.run_id);
     if id.is_ok_and(|id| run::suspend::load(vault, key, &id).is_ok()) {
-        println!(
+        say!(
             "The run waits for your decision and goes on with the result once you decide — in the running \
              daemon, or when `tabd run` next starts."
         );
@@ -291,7 +291,7 @@ async fn run_until_ctrl_c(env: &run::RunEnv, role: &Role, notes: Vec<inbox::Note
     let stop = env.stop.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\nstopping the run (Ctrl-C again to leave at once)…");
+            say_err!("\nstopping the run (Ctrl-C again to leave at once)…");
             stop.request();
             if tokio::signal::ctrl_c().await.is_ok() {
                 std::process::exit(130);
@@ -354,7 +354,7 @@ fn print_result(role: &Role, result: &run::RunResult, started: chrono::DateTime<
         String::new()
     };
     let calls = rec.tool_calls.len();
-    println!(
+    say!(
         "{} · {} · {:.1} s · {calls} tool call{} · {} tokens in / {} out{cost}",
         role.display_name,
         rec.ended.as_deref().unwrap_or(rec.outcome.as_str()),
@@ -364,16 +364,16 @@ fn print_result(role: &Role, result: &run::RunResult, started: chrono::DateTime<
         thousands(u.output_tokens)
     );
     if !result.summary.trim().is_empty() {
-        println!(
+        say!(
             "\n{}\n",
             crate::base::text::without_controls(result.summary.trim())
         );
     }
     for m in &rec.moved {
-        println!("moved {} → {}", m.from, m.to);
+        say!("moved {} → {}", m.from, m.to);
     }
     for t in &rec.notes_truncated {
-        println!(
+        say!(
             "{} is larger than one prompt: the model saw {} of its {} bytes ({} in the prompt, {} read in pages)",
             t.path,
             thousands(t.included_bytes + t.read_bytes),
@@ -388,7 +388,7 @@ fn print_result(role: &Role, result: &run::RunResult, started: chrono::DateTime<
         .filter_map(|c| c.approval.as_deref())
         .collect();
     if !waiting.is_empty() {
-        println!(
+        say!(
             "{} call{} wait{} for your approval: {} — set `status: approved` in the note, or `tabd approvals`",
             waiting.len(),
             if waiting.len() == 1 { "" } else { "s" },
@@ -402,10 +402,10 @@ fn print_result(role: &Role, result: &run::RunResult, started: chrono::DateTime<
 /// `Log:` line must never point at a section that is not there.
 fn print_log_place(env: &run::RunEnv, result: &run::RunResult) {
     match env.side.failure_of("the run log") {
-        Some(why) => println!(
+        Some(why) => say!(
             "Log: not written ({why}); the run's record is in {}",
             env.log.jsonl_path(result.record.started_at)
         ),
-        None => println!("Log: {}", result.daily_log),
+        None => say!("Log: {}", result.daily_log),
     }
 }

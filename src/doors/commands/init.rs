@@ -24,16 +24,16 @@ pub fn run(cli: &Cli, path: Option<&Path>, example: bool, env: &Env) -> Result<u
     let done = init(cli, &target, example, env)?;
     print(&done);
     let v = done.root.display();
-    println!();
-    println!("Next:");
-    println!("  tabd validate --vault {v}     check the roles");
-    println!("  tabd schedule --vault {v}     see when each role fires");
+    say!();
+    say!("Next:");
+    say!("  tabd validate --vault {v}     check the roles");
+    say!("  tabd schedule --vault {v}     see when each role fires");
     match done.plan.layout.home() {
-        Some(home) => println!(
+        Some(home) => say!(
             "  Open {v} in Obsidian: tabd's roles are in {home}/roles/, its log in {}/.",
             done.plan.log
         ),
-        None => println!("  Open {v} in Obsidian and read README.md there."),
+        None => say!("  Open {v} in Obsidian and read README.md there."),
     }
     Ok(0)
 }
@@ -99,41 +99,41 @@ pub fn init(cli: &Cli, target: &Path, example: bool, env: &Env) -> Result<Done, 
 /// Says what `init` did, every path absolute.
 pub fn print(done: &Done) {
     let at = |p: &PathBuf| done.root.join(p).display().to_string();
-    println!("Vault: {}", done.root.display());
+    say!("Vault: {}", done.root.display());
     match (&done.found, done.plan.layout.home()) {
-        (Found::Persons, Some(home)) => println!(
+        (Found::Persons, Some(home)) => say!(
             "It has notes of yours: tabd keeps everything of its own under {}/ and changes none of \
              your notes without asking (--example adds a made-up project there to try it on).",
             done.root.join(home).display()
         ),
-        (Found::Tabds(_), _) => println!("tabd is set up here already: only what is missing is added."),
+        (Found::Tabds(_), _) => say!("tabd is set up here already: only what is missing is added."),
         _ => {}
     }
     if done.report.created.is_empty() {
-        println!("Created no file: every file tabd would write is there already.");
+        say!("Created no file: every file tabd would write is there already.");
     } else {
-        println!("Created {} files:", done.report.created.len());
+        say!("Created {} files:", done.report.created.len());
         for f in &done.report.created {
-            println!("  {}", at(f));
+            say!("  {}", at(f));
         }
     }
     if !done.report.folders.is_empty() {
-        println!("Created {} folders:", done.report.folders.len());
+        say!("Created {} folders:", done.report.folders.len());
         for f in &done.report.folders {
-            println!("  {}/", at(f));
+            say!("  {}/", at(f));
         }
     }
     if !done.report.kept.is_empty() {
-        println!("Kept {} files as they are:", done.report.kept.len());
+        say!("Kept {} files as they are:", done.report.kept.len());
         for f in &done.report.kept {
-            println!("  {}", at(f));
+            say!("  {}", at(f));
         }
     }
     for line in &done.config {
-        println!("{line}");
+        say!("{line}");
     }
     for w in &done.warnings {
-        println!("warning: {w}");
+        say!("warning: {w}");
     }
 }
 

@@ -53,16 +53,16 @@ pub fn run(ws: &Workspace, o: &Options) -> Result<u8, CliError> {
             _ => String::new(),
         };
         let whose = who.as_deref().map(|w| format!(" for {w}")).unwrap_or_default();
-        println!("Nothing logged{whose} {when}.");
+        say!("Nothing logged{whose} {when}.");
         return Ok(0);
     }
     let mut last_day = None;
     for (day, entry) in &shown {
         if days.len() > 1 && last_day != Some(*day) {
-            println!("# {day}\n");
+            say!("# {day}\n");
             last_day = Some(*day);
         }
-        print!("{entry}");
+        say_raw!("{entry}");
     }
     if !o.follow {
         return Ok(0);
@@ -85,7 +85,7 @@ fn follow(ws: &Workspace, log: &crate::records::runlog::RunLog, who: Option<&str
         if text.len() > printed {
             // What was appended since, from its first line.
             for entry in entries(&text[printed..], who) {
-                print!("{entry}");
+                say_raw!("{entry}");
             }
             printed = text.len();
         }

@@ -144,9 +144,9 @@ pub fn list(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliErr
                 .into(),
         };
         if json {
-            println!("{{\"servers\":[]}}");
+            say!("{{\"servers\":[]}}");
         } else {
-            println!("{msg}");
+            say!("{msg}");
         }
         return Ok(0);
     }
@@ -165,12 +165,12 @@ pub fn list(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliErr
     if json {
         let mut value = serde_json::to_value(&listing).map_err(|e| CliError::failed(e.to_string()))?;
         secrets.apply_json(&mut value);
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&value).map_err(|e| CliError::failed(e.to_string()))?
         );
     } else {
-        print!("{}", secrets.apply(&render(&listing)));
+        say_raw!("{}", secrets.apply(&render(&listing)));
     }
     Ok(if listing.servers.iter().any(|s| s.status == "down") {
         1

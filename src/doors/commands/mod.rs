@@ -1,4 +1,25 @@
 //! The subcommands. Each returns the process exit code or a `CliError`.
+//!
+//! Everything they print goes through `say!` / `say_raw!` / `say_err!`: what tabd prints comes
+//! from notes, role files, run records and servers, so no control character (but line breaks and
+//! tabs) and no bidirectional override reaches the terminal (`text::for_terminal`).
+
+/// `println!`, made safe for a terminal (see the module's text).
+macro_rules! say {
+    () => { println!() };
+    ($($arg:tt)*) => { println!("{}", $crate::base::text::for_terminal(&format!($($arg)*))) };
+}
+
+/// `print!`, made safe for a terminal.
+macro_rules! say_raw {
+    ($($arg:tt)*) => { print!("{}", $crate::base::text::for_terminal(&format!($($arg)*))) };
+}
+
+/// `eprintln!`, made safe for a terminal.
+macro_rules! say_err {
+    () => { eprintln!() };
+    ($($arg:tt)*) => { eprintln!("{}", $crate::base::text::for_terminal(&format!($($arg)*))) };
+}
 
 pub mod approvals;
 pub mod cost;
@@ -93,7 +114,7 @@ impl Workspace {
     pub fn open_readable(cli: &Cli, env: Env) -> Result<Self, CliError> {
         let (config, error) = config::load_readable(cli.config.as_deref(), &env);
         if let Some(e) = &error {
-            eprintln!(
+            say_err!(
                 "{e}\n(the config has an error: showing what can be read without it; `tabd validate` checks the rest)\n"
             );
         }

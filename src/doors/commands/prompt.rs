@@ -27,7 +27,7 @@ pub fn run(ws: &Workspace, role_name: &str, task: Option<&str>) -> Result<u8, Cl
                 .map_err(|e| CliError::failed(format!("cannot read the inbox: {e}")))?;
             for n in &ready.unreadable {
                 let why = n.unreadable().unwrap_or_default();
-                eprintln!(
+                say_err!(
                     "note: {} cannot be read ({why}); a run moves it to failed/",
                     n.path
                 );
@@ -51,9 +51,9 @@ pub fn run(ws: &Workspace, role_name: &str, task: Option<&str>) -> Result<u8, Cl
     // the MCP tools, servers that are down, approvals decided since the role was last told.
     let mcp = mcp_tools(ws, role)?;
     crate::running::run::complete(&mut p, &mcp, &state, role);
-    print!("{}", p.render());
+    say_raw!("{}", p.render());
     for d in &mcp.down {
-        eprintln!(
+        say_err!(
             "note: {}{}",
             d.problem,
             if d.required {
@@ -64,10 +64,10 @@ pub fn run(ws: &Workspace, role_name: &str, task: Option<&str>) -> Result<u8, Cl
         );
     }
     for line in &p.skills_left_out {
-        eprintln!("note: {}", line.replace("**", ""));
+        say_err!("note: {}", line.replace("**", ""));
     }
     if !p.missing.is_empty() {
-        eprintln!(
+        say_err!(
             "note: context entries that found nothing: {}",
             p.missing.join(", ")
         );

@@ -18,19 +18,19 @@ pub fn init_if_asked(cli: &Cli, env: &Env, init: bool) -> Result<(), CliError> {
     let done = super::init::init(cli, &target, false, env)?;
     let made = done.report.created.len() + done.report.folders.len();
     match (&done.found, made) {
-        (template::Found::Tabds(layout), 0) => eprintln!(
+        (template::Found::Tabds(layout), 0) => say_err!(
             "--init: tabd is set up in {} already (its roles in {}/): nothing to create.",
             done.root.display(),
             layout.roles()
         ),
         _ => {
             // On stderr: stdout is the daemon's (systemd's journal reads both).
-            eprintln!("--init: set tabd up in {}:", done.root.display());
+            say_err!("--init: set tabd up in {}:", done.root.display());
             for f in done.report.created.iter().chain(&done.report.folders) {
-                eprintln!("  {}", done.root.join(f).display());
+                say_err!("  {}", done.root.join(f).display());
             }
             for line in done.config.iter().chain(&done.warnings) {
-                eprintln!("{line}");
+                say_err!("{line}");
             }
         }
     }
@@ -45,7 +45,7 @@ pub fn run(cli: &Cli, ws: Workspace) -> Result<u8, CliError> {
     })?;
     let errors = ws.roles.errors().count();
     if errors > 0 {
-        eprintln!("warning: {errors} role-file error(s); those roles stay off until fixed (`tabd validate` lists them)");
+        say_err!("warning: {errors} role-file error(s); those roles stay off until fixed (`tabd validate` lists them)");
     }
     for (_, said) in log_apart_notes(&ws) {
         tracing::warn!("{said}");

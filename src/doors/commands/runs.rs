@@ -118,7 +118,7 @@ pub fn run(ws: &Workspace, role: Option<&str>, since: Option<&str>, json: bool) 
         return Ok(0);
     }
     if runs.is_empty() {
-        println!(
+        say!(
             "No runs recorded{}.",
             since.map_or(String::new(), |d| format!(" since {d}"))
         );
@@ -268,7 +268,7 @@ fn print_table(runs: &[Listed], order: &[(usize, usize)], tz: chrono_tz::Tz) {
             w4 = w[4],
             w5 = w[5],
         );
-        println!("{}", line.trim_end());
+        say!("{}", line.trim_end());
     }
 }
 
@@ -293,7 +293,7 @@ fn print_json(runs: &[Listed]) {
             run
         })
         .collect();
-    println!(
+    say!(
         "{}",
         serde_json::to_string_pretty(&json!({ "runs": list })).unwrap_or_default()
     );
@@ -330,10 +330,10 @@ fn records(
                     out.push(listed);
                 }
             },
-            |unread| eprintln!("warning: {}", cell(&unread.to_string(), 400)),
+            |unread| say_err!("warning: {}", cell(&unread.to_string(), 400)),
         );
         if let Err(e) = read {
-            eprintln!("warning: cannot read the run records {}: {e}", f.path);
+            say_err!("warning: cannot read the run records {}: {e}", f.path);
         }
     }
     out

@@ -78,7 +78,7 @@ pub fn run(ws: &Workspace, from: Option<&str>, next: usize, json: bool) -> Resul
     }
     if json {
         let text = serde_json::to_string_pretty(&out).map_err(|e| CliError::failed(e.to_string()))?;
-        println!("{text}");
+        say!("{text}");
     } else {
         print_table(ws, &out);
     }
@@ -89,31 +89,31 @@ fn print_table(ws: &Workspace, out: &Output) {
     for r in &out.roles {
         let role = ws.roles.roles.get(&r.role);
         let display = role.map_or(r.role.as_str(), |x| x.display_name.as_str());
-        println!("{} — {} ({})", r.role, display, r.timezone);
+        say!("{} — {} ({})", r.role, display, r.timezone);
         if let Some(e) = &r.error {
             for line in e.lines() {
-                println!("  broken: {line}");
+                say!("  broken: {line}");
             }
         } else if let Some(role) = role {
             if role.schedule.is_empty() {
-                println!("  on-demand: fires only for inbox notes and `tabd fire`");
+                say!("  on-demand: fires only for inbox notes and `tabd fire`");
             }
             let min = min_interval(role, &ws.config.limits);
             let crowded = role.schedule.crowded(min);
             for text in lines_in_words(role, &crowded, min) {
-                println!("{text}");
+                say!("{text}");
             }
             if !role.enabled() {
-                println!("  disabled (enabled: false)");
+                say!("  disabled (enabled: false)");
             }
             let tz = role.schedule.tz;
             for t in &r.next {
                 if let Ok(t) = DateTime::parse_from_rfc3339(t) {
-                    println!("    next {}", t.with_timezone(&tz).format("%a %Y-%m-%d %H:%M %Z"));
+                    say!("    next {}", t.with_timezone(&tz).format("%a %Y-%m-%d %H:%M %Z"));
                 }
             }
             if !crowded.is_empty() && !r.next.is_empty() {
-                println!(
+                say!(
                     "    (these are the schedule's fires: a run starts only {} or more after the last one ended, \
                      min_interval {}, so some of them run late or not at all)",
                     duration_words(min),
@@ -121,7 +121,7 @@ fn print_table(ws: &Workspace, out: &Output) {
                 );
             }
         }
-        println!();
+        say!();
     }
 }
 

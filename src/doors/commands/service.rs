@@ -67,19 +67,19 @@ fn install(cli: &Cli, ws: &Workspace) -> Result<u8, CliError> {
     let unit = unit_text(&exe, &args, &env_file)?;
     let had = std::fs::read_to_string(&unit_path).ok();
     write_file(&unit_path, unit.as_bytes(), 0o644)?;
-    println!(
+    say!(
         "Unit:     {} (runs {} run{})",
         unit_path.display(),
         exe.display(),
         shown_args(&args)
     );
     match &written_config {
-        Some(path) => println!(
+        Some(path) => say!(
             "Config:   {} (written: vault = {})",
             path.display(),
             ws.root.display()
         ),
-        None => println!(
+        None => say!(
             "Config:   {} (kept as it is)",
             ws.config
                 .path
@@ -95,18 +95,18 @@ fn install(cli: &Cli, ws: &Workspace) -> Result<u8, CliError> {
     call(&["enable", "--now", UNIT])?;
     let changed = had.is_some_and(|h| h != unit);
     if changed {
-        println!(
+        say!(
             "The unit changed: `systemctl --user restart tabd` runs the new one if tabd was running already."
         );
     }
-    println!();
+    say!();
     let status = Command::new(&systemctl)
         .args(["--user", "--no-pager", "--lines=0", "status", UNIT])
         .output()
         .map_err(|e| CliError::failed(format!("cannot run systemctl: {e}")))?;
-    print!("{}", String::from_utf8_lossy(&status.stdout));
-    println!();
-    println!("Its log: journalctl --user -u tabd -f     The roles: tabd status");
+    say_raw!("{}", String::from_utf8_lossy(&status.stdout));
+    say!();
+    say!("Its log: journalctl --user -u tabd -f     The roles: tabd status");
     Ok(0)
 }
 
@@ -131,7 +131,7 @@ fn uninstall(env: &Env) -> Result<u8, CliError> {
     let unit_path = unit_path(env)?;
     match std::fs::read_to_string(&unit_path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            println!("No tabd unit at {}: nothing to remove.", unit_path.display());
+            say!("No tabd unit at {}: nothing to remove.", unit_path.display());
             return Ok(0);
         }
         Err(e) => {
@@ -158,9 +158,9 @@ fn uninstall(env: &Env) -> Result<u8, CliError> {
     match stopped {
         Ok(systemctl) => {
             run_systemctl(&systemctl, &["daemon-reload"]).map_err(|e| CliError::failed(e.to_string()))?;
-            println!("Stopped and disabled tabd; removed {}.", unit_path.display());
+            say!("Stopped and disabled tabd; removed {}.", unit_path.display());
         }
-        Err(why) => println!(
+        Err(why) => say!(
             "Removed {}. Nothing was stopped or disabled: {why}. If tabd runs as a service in another \
              session of yours, it keeps running there until that session ends (or until `systemctl --user \
              stop tabd` there).",
@@ -174,7 +174,7 @@ fn uninstall(env: &Env) -> Result<u8, CliError> {
         .filter(|p| p.exists())
         .map(|p| p.display().to_string())
         .collect();
-    println!(
+    say!(
         "Kept: {}the vault (uninstall removes only the unit it wrote).",
         kept.iter().map(|k| format!("{k}, ")).collect::<String>()
     );
@@ -348,15 +348,15 @@ fn env_file_lines(ws: &Workspace, path: &Path) -> Result<(), CliError> {
              # Keep this file private: chmod 600. Then `systemctl --user restart tabd`.\n# {key}=\n"
         );
         create_new(path, text.as_bytes(), 0o600)?;
-        println!("Env file: {} (made, 0600)", path.display());
+        say!("Env file: {} (made, 0600)", path.display());
         if needs_key {
-            println!("          put your API key there as `{key}=…`, then `systemctl --user restart tabd`");
+            say!("          put your API key there as `{key}=…`, then `systemctl --user restart tabd`");
         }
         return Ok(());
     }
     let file = environment::EnvFile::read(path).unwrap_or_default();
     let names: Vec<&str> = file.vars.iter().map(|(k, _)| k.as_str()).collect();
-    println!(
+    say!(
         "Env file: {} (kept; sets {})",
         path.display(),
         if names.is_empty() {
@@ -366,7 +366,7 @@ fn env_file_lines(ws: &Workspace, path: &Path) -> Result<(), CliError> {
         }
     );
     if needs_key && !names.contains(&key.as_str()) {
-        println!("          {key} is not in it: add `{key}=…` there (the service does not see your shell's variables)");
+        say!("          {key} is not in it: add `{key}=…` there (the service does not see your shell's variables)");
     }
     Ok(())
 }

@@ -55,17 +55,17 @@ pub fn run(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliErro
             "today": log.daily_path(Utc::now()).as_str(),
             "warnings": apart.iter().map(|(_, said)| said).collect::<Vec<_>>(),
         });
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&value).map_err(|e| CliError::failed(e.to_string()))?
         );
     } else {
-        print!(
+        say_raw!(
             "{}",
             secrets.apply(&status::render_text(&report, ws.config.timezone))
         );
         for (_, said) in &apart {
-            println!("log: {said}");
+            say!("log: {said}");
         }
     }
     Ok(0)

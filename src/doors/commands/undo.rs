@@ -73,20 +73,22 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
         // Newest first, then the run: a file the run's second part changed after a call is put
         // back by the run's undo, which goes back furthest.
         for call in approved.iter().rev() {
-            println!(
+            say!(
                 "approved call {} (approval {}, {}), asked for by {run_id}:",
-                call.run_id, call.approval, call.tool
+                call.run_id,
+                call.approval,
+                call.tool
             );
             code = code.max(undo_one(ws, &call.run_id, opts)?);
         }
         if !approved.is_empty() {
-            println!("run {run_id}:");
+            say!("run {run_id}:");
         }
     }
     if journaled.contains(&run_id) {
         code = code.max(undo_one(ws, &run_id, opts)?);
     } else {
-        println!("run {run_id} changed no file itself; only the calls you approved did");
+        say!("run {run_id} changed no file itself; only the calls you approved did");
     }
     if !opts.with_approved && !approved.is_empty() {
         say_approved(&run_id, &approved);
@@ -97,19 +99,22 @@ pub fn run(ws: &Workspace, id: &str, opts: &Options) -> Result<u8, CliError> {
 /// The calls of `run_id` the person approved, each with the undo of it: they ran later, on their
 /// own, so undoing the run leaves them.
 fn say_approved(run_id: &RunId, approved: &[&ApprovedCall]) {
-    println!(
+    say!(
         "{} call{} of this run ran later, approved by you, and {} not undone with it:",
         approved.len(),
         if approved.len() == 1 { "" } else { "s" },
         if approved.len() == 1 { "is" } else { "are" }
     );
     for call in approved {
-        println!(
+        say!(
             "  approval {} ({}) ran as {}: undo it with `tabd undo {}`",
-            call.approval, call.tool, call.run_id, call.run_id
+            call.approval,
+            call.tool,
+            call.run_id,
+            call.run_id
         );
     }
-    println!("  or undo the run and all of them: `tabd undo {run_id} --with-approved`");
+    say!("  or undo the run and all of them: `tabd undo {run_id} --with-approved`");
 }
 
 /// Undoes one journaled run (a run, or an approved call's session): plan, print, put back.
@@ -142,7 +147,7 @@ fn undo_one(ws: &Workspace, run_id: &RunId, opts: &Options) -> Result<u8, CliErr
     // An older tabd's journal: what it says is signed, but a line removed from it would not show.
     let unnumbered = entry.trust == journal::Trust::Unnumbered;
     if unnumbered {
-        println!(
+        say!(
             "  note: this journal was written by an older tabd: its lines are signed but not numbered, so a \
              line removed from it could not be seen; check that every file the run changed is listed above"
         );
@@ -239,11 +244,11 @@ fn carry_out(
         undo_of_undo,
     );
     if let Err(e) = &logged {
-        eprintln!("warning: the daily note has no line of this undo: {e}");
+        say_err!("warning: the daily note has no line of this undo: {e}");
     }
     // Its files are back, but its own undo would read the journal as a run cut off.
     if let Err(e) = &sealed {
-        eprintln!("warning: the journal of this undo could not be closed: {e}");
+        say_err!("warning: the journal of this undo could not be closed: {e}");
     }
     Ok(logged.is_ok() && sealed.is_ok())
 }
@@ -263,8 +268,8 @@ fn say_done(
         requeued.map_or(String::new(), |n| format!(", {n} note(s) back in the inbox"))
     );
     match undo_of_undo {
-        Some(id) => println!("undid {run_id}: {counts}; undo this undo with `tabd undo {id}`"),
-        None => println!("undid nothing of {run_id}: {counts}; nothing changed, so there is no undo of it"),
+        Some(id) => say!("undid {run_id}: {counts}; undo this undo with `tabd undo {id}`"),
+        None => say!("undid nothing of {run_id}: {counts}; nothing changed, so there is no undo of it"),
     }
 }
 
@@ -350,7 +355,7 @@ fn requeue_apply(ws: &Workspace, moves: &[(VaultPath, VaultPath)], journal: &Run
         if ok {
             n += 1;
         } else {
-            eprintln!("could not move {now} back to {back}");
+            say_err!("could not move {now} back to {back}");
         }
     }
     n
@@ -377,29 +382,29 @@ fn print_plan(steps: &[Step], requeue: &[(VaultPath, VaultPath)], dry_run: bool,
                         " — {will}overwrite changes made to it since the run (by you or another program)"
                     ),
                 };
-                println!("  {what}{lost}");
+                say!("  {what}{lost}");
             }
-            Step::AlreadyBefore { path } => println!("  unchanged {path} (already as before the run)"),
-            Step::Unknown { path } => println!(
+            Step::AlreadyBefore { path } => say!("  unchanged {path} (already as before the run)"),
+            Step::Unknown { path } => say!(
                 "  skip     {path}: the run ended before it recorded what it left (a crash); --force restores it"
             ),
-            Step::Refused { path, why } => println!("  refuse   {path}: {why}"),
+            Step::Refused { path, why } => say!("  refuse   {path}: {why}"),
             Step::Skip { path, by } => match by {
                 ChangedBy::Run(id) => {
-                    println!("  skip     {path}: changed since by run {id} (undo that first, or --force)")
+                    say!("  skip     {path}: changed since by run {id} (undo that first, or --force)")
                 }
-                ChangedBy::Other { at: Some(t) } => println!(
+                ChangedBy::Other { at: Some(t) } => say!(
                     "  skip     {path}: changed since by you (or another program) at {} (--force overwrites)",
                     crate::base::text::shown(*t, tz)
                 ),
-                ChangedBy::Other { at: None } => println!(
+                ChangedBy::Other { at: None } => say!(
                     "  skip     {path}: changed since the run by you (or another program; --force overwrites)"
                 ),
             },
         }
     }
     for (now, back) in requeue {
-        println!("  {will}requeue  {now} → {back}");
+        say!("  {will}requeue  {now} → {back}");
     }
 }
 

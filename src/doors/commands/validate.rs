@@ -25,25 +25,25 @@ pub fn run(ws: &Workspace) -> Result<u8, CliError> {
     // A value expanded from `${VAR}` (an MCP server's command, say) is printed as `${VAR}`.
     let secrets = ws.env.redactor();
     for d in &diags {
-        println!("{}", secrets.apply(&d.to_string()));
+        say!("{}", secrets.apply(&d.to_string()));
     }
     let errors = diags.iter().filter(|d| d.is_error()).count();
     let warnings = diags
         .iter()
         .filter(|d| d.severity == crate::base::diag::Severity::Warning)
         .count();
-    println!(
+    say!(
         "config: {}",
         ws.config.path.as_ref().map_or_else(
             || "defaults (no config file)".to_string(),
             |p| p.display().to_string()
         )
     );
-    println!("vault: {}", ws.root.display());
+    say!("vault: {}", ws.root.display());
     for line in Summary::of(roles, &diags, ws.vault.layout()).lines() {
-        println!("{line}");
+        say!("{line}");
     }
-    println!(
+    say!(
         "{errors} error{}, {warnings} warning{}",
         if errors == 1 { "" } else { "s" },
         if warnings == 1 { "" } else { "s" }
