@@ -294,6 +294,12 @@ fn settle_one(vault: &Vault, record: &mut Record, path: &VaultPath) -> Result<()
 /// The record as the evidence tabd has makes it: files the signed undo journal says a run
 /// created, holding what the last run that changed them left. (Files `tabd init` wrote need no
 /// record: their bytes are the template's, `whose_in` checks them.)
+///
+/// "Absent before" is not always "made": the journal keeps a move as its two ends, the new place
+/// absent before, and an undo puts a moved note back at a place absent before. So an undo's
+/// journal makes nothing tabd's (as `restored` at run time), and a run that moved away a file
+/// that was not tabd's proves none of the files it "created" — one of them is that file, whose
+/// words are still the person's (`moved` at run time keeps it theirs). Such files ask once more.
 fn rebuild(vault: &Vault, key: &Key) -> Record {
     let mut runs: Vec<journal::RunChanges> = journal::run_ids(vault)
         .iter()
@@ -304,10 +310,18 @@ fn rebuild(vault: &Vault, key: &Key) -> Record {
     // What tabd last left in each file it made, run after run.
     let mut left: BTreeMap<String, String> = BTreeMap::new();
     for run in &runs {
+        let was_ours =
+            |path: &String, prior: &String, left: &BTreeMap<String, String>| left.get(path) == Some(prior);
+        let moved_theirs = run.before.iter().any(|(path, before)| {
+            before
+                .as_ref()
+                .is_some_and(|prior| !was_ours(path, prior, &left) && run.left_of(path) == Some(&None))
+        });
+        let makes = run.trigger != journal::UNDO_TRIGGER && !moved_theirs;
         for (path, before) in &run.before {
             let ours = match before {
-                None => true,
-                Some(prior) => left.get(path) == Some(prior),
+                None => makes,
+                Some(prior) => was_ours(path, prior, &left),
             };
             match (ours, run.left_of(path)) {
                 (true, Some(Some(now))) => left.insert(path.clone(), now.clone()),

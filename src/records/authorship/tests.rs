@@ -157,3 +157,80 @@ fn an_undo_follows_only_files_the_record_knew() {
     a.restored(&p("y.md"), None, y.as_deref()).unwrap();
     assert_eq!(a.whose(&p("y.md")).unwrap(), Whose::Persons);
 }
+
+/// One sealed journal of run `id` (trigger `trigger`) whose `change` is made between its
+/// `before_change` lines (`paths`) and its seal.
+fn journaled(v: &Arc<Vault>, id: &str, trigger: &str, paths: &[&str], change: impl FnOnce()) {
+    let key = Arc::new(Key::shared(b"authorship tests"));
+    let started = chrono::Utc::now();
+    let run = crate::base::run_id::RunId::parse(id).unwrap();
+    let j = journal::RunJournal::new(v.clone(), key, &run, "ops", started, trigger);
+    for path in paths {
+        j.before_change(&p(path)).unwrap();
+    }
+    change();
+    j.settle().unwrap();
+    j.seal(&[], started).unwrap();
+}
+
+/// A run that moved the person's note journals its new place as "absent before" — as if the run
+/// had made it. The rebuilt record must not take that for tabd's making: the note is still the
+/// person's words (at run time `Authorship::moved` keeps it theirs too).
+#[test]
+fn a_rebuilt_record_does_not_take_a_moved_persons_note_for_tabds() {
+    let (dir, v, a) = vault();
+    write(&dir, "Personal/ideas.md", "the person's ideas\n");
+    journaled(
+        &v,
+        "20261129T090000Z-ops-1",
+        "schedule",
+        &["Personal/ideas.md", "Archive/ideas.md"],
+        || {
+            std::fs::create_dir_all(dir.path().join("Archive")).unwrap();
+            std::fs::rename(
+                dir.path().join("Personal/ideas.md"),
+                dir.path().join("Archive/ideas.md"),
+            )
+            .unwrap();
+        },
+    );
+    assert_eq!(a.whose(&p("Archive/ideas.md")).unwrap(), Whose::Persons);
+    // A note a run made, moved by a later run that moved nothing of the person's: still tabd's.
+    std::fs::remove_file(dir.path().join(layout::AUTHORSHIP)).unwrap();
+    journaled(&v, "20261129T100000Z-ops-2", "schedule", &["made.md"], || {
+        write(&dir, "made.md", "tabd made this\n")
+    });
+    journaled(
+        &v,
+        "20261129T110000Z-ops-3",
+        "schedule",
+        &["made.md", "Archive/made.md"],
+        || std::fs::rename(dir.path().join("made.md"), dir.path().join("Archive/made.md")).unwrap(),
+    );
+    assert_eq!(a.whose(&p("Archive/made.md")).unwrap(), Whose::Tabds);
+    assert_eq!(a.whose(&p("Archive/ideas.md")).unwrap(), Whose::Persons);
+}
+
+/// `tabd undo` of a run that moved the person's note puts it back where it was: its journal says
+/// that place was absent before, then holds the note. An undo makes nothing, so that is no proof
+/// tabd made it.
+#[test]
+fn a_rebuilt_record_does_not_take_a_note_an_undo_put_back_for_tabds() {
+    let (dir, v, a) = vault();
+    write(&dir, "Archive/ideas.md", "the person's ideas\n");
+    journaled(
+        &v,
+        "20261129T100000Z-ops-2",
+        journal::UNDO_TRIGGER,
+        &["Archive/ideas.md", "Personal/ideas.md"],
+        || {
+            std::fs::create_dir_all(dir.path().join("Personal")).unwrap();
+            std::fs::rename(
+                dir.path().join("Archive/ideas.md"),
+                dir.path().join("Personal/ideas.md"),
+            )
+            .unwrap();
+        },
+    );
+    assert_eq!(a.whose(&p("Personal/ideas.md")).unwrap(), Whose::Persons);
+}
