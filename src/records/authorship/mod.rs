@@ -104,13 +104,7 @@ impl Authorship {
             Err(e) => return Err(e),
         };
         if meta.is_dir {
-            let inside = self.vault.walk(path, true, &|_| false)?;
-            for entry in inside.iter().filter(|e| !e.is_dir) {
-                if self.whose_in(record, &entry.path)? != Whose::Tabds {
-                    return Ok(Whose::Persons);
-                }
-            }
-            return Ok(Whose::Tabds);
+            return self.folder_in(record, path);
         }
         // A file `tabd init` wrote is tabd's while it holds the template's bytes, whether or not
         // the record has it yet (init runs without tabd's key).
@@ -124,6 +118,27 @@ impl Authorship {
             Some(now) if now == *left => Whose::Tabds,
             Some(_) => Whose::Persons,
         })
+    }
+
+    /// Whose the folder `dir` is: tabd's when every file in it is. A name tabd cannot read as a
+    /// vault path (not UTF-8, `…` in a title, a link that leads nowhere) is in it all the same, and
+    /// moves with it: it is the person's (`Vault::walk` leaves such names out).
+    fn folder_in(&self, record: &Record, dir: &VaultPath) -> Result<Whose, VaultError> {
+        let mut stack = vec![dir.clone()];
+        while let Some(current) = stack.pop() {
+            let listing = self.vault.list(&current)?;
+            if !listing.odd.is_empty() {
+                return Ok(Whose::Persons);
+            }
+            for entry in listing.entries {
+                if entry.is_dir && !entry.is_symlink {
+                    stack.push(entry.path);
+                } else if !entry.is_dir && self.whose_in(record, &entry.path)? != Whose::Tabds {
+                    return Ok(Whose::Persons);
+                }
+            }
+        }
+        Ok(Whose::Tabds)
     }
 
     /// After tabd changed `path`, which was `was` just before: a file tabd made (or had made)

@@ -234,3 +234,29 @@ fn a_rebuilt_record_does_not_take_a_note_an_undo_put_back_for_tabds() {
     );
     assert_eq!(a.whose(&p("Personal/ideas.md")).unwrap(), Whose::Persons);
 }
+
+/// A folder is the person's when any file in it is — including files tabd cannot name as vault
+/// paths (a title with `…`, a name that is not UTF-8): the walk leaves those out, so a folder
+/// holding only such notes of the person's, or those beside tabd's, looked like tabd's.
+#[test]
+fn a_folder_holding_a_note_tabd_cannot_name_is_the_persons() {
+    use std::os::unix::ffi::OsStrExt;
+    let (dir, _v, a) = vault();
+    write(&dir, "Journal/summary.md", "tabd's summary\n");
+    a.settle(&[(p("Journal/summary.md"), Whose::Absent)]).unwrap();
+    assert_eq!(a.whose(&p("Journal")).unwrap(), Whose::Tabds);
+    write(&dir, "Journal/Thoughts\u{2026}.md", "the person's thoughts\n");
+    assert_eq!(a.whose(&p("Journal")).unwrap(), Whose::Persons, "a title with …");
+    write(&dir, "Other/deep/x.md", "tabd's\n");
+    a.settle(&[(p("Other/deep/x.md"), Whose::Absent)]).unwrap();
+    let odd = dir
+        .path()
+        .join("Other/deep")
+        .join(std::ffi::OsStr::from_bytes(b"caf\xe9.md"));
+    std::fs::write(odd, "the person's, in Latin-1\n").unwrap();
+    assert_eq!(
+        a.whose(&p("Other")).unwrap(),
+        Whose::Persons,
+        "a name that is not UTF-8"
+    );
+}
