@@ -80,9 +80,10 @@ pub(super) async fn run(
         cluster::withdraw(shared, id, held, None).await;
         return invalid(env, id, a, &why.to_string());
     }
-    // The person edited their note since the change was asked for: the change they saw is not
-    // what would happen, and it would write over their edit.
-    if let Some(why) = crate::gate::approvals::person::outdated(&env.vault, &a.bases) {
+    // The person edited their note since the change was asked for, or wrote one where the call
+    // writes: the change they saw is not what would happen, and it would write over their words.
+    let theirs = harness.persons_notes(&a.exposed, &args);
+    if let Some(why) = crate::gate::approvals::person::outdated(&env.vault, &a.bases, &theirs) {
         session.close(&[]).await;
         cluster::withdraw(shared, id, held, None).await;
         return close_unrun(env, id, a, NoteStatus::Failed, &why);

@@ -63,10 +63,12 @@ pub fn asked(vault: &Vault, tool: &str, args: &Value, theirs: &[VaultPath]) -> A
     }
 }
 
-/// Why an approved change would now write over the person's edit: the first of their notes that
-/// is no longer as it was when the change was asked for, in a sentence; `None` when all are.
-pub fn outdated(vault: &Vault, bases: &[Base]) -> Option<String> {
-    bases.iter().find_map(|b| {
+/// Why an approved change would now write over the person's words: the first of their notes that
+/// is no longer as it was when the change was asked for, or the first of `theirs_now` (the call's
+/// targets that are the person's now) that was not theirs then — not there yet, or tabd's before
+/// they edited it — in a sentence; `None` when the change is still the one shown.
+pub fn outdated(vault: &Vault, bases: &[Base], theirs_now: &[VaultPath]) -> Option<String> {
+    let edited = bases.iter().find_map(|b| {
         let path = VaultPath::parse(&b.path, false).ok()?;
         let now = journal::state_of(vault, &path).ok().flatten();
         (now != b.digest).then(|| {
@@ -76,6 +78,16 @@ pub fn outdated(vault: &Vault, bases: &[Base]) -> Option<String> {
                 b.path
             )
         })
+    });
+    edited.or_else(|| {
+        let became = theirs_now
+            .iter()
+            .find(|p| !bases.iter().any(|b| b.path == p.as_str()))?;
+        Some(format!(
+            "{became} is your note now, and was not when this was asked for (it was not there yet, or tabd had \
+             made it and you have edited it since), so the change shown is no longer what it would do; nothing \
+             was written over your note"
+        ))
     })
 }
 
@@ -178,15 +190,27 @@ mod tests {
         let (d, v) = vault_with(&[("n.md", "mine\n")]);
         let args = serde_json::json!({"path": "n.md", "content": "theirs"});
         let a = asked(&v, "write_file", &args, &[p("n.md")]);
-        assert_eq!(outdated(&v, &a.bases), None);
+        assert_eq!(outdated(&v, &a.bases, &[]), None);
         std::fs::write(d.path().join("n.md"), "mine, edited\n").unwrap();
-        let why = outdated(&v, &a.bases).expect("outdated");
+        let why = outdated(&v, &a.bases, &[]).expect("outdated");
         assert!(why.contains("n.md changed after this was asked for"), "{why}");
         std::fs::remove_file(d.path().join("n.md")).unwrap();
         assert!(
-            outdated(&v, &a.bases).is_some(),
+            outdated(&v, &a.bases, &[]).is_some(),
             "a note removed since is not as it was either"
         );
+    }
+
+    /// A target that was not the person's when asked (no note there, or tabd's) and is now:
+    /// the change shown (a new note, no diff) would write over their words.
+    #[test]
+    fn a_note_that_became_theirs_since_the_ask_makes_it_outdated() {
+        let (_d, v) = vault_with(&[("n.md", "mine\n"), ("Personal/new.md", "written since\n")]);
+        let args = serde_json::json!({"path": "n.md", "content": "theirs"});
+        let a = asked(&v, "write_file", &args, &[p("n.md")]);
+        assert_eq!(outdated(&v, &a.bases, &[p("n.md")]), None, "shown as it is");
+        let why = outdated(&v, &[], &[p("Personal/new.md")]).expect("outdated");
+        assert!(why.contains("Personal/new.md is your note now"), "{why}");
     }
 
     #[test]
