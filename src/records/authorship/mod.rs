@@ -143,17 +143,24 @@ impl Authorship {
 
     /// After tabd changed `path`, which was `was` just before: a file tabd made (or had made)
     /// is recorded with what it holds now, or dropped when it is gone; the person's stays
-    /// theirs (an approved change does not make a note tabd's). A folder's files each follow.
+    /// theirs (an approved change does not make a note tabd's: an entry from a file tabd once
+    /// made at that path is dropped, whatever bytes the change left). A folder's files each follow.
     pub fn settle(&self, changed: &[(VaultPath, Whose)]) -> Result<(), VaultError> {
-        let ours: Vec<&VaultPath> = changed
-            .iter()
-            .filter(|(_, was)| *was != Whose::Persons)
-            .map(|(p, _)| p)
-            .collect();
-        if ours.is_empty() {
+        let whose = |persons: bool| -> Vec<&VaultPath> {
+            changed
+                .iter()
+                .filter(|(_, was)| (*was == Whose::Persons) == persons)
+                .map(|(p, _)| p)
+                .collect()
+        };
+        let (theirs, ours) = (whose(true), whose(false));
+        if ours.is_empty() && !self.names_any(&theirs)? {
             return Ok(());
         }
         self.update(|vault, record| {
+            for path in theirs {
+                forget(record, path);
+            }
             for path in ours {
                 settle_one(vault, record, path)?;
             }
@@ -161,24 +168,32 @@ impl Authorship {
         })
     }
 
-    /// tabd moved `from` (which was `was`) to `to`: the record follows the file.
+    /// tabd moved `from` (which was `was`) to `to`: the record follows the file; the person's
+    /// note stays theirs at its new place (an entry there from a file tabd once made is dropped).
     pub fn moved(&self, from: &VaultPath, to: &VaultPath, was: Whose) -> Result<(), VaultError> {
         if was == Whose::Persons {
-            return Ok(());
+            if !self.names_any(&[from, to])? {
+                return Ok(());
+            }
+            return self.update(|_, record| {
+                forget(record, from);
+                forget(record, to);
+                Ok(())
+            });
         }
         self.update(|vault, record| {
-            let prefix = format!("{from}/");
-            let gone: Vec<String> = record
-                .files
-                .keys()
-                .filter(|k| *k == from.as_str() || k.starts_with(&prefix))
-                .cloned()
-                .collect();
-            for key in gone {
-                record.files.remove(&key);
-            }
+            forget(record, from);
             settle_one(vault, record, to)
         })
+    }
+
+    /// Whether the record names any of `paths`, or a file in one (no update is needed otherwise).
+    fn names_any(&self, paths: &[&VaultPath]) -> Result<bool, VaultError> {
+        if paths.is_empty() {
+            return Ok(false);
+        }
+        let record = self.load()?;
+        Ok(paths.iter().any(|p| record.files.keys().any(|k| is_at(k, p))))
     }
 
     /// Files tabd wrote outside a run (`tabd init`): each recorded with what it holds now.
@@ -284,6 +299,19 @@ impl Authorship {
 enum ReadFailed {
     Vault(VaultError),
     NotUsed(NotUsed),
+}
+
+/// Whether the record's key `key` is `path` or a file in it.
+fn is_at(key: &str, path: &VaultPath) -> bool {
+    key == path.as_str()
+        || key
+            .strip_prefix(path.as_str())
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Drops what the record says of `path` (and, for a folder, of each file in it).
+fn forget(record: &mut Record, path: &VaultPath) {
+    record.files.retain(|k, _| !is_at(k, path));
 }
 
 /// Records what `path` holds now (each file, for a folder), or drops it when it is gone.

@@ -260,3 +260,34 @@ fn a_folder_holding_a_note_tabd_cannot_name_is_the_persons() {
         "a name that is not UTF-8"
     );
 }
+
+/// An approved change never makes a note tabd's, whatever bytes it leaves: a record entry from
+/// when tabd once made a file at that path (the person deleted it and wrote their own since) is
+/// dropped, so an approved rewrite back to those bytes — or an approved move of their note onto
+/// that path — does not turn the note into tabd's, free to change again without asking.
+#[test]
+fn an_approved_change_drops_an_old_entry_for_the_persons_note() {
+    let (dir, _v, a) = vault();
+    write(&dir, "Personal/plan.md", "tabd's first draft\n");
+    a.settle(&[(p("Personal/plan.md"), Whose::Absent)]).unwrap();
+    std::fs::remove_file(dir.path().join("Personal/plan.md")).unwrap();
+    write(&dir, "Personal/plan.md", "the person's own plan\n");
+    assert_eq!(a.whose(&p("Personal/plan.md")).unwrap(), Whose::Persons);
+    // The person approves a rewrite whose text is exactly tabd's old draft.
+    write(&dir, "Personal/plan.md", "tabd's first draft\n");
+    a.settle(&[(p("Personal/plan.md"), Whose::Persons)]).unwrap();
+    assert_eq!(a.whose(&p("Personal/plan.md")).unwrap(), Whose::Persons);
+    // The same through a move: an old entry at the place their note moves to.
+    write(&dir, "Archive/old.md", "tabd's\n");
+    a.settle(&[(p("Archive/old.md"), Whose::Absent)]).unwrap();
+    std::fs::remove_file(dir.path().join("Archive/old.md")).unwrap();
+    write(&dir, "Personal/old.md", "tabd's\n");
+    std::fs::rename(
+        dir.path().join("Personal/old.md"),
+        dir.path().join("Archive/old.md"),
+    )
+    .unwrap();
+    a.moved(&p("Personal/old.md"), &p("Archive/old.md"), Whose::Persons)
+        .unwrap();
+    assert_eq!(a.whose(&p("Archive/old.md")).unwrap(), Whose::Persons);
+}
