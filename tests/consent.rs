@@ -483,3 +483,89 @@ fn a_note_tabd_made_stays_tabds_through_an_undo() {
     assert_eq!(v.read("project/made.md"), "v3\n", "written at once");
     assert!(notes(&v).is_empty(), "nothing asked: {:?}", notes(&v));
 }
+
+/// A call asked for while its note was not the person's — not there yet, or tabd's own — and
+/// approved after the person wrote theirs at that path: the change shown (a new note, or a
+/// change to tabd's) is not what would happen, and it would write over their words. Not run.
+#[test]
+fn an_approved_call_is_not_written_over_a_note_that_became_the_persons_since() {
+    let fake = FakeModel::start();
+    let v = persons_vault(&fake);
+    // tabd's own note, made by an earlier run of the role.
+    fake.script([
+        wire::tools(
+            KIND,
+            None,
+            &[(
+                "w0",
+                "write_file",
+                json!({"path": "project/made.md", "content": "tabd's\n"}),
+            )],
+        ),
+        wire::text(KIND, "Done."),
+    ]);
+    v.write(
+        "roles/ops.md",
+        "---\n---\n# Ops\n## Mission\nTidy.\n## Tools\n- write_file\n",
+    );
+    let out = v.tabd(&["fire", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(v.read("project/made.md"), "tabd's\n");
+    v.write(
+        "roles/ops.md",
+        "---\napprove: {write_file: ask}\n---\n# Ops\n## Mission\nTidy.\n## Tools\n- write_file\n",
+    );
+    fake.respond_with(|req, _| {
+        if wire::tool_results(&req.body).is_empty() {
+            wire::tools(
+                KIND,
+                None,
+                &[
+                    (
+                        "w1",
+                        "write_file",
+                        json!({"path": "Personal/new.md", "content": "the model's\n"}),
+                    ),
+                    (
+                        "w2",
+                        "write_file",
+                        json!({"path": "project/made.md", "content": "the model's\n"}),
+                    ),
+                ],
+            )
+        } else {
+            wire::text(KIND, "Done.")
+        }
+    });
+    let _d = Daemon::start(&v);
+    v.write("agent/inbox/ops/go.md", "Write the notes.\n");
+    wait_until(T, "two approval notes", || notes(&v).len() == 2);
+    let asked = notes(&v);
+    for n in &asked {
+        assert!(
+            !v.read(n).contains("## Your note changes"),
+            "neither is theirs yet: {}",
+            v.read(n)
+        );
+    }
+    // Meanwhile the person writes a note of their own at the one path, and edits tabd's note.
+    v.write("Personal/new.md", "my own new note\n");
+    v.write("project/made.md", "tabd's\nand my line\n");
+    for n in &asked {
+        set_status(&v, n, "approved");
+        wait_status(&v, n, "failed");
+    }
+    assert_eq!(
+        v.read("Personal/new.md"),
+        "my own new note\n",
+        "their note stands"
+    );
+    assert_eq!(
+        v.read("project/made.md"),
+        "tabd's\nand my line\n",
+        "their edit stands"
+    );
+    for n in &asked {
+        assert!(v.read(n).contains("is your note now"), "{}", v.read(n));
+    }
+}

@@ -257,3 +257,64 @@ fn run_without_roles_refuses_and_run_init_says_what_it_did() {
         "{said}"
     );
 }
+
+/// `init` again, on a vault the config names in another spelling (`~/vault`, as a person writes
+/// it): the config already has its table, so none is added beside it — a second table for the
+/// same vault would silently win over the person's own, and their later change to it would do
+/// nothing.
+#[test]
+fn init_again_adds_no_second_table_for_a_vault_named_with_a_tilde() {
+    let v = TestVault::existing(THEIRS);
+    std::fs::write(
+        &v.config,
+        "timezone = \"UTC\"\nvault = \"~/vault\"\n\n[vaults.\"~/vault\"]\nfolder = \"tabd\"\nlog = \"tabd/log\"\n",
+    )
+    .unwrap();
+    let out = v
+        .bare_command(&["init", v.root().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    let config = std::fs::read_to_string(&v.config).unwrap();
+    assert_eq!(config.matches("[vaults.").count(), 1, "{config}");
+    // The person moves the log in their own table: it moves.
+    std::fs::write(
+        &v.config,
+        config.replace("log = \"tabd/log\"", "log = \"tabd/runs\""),
+    )
+    .unwrap();
+    let out = v.bare_command(&["status", "--json"]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(json["log"]["folder"], "tabd/runs", "{}", describe(&out));
+}
+
+/// A config kept elsewhere and linked into place (a dotfiles repository): `init` writes into the
+/// file the link leads to and leaves the link a link.
+#[test]
+fn init_writes_through_a_linked_config_and_keeps_the_link() {
+    let v = TestVault::existing(THEIRS);
+    let kept = v.root().with_file_name("dotfiles-config.toml");
+    std::fs::rename(&v.config, &kept).unwrap();
+    std::os::unix::fs::symlink(&kept, &v.config).unwrap();
+    let second = v.root().with_file_name("second");
+    std::fs::create_dir_all(second.join("Notes")).unwrap();
+    std::fs::write(second.join("Notes/a.md"), "mine\n").unwrap();
+    let out = v
+        .bare_command(&["init", second.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        std::fs::symlink_metadata(&v.config)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link is still a link"
+    );
+    let second = std::fs::canonicalize(&second).unwrap();
+    let text = std::fs::read_to_string(&kept).unwrap();
+    assert!(
+        text.contains(&format!("[vaults.\"{}\"]", second.display())),
+        "{text}"
+    );
+}

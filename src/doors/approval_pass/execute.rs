@@ -80,13 +80,6 @@ pub(super) async fn run(
         cluster::withdraw(shared, id, held, None).await;
         return invalid(env, id, a, &why.to_string());
     }
-    // The person edited their note since the change was asked for: the change they saw is not
-    // what would happen, and it would write over their edit.
-    if let Some(why) = crate::gate::approvals::person::outdated(&env.vault, &a.bases) {
-        session.close(&[]).await;
-        cluster::withdraw(shared, id, held, None).await;
-        return close_unrun(env, id, a, NoteStatus::Failed, &why);
-    }
     let held = match (shared, held) {
         (Some(sh), Some(h)) => match cluster::begin(env, sh, (id, a), h).await {
             Some(h) => Some(h),
@@ -94,6 +87,16 @@ pub(super) async fn run(
         },
         _ => None,
     };
+    // The person edited their note since the change was asked for, or wrote one where the call
+    // writes: the change they saw is not what would happen, and it would write over their words.
+    // Looked at once no other device has run the call (`begin`): the change that device made is
+    // not an edit of the person's, and its outcome is taken as it is.
+    let theirs = harness.persons_notes(&a.exposed, &args);
+    if let Some(why) = crate::gate::approvals::person::outdated(&env.vault, &a.bases, &theirs) {
+        session.close(&[]).await;
+        cluster::withdraw(shared, id, held, Some(NoteStatus::Failed)).await;
+        return close_unrun(env, id, a, NoteStatus::Failed, &why);
+    }
     match claim(env, id) {
         Claim::Run => {}
         Claim::No => {

@@ -85,7 +85,18 @@ pub fn init(cli: &Cli, target: &Path, example: bool, env: &Env) -> Result<Done, 
     let plan = Plan { layout, example, log };
     let report = template::init_vault(&root, &plan)
         .map_err(|e| CliError::failed(format!("cannot create the vault at {}: {e}", root.display())))?;
-    let config_lines = write_config(cli, env, &root, &plan, apart.is_some(), &mut warnings);
+    // A config that has this vault's settings already (in any spelling: `~/Notes`, a link, a
+    // `[vault]` table) gets no second table: it would win over the person's own.
+    if known.is_some() {
+        if let Some(folder) = &apart {
+            warnings.push(format!(
+                "the config's settings for this vault put the run log where Obsidian's Daily Notes keep your \
+                 notes; set `log = \"{folder}\"` there to keep them apart"
+            ));
+        }
+    }
+    let own = known.is_none() && (plan.layout.home().is_some() || apart.is_some());
+    let config_lines = write_config(cli, env, &root, &plan, (own, apart.is_some()), &mut warnings);
     Ok(Done {
         root,
         found,
@@ -157,22 +168,28 @@ fn keep_apart(root: &Path, log: &str, warnings: &mut Vec<String>) -> Option<Stri
 }
 
 /// The config for this vault: a new one naming it, or the existing one told of it — `vault =` when
-/// it names none, and `[vaults."PATH"]` when the vault's layout or log is not the default. Never
-/// another vault's settings. The lines that say what was written.
+/// it names none, and `[vaults."PATH"]` when `own` (the vault's layout or log is not the default,
+/// and the config has no settings of this vault yet); `apart`: the log was moved beside Obsidian's
+/// Daily Notes. Never another vault's settings. The lines that say what was written.
 fn write_config(
     cli: &Cli,
     env: &Env,
     root: &Path,
     plan: &Plan,
-    apart: bool,
+    (own, apart): (bool, bool),
     warnings: &mut Vec<String>,
 ) -> Vec<String> {
     let Some((path, _)) = crate::setup::config::locate(cli.config.as_deref(), env) else {
         warnings.push("no config folder is known (no HOME): tabd needs --vault on every command".into());
         return Vec::new();
     };
+    // A config linked into place (a dotfiles repository) is written where the link leads; the
+    // link stays.
+    let path = match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(&path).unwrap_or(path),
+        _ => path,
+    };
     let existing = std::fs::read_to_string(&path).ok();
-    let own = plan.layout.home().is_some() || apart;
     let edited = match config_text(existing.as_deref(), root, plan, own) {
         Ok(Some(text)) => text,
         Ok(None) => return Vec::new(),

@@ -5,13 +5,15 @@
 
 use serde_json::Value;
 
-use crate::base::vault::{Vault, VaultPath};
+use crate::base::vault::{Vault, VaultError, VaultPath};
 use crate::capabilities::tools::MAX_WRITE_BYTES;
 use crate::records::journal;
 use crate::records::state::approval_ledger::Base;
 
 /// The most lines of a change an approval note shows (the call's arguments are there whole).
 const MAX_LINES: usize = 200;
+/// The largest note a rewrite is shown against, as a diff.
+const SHOWN_BYTES: u64 = MAX_WRITE_BYTES as u64 * 8;
 
 /// What an approval note says of the person's notes a call changes.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -37,13 +39,10 @@ pub fn asked(vault: &Vault, tool: &str, args: &Value, theirs: &[VaultPath]) -> A
     let text = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("");
     let names: Vec<String> = theirs.iter().map(|p| format!("`{p}`")).collect();
     let body = match tool {
-        "write_file" => {
-            let now = theirs
-                .first()
-                .and_then(|p| vault.read_text(p, MAX_WRITE_BYTES as u64 * 8).ok())
-                .unwrap_or_default();
-            fenced("diff", &diff(theirs[0].as_str(), &now, text("content")))
-        }
+        "write_file" => match vault.read_text(&theirs[0], SHOWN_BYTES) {
+            Ok(now) => fenced("diff", &diff(theirs[0].as_str(), &now, text("content"))),
+            Err(e) => replaced_whole(vault, &theirs[0], &e),
+        },
         "append_file" => {
             let added: String = text("content").lines().map(|l| format!("+{l}\n")).collect();
             format!("Added at its end:\n\n{}", fenced("diff", &capped(&added)))
@@ -63,10 +62,33 @@ pub fn asked(vault: &Vault, tool: &str, args: &Value, theirs: &[VaultPath]) -> A
     }
 }
 
-/// Why an approved change would now write over the person's edit: the first of their notes that
-/// is no longer as it was when the change was asked for, in a sentence; `None` when all are.
-pub fn outdated(vault: &Vault, bases: &[Base]) -> Option<String> {
-    bases.iter().find_map(|b| {
+/// A note a rewrite would replace that cannot be diffed (not text, too long to show): said so,
+/// with its size — never a diff from nothing, which reads as a new note.
+fn replaced_whole(vault: &Vault, path: &VaultPath, why: &VaultError) -> String {
+    let why = match why {
+        VaultError::NotUtf8(_) => "it is not UTF-8 text".to_string(),
+        VaultError::TooLarge { .. } => format!(
+            "it is over the {} bytes shown here",
+            crate::base::text::thousands(SHOWN_BYTES)
+        ),
+        other => format!("it cannot be read: {other}"),
+    };
+    let size = vault
+        .metadata(path)
+        .map(|m| format!("all {} bytes", crate::base::text::thousands(m.size)))
+        .unwrap_or_else(|_| "all".to_string());
+    format!(
+        "`{path}` cannot be shown as a change ({why}): this call replaces {size} of it with the text in \
+         the arguments below."
+    )
+}
+
+/// Why an approved change would now write over the person's words: the first of their notes that
+/// is no longer as it was when the change was asked for, or the first of `theirs_now` (the call's
+/// targets that are the person's now) that was not theirs then — not there yet, or tabd's before
+/// they edited it — in a sentence; `None` when the change is still the one shown.
+pub fn outdated(vault: &Vault, bases: &[Base], theirs_now: &[VaultPath]) -> Option<String> {
+    let edited = bases.iter().find_map(|b| {
         let path = VaultPath::parse(&b.path, false).ok()?;
         let now = journal::state_of(vault, &path).ok().flatten();
         (now != b.digest).then(|| {
@@ -76,6 +98,16 @@ pub fn outdated(vault: &Vault, bases: &[Base]) -> Option<String> {
                 b.path
             )
         })
+    });
+    edited.or_else(|| {
+        let became = theirs_now
+            .iter()
+            .find(|p| !bases.iter().any(|b| b.path == p.as_str()))?;
+        Some(format!(
+            "{became} is your note now, and was not when this was asked for (it was not there yet, or tabd had \
+             made it and you have edited it since), so the change shown is no longer what it would do; nothing \
+             was written over your note"
+        ))
     })
 }
 
@@ -178,15 +210,50 @@ mod tests {
         let (d, v) = vault_with(&[("n.md", "mine\n")]);
         let args = serde_json::json!({"path": "n.md", "content": "theirs"});
         let a = asked(&v, "write_file", &args, &[p("n.md")]);
-        assert_eq!(outdated(&v, &a.bases), None);
+        assert_eq!(outdated(&v, &a.bases, &[]), None);
         std::fs::write(d.path().join("n.md"), "mine, edited\n").unwrap();
-        let why = outdated(&v, &a.bases).expect("outdated");
+        let why = outdated(&v, &a.bases, &[]).expect("outdated");
         assert!(why.contains("n.md changed after this was asked for"), "{why}");
         std::fs::remove_file(d.path().join("n.md")).unwrap();
         assert!(
-            outdated(&v, &a.bases).is_some(),
+            outdated(&v, &a.bases, &[]).is_some(),
             "a note removed since is not as it was either"
         );
+    }
+
+    /// A target that was not the person's when asked (no note there, or tabd's) and is now:
+    /// the change shown (a new note, no diff) would write over their words.
+    #[test]
+    fn a_note_that_became_theirs_since_the_ask_makes_it_outdated() {
+        let (_d, v) = vault_with(&[("n.md", "mine\n"), ("Personal/new.md", "written since\n")]);
+        let args = serde_json::json!({"path": "n.md", "content": "theirs"});
+        let a = asked(&v, "write_file", &args, &[p("n.md")]);
+        assert_eq!(outdated(&v, &a.bases, &[p("n.md")]), None, "shown as it is");
+        let why = outdated(&v, &[], &[p("Personal/new.md")]).expect("outdated");
+        assert!(why.contains("Personal/new.md is your note now"), "{why}");
+    }
+
+    /// A note tabd cannot show as text (a picture, a PDF, a note in another encoding, one over
+    /// the size shown) is never diffed as if it were empty: that reads as a new note, when the
+    /// call would replace every byte of theirs.
+    #[test]
+    fn a_note_that_cannot_be_shown_is_said_to_be_replaced_whole() {
+        let (d, v) = vault_with(&[]);
+        std::fs::create_dir_all(d.path().join("attachments")).unwrap();
+        std::fs::write(
+            d.path().join("attachments/photo.jpg"),
+            b"\xff\xd8\xff\xe0 JFIF \x00\x10",
+        )
+        .unwrap();
+        let args = serde_json::json!({"path": "attachments/photo.jpg", "content": "a caption\n"});
+        let a = asked(&v, "write_file", &args, &[p("attachments/photo.jpg")]);
+        assert!(
+            !a.section.contains("+a caption"),
+            "no diff from nothing: {}",
+            a.section
+        );
+        assert!(a.section.contains("replaces all 12 bytes"), "{}", a.section);
+        assert!(a.section.contains("not UTF-8 text"), "{}", a.section);
     }
 
     #[test]

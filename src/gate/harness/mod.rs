@@ -499,6 +499,15 @@ impl Harness {
         paths.into_iter().zip(whose).collect()
     }
 
+    /// The person's own notes a call of `name` with `input` would change as the vault stands now
+    /// (an approved call checks them against those its note showed: `approvals::person::outdated`).
+    pub fn persons_notes(&self, name: &str, input: &Value) -> Vec<VaultPath> {
+        match self.classify(name) {
+            Ok(call) => self.persons_of(&self.targets(name, input, &call)),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// The person's own notes among `targets`.
     fn persons_of(&self, targets: &[(VaultPath, Whose)]) -> Vec<VaultPath> {
         targets

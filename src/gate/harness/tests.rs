@@ -84,3 +84,36 @@ fn an_answer_written_to_output_path_is_tabds_and_a_persons_note_stays_theirs() {
     h.write_output("mine.md", "the answer").unwrap();
     assert_eq!(h.ticket.authorship.whose(&p("mine.md")).unwrap(), Whose::Persons);
 }
+
+/// A role allowed folder moves cannot move the person's note inside a folder by way of a name
+/// tabd's listing leaves out (`…` in a title): the move asks (here, where no approval can be
+/// asked for, it is refused) and nothing moves.
+#[tokio::test]
+async fn a_folder_move_with_a_persons_note_tabd_cannot_name_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = super::for_test(
+        dir.path(),
+        "---\nmove_folders: true\n---\n# Ops\n## Mission\nTidy.\n## Tools\n- move_file\n",
+        10,
+    );
+    std::fs::create_dir_all(dir.path().join("Journal")).unwrap();
+    std::fs::write(dir.path().join("Journal/Thoughts\u{2026}.md"), "the person's\n").unwrap();
+    let called = h
+        .call(
+            "move_file",
+            &json!({"from": "Journal", "to": "Archive/Journal"}),
+            super::Caller::Model {
+                reason: "",
+                call_id: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!called.result.ok, "{}", called.result.text);
+    assert!(
+        called.result.text.contains("person's own note"),
+        "{}",
+        called.result.text
+    );
+    assert!(dir.path().join("Journal/Thoughts\u{2026}.md").exists());
+}

@@ -104,13 +104,7 @@ impl Authorship {
             Err(e) => return Err(e),
         };
         if meta.is_dir {
-            let inside = self.vault.walk(path, true, &|_| false)?;
-            for entry in inside.iter().filter(|e| !e.is_dir) {
-                if self.whose_in(record, &entry.path)? != Whose::Tabds {
-                    return Ok(Whose::Persons);
-                }
-            }
-            return Ok(Whose::Tabds);
+            return self.folder_in(record, path);
         }
         // A file `tabd init` wrote is tabd's while it holds the template's bytes, whether or not
         // the record has it yet (init runs without tabd's key).
@@ -126,19 +120,47 @@ impl Authorship {
         })
     }
 
+    /// Whose the folder `dir` is: tabd's when every file in it is. A name tabd cannot read as a
+    /// vault path (not UTF-8, `…` in a title, a link that leads nowhere) is in it all the same, and
+    /// moves with it: it is the person's (`Vault::walk` leaves such names out).
+    fn folder_in(&self, record: &Record, dir: &VaultPath) -> Result<Whose, VaultError> {
+        let mut stack = vec![dir.clone()];
+        while let Some(current) = stack.pop() {
+            let listing = self.vault.list(&current)?;
+            if !listing.odd.is_empty() {
+                return Ok(Whose::Persons);
+            }
+            for entry in listing.entries {
+                if entry.is_dir && !entry.is_symlink {
+                    stack.push(entry.path);
+                } else if !entry.is_dir && self.whose_in(record, &entry.path)? != Whose::Tabds {
+                    return Ok(Whose::Persons);
+                }
+            }
+        }
+        Ok(Whose::Tabds)
+    }
+
     /// After tabd changed `path`, which was `was` just before: a file tabd made (or had made)
     /// is recorded with what it holds now, or dropped when it is gone; the person's stays
-    /// theirs (an approved change does not make a note tabd's). A folder's files each follow.
+    /// theirs (an approved change does not make a note tabd's: an entry from a file tabd once
+    /// made at that path is dropped, whatever bytes the change left). A folder's files each follow.
     pub fn settle(&self, changed: &[(VaultPath, Whose)]) -> Result<(), VaultError> {
-        let ours: Vec<&VaultPath> = changed
-            .iter()
-            .filter(|(_, was)| *was != Whose::Persons)
-            .map(|(p, _)| p)
-            .collect();
-        if ours.is_empty() {
+        let whose = |persons: bool| -> Vec<&VaultPath> {
+            changed
+                .iter()
+                .filter(|(_, was)| (*was == Whose::Persons) == persons)
+                .map(|(p, _)| p)
+                .collect()
+        };
+        let (theirs, ours) = (whose(true), whose(false));
+        if ours.is_empty() && !self.names_any(&theirs)? {
             return Ok(());
         }
         self.update(|vault, record| {
+            for path in theirs {
+                forget(record, path);
+            }
             for path in ours {
                 settle_one(vault, record, path)?;
             }
@@ -146,24 +168,32 @@ impl Authorship {
         })
     }
 
-    /// tabd moved `from` (which was `was`) to `to`: the record follows the file.
+    /// tabd moved `from` (which was `was`) to `to`: the record follows the file; the person's
+    /// note stays theirs at its new place (an entry there from a file tabd once made is dropped).
     pub fn moved(&self, from: &VaultPath, to: &VaultPath, was: Whose) -> Result<(), VaultError> {
         if was == Whose::Persons {
-            return Ok(());
+            if !self.names_any(&[from, to])? {
+                return Ok(());
+            }
+            return self.update(|_, record| {
+                forget(record, from);
+                forget(record, to);
+                Ok(())
+            });
         }
         self.update(|vault, record| {
-            let prefix = format!("{from}/");
-            let gone: Vec<String> = record
-                .files
-                .keys()
-                .filter(|k| *k == from.as_str() || k.starts_with(&prefix))
-                .cloned()
-                .collect();
-            for key in gone {
-                record.files.remove(&key);
-            }
+            forget(record, from);
             settle_one(vault, record, to)
         })
+    }
+
+    /// Whether the record names any of `paths`, or a file in one (no update is needed otherwise).
+    fn names_any(&self, paths: &[&VaultPath]) -> Result<bool, VaultError> {
+        if paths.is_empty() {
+            return Ok(false);
+        }
+        let record = self.load()?;
+        Ok(paths.iter().any(|p| record.files.keys().any(|k| is_at(k, p))))
     }
 
     /// Files tabd wrote outside a run (`tabd init`): each recorded with what it holds now.
@@ -271,6 +301,19 @@ enum ReadFailed {
     NotUsed(NotUsed),
 }
 
+/// Whether the record's key `key` is `path` or a file in it.
+fn is_at(key: &str, path: &VaultPath) -> bool {
+    key == path.as_str()
+        || key
+            .strip_prefix(path.as_str())
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Drops what the record says of `path` (and, for a folder, of each file in it).
+fn forget(record: &mut Record, path: &VaultPath) {
+    record.files.retain(|k, _| !is_at(k, path));
+}
+
 /// Records what `path` holds now (each file, for a folder), or drops it when it is gone.
 fn settle_one(vault: &Vault, record: &mut Record, path: &VaultPath) -> Result<(), VaultError> {
     match vault.metadata(path) {
@@ -294,6 +337,12 @@ fn settle_one(vault: &Vault, record: &mut Record, path: &VaultPath) -> Result<()
 /// The record as the evidence tabd has makes it: files the signed undo journal says a run
 /// created, holding what the last run that changed them left. (Files `tabd init` wrote need no
 /// record: their bytes are the template's, `whose_in` checks them.)
+///
+/// "Absent before" is not always "made": the journal keeps a move as its two ends, the new place
+/// absent before, and an undo puts a moved note back at a place absent before. So an undo's
+/// journal makes nothing tabd's (as `restored` at run time), and a run that moved away a file
+/// that was not tabd's proves none of the files it "created" — one of them is that file, whose
+/// words are still the person's (`moved` at run time keeps it theirs). Such files ask once more.
 fn rebuild(vault: &Vault, key: &Key) -> Record {
     let mut runs: Vec<journal::RunChanges> = journal::run_ids(vault)
         .iter()
@@ -304,10 +353,18 @@ fn rebuild(vault: &Vault, key: &Key) -> Record {
     // What tabd last left in each file it made, run after run.
     let mut left: BTreeMap<String, String> = BTreeMap::new();
     for run in &runs {
+        let was_ours =
+            |path: &String, prior: &String, left: &BTreeMap<String, String>| left.get(path) == Some(prior);
+        let moved_theirs = run.before.iter().any(|(path, before)| {
+            before
+                .as_ref()
+                .is_some_and(|prior| !was_ours(path, prior, &left) && run.left_of(path) == Some(&None))
+        });
+        let makes = run.trigger != journal::UNDO_TRIGGER && !moved_theirs;
         for (path, before) in &run.before {
             let ours = match before {
-                None => true,
-                Some(prior) => left.get(path) == Some(prior),
+                None => makes,
+                Some(prior) => was_ours(path, prior, &left),
             };
             match (ours, run.left_of(path)) {
                 (true, Some(Some(now))) => left.insert(path.clone(), now.clone()),

@@ -157,3 +157,137 @@ fn an_undo_follows_only_files_the_record_knew() {
     a.restored(&p("y.md"), None, y.as_deref()).unwrap();
     assert_eq!(a.whose(&p("y.md")).unwrap(), Whose::Persons);
 }
+
+/// One sealed journal of run `id` (trigger `trigger`) whose `change` is made between its
+/// `before_change` lines (`paths`) and its seal.
+fn journaled(v: &Arc<Vault>, id: &str, trigger: &str, paths: &[&str], change: impl FnOnce()) {
+    let key = Arc::new(Key::shared(b"authorship tests"));
+    let started = chrono::Utc::now();
+    let run = crate::base::run_id::RunId::parse(id).unwrap();
+    let j = journal::RunJournal::new(v.clone(), key, &run, "ops", started, trigger);
+    for path in paths {
+        j.before_change(&p(path)).unwrap();
+    }
+    change();
+    j.settle().unwrap();
+    j.seal(&[], started).unwrap();
+}
+
+/// A run that moved the person's note journals its new place as "absent before" — as if the run
+/// had made it. The rebuilt record must not take that for tabd's making: the note is still the
+/// person's words (at run time `Authorship::moved` keeps it theirs too).
+#[test]
+fn a_rebuilt_record_does_not_take_a_moved_persons_note_for_tabds() {
+    let (dir, v, a) = vault();
+    write(&dir, "Personal/ideas.md", "the person's ideas\n");
+    journaled(
+        &v,
+        "20261129T090000Z-ops-1",
+        "schedule",
+        &["Personal/ideas.md", "Archive/ideas.md"],
+        || {
+            std::fs::create_dir_all(dir.path().join("Archive")).unwrap();
+            std::fs::rename(
+                dir.path().join("Personal/ideas.md"),
+                dir.path().join("Archive/ideas.md"),
+            )
+            .unwrap();
+        },
+    );
+    assert_eq!(a.whose(&p("Archive/ideas.md")).unwrap(), Whose::Persons);
+    // A note a run made, moved by a later run that moved nothing of the person's: still tabd's.
+    std::fs::remove_file(dir.path().join(layout::AUTHORSHIP)).unwrap();
+    journaled(&v, "20261129T100000Z-ops-2", "schedule", &["made.md"], || {
+        write(&dir, "made.md", "tabd made this\n")
+    });
+    journaled(
+        &v,
+        "20261129T110000Z-ops-3",
+        "schedule",
+        &["made.md", "Archive/made.md"],
+        || std::fs::rename(dir.path().join("made.md"), dir.path().join("Archive/made.md")).unwrap(),
+    );
+    assert_eq!(a.whose(&p("Archive/made.md")).unwrap(), Whose::Tabds);
+    assert_eq!(a.whose(&p("Archive/ideas.md")).unwrap(), Whose::Persons);
+}
+
+/// `tabd undo` of a run that moved the person's note puts it back where it was: its journal says
+/// that place was absent before, then holds the note. An undo makes nothing, so that is no proof
+/// tabd made it.
+#[test]
+fn a_rebuilt_record_does_not_take_a_note_an_undo_put_back_for_tabds() {
+    let (dir, v, a) = vault();
+    write(&dir, "Archive/ideas.md", "the person's ideas\n");
+    journaled(
+        &v,
+        "20261129T100000Z-ops-2",
+        journal::UNDO_TRIGGER,
+        &["Archive/ideas.md", "Personal/ideas.md"],
+        || {
+            std::fs::create_dir_all(dir.path().join("Personal")).unwrap();
+            std::fs::rename(
+                dir.path().join("Archive/ideas.md"),
+                dir.path().join("Personal/ideas.md"),
+            )
+            .unwrap();
+        },
+    );
+    assert_eq!(a.whose(&p("Personal/ideas.md")).unwrap(), Whose::Persons);
+}
+
+/// A folder is the person's when any file in it is — including files tabd cannot name as vault
+/// paths (a title with `…`, a name that is not UTF-8): the walk leaves those out, so a folder
+/// holding only such notes of the person's, or those beside tabd's, looked like tabd's.
+#[test]
+fn a_folder_holding_a_note_tabd_cannot_name_is_the_persons() {
+    use std::os::unix::ffi::OsStrExt;
+    let (dir, _v, a) = vault();
+    write(&dir, "Journal/summary.md", "tabd's summary\n");
+    a.settle(&[(p("Journal/summary.md"), Whose::Absent)]).unwrap();
+    assert_eq!(a.whose(&p("Journal")).unwrap(), Whose::Tabds);
+    write(&dir, "Journal/Thoughts\u{2026}.md", "the person's thoughts\n");
+    assert_eq!(a.whose(&p("Journal")).unwrap(), Whose::Persons, "a title with …");
+    write(&dir, "Other/deep/x.md", "tabd's\n");
+    a.settle(&[(p("Other/deep/x.md"), Whose::Absent)]).unwrap();
+    let odd = dir
+        .path()
+        .join("Other/deep")
+        .join(std::ffi::OsStr::from_bytes(b"caf\xe9.md"));
+    std::fs::write(odd, "the person's, in Latin-1\n").unwrap();
+    assert_eq!(
+        a.whose(&p("Other")).unwrap(),
+        Whose::Persons,
+        "a name that is not UTF-8"
+    );
+}
+
+/// An approved change never makes a note tabd's, whatever bytes it leaves: a record entry from
+/// when tabd once made a file at that path (the person deleted it and wrote their own since) is
+/// dropped, so an approved rewrite back to those bytes — or an approved move of their note onto
+/// that path — does not turn the note into tabd's, free to change again without asking.
+#[test]
+fn an_approved_change_drops_an_old_entry_for_the_persons_note() {
+    let (dir, _v, a) = vault();
+    write(&dir, "Personal/plan.md", "tabd's first draft\n");
+    a.settle(&[(p("Personal/plan.md"), Whose::Absent)]).unwrap();
+    std::fs::remove_file(dir.path().join("Personal/plan.md")).unwrap();
+    write(&dir, "Personal/plan.md", "the person's own plan\n");
+    assert_eq!(a.whose(&p("Personal/plan.md")).unwrap(), Whose::Persons);
+    // The person approves a rewrite whose text is exactly tabd's old draft.
+    write(&dir, "Personal/plan.md", "tabd's first draft\n");
+    a.settle(&[(p("Personal/plan.md"), Whose::Persons)]).unwrap();
+    assert_eq!(a.whose(&p("Personal/plan.md")).unwrap(), Whose::Persons);
+    // The same through a move: an old entry at the place their note moves to.
+    write(&dir, "Archive/old.md", "tabd's\n");
+    a.settle(&[(p("Archive/old.md"), Whose::Absent)]).unwrap();
+    std::fs::remove_file(dir.path().join("Archive/old.md")).unwrap();
+    write(&dir, "Personal/old.md", "tabd's\n");
+    std::fs::rename(
+        dir.path().join("Personal/old.md"),
+        dir.path().join("Archive/old.md"),
+    )
+    .unwrap();
+    a.moved(&p("Personal/old.md"), &p("Archive/old.md"), Whose::Persons)
+        .unwrap();
+    assert_eq!(a.whose(&p("Archive/old.md")).unwrap(), Whose::Persons);
+}
