@@ -461,8 +461,10 @@ fn a_secret_in_a_server_url_shows_nowhere() {
         let all = describe(out);
         assert!(!all.contains(secret), "{all}");
     }
+    // Shown as every URL's query is: its key, the value hidden (issue 49: a library's error that
+    // quotes the URL is shown the same way, not with the value in it).
     assert!(
-        String::from_utf8_lossy(&list.stdout).contains("${TRACKER_KEY}"),
+        String::from_utf8_lossy(&list.stdout).contains("mcp?key=…"),
         "{}",
         describe(&list)
     );

@@ -638,18 +638,44 @@ impl Cluster {
                 continue;
             }
             let holder = b.devices.get(key.as_str()).await.map_err(unavailable)?;
-            if let Some(h) = holder.and_then(|v| serde_json::from_slice::<Holder>(&v).ok()) {
-                self.registry().watch(&h.device, Some(&h.clone().beat()));
-                out.push(DeviceSeen {
-                    device: h.device,
-                    last_heartbeat: h.at,
-                    runs: h.runs,
-                });
+            let holder = holder.and_then(|v| serde_json::from_slice::<Holder>(&v).ok());
+            if let Some(seen) = holder.and_then(|h| seen_from(&self.inner.vault, &key, h)) {
+                let beat = seen.1.clone().beat();
+                self.registry().watch(&seen.0.device, Some(&beat));
+                out.push(seen.0);
             }
         }
         out.sort_by(|a, b| a.device.cmp(&b.device));
         Ok(out)
     }
+}
+
+/// A heartbeat as a device may show it, or `None`: what the servers hand back is untrusted text
+/// (anyone with their password may write it). The device's name must be a plain name and the key
+/// it sits under must be that device's own; each run must name a plain role name with a one-word
+/// outcome. So no forged name can carry terminal escapes, a line break or a `## ` heading into
+/// `tabd status` or `agent/status.md`.
+fn seen_from(vault: &str, key: &str, h: Holder) -> Option<(DeviceSeen, Holder)> {
+    if !crate::setup::config::cluster::plain_name(&h.device) || key != keys::device(vault, &h.device) {
+        return None;
+    }
+    let runs = h
+        .runs
+        .iter()
+        .filter(|(role, run)| {
+            crate::setup::config::cluster::plain_name(role)
+                && !run.outcome.is_empty()
+                && run.outcome.len() <= 16
+                && run.outcome.bytes().all(|b| b.is_ascii_lowercase())
+        })
+        .map(|(r, s)| (r.clone(), s.clone()))
+        .collect();
+    let seen = DeviceSeen {
+        device: h.device.clone(),
+        last_heartbeat: h.at,
+        runs,
+    };
+    Some((seen, h))
 }
 
 /// A URL's user or password as written before percent-encoding.
@@ -774,4 +800,59 @@ async fn bucket(
         Err(made) => unavailable(made),
         Ok(_) => unavailable(e),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(device: &str, runs: &[(&str, &str)]) -> Holder {
+        Holder {
+            device: device.to_string(),
+            instance: "1".into(),
+            at: Utc::now(),
+            runs: runs
+                .iter()
+                .map(|(r, o)| {
+                    (
+                        r.to_string(),
+                        RunSeen {
+                            at: Utc::now(),
+                            outcome: o.to_string(),
+                        },
+                    )
+                })
+                .collect(),
+            holds: Default::default(),
+        }
+    }
+
+    /// Issue 49, item 4: a heartbeat is untrusted text. One whose device name carries escapes, a
+    /// line break or a heading, or that sits under another device's key, is not shown; a run with
+    /// an odd role name or outcome is left out of it.
+    #[test]
+    fn a_forged_heartbeat_shows_nothing_it_made_up() {
+        let key = keys::device("v", "laptop");
+        assert!(seen_from("v", &key, holder("laptop", &[("risk", "ok")])).is_some());
+        for forged in ["evil\n## Forged", "evil\u{1b}[2J", "", "ev il"] {
+            assert!(
+                seen_from("v", &keys::device("v", forged), holder(forged, &[])).is_none(),
+                "{forged:?}"
+            );
+        }
+        assert!(
+            seen_from("v", &key, holder("desktop", &[])).is_none(),
+            "another device's key"
+        );
+        let (seen, _) = seen_from(
+            "v",
+            &key,
+            holder(
+                "laptop",
+                &[("risk", "ok"), ("x\n## y", "ok"), ("comms", "ok\u{1b}]0;t\u{7}")],
+            ),
+        )
+        .unwrap();
+        assert_eq!(seen.runs.keys().collect::<Vec<_>>(), ["risk"]);
+    }
 }
