@@ -363,3 +363,47 @@ fn a_waiting_run_larger_than_one_message_goes_on_on_another_device() {
     );
     assert!(d.fake.violations().is_empty(), "{:?}", d.fake.violations());
 }
+
+/// Issue 49, item 7: `tabd approve ID` typed on a device that did not ask (its ledger has no such
+/// request) decides the approval in its note, which the vault shares, and the call runs once —
+/// it said "no approval" although docs/devices.md says approvals may be decided on any device.
+#[test]
+fn tabd_approve_on_a_device_that_did_not_ask_decides_the_approval() {
+    let Some(mut d) = asking("tabd_approve_on_a_device_that_did_not_ask") else {
+        return;
+    };
+    d.start("laptop");
+    let (asker, approval) = ask(&d);
+    assert_eq!(asker, "laptop");
+    // The desktop's config, as its daemon would have it (its daemon is not running).
+    let base = std::fs::read_to_string(&d.v.config).expect("config");
+    let desktop = d.config_of("desktop");
+    std::fs::write(
+        &desktop,
+        format!("{base}\n{}", d.nats.config("desktop", d.lease_s, &d.extra)),
+    )
+    .unwrap();
+    let id = id_of(&d, &approval);
+    let out =
+        d.v.command_on(&desktop, &d.v.root(), &["approve", &id])
+            .output()
+            .unwrap();
+    let said = crate::support::describe(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("in its note") && !said.contains("no approval"),
+        "{said}"
+    );
+    d.wait(Duration::from_secs(30), "the call done", || {
+        crate::support::approvals::status_of(&d.v, &approval) == "done"
+    });
+    assert_eq!(d.v.read("project/risks/approved.md"), "once\n");
+    // Typed again: only the first decision counts.
+    let again =
+        d.v.command_on(&desktop, &d.v.root(), &["approve", &id])
+            .output()
+            .unwrap();
+    let said = crate::support::describe(&again);
+    assert_ne!(again.status.code(), Some(0), "{said}");
+    assert!(said.contains("not pending"), "{said}");
+}

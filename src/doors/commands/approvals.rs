@@ -9,6 +9,7 @@ use chrono_tz::Tz;
 use serde::Serialize;
 
 use super::{CliError, Workspace};
+use crate::base::vault::VaultPath;
 use crate::gate::approvals::{followup, note, Approval, NoteStatus};
 use crate::records::state::approval_ledger::{self, Followup};
 use crate::records::state::StateStore;
@@ -151,6 +152,19 @@ enum Decided {
 /// note; printed only once both are done.
 pub fn decide(ws: &Workspace, id: &str, approved: bool) -> Result<u8, CliError> {
     let store = StateStore::new(ws.vault.clone());
+    // With [cluster], a request another device asked for is not in this device's ledger: its note
+    // (synced with the vault) is decided instead, as a person would in Obsidian, and the device
+    // that runs it reads the note.
+    if ws.config.cluster.is_some() {
+        let known = store
+            .try_peek()
+            .map(|s| approval_ledger::find_key(&s.approvals, id).is_ok());
+        if matches!(known, Ok(false)) {
+            if let Some(code) = decide_in_note(ws, id, approved)? {
+                return Ok(code);
+            }
+        }
+    }
     let log = ws.run_log()?;
     let faults = crate::base::faults::Faults::from_env(&ws.env);
     let failed =
@@ -201,6 +215,66 @@ pub fn decide(ws: &Workspace, id: &str, approved: bool) -> Result<u8, CliError> 
     );
     let all_logged = say_unfinished(finished, earlier.unlogged);
     Ok(if all_logged { 0 } else { 1 })
+}
+
+/// Decides a pending approval in its note, found by its `id` (or a unique start of it) among the
+/// vault's approval notes: its `status` set as a person sets it. `None`: no note has that id.
+fn decide_in_note(ws: &Workspace, id: &str, approved: bool) -> Result<Option<u8>, CliError> {
+    let dir = VaultPath::parse(&ws.vault.layout().approvals(), false)
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    let Ok(listing) = ws.vault.list(&dir) else {
+        return Ok(None);
+    };
+    let wanted = id.trim().to_ascii_lowercase();
+    let found: Vec<(VaultPath, String, note::Read)> = listing
+        .entries
+        .into_iter()
+        .filter(|e| e.is_file && e.path.file_name().ends_with(".md"))
+        .filter_map(|e| {
+            let text = ws.vault.read_text(&e.path, 1024 * 1024).ok()?;
+            let read = note::read(&text).ok()?;
+            read.id
+                .as_deref()
+                .is_some_and(|i| !wanted.is_empty() && i.to_ascii_lowercase().starts_with(&wanted))
+                .then_some((e.path, text, read))
+        })
+        .collect();
+    let (path, text, read) = match found.len() {
+        0 => return Ok(None),
+        1 => found
+            .into_iter()
+            .next()
+            .ok_or_else(|| CliError::failed("no approval"))?,
+        n => {
+            return Err(CliError::failed(format!(
+                "{id} matches {n} approval notes; give more of it"
+            )))
+        }
+    };
+    let status = if approved {
+        NoteStatus::Approved
+    } else {
+        NoteStatus::Rejected
+    };
+    if read.status != Some(NoteStatus::Pending) {
+        let now = read.status.map_or("not pending".to_string(), |s| s.to_string());
+        return Err(CliError::failed(format!(
+            "{path} is {now}, not pending: only the first decision counts"
+        )));
+    }
+    let text = note::update(&text, status, "")
+        .map_err(|e| CliError::failed(format!("cannot decide {path}: {e}")))?;
+    ws.vault
+        .write_atomic(&path, text.as_bytes())
+        .map_err(|e| CliError::failed(format!("cannot decide {path}: {e}")))?;
+    say!(
+        "{status} {} ({} for {}) in its note, {path}: it was asked for on another device, which runs it \
+         (with [cluster] `key`, any device may) once it reads the note",
+        read.id.unwrap_or_default(),
+        read.tool.unwrap_or_default(),
+        read.role.unwrap_or_default()
+    );
+    Ok(Some(0))
 }
 
 /// Says on stderr what finishing the follow-ups left unwritten: a note (the daemon writes it
