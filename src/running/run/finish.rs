@@ -48,6 +48,10 @@ struct Decided {
 /// tell whether it will be started again (systemd's restart, a person's Ctrl-C and `systemctl
 /// stop` all look the same from inside), so it says only what it knows.
 pub const STOPPED: &str = "stopped when tabd stopped; runs again when tabd next starts";
+/// The same for a scheduled run: its slot is owed, and whether it runs again is decided then
+/// (its role's `catch_up`, `stale_after`; at most once).
+const STOPPED_SLOT: &str =
+    "stopped when tabd stopped; its slot is owed: run again once when tabd next starts, or said why not";
 
 fn decide(end: &TurnEnd) -> Decided {
     let failed = |class: FailureClass, msg: String| Decided {
@@ -449,7 +453,11 @@ pub(super) fn finish(
     children: Vec<RunResult>,
 ) -> RunResult {
     let ended = env.clock.now();
-    let (outcome, decided) = fenced(&env.fence, outcome);
+    let (outcome, mut decided) = fenced(&env.fence, outcome);
+    if slot_of(&trigger).is_some() && decided.error.as_deref() == Some(STOPPED) {
+        decided.error = Some(STOPPED_SLOT.into());
+        decided.failure = Some((FailureClass::Stopped, STOPPED_SLOT.into()));
+    }
     let class = decided.failure.as_ref().map(|(c, _)| *c);
     let plan = plan(&env.vault, &env.config, &notes, class, &prep.state, &role.name);
     let mut cost = cost_of(&env.config, role, &outcome, prep.ttl);
@@ -498,6 +506,7 @@ pub(super) fn finish(
         cause: decided.cause.clone(),
         daily_section,
         trigger_kind: trigger.kind.as_str(),
+        slot: slot_of(&trigger),
         notes: notes.len(),
         children_spent: human.children_spent,
     };
@@ -515,6 +524,14 @@ pub(super) fn finish(
     result(decided.failure, daily_path)
 }
 
+/// The scheduled slot a run of `trigger` is for (`None`: not a scheduled run).
+fn slot_of(trigger: &Trigger) -> Option<chrono::DateTime<Utc>> {
+    match trigger.kind {
+        crate::base::trigger::TriggerKind::Schedule => trigger.scheduled_for,
+        _ => None,
+    }
+}
+
 /// Everything one run writes into state, in one update.
 struct Commit<'a> {
     role: &'a str,
@@ -529,6 +546,8 @@ struct Commit<'a> {
     cause: Option<String>,
     daily_section: String,
     trigger_kind: &'a str,
+    /// The scheduled slot the run was for: its end clears the slot's start (`StartedSlot`).
+    slot: Option<chrono::DateTime<Utc>>,
     notes: usize,
     /// Tokens and dollars of the runs this run delegated to: they count in this role's daily
     /// budget too (each child counted its own, and the global budget, already).
@@ -556,6 +575,15 @@ impl Commit<'_> {
             r.tokens_today += self.children_spent.0;
             r.cost_today_usd += self.children_spent.1;
             self.count(r, outage);
+            // In this same update, so a committed end and an owed slot never both hold: a run
+            // tabd's own stop cut short leaves its slot owed (the next start decides), any other
+            // end settles it.
+            if let Some(slot) = self.slot {
+                match self.class {
+                    Some(FailureClass::Stopped) => r.slot_stopped(slot),
+                    _ => r.slot_finished(slot),
+                }
+            }
             let daily_text = self.daily_text(log, r, outage);
             let pending = PendingRun {
                 run_id: rec.run_id.clone(),
@@ -632,12 +660,18 @@ impl Commit<'_> {
                 1 => "; its note waits in the inbox, no attempt counted".into(),
                 n => format!("; its {n} notes wait in the inbox, no attempt counted"),
             };
+            let again = match self.slot {
+                // Owed, not certain: the role's catch_up and stale_after decide at the next start.
+                Some(slot) => format!(
+                    "its {} slot is owed: tabd runs it again once when it next starts, or says why not",
+                    slot.with_timezone(&log.tz()).format("%H:%M")
+                ),
+                None => "runs again when tabd next starts".into(),
+            };
             return log.render_line(
                 self.record.started_at,
                 self.display_name,
-                &format!(
-                    "stopped after {secs} s when tabd stopped; runs again when tabd next starts{waiting}"
-                ),
+                &format!("stopped after {secs} s when tabd stopped; {again}{waiting}"),
             );
         }
         match (outage, &self.error) {
@@ -709,6 +743,13 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) {
     env.faults.abort_at("abort-after-log");
     move_notes(env, p);
     settle(env, role, p, how, held);
+}
+
+/// Publishes `p`, committed to state as pending by another part of `run`, the way crash recovery
+/// does: what is already written is not written again (a crash before it was cleared repeats
+/// nothing at the next start).
+pub(super) fn publish_pending_once(env: &RunEnv, role: &str, p: &PendingRun) {
+    publish(env, role, p, Publish::Recover);
 }
 
 fn move_notes(env: &RunEnv, p: &PendingRun) {
@@ -838,9 +879,13 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         triage: None,
     };
     let today = prep.started.with_timezone(&env.log.tz()).date_naive();
+    let slot = slot_of(trigger);
     let first = env.store.update(|s| {
         let r = s.role(&role.name);
         r.roll_day(today);
+        if let Some(slot) = slot {
+            r.slot_finished(slot);
+        }
         r.first_notice("skip_unchanged")
     });
     env.side.check("the state (a skip's notice)", first.as_ref());
