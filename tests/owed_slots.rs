@@ -13,14 +13,17 @@ use crate::support::fake_model::{FakeModel, Gate, Reply};
 use crate::support::{wire, TestVault};
 
 const T: Duration = Duration::from_secs(30);
+/// Long enough for the first slot even on a busy machine: a daemon that was slow to start and
+/// missed it (its first start records "now", nothing missed) gets the next one a minute later.
+const FIRST_SLOT: Duration = Duration::from_secs(90);
 
 /// What the re-run's prompt says of its slot (DESIGN §4: a late run states both times).
 const RERUN_PROMPT: &str = "did not finish (tabd was stopped, killed or crashed), so it runs once more";
 
 /// A role due once a minute, a few seconds from now (`every 1 min` at a second of our
 /// choosing: the test waits seconds, not a minute, for its first slot), with `settings` in its
-/// frontmatter. Returns the role's name.
-fn ticker(v: &TestVault, settings: &str) -> &'static str {
+/// frontmatter.
+fn ticker(v: &TestVault, settings: &str) {
     let second = (Utc::now() + chrono::Duration::seconds(4)).second();
     v.write(
         "roles/ticker.md",
@@ -28,7 +31,6 @@ fn ticker(v: &TestVault, settings: &str) -> &'static str {
             "---\nskip_unchanged: false\n{settings}---\n# Ticker\n## Mission\nTick.\n## Schedule\n{second} * * * * *\n"
         ),
     );
-    "ticker"
 }
 
 /// The fake answers the first `held` requests only once `gate` opens (never, in these tests:
@@ -66,38 +68,52 @@ fn started_slot(v: &TestVault) -> DateTime<Utc> {
     slot.unwrap()
 }
 
+/// The slot a record is for.
+fn slot_of(record: &Value) -> Option<DateTime<Utc>> {
+    record["trigger"]["scheduled_for"].as_str()?.parse().ok()
+}
+
 fn records_for(v: &TestVault, slot: DateTime<Utc>) -> Vec<Value> {
     ticker_records(v)
         .into_iter()
-        .filter(|r| {
-            r["trigger"]["scheduled_for"]
-                .as_str()
-                .and_then(|s| s.parse::<DateTime<Utc>>().ok())
-                == Some(slot)
-        })
+        .filter(|r| slot_of(r) == Some(slot))
         .collect()
 }
 
 /// Each (role, slot) has one record at most: no slot ran twice.
 fn one_record_per_slot(v: &TestVault) {
-    let mut slots: Vec<String> = ticker_records(v)
-        .iter()
-        .map(|r| {
-            r["trigger"]["scheduled_for"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect();
-    let all = slots.len();
-    slots.sort();
-    slots.dedup();
+    let mut seen = std::collections::BTreeMap::new();
+    for r in ticker_records(v) {
+        *seen.entry(slot_of(&r)).or_insert(0) += 1;
+    }
+    assert!(seen.values().all(|n| *n == 1), "a slot recorded twice: {seen:?}");
+}
+
+/// Waits for the record of `slot` that says it was interrupted and not run again, ending with
+/// `why`; the daily note says the same in one line.
+fn recorded_interrupted(v: &TestVault, slot: DateTime<Utc>, why: &str) {
+    wait_until(T, "the slot recorded as interrupted", || {
+        !records_for(v, slot).is_empty()
+    });
+    let rec = &records_for(v, slot)[0];
     assert_eq!(
-        slots.len(),
-        all,
-        "a slot recorded twice: {:#?}",
-        ticker_records(v)
+        (rec["outcome"].as_str(), rec["ended"].as_str()),
+        (Some("skipped"), Some("interrupted")),
+        "{rec:#}"
     );
+    let error = rec["error"].as_str().unwrap_or_default();
+    assert!(error.ends_with(why), "{error}");
+    let line = format!(
+        "Ticker · interrupted — the {} run (started ",
+        slot.format("%H:%M")
+    );
+    let daily = v.daily();
+    let said: Vec<&str> = daily
+        .lines()
+        .filter(|l| l.contains(&line) && l.contains("not run again"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once: {daily}");
+    assert!(said[0].ends_with(why), "{daily}");
 }
 
 fn reruns_asked(fake: &FakeModel) -> usize {
@@ -107,23 +123,36 @@ fn reruns_asked(fake: &FakeModel) -> usize {
         .count()
 }
 
-/// Starts the daemon, waits for the slot's request (held by the fake), and kills it (`kill -9`).
-/// Returns the slot.
-fn kill_during_the_slot(v: &TestVault, fake: &FakeModel, requests: usize) -> DateTime<Utc> {
-    let d = Daemon::start(v);
-    fake.wait_for_requests(requests, T);
+/// Starts the daemon (with `env`), waits for the slot's request (held by the fake), and kills it
+/// (`kill -9`). Returns the slot.
+fn kill_during_the_slot(v: &TestVault, fake: &FakeModel, env: &[(&str, &str)]) -> DateTime<Utc> {
+    let d = Daemon::start_with_env(v, env);
+    fake.wait_for_requests(1, FIRST_SLOT);
     let slot = started_slot(v);
     d.signal(libc::SIGKILL);
     drop(d);
     slot
 }
 
+/// A vault whose ticker (with `settings`) had its first slot's run killed: the fake holds the
+/// first `held` requests. Returns the vault, the fake, its gate (kept shut) and the slot.
+fn killed_ticker(settings: &str, held: usize) -> (TestVault, FakeModel, Gate, DateTime<Utc>) {
+    let (v, fake, gate) = ticker_vault(settings, held);
+    let slot = kill_during_the_slot(&v, &fake, &[]);
+    (v, fake, gate, slot)
+}
+
+/// A vault with the ticker (with `settings`), the fake holding its first `held` requests.
+fn ticker_vault(settings: &str, held: usize) -> (TestVault, FakeModel, Gate) {
+    let (v, fake) = setup("");
+    ticker(&v, settings);
+    let gate = hold_first(&fake, held);
+    (v, fake, gate)
+}
+
 #[test]
 fn a_slot_killed_mid_run_runs_again_once_at_the_next_start_and_says_which() {
-    let (v, fake) = setup("");
-    ticker(&v, "");
-    let _gate = hold_first(&fake, 1);
-    let slot = kill_during_the_slot(&v, &fake, 1);
+    let (v, fake, _gate, slot) = killed_ticker("", 1);
     assert!(ticker_records(&v).is_empty(), "killed: no record yet");
     let _d = Daemon::start(&v);
     wait_until(T, "the slot's re-run recorded", || {
@@ -204,7 +233,7 @@ fn a_slot_killed_mid_run_and_restarted_twice_runs_once_and_is_delivered_once() {
     );
     ticker(&v, "");
     let _gate = hold_first(&fake, 1);
-    let slot = kill_during_the_slot(&v, &fake, 1);
+    let slot = kill_during_the_slot(&v, &fake, &[]);
     let d = Daemon::start(&v);
     wait_until(T, "the re-run recorded", || !records_for(&v, slot).is_empty());
     // Every finished run of the role is delivered once (a `done` event): the re-run, and any
@@ -241,10 +270,7 @@ fn a_slot_killed_mid_run_and_restarted_twice_runs_once_and_is_delivered_once() {
 
 #[test]
 fn a_slot_whose_rerun_is_killed_too_is_given_up_recorded_and_said() {
-    let (v, fake) = setup("");
-    ticker(&v, "");
-    let _gate = hold_first(&fake, 2);
-    let slot = kill_during_the_slot(&v, &fake, 1);
+    let (v, fake, _gate, slot) = killed_ticker("", 2);
     // The re-run's request is held too: killed again during it.
     let d = Daemon::start(&v);
     fake.wait_for_requests(2, T);
@@ -254,104 +280,51 @@ fn a_slot_whose_rerun_is_killed_too_is_given_up_recorded_and_said() {
     d.signal(libc::SIGKILL);
     drop(d);
     let _d = Daemon::start(&v);
-    wait_until(T, "the slot recorded as interrupted", || {
-        !records_for(&v, slot).is_empty()
-    });
-    let rec = &records_for(&v, slot)[0];
-    assert_eq!(
-        (rec["outcome"].as_str(), rec["ended"].as_str()),
-        (Some("skipped"), Some("interrupted")),
-        "{rec:#}"
-    );
-    let error = rec["error"].as_str().unwrap_or_default();
-    assert!(
-        error.contains("its re-run did not finish either (a slot is run again at most once)"),
-        "{error}"
+    recorded_interrupted(
+        &v,
+        slot,
+        "not run again: its re-run did not finish either (a slot is run again at most once)",
     );
     wait_idle(&v);
     assert_eq!(reruns_asked(&fake), 1, "never run a third time");
     assert_eq!(records_for(&v, slot).len(), 1);
     one_record_per_slot(&v);
-    let daily = v.daily();
-    assert_eq!(
-        daily.matches("its re-run did not finish either").count(),
-        1,
-        "said once: {daily}"
-    );
     assert!(v.state()["roles"]["ticker"]["started_slots"].is_null());
 }
 
 #[test]
 fn with_catch_up_skip_an_interrupted_slot_is_recorded_and_said_not_run_again() {
-    let (v, fake) = setup("");
-    ticker(&v, "catch_up: skip\n");
-    let _gate = hold_first(&fake, 1);
-    let slot = kill_during_the_slot(&v, &fake, 1);
+    let (v, fake, _gate, slot) = killed_ticker("catch_up: skip\n", 1);
     let _d = Daemon::start(&v);
-    wait_until(T, "the slot recorded as interrupted", || {
-        !records_for(&v, slot).is_empty()
-    });
-    let rec = &records_for(&v, slot)[0];
-    assert_eq!(rec["ended"], "interrupted", "{rec:#}");
-    assert!(
-        rec["error"]
-            .as_str()
-            .unwrap_or_default()
-            .ends_with("not run again: catch_up: skip"),
-        "{rec:#}"
-    );
+    recorded_interrupted(&v, slot, "not run again: catch_up: skip");
     wait_idle(&v);
     assert_eq!(reruns_asked(&fake), 0);
-    assert!(
-        v.daily().contains(&format!(
-            "Ticker · interrupted — the {} run (started ",
-            slot.format("%H:%M")
-        )) && v.daily().contains("not run again: catch_up: skip"),
-        "{}",
-        v.daily()
-    );
 }
 
 #[test]
 fn a_slot_older_than_stale_after_at_the_next_start_is_recorded_not_run_again() {
-    let (v, fake) = setup("");
-    ticker(&v, "");
-    let _gate = hold_first(&fake, 1);
+    let (v, fake, _gate) = ticker_vault("", 1);
     // The next start is three hours later (the daemon's wall clock, as after a long power cut).
     let offset = v.dir.path().join("clock-offset");
     std::fs::write(&offset, "0").unwrap();
     let clock = [("TABD_TEST_CLOCK_OFFSET_FILE", offset.to_str().unwrap())];
-    let d = Daemon::start_with_env(&v, &clock);
-    fake.wait_for_requests(1, T);
-    let slot = started_slot(&v);
-    d.signal(libc::SIGKILL);
-    drop(d);
+    let slot = kill_during_the_slot(&v, &fake, &clock);
     std::fs::write(&offset, "10800").unwrap();
     let _d = Daemon::start_with_env(&v, &clock);
-    wait_until(T, "the slot recorded as interrupted", || {
-        !records_for(&v, slot).is_empty()
-    });
-    let rec = &records_for(&v, slot)[0];
-    assert_eq!(rec["ended"], "interrupted", "{rec:#}");
-    assert!(
-        rec["error"]
-            .as_str()
-            .unwrap_or_default()
-            .ends_with("not run again: stale — it was due more than 2h ago (stale_after)"),
-        "{rec:#}"
+    recorded_interrupted(
+        &v,
+        slot,
+        "not run again: stale — it was due more than 2h ago (stale_after)",
     );
     wait_idle(&v);
     assert_eq!(reruns_asked(&fake), 0);
-    assert!(v.daily().contains("not run again: stale"), "{}", v.daily());
 }
 
 #[test]
 fn a_slot_stopped_by_sigterm_mid_run_is_owed_and_runs_again_once() {
-    let (v, fake) = setup("");
-    ticker(&v, "");
-    let _gate = hold_first(&fake, 1);
+    let (v, fake, _gate) = ticker_vault("", 1);
     let mut d = Daemon::start(&v);
-    fake.wait_for_requests(1, T);
+    fake.wait_for_requests(1, FIRST_SLOT);
     let slot = started_slot(&v);
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(T), Some(0));

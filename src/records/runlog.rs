@@ -128,6 +128,35 @@ pub struct TriageRecord {
 }
 
 impl RunRecord {
+    /// The record of a run that called no model (a skip, a slot not run again), at `at`:
+    /// `outcome` and why, nothing used, nothing called or moved.
+    pub fn without_model(
+        run_id: String,
+        role: &str,
+        trigger: TriggerRecord,
+        at: DateTime<Utc>,
+        (outcome, error): (Outcome, String),
+    ) -> Self {
+        Self {
+            run_id,
+            role: role.to_string(),
+            trigger,
+            started_at: at,
+            ended_at: at,
+            outcome,
+            error: Some(error),
+            model: String::new(),
+            requests: 0,
+            usage: UsageRecord::default(),
+            tool_calls: Vec::new(),
+            moved: Vec::new(),
+            children: Vec::new(),
+            ended: None,
+            notes_truncated: Vec::new(),
+            triage: None,
+        }
+    }
+
     /// The first part of a run that waits for the person (`ended: waiting`): not done yet.
     pub fn waits(&self) -> bool {
         self.ended.as_deref() == Some(WAITING)

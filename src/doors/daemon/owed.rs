@@ -108,16 +108,6 @@ fn what_happened(slot: &StartedSlot, tz: Tz) -> String {
     )
 }
 
-/// The role's cron lines, as a scheduled run's trigger names them.
-fn cron_of(role: &Role) -> String {
-    role.schedule
-        .lines
-        .iter()
-        .map(|l| l.cron_exprs().collect::<Vec<_>>().join(" | "))
-        .collect::<Vec<_>>()
-        .join(" | ")
-}
-
 impl Daemon {
     /// At start (after crash recovery, once the core knows the roles): every slot whose run
     /// started and did not finish is queued to run again once, or recorded as interrupted.
@@ -162,7 +152,10 @@ impl Daemon {
                 "the cluster's servers do not answer; it is caught up when they do",
             ),
             RerunClaim::Done => {
-                self.log_line(role, &format!("{happened}; another device of the cluster ran it"));
+                self.log_line(
+                    role,
+                    &format!("interrupted — {happened}; another device of the cluster ran it"),
+                );
                 let done = self
                     .run_env
                     .store
@@ -192,8 +185,13 @@ impl Daemon {
     fn not_again(&mut self, role: &Role, slot: &StartedSlot, why: &NotAgain) {
         let text = format!("{}; {}", what_happened(slot, self.config().timezone), why.words());
         tracing::warn!("{}: {text}", role.name);
-        let recorded =
-            crate::running::run::record_interrupted(&self.run_env, role, cron_of(role), slot, &text);
+        let recorded = crate::running::run::record_interrupted(
+            &self.run_env,
+            role,
+            super::inputs::cron_of(role),
+            slot,
+            &text,
+        );
         self.shown
             .writes
             .check("an interrupted slot's record", recorded.as_ref().map(drop));

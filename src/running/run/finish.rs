@@ -860,24 +860,13 @@ pub fn run_lock_path(role: &str) -> VaultPath {
 /// line per cause per day.
 pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepared) -> RunResult {
     let why = "nothing changed since the last run (skip_unchanged)".to_string();
-    let record = RunRecord {
-        run_id: prep.id.to_string(),
-        role: role.name.clone(),
-        trigger: TriggerRecord::of(trigger, Vec::new()),
-        started_at: prep.started,
-        ended_at: prep.started,
-        outcome: Outcome::Skipped,
-        error: Some(why.clone()),
-        model: String::new(),
-        requests: 0,
-        usage: UsageRecord::default(),
-        tool_calls: Vec::new(),
-        moved: Vec::new(),
-        children: Vec::new(),
-        ended: None,
-        notes_truncated: Vec::new(),
-        triage: None,
-    };
+    let record = RunRecord::without_model(
+        prep.id.to_string(),
+        &role.name,
+        TriggerRecord::of(trigger, Vec::new()),
+        prep.started,
+        (Outcome::Skipped, why.clone()),
+    );
     let today = prep.started.with_timezone(&env.log.tz()).date_naive();
     let slot = slot_of(trigger);
     let first = env.store.update(|s| {
@@ -951,24 +940,13 @@ fn record_ended(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>, e
 pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
     let now = Utc::now();
     RunResult {
-        record: RunRecord {
-            run_id: String::new(),
-            role: role.name.clone(),
-            trigger: TriggerRecord::of(&Trigger::manual(), Vec::new()),
-            started_at: now,
-            ended_at: now,
-            outcome: Outcome::Failed,
-            error: Some(why.to_string()),
-            model: String::new(),
-            requests: 0,
-            usage: UsageRecord::default(),
-            tool_calls: Vec::new(),
-            moved: Vec::new(),
-            children: Vec::new(),
-            ended: None,
-            notes_truncated: Vec::new(),
-            triage: None,
-        },
+        record: RunRecord::without_model(
+            String::new(),
+            &role.name,
+            TriggerRecord::of(&Trigger::manual(), Vec::new()),
+            now,
+            (Outcome::Failed, why.to_string()),
+        ),
         summary: String::new(),
         failure: Some((FailureClass::RunFailure, why.to_string())),
         daily_log: VaultPath::root(),

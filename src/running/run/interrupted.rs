@@ -9,7 +9,7 @@ use super::env::RunEnv;
 use super::finish::publish_pending_once;
 use crate::base::trigger::TriggerKind;
 use crate::base::vault::VaultError;
-use crate::records::runlog::{Outcome, RunRecord, TriggerRecord, UsageRecord};
+use crate::records::runlog::{Outcome, RunRecord, TriggerRecord};
 use crate::records::state::started::StartedSlot;
 use crate::records::state::PendingRun;
 use crate::setup::role::Role;
@@ -27,32 +27,18 @@ pub fn record_interrupted(
     text: &str,
 ) -> Result<RunRecord, VaultError> {
     let now = env.clock.now();
-    let record = RunRecord {
-        run_id: crate::base::run_id::RunId::new(&role.name, now).into(),
-        role: role.name.clone(),
-        trigger: TriggerRecord {
-            kind: TriggerKind::Schedule,
-            notes: Vec::new(),
-            scheduled_for: Some(slot.slot),
-            cron: Some(cron),
-            parent_run_id: None,
-            task: None,
-            rerun: None,
-        },
-        started_at: now,
-        ended_at: now,
-        outcome: Outcome::Skipped,
-        error: Some(text.to_string()),
-        model: String::new(),
-        requests: 0,
-        usage: UsageRecord::default(),
-        tool_calls: Vec::new(),
-        moved: Vec::new(),
-        children: Vec::new(),
-        ended: Some(INTERRUPTED.into()),
-        notes_truncated: Vec::new(),
-        triage: None,
+    let trigger = TriggerRecord {
+        kind: TriggerKind::Schedule,
+        notes: Vec::new(),
+        scheduled_for: Some(slot.slot),
+        cron: Some(cron),
+        parent_run_id: None,
+        task: None,
+        rerun: None,
     };
+    let id = crate::base::run_id::RunId::new(&role.name, now).into();
+    let mut record = RunRecord::without_model(id, &role.name, trigger, now, (Outcome::Skipped, text.into()));
+    record.ended = Some(INTERRUPTED.into());
     let pending = PendingRun {
         run_id: record.run_id.clone(),
         record: serde_json::to_value(&record).map_err(|e| VaultError::Io(e.to_string()))?,
