@@ -355,3 +355,43 @@ fn a_slot_stopped_by_sigterm_mid_run_is_owed_and_runs_again_once() {
         v.daily()
     );
 }
+
+/// With `[cluster]`, the re-run is claimed like any slot: the killed run's claim is held (by
+/// this very device, before it was killed) until its lease lapses, then taken over and run
+/// again once here.
+#[test]
+fn with_a_cluster_the_rerun_is_claimed_and_runs_once_the_killed_runs_claim_lapses() {
+    let Some(mut d) = crate::cluster_daemons::Devices::new("owed_slot_with_a_cluster", 3, "") else {
+        return;
+    };
+    ticker(&d.v, "");
+    let _gate = hold_first(&d.fake, 1);
+    d.start("laptop");
+    d.fake.wait_for_requests(1, FIRST_SLOT);
+    d.daemons.remove("laptop").expect("daemon").signal(libc::SIGKILL);
+    d.start("laptop");
+    let rerun = |d: &crate::cluster_daemons::Devices| {
+        d.ok_records("ticker")
+            .into_iter()
+            .filter(|(_, r)| r["trigger"]["rerun"].is_object())
+            .collect::<Vec<_>>()
+    };
+    d.wait(T, "the slot run again", || !rerun(&d).is_empty());
+    let (device, rec) = &rerun(&d)[0];
+    assert_eq!(device, "laptop");
+    let slot = slot_of(rec).expect("its slot");
+    assert_eq!(
+        rec["trigger"]["rerun"]["slot"]
+            .as_str()
+            .and_then(|s| s.parse().ok()),
+        Some(slot)
+    );
+    let of_slot = |d: &crate::cluster_daemons::Devices| {
+        d.records()
+            .into_iter()
+            .filter(|(_, r)| r["role"] == "ticker" && slot_of(r) == Some(slot))
+            .count()
+    };
+    assert_eq!(of_slot(&d), 1, "one run of the slot across the cluster");
+    assert_eq!(reruns_asked(&d.fake), 1);
+}

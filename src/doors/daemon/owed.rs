@@ -145,7 +145,8 @@ impl Daemon {
             RerunClaim::Here(run) => (Some(run), "running it again once now"),
             RerunClaim::Elsewhere => (
                 None,
-                "another device holds its claim; whichever device takes it over runs it again once",
+                "its claim in the cluster is still held (by the run that was cut short, or another device); \
+                 the device that takes it over once it lapses runs it again once",
             ),
             RerunClaim::Later => (
                 None,
