@@ -449,7 +449,7 @@ fn why_text(trigger: &Trigger, notes: usize, now: DateTime<Utc>, tz: Tz) -> Stri
                 // What the interrupted run already did is in the vault: the model should look
                 // before it does any of it a second time.
                 s.push_str(&format!(
-                    "; this run was due at {} and runs now, at {}, again: the run of this slot that started at {} \
+                    "; this run was due at {} and runs now, at {}: the run of this slot that started at {} \
                      did not finish (tabd was stopped, killed or crashed), so it runs once more. It may have done part \
                      of its work already: check what is there before you change anything",
                     r.slot.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S"),
