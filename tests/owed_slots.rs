@@ -332,6 +332,13 @@ fn a_slot_stopped_by_sigterm_mid_run_is_owed_and_runs_again_once() {
     let stopped = records_for(&v, slot);
     assert_eq!(stopped.len(), 1, "the stop is recorded");
     assert_eq!(stopped[0]["ended"], "stopped");
+    assert!(
+        stopped[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("its slot is owed")),
+        "{:#}",
+        stopped[0]
+    );
     let hhmm = slot.format("%H:%M").to_string();
     assert!(
         v.daily().contains(&format!(

@@ -53,7 +53,8 @@ pub const STOPPED: &str = "stopped when tabd stopped; runs again when tabd next 
 const STOPPED_SLOT: &str =
     "stopped when tabd stopped; its slot is owed: run again once when tabd next starts, or said why not";
 
-fn decide(end: &TurnEnd) -> Decided {
+/// What the turn's `end` makes of the run; `scheduled`: it ran a slot (a stopped one is owed).
+fn decide(end: &TurnEnd, scheduled: bool) -> Decided {
     let failed = |class: FailureClass, msg: String| Decided {
         outcome: Outcome::Failed,
         error: Some(msg.clone()),
@@ -100,6 +101,7 @@ fn decide(end: &TurnEnd) -> Decided {
             FailureClass::RunFailure,
             format!("tabd failed while running this role ({why}); this is a bug in tabd — please report it"),
         ),
+        TurnEnd::Stopped if scheduled => failed(FailureClass::Stopped, STOPPED_SLOT.into()),
         TurnEnd::Stopped => failed(FailureClass::Stopped, STOPPED.into()),
         // The run did what it could until a call needed the person: its notes are handled; it
         // goes on (a second part, same run id) once the call is decided.
@@ -114,9 +116,9 @@ fn decide(end: &TurnEnd) -> Decided {
 
 /// The run's end, unless the device lost what it held meanwhile (DESIGN §23): then it ends as
 /// stopped — no note moved, no attempt counted, another device runs it — and says why.
-fn fenced(fence: &Fence, outcome: TurnOutcome) -> (TurnOutcome, Decided) {
+fn fenced(fence: &Fence, outcome: TurnOutcome, scheduled: bool) -> (TurnOutcome, Decided) {
     let Err(lost) = fence.check() else {
-        let decided = decide(&outcome.end);
+        let decided = decide(&outcome.end, scheduled);
         return (outcome, decided);
     };
     tracing::warn!("{lost}");
@@ -453,11 +455,7 @@ pub(super) fn finish(
     children: Vec<RunResult>,
 ) -> RunResult {
     let ended = env.clock.now();
-    let (outcome, mut decided) = fenced(&env.fence, outcome);
-    if slot_of(&trigger).is_some() && decided.error.as_deref() == Some(STOPPED) {
-        decided.error = Some(STOPPED_SLOT.into());
-        decided.failure = Some((FailureClass::Stopped, STOPPED_SLOT.into()));
-    }
+    let (outcome, decided) = fenced(&env.fence, outcome, slot_of(&trigger).is_some());
     let class = decided.failure.as_ref().map(|(c, _)| *c);
     let plan = plan(&env.vault, &env.config, &notes, class, &prep.state, &role.name);
     let mut cost = cost_of(&env.config, role, &outcome, prep.ttl);
@@ -964,9 +962,9 @@ mod tests {
 
     #[test]
     fn what_a_turn_ends_as_decides_the_notes_fate() {
-        let ok = decide(&TurnEnd::Done);
+        let ok = decide(&TurnEnd::Done, false);
         assert_eq!((ok.outcome, ok.failure.is_none()), (Outcome::Ok, true));
-        let limit = decide(&TurnEnd::Limit("max_tool_calls (3)".into()));
+        let limit = decide(&TurnEnd::Limit("max_tool_calls (3)".into()), false);
         assert_eq!(limit.outcome, Outcome::Limit);
         assert!(
             limit.failure.is_none(),
@@ -977,7 +975,7 @@ mod tests {
             TurnEnd::ToolFatal("disk full".into()),
             TurnEnd::Crashed("panic".into()),
         ] {
-            let d = decide(&end);
+            let d = decide(&end, false);
             assert_eq!(d.outcome, Outcome::Failed, "{end:?}");
             assert_eq!(
                 d.failure.map(|f| f.0),
@@ -985,10 +983,13 @@ mod tests {
                 "{end:?}: counts an attempt"
             );
         }
-        let down = decide(&TurnEnd::ServerDown {
-            cause: "MCP server `x` is down".into(),
-            last_output: " — its last output: `boom`".into(),
-        });
+        let down = decide(
+            &TurnEnd::ServerDown {
+                cause: "MCP server `x` is down".into(),
+                last_output: " — its last output: `boom`".into(),
+            },
+            false,
+        );
         assert_eq!(
             down.failure.as_ref().map(|f| f.0),
             Some(FailureClass::Unavailable)
@@ -998,15 +999,24 @@ mod tests {
             Some("MCP server `x` is down"),
             "one daily line per cause, whatever the server printed"
         );
-        let cli = decide(&TurnEnd::Failed(ProviderError::Cli {
-            provider: "command",
-            message: "Please run /login".into(),
-            outage: true,
-        }));
+        let cli = decide(
+            &TurnEnd::Failed(ProviderError::Cli {
+                provider: "command",
+                message: "Please run /login".into(),
+                outage: true,
+            }),
+            false,
+        );
         assert_eq!(
             cli.failure.map(|f| f.0),
             Some(FailureClass::Outage),
             "no attempt counted"
         );
+        // A stop: the notes run again; a slot is owed, and whether it runs again is decided at
+        // the next start, so it is not promised.
+        assert_eq!(decide(&TurnEnd::Stopped, false).error.as_deref(), Some(STOPPED));
+        let slot = decide(&TurnEnd::Stopped, true);
+        assert_eq!(slot.error.as_deref(), Some(STOPPED_SLOT));
+        assert_eq!(slot.failure.map(|f| f.0), Some(FailureClass::Stopped));
     }
 }
