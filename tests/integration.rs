@@ -41,6 +41,7 @@ mod mcp;
 mod mcp_serve;
 mod notify;
 mod outcomes;
+mod owed_slots;
 mod owned;
 mod peer_stories;
 mod providers;

@@ -173,6 +173,7 @@ impl Daemon {
                 cron: None,
                 parent_run_id: None,
                 task: None,
+                rerun: None,
             },
             started_at: now,
             ended_at: now,
@@ -258,7 +259,8 @@ impl Daemon {
         };
         let mut env = self.run_env.clone();
         env.fence = self.fence_for(name, slot, &starting.paths);
-        let trigger = inputs::trigger_of(work, &role);
+        let mut trigger = inputs::trigger_of(work, &role);
+        self.slot_starts(name, &mut trigger);
         self.work
             .tasks
             .spawn(env, role, trigger, starting.notes, starting.paths, starting.lock);

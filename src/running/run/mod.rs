@@ -6,7 +6,8 @@
 //!   approvals ledger add to it (shared with `tabd prompt`);
 //! - here — skip at zero tokens when nothing changed, open the role's MCP servers, build its
 //!   harness, run the turn (an API loop, or an agent CLI through `agent_turn`);
-//! - `finish` — decide, record, log, move notes; crash recovery;
+//! - `finish` — decide, record, log, move notes; crash recovery; `interrupted` — a scheduled
+//!   slot whose run did not finish and is not run again, recorded and said once;
 //! - `suspend`, `resume` — a run that waits for the person's decision, and its second part;
 //! - `refuse` — a note that cannot be read goes to `failed/` with its reason, never to a run.
 
@@ -14,6 +15,7 @@ mod agent_turn;
 mod delegate;
 mod env;
 mod finish;
+mod interrupted;
 mod prepare;
 pub mod refuse;
 mod resume;
@@ -25,6 +27,7 @@ use std::sync::Arc;
 pub use delegate::{delegator_for, Lineage, RunDelegator};
 pub use env::{NotRebuilt, RunEnv, RunResult, Stop};
 pub use finish::{record_crash, record_crash_in_memory, record_stopped, recover, run_lock_path, STOPPED};
+pub use interrupted::{record_interrupted, INTERRUPTED};
 pub use prepare::{build_prompt, cache_ttl, complete, model_settings, PromptSources};
 
 use crate::base::blocking;
