@@ -52,6 +52,9 @@ pub struct Trigger {
     pub delegation: Option<Delegation>,
     /// The run this one is the second part of (`Resume`).
     pub resumes: Option<String>,
+    /// A person started it knowing its day is spent (`tabd fire --over-budget`): its role's and
+    /// the global daily budgets do not stop it (what it spends still counts).
+    pub over_budget: bool,
 }
 
 /// The task a parent run handed to a child run.
@@ -88,6 +91,7 @@ impl Trigger {
             skip_if_unchanged: false,
             delegation: None,
             resumes: None,
+            over_budget: false,
         }
     }
 

@@ -438,15 +438,16 @@ fn ended_of(class: Option<FailureClass>, end: &TurnEnd) -> Option<String> {
     }
 }
 
-/// Finishes a run that called the model (or tried to).
+/// Finishes a run that called the model (or tried to); `day`: the day it spent in, `None` for
+/// a run that had none (recorded after a crash or a cancelled task: what it spent, it told).
 pub(super) fn finish(
     env: &RunEnv,
     role: &Role,
-    trigger: Trigger,
-    notes: Vec<Note>,
+    (trigger, notes): (Trigger, Vec<Note>),
     prep: Prepared,
     outcome: TurnOutcome,
     children: Vec<RunResult>,
+    day: Option<&super::day::RunDay>,
 ) -> RunResult {
     let ended = env.clock.now();
     let (outcome, decided) = fenced(&env.fence, outcome);
@@ -476,6 +477,7 @@ pub(super) fn finish(
     } else {
         (env.log.render_run(&record, &human), String::new())
     };
+    let day_spent = day_spent_at_end(day, &children);
     let result = |failure, daily_log| RunResult {
         record: record.clone(),
         summary: outcome.summary.clone(),
@@ -485,6 +487,7 @@ pub(super) fn finish(
         skipped: None,
         output: outcome.output.clone(),
         delegated_section: delegated_section.clone(),
+        day_spent: day_spent.clone(),
     };
     let daily_path = env.log.daily_path(prep.started);
     let commit = Commit {
@@ -499,7 +502,7 @@ pub(super) fn finish(
         daily_section,
         trigger_kind: trigger.kind.as_str(),
         notes: notes.len(),
-        children_spent: human.children_spent,
+        day: unrecorded(day, &record, class, &role.name),
     };
     let pending = match commit.save(&env.store, &env.log) {
         Ok(p) => p,
@@ -530,9 +533,68 @@ struct Commit<'a> {
     daily_section: String,
     trigger_kind: &'a str,
     notes: usize,
-    /// Tokens and dollars of the runs this run delegated to: they count in this role's daily
-    /// budget too (each child counted its own, and the global budget, already).
-    children_spent: (u64, f64),
+    /// What of the run's spending today's counters do not have yet, and the roles whose day it
+    /// counts in (its own, and those above it).
+    day: Unrecorded,
+}
+
+/// What a run's end still adds to today's spending: its responses were told to state as they
+/// came (`day::RunDay`), so only what a failed write left out, and the difference between
+/// pricing a run once and pricing each response; all of it for a run that had no day.
+struct Unrecorded {
+    roles: Vec<String>,
+    spent: (u64, f64),
+}
+
+/// What the run's end adds to its day (see `Unrecorded`). Its record holds its own spending
+/// (not its children's: each child tells its own, in its days and the parent's) — except a run
+/// tabd's stop cut short, whose record also holds what its children cut short with it spent:
+/// they told that themselves, so it adds only what it did not tell of its own.
+fn unrecorded(
+    day: Option<&super::day::RunDay>,
+    record: &RunRecord,
+    class: Option<FailureClass>,
+    role: &str,
+) -> Unrecorded {
+    let Some(day) = day else {
+        return Unrecorded {
+            roles: vec![role.to_string()],
+            spent: (record.usage.tokens.total(), record.usage.cost_usd),
+        };
+    };
+    let spent = if class == Some(FailureClass::Stopped) {
+        day.untold()
+    } else {
+        let (tokens, usd) = day.told();
+        (
+            record.usage.tokens.total().saturating_sub(tokens),
+            record.usage.cost_usd - usd,
+        )
+    };
+    Unrecorded {
+        roles: day.roles(),
+        spent,
+    }
+}
+
+/// The roles whose day the run (or a run it delegated to) found spent as it ended: the daemon
+/// stops them for today and tells the person once. Each (role, limit) once.
+fn day_spent_at_end(
+    day: Option<&super::day::RunDay>,
+    children: &[RunResult],
+) -> Vec<(String, crate::records::limits::DailyStop)> {
+    use crate::gate::harness::Day;
+    let mine = day.and_then(|d| d.crossed()).map(|c| (c.role, c.stop));
+    let mut all: Vec<(String, crate::records::limits::DailyStop)> = Vec::new();
+    for spent in mine
+        .into_iter()
+        .chain(children.iter().flat_map(|c| c.day_spent.clone()))
+    {
+        if !all.contains(&spent) {
+            all.push(spent);
+        }
+    }
+    all
 }
 
 impl Commit<'_> {
@@ -550,11 +612,9 @@ impl Commit<'_> {
         // Durable against a crash of tabd (the kernel has the data once written); the folder is
         // not synced here, so a power cut may at worst run the run's notes again.
         store.update_with(crate::base::vault::Durability::File, |s| {
-            s.add_usage(self.role, today, rec.usage.tokens, rec.usage.cost_usd);
+            super::day::count_in(s, &self.day.roles, today, self.day.spent);
             let r = s.role(self.role);
             r.roll_day(today);
-            r.tokens_today += self.children_spent.0;
-            r.cost_today_usd += self.children_spent.1;
             self.count(r, outage);
             let daily_text = self.daily_text(log, r, outage);
             let pending = PendingRun {
@@ -815,10 +875,44 @@ pub fn run_lock_path(role: &str) -> VaultPath {
     VaultPath::parse(&crate::base::vault::layout::run_lock(role), false).unwrap_or_else(|_| VaultPath::root())
 }
 
-/// A run skipped at zero tokens (`skip_unchanged`): a JSONL `skipped` record, and one daily-log
-/// line per cause per day.
-pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepared) -> RunResult {
-    let why = "nothing changed since the last run (skip_unchanged)".to_string();
+/// Why a run was skipped at zero tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Skip {
+    /// Nothing changed since its last run (`skip_unchanged`).
+    Unchanged,
+    /// Its day was spent as it was to start (another run spent it since its door looked): its
+    /// notes wait in the inbox, no attempt counted.
+    DaySpent(crate::records::limits::DailyStop),
+}
+
+impl Skip {
+    fn why(self) -> &'static str {
+        match self {
+            Self::Unchanged => "nothing changed since the last run (skip_unchanged)",
+            Self::DaySpent(stop) => stop.cause(),
+        }
+    }
+
+    /// What its one daily-log line a day is keyed on (a spent day: the key the daemon's own
+    /// skips use, so the day reads one line per cause whoever skipped).
+    fn notice(self) -> &'static str {
+        match self {
+            Self::Unchanged => "skip_unchanged",
+            Self::DaySpent(stop) => stop.cause(),
+        }
+    }
+}
+
+/// A run skipped at zero tokens: a JSONL `skipped` record, and one daily-log line per cause per
+/// day.
+pub(super) fn skipped(
+    env: &RunEnv,
+    role: &Role,
+    trigger: &Trigger,
+    prep: &Prepared,
+    skip: Skip,
+) -> RunResult {
+    let why = skip.why().to_string();
     let record = RunRecord {
         run_id: prep.id.to_string(),
         role: role.name.clone(),
@@ -841,7 +935,7 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
     let first = env.store.update(|s| {
         let r = s.role(&role.name);
         r.roll_day(today);
-        r.first_notice("skip_unchanged")
+        r.first_notice(skip.notice())
     });
     env.side.check("the state (a skip's notice)", first.as_ref());
     if first.unwrap_or(true) {
@@ -863,6 +957,10 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         skipped: Some(why),
         output: None,
         delegated_section: String::new(),
+        day_spent: match skip {
+            Skip::DaySpent(stop) => vec![(role.name.clone(), stop)],
+            Skip::Unchanged => Vec::new(),
+        },
     }
 }
 
@@ -893,11 +991,11 @@ fn record_ended(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>, e
     finish(
         env,
         role,
-        trigger,
-        notes,
+        (trigger, notes),
         prep,
         TurnOutcome::ended(end),
         Vec::new(),
+        None,
     )
 }
 
@@ -931,6 +1029,7 @@ pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
         skipped: None,
         output: None,
         delegated_section: String::new(),
+        day_spent: Vec::new(),
     }
 }
 

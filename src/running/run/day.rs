@@ -1,0 +1,319 @@
+//! The day a run spends in (DESIGN §6, §17, §22). What a run spends is counted in today's spending
+//! in state as each of its responses arrives — in its role's day, in the day of every role above
+//! it (a delegated run's spending counts against the roles that asked for it, each once) and in
+//! the global day — and between two steps the daily budgets are checked against that. So a daily
+//! budget holds while several runs go on at once (each counts what the others told state), from
+//! every door and process (`tabd fire` beside the daemon), and across a crash: a run killed in
+//! the middle of its turn has counted what it spent. The run's end (`finish`) adds to the day only
+//! what was not told yet, so the day is the sum of the records once every run has ended.
+
+use std::sync::{Arc, Mutex};
+
+use chrono::NaiveDate;
+
+use super::env::RunEnv;
+use crate::base::clock::Clock;
+use crate::base::faults::Faults;
+use crate::base::sidewrites::SideWrites;
+use crate::base::vault::Durability;
+use crate::records::limits::{budget_crossed, Crossed, DayLink, RoleLimits};
+use crate::records::state::{State, StateStore};
+use crate::setup::config::Limits;
+use crate::setup::role::Role;
+
+/// The day one run spends in (see the module's text).
+pub struct RunDay {
+    store: StateStore,
+    clock: Arc<dyn Clock>,
+    tz: chrono_tz::Tz,
+    side: SideWrites,
+    faults: Faults,
+    /// The roles whose day the run's spending counts in: its own first, then each role above it.
+    chain: Vec<DayLink>,
+    /// The global budgets; `None`: they do not stop this run (`tabd fire --over-budget`).
+    global: Option<Limits>,
+    own: Mutex<Own>,
+}
+
+/// What the run itself spent (its responses; its children count theirs themselves) and what
+/// of it state has been told.
+#[derive(Default)]
+struct Own {
+    spent: (u64, f64),
+    told: (u64, f64),
+    /// State as last read or written: what a check goes by when state cannot be read now (what
+    /// cannot be read is unknown, never "nothing spent").
+    seen: Option<State>,
+}
+
+impl Own {
+    fn untold(&self) -> (u64, f64) {
+        (
+            self.spent.0.saturating_sub(self.told.0),
+            (self.spent.1 - self.told.1).max(0.0),
+        )
+    }
+}
+
+impl RunDay {
+    /// The day of a run of `role` under `limits`, delegated from runs whose days are `above`
+    /// (none for a run of its own); `lifted`: the person lifted this run's daily budgets (the
+    /// role's and the global ones; what it spends still counts).
+    pub fn open(env: &RunEnv, role: &Role, limits: &RoleLimits, above: &[DayLink], lifted: bool) -> Self {
+        let mut chain = vec![DayLink {
+            role: role.name.clone(),
+            limits: (!lifted).then(|| limits.clone()),
+        }];
+        chain.extend(above.iter().cloned());
+        Self {
+            chain,
+            global: (!lifted).then(|| env.config.limits.clone()),
+            faults: env.faults.clone(),
+            ..Self::on(
+                env.store.clone(),
+                env.clock.clone(),
+                env.log.tz(),
+                env.side.clone(),
+            )
+        }
+    }
+
+    /// A day with no role in it yet, in `store`, by `clock` in `tz`.
+    fn on(store: StateStore, clock: Arc<dyn Clock>, tz: chrono_tz::Tz, side: SideWrites) -> Self {
+        Self {
+            store,
+            clock,
+            tz,
+            side,
+            faults: Faults::default(),
+            chain: Vec::new(),
+            global: None,
+            own: Mutex::new(Own::default()),
+        }
+    }
+
+    /// The days a run delegated from this one counts in besides its own.
+    pub fn chain(&self) -> &[DayLink] {
+        &self.chain
+    }
+
+    /// Each role whose day the run's spending counts in, once.
+    pub fn roles(&self) -> Vec<String> {
+        let mut roles: Vec<String> = Vec::new();
+        for link in &self.chain {
+            if !roles.contains(&link.role) {
+                roles.push(link.role.clone());
+            }
+        }
+        roles
+    }
+
+    /// What of the run's own spending today's counters in state have been told.
+    pub fn told(&self) -> (u64, f64) {
+        self.own().told
+    }
+
+    /// What the run itself spent that state has not been told (a write that failed).
+    pub fn untold(&self) -> (u64, f64) {
+        self.own().untold()
+    }
+
+    fn own(&self) -> std::sync::MutexGuard<'_, Own> {
+        self.own.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn today(&self) -> NaiveDate {
+        self.clock.now().with_timezone(&self.tz).date_naive()
+    }
+
+    /// Tells state what the run spent since it last did: one update, so two runs telling at
+    /// once both count. A write that fails is said once and tried again at the next response;
+    /// meanwhile the checks count it from here.
+    fn tell(&self, own: &mut Own) {
+        let (tokens, usd) = own.untold();
+        if tokens == 0 && usd <= 0.0 {
+            return;
+        }
+        let (roles, today) = (self.roles(), self.today());
+        let told = self.store.update_with(Durability::File, |s| {
+            count_in(s, &roles, today, (tokens, usd));
+            s.clone()
+        });
+        match told {
+            Ok(state) => {
+                own.told = own.spent;
+                own.seen = Some(state);
+            }
+            Err(e) => self.side.failed("the state (a run's spending today)", &e),
+        }
+    }
+
+    /// The first daily budget spent, by what state says now and what the run has not told it.
+    fn crossed_in(&self, own: &mut Own) -> Option<Crossed> {
+        let state = match self.store.try_load() {
+            Ok(s) => {
+                own.seen = Some(s.clone());
+                s
+            }
+            Err(e) => {
+                self.side.failed("the state (today's spending, read)", &e);
+                own.seen.clone().unwrap_or_default()
+            }
+        };
+        budget_crossed(
+            &self.chain,
+            self.global.as_ref(),
+            &state,
+            self.today(),
+            own.untold(),
+        )
+    }
+}
+
+impl std::fmt::Debug for RunDay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunDay")
+            .field("chain", &self.chain)
+            .field("global", &self.global.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl crate::gate::harness::Day for RunDay {
+    fn spent(&self, tokens: u64, usd: f64) {
+        let mut own = self.own();
+        own.spent.0 += tokens;
+        own.spent.1 += usd;
+        self.tell(&mut own);
+        if self.faults.hit("day-crossed") {
+            let seen = own.seen.clone().unwrap_or_default();
+            let crossed = budget_crossed(
+                &self.chain,
+                self.global.as_ref(),
+                &seen,
+                self.today(),
+                own.untold(),
+            );
+            if crossed.is_some() {
+                self.faults.abort_at("day-crossed");
+            }
+        }
+    }
+
+    fn crossed(&self) -> Option<Crossed> {
+        let mut own = self.own();
+        self.crossed_in(&mut own)
+    }
+}
+
+/// Counts `spent` (tokens, dollars) in today's day of each of `roles` and in the global day. A
+/// run's end may count less than it told (its record prices its usage once, its responses were
+/// priced one by one): dollars never go below zero.
+pub(super) fn count_in(s: &mut State, roles: &[String], today: NaiveDate, spent: (u64, f64)) {
+    let (tokens, usd) = spent;
+    s.global.roll_day(today);
+    s.global.tokens_today += tokens;
+    s.global.cost_today_usd = (s.global.cost_today_usd + usd).max(0.0);
+    for role in roles {
+        let r = s.role(role);
+        r.roll_day(today);
+        r.tokens_today += tokens;
+        r.cost_today_usd = (r.cost_today_usd + usd).max(0.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::harness::Day;
+
+    fn store() -> (tempfile::TempDir, StateStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let vault = Arc::new(crate::base::vault::Vault::open(dir.path()).unwrap());
+        (dir, StateStore::new(vault))
+    }
+
+    fn limits(tokens: u64) -> RoleLimits {
+        let cfg = Limits::default();
+        RoleLimits {
+            max_tool_calls: cfg.max_tool_calls,
+            max_tokens_per_run: cfg.max_tokens_per_run,
+            max_cost_usd: None,
+            daily_token_budget: tokens,
+            daily_cost_budget_usd: None,
+            max_runs_per_day: cfg.max_runs_per_day,
+            min_interval: cfg.min_interval,
+            max_chain_depth: cfg.max_chain_depth,
+            run_deadline: cfg.run_deadline,
+        }
+    }
+
+    /// A run of `role`, delegated from runs of `above` (each with a budget of `tokens`).
+    fn day(store: &StateStore, role: &str, above: &[&str], tokens: u64) -> RunDay {
+        let clock = Arc::new(crate::base::clock::ManualClock::new(
+            "2026-11-25T09:00:00Z".parse().unwrap(),
+        ));
+        let link = |r: &&str| DayLink {
+            role: r.to_string(),
+            limits: Some(limits(tokens)),
+        };
+        RunDay {
+            chain: std::iter::once(&role).chain(above).map(link).collect(),
+            global: Some(Limits {
+                global_daily_token_budget: 10_000,
+                ..Limits::default()
+            }),
+            ..RunDay::on(store.clone(), clock, chrono_tz::UTC, SideWrites::default())
+        }
+    }
+
+    /// Two runs going on at once see each other's spending as it happens (state is where they
+    /// meet, whichever process each runs in), and a delegated run's counts in its parent's day.
+    #[test]
+    fn runs_going_on_at_once_count_in_one_day() {
+        let (_dir, store) = store();
+        let a = day(&store, "a", &[], 1_000);
+        let b = day(&store, "b", &[], 1_000);
+        a.spent(600, 0.0);
+        assert!(a.crossed().is_none() && b.crossed().is_none());
+        let child = day(&store, "c", &["a"], 1_000);
+        child.spent(400, 0.0);
+        let crossed = a.crossed().expect("its child spent the rest of a's day");
+        assert_eq!((crossed.role.as_str(), crossed.spent), ("a", 1_000.0));
+        assert_eq!(
+            child.crossed().map(|c| c.role),
+            Some("a".to_string()),
+            "the child is stopped by its parent's day"
+        );
+        assert!(b.crossed().is_none(), "b's own day is not a's");
+        let s = store.load();
+        let today = chrono::NaiveDate::from_ymd_opt(2026, 11, 25).unwrap();
+        assert_eq!(s.roles["a"].today(today).tokens, 1_000);
+        assert_eq!(s.roles["c"].today(today).tokens, 400);
+        assert_eq!(
+            s.global.today(today).tokens,
+            1_000,
+            "each token once in everyone's day"
+        );
+        assert_eq!((a.told(), a.untold()), ((600, 0.0), (0, 0.0)));
+    }
+
+    /// What cannot be written to state is still counted by the run that spent it (unknown is
+    /// never "nothing spent"), and told at its next response.
+    #[test]
+    fn spending_state_could_not_be_told_still_counts() {
+        let (dir, store) = store();
+        let a = day(&store, "a", &[], 1_000);
+        a.spent(100, 0.0);
+        let state = dir.path().join(".tabd/state.json");
+        std::fs::remove_file(&state).unwrap();
+        std::fs::create_dir(&state).unwrap(); // unreadable, unwritable
+        a.spent(900, 0.0);
+        assert_eq!(a.untold(), (900, 0.0));
+        assert!(a.crossed().is_some(), "counted from what the run knows");
+        std::fs::remove_dir(&state).unwrap();
+        a.spent(0, 0.0);
+        a.spent(1, 0.0);
+        assert_eq!(a.untold(), (0, 0.0), "told once state could be written again");
+    }
+}
