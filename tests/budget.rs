@@ -487,6 +487,52 @@ fn an_agent_clis_spending_counts_when_it_ends_and_the_next_note_waits() {
     assert_eq!(runs.lines().count(), 1, "the CLI ran once");
 }
 
+/// An agent CLI's calls are steps of its run: once its role's day is spent — here by the run it
+/// delegated to, whose CLI reported its spending when it ended — its next call is refused, and
+/// the run is recorded as `limit`, naming the budget.
+#[test]
+fn an_agent_clis_next_call_is_refused_once_its_day_is_spent() {
+    let calls = json!([
+        ["delegate", {"role": "risk", "task": "Look for new risks."}],
+        ["read_file", {"path": "project/brief.md"}],
+    ]);
+    let (v, log) = crate::agent_cli::setup("claude", calls, "ok", "");
+    with_frontmatter_of(&v, "ops", "daily_token_budget: 1000\ncan_delegate_to: [risk]");
+    v.write("agent/inbox/ops/one.md", "Ask risk, then read the brief.");
+    let out = v.tabd(&["fire", "ops"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let why = "daily token budget of role `ops` (1,580 of 1,000 tokens spent today)";
+    let records = v.records();
+    let parent = records.iter().find(|r| r["role"] == "ops").unwrap();
+    assert_eq!(parent["outcome"], "limit", "{parent}");
+    assert_eq!(parent["error"], format!("limit reached: {why}"));
+    let child = records.iter().find(|r| r["role"] == "risk").unwrap();
+    assert_eq!(child["outcome"], "ok", "{child}");
+    let runs: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let parents = runs
+        .iter()
+        .find(|r| r["results"][0]["tool"] == "delegate" && r["results"][0]["error"] == false)
+        .unwrap_or_else(|| panic!("{runs:?}"));
+    let read = &parents["results"][1];
+    assert_eq!(read["error"], true, "{read}");
+    assert!(
+        read["text"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("not run: the {why}")),
+        "{read}"
+    );
+    assert_eq!(
+        v.state()["roles"]["ops"]["tokens_today"],
+        2 * 1580,
+        "its own spending counted at its end, its child's as it ended"
+    );
+}
+
 /// `setup`'s `ops` role (it has frontmatter of its own) with `line` added to it.
 fn with_frontmatter_of(v: &TestVault, role: &str, line: &str) {
     let path = format!("roles/{role}.md");
