@@ -32,6 +32,9 @@ use crate::records::authorship::{Authorship, Whose};
 use crate::records::state::StateStore;
 use crate::setup::role::{Role, RoleSet};
 
+mod limit;
+pub use limit::{Day, Limit};
+
 /// Who is calling: the model (through any door: an API run, an agent CLI, an MCP client), or
 /// the person, by approving a call in a note.
 #[derive(Debug, Clone, Copy)]
@@ -55,34 +58,6 @@ pub struct Called {
     pub limit: Option<Limit>,
     /// The record of the call (`None` for a call refused by the limit: it did not count).
     pub record: Option<ToolCallRecord>,
-}
-
-/// A limit that refused a call and ends the run.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Limit {
-    /// `max_tool_calls`: the run ends with a summary.
-    ToolCalls(u32),
-    /// A daily budget (DESIGN §6, §17): the run ends at once — a summary would be spent past it.
-    Day(crate::records::limits::Crossed),
-}
-
-impl std::fmt::Display for Limit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::ToolCalls(max) => write!(f, "max_tool_calls ({max})"),
-            Self::Day(crossed) => crossed.fmt(f),
-        }
-    }
-}
-
-/// The day a run spends in (DESIGN §6, §17): told what each of the run's own responses cost, and
-/// asked between two steps whether a daily budget is spent. The run layer provides it; every
-/// door's calls ask it before they run.
-pub trait Day: Send + Sync + std::fmt::Debug {
-    /// Counts a response of this run (`tokens`, `usd`) in today's spending.
-    fn spent(&self, tokens: u64, usd: f64);
-    /// The daily budget spent today, if one is: the run takes no further step.
-    fn crossed(&self) -> Option<crate::records::limits::Crossed>;
 }
 
 /// Runs the model's tool calls: the turn loop talks to this, never to a tool.

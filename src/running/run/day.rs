@@ -11,12 +11,15 @@ use std::sync::{Arc, Mutex};
 
 use chrono::NaiveDate;
 
-use super::env::RunEnv;
+use super::env::{RunEnv, RunResult};
 use crate::base::clock::Clock;
 use crate::base::faults::Faults;
 use crate::base::sidewrites::SideWrites;
 use crate::base::vault::Durability;
-use crate::records::limits::{budget_crossed, Crossed, DayLink, RoleLimits};
+use crate::capabilities::provider::FailureClass;
+use crate::gate::harness::Day;
+use crate::records::limits::{budget_crossed, Crossed, DailyStop, DayLink, RoleLimits};
+use crate::records::runlog::RunRecord;
 use crate::records::state::{State, StateStore};
 use crate::setup::config::Limits;
 use crate::setup::role::Role;
@@ -179,7 +182,7 @@ impl std::fmt::Debug for RunDay {
     }
 }
 
-impl crate::gate::harness::Day for RunDay {
+impl Day for RunDay {
     fn spent(&self, tokens: u64, usd: f64) {
         let mut own = self.own();
         own.spent.0 += tokens;
@@ -206,6 +209,61 @@ impl crate::gate::harness::Day for RunDay {
     }
 }
 
+/// What a run's end still adds to today's spending: its responses were told to state as they
+/// came, so only what a failed write left out, and the difference between pricing the run once
+/// (its record) and pricing each response; all of it for a run that had no day.
+pub(super) struct Unrecorded {
+    pub(super) roles: Vec<String>,
+    pub(super) spent: (u64, f64),
+}
+
+/// What the end of a run of `role` adds to its day (see `Unrecorded`). Its record holds its own
+/// spending (not its children's: each child tells its own, in its days and the parent's) —
+/// except a run tabd's stop cut short, whose record also holds what its children cut short with
+/// it spent: they told that themselves, so it adds only what it did not tell of its own.
+pub(super) fn unrecorded(
+    day: Option<&RunDay>,
+    record: &RunRecord,
+    class: Option<FailureClass>,
+    role: &str,
+) -> Unrecorded {
+    let Some(day) = day else {
+        return Unrecorded {
+            roles: vec![role.to_string()],
+            spent: (record.usage.tokens.total(), record.usage.cost_usd),
+        };
+    };
+    let spent = if class == Some(FailureClass::Stopped) {
+        day.untold()
+    } else {
+        let (tokens, usd) = day.told();
+        (
+            record.usage.tokens.total().saturating_sub(tokens),
+            record.usage.cost_usd - usd,
+        )
+    };
+    Unrecorded {
+        roles: day.roles(),
+        spent,
+    }
+}
+
+/// The roles whose day the run (or a run it delegated to) found spent as it ended, and by which
+/// limit, each once: the daemon stops them for today and tells the person once.
+pub(super) fn spent_at_end(day: Option<&RunDay>, children: &[RunResult]) -> Vec<(String, DailyStop)> {
+    let mine = day.and_then(|d| d.crossed()).map(|c| (c.role, c.stop));
+    let mut all: Vec<(String, DailyStop)> = Vec::new();
+    for spent in mine
+        .into_iter()
+        .chain(children.iter().flat_map(|c| c.day_spent.clone()))
+    {
+        if !all.contains(&spent) {
+            all.push(spent);
+        }
+    }
+    all
+}
+
 /// Counts `spent` (tokens, dollars) in today's day of each of `roles` and in the global day. A
 /// run's end may count less than it told (its record prices its usage once, its responses were
 /// priced one by one): dollars never go below zero.
@@ -225,7 +283,6 @@ pub(super) fn count_in(s: &mut State, roles: &[String], today: NaiveDate, spent:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::harness::Day;
 
     fn store() -> (tempfile::TempDir, StateStore) {
         let dir = tempfile::tempdir().unwrap();

@@ -477,7 +477,7 @@ pub(super) fn finish(
     } else {
         (env.log.render_run(&record, &human), String::new())
     };
-    let day_spent = day_spent_at_end(day, &children);
+    let day_spent = super::day::spent_at_end(day, &children);
     let result = |failure, daily_log| RunResult {
         record: record.clone(),
         summary: outcome.summary.clone(),
@@ -502,7 +502,7 @@ pub(super) fn finish(
         daily_section,
         trigger_kind: trigger.kind.as_str(),
         notes: notes.len(),
-        day: unrecorded(day, &record, class, &role.name),
+        day: super::day::unrecorded(day, &record, class, &role.name),
     };
     let pending = match commit.save(&env.store, &env.log) {
         Ok(p) => p,
@@ -535,66 +535,7 @@ struct Commit<'a> {
     notes: usize,
     /// What of the run's spending today's counters do not have yet, and the roles whose day it
     /// counts in (its own, and those above it).
-    day: Unrecorded,
-}
-
-/// What a run's end still adds to today's spending: its responses were told to state as they
-/// came (`day::RunDay`), so only what a failed write left out, and the difference between
-/// pricing a run once and pricing each response; all of it for a run that had no day.
-struct Unrecorded {
-    roles: Vec<String>,
-    spent: (u64, f64),
-}
-
-/// What the run's end adds to its day (see `Unrecorded`). Its record holds its own spending
-/// (not its children's: each child tells its own, in its days and the parent's) — except a run
-/// tabd's stop cut short, whose record also holds what its children cut short with it spent:
-/// they told that themselves, so it adds only what it did not tell of its own.
-fn unrecorded(
-    day: Option<&super::day::RunDay>,
-    record: &RunRecord,
-    class: Option<FailureClass>,
-    role: &str,
-) -> Unrecorded {
-    let Some(day) = day else {
-        return Unrecorded {
-            roles: vec![role.to_string()],
-            spent: (record.usage.tokens.total(), record.usage.cost_usd),
-        };
-    };
-    let spent = if class == Some(FailureClass::Stopped) {
-        day.untold()
-    } else {
-        let (tokens, usd) = day.told();
-        (
-            record.usage.tokens.total().saturating_sub(tokens),
-            record.usage.cost_usd - usd,
-        )
-    };
-    Unrecorded {
-        roles: day.roles(),
-        spent,
-    }
-}
-
-/// The roles whose day the run (or a run it delegated to) found spent as it ended: the daemon
-/// stops them for today and tells the person once. Each (role, limit) once.
-fn day_spent_at_end(
-    day: Option<&super::day::RunDay>,
-    children: &[RunResult],
-) -> Vec<(String, crate::records::limits::DailyStop)> {
-    use crate::gate::harness::Day;
-    let mine = day.and_then(|d| d.crossed()).map(|c| (c.role, c.stop));
-    let mut all: Vec<(String, crate::records::limits::DailyStop)> = Vec::new();
-    for spent in mine
-        .into_iter()
-        .chain(children.iter().flat_map(|c| c.day_spent.clone()))
-    {
-        if !all.contains(&spent) {
-            all.push(spent);
-        }
-    }
-    all
+    day: super::day::Unrecorded,
 }
 
 impl Commit<'_> {
