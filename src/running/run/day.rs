@@ -1,11 +1,12 @@
 //! The day a run spends in (DESIGN §6, §17, §22). What a run spends is counted in today's spending
-//! in state as each of its responses arrives — in its role's day, in the day of every role above
-//! it (a delegated run's spending counts against the roles that asked for it, each once) and in
-//! the global day — and between two steps the daily budgets are checked against that. So a daily
-//! budget holds while several runs go on at once (each counts what the others told state), from
-//! every door and process (`tabd fire` beside the daemon), and across a crash: a run killed in
-//! the middle of its turn has counted what it spent. The run's end (`finish`) adds to the day only
-//! what was not told yet, so the day is the sum of the records once every run has ended.
+//! in state before each of its steps — in its role's day, in the day of every role above it (a
+//! delegated run's spending counts against the roles that asked for it, each once) and in the
+//! global day — and then the daily budgets are checked against that. So a daily budget holds
+//! while several runs go on at once (each counts what the others told state), from every door and
+//! process (`tabd fire` beside the daemon), and across a crash: a run killed in the middle of its
+//! turn has counted what it spent up to its last step. The run's end (`finish`) adds to the day
+//! what was not told yet, in the same update as its record, so the day is the sum of the records
+//! once every run has ended.
 
 use std::sync::{Arc, Mutex};
 
@@ -130,12 +131,13 @@ impl RunDay {
     }
 
     /// Tells state what the run spent since it last did: one update, so two runs telling at
-    /// once both count. A write that fails is said once and tried again at the next response;
-    /// meanwhile the checks count it from here.
-    fn tell(&self, own: &mut Own) {
+    /// once both count. A write that fails is said once and tried again at the next step;
+    /// meanwhile the checks count it from here. True when state was written (and `own.seen` is
+    /// what it holds now).
+    fn tell(&self, own: &mut Own) -> bool {
         let (tokens, usd) = own.untold();
         if tokens == 0 && usd <= 0.0 {
-            return;
+            return false;
         }
         let (roles, today) = (self.roles(), self.today());
         let told = self.store.update_with(Durability::File, |s| {
@@ -146,23 +148,25 @@ impl RunDay {
             Ok(state) => {
                 own.told = own.spent;
                 own.seen = Some(state);
+                true
             }
-            Err(e) => self.side.failed("the state (a run's spending today)", &e),
+            Err(e) => {
+                self.side.failed("the state (a run's spending today)", &e);
+                false
+            }
         }
     }
 
-    /// The first daily budget spent, by what state says now and what the run has not told it.
-    fn crossed_in(&self, own: &mut Own) -> Option<Crossed> {
-        let state = match self.store.try_load() {
-            Ok(s) => {
-                own.seen = Some(s.clone());
-                s
+    /// The first daily budget spent, by what state says (`fresh`: as this run just wrote it;
+    /// else read now) and what the run has not told it.
+    fn crossed_in(&self, own: &mut Own, fresh: bool) -> Option<Crossed> {
+        if !fresh {
+            match self.store.try_load() {
+                Ok(s) => own.seen = Some(s),
+                Err(e) => self.side.failed("the state (today's spending, read)", &e),
             }
-            Err(e) => {
-                self.side.failed("the state (today's spending, read)", &e);
-                own.seen.clone().unwrap_or_default()
-            }
-        };
+        }
+        let state = own.seen.clone().unwrap_or_default();
         budget_crossed(
             &self.chain,
             self.global.as_ref(),
@@ -170,6 +174,13 @@ impl RunDay {
             self.today(),
             own.untold(),
         )
+    }
+
+    /// The daily budget spent as the run ends, by what state says and what the run has not told
+    /// it yet (its end adds that, in the same update as its record: no write of its own).
+    pub fn crossed_at_end(&self) -> Option<Crossed> {
+        let mut own = self.own();
+        self.crossed_in(&mut own, false)
     }
 }
 
@@ -183,29 +194,24 @@ impl std::fmt::Debug for RunDay {
 }
 
 impl Day for RunDay {
+    /// Counted here; told to state before the run's next step (`crossed`), or by its end — so a
+    /// run's last response costs no write of its own.
     fn spent(&self, tokens: u64, usd: f64) {
         let mut own = self.own();
         own.spent.0 += tokens;
         own.spent.1 += usd;
-        self.tell(&mut own);
-        if self.faults.hit("day-crossed") {
-            let seen = own.seen.clone().unwrap_or_default();
-            let crossed = budget_crossed(
-                &self.chain,
-                self.global.as_ref(),
-                &seen,
-                self.today(),
-                own.untold(),
-            );
-            if crossed.is_some() {
-                self.faults.abort_at("day-crossed");
-            }
-        }
     }
 
+    /// Before each step: what the run spent since its last one is told first (from then on the
+    /// runs going on at once count it, and a crash keeps it), then the day is checked.
     fn crossed(&self) -> Option<Crossed> {
         let mut own = self.own();
-        self.crossed_in(&mut own)
+        let fresh = self.tell(&mut own);
+        let crossed = self.crossed_in(&mut own, fresh);
+        if crossed.is_some() {
+            self.faults.abort_at("day-crossed");
+        }
+        crossed
     }
 }
 
@@ -251,7 +257,7 @@ pub(super) fn unrecorded(
 /// The roles whose day the run (or a run it delegated to) found spent as it ended, and by which
 /// limit, each once: the daemon stops them for today and tells the person once.
 pub(super) fn spent_at_end(day: Option<&RunDay>, children: &[RunResult]) -> Vec<(String, DailyStop)> {
-    let mine = day.and_then(|d| d.crossed()).map(|c| (c.role, c.stop));
+    let mine = day.and_then(RunDay::crossed_at_end).map(|c| (c.role, c.stop));
     let mut all: Vec<(String, DailyStop)> = Vec::new();
     for spent in mine
         .into_iter()
@@ -324,8 +330,9 @@ mod tests {
         }
     }
 
-    /// Two runs going on at once see each other's spending as it happens (state is where they
-    /// meet, whichever process each runs in), and a delegated run's counts in its parent's day.
+    /// Two runs going on at once see each other's spending from the step after it (state is
+    /// where they meet, whichever process each runs in), and a delegated run's counts in its
+    /// parent's day.
     #[test]
     fn runs_going_on_at_once_count_in_one_day() {
         let (_dir, store) = store();
@@ -335,13 +342,19 @@ mod tests {
         assert!(a.crossed().is_none() && b.crossed().is_none());
         let child = day(&store, "c", &["a"], 1_000);
         child.spent(400, 0.0);
-        let crossed = a.crossed().expect("its child spent the rest of a's day");
-        assert_eq!((crossed.role.as_str(), crossed.spent), ("a", 1_000.0));
+        assert_eq!(
+            child.crossed_at_end().map(|c| c.role),
+            Some("a".to_string()),
+            "counted with what it has not told yet"
+        );
+        assert!(a.crossed().is_none(), "not told before the child's next step");
         assert_eq!(
             child.crossed().map(|c| c.role),
             Some("a".to_string()),
             "the child is stopped by its parent's day"
         );
+        let crossed = a.crossed().expect("its child spent the rest of a's day");
+        assert_eq!((crossed.role.as_str(), crossed.spent), ("a", 1_000.0));
         assert!(b.crossed().is_none(), "b's own day is not a's");
         let s = store.load();
         let today = chrono::NaiveDate::from_ymd_opt(2026, 11, 25).unwrap();
@@ -362,15 +375,23 @@ mod tests {
         let (dir, store) = store();
         let a = day(&store, "a", &[], 1_000);
         a.spent(100, 0.0);
+        assert!(a.crossed().is_none());
         let state = dir.path().join(".tabd/state.json");
         std::fs::remove_file(&state).unwrap();
         std::fs::create_dir(&state).unwrap(); // unreadable, unwritable
         a.spent(900, 0.0);
+        let crossed = a.crossed().expect("counted from what the run knows");
+        assert_eq!(
+            crossed.spent, 1_000.0,
+            "the last state it saw, and what it could not tell"
+        );
         assert_eq!(a.untold(), (900, 0.0));
-        assert!(a.crossed().is_some(), "counted from what the run knows");
         std::fs::remove_dir(&state).unwrap();
-        a.spent(0, 0.0);
         a.spent(1, 0.0);
+        assert!(
+            a.crossed().is_none(),
+            "a fresh state file: a new day for the test"
+        );
         assert_eq!(a.untold(), (0, 0.0), "told once state could be written again");
     }
 }
