@@ -17,6 +17,7 @@ mod approval_records;
 mod approvals;
 mod attacks;
 mod big_notes;
+mod budget;
 mod cli_foundation;
 mod cluster;
 mod cluster_approvals;

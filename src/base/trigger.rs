@@ -55,6 +55,9 @@ pub struct Trigger {
     /// A scheduled run that runs its slot again, the run of it that started earlier having been
     /// interrupted (DESIGN §22).
     pub rerun: Option<Rerun>,
+    /// A person started it knowing its day is spent (`tabd fire --over-budget`): its role's and
+    /// the global daily budgets do not stop it (what it spends still counts).
+    pub over_budget: bool,
 }
 
 /// A slot run again because its run did not finish (a crash, `kill -9`, tabd's own stop).
@@ -101,6 +104,7 @@ impl Trigger {
             delegation: None,
             resumes: None,
             rerun: None,
+            over_budget: false,
         }
     }
 

@@ -444,15 +444,16 @@ fn ended_of(class: Option<FailureClass>, end: &TurnEnd) -> Option<String> {
     }
 }
 
-/// Finishes a run that called the model (or tried to).
+/// Finishes a run that called the model (or tried to); `day`: the day it spent in, `None` for
+/// a run that had none (recorded after a crash or a cancelled task: what it spent, it told).
 pub(super) fn finish(
     env: &RunEnv,
     role: &Role,
-    trigger: Trigger,
-    notes: Vec<Note>,
+    (trigger, notes): (Trigger, Vec<Note>),
     prep: Prepared,
     outcome: TurnOutcome,
     children: Vec<RunResult>,
+    day: Option<&super::day::RunDay>,
 ) -> RunResult {
     let ended = env.clock.now();
     let (outcome, decided) = fenced(&env.fence, outcome, slot_of(&trigger).is_some());
@@ -482,6 +483,7 @@ pub(super) fn finish(
     } else {
         (env.log.render_run(&record, &human), String::new())
     };
+    let day_spent = super::day::spent_at_end(day, &children);
     let result = |failure, daily_log| RunResult {
         record: record.clone(),
         summary: outcome.summary.clone(),
@@ -491,6 +493,7 @@ pub(super) fn finish(
         skipped: None,
         output: outcome.output.clone(),
         delegated_section: delegated_section.clone(),
+        day_spent: day_spent.clone(),
     };
     let daily_path = env.log.daily_path(prep.started);
     let commit = Commit {
@@ -506,7 +509,7 @@ pub(super) fn finish(
         trigger_kind: trigger.kind.as_str(),
         slot: slot_of(&trigger),
         notes: notes.len(),
-        children_spent: human.children_spent,
+        day: super::day::unrecorded(day, &record, class, &role.name),
     };
     let pending = match commit.save(&env.store, &env.log) {
         Ok(p) => p,
@@ -554,9 +557,9 @@ struct Commit<'a> {
     /// The scheduled slot the run was for: its end clears the slot's start (`StartedSlot`).
     slot: Option<chrono::DateTime<Utc>>,
     notes: usize,
-    /// Tokens and dollars of the runs this run delegated to: they count in this role's daily
-    /// budget too (each child counted its own, and the global budget, already).
-    children_spent: (u64, f64),
+    /// What of the run's spending today's counters do not have yet, and the roles whose day it
+    /// counts in (its own, and those above it).
+    day: super::day::Unrecorded,
 }
 
 impl Commit<'_> {
@@ -578,11 +581,9 @@ impl Commit<'_> {
         // not synced here, so a power cut may at worst run the run's notes again.
         store.update_with(crate::base::vault::Durability::File, |s| {
             crate::records::spent::reconcile(s, today, &spent);
-            s.add_usage(self.role, today, rec.usage.tokens, rec.usage.cost_usd);
+            super::day::count_in(s, &self.day.roles, today, self.day.spent);
             let r = s.role(self.role);
             r.roll_day(today);
-            r.tokens_today += self.children_spent.0;
-            r.cost_today_usd += self.children_spent.1;
             self.count(r, outage);
             // In this same update, so a committed end and an owed slot never both hold: a run
             // tabd's own stop cut short leaves its slot owed (the next start decides), any other
@@ -865,10 +866,44 @@ pub fn run_lock_path(role: &str) -> VaultPath {
     VaultPath::parse(&crate::base::vault::layout::run_lock(role), false).unwrap_or_else(|_| VaultPath::root())
 }
 
-/// A run skipped at zero tokens (`skip_unchanged`): a JSONL `skipped` record, and one daily-log
-/// line per cause per day.
-pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepared) -> RunResult {
-    let why = "nothing changed since the last run (skip_unchanged)".to_string();
+/// Why a run was skipped at zero tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Skip {
+    /// Nothing changed since its last run (`skip_unchanged`).
+    Unchanged,
+    /// Its day was spent as it was to start (another run spent it since its door looked): its
+    /// notes wait in the inbox, no attempt counted.
+    DaySpent(crate::records::limits::DailyStop),
+}
+
+impl Skip {
+    fn why(self) -> &'static str {
+        match self {
+            Self::Unchanged => "nothing changed since the last run (skip_unchanged)",
+            Self::DaySpent(stop) => stop.cause(),
+        }
+    }
+
+    /// What its one daily-log line a day is keyed on (a spent day: the key the daemon's own
+    /// skips use, so the day reads one line per cause whoever skipped).
+    fn notice(self) -> &'static str {
+        match self {
+            Self::Unchanged => "skip_unchanged",
+            Self::DaySpent(stop) => stop.cause(),
+        }
+    }
+}
+
+/// A run skipped at zero tokens: a JSONL `skipped` record, and one daily-log line per cause per
+/// day.
+pub(super) fn skipped(
+    env: &RunEnv,
+    role: &Role,
+    trigger: &Trigger,
+    prep: &Prepared,
+    skip: Skip,
+) -> RunResult {
+    let why = skip.why().to_string();
     let record = RunRecord::without_model(
         prep.id.to_string(),
         &role.name,
@@ -884,7 +919,7 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         if let Some(slot) = slot {
             r.slot_finished(slot);
         }
-        r.first_notice("skip_unchanged")
+        r.first_notice(skip.notice())
     });
     env.side.check("the state (a skip's notice)", first.as_ref());
     if first.unwrap_or(true) {
@@ -906,6 +941,10 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         skipped: Some(why),
         output: None,
         delegated_section: String::new(),
+        day_spent: match skip {
+            Skip::DaySpent(stop) => vec![(role.name.clone(), stop)],
+            Skip::Unchanged => Vec::new(),
+        },
     }
 }
 
@@ -936,11 +975,11 @@ fn record_ended(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>, e
     finish(
         env,
         role,
-        trigger,
-        notes,
+        (trigger, notes),
         prep,
         TurnOutcome::ended(end),
         Vec::new(),
+        None,
     )
 }
 
@@ -963,6 +1002,7 @@ pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
         skipped: None,
         output: None,
         delegated_section: String::new(),
+        day_spent: Vec::new(),
     }
 }
 
