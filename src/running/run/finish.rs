@@ -514,22 +514,26 @@ pub(super) fn finish(
     let pending = match commit.save(&env.store, &env.log) {
         Ok(p) => p,
         Err(e) => {
-            // Its spend is never forgotten: the record is written all the same, and the next
-            // save (or start) counts it from there (`records::spent`).
-            env.side.check(
-                "the run record (of a run tabd could not record in its state)",
-                env.log.write_record(&record),
-            );
-            tracing::error!(
-                "cannot record the run of {} in state: {e}; its notes stay in the inbox and run again, and \
-                 what it spent is counted from its run record",
-                role.name
-            );
+            unrecorded(env, &role.name, &record, &e);
             return result(Some((FailureClass::RunFailure, e.to_string())), daily_path);
         }
     };
     publish(env, &role.name, &pending, Publish::Fresh);
     result(decided.failure, daily_path)
+}
+
+/// A run state could not record (`why`): its spend is never forgotten — its record is written all
+/// the same, and the next save (or start) counts it from there (`records::spent`); its notes stay
+/// in the inbox and run again.
+fn unrecorded(env: &RunEnv, role: &str, record: &RunRecord, why: &VaultError) {
+    env.side.check(
+        "the run record (of a run tabd could not record in its state)",
+        env.log.write_record(record),
+    );
+    tracing::error!(
+        "cannot record the run of {role} in state: {why}; its notes stay in the inbox and run again, and \
+         what it spent is counted from its run record"
+    );
 }
 
 /// The scheduled slot a run of `trigger` is for (`None`: not a scheduled run).
