@@ -42,6 +42,7 @@ mod mcp_serve;
 mod notify;
 mod outcomes;
 mod owned;
+mod pause;
 mod providers;
 mod read_back;
 mod reload;

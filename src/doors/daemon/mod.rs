@@ -17,6 +17,7 @@
 
 mod broken;
 mod cluster;
+mod cluster_pause;
 pub mod core;
 mod effects;
 mod env_file;
@@ -24,6 +25,7 @@ pub mod events;
 mod expect;
 mod inputs;
 mod lock;
+mod pause;
 pub mod ready;
 mod reload;
 mod report;
@@ -32,6 +34,7 @@ mod role_changes;
 mod shared_runs;
 pub mod slots;
 pub mod status;
+pub mod status_pause;
 mod tasks;
 mod upkeep;
 mod watch;
@@ -123,6 +126,8 @@ struct Seen {
     unreadable: BTreeMap<String, Vec<String>>,
     /// Why scheduled slots cannot be recorded right now (shown in status until it works again).
     ledger_error: Option<String>,
+    /// The person's pause book as last read (`pause`).
+    pauses: pause::PauseSeen,
 }
 
 /// What the person is shown and told: the status note, failed side writes, `[notify]`.
@@ -145,6 +150,8 @@ struct Work {
     starting: HashMap<String, effects::Starting>,
     approvals: ApprovalWork,
     expect: expect::ExpectWork,
+    /// Each run's own stop: a pause ends one run at its next step.
+    stops: pause::RunStops,
     /// Effects are being carried out (`core::drive`): an input fed now waits in `fed`.
     driving: bool,
     fed: Vec<Input>,
@@ -457,6 +464,7 @@ impl Daemon {
             );
         }
         self.forget_deleted_roles();
+        self.make_pause_folder();
         self.apply(Input::Roles {
             names: self.roles().runnable().map(|r| r.name.clone()).collect(),
             rescheduled: Vec::new(),
@@ -480,7 +488,11 @@ impl Daemon {
 
     fn next_wake(&self) -> Instant {
         let (wall, now) = self.now();
-        let mut timers = vec![self.next_deadline(wall, now), self.cluster_wake()];
+        let mut timers = vec![
+            self.next_deadline(wall, now),
+            self.cluster_wake(),
+            self.pause_wake(wall, now),
+        ];
         let limits = &self.config().limits;
         let roles = &self.roles().roles;
         timers.extend(self.core.wakes(now, |name| {
@@ -532,6 +544,8 @@ impl Daemon {
         // The tick's own file work (state, inbox listings, the status note) is small and bounded:
         // it runs right here. Long work (runs, tools, hashing big files) is `blocking::run`.
         self.seen.state = self.run_env.store.load();
+        self.follow_cluster_pauses(wall);
+        self.read_pauses(wall);
         self.apply(Input::Tick(core::Observed {
             wall,
             events_lost: self.watching.overflow.swap(false, Ordering::Relaxed),

@@ -9,6 +9,7 @@
 //! overwritten that could not be read).
 
 pub mod approval_ledger;
+pub mod pause;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
