@@ -21,6 +21,7 @@ mod cli_foundation;
 mod cluster;
 mod cluster_approvals;
 mod cluster_daemons;
+mod cluster_pause;
 mod cluster_resilience;
 mod cluster_synced;
 mod consent;

@@ -369,3 +369,78 @@ fn a_run_going_on_is_stopped_when_its_pause_lands() {
     });
     assert_eq!(fake.requests().len(), 1, "nothing more ran while paused");
 }
+
+/// The slots that pass while a paused daemon is away (stopped, the machine asleep) are skipped
+/// as paused when it starts, never caught up: no "missed … running once now", no run.
+#[test]
+fn slots_missed_while_paused_and_away_are_not_caught_up() {
+    let (v, fake) = setup("");
+    ticker(&v, "ticker");
+    let offset = v.dir.path().join("clock-offset");
+    std::fs::write(&offset, "0").unwrap();
+    let env = [("TABD_TEST_CLOCK_OFFSET_FILE", offset.to_str().unwrap())];
+    let mut d = Daemon::start_with_env(&v, &env);
+    wait_until(T, "a scheduled run", || !ok_records(&v, "ticker").is_empty());
+    tabd_exits(&v, &["pause", "ticker"], 0);
+    wait_until(T, "the daemon shows the pause", || {
+        daemon_shows_paused(&v, "ticker")
+    });
+    d.signal(libc::SIGTERM);
+    d.wait_exit(T);
+    let requests = fake.requests().len();
+    // Ten minutes away: the daemon's wall clock starts ten minutes on.
+    std::fs::write(&offset, "600").unwrap();
+    let _d = Daemon::start_with_env(&v, &env);
+    wait_until(T, "the slots missed while away skipped as paused", || {
+        paused_records(&v, "ticker").iter().any(|r| {
+            r["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("scheduled runs up to"))
+        })
+    });
+    let daily = v.daily();
+    assert!(
+        !daily.contains("ticker · missed"),
+        "no catch-up of paused slots:\n{daily}"
+    );
+    assert_eq!(fake.requests().len(), requests, "nothing ran");
+}
+
+/// A `delegate` call to a paused role is refused with a sentence the parent's model reads (the
+/// command that ends the pause); no child runs.
+#[test]
+fn a_delegate_call_to_a_paused_role_is_refused() {
+    let fake = FakeModel::start();
+    let v = TestVault::new();
+    v.unschedule_stock_roles();
+    let d = v.read("roles/delivery.md");
+    v.write(
+        "roles/delivery.md",
+        &d.replacen("extends: _base\n", "extends: _base\ncan_delegate_to: [risk]\n", 1),
+    );
+    v.use_model(&fake, "anthropic", "");
+    fake.respond_with(|r, _| {
+        if wire::tool_results(&r.body).is_empty() {
+            return wire::tools(
+                "anthropic",
+                None,
+                &[(
+                    "d1",
+                    "delegate",
+                    serde_json::json!({"role": "risk", "task": "Rate it."}),
+                )],
+            );
+        }
+        wire::text("anthropic", "done")
+    });
+    tabd_exits(&v, &["pause", "risk"], 0);
+    tabd_exits(&v, &["fire", "delivery"], 0);
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "the parent's two requests, no child's");
+    let (_, result, _) = &wire::tool_results(&requests[1].body)[0];
+    assert!(
+        result.contains("not started") && result.contains("`tabd resume risk` ends the pause"),
+        "{result}"
+    );
+    assert!(v.records().iter().all(|r| r["trigger"]["kind"] != "delegate"));
+}

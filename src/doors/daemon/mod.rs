@@ -442,6 +442,7 @@ impl Daemon {
                     "{e}; tabd does not start: without its cluster this device would run every slot and note, beside the devices that share them"
                 )
             })?;
+        self.start_pause_follower();
         if let Some(warning) = self.config().provider.missing_key(&self.setup.env) {
             tracing::warn!("{warning}");
         }

@@ -31,6 +31,8 @@ pub(super) struct PauseSeen {
     /// The file's bytes at the last read (`None`: not read yet; `Some(None)`: no file).
     bytes: Option<Option<Vec<u8>>>,
     read: Option<Read>,
+    /// With `[cluster]`: the cluster's book as its follower reads it (`cluster_pause`).
+    pub(super) cluster: Option<super::cluster_pause::ClusterPauses>,
 }
 
 /// Each running role's stop: a pause asks one run to end at its next step (tabd's own stop asks
