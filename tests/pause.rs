@@ -107,7 +107,9 @@ fn a_paused_roles_slots_pass_without_a_model_call_and_are_not_caught_up() {
         "one line per pause:\n{daily}"
     );
     assert!(
-        daily.contains("ticker · paused — you paused ticker until you run `tabd resume`"),
+        daily.contains(
+            "ticker · paused — you paused ticker until you resume it (`tabd resume ticker` ends it)"
+        ),
         "{daily}"
     );
     let text = stdout(&v.tabd(&["status"]));

@@ -191,15 +191,22 @@ impl Daemon {
     fn pause_began(&mut self, held: &Held) {
         let tz = self.config().timezone;
         let (who, what) = self.whose(&held.target);
-        let until = match held.until {
-            Some(u) => format!("until {}", crate::base::text::shown(u, tz)),
-            None => "until you run `tabd resume`".to_string(),
+        let arg = held.target.resume_arg();
+        // Until when, and how to end it: one phrase for the daily line and the push.
+        let (until, ending) = match held.until {
+            Some(u) => (
+                format!("until {}", crate::base::text::shown(u, tz)),
+                format!("`tabd resume {arg}` ends it sooner"),
+            ),
+            None => (
+                "until you resume it".to_string(),
+                format!("`tabd resume {arg}` ends it"),
+            ),
         };
         let text = match &held.unrecorded {
             Some(why) => format!("paused — {what}: {why}"),
             None => format!(
-                "paused — you paused {what} {until} (`tabd resume {}` ends it sooner): nothing of it runs; notes wait in the inbox, no attempt counted",
-                held.target.resume_arg()
+                "paused — you paused {what} {until} ({ending}): nothing of it runs; notes wait in the inbox, no attempt counted"
             ),
         };
         tracing::warn!("{who}: {text}");
@@ -213,8 +220,8 @@ impl Daemon {
             let message = match &held.unrecorded {
                 Some(why) => format!("{}.", sentence_of(why)),
                 None => format!(
-                    "Nothing of it runs {until} — no schedule, note or watch; notes wait in the inbox. `tabd resume {}` ends it.",
-                    held.target.resume_arg()
+                    "Nothing of it runs {until} — no schedule, note or watch; notes wait in the inbox. {}.",
+                    sentence_of(&ending)
                 ),
             };
             let note = Some(self.run_env.vault.layout().status_note());

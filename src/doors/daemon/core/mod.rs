@@ -1,5 +1,6 @@
 //! The daemon's core: a state machine that owns every role's runtime (what waits, what runs,
-//! what holds it back), the notes' readiness and the model-call pause. Everything that changes
+//! what holds it back), the notes' readiness, the model-call pause and the person's pauses
+//! (`tabd pause`: `pause`). Everything that changes
 //! them goes through one function, [`Core::step`]: an [`Input`] (a file event, a scan's result,
 //! due slots, a tick, a run started or finished, a reload) and `now` in, [`Effect`]s out (start a
 //! run, let a lock go, stop a role for the day, pause or resume model calls, rewrite the status).
