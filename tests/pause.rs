@@ -84,7 +84,7 @@ fn a_paused_roles_slots_pass_without_a_model_call_and_are_not_caught_up() {
     wait_until(T, "a scheduled run", || !ok_records(&v, "ticker").is_empty());
     let said = tabd_exits(&v, &["pause", "ticker"], 0);
     assert!(
-        said.contains("Paused ticker (ticker) until you run `tabd resume ticker`"),
+        said.contains("Paused ticker (ticker) until you resume it (`tabd resume ticker`)"),
         "{said}"
     );
     wait_until(T, "the daemon shows the pause", || {
@@ -114,17 +114,17 @@ fn a_paused_roles_slots_pass_without_a_model_call_and_are_not_caught_up() {
     );
     let text = stdout(&v.tabd(&["status"]));
     assert!(
-        text.contains("PAUSED BY YOU: ticker until `tabd resume`"),
+        text.contains("PAUSED BY YOU: ticker until you resume it"),
         "{text}"
     );
-    assert!(text.contains("— enabled · PAUSED until `tabd resume`"), "{text}");
+    assert!(text.contains("— enabled · PAUSED until you resume it"), "{text}");
     let note = v.read("agent/status.md");
     assert!(
         note.contains("> [!warning] Paused by you (`tabd pause`)"),
         "{note}"
     );
     assert!(
-        note.contains("| ticker | enabled · PAUSED until `tabd resume`"),
+        note.contains("| ticker | enabled · PAUSED until you resume it"),
         "{note}"
     );
     let status = role_status(&v, "ticker");
@@ -259,9 +259,15 @@ fn a_pause_survives_a_restart_and_is_pushed_once() {
         paused_records(&v, "ticker").len() > after_first
     });
     assert!(fake.requests().is_empty(), "nothing ran across the restart");
+    assert_eq!(
+        v.daily().matches("tabd · paused — you paused every role").count(),
+        1,
+        "said once, not once per start:\n{}",
+        v.daily()
+    );
     let status = stdout(&v.tabd(&["status"]));
     assert!(
-        status.contains("PAUSED BY YOU: every role until `tabd resume`"),
+        status.contains("PAUSED BY YOU: every role until you resume it"),
         "{status}"
     );
     tabd_exits(&v, &["resume"], 0);
@@ -290,8 +296,9 @@ fn the_doors_of_a_paused_role_are_shut_and_only_real_roles_pause() {
     tabd_exits(&v, &["pause", "delivery"], 0);
     let said = tabd_exits(&v, &["fire", "delivery"], 1);
     assert!(
-        said.contains("`delivery` is paused (`tabd pause delivery`) until you resume it")
-            && said.contains("`tabd resume delivery` ends the pause"),
+        said.contains(
+            "`tabd fire` refused: `delivery` is paused (`tabd pause delivery`) until you resume it"
+        ) && said.contains("`tabd resume delivery` ends the pause"),
         "{said}"
     );
     let said = tabd_exits(&v, &["mcp", "serve", "--role", "delivery"], 1);

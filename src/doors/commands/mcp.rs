@@ -336,7 +336,7 @@ fn render_sandbox(sb: &SandboxReport) -> String {
 /// and daily section when it ends.
 pub fn serve(ws: &Workspace, role: &str) -> Result<u8, CliError> {
     let role = super::fire::runnable_role(ws, role)?.clone();
-    super::pause::refuse_if_paused(ws, &role, "a `tabd mcp serve` session, a run of it,")?;
+    super::pause::refuse_if_paused(ws, &role, "`tabd mcp serve` (a session is a run of the role)")?;
     let env = ws.run_env()?;
     may_serve(&env, &role)?;
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -98,7 +98,7 @@ fn who(ws: &Workspace, target: &Target) -> String {
 /// pause holds it, with what ends the pause (exit 1, as a day's spent budget is).
 pub fn refuse_if_paused(ws: &Workspace, role: &crate::setup::role::Role, what: &str) -> Result<(), CliError> {
     match store(ws).refusal(&role.name, Utc::now(), ws.config.timezone) {
-        Some(why) => Err(CliError::failed(format!("{why} — {what} included"))),
+        Some(why) => Err(CliError::failed(format!("{what} refused: {why}"))),
         None => Ok(()),
     }
 }
@@ -142,33 +142,49 @@ pub fn pause(ws: &Workspace, role: Option<&str>, for_: Option<&str>) -> Result<u
     for w in warnings {
         eprintln!("warning: {w}");
     }
-    let tz = ws.config.timezone;
     let since = held.as_ref().map_or(now, |p| p.since);
+    say_paused(ws, &target, (since, now, until));
+    if let Some(said) = cluster_said {
+        println!("With [cluster]: {said}.");
+    }
+    Ok(code)
+}
+
+/// What `tabd pause` did: `target` paused (since, now, until), and what the daemon does about it.
+fn say_paused(
+    ws: &Workspace,
+    target: &Target,
+    (since, now, until): (DateTime<Utc>, DateTime<Utc>, Option<DateTime<Utc>>),
+) {
+    let tz = ws.config.timezone;
     let when = match until {
         Some(u) => format!(
             "until {} (`tabd resume {}` ends it sooner)",
             crate::base::text::shown(u, tz),
             target.resume_arg()
         ),
-        None => format!("until you run `tabd resume {}`", target.resume_arg()),
+        None => format!("until you resume it (`tabd resume {}`)", target.resume_arg()),
     };
-    let again = if since < now {
-        format!(" (paused since {})", crate::base::text::shown(since, tz))
+    let what = if since < now {
+        format!(
+            "{} stays paused (since {}), now",
+            who(ws, target),
+            crate::base::text::shown(since, tz)
+        )
     } else {
-        String::new()
+        format!("Paused {}", who(ws, target))
     };
     println!(
-        "Paused {}{again} {when}: no scheduled run (each is skipped, not caught up), no inbox note (they wait, no attempt counted), no watch, no `tabd fire`, no `tabd mcp serve`.",
-        who(ws, &target)
+        "{what} {when}: no scheduled run (each is skipped, not caught up), no inbox note (they wait, no attempt counted), no watch, no `tabd fire`, no `tabd mcp serve`."
     );
     println!(
         "{}",
-        daemon_line(ws, "stops it now; a run going on ends at its next step")
+        daemon_line(
+            ws,
+            "stops it now; a run going on ends at its next step",
+            "it holds from when one starts"
+        )
     );
-    if let Some(said) = cluster_said {
-        println!("With [cluster]: {said}.");
-    }
-    Ok(code)
 }
 
 /// `tabd resume`: `role`'s pause, or every pause.
@@ -262,23 +278,31 @@ fn report_resume(
         _ => !before.is_empty(),
     };
     if !was && ended == 0 {
-        let what = which.map_or_else(|| "nothing".to_string(), |t| who(ws, t));
-        println!("{what} was not paused: nothing to resume.");
+        match which {
+            Some(t) => println!("{} was not paused: nothing to resume.", who(ws, t)),
+            None => println!("Nothing was paused: nothing to resume."),
+        }
         return Ok(0);
     }
-    let what = which.map_or_else(|| "every role".to_string(), |t| who(ws, t));
+    let (what, its) = match which {
+        Some(t) => (who(ws, t), "its"),
+        None => ("every role".to_string(), "their"),
+    };
     println!(
-        "Resumed {what}: its notes waiting in the inbox run now; the scheduled runs that passed while paused were skipped and are not caught up."
+        "Resumed {what}: {its} notes waiting in the inbox run now; the scheduled runs that passed while paused were skipped and are not caught up."
     );
-    println!("{}", daemon_line(ws, "goes on with it now"));
+    println!(
+        "{}",
+        daemon_line(ws, "goes on with it now", "they run when one starts")
+    );
     Ok(0)
 }
 
-/// What the running daemon does, or that none runs.
-fn daemon_line(ws: &Workspace, doing: &str) -> String {
+/// What the running daemon does (`doing`), or that none runs and what then (`without`).
+fn daemon_line(ws: &Workspace, doing: &str, without: &str) -> String {
     match crate::doors::daemon::lock_holder(&ws.vault) {
         Some(pid) => format!("The daemon (pid {pid}) {doing}."),
-        None => "No daemon runs on this vault now; it holds from when one starts.".into(),
+        None => format!("No daemon runs on this vault now; {without}."),
     }
 }
 

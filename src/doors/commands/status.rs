@@ -78,9 +78,17 @@ fn read_report(ws: &Workspace) -> Option<status::StatusReport> {
     serde_json::from_str(&text).ok()
 }
 
-/// The pauses that hold, from the book (with tabd's key, the marks of pauses whose record is gone).
+/// The pauses that hold, from the book — and, with tabd's key, the marks of pauses whose record
+/// is gone. A status only reads: a key not made yet is not made here (it would have no marks).
 fn paused(ws: &Workspace) -> crate::records::state::pause::Paused {
-    let store = crate::records::state::pause::PauseStore::new(ws.vault.clone(), ws.key().ok());
+    let made = ws
+        .launcher(None)
+        .places()
+        .state
+        .join(crate::base::signing::FILE)
+        .exists();
+    let key = if made { ws.key().ok() } else { None };
+    let store = crate::records::state::pause::PauseStore::new(ws.vault.clone(), key);
     let names = ws.roles.all_names();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     store.paused(Utc::now(), &names)

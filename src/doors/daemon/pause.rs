@@ -210,7 +210,10 @@ impl Daemon {
             ),
         };
         tracing::warn!("{who}: {text}");
-        self.pause_line(&who, &text);
+        // Once a day: a restart while paused says it again only in the log.
+        if self.pause_noted_today(held) {
+            self.pause_line(&who, &text);
+        }
         let since = held
             .since
             .map_or_else(|| "unrecorded".to_string(), |s| s.to_rfc3339());
@@ -324,6 +327,26 @@ impl Daemon {
                     .get(r)
                     .map_or_else(|| r.clone(), |role| role.display_name.clone());
                 (who.clone(), who)
+            }
+        }
+    }
+
+    /// True the first time today that `held`'s beginning is said (the state's notices).
+    fn pause_noted_today(&self, held: &Held) -> bool {
+        let since = held
+            .since
+            .map_or_else(|| "unrecorded".to_string(), |s| s.to_rfc3339());
+        let cause = format!("paused {since}");
+        match held.target.role() {
+            Some(role) => self.note_once(role, &cause),
+            None => {
+                let today = self.today();
+                let first = self
+                    .run_env
+                    .store
+                    .update(|s| s.global.first_notice(today, &cause));
+                self.shown.writes.check("the state (a notice)", first.as_ref());
+                first.unwrap_or(true)
             }
         }
     }

@@ -55,7 +55,7 @@ impl PauseView {
             return format!("{what}: {why}");
         }
         let until = self.until.map_or_else(
-            || "until `tabd resume`".to_string(),
+            || "until you resume it".to_string(),
             |u| format!("until {}", crate::base::text::shown(u, tz)),
         );
         let mut by = Vec::new();
@@ -115,7 +115,7 @@ pub fn state_suffix(paused: Option<&PauseView>, tz: Tz) -> String {
         return String::new();
     };
     let until = p.until.map_or_else(
-        || "until `tabd resume`".to_string(),
+        || "until you resume it".to_string(),
         |u| format!("until {}", crate::base::text::shown(u, tz)),
     );
     let all = if p.all { " (every role)" } else { "" };
