@@ -453,3 +453,27 @@ fn a_delegate_call_to_a_paused_role_is_refused() {
     );
     assert!(v.records().iter().all(|r| r["trigger"]["kind"] != "delegate"));
 }
+
+/// A pause that lands while a `tabd mcp serve --role` session is open refuses its calls from
+/// then on, with the command that ends the pause; after the resume they run again.
+#[test]
+fn an_open_mcp_serve_sessions_calls_are_refused_once_its_role_is_paused() {
+    let (v, _fake) = setup("");
+    v.write("project/brief.md", "Ship on Friday.\n");
+    let mut c = crate::support::mcp_client::Client::start(&v, "delivery");
+    let read = serde_json::json!({"path": "project/brief.md"});
+    let (text, error) = crate::support::mcp_client::Client::text(&c.call(1, "read_file", read.clone()));
+    assert!(!error && text.contains("Ship on Friday"), "{text}");
+    tabd_exits(&v, &["pause", "delivery"], 0);
+    let (text, error) = crate::support::mcp_client::Client::text(&c.call(2, "read_file", read.clone()));
+    assert!(error, "refused: {text}");
+    assert!(
+        text.contains("refused: `delivery` is paused")
+            && text.contains("`tabd resume delivery` ends the pause"),
+        "{text}"
+    );
+    tabd_exits(&v, &["resume", "delivery"], 0);
+    let (text, error) = crate::support::mcp_client::Client::text(&c.call(3, "read_file", read));
+    assert!(!error && text.contains("Ship on Friday"), "{text}");
+    c.stop();
+}
