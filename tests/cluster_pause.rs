@@ -100,4 +100,16 @@ fn pause_all_on_one_device_holds_on_both() {
         ["tabd: paused", "tabd runs again"],
         "one push each, from one device"
     );
+    let daily = d.v.daily();
+    for line in [
+        "tabd · paused — you paused every role",
+        "Tick · skipped — paused",
+        "tabd · runs again — you resumed it (`tabd resume` on desktop)",
+    ] {
+        assert_eq!(
+            daily.matches(line).count(),
+            1,
+            "{line}: once, from one device:\n{daily}"
+        );
+    }
 }

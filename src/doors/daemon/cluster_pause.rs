@@ -12,8 +12,9 @@
 //!
 //! What the cluster says is input: a book older than one this device mirrored, or missing where
 //! it saw one, is refused and said (the device keeps holding what it last held); one that fails
-//! its seal is refused by the capability. A push about a pause goes out from one device: the
-//! first to create its key in the shared bucket.
+//! its seal is refused by the capability. A push about a pause, and its lines in the daily note
+//! (the vault's, which every device writes to), come from one device: the first to create its
+//! key in the shared bucket.
 
 use std::time::Duration;
 
@@ -135,9 +136,10 @@ impl Daemon {
         );
     }
 
-    /// With `[cluster]`, a push about a pause goes out from one device: the one that creates its
-    /// key first. Without the servers it goes out here (said twice beats not said).
-    pub(super) fn claim_push(&mut self, key: &str) -> bool {
+    /// Whether this device says `key` — a push about a pause, or its line in the (shared) daily
+    /// note: without `[cluster]` always; with it, the device that creates the key first in the
+    /// shared bucket. Without the servers it is said here (said twice beats not said).
+    pub(super) fn first_device(&self, key: &str) -> bool {
         let Some(c) = self.coordinator.as_ref() else {
             return true;
         };

@@ -210,16 +210,17 @@ impl Daemon {
             ),
         };
         tracing::warn!("{who}: {text}");
-        // Once a day: a restart while paused says it again only in the log.
-        if self.pause_noted_today(held) {
-            self.pause_line(&who, &text);
-        }
         let since = held
             .since
             .map_or_else(|| "unrecorded".to_string(), |s| s.to_rfc3339());
         let key = format!("pause:{}:{since}", held.target.resume_arg());
+        // Once a day (a restart while paused says it again only in the log), and with
+        // `[cluster]` from one device: the daily note is the vault's, not a device's.
+        if self.pause_noted_today(held) && self.first_device(&format!("line:{key}:{}", self.today())) {
+            self.pause_line(&who, &text);
+        }
         let told = self.pause_told(held);
-        if !told && self.push_once(&key) {
+        if !told && self.first_device(&key) {
             let message = match &held.unrecorded {
                 Some(why) => format!("{}.", sentence_of(why)),
                 None => format!(
@@ -259,12 +260,14 @@ impl Daemon {
             "runs again — {how}: {what} runs again; the slots that passed while paused were skipped, not caught up"
         );
         tracing::info!("{who}: {text}");
-        self.pause_line(&who, &text);
         let since = held
             .since
             .map_or_else(|| "unrecorded".to_string(), |s| s.to_rfc3339());
         let key = format!("resume:{}:{since}", held.target.resume_arg());
-        if self.push_once(&key) {
+        if self.first_device(&format!("line:{key}")) {
+            self.pause_line(&who, &text);
+        }
+        if self.first_device(&key) {
             let note = Some(self.run_env.vault.layout().status_note());
             let message = format!("{}. Its notes waiting in the inbox run now.", sentence_of(&how));
             self.tell(
@@ -388,7 +391,9 @@ impl Daemon {
         let since = held
             .and_then(|h| h.since)
             .map_or_else(|| "unrecorded".into(), |s| s.to_rfc3339());
-        if self.note_once(&role.name, &format!("paused since {since}")) {
+        let cause = format!("paused since {since}");
+        let line = format!("line:slots:{}:{since}:{}", role.name, self.today());
+        if self.note_once(&role.name, &cause) && self.first_device(&line) {
             let text = "skipped — paused (`tabd pause`): its scheduled runs are skipped while it is paused, and not caught up after";
             self.pause_line(&role.display_name, text);
         }
@@ -469,11 +474,6 @@ impl Daemon {
                 .writes
                 .check("the state (paused slots)", Err::<(), _>(e)),
         }
-    }
-
-    /// With `[cluster]`, the push of `key` goes out from one device: the first to claim it.
-    fn push_once(&mut self, key: &str) -> bool {
-        self.claim_push(key)
     }
 
     /// What holds now, for status.
