@@ -14,7 +14,8 @@
 //!   `[notify]`, pages given back when quiet, the stop;
 //! - `reload` — config and role files, watched folders; `env_file` — the env file read again
 //!   when it is saved; `upkeep` — crash leftovers swept, the undo journal pruned; `report` +
-//!   `status` — the status note and `tabd status`; `tasks` — run tasks, reaped as they finish.
+//!   `status` — the status note and `tabd status`; `tasks` — run tasks, reaped as they finish;
+//!   `replies` — taps on an approval push's buttons, read from the ntfy reply topic.
 
 mod broken;
 mod cluster;
@@ -30,6 +31,7 @@ mod owed;
 mod pause;
 pub mod ready;
 mod reload;
+mod replies;
 mod report;
 mod resumes;
 mod role_changes;
@@ -142,6 +144,8 @@ struct Showing {
     writes: crate::base::sidewrites::SideWrites,
     /// Where the person is told what needs them (`[notify]`); `None`: no channel set.
     notifier: Option<crate::capabilities::notify::Notifier>,
+    /// Taps on an approval push's buttons (`[notify] reply_topic`), and outcomes pushed.
+    answers: replies::Answers,
 }
 
 /// The work going on off the loop, and the inputs waiting while effects are carried out.
@@ -326,6 +330,7 @@ impl Daemon {
                 generation: 0,
                 writes: side,
                 notifier: None,
+                answers: Default::default(),
             },
             work: Work::default(),
             coordinator: None,
@@ -413,6 +418,7 @@ impl Daemon {
                     }
                 }
                 Some(done) = self.work.tasks.next(), if !self.work.tasks.is_empty() => self.on_done(done),
+                reply = replies::next(self.shown.answers.sub()) => self.on_reply(reply),
                 pass = async { self.work.approvals.task.as_mut().expect("guarded").await }, if self.work.approvals.task.is_some() => {
                     self.work.approvals.task = None;
                     self.on_approvals_pass(pass);
@@ -570,6 +576,7 @@ impl Daemon {
         // After the runs are started: a role's deadlines never wait behind another's note.
         self.check_expectations(wall);
         self.notify_approvals();
+        self.tell_decided();
         let mcp_servers = self
             .run_env
             .mcp_pool
