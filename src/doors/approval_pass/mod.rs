@@ -687,6 +687,47 @@ mod tests {
         }
     }
 
+    /// Approved from a phone, whose push showed the arguments as asked for: a note edited since
+    /// does not run (it is `invalid`, and the person may approve it in the note as it stands);
+    /// approved from the terminal, the note's arguments run as they stand, as before.
+    #[test]
+    fn approved_from_a_phone_runs_only_the_arguments_the_push_showed() {
+        let asked = json!({"channel": "C1"});
+        let mut a = record(NoteStatus::Approved);
+        a.args_hash = approval_ledger::args_hash("test/post", &asked);
+        a.decided_by = Some(approval_ledger::DecidedBy::Phone);
+        assert_eq!(
+            verdict(
+                &a,
+                read("pending", "test/post", Ok(asked.clone())),
+                t(NOW),
+                WITHIN
+            ),
+            Verdict::Run(asked.clone())
+        );
+        let edited = json!({"channel": "C2"});
+        let v = verdict(
+            &a,
+            read("pending", "test/post", Ok(edited.clone())),
+            t(NOW),
+            WITHIN,
+        );
+        assert!(
+            matches!(&v, Verdict::Invalid(why) if why.contains("edited after you approved it from your phone")),
+            "{v:?}"
+        );
+        a.decided_by = Some(approval_ledger::DecidedBy::Terminal);
+        assert_eq!(
+            verdict(
+                &a,
+                read("pending", "test/post", Ok(edited.clone())),
+                t(NOW),
+                WITHIN
+            ),
+            Verdict::Run(edited)
+        );
+    }
+
     /// A request asked for longer ago than tabd keeps the marks of started calls is not run
     /// (had it run, its mark may be forgotten); rejecting it still closes it.
     #[test]
