@@ -352,6 +352,14 @@ fn check_arguments(env: &RunEnv, claim: &Claim, a: &Approval) -> Result<(), Refu
     Ok(())
 }
 
+/// Forgets the marks of tokens taken longer ago than any token lives (`expire_after`, the
+/// longest an approval waits, and a day for clocks that differ): an older token runs out first.
+pub fn forget_old_tokens(env: &RunEnv) -> usize {
+    let day = std::time::Duration::from_secs(86_400);
+    env.key
+        .forget_marks_older_than(TOKENS_TAKEN, env.config.approvals.expire_after + day)
+}
+
 /// Remembers token `taken` (its digest) outside the vault, durably: the same token is refused
 /// from now on. A mark that cannot be made is said; the ledger still holds the first decision.
 fn take(env: &RunEnv, taken: &str) {

@@ -82,6 +82,10 @@ impl Daemon {
                 return;
             }
         };
+        let forgotten = decide::forget_old_tokens(&self.run_env);
+        if forgotten > 0 {
+            tracing::debug!("forgot {forgotten} decision token(s) past any approval's life");
+        }
         let since = self.since();
         tracing::info!(
             "following the reply topic {topic:?} for taps on approvals' buttons, {}",
