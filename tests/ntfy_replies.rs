@@ -23,6 +23,11 @@ const ENV: [(&str, &str); 3] = [
 
 /// `ops` asks to write the plan; `[notify]` pushes to the stand-in with a reply topic.
 fn vault(ntfy: &Ntfy) -> TestVault {
+    vault_with(ntfy, "")
+}
+
+/// Like `vault`, with `more` in `[notify]`.
+fn vault_with(ntfy: &Ntfy, more: &str) -> TestVault {
     let (v, fake) = ops_asks_to_write_the_plan();
     // The model stays up for the test's life (the second part of the run asks it again).
     std::mem::forget(fake);
@@ -30,7 +35,7 @@ fn vault(ntfy: &Ntfy) -> TestVault {
     std::fs::write(
         &v.config,
         format!(
-            "{config}\n[notify]\nwebhook = \"{}/${{PUSH_TOPIC}}\"\nformat = \"ntfy\"\nreply_topic = \"${{REPLY_TOPIC}}\"\n",
+            "{config}\n[notify]\nwebhook = \"{}/${{PUSH_TOPIC}}\"\nformat = \"ntfy\"\nreply_topic = \"${{REPLY_TOPIC}}\"\n{more}",
             ntfy.url()
         ),
     )
@@ -302,4 +307,38 @@ fn a_tap_after_the_note_decided_it_says_already_decided() {
     });
     assert_eq!(status_of(&v, &note), "done");
     assert_eq!(approval(&v).1["executions"], 1);
+}
+
+/// With `access_token`, the publish, the subscription and each button carry it (a server with
+/// access control lets them in); it is shown nowhere.
+#[test]
+fn an_access_token_goes_with_the_push_the_subscription_and_the_buttons() {
+    let ntfy = Ntfy::start();
+    let v = vault_with(&ntfy, "access_token = \"${NTFY_TOKEN}\"\n");
+    let d = Daemon::start_with_env(&v, &[ENV[0], ENV[1], ENV[2], ("NTFY_TOKEN", "tk_s3cr3t")]);
+    let (push, note) = the_push(&v, &ntfy);
+    wait_until(T, "the subscription", || ntfy.streams(REPLY) == 1);
+    let bearer = Some("Bearer tk_s3cr3t");
+    let requests = ntfy.requests();
+    let publish = requests
+        .iter()
+        .find(|r| r.method == "POST" && r.path == "/")
+        .unwrap();
+    assert_eq!(publish.header("authorization"), bearer);
+    let sub = requests.iter().find(|r| r.method == "GET").unwrap();
+    assert_eq!(sub.header("authorization"), bearer);
+    for action in push.published["actions"].as_array().unwrap() {
+        assert_eq!(action["headers"]["Authorization"], "Bearer tk_s3cr3t", "{action}");
+    }
+    ntfy.tap(&push, "Reject");
+    wait_status(&v, &note, "rejected");
+    let tap = ntfy
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "POST" && r.path == format!("/{REPLY}"))
+        .unwrap();
+    assert_eq!(tap.header("authorization"), bearer);
+    for text in [d.stderr(), v.daily(), v.read("agent/status.md")] {
+        assert!(!text.contains("tk_s3cr3t"), "{text}");
+    }
 }
