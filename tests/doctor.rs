@@ -17,6 +17,8 @@ use crate::support::daemon::{wait_until, Daemon};
 use crate::support::fake_model::{canned, FakeModel, Reply};
 use crate::support::nats::Nats;
 use crate::support::{describe, stdout, wire, TestVault, TEST_KEY};
+use tabd::capabilities::cluster::Cluster;
+use tabd::setup::config::cluster::{ClusterConfig, WhenAlone};
 
 /// Every check, in the order doctor says them (the JSON's `name`s, for scripts).
 const CHECKS: [&str; 12] = [
@@ -224,6 +226,27 @@ fn a_good_setup_is_all_ok_and_the_json_has_its_shape() {
     );
 }
 
+/// As every command: a config it cannot read, or flags that contradict, exit 2.
+#[test]
+fn a_config_error_or_contradicting_flags_exit_2() {
+    let s = good();
+    let out = s.v.tabd(&["doctor", "--push", "--offline"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let config = std::fs::read_to_string(&s.v.config).unwrap();
+    std::fs::write(
+        &s.v.config,
+        format!("{config}\n[limits]\nmax_tool_calls = \"many\"\n"),
+    )
+    .unwrap();
+    let out = s.v.tabd(&["doctor", "--offline"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("config.toml:11: error:"),
+        "{}",
+        describe(&out)
+    );
+}
+
 #[test]
 fn a_role_file_with_an_error_is_to_fix() {
     let s = good();
@@ -385,15 +408,18 @@ fn a_role_that_missed_its_slot_is_to_fix_until_the_daemon_runs_it() {
     drop(fake);
 }
 
-/// With `[cluster]`: a quorum takes the probe's write (ok, the devices named); two servers of
-/// three down, none does: to fix.
+/// With `[cluster]`: a quorum takes the probe's write (ok, the devices' heartbeats named) —
+/// beside this device's running daemon, whose heartbeat doctor leaves alone (the daemon never
+/// sees its name taken twice); two servers of three down, none takes it: to fix.
 #[test]
 fn with_a_cluster_doctor_asks_a_quorum_to_take_a_write() {
     let Some(mut nats) = Nats::three("doctor_asks_a_quorum") else {
         return;
     };
-    let s = good_with(&nats.config("laptop", 30, ""));
+    let s = good_with(&nats.config("laptop", 3, ""));
+    let d = Daemon::start(&s.v);
     let (out, json) = doctor(&s, &[]);
+    let done = chrono::Utc::now();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let (status, said) = check(&json, "cluster");
     assert_eq!(status, "ok", "{said}");
@@ -401,6 +427,34 @@ fn with_a_cluster_doctor_asks_a_quorum_to_take_a_write() {
         said.contains("a quorum of the servers took a write as device laptop"),
         "{said}"
     );
+    assert!(said.contains("heartbeats seen: laptop ("), "{said}");
+    // The daemon's next heartbeat, after doctor's: written over its own last one.
+    let observer = ClusterConfig {
+        nats: nats.urls(),
+        creds: None,
+        device: "observer".into(),
+        lease: Duration::from_secs(3),
+        when_alone: WhenAlone::Skip,
+        key: None,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let vault = s.v.root().file_name().unwrap().to_string_lossy().into_owned();
+    let c = rt.block_on(Cluster::connect(&observer, &vault)).unwrap();
+    wait_until(Duration::from_secs(20), "the daemon's next heartbeat", || {
+        rt.block_on(c.devices())
+            .unwrap_or_default()
+            .iter()
+            .any(|seen| seen.device == "laptop" && seen.last_heartbeat > done)
+    });
+    assert!(
+        !d.stderr().contains("also calls itself"),
+        "doctor wrote under the daemon's name:\n{}",
+        d.stderr()
+    );
+    drop(d);
     nats.kill(1);
     nats.kill(2);
     let (out, json) = doctor(&s, &[]);

@@ -87,9 +87,11 @@ pub(super) fn key(ws: &Workspace, findings: &Findings, answers: &Answers, offlin
     if let Some(missing) = &findings.key {
         return Check::new("key", Status::Fix, missing.clone());
     }
-    let what = match ws.env.get(&cfg.api_key_env) {
-        Some(_) => format!("{} is set", cfg.api_key_env),
-        None => format!("no {} (this server may need none)", cfg.api_key_env),
+    let has_key = ws.env.get(&cfg.api_key_env).is_some();
+    let what = if has_key {
+        format!("{} is set", cfg.api_key_env)
+    } else {
+        format!("no {} (this server may need none)", cfg.api_key_env)
     };
     let answer = match (&answers.key, offline) {
         (Some(answer), _) => answer,
@@ -102,7 +104,8 @@ pub(super) fn key(ws: &Workspace, findings: &Findings, answers: &Answers, offlin
             "key",
             Status::Ok,
             format!(
-                "{what}; {at} took it and knows the model {} {ONE_REQUEST}",
+                "{what}; {at} {} and knows the model {} {ONE_REQUEST}",
+                if has_key { "took it" } else { "answered" },
                 cfg.model
             ),
         ),
