@@ -418,17 +418,7 @@ fn with_a_cluster_doctor_asks_a_quorum_to_take_a_write() {
     };
     let s = good_with(&nats.config("laptop", 3, ""));
     let d = Daemon::start(&s.v);
-    let (out, json) = doctor(&s, &[]);
-    let done = chrono::Utc::now();
-    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    let (status, said) = check(&json, "cluster");
-    assert_eq!(status, "ok", "{said}");
-    assert!(
-        said.contains("a quorum of the servers took a write as device laptop"),
-        "{said}"
-    );
-    assert!(said.contains("heartbeats seen: laptop ("), "{said}");
-    // The daemon's next heartbeat, after doctor's: written over its own last one.
+    // An observer of the heartbeats, under a name of its own.
     let observer = ClusterConfig {
         nats: nats.urls(),
         creds: None,
@@ -443,11 +433,29 @@ fn with_a_cluster_doctor_asks_a_quorum_to_take_a_write() {
         .unwrap();
     let vault = s.v.root().file_name().unwrap().to_string_lossy().into_owned();
     let c = rt.block_on(Cluster::connect(&observer, &vault)).unwrap();
-    wait_until(Duration::from_secs(20), "the daemon's next heartbeat", || {
+    let laptop_after = |t: chrono::DateTime<chrono::Utc>| {
         rt.block_on(c.devices())
             .unwrap_or_default()
             .iter()
-            .any(|seen| seen.device == "laptop" && seen.last_heartbeat > done)
+            .any(|seen| seen.device == "laptop" && seen.last_heartbeat > t)
+    };
+    // READY comes before the daemon's first heartbeat: doctor names what the servers hold.
+    wait_until(Duration::from_secs(20), "the daemon's first heartbeat", || {
+        laptop_after(chrono::DateTime::<chrono::Utc>::MIN_UTC)
+    });
+    let (out, json) = doctor(&s, &[]);
+    let done = chrono::Utc::now();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let (status, said) = check(&json, "cluster");
+    assert_eq!(status, "ok", "{said}");
+    assert!(
+        said.contains("a quorum of the servers took a write as device laptop"),
+        "{said}"
+    );
+    assert!(said.contains("heartbeats seen: laptop ("), "{said}");
+    // The daemon's next heartbeat, after doctor's: written over its own last one.
+    wait_until(Duration::from_secs(20), "the daemon's next heartbeat", || {
+        laptop_after(done)
     });
     assert!(
         !d.stderr().contains("also calls itself"),
