@@ -175,7 +175,7 @@ impl ServerHandler for HarnessServer {
                 clippy::let_underscore_must_use,
                 reason = "only the first limit the session reached is kept and said"
             )]
-            let _ = self.limit.set(limit.clone());
+            let _ = self.limit.set(limit.to_string());
         }
         if let (Some(record), Some(on_call)) = (&called.record, &self.on_call) {
             on_call(record);

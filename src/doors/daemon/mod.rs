@@ -9,6 +9,7 @@
 //!
 //! - `inputs` — what comes in: inbox scans, due slots (recorded in the ledger before they run),
 //!   decided resumes, the approvals pass; `expect` — `expect:` deadlines, checked off the loop;
+//!   `owed` — slots whose run started and did not finish: run again once, or said;
 //! - `effects` — what goes out: runs started and fed back, a day's stop, the pause recorded,
 //!   `[notify]`, pages given back when quiet, the stop;
 //! - `reload` — config and role files, watched folders; `env_file` — the env file read again
@@ -24,6 +25,7 @@ pub mod events;
 mod expect;
 mod inputs;
 mod lock;
+mod owed;
 pub mod ready;
 mod reload;
 mod report;
@@ -425,8 +427,8 @@ impl Daemon {
         Ok(0)
     }
 
-    /// Everything before the first tick: finish interrupted runs, forget deleted roles, clean
-    /// crash leftovers, point the watcher.
+    /// Everything before the first tick: finish interrupted runs, forget deleted roles, owe the
+    /// slots whose run did not finish, clean crash leftovers, point the watcher.
     fn start_up(&mut self) -> anyhow::Result<()> {
         self.start_notifier();
         self.coordinator = cluster::Coordinator::start(self.config(), &self.watching.paths.root)
@@ -470,6 +472,7 @@ impl Daemon {
             rescheduled: Vec::new(),
             broken_changed: false,
         });
+        self.owe_interrupted();
         self.refresh_watches();
         self.log_role_errors();
         self.report_stranded();

@@ -2,8 +2,10 @@
 //! child is a whole run — its own prompt, tools, sandbox, approvals and record — that starts with
 //! no parent conversation, moves no inbox notes, never waits for a daemon run slot, ends by the
 //! parent's deadline, carries the parent's chain depth (hops), and spends from an account its
-//! parent's ceilings also watch. Before a child starts, its role's day must not be spent (its
-//! daily budgets, the global ones, its runs per day), and the session's gate must have room:
+//! parent's ceilings also watch — and in its parent's day: what it spends counts in its role's
+//! day and in the parent's (`day`), and either's budget stops it between two steps. Before a
+//! child starts, its role's day must not be spent (its daily budgets, the global ones, its runs
+//! per day), and the session's gate must have room:
 //! `max_parallel_delegates` holds for the whole session, however many `delegate` calls come at
 //! once (an agent CLI can send several).
 
@@ -31,6 +33,9 @@ pub struct Lineage {
     pub hops: u32,
     /// The parent's span: the child's is under it.
     pub trace: crate::capabilities::telemetry::RunSpan,
+    /// The days the parent's spending counts in (its role's, and those above it): the child's
+    /// spending counts in them too, and their budgets stop it as they stop the parent.
+    pub day: Vec<crate::records::limits::DayLink>,
 }
 
 /// The run that delegates: what its children need to know of it, and their results.

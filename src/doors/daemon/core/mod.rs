@@ -119,12 +119,14 @@ pub enum Input {
         notes: Vec<PathBuf>,
         wall: DateTime<Utc>,
     },
-    /// A run ended: how (`failure`), whether it spent tokens, the notes it was given.
+    /// A run ended: how (`failure`), whether it spent tokens, the notes it was given, and the
+    /// roles whose day it (or a run it delegated to) found spent as it ended, by which limit.
     Finished {
         role: String,
         failure: Option<(FailureClass, String)>,
         tokens: u64,
         notes: Vec<PathBuf>,
+        day_spent: Vec<(String, DailyStop)>,
     },
 }
 
@@ -137,12 +139,14 @@ pub enum Effect {
     Spawn { role: String, work: Work },
     /// Nothing to run after all (the notes went away before the run started): let the lock go.
     Release(String),
-    /// `role` hit a daily limit: its queued work is dropped (notes wait for tomorrow); say so
-    /// once. `kind`: what would have started the run.
+    /// `role` hit a daily limit: its queued work is dropped (notes wait for tomorrow); the
+    /// person is told once. `skipped`: what would have started the run its door found the day
+    /// spent for (the skip is logged once); `None`: a run found it spent as it ended (its own
+    /// record and daily section say so).
     StopForToday {
         role: String,
         stop: DailyStop,
-        kind: TriggerKind,
+        skipped: Option<TriggerKind>,
     },
     /// Model calls pause until `until` (record it, say why).
     Paused { reason: String, until: Instant },
@@ -251,7 +255,14 @@ impl Core {
                 failure,
                 tokens,
                 notes,
-            } => self.finished(&role, failure, tokens, &notes, now),
+                day_spent,
+            } => {
+                let mut out = self.finished(&role, failure, tokens, &notes, now);
+                for (name, stop) in day_spent {
+                    out.extend(self.stop_for_today(name, stop, None));
+                }
+                out
+            }
         }
     }
 
@@ -414,20 +425,10 @@ impl Core {
             match decision {
                 rules::Decision::Start(name) => out.push(Effect::Start(name)),
                 rules::Decision::Stop(name, stop) => {
-                    let Some(r) = self.roles.get_mut(&name) else {
-                        continue;
-                    };
-                    let kind = r.pending_kind();
-                    r.slots.clear();
-                    r.watch_pending.clear();
-                    r.inbox_ready = false; // notes wait; the next rescan looks again
-                    r.person_note_ready = false;
-                    out.push(Effect::StopForToday {
-                        role: name,
-                        stop,
-                        kind,
-                    });
-                    out.push(Effect::StatusChanged);
+                    let kind = self.roles.get(&name).map(RoleRuntime::pending_kind);
+                    if let Some(kind) = kind {
+                        out.extend(self.stop_for_today(name, stop, Some(kind)));
+                    }
                 }
                 rules::Decision::Drop(name) => {
                     if let Some(r) = self.roles.get_mut(&name) {
@@ -437,6 +438,27 @@ impl Core {
             }
         }
         out
+    }
+
+    /// `name` has hit a daily limit: its queued work is dropped (its notes wait; the next rescan
+    /// after midnight looks again), and the person is told (`skipped`: what the dropped run
+    /// would have been started by).
+    fn stop_for_today(&mut self, name: String, stop: DailyStop, skipped: Option<TriggerKind>) -> Vec<Effect> {
+        let Some(r) = self.roles.get_mut(&name) else {
+            return Vec::new();
+        };
+        r.slots.clear();
+        r.watch_pending.clear();
+        r.inbox_ready = false;
+        r.person_note_ready = false;
+        vec![
+            Effect::StopForToday {
+                role: name,
+                stop,
+                skipped,
+            },
+            Effect::StatusChanged,
+        ]
     }
 
     fn lock_busy(&mut self, role: &str, now: Instant) -> Vec<Effect> {
