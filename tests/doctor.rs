@@ -468,3 +468,38 @@ fn with_a_cluster_doctor_asks_a_quorum_to_take_a_write() {
     let (out, json) = doctor(&s, &[]);
     only_to_fix(&out, &json, "cluster", "no quorum");
 }
+
+/// A slot whose run was cut short (`kill -9` while the model held its request) and no tabd since:
+/// owed, said with what the next start does with it. While the daemon runs, the same entry is a
+/// run still going: not said.
+#[test]
+fn a_slot_whose_run_was_cut_short_is_owed_while_no_tabd_runs() {
+    let (v, fake, _gate) = crate::owed_slots::ticker_vault("", 1);
+    let path_var = std::env::var("PATH").unwrap_or_default();
+    let mut d = Daemon::start(&v);
+    fake.wait_for_requests(1, crate::owed_slots::FIRST_SLOT);
+    let slot = crate::owed_slots::started_slot(&v);
+
+    let (out, json) = doctor_of(&v, &path_var, &["--offline"]);
+    let (status, said) = check(&json, "overdue");
+    assert_eq!(status, "ok", "the run is going: {said}");
+    assert!(
+        !fixes(&json).contains(&"overdue".to_string()),
+        "{}",
+        describe(&out)
+    );
+
+    d.signal(libc::SIGKILL);
+    assert!(
+        d.wait_exit(Duration::from_secs(20)).is_none(),
+        "killed, no exit code"
+    );
+    let (out, json) = doctor_of(&v, &path_var, &["--offline"]);
+    only_to_fix(&out, &json, "overdue", "ticker owes a slot: the ");
+    let (_, said) = check(&json, "overdue");
+    let at = slot.format("%H:%M").to_string(); // the test config's timezone is UTC
+    assert!(said.contains(&format!("the {at} run (started ")), "{said}");
+    assert!(said.contains("tabd was killed, crashed or lost power"), "{said}");
+    assert!(said.contains("started now, tabd runs it again once"), "{said}");
+    assert!(said.contains("no tabd runs for this vault"), "{said}");
+}

@@ -3,12 +3,17 @@
 //! a run record), more than `GRACE` ago. That is the daemon down, stuck or never started, which
 //! otherwise looks like a quiet day. A role with none of those records is not known to be late
 //! (a missing record is unknown, never "did not run"): it is counted apart.
+//!
+//! While no tabd runs for the vault, a slot whose run started and did not finish (state's
+//! `started_slots`, DESIGN §22) is owed too, said with what the next start does with it (the
+//! daemon's own `owed` rule). While one runs, such an entry may be a run still going: not said.
 
 use chrono::{DateTime, Duration, Utc};
 
 use super::{count, Check, Status};
 use crate::doors::commands::Workspace;
 use crate::formats::schedule::Schedule;
+use crate::records::state::RoleState;
 use crate::setup::role::Role;
 
 /// How late a slot may be before it counts as missed: the tick, a run of the same role still
@@ -53,13 +58,18 @@ fn scheduled(ws: &Workspace) -> impl Iterator<Item = &Role> {
     })
 }
 
+/// The `overdue` line: the slots missed and owed, by role, and whether a tabd runs to take them.
 pub(super) fn check(ws: &Workspace, now: DateTime<Utc>) -> Check {
     let state = crate::records::state::StateStore::new(ws.vault.clone()).peek();
     let records = crate::records::forecast::history(&ws.vault, now);
+    let holder = crate::doors::daemon::lock_holder(&ws.vault);
     let mut missed = Vec::new();
     let (mut known, mut unknown) = (0, 0);
     for role in scheduled(ws) {
         let rs = state.roles.get(&role.name);
+        if holder.is_none() {
+            missed.extend(owed(role, rs, now));
+        }
         let from_state = rs.and_then(|r| r.last_run.as_ref()).map(|l| l.started_at);
         let from_records = records
             .get(&role.name)
@@ -75,33 +85,9 @@ pub(super) fn check(ws: &Workspace, now: DateTime<Utc>) -> Check {
         }
     }
     if missed.is_empty() {
-        return match (known, unknown) {
-            (0, 0) => Check::new("overdue", Status::Skipped, "no role fires on a schedule here"),
-            (0, u) => Check::new(
-                "overdue",
-                Status::Skipped,
-                format!(
-                    "{} on a schedule, none with a run or a handled slot on record yet to judge by (tabd \
-                     records one at its first start)",
-                    count(u, "role")
-                ),
-            ),
-            (k, 0) => Check::new(
-                "overdue",
-                Status::Ok,
-                format!("{} on a schedule, none missed a slot", count(k, "role")),
-            ),
-            (k, u) => Check::new(
-                "overdue",
-                Status::Ok,
-                format!(
-                    "{} on a schedule, none missed a slot ({u} more with nothing on record yet)",
-                    count(k, "role")
-                ),
-            ),
-        };
+        return none_missed(known, unknown);
     }
-    let daemon = match crate::doors::daemon::lock_holder(&ws.vault) {
+    let daemon = match holder {
         Some(pid) => format!(
             "tabd runs for this vault (pid {pid}) but did not take the slot: its log says why \
              (`journalctl --user -u tabd`)"
@@ -123,6 +109,56 @@ pub(super) fn check(ws: &Workspace, now: DateTime<Utc>) -> Check {
         status,
         format!("{}{elsewhere}; {daemon}", missed.join("; ")),
     )
+}
+
+/// The line when no role missed a slot: `known` roles judged, `unknown` with nothing on record.
+fn none_missed(known: usize, unknown: usize) -> Check {
+    match (known, unknown) {
+        (0, 0) => Check::new("overdue", Status::Skipped, "no role fires on a schedule here"),
+        (0, u) => Check::new(
+            "overdue",
+            Status::Skipped,
+            format!(
+                "{} on a schedule, none with a run or a handled slot on record yet to judge by (tabd \
+                 records one at its first start)",
+                count(u, "role")
+            ),
+        ),
+        (k, 0) => Check::new(
+            "overdue",
+            Status::Ok,
+            format!("{} on a schedule, none missed a slot", count(k, "role")),
+        ),
+        (k, u) => Check::new(
+            "overdue",
+            Status::Ok,
+            format!(
+                "{} on a schedule, none missed a slot ({u} more with nothing on record yet)",
+                count(k, "role")
+            ),
+        ),
+    }
+}
+
+/// The slots of `role` whose run started and did not finish, each with what tabd's next start
+/// does with it (asked only while no tabd runs: else the run may still be going).
+fn owed(role: &Role, rs: Option<&RoleState>, now: DateTime<Utc>) -> Vec<String> {
+    let rule = crate::doors::daemon::OwedRule {
+        runs_here: true, // `scheduled` kept only the roles that fire here
+        catch_up: role.catch_up(),
+        stale_after: role.settings.stale_after(),
+    };
+    rs.map(|r| r.started_slots.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|slot| {
+            format!(
+                "{} owes a slot: {}",
+                role.name,
+                crate::doors::daemon::owed_said(slot, now, rule, role.schedule.tz)
+            )
+        })
+        .collect()
 }
 
 /// `risk missed its slot of Mon 2026-11-23 09:00 CET (2h 14m ago); it last ran Sun …`.
