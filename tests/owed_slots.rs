@@ -403,3 +403,34 @@ fn with_a_cluster_the_rerun_is_claimed_and_runs_once_the_killed_runs_claim_lapse
     assert_eq!(of_slot(&d), 1, "one run of the slot across the cluster");
     assert_eq!(reruns_asked(&d.fake), 1);
 }
+
+/// Paused means skipped: a slot whose run a pause stopped is not owed — resumed and started
+/// again, tabd does not run it once more (nor does a restart while still paused).
+#[test]
+fn a_slot_whose_run_a_pause_stopped_is_not_owed() {
+    let (v, fake, _gate) = ticker_vault("", 1);
+    let mut d = Daemon::start(&v);
+    fake.wait_for_requests(1, FIRST_SLOT);
+    let slot = started_slot(&v);
+    let out = v.tabd(&["pause", "ticker"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    wait_until(T, "the run stopped by the pause", || {
+        records_for(&v, slot).iter().any(|r| r["ended"] == "stopped")
+    });
+    assert!(
+        v.state()["roles"]["ticker"]["started_slots"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "the paused slot is not owed: {:#}",
+        v.state()["roles"]["ticker"]
+    );
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0));
+    drop(d);
+    let out = v.tabd(&["resume", "ticker"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let _d = Daemon::start(&v);
+    wait_idle(&v);
+    assert_eq!(reruns_asked(&fake), 0, "the paused slot was run again");
+    assert!(!v.daily().contains("running it again once now"), "{}", v.daily());
+}

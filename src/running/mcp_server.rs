@@ -44,6 +44,9 @@ pub enum NotAdmitted {
         "refused: {why}; this `tabd mcp serve` session is a run of the role, and it makes no more calls today"
     )]
     DaySpent { why: String },
+    /// A pause holds the role (`tabd pause`); `why` says which and what ends it.
+    #[error("refused: {why}; this `tabd mcp serve` session is a run of the role, and it makes no calls while paused")]
+    Paused { why: String },
     /// The session could not be counted as a run of `role`: the state file was not written.
     #[error("refused: this session cannot be counted as a run of role `{role}` ({source}); nothing was run")]
     NotCounted {

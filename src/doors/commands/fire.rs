@@ -115,6 +115,7 @@ fn check_budget(ws: &Workspace, role: &Role) -> Result<(), CliError> {
 
 pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bool) -> Result<u8, CliError> {
     let role = runnable_role(ws, role_name)?;
+    super::pause::refuse_if_paused(ws, role, "`tabd fire`")?;
     if !over_budget {
         check_budget(ws, role)?;
     }

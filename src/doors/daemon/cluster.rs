@@ -173,6 +173,11 @@ impl Coordinator {
         }))
     }
 
+    /// The connection (for the pauses every device holds: `cluster_pause`).
+    pub(super) fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
     pub(super) fn block<T>(&self, work: impl std::future::Future<Output = T>) -> T {
         blocking::run(|| self.handle.block_on(work))
     }

@@ -91,6 +91,10 @@ impl Daemon {
             Effect::Spawn { role, work } => self.spawn_run(&role, work),
             // The notes went away (moved by someone) before the run started: the lock goes.
             Effect::Release(role) => drop(self.work.starting.remove(&role)),
+            pause @ (Effect::PauseBegan(_)
+            | Effect::PauseEnded(_)
+            | Effect::StopRun(_)
+            | Effect::SlotsPaused { .. }) => self.carry_pause(pause),
         }
     }
 
@@ -287,6 +291,7 @@ impl Daemon {
         };
         let mut env = self.run_env.clone();
         env.fence = self.fence_for(name, slot, &starting.paths);
+        env.stop = self.work.stops.for_run(name);
         let mut trigger = inputs::trigger_of(work, &role);
         self.slot_starts(name, &mut trigger);
         self.work
@@ -319,6 +324,7 @@ impl Daemon {
                 done.result.record.shown_outcome()
             ),
         }
+        self.work.stops.ended(&done.role);
         self.apply(Input::Finished {
             role: done.role.clone(),
             failure: done.result.failure.clone(),
@@ -658,6 +664,7 @@ impl Daemon {
                 self.work.tasks.len()
             );
             self.run_env.stop.request();
+            self.work.stops.stop_all();
             let recorded_by = self.run_env.clock.instant() + STOP_RECORD;
             self.let_runs_end(recorded_by, sigterm, sigint).await;
             if !self.work.tasks.is_empty() {

@@ -398,6 +398,7 @@ impl Daemon {
             .runnable()
             .filter(|r| self.role_may_run_here(r) && !r.schedule.is_empty())
             .collect();
+        self.skip_paused_slots(&roles, wall);
         let plan = slots::plan(
             roles.iter().map(|role| {
                 (

@@ -10,6 +10,7 @@
 //! overwritten that could not be read).
 
 pub mod approval_ledger;
+pub mod pause;
 pub mod started;
 
 use std::collections::{BTreeMap, BTreeSet};

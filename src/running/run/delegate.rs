@@ -60,6 +60,17 @@ impl RunDelegator {
         std::mem::take(&mut *self.children.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// Why a child of `child` may not start now: a pause holds it (`tabd pause`), or holds this
+    /// run's own role (a pause that landed while it runs: it starts nothing more).
+    fn paused(&self, child: &str) -> Option<String> {
+        let store =
+            crate::records::state::pause::PauseStore::new(self.env.vault.clone(), Some(self.env.key.clone()));
+        let (now, tz) = (self.env.clock.now(), self.env.config.timezone);
+        let names = [child, self.parent.name.as_str()];
+        let held = store.paused(now, &names);
+        names.iter().find_map(|r| held.of(r).map(|h| h.refusal(r, tz)))
+    }
+
     async fn one(&self, task: Task) -> DelegateOutcome {
         let not_started = |why: String| DelegateOutcome::NotStarted {
             role: task.role.clone(),
@@ -73,6 +84,9 @@ impl RunDelegator {
         };
         if !role.enabled() {
             return not_started(format!("the role `{}` is disabled (enabled: false)", task.role));
+        }
+        if let Some(why) = crate::base::blocking::run(|| self.paused(&task.role)) {
+            return not_started(format!("not started: {why}"));
         }
         let Ok(_place) = self.gate.acquire().await else {
             return not_started("the session has ended".into());

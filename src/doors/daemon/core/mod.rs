@@ -1,5 +1,6 @@
 //! The daemon's core: a state machine that owns every role's runtime (what waits, what runs,
-//! what holds it back), the notes' readiness and the model-call pause. Everything that changes
+//! what holds it back), the notes' readiness, the model-call pause and the person's pauses
+//! (`tabd pause`: `pause`). Everything that changes
 //! them goes through one function, [`Core::step`]: an [`Input`] (a file event, a scan's result,
 //! due slots, a tick, a run started or finished, a reload) and `now` in, [`Effect`]s out (start a
 //! run, let a lock go, stop a role for the day, pause or resume model calls, rewrite the status).
@@ -8,6 +9,9 @@
 //! accessors. So every rule — and every sequence of them — is tested in milliseconds, without a
 //! process, a vault or a sleep (`tests.rs`).
 
+mod pause;
+#[cfg(test)]
+mod pause_tests;
 mod role;
 mod rules;
 #[cfg(test)]
@@ -27,6 +31,7 @@ use super::ready::{FsEvent, NotYet, Readiness};
 use crate::base::trigger::TriggerKind;
 use crate::capabilities::provider::FailureClass;
 use crate::records::limits::DailyStop;
+use crate::records::state::pause::{Held, Paused};
 use crate::records::state::DayUsage;
 use crate::setup::config::Limits;
 
@@ -128,6 +133,8 @@ pub enum Input {
         notes: Vec<PathBuf>,
         day_spent: Vec<(String, DailyStop)>,
     },
+    /// The person's pauses that hold now (`tabd pause`, DESIGN §28), as the pause book says.
+    Pauses(Paused),
 }
 
 /// What the shell is to do.
@@ -172,6 +179,14 @@ pub enum Effect {
     QueueResumes,
     /// The daemon has been quiet: give back the program pages.
     ReleasePages,
+    /// The person paused (`tabd pause`): say so once — the daily note, a push.
+    PauseBegan(Held),
+    /// A pause ended (`tabd resume`, or its `--for` was over): say so once.
+    PauseEnded(Held),
+    /// Stop `role`'s run going on at its next step: a pause holds it now.
+    StopRun(String),
+    /// Slots of a paused role came due: skipped as `paused` (recorded, never caught up).
+    SlotsPaused { role: String, slots: Vec<SlotRun> },
 }
 
 /// Why every inbox is listed again.
@@ -197,6 +212,8 @@ pub struct Core {
     roles: BTreeMap<String, RoleRuntime>,
     readiness: Readiness,
     paused: Option<Pause>,
+    /// The person's pauses (`tabd pause`): what they hold, nothing starts (`pause`).
+    pauses: Paused,
     timing: timing::Timing,
 }
 
@@ -207,6 +224,7 @@ impl Core {
             roles: BTreeMap::new(),
             readiness: Readiness::new(settle),
             paused: None,
+            pauses: Paused::default(),
             timing: timing::Timing::new(clocks),
         }
     }
@@ -263,6 +281,7 @@ impl Core {
                 }
                 out
             }
+            Input::Pauses(paused) => self.pauses_read(paused),
         }
     }
 
@@ -298,13 +317,11 @@ impl Core {
                 }
                 Vec::new()
             }
-            Input::SlotsDue { role, slots } => {
-                if let Some(r) = self.roles.get_mut(&role) {
-                    r.slots.extend(slots);
-                }
-                Vec::new()
-            }
+            Input::SlotsDue { role, slots } => self.slots_due(role, slots),
             Input::WatchChanged { role, path } => {
+                if self.held(&role) {
+                    return Vec::new();
+                }
                 if let Some(r) = self.roles.get_mut(&role) {
                     if !r.watch_pending.contains(&path) {
                         r.watch_pending.push(path);
@@ -412,9 +429,10 @@ impl Core {
             out.extend([Effect::Unpaused, Effect::StatusChanged]);
         }
         let running = self.roles.values().filter(|r| r.running).count();
+        let views = self.not_held(views);
         let decisions = rules::dispatch(
             &self.roles,
-            views,
+            &views,
             limits,
             all_today,
             running,
