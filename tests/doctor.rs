@@ -362,17 +362,14 @@ fn a_webhook_that_refuses_the_test_push_is_to_fix() {
     assert_eq!(pushes, 1, "one try, no retry");
 }
 
-/// A role whose slot passed while no tabd ran: a daemon whose clock stood two days back took
-/// its first slot then (its ledger), and none ran since. Started again at the real time it
-/// catches up, and the role is on time.
-#[test]
-fn a_role_that_missed_its_slot_is_to_fix_until_the_daemon_runs_it() {
+/// A vault whose `hourly` role had its first slot taken by a daemon whose clock stood two days
+/// back, then stopped: its ledger says two days ago. The clock offset's file is returned.
+fn hourly_two_days_ago() -> (TestVault, FakeModel, std::path::PathBuf) {
     let (v, fake) = crate::support::daemon::setup("");
     v.write(
         "roles/hourly.md",
         "# Hourly\n## Mission\nLook around.\n## Schedule\nevery hour\n",
     );
-    let path_var = std::env::var("PATH").unwrap_or_default();
     let offset = v.dir.path().join("clock-offset");
     std::fs::write(&offset, "-172800").unwrap();
     let mut d = Daemon::start_with_env(&v, &[("TABD_TEST_CLOCK_OFFSET_FILE", offset.to_str().unwrap())]);
@@ -381,7 +378,16 @@ fn a_role_that_missed_its_slot_is_to_fix_until_the_daemon_runs_it() {
     });
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(Duration::from_secs(20)), Some(0), "{}", d.stderr());
+    (v, fake, offset)
+}
 
+/// A role whose slot passed while no tabd ran: a daemon whose clock stood two days back took
+/// its first slot then (its ledger), and none ran since. Started again at the real time it
+/// catches up, and the role is on time.
+#[test]
+fn a_role_that_missed_its_slot_is_to_fix_until_the_daemon_runs_it() {
+    let (v, fake, offset) = hourly_two_days_ago();
+    let path_var = std::env::var("PATH").unwrap_or_default();
     let (out, json) = doctor_of(&v, &path_var, &["--offline"]);
     only_to_fix(&out, &json, "overdue", "hourly missed its slot of");
     let (_, said) = check(&json, "overdue");
@@ -502,4 +508,29 @@ fn a_slot_whose_run_was_cut_short_is_owed_while_no_tabd_runs() {
     assert!(said.contains("tabd was killed, crashed or lost power"), "{said}");
     assert!(said.contains("started now, tabd runs it again once"), "{said}");
     assert!(said.contains("no tabd runs for this vault"), "{said}");
+}
+
+/// The slots a pause held are not missed: `hourly` paused since before its ledger (a pause asked
+/// three days ago, as `tabd pause` writes it), then resumed — the next start records those slots
+/// as paused, never runs them late, so doctor does not call them missed.
+#[test]
+fn the_slots_a_pause_held_are_not_missed() {
+    let (v, _fake, _offset) = hourly_two_days_ago();
+    let path_var = std::env::var("PATH").unwrap_or_default();
+    let out = v.tabd(&["pause", "hourly"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let book = v.root().join(".tabd/pause/pauses.json");
+    let mut b: Value = serde_json::from_slice(&std::fs::read(&book).unwrap()).unwrap();
+    b["pauses"][0]["since"] = json!((chrono::Utc::now() - chrono::Duration::days(3)).to_rfc3339());
+    std::fs::write(&book, serde_json::to_vec(&b).unwrap()).unwrap();
+
+    let (out, json) = doctor_of(&v, &path_var, &["--offline"]);
+    assert_eq!(out.status.code(), Some(0), "paused: {}", describe(&out));
+    assert_eq!(check(&json, "overdue").0, "ok", "{json:#}");
+
+    let out = v.tabd(&["resume", "hourly"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let (out, json) = doctor_of(&v, &path_var, &["--offline"]);
+    assert_eq!(out.status.code(), Some(0), "resumed: {}", describe(&out));
+    assert_eq!(check(&json, "overdue").0, "ok", "{json:#}");
 }

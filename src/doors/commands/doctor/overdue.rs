@@ -7,6 +7,10 @@
 //! While no tabd runs for the vault, a slot whose run started and did not finish (state's
 //! `started_slots`, DESIGN §22) is owed too, said with what the next start does with it (the
 //! daemon's own `owed` rule). While one runs, such an entry may be a run still going: not said.
+//!
+//! A slot a pause held (`tabd pause`, DESIGN §28) is not missed: the daemon records it as paused
+//! and moves its ledger past it (`daemon::paused_slots`, asked here with the same windows), and
+//! nothing of a role paused now is owed.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -63,19 +67,22 @@ pub(super) fn check(ws: &Workspace, now: DateTime<Utc>) -> Check {
     let state = crate::records::state::StateStore::new(ws.vault.clone()).peek();
     let records = crate::records::forecast::history(&ws.vault, now);
     let holder = crate::doors::daemon::lock_holder(&ws.vault);
+    let pauses = Pauses::read(ws);
     let mut missed = Vec::new();
     let (mut known, mut unknown) = (0, 0);
     for role in scheduled(ws) {
         let rs = state.roles.get(&role.name);
-        if holder.is_none() {
+        let held = pauses.now.of(&role.name).is_some();
+        if holder.is_none() && !held {
             missed.extend(owed(role, rs, now));
         }
         let from_state = rs.and_then(|r| r.last_run.as_ref()).map(|l| l.started_at);
         let from_records = records
             .get(&role.name)
             .and_then(|runs| runs.iter().map(|p| p.started_at).max());
-        let last_slot = rs.and_then(|r| r.last_slot);
-        match judge(&role.schedule, last_slot, from_state.max(from_records), now) {
+        let last_ran = from_state.max(from_records);
+        let last_slot = pauses.skip(role, rs.and_then(|r| r.last_slot).max(last_ran), now);
+        match judge(&role.schedule, last_slot, last_ran, now) {
             Verdict::OnTime => known += 1,
             Verdict::Unknown => unknown += 1,
             Verdict::Missed { slot, last_ran } => {
@@ -137,6 +144,55 @@ fn none_missed(known: usize, unknown: usize) -> Check {
                 count(k, "role")
             ),
         ),
+    }
+}
+
+/// The person's pauses on this device: what holds now (with the marks of pauses whose record is
+/// gone, as `tabd status` reads them) and the book's pauses and ended pauses.
+struct Pauses {
+    now: crate::records::state::pause::Paused,
+    book: crate::records::state::pause::Book,
+}
+
+impl Pauses {
+    fn read(ws: &Workspace) -> Self {
+        use crate::records::state::pause::{PauseStore, Read};
+        let book = match PauseStore::new(ws.vault.clone(), None).read() {
+            Read::Book(b) => b,
+            // No book: no pause. One that cannot be read holds every role (`now` says so).
+            Read::Missing | Read::Unreadable(_) => Default::default(),
+        };
+        Self {
+            now: crate::doors::commands::status::paused(ws),
+            book,
+        }
+    }
+
+    /// The ledger of `role` past the slots right after `handled` that a pause held, as the
+    /// daemon moves it at its next tick (its windows: the pauses ended, asked — in force or over
+    /// by their `--for` — and one held without its record, since ever).
+    fn skip(&self, role: &Role, handled: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let handled = handled?;
+        let covers = |t: &crate::records::state::pause::Target| t.covers(&role.name);
+        let mut windows: Vec<crate::doors::daemon::PauseWindow> = self
+            .book
+            .ended
+            .iter()
+            .filter(|e| covers(&e.target))
+            .map(|e| (Some(e.since), Some(e.ended)))
+            .chain(
+                self.book
+                    .pauses
+                    .iter()
+                    .filter(|p| covers(&p.target))
+                    .map(|p| (Some(p.since), p.until)),
+            )
+            .collect();
+        if let Some(h) = self.now.of(&role.name) {
+            windows.push((h.since, h.until));
+        }
+        let skipped = crate::doors::daemon::paused_slots(&role.schedule, handled, now, &windows);
+        Some(skipped.last().copied().unwrap_or(handled).max(handled))
     }
 }
 
