@@ -365,6 +365,14 @@ fn an_oversized_body_is_413_and_writes_nothing() {
     let big = vec![b'x'; 5 * 1024];
     let a = deliver(&addr, &[], &big);
     assert_eq!((a.status, a.body.len()), (413, 0), "declared too long: {a:?}");
+    // Refused on its declared length alone: the 100 MiB are never waited for, let alone read.
+    let huge = b"POST /hooks/delivery HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\n\r\n";
+    let a = send(&addr, huge);
+    assert_eq!(
+        (a.status, a.body.len()),
+        (413, 0),
+        "declared 100 MiB, sent none: {a:?}"
+    );
     // Chunked, with no length said: refused while it is read.
     let mut raw = b"POST /hooks/delivery HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n".to_vec();
     raw.extend_from_slice(format!("X-Hub-Signature-256: {}\r\n\r\n", signed(SECRET, &big)).as_bytes());
