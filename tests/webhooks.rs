@@ -491,3 +491,40 @@ fn a_changed_http_table_is_said_to_wait_for_the_next_start() {
         "the server goes on as it started"
     );
 }
+
+/// In a vault where tabd has its own folder (`[vaults."PATH"] folder = "tabd"`), the note goes
+/// into the role's inbox there — the role file's inbox, not a path of the server's own — and the
+/// role runs on it; nothing appears at the root's `agent/`.
+#[test]
+fn in_a_vault_where_tabd_has_its_own_folder_the_note_lands_in_the_inbox_there() {
+    let v = TestVault::existing(&[("Personal/ideas.md", "# Ideas\n- sail\n")]);
+    let fake = FakeModel::start();
+    fake.respond_with(|_, _| wire::text("anthropic", "ok"));
+    v.use_model(
+        &fake,
+        "anthropic",
+        &format!(
+            "{}\n[http]\nlisten = \"127.0.0.1:0\"\n[http.hooks.delivery]\nsecret = \"${{DELIVERY_HOOK_SECRET}}\"\n",
+            daemon_config("")
+        ),
+    );
+    let (_d, addr) = start(&v);
+    let a = deliver(
+        &addr,
+        &[("X-Delivery-Id", "in-tabd")],
+        b"The call moved to Friday.",
+    );
+    assert_eq!(a.status, 202, "{a:?}");
+    wait_until(T, "the note handled in tabd/", || {
+        v.files_in("tabd/agent/inbox/delivery/processed").len() == 1
+    });
+    assert!(
+        fake.wait_for_requests(1, T)[0]
+            .body
+            .to_string()
+            .contains("The call moved to Friday."),
+        "the note reached the model"
+    );
+    assert!(!v.path("agent").exists(), "nothing at the root's agent/");
+    assert_eq!(v.read("Personal/ideas.md"), "# Ideas\n- sail\n");
+}
