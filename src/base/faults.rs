@@ -34,6 +34,7 @@
 //! | `suspend-unsaved` | a run that waits for the person is logged, its notes handled, before its record is saved | it cannot go on: the decision reaches the role's next run (never both) |
 //! | `suspend-written` | a waiting run's record is saved | it goes on once the person decides: the call once, the second part once |
 //! | `resume-marked` | a second part is marked as started (in the record and outside the vault), before anything is sent | it is not started again; the daily note says it was cut off |
+//! | `day-crossed` | a run's response that crossed a daily budget is counted in the day (state), before the run ends or writes anything | its notes wait in the inbox, the day stays spent: nothing of that role runs until midnight, said once |
 //! | `daily-splice-torn` | a run's section is half written over the daily note's `## Events` (their write recorded in `.tabd/splices/`) | the write is finished before anything reads the note: every section and event line there once |
 //!
 //! Two more test hooks, each its own variable: `TABD_TEST_CLOCK_OFFSET_FILE` (the daemon's wall

@@ -52,6 +52,21 @@ pub struct Trigger {
     pub delegation: Option<Delegation>,
     /// The run this one is the second part of (`Resume`).
     pub resumes: Option<String>,
+    /// A scheduled run that runs its slot again, the run of it that started earlier having been
+    /// interrupted (DESIGN §22).
+    pub rerun: Option<Rerun>,
+    /// A person started it knowing its day is spent (`tabd fire --over-budget`): its role's and
+    /// the global daily budgets do not stop it (what it spends still counts).
+    pub over_budget: bool,
+}
+
+/// A slot run again because its run did not finish (a crash, `kill -9`, tabd's own stop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Rerun {
+    /// The slot run again (the trigger's `scheduled_for`).
+    pub slot: DateTime<Utc>,
+    /// When the run that did not finish started.
+    pub interrupted_run_started_at: DateTime<Utc>,
 }
 
 /// The task a parent run handed to a child run.
@@ -88,6 +103,8 @@ impl Trigger {
             skip_if_unchanged: false,
             delegation: None,
             resumes: None,
+            rerun: None,
+            over_budget: false,
         }
     }
 

@@ -182,6 +182,31 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The kill switch: nothing of ROLE (or of every role, --all) runs — no scheduled slot (each
+    /// is skipped, not caught up), no inbox note (they wait), no watch, no `tabd fire`, no `tabd mcp
+    /// serve` — until `tabd resume`, or until --for has passed. A run going on stops at its next
+    /// step. Survives restarts; with [cluster], holds on every device.
+    #[command(group(clap::ArgGroup::new("what").required(true).args(["role", "all"])))]
+    Pause {
+        /// The role's name, e.g. delivery.
+        role: Option<String>,
+        /// Every role.
+        #[arg(long)]
+        all: bool,
+        /// End the pause by itself after this long: 30m, 2h, 1d.
+        #[arg(long = "for", value_name = "DURATION")]
+        for_: Option<String>,
+    },
+    /// End a pause: ROLE's, or every pause (--all, or no argument). Its notes waiting in the inbox
+    /// run then; the slots that passed while paused were skipped and are not caught up.
+    Resume {
+        /// The role's name, e.g. delivery.
+        #[arg(conflicts_with = "all")]
+        role: Option<String>,
+        /// Every pause (the same as no argument).
+        #[arg(long)]
+        all: bool,
+    },
     /// Show each role's schedule as cron and its next fire times.
     Schedule {
         /// Compute fires after this instant (RFC 3339, e.g. 2026-03-06T12:00:00-05:00); default now.

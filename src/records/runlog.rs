@@ -128,6 +128,35 @@ pub struct TriageRecord {
 }
 
 impl RunRecord {
+    /// The record of a run that called no model (a skip, a slot not run again), at `at`:
+    /// `outcome` and why, nothing used, nothing called or moved.
+    pub fn without_model(
+        run_id: String,
+        role: &str,
+        trigger: TriggerRecord,
+        at: DateTime<Utc>,
+        (outcome, error): (Outcome, String),
+    ) -> Self {
+        Self {
+            run_id,
+            role: role.to_string(),
+            trigger,
+            started_at: at,
+            ended_at: at,
+            outcome,
+            error: Some(error),
+            model: String::new(),
+            requests: 0,
+            usage: UsageRecord::default(),
+            tool_calls: Vec::new(),
+            moved: Vec::new(),
+            children: Vec::new(),
+            ended: None,
+            notes_truncated: Vec::new(),
+            triage: None,
+        }
+    }
+
     /// The first part of a run that waits for the person (`ended: waiting`): not done yet.
     pub fn waits(&self) -> bool {
         self.ended.as_deref() == Some(WAITING)
@@ -153,6 +182,10 @@ pub struct TriggerRecord {
     pub parent_run_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
+    /// A scheduled run that runs its slot again after the run of it that started earlier was
+    /// interrupted (DESIGN §22): the slot, and when that run started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<crate::base::trigger::Rerun>,
 }
 
 impl TriggerRecord {
@@ -166,6 +199,7 @@ impl TriggerRecord {
             cron: trigger.cron.clone(),
             parent_run_id: delegation.map(|d| d.parent_run_id.clone()),
             task: delegation.map(|d| d.task.clone()),
+            rerun: trigger.rerun,
         }
     }
 }
@@ -544,7 +578,14 @@ impl RunLog {
         match rec.trigger.kind {
             TriggerKind::Schedule => {
                 let mut t = format!("schedule `{}`", rec.trigger.cron.as_deref().unwrap_or(""));
-                if let Some(due) = rec.trigger.scheduled_for {
+                if let Some(r) = rec.trigger.rerun {
+                    let tz = self.tz();
+                    t.push_str(&format!(
+                        " (due {}, run again: its run that started {} did not finish)",
+                        r.slot.with_timezone(&tz).format("%H:%M"),
+                        r.interrupted_run_started_at.with_timezone(&tz).format("%H:%M:%S")
+                    ));
+                } else if let Some(due) = rec.trigger.scheduled_for {
                     if (rec.started_at - due).num_minutes() >= 2 {
                         let due = due.with_timezone(&self.tz()).format("%H:%M");
                         t.push_str(&format!(" (due {due}, ran late)"));
@@ -753,6 +794,7 @@ mod tests {
                 cron: Some("0 9,17 * * 1-5".into()),
                 parent_run_id: None,
                 task: None,
+                rerun: None,
             },
             started_at: start,
             ended_at: start + chrono::Duration::milliseconds(14_200),
@@ -843,6 +885,7 @@ mod tests {
             cron: None,
             parent_run_id: None,
             task: None,
+            rerun: None,
         };
         rec.moved = vec![Moved {
             from: "agent/inbox/delivery/a.md".into(),

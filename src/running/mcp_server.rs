@@ -44,6 +44,9 @@ pub enum NotAdmitted {
         "refused: {why}; this `tabd mcp serve` session is a run of the role, and it makes no more calls today"
     )]
     DaySpent { why: String },
+    /// A pause holds the role (`tabd pause`); `why` says which and what ends it.
+    #[error("refused: {why}; this `tabd mcp serve` session is a run of the role, and it makes no calls while paused")]
+    Paused { why: String },
     /// The session could not be counted as a run of `role`: the state file was not written.
     #[error("refused: this session cannot be counted as a run of role `{role}` ({source}); nothing was run")]
     NotCounted {
@@ -175,7 +178,7 @@ impl ServerHandler for HarnessServer {
                 clippy::let_underscore_must_use,
                 reason = "only the first limit the session reached is kept and said"
             )]
-            let _ = self.limit.set(limit.clone());
+            let _ = self.limit.set(limit.to_string());
         }
         if let (Some(record), Some(on_call)) = (&called.record, &self.on_call) {
             on_call(record);

@@ -445,7 +445,18 @@ fn why_text(trigger: &Trigger, notes: usize, now: DateTime<Utc>, tz: Tz) -> Stri
     match trigger.kind {
         TriggerKind::Schedule => {
             let mut s = format!("your schedule (`{}`)", trigger.cron.as_deref().unwrap_or(""));
-            if let Some(due) = trigger.scheduled_for {
+            if let Some(r) = trigger.rerun {
+                // What the interrupted run already did is in the vault: the model should look
+                // before it does any of it a second time.
+                s.push_str(&format!(
+                    "; this run was due at {} and runs now, at {}: the run of this slot that started at {} \
+                     did not finish (tabd was stopped, killed or crashed), so it runs once more. It may have done part \
+                     of its work already: check what is there before you change anything",
+                    r.slot.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S"),
+                    now.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S"),
+                    r.interrupted_run_started_at.with_timezone(&tz).format("%H:%M:%S"),
+                ));
+            } else if let Some(due) = trigger.scheduled_for {
                 let late = (now - due).num_minutes();
                 if late >= 2 {
                     s.push_str(&format!("; this run was due at {} and runs {late} minutes late (tabd was not running or the computer was asleep)",

@@ -11,7 +11,8 @@ use crate::capabilities::provider::{
     self, Block, Message, Provider, ProviderError, Request, RetryPolicy, StopReason,
 };
 use crate::capabilities::tools::FatalToolError;
-use crate::gate::harness::ToolExecutor;
+use crate::gate::harness::{Limit, ToolExecutor};
+use crate::records::limits::Crossed;
 
 /// Limits that end a run (DESIGN §6, §17, §18).
 #[derive(Debug, Clone)]
@@ -30,6 +31,9 @@ pub struct TurnLimits {
     pub suspend: bool,
     /// The run's span: each model request gets a `chat` child (nothing when telemetry is off).
     pub trace: crate::capabilities::telemetry::RunSpan,
+    /// The day the run spends in (DESIGN §6, §17): each response is counted in it, and between
+    /// two steps the daily budgets are checked. `None`: no daily budget applies here.
+    pub day: Option<std::sync::Arc<dyn crate::gate::harness::Day>>,
 }
 
 impl TurnLimits {
@@ -198,17 +202,8 @@ pub async fn run_turn(
         last_text: String::new(),
     };
     loop {
-        if l.out.requests >= MAX_MODEL_CALLS {
-            l.out.end = TurnEnd::Limit(format!("{MAX_MODEL_CALLS} model calls"));
-            break;
-        }
-        if let Some(why) = l.spending_limit() {
-            // Spent before this run asked anything: a parent's children used it all up.
-            l.out.end = if l.out.requests == 0 {
-                TurnEnd::CapTooLow(why)
-            } else {
-                TurnEnd::Limit(why)
-            };
+        if let Some(end) = l.may_not_ask() {
+            l.out.end = end;
             break;
         }
         let held = match l.fit_under_cap(&mut req, MIN_OUTPUT) {
@@ -240,9 +235,16 @@ pub async fn run_turn(
             l.suspend(req, results, waiting);
             break;
         }
-        if let Some(reason) = limit {
-            l.summarize(&mut req, results, reason).await;
-            break;
+        match limit {
+            Some(Ends::AtOnce(why)) => {
+                l.out.end = TurnEnd::Limit(why);
+                break;
+            }
+            Some(Ends::WithSummary(reason)) => {
+                l.summarize(&mut req, results, reason).await;
+                break;
+            }
+            None => {}
         }
         req.messages.push(Message::user(results));
     }
@@ -250,6 +252,25 @@ pub async fn run_turn(
 }
 
 impl Loop<'_> {
+    /// What ends the run before its next request, if anything: the most model calls a run may
+    /// make, a ceiling of the run (or of a run above it), a daily budget.
+    fn may_not_ask(&self) -> Option<TurnEnd> {
+        if self.out.requests >= MAX_MODEL_CALLS {
+            return Some(TurnEnd::Limit(format!("{MAX_MODEL_CALLS} model calls")));
+        }
+        if let Some(why) = self.spending_limit() {
+            // Spent before this run asked anything: a parent's children used it all up.
+            return Some(if self.out.requests == 0 {
+                TurnEnd::CapTooLow(why)
+            } else {
+                TurnEnd::Limit(why)
+            });
+        }
+        // The day's budget is a ceiling: no request past it, not even for a summary.
+        self.day_crossed()
+            .map(|crossed| TurnEnd::Limit(crossed.to_string()))
+    }
+
     /// One model call. `None`: the turn is over (ended, failed); else the tool calls to run
     /// (empty for a paused turn that continues).
     async fn ask(&mut self, req: &mut Request) -> Option<Vec<(String, String, Value)>> {
@@ -336,22 +357,28 @@ impl Loop<'_> {
         });
     }
 
-    /// Runs the calls in order; returns their results, the limit that ends the run (if any) and
-    /// the calls that wait for approval (call id, note).
+    /// Runs the calls in order; returns their results, what ends the run (if anything) and the
+    /// calls that wait for approval (call id, note). Each call is a step: once the harness finds
+    /// the day's budget spent, no later call of the response runs.
     async fn run_tools(
         &mut self,
         uses: Vec<(String, String, Value)>,
         exec: &dyn ToolExecutor,
-    ) -> (Vec<Block>, Option<String>, Vec<(String, String)>) {
+    ) -> (Vec<Block>, Option<Ends>, Vec<(String, String)>) {
         let mut results = Vec::with_capacity(uses.len());
         let mut limit = None;
         let mut waiting = Vec::new();
         for (id, name, input) in uses {
             match exec.call(&id, &name, &input, &self.last_text).await {
                 Ok(called) => {
-                    if let Some(why) = called.limit {
-                        limit.get_or_insert(why);
-                    }
+                    let day = match called.limit {
+                        Some(Limit::Day(crossed)) => Some(crossed),
+                        Some(calls @ Limit::ToolCalls(_)) => {
+                            limit.get_or_insert(Ends::WithSummary(calls.to_string()));
+                            None
+                        }
+                        None => None,
+                    };
                     if let Some(note) = called.record.as_ref().and_then(|r| r.approval.clone()) {
                         waiting.push((id.clone(), note));
                     }
@@ -360,6 +387,9 @@ impl Loop<'_> {
                         content: called.result.text,
                         is_error: !called.result.ok,
                     });
+                    if let Some(crossed) = day {
+                        return (results, Some(Ends::AtOnce(crossed.to_string())), waiting);
+                    }
                 }
                 Err(FatalToolError(why)) => {
                     self.out.end = TurnEnd::ToolFatal(why);
@@ -368,22 +398,37 @@ impl Loop<'_> {
             }
         }
         if limit.is_none() {
-            limit = self.spending_limit();
+            limit = self.spending_limit().map(Ends::WithSummary);
         }
         (results, limit, waiting)
     }
 
-    /// Counts a response's usage in the run and in its account (and the accounts above it).
+    /// Counts a response's usage in the run, in its account (and the accounts above it) and in
+    /// the day it spends in.
     fn charge(&mut self, usage: Usage) {
         self.out.usage.add(usage);
-        self.limits
-            .account
-            .charge(usage.total(), self.limits.cost(&usage).unwrap_or(0.0));
+        let usd = self.limits.cost(&usage).unwrap_or(0.0);
+        self.limits.account.charge(usage.total(), usd);
+        if let Some(day) = &self.limits.day {
+            crate::base::blocking::run(|| day.spent(usage.total(), usd));
+        }
     }
 
     /// The token or dollar limit the run (or a run that delegated to it) has reached, if any.
     fn spending_limit(&self) -> Option<String> {
         self.limits.account.exhausted()
+    }
+
+    /// The daily budget spent, if one is — asked between two steps: once the run has spent
+    /// something (its start is its door's to check: the daemon's dispatch, `tabd fire`, the run
+    /// that delegates), before each request it makes.
+    fn day_crossed(&self) -> Option<Crossed> {
+        let day = self.limits.day.as_ref()?;
+        let (tokens, usd) = self.limits.account.spent();
+        if tokens == 0 && usd <= 0.0 {
+            return None;
+        }
+        crate::base::blocking::run(|| day.crossed())
     }
 
     /// Makes `req` unable to cross `max_cost_usd` (the run's, or that of a run above it): its
@@ -446,6 +491,10 @@ impl Loop<'_> {
             cache: false,
         }]));
         req.tool_choice_none = true;
+        if let Some(crossed) = self.day_crossed() {
+            self.out.end = TurnEnd::OutputInvalid(format!("{errors} (no repair turn: the {crossed})"));
+            return;
+        }
         let _held = match self.fit_under_cap(req, MIN_OUTPUT) {
             Ok(held) => held,
             Err(why) => {
@@ -484,6 +533,12 @@ impl Loop<'_> {
         });
         req.messages.push(Message::user(results));
         req.tool_choice_none = true;
+        if let Some(crossed) = self.day_crossed() {
+            // The day's budget is spent too: no summary past it; the run ends on what the model
+            // last said.
+            self.out.end = TurnEnd::Limit(crossed.to_string());
+            return;
+        }
         let Ok(_held) = self.fit_under_cap(req, MIN_SUMMARY) else {
             // No room for a summary under the cap: the run ends on what the model last said.
             self.out.end = TurnEnd::Limit(reason);
@@ -512,7 +567,15 @@ impl Loop<'_> {
     }
 }
 
-/// Why a final answer does not meet the role's output contract.
+/// Why the run ends after a response's tool calls.
+enum Ends {
+    /// A limit of the run (`max_tool_calls`, `max_tokens_per_run`, `max_cost_usd`): one last
+    /// request, tools forbidden, asks for a summary.
+    WithSummary(String),
+    /// A daily budget is spent: the run ends at once (a summary would be spent past it).
+    AtOnce(String),
+}
+
 /// A request that `max_cost_usd` (the run's, or a run's above it) cannot pay for: `left` is
 /// what was left of it.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
@@ -521,6 +584,7 @@ pub struct TooDear {
     left: f64,
 }
 
+/// Why a final answer does not meet the role's output contract.
 #[derive(Debug, thiserror::Error)]
 pub enum AnswerError {
     #[error("the answer is not a JSON object ({0})")]

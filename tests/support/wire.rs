@@ -84,3 +84,21 @@ pub fn all_text(body: &Value) -> String {
 pub fn tools_forbidden(body: &Value) -> bool {
     body["tool_choice"] == json!({"type": "none"}) || body["tool_choice"] == json!("none")
 }
+
+/// `reply` as the test's model (`test-model`, the model `TestVault::use_model` names) answers
+/// it, costing `input` and `output` tokens — in either wire format: a scripted model whose every
+/// response costs what the test says.
+pub fn costing(reply: Reply, input: u64, output: u64) -> Reply {
+    match reply {
+        Reply::Json(status, mut body, headers) => {
+            body["model"] = json!("test-model");
+            body["usage"] = if body.get("choices").is_some() {
+                super::fake_model::canned::openai_usage(input, output, 0)
+            } else {
+                super::fake_model::canned::anthropic_usage(input, output, 0, 0)
+            };
+            Reply::Json(status, body, headers)
+        }
+        other => other,
+    }
+}

@@ -15,12 +15,14 @@
 //! - `tabd_tenure` — who won each slot's or note's claim last (`tenure`): a device that wins a
 //!   claim another let lapse asks that device's heartbeat whether the work may be done already.
 //!
-//! `keys` names the keys; `lease` is what a device holds, and what the fence asks.
+//! `keys` names the keys; `lease` is what a device holds, and what the fence asks; `pause` is the
+//! pause book every device holds (`tabd pause` with `[cluster]`), in the shared bucket.
 
 pub mod catch_up;
 pub mod keys;
 pub mod lease;
 mod login;
+pub mod pause;
 pub mod shared;
 pub mod tenure;
 

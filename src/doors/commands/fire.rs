@@ -115,6 +115,7 @@ fn check_budget(ws: &Workspace, role: &Role) -> Result<(), CliError> {
 
 pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bool) -> Result<u8, CliError> {
     let role = runnable_role(ws, role_name)?;
+    super::pause::refuse_if_paused(ws, role, "`tabd fire`")?;
     if !over_budget {
         check_budget(ws, role)?;
     }
@@ -153,7 +154,11 @@ pub fn run(ws: &Workspace, role_name: &str, note: Option<&Path>, over_budget: bo
         .build()
         .map_err(|e| CliError::failed(e.to_string()))?;
     let started = Utc::now();
-    let result = rt.block_on(run_until_ctrl_c(&env, role, notes));
+    let trigger = Trigger {
+        over_budget,
+        ..Trigger::manual()
+    };
+    let result = rt.block_on(run_until_ctrl_c(&env, role, trigger, notes));
     if let Some(bar) = spinner {
         bar.finish_and_clear();
     }
@@ -287,7 +292,12 @@ fn say_if_waiting(vault: &Vault, key: &Key, result: &run::RunResult) {
 
 /// Runs the role; Ctrl-C stops the run where it is and records it as stopped (its notes stay,
 /// no attempt counted), a second Ctrl-C leaves at once.
-async fn run_until_ctrl_c(env: &run::RunEnv, role: &Role, notes: Vec<inbox::Note>) -> run::RunResult {
+async fn run_until_ctrl_c(
+    env: &run::RunEnv,
+    role: &Role,
+    trigger: Trigger,
+    notes: Vec<inbox::Note>,
+) -> run::RunResult {
     let stop = env.stop.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -298,7 +308,7 @@ async fn run_until_ctrl_c(env: &run::RunEnv, role: &Role, notes: Vec<inbox::Note
             }
         }
     });
-    let result = run::run_role(env, role, Trigger::manual(), notes).await;
+    let result = run::run_role(env, role, trigger, notes).await;
     // The run's spans are sent before tabd exits, within a bounded wait.
     env.telemetry.shutdown();
     result

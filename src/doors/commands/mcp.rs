@@ -336,6 +336,7 @@ fn render_sandbox(sb: &SandboxReport) -> String {
 /// and daily section when it ends.
 pub fn serve(ws: &Workspace, role: &str) -> Result<u8, CliError> {
     let role = super::fire::runnable_role(ws, role)?.clone();
+    super::pause::refuse_if_paused(ws, &role, "`tabd mcp serve` (a session is a run of the role)")?;
     let env = ws.run_env()?;
     may_serve(&env, &role)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -486,6 +487,12 @@ impl ServeRun {
     /// more (checked and counted in one update: two sessions cannot both take the last run);
     /// every later one checks the day's tokens and dollars (its own run is counted already).
     fn admit(&self) -> Result<(), NotAdmitted> {
+        // A pause that lands while the session is open refuses its calls from then on.
+        let pauses =
+            crate::records::state::pause::PauseStore::new(self.env.vault.clone(), Some(self.env.key.clone()));
+        if let Some(why) = pauses.refusal(&self.role.name, self.env.clock.now(), self.env.config.timezone) {
+            return Err(NotAdmitted::Paused { why });
+        }
         let mut day = self.day();
         if let Some(why) = &day.refused {
             return Err(NotAdmitted::DaySpent { why: why.clone() });

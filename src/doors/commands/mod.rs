@@ -27,6 +27,7 @@ pub mod fire;
 pub mod init;
 pub mod logs;
 pub mod mcp;
+pub mod pause;
 pub mod prompt;
 pub mod run;
 pub mod runs;
@@ -330,6 +331,12 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
             },
         ),
         Command::Completions { shell } => completions(*shell),
+        Command::Pause { role, all, for_ } => pause::pause(
+            &Workspace::open(&cli, env)?,
+            role.as_deref().filter(|_| !*all),
+            for_.as_deref(),
+        ),
+        Command::Resume { role, .. } => pause::resume(&Workspace::open(&cli, env)?, role.as_deref()),
         Command::Service { action } => service::run(&cli, env, action),
         Command::Approvals { json } => approvals::list(&Workspace::open_readable(&cli, env)?, *json),
         Command::Approve { id } => approvals::decide(&Workspace::open(&cli, env)?, id, true),

@@ -78,6 +78,22 @@ fn read_report(ws: &Workspace) -> Option<status::StatusReport> {
     serde_json::from_str(&text).ok()
 }
 
+/// The pauses that hold, from the book — and, with tabd's key, the marks of pauses whose record
+/// is gone. A status only reads: a key not made yet is not made here (it would have no marks).
+fn paused(ws: &Workspace) -> crate::records::state::pause::Paused {
+    let made = ws
+        .launcher(None)
+        .places()
+        .state
+        .join(crate::base::signing::FILE)
+        .exists();
+    let key = if made { ws.key().ok() } else { None };
+    let store = crate::records::state::pause::PauseStore::new(ws.vault.clone(), key);
+    let names = ws.roles.all_names();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    store.paused(Utc::now(), &names)
+}
+
 /// The report made from state and the vault, for when no daemon is writing one.
 fn compute(ws: &Workspace, pid: Option<u32>) -> status::StatusReport {
     let state = StateStore::new(ws.vault.clone()).peek();
@@ -95,6 +111,7 @@ fn compute(ws: &Workspace, pid: Option<u32>) -> status::StatusReport {
             (!support.enforced()).then(|| support.describe())
         },
         config_error: ws.config_error.clone(),
+        pauses: paused(ws),
         ..status::Live::default()
     };
     status::collect(&ws.vault, &ws.config, &ws.roles, &state, &live, Utc::now())

@@ -94,6 +94,18 @@ pub(super) struct Coordinator {
     pub(super) shared: Option<crate::doors::approval_pass::shared::Shared>,
 }
 
+/// Whose the re-run of an interrupted slot is (`Daemon::claim_rerun`).
+pub(super) enum RerunClaim {
+    /// This device's: queue it.
+    Here(SlotRun),
+    /// Another holder's claim: watched, and taken over once it lapses.
+    Elsewhere,
+    /// Another device ran the slot.
+    Done,
+    /// No quorum and `when_alone = "skip"`: caught up when the servers answer.
+    Later,
+}
+
 /// What a claim came to, for this device.
 enum Verdict {
     Mine(Option<Arc<Lease>>),
@@ -159,6 +171,11 @@ impl Coordinator {
             shown: None,
             shared,
         }))
+    }
+
+    /// The connection (for the pauses every device holds: `cluster_pause`).
+    pub(super) fn cluster(&self) -> &Cluster {
+        &self.cluster
     }
 
     pub(super) fn block<T>(&self, work: impl std::future::Future<Output = T>) -> T {
@@ -313,6 +330,47 @@ impl Daemon {
         }
         self.coordinator = Some(c);
         keep
+    }
+
+    /// Whose the re-run of an interrupted slot is (DESIGN §22): claimed like any slot, always as
+    /// one slot (a catch-up's re-run stands for its slots again, but is claimed by its own).
+    /// Without `[cluster]`, this device's.
+    pub(super) fn claim_rerun(&mut self, role: &Role, s: SlotRun) -> RerunClaim {
+        let Some(mut c) = self.coordinator.take() else {
+            return RerunClaim::Here(s);
+        };
+        let key = ClaimKey::slot(&c.vault, &role.name, s.slot);
+        let what = format!(
+            "the re-run of the {} slot of {}",
+            s.slot.format("%Y-%m-%d %H:%M:%S UTC"),
+            role.name
+        );
+        let claim = match c.claim(role, &key, what) {
+            Verdict::Mine(lease) => {
+                if let Some(l) = lease {
+                    c.slots.insert((role.name.clone(), s.slot), l);
+                }
+                RerunClaim::Here(s)
+            }
+            // Held: by another device, or by this one before it was killed, until the lease
+            // lapses; then taken over like any slot whose holder died (`take_over`).
+            Verdict::Elsewhere => {
+                c.watched.push(Watched {
+                    role: role.name.clone(),
+                    slot: s.slot,
+                    again: self.run_env.clock.instant() + c.again(),
+                    missed: s.missed,
+                });
+                RerunClaim::Elsewhere
+            }
+            Verdict::Done => RerunClaim::Done,
+            Verdict::Wait => {
+                c.alone.entry(role.name.clone()).or_default().push(s.slot);
+                RerunClaim::Later
+            }
+        };
+        self.coordinator = Some(c);
+        claim
     }
 
     /// A slot skipped for want of a quorum: one line in the daily note (once per role a day).

@@ -41,7 +41,7 @@ impl Daemon {
     fn carry(&mut self, effect: Effect) {
         match effect {
             Effect::Start(name) => self.start_run(&name),
-            Effect::StopForToday { role, stop, kind } => self.stop_for_today(&role, stop, kind),
+            Effect::StopForToday { role, stop, skipped } => self.stop_for_today(&role, stop, skipped),
             Effect::Paused { reason, .. } => {
                 tracing::warn!(
                     "model calls paused for {} min, or until the config or the env file is saved: {reason}",
@@ -91,6 +91,10 @@ impl Daemon {
             Effect::Spawn { role, work } => self.spawn_run(&role, work),
             // The notes went away (moved by someone) before the run started: the lock goes.
             Effect::Release(role) => drop(self.work.starting.remove(&role)),
+            pause @ (Effect::PauseBegan(_)
+            | Effect::PauseEnded(_)
+            | Effect::StopRun(_)
+            | Effect::SlotsPaused { .. }) => self.carry_pause(pause),
         }
     }
 
@@ -121,26 +125,54 @@ impl Daemon {
         });
     }
 
+    /// A role stopped for today: a skip (`skipped`: what would have started the run) is logged
+    /// once a day per cause; the person is told once (`tell_stopped`).
     fn stop_for_today(
         &mut self,
         name: &str,
         stop: crate::records::limits::DailyStop,
-        kind: crate::base::trigger::TriggerKind,
+        skipped: Option<crate::base::trigger::TriggerKind>,
     ) {
         let Some(role) = self.roles().roles.get(name).cloned() else {
             return;
         };
         let cause = stop.cause();
-        if self.note_once(name, cause) {
-            let now = self.run_env.clock.now();
-            self.shown.writes.check(
-                "the daily note",
-                self.run_env
-                    .log
-                    .write_line(now, &role.display_name, &format!("skipped — {cause}")),
-            );
-            self.write_skip_record(&role, cause, kind);
-            self.notify_stopped(name, cause);
+        if let Some(kind) = skipped {
+            if self.note_once(name, cause) {
+                let now = self.run_env.clock.now();
+                self.shown.writes.check(
+                    "the daily note",
+                    self.run_env
+                        .log
+                        .write_line(now, &role.display_name, &format!("skipped — {cause}")),
+                );
+                self.write_skip_record(&role, cause, kind);
+            }
+        }
+        self.tell_stopped(name, stop);
+    }
+
+    /// Tells the person that `role` stopped for today — once a day per role and limit, whoever
+    /// found it (a run that crossed a budget between two steps, a run its door skipped), and a
+    /// global budget once a day for every role; state keeps it across restarts.
+    fn tell_stopped(&self, role: &str, stop: crate::records::limits::DailyStop) {
+        if self.shown.notifier.is_none() {
+            return;
+        }
+        let (today, told) = (self.today(), format!("told: {}", stop.cause()));
+        let first = self.run_env.store.update(|s| {
+            if stop.is_global() {
+                s.global.first_notice(today, &told)
+            } else {
+                let r = s.role(role);
+                r.roll_day(today);
+                r.first_notice(&told)
+            }
+        });
+        self.shown.writes.check("the state (a notice)", first.as_ref());
+        // Not recorded: told now all the same (twice is better than never).
+        if first.unwrap_or(true) {
+            self.notify_stopped(role, stop);
         }
     }
 
@@ -173,6 +205,7 @@ impl Daemon {
                 cron: None,
                 parent_run_id: None,
                 task: None,
+                rerun: None,
             },
             started_at: now,
             ended_at: now,
@@ -258,7 +291,9 @@ impl Daemon {
         };
         let mut env = self.run_env.clone();
         env.fence = self.fence_for(name, slot, &starting.paths);
-        let trigger = inputs::trigger_of(work, &role);
+        env.stop = self.work.stops.for_run(name);
+        let mut trigger = inputs::trigger_of(work, &role);
+        self.slot_starts(name, &mut trigger);
         self.work
             .tasks
             .spawn(env, role, trigger, starting.notes, starting.paths, starting.lock);
@@ -289,11 +324,13 @@ impl Daemon {
                 done.result.record.shown_outcome()
             ),
         }
+        self.work.stops.ended(&done.role);
         self.apply(Input::Finished {
             role: done.role.clone(),
             failure: done.result.failure.clone(),
             tokens: done.result.record.usage.tokens.total(),
             notes: done.notes.clone(),
+            day_spent: done.result.day_spent.clone(),
         });
         self.notify_run(&done);
         self.settle_claims(&done.role, done.result.succeeded(), &done.notes);
@@ -530,17 +567,34 @@ impl Daemon {
         }
     }
 
-    /// A role stopped for the rest of the day (a budget spent).
-    pub(super) fn notify_stopped(&self, role: &str, cause: &str) {
-        let who = self.display_name(role);
+    /// A role stopped for the rest of the day (a budget spent, its runs used up) — or, for a
+    /// global budget, every role.
+    fn notify_stopped(&self, role: &str, stop: crate::records::limits::DailyStop) {
+        let cause = stop.cause();
+        let (role, key, words) = if stop.is_global() {
+            (
+                "",
+                format!("stopped:{}:{cause}", self.today()),
+                (
+                    "Every role stopped for today".to_string(),
+                    format!("{}; every role's work waits until midnight.", sentence(cause)),
+                ),
+            )
+        } else {
+            (
+                role,
+                format!("stopped:{}:{role}:{cause}", self.today()),
+                (
+                    format!("{} stopped for today", self.display_name(role)),
+                    format!("{}; its work waits until midnight.", sentence(cause)),
+                ),
+            )
+        };
         self.tell(
             EventKind::Paused,
             role,
-            format!("stopped:{}:{role}:{cause}", self.today()),
-            (
-                format!("{who} stopped for today"),
-                format!("{}; its work waits until midnight.", sentence(cause)),
-            ),
+            key,
+            words,
             Some(self.run_env.vault.layout().status_note()),
         );
     }
@@ -610,6 +664,7 @@ impl Daemon {
                 self.work.tasks.len()
             );
             self.run_env.stop.request();
+            self.work.stops.stop_all();
             let recorded_by = self.run_env.clock.instant() + STOP_RECORD;
             self.let_runs_end(recorded_by, sigterm, sigint).await;
             if !self.work.tasks.is_empty() {

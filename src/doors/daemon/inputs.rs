@@ -374,19 +374,20 @@ impl Daemon {
 pub(super) fn trigger_of(work: Work, role: &Role) -> Trigger {
     match work {
         Work::Resume(id) => Trigger::resume(&id),
-        Work::Slot(s) => {
-            let cron = role
-                .schedule
-                .lines
-                .iter()
-                .map(|l| l.cron_exprs().collect::<Vec<_>>().join(" | "))
-                .collect::<Vec<_>>()
-                .join(" | ");
-            Trigger::schedule(s.slot, cron, s.missed, role.skip_unchanged())
-        }
+        Work::Slot(s) => Trigger::schedule(s.slot, cron_of(role), s.missed, role.skip_unchanged()),
         Work::Inbox => Trigger::inbox(),
         Work::Watch(paths) => Trigger::watch(paths),
     }
+}
+
+/// The role's cron lines, as a scheduled run's trigger and record name them.
+pub(super) fn cron_of(role: &Role) -> String {
+    role.schedule
+        .lines
+        .iter()
+        .map(|l| l.cron_exprs().collect::<Vec<_>>().join(" | "))
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 impl Daemon {
@@ -397,6 +398,7 @@ impl Daemon {
             .runnable()
             .filter(|r| self.role_may_run_here(r) && !r.schedule.is_empty())
             .collect();
+        self.skip_paused_slots(&roles, wall);
         let plan = slots::plan(
             roles.iter().map(|role| {
                 (

@@ -9,6 +9,7 @@
 //!
 //! - `inputs` — what comes in: inbox scans, due slots (recorded in the ledger before they run),
 //!   decided resumes, the approvals pass; `expect` — `expect:` deadlines, checked off the loop;
+//!   `owed` — slots whose run started and did not finish: run again once, or said;
 //! - `effects` — what goes out: runs started and fed back, a day's stop, the pause recorded,
 //!   `[notify]`, pages given back when quiet, the stop;
 //! - `reload` — config and role files, watched folders; `env_file` — the env file read again
@@ -18,6 +19,7 @@
 
 mod broken;
 mod cluster;
+mod cluster_pause;
 pub mod core;
 mod effects;
 mod env_file;
@@ -25,6 +27,8 @@ pub mod events;
 mod expect;
 mod inputs;
 mod lock;
+mod owed;
+mod pause;
 pub mod ready;
 mod reload;
 mod report;
@@ -33,6 +37,7 @@ mod role_changes;
 mod shared_runs;
 pub mod slots;
 pub mod status;
+pub mod status_pause;
 mod tasks;
 mod upkeep;
 mod watch;
@@ -125,6 +130,8 @@ struct Seen {
     unreadable: BTreeMap<String, Vec<String>>,
     /// Why scheduled slots cannot be recorded right now (shown in status until it works again).
     ledger_error: Option<String>,
+    /// The person's pause book as last read (`pause`).
+    pauses: pause::PauseSeen,
 }
 
 /// What the person is shown and told: the status note, failed side writes, `[notify]`.
@@ -147,6 +154,8 @@ struct Work {
     starting: HashMap<String, effects::Starting>,
     approvals: ApprovalWork,
     expect: expect::ExpectWork,
+    /// Each run's own stop: a pause ends one run at its next step.
+    stops: pause::RunStops,
     /// Effects are being carried out (`core::drive`): an input fed now waits in `fed`.
     driving: bool,
     fed: Vec<Input>,
@@ -432,8 +441,8 @@ impl Daemon {
         Ok(0)
     }
 
-    /// Everything before the first tick: finish interrupted runs, forget deleted roles, clean
-    /// crash leftovers, point the watcher.
+    /// Everything before the first tick: finish interrupted runs, forget deleted roles, owe the
+    /// slots whose run did not finish, clean crash leftovers, point the watcher.
     fn start_up(&mut self) -> anyhow::Result<()> {
         self.start_notifier();
         self.coordinator = cluster::Coordinator::start(self.config(), &self.watching.paths.root)
@@ -442,6 +451,7 @@ impl Daemon {
                     "{e}; tabd does not start: without its cluster this device would run every slot and note, beside the devices that share them"
                 )
             })?;
+        self.start_pause_follower();
         if let Some(warning) = self.config().provider.missing_key(&self.setup.env) {
             tracing::warn!("{warning}");
         }
@@ -472,11 +482,13 @@ impl Daemon {
             Err(e) => tracing::warn!("cannot count today's spend from the run records: {e}"),
         }
         self.forget_deleted_roles();
+        self.make_pause_folder();
         self.apply(Input::Roles {
             names: self.roles().runnable().map(|r| r.name.clone()).collect(),
             rescheduled: Vec::new(),
             broken_changed: false,
         });
+        self.owe_interrupted();
         self.refresh_watches();
         self.log_role_errors();
         self.report_stranded();
@@ -495,7 +507,11 @@ impl Daemon {
 
     fn next_wake(&self) -> Instant {
         let (wall, now) = self.now();
-        let mut timers = vec![self.next_deadline(wall, now), self.cluster_wake()];
+        let mut timers = vec![
+            self.next_deadline(wall, now),
+            self.cluster_wake(),
+            self.pause_wake(wall, now),
+        ];
         let limits = &self.config().limits;
         let roles = &self.roles().roles;
         timers.extend(self.core.wakes(now, |name| {
@@ -547,6 +563,8 @@ impl Daemon {
         // The tick's own file work (state, inbox listings, the status note) is small and bounded:
         // it runs right here. Long work (runs, tools, hashing big files) is `blocking::run`.
         self.seen.state = self.run_env.store.load();
+        self.follow_cluster_pauses(wall);
+        self.read_pauses(wall);
         self.apply(Input::Tick(core::Observed {
             wall,
             events_lost: self.watching.overflow.swap(false, Ordering::Relaxed),

@@ -76,6 +76,8 @@ impl Daemon {
             }
         }
         dirs.push(self.watching.paths.approvals());
+        // `tabd pause` writes here: the loop wakes, and its tick reads the book.
+        dirs.push(self.pause_store().folder());
         dirs.sort();
         dirs.dedup();
         dirs.retain(|d| known.contains(d) || d.is_dir());

@@ -112,6 +112,7 @@ impl Daemon {
                 .unwrap_or_default(),
             write_problem: self.shown.writes.problem(),
             cluster: self.cluster_view(),
+            pauses: self.paused_view(),
             host: self.setup.host.clone(),
             ledger_error: self.seen.ledger_error.clone(),
             generation: self.shown.generation,

@@ -113,6 +113,9 @@ pub struct RoleStatus {
     /// Only from the running daemon.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live: Option<InboxView>,
+    /// The pause that holds it (`tabd pause`, DESIGN §28); `null` when none does.
+    #[serde(default)]
+    pub paused: Option<super::status_pause::PauseView>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -154,6 +157,9 @@ pub struct StatusReport {
     /// With `[cluster]` (DESIGN §23): this device, its quorum, the devices seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterView>,
+    /// The person's pauses that hold now (`tabd pause`, DESIGN §28): the kill switch.
+    #[serde(default)]
+    pub pauses: Vec<super::status_pause::PauseView>,
 }
 
 /// The cluster as this device sees it.
@@ -244,6 +250,8 @@ pub struct Live {
     pub write_problem: Option<String>,
     /// With `[cluster]`: the cluster as this device sees it.
     pub cluster: Option<ClusterView>,
+    /// The person's pauses that hold now (the daemon's, or read from the book).
+    pub pauses: crate::records::state::pause::Paused,
 }
 
 /// A keep-alive MCP server as the daemon's supervisor sees it (DESIGN §14).
@@ -375,6 +383,7 @@ pub fn collect(
         updated_at: now,
         generation: live.generation,
         cluster: live.cluster.clone(),
+        pauses: super::status_pause::views(&live.pauses),
     }
 }
 
@@ -533,6 +542,7 @@ fn role_status(src: &Sources<'_>, now: DateTime<Utc>, name: &str) -> RoleStatus 
             .map(|d| d.iter().map(ToString::to_string).collect())
             .unwrap_or_default(),
         live: src.live.roles.get(name).cloned(),
+        paused: super::status_pause::of(&src.live.pauses, name),
     }
 }
 
@@ -688,7 +698,7 @@ pub fn render_note(r: &StatusReport, tz: Tz) -> String {
             |p| format!("written by the running daemon (pid {p}), {}", r.watching)
         ),
     ));
-    s.push_str(&note_warnings(r));
+    s.push_str(&note_warnings(r, tz));
     if let Some(c) = &r.cluster {
         s.push_str(&format!("**Cluster:** {}\n\n", c.line(tz)));
     }
@@ -709,9 +719,11 @@ pub fn render_note(r: &StatusReport, tz: Tz) -> String {
     s
 }
 
-/// Callouts for what stops work: paused model calls, servers down, a ledger that cannot be written.
-fn note_warnings(r: &StatusReport) -> String {
+/// Callouts for what stops work: the person's pauses, paused model calls, servers down, a ledger
+/// that cannot be written.
+fn note_warnings(r: &StatusReport, tz: Tz) -> String {
     let mut s = String::new();
+    s.push_str(&super::status_pause::callout(&r.pauses, tz));
     if let Some(e) = &r.config_error {
         let living = if r.daemon_pid.is_some() {
             "tabd keeps running with the config it had before; fix the file and it is read again"
@@ -760,16 +772,18 @@ fn note_warnings(r: &StatusReport) -> String {
     s
 }
 
-/// The role's state, with a run going on: `enabled · running since 14:02:11 (inbox)`.
+/// The role's state, with a pause that holds it and a run going on: `enabled · PAUSED until
+/// `tabd resume` · running since 14:02:11 (inbox)`.
 fn state_line(role: &RoleStatus, tz: Tz) -> String {
+    let paused = super::status_pause::state_suffix(role.paused.as_ref(), tz);
+    let state = format!("{}{paused}", role.state);
     match role.live.as_ref().and_then(|l| l.running_since.map(|t| (t, l))) {
         Some((since, l)) => format!(
-            "{} · running since {} ({})",
-            role.state,
+            "{state} · running since {} ({})",
             since.with_timezone(&tz).format("%H:%M:%S"),
             l.running_trigger.as_deref().unwrap_or("run")
         ),
-        None => role.state.clone(),
+        None => state,
     }
 }
 
@@ -901,6 +915,7 @@ pub fn render_text(r: &StatusReport, tz: Tz) -> String {
             |p| format!("running (pid {p}), {}", r.watching)
         )
     ));
+    s.push_str(&super::status_pause::text_lines(&r.pauses, tz));
     for f in &r.stranded {
         s.push_str(&format!("no role reads {f}\n"));
     }

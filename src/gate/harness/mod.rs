@@ -5,7 +5,8 @@
 //! 1. **the role's lists** — `## Tools`, MCP allows, `deny_tools` (checked at listing and again here);
 //! 2. **`approve`** — auto runs, deny refuses, ask queues an approval note (a person-approved call
 //!    skips this step, but is refused if the role now denies it);
-//! 3. **limits** — `max_tool_calls` for the whole run, whatever door the calls came through;
+//! 3. **limits** — the day's budgets (a call is a step: none runs once a daily budget is spent)
+//!    and `max_tool_calls` for the whole run, whatever door the calls came through;
 //! 4. **the sandbox and hops** — inside the vault tools (`access`, `max_chain_depth`) and the MCP
 //!    argument check;
 //! 5. **the record** — every call that counts, with what it changed.
@@ -31,6 +32,9 @@ use crate::records::authorship::{Authorship, Whose};
 use crate::records::state::StateStore;
 use crate::setup::role::{Role, RoleSet};
 
+mod limit;
+pub use limit::{Day, Limit};
+
 /// Who is calling: the model (through any door: an API run, an agent CLI, an MCP client), or
 /// the person, by approving a call in a note.
 #[derive(Debug, Clone, Copy)]
@@ -50,9 +54,8 @@ pub enum Caller<'a> {
 #[derive(Debug, Clone)]
 pub struct Called {
     pub result: ToolResult,
-    /// Set when the call was refused because the run reached `max_tool_calls`: the run should
-    /// end with a summary.
-    pub limit: Option<String>,
+    /// Set when the call was refused because the run reached a limit: the run should end.
+    pub limit: Option<Limit>,
     /// The record of the call (`None` for a call refused by the limit: it did not count).
     pub record: Option<ToolCallRecord>,
 }
@@ -100,6 +103,9 @@ pub struct Ticket {
     /// Whose each vault file is: a change to the person's own note waits for their approval
     /// (DESIGN §26), and what the run makes is recorded as tabd's.
     pub authorship: Arc<Authorship>,
+    /// The day the run spends in: a call is a step, and none runs once a daily budget is spent.
+    /// `None`: the door checks the day itself (`tabd mcp serve`), or no budget applies (an undo).
+    pub day: Option<Arc<dyn Day>>,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -451,7 +457,7 @@ impl Harness {
                     let result = ToolResult::error(format!("not run: {lost}; end the run now"));
                     return Ok(Gated::Done(result, None, Approval::Refused));
                 }
-                if let Some(limit) = self.take_slot() {
+                if let Some(limit) = self.day_spent().or_else(|| self.take_slot()) {
                     return Ok(Gated::Limit(limit));
                 }
                 self.ticket.progress.emit(crate::base::progress::Step::Tool {
@@ -605,6 +611,20 @@ impl Harness {
         names
     }
 
+    /// A call is a step of its run: none runs once a daily budget is spent (whatever spent it:
+    /// this run, the runs it delegated to, other runs going on). It does not count.
+    fn day_spent(&self) -> Option<Called> {
+        let day = self.ticket.day.as_ref()?;
+        let crossed = crate::base::blocking::run(|| day.crossed())?;
+        Some(Called {
+            result: ToolResult::error(format!(
+                "not run: the {crossed}; this run ends now, and the role's work waits until midnight"
+            )),
+            limit: Some(Limit::Day(crossed)),
+            record: None,
+        })
+    }
+
     /// Counts a call against `max_tool_calls`; `Some` when the run has none left.
     fn take_slot(&self) -> Option<Called> {
         let max = self.ticket.max_tool_calls;
@@ -618,7 +638,7 @@ impl Harness {
             result: ToolResult::error(format!(
                 "not run: this run reached its limit of {max} tool calls; finish with a short summary"
             )),
-            limit: Some(format!("max_tool_calls ({max})")),
+            limit: Some(Limit::ToolCalls(max)),
             record: None,
         })
     }
@@ -833,6 +853,7 @@ pub(crate) fn for_test(dir: &std::path::Path, role_text: &str, max_tool_calls: u
             vault.clone(),
             Arc::new(crate::base::signing::Key::shared(b"the harness tests' key")),
         )),
+        day: None,
     };
     let clock = Arc::new(crate::base::clock::SystemClock);
     let tools = Arc::new(crate::capabilities::mcp::tools::RunTools::default());

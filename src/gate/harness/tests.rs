@@ -117,3 +117,61 @@ async fn a_folder_move_with_a_persons_note_tabd_cannot_name_asks() {
     );
     assert!(dir.path().join("Journal/Thoughts\u{2026}.md").exists());
 }
+
+/// A day whose budget is spent once `spent` is set.
+#[derive(Debug, Default)]
+struct Spent(std::sync::atomic::AtomicBool);
+
+impl super::Day for Spent {
+    fn spent(&self, _tokens: u64, _usd: f64) {}
+
+    fn crossed(&self) -> Option<crate::records::limits::Crossed> {
+        self.0
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| crate::records::limits::Crossed {
+                stop: crate::records::limits::DailyStop::CostBudget,
+                role: "ops".into(),
+                spent: 0.052,
+                budget: 0.05,
+            })
+    }
+}
+
+/// Issue 49, item 2: every call is a step, from every door (an API run, an agent CLI's calls
+/// over MCP, a session): once the day's budget is spent, none runs — refused with the budget
+/// and its numbers, not counted against max_tool_calls, not recorded — and the run is told to end.
+#[tokio::test]
+async fn no_call_runs_once_the_days_budget_is_spent() {
+    use super::{Caller, Limit};
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = super::for_test(
+        dir.path(),
+        "# Ops\n## Mission\nKeep notes.\n## Tools\n- read_file\n- write_file\n",
+        2,
+    );
+    let day = std::sync::Arc::new(Spent::default());
+    h.ticket.day = Some(day.clone());
+    let caller = Caller::Model {
+        reason: "",
+        call_id: None,
+    };
+    let write = json!({"path": "a.md", "content": "first"});
+    let ran = h.call("write_file", &write, caller).await.unwrap();
+    assert!(ran.result.ok && ran.limit.is_none(), "{:?}", ran.result);
+    day.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    let again = json!({"path": "b.md", "content": "second"});
+    let refused = h.call("write_file", &again, caller).await.unwrap();
+    assert!(!refused.result.ok);
+    assert_eq!(
+        refused.result.text,
+        "not run: the daily cost budget of role `ops` ($0.052 of $0.050 spent today); this run ends now, \
+         and the role's work waits until midnight"
+    );
+    assert!(matches!(refused.limit, Some(Limit::Day(_))));
+    assert!(refused.record.is_none());
+    assert!(!dir.path().join("b.md").exists(), "it did not run");
+    assert_eq!(h.log().calls.len(), 1, "only the call that ran is recorded");
+    day.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    let after = h.call("write_file", &again, caller).await.unwrap();
+    assert!(after.result.ok, "the refusal did not use up max_tool_calls");
+}

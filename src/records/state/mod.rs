@@ -1,5 +1,6 @@
-//! `.tabd/state.json`: last runs, content hashes, attempts, the occurrence ledger, budgets, and
-//! runs that are logged but not yet finished (their note moves).
+//! `.tabd/state.json`: last runs, content hashes, attempts, the occurrence ledger and the slots
+//! whose run started and has not finished (`started`), budgets, and runs that are logged but not
+//! yet finished (their note moves).
 //!
 //! Every change is a read-modify-write under an exclusive lock on `.tabd/state.lock`, written
 //! atomically and durably (temp file, fsync, rename, fsync of the folder) through the vault, so
@@ -9,6 +10,8 @@
 //! overwritten that could not be read).
 
 pub mod approval_ledger;
+pub mod pause;
+pub mod started;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -88,6 +91,10 @@ pub struct RoleState {
     /// The occurrence ledger: every scheduled slot at or before this instant has been handled
     /// (run, or logged as skipped/missed). Recorded before a slot runs.
     pub last_slot: Option<DateTime<Utc>>,
+    /// Scheduled slots whose run started and has not finished (`started`): what the ledger
+    /// alone cannot tell from a slot that ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub started_slots: Vec<started::StartedSlot>,
     /// Every `expect:` deadline at or before this instant has been checked (DESIGN §22).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_checked: Option<DateTime<Utc>>,

@@ -95,7 +95,9 @@ pub(super) async fn turn(
         Ok(g) => g,
         Err(e) => return failed(format!("cannot make the run's key: {e}"), false),
     };
-    let server = match SocketServer::start(HarnessServer::new(harness.clone(), None), &socket_path, gate) {
+    // Kept to read what limit ended its calls, once the CLI is done.
+    let tools_server = HarnessServer::new(harness.clone(), None);
+    let server = match SocketServer::start(tools_server.clone(), &socket_path, gate) {
         Ok(s) => s,
         Err(e) => return failed(format!("cannot serve tabd's tools to the CLI: {e}"), false),
     };
@@ -125,7 +127,7 @@ pub(super) async fn turn(
     }
     let connected = server.connected();
     drop(server);
-    outcome_of(end, connected, dir.path())
+    outcome_of(end, connected, dir.path(), tools_server.limit_reached())
 }
 
 /// `tabd mcp serve --role R --run-id ID --socket PATH` (DESIGN §16's command, with the socket).
@@ -145,7 +147,9 @@ fn serve_command(role: &Role, run_id: &str, socket: &Path) -> ServerCommand {
     }
 }
 
-fn outcome_of(end: CliEnd, connected: bool, dir: &Path) -> TurnOutcome {
+/// What the CLI's turn came to; `limit`: the limit that refused one of its calls (the day's
+/// budget, `max_tool_calls`) — its run ends as `limit`, as an API run's would.
+fn outcome_of(end: CliEnd, connected: bool, dir: &Path, limit: Option<String>) -> TurnOutcome {
     match end {
         CliEnd::NotStarted { message, outage } => failed(message, outage),
         CliEnd::Deadline => {
@@ -167,7 +171,7 @@ fn outcome_of(end: CliEnd, connected: bool, dir: &Path) -> TurnOutcome {
                 None => None,
             };
             let mut o = TurnOutcome::ended(match failure {
-                None => TurnEnd::Done,
+                None => limit.map_or(TurnEnd::Done, TurnEnd::Limit),
                 Some((message, outage)) => TurnEnd::Failed(ProviderError::Cli {
                     provider: "command",
                     message,

@@ -2,8 +2,10 @@
 //! child is a whole run — its own prompt, tools, sandbox, approvals and record — that starts with
 //! no parent conversation, moves no inbox notes, never waits for a daemon run slot, ends by the
 //! parent's deadline, carries the parent's chain depth (hops), and spends from an account its
-//! parent's ceilings also watch. Before a child starts, its role's day must not be spent (its
-//! daily budgets, the global ones, its runs per day), and the session's gate must have room:
+//! parent's ceilings also watch — and in its parent's day: what it spends counts in its role's
+//! day and in the parent's (`day`), and either's budget stops it between two steps. Before a
+//! child starts, its role's day must not be spent (its daily budgets, the global ones, its runs
+//! per day), and the session's gate must have room:
 //! `max_parallel_delegates` holds for the whole session, however many `delegate` calls come at
 //! once (an agent CLI can send several).
 
@@ -31,6 +33,9 @@ pub struct Lineage {
     pub hops: u32,
     /// The parent's span: the child's is under it.
     pub trace: crate::capabilities::telemetry::RunSpan,
+    /// The days the parent's spending counts in (its role's, and those above it): the child's
+    /// spending counts in them too, and their budgets stop it as they stop the parent.
+    pub day: Vec<crate::records::limits::DayLink>,
 }
 
 /// The run that delegates: what its children need to know of it, and their results.
@@ -55,6 +60,17 @@ impl RunDelegator {
         std::mem::take(&mut *self.children.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// Why a child of `child` may not start now: a pause holds it (`tabd pause`), or holds this
+    /// run's own role (a pause that landed while it runs: it starts nothing more).
+    fn paused(&self, child: &str) -> Option<String> {
+        let store =
+            crate::records::state::pause::PauseStore::new(self.env.vault.clone(), Some(self.env.key.clone()));
+        let (now, tz) = (self.env.clock.now(), self.env.config.timezone);
+        let names = [child, self.parent.name.as_str()];
+        let held = store.paused(now, &names);
+        names.iter().find_map(|r| held.of(r).map(|h| h.refusal(r, tz)))
+    }
+
     async fn one(&self, task: Task) -> DelegateOutcome {
         let not_started = |why: String| DelegateOutcome::NotStarted {
             role: task.role.clone(),
@@ -68,6 +84,9 @@ impl RunDelegator {
         };
         if !role.enabled() {
             return not_started(format!("the role `{}` is disabled (enabled: false)", task.role));
+        }
+        if let Some(why) = crate::base::blocking::run(|| self.paused(&task.role)) {
+            return not_started(format!("not started: {why}"));
         }
         let Ok(_place) = self.gate.acquire().await else {
             return not_started("the session has ended".into());

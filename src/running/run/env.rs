@@ -136,6 +136,9 @@ pub struct RunResult {
     /// A delegated run's `### Delegated` subsection, which its parent's daily section includes
     /// (a delegated run writes no section of its own).
     pub delegated_section: String,
+    /// The roles whose day this run (or a run it delegated to) found spent as it ended — by
+    /// which daily limit: the daemon stops them for today and tells the person, once.
+    pub day_spent: Vec<(String, crate::records::limits::DailyStop)>,
 }
 
 impl RunResult {

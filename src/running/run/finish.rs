@@ -48,8 +48,13 @@ struct Decided {
 /// tell whether it will be started again (systemd's restart, a person's Ctrl-C and `systemctl
 /// stop` all look the same from inside), so it says only what it knows.
 pub const STOPPED: &str = "stopped when tabd stopped; runs again when tabd next starts";
+/// The same for a scheduled run: its slot is owed, and whether it runs again is decided then
+/// (its role's `catch_up`, `stale_after`; at most once).
+const STOPPED_SLOT: &str =
+    "stopped when tabd stopped; its slot is owed: run again once when tabd next starts, or said why not";
 
-fn decide(end: &TurnEnd) -> Decided {
+/// What the turn's `end` makes of the run; `scheduled`: it ran a slot (a stopped one is owed).
+fn decide(end: &TurnEnd, scheduled: bool) -> Decided {
     let failed = |class: FailureClass, msg: String| Decided {
         outcome: Outcome::Failed,
         error: Some(msg.clone()),
@@ -96,6 +101,7 @@ fn decide(end: &TurnEnd) -> Decided {
             FailureClass::RunFailure,
             format!("tabd failed while running this role ({why}); this is a bug in tabd — please report it"),
         ),
+        TurnEnd::Stopped if scheduled => failed(FailureClass::Stopped, STOPPED_SLOT.into()),
         TurnEnd::Stopped => failed(FailureClass::Stopped, STOPPED.into()),
         // The run did what it could until a call needed the person: its notes are handled; it
         // goes on (a second part, same run id) once the call is decided.
@@ -110,9 +116,9 @@ fn decide(end: &TurnEnd) -> Decided {
 
 /// The run's end, unless the device lost what it held meanwhile (DESIGN §23): then it ends as
 /// stopped — no note moved, no attempt counted, another device runs it — and says why.
-fn fenced(fence: &Fence, outcome: TurnOutcome) -> (TurnOutcome, Decided) {
+fn fenced(fence: &Fence, outcome: TurnOutcome, scheduled: bool) -> (TurnOutcome, Decided) {
     let Err(lost) = fence.check() else {
-        let decided = decide(&outcome.end);
+        let decided = decide(&outcome.end, scheduled);
         return (outcome, decided);
     };
     tracing::warn!("{lost}");
@@ -438,18 +444,19 @@ fn ended_of(class: Option<FailureClass>, end: &TurnEnd) -> Option<String> {
     }
 }
 
-/// Finishes a run that called the model (or tried to).
+/// Finishes a run that called the model (or tried to); `day`: the day it spent in, `None` for
+/// a run that had none (recorded after a crash or a cancelled task: what it spent, it told).
 pub(super) fn finish(
     env: &RunEnv,
     role: &Role,
-    trigger: Trigger,
-    notes: Vec<Note>,
+    (trigger, notes): (Trigger, Vec<Note>),
     prep: Prepared,
     outcome: TurnOutcome,
     children: Vec<RunResult>,
+    day: Option<&super::day::RunDay>,
 ) -> RunResult {
     let ended = env.clock.now();
-    let (outcome, decided) = fenced(&env.fence, outcome);
+    let (outcome, decided) = fenced(&env.fence, outcome, slot_of(&trigger).is_some());
     let class = decided.failure.as_ref().map(|(c, _)| *c);
     let plan = plan(&env.vault, &env.config, &notes, class, &prep.state, &role.name);
     let mut cost = cost_of(&env.config, role, &outcome, prep.ttl);
@@ -476,6 +483,7 @@ pub(super) fn finish(
     } else {
         (env.log.render_run(&record, &human), String::new())
     };
+    let day_spent = super::day::spent_at_end(day, &children);
     let result = |failure, daily_log| RunResult {
         record: record.clone(),
         summary: outcome.summary.clone(),
@@ -485,6 +493,7 @@ pub(super) fn finish(
         skipped: None,
         output: outcome.output.clone(),
         delegated_section: delegated_section.clone(),
+        day_spent: day_spent.clone(),
     };
     let daily_path = env.log.daily_path(prep.started);
     let commit = Commit {
@@ -498,28 +507,41 @@ pub(super) fn finish(
         cause: decided.cause.clone(),
         daily_section,
         trigger_kind: trigger.kind.as_str(),
+        slot: slot_of(&trigger),
         notes: notes.len(),
-        children_spent: human.children_spent,
+        day: super::day::unrecorded(day, &record, class, &role.name),
     };
     let pending = match commit.save(&env.store, &env.log) {
         Ok(p) => p,
         Err(e) => {
-            // Its spend is never forgotten: the record is written all the same, and the next
-            // save (or start) counts it from there (`records::spent`).
-            env.side.check(
-                "the run record (of a run tabd could not record in its state)",
-                env.log.write_record(&record),
-            );
-            tracing::error!(
-                "cannot record the run of {} in state: {e}; its notes stay in the inbox and run again, and \
-                 what it spent is counted from its run record",
-                role.name
-            );
+            unrecorded(env, &role.name, &record, &e);
             return result(Some((FailureClass::RunFailure, e.to_string())), daily_path);
         }
     };
     publish(env, &role.name, &pending, Publish::Fresh);
     result(decided.failure, daily_path)
+}
+
+/// A run state could not record (`why`): its spend is never forgotten — its record is written all
+/// the same, and the next save (or start) counts it from there (`records::spent`); its notes stay
+/// in the inbox and run again.
+fn unrecorded(env: &RunEnv, role: &str, record: &RunRecord, why: &VaultError) {
+    env.side.check(
+        "the run record (of a run tabd could not record in its state)",
+        env.log.write_record(record),
+    );
+    tracing::error!(
+        "cannot record the run of {role} in state: {why}; its notes stay in the inbox and run again, and \
+         what it spent is counted from its run record"
+    );
+}
+
+/// The scheduled slot a run of `trigger` is for (`None`: not a scheduled run).
+fn slot_of(trigger: &Trigger) -> Option<chrono::DateTime<Utc>> {
+    match trigger.kind {
+        crate::base::trigger::TriggerKind::Schedule => trigger.scheduled_for,
+        _ => None,
+    }
 }
 
 /// Everything one run writes into state, in one update.
@@ -536,10 +558,12 @@ struct Commit<'a> {
     cause: Option<String>,
     daily_section: String,
     trigger_kind: &'a str,
+    /// The scheduled slot the run was for: its end clears the slot's start (`StartedSlot`).
+    slot: Option<chrono::DateTime<Utc>>,
     notes: usize,
-    /// Tokens and dollars of the runs this run delegated to: they count in this role's daily
-    /// budget too (each child counted its own, and the global budget, already).
-    children_spent: (u64, f64),
+    /// What of the run's spending today's counters do not have yet, and the roles whose day it
+    /// counts in (its own, and those above it).
+    day: super::day::Unrecorded,
 }
 
 impl Commit<'_> {
@@ -561,12 +585,19 @@ impl Commit<'_> {
         // not synced here, so a power cut may at worst run the run's notes again.
         store.update_with(crate::base::vault::Durability::File, |s| {
             crate::records::spent::reconcile(s, today, &spent);
-            s.add_usage(self.role, today, rec.usage.tokens, rec.usage.cost_usd);
+            super::day::count_in(s, &self.day.roles, today, self.day.spent);
             let r = s.role(self.role);
             r.roll_day(today);
-            r.tokens_today += self.children_spent.0;
-            r.cost_today_usd += self.children_spent.1;
             self.count(r, outage);
+            // In this same update, so a committed end and an owed slot never both hold: a run
+            // tabd's own stop cut short leaves its slot owed (the next start decides), any other
+            // end settles it.
+            if let Some(slot) = self.slot {
+                match self.class {
+                    Some(FailureClass::Stopped) => r.slot_stopped(slot),
+                    _ => r.slot_finished(slot),
+                }
+            }
             let daily_text = self.daily_text(log, r, outage);
             let pending = PendingRun {
                 run_id: rec.run_id.clone(),
@@ -643,12 +674,18 @@ impl Commit<'_> {
                 1 => "; its note waits in the inbox, no attempt counted".into(),
                 n => format!("; its {n} notes wait in the inbox, no attempt counted"),
             };
+            let again = match self.slot {
+                // Owed, not certain: the role's catch_up and stale_after decide at the next start.
+                Some(slot) => format!(
+                    "its {} slot is owed: tabd runs it again once when it next starts, or says why not",
+                    slot.with_timezone(&log.tz()).format("%H:%M")
+                ),
+                None => "runs again when tabd next starts".into(),
+            };
             return log.render_line(
                 self.record.started_at,
                 self.display_name,
-                &format!(
-                    "stopped after {secs} s when tabd stopped; runs again when tabd next starts{waiting}"
-                ),
+                &format!("stopped after {secs} s when tabd stopped; {again}{waiting}"),
             );
         }
         match (outage, &self.error) {
@@ -720,6 +757,13 @@ fn publish(env: &RunEnv, role: &str, p: &PendingRun, how: Publish) {
     env.faults.abort_at("abort-after-log");
     move_notes(env, p);
     settle(env, role, p, how, held);
+}
+
+/// Publishes `p`, committed to state as pending by another part of `run`, the way crash recovery
+/// does: what is already written is not written again (a crash before it was cleared repeats
+/// nothing at the next start).
+pub(super) fn publish_pending_once(env: &RunEnv, role: &str, p: &PendingRun) {
+    publish(env, role, p, Publish::Recover);
 }
 
 fn move_notes(env: &RunEnv, p: &PendingRun) {
@@ -826,33 +870,60 @@ pub fn run_lock_path(role: &str) -> VaultPath {
     VaultPath::parse(&crate::base::vault::layout::run_lock(role), false).unwrap_or_else(|_| VaultPath::root())
 }
 
-/// A run skipped at zero tokens (`skip_unchanged`): a JSONL `skipped` record, and one daily-log
-/// line per cause per day.
-pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepared) -> RunResult {
-    let why = "nothing changed since the last run (skip_unchanged)".to_string();
-    let record = RunRecord {
-        run_id: prep.id.to_string(),
-        role: role.name.clone(),
-        trigger: TriggerRecord::of(trigger, Vec::new()),
-        started_at: prep.started,
-        ended_at: prep.started,
-        outcome: Outcome::Skipped,
-        error: Some(why.clone()),
-        model: String::new(),
-        requests: 0,
-        usage: UsageRecord::default(),
-        tool_calls: Vec::new(),
-        moved: Vec::new(),
-        children: Vec::new(),
-        ended: None,
-        notes_truncated: Vec::new(),
-        triage: None,
-    };
+/// Why a run was skipped at zero tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Skip {
+    /// Nothing changed since its last run (`skip_unchanged`).
+    Unchanged,
+    /// Its day was spent as it was to start (another run spent it since its door looked): its
+    /// notes wait in the inbox, no attempt counted.
+    DaySpent(crate::records::limits::DailyStop),
+}
+
+impl Skip {
+    fn why(self) -> &'static str {
+        match self {
+            Self::Unchanged => "nothing changed since the last run (skip_unchanged)",
+            Self::DaySpent(stop) => stop.cause(),
+        }
+    }
+
+    /// What its one daily-log line a day is keyed on (a spent day: the key the daemon's own
+    /// skips use, so the day reads one line per cause whoever skipped).
+    fn notice(self) -> &'static str {
+        match self {
+            Self::Unchanged => "skip_unchanged",
+            Self::DaySpent(stop) => stop.cause(),
+        }
+    }
+}
+
+/// A run skipped at zero tokens: a JSONL `skipped` record, and one daily-log line per cause per
+/// day.
+pub(super) fn skipped(
+    env: &RunEnv,
+    role: &Role,
+    trigger: &Trigger,
+    prep: &Prepared,
+    skip: Skip,
+) -> RunResult {
+    let why = skip.why().to_string();
+    let record = RunRecord::without_model(
+        prep.id.to_string(),
+        &role.name,
+        TriggerRecord::of(trigger, Vec::new()),
+        prep.started,
+        (Outcome::Skipped, why.clone()),
+    );
     let today = prep.started.with_timezone(&env.log.tz()).date_naive();
+    let slot = slot_of(trigger);
     let first = env.store.update(|s| {
         let r = s.role(&role.name);
         r.roll_day(today);
-        r.first_notice("skip_unchanged")
+        if let Some(slot) = slot {
+            r.slot_finished(slot);
+        }
+        r.first_notice(skip.notice())
     });
     env.side.check("the state (a skip's notice)", first.as_ref());
     if first.unwrap_or(true) {
@@ -874,6 +945,10 @@ pub(super) fn skipped(env: &RunEnv, role: &Role, trigger: &Trigger, prep: &Prepa
         skipped: Some(why),
         output: None,
         delegated_section: String::new(),
+        day_spent: match skip {
+            Skip::DaySpent(stop) => vec![(role.name.clone(), stop)],
+            Skip::Unchanged => Vec::new(),
+        },
     }
 }
 
@@ -904,11 +979,11 @@ fn record_ended(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>, e
     finish(
         env,
         role,
-        trigger,
-        notes,
+        (trigger, notes),
         prep,
         TurnOutcome::ended(end),
         Vec::new(),
+        None,
     )
 }
 
@@ -917,24 +992,13 @@ fn record_ended(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<Note>, e
 pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
     let now = Utc::now();
     RunResult {
-        record: RunRecord {
-            run_id: String::new(),
-            role: role.name.clone(),
-            trigger: TriggerRecord::of(&Trigger::manual(), Vec::new()),
-            started_at: now,
-            ended_at: now,
-            outcome: Outcome::Failed,
-            error: Some(why.to_string()),
-            model: String::new(),
-            requests: 0,
-            usage: UsageRecord::default(),
-            tool_calls: Vec::new(),
-            moved: Vec::new(),
-            children: Vec::new(),
-            ended: None,
-            notes_truncated: Vec::new(),
-            triage: None,
-        },
+        record: RunRecord::without_model(
+            String::new(),
+            &role.name,
+            TriggerRecord::of(&Trigger::manual(), Vec::new()),
+            now,
+            (Outcome::Failed, why.to_string()),
+        ),
         summary: String::new(),
         failure: Some((FailureClass::RunFailure, why.to_string())),
         daily_log: VaultPath::root(),
@@ -942,6 +1006,7 @@ pub fn record_crash_in_memory(role: &Role, why: &str) -> RunResult {
         skipped: None,
         output: None,
         delegated_section: String::new(),
+        day_spent: Vec::new(),
     }
 }
 
@@ -952,9 +1017,9 @@ mod tests {
 
     #[test]
     fn what_a_turn_ends_as_decides_the_notes_fate() {
-        let ok = decide(&TurnEnd::Done);
+        let ok = decide(&TurnEnd::Done, false);
         assert_eq!((ok.outcome, ok.failure.is_none()), (Outcome::Ok, true));
-        let limit = decide(&TurnEnd::Limit("max_tool_calls (3)".into()));
+        let limit = decide(&TurnEnd::Limit("max_tool_calls (3)".into()), false);
         assert_eq!(limit.outcome, Outcome::Limit);
         assert!(
             limit.failure.is_none(),
@@ -965,7 +1030,7 @@ mod tests {
             TurnEnd::ToolFatal("disk full".into()),
             TurnEnd::Crashed("panic".into()),
         ] {
-            let d = decide(&end);
+            let d = decide(&end, false);
             assert_eq!(d.outcome, Outcome::Failed, "{end:?}");
             assert_eq!(
                 d.failure.map(|f| f.0),
@@ -973,10 +1038,13 @@ mod tests {
                 "{end:?}: counts an attempt"
             );
         }
-        let down = decide(&TurnEnd::ServerDown {
-            cause: "MCP server `x` is down".into(),
-            last_output: " — its last output: `boom`".into(),
-        });
+        let down = decide(
+            &TurnEnd::ServerDown {
+                cause: "MCP server `x` is down".into(),
+                last_output: " — its last output: `boom`".into(),
+            },
+            false,
+        );
         assert_eq!(
             down.failure.as_ref().map(|f| f.0),
             Some(FailureClass::Unavailable)
@@ -986,15 +1054,24 @@ mod tests {
             Some("MCP server `x` is down"),
             "one daily line per cause, whatever the server printed"
         );
-        let cli = decide(&TurnEnd::Failed(ProviderError::Cli {
-            provider: "command",
-            message: "Please run /login".into(),
-            outage: true,
-        }));
+        let cli = decide(
+            &TurnEnd::Failed(ProviderError::Cli {
+                provider: "command",
+                message: "Please run /login".into(),
+                outage: true,
+            }),
+            false,
+        );
         assert_eq!(
             cli.failure.map(|f| f.0),
             Some(FailureClass::Outage),
             "no attempt counted"
         );
+        // A stop: the notes run again; a slot is owed, and whether it runs again is decided at
+        // the next start, so it is not promised.
+        assert_eq!(decide(&TurnEnd::Stopped, false).error.as_deref(), Some(STOPPED));
+        let slot = decide(&TurnEnd::Stopped, true);
+        assert_eq!(slot.error.as_deref(), Some(STOPPED_SLOT));
+        assert_eq!(slot.failure.map(|f| f.0), Some(FailureClass::Stopped));
     }
 }

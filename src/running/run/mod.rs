@@ -2,18 +2,23 @@
 //!
 //! - `env` — what a run needs (`RunEnv`) and what it ends as (`RunResult`);
 //! - `session` — what every door opens: id, account, hops, journal, MCP servers, delegator;
+//! - `day` — the day a run spends in: its spending told to state as it goes, the daily budgets
+//!   checked between two steps;
 //! - `prepare` — id, limits, state and the prompt, including what the role's servers and the
 //!   approvals ledger add to it (shared with `tabd prompt`);
 //! - here — skip at zero tokens when nothing changed, open the role's MCP servers, build its
 //!   harness, run the turn (an API loop, or an agent CLI through `agent_turn`);
-//! - `finish` — decide, record, log, move notes; crash recovery;
+//! - `finish` — decide, record, log, move notes; crash recovery; `interrupted` — a scheduled
+//!   slot whose run did not finish and is not run again, recorded and said once;
 //! - `suspend`, `resume` — a run that waits for the person's decision, and its second part;
 //! - `refuse` — a note that cannot be read goes to `failed/` with its reason, never to a run.
 
 mod agent_turn;
+mod day;
 mod delegate;
 mod env;
 mod finish;
+mod interrupted;
 mod prepare;
 pub mod refuse;
 mod resume;
@@ -22,9 +27,11 @@ pub mod suspend;
 
 use std::sync::Arc;
 
+pub use day::RunDay;
 pub use delegate::{delegator_for, Lineage, RunDelegator};
 pub use env::{NotRebuilt, RunEnv, RunResult, Stop};
 pub use finish::{record_crash, record_crash_in_memory, record_stopped, recover, run_lock_path, STOPPED};
+pub use interrupted::{record_interrupted, INTERRUPTED};
 pub use prepare::{build_prompt, cache_ttl, complete, model_settings, PromptSources};
 
 use crate::base::blocking;
@@ -85,8 +92,11 @@ async fn run_in(
     if trigger.skip_if_unchanged && notes.is_empty() {
         let unchanged = prepare::previous_hashes(&prep.state, role).is_some_and(|h| *h == prep.hashes);
         if unchanged {
-            return blocking::run(|| finish::skipped(env, role, &trigger, &prep));
+            return blocking::run(|| finish::skipped(env, role, &trigger, &prep, finish::Skip::Unchanged));
         }
+    }
+    if let Some(stop) = day_spent_at_start(env, role, &trigger, &prep) {
+        return blocking::run(|| finish::skipped(env, role, &trigger, &prep, finish::Skip::DaySpent(stop)));
     }
     // MCP servers start only now: a skipped slot never starts one.
     let servers = role.mcp_servers();
@@ -129,11 +139,28 @@ async fn run_in(
             outcome.calls.len(),
         )
     });
-    let result = blocking::run(|| finish::finish(env, role, trigger, notes, prep, outcome, children));
+    let day = session.day.as_deref();
+    let result = blocking::run(|| finish::finish(env, role, (trigger, notes), prep, outcome, children, day));
     session::end_trace(&session.trace, &result.record);
     session.close(&moved(&result)).await;
     keep_suspended(env, suspended);
     result
+}
+
+/// The daily limit that keeps this run from starting, as state has the day now: its door
+/// looked before (the daemon's dispatch, `tabd fire`), but another run may have spent the day
+/// since. A delegated run's is its delegator's to check; a person may lift the budgets.
+fn day_spent_at_start(
+    env: &RunEnv,
+    role: &Role,
+    trigger: &Trigger,
+    prep: &Prepared,
+) -> Option<crate::records::limits::DailyStop> {
+    if trigger.over_budget || trigger.delegation.is_some() {
+        return None;
+    }
+    let today = prep.started.with_timezone(&env.log.tz()).date_naive();
+    crate::records::limits::day_stop(role, &env.config.limits, &prep.state, today)
 }
 
 /// The run's turn with the model — or its end without one: a required MCP server is down, or
@@ -180,6 +207,10 @@ async fn model_turn(
     let harness = Arc::new(session.harness(ticket));
     let turn = TurnContext {
         account: session.account.clone(),
+        day: session
+            .day
+            .clone()
+            .map(|d| d as Arc<dyn crate::gate::harness::Day>),
         trace: session.trace.clone(),
         output,
         suspend,
@@ -325,6 +356,8 @@ fn output_check(
 /// schema, whether a call waiting for approval suspends it, the model that looks first.
 struct TurnContext {
     account: Account,
+    /// The day it spends in (`RunDay`).
+    day: Option<Arc<dyn crate::gate::harness::Day>>,
     trace: crate::capabilities::telemetry::RunSpan,
     output: Option<Arc<jsonschema::Validator>>,
     suspend: bool,
@@ -408,8 +441,13 @@ async fn call_model(
                 Err(why) => outcome.end = TurnEnd::OutputInvalid(why.to_string()),
             }
         }
-        turn.account
-            .charge(outcome.usage.total(), outcome.cost_usd.unwrap_or(0.0));
+        // Its spending is known only now, at its end: counted in its day from here on (its calls
+        // were steps, checked against what the day had).
+        let usd = outcome.cost_usd.unwrap_or(0.0);
+        turn.account.charge(outcome.usage.total(), usd);
+        if let Some(day) = &turn.day {
+            blocking::run(|| day.spent(outcome.usage.total(), usd));
+        }
         return outcome;
     }
     let limits = TurnLimits {
@@ -420,6 +458,7 @@ async fn call_model(
         output: turn.output,
         suspend: turn.suspend,
         trace: turn.trace,
+        day: turn.day,
     };
     let retry = RetryPolicy {
         progress: env.progress.clone(),

@@ -62,7 +62,9 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
     let used = s.tool_calls + outcome.calls.len() as u32;
     let deadline_left = limits.deadline.saturating_duration_since(env.clock.instant());
     let children = session.take_children();
-    let result = blocking::run(|| finish::finish(env, role, trigger, Vec::new(), prep, outcome, children));
+    let day = session.day.as_deref();
+    let result =
+        blocking::run(|| finish::finish(env, role, (trigger, Vec::new()), prep, outcome, children, day));
     session.close(&[]).await;
     match again {
         // Waits again (another call needs the person): the record carries on.
@@ -175,6 +177,10 @@ async fn open(
         output: None,
         suspend: true,
         trace: session.trace.clone(),
+        day: session
+            .day
+            .clone()
+            .map(|d| d as Arc<dyn crate::gate::harness::Day>),
     };
     (session, harness, limits)
 }

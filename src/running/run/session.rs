@@ -8,8 +8,10 @@
 //! its journal and stops its servers.
 //!
 //! Every ceiling holds the same from every door: the account carries the run and dollar
-//! ceilings of every session above; a delegated child is refused when its role's day is spent
-//! (`limits::day_spent`, the check the daemon makes before a scheduled run).
+//! ceilings of every session above; a run's day (`day::RunDay`) counts what it spends in its
+//! role's day and in those above it, and its harness and turn check the daily budgets between
+//! two steps; a delegated child is refused when its role's day is spent (`limits::day_spent`,
+//! the check the daemon makes before a scheduled run).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use super::day::RunDay;
 use super::delegate::{delegator_for, Lineage, RunDelegator};
 use super::env::RunEnv;
 use crate::base::cost::Account;
@@ -102,6 +105,9 @@ pub struct Session {
     pub delegator: Option<Arc<RunDelegator>>,
     /// Its `invoke_agent` span (empty when telemetry is off, and for an undo).
     pub trace: RunSpan,
+    /// The day a run spends in (a run's session only: `tabd mcp serve` counts its session's day
+    /// itself, an approved call or an undo calls no model).
+    pub day: Option<Arc<RunDay>>,
     env: RunEnv,
     closed: AtomicBool,
 }
@@ -119,6 +125,15 @@ impl Session {
         let deadline = o.lineage.deadline.map_or(own_deadline, |d| d.min(own_deadline));
         let hops = o.hops.max(o.lineage.hops);
         let trace = open_trace(&env.config, &env.telemetry, &o);
+        let day = (o.opened_by == OpenedBy::Run).then(|| {
+            Arc::new(RunDay::open(
+                env,
+                o.role,
+                &limits,
+                &o.lineage.day,
+                o.trigger.over_budget,
+            ))
+        });
         let journal = Arc::new(
             RunJournal::new(
                 env.vault.clone(),
@@ -142,18 +157,10 @@ impl Session {
                 deadline: Some(deadline),
                 hops,
                 trace: trace.clone(),
+                day: day.as_ref().map(|d| d.chain().to_vec()).unwrap_or_default(),
             },
         );
-        let only = match o.servers {
-            Servers::All => None,
-            Servers::Only(s) => Some(s),
-            Servers::None => Some(""),
-        };
-        let mcp = if only == Some("") {
-            RunTools::default()
-        } else {
-            RunTools::open_only(o.role, &env.config, &env.launcher, env.mcp_pool.as_deref(), only).await
-        };
+        let mcp = open_servers(env, o.role, o.servers).await;
         Session {
             id: o.id,
             opened_by: o.opened_by,
@@ -167,6 +174,7 @@ impl Session {
             mcp: Arc::new(mcp),
             delegator,
             trace,
+            day,
             env: env.clone(),
             closed: AtomicBool::new(false),
         }
@@ -192,6 +200,7 @@ impl Session {
                 self.env.vault.clone(),
                 self.env.key.clone(),
             )),
+            day: self.day.clone().map(|d| d as Arc<dyn crate::gate::harness::Day>),
         }
     }
 
@@ -251,6 +260,16 @@ impl Session {
             tracing::warn!("session {}: cannot close its undo journal: {e}", self.id);
         }
     }
+}
+
+/// The role's MCP servers a session starts (`servers` says which).
+async fn open_servers(env: &RunEnv, role: &Role, servers: Servers<'_>) -> RunTools {
+    let only = match servers {
+        Servers::All => None,
+        Servers::Only(s) => Some(s),
+        Servers::None => return RunTools::default(),
+    };
+    RunTools::open_only(role, &env.config, &env.launcher, env.mcp_pool.as_deref(), only).await
 }
 
 /// A session's `invoke_agent` span, under the delegating session's; none for an undo (no agent).

@@ -12,6 +12,7 @@ use super::*;
 use crate::base::calls::{ToolResult, ToolSpec};
 use crate::capabilities::provider::{BoxFuture, Speaker};
 use crate::gate::harness::Called;
+use crate::records::limits::Crossed;
 
 /// Answers from a script and keeps every request.
 #[derive(Default)]
@@ -127,7 +128,7 @@ impl ToolExecutor for Echo {
                         "not run: this run reached its limit of {} tool calls",
                         self.max
                     )),
-                    limit: Some(format!("max_tool_calls ({})", self.max)),
+                    limit: Some(crate::gate::harness::Limit::ToolCalls(self.max)),
                     record: None,
                 });
             }
@@ -173,6 +174,7 @@ fn limits() -> TurnLimits {
         output: None,
         suspend: false,
         trace: Default::default(),
+        day: None,
     }
 }
 
@@ -352,6 +354,171 @@ async fn max_cost_usd_counts_the_input_of_a_model_that_prices_only_input() {
     );
     let (_, spent) = lim.account.spent();
     assert!(spent <= 0.15, "spent {spent}");
+}
+
+/// A day whose budget is `budget` tokens: told what the run spends, crossed once it is all
+/// spent (what `run::RunDay` does with state).
+#[derive(Debug)]
+struct Budget {
+    budget: u64,
+    spent: Mutex<u64>,
+    asked: AtomicU32,
+}
+
+impl Budget {
+    fn of(budget: u64) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            budget,
+            spent: Mutex::new(0),
+            asked: AtomicU32::new(0),
+        })
+    }
+}
+
+impl crate::gate::harness::Day for Budget {
+    fn spent(&self, tokens: u64, _usd: f64) {
+        *self.spent.lock().unwrap() += tokens;
+    }
+
+    fn crossed(&self) -> Option<Crossed> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        let spent = *self.spent.lock().unwrap();
+        (spent >= self.budget).then(|| Crossed {
+            stop: crate::records::limits::DailyStop::TokenBudget,
+            role: "ops".into(),
+            spent: spent as f64,
+            budget: self.budget as f64,
+        })
+    }
+}
+
+fn within(day: &std::sync::Arc<Budget>) -> TurnLimits {
+    TurnLimits {
+        day: Some(day.clone()),
+        ..limits()
+    }
+}
+
+/// Issue 49, item 2: a daily budget is checked between every two steps — the response that
+/// crosses it is counted, and the run ends before its next request, as `limit`, naming the
+/// budget, with no summary request (a summary would be spent past the ceiling).
+#[tokio::test(start_paused = true)]
+async fn a_daily_budget_ends_the_run_at_the_step_after_it_is_crossed() {
+    let script: Vec<_> = ["a", "b", "c", "d", "e"]
+        .iter()
+        .map(|id| Ok(call(id, "read_file")))
+        .collect();
+    let p = Scripted::new(script);
+    let day = Budget::of(240); // two responses of 120 tokens
+    let exec = echo();
+    let out = run_turn(&p, &fast_retry(), request(), &within(&day), &exec).await;
+    assert_eq!(
+        out.end,
+        TurnEnd::Limit("daily token budget of role `ops` (240 of 240 tokens spent today)".into())
+    );
+    assert_eq!(out.requests, 2, "the response that crossed it was the last");
+    assert_eq!(p.seen().len(), 2, "no summary request past the budget");
+    assert_eq!(
+        *day.spent.lock().unwrap(),
+        240,
+        "each response counted in the day"
+    );
+    assert_eq!(out.usage.total(), 240);
+    assert_eq!(
+        exec.ran.load(Ordering::SeqCst),
+        2,
+        "a response's calls are the harness's to refuse"
+    );
+}
+
+/// The harness found the day spent at a call (another run spent it, or a child): no later call
+/// of that response runs and no further request is made, not even for a summary — and a run
+/// limit reached at the same time does not get its summary either.
+#[tokio::test(start_paused = true)]
+async fn a_call_refused_for_the_day_ends_the_run_at_once() {
+    struct DaySpentAt(u32, AtomicU32);
+    impl ToolExecutor for DaySpentAt {
+        fn call<'a>(
+            &'a self,
+            _id: &'a str,
+            name: &'a str,
+            input: &'a Value,
+            _reason: &'a str,
+        ) -> BoxFuture<'a, Result<Called, FatalToolError>> {
+            Box::pin(async move {
+                let n = self.1.fetch_add(1, Ordering::SeqCst);
+                if n >= self.0 {
+                    let crossed = Crossed {
+                        stop: crate::records::limits::DailyStop::GlobalCostBudget,
+                        role: "ops".into(),
+                        spent: 2.5,
+                        budget: 2.0,
+                    };
+                    return Ok(Called {
+                        result: ToolResult::error("not run: the day is spent".into()),
+                        limit: Some(crate::gate::harness::Limit::Day(crossed)),
+                        record: None,
+                    });
+                }
+                let result = ToolResult::ok(format!("ran {name}"), 1, vec![]);
+                let record = crate::base::calls::record_of(name, input, &result, None);
+                Ok(Called {
+                    result,
+                    limit: None,
+                    record: Some(record),
+                })
+            })
+        }
+    }
+    let three = reply(
+        ["a", "b", "c"]
+            .iter()
+            .map(|id| Block::ToolUse {
+                id: id.to_string(),
+                name: "read_file".into(),
+                input: json!({"path": "x.md"}),
+            })
+            .collect(),
+        StopReason::ToolUse,
+        usage(100, 20),
+    );
+    let p = Scripted::new(vec![Ok(three), Ok(text("never sent"))]);
+    let exec = DaySpentAt(1, AtomicU32::new(0));
+    let out = run_turn(&p, &fast_retry(), request(), &limits(), &exec).await;
+    assert_eq!(
+        out.end,
+        TurnEnd::Limit("global daily cost budget ($2.50 of $2.00 spent today by all roles)".into())
+    );
+    assert_eq!(exec.1.load(Ordering::SeqCst), 2, "the third call was not tried");
+    assert_eq!(p.seen().len(), 1);
+
+    // max_tool_calls and the day at once: no summary request.
+    let p = Scripted::new(vec![
+        Ok(call("a", "read_file")),
+        Ok(call("b", "read_file")),
+        Ok(text("no")),
+    ]);
+    let day = Budget::of(240);
+    let exec = Echo { max: 1, ..echo() };
+    let out = run_turn(&p, &fast_retry(), request(), &within(&day), &exec).await;
+    assert!(
+        matches!(&out.end, TurnEnd::Limit(why) if why.starts_with("daily token budget")),
+        "{:?}",
+        out.end
+    );
+    assert_eq!(p.seen().len(), 2, "no summary past the day's budget");
+}
+
+/// Before its first step a run is its door's to check (the daemon's dispatch, `tabd fire`, the
+/// delegating run): the turn asks the day only once the run has spent something.
+#[tokio::test(start_paused = true)]
+async fn the_day_is_asked_between_steps_not_before_the_first() {
+    let p = Scripted::new(vec![Ok(text("done at once"))]);
+    let day = Budget::of(0);
+    let out = run_turn(&p, &fast_retry(), request(), &within(&day), &echo()).await;
+    assert_eq!(out.end, TurnEnd::Done);
+    assert_eq!(day.asked.load(Ordering::SeqCst), 0);
+    assert_eq!(*day.spent.lock().unwrap(), 15, "its one response still counts");
 }
 
 #[tokio::test(start_paused = true)]

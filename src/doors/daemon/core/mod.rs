@@ -1,5 +1,6 @@
 //! The daemon's core: a state machine that owns every role's runtime (what waits, what runs,
-//! what holds it back), the notes' readiness and the model-call pause. Everything that changes
+//! what holds it back), the notes' readiness, the model-call pause and the person's pauses
+//! (`tabd pause`: `pause`). Everything that changes
 //! them goes through one function, [`Core::step`]: an [`Input`] (a file event, a scan's result,
 //! due slots, a tick, a run started or finished, a reload) and `now` in, [`Effect`]s out (start a
 //! run, let a lock go, stop a role for the day, pause or resume model calls, rewrite the status).
@@ -8,6 +9,9 @@
 //! accessors. So every rule — and every sequence of them — is tested in milliseconds, without a
 //! process, a vault or a sleep (`tests.rs`).
 
+mod pause;
+#[cfg(test)]
+mod pause_tests;
 mod role;
 mod rules;
 #[cfg(test)]
@@ -27,6 +31,7 @@ use super::ready::{FsEvent, NotYet, Readiness};
 use crate::base::trigger::TriggerKind;
 use crate::capabilities::provider::FailureClass;
 use crate::records::limits::DailyStop;
+use crate::records::state::pause::{Held, Paused};
 use crate::records::state::DayUsage;
 use crate::setup::config::Limits;
 
@@ -119,13 +124,17 @@ pub enum Input {
         notes: Vec<PathBuf>,
         wall: DateTime<Utc>,
     },
-    /// A run ended: how (`failure`), whether it spent tokens, the notes it was given.
+    /// A run ended: how (`failure`), whether it spent tokens, the notes it was given, and the
+    /// roles whose day it (or a run it delegated to) found spent as it ended, by which limit.
     Finished {
         role: String,
         failure: Option<(FailureClass, String)>,
         tokens: u64,
         notes: Vec<PathBuf>,
+        day_spent: Vec<(String, DailyStop)>,
     },
+    /// The person's pauses that hold now (`tabd pause`, DESIGN §28), as the pause book says.
+    Pauses(Paused),
 }
 
 /// What the shell is to do.
@@ -137,12 +146,14 @@ pub enum Effect {
     Spawn { role: String, work: Work },
     /// Nothing to run after all (the notes went away before the run started): let the lock go.
     Release(String),
-    /// `role` hit a daily limit: its queued work is dropped (notes wait for tomorrow); say so
-    /// once. `kind`: what would have started the run.
+    /// `role` hit a daily limit: its queued work is dropped (notes wait for tomorrow); the
+    /// person is told once. `skipped`: what would have started the run its door found the day
+    /// spent for (the skip is logged once); `None`: a run found it spent as it ended (its own
+    /// record and daily section say so).
     StopForToday {
         role: String,
         stop: DailyStop,
-        kind: TriggerKind,
+        skipped: Option<TriggerKind>,
     },
     /// Model calls pause until `until` (record it, say why).
     Paused { reason: String, until: Instant },
@@ -168,6 +179,14 @@ pub enum Effect {
     QueueResumes,
     /// The daemon has been quiet: give back the program pages.
     ReleasePages,
+    /// The person paused (`tabd pause`): say so once — the daily note, a push.
+    PauseBegan(Held),
+    /// A pause ended (`tabd resume`, or its `--for` was over): say so once.
+    PauseEnded(Held),
+    /// Stop `role`'s run going on at its next step: a pause holds it now.
+    StopRun(String),
+    /// Slots of a paused role came due: skipped as `paused` (recorded, never caught up).
+    SlotsPaused { role: String, slots: Vec<SlotRun> },
 }
 
 /// Why every inbox is listed again.
@@ -193,6 +212,8 @@ pub struct Core {
     roles: BTreeMap<String, RoleRuntime>,
     readiness: Readiness,
     paused: Option<Pause>,
+    /// The person's pauses (`tabd pause`): what they hold, nothing starts (`pause`).
+    pauses: Paused,
     timing: timing::Timing,
 }
 
@@ -203,6 +224,7 @@ impl Core {
             roles: BTreeMap::new(),
             readiness: Readiness::new(settle),
             paused: None,
+            pauses: Paused::default(),
             timing: timing::Timing::new(clocks),
         }
     }
@@ -251,7 +273,15 @@ impl Core {
                 failure,
                 tokens,
                 notes,
-            } => self.finished(&role, failure, tokens, &notes, now),
+                day_spent,
+            } => {
+                let mut out = self.finished(&role, failure, tokens, &notes, now);
+                for (name, stop) in day_spent {
+                    out.extend(self.stop_for_today(name, stop, None));
+                }
+                out
+            }
+            Input::Pauses(paused) => self.pauses_read(paused),
         }
     }
 
@@ -287,13 +317,11 @@ impl Core {
                 }
                 Vec::new()
             }
-            Input::SlotsDue { role, slots } => {
-                if let Some(r) = self.roles.get_mut(&role) {
-                    r.slots.extend(slots);
-                }
-                Vec::new()
-            }
+            Input::SlotsDue { role, slots } => self.slots_due(role, slots),
             Input::WatchChanged { role, path } => {
+                if self.held(&role) {
+                    return Vec::new();
+                }
                 if let Some(r) = self.roles.get_mut(&role) {
                     if !r.watch_pending.contains(&path) {
                         r.watch_pending.push(path);
@@ -401,9 +429,10 @@ impl Core {
             out.extend([Effect::Unpaused, Effect::StatusChanged]);
         }
         let running = self.roles.values().filter(|r| r.running).count();
+        let views = self.not_held(views);
         let decisions = rules::dispatch(
             &self.roles,
-            views,
+            &views,
             limits,
             all_today,
             running,
@@ -414,20 +443,10 @@ impl Core {
             match decision {
                 rules::Decision::Start(name) => out.push(Effect::Start(name)),
                 rules::Decision::Stop(name, stop) => {
-                    let Some(r) = self.roles.get_mut(&name) else {
-                        continue;
-                    };
-                    let kind = r.pending_kind();
-                    r.slots.clear();
-                    r.watch_pending.clear();
-                    r.inbox_ready = false; // notes wait; the next rescan looks again
-                    r.person_note_ready = false;
-                    out.push(Effect::StopForToday {
-                        role: name,
-                        stop,
-                        kind,
-                    });
-                    out.push(Effect::StatusChanged);
+                    let kind = self.roles.get(&name).map(RoleRuntime::pending_kind);
+                    if let Some(kind) = kind {
+                        out.extend(self.stop_for_today(name, stop, Some(kind)));
+                    }
                 }
                 rules::Decision::Drop(name) => {
                     if let Some(r) = self.roles.get_mut(&name) {
@@ -437,6 +456,27 @@ impl Core {
             }
         }
         out
+    }
+
+    /// `name` has hit a daily limit: its queued work is dropped (its notes wait; the next rescan
+    /// after midnight looks again), and the person is told (`skipped`: what the dropped run
+    /// would have been started by).
+    fn stop_for_today(&mut self, name: String, stop: DailyStop, skipped: Option<TriggerKind>) -> Vec<Effect> {
+        let Some(r) = self.roles.get_mut(&name) else {
+            return Vec::new();
+        };
+        r.slots.clear();
+        r.watch_pending.clear();
+        r.inbox_ready = false;
+        r.person_note_ready = false;
+        vec![
+            Effect::StopForToday {
+                role: name,
+                stop,
+                skipped,
+            },
+            Effect::StatusChanged,
+        ]
     }
 
     fn lock_busy(&mut self, role: &str, now: Instant) -> Vec<Effect> {

@@ -137,6 +137,7 @@ impl Sim {
             failure: failure.map(|f| (f, "why".to_string())),
             tokens,
             notes: vec![],
+            day_spent: vec![],
         })
     }
 
@@ -417,7 +418,7 @@ fn daily_limits_stop_a_role_once_and_say_what_it_stopped() {
     let stop = Effect::StopForToday {
         role: "delivery".into(),
         stop: DailyStop::RunsPerDay,
-        kind: TriggerKind::Inbox,
+        skipped: Some(TriggerKind::Inbox),
     };
     assert!(sim.said.contains(&stop), "{:?}", sim.said);
     assert!(
@@ -438,8 +439,91 @@ fn daily_limits_stop_a_role_once_and_say_what_it_stopped() {
     assert!(sim.said.contains(&Effect::StopForToday {
         role: "risk".into(),
         stop: DailyStop::GlobalTokenBudget,
-        kind: TriggerKind::Inbox,
+        skipped: Some(TriggerKind::Inbox),
     }));
+}
+
+/// Issue 49, item 2: a run that found a day spent as it ended (its own, crossed between two of
+/// its steps, or a role it delegated to) stops that role for today at once: the work queued
+/// while it ran — a note, a slot — is dropped (the notes wait for midnight), and the shell is
+/// told (`skipped: None`: the run's own record says so; no skip is logged for it). The next
+/// dispatch finds the day spent too and says which work it held back; telling the person once
+/// across both is the shell's, in state (`effects::tell_stopped`).
+#[test]
+fn a_run_that_crossed_a_daily_budget_stops_its_roles_at_once() {
+    let mut sim = Sim::new(&["delivery", "risk"], limits());
+    sim.notes_ready("delivery", true);
+    assert_eq!(sim.tick(), started("delivery", Work::Inbox));
+    sim.notes_ready("delivery", true);
+    sim.input(Input::SlotsDue {
+        role: "delivery".into(),
+        slots: vec![SlotRun {
+            slot: sim.wall,
+            missed: 1,
+        }],
+    });
+    sim.input(Input::SlotsDue {
+        role: "risk".into(),
+        slots: vec![SlotRun {
+            slot: sim.wall,
+            missed: 1,
+        }],
+    });
+    let said = sim.input(Input::Finished {
+        role: "delivery".into(),
+        failure: None,
+        tokens: 25_000,
+        notes: vec![],
+        day_spent: vec![
+            ("delivery".into(), DailyStop::TokenBudget),
+            ("risk".into(), DailyStop::CostBudget),
+        ],
+    });
+    for (role, stop) in [
+        ("delivery", DailyStop::TokenBudget),
+        ("risk", DailyStop::CostBudget),
+    ] {
+        assert!(
+            said.contains(&Effect::StopForToday {
+                role: role.into(),
+                stop,
+                skipped: None,
+            }),
+            "{said:?}"
+        );
+        assert!(
+            !sim.core.role(role).unwrap().has_work(),
+            "{role}'s queued work is dropped"
+        );
+    }
+    assert!(sim.tick().is_empty(), "nothing queued runs today");
+    // The state the next dispatch reads has the day spent: a note that comes later is held back,
+    // and the shell is told what it would have started.
+    sim.today.insert(
+        "delivery".into(),
+        DayUsage {
+            tokens: sim.limits.daily_token_budget,
+            ..DayUsage::default()
+        },
+    );
+    sim.notes_ready("delivery", true);
+    sim.said.clear();
+    assert!(sim.tick().is_empty());
+    assert_eq!(
+        sim.said,
+        [
+            Effect::StopForToday {
+                role: "delivery".into(),
+                stop: DailyStop::TokenBudget,
+                skipped: Some(TriggerKind::Inbox),
+            },
+            Effect::StatusChanged,
+        ]
+    );
+    // After midnight the day is empty again: the waiting note runs.
+    sim.today.clear();
+    sim.notes_ready("delivery", true);
+    assert_eq!(sim.tick(), started("delivery", Work::Inbox));
 }
 
 #[test]
@@ -753,7 +837,7 @@ fn a_lock_taken_is_fed_back_after_the_steps_other_effects_are_carried_out() {
     let stop = Effect::StopForToday {
         role: "c".into(),
         stop: DailyStop::RunsPerDay,
-        kind: TriggerKind::Inbox,
+        skipped: Some(TriggerKind::Inbox),
     };
     assert_eq!(
         sim.said,
