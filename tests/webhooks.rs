@@ -528,3 +528,41 @@ fn in_a_vault_where_tabd_has_its_own_folder_the_note_lands_in_the_inbox_there() 
     assert!(!v.path("agent").exists(), "nothing at the root's agent/");
     assert_eq!(v.read("Personal/ideas.md"), "# Ideas\n- sail\n");
 }
+
+/// `cmd` with the hook's secret in its environment, as the env file gives it to every command.
+fn with_secret(mut cmd: std::process::Command) -> std::process::Command {
+    cmd.env("DELIVERY_HOOK_SECRET", SECRET);
+    cmd
+}
+
+/// A paused role (`tabd pause`) still takes its webhooks: the note is written and waits, like a
+/// note a person drops in, and the role runs on it once resumed.
+#[test]
+fn a_paused_roles_delivery_is_written_and_waits_for_the_resume() {
+    let (v, fake) = setup("");
+    let (_d, addr) = start(&v);
+    let out = with_secret(v.command(&["pause", "delivery"])).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", crate::support::describe(&out));
+    wait_until(T, "the daemon shows the pause", || {
+        v.status_json().is_some_and(|s| {
+            s["roles"].as_array().is_some_and(|roles| {
+                roles
+                    .iter()
+                    .any(|r| r["role"] == "delivery" && !r["paused"].is_null())
+            })
+        })
+    });
+    let a = deliver(&addr, &[("X-Delivery-Id", "while-paused")], b"Deploy at noon.");
+    assert_eq!((a.status, a.body.len()), (202, 0), "{a:?}");
+    assert_eq!(v.files_in(INBOX).len(), 1, "{}", v.listing());
+    assert!(fake.requests().is_empty(), "a paused role does not run");
+    let out = with_secret(v.command(&["resume", "delivery"])).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", crate::support::describe(&out));
+    wait_until(T, "the note handled after the resume", || {
+        v.files_in(PROCESSED).len() == 1
+    });
+    assert!(fake.wait_for_requests(1, T)[0]
+        .body
+        .to_string()
+        .contains("Deploy at noon."));
+}
