@@ -64,3 +64,4 @@ mod triage;
 mod turn_e2e;
 mod undo;
 mod vault_you_have;
+mod webhooks;
