@@ -481,6 +481,8 @@ impl Daemon {
     /// Calls waiting for approval that the person has not been told about (whichever door asked:
     /// a run, `tabd fire`, `tabd mcp serve`): each once, across restarts.
     pub(super) fn notify_approvals(&mut self) {
+        // Those decided since: their outcome, in their push's place (`[notify] reply_topic`).
+        self.tell_decided();
         if self.shown.notifier.is_none() {
             return;
         }

@@ -15,7 +15,7 @@
 //! - `reload` — config and role files, watched folders; `env_file` — the env file read again
 //!   when it is saved; `upkeep` — crash leftovers swept, the undo journal pruned; `report` +
 //!   `status` — the status note and `tabd status`; `tasks` — run tasks, reaped as they finish;
-//!   `replies` — taps on an approval push's buttons, read from the ntfy reply topic.
+//!   `webhooks` — with `[http]`, the webhook server's task; `replies` — taps from ntfy.
 
 mod broken;
 mod cluster;
@@ -42,6 +42,7 @@ pub mod status_pause;
 mod tasks;
 mod upkeep;
 mod watch;
+mod webhooks;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -67,6 +68,8 @@ use crate::setup::role::{Role, RoleSet};
 use self::core::{Core, Input};
 use self::inputs::ApprovalWork;
 pub use lock::{acquire as acquire_lock, holder as lock_holder, LockError};
+pub use owed::{owed_said, Rule as OwedRule};
+pub use pause::{paused_slots, Window as PauseWindow};
 use ready::FsEvent;
 
 /// What the command line hands the daemon.
@@ -134,7 +137,7 @@ struct Seen {
     pauses: pause::PauseSeen,
 }
 
-/// What the person is shown and told: the status note, failed side writes, `[notify]`.
+/// What the person is shown and told: the status, failed side writes, `[notify]` and its answers.
 struct Showing {
     /// The core said the status changed (`Effect::StatusChanged`): written at the tick's end.
     dirty: bool,
@@ -144,7 +147,6 @@ struct Showing {
     writes: crate::base::sidewrites::SideWrites,
     /// Where the person is told what needs them (`[notify]`); `None`: no channel set.
     notifier: Option<crate::capabilities::notify::Notifier>,
-    /// Taps on an approval push's buttons (`[notify] reply_topic`), and outcomes pushed.
     answers: replies::Answers,
 }
 
@@ -384,6 +386,7 @@ impl Daemon {
         let mut sigint = signal(SignalKind::interrupt())?;
         let mut sighup = signal(SignalKind::hangup())?;
         self.start_up()?;
+        let webhooks = self.start_webhooks();
         self.tick();
         let runnable = self.roles().runnable().count();
         let status = format!("{runnable} roles; {}", self.next_fire_text());
@@ -435,6 +438,10 @@ impl Daemon {
                 }
             }
             self.tick();
+        }
+        // No new notes while the runs wind down; a delivery under way is written or refused.
+        if let Some(server) = webhooks {
+            server.stop().await;
         }
         self.shutdown(&mut sigterm, &mut sigint).await;
         Ok(0)
@@ -576,7 +583,6 @@ impl Daemon {
         // After the runs are started: a role's deadlines never wait behind another's note.
         self.check_expectations(wall);
         self.notify_approvals();
-        self.tell_decided();
         let mcp_servers = self
             .run_env
             .mcp_pool
