@@ -148,7 +148,13 @@ pub fn apply(
         Followup {
             status: NoteStatus::Rejected,
             line: format!("**Rejected** ({shown}, {whence}): nothing was run."),
-            daily: format!("approval `{id}` ({}) rejected {whence} — nothing ran", a.tool),
+            // The terminal's line as it always was (scripts read it); a phone's says so.
+            daily: match by {
+                DecidedBy::Phone => format!("approval `{id}` ({}) rejected {whence} — nothing ran", a.tool),
+                DecidedBy::Note | DecidedBy::Terminal => {
+                    format!("approval `{id}` ({}) rejected — nothing ran", a.tool)
+                }
+            },
             who,
             at: now,
         }
@@ -429,10 +435,7 @@ mod tests {
             f.line,
             "**Rejected** (2026-11-23 09:00, with `tabd reject`): nothing was run."
         );
-        assert_eq!(
-            f.daily,
-            "approval `abc123` (write_file) rejected with `tabd reject` — nothing ran"
-        );
+        assert_eq!(f.daily, "approval `abc123` (write_file) rejected — nothing ran");
         let mut a = pending();
         apply("abc123", &mut a, false, at(NOW), ("Ops".into(), DecidedBy::Phone)).unwrap();
         assert!(a.followup.unwrap().daily.contains("rejected from your phone"));
