@@ -35,6 +35,7 @@ mod delegation;
 mod doors;
 mod first_hour;
 mod forecast;
+mod hooks;
 mod hostile_input;
 mod layering;
 mod load;

@@ -3,13 +3,16 @@
 //! approved in a note. One place applies, in this order:
 //!
 //! 1. **the role's lists** — `## Tools`, MCP allows, `deny_tools` (checked at listing and again here);
+//!    then **the person's pre_tool hooks** (`gate::hooks`), which may deny the call or replace its
+//!    arguments — every step below checks the arguments they let through;
 //! 2. **`approve`** — auto runs, deny refuses, ask queues an approval note (a person-approved call
 //!    skips this step, but is refused if the role now denies it);
 //! 3. **limits** — the day's budgets (a call is a step: none runs once a daily budget is spent)
 //!    and `max_tool_calls` for the whole run, whatever door the calls came through;
 //! 4. **the sandbox and hops** — inside the vault tools (`access`, `max_chain_depth`) and the MCP
 //!    argument check;
-//! 5. **the record** — every call that counts, with what it changed.
+//! 5. **the record** — every call that counts, with what it changed; a call that ran is then
+//!    shown to **the person's post_tool hooks**, whose lines the model gets with its result.
 //!
 //! The model is treated as hostile (DESIGN §8): nothing it sends can widen what the role may do.
 
@@ -106,6 +109,9 @@ pub struct Ticket {
     /// The day the run spends in: a call is a step, and none runs once a daily budget is spent.
     /// `None`: the door checks the day itself (`tabd mcp serve`), or no budget applies (an undo).
     pub day: Option<Arc<dyn Day>>,
+    /// The person's pre_tool and post_tool hooks (DESIGN §28): every call the role has runs
+    /// past them, whatever door it came through.
+    pub hooks: Arc<crate::gate::hooks::Hooks>,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -354,6 +360,8 @@ impl Harness {
         span: &mut ToolSpan,
     ) -> Result<(Called, Approval), FatalToolError> {
         let too_deep = crate::formats::json::check(input).err();
+        // What the call runs with: the model's arguments, or those a pre_tool hook put instead.
+        let mut args = std::borrow::Cow::Borrowed(input);
         let (result, server, note, approval) = match self.classify(name) {
             Err(refusal) => (
                 ToolResult::error(refusal.to_string()),
@@ -374,7 +382,7 @@ impl Harness {
             Ok(call) => {
                 let server = call.mcp.map(|t| t.server.clone());
                 span.known(&call.key, call.risk, server.as_deref());
-                match self.decide(name, input, caller, &call).await? {
+                match self.hooked(name, &mut args, caller, &call).await? {
                     Gated::Done(result, note, approval) => (result, server, note, approval),
                     Gated::Limit(called) => return Ok((called, Approval::Refused)),
                 }
@@ -386,7 +394,7 @@ impl Harness {
                 "[arguments nested more than {} deep: not kept]",
                 crate::formats::json::MAX_DEPTH
             ))),
-            None => std::borrow::Cow::Borrowed(input),
+            None => args,
         };
         let mut record = calls::record_of(name, &kept, &result, server.as_deref());
         record.approval = note;
@@ -402,6 +410,94 @@ impl Harness {
             record: Some(record),
         };
         Ok((called, approval))
+    }
+
+    /// A call the role has, past the person's hooks: the pre_tool hooks first (a denial is the
+    /// call's result; arguments they replace are what every later check and the call itself
+    /// see), then `decide`, then — for a call that ran — the post_tool hooks' lines beside its
+    /// result. A hook that fails says so in the run's daily section.
+    async fn hooked(
+        &self,
+        name: &str,
+        args: &mut std::borrow::Cow<'_, Value>,
+        caller: Caller<'_>,
+        call: &Classified<'_>,
+    ) -> Result<Gated, FatalToolError> {
+        let hooks = self.ticket.hooks.clone();
+        if hooks.is_empty() {
+            return self.decide(name, args, caller, call).await;
+        }
+        let (call_id, approved) = match caller {
+            Caller::Model { call_id, .. } => (call_id, false),
+            Caller::Approved => (None, true),
+        };
+        let asked = crate::gate::hooks::Call {
+            tool: &call.key,
+            risk: call.risk,
+            input: args,
+            call_id,
+            approved,
+        };
+        let mut replaced = false;
+        match hooks.pre_tool(&asked).await {
+            crate::gate::hooks::Verdict::Deny { to_model, daily } => {
+                if let Some(line) = daily {
+                    self.note(line);
+                }
+                return Ok(Gated::Done(ToolResult::error(to_model), None, Approval::Refused));
+            }
+            crate::gate::hooks::Verdict::Allow(None) => {}
+            crate::gate::hooks::Verdict::Allow(Some(new)) if new != **args => {
+                if let Some(refusal) = self.unfit_replacement(&new, caller) {
+                    return Ok(Gated::Done(ToolResult::error(refusal), None, Approval::Refused));
+                }
+                *args = std::borrow::Cow::Owned(new);
+                replaced = true;
+            }
+            crate::gate::hooks::Verdict::Allow(Some(_)) => {}
+        }
+        let gated = self.decide(name, args, caller, call).await?;
+        let Gated::Done(mut result, note, approval @ (Approval::Allowed | Approval::Approved)) = gated else {
+            return Ok(gated);
+        };
+        if replaced {
+            result
+                .text
+                .push_str("\n\nhook: the person's pre_tool hook changed this call's arguments before it ran");
+        }
+        let ran = crate::gate::hooks::Call {
+            tool: &call.key,
+            risk: call.risk,
+            input: args,
+            call_id,
+            approved,
+        };
+        let after = hooks.post_tool(&ran, &result).await;
+        for line in after.for_model {
+            result.text.push_str("\n\n");
+            result.text.push_str(&line);
+        }
+        for line in after.daily {
+            self.note(line);
+        }
+        Ok(Gated::Done(result, note, approval))
+    }
+
+    /// Why arguments a pre_tool hook put in place of the call's are refused: nested too deep to
+    /// keep, or — for a call the person approved — not those they approved.
+    fn unfit_replacement(&self, new: &Value, caller: Caller<'_>) -> Option<String> {
+        if let Err(e) = crate::formats::json::check(new) {
+            return Some(format!(
+                "refused: the arguments the person's pre_tool hook gave cannot be read: {e}"
+            ));
+        }
+        match caller {
+            Caller::Approved => Some(
+                "not run: the person's pre_tool hook changed the arguments the person approved;                  what runs must be what they saw"
+                    .into(),
+            ),
+            Caller::Model { .. } => None,
+        }
     }
 
     /// A call the role has: `approve` decides (deny, ask, auto; a person-approved call runs),
@@ -854,6 +950,7 @@ pub(crate) fn for_test(dir: &std::path::Path, role_text: &str, max_tool_calls: u
             Arc::new(crate::base::signing::Key::shared(b"the harness tests' key")),
         )),
         day: None,
+        hooks: Default::default(),
     };
     let clock = Arc::new(crate::base::clock::SystemClock);
     let tools = Arc::new(crate::capabilities::mcp::tools::RunTools::default());

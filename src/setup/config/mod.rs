@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub mod cluster;
+pub mod hooks;
 pub mod log;
 pub mod mcp;
 pub mod notify;
@@ -72,6 +73,7 @@ struct RawConfig {
     cluster: Option<Spanned<cluster::RawCluster>>,
     log: log::RawLog,
     telemetry: Option<Spanned<telemetry::RawTelemetry>>,
+    hooks: Option<Spanned<hooks::RawHooks>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -317,6 +319,8 @@ pub struct Config {
     pub vaults: vaults::Vaults,
     /// Where traces go (DESIGN §25); `None`: no exporter, no spans.
     pub telemetry: Option<telemetry::TelemetryConfig>,
+    /// The person's programs around tool calls and at each run's end (DESIGN §28).
+    pub hooks: hooks::HooksConfig,
 }
 
 impl Config {
@@ -508,6 +512,13 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
     let cluster = raw.cluster.map(|c| resolve_cluster(&r, c)).transpose()?;
     let log = log::resolve(&raw.log).map_err(|(span, m)| r.err_at(span, m))?;
     let telemetry = raw.telemetry.map(|t| resolve_telemetry(&r, t)).transpose()?;
+    let hooks = match raw.hooks {
+        Some(h) => {
+            let table = h.span();
+            hooks::resolve(h.into_inner(), env).map_err(|(span, m)| r.err_at(span.or(Some(table)), m))?
+        }
+        None => hooks::HooksConfig::default(),
+    };
     Ok(Config {
         path: source,
         vault,
@@ -527,6 +538,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         log,
         vaults: per_vault,
         telemetry,
+        hooks,
     })
 }
 
