@@ -32,6 +32,7 @@ mod crash_points;
 mod daemon_e2e;
 mod daemon_limits;
 mod delegation;
+mod doctor;
 mod doors;
 mod first_hour;
 mod forecast;

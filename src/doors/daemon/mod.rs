@@ -65,6 +65,8 @@ use crate::setup::role::{Role, RoleSet};
 use self::core::{Core, Input};
 use self::inputs::ApprovalWork;
 pub use lock::{acquire as acquire_lock, holder as lock_holder, LockError};
+pub use owed::{owed_said, Rule as OwedRule};
+pub use pause::{paused_slots, Window as PauseWindow};
 use ready::FsEvent;
 
 /// What the command line hands the daemon.
