@@ -530,6 +530,32 @@ pub(super) fn finish(
     result(decided.failure, daily_path)
 }
 
+/// The person's run_end hooks (DESIGN §28), given the run's record once it is written — the
+/// record as its JSONL line has it. Each is waited for up to its `timeout_s`; one that fails is
+/// a line in the daily note, and the run's outcome stands whatever they do.
+pub async fn run_end(env: &RunEnv, role: &Role, result: &RunResult) {
+    let hooks = super::session::hooks_for(env, role, &result.record.run_id);
+    if hooks.is_empty() {
+        return;
+    }
+    let record = match serde_json::to_value(&result.record) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::error!(
+                "role {}: cannot give the run's record to its run_end hooks: {e}",
+                role.name
+            );
+            return;
+        }
+    };
+    for line in hooks.run_end(&record).await {
+        let at = env.clock.now();
+        let written = crate::base::blocking::run(|| env.log.write_line(at, &role.display_name, &line));
+        env.side
+            .check("the daily note (a run_end hook's failure)", written);
+    }
+}
+
 /// A run state could not record (`why`): its spend is never forgotten — its record is written all
 /// the same, and the next save (or start) counts it from there (`records::spent`); its notes stay
 /// in the inbox and run again.

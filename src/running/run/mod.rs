@@ -144,6 +144,7 @@ async fn run_in(
     session::end_trace(&session.trace, &result.record);
     session.close(&moved(&result)).await;
     keep_suspended(env, suspended);
+    finish::run_end(env, role, &result).await;
     result
 }
 
