@@ -44,6 +44,7 @@ mod log_place;
 mod mcp;
 mod mcp_serve;
 mod notify;
+mod ntfy_replies;
 mod outcomes;
 mod owed_slots;
 mod owned;

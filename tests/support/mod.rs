@@ -8,6 +8,7 @@ pub mod fake_model;
 pub mod mcp_client;
 pub mod mcp_server;
 pub mod nats;
+pub mod ntfy;
 pub mod otlp;
 
 use std::path::{Path, PathBuf};

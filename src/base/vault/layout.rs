@@ -57,6 +57,9 @@ pub const QUARANTINE: &str = ".tabd/quarantine";
 pub const SPLICES: &str = ".tabd/splices";
 /// The daemon's lock: one daemon per vault.
 pub const DAEMON_LOCK: &str = ".tabd/lock";
+/// The id of the last message of the ntfy reply topic acted on (DESIGN §27): the next start reads
+/// on after it.
+pub const NTFY_REPLIES: &str = ".tabd/ntfy-replies.json";
 /// The folders tabd keeps inside an inbox: handled notes, given-up notes, kept notes.
 pub const INBOX_FOLDERS: [&str; 3] = [PROCESSED, FAILED, ARCHIVE];
 pub const PROCESSED: &str = "processed";

@@ -112,15 +112,16 @@ impl Deliveries {
             message: secrets.apply(&ev.message),
             ..ev.clone()
         };
+        // An event in an earlier push's place is ntfy's alone: elsewhere it would be one more.
+        if ev.replaces.is_some() && !(kind == Kind::Webhook && self.config.format == WebhookFormat::Ntfy) {
+            return Ok(());
+        }
         // From the key, so every try (and every channel, and a start after a restart) has it.
         let id = EventId::of(&self.vault_name, &ev.key);
         let payload = super::payload(ev, &id, &self.vault_name);
         match kind {
             Kind::Command => self.command(&payload, &id).await,
-            Kind::Webhook => match &self.config.webhook {
-                Some(url) => self.webhook(url, &payload, &id).await,
-                None => Ok(()),
-            },
+            Kind::Webhook => self.webhook(ev, &payload, &id).await,
             Kind::Desktop => self.desktop(ev).await,
         }
     }
@@ -209,7 +210,10 @@ impl Deliveries {
 
     /// The webhook: the event as JSON, or ntfy's JSON publishing (topic from the URL's path);
     /// either way with the event's id as its `Idempotency-Key`.
-    async fn webhook(&self, url: &str, payload: &Value, id: &EventId) -> Result<(), DeliveryError> {
+    async fn webhook(&self, ev: &Event, payload: &Value, id: &EventId) -> Result<(), DeliveryError> {
+        let Some(url) = self.config.webhook.as_deref() else {
+            return Ok(());
+        };
         let Some(http) = &self.http else {
             return Err(DeliveryError::Setup(
                 "no HTTP client (TLS could not start)".into(),
@@ -224,28 +228,39 @@ impl Deliveries {
         let request = match self.config.format {
             WebhookFormat::Json => http.post(&url).json(payload),
             WebhookFormat::Ntfy => {
-                let (root, topic) = url
-                    .trim_end_matches('/')
-                    .rsplit_once('/')
-                    .filter(|(root, _)| root.contains("://"))
-                    .ok_or_else(|| {
-                        DeliveryError::Setup(format!(
-                            "{shown}: an ntfy webhook is the topic's URL, like https://ntfy.sh/my-topic"
-                        ))
-                    })?;
+                let (root, topic) = ntfy_parts(&url).ok_or_else(|| {
+                    DeliveryError::Setup(format!(
+                        "{shown}: an ntfy webhook is the topic's URL, like https://ntfy.sh/my-topic"
+                    ))
+                })?;
+                // A decided approval stands in its push's place (its sequence id), buttons gone.
+                let sequence = ev
+                    .replaces
+                    .as_deref()
+                    .map_or_else(|| id.clone(), |key| EventId::of(&self.vault_name, key));
+                let mut body = json!({
+                    "topic": topic,
+                    "title": payload["title"],
+                    "message": payload["message"],
+                    "click": payload["url"],
+                    "tags": [payload["event"]],
+                    "sequence_id": sequence.as_str(),
+                });
+                let auth = self.access_token()?;
+                if let Some(actions) = self.buttons(ev, root, auth.as_deref())? {
+                    body["actions"] = actions;
+                }
                 // ntfy (2.16 and later) takes a publisher's id as the message's sequence id: a
                 // second message with the same one replaces the first on the phone. In the JSON
                 // (its publishing table's `sequence_id`) and as the header its own client sends.
-                http.post(format!("{root}/"))
-                    .header("X-Sequence-ID", id.as_str())
-                    .json(&json!({
-                        "topic": topic,
-                        "title": payload["title"],
-                        "message": payload["message"],
-                        "click": payload["url"],
-                        "tags": [payload["event"]],
-                        "sequence_id": id.as_str(),
-                    }))
+                let request = http
+                    .post(format!("{root}/"))
+                    .header("X-Sequence-ID", sequence.as_str())
+                    .json(&body);
+                match auth {
+                    Some(token) => request.bearer_auth(token),
+                    None => request,
+                }
             }
         };
         let request = request.header("Idempotency-Key", id.as_idempotency_key());
@@ -267,6 +282,47 @@ impl Deliveries {
         }
     }
 
+    /// `[notify] access_token`, read from the environment now.
+    fn access_token(&self) -> Result<Option<String>, DeliveryError> {
+        self.config
+            .access_token
+            .as_deref()
+            .map(|t| self.env.expand(t))
+            .transpose()
+            .map_err(|e| DeliveryError::Setup(format!("[notify] access_token: {e}")))
+    }
+
+    /// An approval's Approve and Reject buttons (ntfy's `http` actions), when it carries decision
+    /// tokens and `reply_topic` is set: a tap publishes the button's token to the reply topic on
+    /// the same server, as the phone (with the access token, when there is one).
+    fn buttons(&self, ev: &Event, root: &str, auth: Option<&str>) -> Result<Option<Value>, DeliveryError> {
+        let (Some(replies), Some(topic)) = (&ev.replies, self.config.reply_topic.as_deref()) else {
+            return Ok(None);
+        };
+        let topic = self
+            .env
+            .expand(topic)
+            .map_err(|e| DeliveryError::Setup(format!("[notify] reply_topic: {e}")))?;
+        let button = |label: &str, body: &str| {
+            let mut action = json!({
+                "action": "http",
+                "label": label,
+                "url": format!("{root}/{}", topic.trim()),
+                "method": "POST",
+                "body": body,
+                "clear": true,
+            });
+            if let Some(token) = auth {
+                action["headers"] = json!({ "Authorization": format!("Bearer {token}") });
+            }
+            action
+        };
+        Ok(Some(json!([
+            button("Approve", &replies.approve),
+            button("Reject", &replies.reject),
+        ])))
+    }
+
     /// A desktop notification over the session D-Bus (`notify-send`, where it and a session
     /// bus are there). The title and message follow `--`: text that starts with `-` is text,
     /// never an option of `notify-send`.
@@ -284,6 +340,14 @@ impl Deliveries {
             done => done,
         }
     }
+}
+
+/// An ntfy topic's URL as its server's root and the topic: `https://ntfy.sh/my-topic` →
+/// (`https://ntfy.sh`, `my-topic`).
+pub(super) fn ntfy_parts(url: &str) -> Option<(&str, &str)> {
+    url.trim_end_matches('/')
+        .rsplit_once('/')
+        .filter(|(root, _)| root.contains("://"))
 }
 
 /// `notify-send`'s arguments: its options, then `--`, then the person-facing text (the body as
@@ -377,6 +441,8 @@ mod tests {
             note: None,
             at: chrono::Utc::now(),
             key: "k".into(),
+            replies: None,
+            replaces: None,
         }
     }
 

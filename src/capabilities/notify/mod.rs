@@ -14,6 +14,8 @@
 //! - `deliver` — one try on one channel; a program that runs out of time is killed with all it
 //!   started.
 //! - `id` — an event's id, from its key and its vault.
+//! - `replies` — the ntfy reply topic a tap on an approval's button publishes to, followed
+//!   through ntfy's JSON stream (DESIGN §27).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
@@ -28,6 +30,7 @@ mod deliver;
 mod error;
 mod id;
 mod queue;
+pub mod replies;
 
 pub use error::DeliveryError;
 pub use id::EventId;
@@ -50,6 +53,26 @@ pub struct Event {
     /// Events with the same key are one event: sent once, and always with the same id
     /// (`EventId::of`).
     pub key: String,
+    /// An `approval` push's decision tokens: ntfy's channel shows them as Approve and Reject
+    /// buttons when `reply_topic` is set (DESIGN §27). Never in the event's JSON.
+    pub replies: Option<Replies>,
+    /// The key of an earlier event this one stands in for (an approval, now decided): ntfy shows
+    /// it in that event's place (the same sequence id), its buttons gone.
+    pub replaces: Option<String>,
+}
+
+/// The decision tokens of an approval's two buttons (`gate::approvals::token`): credentials,
+/// so never logged, never in a status.
+#[derive(Clone, PartialEq)]
+pub struct Replies {
+    pub approve: String,
+    pub reject: String,
+}
+
+impl std::fmt::Debug for Replies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Replies(…)")
+    }
 }
 
 /// Where events go; cheap to clone. `None` from `start` when `[notify]` names no channel.
@@ -177,6 +200,8 @@ pub async fn test_push(
         note: None,
         at: now,
         key: format!("doctor-test-{}", now.timestamp_nanos_opt().unwrap_or_default()),
+        replies: None,
+        replaces: None,
     };
     let mut out = Vec::new();
     for kind in Kind::set_in(config) {

@@ -145,6 +145,8 @@ mod tests {
             note: None,
             at: chrono::Utc::now(),
             key: key.into(),
+            replies: None,
+            replaces: None,
         })
     }
 

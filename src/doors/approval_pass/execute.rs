@@ -254,6 +254,10 @@ fn claim(env: &RunEnv, id: &str) -> Claim {
         if fresh {
             made = Some(mark);
             env.faults.abort_at("approval-marked");
+            // Approved anywhere but the ledger (`tabd approve`, a tap): the note decided it.
+            if r.phase != NoteStatus::Approved {
+                r.decided_by = Some(approval_ledger::DecidedBy::Note);
+            }
             r.phase = NoteStatus::Executing;
             return Ok(Claim::Run);
         }

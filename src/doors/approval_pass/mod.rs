@@ -6,11 +6,14 @@
 //! duplicate events, reloads and two quick edits can never run a note twice. A host acts only on
 //! the approvals of roles that run on it (`runs_on`).
 //!
+//! - `decide` — the one decision rule (`tabd approve`/`reject`, a tap on a push's button): the
+//!   first decision counts; a tap's decision token checked first;
 //! - `execute` — one approved call; `write` — ledger, note and daily-log writes;
 //! - `shared` and `cluster` — with `[cluster]` and its key, approvals across devices: a request
 //!   another device asked for is taken from the cluster, and the call runs once across devices.
 
 mod cluster;
+pub mod decide;
 mod execute;
 pub mod shared;
 mod write;
@@ -322,6 +325,13 @@ fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>, within: std::time
         _ => read.status,
     };
     let expired_now = a.phase == NoteStatus::Pending && a.expires <= now;
+    // Approved from a phone, the person saw the arguments as asked for: a note edited since is
+    // not what they approved (DESIGN §27).
+    let edited_since_the_tap = a.phase == NoteStatus::Approved
+        && a.decided_by == Some(approval_ledger::DecidedBy::Phone)
+        && read.args.as_ref().is_ok_and(|args| {
+            approval_ledger::args_hash(read.tool.as_deref().unwrap_or(""), args) != a.args_hash
+        });
     const APPROVED: Option<NoteStatus> = Some(NoteStatus::Approved);
     match status {
         Some(NoteStatus::Rejected) if a.phase.is_open() && !expired_now => Verdict::Reject,
@@ -355,6 +365,11 @@ fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>, within: std::time
             read.tool.as_deref().unwrap_or(""),
             a.tool
         )),
+        APPROVED if edited_since_the_tap => Verdict::Invalid(
+            "its arguments were edited after you approved it from your phone, which showed them as they \
+             were: set `status` to `approved` here to run them as they stand"
+                .to_string(),
+        ),
         APPROVED => match read.args {
             Ok(args) => Verdict::Run(args),
             Err(why) => Verdict::Invalid(why.to_string()),
@@ -507,6 +522,7 @@ fn reject(env: &RunEnv, id: &str, out: &mut Pass) {
         {
             r.phase = NoteStatus::Rejected;
             r.decided = Some(now);
+            r.decided_by = Some(approval_ledger::DecidedBy::Note);
             r.reported = false;
             r.outcome = Some("rejected by the person: nothing was run".into());
             let daily = format!("approval `{id}` ({}) rejected — nothing ran", r.tool);
@@ -553,6 +569,7 @@ mod tests {
             followup: None,
             gist: None,
             bases: Vec::new(),
+            decided_by: None,
         }
     }
 
@@ -668,6 +685,47 @@ mod tests {
                 "{status}"
             );
         }
+    }
+
+    /// Approved from a phone, whose push showed the arguments as asked for: a note edited since
+    /// does not run (it is `invalid`, and the person may approve it in the note as it stands);
+    /// approved from the terminal, the note's arguments run as they stand, as before.
+    #[test]
+    fn approved_from_a_phone_runs_only_the_arguments_the_push_showed() {
+        let asked = json!({"channel": "C1"});
+        let mut a = record(NoteStatus::Approved);
+        a.args_hash = approval_ledger::args_hash("test/post", &asked);
+        a.decided_by = Some(approval_ledger::DecidedBy::Phone);
+        assert_eq!(
+            verdict(
+                &a,
+                read("pending", "test/post", Ok(asked.clone())),
+                t(NOW),
+                WITHIN
+            ),
+            Verdict::Run(asked.clone())
+        );
+        let edited = json!({"channel": "C2"});
+        let v = verdict(
+            &a,
+            read("pending", "test/post", Ok(edited.clone())),
+            t(NOW),
+            WITHIN,
+        );
+        assert!(
+            matches!(&v, Verdict::Invalid(why) if why.contains("edited after you approved it from your phone")),
+            "{v:?}"
+        );
+        a.decided_by = Some(approval_ledger::DecidedBy::Terminal);
+        assert_eq!(
+            verdict(
+                &a,
+                read("pending", "test/post", Ok(edited.clone())),
+                t(NOW),
+                WITHIN
+            ),
+            Verdict::Run(edited)
+        );
     }
 
     /// A request asked for longer ago than tabd keeps the marks of started calls is not run

@@ -5,13 +5,13 @@
 //! (the daemon runs it). Then the note says so, as if the person had edited it.
 
 use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
 use serde::Serialize;
 
 use super::{CliError, Workspace};
 use crate::base::vault::VaultPath;
+use crate::doors::approval_pass::decide::{apply, Decided};
 use crate::gate::approvals::{followup, note, Approval, NoteStatus};
-use crate::records::state::approval_ledger::{self, Followup};
+use crate::records::state::approval_ledger::{self, DecidedBy};
 use crate::records::state::StateStore;
 
 #[derive(Serialize)]
@@ -140,14 +140,6 @@ pub fn list(ws: &Workspace, json: bool) -> Result<u8, CliError> {
     Ok(0)
 }
 
-/// What a decision came to.
-enum Decided {
-    /// Recorded now.
-    Now { id: String, a: Approval },
-    /// It was already decided that way.
-    Already { id: String, a: Approval },
-}
-
 /// `approve` (`approved = true`) or `reject`: in the ledger first, under its lock, then the
 /// note; printed only once both are done.
 pub fn decide(ws: &Workspace, id: &str, approved: bool) -> Result<u8, CliError> {
@@ -186,7 +178,7 @@ pub fn decide(ws: &Workspace, id: &str, approved: bool) -> Result<u8, CliError> 
                 .roles
                 .get(&a.role)
                 .map_or(a.role.clone(), |r| r.display_name.clone());
-            apply(&key, a, approved, (now, tz), who)
+            apply(&key, a, approved, (now, tz), (who, DecidedBy::Terminal))
         })
         .map_err(failed)?
         .map_err(|e| CliError::failed(e.to_string()))?;
@@ -303,117 +295,4 @@ fn say_unfinished(
         say_err!("warning: the daily note has no line of approval {id}'s decision: {e}");
     }
     unlogged.is_empty()
-}
-
-/// Why `a` cannot be decided now (`None`: it is open to a decision).
-fn refusal(id: &str, a: &Approval, (now, tz): (DateTime<Utc>, Tz)) -> Option<NotDecided> {
-    let id = id.to_string();
-    let at = |t: Option<DateTime<Utc>>| At(t.map(|t| t.with_timezone(&tz)));
-    match a.phase {
-        _ if a.followup.is_some() => Some(NotDecided::BeingWritten(id)),
-        NoteStatus::Pending if a.expires <= now => Some(NotDecided::Expired {
-            id,
-            at: at(Some(a.expires)),
-        }),
-        p if p.is_open() => None,
-        NoteStatus::Approved => Some(NotDecided::Approved {
-            id,
-            at: at(a.decided),
-        }),
-        NoteStatus::Rejected => Some(NotDecided::Rejected {
-            id,
-            at: at(a.decided),
-        }),
-        NoteStatus::Executing => Some(NotDecided::Running(id)),
-        phase @ (NoteStatus::Done | NoteStatus::Failed) => Some(NotDecided::Ran { id, phase }),
-        phase => Some(NotDecided::Closed { id, phase }),
-    }
-}
-
-/// Why a request cannot be decided, as `tabd approve`/`tabd reject` print it.
-#[derive(Debug, thiserror::Error)]
-enum NotDecided {
-    #[error(transparent)]
-    NotFound(#[from] approval_ledger::FindError),
-    #[error("approval {0} is still being written into its note; try again in a moment")]
-    BeingWritten(String),
-    #[error("approval {id} expired{at}; nothing will run — ask the role again")]
-    Expired { id: String, at: At },
-    #[error("approval {id} was approved{at}: it runs once, and can no longer be rejected")]
-    Approved { id: String, at: At },
-    #[error(
-        "approval {id} was rejected{at}: nothing ran, and a rejected call never runs — ask the role again"
-    )]
-    Rejected { id: String, at: At },
-    #[error("approval {0} is running now: there is nothing to decide")]
-    Running(String),
-    #[error("approval {id} already ran ({phase}); an approval runs at most once — ask the role again")]
-    Ran { id: String, phase: NoteStatus },
-    #[error("approval {id} is {phase}: there is nothing to decide")]
-    Closed { id: String, phase: NoteStatus },
-}
-
-/// ` at 2026-11-28 17:05` in the config's zone, or nothing when the time is not known.
-#[derive(Debug)]
-struct At(Option<DateTime<Tz>>);
-
-impl std::fmt::Display for At {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            Some(t) => write!(f, " at {}", t.format("%Y-%m-%d %H:%M")),
-            None => Ok(()),
-        }
-    }
-}
-
-/// The decision rule on the fresh record, under the ledger's lock: approve or reject what is
-/// open; the same decision twice is no change; any other is refused with the reason.
-fn apply(
-    id: &str,
-    a: &mut Approval,
-    approved: bool,
-    (now, tz): (DateTime<Utc>, Tz),
-    who: String,
-) -> Result<Decided, NotDecided> {
-    let target = if approved {
-        NoteStatus::Approved
-    } else {
-        NoteStatus::Rejected
-    };
-    if a.phase == target {
-        return Ok(Decided::Already {
-            id: id.to_string(),
-            a: a.clone(),
-        });
-    }
-    let refused = refusal(id, a, (now, tz));
-    if let Some(why) = refused {
-        return Err(why);
-    }
-    a.phase = target;
-    a.decided = Some(now);
-    let shown = crate::base::text::shown(now, tz);
-    a.followup = Some(if approved {
-        Followup {
-            status: NoteStatus::Approved,
-            line: String::new(),
-            daily: String::new(),
-            who,
-            at: now,
-        }
-    } else {
-        a.reported = false;
-        a.outcome = Some("rejected by the person: nothing was run".into());
-        Followup {
-            status: NoteStatus::Rejected,
-            line: format!("**Rejected** ({shown}, with `tabd reject`): nothing was run."),
-            daily: format!("approval `{id}` ({}) rejected — nothing ran", a.tool),
-            who,
-            at: now,
-        }
-    });
-    Ok(Decided::Now {
-        id: id.to_string(),
-        a: a.clone(),
-    })
 }

@@ -393,7 +393,7 @@ fn sentence(why: &str) -> String {
 /// A waiting call's push: the title names what it does to what (`Ops asks to write
 /// reviews/week.md`), the message starts with the first lines of the change — what a person
 /// decides on from a lock screen. Model text, one line each (`approvals::gist`).
-fn approval_words(
+pub(super) fn approval_words(
     who: &str,
     id: &str,
     a: &crate::records::state::approval_ledger::Approval,
@@ -434,6 +434,7 @@ impl Daemon {
             &name,
             self.config().timezone,
         );
+        self.start_replies();
     }
 
     /// Queues one event (nothing when no channel is set).
@@ -442,25 +443,46 @@ impl Daemon {
         kind: EventKind,
         role: &str,
         key: String,
-        (title, message): (String, String),
+        words: (String, String),
         note: Option<String>,
     ) {
+        self.send(self.event(kind, role, key, words, note));
+    }
+
+    /// The event `tell` sends, to add to before it is sent.
+    pub(super) fn event(
+        &self,
+        kind: EventKind,
+        role: &str,
+        key: String,
+        (title, message): (String, String),
+        note: Option<String>,
+    ) -> Event {
+        Event {
+            kind,
+            role: role.to_string(),
+            title,
+            message,
+            note,
+            at: self.run_env.clock.now(),
+            key,
+            replies: None,
+            replaces: None,
+        }
+    }
+
+    /// Queues `ev` (nothing when no channel is set).
+    pub(super) fn send(&self, ev: Event) {
         if let Some(n) = &self.shown.notifier {
-            n.send(Event {
-                kind,
-                role: role.to_string(),
-                title,
-                message,
-                note,
-                at: self.run_env.clock.now(),
-                key,
-            });
+            n.send(ev);
         }
     }
 
     /// Calls waiting for approval that the person has not been told about (whichever door asked:
     /// a run, `tabd fire`, `tabd mcp serve`): each once, across restarts.
     pub(super) fn notify_approvals(&mut self) {
+        // Those decided since: their outcome, in their push's place (`[notify] reply_topic`).
+        self.tell_decided();
         if self.shown.notifier.is_none() {
             return;
         }
@@ -485,13 +507,15 @@ impl Daemon {
         }
         for (id, a) in &fresh {
             let who = self.display_name(&a.role);
-            self.tell(
+            let mut ev = self.event(
                 EventKind::Approval,
                 &a.role,
                 format!("approval:{id}"),
                 approval_words(&who, id, a, self.config().timezone),
                 Some(a.note.clone()),
             );
+            ev.replies = self.buttons(id, a);
+            self.send(ev);
         }
         let ids: Vec<String> = fresh.into_iter().map(|(id, _)| id).collect();
         let marked = self.run_env.store.update(|s| {
@@ -599,7 +623,7 @@ impl Daemon {
         );
     }
 
-    fn display_name(&self, role: &str) -> String {
+    pub(super) fn display_name(&self, role: &str) -> String {
         self.roles()
             .roles
             .get(role)
@@ -682,6 +706,8 @@ impl Daemon {
             )]
             let _ = tokio::time::timeout(grace, task).await;
         }
+        // The reply topic's connection ends here; a tap from now on is read at the next start.
+        self.shown.answers.stop();
         if let Some(pool) = self.run_env.mcp_pool.take() {
             pool.shutdown().await;
         }

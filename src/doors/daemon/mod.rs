@@ -15,7 +15,7 @@
 //! - `reload` — config and role files, watched folders; `env_file` — the env file read again
 //!   when it is saved; `upkeep` — crash leftovers swept, the undo journal pruned; `report` +
 //!   `status` — the status note and `tabd status`; `tasks` — run tasks, reaped as they finish;
-//!   `webhooks` — with `[http]`, the webhook server's task, started and stopped.
+//!   `webhooks` — with `[http]`, the webhook server's task; `replies` — taps from ntfy.
 
 mod broken;
 mod cluster;
@@ -31,6 +31,7 @@ mod owed;
 mod pause;
 pub mod ready;
 mod reload;
+mod replies;
 mod report;
 mod resumes;
 mod role_changes;
@@ -136,7 +137,7 @@ struct Seen {
     pauses: pause::PauseSeen,
 }
 
-/// What the person is shown and told: the status note, failed side writes, `[notify]`.
+/// What the person is shown and told: the status, failed side writes, `[notify]` and its answers.
 struct Showing {
     /// The core said the status changed (`Effect::StatusChanged`): written at the tick's end.
     dirty: bool,
@@ -146,6 +147,7 @@ struct Showing {
     writes: crate::base::sidewrites::SideWrites,
     /// Where the person is told what needs them (`[notify]`); `None`: no channel set.
     notifier: Option<crate::capabilities::notify::Notifier>,
+    answers: replies::Answers,
 }
 
 /// The work going on off the loop, and the inputs waiting while effects are carried out.
@@ -330,6 +332,7 @@ impl Daemon {
                 generation: 0,
                 writes: side,
                 notifier: None,
+                answers: Default::default(),
             },
             work: Work::default(),
             coordinator: None,
@@ -418,6 +421,7 @@ impl Daemon {
                     }
                 }
                 Some(done) = self.work.tasks.next(), if !self.work.tasks.is_empty() => self.on_done(done),
+                reply = replies::next(self.shown.answers.sub()) => self.on_reply(reply),
                 pass = async { self.work.approvals.task.as_mut().expect("guarded").await }, if self.work.approvals.task.is_some() => {
                     self.work.approvals.task = None;
                     self.on_approvals_pass(pass);

@@ -6,7 +6,8 @@
 //! - `gist` — what a call is about in one line: its target and the first lines of its change;
 //! - `person` — a change to the person's own note: the diff the note shows, and the note's state
 //!   when asked (an edit made since is never written over);
-//! - `followup` — what a decision still owes its note and the daily log, finished after a crash.
+//! - `followup` — what a decision still owes its note and the daily log, finished after a crash;
+//! - `token` — the decision token a push's button carries: signed by tabd, bound to one request.
 //!
 //! Elsewhere: the ledger, tabd's durable record of each request that makes "at most once" hold
 //! across crashes, restarts and duplicate events, is `state::approval_ledger`; the daemon's side —
@@ -19,6 +20,7 @@ pub mod note;
 pub mod person;
 pub mod policy;
 pub mod request;
+pub mod token;
 
 pub use crate::records::state::approval_ledger::{Approval, NoteStatus};
 pub use policy::mode_for;

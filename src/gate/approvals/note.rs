@@ -536,6 +536,7 @@ mod tests {
             followup: None,
             gist: None,
             bases: Vec::new(),
+            decided_by: None,
         }
     }
 

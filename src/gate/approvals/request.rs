@@ -165,6 +165,7 @@ fn record(
         followup: None,
         gist: Some(gist_of(ctx, call)),
         bases: call.theirs.bases.clone(),
+        decided_by: None,
     }
 }
 

@@ -155,6 +155,34 @@ pub struct Approval {
     /// written over (`approval_pass` checks before the call runs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bases: Vec<Base>,
+    /// Where the person's decision came from (none: not decided yet, or an older tabd's record):
+    /// a later decision elsewhere is told "already decided (approved in its note at …)".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<DecidedBy>,
+}
+
+/// Where a person decided an approval (DESIGN §27: one decision, from any of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecidedBy {
+    /// Its note's `status`, set in Obsidian (or on another device, synced).
+    Note,
+    /// `tabd approve` or `tabd reject`.
+    Terminal,
+    /// A button of the push on the person's phone (ntfy), its decision token checked.
+    Phone,
+}
+
+impl DecidedBy {
+    /// How a line says where: `in its note`, `with tabd approve`, `from your phone`.
+    pub fn words(self, approved: bool) -> &'static str {
+        match (self, approved) {
+            (Self::Note, _) => "in its note",
+            (Self::Terminal, true) => "with `tabd approve`",
+            (Self::Terminal, false) => "with `tabd reject`",
+            (Self::Phone, _) => "from your phone",
+        }
+    }
 }
 
 /// A note of the person's as a change to it was asked for: its path and its content's digest

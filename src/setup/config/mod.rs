@@ -502,6 +502,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         host: raw.daemon.host.as_ref().map(|h| r.expand(h)).transpose()?,
     };
     raw.notify.quiet().map_err(|m| r.err_at(None, m.to_string()))?;
+    raw.notify.replies().map_err(|m| r.err_at(None, m.to_string()))?;
     if raw.notify.command.first().is_some_and(|c| c.trim().is_empty()) {
         return Err(r.err_at(
             None,

@@ -1,5 +1,6 @@
 //! `[notify]` (DESIGN §22): where tabd says "I need you" — a command, a webhook (ntfy's format as
-//! a preset), the desktop — for which events, and when it keeps quiet.
+//! a preset), the desktop — for which events, and when it keeps quiet; and the ntfy topic a tap on
+//! an approval's button answers on (`reply_topic`, DESIGN §27).
 
 use chrono::NaiveTime;
 use serde::Deserialize;
@@ -85,6 +86,13 @@ pub struct NotifyConfig {
     pub after_failures: u32,
     /// The vault's name in Obsidian, for `obsidian://` links (default: its folder's name).
     pub obsidian_vault: Option<String>,
+    /// An ntfy topic on the webhook's server (`${VAR}`: a topic name is as good as a password)
+    /// that a tap on an `approval` push's Approve or Reject button publishes its decision token
+    /// to, and that tabd subscribes to (DESIGN §27). Needs `format = "ntfy"`.
+    pub reply_topic: Option<String>,
+    /// An ntfy access token (`${VAR}`), sent as `Authorization: Bearer …` when publishing, when
+    /// subscribing to `reply_topic`, and by the push's buttons.
+    pub access_token: Option<String>,
 }
 
 impl Default for NotifyConfig {
@@ -98,6 +106,8 @@ impl Default for NotifyConfig {
             quiet_hours: None,
             after_failures: 2,
             obsidian_vault: None,
+            reply_topic: None,
+            access_token: None,
         }
     }
 }
@@ -113,6 +123,21 @@ impl NotifyConfig {
             Some(list) => list.contains(&kind),
             None => EventKind::DEFAULT.contains(&kind),
         }
+    }
+
+    /// Whether `reply_topic` is set where it can work: an ntfy webhook's server (checked when the
+    /// config is read).
+    pub fn replies(&self) -> Result<bool, BadReplyTopic> {
+        let Some(topic) = self.reply_topic.as_deref() else {
+            return Ok(false);
+        };
+        if self.webhook.is_none() || self.format != WebhookFormat::Ntfy {
+            return Err(BadReplyTopic::NoNtfy);
+        }
+        if topic.trim().is_empty() || topic.contains('/') {
+            return Err(BadReplyTopic::NotATopic);
+        }
+        Ok(true)
     }
 
     /// The quiet hours, checked when the config is read.
@@ -138,6 +163,18 @@ pub enum BadQuietHours {
     NotTwoTimes(String),
     #[error("[notify] quiet_hours = \"{0}\" starts and ends at the same time")]
     Empty(String),
+}
+
+/// Why `[notify] reply_topic` cannot work as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadReplyTopic {
+    #[error(
+        "[notify] reply_topic needs an ntfy webhook on the same server: set `webhook` to the push topic's URL \
+         and `format = \"ntfy\"`"
+    )]
+    NoNtfy,
+    #[error("[notify] reply_topic is a topic's name on the webhook's server (like \"${{NTFY_REPLY_TOPIC}}\"), not a URL")]
+    NotATopic,
 }
 
 /// Whether `t` falls in the quiet hours `from`–`to` (which may run past midnight).
@@ -189,6 +226,25 @@ mod tests {
         );
         assert!(NotifyConfig::default().wants(EventKind::Approval));
         assert!(!NotifyConfig::default().wants(EventKind::Done));
+    }
+
+    #[test]
+    fn a_reply_topic_needs_an_ntfy_webhook_and_is_a_name() {
+        let c = |text: &str| toml::from_str::<NotifyConfig>(text).unwrap().replies();
+        assert_eq!(c(""), Ok(false));
+        assert_eq!(
+            c("webhook = \"https://ntfy.example/t\"\nformat = \"ntfy\"\nreply_topic = \"${R}\""),
+            Ok(true)
+        );
+        assert_eq!(
+            c("webhook = \"https://x.example/\"\nreply_topic = \"r\""),
+            Err(BadReplyTopic::NoNtfy)
+        );
+        assert_eq!(c("reply_topic = \"r\""), Err(BadReplyTopic::NoNtfy));
+        assert_eq!(
+            c("webhook = \"https://ntfy.example/t\"\nformat = \"ntfy\"\nreply_topic = \"https://ntfy.example/r\""),
+            Err(BadReplyTopic::NotATopic)
+        );
     }
 
     /// `role_broken` is an event a config may name, and one sent by default; a misspelt event
