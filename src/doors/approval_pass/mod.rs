@@ -308,6 +308,8 @@ enum Verdict {
     Reject,
     /// `approved`, never run, same tool: run it with these arguments.
     Run(serde_json::Value),
+    /// A checkpoint approved: the run goes on (nothing runs here).
+    GoOn,
     /// `approved`, but it cannot run again: the note says why; its status becomes `status`.
     Refuse { why: String, status: NoteStatus },
     /// `approved`, but the note is not runnable as it stands: `invalid`, with the reason.
@@ -365,6 +367,8 @@ fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>, within: std::time
             read.tool.as_deref().unwrap_or(""),
             a.tool
         )),
+        // A checkpoint has no arguments: approved, its run goes on.
+        APPROVED if a.tool == crate::gate::approvals::checkpoint::TOOL => Verdict::GoOn,
         APPROVED if edited_since_the_tap => Verdict::Invalid(
             "its arguments were edited after you approved it from your phone, which showed them as they \
              were: set `status` to `approved` here to run them as they stand"
@@ -434,6 +438,11 @@ async fn act(
         Verdict::Leave => {}
         Verdict::Reject => reject(env, &id, out),
         Verdict::Run(args) => execute::run(env, (&id, &a), args, shared, out).await,
+        Verdict::GoOn => {
+            let said = crate::gate::approvals::checkpoint::instruction(text);
+            execute::go_on(env, (&id, &a), &said);
+            out.ran.push(id);
+        }
         // A note another device ran, still `approved` here (its result not synced in yet).
         Verdict::Refuse { .. } if ran_on_another(shared, &id).await => {}
         Verdict::Refuse { why, status } => {

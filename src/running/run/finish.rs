@@ -109,6 +109,14 @@ fn decide(end: &TurnEnd, scheduled: bool, paused: bool) -> Decided {
         TurnEnd::Stopped if paused => failed(FailureClass::Stopped, STOPPED_PAUSED.into()),
         TurnEnd::Stopped if scheduled => failed(FailureClass::Stopped, STOPPED_SLOT.into()),
         TurnEnd::Stopped => failed(FailureClass::Stopped, STOPPED.into()),
+        // The person's own stop: the run ends, said; nothing failed (its notes were handled
+        // when it first waited).
+        TurnEnd::StoppedByYou(why) => Decided {
+            outcome: Outcome::Limit,
+            error: Some(format!("stopped by you: {why}")),
+            failure: None,
+            cause: None,
+        },
         // The run did what it could until a call needed the person: its notes are handled; it
         // goes on (a second part, same run id) once the call is decided.
         TurnEnd::Suspended => Decided {

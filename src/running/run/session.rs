@@ -217,6 +217,17 @@ impl Session {
         }
     }
 
+    /// Its role's `checkpoint_every` for its turn, `before` tool calls made already.
+    pub fn checkpoints(&self, before: u32) -> Option<crate::running::turn::Checkpoints> {
+        super::checkpoint::of(
+            &self.role,
+            self.asks(),
+            (self.env.store.clone(), self.env.clock.clone()),
+            self.hops,
+            before,
+        )
+    }
+
     /// The harness its calls go through.
     pub fn harness(&self, ticket: Ticket) -> Harness {
         Harness::new(
