@@ -134,6 +134,12 @@ fn a_run_pauses_every_three_calls_goes_on_with_the_persons_words_and_stops() {
     assert_eq!(fake.requests().len(), 6, "call 7 never asked for");
     assert!(!v.path("out/n7.md").exists());
     assert_eq!(v.read("out/n6.md"), "note 6");
+    let last = v
+        .records()
+        .into_iter()
+        .rfind(|r| r["role"] == "ops")
+        .unwrap_or_default();
+    assert_eq!(last["ended"], "stopped by you", "{last}");
 }
 
 /// `kill -9` while the run waits at its first checkpoint: started again, it still waits (no

@@ -454,6 +454,8 @@ fn ended_of(class: Option<FailureClass>, end: &TurnEnd) -> Option<String> {
         Some(FailureClass::Stopped) => Some("stopped".into()),
         // The first part of a run that waits for the person: `ok` so far, and not over.
         None if *end == TurnEnd::Suspended => Some(crate::records::runlog::WAITING.into()),
+        // The person stopped it at a checkpoint (`checkpoint_every`).
+        None if matches!(end, TurnEnd::StoppedByYou(_)) => Some("stopped by you".into()),
         _ => None,
     }
 }
