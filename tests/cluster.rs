@@ -83,7 +83,9 @@ fn two_devices_race_for_one_key_and_exactly_one_wins() {
             );
             let winner = x.or(y).unwrap();
             assert!(winner.still_mine() && winner.revision() > 0);
-            let holder = a.holder_of(&key).await.unwrap().unwrap();
+            let tabd::capabilities::cluster::Read::Found(holder, _) = a.holder_of(&key).await.unwrap() else {
+                panic!("a holder of {key}");
+            };
             assert!(["a", "b"].contains(&holder.device.as_str()));
         }
     });

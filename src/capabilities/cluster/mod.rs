@@ -25,6 +25,7 @@ mod login;
 pub mod pause;
 pub mod shared;
 pub mod tenure;
+pub mod trust;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,6 +36,7 @@ use serde::{Deserialize, Serialize};
 
 pub use keys::ClaimKey;
 pub use lease::Lease;
+pub use trust::Read;
 
 use crate::setup::config::cluster::ClusterConfig;
 
@@ -116,6 +118,16 @@ impl Holder {
     }
 }
 
+/// What a renewal that found its key at another revision came to (`Cluster::reclaim`).
+enum Reclaim {
+    /// Written again: still this device's.
+    Back,
+    /// Another device's claim that may be waiting: looked at again at the next renewal.
+    Later,
+    /// Another device's now, or let go by the servers.
+    Lost,
+}
+
 /// What `claim_unless_done` came to.
 #[derive(Debug)]
 pub enum Claimed {
@@ -162,6 +174,8 @@ struct Inner {
     /// The claims this process holds and owes, and the heartbeats it watched (`tenure`).
     registry: Mutex<tenure::Registry>,
     login: login::Login,
+    /// The seal of every record that decides an action, and what this device saw written.
+    trust: trust::Trust,
 }
 
 /// A connection to the vault's cluster; cheap to clone.
@@ -246,6 +260,7 @@ impl Cluster {
                 heartbeat: Mutex::new(None),
                 registry: Mutex::default(),
                 login,
+                trust: trust::Trust::new(config.key.as_deref(), &config.device),
             }),
         })
     }
@@ -264,12 +279,40 @@ impl Cluster {
         self.inner.buckets.get().map_or(self.inner.lease, |b| b.lease)
     }
 
-    fn holder(&self) -> bytes::Bytes {
-        self.holder_with(Default::default(), Default::default())
+    /// Remembers, with the marks of this device's own key (outside the vault), every done
+    /// marker and shared record it writes or reads (`trust`): one purged later is not taken
+    /// for one never written.
+    pub fn remember_with(&self, key: Arc<crate::base::signing::Key>) {
+        self.inner
+            .trust
+            .remember_with(key, &[(trust::DONE, DONE_FOR), (trust::SHARED, SHARED_FOR)]);
+    }
+
+    /// Remembers the shared record `key` written or seen (`trust`).
+    pub fn remember_shared(&self, key: &ClaimKey) {
+        self.inner.trust.remember(trust::SHARED, key.as_str());
+    }
+
+    /// Whether this device saw the shared record `key` written.
+    pub fn remembers_shared(&self, key: &ClaimKey) -> bool {
+        self.inner.trust.remembers(trust::SHARED, key.as_str())
+    }
+
+    /// Says once in tabd's log that `what` is not acted on, and why (a record deleted or
+    /// changed by hand).
+    pub fn refuse(&self, what: &str, why: &str) {
+        self.inner.trust.refuse(what, why);
+    }
+
+    /// This device's claim or done marker for `key` of `bucket`, sealed with the cluster's key.
+    fn holder(&self, bucket: &str, key: &ClaimKey) -> bytes::Bytes {
+        self.holder_with(bucket, key.as_str(), Default::default(), Default::default())
     }
 
     fn holder_with(
         &self,
+        bucket: &str,
+        key: &str,
         runs: std::collections::BTreeMap<String, RunSeen>,
         holds: tenure::Holds,
     ) -> bytes::Bytes {
@@ -280,7 +323,9 @@ impl Cluster {
             runs,
             holds,
         };
-        serde_json::to_vec(&me).unwrap_or_default().into()
+        self.inner
+            .trust
+            .seal(bucket, key, serde_json::to_vec(&me).unwrap_or_default())
     }
 
     fn registry(&self) -> std::sync::MutexGuard<'_, tenure::Registry> {
@@ -299,7 +344,7 @@ impl Cluster {
     pub async fn claim(&self, key: &ClaimKey, what: String) -> Result<Option<Arc<Lease>>, ClusterError> {
         let b = self.buckets().await?;
         let sent = lease::boot_now();
-        match b.claims.create(key.as_str(), self.holder()).await {
+        match b.claims.create(key.as_str(), self.holder(CLAIMS, key)).await {
             Ok(revision) => Ok(Some(Arc::new(Lease::new(
                 key.clone(),
                 what,
@@ -369,7 +414,7 @@ impl Cluster {
     /// The done marker, then the tenure of a claim just won (see `claim_unless_done`).
     async fn take(&self, lease: &Arc<Lease>) -> Result<Take, ClusterError> {
         let b = self.buckets().await?;
-        if self.is_done(&lease.key).await? {
+        if self.done(&lease.key, &crate::base::fence::Hold::what(lease.as_ref())).await? {
             return Ok(Take::Done);
         }
         let key = lease.key.as_str();
@@ -380,34 +425,41 @@ impl Cluster {
             seq,
             at: Utc::now(),
         };
-        let value: bytes::Bytes = serde_json::to_vec(&mine).unwrap_or_default().into();
+        let value = self
+            .inner
+            .trust
+            .seal(tenure::TENURE, key, serde_json::to_vec(&mine).unwrap_or_default());
         let before = match b.tenure.create(key, value.clone()).await {
             Ok(revision) => {
                 lease.set_tenure(revision);
-                return Ok(Take::Mine);
+                // No tenure to judge by (none, or deleted): a claim missing is not proof that
+                // nobody holds it — a device whose heartbeat names it, and goes on writing, does.
+                return self.unless_held_alive(lease).await;
             }
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
                 b.tenure.entry(key).await.map_err(unavailable)?
             }
             Err(e) => return Err(unavailable(e)),
         };
-        // Deleted between the two calls: its holder just let it go; ask again at the next look.
-        let Some(before) = before else {
-            return Ok(Take::Wait);
+        let prior = match self.inner.trust.read::<tenure::Tenure>(tenure::TENURE, key, before, None) {
+            Read::Found(t, revision) => (self.judge(&t, lease).await?, revision),
+            // Deleted between the two calls: its holder just let it go; ask again at the next look.
+            Read::Absent | Read::Deleted => return Ok(Take::Wait),
+            Read::Refused(why) => {
+                self.refuse(
+                    &crate::base::fence::Hold::what(lease.as_ref()),
+                    &format!("the record of who held it last is refused: {why}"),
+                );
+                return Ok(Take::Wait);
+            }
         };
-        let prior = match before.operation {
-            kv::Operation::Put => match serde_json::from_slice::<tenure::Tenure>(&before.value) {
-                Ok(t) => self.judge(&t, lease).await?,
-                Err(e) => {
-                    tracing::warn!("cluster: the tenure record of {key} is not one tabd wrote ({e}); the done marker decides");
-                    tenure::Prior::LetGo
-                }
-            },
-            _ => tenure::Prior::LetGo,
-        };
-        match prior {
+        match prior.0 {
             tenure::Prior::Holds | tenure::Prior::Unknown => return Ok(Take::Wait),
-            tenure::Prior::LetGo if self.is_done(&lease.key).await? => return Ok(Take::Done),
+            tenure::Prior::LetGo
+                if self.done(&lease.key, &crate::base::fence::Hold::what(lease.as_ref())).await? =>
+            {
+                return Ok(Take::Done)
+            }
             tenure::Prior::LetGo => {}
             tenure::Prior::Gone => tracing::info!(
                 "cluster: the device that held {} has not answered for {} s; taking it over",
@@ -415,7 +467,7 @@ impl Cluster {
                 tenure::gone_after(self.lease()).as_secs()
             ),
         }
-        match b.tenure.update(key, value, before.revision).await {
+        match b.tenure.update(key, value, prior.1).await {
             Ok(revision) => {
                 lease.set_tenure(revision);
                 Ok(Take::Mine)
@@ -423,6 +475,84 @@ impl Cluster {
             Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(Take::Wait),
             Err(e) => Err(unavailable(e)),
         }
+    }
+
+    /// `Mine`, unless another device's heartbeat names `lease`'s key as held and that device
+    /// still writes heartbeats (or its heartbeat cannot be read: deleted, refused) — then it is
+    /// left to that device, which takes its claim back (`renew`).
+    async fn unless_held_alive(&self, lease: &Arc<Lease>) -> Result<Take, ClusterError> {
+        let Some(device) = self.live_holder(&lease.key).await? else {
+            return Ok(Take::Mine);
+        };
+        self.refuse(
+            &crate::base::fence::Hold::what(lease.as_ref()),
+            &format!(
+                "its claim was free, but device {device} says it holds it and still answers; left to {device}"
+            ),
+        );
+        Ok(Take::Wait)
+    }
+
+    /// Another device that holds `key` as its heartbeat says, and has not gone silent.
+    async fn live_holder(&self, key: &ClaimKey) -> Result<Option<String>, ClusterError> {
+        let b = self.buckets().await?;
+        let mut names = self.registry().watched_devices();
+        if names.is_empty() {
+            self.devices().await?;
+            names = self.registry().watched_devices();
+        }
+        for device in names {
+            if device == self.inner.device {
+                continue;
+            }
+            let at = keys::device(&self.inner.vault, &device);
+            let entry = b.devices.entry(at.as_str()).await.map_err(unavailable)?;
+            let (beat, holds) = match self.inner.trust.read::<Holder>(DEVICES, &at, entry, None) {
+                Read::Found(h, _) if h.device == device => {
+                    let beat = h.beat();
+                    let holds = beat.holds.all || beat.holds.keys.iter().any(|k| k == key.as_str());
+                    (Some(beat), holds)
+                }
+                // A heartbeat this process saw, now gone or not tabd's: what it holds is unknown.
+                _ => (None, true),
+            };
+            let silent = self.registry().watch(&device, beat.as_ref());
+            if holds && silent < tenure::gone_after(self.lease()) {
+                return Ok(Some(device));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether `key` was marked done, as far as anything can be acted on: a marker deleted,
+    /// purged (where this device saw it written) or refused counts as done — nothing runs on
+    /// the strength of its absence — and is said once (`what` names it).
+    async fn done(&self, key: &ClaimKey, what: &str) -> Result<bool, ClusterError> {
+        match self.done_marker(key).await? {
+            Read::Absent => Ok(false),
+            Read::Found(..) => Ok(true),
+            Read::Deleted => {
+                self.refuse(
+                    what,
+                    "its done marker was deleted (a marker is there, or this device saw it written)",
+                );
+                Ok(true)
+            }
+            Read::Refused(why) => {
+                self.refuse(what, &format!("its done marker is refused: {why}"));
+                Ok(true)
+            }
+        }
+    }
+
+    /// The done marker of `key`, as `trust` reads it.
+    pub async fn done_marker(&self, key: &ClaimKey) -> Result<Read<Holder>, ClusterError> {
+        let b = self.buckets().await?;
+        let entry = b.done.entry(key.as_str()).await.map_err(unavailable)?;
+        Ok(self
+            .inner
+            .trust
+            .read(DONE, key.as_str(), entry, Some(trust::DONE)))
     }
 
     /// What the previous holder `t` of `lease`'s key says, by its device's heartbeat.
@@ -442,10 +572,11 @@ impl Cluster {
             .entry(keys::device(&self.inner.vault, &t.device))
             .await
             .map_err(unavailable)?;
-        let beat = entry
-            .filter(|e| e.operation == kv::Operation::Put)
-            .and_then(|e| serde_json::from_slice::<Holder>(&e.value).ok())
-            .map(Holder::beat);
+        let at = keys::device(&self.inner.vault, &t.device);
+        let beat = match self.inner.trust.read::<Holder>(DEVICES, &at, entry, None) {
+            Read::Found(h, _) if h.device == t.device => Some(h.beat()),
+            _ => None,
+        };
         let silent = self.registry().watch(&t.device, beat.as_ref());
         Ok(tenure::judge(t, beat.as_ref(), key, silent, self.lease()))
     }
@@ -461,7 +592,7 @@ impl Cluster {
         let sent = lease::boot_now();
         match b
             .claims
-            .update(lease.key.as_str(), self.holder(), lease.revision())
+            .update(lease.key.as_str(), self.holder(CLAIMS, &lease.key), lease.revision())
             .await
         {
             Ok(revision) => {
@@ -469,6 +600,16 @@ impl Cluster {
                 Ok(())
             }
             Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                match self.reclaim(lease, sent).await {
+                    Ok(Reclaim::Back) => return Ok(()),
+                    // Not renewed this time; the lease stays as it was until the next try.
+                    Ok(Reclaim::Later) => return Ok(()),
+                    Ok(Reclaim::Lost) => {}
+                    Err(e) => {
+                        lease.renewal_failed();
+                        return Err(e);
+                    }
+                }
                 lease.mark_lost();
                 Err(ClusterError::Lost {
                     what: crate::base::fence::Hold::what(lease),
@@ -478,6 +619,69 @@ impl Cluster {
                 lease.renewal_failed();
                 Err(unavailable(e))
             }
+        }
+    }
+
+    /// A renewal found `lease`'s key at another revision. It is another device's when that
+    /// device claimed it and wrote its tenure (a takeover), or the servers let it go (absent).
+    /// But when someone deleted it (a marker: tabd never deletes a claim it holds), or another
+    /// device claimed it and waits (no tenure of its own: this device's heartbeat names it as
+    /// held, `unless_held_alive`), it is still this device's: written again at that revision.
+    /// A waiting claim is taken back only once seen at two renewals (its maker writes its
+    /// tenure a moment after its claim).
+    async fn reclaim(&self, lease: &Lease, sent: std::time::Duration) -> Result<Reclaim, ClusterError> {
+        let b = self.buckets().await?;
+        let key = lease.key.as_str();
+        let what = crate::base::fence::Hold::what(lease);
+        let Some(entry) = b.claims.entry(key).await.map_err(unavailable)? else {
+            return Ok(Reclaim::Lost);
+        };
+        let at = match self.inner.trust.read::<Holder>(CLAIMS, key, Some(entry), None) {
+            Read::Deleted | Read::Refused(_) | Read::Found(..) if lease.lost() => return Ok(Reclaim::Lost),
+            Read::Deleted | Read::Refused(_) => {
+                self.refuse(
+                    &what,
+                    "its claim, held here, was deleted or written over by hand; this device holds it still",
+                );
+                None
+            }
+            Read::Found(other, revision) if other.instance != self.inner.instance => {
+                let tenure = b.tenure.entry(key).await.map_err(unavailable)?;
+                let theirs = match self.inner.trust.read::<tenure::Tenure>(tenure::TENURE, key, tenure, None) {
+                    Read::Found(t, _) => t.instance == other.instance,
+                    Read::Refused(_) => true,
+                    Read::Absent | Read::Deleted => false,
+                };
+                if theirs {
+                    return Ok(Reclaim::Lost);
+                }
+                if !lease.seen_waiting(revision) {
+                    return Ok(Reclaim::Later);
+                }
+                tracing::info!(
+                    "cluster: device {} claimed {what}, which this device holds, and waits: taken back",
+                    other.device
+                );
+                Some(revision)
+            }
+            // This device's own write, whose answer was lost.
+            Read::Found(_, revision) => Some(revision),
+            Read::Absent => return Ok(Reclaim::Lost),
+        };
+        let revision = match at {
+            Some(r) => r,
+            None => match b.claims.entry(key).await.map_err(unavailable)? {
+                Some(e) => e.revision,
+                None => return Ok(Reclaim::Lost),
+            },
+        };
+        match b.claims.update(key, self.holder(CLAIMS, &lease.key), revision).await {
+            Ok(r) => {
+                lease.renewed(r, sent);
+                Ok(Reclaim::Back)
+            }
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(Reclaim::Lost),
+            Err(e) => Err(unavailable(e)),
         }
     }
 
@@ -492,9 +696,9 @@ impl Cluster {
         let marked = match self.buckets().await {
             Ok(b) => b
                 .done
-                .put(lease.key.as_str(), self.holder())
+                .put(lease.key.as_str(), self.holder(DONE, &lease.key))
                 .await
-                .map(|_| ())
+                .map(|_| self.inner.trust.remember(trust::DONE, lease.key.as_str()))
                 .map_err(unavailable),
             Err(e) => Err(e),
         };
@@ -560,23 +764,16 @@ impl Cluster {
             .await;
     }
 
-    /// Whether `key` was marked done.
+    /// Whether `key` was marked done (a marker deleted or refused counts as done: `done`).
     pub async fn is_done(&self, key: &ClaimKey) -> Result<bool, ClusterError> {
-        let b = self.buckets().await?;
-        b.done
-            .get(key.as_str())
-            .await
-            .map(|v| v.is_some())
-            .map_err(unavailable)
+        self.done(key, key.as_str()).await
     }
 
-    /// Who holds `key` now, if anyone.
-    pub async fn holder_of(&self, key: &ClaimKey) -> Result<Option<Holder>, ClusterError> {
+    /// Who holds `key` now, as `trust` reads its claim.
+    pub async fn holder_of(&self, key: &ClaimKey) -> Result<Read<Holder>, ClusterError> {
         let b = self.buckets().await?;
         let entry = b.claims.entry(key.as_str()).await.map_err(unavailable)?;
-        Ok(entry
-            .filter(|e| e.operation == kv::Operation::Put)
-            .and_then(|e| serde_json::from_slice(&e.value).ok()))
+        Ok(self.inner.trust.read(CLAIMS, key.as_str(), entry, None))
     }
 
     /// Writes this device's heartbeat: `Ok` is the quorum check (a write succeeded).
@@ -606,8 +803,8 @@ impl Cluster {
     ) -> Result<Option<Holder>, ClusterError> {
         let b = self.buckets().await?;
         let holds = self.registry().look();
-        let beat = self.holder_with(runs, holds);
         let key = keys::device(&self.inner.vault, &self.inner.device);
+        let beat = self.holder_with(DEVICES, &key, runs, holds);
         let last = *self.inner.heartbeat.lock().unwrap_or_else(|p| p.into_inner());
         let written = match last {
             None => b.devices.put(&key, beat.clone()).await.map_err(unavailable),
@@ -615,7 +812,10 @@ impl Cluster {
                 Ok(r) => Ok(r),
                 Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                     let other = b.devices.entry(key.as_str()).await.ok().flatten();
-                    let other: Option<Holder> = other.and_then(|e| serde_json::from_slice(&e.value).ok());
+                    let other = match self.inner.trust.read::<Holder>(DEVICES, &key, other, None) {
+                        Read::Found(h, _) => Some(h),
+                        _ => None,
+                    };
                     let r = b.devices.put(&key, beat.clone()).await.map_err(unavailable)?;
                     *self.inner.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
                     return Ok(other.filter(|o| o.instance != self.inner.instance));
@@ -639,8 +839,15 @@ impl Cluster {
             if !key.starts_with(&prefix) {
                 continue;
             }
-            let holder = b.devices.get(key.as_str()).await.map_err(unavailable)?;
-            let holder = holder.and_then(|v| serde_json::from_slice::<Holder>(&v).ok());
+            let entry = b.devices.entry(key.as_str()).await.map_err(unavailable)?;
+            let holder = match self.inner.trust.read::<Holder>(DEVICES, &key, entry, None) {
+                Read::Found(h, _) => Some(h),
+                Read::Refused(why) => {
+                    self.refuse(&format!("the heartbeat under {key}"), &why);
+                    None
+                }
+                Read::Absent | Read::Deleted => None,
+            };
             if let Some(seen) = holder.and_then(|h| seen_from(&self.inner.vault, &key, h)) {
                 let beat = seen.1.clone().beat();
                 self.registry().watch(&seen.0.device, Some(&beat));

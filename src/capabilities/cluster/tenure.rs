@@ -217,6 +217,11 @@ impl Registry {
         self.connected_since.filter(|_| recent)
     }
 
+    /// The devices whose heartbeats this process has read.
+    pub(super) fn watched_devices(&self) -> Vec<String> {
+        self.watched.keys().cloned().collect()
+    }
+
     /// A device's heartbeat read now (each change is noted): how long it has stayed the same while this process had the
     /// servers (zero when it just changed, or this process is not connected).
     pub(super) fn watch(&mut self, device: &str, beat: Option<&Beat>) -> Duration {
