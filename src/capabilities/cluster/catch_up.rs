@@ -239,10 +239,15 @@ impl Cluster {
         }
         let b = self.buckets().await?;
         let tenure = b.tenure.entry(key.as_str()).await.map_err(unavailable)?;
-        let heard_back = match self.inner.trust.read::<tenure::Tenure>(tenure::TENURE, key.as_str(), tenure, None) {
-            Read::Found(t, _) => t.instance == holder.instance,
-            _ => false,
-        };
+        let heard_back =
+            match self
+                .inner
+                .trust
+                .read::<tenure::Tenure>(tenure::TENURE, key.as_str(), tenure, None)
+            {
+                Read::Found(t, _) => t.instance == holder.instance,
+                _ => false,
+            };
         Ok(if heard_back { Looked::Taken } else { Looked::Missed })
     }
 
@@ -283,12 +288,14 @@ impl Cluster {
             return Ok(Claimed::Held);
         };
         let revision = entry.revision;
-        let Read::Found(holder, _) = self.inner.trust.read::<Holder>(super::CLAIMS, key.as_str(), Some(entry), None)
+        let Read::Found(holder, _) =
+            self.inner
+                .trust
+                .read::<Holder>(super::CLAIMS, key.as_str(), Some(entry), None)
         else {
             return Ok(Claimed::Held);
         };
-        let ours = holder.instance == self.inner.instance
-            && !self.registry().holds(key.as_str(), None);
+        let ours = holder.instance == self.inner.instance && !self.registry().holds(key.as_str(), None);
         // Its age counts from when this process wrote it (the servers' clock starts later).
         let age = (Utc::now() - holder.at).to_std().unwrap_or_default();
         let sent = lease::boot_now().saturating_sub(age);
@@ -353,7 +360,8 @@ impl Cluster {
                         &format!("the catch-up of {role}"),
                         &format!("its record {key} was deleted or written over by hand"),
                     );
-                    self.give_up(won, unavailable("a catch-up record was deleted")).await;
+                    self.give_up(won, unavailable("a catch-up record was deleted"))
+                        .await;
                     return Ok(CatchUp::Nothing);
                 }
                 Err(e) => return Err(self.give_up(won, e).await),
@@ -409,7 +417,11 @@ impl Cluster {
             Ok(_) => Ok(Made::Mine),
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
                 let entry = done.entry(key.as_str()).await.map_err(unavailable)?;
-                match self.inner.trust.read::<Record>(super::DONE, key.as_str(), entry, None) {
+                match self
+                    .inner
+                    .trust
+                    .read::<Record>(super::DONE, key.as_str(), entry, None)
+                {
                     Read::Found(r, _) => Ok(Made::Other(Some(r))),
                     Read::Refused(why) => {
                         self.refuse(&format!("the catch-up record {key}"), &why);
@@ -456,7 +468,11 @@ impl Cluster {
         for n in 1..=MAX_RECORDS {
             let key = ClaimKey::catch_up(&self.inner.vault, role, n);
             let entry = b.done.entry(key.as_str()).await.map_err(unavailable)?;
-            let record = match self.inner.trust.read::<Record>(super::DONE, key.as_str(), entry, None) {
+            let record = match self
+                .inner
+                .trust
+                .read::<Record>(super::DONE, key.as_str(), entry, None)
+            {
                 Read::Absent => return Ok(false),
                 Read::Found(r, _) => r,
                 // Not readable as tabd's: it decides nothing; the next may.

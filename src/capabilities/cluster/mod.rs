@@ -414,7 +414,10 @@ impl Cluster {
     /// The done marker, then the tenure of a claim just won (see `claim_unless_done`).
     async fn take(&self, lease: &Arc<Lease>) -> Result<Take, ClusterError> {
         let b = self.buckets().await?;
-        if self.done(&lease.key, &crate::base::fence::Hold::what(lease.as_ref())).await? {
+        if self
+            .done(&lease.key, &crate::base::fence::Hold::what(lease.as_ref()))
+            .await?
+        {
             return Ok(Take::Done);
         }
         let key = lease.key.as_str();
@@ -441,7 +444,11 @@ impl Cluster {
             }
             Err(e) => return Err(unavailable(e)),
         };
-        let prior = match self.inner.trust.read::<tenure::Tenure>(tenure::TENURE, key, before, None) {
+        let prior = match self
+            .inner
+            .trust
+            .read::<tenure::Tenure>(tenure::TENURE, key, before, None)
+        {
             Read::Found(t, revision) => (self.judge(&t, lease).await?, revision),
             // Deleted between the two calls: its holder just let it go; ask again at the next look.
             Read::Absent | Read::Deleted => return Ok(Take::Wait),
@@ -456,7 +463,9 @@ impl Cluster {
         match prior.0 {
             tenure::Prior::Holds | tenure::Prior::Unknown => return Ok(Take::Wait),
             tenure::Prior::LetGo
-                if self.done(&lease.key, &crate::base::fence::Hold::what(lease.as_ref())).await? =>
+                if self
+                    .done(&lease.key, &crate::base::fence::Hold::what(lease.as_ref()))
+                    .await? =>
             {
                 return Ok(Take::Done)
             }
@@ -592,7 +601,11 @@ impl Cluster {
         let sent = lease::boot_now();
         match b
             .claims
-            .update(lease.key.as_str(), self.holder(CLAIMS, &lease.key), lease.revision())
+            .update(
+                lease.key.as_str(),
+                self.holder(CLAIMS, &lease.key),
+                lease.revision(),
+            )
             .await
         {
             Ok(revision) => {
@@ -603,7 +616,12 @@ impl Cluster {
                 match self.reclaim(lease, sent).await {
                     Ok(Reclaim::Back) => return Ok(()),
                     // Not renewed this time; the lease stays as it was until the next try.
-                    Ok(Reclaim::Later) => return Ok(()),
+                    Ok(Reclaim::Later) => {
+                        return Err(unavailable(format!(
+                            "another device claimed {}, held here; looked at again at the next renewal",
+                            crate::base::fence::Hold::what(lease)
+                        )))
+                    }
                     Ok(Reclaim::Lost) => {}
                     Err(e) => {
                         lease.renewal_failed();
@@ -645,9 +663,17 @@ impl Cluster {
                 );
                 None
             }
-            Read::Found(other, revision) if other.instance != self.inner.instance => {
+            // Only a slot's or a note's claim is waited on by its claimant (an approval's claim
+            // writes no tenure: another device's is its own).
+            Read::Found(other, revision)
+                if other.instance != self.inner.instance && lease.tenure().is_some() =>
+            {
                 let tenure = b.tenure.entry(key).await.map_err(unavailable)?;
-                let theirs = match self.inner.trust.read::<tenure::Tenure>(tenure::TENURE, key, tenure, None) {
+                let theirs = match self
+                    .inner
+                    .trust
+                    .read::<tenure::Tenure>(tenure::TENURE, key, tenure, None)
+                {
                     Read::Found(t, _) => t.instance == other.instance,
                     Read::Refused(_) => true,
                     Read::Absent | Read::Deleted => false,
@@ -665,8 +691,8 @@ impl Cluster {
                 Some(revision)
             }
             // This device's own write, whose answer was lost.
-            Read::Found(_, revision) => Some(revision),
-            Read::Absent => return Ok(Reclaim::Lost),
+            Read::Found(other, revision) if other.instance == self.inner.instance => Some(revision),
+            Read::Found(..) | Read::Absent => return Ok(Reclaim::Lost),
         };
         let revision = match at {
             Some(r) => r,
@@ -675,7 +701,11 @@ impl Cluster {
                 None => return Ok(Reclaim::Lost),
             },
         };
-        match b.claims.update(key, self.holder(CLAIMS, &lease.key), revision).await {
+        match b
+            .claims
+            .update(key, self.holder(CLAIMS, &lease.key), revision)
+            .await
+        {
             Ok(r) => {
                 lease.renewed(r, sent);
                 Ok(Reclaim::Back)

@@ -105,19 +105,28 @@ impl Trust {
     }
 
     pub(super) fn remembers(&self, kind: &str, key: &str) -> bool {
-        self.memory.get().is_some_and(|m| m.is_marked(&self.kind(kind), key))
+        self.memory
+            .get()
+            .is_some_and(|m| m.is_marked(&self.kind(kind), key))
     }
 
     /// `body` as it goes under `key` of `bucket`: sealed and bound to both with the cluster's key.
     pub(super) fn seal(&self, bucket: &str, key: &str, body: Vec<u8>) -> bytes::Bytes {
         match &self.seal {
-            Some(k) => k.seal(PURPOSE, &[bucket.as_bytes(), key.as_bytes()], &body).into(),
+            Some(k) => k
+                .seal(PURPOSE, &[bucket.as_bytes(), key.as_bytes()], &body)
+                .into(),
             None => body.into(),
         }
     }
 
     /// The record under `key` of `bucket`, if its seal holds (with the key) and it reads as a `T`.
-    pub(super) fn open<T: DeserializeOwned>(&self, bucket: &str, key: &str, bytes: &[u8]) -> Result<T, String> {
+    pub(super) fn open<T: DeserializeOwned>(
+        &self,
+        bucket: &str,
+        key: &str,
+        bytes: &[u8],
+    ) -> Result<T, String> {
         let body = match &self.seal {
             Some(k) => k
                 .open(PURPOSE, &[bucket.as_bytes(), key.as_bytes()], bytes)

@@ -174,7 +174,9 @@ impl Shared {
             Ok(Read::Deleted) => Err(SharedError::Refused(format!(
                 "the cluster's record {name} was deleted (someone with the servers' password removed it)"
             ))),
-            Ok(Read::Refused(why)) => Err(SharedError::Refused(format!("the cluster's record {name}: {why}"))),
+            Ok(Read::Refused(why)) => Err(SharedError::Refused(format!(
+                "the cluster's record {name}: {why}"
+            ))),
             Ok(Read::Found(bytes, revision)) => {
                 let record = self.open(&name, &bytes)?;
                 if decides {
