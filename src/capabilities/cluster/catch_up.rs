@@ -355,15 +355,7 @@ impl Cluster {
                 Ok(Made::Other(other)) => other,
                 // Gone between the two calls (a week old): this number again.
                 Ok(Made::Gone) => continue,
-                Ok(Made::Deleted) => {
-                    self.refuse(
-                        &format!("the catch-up of {role}"),
-                        &format!("its record {key} was deleted or written over by hand"),
-                    );
-                    self.give_up(won, unavailable("a catch-up record was deleted"))
-                        .await;
-                    return Ok(CatchUp::Nothing);
-                }
+                Ok(Made::Deleted) => return Ok(self.refused_record(role, &key, won).await),
                 Err(e) => return Err(self.give_up(won, e).await),
             };
             n += 1;
@@ -393,6 +385,20 @@ impl Cluster {
         }
         let full = unavailable(format!("{role} has {MAX_RECORDS} catch-up records this week"));
         Err(self.give_up(won, full).await)
+    }
+
+    /// A catch-up record deleted or written by hand: this catch-up runs nothing (said once),
+    /// since the record it would be decided by is not known.
+    async fn refused_record(&self, role: &str, key: &ClaimKey, won: Vec<CatchUpRun>) -> CatchUp {
+        self.refuse(
+            &format!("the catch-up of {role}"),
+            &format!("its record {key} was deleted or written over by hand"),
+        );
+        // The claims are let lapse; the error it gives back is this function's own.
+        let _ = self
+            .give_up(won, unavailable("a catch-up record was deleted"))
+            .await;
+        CatchUp::Nothing
     }
 
     /// Creates the record `key` as `mine`, or reads the one another device made first.
