@@ -6,7 +6,9 @@
 //! beside a role at the expectation cap, ~2.5 minutes; not in the default set: benches/daemon/load.rs),
 //! `cluster` (what `[cluster]` costs: a claim on loopback, a note's latency with and without it;
 //! needs a `nats-server`, not in the default set: benches/daemon/cluster.rs), `telemetry` (a run's
-//! CPU with and without `[telemetry]`, not in the default set: benches/daemon/telemetry.rs).
+//! CPU with and without `[telemetry]`, not in the default set: benches/daemon/telemetry.rs),
+//! `webhooks` (a signed `POST /hooks/<role>` to the model's request, beside a note renamed in;
+//! not in the default set: benches/daemon/webhooks.rs).
 //! Timings are medians over repeated runs; nothing here is asserted.
 
 // A benchmark is a test harness: it may unwrap, and its scenarios read top to bottom.
@@ -40,6 +42,8 @@ mod otlp;
 mod telemetry;
 #[path = "daemon/vault_write.rs"]
 mod vault_write;
+#[path = "daemon/webhooks.rs"]
+mod webhooks;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -123,12 +127,17 @@ impl Bench {
     }
     /// Starts `tabd run`; returns the child and how long until READY=1.
     fn start_daemon(&self) -> (Child, Duration) {
+        self.start_daemon_with(&[])
+    }
+    /// `start_daemon` with these variables set as well (a hook's secret).
+    fn start_daemon_with(&self, env: &[(&str, &str)]) -> (Child, Duration) {
         let sock = self.dir.path().join(format!("n{}.sock", rand_id()));
         let socket = UnixDatagram::bind(&sock).unwrap();
         socket.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         let t0 = Instant::now();
         let child = self
             .command(&["run"])
+            .envs(env.iter().copied())
             .env("NOTIFY_SOCKET", &sock)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -1339,6 +1348,9 @@ fn main() {
     }
     if on("telemetry") {
         telemetry::telemetry(&mut out);
+    }
+    if on("webhooks") {
+        webhooks::webhooks(&mut out);
     }
     println!("{}", serde_json::to_string(&out).unwrap());
 }

@@ -15,7 +15,7 @@ use crate::support::{wire, TestVault};
 const T: Duration = Duration::from_secs(30);
 /// Long enough for the first slot even on a busy machine: a daemon that was slow to start and
 /// missed it (its first start records "now", nothing missed) gets the next one a minute later.
-const FIRST_SLOT: Duration = Duration::from_secs(90);
+pub(crate) const FIRST_SLOT: Duration = Duration::from_secs(90);
 
 /// What the re-run's prompt says of its slot (DESIGN §4: a late run states both times).
 const RERUN_PROMPT: &str = "did not finish (tabd was stopped, killed or crashed), so it runs once more";
@@ -56,8 +56,9 @@ fn ticker_records(v: &TestVault) -> Vec<Value> {
         .collect()
 }
 
-/// The slot the daemon recorded as started and not finished (read from `.tabd/state.json`).
-fn started_slot(v: &TestVault) -> DateTime<Utc> {
+/// The slot the daemon recorded as started and not finished (read from `.tabd/state.json`;
+/// `tests/doctor.rs` too).
+pub(crate) fn started_slot(v: &TestVault) -> DateTime<Utc> {
     let mut slot = None;
     wait_until(T, "the slot's start recorded", || {
         slot = v.state()["roles"]["ticker"]["started_slots"][0]["slot"]
@@ -143,7 +144,7 @@ fn killed_ticker(settings: &str, held: usize) -> (TestVault, FakeModel, Gate, Da
 }
 
 /// A vault with the ticker (with `settings`), the fake holding its first `held` requests.
-fn ticker_vault(settings: &str, held: usize) -> (TestVault, FakeModel, Gate) {
+pub(crate) fn ticker_vault(settings: &str, held: usize) -> (TestVault, FakeModel, Gate) {
     let (v, fake) = setup("");
     ticker(&v, settings);
     let gate = hold_first(&fake, held);

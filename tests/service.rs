@@ -14,7 +14,7 @@ use crate::support::{describe, stdout, TestVault};
 
 /// A `systemctl` that records each call's arguments, one call a line, in `systemctl.log`; `mode`
 /// `"no-bus"` makes every call fail as systemctl does outside a user session.
-fn fake_systemctl(v: &TestVault, mode: &str) -> (String, PathBuf) {
+pub(crate) fn fake_systemctl(v: &TestVault, mode: &str) -> (String, PathBuf) {
     let bin = v.dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let log = v.dir.path().join("systemctl.log");

@@ -93,9 +93,71 @@ impl Clock for OffsetClock {
     }
 }
 
+/// Whether the kernel keeps the system clock in step with a time source (NTP, chrony,
+/// systemd-timesyncd), as far as it says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimeSync {
+    Synced,
+    /// The kernel's estimate of the clock's error has reached its ceiling: nothing steers it.
+    Unsynced,
+    /// It could not be asked (not Linux, or the call failed): why.
+    Unknown(String),
+}
+
+/// The ceiling of the kernel's maximum error estimate (16 s, `NTP_PHASE_LIMIT`): a clock whose
+/// estimate is below it has been steered recently.
+const MAX_ERROR_SYNCED_US: i64 = 16_000_000;
+
+/// Asks the kernel, read-only (`adjtimex(2)` with no mode bits), whether the clock is steered:
+/// the rule systemd's `timedatectl` shows as `NTPSynchronized` (its `ntp_synced()`): the maximum
+/// error below 16 s. `STA_UNSYNC` alone is not used, as systemd does not: a time daemon may set
+/// it to keep the kernel from writing the hardware clock. The kernel's answer is the machine's
+/// (a container reads its host's), and no program is started for it.
+pub fn kernel_time_sync() -> TimeSync {
+    #[cfg(target_os = "linux")]
+    {
+        #[allow(
+            unsafe_code,
+            reason = "timex is plain data, for which all zeros is a valid value; adjtimex with modes 0 \
+                      only reads into the struct it is given, which lives across the call"
+        )]
+        // SAFETY: see the reason above.
+        let (rc, tx) = unsafe {
+            let mut tx: libc::timex = std::mem::zeroed();
+            let rc = libc::adjtimex(&mut tx);
+            (rc, tx)
+        };
+        if rc < 0 {
+            return TimeSync::Unknown(format!("adjtimex: {}", std::io::Error::last_os_error()));
+        }
+        #[expect(
+            clippy::useless_conversion,
+            reason = "maxerror is a c_long: i64 here, i32 on 32-bit targets"
+        )]
+        let max_error = i64::from(tx.maxerror);
+        if max_error < MAX_ERROR_SYNCED_US {
+            TimeSync::Synced
+        } else {
+            TimeSync::Unsynced
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        TimeSync::Unknown("only Linux is asked".into())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernel answers (synced or not, whatever this machine is): Linux always can be asked.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_kernel_says_whether_the_clock_is_synced() {
+        let said = kernel_time_sync();
+        assert!(!matches!(said, TimeSync::Unknown(_)), "{said:?}");
+    }
 
     #[test]
     fn manual_clock_moves_both_or_only_the_wall() {

@@ -394,46 +394,79 @@ impl EnvFile {
     /// owns is read, with a warning (the unit reads it as well); one that cannot be read is a
     /// warning.
     pub fn read(path: &Path) -> Option<Self> {
-        use std::os::unix::fs::MetadataExt as _;
-        let shown = path.display();
-        let meta = match std::fs::metadata(path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-            Err(e) => {
-                return Some(Self {
-                    warnings: vec![format!("cannot read {shown}: {e}")],
-                    ..Self::default()
-                })
-            }
-        };
-        let mut out = Self::default();
-        if meta.mode() & 0o077 != 0 {
-            out.warnings.push(format!(
-                "{shown} can be read by other users (mode {:o}); its values are secrets: `chmod 600 {shown}`",
-                meta.mode() & 0o777
-            ));
-        }
-        let me = rustix::process::geteuid().as_raw();
-        if meta.uid() != me {
-            out.warnings.push(format!(
-                "{shown} belongs to another user (uid {}), so that user decides tabd's environment: \
-                 `chown {me} {shown}` if it is yours",
-                meta.uid()
-            ));
-        }
-        match crate::base::vault::read_regular_path(path, ENV_FILE_CAP) {
-            Ok(text) => {
-                let (vars, bad) = parse_env_file(&text);
-                out.vars = vars;
-                out.warnings.extend(
-                    bad.into_iter()
-                        .map(|(line, why)| format!("{shown}:{line}: {why}; skipped")),
-                );
-            }
-            Err(e) => out.warnings.push(format!("cannot read {shown}: {e}")),
-        }
-        Some(out)
+        let Inspected { exposed, mut file } = inspect(path)?;
+        let mut warnings: Vec<String> = exposed.iter().map(ToString::to_string).collect();
+        warnings.append(&mut file.warnings);
+        file.warnings = warnings;
+        Some(file)
     }
+}
+
+/// What lets someone other than the person read or decide an env file's secrets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Exposure {
+    #[error("{path} can be read by other users (mode {mode:o}); its values are secrets: `chmod 600 {path}`")]
+    OpenMode { path: String, mode: u32 },
+    #[error(
+        "{path} belongs to another user (uid {owner}), so that user decides tabd's environment: \
+         `chown {me} {path}` if it is yours"
+    )]
+    NotYours { path: String, owner: u32, me: u32 },
+}
+
+/// An env file, looked at: who else may read or change it (as types, for `tabd doctor` to judge),
+/// and its variables with what else is wrong with it.
+#[derive(Debug, Default)]
+pub struct Inspected {
+    pub exposed: Vec<Exposure>,
+    /// Its variables, and its other warnings (lines skipped, a read that failed).
+    pub file: EnvFile,
+}
+
+/// Looks at the env file at `path`: `None` when there is none.
+pub fn inspect(path: &Path) -> Option<Inspected> {
+    use std::os::unix::fs::MetadataExt as _;
+    let shown = path.display();
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            return Some(Inspected {
+                exposed: Vec::new(),
+                file: EnvFile {
+                    warnings: vec![format!("cannot read {shown}: {e}")],
+                    ..EnvFile::default()
+                },
+            })
+        }
+    };
+    let mut out = Inspected::default();
+    if meta.mode() & 0o077 != 0 {
+        out.exposed.push(Exposure::OpenMode {
+            path: shown.to_string(),
+            mode: meta.mode() & 0o777,
+        });
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        out.exposed.push(Exposure::NotYours {
+            path: shown.to_string(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    match crate::base::vault::read_regular_path(path, ENV_FILE_CAP) {
+        Ok(text) => {
+            let (vars, bad) = parse_env_file(&text);
+            out.file.vars = vars;
+            out.file.warnings.extend(
+                bad.into_iter()
+                    .map(|(line, why)| format!("{shown}:{line}: {why}; skipped")),
+            );
+        }
+        Err(e) => out.file.warnings.push(format!("cannot read {shown}: {e}")),
+    }
+    Some(out)
 }
 
 /// A line of an env file that is not `KEY=VALUE`: its number and why (never its text).

@@ -68,6 +68,21 @@ pub enum Command {
     /// Check the config and every role file; print every problem as `path:line: …`.
     /// Exits 1 if any error is found.
     Validate,
+    /// Check what a working setup needs, one line each (ok, warning, fix: with what to do,
+    /// skipped): config and roles, the key (one request to the provider, a few tokens), the env
+    /// file's mode, the systemd unit, [notify], [cluster], Landlock, the clock, Daily Notes, disk
+    /// space, roles that missed a slot. Exits 1 when something must be fixed.
+    Doctor {
+        /// Print JSON: {"checks": [{"name", "status": "ok|warning|fix|skipped", "message"}], "must_fix": N}.
+        #[arg(long)]
+        json: bool,
+        /// Send a test push on every [notify] channel (it reaches you: your phone, your desktop).
+        #[arg(long, conflicts_with = "offline")]
+        push: bool,
+        /// Nothing over the network: no request to the provider, no cluster, no push.
+        #[arg(long)]
+        offline: bool,
+    },
     /// Run one turn of ROLE now, in the foreground, with the notes waiting in its inbox.
     /// Exits 0 when the run succeeded, 1 when it failed.
     Fire {

@@ -49,6 +49,12 @@ impl ClaimKey {
         Self(format!("{}.catchup.{}.{n}", token(vault), token(role)))
     }
 
+    /// A key made only to see that a quorum takes a write (`tabd doctor`), never claimed by a
+    /// run: `<vault>.probe.<device>.<a random number>`.
+    pub fn probe(vault: &str, device: &str, nonce: u64) -> Self {
+        Self(format!("{}.probe.{}.{nonce:016x}", token(vault), token(device)))
+    }
+
     /// An approval's execution (DESIGN §15, §23): `<vault>.approval.<id>`.
     pub fn approval(vault: &str, id: &str) -> Self {
         Self(format!("{}.approval.{}", token(vault), token(id)))
@@ -118,6 +124,7 @@ mod tests {
         assert_ne!(a, ClaimKey::note("Work", "risk", "agent/inbox/risk/b.md", "abc"));
         assert!(valid(&device("Work", "laptop")));
         assert!(valid(ClaimKey::approval("Vault", "7c41e0").as_str()));
+        assert!(valid(ClaimKey::probe("My Vault", "laptop", 7).as_str()));
         assert_eq!(
             ClaimKey::catch_up("Work", "risk", 2).as_str(),
             "Work.catchup.risk.2"

@@ -857,6 +857,30 @@ impl Cluster {
         Ok(None)
     }
 
+    /// Whether a quorum of the servers takes a write now, for `tabd doctor`: a key of its own
+    /// (`ClaimKey::probe`) created in the claims bucket, where a write needs a quorum when the
+    /// servers keep three replicas, then deleted (else it lapses with the lease). Never this
+    /// device's heartbeat: that is the running daemon's, and a second writer under its name
+    /// would read as the name taken twice. Then the devices' heartbeats, as `devices` reads them.
+    pub async fn quorum_probe(&self) -> Result<Vec<DeviceSeen>, ClusterError> {
+        let b = self.buckets().await.map_err(|e| self.explained(e))?;
+        let key = ClaimKey::probe(&self.inner.vault, &self.inner.device, rand::random());
+        let revision = b
+            .claims
+            .create(key.as_str(), self.holder())
+            .await
+            .map_err(|e| self.explained(unavailable(e)))?;
+        #[expect(
+            clippy::let_underscore_must_use,
+            reason = "a probe key left behind lapses with the lease, and no run ever reads it"
+        )]
+        let _ = b
+            .claims
+            .delete_expect_revision(key.as_str(), Some(revision))
+            .await;
+        self.devices().await
+    }
+
     /// The vault's devices and their last heartbeats, by name.
     pub async fn devices(&self) -> Result<Vec<DeviceSeen>, ClusterError> {
         use futures::StreamExt;

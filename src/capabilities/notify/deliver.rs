@@ -79,6 +79,30 @@ pub(super) fn try_timeout(env: &Env) -> Duration {
 }
 
 impl Deliveries {
+    /// What the channels of `config` need to try an event: an HTTP client when a webhook is set;
+    /// `vault_name` names the vault in `obsidian://` links unless `obsidian_vault` does.
+    pub(super) fn new(config: &NotifyConfig, env: Env, vault_name: &str) -> Self {
+        let try_timeout = try_timeout(&env);
+        let http = config.webhook.as_ref().and_then(|_| {
+            crate::capabilities::provider::install_tls();
+            reqwest::Client::builder()
+                .timeout(try_timeout)
+                .user_agent(concat!("tabd/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .ok()
+        });
+        Self {
+            config: config.clone(),
+            vault_name: config
+                .obsidian_vault
+                .clone()
+                .unwrap_or_else(|| vault_name.to_string()),
+            http,
+            try_timeout,
+            env,
+        }
+    }
+
     /// One try of `ev` on `kind`.
     pub(super) async fn try_once(&self, kind: Kind, ev: &Event) -> Result<(), DeliveryError> {
         // A title or message may quote the model's words, and those a secret (DESIGN §24).

@@ -76,29 +76,11 @@ impl Notifier {
         if kinds.is_empty() {
             return None;
         }
-        let try_timeout = deliver::try_timeout(&env);
-        let http = config.webhook.as_ref().and_then(|_| {
-            crate::capabilities::provider::install_tls();
-            reqwest::Client::builder()
-                .timeout(try_timeout)
-                .user_agent(concat!("tabd/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .ok()
-        });
         let policy = queue::Policy {
             first_retry: first_retry(&env),
             retries: 3,
         };
-        let deliveries = Arc::new(Deliveries {
-            config: config.clone(),
-            vault_name: config
-                .obsidian_vault
-                .clone()
-                .unwrap_or_else(|| vault_name.to_string()),
-            http,
-            try_timeout,
-            env,
-        });
+        let deliveries = Arc::new(Deliveries::new(config, env, vault_name));
         let quiet = config.quiet().ok().flatten();
         let mut receivers = Vec::new();
         let queues = kinds
@@ -172,6 +154,35 @@ impl Notifier {
     pub fn after_failures(&self) -> u32 {
         self.0.config.after_failures.max(1)
     }
+}
+
+/// `tabd doctor --push`: one try of a test event on each channel `[notify]` sets, now — quiet
+/// hours do not hold it and `events` does not filter it (the person asked for it), and a
+/// failure is not retried (the answer is for the person, at once). Each channel's name and how
+/// its try ended. Every push is its own event (its own id), so a receiver that drops repeats
+/// shows each.
+pub async fn test_push(
+    config: &NotifyConfig,
+    env: Env,
+    vault_name: &str,
+    now: DateTime<Utc>,
+) -> Vec<(&'static str, Result<(), DeliveryError>)> {
+    let deliveries = Deliveries::new(config, env, vault_name);
+    let ev = Event {
+        kind: EventKind::Test,
+        role: String::new(),
+        title: "tabd: a test push".into(),
+        message: "`tabd doctor --push` sent this to see that this channel reaches you. Nothing needs you."
+            .into(),
+        note: None,
+        at: now,
+        key: format!("doctor-test-{}", now.timestamp_nanos_opt().unwrap_or_default()),
+    };
+    let mut out = Vec::new();
+    for kind in Kind::set_in(config) {
+        out.push((kind.name(), deliveries.try_once(kind, &ev).await));
+    }
+    out
 }
 
 /// One channel's side of its queue: tries through `deliveries`, waits out quiet hours, and

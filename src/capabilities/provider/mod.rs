@@ -241,6 +241,38 @@ pub fn build(cfg: &ProviderConfig, env: &Env) -> Result<Arc<dyn Provider>, Build
     }))
 }
 
+/// The longest `try_key` waits for the provider's answer.
+pub const TRY_KEY_WITHIN: Duration = Duration::from_secs(30);
+
+/// One request to the configured provider, as cheap as a request gets (the word `ping`, an
+/// answer of at most one token, no tools, no thinking, no retry), to learn whether it takes the
+/// key and knows the model: `tabd doctor`'s key check. The answer waits `TRY_KEY_WITHIN` at most
+/// (the configured `timeout_s` is for long turns). Its errors are redacted, as `build`'s.
+pub async fn try_key(cfg: &ProviderConfig, env: &Env) -> Result<(), BuildError> {
+    let quick = ProviderConfig {
+        timeout: cfg.timeout.min(TRY_KEY_WITHIN),
+        max_retries: 0,
+        ..cfg.clone()
+    };
+    let provider = build(&quick, env)?;
+    let req = Request {
+        model: quick.model.clone(),
+        system: String::new(),
+        messages: vec![Message::user(vec![Block::Text {
+            text: "ping".into(),
+            cache: false,
+        }])],
+        tools: Vec::new(),
+        max_tokens: 1,
+        temperature: None,
+        thinking_budget: 0,
+        tool_choice_none: false,
+        cache_ttl: None,
+    };
+    provider.send(&req).await?;
+    Ok(())
+}
+
 /// Why the configured provider cannot be made.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {

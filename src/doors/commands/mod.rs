@@ -23,6 +23,7 @@ macro_rules! say_err {
 
 pub mod approvals;
 pub mod cost;
+pub mod doctor;
 pub mod fire;
 pub mod init;
 pub mod logs;
@@ -275,6 +276,14 @@ pub fn run(mut cli: Cli, env: Env) -> Result<u8, CliError> {
     match &cli.command {
         Command::Init { path, example } => init::run(&cli, path.as_deref(), *example, &env),
         Command::Validate => validate::run(&Workspace::open(&cli, env)?),
+        Command::Doctor { json, push, offline } => doctor::run(
+            &Workspace::open(&cli, env)?,
+            doctor::Options {
+                json: *json,
+                offline: *offline,
+                push: *push,
+            },
+        ),
         Command::Schedule { from, next, json } => schedule::run(
             &Workspace::open_readable(&cli, env)?,
             from.as_deref(),

@@ -30,12 +30,89 @@ const MARK: &str = "# Written by `tabd service install`; `tabd service uninstall
 const UNIT: &str = "tabd.service";
 
 /// Where the person's user units live: `~/.config/systemd/user/`.
-fn unit_path(env: &Env) -> Result<PathBuf, CliError> {
+pub fn unit_path(env: &Env) -> Result<PathBuf, CliError> {
     environment::config_home(env)
         .map(|c| c.join("systemd").join("user").join(UNIT))
         .ok_or_else(|| {
             CliError::usage("HOME is not set, so there is no ~/.config/systemd/user/ to write the unit into")
         })
+}
+
+/// The user unit at its place, as `tabd doctor` checks it against this binary and vault.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstalledUnit {
+    pub path: PathBuf,
+    /// `tabd service install` wrote it (its first line says so).
+    pub ours: bool,
+    /// What its `ExecStart=` runs: the program, then its arguments (`run`, `--vault DIR` …);
+    /// empty when it has no `ExecStart=`.
+    pub exec: Vec<String>,
+}
+
+impl InstalledUnit {
+    /// The value after `flag` on its command line (`--vault DIR` or `--vault=DIR`).
+    pub fn arg(&self, flag: &str) -> Option<&str> {
+        let mut words = self.exec.iter().skip(1);
+        while let Some(w) = words.next() {
+            if w == flag {
+                return words.next().map(String::as_str);
+            }
+            if let Some(v) = w.strip_prefix(flag).and_then(|r| r.strip_prefix('=')) {
+                return Some(v);
+            }
+        }
+        None
+    }
+}
+
+/// The unit at `~/.config/systemd/user/tabd.service`, read: `Ok(None)` when there is none.
+pub fn installed_unit(env: &Env) -> Result<Option<InstalledUnit>, CliError> {
+    let path = unit_path(env)?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(CliError::failed(format!("cannot read {}: {e}", path.display()))),
+    };
+    // The last `ExecStart=` counts (a drop-in may reset it; this is the file itself).
+    let exec = text
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("ExecStart="))
+        .next_back()
+        .map(unit_words)
+        .unwrap_or_default();
+    Ok(Some(InstalledUnit {
+        ours: text.starts_with(MARK),
+        path,
+        exec,
+    }))
+}
+
+/// A unit's command line as systemd splits it: words apart by spaces, a word in double or
+/// single quotes whole, a backslash keeping the next character as it is; `%%` is `%` and `$$`
+/// is `$` (what `unit_word` writes, read back); the prefixes `-@:+!` before the program dropped.
+fn unit_words(line: &str) -> Vec<String> {
+    let line = line.trim_start().trim_start_matches(['-', '@', ':', '+', '!']);
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote: Option<char> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match (c, quote) {
+            ('\\', _) => word.get_or_insert_with(String::new).extend(chars.next()),
+            (q, None) if q == '"' || q == '\'' => {
+                quote = Some(q);
+                word.get_or_insert_with(String::new);
+            }
+            (q, Some(open)) if q == open => quote = None,
+            (c, None) if c.is_whitespace() => words.extend(word.take()),
+            (c, _) => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
+        .into_iter()
+        .map(|w| w.replace("%%", "%").replace("$$", "$"))
+        .collect()
 }
 
 /// `tabd service install | uninstall`.
@@ -469,5 +546,15 @@ mod tests {
             "the shipped file's install comment is not this unit's: {unit}"
         );
         assert!(unit_word("a\nb").is_err());
+        // Read back as `tabd doctor` reads it: the same program and words.
+        let line = exec[0].strip_prefix("ExecStart=").unwrap();
+        assert_eq!(
+            unit_words(line),
+            ["/home/a b/100%/bin/tabd", "run", "--vault", "/home/a b/$vault"]
+        );
+        assert_eq!(
+            unit_words(r#"-/usr/bin/tabd run --vault='/a b' "x\"y" c\ d"#),
+            ["/usr/bin/tabd", "run", "--vault=/a b", "x\"y", "c d"]
+        );
     }
 }

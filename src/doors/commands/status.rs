@@ -80,7 +80,8 @@ fn read_report(ws: &Workspace) -> Option<status::StatusReport> {
 
 /// The pauses that hold, from the book — and, with tabd's key, the marks of pauses whose record
 /// is gone. A status only reads: a key not made yet is not made here (it would have no marks).
-fn paused(ws: &Workspace) -> crate::records::state::pause::Paused {
+/// `tabd doctor` asks it too.
+pub(super) fn paused(ws: &Workspace) -> crate::records::state::pause::Paused {
     let made = ws
         .launcher(None)
         .places()

@@ -12,16 +12,7 @@ use crate::setup::role::{Role, RoleSet};
 
 pub fn run(ws: &Workspace) -> Result<u8, CliError> {
     let roles = &ws.roles;
-    let mut diags: Vec<Diagnostic> = roles.diagnostics.clone();
-    diags.extend(config_checks(ws));
-    diags.extend(vault_checks(ws));
-    diags.extend(forecast_checks(ws));
-    // Schedules faster than the role's min_interval (issue 48, item 5).
-    diags.extend(
-        ws.roles
-            .runnable()
-            .flat_map(|r| super::schedule::held_back(r, &ws.config.limits)),
-    );
+    let diags = findings(ws).all(&config_file(ws));
     // A value expanded from `${VAR}` (an MCP server's command, say) is printed as `${VAR}`.
     let secrets = ws.env.redactor();
     for d in &diags {
@@ -141,19 +132,95 @@ fn files_of(roles: &RoleSet, role: &Role, layout: &crate::base::vault::layout::L
     files
 }
 
-/// What the config asks of this machine.
-fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
-    let file = ws.config.path.clone().unwrap_or_else(|| PathBuf::from("config"));
+/// Everything `validate` finds, in groups, so `tabd doctor` says each in a line of its own.
+#[derive(Debug, Default)]
+pub struct Findings {
+    /// The role files' own (read, parsed, inherited).
+    pub role_files: Vec<Diagnostic>,
+    /// The provider needs a key that is not set: what to do.
+    pub key: Option<String>,
+    /// `[notify]` channels that cannot work here.
+    pub notify: Vec<Diagnostic>,
+    /// What else the config names that this machine lacks: an agent CLI, an MCP server's
+    /// program or `${VAR}`, what a server's sandbox grants.
+    pub config: Vec<Diagnostic>,
+    /// What the vault holds that roles will not find: skills, write_paths, context entries.
+    pub vault: Vec<Diagnostic>,
+    /// Where the run log goes, when a person should know (Obsidian's Daily Notes): the file it
+    /// is about and a sentence.
+    pub log_apart: Vec<(String, String)>,
+    /// Inboxes no role reads, forecasts over a cap, schedules held back by min_interval.
+    pub plans: Vec<Diagnostic>,
+}
+
+impl Findings {
+    /// Every finding as `validate` prints them, in its order; `config_file` is where the
+    /// config's are.
+    pub fn all(self, config_file: &Path) -> Vec<Diagnostic> {
+        let mut out = self.role_files;
+        out.extend(self.key.map(|k| Diagnostic::warning(config_file, 0, k)));
+        out.extend(self.notify);
+        out.extend(self.config);
+        out.extend(self.vault);
+        out.extend(
+            self.log_apart
+                .into_iter()
+                .map(|(file, said)| Diagnostic::warning(Path::new(&file), 0, said)),
+        );
+        out.extend(self.plans);
+        out
+    }
+
+    /// The findings about roles: their files, what the vault holds for them, their plans.
+    pub fn about_roles(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.role_files.iter().chain(&self.vault).chain(&self.plans)
+    }
+}
+
+/// What `validate` finds in the workspace.
+pub fn findings(ws: &Workspace) -> Findings {
+    let file = config_file(ws);
+    let mut plans: Vec<Diagnostic> = crate::doors::daemon::status::stranded_inboxes(&ws.vault, &ws.roles)
+        .into_iter()
+        .map(|folder| {
+            Diagnostic::warning(
+                Path::new(&ws.vault.layout().inboxes()),
+                0,
+                format!("no role reads {folder}"),
+            )
+        })
+        .collect();
+    plans.extend(forecast_checks(ws));
+    // Schedules faster than the role's min_interval (issue 48, item 5).
+    plans.extend(
+        ws.roles
+            .runnable()
+            .flat_map(|r| super::schedule::held_back(r, &ws.config.limits)),
+    );
+    Findings {
+        role_files: ws.roles.diagnostics.clone(),
+        key: ws.config.provider.missing_key(&ws.env),
+        notify: notify_checks(ws, &file),
+        config: config_checks(ws, &file),
+        vault: vault_checks(ws),
+        log_apart: super::run::log_apart_notes(ws),
+        plans,
+    }
+}
+
+/// The config file, as the config's findings name it.
+fn config_file(ws: &Workspace) -> PathBuf {
+    ws.config.path.clone().unwrap_or_else(|| PathBuf::from("config"))
+}
+
+/// What the config asks of this machine, beyond the key and `[notify]`.
+fn config_checks(ws: &Workspace, file: &Path) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let provider = &ws.config.provider;
-    if let Some(warning) = provider.missing_key(&ws.env) {
-        out.push(Diagnostic::warning(&file, 0, warning));
-    }
-    out.extend(notify_checks(ws, &file));
     if let Some(profile) = &provider.profile {
         if find_program(&profile.command, &ws.env).is_none() {
             out.push(Diagnostic::warning(
-                &file,
+                file,
                 0,
                 format!(
                     "[provider] profile {}: `{}` is not installed or not on PATH, so every run will pause; install it \
@@ -167,7 +234,7 @@ fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
         for var in server.vars() {
             if ws.env.get(&var).is_none() {
                 out.push(Diagnostic::warning(
-                    &file,
+                    file,
                     0,
                     format!(
                         "[mcp.{}] uses ${{{var}}}, which is not set here: the server will not start until it is",
@@ -180,17 +247,13 @@ fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
         if let Some(grants) = crate::capabilities::mcp::client::planned_grants(server, &ws.launcher(None)) {
             for g in grants.granted {
                 out.push(Diagnostic::note(
-                    &file,
+                    file,
                     0,
                     format!("[mcp.{}] grants {g}", server.name),
                 ));
             }
             for r in grants.refused {
-                out.push(Diagnostic::warning(
-                    &file,
-                    0,
-                    format!("[mcp.{}] {r}", server.name),
-                ));
+                out.push(Diagnostic::warning(file, 0, format!("[mcp.{}] {r}", server.name)));
             }
         }
         if let Transport::Stdio { command, .. } = &server.transport {
@@ -203,9 +266,9 @@ fn config_checks(ws: &Workspace) -> Vec<Diagnostic> {
                     server.name
                 );
                 out.push(if server.required {
-                    Diagnostic::error(&file, 0, format!("{msg} (and the server is required)"))
+                    Diagnostic::error(file, 0, format!("{msg} (and the server is required)"))
                 } else {
-                    Diagnostic::warning(&file, 0, msg)
+                    Diagnostic::warning(file, 0, msg)
                 });
             }
         }
@@ -277,16 +340,6 @@ fn vault_checks(ws: &Workspace) -> Vec<Diagnostic> {
     // A parent's entry is found missing once for each role that extends it: said once.
     out.sort_by(|a, b| (&a.path, a.line, &a.message).cmp(&(&b.path, b.line, &b.message)));
     out.dedup();
-    for (file, said) in super::run::log_apart_notes(ws) {
-        out.push(Diagnostic::warning(Path::new(&file), 0, said));
-    }
-    for folder in crate::doors::daemon::status::stranded_inboxes(&ws.vault, &ws.roles) {
-        out.push(Diagnostic::warning(
-            Path::new(&ws.vault.layout().inboxes()),
-            0,
-            format!("no role reads {folder}"),
-        ));
-    }
     out
 }
 

@@ -14,7 +14,8 @@
 //!   `[notify]`, pages given back when quiet, the stop;
 //! - `reload` — config and role files, watched folders; `env_file` — the env file read again
 //!   when it is saved; `upkeep` — crash leftovers swept, the undo journal pruned; `report` +
-//!   `status` — the status note and `tabd status`; `tasks` — run tasks, reaped as they finish.
+//!   `status` — the status note and `tabd status`; `tasks` — run tasks, reaped as they finish;
+//!   `webhooks` — with `[http]`, the webhook server's task, started and stopped.
 
 mod broken;
 mod cluster;
@@ -40,6 +41,7 @@ pub mod status_pause;
 mod tasks;
 mod upkeep;
 mod watch;
+mod webhooks;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -65,6 +67,8 @@ use crate::setup::role::{Role, RoleSet};
 use self::core::{Core, Input};
 use self::inputs::ApprovalWork;
 pub use lock::{acquire as acquire_lock, holder as lock_holder, LockError};
+pub use owed::{owed_said, Rule as OwedRule};
+pub use pause::{paused_slots, Window as PauseWindow};
 use ready::FsEvent;
 
 /// What the command line hands the daemon.
@@ -379,6 +383,7 @@ impl Daemon {
         let mut sigint = signal(SignalKind::interrupt())?;
         let mut sighup = signal(SignalKind::hangup())?;
         self.start_up()?;
+        let webhooks = self.start_webhooks();
         self.tick();
         let runnable = self.roles().runnable().count();
         let status = format!("{runnable} roles; {}", self.next_fire_text());
@@ -429,6 +434,10 @@ impl Daemon {
                 }
             }
             self.tick();
+        }
+        // No new notes while the runs wind down; a delivery under way is written or refused.
+        if let Some(server) = webhooks {
+            server.stop().await;
         }
         self.shutdown(&mut sigterm, &mut sigint).await;
         Ok(0)

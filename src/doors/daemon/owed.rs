@@ -108,6 +108,17 @@ fn what_happened(slot: &StartedSlot, tz: Tz) -> String {
     )
 }
 
+/// What becomes of `slot` were tabd started at `now`, said after what happened to its run:
+/// `tabd doctor`'s line for a slot owed while no tabd runs, decided by `decide` as the start
+/// decides it.
+pub fn owed_said(slot: &StartedSlot, now: DateTime<Utc>, rule: Rule, tz: Tz) -> String {
+    let then = match decide(slot, now, rule) {
+        Owed::Rerun => "started now, tabd runs it again once".to_string(),
+        Owed::NotAgain(why) => format!("started now, tabd records it as interrupted, {}", why.words()),
+    };
+    format!("{}; {then}", what_happened(slot, tz))
+}
+
 impl Daemon {
     /// At start (after crash recovery, once the core knows the roles): every slot whose run
     /// started and did not finish is queued to run again once, or recorded as interrupted.

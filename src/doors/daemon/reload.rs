@@ -579,6 +579,10 @@ fn changed_parts(old: &Config, new: &Config) -> Vec<&'static str> {
         // The exporter and its thread are made once, at start.
         out.push("telemetry (takes effect at the next start of tabd)");
     }
+    if old.http != new.http {
+        // The listener, its hooks and their secrets are taken once, at start.
+        out.push("webhooks [http] (take effect at the next start of tabd)");
+    }
     if out.is_empty() {
         out.push("other settings");
     }

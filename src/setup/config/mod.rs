@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub mod cluster;
+pub mod http;
 pub mod log;
 pub mod mcp;
 pub mod notify;
@@ -72,6 +73,7 @@ struct RawConfig {
     cluster: Option<Spanned<cluster::RawCluster>>,
     log: log::RawLog,
     telemetry: Option<Spanned<telemetry::RawTelemetry>>,
+    http: Option<Spanned<http::RawHttp>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -317,6 +319,8 @@ pub struct Config {
     pub vaults: vaults::Vaults,
     /// Where traces go (DESIGN §25); `None`: no exporter, no spans.
     pub telemetry: Option<telemetry::TelemetryConfig>,
+    /// Webhooks that start roles (DESIGN §27); `None`: no server.
+    pub http: Option<http::HttpConfig>,
 }
 
 impl Config {
@@ -508,6 +512,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
     let cluster = raw.cluster.map(|c| resolve_cluster(&r, c)).transpose()?;
     let log = log::resolve(&raw.log).map_err(|(span, m)| r.err_at(span, m))?;
     let telemetry = raw.telemetry.map(|t| resolve_telemetry(&r, t)).transpose()?;
+    let http = raw.http.map(|h| resolve_http(&r, h)).transpose()?;
     Ok(Config {
         path: source,
         vault,
@@ -527,6 +532,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         log,
         vaults: per_vault,
         telemetry,
+        http,
     })
 }
 
@@ -573,6 +579,18 @@ fn resolve_telemetry(
     };
     telemetry::resolve(raw.into_inner(), &expand)
         .map_err(|p| r.err_at(p.span.or(Some(table.clone())), p.message))
+}
+
+/// `[http]`, with its hooks' secrets expanded (secrets) and its problems at their lines.
+fn resolve_http(r: &Reader<'_>, raw: Spanned<http::RawHttp>) -> Result<http::HttpConfig, ConfigError> {
+    let table = raw.span();
+    let expand = |s: &Spanned<String>| {
+        r.expand(s).map_err(|e| http::Problem {
+            span: Some(s.span()),
+            message: e.message,
+        })
+    };
+    http::resolve(raw.into_inner(), &expand).map_err(|p| r.err_at(p.span.or(Some(table.clone())), p.message))
 }
 
 /// `[cluster]`, with its `${VAR}`s expanded as secrets and its problems at their lines.

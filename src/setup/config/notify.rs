@@ -22,6 +22,10 @@ pub enum EventKind {
     RoleBroken,
     /// A run finished (only when asked for: it is not an "I need you").
     Done,
+    /// `tabd doctor --push`: the person asked to see that a channel reaches them. Never sent
+    /// otherwise, so `events` cannot list it.
+    #[serde(skip_deserializing)]
+    Test,
 }
 
 impl EventKind {
@@ -34,6 +38,7 @@ impl EventKind {
             Self::Expect => "expect",
             Self::RoleBroken => "role_broken",
             Self::Done => "done",
+            Self::Test => "test",
         }
     }
 
