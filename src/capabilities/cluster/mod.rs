@@ -867,7 +867,7 @@ impl Cluster {
         let key = ClaimKey::probe(&self.inner.vault, &self.inner.device, rand::random());
         let revision = b
             .claims
-            .create(key.as_str(), self.holder())
+            .create(key.as_str(), self.holder(CLAIMS, &key))
             .await
             .map_err(|e| self.explained(unavailable(e)))?;
         #[expect(
