@@ -500,10 +500,40 @@ fn an_approval_decided_in_a_shared_vault_runs_once_on_the_device_that_asked() {
     );
 }
 
+/// The keys of `bucket` that contain `part` (deleted ones left out), as the test's own client
+/// lists them.
+pub(crate) fn keys_with(d: &Devices, bucket: &str, part: &str) -> Vec<String> {
+    on_bucket(d, bucket, |kv| async move {
+        use futures::StreamExt;
+        let keys: Vec<String> = kv
+            .keys()
+            .await
+            .expect("its keys")
+            .map(|k| k.expect("a key"))
+            .collect()
+            .await;
+        keys.into_iter().filter(|k| k.contains(part)).collect()
+    })
+}
+
 /// Deletes every key of `bucket` that contains `part`, as anyone with the servers' password
 /// can (a delete marker is left, as the KV API leaves one); returns the keys.
 pub(crate) fn delete_keys(d: &Devices, bucket: &str, part: &str) -> Vec<String> {
-    use futures::StreamExt;
+    let keys = keys_with(d, bucket, part);
+    on_bucket(d, bucket, |kv| async move {
+        for key in &keys {
+            kv.delete(key).await.expect("a delete");
+        }
+        keys
+    })
+}
+
+/// `work` on the bucket `bucket` of the test's servers, through its own client.
+fn on_bucket<T, F: std::future::Future<Output = T>>(
+    d: &Devices,
+    bucket: &str,
+    work: impl FnOnce(async_nats::jetstream::kv::Store) -> F,
+) -> T {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -511,17 +541,7 @@ pub(crate) fn delete_keys(d: &Devices, bucket: &str, part: &str) -> Vec<String> 
     rt.block_on(async {
         let client = crate::support::nats::client(&d.nats, 0).await;
         let js = async_nats::jetstream::new(client);
-        let kv = js.get_key_value(bucket).await.expect("the bucket");
-        let mut keys = kv.keys().await.expect("its keys");
-        let mut gone = Vec::new();
-        while let Some(key) = keys.next().await {
-            let key = key.expect("a key");
-            if key.contains(part) {
-                kv.delete(&key).await.expect("a delete");
-                gone.push(key);
-            }
-        }
-        gone
+        work(js.get_key_value(bucket).await.expect("the bucket")).await
     })
 }
 
@@ -559,6 +579,10 @@ fn a_notes_done_marker_deleted_while_a_sync_tool_restores_it_runs_nothing_again(
     d.v.write("agent/inbox/risk/a.md", &note(1));
     d.wait(Duration::from_secs(30), "the note processed", || {
         d.v.files_in("agent/inbox/risk/processed") == ["a.md"]
+    });
+    // Marked done a moment after the note is moved.
+    d.wait(Duration::from_secs(10), "its done marker", || {
+        !keys_with(&d, "tabd_done", ".note.risk.").is_empty()
     });
     let gone = delete_keys(&d, "tabd_done", ".note.risk.");
     assert_eq!(gone.len(), 1, "{gone:?}");
