@@ -16,7 +16,7 @@
 //! |---|---|---|---|
 //! | 8 | `doors` | `approval_pass` `daemon` `commands` `args` | doors: the approvals pass, `tabd run`, the subcommands and their arguments |
 //! | 7 | `running` | `run` `turn` `prompt` `mcp_server` | one run: prompt, the loop, the harness over MCP, finish |
-//! | 6 | `gate` | `harness` `approvals` | the one door every tool call goes through; approval notes |
+//! | 6 | `gate` | `harness` `hooks` `approvals` | the one door every tool call goes through; the person's hooks around it; approval notes |
 //! | 5 | `capabilities` | `tools` `mcp` `provider` `agent_cli` `notify` `cluster` `telemetry` `http` | capabilities: vault tools, MCP client, model APIs, CLIs, reaching the person, the other devices, traces, webhooks in |
 //! | 4 | `records` | `state` `inbox` `access` `authorship` `limits` `context` `runlog` `spent` `journal` `forecast` | records and rules the run reads |
 //! | 3 | `setup` | `config` `role` `skills` | what the person wrote, typed and checked |

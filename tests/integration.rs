@@ -36,6 +36,7 @@ mod doctor;
 mod doors;
 mod first_hour;
 mod forecast;
+mod hooks;
 mod hostile_input;
 mod layering;
 mod load;

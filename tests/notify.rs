@@ -208,6 +208,40 @@ fn a_waiting_approval_reaches_a_command_and_a_webhook_once() {
     assert!(!v.daily().contains("s3cret-token"));
 }
 
+/// The command channel is the person's program, like a hook: it gets tabd's environment without
+/// a secret — not the model's key, not a `${VAR}` the config expands for another channel.
+#[test]
+fn a_command_channel_is_given_no_secret() {
+    let hook = Listener::start();
+    let out = tempfile::tempdir().unwrap();
+    let dump = out.path().join("env.txt");
+    let notify = format!(
+        "[notify]\ncommand = [\"sh\", \"-c\", \"env > {}; cat > /dev/null\"]\nwebhook = \"http://127.0.0.1:{}/hook?token=${{HOOK_TOKEN}}\"\n",
+        dump.display(),
+        hook.port
+    );
+    let (v, _fake) = asking_vault(&notify);
+    let _d = Daemon::start_with_env(&v, &[("HOOK_TOKEN", "s3cret-token")]);
+    v.write("agent/inbox/ops/plan.md", "Write the plan.");
+    wait_until(T, "the command told", || {
+        std::fs::read_to_string(&dump).is_ok_and(|t| t.contains("PATH="))
+    });
+    wait_until(T, "the webhook told (its token expanded)", || {
+        !hook.got().is_empty()
+    });
+    let env = std::fs::read_to_string(&dump).unwrap();
+    assert!(
+        !env.contains("s3cret-token"),
+        "a ${{VAR}} of the config reached the command: {env}"
+    );
+    assert!(
+        !env.contains(crate::support::TEST_KEY),
+        "the model's key reached the command: {env}"
+    );
+    assert!(env.contains("TABD_EVENT_ID=tabd-"), "{env}");
+    assert!(env.contains("HOME="), "what is no secret is kept: {env}");
+}
+
 #[test]
 fn a_failing_channel_shows_in_status_without_its_secret() {
     let hook = Listener::start();

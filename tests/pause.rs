@@ -365,12 +365,28 @@ fn a_run_going_on_is_stopped_when_its_pause_lands() {
     });
     gate.open();
     assert_eq!(v.files_in("agent/inbox/delivery"), ["n.md"], "the note waits");
+    let stopped = v
+        .records()
+        .into_iter()
+        .find(|r| r["role"] == "delivery" && r["ended"] == "stopped")
+        .expect("the stopped run's record");
     assert!(
-        v.daily()
-            .contains("paused — its run going on stops at its next step"),
-        "{}",
-        v.daily()
+        stopped["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("stopped because you paused its role")),
+        "a pause is not tabd stopping: {stopped:#}"
     );
+    // The pause's line first, then the run's end — said as the pause's, never as tabd's stop.
+    let daily = v.daily();
+    let said = daily
+        .find("paused — its run going on stops at its next step")
+        .expect("the pause's line");
+    let ended = daily
+        .find("stopped after 0 s because you paused it (`tabd pause`); its note waits in the inbox")
+        .or_else(|| daily.find("because you paused it (`tabd pause`); its note waits"))
+        .expect("the run's end, said as the pause's");
+    assert!(said < ended, "{daily}");
+    assert!(!daily.contains("when tabd stopped"), "{daily}");
     // The stopped run's end is seen (its notes waiting again), and nothing else starts.
     wait_until(T, "the stopped run's end taken in", || {
         let l = v.live("delivery");

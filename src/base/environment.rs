@@ -252,6 +252,36 @@ impl Env {
         self.vars.iter().map(|(k, v)| (k.clone(), v.clone()))
     }
 
+    /// tabd's environment without a secret, for the person's own programs (hooks, DESIGN §28):
+    /// every variable but those the env file set, those expanded as `${NAME}` (but what every
+    /// child gets, `CHILD_BASE_ENV`), those named like secrets (whatever their length), those in
+    /// `also` (a provider's key variable), and any whose value holds a secret under another name.
+    pub fn without_secrets(&self, also: &[&str]) -> Vec<(String, String)> {
+        let (used, file): (BTreeSet<String>, BTreeSet<String>) = {
+            let e = self.expanded();
+            (
+                e.names.clone(),
+                e.file_values.iter().map(|(_, k)| k.clone()).collect(),
+            )
+        };
+        let redactor = self.redactor();
+        self.vars
+            .iter()
+            .filter(|(k, v)| {
+                let upper = k.to_uppercase();
+                let named_secret = SECRET_SIGNS.iter().any(|s| upper.contains(s));
+                let expanded = used.contains(*k) && !CHILD_BASE_ENV.contains(&k.as_str());
+                !(named_secret
+                    || expanded
+                    || file.contains(*k)
+                    || self.from_file.contains_key(*k)
+                    || also.contains(&k.as_str())
+                    || redactor.apply(v) != **v)
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
     /// The variables of `names` that are set, for a child's environment.
     pub fn subset(&self, names: &[&str]) -> Vec<(String, String)> {
         names
@@ -639,6 +669,36 @@ mod tests {
             bad.iter().all(|(_, why)| !why.contains("never closed")),
             "a skipped line's text is never quoted: {bad:?}"
         );
+    }
+
+    /// Issue 52, item 2: what a hook gets of tabd's environment keeps no secret — not a value the
+    /// env file set, nor one expanded as `${NAME}`, nor a variable named like a secret however
+    /// short, nor a named key variable, nor a copy of a secret under a plain name — and keeps
+    /// the rest (`HOME` stays though it was used as `${HOME}`).
+    #[test]
+    fn without_secrets_keeps_what_is_no_secret() {
+        let file = EnvFile {
+            vars: vec![("FROM_FILE".into(), "file-value".into())],
+            warnings: Vec::new(),
+        };
+        let env = Env::from_pairs([
+            ("HOME", "/home/me"),
+            ("PATH", "/usr/bin"),
+            ("USED", "expanded-value"),
+            ("MY_TOKEN", "ab"),
+            ("PROVIDER_VAR", "k"),
+            ("COPY", "expanded-value"),
+            ("PLAIN", "visible"),
+        ])
+        .with_env_file(&file);
+        env.expand("${USED} ${HOME}").unwrap();
+        let mut kept: Vec<String> = env
+            .without_secrets(&["PROVIDER_VAR"])
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        kept.sort();
+        assert_eq!(kept, ["HOME", "PATH", "PLAIN"]);
     }
 
     /// The env file is under the process environment (a variable set there wins, an empty one

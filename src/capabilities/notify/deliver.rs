@@ -137,7 +137,8 @@ impl Deliveries {
             .await
     }
 
-    /// Runs a channel's program once as a tenant, with tabd's environment (and `env` over it) and
+    /// Runs a channel's program once as a tenant, with tabd's environment without its secrets
+    /// (and `env` over it) and
     /// `input` on its stdin, for at most the try's time: it must exit 0, and its stderr says why
     /// it did not. Out of time, it is killed with everything it started, and reaped, before this
     /// returns.
@@ -149,12 +150,14 @@ impl Deliveries {
         env: Vec<(String, String)>,
     ) -> Result<(), DeliveryError> {
         // Not confined: a channel is the person's own program, reaching what they set it up to
-        // (a relay, a phone); tabd's environment is what `[notify]` may use (`${VAR}`).
+        // (a relay, a phone). It is given no secret, as the person's hooks are not: the model's
+        // key, the env file's values and every `${VAR}` the config expands stay tabd's — a
+        // script that needs a token of its own reads it itself.
         let spec = ChildSpec {
             name: format!("notify {program}"),
             program: program.to_string(),
             args: args.to_vec(),
-            inherited: self.env.vars().collect(),
+            inherited: self.env.without_secrets(&[]),
             env,
             stdin: if input.is_some() {
                 Stream::Piped

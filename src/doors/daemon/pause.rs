@@ -18,7 +18,7 @@ use super::core::{Effect, Input, SlotRun};
 use super::Daemon;
 use crate::formats::schedule::Schedule;
 use crate::records::state::pause::{Held, PauseStore, Paused, Read, Target};
-use crate::running::run::Stop;
+use crate::running::run::{Stop, StopWhy};
 use crate::setup::config::notify::EventKind;
 use crate::setup::role::Role;
 
@@ -52,8 +52,16 @@ impl RunStops {
         self.0.remove(role);
     }
 
-    fn stop(&self, role: &str) -> bool {
-        self.0.get(role).map(Stop::request).is_some()
+    /// Asks the run of `role` to stop for its pause; `false`: no run of it is going on.
+    fn stop_paused(&self, role: &str) -> bool {
+        self.0
+            .get(role)
+            .map(|stop| stop.request_for(StopWhy::Paused))
+            .is_some()
+    }
+
+    fn is_running(&self, role: &str) -> bool {
+        self.0.contains_key(role)
     }
 
     /// tabd is stopping: every run ends where it is.
@@ -365,7 +373,7 @@ impl Daemon {
     /// The core's `StopRun`: the run of `role` going on ends at its next step, recorded as
     /// stopped (no attempt counted: its notes wait in the inbox for the resume).
     fn stop_paused_run(&mut self, role: &str) {
-        if !self.work.stops.stop(role) {
+        if !self.work.stops.is_running(role) {
             return;
         }
         let (who, _) = self.whose(&Target::Role(role.to_string()));
@@ -376,7 +384,9 @@ impl Daemon {
             .check("the state (a paused run's slot)", forgotten);
         let text = "paused — its run going on stops at its next step (recorded as stopped); its notes wait in the inbox, no attempt counted";
         tracing::warn!("{who}: {text}");
+        // Said before the stop is asked, so the line comes before the run's own end in the note.
         self.pause_line(&who, text);
+        self.work.stops.stop_paused(role);
     }
 
     /// Slots of `role` that a pause held: one record for them (`skipped`, `ended: paused`), and

@@ -3,13 +3,16 @@
 //! approved in a note. One place applies, in this order:
 //!
 //! 1. **the role's lists** — `## Tools`, MCP allows, `deny_tools` (checked at listing and again here);
+//!    then **the person's pre_tool hooks** (`gate::hooks`), which may deny the call or replace its
+//!    arguments — every step below checks the arguments they let through;
 //! 2. **`approve`** — auto runs, deny refuses, ask queues an approval note (a person-approved call
 //!    skips this step, but is refused if the role now denies it);
 //! 3. **limits** — the day's budgets (a call is a step: none runs once a daily budget is spent)
 //!    and `max_tool_calls` for the whole run, whatever door the calls came through;
 //! 4. **the sandbox and hops** — inside the vault tools (`access`, `max_chain_depth`) and the MCP
 //!    argument check;
-//! 5. **the record** — every call that counts, with what it changed.
+//! 5. **the record** — every call that counts, with what it changed; a call that ran is then
+//!    shown to **the person's post_tool hooks**, whose lines the model gets with its result.
 //!
 //! The model is treated as hostile (DESIGN §8): nothing it sends can widen what the role may do.
 
@@ -32,6 +35,7 @@ use crate::records::authorship::{Authorship, Whose};
 use crate::records::state::StateStore;
 use crate::setup::role::{Role, RoleSet};
 
+mod hooked;
 mod limit;
 pub use limit::{Day, Limit};
 
@@ -106,6 +110,9 @@ pub struct Ticket {
     /// The day the run spends in: a call is a step, and none runs once a daily budget is spent.
     /// `None`: the door checks the day itself (`tabd mcp serve`), or no budget applies (an undo).
     pub day: Option<Arc<dyn Day>>,
+    /// The person's pre_tool and post_tool hooks (DESIGN §28): every call the role has runs
+    /// past them, whatever door it came through.
+    pub hooks: Arc<crate::gate::hooks::Hooks>,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -354,6 +361,8 @@ impl Harness {
         span: &mut ToolSpan,
     ) -> Result<(Called, Approval), FatalToolError> {
         let too_deep = crate::formats::json::check(input).err();
+        // What the call runs with: the model's arguments, or those a pre_tool hook put instead.
+        let mut args = std::borrow::Cow::Borrowed(input);
         let (result, server, note, approval) = match self.classify(name) {
             Err(refusal) => (
                 ToolResult::error(refusal.to_string()),
@@ -374,7 +383,7 @@ impl Harness {
             Ok(call) => {
                 let server = call.mcp.map(|t| t.server.clone());
                 span.known(&call.key, call.risk, server.as_deref());
-                match self.decide(name, input, caller, &call).await? {
+                match self.hooked(name, &mut args, caller, &call).await? {
                     Gated::Done(result, note, approval) => (result, server, note, approval),
                     Gated::Limit(called) => return Ok((called, Approval::Refused)),
                 }
@@ -386,7 +395,7 @@ impl Harness {
                 "[arguments nested more than {} deep: not kept]",
                 crate::formats::json::MAX_DEPTH
             ))),
-            None => std::borrow::Cow::Borrowed(input),
+            None => args,
         };
         let mut record = calls::record_of(name, &kept, &result, server.as_deref());
         record.approval = note;
@@ -854,6 +863,7 @@ pub(crate) fn for_test(dir: &std::path::Path, role_text: &str, max_tool_calls: u
             Arc::new(crate::base::signing::Key::shared(b"the harness tests' key")),
         )),
         day: None,
+        hooks: Default::default(),
     };
     let clock = Arc::new(crate::base::clock::SystemClock);
     let tools = Arc::new(crate::capabilities::mcp::tools::RunTools::default());

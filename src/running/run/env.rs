@@ -86,24 +86,52 @@ impl RunEnv {
     }
 }
 
-/// "tabd is stopping": runs watching it end at their next wait (a model request, a tool call),
-/// are recorded as stopped — no attempt counted, their notes run again — and never as crashed.
+/// Why a run was asked to stop: it decides what the record and the daily note say, and whether a
+/// scheduled slot it ran is owed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopWhy {
+    /// tabd itself is stopping: the run goes again when tabd next starts (a slot is owed).
+    Shutdown,
+    /// The person paused its role (`tabd pause`): the run waits for the resume, a slot it ran is
+    /// skipped like any slot of a paused role, never owed.
+    Paused,
+}
+
+/// "Stop": runs watching it end at their next wait (a model request, a tool call), are recorded
+/// as stopped — no attempt counted, their notes run again — and never as crashed. The first
+/// reason asked is the one kept.
 #[derive(Clone, Debug)]
-pub struct Stop(Arc<tokio::sync::watch::Sender<bool>>);
+pub struct Stop(Arc<tokio::sync::watch::Sender<Option<StopWhy>>>);
 
 impl Default for Stop {
     fn default() -> Self {
-        Self(Arc::new(tokio::sync::watch::Sender::new(false)))
+        Self(Arc::new(tokio::sync::watch::Sender::new(None)))
     }
 }
 
 impl Stop {
-    /// Asks every run to stop now.
+    /// Asks every run to stop now: tabd is stopping.
     pub fn request(&self) {
-        self.0.send_replace(true);
+        self.request_for(StopWhy::Shutdown);
+    }
+
+    /// Asks the run to stop now, for `why` (kept unless a reason was asked before).
+    pub fn request_for(&self, why: StopWhy) {
+        self.0.send_if_modified(|now| {
+            let first = now.is_none();
+            if first {
+                *now = Some(why);
+            }
+            first
+        });
     }
 
     pub fn requested(&self) -> bool {
+        self.0.borrow().is_some()
+    }
+
+    /// Why a stop was asked, if one was.
+    pub fn why(&self) -> Option<StopWhy> {
         *self.0.borrow()
     }
 
@@ -115,7 +143,7 @@ impl Stop {
             clippy::let_underscore_must_use,
             reason = "the sender lives as long as `self`: an error cannot happen while we hold it"
         )]
-        let _ = rx.wait_for(|stop| *stop).await;
+        let _ = rx.wait_for(Option::is_some).await;
     }
 }
 

@@ -52,9 +52,14 @@ pub const STOPPED: &str = "stopped when tabd stopped; runs again when tabd next 
 /// (its role's `catch_up`, `stale_after`; at most once).
 const STOPPED_SLOT: &str =
     "stopped when tabd stopped; its slot is owed: run again once when tabd next starts, or said why not";
+/// What a run the person's pause cut short is recorded as: nothing of a paused role runs, so its
+/// notes wait for the resume and a slot it ran is skipped, never owed (`tabd pause`).
+pub const STOPPED_PAUSED: &str =
+    "stopped because you paused its role (`tabd pause`); its notes wait in the inbox for `tabd resume`, a scheduled slot it ran is skipped";
 
-/// What the turn's `end` makes of the run; `scheduled`: it ran a slot (a stopped one is owed).
-fn decide(end: &TurnEnd, scheduled: bool) -> Decided {
+/// What the turn's `end` makes of the run; `scheduled`: it ran a slot (a slot stopped by tabd's
+/// stop is owed); `paused`: a stop was the person's pause.
+fn decide(end: &TurnEnd, scheduled: bool, paused: bool) -> Decided {
     let failed = |class: FailureClass, msg: String| Decided {
         outcome: Outcome::Failed,
         error: Some(msg.clone()),
@@ -101,6 +106,7 @@ fn decide(end: &TurnEnd, scheduled: bool) -> Decided {
             FailureClass::RunFailure,
             format!("tabd failed while running this role ({why}); this is a bug in tabd — please report it"),
         ),
+        TurnEnd::Stopped if paused => failed(FailureClass::Stopped, STOPPED_PAUSED.into()),
         TurnEnd::Stopped if scheduled => failed(FailureClass::Stopped, STOPPED_SLOT.into()),
         TurnEnd::Stopped => failed(FailureClass::Stopped, STOPPED.into()),
         // The run did what it could until a call needed the person: its notes are handled; it
@@ -116,9 +122,9 @@ fn decide(end: &TurnEnd, scheduled: bool) -> Decided {
 
 /// The run's end, unless the device lost what it held meanwhile (DESIGN §23): then it ends as
 /// stopped — no note moved, no attempt counted, another device runs it — and says why.
-fn fenced(fence: &Fence, outcome: TurnOutcome, scheduled: bool) -> (TurnOutcome, Decided) {
+fn fenced(fence: &Fence, outcome: TurnOutcome, scheduled: bool, paused: bool) -> (TurnOutcome, Decided) {
     let Err(lost) = fence.check() else {
-        let decided = decide(&outcome.end, scheduled);
+        let decided = decide(&outcome.end, scheduled, paused);
         return (outcome, decided);
     };
     tracing::warn!("{lost}");
@@ -456,7 +462,8 @@ pub(super) fn finish(
     day: Option<&super::day::RunDay>,
 ) -> RunResult {
     let ended = env.clock.now();
-    let (outcome, decided) = fenced(&env.fence, outcome, slot_of(&trigger).is_some());
+    let paused = env.stop.why() == Some(super::env::StopWhy::Paused);
+    let (outcome, decided) = fenced(&env.fence, outcome, slot_of(&trigger).is_some(), paused);
     let class = decided.failure.as_ref().map(|(c, _)| *c);
     let plan = plan(&env.vault, &env.config, &notes, class, &prep.state, &role.name);
     let mut cost = cost_of(&env.config, role, &outcome, prep.ttl);
@@ -508,6 +515,7 @@ pub(super) fn finish(
         daily_section,
         trigger_kind: trigger.kind.as_str(),
         slot: slot_of(&trigger),
+        paused,
         notes: notes.len(),
         day: super::day::unrecorded(day, &record, class, &role.name),
     };
@@ -520,6 +528,32 @@ pub(super) fn finish(
     };
     publish(env, &role.name, &pending, Publish::Fresh);
     result(decided.failure, daily_path)
+}
+
+/// The person's run_end hooks (DESIGN §28), given the run's record once it is written — the
+/// record as its JSONL line has it. Each is waited for up to its `timeout_s`; one that fails is
+/// a line in the daily note, and the run's outcome stands whatever they do.
+pub async fn run_end(env: &RunEnv, role: &Role, result: &RunResult) {
+    let hooks = super::session::hooks_for(env, role, &result.record.run_id);
+    if hooks.is_empty() {
+        return;
+    }
+    let record = match serde_json::to_value(&result.record) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::error!(
+                "role {}: cannot give the run's record to its run_end hooks: {e}",
+                role.name
+            );
+            return;
+        }
+    };
+    for line in hooks.run_end(&record).await {
+        let at = env.clock.now();
+        let written = crate::base::blocking::run(|| env.log.write_line(at, &role.display_name, &line));
+        env.side
+            .check("the daily note (a run_end hook's failure)", written);
+    }
 }
 
 /// A run state could not record (`why`): its spend is never forgotten — its record is written all
@@ -560,6 +594,8 @@ struct Commit<'a> {
     trigger_kind: &'a str,
     /// The scheduled slot the run was for: its end clears the slot's start (`StartedSlot`).
     slot: Option<chrono::DateTime<Utc>>,
+    /// The person's pause stopped it: a slot it ran is settled, not owed.
+    paused: bool,
     notes: usize,
     /// What of the run's spending today's counters do not have yet, and the roles whose day it
     /// counts in (its own, and those above it).
@@ -594,7 +630,7 @@ impl Commit<'_> {
             // end settles it.
             if let Some(slot) = self.slot {
                 match self.class {
-                    Some(FailureClass::Stopped) => r.slot_stopped(slot),
+                    Some(FailureClass::Stopped) if !self.paused => r.slot_stopped(slot),
                     _ => r.slot_finished(slot),
                 }
             }
@@ -674,6 +710,13 @@ impl Commit<'_> {
                 1 => "; its note waits in the inbox, no attempt counted".into(),
                 n => format!("; its {n} notes wait in the inbox, no attempt counted"),
             };
+            if self.paused {
+                return log.render_line(
+                    self.record.started_at,
+                    self.display_name,
+                    &format!("stopped after {secs} s because you paused it (`tabd pause`){waiting}"),
+                );
+            }
             let again = match self.slot {
                 // Owed, not certain: the role's catch_up and stale_after decide at the next start.
                 Some(slot) => format!(
@@ -1017,9 +1060,9 @@ mod tests {
 
     #[test]
     fn what_a_turn_ends_as_decides_the_notes_fate() {
-        let ok = decide(&TurnEnd::Done, false);
+        let ok = decide(&TurnEnd::Done, false, false);
         assert_eq!((ok.outcome, ok.failure.is_none()), (Outcome::Ok, true));
-        let limit = decide(&TurnEnd::Limit("max_tool_calls (3)".into()), false);
+        let limit = decide(&TurnEnd::Limit("max_tool_calls (3)".into()), false, false);
         assert_eq!(limit.outcome, Outcome::Limit);
         assert!(
             limit.failure.is_none(),
@@ -1030,7 +1073,7 @@ mod tests {
             TurnEnd::ToolFatal("disk full".into()),
             TurnEnd::Crashed("panic".into()),
         ] {
-            let d = decide(&end, false);
+            let d = decide(&end, false, false);
             assert_eq!(d.outcome, Outcome::Failed, "{end:?}");
             assert_eq!(
                 d.failure.map(|f| f.0),
@@ -1043,6 +1086,7 @@ mod tests {
                 cause: "MCP server `x` is down".into(),
                 last_output: " — its last output: `boom`".into(),
             },
+            false,
             false,
         );
         assert_eq!(
@@ -1061,6 +1105,7 @@ mod tests {
                 outage: true,
             }),
             false,
+            false,
         );
         assert_eq!(
             cli.failure.map(|f| f.0),
@@ -1069,9 +1114,16 @@ mod tests {
         );
         // A stop: the notes run again; a slot is owed, and whether it runs again is decided at
         // the next start, so it is not promised.
-        assert_eq!(decide(&TurnEnd::Stopped, false).error.as_deref(), Some(STOPPED));
-        let slot = decide(&TurnEnd::Stopped, true);
+        assert_eq!(
+            decide(&TurnEnd::Stopped, false, false).error.as_deref(),
+            Some(STOPPED)
+        );
+        let slot = decide(&TurnEnd::Stopped, true, false);
         assert_eq!(slot.error.as_deref(), Some(STOPPED_SLOT));
         assert_eq!(slot.failure.map(|f| f.0), Some(FailureClass::Stopped));
+        // The person's pause: the same class (no attempt counted), but nothing owed or promised.
+        let paused = decide(&TurnEnd::Stopped, true, true);
+        assert_eq!(paused.error.as_deref(), Some(STOPPED_PAUSED));
+        assert_eq!(paused.failure.map(|f| f.0), Some(FailureClass::Stopped));
     }
 }

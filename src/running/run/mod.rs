@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 pub use day::RunDay;
 pub use delegate::{delegator_for, Lineage, RunDelegator};
-pub use env::{NotRebuilt, RunEnv, RunResult, Stop};
+pub use env::{NotRebuilt, RunEnv, RunResult, Stop, StopWhy};
 pub use finish::{record_crash, record_crash_in_memory, record_stopped, recover, run_lock_path, STOPPED};
 pub use interrupted::{record_interrupted, INTERRUPTED};
 pub use prepare::{build_prompt, cache_ttl, complete, model_settings, PromptSources};
@@ -144,6 +144,7 @@ async fn run_in(
     session::end_trace(&session.trace, &result.record);
     session.close(&moved(&result)).await;
     keep_suspended(env, suspended);
+    finish::run_end(env, role, &result).await;
     result
 }
 

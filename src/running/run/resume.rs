@@ -82,6 +82,7 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
         }
         None => suspend::remove(&env.vault, &s.run_id),
     }
+    finish::run_end(env, role, &result).await;
     result
 }
 

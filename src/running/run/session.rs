@@ -201,6 +201,7 @@ impl Session {
                 self.env.key.clone(),
             )),
             day: self.day.clone().map(|d| d as Arc<dyn crate::gate::harness::Day>),
+            hooks: Arc::new(hooks_for(&self.env, &self.role, self.id.as_ref())),
         }
     }
 
@@ -260,6 +261,18 @@ impl Session {
             tracing::warn!("session {}: cannot close its undo journal: {e}", self.id);
         }
     }
+}
+
+/// The person's hooks for a session or run `id` of `role` (DESIGN §28): the config's `[hooks]`,
+/// then the sets its `hooks:` names; never given the provider's key.
+pub fn hooks_for(env: &RunEnv, role: &Role, id: &str) -> crate::gate::hooks::Hooks {
+    crate::gate::hooks::Hooks::new(
+        &env.config.hooks,
+        &role.settings.hooks,
+        &env.launcher,
+        &[env.config.provider.api_key_env.as_str()],
+        (env.vault.root().to_path_buf(), &role.name, id),
+    )
 }
 
 /// The role's MCP servers a session starts (`servers` says which).

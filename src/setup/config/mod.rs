@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub mod cluster;
+pub mod hooks;
 pub mod http;
 pub mod log;
 pub mod mcp;
@@ -74,6 +75,7 @@ struct RawConfig {
     log: log::RawLog,
     telemetry: Option<Spanned<telemetry::RawTelemetry>>,
     http: Option<Spanned<http::RawHttp>>,
+    hooks: Option<Spanned<hooks::RawHooks>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -321,6 +323,8 @@ pub struct Config {
     pub telemetry: Option<telemetry::TelemetryConfig>,
     /// Webhooks that start roles (DESIGN §27); `None`: no server.
     pub http: Option<http::HttpConfig>,
+    /// The person's programs around tool calls and at each run's end (DESIGN §28).
+    pub hooks: hooks::HooksConfig,
 }
 
 impl Config {
@@ -513,6 +517,13 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
     let log = log::resolve(&raw.log).map_err(|(span, m)| r.err_at(span, m))?;
     let telemetry = raw.telemetry.map(|t| resolve_telemetry(&r, t)).transpose()?;
     let http = raw.http.map(|h| resolve_http(&r, h)).transpose()?;
+    let hooks = match raw.hooks {
+        Some(h) => {
+            let table = h.span();
+            hooks::resolve(h.into_inner(), env).map_err(|(span, m)| r.err_at(span.or(Some(table)), m))?
+        }
+        None => hooks::HooksConfig::default(),
+    };
     Ok(Config {
         path: source,
         vault,
@@ -533,6 +544,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         vaults: per_vault,
         telemetry,
         http,
+        hooks,
     })
 }
 

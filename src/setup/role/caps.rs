@@ -67,6 +67,12 @@ pub const CAN_DELEGATE_TO: Cap = Cap {
     max: 50,
     instead: "name the roles this one asks for help",
 };
+pub const HOOKS: Cap = Cap {
+    what: "`hooks`",
+    items: "hook sets",
+    max: 20,
+    instead: "put the checks one role needs into one set's program",
+};
 pub const APPROVE: Cap = Cap {
     what: "`approve`",
     items: "entries",

@@ -298,6 +298,9 @@ pub struct LoadContext {
     pub default_tz: Tz,
     pub env: Env,
     pub mcp_servers: Option<std::collections::BTreeSet<String>>,
+    /// The config's hook sets (`[hooks.sets.NAME]`) a role's `hooks:` may name (`None`: not
+    /// checked).
+    pub hook_sets: Option<std::collections::BTreeSet<String>>,
     /// The config's provider and prices, to check `triage_model` (`None`: not checked).
     pub models: Option<triage::ModelsKnown>,
     /// Where tabd's folders are (a role's inbox when its file names none): the vault's when the
@@ -311,6 +314,7 @@ impl LoadContext {
             default_tz,
             env,
             mcp_servers: None,
+            hook_sets: None,
             models: None,
             layout: Default::default(),
         }
@@ -322,6 +326,7 @@ impl LoadContext {
             default_tz: config.timezone,
             env,
             mcp_servers: Some(config.mcp.keys().cloned().collect()),
+            hook_sets: Some(config.hooks.sets.keys().cloned().collect()),
             models: Some(triage::ModelsKnown {
                 provider: config.provider.clone(),
                 prices: config.prices.clone(),
@@ -456,6 +461,11 @@ impl RoleSet {
         if let Some(known) = &ctx.models {
             for def in defs.values_mut() {
                 triage::check(def, known);
+            }
+        }
+        if let Some(sets) = &ctx.hook_sets {
+            for def in defs.values_mut() {
+                check_hook_sets(def, sets);
             }
         }
         let mut set = RoleSet::default();
@@ -693,6 +703,24 @@ fn parse_def(name: &str, path: &Path, text: &str, ctx: &LoadContext) -> RoleDef 
         body::apply_section(&mut def, section, path, &ctx.layout);
     }
     def
+}
+
+/// Every hook set a role's `hooks:` names must be one the config declares: a misspelt one would
+/// leave the role's calls unchecked by the program the person meant.
+fn check_hook_sets(def: &mut RoleDef, sets: &std::collections::BTreeSet<String>) {
+    let line = def.key_lines.get("hooks").copied().unwrap_or(0);
+    for name in def.settings.hooks.iter().filter(|n| !sets.contains(*n)) {
+        let hint = did_you_mean(name, sets.iter().map(String::as_str))
+            .map(|n| format!(" — did you mean `{n}`?"))
+            .unwrap_or_default();
+        def.diagnostics.push(Diagnostic::error(
+            &def.path,
+            line,
+            format!(
+                "`hooks`: `{name}` is no hook set of the config{hint}; declare [hooks.sets.{name}] in the config (see docs/hooks.md)"
+            ),
+        ));
+    }
 }
 
 /// Every `server/…` entry — in `## Tools`, `approve` and `deny_tools` — must name a server the

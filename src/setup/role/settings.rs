@@ -204,6 +204,9 @@ role_settings! {
     output: OutputContract, wins, none("any answer"), output_contract;
     /// What the role must have produced by when (DESIGN §22): checked at each deadline.
     expect: Vec<Expectation>, replaced, none("nothing expected"), expectations;
+    /// Hook sets of the config (`[hooks.sets.NAME]`) this role runs after the config's own
+    /// `[hooks]`, which every role runs (DESIGN §28).
+    hooks: Vec<String>, union, none("only the config's `[hooks]`"), |k, v, env| list(k, v, env, caps::HOOKS);
     /// A run whose call waits for approval goes on once it is decided.
     resume: bool, wins, fixed(true), boolean;
     /// With `[cluster]` and no quorum of its servers: skip or run (DESIGN §23).

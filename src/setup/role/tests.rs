@@ -5,6 +5,7 @@ fn ctx() -> LoadContext {
         default_tz: chrono_tz::Europe::Lisbon,
         env: Env::from_pairs([("TEAM_MODEL", "env-model")]),
         mcp_servers: Some(["memory".to_string(), "slack".to_string()].into()),
+        hook_sets: Some(["guard".to_string()].into()),
         models: None,
         layout: Default::default(),
     }
@@ -759,4 +760,24 @@ fn skills_are_inherited_and_give_read_file_for_themselves() {
         "no skills: the default tools"
     );
     assert!(!set.roles["d"].has_tool("read_file"), "deny_tools wins");
+}
+
+/// Issue 52, item 2: a role names the config's hook sets in `hooks:` (inherited like its tools,
+/// the parent's first); a set the config lacks is an error at its line, never a role whose
+/// calls go unchecked.
+#[test]
+fn hooks_name_the_configs_sets_and_are_inherited() {
+    let set = load(&[
+        ("_base", "---\nhooks: [guard]\n---\n# Base\n"),
+        ("child", "---\nextends: _base\n---\n# Child\n"),
+        ("typo", "---\nschedule: daily at 9\nhooks: [gaurd]\n---\n# Typo\n"),
+    ]);
+    assert_eq!(set.roles["child"].settings.hooks, ["guard"]);
+    let errors: Vec<String> = set.diagnostics.iter().map(ToString::to_string).collect();
+    assert!(
+        errors.iter().any(|e| e.contains("typo.md:3")
+            && e.contains("`gaurd` is no hook set")
+            && e.contains("did you mean `guard`")),
+        "{errors:?}"
+    );
 }
