@@ -759,3 +759,46 @@ fn with_the_key_records_written_by_hand_are_refused() {
         assert_eq!(seen, ["a"]);
     });
 }
+
+/// Issue 49, item 4: a claim deleted under its holder is taken back at the holder's next
+/// renewal — unless its done marker is there: then another device took it over and finished it
+/// (a release deletes the claim), and the holder, back from a pause, has lost it.
+#[test]
+fn a_claim_deleted_by_hand_is_taken_back_but_one_released_after_its_work_was_done_is_lost() {
+    let Some(nats) = Nats::one("a_claim_deleted_by_hand_is_taken_back") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let a = Cluster::connect(&config(&nats, "a", 30), "Vault").await.unwrap();
+        let js = async_nats::jetstream::new(crate::support::nats::client(&nats, 0).await);
+        let (by_hand, finished) = (slot(500), slot(501));
+        let mut leases = Vec::new();
+        for key in [&by_hand, &finished] {
+            let Claimed::Won(lease) = a.claim_unless_done(key, "s".into()).await.unwrap() else {
+                panic!("{key} won");
+            };
+            leases.push(lease);
+        }
+        let claims = js.get_key_value("tabd_claims").await.unwrap();
+        let done = js.get_key_value("tabd_done").await.unwrap();
+        for key in [&by_hand, &finished] {
+            claims.delete(key.as_str()).await.unwrap();
+        }
+        let marker = r#"{"device":"b","instance":"2","at":"2026-01-01T00:00:00Z"}"#;
+        done.put(finished.as_str(), marker.into()).await.unwrap();
+        a.renew(&leases[0]).await.expect("taken back");
+        assert!(leases[0].still_mine());
+        let holder = claims
+            .get(by_hand.as_str())
+            .await
+            .unwrap()
+            .expect("claimed again");
+        assert!(String::from_utf8_lossy(&holder).contains("\"device\":\"a\""));
+        assert!(matches!(
+            a.renew(&leases[1]).await,
+            Err(ClusterError::Lost { .. })
+        ));
+        assert!(leases[1].lost());
+    });
+}

@@ -236,6 +236,11 @@ impl Cluster {
         lease: &Lease,
         sent: std::time::Duration,
     ) -> Result<Reclaim, ClusterError> {
+        // Only a slot's or a note's claim (one with a tenure) is ever taken back: an approval's
+        // is released by whichever device ran its call, a delete that is no one's hand.
+        if lease.lost() || lease.tenure().is_none() {
+            return Ok(Reclaim::Lost);
+        }
         let b = self.buckets().await?;
         let key = lease.key.as_str();
         let what = crate::base::fence::Hold::what(lease);
@@ -243,7 +248,13 @@ impl Cluster {
             return Ok(Reclaim::Lost);
         };
         let at = match self.inner.trust.read::<Holder>(CLAIMS, key, Some(entry), None) {
-            Read::Deleted | Read::Refused(_) | Read::Found(..) if lease.lost() => return Ok(Reclaim::Lost),
+            // Released by a device that took it over and finished it (its done marker is there,
+            // or can no longer be read as absent): lost, as it was.
+            Read::Deleted | Read::Refused(_)
+                if !matches!(self.done_marker(&lease.key).await?, Read::Absent) =>
+            {
+                return Ok(Reclaim::Lost)
+            }
             Read::Deleted | Read::Refused(_) => {
                 self.refuse(
                     &what,
@@ -251,11 +262,7 @@ impl Cluster {
                 );
                 None
             }
-            // Only a slot's or a note's claim is waited on by its claimant (an approval's claim
-            // writes no tenure: another device's is its own).
-            Read::Found(other, revision)
-                if other.instance != self.inner.instance && lease.tenure().is_some() =>
-            {
+            Read::Found(other, revision) if other.instance != self.inner.instance => {
                 let tenure = b.tenure.entry(key).await.map_err(unavailable)?;
                 let theirs = match self
                     .inner
