@@ -83,7 +83,9 @@ fn two_devices_race_for_one_key_and_exactly_one_wins() {
             );
             let winner = x.or(y).unwrap();
             assert!(winner.still_mine() && winner.revision() > 0);
-            let holder = a.holder_of(&key).await.unwrap().unwrap();
+            let tabd::capabilities::cluster::Read::Found(holder, _) = a.holder_of(&key).await.unwrap() else {
+                panic!("a holder of {key}");
+            };
             assert!(["a", "b"].contains(&holder.device.as_str()));
         }
     });
@@ -646,5 +648,157 @@ fn a_user_and_password_in_a_server_url_log_in_and_a_wrong_one_does_not() {
             other => panic!("a wrong password is not a quorum: {other:?}"),
         }
         assert!(good.login_refused().borrow().is_none(), "a good login is let in");
+    });
+}
+
+/// Issue 49, item 4: a done marker purged through the stream API leaves no marker. The device
+/// that wrote it remembers it (its key's marks) and refuses to run the key again; a device that
+/// never saw it has nothing to go by (docs/devices.md says so) — unless a delete left a marker,
+/// which every device reads as "deleted", never as "never written".
+#[test]
+fn a_done_marker_purged_is_still_done_where_it_was_seen_and_a_deleted_one_everywhere() {
+    let Some(nats) = Nats::one("a_done_marker_purged_is_still_done") else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let memory = std::sync::Arc::new(tabd::base::signing::Key::load_or_create(home.path()).unwrap());
+    let rt = runtime();
+    rt.block_on(async {
+        let a = Cluster::connect(&config(&nats, "a", 2), "Vault").await.unwrap();
+        a.remember_with(memory.clone());
+        let b = Cluster::connect(&config(&nats, "b", 2), "Vault").await.unwrap();
+        b.remember_with(memory);
+        let (purged, deleted) = (slot(300), slot(301));
+        for key in [&purged, &deleted] {
+            let Claimed::Won(lease) = a.claim_unless_done(key, "s".into()).await.unwrap() else {
+                panic!("{key} won");
+            };
+            a.finish(&lease).await.unwrap();
+        }
+        let js = async_nats::jetstream::new(crate::support::nats::client(&nats, 0).await);
+        js.get_stream("KV_tabd_done")
+            .await
+            .unwrap()
+            .purge()
+            .filter(format!("$KV.tabd_done.{purged}"))
+            .await
+            .unwrap();
+        let kv = js.get_key_value("tabd_done").await.unwrap();
+        kv.delete(deleted.as_str()).await.unwrap();
+        assert!(
+            kv.entry(purged.as_str()).await.unwrap().is_none(),
+            "no marker left"
+        );
+        assert!(
+            a.is_done(&purged).await.unwrap(),
+            "remembered where it was written"
+        );
+        assert!(!b.is_done(&purged).await.unwrap(), "another device saw nothing");
+        for c in [&a, &b] {
+            assert!(
+                c.is_done(&deleted).await.unwrap(),
+                "a marker: deleted, not absent"
+            );
+            // Done, or held by the other's claim that found it done: never won.
+            assert!(!matches!(
+                c.claim_unless_done(&deleted, "s".into()).await.unwrap(),
+                Claimed::Won(_)
+            ));
+        }
+    });
+}
+
+/// Issue 49, item 4: with `[cluster] key`, every record that decides an action is sealed and
+/// bound to its key. A done marker, a claim or a heartbeat written by hand (plain JSON, or one
+/// moved from another key) is refused: the marker never counts as a run not done, a forged
+/// heartbeat is not a device.
+#[test]
+fn with_the_key_records_written_by_hand_are_refused() {
+    let Some(nats) = Nats::one("with_the_key_records_written_by_hand_are_refused") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let keyed = |device: &str| ClusterConfig {
+            key: Some("a-cluster-key-of-at-least-32-characters".into()),
+            ..config(&nats, device, 2)
+        };
+        let a = Cluster::connect(&keyed("a"), "Vault").await.unwrap();
+        a.heartbeat().await.unwrap();
+        let js = async_nats::jetstream::new(crate::support::nats::client(&nats, 0).await);
+        let done = js.get_key_value("tabd_done").await.unwrap();
+        // A done marker copied from another key, and one in plain JSON.
+        let Claimed::Won(lease) = a.claim_unless_done(&slot(400), "s".into()).await.unwrap() else {
+            panic!("won");
+        };
+        a.finish(&lease).await.unwrap();
+        let real = done.get(slot(400).as_str()).await.unwrap().unwrap();
+        done.put(slot(401).as_str(), real).await.unwrap();
+        let plain = r#"{"device":"a","instance":"1","at":"2026-01-01T00:00:00Z"}"#;
+        done.put(slot(402).as_str(), plain.into()).await.unwrap();
+        for key in [slot(401), slot(402)] {
+            assert!(
+                matches!(
+                    a.done_marker(&key).await.unwrap(),
+                    tabd::capabilities::cluster::Read::Refused(_)
+                ),
+                "{key}"
+            );
+        }
+        // A heartbeat in plain JSON under a device's own key: not a device.
+        let devices = js.get_key_value("tabd_devices").await.unwrap();
+        let forged = r#"{"device":"evil","instance":"2","at":"2026-01-01T00:00:00Z"}"#;
+        devices
+            .put(
+                tabd::capabilities::cluster::keys::device("Vault", "evil"),
+                forged.into(),
+            )
+            .await
+            .unwrap();
+        let seen: Vec<String> = a.devices().await.unwrap().into_iter().map(|d| d.device).collect();
+        assert_eq!(seen, ["a"]);
+    });
+}
+
+/// Issue 49, item 4: a claim deleted under its holder is taken back at the holder's next
+/// renewal — unless its done marker is there: then another device took it over and finished it
+/// (a release deletes the claim), and the holder, back from a pause, has lost it.
+#[test]
+fn a_claim_deleted_by_hand_is_taken_back_but_one_released_after_its_work_was_done_is_lost() {
+    let Some(nats) = Nats::one("a_claim_deleted_by_hand_is_taken_back") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let a = Cluster::connect(&config(&nats, "a", 30), "Vault").await.unwrap();
+        let js = async_nats::jetstream::new(crate::support::nats::client(&nats, 0).await);
+        let (by_hand, finished) = (slot(500), slot(501));
+        let mut leases = Vec::new();
+        for key in [&by_hand, &finished] {
+            let Claimed::Won(lease) = a.claim_unless_done(key, "s".into()).await.unwrap() else {
+                panic!("{key} won");
+            };
+            leases.push(lease);
+        }
+        let claims = js.get_key_value("tabd_claims").await.unwrap();
+        let done = js.get_key_value("tabd_done").await.unwrap();
+        for key in [&by_hand, &finished] {
+            claims.delete(key.as_str()).await.unwrap();
+        }
+        let marker = r#"{"device":"b","instance":"2","at":"2026-01-01T00:00:00Z"}"#;
+        done.put(finished.as_str(), marker.into()).await.unwrap();
+        a.renew(&leases[0]).await.expect("taken back");
+        assert!(leases[0].still_mine());
+        let holder = claims
+            .get(by_hand.as_str())
+            .await
+            .unwrap()
+            .expect("claimed again");
+        assert!(String::from_utf8_lossy(&holder).contains("\"device\":\"a\""));
+        assert!(matches!(
+            a.renew(&leases[1]).await,
+            Err(ClusterError::Lost { .. })
+        ));
+        assert!(leases[1].lost());
     });
 }

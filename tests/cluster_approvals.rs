@@ -407,3 +407,59 @@ fn tabd_approve_on_a_device_that_did_not_ask_decides_the_approval() {
     assert_ne!(again.status.code(), Some(0), "{said}");
     assert!(said.contains("not pending"), "{said}");
 }
+
+/// Issue 49, item 4: after an approved call ran and its run went on, someone with the servers'
+/// password (not the cluster's key) deletes its execution record and the record of who let its
+/// run go on, while a sync tool brings back the note as it was when approved. A device added
+/// later (the others asleep, so it is the one to look) runs neither the call nor the run's
+/// second part again: the deleted record is refused, said in the daily note.
+#[test]
+fn an_execution_and_resumer_record_deleted_while_the_note_comes_back_approved_run_nothing_again() {
+    let Some(mut d) = asking("an_execution_and_resumer_record_deleted") else {
+        return;
+    };
+    d.start("laptop");
+    d.start("desktop");
+    let (_, approval) = ask(&d);
+    set_status(&d.v, &approval, "approved");
+    d.wait(Duration::from_secs(40), "the run going on", || {
+        ended(&d).len() == 1 && status_of(&d.v, &approval) == "done"
+    });
+    d.wait(Duration::from_secs(40), "the second part's daily section", || {
+        d.v.daily().contains("**Resumed:**")
+    });
+    let id = id_of(&d, &approval);
+    let text = d.v.read(&approval);
+    let exec = crate::cluster_daemons::delete_keys(&d, "tabd_shared", &format!(".exec.{id}"));
+    let resumer = crate::cluster_daemons::delete_keys(&d, "tabd_shared", ".resumer.");
+    assert_eq!((exec.len(), resumer.len()), (1, 1), "{exec:?} {resumer:?}");
+    let before =
+        text[..text.find("## Result").expect("a result")].replacen("status: done", "status: approved", 1);
+    // The devices that asked and ran it sleep: their ledgers know better, and would set the
+    // note right before the new device looked.
+    for x in ["laptop", "desktop"] {
+        d.daemons[x].signal(libc::SIGSTOP);
+    }
+    d.v.write(&approval, &before);
+    d.start("server");
+    d.wait(
+        Duration::from_secs(40),
+        "the device added later refusing the deleted record",
+        || {
+            d.daemons["server"]
+                .stderr()
+                .contains("was deleted (someone with the servers' password removed it)")
+        },
+    );
+    assert_eq!(status_of(&d.v, &approval), "approved", "{}", d.stderr());
+    assert!(!d.v.read(&approval).contains("## Result"));
+    assert_eq!(d.v.daily().matches(&format!("approval `{id}`")).count(), 1);
+    assert_eq!(d.fake.requests().len(), 2, "{}", d.stderr());
+    assert_eq!(ended(&d).len(), 1);
+    assert_eq!(d.v.daily().matches("**Resumed:**").count(), 1);
+    // Said in tabd's log, then in the daily note.
+    d.wait(Duration::from_secs(10), "the refusal in the daily note", || {
+        d.v.daily()
+            .contains("was deleted (someone with the servers' password removed it)")
+    });
+}

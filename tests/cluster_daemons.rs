@@ -499,3 +499,155 @@ fn an_approval_decided_in_a_shared_vault_runs_once_on_the_device_that_asked() {
         d.v.read(&approval)
     );
 }
+
+/// The keys of `bucket` that contain `part` (deleted ones left out), as the test's own client
+/// lists them.
+pub(crate) fn keys_with(d: &Devices, bucket: &str, part: &str) -> Vec<String> {
+    on_bucket(d, bucket, |kv| async move {
+        use futures::StreamExt;
+        let keys: Vec<String> = kv
+            .keys()
+            .await
+            .expect("its keys")
+            .map(|k| k.expect("a key"))
+            .collect()
+            .await;
+        keys.into_iter().filter(|k| k.contains(part)).collect()
+    })
+}
+
+/// Deletes every key of `bucket` that contains `part`, as anyone with the servers' password
+/// can (a delete marker is left, as the KV API leaves one); returns the keys.
+pub(crate) fn delete_keys(d: &Devices, bucket: &str, part: &str) -> Vec<String> {
+    let keys = keys_with(d, bucket, part);
+    on_bucket(d, bucket, |kv| async move {
+        for key in &keys {
+            kv.delete(key).await.expect("a delete");
+        }
+        keys
+    })
+}
+
+/// `work` on the bucket `bucket` of the test's servers, through its own client.
+fn on_bucket<T, F: std::future::Future<Output = T>>(
+    d: &Devices,
+    bucket: &str,
+    work: impl FnOnce(async_nats::jetstream::kv::Store) -> F,
+) -> T {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let client = crate::support::nats::client(&d.nats, 0).await;
+        let js = async_nats::jetstream::new(client);
+        work(js.get_key_value(bucket).await.expect("the bucket")).await
+    })
+}
+
+/// The heartbeat `device` last wrote, as the servers hold it (no `[cluster] key`: plain JSON).
+pub(crate) fn heartbeat_of(d: &Devices, device: &str) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let vault =
+        d.v.root()
+            .file_name()
+            .expect("a folder")
+            .to_string_lossy()
+            .into_owned();
+    rt.block_on(async {
+        let client = crate::support::nats::client(&d.nats, 0).await;
+        let js = async_nats::jetstream::new(client);
+        let kv = js.get_key_value("tabd_devices").await.expect("the bucket");
+        let key = tabd::capabilities::cluster::keys::device(&vault, device);
+        let value = kv.get(key).await.expect("a read").unwrap_or_default();
+        String::from_utf8_lossy(&value).into_owned()
+    })
+}
+
+/// Issue 49, item 4: a note's done marker deleted by someone with the servers' password while a
+/// sync tool brings the note back into the inbox. The marker under its key says it was written:
+/// no device runs the note again, and one says why, once.
+#[test]
+fn a_notes_done_marker_deleted_while_a_sync_tool_restores_it_runs_nothing_again() {
+    let Some(mut d) = Devices::new("a_notes_done_marker_deleted", 3, "") else {
+        return;
+    };
+    d.start_all();
+    d.v.write("agent/inbox/risk/a.md", &note(1));
+    d.wait(Duration::from_secs(30), "the note processed", || {
+        d.v.files_in("agent/inbox/risk/processed") == ["a.md"]
+    });
+    // Marked done a moment after the note is moved.
+    d.wait(Duration::from_secs(10), "its done marker", || {
+        !keys_with(&d, "tabd_done", ".note.risk.").is_empty()
+    });
+    let gone = delete_keys(&d, "tabd_done", ".note.risk.");
+    assert_eq!(gone.len(), 1, "{gone:?}");
+    d.v.write("agent/inbox/risk/a.md", &note(1));
+    let said = "its done marker was deleted";
+    d.wait(Duration::from_secs(30), "a device refusing the note", || {
+        d.daemons.values().any(|x| x.stderr().contains(said))
+    });
+    // Every device has looked at it (each claims a note it sees within a lease).
+    d.wait(Duration::from_secs(30), "the devices' next looks", || {
+        d.daemons.values().filter(|x| x.stderr().contains(said)).count() >= 2
+    });
+    assert_eq!(d.ok_records("risk").len(), 1, "{}", d.stderr());
+    assert_eq!(d.fake.requests().len(), 1);
+    assert!(
+        d.v.path("agent/inbox/risk/a.md").exists(),
+        "left where the sync tool put it"
+    );
+    for x in d.daemons.values() {
+        assert!(x.stderr().matches(said).count() <= 1, "said once\n{}", x.stderr());
+    }
+}
+
+/// Issue 49, item 4: the claim and tenure of a note that runs now, deleted by hand. Another
+/// device that finds the claim free does not take it over — the holder's heartbeat names it and
+/// the holder still writes them — and the holder takes its claim back: the note runs once, its
+/// side effects made once.
+#[test]
+fn a_running_notes_claim_and_tenure_deleted_are_taken_back_and_never_run_twice() {
+    let Some(mut d) = Devices::new("a_running_notes_claim_and_tenure_deleted", 3, "") else {
+        return;
+    };
+    // The run's one request is answered late: the claim is deleted meanwhile.
+    d.fake.respond_with(|_, i| {
+        let reply = wire::text("anthropic", "ok");
+        if i == 0 {
+            reply.delayed(Duration::from_secs(10))
+        } else {
+            reply
+        }
+    });
+    d.start_all();
+    d.v.write("agent/inbox/risk/slow.md", &note(1));
+    d.wait_running("risk");
+    let holder = d.running("risk").expect("running");
+    d.wait(
+        Duration::from_secs(10),
+        "the holder's heartbeat naming the note",
+        || heartbeat_of(&d, holder).contains(".note.risk."),
+    );
+    let claims = delete_keys(&d, "tabd_claims", ".note.risk.");
+    let tenures = delete_keys(&d, "tabd_tenure", ".note.risk.");
+    assert_eq!((claims.len(), tenures.len()), (1, 1));
+    d.wait(Duration::from_secs(40), "the note processed", || {
+        d.v.files_in("agent/inbox/risk/processed") == ["slow.md"]
+    });
+    // Deleted under it (seen at its renewal), or claimed by another device that then waited.
+    let log = d.daemons[holder].stderr();
+    assert!(
+        log.contains("this device holds it still") || log.contains("and waits: taken back"),
+        "{}",
+        d.stderr()
+    );
+    let runs = d.ok_records("risk");
+    assert_eq!(runs.len(), 1, "{runs:?}\n{}", d.stderr());
+    assert_eq!(runs[0].0, holder);
+    assert_eq!(d.fake.requests().len(), 1, "one run, one request\n{}", d.stderr());
+}

@@ -407,3 +407,55 @@ fn a_cluster_that_cannot_be_set_up_stops_tabd_at_start_instead_of_running_every_
     );
     assert!(fake.requests().is_empty(), "nothing ran");
 }
+
+/// Issue 49, item 4: the done markers of the slots a device missed (stopped: a closed lid),
+/// deleted by someone with the servers' password after another device ran them. The markers
+/// under their keys say they were written: the device, back, catches none of them up again,
+/// and says why once.
+#[test]
+fn slots_whose_done_markers_were_deleted_are_not_caught_up_again() {
+    let Some(mut d) = Devices::new(
+        "slots_whose_done_markers_were_deleted",
+        3,
+        "max_runs_per_day = 1000",
+    ) else {
+        return;
+    };
+    d.v.write("roles/tick.md", &every_two_seconds("Tick", ""));
+    d.start("desktop");
+    d.start("laptop");
+    d.wait(Duration::from_secs(60), "tick runs", || {
+        d.ok_records("tick").len() >= 2
+    });
+    d.daemons["laptop"].signal(libc::SIGSTOP);
+    let stopped = Utc::now();
+    d.wait(Duration::from_secs(60), "three slots on the desktop", || {
+        runs_since(&d, "tick", "desktop", stopped) >= 3
+    });
+    let gone = crate::cluster_daemons::delete_keys(&d, "tabd_done", ".slot.tick.");
+    assert!(gone.len() >= 3, "{gone:?}");
+    d.daemons["laptop"].signal(libc::SIGCONT);
+    d.wait(
+        Duration::from_secs(30),
+        "the laptop refusing its catch-up",
+        || {
+            d.daemons["laptop"]
+                .stderr()
+                .contains("its done marker was deleted")
+        },
+    );
+    let settled = Utc::now() + chrono::Duration::seconds(d.lease_s as i64 * 2 + 2);
+    d.wait(Duration::from_secs(60), "the laptop running tick again", || {
+        slot_runs(&d, "tick")
+            .iter()
+            .any(|(dev, slot, _)| dev == "laptop" && *slot > settled)
+    });
+    stop_all(&mut d);
+    each_once(&d, "tick", &slot_runs(&d, "tick"));
+    let caught_up = catch_ups(&d.fake, "Tick");
+    assert!(
+        caught_up.is_empty(),
+        "nothing the desktop ran is caught up: {caught_up:?}\n{}",
+        d.stderr()
+    );
+}

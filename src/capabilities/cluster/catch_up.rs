@@ -34,7 +34,7 @@ use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
-use super::{lease, tenure, unavailable, ClaimKey, Claimed, Cluster, ClusterError, Holder, Lease};
+use super::{lease, tenure, unavailable, ClaimKey, Claimed, Cluster, ClusterError, Holder, Lease, Read};
 
 /// Records a role may have in the week the done bucket keeps them (one per outage it caught up).
 const MAX_RECORDS: u32 = 1000;
@@ -120,6 +120,8 @@ enum Made {
     Other(Option<Record>),
     /// Another device's, gone before it could be read.
     Gone,
+    /// Deleted by hand, or not tabd's: this catch-up is not decided (nothing of it runs).
+    Deleted,
 }
 
 /// What this device found, won and could not win, for its record.
@@ -222,8 +224,14 @@ impl Cluster {
         if self.is_done(key).await? {
             return Ok(Looked::Done);
         }
-        let Some(holder) = self.holder_of(key).await? else {
-            return Ok(Looked::Missed);
+        let holder = match self.holder_of(key).await? {
+            Read::Found(h, _) => h,
+            Read::Absent | Read::Deleted => return Ok(Looked::Missed),
+            // A claim tabd did not write: nothing is caught up on the strength of it.
+            Read::Refused(why) => {
+                self.refuse(&format!("the claim {key}"), &why);
+                return Ok(Looked::Taken);
+            }
         };
         if holder.instance == self.inner.instance {
             let held = self.registry().holds(key.as_str(), None);
@@ -231,10 +239,15 @@ impl Cluster {
         }
         let b = self.buckets().await?;
         let tenure = b.tenure.entry(key.as_str()).await.map_err(unavailable)?;
-        let heard_back = tenure
-            .filter(|e| e.operation == kv::Operation::Put)
-            .and_then(|e| serde_json::from_slice::<tenure::Tenure>(&e.value).ok())
-            .is_some_and(|t| t.instance == holder.instance);
+        let heard_back =
+            match self
+                .inner
+                .trust
+                .read::<tenure::Tenure>(tenure::TENURE, key.as_str(), tenure, None)
+            {
+                Read::Found(t, _) => t.instance == holder.instance,
+                _ => false,
+            };
         Ok(if heard_back { Looked::Taken } else { Looked::Missed })
     }
 
@@ -274,16 +287,19 @@ impl Cluster {
         let Some(entry) = b.claims.entry(key.as_str()).await.map_err(unavailable)? else {
             return Ok(Claimed::Held);
         };
-        let Ok(holder) = serde_json::from_slice::<Holder>(&entry.value) else {
+        let revision = entry.revision;
+        let Read::Found(holder, _) =
+            self.inner
+                .trust
+                .read::<Holder>(super::CLAIMS, key.as_str(), Some(entry), None)
+        else {
             return Ok(Claimed::Held);
         };
-        let ours = entry.operation == kv::Operation::Put
-            && holder.instance == self.inner.instance
-            && !self.registry().holds(key.as_str(), None);
+        let ours = holder.instance == self.inner.instance && !self.registry().holds(key.as_str(), None);
         // Its age counts from when this process wrote it (the servers' clock starts later).
         let age = (Utc::now() - holder.at).to_std().unwrap_or_default();
         let sent = lease::boot_now().saturating_sub(age);
-        let lease = Arc::new(Lease::new(key.clone(), what, entry.revision, sent, b.lease));
+        let lease = Arc::new(Lease::new(key.clone(), what, revision, sent, b.lease));
         if !ours || !lease.still_mine() {
             return Ok(Claimed::Held);
         }
@@ -339,6 +355,7 @@ impl Cluster {
                 Ok(Made::Other(other)) => other,
                 // Gone between the two calls (a week old): this number again.
                 Ok(Made::Gone) => continue,
+                Ok(Made::Deleted) => return Ok(self.refused_record(role, &key, won).await),
                 Err(e) => return Err(self.give_up(won, e).await),
             };
             n += 1;
@@ -370,6 +387,20 @@ impl Cluster {
         Err(self.give_up(won, full).await)
     }
 
+    /// A catch-up record deleted or written by hand: this catch-up runs nothing (said once),
+    /// since the record it would be decided by is not known.
+    async fn refused_record(&self, role: &str, key: &ClaimKey, won: Vec<CatchUpRun>) -> CatchUp {
+        self.refuse(
+            &format!("the catch-up of {role}"),
+            &format!("its record {key} was deleted or written over by hand"),
+        );
+        // The claims are let lapse; the error it gives back is this function's own.
+        let _ = self
+            .give_up(won, unavailable("a catch-up record was deleted"))
+            .await;
+        CatchUp::Nothing
+    }
+
     /// Creates the record `key` as `mine`, or reads the one another device made first.
     async fn make_record(
         &self,
@@ -377,15 +408,33 @@ impl Cluster {
         key: &ClaimKey,
         mine: &Record,
     ) -> Result<Made, ClusterError> {
-        let value: bytes::Bytes = serde_json::to_vec(mine).unwrap_or_default().into();
+        let value = self.inner.trust.seal(
+            super::DONE,
+            key.as_str(),
+            serde_json::to_vec(mine).unwrap_or_default(),
+        );
+        // Never deleted by tabd: a marker under the key means someone removed a record, and
+        // creating it again (through the marker) would decide its slots twice.
+        match done.entry(key.as_str()).await.map_err(unavailable)? {
+            Some(e) if e.operation != kv::Operation::Put => return Ok(Made::Deleted),
+            _ => {}
+        }
         match done.create(key.as_str(), value).await {
             Ok(_) => Ok(Made::Mine),
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
-                match done.entry(key.as_str()).await.map_err(unavailable)? {
-                    Some(v) if v.operation == kv::Operation::Put => {
-                        Ok(Made::Other(serde_json::from_slice::<Record>(&v.value).ok()))
+                let entry = done.entry(key.as_str()).await.map_err(unavailable)?;
+                match self
+                    .inner
+                    .trust
+                    .read::<Record>(super::DONE, key.as_str(), entry, None)
+                {
+                    Read::Found(r, _) => Ok(Made::Other(Some(r))),
+                    Read::Refused(why) => {
+                        self.refuse(&format!("the catch-up record {key}"), &why);
+                        Ok(Made::Deleted)
                     }
-                    _ => Ok(Made::Gone),
+                    Read::Absent => Ok(Made::Gone),
+                    Read::Deleted => Ok(Made::Deleted),
                 }
             }
             Err(e) => Err(unavailable(e)),
@@ -424,11 +473,16 @@ impl Cluster {
         let b = self.buckets().await?;
         for n in 1..=MAX_RECORDS {
             let key = ClaimKey::catch_up(&self.inner.vault, role, n);
-            let Some(v) = b.done.get(key.as_str()).await.map_err(unavailable)? else {
-                return Ok(false);
-            };
-            let Ok(record) = serde_json::from_slice::<Record>(&v) else {
-                continue;
+            let entry = b.done.entry(key.as_str()).await.map_err(unavailable)?;
+            let record = match self
+                .inner
+                .trust
+                .read::<Record>(super::DONE, key.as_str(), entry, None)
+            {
+                Read::Absent => return Ok(false),
+                Read::Found(r, _) => r,
+                // Not readable as tabd's: it decides nothing; the next may.
+                Read::Refused(_) | Read::Deleted => continue,
             };
             if record.decided(slot) {
                 return Ok(true);

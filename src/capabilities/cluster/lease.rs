@@ -44,6 +44,8 @@ pub struct Lease {
     period: Duration,
     /// The revision of the tenure record this device wrote for it (0: none), deleted with it.
     tenure: AtomicU64,
+    /// The revision of another device's waiting claim of its key, seen at the last renewal.
+    waiting: AtomicU64,
 }
 
 impl std::fmt::Debug for Lease {
@@ -67,6 +69,7 @@ impl Lease {
             lost: AtomicBool::new(false),
             period,
             tenure: AtomicU64::new(0),
+            waiting: AtomicU64::new(0),
         }
     }
 
@@ -115,6 +118,12 @@ impl Lease {
     /// The revision of its tenure record, if this device wrote one.
     pub(super) fn tenure(&self) -> Option<u64> {
         Some(self.tenure.load(Ordering::SeqCst)).filter(|r| *r > 0)
+    }
+
+    /// Whether another device's claim at `revision` was seen at the last renewal too (and
+    /// remembers it for the next).
+    pub(super) fn seen_waiting(&self, revision: u64) -> bool {
+        self.waiting.swap(revision, Ordering::SeqCst) == revision
     }
 
     pub(super) fn renewal_failed(&self) {

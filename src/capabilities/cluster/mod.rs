@@ -24,7 +24,9 @@ pub mod lease;
 mod login;
 pub mod pause;
 pub mod shared;
+mod takeover;
 pub mod tenure;
+pub mod trust;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,6 +37,9 @@ use serde::{Deserialize, Serialize};
 
 pub use keys::ClaimKey;
 pub use lease::Lease;
+pub use trust::Read;
+
+use takeover::Reclaim;
 
 use crate::setup::config::cluster::ClusterConfig;
 
@@ -97,14 +102,6 @@ pub struct RunSeen {
     pub outcome: String,
 }
 
-/// What the done marker and the tenure of a claim just won say.
-enum Take {
-    Mine,
-    Done,
-    /// The previous holder may still report that it ran it: `Held` for now.
-    Wait,
-}
-
 impl Holder {
     /// The part of a heartbeat `tenure` judges by.
     fn beat(self) -> tenure::Beat {
@@ -162,6 +159,8 @@ struct Inner {
     /// The claims this process holds and owes, and the heartbeats it watched (`tenure`).
     registry: Mutex<tenure::Registry>,
     login: login::Login,
+    /// The seal of every record that decides an action, and what this device saw written.
+    trust: trust::Trust,
 }
 
 /// A connection to the vault's cluster; cheap to clone.
@@ -246,6 +245,7 @@ impl Cluster {
                 heartbeat: Mutex::new(None),
                 registry: Mutex::default(),
                 login,
+                trust: trust::Trust::new(config.key.as_deref(), &config.device),
             }),
         })
     }
@@ -264,12 +264,40 @@ impl Cluster {
         self.inner.buckets.get().map_or(self.inner.lease, |b| b.lease)
     }
 
-    fn holder(&self) -> bytes::Bytes {
-        self.holder_with(Default::default(), Default::default())
+    /// Remembers, with the marks of this device's own key (outside the vault), every done
+    /// marker and shared record it writes or reads (`trust`): one purged later is not taken
+    /// for one never written.
+    pub fn remember_with(&self, key: Arc<crate::base::signing::Key>) {
+        self.inner
+            .trust
+            .remember_with(key, &[(trust::DONE, DONE_FOR), (trust::SHARED, SHARED_FOR)]);
+    }
+
+    /// Remembers the shared record `key` written or seen (`trust`).
+    pub fn remember_shared(&self, key: &ClaimKey) {
+        self.inner.trust.remember(trust::SHARED, key.as_str());
+    }
+
+    /// Whether this device saw the shared record `key` written.
+    pub fn remembers_shared(&self, key: &ClaimKey) -> bool {
+        self.inner.trust.remembers(trust::SHARED, key.as_str())
+    }
+
+    /// Says once in tabd's log that `what` is not acted on, and why (a record deleted or
+    /// changed by hand).
+    pub fn refuse(&self, what: &str, why: &str) {
+        self.inner.trust.refuse(what, why);
+    }
+
+    /// This device's claim or done marker for `key` of `bucket`, sealed with the cluster's key.
+    fn holder(&self, bucket: &str, key: &ClaimKey) -> bytes::Bytes {
+        self.holder_with(bucket, key.as_str(), Default::default(), Default::default())
     }
 
     fn holder_with(
         &self,
+        bucket: &str,
+        key: &str,
         runs: std::collections::BTreeMap<String, RunSeen>,
         holds: tenure::Holds,
     ) -> bytes::Bytes {
@@ -280,7 +308,9 @@ impl Cluster {
             runs,
             holds,
         };
-        serde_json::to_vec(&me).unwrap_or_default().into()
+        self.inner
+            .trust
+            .seal(bucket, key, serde_json::to_vec(&me).unwrap_or_default())
     }
 
     fn registry(&self) -> std::sync::MutexGuard<'_, tenure::Registry> {
@@ -299,7 +329,7 @@ impl Cluster {
     pub async fn claim(&self, key: &ClaimKey, what: String) -> Result<Option<Arc<Lease>>, ClusterError> {
         let b = self.buckets().await?;
         let sent = lease::boot_now();
-        match b.claims.create(key.as_str(), self.holder()).await {
+        match b.claims.create(key.as_str(), self.holder(CLAIMS, key)).await {
             Ok(revision) => Ok(Some(Arc::new(Lease::new(
                 key.clone(),
                 what,
@@ -353,103 +383,6 @@ impl Cluster {
         self.judge_won(lease).await
     }
 
-    /// A claim just won (or taken back, `catch_up`): this device's, done, or held for now.
-    async fn judge_won(&self, lease: Arc<Lease>) -> Result<Claimed, ClusterError> {
-        let taken = self.take(&lease).await;
-        match taken {
-            Ok(Take::Mine) => return Ok(Claimed::Won(lease)),
-            Ok(Take::Done) | Ok(Take::Wait) | Err(_) => self.let_lapse(&lease).await,
-        }
-        match taken? {
-            Take::Done => Ok(Claimed::Done),
-            _ => Ok(Claimed::Held),
-        }
-    }
-
-    /// The done marker, then the tenure of a claim just won (see `claim_unless_done`).
-    async fn take(&self, lease: &Arc<Lease>) -> Result<Take, ClusterError> {
-        let b = self.buckets().await?;
-        if self.is_done(&lease.key).await? {
-            return Ok(Take::Done);
-        }
-        let key = lease.key.as_str();
-        let seq = self.registry().hold(lease);
-        let mine = tenure::Tenure {
-            device: self.inner.device.clone(),
-            instance: self.inner.instance.clone(),
-            seq,
-            at: Utc::now(),
-        };
-        let value: bytes::Bytes = serde_json::to_vec(&mine).unwrap_or_default().into();
-        let before = match b.tenure.create(key, value.clone()).await {
-            Ok(revision) => {
-                lease.set_tenure(revision);
-                return Ok(Take::Mine);
-            }
-            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
-                b.tenure.entry(key).await.map_err(unavailable)?
-            }
-            Err(e) => return Err(unavailable(e)),
-        };
-        // Deleted between the two calls: its holder just let it go; ask again at the next look.
-        let Some(before) = before else {
-            return Ok(Take::Wait);
-        };
-        let prior = match before.operation {
-            kv::Operation::Put => match serde_json::from_slice::<tenure::Tenure>(&before.value) {
-                Ok(t) => self.judge(&t, lease).await?,
-                Err(e) => {
-                    tracing::warn!("cluster: the tenure record of {key} is not one tabd wrote ({e}); the done marker decides");
-                    tenure::Prior::LetGo
-                }
-            },
-            _ => tenure::Prior::LetGo,
-        };
-        match prior {
-            tenure::Prior::Holds | tenure::Prior::Unknown => return Ok(Take::Wait),
-            tenure::Prior::LetGo if self.is_done(&lease.key).await? => return Ok(Take::Done),
-            tenure::Prior::LetGo => {}
-            tenure::Prior::Gone => tracing::info!(
-                "cluster: the device that held {} has not answered for {} s; taking it over",
-                crate::base::fence::Hold::what(lease.as_ref()),
-                tenure::gone_after(self.lease()).as_secs()
-            ),
-        }
-        match b.tenure.update(key, value, before.revision).await {
-            Ok(revision) => {
-                lease.set_tenure(revision);
-                Ok(Take::Mine)
-            }
-            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(Take::Wait),
-            Err(e) => Err(unavailable(e)),
-        }
-    }
-
-    /// What the previous holder `t` of `lease`'s key says, by its device's heartbeat.
-    async fn judge(&self, t: &tenure::Tenure, lease: &Lease) -> Result<tenure::Prior, ClusterError> {
-        let key = lease.key.as_str();
-        if t.instance == self.inner.instance {
-            let holds = self.registry().holds(key, Some(lease));
-            return Ok(if holds {
-                tenure::Prior::Holds
-            } else {
-                tenure::Prior::LetGo
-            });
-        }
-        let b = self.buckets().await?;
-        let entry = b
-            .devices
-            .entry(keys::device(&self.inner.vault, &t.device))
-            .await
-            .map_err(unavailable)?;
-        let beat = entry
-            .filter(|e| e.operation == kv::Operation::Put)
-            .and_then(|e| serde_json::from_slice::<Holder>(&e.value).ok())
-            .map(Holder::beat);
-        let silent = self.registry().watch(&t.device, beat.as_ref());
-        Ok(tenure::judge(t, beat.as_ref(), key, silent, self.lease()))
-    }
-
     /// Renews `lease` by writing its key at its revision (fails once another device wrote it).
     pub async fn renew(&self, lease: &Lease) -> Result<(), ClusterError> {
         if lease.lost() {
@@ -461,7 +394,11 @@ impl Cluster {
         let sent = lease::boot_now();
         match b
             .claims
-            .update(lease.key.as_str(), self.holder(), lease.revision())
+            .update(
+                lease.key.as_str(),
+                self.holder(CLAIMS, &lease.key),
+                lease.revision(),
+            )
             .await
         {
             Ok(revision) => {
@@ -469,6 +406,21 @@ impl Cluster {
                 Ok(())
             }
             Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                match self.reclaim(lease, sent).await {
+                    Ok(Reclaim::Back) => return Ok(()),
+                    // Not renewed this time; the lease stays as it was until the next try.
+                    Ok(Reclaim::Later) => {
+                        return Err(unavailable(format!(
+                            "another device claimed {}, held here; looked at again at the next renewal",
+                            crate::base::fence::Hold::what(lease)
+                        )))
+                    }
+                    Ok(Reclaim::Lost) => {}
+                    Err(e) => {
+                        lease.renewal_failed();
+                        return Err(e);
+                    }
+                }
                 lease.mark_lost();
                 Err(ClusterError::Lost {
                     what: crate::base::fence::Hold::what(lease),
@@ -492,9 +444,9 @@ impl Cluster {
         let marked = match self.buckets().await {
             Ok(b) => b
                 .done
-                .put(lease.key.as_str(), self.holder())
+                .put(lease.key.as_str(), self.holder(DONE, &lease.key))
                 .await
-                .map(|_| ())
+                .map(|_| self.inner.trust.remember(trust::DONE, lease.key.as_str()))
                 .map_err(unavailable),
             Err(e) => Err(e),
         };
@@ -560,23 +512,16 @@ impl Cluster {
             .await;
     }
 
-    /// Whether `key` was marked done.
+    /// Whether `key` was marked done (a marker deleted or refused counts as done: `done`).
     pub async fn is_done(&self, key: &ClaimKey) -> Result<bool, ClusterError> {
-        let b = self.buckets().await?;
-        b.done
-            .get(key.as_str())
-            .await
-            .map(|v| v.is_some())
-            .map_err(unavailable)
+        self.done(key, key.as_str()).await
     }
 
-    /// Who holds `key` now, if anyone.
-    pub async fn holder_of(&self, key: &ClaimKey) -> Result<Option<Holder>, ClusterError> {
+    /// Who holds `key` now, as `trust` reads its claim.
+    pub async fn holder_of(&self, key: &ClaimKey) -> Result<Read<Holder>, ClusterError> {
         let b = self.buckets().await?;
         let entry = b.claims.entry(key.as_str()).await.map_err(unavailable)?;
-        Ok(entry
-            .filter(|e| e.operation == kv::Operation::Put)
-            .and_then(|e| serde_json::from_slice(&e.value).ok()))
+        Ok(self.inner.trust.read(CLAIMS, key.as_str(), entry, None))
     }
 
     /// Writes this device's heartbeat: `Ok` is the quorum check (a write succeeded).
@@ -606,8 +551,8 @@ impl Cluster {
     ) -> Result<Option<Holder>, ClusterError> {
         let b = self.buckets().await?;
         let holds = self.registry().look();
-        let beat = self.holder_with(runs, holds);
         let key = keys::device(&self.inner.vault, &self.inner.device);
+        let beat = self.holder_with(DEVICES, &key, runs, holds);
         let last = *self.inner.heartbeat.lock().unwrap_or_else(|p| p.into_inner());
         let written = match last {
             None => b.devices.put(&key, beat.clone()).await.map_err(unavailable),
@@ -615,7 +560,10 @@ impl Cluster {
                 Ok(r) => Ok(r),
                 Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                     let other = b.devices.entry(key.as_str()).await.ok().flatten();
-                    let other: Option<Holder> = other.and_then(|e| serde_json::from_slice(&e.value).ok());
+                    let other = match self.inner.trust.read::<Holder>(DEVICES, &key, other, None) {
+                        Read::Found(h, _) => Some(h),
+                        _ => None,
+                    };
                     let r = b.devices.put(&key, beat.clone()).await.map_err(unavailable)?;
                     *self.inner.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
                     return Ok(other.filter(|o| o.instance != self.inner.instance));
@@ -637,7 +585,7 @@ impl Cluster {
         let key = ClaimKey::probe(&self.inner.vault, &self.inner.device, rand::random());
         let revision = b
             .claims
-            .create(key.as_str(), self.holder())
+            .create(key.as_str(), self.holder(CLAIMS, &key))
             .await
             .map_err(|e| self.explained(unavailable(e)))?;
         #[expect(
@@ -663,8 +611,15 @@ impl Cluster {
             if !key.starts_with(&prefix) {
                 continue;
             }
-            let holder = b.devices.get(key.as_str()).await.map_err(unavailable)?;
-            let holder = holder.and_then(|v| serde_json::from_slice::<Holder>(&v).ok());
+            let entry = b.devices.entry(key.as_str()).await.map_err(unavailable)?;
+            let holder = match self.inner.trust.read::<Holder>(DEVICES, &key, entry, None) {
+                Read::Found(h, _) => Some(h),
+                Read::Refused(why) => {
+                    self.refuse(&format!("the heartbeat under {key}"), &why);
+                    None
+                }
+                Read::Absent | Read::Deleted => None,
+            };
             if let Some(seen) = holder.and_then(|h| seen_from(&self.inner.vault, &key, h)) {
                 let beat = seen.1.clone().beat();
                 self.registry().watch(&seen.0.device, Some(&beat));

@@ -64,6 +64,23 @@ impl Cluster {
         }
     }
 
+    /// `shared_get`, telling a record deleted (a marker under `key`, or gone where this device
+    /// remembers it: `Cluster::remember_shared`) from one never written.
+    pub async fn shared_read(&self, key: &ClaimKey) -> Result<super::Read<Bytes>, ClusterError> {
+        let b = self.buckets().await?;
+        let entry = b.shared.entry(key.as_str()).await.map_err(unavailable)?;
+        let remembered = self.remembers_shared(key);
+        Ok(match entry {
+            None if remembered => super::Read::Deleted,
+            None => super::Read::Absent,
+            Some(e) if e.operation != kv::Operation::Put => super::Read::Deleted,
+            Some(e) => match Pointer::of(&e.value) {
+                None => super::Read::Found(e.value, e.revision),
+                Some(p) => super::Read::Found(self.fetch(key, &p).await?, e.revision),
+            },
+        })
+    }
+
     /// Writes `value` under `key`, whatever was there.
     pub async fn shared_put(&self, key: &ClaimKey, value: Vec<u8>) -> Result<u64, ClusterError> {
         let b = self.buckets().await?;

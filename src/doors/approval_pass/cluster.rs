@@ -80,6 +80,11 @@ pub(super) fn fenced(env: &RunEnv, held: Option<&Held>) -> RunEnv {
 pub(super) async fn begin(env: &RunEnv, sh: &Shared, (id, a): (&str, &Approval), h: Held) -> Option<Held> {
     let begun = match sh.execution(id).await {
         Ok(None) => sh.begin(id).await.map(|r| r.map(|rev| (rev, 1))),
+        // A start taken back before the call was sent (`withdraw`): any device may start it.
+        Ok(Some((e, rev))) if e.phase == NoteStatus::Approved => sh
+            .begin_again(id, e.start, rev)
+            .await
+            .map(|r| r.map(|rev| (rev, e.start))),
         // A call this device started before (re-approved after `unknown`): the next start.
         Ok(Some((e, rev)))
             if e.device == sh.device() && (e.phase.may_run() || e.phase == NoteStatus::Executing) =>
@@ -155,8 +160,8 @@ pub(super) async fn withdraw(
         return;
     };
     match (h.begun, phase) {
-        (Some((rev, _)), None) => {
-            if let Err(e) = sh.unbegin(id, rev).await {
+        (Some((rev, start)), None) => {
+            if let Err(e) = sh.unbegin(id, rev, start).await {
                 tracing::warn!("approval {id}: cannot take back its record in the cluster: {e}");
             }
             sh.cluster().release(&h.lease).await;

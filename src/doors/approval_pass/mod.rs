@@ -185,7 +185,12 @@ async fn ran_elsewhere(
         .map(|(id, _)| id.clone())
         .collect();
     for id in due {
-        if let Ok(Some((e, _))) = sh.execution(&id).await {
+        // A start taken back (`approved` again) ran nothing: it expires here like any.
+        let ran = sh
+            .execution(&id)
+            .await
+            .map(|r| r.filter(|(e, _)| e.phase != NoteStatus::Approved));
+        if let Ok(Some((e, _))) = ran {
             cluster::elsewhere(store, &id, &e);
             ledger.remove(&id);
         }

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::base::clock::Clock;
 use crate::base::signing::Key;
-use crate::capabilities::cluster::{ClaimKey, Cluster, ClusterError, Lease};
+use crate::capabilities::cluster::{ClaimKey, Cluster, ClusterError, Lease, Read};
 use crate::records::runlog::RunLog;
 use crate::records::state::approval_ledger::{Approval, NoteStatus};
 use crate::records::state::StateStore;
@@ -161,11 +161,29 @@ impl Shared {
         })
     }
 
+    /// The record `kind`.`id`. An execution or resumer record decides whether a call or a run's
+    /// second part goes on, and tabd never deletes one (a call that did not start is marked
+    /// so: `unbegin`): one deleted — a marker under its key, or gone where this device saw it —
+    /// is refused, never read as "none was written".
     async fn get<T: DeserializeOwned>(&self, kind: &str, id: &str) -> Result<Option<(T, u64)>, SharedError> {
         let name = self.name(kind, id);
-        match self.cluster.shared_get(&name).await {
-            Ok(None) => Ok(None),
-            Ok(Some((bytes, revision))) => Ok(Some((self.open(&name, &bytes)?, revision))),
+        let decides = kind == EXEC || kind == RESUMER;
+        match self.cluster.shared_read(&name).await {
+            Ok(Read::Absent) => Ok(None),
+            Ok(Read::Deleted) if !decides => Ok(None),
+            Ok(Read::Deleted) => Err(SharedError::Refused(format!(
+                "the cluster's record {name} was deleted (someone with the servers' password removed it)"
+            ))),
+            Ok(Read::Refused(why)) => Err(SharedError::Refused(format!(
+                "the cluster's record {name}: {why}"
+            ))),
+            Ok(Read::Found(bytes, revision)) => {
+                let record = self.open(&name, &bytes)?;
+                if decides {
+                    self.cluster.remember_shared(&name);
+                }
+                Ok(Some((record, revision)))
+            }
             Err(ClusterError::Garbled(why)) => {
                 Err(SharedError::Refused(format!("the cluster's record {why}")))
             }
@@ -242,7 +260,11 @@ impl Shared {
     pub async fn begin(&self, id: &str) -> Result<Option<u64>, SharedError> {
         let name = self.name(EXEC, id);
         let record = self.seal(&name, &self.executing(1));
-        Ok(self.cluster.shared_create(&name, record).await?)
+        let made = self.cluster.shared_create(&name, record).await?;
+        if made.is_some() {
+            self.cluster.remember_shared(&name);
+        }
+        Ok(made)
     }
 
     /// Records a new start of a call this device ran before (re-approved after `unknown`), if
@@ -268,9 +290,25 @@ impl Shared {
         }
     }
 
-    /// Takes back this device's `executing` record of `id` (at `revision`): the call did not start.
-    pub async fn unbegin(&self, id: &str, revision: u64) -> Result<(), SharedError> {
-        Ok(self.cluster.shared_delete(&self.name(EXEC, id), revision).await?)
+    /// Takes back this device's `executing` record of `id` (at `revision`, its start `start`):
+    /// the call did not start. Written over as `approved` again, never deleted — a deleted
+    /// record is refused (`get`) — so any device may start it later (`begin_again`).
+    pub async fn unbegin(&self, id: &str, revision: u64, start: u32) -> Result<(), SharedError> {
+        let name = self.name(EXEC, id);
+        let withdrawn = Execution {
+            phase: NoteStatus::Approved,
+            ..self.executing(start)
+        };
+        match self
+            .cluster
+            .shared_update(&name, self.seal(&name, &withdrawn), revision)
+            .await?
+        {
+            Some(_) => Ok(()),
+            None => Err(SharedError::Refused(format!(
+                "the cluster's record {name} was written by someone else meanwhile"
+            ))),
+        }
     }
 
     /// Which device lets wait `wait` of run `run_id` go on, if one was named.
@@ -301,6 +339,7 @@ impl Shared {
             .await?
             .is_some()
         {
+            self.cluster.remember_shared(&name);
             return Ok(mine.device);
         }
         self.resumer_of(run_id, wait).await?.ok_or_else(|| {

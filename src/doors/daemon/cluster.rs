@@ -124,6 +124,7 @@ impl Coordinator {
     pub(super) fn start(
         config: &crate::setup::config::Config,
         vault_root: &Path,
+        memory: Arc<crate::base::signing::Key>,
     ) -> Result<Option<Coordinator>, ClusterError> {
         let Some(c) = config.cluster.as_ref() else {
             return Ok(None);
@@ -134,6 +135,7 @@ impl Coordinator {
             .unwrap_or_default();
         let handle = tokio::runtime::Handle::current();
         let cluster = blocking::run(|| handle.block_on(Cluster::connect(c, &vault)))?;
+        cluster.remember_with(memory);
         let quorum = Arc::new(AtomicU8::new(UNKNOWN));
         let seen = Arc::default();
         let ran = Ran::default();
