@@ -27,6 +27,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+/// Why tabd does not start when its `[cluster]` cannot: it would run every slot and note alone.
+pub(super) const WITHOUT_IT: &str =
+    "without its cluster this device would run every slot and note, beside the devices that share them";
+
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 

@@ -451,16 +451,9 @@ impl Daemon {
     /// slots whose run did not finish, clean crash leftovers, point the watcher.
     fn start_up(&mut self) -> anyhow::Result<()> {
         self.start_notifier();
-        self.coordinator = cluster::Coordinator::start(
-            self.config(),
-            &self.watching.paths.root,
-            self.run_env.key.clone(),
-        )
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "{e}; tabd does not start: without its cluster this device would run every slot and note, beside the devices that share them"
-                )
-            })?;
+        let key = self.run_env.key.clone();
+        self.coordinator = cluster::Coordinator::start(self.config(), &self.watching.paths.root, key)
+            .map_err(|e| anyhow::anyhow!("{e}; tabd does not start: {}", cluster::WITHOUT_IT))?;
         self.start_pause_follower();
         if let Some(warning) = self.config().provider.missing_key(&self.setup.env) {
             tracing::warn!("{warning}");
