@@ -46,8 +46,10 @@ pub struct Checkpoints {
     pub every: u32,
     /// The tool calls the run made before this turn (its earlier parts'): the count goes on.
     pub before: u32,
-    /// Writes the checkpoint's request and note; its note's path, or why not.
-    pub ask: std::sync::Arc<dyn AskCheckpoint>,
+    /// Writes the checkpoint's request and note; its note's path, or why not. None for a run
+    /// that cannot wait for the person (a delegated child, `resume: false`): it ends at its
+    /// checkpoint instead, saying what it did.
+    pub ask: Option<std::sync::Arc<dyn AskCheckpoint>>,
 }
 
 impl std::fmt::Debug for Checkpoints {
@@ -129,6 +131,9 @@ pub enum TurnEnd {
     /// The person stopped the run at a checkpoint (`checkpoint_every`), or let it expire; the
     /// text says which. Never set by the loop.
     StoppedByYou(String),
+    /// A run that cannot wait for the person (a delegated child) reached its checkpoint: it ends
+    /// there, its next call never made; the text says so, with each call it made.
+    AtCheckpoint(String),
 }
 
 /// A turn stopped at a call waiting for approval: everything needed to go on from there.
@@ -281,8 +286,8 @@ pub async fn run_turn(
             }
             None => {}
         }
-        if limits.suspend && l.checkpoint_due(made_before) {
-            l.wait_at_checkpoint(req, results);
+        if l.checkpoint_due(made_before) {
+            l.at_checkpoint(req, results);
             break;
         }
         req.messages.push(Message::user(results));
@@ -406,31 +411,29 @@ impl Loop<'_> {
         (c.before + made_before) / every < (c.before + self.made) / every
     }
 
-    /// The run waits at its checkpoint, as for an approval; a checkpoint that cannot be written
-    /// ends it: it does not go on past one the person cannot see.
-    fn wait_at_checkpoint(&mut self, req: Request, results: Vec<Block>) {
-        match self.checkpoint(&req, &results) {
-            Ok(note) => self.suspend(req, results, vec![(CHECKPOINT_CALL.to_string(), note)]),
-            Err(why) => self.out.end = TurnEnd::Limit(format!("checkpoint not written: {why}")),
-        }
-    }
-
-    /// Writes the checkpoint: each call so far and its result, the model's latest text, what
-    /// the run has spent. `Ok`: its note.
-    fn checkpoint(&self, req: &Request, results: &[Block]) -> Result<String, String> {
-        let Some(c) = &self.limits.checkpoint else {
-            return Err("no checkpoint is set".into());
+    /// The run stops at its checkpoint. It waits for the person, as for an approval, when it can;
+    /// a checkpoint that cannot be written ends it: it does not go on past one the person cannot
+    /// see. A run that cannot wait (a delegated child) ends there, its next call never made.
+    fn at_checkpoint(&mut self, req: Request, results: Vec<Block>) {
+        let Some(c) = self.limits.checkpoint.clone() else {
+            return;
         };
         let (tokens, usd) = self.limits.account.spent();
         let at = crate::gate::approvals::checkpoint::At {
             calls: c.before + self.made,
             every: c.every,
-            lines: call_lines(req, results),
+            lines: call_lines(&req, &results),
             next: self.last_text.clone(),
             tokens,
             usd,
         };
-        c.ask.ask(&at)
+        match c.ask.filter(|_| self.limits.suspend) {
+            Some(ask) => match ask.ask(&at) {
+                Ok(note) => self.suspend(req, results, vec![(CHECKPOINT_CALL.to_string(), note)]),
+                Err(why) => self.out.end = TurnEnd::Limit(format!("checkpoint not written: {why}")),
+            },
+            None => self.out.end = TurnEnd::AtCheckpoint(at.ended()),
+        }
     }
 
     /// Runs the calls in order; returns their results, what ends the run (if anything) and the

@@ -130,7 +130,10 @@ pub fn apply(
         // say where the decision came from.
         let (line, daily) = match by {
             DecidedBy::Phone => (
-                format!("**Approved** ({shown}, {whence}): tabd runs it once."),
+                match a.is_checkpoint() {
+                    true => format!("**Approved** ({shown}, {whence}): the run goes on."),
+                    false => format!("**Approved** ({shown}, {whence}): tabd runs it once."),
+                },
                 format!("approval `{id}` ({}) approved {whence}", a.tool),
             ),
             DecidedBy::Note | DecidedBy::Terminal => (String::new(), String::new()),
@@ -144,12 +147,18 @@ pub fn apply(
         }
     } else {
         a.reported = false;
-        a.outcome = Some("rejected by the person: nothing was run".into());
+        a.outcome = Some(crate::gate::approvals::checkpoint::rejected(a));
         Followup {
             status: NoteStatus::Rejected,
-            line: format!("**Rejected** ({shown}, {whence}): nothing was run."),
+            line: match a.is_checkpoint() {
+                true => format!("**Rejected** ({shown}, {whence}): the run stops here."),
+                false => format!("**Rejected** ({shown}, {whence}): nothing was run."),
+            },
             // The terminal's line as it always was (scripts read it); a phone's says so.
             daily: match by {
+                _ if a.is_checkpoint() => {
+                    format!("checkpoint `{id}` of run `{}`: stopped by you {whence}", a.run_id)
+                }
                 DecidedBy::Phone => format!("approval `{id}` ({}) rejected {whence} — nothing ran", a.tool),
                 DecidedBy::Note | DecidedBy::Terminal => {
                     format!("approval `{id}` ({}) rejected — nothing ran", a.tool)
@@ -337,6 +346,10 @@ fn already(claim: &Claim, a: &Approval, (now, tz): (DateTime<Utc>, Tz)) -> Optio
 /// The note's arguments as they stand must be those the push showed (the token's hash): a note
 /// edited since was not what the person saw on the lock screen.
 fn check_arguments(env: &RunEnv, claim: &Claim, a: &Approval) -> Result<(), Refused> {
+    // A checkpoint has no arguments and runs nothing: the token's id and expiry bind it.
+    if a.is_checkpoint() {
+        return Ok(());
+    }
     let no_note = |why: String| Refused::NoNote {
         id: claim.id.clone(),
         why,

@@ -336,8 +336,8 @@ fn close_unrun(env: &RunEnv, id: &str, a: &Approval, phase: NoteStatus, why: &st
     }
 }
 
-/// A checkpoint the person let go on: `done`, their instruction (`said`) kept in its outcome for
-/// the run's second part; nothing runs.
+/// A checkpoint the person let go on: `done`, their instruction (`said`) kept apart from its
+/// outcome, for the run's second part; nothing runs.
 pub(super) fn go_on(env: &RunEnv, (id, a): (&str, &Approval), said: &str) {
     let now = env.clock.now();
     let with = if said.is_empty() {
@@ -356,7 +356,8 @@ pub(super) fn go_on(env: &RunEnv, (id, a): (&str, &Approval), said: &str) {
             r.decided = Some(now);
             r.reported = false;
             r.executions += 1;
-            r.outcome = Some(crate::gate::approvals::checkpoint::outcome(said));
+            r.outcome = Some(crate::gate::approvals::checkpoint::continued(said).into());
+            r.instruction = Some(said.to_string()).filter(|s| !s.is_empty());
             r.followup = Some(owed(&env.roles, r, now, (NoteStatus::Done, line), daily));
             true
         }

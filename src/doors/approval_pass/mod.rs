@@ -283,7 +283,7 @@ fn expire(env: &RunEnv, ledger: &BTreeMap<String, Approval>, now: DateTime<Utc>,
                 a.phase = NoteStatus::Expired;
                 a.decided = Some(now);
                 a.reported = false;
-                a.outcome = Some("expired unanswered: nothing was run".into());
+                a.outcome = Some(crate::gate::approvals::checkpoint::expired(a));
                 let daily = format!("approval `{id}` ({}) expired unanswered", a.tool);
                 a.followup = Some(owed(
                     &env.roles,
@@ -538,8 +538,11 @@ fn reject(env: &RunEnv, id: &str, out: &mut Pass) {
             r.decided = Some(now);
             r.decided_by = Some(approval_ledger::DecidedBy::Note);
             r.reported = false;
-            r.outcome = Some("rejected by the person: nothing was run".into());
-            let daily = format!("approval `{id}` ({}) rejected — nothing ran", r.tool);
+            r.outcome = Some(crate::gate::approvals::checkpoint::rejected(r));
+            let daily = match r.is_checkpoint() {
+                true => format!("checkpoint `{id}` of run `{}`: stopped by you", r.run_id),
+                false => format!("approval `{id}` ({}) rejected — nothing ran", r.tool),
+            };
             r.followup = Some(owed(&env.roles, r, now, (NoteStatus::Rejected, line), daily));
             true
         }
@@ -584,6 +587,8 @@ mod tests {
             gist: None,
             bases: Vec::new(),
             decided_by: None,
+            kind: Default::default(),
+            instruction: None,
         }
     }
 

@@ -11,7 +11,7 @@ use super::request::{AskContext, NotQueued, Queued};
 use crate::base::calls::Risk;
 use crate::base::vault::VaultPath;
 use crate::formats::frontmatter;
-use crate::records::state::approval_ledger::{prune, Approval, Gist, NoteStatus};
+use crate::records::state::approval_ledger::{prune, Approval, Gist, Kind, NoteStatus};
 use crate::records::state::StateStore;
 use crate::setup::role::Role;
 use serde_json::Value;
@@ -43,6 +43,31 @@ pub struct At {
     pub next: String,
     pub tokens: u64,
     pub usd: f64,
+}
+
+/// Calls a run that ends at its checkpoint lists in its answer (the latest ones).
+const MAX_ENDED_LINES: usize = 20;
+
+impl At {
+    /// Why a run that cannot wait for the person (a delegated child) ended at its checkpoint,
+    /// with each call it made and its result: its parent's model and the daily note read it.
+    /// Model text, on one line.
+    pub fn ended(&self) -> String {
+        let skipped = self.lines.len().saturating_sub(MAX_ENDED_LINES);
+        let calls: Vec<String> = self
+            .lines
+            .iter()
+            .enumerate()
+            .skip(skipped)
+            .map(|(i, l)| format!("{}. {}", i + 1, crate::base::text::one_line(l, MAX_LINE)))
+            .collect();
+        format!(
+            "stopped at its checkpoint after {} tool calls (checkpoint_every: {}), its next call not made: {}",
+            self.calls,
+            self.every,
+            if calls.is_empty() { "(none)".to_string() } else { calls.join("; ") }
+        )
+    }
 }
 
 /// Records a checkpoint request of the run durably, then writes its note. Never shared with
@@ -128,6 +153,11 @@ fn record(
         }),
         bases: Vec::new(),
         decided_by: None,
+        kind: Kind::Checkpoint {
+            calls: at.calls,
+            every: at.every,
+        },
+        instruction: None,
     }
 }
 
@@ -217,25 +247,38 @@ pub fn instruction(note_text: &str) -> String {
     said
 }
 
-/// The ledger's outcome of a checkpoint the person let go on: their instruction is kept in it
-/// for the run's second part (`instruction_of`).
-pub fn outcome(instruction: &str) -> String {
-    if instruction.is_empty() {
-        CONTINUED.to_string()
+/// The ledger's outcomes of a checkpoint: what happened. The person's instruction is not one of
+/// them: it is their words for the model, kept in `Approval::instruction`.
+pub const CONTINUED: &str = "continued";
+pub const CONTINUED_WITH: &str = "continued with your instruction";
+pub const STOPPED: &str = "stopped by you";
+pub const EXPIRED: &str = "expired: nobody decided in time, so the run stopped";
+
+/// The outcome of a checkpoint let go on, with the person's instruction `said` (maybe empty).
+pub fn continued(said: &str) -> &'static str {
+    if said.is_empty() {
+        CONTINUED
     } else {
-        format!("{CONTINUED_WITH}{instruction}")
+        CONTINUED_WITH
     }
 }
 
-const CONTINUED: &str = "continued";
-const CONTINUED_WITH: &str = "continued with your instruction: ";
+/// The outcome of request `a` rejected: a call's (nothing was run), or a checkpoint's.
+pub fn rejected(a: &Approval) -> String {
+    if a.is_checkpoint() {
+        STOPPED.into()
+    } else {
+        "rejected by the person: nothing was run".into()
+    }
+}
 
-/// The person's instruction in a checkpoint's outcome (`outcome`); empty when there was none.
-pub fn instruction_of(outcome: &str) -> String {
-    outcome
-        .strip_prefix(CONTINUED_WITH)
-        .unwrap_or_default()
-        .to_string()
+/// The outcome of request `a` nobody decided in time.
+pub fn expired(a: &Approval) -> String {
+    if a.is_checkpoint() {
+        EXPIRED.into()
+    } else {
+        "expired unanswered: nothing was run".into()
+    }
 }
 
 #[cfg(test)]
@@ -308,7 +351,5 @@ mod tests {
         assert!(said.ends_with("characters]"), "{said}");
         let many = rendered("n", (1..=150).map(|i| format!("call {i}")).collect());
         assert!(many.contains("(50 earlier calls not shown)") && many.contains("150. call 150"));
-        assert_eq!(instruction_of(&outcome("go slower")), "go slower");
-        assert_eq!(instruction_of(&outcome("")), "");
     }
 }

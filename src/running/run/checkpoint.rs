@@ -29,24 +29,26 @@ impl AskCheckpoint for Asker {
 }
 
 /// The role's checkpoints for a turn of run `ctx.run_id`, `before` tool calls already made; none
-/// when the role sets no `checkpoint_every`.
+/// when the role sets no `checkpoint_every`. A run that cannot wait (`waits` false: a delegated
+/// child, `resume: false`) asks nothing: it ends at its checkpoint.
 pub(super) fn of(
     role: &Role,
     ctx: AskContext,
     (store, clock): (StateStore, Arc<dyn Clock>),
-    hops: u32,
-    before: u32,
+    (hops, before): (u32, u32),
+    waits: bool,
 ) -> Option<Checkpoints> {
     let every = role.settings.checkpoint_every?;
+    let ask: Arc<dyn AskCheckpoint> = Arc::new(Asker {
+        store,
+        ctx,
+        role: role.clone(),
+        hops,
+        clock,
+    });
     Some(Checkpoints {
         every,
         before,
-        ask: Arc::new(Asker {
-            store,
-            ctx,
-            role: role.clone(),
-            hops,
-            clock,
-        }),
+        ask: waits.then_some(ask),
     })
 }

@@ -117,6 +117,13 @@ fn decide(end: &TurnEnd, scheduled: bool, paused: bool) -> Decided {
             failure: None,
             cause: None,
         },
+        // A delegated child at its checkpoint: it stops there, and its parent is told why.
+        TurnEnd::AtCheckpoint(why) => Decided {
+            outcome: Outcome::Limit,
+            error: Some(why.clone()),
+            failure: None,
+            cause: None,
+        },
         // The run did what it could until a call needed the person: its notes are handled; it
         // goes on (a second part, same run id) once the call is decided.
         TurnEnd::Suspended => Decided {

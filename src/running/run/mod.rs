@@ -219,7 +219,7 @@ async fn model_turn(
         output,
         suspend,
         triage,
-        checkpoint: session.checkpoints(0).filter(|_| suspend),
+        checkpoint: session.checkpoints(0, suspend),
     };
     let mut outcome = call_model_until_stop(env, role, prep, prompt, harness.clone(), turn, session).await;
     if let Some(line) = write_answer(role, prep, &outcome, &harness) {
@@ -367,7 +367,7 @@ struct TurnContext {
     output: Option<Arc<jsonschema::Validator>>,
     suspend: bool,
     triage: Option<String>,
-    /// `checkpoint_every`, when the turn may suspend.
+    /// `checkpoint_every`: the turn waits at a checkpoint when it may suspend, else ends there.
     checkpoint: Option<crate::running::turn::Checkpoints>,
 }
 

@@ -186,7 +186,7 @@ async fn open(
             .day
             .clone()
             .map(|d| d as Arc<dyn crate::gate::harness::Day>),
-        checkpoint: session.checkpoints(s.tool_calls),
+        checkpoint: session.checkpoints(s.tool_calls, true),
     };
     (session, harness, limits)
 }

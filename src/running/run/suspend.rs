@@ -21,7 +21,6 @@ use crate::base::run_id::{BadRunId, RunId};
 use crate::base::signing::Key;
 use crate::base::vault::{Durability, Vault, VaultError, VaultPath};
 use crate::capabilities::provider::{Block, Message};
-use crate::gate::approvals::checkpoint;
 use crate::gate::approvals::NoteStatus;
 use crate::records::state::State;
 use crate::running::turn::{Suspension, CHECKPOINT_CALL};
@@ -306,8 +305,8 @@ pub fn decisions(state: &State, s: &Suspended) -> Option<Vec<(String, String, bo
         .map(|(call_id, note)| {
             let (_, a) = approval_of(state, note)?;
             let outcome = a.outcome.clone().unwrap_or_default();
-            if a.tool == checkpoint::TOOL && call_id == CHECKPOINT_CALL {
-                return checkpoint_decision(a.phase, &outcome);
+            if a.is_checkpoint() && call_id == CHECKPOINT_CALL {
+                return checkpoint_decision(a.phase, a.instruction.as_deref().unwrap_or_default());
             }
             let (text, is_error) = match a.phase {
                 NoteStatus::Pending | NoteStatus::Approved | NoteStatus::Executing => return None,
@@ -329,10 +328,10 @@ pub fn decisions(state: &State, s: &Suspended) -> Option<Vec<(String, String, bo
 
 /// What the person decided at a checkpoint: go on (with their instruction, maybe empty), or
 /// stop (`is_error`, and why); `None` while it waits.
-fn checkpoint_decision(phase: NoteStatus, outcome: &str) -> Option<(String, String, bool)> {
+fn checkpoint_decision(phase: NoteStatus, instruction: &str) -> Option<(String, String, bool)> {
     let (text, stop) = match phase {
         NoteStatus::Pending | NoteStatus::Approved | NoteStatus::Executing => return None,
-        NoteStatus::Done => (checkpoint::instruction_of(outcome), false),
+        NoteStatus::Done => (instruction.to_string(), false),
         NoteStatus::Expired => ("nobody decided at the checkpoint in time".to_string(), true),
         _ => ("at the checkpoint".to_string(), true),
     };
