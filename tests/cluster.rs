@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use tabd::capabilities::cluster::catch_up::CatchUp;
+use tabd::capabilities::cluster::catch_up::CatchUpShare;
 use tabd::capabilities::cluster::{ClaimKey, Claimed, Cluster, ClusterError};
 use tabd::setup::config::cluster::{ClusterConfig, WhenAlone};
 
@@ -496,9 +496,9 @@ fn all(missed: Vec<chrono::DateTime<chrono::Utc>>) -> Vec<(chrono::DateTime<chro
 }
 
 /// The slots and counts a catch-up runs on this device (empty when another's or none).
-fn runs_of(c: &CatchUp) -> Vec<(i64, usize)> {
+fn runs_of(c: &CatchUpShare) -> Vec<(i64, usize)> {
     match c {
-        CatchUp::Run(runs) => runs
+        CatchUpShare::Run(runs) => runs
             .iter()
             .map(|r| (r.slot.timestamp() - 1_800_000_000, r.missed))
             .collect(),
@@ -548,7 +548,7 @@ fn devices_that_skipped_different_slots_in_an_outage_catch_up_once() {
         slots.dedup();
         assert_eq!(slots.len(), runs.len(), "no slot twice: {decided:?}");
         assert!(
-            matches!(&decided[2], CatchUp::Elsewhere(w) if w.iter().any(|(s, _)| *s == at(10))),
+            matches!(&decided[2], CatchUpShare::Elsewhere(w) if w.iter().any(|(s, _)| *s == at(10))),
             "c watches the run of 10: {:?}",
             decided[2]
         );

@@ -57,9 +57,9 @@ pub struct CatchUpRun {
     pub lease: Arc<Lease>,
 }
 
-/// What a role's catch-up came to on this device.
+/// What a role's catch-up came to on this device: its share of the missed slots.
 #[derive(Debug)]
-pub enum CatchUp {
+pub enum CatchUpShare {
     /// This device runs these.
     Run(Vec<CatchUpRun>),
     /// Another device's catch-up runs these slots (each with the count it stands for): watched,
@@ -149,7 +149,7 @@ impl Cluster {
         role: &str,
         skipped: Vec<DateTime<Utc>>,
         rule: impl Fn(Vec<DateTime<Utc>>) -> Runs,
-    ) -> Result<CatchUp, ClusterError> {
+    ) -> Result<CatchUpShare, ClusterError> {
         tokio::time::timeout(DECIDED_WITHIN, self.decide_catch_up(role, skipped, rule))
             .await
             .unwrap_or_else(|_| {
@@ -165,18 +165,18 @@ impl Cluster {
         role: &str,
         skipped: Vec<DateTime<Utc>>,
         rule: impl Fn(Vec<DateTime<Utc>>) -> Runs,
-    ) -> Result<CatchUp, ClusterError> {
+    ) -> Result<CatchUpShare, ClusterError> {
         let (missed, taken) = self.missed(role, skipped.clone()).await?;
         tracing::debug!("{role}: catch-up: skipped {skipped:?}, missed {missed:?}, taken {taken:?}");
         if missed.is_empty() {
-            return Ok(CatchUp::Nothing);
+            return Ok(CatchUpShare::Nothing);
         }
         let (won, held) = self.claim_runs(role, rule(missed.clone())).await?;
         if won.is_empty() {
             return Ok(if held.is_empty() {
-                CatchUp::Nothing
+                CatchUpShare::Nothing
             } else {
-                CatchUp::Elsewhere(held)
+                CatchUpShare::Elsewhere(held)
             });
         }
         let found = Found {
@@ -313,7 +313,7 @@ impl Cluster {
         role: &str,
         found: Found,
         rule: impl Fn(Vec<DateTime<Utc>>) -> Runs,
-    ) -> Result<CatchUp, ClusterError> {
+    ) -> Result<CatchUpShare, ClusterError> {
         let Found {
             mut missed,
             mut won,
@@ -350,7 +350,7 @@ impl Cluster {
                         through.format("%H:%M:%S UTC"),
                         said(&mine.runs)
                     );
-                    return Ok(CatchUp::Run(won));
+                    return Ok(CatchUpShare::Run(won));
                 }
                 Ok(Made::Other(other)) => other,
                 // Gone between the two calls (a week old): this number again.
@@ -373,14 +373,14 @@ impl Cluster {
             );
             // This process's own write, taken by the servers after its request timed out.
             if other.instance == self.inner.instance && other.runs == mine.runs {
-                return Ok(CatchUp::Run(won));
+                return Ok(CatchUpShare::Run(won));
             }
             missed.retain(|s| !other.decided(*s) && !other.runs.iter().any(|(r, _)| r == s));
             won = self.left_by(&other, won, &rule, &missed).await;
             if won.is_empty() {
                 let mut watch = other.runs;
                 watch.extend(held);
-                return Ok(CatchUp::Elsewhere(watch));
+                return Ok(CatchUpShare::Elsewhere(watch));
             }
         }
         let full = unavailable(format!("{role} has {MAX_RECORDS} catch-up records this week"));
@@ -389,7 +389,7 @@ impl Cluster {
 
     /// A catch-up record deleted or written by hand: this catch-up runs nothing (said once),
     /// since the record it would be decided by is not known.
-    async fn refused_record(&self, role: &str, key: &ClaimKey, won: Vec<CatchUpRun>) -> CatchUp {
+    async fn refused_record(&self, role: &str, key: &ClaimKey, won: Vec<CatchUpRun>) -> CatchUpShare {
         self.refuse(
             &format!("the catch-up of {role}"),
             &format!("its record {key} was deleted or written over by hand"),
@@ -398,7 +398,7 @@ impl Cluster {
         let _ = self
             .give_up(won, unavailable("a catch-up record was deleted"))
             .await;
-        CatchUp::Nothing
+        CatchUpShare::Nothing
     }
 
     /// Creates the record `key` as `mine`, or reads the one another device made first.

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Utc};
 
 use super::note::{self, Delivery};
-use super::seen::Seen;
+use super::seen::DeliveryIds;
 use crate::base::signing::Key;
 use crate::base::vault::{protected, Vault, VaultError, VaultPath};
 use crate::setup::role::{LoadContext, RoleSet};
@@ -54,12 +54,12 @@ pub struct Desk {
     vault: Arc<Vault>,
     key: Arc<Key>,
     roles: LoadContext,
-    seen: Mutex<Seen>,
+    seen: Mutex<DeliveryIds>,
 }
 
 impl Desk {
     /// `roles`: how the role files are read (the config's time zone and environment).
-    pub fn new(vault: Arc<Vault>, key: Arc<Key>, roles: LoadContext, seen: Seen) -> Self {
+    pub fn new(vault: Arc<Vault>, key: Arc<Key>, roles: LoadContext, seen: DeliveryIds) -> Self {
         Self {
             vault,
             key,
@@ -123,7 +123,7 @@ impl Desk {
         Ok(inbox.clone())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, DeliveryIds> {
         // A panic while holding it left the ids as they were before that delivery: still sound.
         self.seen
             .lock()

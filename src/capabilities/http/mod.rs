@@ -81,7 +81,7 @@ impl Server {
             addr: config.listen,
             source,
         };
-        let (seen, forged) = seen::Seen::load(&writes.vault, &writes.key, seen::KEEP)?;
+        let (seen, forged) = seen::DeliveryIds::load(&writes.vault, &writes.key, seen::KEEP)?;
         if forged > 0 {
             tracing::warn!(
                 "webhooks: {forged} line(s) of {} are not tabd's (edited, forged, or cut off by a crash); ignored",

@@ -41,7 +41,7 @@ pub fn delivery_id(text: &str) -> Option<&str> {
 }
 
 /// The ids seen, oldest first, and how many lines the file holds.
-pub struct Seen {
+pub struct DeliveryIds {
     ids: HashSet<(String, String)>,
     order: VecDeque<(String, String)>,
     lines_on_disk: usize,
@@ -58,7 +58,7 @@ pub struct Unreadable {
     source: VaultError,
 }
 
-impl Seen {
+impl DeliveryIds {
     /// The ids in the vault's file (none when there is no file yet), and how many of its lines
     /// did not verify.
     pub fn load(vault: &Vault, key: &Key, keep: usize) -> Result<(Self, usize), Unreadable> {
@@ -152,12 +152,12 @@ mod tests {
     fn ids_are_kept_across_a_restart_for_their_own_hook() {
         let (_d, v) = vault();
         let key = Key::from_bytes(&[7; 32]);
-        let (mut seen, forged) = Seen::load(&v, &key, KEEP).unwrap();
+        let (mut seen, forged) = DeliveryIds::load(&v, &key, KEEP).unwrap();
         assert_eq!(forged, 0);
         assert!(!seen.contains("delivery", "g-1"));
         seen.record(&v, &key, "delivery", "g-1").unwrap();
         assert!(seen.contains("delivery", "g-1"));
-        let (again, forged) = Seen::load(&v, &key, KEEP).unwrap();
+        let (again, forged) = DeliveryIds::load(&v, &key, KEEP).unwrap();
         assert_eq!(forged, 0);
         assert!(again.contains("delivery", "g-1"));
         assert!(!again.contains("risk", "g-1"), "an id belongs to its hook");
@@ -167,7 +167,7 @@ mod tests {
     fn a_line_tabd_did_not_sign_is_no_id_seen() {
         let (_d, v) = vault();
         let key = Key::from_bytes(&[7; 32]);
-        let (mut seen, _) = Seen::load(&v, &key, KEEP).unwrap();
+        let (mut seen, _) = DeliveryIds::load(&v, &key, KEEP).unwrap();
         seen.record(&v, &key, "delivery", "real").unwrap();
         let path = v.root().join(file());
         let mut text = std::fs::read_to_string(&path).unwrap();
@@ -175,7 +175,7 @@ mod tests {
         text.push_str(&line(&Key::from_bytes(&[8; 32]), "delivery", "other-key"));
         text.push_str("delivery\tcut-off\t12");
         std::fs::write(&path, text).unwrap();
-        let (again, forged) = Seen::load(&v, &key, KEEP).unwrap();
+        let (again, forged) = DeliveryIds::load(&v, &key, KEEP).unwrap();
         assert_eq!(forged, 3);
         assert!(again.contains("delivery", "real"));
         for id in ["planted", "other-key", "cut-off"] {
@@ -187,7 +187,7 @@ mod tests {
     fn only_the_last_ids_are_kept_and_the_file_stays_bounded() {
         let (_d, v) = vault();
         let key = Key::from_bytes(&[7; 32]);
-        let (mut seen, _) = Seen::load(&v, &key, 3).unwrap();
+        let (mut seen, _) = DeliveryIds::load(&v, &key, 3).unwrap();
         for i in 0..10 {
             seen.record(&v, &key, "d", &format!("id-{i}")).unwrap();
         }
@@ -198,7 +198,7 @@ mod tests {
             .lines()
             .count();
         assert!(lines <= 6, "at most twice KEEP lines on disk: {lines}");
-        let (again, forged) = Seen::load(&v, &key, 3).unwrap();
+        let (again, forged) = DeliveryIds::load(&v, &key, 3).unwrap();
         assert_eq!(forged, 0);
         assert!((7..10).all(|i| again.contains("d", &format!("id-{i}"))));
         assert!(!again.contains("d", "id-5"));
@@ -209,7 +209,10 @@ mod tests {
         let (_d, v) = vault();
         let key = Key::from_bytes(&[7; 32]);
         std::fs::create_dir_all(v.root().join(file())).unwrap();
-        assert!(Seen::load(&v, &key, KEEP).is_err(), "a folder where the file is");
+        assert!(
+            DeliveryIds::load(&v, &key, KEEP).is_err(),
+            "a folder where the file is"
+        );
     }
 
     #[test]

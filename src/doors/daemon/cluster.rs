@@ -38,7 +38,7 @@ use super::core::{Input, SlotRun};
 use super::Daemon;
 use crate::base::blocking;
 use crate::base::fence::{Fence, Hold};
-use crate::capabilities::cluster::catch_up::CatchUp;
+use crate::capabilities::cluster::catch_up::CatchUpShare;
 use crate::capabilities::cluster::{ClaimKey, Claimed, Cluster, ClusterError, Lease, RunSeen};
 use crate::records::inbox::Note;
 use crate::setup::config::cluster::WhenAlone;
@@ -89,7 +89,7 @@ pub(super) struct Coordinator {
     was_alone: bool,
     back_at: Option<Instant>,
     /// The vault's devices by their last heartbeats, as the heartbeat task last read them.
-    seen: Seen,
+    seen: Heard,
     /// This device's last run of each role, for its heartbeat.
     ran: Ran,
     /// The view the status last showed (a change writes it again).
@@ -238,10 +238,10 @@ impl Coordinator {
 }
 
 /// Writes this device's heartbeat every third of the lease; its success is the quorum.
-type Seen = Arc<std::sync::Mutex<Vec<crate::capabilities::cluster::DeviceSeen>>>;
+type Heard = Arc<std::sync::Mutex<Vec<crate::capabilities::cluster::DeviceSeen>>>;
 type Ran = Arc<std::sync::Mutex<BTreeMap<String, RunSeen>>>;
 
-fn heartbeat(cluster: Cluster, (quorum, seen, ran): (Arc<AtomicU8>, Seen, Ran), lease: Duration) {
+fn heartbeat(cluster: Cluster, (quorum, seen, ran): (Arc<AtomicU8>, Heard, Ran), lease: Duration) {
     tokio::spawn(async move {
         loop {
             let runs = ran.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -786,7 +786,7 @@ fn catch_up_alone(
             c.watched.retain(|w| w.role != name || w.missed == 1);
         }
         match decided {
-            Ok(CatchUp::Run(list)) => {
+            Ok(CatchUpShare::Run(list)) => {
                 for r in list {
                     c.slots.insert((name.clone(), r.slot), r.lease);
                     c.watched.retain(|w| w.role != name || w.slot != r.slot);
@@ -799,7 +799,7 @@ fn catch_up_alone(
                     ));
                 }
             }
-            Ok(CatchUp::Elsewhere(list)) => {
+            Ok(CatchUpShare::Elsewhere(list)) => {
                 for (slot, missed) in list {
                     tracing::debug!("{name}: another device catches up the {slot} slot");
                     c.watched.retain(|w| w.role != name || w.slot != slot);
@@ -811,7 +811,7 @@ fn catch_up_alone(
                     });
                 }
             }
-            Ok(CatchUp::Nothing) => {}
+            Ok(CatchUpShare::Nothing) => {}
             Err(e) => {
                 tracing::debug!("{name}: the catch-up waits for the servers ({e})");
                 c.was_alone = true;

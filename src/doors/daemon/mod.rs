@@ -120,7 +120,7 @@ struct Setup {
 
 /// What the last scans and reads of the vault found.
 #[derive(Default)]
-struct Seen {
+struct Scanned {
     /// `state.json` as of this tick: read once per tick, not once per role.
     state: State,
     /// Every inbox is listed at the next scan (the core said so: `Effect::Rescan`).
@@ -152,7 +152,7 @@ struct Showing {
 
 /// The work going on off the loop, and the inputs waiting while effects are carried out.
 #[derive(Default)]
-struct Work {
+struct OffLoop {
     tasks: tasks::Tasks,
     /// Runs the core said to start, their lock taken, until their `Spawn` or `Release`.
     starting: HashMap<String, effects::Starting>,
@@ -175,11 +175,11 @@ pub struct Daemon {
     /// The file watcher and what it is pointed at.
     watching: Watching,
     /// What the last scans and reads of the vault found.
-    seen: Seen,
+    seen: Scanned,
     /// What the person is shown and told: the status, failed writes, `[notify]`.
     shown: Showing,
     /// Runs, the approvals pass and the expectation check going on, and inputs waiting.
-    work: Work,
+    work: OffLoop,
     /// With `[cluster]`: what this device may run (DESIGN §23).
     coordinator: Option<cluster::Coordinator>,
 }
@@ -323,9 +323,9 @@ impl Daemon {
             },
             setup,
             watching,
-            seen: Seen {
+            seen: Scanned {
                 rescan_all: true,
-                ..Seen::default()
+                ..Scanned::default()
             },
             shown: Showing {
                 dirty: false,
@@ -334,7 +334,7 @@ impl Daemon {
                 notifier: None,
                 answers: Default::default(),
             },
-            work: Work::default(),
+            work: OffLoop::default(),
             coordinator: None,
         })
     }

@@ -340,7 +340,7 @@ mod tests {
 
     /// What the slot came to over the lives.
     #[derive(Debug, Default)]
-    struct Seen {
+    struct Tally {
         runs: u32,
         finished: u32,
         given_up: u32,
@@ -348,7 +348,7 @@ mod tests {
 
     /// One life: the decisions at start (`owe_interrupted`), then the run if one is queued (the
     /// first life runs the slot on time), played against the real ledger of started slots.
-    fn live(r: &mut RoleState, first: bool, life: Life, now: DateTime<Utc>, seen: &mut Seen) {
+    fn live(r: &mut RoleState, first: bool, life: Life, now: DateTime<Utc>, seen: &mut Tally) {
         let slot = t("2026-11-25T09:00:00Z");
         let mut queued = first;
         for e in r.started_slots.clone() {
@@ -401,7 +401,7 @@ mod tests {
         assert_eq!(sequences.len(), 1 + 4 + 16 + 64 + 256 + 1024);
         for seq in &sequences {
             let mut r = RoleState::default();
-            let mut seen = Seen::default();
+            let mut seen = Tally::default();
             let mut now = t("2026-11-25T09:00:01Z");
             for (i, life) in seq.iter().chain([&Life::Finishes]).enumerate() {
                 live(&mut r, i == 0, *life, now, &mut seen);

@@ -32,7 +32,7 @@ pub struct Spent {
 }
 
 /// One record, as far as spending goes.
-struct Seen {
+struct Spend {
     run_id: String,
     role: String,
     parent: Option<String>,
@@ -42,7 +42,7 @@ struct Seen {
     counts: bool,
 }
 
-fn seen(v: &Value) -> Option<Seen> {
+fn seen(v: &Value) -> Option<Spend> {
     let usage = v.get("usage")?;
     let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
     let tokens = n("input_tokens") + n("output_tokens") + n("cache_read_tokens") + n("cache_write_tokens");
@@ -56,7 +56,7 @@ fn seen(v: &Value) -> Option<Seen> {
     // A run that never reached the model (an outage) or that tabd's stop cut short does not use
     // up max_runs_per_day unless it spent tokens (as `finish` counts it).
     let nobodys = outcome == "failed" && matches!(ended, Some("paused" | "stopped"));
-    Some(Seen {
+    Some(Spend {
         run_id: v.get("run_id")?.as_str()?.to_string(),
         role: v.get("role")?.as_str()?.to_string(),
         parent: v
@@ -92,7 +92,7 @@ fn records_of(vault: &Vault, tz: Tz, day: NaiveDate) -> Vec<Value> {
 
 /// What the records of `day` say was spent.
 pub fn of_day(vault: &Vault, tz: Tz, day: NaiveDate) -> Spent {
-    let runs: Vec<Seen> = records_of(vault, tz, day).iter().filter_map(seen).collect();
+    let runs: Vec<Spend> = records_of(vault, tz, day).iter().filter_map(seen).collect();
     let role_of: BTreeMap<&str, &str> = runs
         .iter()
         .map(|r| (r.run_id.as_str(), r.role.as_str()))
