@@ -290,6 +290,12 @@ fn a_checkpoint_push_has_continue_and_stop_and_each_tap_decides() {
     let second = at_checkpoint(&v);
     assert_eq!(fake.requests().len(), 6);
     assert_eq!(ledger_entry(&v, &first)["outcome"], "continued");
+    // The push in its place says what the tap did to the run (it ran no call).
+    wait_until(T, "the decided push", || {
+        ntfy.messages(PUSH)
+            .iter()
+            .any(|m| m.message.starts_with("Continued from your phone at "))
+    });
 
     let push = nth_push(&ntfy, 2);
     assert!(
