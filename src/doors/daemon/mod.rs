@@ -38,7 +38,6 @@ mod role_changes;
 mod shared_runs;
 pub mod slots;
 pub mod status;
-pub mod status_pause;
 mod tasks;
 mod upkeep;
 mod watch;
