@@ -146,12 +146,11 @@ fn a_daily_token_budget_ends_the_run_at_the_step_after_it_is_crossed() {
         fake.requests().iter().all(|r| !wire::tools_forbidden(&r.body)),
         "no summary request past the budget"
     );
-    assert!(
-        v.daily()
-            .contains(&format!("**Outcome:** limit — limit reached: {why}")),
-        "{}",
-        v.daily()
-    );
+    // The record is written before the run's daily section: wait for the line itself.
+    let line = format!("**Outcome:** limit — limit reached: {why}");
+    wait_until(T, "the run's outcome in the daily note", || {
+        v.daily().contains(&line)
+    });
     let state = v.state();
     assert_eq!(state["roles"]["delivery"]["tokens_today"], 1800);
     assert_eq!(state["global"]["tokens_today"], 1800);

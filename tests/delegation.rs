@@ -587,3 +587,87 @@ fn an_approved_delegate_runs_its_child_once_and_the_answer_lands_in_the_note() {
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0]["role"], "risk");
 }
+
+/// A delegated child counts its own calls (DESIGN §28): the child (`checkpoint_every: 2`)
+/// scripts three calls; it cannot wait for the person inside its parent's call, so it ends at
+/// its checkpoint — its third call never made — and its parent is told so, with the calls it
+/// made; the day says it. The parent's count holds only its own call: a parent with no
+/// checkpoint, and one with `checkpoint_every: 2` (which the child's calls would have crossed),
+/// both go on to their answer.
+#[test]
+fn a_delegated_child_stops_at_its_own_checkpoint_and_its_calls_are_not_its_parents() {
+    for parent in ["", "checkpoint_every: 2"] {
+        let fake = FakeModel::start();
+        let v = vault(
+            &fake,
+            &format!("can_delegate_to: [risk]\n{parent}"),
+            "checkpoint_every: 2",
+            "",
+        );
+        v.write("agent/inbox/delivery/slip.md", "The API slipped a week.");
+        parent_delegates(
+            &fake,
+            json!({"role": "risk", "task": "Write three risk notes."}),
+            |r| {
+                let n = wire::tool_results(&r.body).len() + 1;
+                if n > 3 {
+                    return wire::text("anthropic", "Three risks written.");
+                }
+                wire::tools(
+                    "anthropic",
+                    Some(&format!("Next I write r{n}.md.")),
+                    &[(
+                        &format!("c{n}"),
+                        "write_file",
+                        json!({"path": format!("project/risks/r{n}.md"), "content": format!("risk {n}")}),
+                    )],
+                )
+            },
+        );
+        let out = v.tabd(&["fire", "delivery"]);
+        assert!(out.status.success(), "{parent}: {}", describe(&out));
+
+        let requests = fake.requests();
+        let child: Vec<&Recorded> = requests.iter().filter(|r| child_task(r).is_some()).collect();
+        assert_eq!(
+            child.len(),
+            2,
+            "{parent}: no request after the child's second call"
+        );
+        assert_eq!(v.read("project/risks/r2.md"), "risk 2");
+        assert!(
+            !v.path("project/risks/r3.md").exists(),
+            "{parent}: the third call never made"
+        );
+
+        let last = requests.last().unwrap();
+        assert!(child_task(last).is_none(), "{parent}: the parent's last request");
+        let results = wire::tool_results(&last.body);
+        assert_eq!(results.len(), 1, "{parent}: {results:?}");
+        let answer: Value = serde_json::from_str(&results[0].1).unwrap();
+        let error = answer["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with("stopped at its checkpoint after 2 tool calls (checkpoint_every: 2)"),
+            "{parent}: {answer}"
+        );
+        assert!(
+            error.contains("1. write_file") && error.contains("2. write_file"),
+            "{parent}: the calls: {error}"
+        );
+        assert_eq!(answer["outcome"], "limit", "{parent}: {answer}");
+
+        let (record, children) = parent_records(&v);
+        assert_eq!(record["outcome"], "ok", "{parent}: {record}");
+        assert!(record["ended"].is_null(), "{parent}: not waiting: {record}");
+        assert_eq!(children.len(), 1);
+        assert!(
+            v.daily().contains("stopped at its checkpoint after 2 tool calls"),
+            "{parent}: {}",
+            v.daily()
+        );
+        assert!(
+            v.files_in("agent/approvals").is_empty(),
+            "{parent}: nothing to decide"
+        );
+    }
+}

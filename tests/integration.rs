@@ -18,6 +18,7 @@ mod approvals;
 mod attacks;
 mod big_notes;
 mod budget;
+mod checkpoint;
 mod cli_foundation;
 mod cluster;
 mod cluster_approvals;

@@ -34,7 +34,37 @@ pub struct TurnLimits {
     /// The day the run spends in (DESIGN §6, §17): each response is counted in it, and between
     /// two steps the daily budgets are checked. `None`: no daily budget applies here.
     pub day: Option<std::sync::Arc<dyn crate::gate::harness::Day>>,
+    /// `checkpoint_every` (DESIGN §28): none, or when the run waits for the person at a
+    /// checkpoint (only a turn that may suspend has one).
+    pub checkpoint: Option<Checkpoints>,
 }
+
+/// Every `every` tool calls of the run, it waits at a checkpoint: between two steps, after the
+/// Nth call's result and before the next request, like a budget check.
+#[derive(Clone)]
+pub struct Checkpoints {
+    pub every: u32,
+    /// The tool calls the run made before this turn (its earlier parts'): the count goes on.
+    pub before: u32,
+    /// Writes the checkpoint's request and note; its note's path, or why not. None for a run
+    /// that cannot wait for the person (a delegated child, `resume: false`): it ends at its
+    /// checkpoint instead, saying what it did.
+    pub ask: Option<std::sync::Arc<dyn AskCheckpoint>>,
+}
+
+impl std::fmt::Debug for Checkpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Checkpoints(every {}, {} before)", self.every, self.before)
+    }
+}
+
+/// The run layer's side of a checkpoint: its request in the ledger and its note.
+pub trait AskCheckpoint: Send + Sync {
+    fn ask(&self, at: &crate::gate::approvals::checkpoint::At) -> Result<String, String>;
+}
+
+/// The call id a checkpoint waits under in a suspended turn (no model's call is answered by it).
+pub const CHECKPOINT_CALL: &str = "tabd-checkpoint";
 
 impl TurnLimits {
     fn cost(&self, usage: &Usage) -> Option<f64> {
@@ -98,6 +128,12 @@ pub enum TurnEnd {
     /// A call waits for the person's approval: the turn is saved (`TurnOutcome::suspension`) and
     /// goes on once it is decided.
     Suspended,
+    /// The person stopped the run at a checkpoint (`checkpoint_every`), or let it expire; the
+    /// text says which. Never set by the loop.
+    StoppedByYou(String),
+    /// A run that cannot wait for the person (a delegated child) reached its checkpoint: it ends
+    /// there, its next call never made; the text says so, with each call it made.
+    AtCheckpoint(String),
 }
 
 /// A turn stopped at a call waiting for approval: everything needed to go on from there.
@@ -177,6 +213,8 @@ struct Loop<'a> {
     seen_tool: bool,
     /// The text of the latest model message: the reason for the calls it asks for.
     last_text: String,
+    /// Tool calls made in this turn.
+    made: u32,
 }
 
 /// Runs the loop.
@@ -200,6 +238,7 @@ pub async fn run_turn(
         texts: Vec::new(),
         seen_tool: false,
         last_text: String::new(),
+        made: 0,
     };
     loop {
         if let Some(end) = l.may_not_ask() {
@@ -227,6 +266,7 @@ pub async fn run_turn(
         if uses.is_empty() {
             continue; // a paused turn, sent back to continue
         }
+        let made_before = l.made;
         let (results, limit, waiting) = l.run_tools(uses, exec).await;
         if let TurnEnd::ToolFatal(_) = l.out.end {
             break;
@@ -245,6 +285,10 @@ pub async fn run_turn(
                 break;
             }
             None => {}
+        }
+        if l.checkpoint_due(made_before) {
+            l.at_checkpoint(req, results);
+            break;
         }
         req.messages.push(Message::user(results));
     }
@@ -357,6 +401,41 @@ impl Loop<'_> {
         });
     }
 
+    /// Whether the calls of the last response crossed a multiple of `checkpoint_every` (counted
+    /// over the whole run, its earlier parts too).
+    fn checkpoint_due(&self, made_before: u32) -> bool {
+        let Some(c) = &self.limits.checkpoint else {
+            return false;
+        };
+        let every = c.every.max(1);
+        (c.before + made_before) / every < (c.before + self.made) / every
+    }
+
+    /// The run stops at its checkpoint. It waits for the person, as for an approval, when it can;
+    /// a checkpoint that cannot be written ends it: it does not go on past one the person cannot
+    /// see. A run that cannot wait (a delegated child) ends there, its next call never made.
+    fn at_checkpoint(&mut self, req: Request, results: Vec<Block>) {
+        let Some(c) = self.limits.checkpoint.clone() else {
+            return;
+        };
+        let (tokens, usd) = self.limits.account.spent();
+        let at = crate::gate::approvals::checkpoint::At {
+            calls: c.before + self.made,
+            every: c.every,
+            lines: call_lines(&req, &results),
+            next: self.last_text.clone(),
+            tokens,
+            usd,
+        };
+        match c.ask.filter(|_| self.limits.suspend) {
+            Some(ask) => match ask.ask(&at) {
+                Ok(note) => self.suspend(req, results, vec![(CHECKPOINT_CALL.to_string(), note)]),
+                Err(why) => self.out.end = TurnEnd::Limit(format!("checkpoint not written: {why}")),
+            },
+            None => self.out.end = TurnEnd::AtCheckpoint(at.ended()),
+        }
+    }
+
     /// Runs the calls in order; returns their results, what ends the run (if anything) and the
     /// calls that wait for approval (call id, note). Each call is a step: once the harness finds
     /// the day's budget spent, no later call of the response runs.
@@ -369,6 +448,7 @@ impl Loop<'_> {
         let mut limit = None;
         let mut waiting = Vec::new();
         for (id, name, input) in uses {
+            self.made += 1;
             match exec.call(&id, &name, &input, &self.last_text).await {
                 Ok(called) => {
                     let day = match called.limit {
@@ -565,6 +645,36 @@ impl Loop<'_> {
         self.out.thinking = thinking.join("\n\n");
         self.out
     }
+}
+
+/// Each tool call of the conversation (and of `pending`, results not yet in it) and its result,
+/// one line each: `write_file {"path":"a.md"} → wrote a.md`.
+fn call_lines(req: &Request, pending: &[Block]) -> Vec<String> {
+    let blocks = || req.messages.iter().flat_map(|m| m.content.iter()).chain(pending);
+    let result_of = |id: &str| {
+        blocks().find_map(|b| match b {
+            Block::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } if tool_use_id == id => Some(if *is_error {
+                format!("error: {content}")
+            } else {
+                content.clone()
+            }),
+            _ => None,
+        })
+    };
+    blocks()
+        .filter_map(|b| match b {
+            Block::ToolUse { id, name, input } => Some(format!(
+                "{name} {} → {}",
+                crate::base::text::one_line(&input.to_string(), 120),
+                crate::base::text::one_line(&result_of(id).unwrap_or_default(), 120)
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Why the run ends after a response's tool calls.

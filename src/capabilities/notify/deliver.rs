@@ -318,8 +318,8 @@ impl Deliveries {
             action
         };
         Ok(Some(json!([
-            button("Approve", &replies.approve),
-            button("Reject", &replies.reject),
+            button(replies.labels[0], &replies.approve),
+            button(replies.labels[1], &replies.reject),
         ])))
     }
 

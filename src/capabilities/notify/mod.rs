@@ -67,6 +67,8 @@ pub struct Event {
 pub struct Replies {
     pub approve: String,
     pub reject: String,
+    /// The two buttons' labels: `Approve` and `Reject`, or a checkpoint's `Continue` and `Stop`.
+    pub labels: [&'static str; 2],
 }
 
 impl std::fmt::Debug for Replies {

@@ -130,7 +130,10 @@ pub fn apply(
         // say where the decision came from.
         let (line, daily) = match by {
             DecidedBy::Phone => (
-                format!("**Approved** ({shown}, {whence}): tabd runs it once."),
+                match a.is_checkpoint() {
+                    true => format!("**Approved** ({shown}, {whence}): the run goes on."),
+                    false => format!("**Approved** ({shown}, {whence}): tabd runs it once."),
+                },
                 format!("approval `{id}` ({}) approved {whence}", a.tool),
             ),
             DecidedBy::Note | DecidedBy::Terminal => (String::new(), String::new()),
@@ -144,12 +147,18 @@ pub fn apply(
         }
     } else {
         a.reported = false;
-        a.outcome = Some("rejected by the person: nothing was run".into());
+        a.outcome = Some(crate::gate::approvals::checkpoint::rejected(a));
         Followup {
             status: NoteStatus::Rejected,
-            line: format!("**Rejected** ({shown}, {whence}): nothing was run."),
+            line: match a.is_checkpoint() {
+                true => format!("**Rejected** ({shown}, {whence}): the run stops here."),
+                false => format!("**Rejected** ({shown}, {whence}): nothing was run."),
+            },
             // The terminal's line as it always was (scripts read it); a phone's says so.
             daily: match by {
+                _ if a.is_checkpoint() => {
+                    format!("checkpoint `{id}` of run `{}`: stopped by you {whence}", a.run_id)
+                }
                 DecidedBy::Phone => format!("approval `{id}` ({}) rejected {whence} — nothing ran", a.tool),
                 DecidedBy::Note | DecidedBy::Terminal => {
                     format!("approval `{id}` ({}) rejected — nothing ran", a.tool)
@@ -169,6 +178,9 @@ pub fn apply(
 /// `approved in its note at 2026-11-28 17:05`.
 pub fn how_decided(a: &Approval, tz: Tz) -> String {
     let (what, then) = match a.phase {
+        // A checkpoint runs nothing: the run went on, or stopped.
+        NoteStatus::Rejected if a.is_checkpoint() => ("stopped", ""),
+        _ if a.is_checkpoint() && a.phase != NoteStatus::Expired => ("continued", ""),
         NoteStatus::Rejected => ("rejected", ""),
         NoteStatus::Expired => ("expired unanswered", ""),
         NoteStatus::Executing => ("approved", "; it is running"),
@@ -177,7 +189,9 @@ pub fn how_decided(a: &Approval, tz: Tz) -> String {
         _ => ("approved", ""),
     };
     let whence = match a.decided_by {
-        Some(by) if a.phase != NoteStatus::Expired => format!(" {}", by.words(what == "approved")),
+        Some(by) if a.phase != NoteStatus::Expired => {
+            format!(" {}", by.words(!matches!(what, "rejected" | "stopped")))
+        }
         _ => String::new(),
     };
     let at = a
@@ -337,6 +351,10 @@ fn already(claim: &Claim, a: &Approval, (now, tz): (DateTime<Utc>, Tz)) -> Optio
 /// The note's arguments as they stand must be those the push showed (the token's hash): a note
 /// edited since was not what the person saw on the lock screen.
 fn check_arguments(env: &RunEnv, claim: &Claim, a: &Approval) -> Result<(), Refused> {
+    // A checkpoint has no arguments and runs nothing: the token's id and expiry bind it.
+    if a.is_checkpoint() {
+        return Ok(());
+    }
     let no_note = |why: String| Refused::NoNote {
         id: claim.id.clone(),
         why,
@@ -456,5 +474,33 @@ mod tests {
             how_decided(&a, chrono_tz::UTC),
             "expired unanswered at 2026-11-23 17:05"
         );
+    }
+
+    /// A checkpoint ran nothing: it was continued or stopped, and a tap on Stop is told so
+    /// with the words of a rejection ("with `tabd reject`").
+    #[test]
+    fn a_checkpoint_reads_as_continued_or_stopped() {
+        let mut a = pending();
+        a.kind = approval_ledger::Kind::Checkpoint { calls: 3, every: 3 };
+        a.decided = Some("2026-11-23T17:05:00Z".parse().unwrap());
+        a.phase = NoteStatus::Done;
+        a.decided_by = Some(DecidedBy::Phone);
+        assert_eq!(
+            how_decided(&a, chrono_tz::UTC),
+            "continued from your phone at 2026-11-23 17:05"
+        );
+        a.phase = NoteStatus::Rejected;
+        a.decided_by = Some(DecidedBy::Terminal);
+        assert_eq!(
+            how_decided(&a, chrono_tz::UTC),
+            "stopped with `tabd reject` at 2026-11-23 17:05"
+        );
+        let mut b = pending();
+        b.kind = approval_ledger::Kind::Checkpoint { calls: 3, every: 3 };
+        apply("abc123", &mut b, false, at(NOW), ("Ops".into(), DecidedBy::Phone)).unwrap();
+        assert_eq!(b.outcome.as_deref(), Some("stopped by you"));
+        let f = b.followup.unwrap();
+        assert!(f.line.contains("the run stops here"), "{}", f.line);
+        assert!(f.daily.starts_with("checkpoint `abc123` of run"), "{}", f.daily);
     }
 }

@@ -336,6 +336,38 @@ fn close_unrun(env: &RunEnv, id: &str, a: &Approval, phase: NoteStatus, why: &st
     }
 }
 
+/// A checkpoint the person let go on: `done`, their instruction (`said`) kept apart from its
+/// outcome, for the run's second part; nothing runs.
+pub(super) fn go_on(env: &RunEnv, (id, a): (&str, &Approval), said: &str) {
+    let now = env.clock.now();
+    let with = if said.is_empty() {
+        String::new()
+    } else {
+        " with your instruction".to_string()
+    };
+    let line = format!(
+        "**Approved** ({}): the run goes on{with}.",
+        crate::base::text::shown(now, env.log.tz())
+    );
+    let daily = format!("checkpoint `{id}` of run `{}`: it goes on{with}", a.run_id);
+    let decided = update(&env.store, |s| match s.approvals.get_mut(id) {
+        Some(r) if r.phase.may_run() && r.followup.is_none() => {
+            r.phase = NoteStatus::Done;
+            r.decided = Some(now);
+            r.reported = false;
+            r.executions += 1;
+            r.outcome = Some(crate::gate::approvals::checkpoint::continued(said).into());
+            r.instruction = Some(said.to_string()).filter(|s| !s.is_empty());
+            r.followup = Some(owed(&env.roles, r, now, (NoteStatus::Done, line), daily));
+            true
+        }
+        _ => false,
+    });
+    if decided == Ok(true) {
+        finish(env);
+    }
+}
+
 /// The outcome: in the ledger, in the note (with the result and, when it changed files, how to
 /// undo it), in the daily log.
 fn record(

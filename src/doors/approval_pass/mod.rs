@@ -283,7 +283,7 @@ fn expire(env: &RunEnv, ledger: &BTreeMap<String, Approval>, now: DateTime<Utc>,
                 a.phase = NoteStatus::Expired;
                 a.decided = Some(now);
                 a.reported = false;
-                a.outcome = Some("expired unanswered: nothing was run".into());
+                a.outcome = Some(crate::gate::approvals::checkpoint::expired(a));
                 let daily = format!("approval `{id}` ({}) expired unanswered", a.tool);
                 a.followup = Some(owed(
                     &env.roles,
@@ -313,6 +313,8 @@ enum Verdict {
     Reject,
     /// `approved`, never run, same tool: run it with these arguments.
     Run(serde_json::Value),
+    /// A checkpoint approved: the run goes on (nothing runs here).
+    GoOn,
     /// `approved`, but it cannot run again: the note says why; its status becomes `status`.
     Refuse { why: String, status: NoteStatus },
     /// `approved`, but the note is not runnable as it stands: `invalid`, with the reason.
@@ -370,6 +372,8 @@ fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>, within: std::time
             read.tool.as_deref().unwrap_or(""),
             a.tool
         )),
+        // A checkpoint has no arguments: approved, its run goes on.
+        APPROVED if a.tool == crate::gate::approvals::checkpoint::TOOL => Verdict::GoOn,
         APPROVED if edited_since_the_tap => Verdict::Invalid(
             "its arguments were edited after you approved it from your phone, which showed them as they \
              were: set `status` to `approved` here to run them as they stand"
@@ -439,6 +443,11 @@ async fn act(
         Verdict::Leave => {}
         Verdict::Reject => reject(env, &id, out),
         Verdict::Run(args) => execute::run(env, (&id, &a), args, shared, out).await,
+        Verdict::GoOn => {
+            let said = crate::gate::approvals::checkpoint::instruction(text);
+            execute::go_on(env, (&id, &a), &said);
+            out.ran.push(id);
+        }
         // A note another device ran, still `approved` here (its result not synced in yet).
         Verdict::Refuse { .. } if ran_on_another(shared, &id).await => {}
         Verdict::Refuse { why, status } => {
@@ -529,8 +538,11 @@ fn reject(env: &RunEnv, id: &str, out: &mut Pass) {
             r.decided = Some(now);
             r.decided_by = Some(approval_ledger::DecidedBy::Note);
             r.reported = false;
-            r.outcome = Some("rejected by the person: nothing was run".into());
-            let daily = format!("approval `{id}` ({}) rejected — nothing ran", r.tool);
+            r.outcome = Some(crate::gate::approvals::checkpoint::rejected(r));
+            let daily = match r.is_checkpoint() {
+                true => format!("checkpoint `{id}` of run `{}`: stopped by you", r.run_id),
+                false => format!("approval `{id}` ({}) rejected — nothing ran", r.tool),
+            };
             r.followup = Some(owed(&env.roles, r, now, (NoteStatus::Rejected, line), daily));
             true
         }
@@ -575,6 +587,8 @@ mod tests {
             gist: None,
             bases: Vec::new(),
             decided_by: None,
+            kind: Default::default(),
+            instruction: None,
         }
     }
 

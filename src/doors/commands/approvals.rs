@@ -60,7 +60,7 @@ fn listing(all: &std::collections::BTreeMap<String, Approval>, now: DateTime<Utc
             id,
             role: &a.role,
             tool: &a.tool,
-            risk: a.risk.as_str(),
+            risk: a.risk_word(),
             note: &a.note,
             run_id: &a.run_id,
             status: a.phase,

@@ -410,11 +410,17 @@ pub(super) fn approval_words(
         .map(|g| gist::one_line(&g.change, gist::CHANGE_MAX + 1))
         .filter(|c| !c.is_empty())
         .map_or_else(String::new, |c| format!("“{c}” — "));
-    let message = format!(
-        "{change}A {} call waits for your approval (until {}): set `status: approved` or `rejected` in the note, or `tabd approve {id}`.",
-        a.risk.as_str(),
-        crate::base::text::shown(a.expires, tz)
-    );
+    let until = crate::base::text::shown(a.expires, tz);
+    let message = match a.kind {
+        crate::records::state::approval_ledger::Kind::Checkpoint { calls, every } => format!(
+            "The run waits at its checkpoint after {calls} tool calls (checkpoint_every: {every}) until {until}: \
+             Continue or Stop, set `status: approved` or `rejected` in the note, or `tabd approve {id}`."
+        ),
+        crate::records::state::approval_ledger::Kind::Call => format!(
+            "{change}A {} call waits for your approval (until {until}): set `status: approved` or `rejected` in the note, or `tabd approve {id}`.",
+            a.risk.as_str(),
+        ),
+    };
     (title, message)
 }
 

@@ -106,13 +106,19 @@ impl Daemon {
         replies::looks_like_an_id(&kept.since).then_some(kept.since)
     }
 
-    /// The Approve and Reject buttons' tokens of approval `id`, when `[notify] reply_topic` is set.
+    /// The Approve and Reject (a checkpoint's Continue and Stop) buttons' tokens of approval `id`, when `[notify] reply_topic` is set.
     pub(super) fn buttons(&self, id: &str, a: &Approval) -> Option<Replies> {
         self.config().notify.reply_topic.as_ref()?;
         let token = |d| token::make(&self.run_env.key, &Claim::of(id, d, &a.args_hash, a.expires));
         Some(Replies {
             approve: token(Decision::Approve),
             reject: token(Decision::Reject),
+            // A checkpoint runs nothing: its buttons say what they do to the run.
+            labels: if a.is_checkpoint() {
+                ["Continue", "Stop"]
+            } else {
+                ["Approve", "Reject"]
+            },
         })
     }
 

@@ -7,6 +7,8 @@
 //! - `person` — a change to the person's own note: the diff the note shows, and the note's state
 //!   when asked (an edit made since is never written over);
 //! - `followup` — what a decision still owes its note and the daily log, finished after a crash;
+//! - `checkpoint` — a run's checkpoint every N tool calls: a request for the pseudo-call
+//!   `checkpoint`, approved to go on (with the person's instruction) or rejected to stop;
 //! - `token` — the decision token a push's button carries: signed by tabd, bound to one request.
 //!
 //! Elsewhere: the ledger, tabd's durable record of each request that makes "at most once" hold
@@ -14,6 +16,7 @@
 //! approved notes run, rejected ones closed, old ones expired, a crash mid-call left `unknown` —
 //! is the `approval_pass` door.
 
+pub mod checkpoint;
 pub mod followup;
 pub mod gist;
 pub mod note;

@@ -537,6 +537,8 @@ mod tests {
             gist: None,
             bases: Vec::new(),
             decided_by: None,
+            kind: Default::default(),
+            instruction: None,
         }
     }
 

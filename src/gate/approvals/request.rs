@@ -166,6 +166,8 @@ fn record(
         gist: Some(gist_of(ctx, call)),
         bases: call.theirs.bases.clone(),
         decided_by: None,
+        kind: Default::default(),
+        instruction: None,
     }
 }
 

@@ -159,6 +159,55 @@ pub struct Approval {
     /// a later decision elsewhere is told "already decided (approved in its note at …)".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<DecidedBy>,
+    /// What is asked: a call (the default, and every record an older tabd wrote) or a run's
+    /// checkpoint (DESIGN §28), which runs nothing.
+    #[serde(default, skip_serializing_if = "Kind::is_call")]
+    pub kind: Kind,
+    /// The person's instruction at a checkpoint they let go on: their words for the model, kept
+    /// apart from `outcome` (which says what happened).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruction: Option<String>,
+}
+
+/// What a request asks the person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// To run a call.
+    #[default]
+    Call,
+    /// To let a run go on at its checkpoint after `calls` tool calls (`checkpoint_every: every`).
+    Checkpoint { calls: u32, every: u32 },
+}
+
+impl Kind {
+    pub fn is_call(&self) -> bool {
+        *self == Self::Call
+    }
+}
+
+impl Approval {
+    /// A run's checkpoint, not a call.
+    pub fn is_checkpoint(&self) -> bool {
+        !self.kind.is_call()
+    }
+
+    /// What is asked, in a few words for a list: the call's tool (as the model named it), or
+    /// `checkpoint after 3 calls`.
+    pub fn what(&self) -> String {
+        match self.kind {
+            Kind::Call => self.exposed.clone(),
+            Kind::Checkpoint { calls, .. } => format!("checkpoint after {calls} calls"),
+        }
+    }
+
+    /// The word a list shows in the risk column: the call's risk, or `checkpoint`.
+    pub fn risk_word(&self) -> &'static str {
+        match self.kind {
+            Kind::Call => self.risk.as_str(),
+            Kind::Checkpoint { .. } => "checkpoint",
+        }
+    }
 }
 
 /// Where a person decided an approval (DESIGN §27: one decision, from any of them).
@@ -456,5 +505,38 @@ mod tests {
         ] {
             assert!(!p.may_run(), "{p:?}");
         }
+    }
+
+    /// A checkpoint is recorded as one (`kind`), the person's instruction apart from its
+    /// outcome; a record without `kind` (every one an older tabd wrote) is a call's, and is
+    /// written back without it.
+    #[test]
+    fn a_checkpoint_is_recorded_as_one_and_older_records_are_calls() {
+        let old = at("n.md");
+        assert_eq!(old.kind, Kind::Call);
+        assert!(!old.is_checkpoint() && old.instruction.is_none());
+        assert_eq!((old.what().as_str(), old.risk_word()), ("test__post", "network"));
+        let json = serde_json::to_value(&old).unwrap();
+        assert!(
+            json.get("kind").is_none() && json.get("instruction").is_none(),
+            "{json}"
+        );
+        let mut c = at("c.md");
+        c.kind = Kind::Checkpoint { calls: 6, every: 3 };
+        c.outcome = Some("continued with your instruction".into());
+        c.instruction = Some("use the archive".into());
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            json["kind"],
+            serde_json::json!({"checkpoint": {"calls": 6, "every": 3}})
+        );
+        assert_eq!(json["instruction"], "use the archive");
+        let back: Approval = serde_json::from_value(json).unwrap();
+        assert_eq!(back, c);
+        assert!(back.is_checkpoint());
+        assert_eq!(
+            (back.what().as_str(), back.risk_word()),
+            ("checkpoint after 6 calls", "checkpoint")
+        );
     }
 }

@@ -138,6 +138,15 @@ fn outcome_of(r: &RunResult) -> DelegateOutcome {
         cost_usd: r.record.usage.cost_usd,
     };
     match &r.failure {
+        // A child that stopped short of its answer (a limit, its checkpoint): its parent is told
+        // why, with the calls a checkpoint lists.
+        None if r.record.outcome == crate::records::runlog::Outcome::Limit => match &r.record.error {
+            Some(why) => DelegateOutcome::Failed {
+                run,
+                why: why.clone(),
+            },
+            None => DelegateOutcome::Answered(run),
+        },
         None => DelegateOutcome::Answered(run),
         Some((_, why)) => DelegateOutcome::Failed {
             run,

@@ -109,6 +109,21 @@ fn decide(end: &TurnEnd, scheduled: bool, paused: bool) -> Decided {
         TurnEnd::Stopped if paused => failed(FailureClass::Stopped, STOPPED_PAUSED.into()),
         TurnEnd::Stopped if scheduled => failed(FailureClass::Stopped, STOPPED_SLOT.into()),
         TurnEnd::Stopped => failed(FailureClass::Stopped, STOPPED.into()),
+        // The person's own stop: the run ends, said; nothing failed (its notes were handled
+        // when it first waited).
+        TurnEnd::StoppedByYou(why) => Decided {
+            outcome: Outcome::Limit,
+            error: Some(format!("stopped by you: {why}")),
+            failure: None,
+            cause: None,
+        },
+        // A delegated child at its checkpoint: it stops there, and its parent is told why.
+        TurnEnd::AtCheckpoint(why) => Decided {
+            outcome: Outcome::Limit,
+            error: Some(why.clone()),
+            failure: None,
+            cause: None,
+        },
         // The run did what it could until a call needed the person: its notes are handled; it
         // goes on (a second part, same run id) once the call is decided.
         TurnEnd::Suspended => Decided {
@@ -446,6 +461,8 @@ fn ended_of(class: Option<FailureClass>, end: &TurnEnd) -> Option<String> {
         Some(FailureClass::Stopped) => Some("stopped".into()),
         // The first part of a run that waits for the person: `ok` so far, and not over.
         None if *end == TurnEnd::Suspended => Some(crate::records::runlog::WAITING.into()),
+        // The person stopped it at a checkpoint (`checkpoint_every`).
+        None if matches!(end, TurnEnd::StoppedByYou(_)) => Some("stopped by you".into()),
         _ => None,
     }
 }

@@ -14,6 +14,7 @@
 //! - `refuse` — a note that cannot be read goes to `failed/` with its reason, never to a run.
 
 mod agent_turn;
+mod checkpoint;
 mod day;
 mod delegate;
 mod env;
@@ -67,11 +68,13 @@ pub async fn run_role(env: &RunEnv, role: &Role, trigger: Trigger, notes: Vec<No
 fn waiting_lines(turn: &crate::running::turn::Suspension) -> Vec<String> {
     turn.waiting
         .iter()
-        .map(|(_, note)| {
-            format!(
-                "**Waiting for your approval:** {} — the run goes on with the call's result once you decide",
-                crate::records::runlog::wikilink(note)
-            )
+        .map(|(call, note)| {
+            let link = crate::records::runlog::wikilink(note);
+            if call == crate::running::turn::CHECKPOINT_CALL {
+                format!("**Waiting at a checkpoint:** {link} — approve it to let the run go on, reject it to stop it")
+            } else {
+                format!("**Waiting for your approval:** {link} — the run goes on with the call's result once you decide")
+            }
         })
         .collect()
 }
@@ -216,6 +219,7 @@ async fn model_turn(
         output,
         suspend,
         triage,
+        checkpoint: session.checkpoints(0, suspend),
     };
     let mut outcome = call_model_until_stop(env, role, prep, prompt, harness.clone(), turn, session).await;
     if let Some(line) = write_answer(role, prep, &outcome, &harness) {
@@ -363,6 +367,8 @@ struct TurnContext {
     output: Option<Arc<jsonschema::Validator>>,
     suspend: bool,
     triage: Option<String>,
+    /// `checkpoint_every`: the turn waits at a checkpoint when it may suspend, else ends there.
+    checkpoint: Option<crate::running::turn::Checkpoints>,
 }
 
 /// The role's `triage_model`, when this run asks it first (DESIGN §25): a scheduled run (past
@@ -410,7 +416,7 @@ async fn call_model(
     turn: TurnContext,
 ) -> TurnOutcome {
     let ms = model_settings(role, &env.config);
-    let request = prompt.into_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
+    let mut request = prompt.into_request(&ms.model, ms.max_tokens, ms.temperature, ms.thinking_budget);
     if env.config.provider.kind == crate::setup::config::ProviderKind::Command {
         // A CLI spends out of tabd's sight until it answers: it does not start at all when the
         // session (or one above it) has nothing left.
@@ -460,12 +466,12 @@ async fn call_model(
         suspend: turn.suspend,
         trace: turn.trace,
         day: turn.day,
+        checkpoint: turn.checkpoint,
     };
     let retry = RetryPolicy {
         progress: env.progress.clone(),
         ..RetryPolicy::from_config(&env.config.provider)
     };
-    let mut request = request;
     let first = match &turn.triage {
         Some(model) => {
             let at_its_price = TurnLimits {

@@ -177,11 +177,15 @@ fn decided_approvals(state: &State, role: &Role) -> Vec<(String, String)> {
     v.into_iter()
         .map(|(id, a)| {
             let outcome = a.outcome.clone().unwrap_or_else(|| a.phase.as_str().to_string());
+            // A call by the name the model knows it; a checkpoint as what it was.
+            let what = match a.is_checkpoint() {
+                true => a.what(),
+                false => format!("`{}`", a.exposed),
+            };
             (
                 id.clone(),
                 format!(
-                    "- `{}` (asked in run {}, note {}): {outcome}",
-                    a.exposed,
+                    "- {what} (asked in run {}, note {}): {outcome}",
                     a.run_id,
                     crate::records::runlog::wikilink(&a.note)
                 ),
@@ -246,5 +250,38 @@ mod tests {
             cache_ttl(&role("every 30 min"), &config, now),
             CacheTtl::FiveMinutes
         );
+    }
+
+    /// The prompt's "approvals decided" lines show a checkpoint as what it was and what happened
+    /// ("checkpoint after 3 calls: continued"), never the person's instruction as an outcome.
+    #[test]
+    fn a_decided_checkpoint_reads_as_one_in_the_prompt() {
+        let mut state = State::default();
+        let mut a: crate::gate::approvals::Approval = serde_json::from_value(serde_json::json!({
+            "role": "r", "tool": "checkpoint", "exposed": "checkpoint", "risk": "read",
+            "note": "agent/approvals/c.md", "args_hash": "", "run_id": "run-1",
+            "created": "2026-11-28T18:00:00Z", "expires": "2026-11-30T18:00:00Z", "phase": "done",
+            "outcome": "continued with your instruction", "instruction": "use the archive",
+            "kind": {"checkpoint": {"calls": 3, "every": 3}}
+        }))
+        .unwrap();
+        state.approvals.insert("c1".into(), a.clone());
+        a.kind = Default::default();
+        a.exposed = "write_file".into();
+        a.outcome = Some("ran: wrote x.md".into());
+        state.approvals.insert("w1".into(), a);
+        let lines: Vec<String> = decided_approvals(&state, &role("on-demand"))
+            .into_iter()
+            .map(|l| l.1)
+            .collect();
+        assert!(
+            lines.contains(&"- checkpoint after 3 calls (asked in run run-1, note [[agent/approvals/c]]): continued with your instruction".to_string()),
+            "{lines:?}"
+        );
+        assert!(
+            lines.iter().any(|l| l.starts_with("- `write_file` (asked")),
+            "{lines:?}"
+        );
+        assert!(lines.iter().all(|l| !l.contains("use the archive")), "{lines:?}");
     }
 }

@@ -32,10 +32,14 @@ pub(super) async fn resume(env: &RunEnv, role: &Role, trigger: Trigger) -> RunRe
         ..RetryPolicy::from_config(&env.config.provider)
     };
     let request = suspend::continued(&s, &decided);
-    let mut outcome = tokio::select! {
-        o = turn::run_turn(env.provider.as_ref(), &retry, request, &limits, harness.as_ref()) => o,
-        // What the first part spent is in its own record: only this part's spending is new.
-        () = env.stop.requested_wait() => super::stopped(&session.account, &session, (s.spent_tokens, s.spent_usd)),
+    let mut outcome = match suspend::stopped_at_checkpoint(&decided) {
+        // The person stopped it at a checkpoint: no request more.
+        Some(why) => turn::TurnOutcome::ended(turn::TurnEnd::StoppedByYou(why)),
+        None => tokio::select! {
+            o = turn::run_turn(env.provider.as_ref(), &retry, request, &limits, harness.as_ref()) => o,
+            // What the first part spent is in its own record: only this part's spending is new.
+            () = env.stop.requested_wait() => super::stopped(&session.account, &session, (s.spent_tokens, s.spent_usd)),
+        },
     };
     let log = harness.log();
     outcome.calls = log.calls;
@@ -182,6 +186,7 @@ async fn open(
             .day
             .clone()
             .map(|d| d as Arc<dyn crate::gate::harness::Day>),
+        checkpoint: session.checkpoints(s.tool_calls, true),
     };
     (session, harness, limits)
 }

@@ -217,6 +217,18 @@ impl Session {
         }
     }
 
+    /// Its role's `checkpoint_every` for its turn, `before` tool calls made already; `waits`:
+    /// the run waits for the person at one (else it ends there).
+    pub fn checkpoints(&self, before: u32, waits: bool) -> Option<crate::running::turn::Checkpoints> {
+        super::checkpoint::of(
+            &self.role,
+            self.asks(),
+            (self.env.store.clone(), self.env.clock.clone()),
+            (self.hops, before),
+            waits,
+        )
+    }
+
     /// The harness its calls go through.
     pub fn harness(&self, ticket: Ticket) -> Harness {
         Harness::new(

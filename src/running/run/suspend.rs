@@ -23,7 +23,7 @@ use crate::base::vault::{Durability, Vault, VaultError, VaultPath};
 use crate::capabilities::provider::{Block, Message};
 use crate::gate::approvals::NoteStatus;
 use crate::records::state::State;
-use crate::running::turn::Suspension;
+use crate::running::turn::{Suspension, CHECKPOINT_CALL};
 
 const DIR: &str = crate::base::vault::layout::SUSPENDED;
 
@@ -305,6 +305,9 @@ pub fn decisions(state: &State, s: &Suspended) -> Option<Vec<(String, String, bo
         .map(|(call_id, note)| {
             let (_, a) = approval_of(state, note)?;
             let outcome = a.outcome.clone().unwrap_or_default();
+            if a.is_checkpoint() && call_id == CHECKPOINT_CALL {
+                return checkpoint_decision(a.phase, a.instruction.as_deref().unwrap_or_default());
+            }
             let (text, is_error) = match a.phase {
                 NoteStatus::Pending | NoteStatus::Approved | NoteStatus::Executing => return None,
                 NoteStatus::Done => (format!("The person approved this call and it ran: {outcome}"), false),
@@ -321,6 +324,26 @@ pub fn decisions(state: &State, s: &Suspended) -> Option<Vec<(String, String, bo
             Some((call_id.clone(), text, is_error))
         })
         .collect()
+}
+
+/// What the person decided at a checkpoint: go on (with their instruction, maybe empty), or
+/// stop (`is_error`, and why); `None` while it waits.
+fn checkpoint_decision(phase: NoteStatus, instruction: &str) -> Option<(String, String, bool)> {
+    let (text, stop) = match phase {
+        NoteStatus::Pending | NoteStatus::Approved | NoteStatus::Executing => return None,
+        NoteStatus::Done => (instruction.to_string(), false),
+        NoteStatus::Expired => ("nobody decided at the checkpoint in time".to_string(), true),
+        _ => ("at the checkpoint".to_string(), true),
+    };
+    Some((CHECKPOINT_CALL.to_string(), text, stop))
+}
+
+/// Why the run stops at a checkpoint, if the person stopped it there (or let it expire).
+pub fn stopped_at_checkpoint(decided: &[(String, String, bool)]) -> Option<String> {
+    decided
+        .iter()
+        .find(|d| d.0 == CHECKPOINT_CALL && d.2)
+        .map(|d| d.1.clone())
 }
 
 /// The approval (id and record) an approval note stands for.
@@ -342,7 +365,11 @@ pub fn continued(
         .results
         .iter()
         .map(|b| match b {
-            Block::ToolResult { tool_use_id, .. } => match decided.iter().find(|d| &d.0 == tool_use_id) {
+            // A checkpoint answers no call of the model's, whatever id it gave one.
+            Block::ToolResult { tool_use_id, .. } => match decided
+                .iter()
+                .find(|d| &d.0 == tool_use_id && d.0 != CHECKPOINT_CALL)
+            {
                 Some((id, text, is_error)) => Block::ToolResult {
                     tool_use_id: id.clone(),
                     content: text.clone(),
@@ -353,6 +380,21 @@ pub fn continued(
             other => other.clone(),
         })
         .collect();
+    let mut results = results;
+    // The person's instruction at a checkpoint: their words, in a text of its own after the
+    // calls' results — never one of them.
+    if let Some((_, said, _)) = decided
+        .iter()
+        .find(|d| d.0 == CHECKPOINT_CALL && !d.2 && !d.1.trim().is_empty())
+    {
+        results.push(Block::Text {
+            text: format!(
+                "The person looked at this run at its checkpoint and lets it go on. The person's \
+                 instruction, in their own words:\n\n{said}"
+            ),
+            cache: false,
+        });
+    }
     let mut req = s.turn.request.clone();
     req.messages.push(Message::user(results));
     req

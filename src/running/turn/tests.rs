@@ -175,6 +175,7 @@ fn limits() -> TurnLimits {
         suspend: false,
         trace: Default::default(),
         day: None,
+        checkpoint: None,
     }
 }
 

@@ -67,6 +67,7 @@ pub async fn first_look(
         texts: Vec::new(),
         seen_tool: false,
         last_text: String::new(),
+        made: 0,
     };
     let mut triage = Triage {
         model: model.to_string(),

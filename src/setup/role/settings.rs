@@ -209,6 +209,8 @@ role_settings! {
     hooks: Vec<String>, union, none("only the config's `[hooks]`"), |k, v, env| list(k, v, env, caps::HOOKS);
     /// A run whose call waits for approval goes on once it is decided.
     resume: bool, wins, fixed(true), boolean;
+    /// Every N tool calls the run waits for the person at a checkpoint (DESIGN §28).
+    checkpoint_every: u32, wins, none("no checkpoint"), checkpoint_every;
     /// With `[cluster]` and no quorum of its servers: skip or run (DESIGN §23).
     when_alone: crate::setup::config::cluster::WhenAlone, wins, none("the config's `[cluster] when_alone`"), when_alone;
 }
@@ -334,6 +336,8 @@ pub enum InvalidSetting {
     DelegationDepth(u32),
     #[error("`max_parallel_delegates` must be 1 or more (1: one child at a time)")]
     NoParallelDelegates,
+    #[error("`checkpoint_every` must be a whole number of 1 or more, like 10 (got {0}); leave it out for no checkpoint")]
+    CheckpointEvery(Value),
     #[error("`output` has no key `{0}`{hint}; it takes `schema` (a JSON Schema file) and `path` (where the answer is written)", hint = hint(did_you_mean(.0, ["schema", "path"].into_iter())))]
     OutputKey(String),
     #[error("`{key}`: unknown placeholder {{{name}}}; use {list}", list = one_of(allowed))]
@@ -484,6 +488,14 @@ fn parallel_delegates(key: &str, v: &Value, env: &Env) -> Result<u32, InvalidSet
         return Err(InvalidSetting::NoParallelDelegates);
     }
     Ok(n)
+}
+
+/// `checkpoint_every: N`: N tool calls between two checkpoints, at least 1.
+fn checkpoint_every(_key: &str, v: &Value, _env: &Env) -> Result<u32, InvalidSetting> {
+    v.as_u64()
+        .filter(|n| *n >= 1)
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| InvalidSetting::CheckpointEvery(v.clone()))
 }
 
 /// `output: {schema: schemas/risk.json, path: "reports/{date}-{role}.md"}`.
@@ -763,6 +775,31 @@ mod tests {
         assert_eq!(parse_duration("90 min").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
         assert!(parse_duration("soon").is_err());
+    }
+
+    /// `checkpoint_every` is a whole number of 1 or more; anything else is an error at its line.
+    #[test]
+    fn checkpoint_every_is_one_or_more() {
+        let (s, errors) = settings("checkpoint_every: 3");
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(s.checkpoint_every, Some(3));
+        for bad in [
+            "checkpoint_every: 0",
+            "checkpoint_every: -1",
+            "checkpoint_every: \"x\"",
+            "checkpoint_every: 2.5",
+        ] {
+            let (s, errors) = settings(&format!("model: m\n{bad}"));
+            assert_eq!(s.checkpoint_every, None, "{bad}");
+            assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+            assert_eq!(errors[0].line, 3, "{bad}: {errors:?}");
+            assert!(
+                errors[0]
+                    .message
+                    .starts_with("`checkpoint_every` must be a whole number of 1 or more"),
+                "{bad}: {errors:?}"
+            );
+        }
     }
 
     #[test]
