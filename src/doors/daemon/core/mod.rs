@@ -175,7 +175,8 @@ pub enum Effect {
     Watchdog,
     /// Start an approvals pass (off the loop; its end comes back as `ApprovalsPassed`).
     StartApprovals,
-    /// Something was decided: queue the suspended runs whose calls are all decided.
+    /// Something was decided, or a resumed part ended (it may have waited again and been
+    /// decided meanwhile): queue the suspended runs whose calls are all decided.
     QueueResumes,
     /// The daemon has been quiet: give back the program pages.
     ReleasePages,
@@ -535,7 +536,9 @@ impl Core {
         ) || tokens > 0;
         let mut out = Vec::new();
         if let Some(r) = self.roles.get_mut(role) {
-            r.finished(now, reached_model);
+            if r.finished(now, reached_model) {
+                out.push(Effect::QueueResumes);
+            }
             match class {
                 Some(FailureClass::RunFailure) => r.failed_in_a_row += 1,
                 None => r.failed_in_a_row = 0,

@@ -144,15 +144,18 @@ impl RoleRuntime {
     }
 
     /// A run ended: the role is free, and notes that arrived meanwhile get a look (coalesced
-    /// into one follow-up run).
-    pub(super) fn finished(&mut self, now: Instant, reached_model: bool) {
+    /// into one follow-up run). Says whether it was the second part of a run that waited: that
+    /// part may have waited again and been decided while it still counted as running, when a
+    /// decision could not queue it (`resumes`), so its decisions are looked at again.
+    pub(super) fn finished(&mut self, now: Instant, reached_model: bool) -> bool {
         self.running = false;
         self.started = None;
-        self.resume_running = None;
+        let was_resumed = self.resume_running.take().is_some();
         if reached_model {
             self.last_end = Some(now);
         }
         self.dirty = true;
+        was_resumed
     }
 
     /// The work for the next run, taken off the queue: the person's unblocked run first, then a

@@ -273,7 +273,7 @@ mod tests {
         let now = Instant::now();
         let mut r = ready();
         r.running = true;
-        r.finished(now, true);
+        assert!(!r.finished(now, true), "not the second part of a run that waited");
         assert!(!r.running && r.dirty, "the inbox is looked at again");
         assert_eq!(r.last_end, Some(now));
     }

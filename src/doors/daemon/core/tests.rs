@@ -609,6 +609,45 @@ fn work_goes_first_to_a_decided_resume_then_slots_then_notes_then_watched_files(
     );
 }
 
+/// A second part that waits again (an approval, a checkpoint) and is decided at once: the
+/// decision comes while that part still runs, when it cannot queue it. When the part ends the
+/// decisions are looked at again (`QueueResumes`), so it goes on; a run that was no second part
+/// asks for no such look.
+#[test]
+fn a_second_part_decided_again_while_it_ran_is_looked_at_when_it_ends() {
+    let mut sim = Sim::new(&["ops"], limits());
+    let run = |id: &str| Input::Resumable {
+        role: "ops".into(),
+        run_id: id.into(),
+    };
+    sim.input(run("run-1"));
+    assert_eq!(sim.tick(), started("ops", Work::Resume("run-1".into())));
+    assert!(
+        sim.input(run("run-1")).is_empty(),
+        "decided while it runs: not queued now"
+    );
+    assert!(
+        sim.finish("ops", None, 100).contains(&Effect::QueueResumes),
+        "its decisions are looked at again"
+    );
+    assert_eq!(sim.input(run("run-1")), [Effect::StatusChanged], "queued now");
+    assert_eq!(
+        sim.tick(),
+        started("ops", Work::Resume("run-1".into())),
+        "and it goes on"
+    );
+    sim.finish("ops", None, 100);
+    sim.later(S(3600));
+    assert!(sim.tick().is_empty(), "nothing decided again: nothing starts");
+    sim.notes_ready("ops", true);
+    sim.later(S(3600));
+    sim.tick();
+    assert!(
+        !sim.finish("ops", None, 100).contains(&Effect::QueueResumes),
+        "an inbox run was no second part"
+    );
+}
+
 #[test]
 fn notes_moved_away_before_the_start_start_nothing_and_the_lock_goes() {
     let mut sim = Sim::new(&["delivery"], limits());
