@@ -476,6 +476,25 @@ impl Reader<'_> {
     }
 }
 
+/// `[notify]`'s settings that serde cannot check alone.
+fn check_notify(r: &Reader<'_>, notify: &notify::NotifyConfig) -> Result<(), ConfigError> {
+    notify.quiet().map_err(|m| r.err_at(None, m.to_string()))?;
+    notify.replies().map_err(|m| r.err_at(None, m.to_string()))?;
+    if let Some(t) = &notify.telegram {
+        let at = Some(t.token.span());
+        t.check().map_err(|m| r.err_at(at, m.to_string()))?;
+        // The variable must be set now: a bot that cannot log in is said at its line, at start.
+        r.expand(&t.token)?;
+    }
+    if notify.command.first().is_some_and(|c| c.trim().is_empty()) {
+        return Err(r.err_at(
+            None,
+            "[notify] command: the first word is the program to run".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Parses config `text` (from `path`, for messages).
 pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Result<Config, ConfigError> {
     let r = Reader {
@@ -501,14 +520,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         shutdown_grace: Duration::from_secs(raw.daemon.shutdown_grace_s.unwrap_or(20)),
         host: raw.daemon.host.as_ref().map(|h| r.expand(h)).transpose()?,
     };
-    raw.notify.quiet().map_err(|m| r.err_at(None, m.to_string()))?;
-    raw.notify.replies().map_err(|m| r.err_at(None, m.to_string()))?;
-    if raw.notify.command.first().is_some_and(|c| c.trim().is_empty()) {
-        return Err(r.err_at(
-            None,
-            "[notify] command: the first word is the program to run".into(),
-        ));
-    }
+    check_notify(&r, &raw.notify)?;
     let mut mcp = std::collections::BTreeMap::new();
     for (name, server) in raw.mcp {
         let resolved = mcp::resolve(&name, server).map_err(|e| r.err_at(e.span, e.message))?;
