@@ -366,6 +366,8 @@ fn the_bots_token_appears_nowhere_when_the_api_fails() {
         d.stderr()
             .contains("cannot read Telegram's updates: Telegram did not answer")
     });
+    // Not even with the token hidden: the URL is never said.
+    assert!(!d.stderr().contains(&format!("{dead}/")), "{}", d.stderr());
     for text in [first, d.stderr(), v.daily(), v.read("agent/status.md")] {
         assert!(!text.contains(TOKEN) && !text.contains("s3cretT0ken"), "{text}");
     }
