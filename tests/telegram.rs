@@ -265,7 +265,8 @@ fn delivery_vault(bot: &Bot) -> (TestVault, FakeModel) {
 
 /// `/ask delivery do X` writes an inbox note (`from: telegram`, the text in a fence), answers
 /// "queued", and the run's summary comes back as a reply to the person's message; `/status`
-/// answers with `agent/status.md`; an unknown role is answered with the roles there are.
+/// answers with `agent/status.md`; an unknown role is answered with the roles there are. A reply
+/// to the summary is a note for the same role.
 #[test]
 fn ask_makes_a_note_whose_summary_comes_back_and_status_answers() {
     let bot = Bot::start(TOKEN);
@@ -291,6 +292,29 @@ fn ask_makes_a_note_whose_summary_comes_back_and_status_answers() {
     let note = v.read(&format!("agent/inbox/delivery/processed/{}", handled[0]));
     assert!(note.contains("from: telegram"), "{note}");
     assert!(note.contains("```text\ndo X\n```"), "{note}");
+    // A reply to the summary asks the same role again.
+    let summary = bot
+        .calls("sendMessage")
+        .into_iter()
+        .find(|m| m["text"].as_str().unwrap().contains("Delivered: X is done."))
+        .unwrap();
+    // Once tabd took the summary's message id (its answer from sendMessage) as about the role.
+    wait_until(T, "the summary's message kept", || {
+        v.read(".tabd/telegram.json")
+            .contains(&format!("\"answer:{}\"", summary["message_id"]))
+    });
+    let follow_up = bot.say_as("and Y too", CHAT, CHAT, summary["message_id"].as_i64());
+    wait_until(T, "the follow-up's summary", || {
+        replies_to(&bot, follow_up)
+            .iter()
+            .any(|t| t.contains("Delivered: X is done."))
+    });
+    assert_eq!(
+        v.files_in("agent/inbox/delivery/processed").len(),
+        2,
+        "{}",
+        v.listing()
+    );
     let status = bot.say("/status");
     wait_until(T, "the status", || !replies_to(&bot, status).is_empty());
     let text = replies_to(&bot, status).remove(0);
