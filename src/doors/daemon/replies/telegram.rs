@@ -26,7 +26,7 @@ use crate::base::blocking;
 use crate::base::vault::VaultPath;
 use crate::capabilities::http::{deliver::write_note, note::message_note};
 use crate::capabilities::notify::telegram::{
-    self, Ask, CallbackQuery, Message, Polling, State, Telegram, Update,
+    self, Ask, CallbackQuery, Message, Polling, Sent, State, Telegram, Update,
 };
 use crate::doors::approval_pass::decide::{self, Refused, Tapped};
 use crate::gate::approvals::token::{self, Claim};
@@ -301,7 +301,7 @@ impl Daemon {
                         .unwrap_or_default()
                 ),
             };
-            send(&t, answer, Some(ask.message));
+            send_about(&t, answer, Some(ask.message), Some(ask.role.clone()));
             t.update(|s| s.asks.retain(|a| a.note != ask.note));
         }
     }
@@ -369,11 +369,27 @@ impl RunSeen {
 
 /// Sends `text` to the chat, as a reply to `reply_to`, off the daemon's loop (one try: a reply
 /// that fails is said in the log).
-fn send(t: &Telegram, text: String, reply_to: Option<i64>) {
-    let bot = t.bot.clone();
+fn send(t: &Arc<Telegram>, text: String, reply_to: Option<i64>) {
+    send_about(t, text, reply_to, None);
+}
+
+/// Like `send`, for an answer about `role`: a reply to it asks that role again.
+fn send_about(t: &Arc<Telegram>, text: String, reply_to: Option<i64>, role: Option<String>) {
+    let t = t.clone();
     tokio::spawn(async move {
-        if let Err(e) = bot.send(&text, reply_to, &[]).await {
-            tracing::warn!("notify: cannot answer on Telegram: {e}");
+        match t.bot.send(&text, reply_to, &[]).await {
+            Ok(id) => {
+                if let Some(role) = role {
+                    t.update(|s| {
+                        s.sent.push(Sent {
+                            key: format!("answer:{id}"),
+                            message: id,
+                            role,
+                        })
+                    });
+                }
+            }
+            Err(e) => tracing::warn!("notify: cannot answer on Telegram: {e}"),
         }
     });
 }
