@@ -849,6 +849,36 @@ mod tests {
         parse(text, Path::new("config.toml"), &env(), None).unwrap_err()
     }
 
+    /// `[notify.telegram]`: read as written; a token written in the file, a token whose
+    /// variable is not set, and a chat that is no number are each refused at their line.
+    #[test]
+    fn telegram_is_read_and_its_mistakes_are_said_at_their_line() {
+        let with = |env: &[(&str, &str)], body: &str| {
+            let text = format!("[notify]\ndesktop = false\n\n[notify.telegram]\n{body}");
+            parse(
+                &text,
+                Path::new("config.toml"),
+                &Env::from_pairs(env.iter().copied()),
+                None,
+            )
+        };
+        let ok = with(&[("TG", "1:abc")], "token = \"${TG}\"\nchat = 42\n").unwrap();
+        let t = ok.notify.telegram.unwrap();
+        assert_eq!(
+            (t.chat, t.api(), t.obeyed()),
+            (42, "https://api.telegram.org", vec![42])
+        );
+        let e = with(&[], "chat = 42\ntoken = \"1:abc\"\n").unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.message.contains("write the variable that holds it"), "{e}");
+        let e = with(&[], "token = \"${TG}\"\nchat = 42\n").unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.message.contains("TG"), "{e}");
+        let e = with(&[("TG", "1:abc")], "token = \"${TG}\"\nchat = \"me\"\n").unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.message.contains("a whole number"), "{e}");
+    }
+
     #[test]
     fn defaults() {
         let c = parse_ok("");
