@@ -212,7 +212,7 @@ fn other_chats_are_ignored_and_said_once_and_forged_buttons_are_refused() {
         .clone();
     bot.tap_as(&message, "Approve", 999, 999);
     bot.tap_as(&message, "Approve", 999, 999);
-    bot.say_as("/status", 999, 999, None);
+    bot.say_as("/ask ops words-from-a-stranger", 999, 999, None);
     bot.tap_as(&message, "Approve", CHAT, 777);
     // Updates are read in order: once this one is answered, those before it were read.
     bot.tap_data(&message, &Value::from("a:zz:123"), CHAT, CHAT);
@@ -245,7 +245,15 @@ fn other_chats_are_ignored_and_said_once_and_forged_buttons_are_refused() {
         bot.calls("sendMessage").iter().all(|m| m["chat_id"] == CHAT),
         "nothing goes to another chat"
     );
-    assert!(!d.stderr().contains("/status"), "never echoed");
+    assert!(!d.stderr().contains("words-from-a-stranger"), "never echoed");
+    assert!(!day.contains("words-from-a-stranger"), "never echoed");
+    assert!(
+        v.files_in("agent/inbox/ops")
+            .iter()
+            .all(|f| !f.contains("telegram")),
+        "no note from a stranger: {}",
+        v.listing()
+    );
 }
 
 /// A vault with a role `delivery` whose model answers "Delivered: X is done."
