@@ -62,6 +62,7 @@ mod service;
 mod signed_records;
 mod skills;
 mod spent;
+mod telegram;
 mod telemetry;
 mod triage;
 mod turn_e2e;

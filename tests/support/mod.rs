@@ -10,6 +10,7 @@ pub mod mcp_server;
 pub mod nats;
 pub mod ntfy;
 pub mod otlp;
+pub mod telegram;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

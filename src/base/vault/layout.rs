@@ -60,6 +60,9 @@ pub const DAEMON_LOCK: &str = ".tabd/lock";
 /// The id of the last message of the ntfy reply topic acted on (DESIGN §27): the next start reads
 /// on after it.
 pub const NTFY_REPLIES: &str = ".tabd/ntfy-replies.json";
+/// What tabd keeps of its Telegram chat (DESIGN §27): the next update to read, which message is
+/// which event's, the `/ask` notes waiting for their run's answer.
+pub const TELEGRAM: &str = ".tabd/telegram.json";
 /// The folders tabd keeps inside an inbox: handled notes, given-up notes, kept notes.
 pub const INBOX_FOLDERS: [&str; 3] = [PROCESSED, FAILED, ARCHIVE];
 pub const PROCESSED: &str = "processed";

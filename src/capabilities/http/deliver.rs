@@ -104,14 +104,44 @@ impl Desk {
     /// The inbox of role `name`, as its file says now.
     fn inbox_of(&self, name: &str) -> Result<VaultPath, NotWritten> {
         let roles = RoleSet::load(&self.vault, &self.roles);
+        inbox_of(&self.vault, &roles, name)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, DeliveryIds> {
+        // A panic while holding it left the ids as they were before that delivery: still sound.
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Writes `note` into role `name`'s inbox as a person's note is: under a temp name, renamed in
+/// without replacing anything. The note's path.
+pub fn write_note(
+    vault: &Vault,
+    roles: &RoleSet,
+    name: &str,
+    note: &note::Note,
+) -> Result<VaultPath, NotWritten> {
+    let inbox = inbox_of(vault, roles, name)?;
+    vault
+        .create_unique(&inbox, &note.name, note.text.as_bytes())
+        .map_err(|source| NotWritten::Write {
+            inbox: inbox.to_string(),
+            source,
+        })
+}
+
+/// The inbox of role `name` in `roles`, unless it is in a folder that is tabd's own.
+fn inbox_of(vault: &Vault, roles: &RoleSet, name: &str) -> Result<VaultPath, NotWritten> {
+    {
         let role = match roles.roles.get(name) {
             Some(r) if !r.is_abstract => r,
             _ if roles.broken.contains_key(name) => return Err(NotWritten::Broken(name.to_string())),
             _ => return Err(NotWritten::NoRole(name.to_string())),
         };
         let inbox = &role.inbox;
-        if let Some((owned, why)) =
-            protected::owned_by_tabd(&protected::fold(inbox.as_str()), self.vault.layout())
+        if let Some((owned, why)) = protected::owned_by_tabd(&protected::fold(inbox.as_str()), vault.layout())
         {
             return Err(NotWritten::TabdsFolder {
                 role: name.to_string(),
@@ -121,12 +151,5 @@ impl Desk {
             });
         }
         Ok(inbox.clone())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, DeliveryIds> {
-        // A panic while holding it left the ids as they were before that delivery: still sound.
-        self.seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

@@ -119,6 +119,37 @@ pub fn render(d: &Delivery, now: DateTime<Utc>) -> Note {
     }
 }
 
+/// The longest message written into a note (its bytes, cut at a character): a chat message is
+/// far shorter (Telegram's hold 4096 characters).
+pub const MAX_MESSAGE: usize = 16 * 1024;
+
+/// A message from a chat as a note for `role`'s inbox, received at `now`: `from` names where it
+/// came from (`telegram`), `intro` says so to the model, and the text goes in a fence nothing in
+/// it can close, as a webhook's body does.
+pub fn message_note(from: &str, intro: &str, text: &str, now: DateTime<Utc>) -> Note {
+    let stamp = now.format("%Y-%m-%d-%H%M%S");
+    let mut cut = text.len().min(MAX_MESSAGE);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let header = crate::formats::frontmatter::render(&[
+        ("from", Value::from(from)),
+        (
+            "date",
+            Value::from(now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        ),
+        ("hops", Value::from(0)),
+    ]);
+    Note {
+        name: format!("{stamp}-{from}.md"),
+        text: format!(
+            "{header}{}\n{}",
+            one_line(intro, 300),
+            in_fence("text", &text[..cut])
+        ),
+    }
+}
+
 /// A GitHub event's payload: the JSON body, or the `payload` field of a form-encoded one (the
 /// content type GitHub offers first). An object, or nothing.
 fn github_payload(d: &Delivery) -> Option<Value> {
@@ -172,11 +203,17 @@ fn fenced(d: &Delivery) -> String {
         ),
         Err(_) => ("text", String::from_utf8_lossy(&d.body).into_owned()),
     };
-    let text = without_controls(&unify_line_ends(&text));
+    out.push('\n');
+    out.push_str(&in_fence(lang, &text));
+    out
+}
+
+/// `text` in a fence longer than any run of backticks in it, so no line inside can close it.
+fn in_fence(lang: &str, text: &str) -> String {
+    let text = without_controls(&unify_line_ends(text));
     let fence = "`".repeat(longest_backticks(&text).max(2) + 1);
     let text = text.trim_end_matches('\n');
-    out.push_str(&format!("\n{fence}{lang}\n{text}\n{fence}\n"));
-    out
+    format!("{fence}{lang}\n{text}\n{fence}\n")
 }
 
 /// The longest run of backticks in `text`.

@@ -35,6 +35,7 @@ pub(super) enum Kind {
     Command,
     Webhook,
     Desktop,
+    Telegram,
 }
 
 impl Kind {
@@ -43,6 +44,7 @@ impl Kind {
             Self::Command => "command",
             Self::Webhook => "webhook",
             Self::Desktop => "desktop",
+            Self::Telegram => "telegram",
         }
     }
 
@@ -58,6 +60,9 @@ impl Kind {
         if config.desktop {
             out.push(Self::Desktop);
         }
+        if config.telegram.is_some() {
+            out.push(Self::Telegram);
+        }
         out
     }
 }
@@ -69,6 +74,8 @@ pub(super) struct Deliveries {
     pub vault_name: String,
     pub http: Option<reqwest::Client>,
     pub try_timeout: Duration,
+    /// `[notify.telegram]`'s bot (`None` also when its token cannot be read: said at start).
+    pub telegram: Option<std::sync::Arc<super::telegram::Telegram>>,
 }
 
 /// One try may take `TRY_TIMEOUT` (`TABD_TEST_NOTIFY_TRY_MS` shortens it for tests).
@@ -91,7 +98,14 @@ impl Deliveries {
                 .build()
                 .ok()
         });
+        let telegram = config.telegram.as_ref().and_then(|t| {
+            super::telegram::Telegram::of(t, &env)
+                .map_err(|e| tracing::warn!("notify: Telegram is off: {e}"))
+                .ok()
+                .map(std::sync::Arc::new)
+        });
         Self {
+            telegram,
             config: config.clone(),
             vault_name: config
                 .obsidian_vault
@@ -112,8 +126,11 @@ impl Deliveries {
             message: secrets.apply(&ev.message),
             ..ev.clone()
         };
-        // An event in an earlier push's place is ntfy's alone: elsewhere it would be one more.
-        if ev.replaces.is_some() && !(kind == Kind::Webhook && self.config.format == WebhookFormat::Ntfy) {
+        // An event in an earlier push's place is ntfy's and Telegram's alone (they replace or
+        // edit it): elsewhere it would be one more.
+        let replaces =
+            kind == Kind::Telegram || (kind == Kind::Webhook && self.config.format == WebhookFormat::Ntfy);
+        if ev.replaces.is_some() && !replaces {
             return Ok(());
         }
         // From the key, so every try (and every channel, and a start after a restart) has it.
@@ -123,6 +140,12 @@ impl Deliveries {
             Kind::Command => self.command(&payload, &id).await,
             Kind::Webhook => self.webhook(ev, &payload, &id).await,
             Kind::Desktop => self.desktop(ev).await,
+            Kind::Telegram => match &self.telegram {
+                Some(t) => t.deliver(ev).await,
+                None => Err(DeliveryError::Setup(
+                    "[notify.telegram] token: its variable is not set".into(),
+                )),
+            },
         }
     }
 
@@ -421,6 +444,7 @@ mod tests {
 
     fn deliveries(command: &[&str], try_timeout: Duration) -> Deliveries {
         Deliveries {
+            telegram: None,
             config: NotifyConfig {
                 command: command.iter().map(|s| s.to_string()).collect(),
                 ..NotifyConfig::default()

@@ -16,6 +16,8 @@
 //! - `id` — an event's id, from its key and its vault.
 //! - `replies` — the ntfy reply topic a tap on an approval's button publishes to, followed
 //!   through ntfy's JSON stream (DESIGN §27).
+//! - `telegram` — Telegram as a channel both ways: a bot's messages, buttons and edits, and its
+//!   updates read by long polling (DESIGN §27).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
@@ -31,6 +33,7 @@ mod error;
 mod id;
 mod queue;
 pub mod replies;
+pub mod telegram;
 
 pub use error::DeliveryError;
 pub use id::EventId;
@@ -69,6 +72,9 @@ pub struct Replies {
     pub reject: String,
     /// The two buttons' labels: `Approve` and `Reject`, or a checkpoint's `Continue` and `Stop`.
     pub labels: [&'static str; 2],
+    /// The Approve and Reject buttons' callback data on Telegram (a short form: Telegram takes
+    /// 64 bytes at most), when `[notify.telegram]` is set.
+    pub telegram: Option<[String; 2]>,
 }
 
 impl std::fmt::Debug for Replies {
@@ -91,6 +97,8 @@ struct Inner {
     failing: Mutex<BTreeMap<&'static str, String>>,
     /// Woken when `failing` changes, so the status shows it at once.
     changed: tokio::sync::Notify,
+    /// `[notify.telegram]`'s bot and what tabd keeps of its chat.
+    telegram: Option<Arc<telegram::Telegram>>,
 }
 
 impl Notifier {
@@ -106,6 +114,7 @@ impl Notifier {
             retries: 3,
         };
         let deliveries = Arc::new(Deliveries::new(config, env, vault_name));
+        let telegram = deliveries.telegram.clone();
         let quiet = config.quiet().ok().flatten();
         let mut receivers = Vec::new();
         let queues = kinds
@@ -122,6 +131,7 @@ impl Notifier {
             sent: Mutex::default(),
             failing: Mutex::default(),
             changed: tokio::sync::Notify::new(),
+            telegram,
         });
         for (kind, rx) in kinds.into_iter().zip(receivers) {
             let worker = Worker {
@@ -139,6 +149,10 @@ impl Notifier {
     /// Queues `ev` on every channel if `[notify] events` wants its kind and it was not sent
     /// before. Never waits.
     pub fn send(&self, ev: Event) -> bool {
+        if let (Some(t), EventKind::Done) = (&self.0.telegram, ev.kind) {
+            // Held whether or not `done` events are sent: an `/ask`'s run answers with it.
+            t.remember_done(&ev);
+        }
         if !self.0.config.wants(ev.kind) {
             return false;
         }
@@ -173,6 +187,11 @@ impl Notifier {
     /// Resolves when a channel starts or stops failing.
     pub async fn problems_changed(&self) {
         self.0.changed.notified().await;
+    }
+
+    /// `[notify.telegram]`'s bot and state, when it is set and its token could be read.
+    pub fn telegram(&self) -> Option<Arc<telegram::Telegram>> {
+        self.0.telegram.clone()
     }
 
     /// `[notify] after_failures`.

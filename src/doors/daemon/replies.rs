@@ -11,6 +11,12 @@
 //! reason (never the token); a tap on an approval decided already gets a line and a push in the
 //! approval's place. And every approval the person was pushed is pushed again once decided,
 //! however it was (`tell_decided`), in its push's place: the buttons go.
+//!
+//! With `[notify.telegram]`, the bot's updates come in through the same `next` (`telegram`:
+//! taps, `/ask`, `/status`; `callback`: a Telegram button's short callback data).
+
+mod callback;
+mod telegram;
 
 use std::collections::HashSet;
 
@@ -20,6 +26,7 @@ use super::Daemon;
 use crate::base::blocking;
 use crate::base::vault::VaultPath;
 use crate::capabilities::notify::replies::{self, Reply, Subscription, Topic};
+use crate::capabilities::notify::telegram::Update;
 use crate::capabilities::notify::Replies;
 use crate::doors::approval_pass::decide::{self, Tapped};
 use crate::gate::approvals::token::{self, Claim, Decision};
@@ -37,6 +44,8 @@ const WHO: &str = "tabd";
 pub(super) struct Answers {
     /// The subscription, while `[notify] reply_topic` is set.
     sub: Option<Subscription>,
+    /// The bot's updates, while `[notify.telegram]` is set.
+    telegram: Option<telegram::Follow>,
     /// Approvals whose outcome was pushed, or was decided before this daemon looked.
     told: HashSet<String>,
     /// `told` holds what was decided before the first look.
@@ -44,14 +53,15 @@ pub(super) struct Answers {
 }
 
 impl Answers {
-    /// The subscription, while there is one.
-    pub(super) fn sub(&mut self) -> Option<&mut Subscription> {
-        self.sub.as_mut()
+    /// What `next` reads: the reply topic and the bot's updates.
+    pub(super) fn sub(&mut self) -> &mut Self {
+        self
     }
 
-    /// Ends the subscription (tabd is stopping).
+    /// Ends the subscription and the bot's polling (tabd is stopping).
     pub(super) fn stop(&mut self) {
         self.sub = None;
+        self.telegram = None;
     }
 }
 
@@ -61,11 +71,33 @@ struct Since {
     since: String,
 }
 
-/// The next message of the reply topic; never, without a subscription.
-pub(super) async fn next(sub: Option<&mut Subscription>) -> Reply {
-    match sub {
-        Some(s) => s.next().await,
-        None => std::future::pending().await,
+/// What came back from the person.
+pub(super) enum Heard {
+    /// A message of the ntfy reply topic.
+    Ntfy(Reply),
+    /// An update of the Telegram bot.
+    Telegram(Box<Update>),
+}
+
+/// The next message of the reply topic or update of the bot; never, without either.
+pub(super) async fn next(answers: &mut Answers) -> Heard {
+    let Answers { sub, telegram, .. } = answers;
+    let ntfy = async {
+        match sub {
+            Some(s) => s.next().await,
+            None => std::future::pending().await,
+        }
+    };
+    let bot = async {
+        match telegram {
+            Some(t) => t.polling.next().await,
+            None => std::future::pending().await,
+        }
+    };
+    // Both are channels' receivers: a branch not taken loses nothing.
+    tokio::select! {
+        reply = ntfy => Heard::Ntfy(reply),
+        update = bot => Heard::Telegram(Box::new(update)),
     }
 }
 
@@ -74,6 +106,8 @@ impl Daemon {
     /// whenever `[notify]` changed.
     pub(super) fn start_replies(&mut self) {
         self.shown.answers.sub = None;
+        self.shown.answers.telegram = None;
+        self.shown.answers.telegram = self.start_telegram();
         let topic = match Topic::of(&self.config().notify, &self.setup.env) {
             Ok(Some(t)) => t,
             Ok(None) => return,
@@ -106,10 +140,17 @@ impl Daemon {
         replies::looks_like_an_id(&kept.since).then_some(kept.since)
     }
 
-    /// The Approve and Reject (a checkpoint's Continue and Stop) buttons' tokens of approval `id`, when `[notify] reply_topic` is set.
+    /// The Approve and Reject (a checkpoint's Continue and Stop) buttons' tokens of approval `id`,
+    /// when `[notify] reply_topic` is set. With `[notify.telegram]`, also their callback data there
+    /// (`callback`).
     pub(super) fn buttons(&self, id: &str, a: &Approval) -> Option<Replies> {
-        self.config().notify.reply_topic.as_ref()?;
-        let token = |d| token::make(&self.run_env.key, &Claim::of(id, d, &a.args_hash, a.expires));
+        let notify = &self.config().notify;
+        if notify.reply_topic.is_none() && notify.telegram.is_none() {
+            return None;
+        }
+        let claim = |d| Claim::of(id, d, &a.args_hash, a.expires);
+        let token = |d| token::make(&self.run_env.key, &claim(d));
+        let short = |d| callback::make(&self.run_env.key, &claim(d));
         Some(Replies {
             approve: token(Decision::Approve),
             reject: token(Decision::Reject),
@@ -119,11 +160,23 @@ impl Daemon {
             } else {
                 ["Approve", "Reject"]
             },
+            telegram: notify
+                .telegram
+                .as_ref()
+                .and_then(|_| Some([short(Decision::Approve)?, short(Decision::Reject)?])),
         })
     }
 
+    /// What came back: a tap on ntfy, or an update of the Telegram bot.
+    pub(super) fn on_reply(&mut self, heard: Heard) {
+        match heard {
+            Heard::Ntfy(reply) => self.on_ntfy(reply),
+            Heard::Telegram(update) => self.on_telegram(*update),
+        }
+    }
+
     /// One message of the reply topic: decided, said, and its id kept.
-    pub(super) fn on_reply(&mut self, reply: Reply) {
+    fn on_ntfy(&mut self, reply: Reply) {
         let env = self.run_env.clone();
         let message = reply.message.clone();
         match blocking::run(move || decide::tap(&env, &message)) {
@@ -167,7 +220,10 @@ impl Daemon {
     /// in the approval push's place, so its buttons go. Those decided before this daemon first
     /// looked are not pushed again.
     pub(super) fn tell_decided(&mut self) {
-        if self.shown.notifier.is_none() || self.config().notify.reply_topic.is_none() {
+        // Runs that answer an `/ask` on Telegram: their summaries, as replies.
+        self.answer_asks();
+        let notify = &self.config().notify;
+        if self.shown.notifier.is_none() || (notify.reply_topic.is_none() && notify.telegram.is_none()) {
             return;
         }
         let decided: Vec<(String, Approval)> = self

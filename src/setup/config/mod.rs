@@ -476,6 +476,25 @@ impl Reader<'_> {
     }
 }
 
+/// `[notify]`'s settings that serde cannot check alone.
+fn check_notify(r: &Reader<'_>, notify: &notify::NotifyConfig) -> Result<(), ConfigError> {
+    notify.quiet().map_err(|m| r.err_at(None, m.to_string()))?;
+    notify.replies().map_err(|m| r.err_at(None, m.to_string()))?;
+    if let Some(t) = &notify.telegram {
+        let at = Some(t.token.span());
+        t.check().map_err(|m| r.err_at(at, m.to_string()))?;
+        // The variable must be set now: a bot that cannot log in is said at its line, at start.
+        r.expand(&t.token)?;
+    }
+    if notify.command.first().is_some_and(|c| c.trim().is_empty()) {
+        return Err(r.err_at(
+            None,
+            "[notify] command: the first word is the program to run".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Parses config `text` (from `path`, for messages).
 pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Result<Config, ConfigError> {
     let r = Reader {
@@ -501,14 +520,7 @@ pub fn parse(text: &str, path: &Path, env: &Env, source: Option<PathBuf>) -> Res
         shutdown_grace: Duration::from_secs(raw.daemon.shutdown_grace_s.unwrap_or(20)),
         host: raw.daemon.host.as_ref().map(|h| r.expand(h)).transpose()?,
     };
-    raw.notify.quiet().map_err(|m| r.err_at(None, m.to_string()))?;
-    raw.notify.replies().map_err(|m| r.err_at(None, m.to_string()))?;
-    if raw.notify.command.first().is_some_and(|c| c.trim().is_empty()) {
-        return Err(r.err_at(
-            None,
-            "[notify] command: the first word is the program to run".into(),
-        ));
-    }
+    check_notify(&r, &raw.notify)?;
     let mut mcp = std::collections::BTreeMap::new();
     for (name, server) in raw.mcp {
         let resolved = mcp::resolve(&name, server).map_err(|e| r.err_at(e.span, e.message))?;
@@ -835,6 +847,36 @@ mod tests {
 
     fn parse_err(text: &str) -> ConfigError {
         parse(text, Path::new("config.toml"), &env(), None).unwrap_err()
+    }
+
+    /// `[notify.telegram]`: read as written; a token written in the file, a token whose
+    /// variable is not set, and a chat that is no number are each refused at their line.
+    #[test]
+    fn telegram_is_read_and_its_mistakes_are_said_at_their_line() {
+        let with = |env: &[(&str, &str)], body: &str| {
+            let text = format!("[notify]\ndesktop = false\n\n[notify.telegram]\n{body}");
+            parse(
+                &text,
+                Path::new("config.toml"),
+                &Env::from_pairs(env.iter().copied()),
+                None,
+            )
+        };
+        let ok = with(&[("TG", "1:abc")], "token = \"${TG}\"\nchat = 42\n").unwrap();
+        let t = ok.notify.telegram.unwrap();
+        assert_eq!(
+            (t.chat, t.api(), t.obeyed()),
+            (42, "https://api.telegram.org", vec![42])
+        );
+        let e = with(&[], "chat = 42\ntoken = \"1:abc\"\n").unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.message.contains("write the variable that holds it"), "{e}");
+        let e = with(&[], "token = \"${TG}\"\nchat = 42\n").unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.message.contains("TG"), "{e}");
+        let e = with(&[("TG", "1:abc")], "token = \"${TG}\"\nchat = \"me\"\n").unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.message.contains("a whole number"), "{e}");
     }
 
     #[test]

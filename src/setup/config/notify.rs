@@ -1,6 +1,7 @@
 //! `[notify]` (DESIGN §22): where tabd says "I need you" — a command, a webhook (ntfy's format as
 //! a preset), the desktop — for which events, and when it keeps quiet; and the ntfy topic a tap on
-//! an approval's button answers on (`reply_topic`, DESIGN §27).
+//! an approval's button answers on (`reply_topic`, DESIGN §27); and Telegram as a channel both
+//! ways (`[notify.telegram]`, DESIGN §27).
 
 use chrono::NaiveTime;
 use serde::Deserialize;
@@ -93,6 +94,72 @@ pub struct NotifyConfig {
     /// An ntfy access token (`${VAR}`), sent as `Authorization: Bearer …` when publishing, when
     /// subscribing to `reply_topic`, and by the push's buttons.
     pub access_token: Option<String>,
+    /// `[notify.telegram]`: a bot that sends events to the person's chat and reads their answers.
+    pub telegram: Option<TelegramConfig>,
+}
+
+/// The Telegram Bot API's address; `api_base` stands in for it (a test's local stand-in).
+pub const TELEGRAM_API: &str = "https://api.telegram.org";
+
+/// `[notify.telegram]` as written.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramConfig {
+    /// The bot's token, as `${VAR}`: it is a password to the bot, and it sits in every request's
+    /// URL, so it is never written in the file (nor shown anywhere).
+    pub token: toml::Spanned<String>,
+    /// The person's chat with the bot (its id: a number; a group's is negative). Only this chat
+    /// is obeyed.
+    pub chat: i64,
+    /// Who in the chat may answer (Telegram user ids). Unset: the chat's own id, which is the
+    /// person in a private chat with the bot; a group lists its members who may decide.
+    #[serde(default)]
+    pub users: Vec<i64>,
+    /// The Bot API's address (default `https://api.telegram.org`): a local stand-in for tests.
+    #[serde(default)]
+    pub api_base: Option<String>,
+}
+
+impl TelegramConfig {
+    /// The users whose taps and messages are obeyed.
+    pub fn obeyed(&self) -> Vec<i64> {
+        if self.users.is_empty() {
+            vec![self.chat]
+        } else {
+            self.users.clone()
+        }
+    }
+
+    /// The Bot API's address, without a trailing slash.
+    pub fn api(&self) -> &str {
+        self.api_base
+            .as_deref()
+            .unwrap_or(TELEGRAM_API)
+            .trim_end_matches('/')
+    }
+
+    /// Whether the token is written as a `${VAR}` (checked when the config is read).
+    pub fn check(&self) -> Result<(), BadTelegram> {
+        let token = self.token.get_ref().trim();
+        if !(token.starts_with("${") && token.ends_with('}')) {
+            return Err(BadTelegram::TokenInFile);
+        }
+        if self.chat == 0 {
+            return Err(BadTelegram::NoChat);
+        }
+        Ok(())
+    }
+}
+
+/// Why `[notify.telegram]` cannot work as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadTelegram {
+    #[error(
+        "[notify.telegram] token: write the variable that holds it, like \"${{TELEGRAM_BOT_TOKEN}}\" (a bot's token is a password: never in the file)"
+    )]
+    TokenInFile,
+    #[error("[notify.telegram] chat: your chat's id with the bot, a number (see docs/notify.md)")]
+    NoChat,
 }
 
 impl Default for NotifyConfig {
@@ -108,6 +175,7 @@ impl Default for NotifyConfig {
             obsidian_vault: None,
             reply_topic: None,
             access_token: None,
+            telegram: None,
         }
     }
 }
@@ -115,7 +183,7 @@ impl Default for NotifyConfig {
 impl NotifyConfig {
     /// Whether any channel is set.
     pub fn any(&self) -> bool {
-        !self.command.is_empty() || self.webhook.is_some() || self.desktop
+        !self.command.is_empty() || self.webhook.is_some() || self.desktop || self.telegram.is_some()
     }
 
     pub fn wants(&self, kind: EventKind) -> bool {
