@@ -294,3 +294,122 @@ fn a_server_answering_garbage_task_states_is_refused_and_its_task_cancelled() {
     let daily = v.daily();
     assert!(!daily.contains("\n# Approved"), "{daily}");
 }
+
+/// Issue 53, item 1: `tabd mcp serve` answers both lines — a 2026-07-28 client with no handshake
+/// (`server/discover`, then requests that carry the version in `_meta`), and a 2025 client with
+/// `initialize`.
+#[test]
+fn tabd_mcp_serve_answers_both_protocol_lines() {
+    use std::io::{BufRead, Write};
+    let v = TestVault::new();
+    v.write("notes/plan.md", "The plan: ship it.\n");
+    let session = |lines: &[Value]| -> Vec<Value> {
+        let mut child = v
+            .command(&["mcp", "serve", "--role", "delivery"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut answers = Vec::new();
+        for line in lines {
+            writeln!(stdin, "{line}").unwrap();
+            stdin.flush().unwrap();
+            if line.get("id").is_none() {
+                continue;
+            }
+            let mut answer = String::new();
+            stdout.read_line(&mut answer).unwrap();
+            answers.push(serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}")));
+        }
+        drop(stdin);
+        child.wait().unwrap();
+        answers
+    };
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let modern = session(&[
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"_meta": meta, "name": "read_file", "arguments": {"path": "notes/plan.md"}}}),
+    ]);
+    let versions = &modern[0]["result"]["supportedVersions"];
+    assert!(
+        versions
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("2026-07-28")) && a.contains(&json!("2025-11-25"))),
+        "{}",
+        modern[0]
+    );
+    let tools = modern[1]["result"]["tools"]
+        .as_array()
+        .expect("tools, with no handshake");
+    assert!(tools.iter().any(|t| t["name"] == "read_file"), "{}", modern[1]);
+    let text = modern[2]["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("ship it"), "{}", modern[2]);
+
+    let legacy = session(&[
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ]);
+    assert_eq!(
+        legacy[0]["result"]["protocolVersion"], "2025-11-25",
+        "{}",
+        legacy[0]
+    );
+    assert!(
+        legacy[1]["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{}",
+        legacy[1]
+    );
+}
+
+/// Issue 53, item 2: a run that stops (tabd is stopped) while it waits for a task cancels the
+/// task: the server hears `tasks/cancel` before tabd ends its session.
+#[test]
+fn a_stopped_run_cancels_its_task() {
+    use crate::support::daemon::{daemon_config, wait_until, Daemon};
+    let Some(python) = fastmcp() else {
+        return;
+    };
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let log = v.dir.path().join("py/calls.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    v.use_model(
+        &fake,
+        KIND,
+        &format!("{}{}", daemon_config(""), fastmcp_config(&python, &log, "")),
+    );
+    ops_role(&v, &["py"]);
+    fake.script([
+        wire::tools(
+            KIND,
+            None,
+            &[("c1", "py__slow_sum", json!({"a": 1, "b": 2, "seconds": 300}))],
+        ),
+        wire::text(KIND, "Done."),
+    ]);
+    let mut d = Daemon::start(&v);
+    v.write("agent/inbox/ops/long.md", "Add them, however long it takes.\n");
+    wait_until(Duration::from_secs(60), "the task started", || {
+        lines(&log).contains(&"start 300.0".to_string())
+    });
+    d.signal(libc::SIGTERM);
+    assert!(d.wait_exit(Duration::from_secs(30)).is_some(), "tabd stopped");
+    assert_eq!(
+        lines(&log),
+        vec!["start 300.0", "cancelled 300.0"],
+        "the task was cancelled"
+    );
+}

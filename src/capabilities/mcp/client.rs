@@ -345,6 +345,9 @@ pub struct Connection {
     /// A server granted `vault = "write"`: the vault folders it may write, looked through after
     /// each call for files other programs load that it left there (DESIGN §24).
     watch: Option<Leftovers>,
+    /// `tasks/cancel` requests of waits a stopped run dropped: `stop` lets them reach the server
+    /// before it ends the session.
+    pub(super) cancels: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// The folders a `vault = "write"` server may write, and the vault they are in.
@@ -481,6 +484,7 @@ impl Connection {
             applied,
             env: launcher.env.clone(),
             watch,
+            cancels: Mutex::new(Vec::new()),
         }))
     }
 
@@ -643,6 +647,15 @@ impl Connection {
 
     /// Ends the session and stops the process group. Safe to call twice.
     pub async fn stop(&self) {
+        // A stopped run's tasks are cancelled first (each bounded: see `task::cancel`).
+        let cancels = std::mem::take(&mut *self.cancels.lock().unwrap_or_else(|p| p.into_inner()));
+        for c in cancels {
+            #[expect(
+                clippy::let_underscore_must_use,
+                reason = "a cancel that failed said so in the log"
+            )]
+            let _ = c.await;
+        }
         let cancel = self.cancel.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(token) = cancel {
             token.cancel();

@@ -16,26 +16,32 @@ use super::task::{self, Handle, State};
 
 /// Cancels the task when the wait ends without it (past its limit, a state tabd does not know,
 /// or a run that stopped and dropped the wait).
-struct CancelOnDrop {
-    peer: Peer<RoleClient>,
+struct CancelOnDrop<'a> {
+    conn: &'a Connection,
     handle: Option<Handle>,
 }
 
-impl CancelOnDrop {
+impl CancelOnDrop<'_> {
     fn disarm(&mut self) {
         self.handle = None;
     }
 }
 
-impl Drop for CancelOnDrop {
+impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
         let Some(handle) = self.handle.take() else {
             return;
         };
-        // Dropped outside a runtime only at process exit, when the server goes with tabd.
+        // Dropped outside a runtime only at process exit, when the server goes with tabd. The
+        // connection's `stop` awaits the cancel before it ends the session.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let peer = self.peer.clone();
-            rt.spawn(async move { task::cancel(&peer, &handle).await });
+            let peer = self.conn.peer().clone();
+            let sent = rt.spawn(async move { task::cancel(&peer, &handle).await });
+            self.conn
+                .cancels
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(sent);
         }
     }
 }
@@ -62,7 +68,7 @@ impl Connection {
         let peer = self.peer().clone();
         // Armed for as long as the wait runs: a run that stops drops it, and the task is cancelled.
         let mut guard = CancelOnDrop {
-            peer: peer.clone(),
+            conn: self,
             handle: Some(handle.clone()),
         };
         let mut poll = handle.poll;
