@@ -203,6 +203,12 @@ fn a_task_of_the_fastmcp_server_gets_its_result_and_is_sent_once() {
     assert!(!is_error, "{text}");
     assert!(text.contains("the sum is 5"), "{text}");
     assert_eq!(lines(&log), vec!["start 3.0", "end 3.0"], "sent once, ran once");
+    // The daily note says the call ran as a task: server, tool, how long.
+    let daily = v.daily();
+    assert!(
+        daily.contains("MCP server `py` ran `slow_sum` as task `") && daily.contains("; it ended after "),
+        "{daily}"
+    );
 }
 
 /// Issue 53, item 2: a task that ends after 90 s — longer than `tool_timeout_s` (60 s), the wall

@@ -227,12 +227,18 @@ impl McpTool {
             }
             (Ok(()), Some(args)) => args.clone(),
         };
+        let mut waited = None;
         let answer = match self.conn.call(&self.tool, args).await {
             Ok(Answer::Done(r)) => Ok(r),
-            Ok(Answer::Task(handle)) => self.wait(handle).await,
+            Ok(Answer::Task(handle)) => {
+                let (id, started) = (handle.id.clone(), Instant::now());
+                let answer = self.wait(handle).await;
+                waited = Some(self.waited_line(&id, started.elapsed(), answer.is_ok()));
+                answer
+            }
             Err(e) => Err(e),
         };
-        match answer {
+        let mut result = match answer {
             Ok(r) => {
                 // A task's result is a tool result like any other: the same handling.
                 let (text, is_error) = super::content::to_text(&r);
@@ -245,7 +251,25 @@ impl McpTool {
             }
             Err(CallError::Refused(why)) => ToolResult::error(format!("{} failed: {why}", self.exposed)),
             Err(CallError::Unknown(why)) => ToolResult::unknown(format!("{}: {why}", self.exposed)),
-        }
+        };
+        result.notes.extend(waited);
+        result
+    }
+
+    /// The daily note's line for a call that ran as a task: server, tool, how long it was waited
+    /// for (the task id bounded and plain: see `task`).
+    fn waited_line(&self, id: &str, waited: std::time::Duration, ended: bool) -> String {
+        let how = if ended {
+            "ended after"
+        } else {
+            "was given up after"
+        };
+        format!(
+            "MCP server `{}` ran `{}` as task `{id}`; it {how} {}",
+            self.server,
+            self.tool,
+            super::wait::shown(waited)
+        )
     }
 
     /// Waits for the task the server started for the call: until the run's deadline or the

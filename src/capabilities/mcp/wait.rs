@@ -178,7 +178,7 @@ async fn look(peer: &Peer<RoleClient>, handle: &Handle, progress: &mut Progress)
 }
 
 /// "2 h 14 min", "3 min", "40 s".
-fn shown(d: Duration) -> String {
+pub(super) fn shown(d: Duration) -> String {
     match d.as_secs() {
         s if s < 60 => format!("{s} s"),
         s if s < 3600 => format!("{} min", s / 60),
