@@ -301,6 +301,30 @@ fn a_server_answering_garbage_task_states_is_refused_and_its_task_cancelled() {
     assert!(!daily.contains("\n# Approved"), "{daily}");
 }
 
+/// A 2025-11-25 server that refuses a plain call of its task-required tool with a JSON-RPC error
+/// -32601 (not an error result, as the everything server does): tabd calls it again as a task,
+/// polls it, and takes the result from `tasks/result`. The plain call was refused, so the tool
+/// ran once.
+#[test]
+fn a_2025_task_refused_as_a_jsonrpc_error_is_called_as_a_task_and_its_result_fetched() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    let log = v.dir.path().join("g/requests.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    ops_role(&v, &["garbage"]);
+    v.use_model(&fake, KIND, &garbage_config("legacy", &log));
+    let (text, is_error) = fire_one_call(&v, &fake, "garbage__work", json!({}));
+    assert!(!is_error, "{text}");
+    assert!(text.contains("worked, as a 2025 task"), "{text}");
+    let methods: Vec<String> = lines(&log)
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|r| r["method"].as_str().unwrap_or("").to_string())
+        .filter(|m| m.starts_with("tasks/") || m == "tools/call")
+        .collect();
+    assert_eq!(methods, ["tools/call", "tools/call", "tasks/get", "tasks/result"]);
+}
+
 /// Issue 53, item 1: `tabd mcp serve` answers both lines — a 2026-07-28 client with no handshake
 /// (`server/discover`, then requests that carry the version in `_meta`), and a 2025 client with
 /// `initialize`.

@@ -553,19 +553,21 @@ impl Connection {
         tool: &str,
         arguments: serde_json::Map<String, Value>,
     ) -> Result<Answer, CallError> {
-        let answer = self.send_call(tool, arguments.clone(), false).await?;
+        let answer = self.send_call(tool, arguments.clone(), false).await;
         // 2025-11-25: a tool that declared `taskSupport: "required"` refuses a plain call (and ran
-        // nothing); rmcp does not keep that declaration, so the refusal is what says it.
+        // nothing), as an error result or a JSON-RPC error; rmcp does not keep that declaration,
+        // so the refusal is what says it.
         let refused_for_task = match &answer {
-            Answer::Done(r) => {
+            Ok(Answer::Done(r)) => {
                 r.is_error.unwrap_or(false) && task::needs_a_task(&super::content::to_text(r).0)
             }
-            Answer::Task(_) => false,
+            Err(CallError::Refused(why)) => task::needs_a_task(why),
+            Ok(Answer::Task(_)) | Err(CallError::Unknown(_)) => false,
         };
         if refused_for_task && !self.line().is_some_and(|l| l.stateless) {
             return self.send_call(tool, arguments, true).await;
         }
-        Ok(answer)
+        answer
     }
 
     /// One `tools/call` (`as_task`: with 2025's `task` parameter) under the tool timeout.
@@ -596,7 +598,11 @@ impl Connection {
         let clean = |m: String| self.env.redact(&m, &secrets);
         let answer = match answer {
             Ok(Ok(reply)) => reply.answer(),
-            // The server answered: it refused the call, nothing was done.
+            // The server answered: it refused the call, nothing was done. (Its code is kept where
+            // it says "call this as a task": `call` reads it.)
+            Ok(Err(ServiceError::McpError(data))) if data.code.0 == -32601 => Err(CallError::Refused(
+                format!("the server answered with an error: {} (-32601)", data.message),
+            )),
             Ok(Err(ServiceError::McpError(data))) => Err(CallError::Refused(format!(
                 "the server answered with an error: {}",
                 data.message
