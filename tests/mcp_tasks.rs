@@ -443,3 +443,25 @@ fn a_stopped_run_cancels_its_task() {
         "the task was cancelled"
     );
 }
+
+/// A server that answers every request it does not know with an empty result (so its answer to
+/// `server/discover` is neither discovery nor an error) is started again for the 2025 handshake.
+#[test]
+fn a_server_that_answers_discover_with_an_empty_result_gets_the_handshake() {
+    let v = TestVault::new();
+    let fake = FakeModel::start();
+    v.use_model(
+        &fake,
+        KIND,
+        &format!(
+            "[mcp.echo]\ncommand = \"python3\"\nargs = [\"{}\"]\n",
+            repo().join("tests/fixtures/echo_server.py").display()
+        ),
+    );
+    let out = v.tabd(&["mcp", "list", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let echo = &listing["servers"][0];
+    assert_eq!(echo["protocol"], "2025-11-25 (handshake)", "{echo}");
+    assert!(echo["tools"].as_array().is_some_and(|t| t.len() == 2), "{echo}");
+}

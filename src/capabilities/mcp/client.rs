@@ -256,10 +256,13 @@ impl ClientHandler for Handler {
     fn get_info(&self) -> InitializeRequestParams {
         // The Tasks extension (SEP-2663) is declared: a server may answer a long call with a
         // task, which tabd polls (see `task`).
-        InitializeRequestParams::new(
+        let mut info = InitializeRequestParams::new(
             ClientCapabilities::builder().enable_tasks().build(),
             Implementation::new("tabd", env!("CARGO_PKG_VERSION")),
-        )
+        );
+        // Asked only in the handshake (2026-07-28 has none): the newest version that has one.
+        info.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
+        info
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -427,37 +430,35 @@ impl Connection {
                 args,
                 env: extra,
             } => {
-                let (child, tenant, stdout, stdin, stderr_done, (applied, watch)) =
-                    spawn(command, args, extra, launcher, &server, &stderr)?;
-                match handler.serve_with_lifecycle((stdout, stdin), lifecycle()).await {
-                    Ok(s) => {
-                        let token = s.cancellation_token();
-                        let tx = ended_tx.clone();
-                        let child = Child::watch(child, tenant, move || {
-                            // Fails only when the connection is gone already.
-                            #[expect(clippy::let_underscore_must_use)]
-                            let _ = tx.send(true);
-                            token.cancel();
-                        });
-                        (s, Some(child), applied, watch)
-                    }
-                    Err(e) => {
-                        let why = init_error(&e, false);
-                        return Err(failed_start(child, tenant, stderr_done, why, applied, &stderr).await);
-                    }
-                }
+                serve_stdio(
+                    handler,
+                    (command, args, extra),
+                    launcher,
+                    &server,
+                    &stderr,
+                    &ended_tx,
+                )
+                .await?
             }
             Transport::Http { url, headers } => {
                 // `url` may hold `${SECRET}`: expanded only here, never shown expanded.
                 let transport = http_transport(url, headers, &launcher.env)?;
-                let s = handler
-                    .serve_with_lifecycle(transport, lifecycle())
-                    .await
-                    .map_err(|e| ConnectError::Http {
-                        url: crate::base::text::display_endpoint(url),
-                        // The transport's error may quote the URL it was given, a secret path and all.
-                        why: crate::base::text::endpoints_shown(&init_error(&e, true)),
-                    })?;
+                let first = handler.clone().serve_with_lifecycle(transport, lifecycle()).await;
+                let served = match first {
+                    // As for a command server: a new connection for the 2025 handshake.
+                    Err(e) if knows_no_discover(&e) => {
+                        let transport = http_transport(url, headers, &launcher.env)?;
+                        handler
+                            .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                            .await
+                    }
+                    other => other,
+                };
+                let s = served.map_err(|e| ConnectError::Http {
+                    url: crate::base::text::display_endpoint(url),
+                    // The transport's error may quote the URL it was given, a secret path and all.
+                    why: crate::base::text::endpoints_shown(&init_error(&e, true)),
+                })?;
                 (s, None, None, None)
             }
         };
@@ -680,6 +681,67 @@ impl Connection {
         // Fails only when the sender is gone, which is the connection's end too.
         #[expect(clippy::let_underscore_must_use)]
         let _ = ended.wait_for(|e| *e).await;
+    }
+}
+
+/// A started connection's parts: rmcp's service, the server's process (none over HTTP), its
+/// sandbox and the vault folders it may write.
+type Served = (
+    rmcp::service::RunningService<RoleClient, Handler>,
+    Option<Child>,
+    Option<Arc<Applied>>,
+    Option<Leftovers>,
+);
+
+/// Starts a command server and serves rmcp's client over its stdio: the automatic lifecycle,
+/// and once more with the 2025 handshake where its process answered `server/discover` oddly.
+async fn serve_stdio(
+    handler: Handler,
+    (command, args, extra): (&str, &[String], &[(String, String)]),
+    launcher: &Launcher,
+    server: &ServerConfig,
+    stderr: &StderrTail,
+    ended_tx: &Arc<tokio::sync::watch::Sender<bool>>,
+) -> Result<Served, ConnectError> {
+    let mut modes = [lifecycle(), ClientLifecycleMode::Initialize]
+        .into_iter()
+        .peekable();
+    loop {
+        let mode = modes.next().unwrap_or(ClientLifecycleMode::Initialize);
+        let (mut child, tenant, stdout, stdin, stderr_done, (applied, watch)) =
+            spawn(command, args, extra, launcher, server, stderr)?;
+        match handler.clone().serve_with_lifecycle((stdout, stdin), mode).await {
+            Ok(s) => {
+                let token = s.cancellation_token();
+                let tx = ended_tx.clone();
+                let child = Child::watch(child, tenant, move || {
+                    // Fails only when the connection is gone already.
+                    #[expect(clippy::let_underscore_must_use)]
+                    let _ = tx.send(true);
+                    token.cancel();
+                });
+                return Ok((s, Some(child), applied, watch));
+            }
+            // It answered `server/discover` with something else: it is alive but knows
+            // only the handshake, and this connection is spent. Started again for it.
+            Err(e) if knows_no_discover(&e) && modes.peek().is_some() => {
+                tracing::info!(
+                    "MCP server {}: it answered `server/discover` oddly; started again for the 2025 handshake",
+                    server.name
+                );
+                tenant.kill();
+                #[expect(
+                    clippy::let_underscore_must_use,
+                    reason = "only to reap it: it was just killed"
+                )]
+                let _ = child.wait().await;
+                drop(stderr_done);
+            }
+            Err(e) => {
+                let why = init_error(&e, false);
+                return Err(failed_start(child, tenant, stderr_done, why, applied, stderr).await);
+            }
+        }
     }
 }
 
@@ -906,6 +968,16 @@ fn lifecycle() -> ClientLifecycleMode {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
     }
+}
+
+/// Whether a start failed because the server answered `server/discover` with something that is
+/// neither its answer nor an error (some servers answer every request they do not know with an
+/// empty result): rmcp's automatic lifecycle falls back only on an error.
+fn knows_no_discover(e: &rmcp::service::ClientInitializeError) -> bool {
+    matches!(
+        e,
+        rmcp::service::ClientInitializeError::ExpectedInitResult(Some(_))
+    )
 }
 
 /// Which protocol line a connection speaks, for `tabd mcp list` and the logs.
