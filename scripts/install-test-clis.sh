@@ -4,7 +4,11 @@
 #   model on 127.0.0.1: no test ever reaches the network);
 # - the reference MCP memory server (@modelcontextprotocol/server-memory), for the sandbox tests
 #   that start a server installed the way people install them (a script in node_modules, the
-#   package's .bin link).
+#   package's .bin link);
+# - the reference MCP "everything" server (@modelcontextprotocol/server-everything): 2025-11-25
+#   with Tasks (a task-required tool), for tests/mcp_tasks.rs;
+# - FastMCP with the Tasks extension (fastmcp-tasks, PyPI: 2026-07-28 and SEP-2663) in a venv at
+#   target/test-clis/pymcp, which runs tests/fixtures/tasks_server.py. It needs Python 3.12+.
 # Without them, those tests say they are skipped. Needs Node 18+ and npm's registry (or npm's
 # cache). Never fails the caller: it says why instead.
 set -uo pipefail
@@ -12,6 +16,8 @@ cd "$(dirname "$0")/.."
 
 CLAUDE_VERSION="2.1.197"    # the version the claude profile's flags were checked against
 MEMORY_VERSION="2026.8.31"  # the memory server the sandbox tests run
+EVERYTHING_VERSION="2026.8.31"  # the reference server with 2025-11-25 Tasks
+FASTMCP_TASKS_VERSION="4.1.4"   # pins fastmcp-slim 4.1.4 and mcp 2.3.0
 DEST="target/test-clis"
 
 if ! command -v npm >/dev/null 2>&1; then
@@ -38,4 +44,35 @@ install() {
 
 install "@anthropic-ai/claude-code@$CLAUDE_VERSION" "claude"
 install "@modelcontextprotocol/server-memory@$MEMORY_VERSION" "the MCP memory server"
+install "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" "the MCP everything server"
+
+# A Python 3.12+ for FastMCP's Tasks extension (its task engine needs it).
+install_fastmcp() {
+  local venv="$DEST/pymcp" py=""
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -m pip show fastmcp-tasks 2>/dev/null \
+      | grep -q "^Version: $FASTMCP_TASKS_VERSION$"; then
+    echo "install-test-clis: fastmcp-tasks $FASTMCP_TASKS_VERSION already installed in $venv"
+    return
+  fi
+  for c in python3.13 python3.12 python3; do
+    if command -v "$c" >/dev/null 2>&1 \
+        && "$c" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then
+      py="$c"
+      break
+    fi
+  done
+  if [ -z "$py" ]; then
+    echo "install-test-clis: no Python 3.12+; the FastMCP Tasks tests will be skipped"
+    return
+  fi
+  rm -rf "$venv"
+  if "$py" -m venv "$venv" >>"$DEST/pip.log" 2>&1 \
+      && timeout 300 "$venv/bin/python" -m pip install --quiet "fastmcp-tasks==$FASTMCP_TASKS_VERSION" \
+        >>"$DEST/pip.log" 2>&1; then
+    echo "install-test-clis: installed fastmcp-tasks $FASTMCP_TASKS_VERSION"
+  else
+    echo "install-test-clis: pip could not install fastmcp-tasks (see $DEST/pip.log); its tests will be skipped"
+  fi
+}
+install_fastmcp
 exit 0

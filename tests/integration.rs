@@ -44,6 +44,7 @@ mod load;
 mod log_place;
 mod mcp;
 mod mcp_serve;
+mod mcp_tasks;
 mod notify;
 mod ntfy_replies;
 mod outcomes;

@@ -493,6 +493,8 @@ fn mcp_list_shows_tools_risk_classes_roles_and_servers_that_fail_with_their_outp
     let test = servers.iter().find(|s| s["name"] == "test").unwrap();
     assert_eq!(test["status"], "ok");
     assert_eq!(test["transport"], "stdio");
+    // Issue 53, item 1: an rmcp 3.11 server speaks 2026-07-28, without a handshake.
+    assert_eq!(test["protocol"], "2026-07-28 (stateless)", "{test}");
     assert_eq!(test["roles"], json!(["ops", "watcher"]));
     let t = |name: &str| {
         test["tools"]
@@ -525,6 +527,7 @@ fn mcp_list_shows_tools_risk_classes_roles_and_servers_that_fail_with_their_outp
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     assert!(text.contains("test (stdio"), "{text}");
+    assert!(text.contains("protocol: MCP 2026-07-28 (stateless)"), "{text}");
     assert!(!text.contains("bad ("), "watcher does not use bad: {text}");
     assert!(
         text.lines()

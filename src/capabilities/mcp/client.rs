@@ -9,10 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, Implementation, InitializeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, Implementation,
+    InitializeRequestParams, ProtocolVersion,
 };
-use rmcp::service::{NotificationContext, Peer, RunningServiceCancellationToken, ServiceError};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, RunningServiceCancellationToken,
+    ServiceError,
+};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
@@ -24,6 +28,8 @@ use crate::base::sandbox::explain::Applied;
 use crate::base::sandbox::Grants;
 use crate::base::vault::leftovers::{self, Stamp, Watch};
 use crate::setup::config::mcp::{expand_pairs, PairError, ServerConfig, Transport};
+
+use super::task;
 
 /// Lines of a server's stderr kept for error messages.
 const STDERR_LINES: usize = 20;
@@ -116,6 +122,54 @@ pub enum CallError {
     Unknown(String),
 }
 
+/// What a server answered a call with.
+#[derive(Debug)]
+pub enum Answer {
+    /// The result.
+    Done(CallToolResult),
+    /// A task it runs for the call: wait for it (`Connection::wait_task`).
+    Task(task::Handle),
+}
+
+/// A `tools/call` answer as rmcp gave it.
+enum Reply {
+    Typed(CallToolResponse),
+    /// A raw request's answer (2025 Tasks, which rmcp does not type).
+    Plain(Value),
+}
+
+impl Reply {
+    fn answer(self) -> Result<Answer, CallError> {
+        let plain = match self {
+            Reply::Typed(CallToolResponse::Complete(r)) => return Ok(Answer::Done(r)),
+            Reply::Typed(CallToolResponse::Task(t)) => serde_json::to_value(t).unwrap_or(Value::Null),
+            // Questions from a server reach the person, never the model: not built yet (issue
+            // 53, item 3). The server ran nothing without the answers.
+            Reply::Typed(CallToolResponse::InputRequired(_)) => {
+                return Err(CallError::Refused(
+                    "the server asked for input before it would run the call, which tabd cannot give it yet".into(),
+                ))
+            }
+            Reply::Typed(_) => {
+                return Err(CallError::Unknown(
+                    "the server answered with something that is neither a result nor a task; it may or may not have been carried out"
+                        .into(),
+                ))
+            }
+            Reply::Plain(v) => v,
+        };
+        match task::handle_of(&plain) {
+            Ok(Some(handle)) => Ok(Answer::Task(handle)),
+            Ok(None) => task::result_of(&plain)
+                .map(Answer::Done)
+                .map_err(|g| CallError::Unknown(format!("the server's answer cannot be read: {g}"))),
+            Err(garbage) => Err(CallError::Unknown(format!(
+                "the server answered with a task tabd cannot follow: {garbage}; it may or may not have been carried out"
+            ))),
+        }
+    }
+}
+
 /// Why a server could not be used.
 #[derive(Debug, Clone)]
 pub struct ServerDown {
@@ -200,10 +254,15 @@ struct Handler {
 
 impl ClientHandler for Handler {
     fn get_info(&self) -> InitializeRequestParams {
-        InitializeRequestParams::new(
-            ClientCapabilities::default(),
+        // The Tasks extension (SEP-2663) is declared: a server may answer a long call with a
+        // task, which tabd polls (see `task`).
+        let mut info = InitializeRequestParams::new(
+            ClientCapabilities::builder().enable_tasks().build(),
             Implementation::new("tabd", env!("CARGO_PKG_VERSION")),
-        )
+        );
+        // Asked only in the handshake (2026-07-28 has none): the newest version that has one.
+        info.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
+        info
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -289,6 +348,9 @@ pub struct Connection {
     /// A server granted `vault = "write"`: the vault folders it may write, looked through after
     /// each call for files other programs load that it left there (DESIGN §24).
     watch: Option<Leftovers>,
+    /// `tasks/cancel` requests of waits a stopped run dropped: `stop` lets them reach the server
+    /// before it ends the session.
+    pub(super) cancels: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// The folders a `vault = "write"` server may write, and the vault they are in.
@@ -368,30 +430,31 @@ impl Connection {
                 args,
                 env: extra,
             } => {
-                let (child, tenant, stdout, stdin, stderr_done, (applied, watch)) =
-                    spawn(command, args, extra, launcher, &server, &stderr)?;
-                match handler.serve((stdout, stdin)).await {
-                    Ok(s) => {
-                        let token = s.cancellation_token();
-                        let tx = ended_tx.clone();
-                        let child = Child::watch(child, tenant, move || {
-                            // Fails only when the connection is gone already.
-                            #[expect(clippy::let_underscore_must_use)]
-                            let _ = tx.send(true);
-                            token.cancel();
-                        });
-                        (s, Some(child), applied, watch)
-                    }
-                    Err(e) => {
-                        let why = init_error(&e, false);
-                        return Err(failed_start(child, tenant, stderr_done, why, applied, &stderr).await);
-                    }
-                }
+                serve_stdio(
+                    handler,
+                    (command, args, extra),
+                    launcher,
+                    &server,
+                    &stderr,
+                    &ended_tx,
+                )
+                .await?
             }
             Transport::Http { url, headers } => {
                 // `url` may hold `${SECRET}`: expanded only here, never shown expanded.
                 let transport = http_transport(url, headers, &launcher.env)?;
-                let s = handler.serve(transport).await.map_err(|e| ConnectError::Http {
+                let first = handler.clone().serve_with_lifecycle(transport, lifecycle()).await;
+                let served = match first {
+                    // As for a command server: a new connection for the 2025 handshake.
+                    Err(e) if knows_no_discover(&e) => {
+                        let transport = http_transport(url, headers, &launcher.env)?;
+                        handler
+                            .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                            .await
+                    }
+                    other => other,
+                };
+                let s = served.map_err(|e| ConnectError::Http {
                     url: crate::base::text::display_endpoint(url),
                     // The transport's error may quote the URL it was given, a secret path and all.
                     why: crate::base::text::endpoints_shown(&init_error(&e, true)),
@@ -422,6 +485,7 @@ impl Connection {
             applied,
             env: launcher.env.clone(),
             watch,
+            cancels: Mutex::new(Vec::new()),
         }))
     }
 
@@ -464,31 +528,82 @@ impl Connection {
         self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The protocol line agreed with the server (`None` only before it answered, which a started
+    /// connection never is).
+    pub fn line(&self) -> Option<Line> {
+        let info = self.peer.peer_info()?;
+        Some(Line {
+            version: info.protocol_version.to_string(),
+            stateless: !info.protocol_version.has_initialize(),
+        })
+    }
+
     pub fn is_closed(&self) -> bool {
         *self.ended.borrow() || self.peer.is_transport_closed()
     }
 
+    /// The connection's peer, for the task requests (`task`, `wait`).
+    pub(super) fn peer(&self) -> &Peer<RoleClient> {
+        &self.peer
+    }
+
     /// Calls `tool` with `arguments` within the tool timeout; a call that runs over is cancelled.
+    /// The server may answer with a task to wait for (`wait_task`) instead of the result.
     pub async fn call(
         &self,
         tool: &str,
         arguments: serde_json::Map<String, Value>,
-    ) -> Result<CallToolResult, CallError> {
-        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+    ) -> Result<Answer, CallError> {
+        let answer = self.send_call(tool, arguments.clone(), false).await;
+        // 2025-11-25: a tool that declared `taskSupport: "required"` refuses a plain call (and ran
+        // nothing), as an error result or a JSON-RPC error; rmcp does not keep that declaration,
+        // so the refusal is what says it.
+        let refused_for_task = match &answer {
+            Ok(Answer::Done(r)) => {
+                r.is_error.unwrap_or(false) && task::needs_a_task(&super::content::to_text(r).0)
+            }
+            Err(CallError::Refused(why)) => task::needs_a_task(why),
+            Ok(Answer::Task(_)) | Err(CallError::Unknown(_)) => false,
+        };
+        if refused_for_task && !self.line().is_some_and(|l| l.stateless) {
+            return self.send_call(tool, arguments, true).await;
+        }
+        answer
+    }
+
+    /// One `tools/call` (`as_task`: with 2025's `task` parameter) under the tool timeout.
+    async fn send_call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        as_task: bool,
+    ) -> Result<Answer, CallError> {
         let limit = self.server.tool_timeout;
+        let request = async {
+            if as_task {
+                let v = task::call_as_task(&self.peer, tool, arguments).await?;
+                return Ok(Reply::Plain(v));
+            }
+            let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+            self.peer.call_tool_once(params).await.map(Reply::Typed)
+        };
         // Dropping the request on timeout makes rmcp send `notifications/cancelled`. A server that
         // dies mid-call fails the call at once rather than at the timeout.
         let answer = tokio::select! {
             biased;
-            answer = tokio::time::timeout(limit, self.peer.call_tool(params)) => answer,
+            answer = tokio::time::timeout(limit, request) => answer,
             () = self.closed() => Ok(Err(ServiceError::TransportClosed)),
         };
         // An error quotes the url (a `${TOKEN}` in it expanded) or the server's last output.
         let secrets = self.server.vars();
         let clean = |m: String| self.env.redact(&m, &secrets);
         let answer = match answer {
-            Ok(Ok(result)) => Ok(result),
-            // The server answered: it refused the call, nothing was done.
+            Ok(Ok(reply)) => reply.answer(),
+            // The server answered: it refused the call, nothing was done. (Its code is kept where
+            // it says "call this as a task": `call` reads it.)
+            Ok(Err(ServiceError::McpError(data))) if data.code.0 == -32601 => Err(CallError::Refused(
+                format!("the server answered with an error: {} (-32601)", data.message),
+            )),
             Ok(Err(ServiceError::McpError(data))) => Err(CallError::Refused(format!(
                 "the server answered with an error: {}",
                 data.message
@@ -539,6 +654,15 @@ impl Connection {
 
     /// Ends the session and stops the process group. Safe to call twice.
     pub async fn stop(&self) {
+        // A stopped run's tasks are cancelled first (each bounded: see `task::cancel`).
+        let cancels = std::mem::take(&mut *self.cancels.lock().unwrap_or_else(|p| p.into_inner()));
+        for c in cancels {
+            #[expect(
+                clippy::let_underscore_must_use,
+                reason = "a cancel that failed said so in the log"
+            )]
+            let _ = c.await;
+        }
         let cancel = self.cancel.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(token) = cancel {
             token.cancel();
@@ -557,6 +681,67 @@ impl Connection {
         // Fails only when the sender is gone, which is the connection's end too.
         #[expect(clippy::let_underscore_must_use)]
         let _ = ended.wait_for(|e| *e).await;
+    }
+}
+
+/// A started connection's parts: rmcp's service, the server's process (none over HTTP), its
+/// sandbox and the vault folders it may write.
+type Served = (
+    rmcp::service::RunningService<RoleClient, Handler>,
+    Option<Child>,
+    Option<Arc<Applied>>,
+    Option<Leftovers>,
+);
+
+/// Starts a command server and serves rmcp's client over its stdio: the automatic lifecycle,
+/// and once more with the 2025 handshake where its process answered `server/discover` oddly.
+async fn serve_stdio(
+    handler: Handler,
+    (command, args, extra): (&str, &[String], &[(String, String)]),
+    launcher: &Launcher,
+    server: &ServerConfig,
+    stderr: &StderrTail,
+    ended_tx: &Arc<tokio::sync::watch::Sender<bool>>,
+) -> Result<Served, ConnectError> {
+    let mut modes = [lifecycle(), ClientLifecycleMode::Initialize]
+        .into_iter()
+        .peekable();
+    loop {
+        let mode = modes.next().unwrap_or(ClientLifecycleMode::Initialize);
+        let (mut child, tenant, stdout, stdin, stderr_done, (applied, watch)) =
+            spawn(command, args, extra, launcher, server, stderr)?;
+        match handler.clone().serve_with_lifecycle((stdout, stdin), mode).await {
+            Ok(s) => {
+                let token = s.cancellation_token();
+                let tx = ended_tx.clone();
+                let child = Child::watch(child, tenant, move || {
+                    // Fails only when the connection is gone already.
+                    #[expect(clippy::let_underscore_must_use)]
+                    let _ = tx.send(true);
+                    token.cancel();
+                });
+                return Ok((s, Some(child), applied, watch));
+            }
+            // It answered `server/discover` with something else: it is alive but knows
+            // only the handshake, and this connection is spent. Started again for it.
+            Err(e) if knows_no_discover(&e) && modes.peek().is_some() => {
+                tracing::info!(
+                    "MCP server {}: it answered `server/discover` oddly; started again for the 2025 handshake",
+                    server.name
+                );
+                tenant.kill();
+                #[expect(
+                    clippy::let_underscore_must_use,
+                    reason = "only to reap it: it was just killed"
+                )]
+                let _ = child.wait().await;
+                drop(stderr_done);
+            }
+            Err(e) => {
+                let why = init_error(&e, false);
+                return Err(failed_start(child, tenant, stderr_done, why, applied, stderr).await);
+            }
+        }
     }
 }
 
@@ -775,6 +960,42 @@ fn http_transport(
     ))
 }
 
+/// Both protocol lines (DESIGN §29): `server/discover` first (2026-07-28, stateless), the
+/// 2025 `initialize` handshake where the server does not know it (it answers with an error, or
+/// not within rmcp's 10 s).
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
+}
+
+/// Whether a start failed because the server answered `server/discover` with something that is
+/// neither its answer nor an error (some servers answer every request they do not know with an
+/// empty result): rmcp's automatic lifecycle falls back only on an error.
+fn knows_no_discover(e: &rmcp::service::ClientInitializeError) -> bool {
+    matches!(
+        e,
+        rmcp::service::ClientInitializeError::ExpectedInitResult(Some(_))
+    )
+}
+
+/// Which protocol line a connection speaks, for `tabd mcp list` and the logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// The version agreed on (`2026-07-28`, `2025-11-25`, …).
+    pub version: String,
+    /// Stateless (`server/discover`, no session) or the `initialize` handshake.
+    pub stateless: bool,
+}
+
+impl std::fmt::Display for Line {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = if self.stateless { "stateless" } else { "handshake" };
+        write!(f, "{} ({how})", self.version)
+    }
+}
+
 /// Why `initialize` failed, in words a person can act on (rmcp's own text names Rust types).
 fn init_error(e: &rmcp::service::ClientInitializeError, http: bool) -> String {
     use rmcp::service::ClientInitializeError as E;
@@ -792,6 +1013,8 @@ fn init_error(e: &rmcp::service::ClientInitializeError, http: bool) -> String {
             "it answered `initialize` with something else (is it an MCP server?)".into()
         }
         E::JsonRpcError(data) => format!("it refused `initialize`: {}", data.message),
+        // It knew neither `server/discover` nor `initialize`: the handshake's failure says why.
+        E::LegacyFallbackFailed { fallback, .. } => init_error(fallback, http),
         E::NoCompatibleProtocolVersion { server_supported, .. } => {
             format!("it speaks no MCP version tabd knows ({server_supported:?})")
         }

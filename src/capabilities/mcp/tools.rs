@@ -5,10 +5,11 @@
 //! turned into text.
 
 use std::sync::Arc;
+use tokio::time::Instant;
 
 use serde_json::Value;
 
-use super::client::{CallError, Connection, ServerDown, ToolInfo};
+use super::client::{Answer, CallError, Connection, ServerDown, ToolInfo};
 use super::naming::exposed_name;
 use super::pool::Pool;
 use super::schema::InputSchema;
@@ -29,6 +30,9 @@ pub struct McpTool {
     pub risk: Risk,
     schema: InputSchema,
     conn: Arc<Connection>,
+    /// When the run must end: a task the server runs for a call is waited for until then at
+    /// most (and its `task_timeout`). `None`: the task timeout alone.
+    deadline: Option<Instant>,
 }
 
 /// A server a run could not use, and whether the role requires it.
@@ -147,8 +151,17 @@ impl RunTools {
                 server: server.name.clone(),
                 tool: t.name.clone(),
                 conn: conn.clone(),
+                deadline: None,
             });
         }
+    }
+
+    /// The run's deadline: no call waits for a task past it.
+    pub fn until(mut self, deadline: Instant) -> Self {
+        for t in &mut self.tools {
+            t.deadline = Some(deadline);
+        }
+        self
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {
@@ -207,22 +220,80 @@ impl McpTool {
     }
 
     async fn call_server(&self, input: &Value) -> ToolResult {
-        match (self.schema.check(input), input.as_object()) {
-            (Err(why), _) => ToolResult::error(format!("invalid input: {why}")),
-            (Ok(()), Some(args)) => match self.conn.call(&self.tool, args.clone()).await {
-                Ok(r) => {
-                    let (text, is_error) = super::content::to_text(&r);
-                    let bytes = text.len() as u64;
-                    if is_error {
-                        ToolResult::error(text)
-                    } else {
-                        ToolResult::ok(text, bytes, Vec::new())
-                    }
+        let args = match (self.schema.check(input), input.as_object()) {
+            (Err(why), _) => return ToolResult::error(format!("invalid input: {why}")),
+            (Ok(()), None) => {
+                return ToolResult::error("invalid input: expected a JSON object of arguments".into())
+            }
+            (Ok(()), Some(args)) => args.clone(),
+        };
+        let mut waited = None;
+        let answer = match self.conn.call(&self.tool, args).await {
+            Ok(Answer::Done(r)) => Ok(r),
+            Ok(Answer::Task(handle)) => {
+                let (id, started) = (handle.id.clone(), Instant::now());
+                let answer = self.wait(handle).await;
+                waited = Some(self.waited_line(&id, started.elapsed(), answer.is_ok()));
+                answer
+            }
+            Err(e) => Err(e),
+        };
+        let mut result = match answer {
+            Ok(r) => {
+                // A task's result is a tool result like any other: the same handling.
+                let (text, is_error) = super::content::to_text(&r);
+                let bytes = text.len() as u64;
+                if is_error {
+                    ToolResult::error(text)
+                } else {
+                    ToolResult::ok(text, bytes, Vec::new())
                 }
-                Err(CallError::Refused(why)) => ToolResult::error(format!("{} failed: {why}", self.exposed)),
-                Err(CallError::Unknown(why)) => ToolResult::unknown(format!("{}: {why}", self.exposed)),
-            },
-            (Ok(()), None) => ToolResult::error("invalid input: expected a JSON object of arguments".into()),
-        }
+            }
+            Err(CallError::Refused(why)) => ToolResult::error(format!("{} failed: {why}", self.exposed)),
+            Err(CallError::Unknown(why)) => ToolResult::unknown(format!("{}: {why}", self.exposed)),
+        };
+        result.notes.extend(waited);
+        result
+    }
+
+    /// The daily note's line for a call that ran as a task: server, tool, how long it was waited
+    /// for (the task id bounded and plain: see `task`).
+    fn waited_line(&self, id: &str, waited: std::time::Duration, ended: bool) -> String {
+        let how = if ended {
+            "ended after"
+        } else {
+            "was given up after"
+        };
+        format!(
+            "MCP server `{}` ran `{}` as task `{id}`; it {how} {}",
+            self.server,
+            self.tool,
+            super::wait::shown(waited)
+        )
+    }
+
+    /// Waits for the task the server started for the call: until the run's deadline or the
+    /// server's `task_timeout`, whichever comes first.
+    async fn wait(&self, handle: super::task::Handle) -> Result<rmcp::model::CallToolResult, CallError> {
+        let timeout = self.conn.server.task_timeout;
+        let by_timeout = Instant::now() + timeout;
+        let (until, why) = match self.deadline {
+            Some(d) if d < by_timeout => (d, "the run's deadline".to_string()),
+            _ => (by_timeout, format!("task_timeout_s = {}", timeout.as_secs())),
+        };
+        tracing::info!(
+            "MCP server {}: {} runs as task {}; waiting for it",
+            self.server,
+            self.tool,
+            handle.id
+        );
+        let (server, tool) = (self.server.clone(), self.tool.clone());
+        self.conn
+            .wait_task(handle, until, &why, |p| {
+                if let Some(status) = &p.status {
+                    tracing::info!("MCP server {server}: task of {tool}: {status}");
+                }
+            })
+            .await
     }
 }

@@ -46,6 +46,10 @@ struct ServerReport {
     status: &'static str,
     error: Option<String>,
     stderr: Option<String>,
+    /// The protocol line it speaks (`2026-07-28 (stateless)`, `2025-11-25 (handshake)`; DESIGN
+    /// §29); none when it is down.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    protocol: Option<String>,
     /// What a command server may reach (DESIGN §20); none for an HTTP server.
     #[serde(skip_serializing_if = "Option::is_none")]
     sandbox: Option<SandboxReport>,
@@ -222,10 +226,12 @@ async fn inspect(
         status: "ok",
         error: None,
         stderr: None,
+        protocol: None,
         tools: Vec::new(),
     };
     match Connection::start(server.clone(), &ws.launcher(None)).await {
         Ok(conn) => {
+            report.protocol = conn.line().map(|l| l.to_string());
             for t in conn.tools().await {
                 let roles = ws
                     .roles
@@ -268,6 +274,9 @@ fn render(listing: &Listing) -> String {
             "{} ({} `{}`, {life}{req}) — {users}\n",
             s.name, s.transport, s.target
         ));
+        if let Some(p) = &s.protocol {
+            out.push_str(&format!("  protocol: MCP {p}\n"));
+        }
         if let Some(sb) = &s.sandbox {
             out.push_str(&render_sandbox(sb));
         }

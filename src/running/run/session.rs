@@ -160,7 +160,7 @@ impl Session {
                 day: day.as_ref().map(|d| d.chain().to_vec()).unwrap_or_default(),
             },
         );
-        let mcp = open_servers(env, o.role, o.servers).await;
+        let mcp = open_servers(env, o.role, o.servers).await.until(deadline);
         Session {
             id: o.id,
             opened_by: o.opened_by,

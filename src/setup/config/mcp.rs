@@ -28,6 +28,7 @@ pub(crate) struct RawServer {
     keep_alive: Option<bool>,
     startup_timeout_s: Option<u64>,
     tool_timeout_s: Option<u64>,
+    task_timeout_s: Option<u64>,
     required: Option<bool>,
     #[serde(default)]
     risk: BTreeMap<String, Spanned<String>>,
@@ -70,6 +71,9 @@ pub struct ServerConfig {
     pub keep_alive: bool,
     pub startup_timeout: Duration,
     pub tool_timeout: Duration,
+    /// How long a call the server runs as a task is waited for (DESIGN §29), within the run's
+    /// deadline.
+    pub task_timeout: Duration,
     /// A run cannot go on without it: it waits (no attempt counted) while the server is down.
     pub required: bool,
     /// Tool → risk class, over the server's own hints.
@@ -111,6 +115,9 @@ impl ServerConfig {
         out
     }
 }
+
+/// How long a task is waited for unless `task_timeout_s` says otherwise: an hour.
+pub const DEFAULT_TASK_TIMEOUT_S: u64 = 3600;
 
 /// A problem at a byte span of the config text.
 pub(crate) struct SpanError {
@@ -233,6 +240,7 @@ pub(crate) fn resolve(name: &Spanned<String>, raw: RawServer) -> Result<ServerCo
         keep_alive: raw.keep_alive.unwrap_or(false),
         startup_timeout: Duration::from_secs(raw.startup_timeout_s.unwrap_or(30).max(1)),
         tool_timeout: Duration::from_secs(raw.tool_timeout_s.unwrap_or(60).max(1)),
+        task_timeout: Duration::from_secs(raw.task_timeout_s.unwrap_or(DEFAULT_TASK_TIMEOUT_S).max(1)),
         required: raw.required.unwrap_or(false),
         risk,
         sandbox,

@@ -1001,11 +1001,12 @@ max_attempts = 3
     #[test]
     fn mcp_servers_are_checked_with_their_lines() {
         let c = parse_ok(
-            "[mcp.memory]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-memory\"]\nenv = { MEMORY_FILE_PATH = \"${HOME}/m.json\" }\nkeep_alive = true\nrisk = { read_graph = \"read\" }\n\n[mcp.tracker]\nurl = \"http://127.0.0.1:3001/mcp\"\nheaders = { Authorization = \"Bearer ${TOKEN}\" }\nrequired = true\ntool_timeout_s = 5\n",
+            "[mcp.memory]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-memory\"]\nenv = { MEMORY_FILE_PATH = \"${HOME}/m.json\" }\nkeep_alive = true\nrisk = { read_graph = \"read\" }\n\n[mcp.tracker]\nurl = \"http://127.0.0.1:3001/mcp\"\nheaders = { Authorization = \"Bearer ${TOKEN}\" }\nrequired = true\ntool_timeout_s = 5\ntask_timeout_s = 7200\n",
         );
         let m = &c.mcp["memory"];
         assert!(m.keep_alive && !m.required);
         assert_eq!(m.startup_timeout, Duration::from_secs(30));
+        assert_eq!(m.task_timeout, Duration::from_secs(3600), "an hour unless said");
         assert_eq!(m.risk["read_graph"], crate::base::calls::Risk::Read);
         let crate::setup::config::mcp::Transport::Stdio { command, args, env } = &m.transport else {
             panic!()
@@ -1018,6 +1019,7 @@ max_attempts = 3
         let t = &c.mcp["tracker"];
         assert!(t.required);
         assert_eq!(t.tool_timeout, Duration::from_secs(5));
+        assert_eq!(t.task_timeout, Duration::from_secs(7200));
         for (text, line) in [
             ("[mcp.x]\ncommand = \"a\"\nmodl = 1\n", 3),
             ("\n[mcp.Bad_Name]\ncommand = \"a\"\n", 2),
