@@ -785,7 +785,7 @@ fn per_run(out: &mut Value) {
         }
     }
     let prompt_bytes = fake.requests().last().map_or(0, |r| r.body.to_string().len());
-    // The undo journal (DESIGN §19): what it stored for these runs, and what its part of a run
+    // The undo journal (docs/spec.md §19): what it stored for these runs, and what its part of a run
     // costs — the run's one change (the append) journaled and sealed, as the run does it.
     let journal_dir = b.vault().join(".tabd/journal");
     let journal_bytes: u64 = walkdir_size(&journal_dir);
@@ -853,7 +853,7 @@ fn prompt_size(out: &mut Value) {
     out["prompt"] = Value::Array(rows);
 }
 
-/// Benchmark 8, delegation (DESIGN §18): what a child run costs beyond its model calls, and a
+/// Benchmark 8, delegation (docs/spec.md §18): what a child run costs beyond its model calls, and a
 /// batch of three in parallel against the same batch one at a time. `tabd fire` each time
 /// (process start included on both sides of the difference).
 fn delegation(out: &mut Value) {
@@ -934,7 +934,7 @@ fn delegation(out: &mut Value) {
         "batch3_parallel_ms": parallel, "batch3_sequential_ms": sequential, "child_model_delay_ms": child_delay.as_millis() as u64 });
 }
 
-/// Benchmark 9, the children's sandbox (DESIGN §20): what it adds to starting a child — the
+/// Benchmark 9, the children's sandbox (docs/spec.md §20): what it adds to starting a child — the
 /// keeper (own session, subreaper), the child's folders checked, the rules worked out for this
 /// machine's real home folder (the hidden set, the split around it), built (paths opened,
 /// seccomp compiled) and applied — against the same child started plain (`/bin/true`, spawn to
@@ -1081,7 +1081,7 @@ fn sandbox(out: &mut Value) {
         "read_rules": rules, "mcp_list_ms": list });
 }
 
-/// Benchmark 10, the undo journal over a long life (DESIGN §19): the stock Delivery Manager run
+/// Benchmark 10, the undo journal over a long life (docs/spec.md §19): the stock Delivery Manager run
 /// `TABD_BENCH_JOURNAL_RUNS` times (default 10,000) on the template vault against the fake
 /// model, each run appending a line to the project's status note and writing a blocker note (the
 /// stock role's usual changes); then the journal's size on disk and one prune's time.
@@ -1192,7 +1192,7 @@ fn journal_long(out: &mut Value) {
         json!({ "runs": runs, "bytes": bytes, "prune_ms": prune_ms, "after_prune_bytes": after });
 }
 
-/// What suspending a run and going on costs tabd (DESIGN §22): saving the record, the daemon's
+/// What suspending a run and going on costs tabd (docs/spec.md §22): saving the record, the daemon's
 /// look at the suspended runs after an approvals pass, the decisions, the continued conversation,
 /// marking it resuming and removing it — for a run with a 24 KB conversation. Medians of 200.
 fn resume_cost(out: &mut Value) {

@@ -1,4 +1,4 @@
-//! Agent CLIs as the model (DESIGN §16), with `examples/fake_agent_cli.rs` standing in for claude,
+//! Agent CLIs as the model (docs/spec.md §16), with `examples/fake_agent_cli.rs` standing in for claude,
 //! codex and gemini: it connects to tabd's MCP server exactly as each CLI would, so every call
 //! goes through tabd's harness. The real claude CLI is in `agent_cli_real_claude` below.
 
@@ -324,7 +324,7 @@ fn agent_cli_real_claude_against_the_fake_model() {
         }
     });
     let v = TestVault::new();
-    // claude's HOME and config folder are its private ones (DESIGN §20), not set here.
+    // claude's HOME and config folder are its private ones (docs/spec.md §20), not set here.
     v.set_config(&format!(
         "timezone = \"UTC\"\n{}\n[provider]\nkind = \"command\"\nprofile = \"claude\"\n\n[profiles.claude]\ncommand = \"{}\"\nenv = {{ ANTHROPIC_BASE_URL = \"{}\", ANTHROPIC_API_KEY = \"test-key\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", DISABLE_AUTOUPDATER = \"1\" }}\n",
         daemon_config(""),

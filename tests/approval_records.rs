@@ -1,4 +1,4 @@
-//! Issue 36, two approval holes (DESIGN §15, §24), through the real binary: a copy of tabd's
+//! Issue 36, two approval holes (docs/spec.md §15, §24), through the real binary: a copy of tabd's
 //! state restored from before an approved call ran never runs it again (the call's start is
 //! marked outside the vault, where a restore cannot undo it), and an approval note tabd cannot
 //! read is never skipped without a word (it becomes `invalid` with the reason, keeping every

@@ -1,4 +1,4 @@
-//! Approvals (DESIGN §15) end to end: the real binary, the in-repo MCP test server and the fake
+//! Approvals (docs/spec.md §15) end to end: the real binary, the in-repo MCP test server and the fake
 //! model. A network call becomes a pending note and does not run; the person's decision in the
 //! note (or from the terminal) runs it exactly once, or not at all.
 

@@ -1,4 +1,4 @@
-//! Daily budgets are ceilings checked between every two steps of a run (issue 49, item 2; DESIGN
+//! Daily budgets are ceilings checked between every two steps of a run (issue 49, item 2; docs/spec.md
 //! §6, §17, §22). Found: a role with `daily_token_budget: 20000` made 41 requests in one run,
 //! because the day was looked at only when a run started. Here a scripted model whose every
 //! response costs the same drives the real daemon: a run that crosses its role's, its parent's or

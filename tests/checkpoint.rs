@@ -1,4 +1,4 @@
-//! `checkpoint_every: N` (DESIGN §28, issue 52): every N tool calls a run waits for the person at
+//! `checkpoint_every: N` (docs/spec.md §28, issue 52): every N tool calls a run waits for the person at
 //! a checkpoint note — the calls so far, what the model says it does next, the cost — and goes on
 //! (with the person's instruction, as their words) or stops, also after `kill -9`.
 

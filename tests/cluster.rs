@@ -1,4 +1,4 @@
-//! The cluster client against real `nats-server` processes (DESIGN §23): claims, leases,
+//! The cluster client against real `nats-server` processes (docs/spec.md §23): claims, leases,
 //! renewals and heartbeats. Skipped without a `nats-server` unless `TABD_REQUIRE_NATS=1`.
 
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! Approvals across devices (DESIGN §23, issue 38 item 4), end to end: real `nats-server`s,
+//! Approvals across devices (docs/spec.md §23, issue 38 item 4), end to end: real `nats-server`s,
 //! real `tabd run` daemons on one vault folder with `[cluster] key`, the fake model. A call the
 //! person approved runs once across devices — also when the device that asked is down — and the
 //! run waiting for it goes on on the device that ran it; a record in the cluster that fails its

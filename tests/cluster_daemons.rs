@@ -1,4 +1,4 @@
-//! Many devices, one vault (DESIGN §23), end to end: three real `nats-server`s in one cluster and
+//! Many devices, one vault (docs/spec.md §23), end to end: three real `nats-server`s in one cluster and
 //! three `tabd run` daemons on one vault folder, each its own device. Skipped without a
 //! `nats-server` unless `TABD_REQUIRE_NATS=1`.
 

@@ -1,4 +1,4 @@
-//! The kill switch across devices (DESIGN §28 "holds on every device", §23): two `tabd run`
+//! The kill switch across devices (docs/spec.md §28 "holds on every device", §23): two `tabd run`
 //! daemons on one vault and three real `nats-server`s; `tabd pause --all` on one device, and
 //! neither device runs a slot; `tabd resume` on the other, and the slots run again. Skipped
 //! without a `nats-server` unless `TABD_REQUIRE_NATS=1`.

@@ -1,4 +1,4 @@
-//! Many devices when things go wrong (DESIGN §23, issue 38): two of three servers down, a change
+//! Many devices when things go wrong (docs/spec.md §23, issue 38): two of three servers down, a change
 //! of `[cluster]` while tabd runs (three synced copies of the vault: `cluster_synced`).
 //! Real `nats-server`s and real daemons (`cluster_daemons::Devices`); skipped without a
 //! `nats-server` unless `TABD_REQUIRE_NATS=1`.

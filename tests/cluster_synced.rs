@@ -1,4 +1,4 @@
-//! Many devices, each on its own copy of the vault (DESIGN §23, issue 38): three real
+//! Many devices, each on its own copy of the vault (docs/spec.md §23, issue 38): three real
 //! `nats-server`s, three `tabd run` daemons, and between the copies a sync tool — a loop of this
 //! test that keeps them in step about every second by Syncthing's rules:
 //!

@@ -1,4 +1,4 @@
-//! A person's notes are theirs (issue 48, item 1; DESIGN §26), through the real binary, on a vault
+//! A person's notes are theirs (issue 48, item 1; docs/spec.md §26), through the real binary, on a vault
 //! shaped like one a person already lives in: Obsidian's Daily Notes in `daily/` (tabd's log moved
 //! to `tabd-log/`), a journal note for today, `Personal/`, `Work/`, `Templates/`, `.obsidian/`.
 //!

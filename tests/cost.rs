@@ -1,4 +1,4 @@
-//! What runs cost (issue 12, DESIGN §17): dollars in every log, cache lifetimes by schedule,
+//! What runs cost (issue 12, docs/spec.md §17): dollars in every log, cache lifetimes by schedule,
 //! dollar budgets.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Delegation (DESIGN §18, issue 22): a role hands tasks to other roles and gets their answers in
+//! Delegation (docs/spec.md §18, issue 22): a role hands tasks to other roles and gets their answers in
 //! the same run. Driven through the real binary (`tabd fire`, the daemon, an agent CLI) against
 //! the fake model, which answers the parent and each child by what its request says.
 
@@ -588,7 +588,7 @@ fn an_approved_delegate_runs_its_child_once_and_the_answer_lands_in_the_note() {
     assert_eq!(records[0]["role"], "risk");
 }
 
-/// A delegated child counts its own calls (DESIGN §28): the child (`checkpoint_every: 2`)
+/// A delegated child counts its own calls (docs/spec.md §28): the child (`checkpoint_every: 2`)
 /// scripts three calls; it cannot wait for the person inside its parent's call, so it ends at
 /// its checkpoint — its third call never made — and its parent is told so, with the calls it
 /// made; the day says it. The parent's count holds only its own call: a parent with no

@@ -1,4 +1,4 @@
-//! Issue 52, item 3: `tabd doctor` (DESIGN §28) — what a working setup needs, one line each,
+//! Issue 52, item 3: `tabd doctor` (docs/spec.md §28) — what a working setup needs, one line each,
 //! exit 1 when something must be fixed. A good setup first (the key in the env file, the unit
 //! `tabd service install` writes, a webhook), then one broken thing at a time: each is named as
 //! the one check to fix.

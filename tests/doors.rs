@@ -1,4 +1,4 @@
-//! Every ceiling holds from every door (DESIGN §21, issue 29): the session a door opens carries
+//! Every ceiling holds from every door (docs/spec.md §21, issue 29): the session a door opens carries
 //! the run's and the day's limits, the chain depth and the gate of parallel children, whether the
 //! calls come from an API run or from an MCP client through `tabd mcp serve`.
 

@@ -1,4 +1,4 @@
-//! The person's hooks (DESIGN §28, issue 52 item 2) end to end: `pre_tool`, `post_tool` and
+//! The person's hooks (docs/spec.md §28, issue 52 item 2) end to end: `pre_tool`, `post_tool` and
 //! `run_end` as small shell scripts the test writes, run by the real binary around the fake
 //! model's calls — from `tabd fire`, the daemon, `tabd mcp serve`, an approved call and a
 //! delegated run.

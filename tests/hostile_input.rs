@@ -1,4 +1,4 @@
-//! Input that cannot be read is refused with its reason, never a process abort (DESIGN §24,
+//! Input that cannot be read is refused with its reason, never a process abort (docs/spec.md §24,
 //! issue 36): deeply nested notes, role files and config, a child's endless output, run through
 //! the real binary.
 

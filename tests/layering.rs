@@ -704,3 +704,70 @@ fn the_vaults_fixed_paths_are_spelled_only_in_the_layout() {
         found.join("\n")
     );
 }
+
+/// Every file of the repository a maintainer reads: the code, the tests, the docs, the scripts.
+fn repository_texts() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = Vec::new();
+    let mut stack: Vec<PathBuf> = ["src", "tests", "docs", "benches", "scripts", ".ci"]
+        .iter()
+        .map(|d| root.join(d))
+        .collect();
+    stack.push(root.join("README.md"));
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+        } else if let Ok(text) = std::fs::read_to_string(&p) {
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+            out.push((rel, text));
+        }
+    }
+    out
+}
+
+/// Issue 50, item 7: the code cites the spec in the repository (`docs/spec.md §N`), never a
+/// document outside it; each section it cites is there; and where the design document the spec
+/// was copied from sits beside the repository, the copy is the same.
+#[test]
+fn the_spec_the_code_cites_is_in_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let spec = std::fs::read_to_string(root.join("docs/spec.md")).unwrap();
+    let sections: BTreeSet<String> = spec
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .filter_map(|h| h.split_once('.').map(|(n, _)| n.to_string()))
+        .filter(|n| n.chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    assert!(sections.len() > 20, "the spec's numbered sections: {sections:?}");
+    let outside = ["DESIGN §", "DESIGN.md", "../shared/", "/work/shared"];
+    let mut wrong = Vec::new();
+    for (path, text) in repository_texts() {
+        if path == "docs/spec.md" || path == "tests/layering.rs" {
+            continue;
+        }
+        let flat = text.replace("\n//! ", " ").replace("\n/// ", " ").replace("\n// ", " ");
+        for o in outside {
+            if flat.contains(o) {
+                wrong.push(format!("{path}: cites `{o}`, outside the repository"));
+            }
+        }
+        for (i, _) in flat.match_indices("docs/spec.md §") {
+            let n: String = flat[i + "docs/spec.md §".len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if !sections.contains(&n) {
+                wrong.push(format!("{path}: docs/spec.md §{n} is no section of the spec"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let original = root.join("../shared/DESIGN.md");
+    if let Ok(design) = std::fs::read_to_string(&original) {
+        assert!(
+            design == spec,
+            "{} changed: copy it to docs/spec.md (the contract the code cites)",
+            original.display()
+        );
+    }
+}

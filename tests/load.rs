@@ -1,4 +1,4 @@
-//! One role's load never holds another's (DESIGN §24, issue 36): what a role may ask for is
+//! One role's load never holds another's (docs/spec.md §24, issue 36): what a role may ask for is
 //! capped, `validate` names the cap; a role at the expectation cap says each missing file once,
 //! and another role's notes go on being handled beside it.
 

@@ -1,4 +1,4 @@
-//! The run log never writes into a person's note (issue 39, item 1; DESIGN §26), through the real
+//! The run log never writes into a person's note (issue 39, item 1; docs/spec.md §26), through the real
 //! binary: a daily note tabd did not make stays byte for byte and the day goes to `agent/log/`;
 //! a role cannot forge tabd's marker into a place tabd would append to; `[log] folder` moves the
 //! log and every reader and protection with it; `.obsidian/daily-notes.json` is read by `init`,

@@ -1,4 +1,4 @@
-//! MCP servers (DESIGN §14) against the in-repo test server (`examples/mcp_test_server.rs`, built
+//! MCP servers (docs/spec.md §14) against the in-repo test server (`examples/mcp_test_server.rs`, built
 //! by `cargo test`): tools offered with their schemas, calls run and recorded, servers stopped
 //! with their whole process group, and every way a server can misbehave ending in bounded time.
 
@@ -678,7 +678,7 @@ fn real_npm_memory_server_through_npx() {
     }
     let v = TestVault::new();
     let fake = FakeModel::start();
-    // Sandboxed (DESIGN §20): npx's cache lands in its own folder (its HOME); the graph in a file
+    // Sandboxed (docs/spec.md §20): npx's cache lands in its own folder (its HOME); the graph in a file
     // outside the vault, in a folder of its own that tabd grants because the config names it.
     let memory = v.dir.path().join("graphs/memory.jsonl");
     v.use_model(

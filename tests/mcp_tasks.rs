@@ -1,4 +1,4 @@
-//! MCP as of 2026-07-28 (DESIGN §29, issue 53): both protocol lines, and long calls answered
+//! MCP as of 2026-07-28 (docs/spec.md §29, issue 53): both protocol lines, and long calls answered
 //! with a task — against real servers nobody here wrote, installed by
 //! `scripts/install-test-clis.sh`: the reference "everything" server (npm; 2025-11-25 with
 //! Tasks, `simulate-research-query` requires them) and FastMCP with its Tasks extension (PyPI;

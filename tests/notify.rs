@@ -1,4 +1,4 @@
-//! `[notify]` (DESIGN §22) end to end: the real daemon tells a command (the event as JSON on
+//! `[notify]` (docs/spec.md §22) end to end: the real daemon tells a command (the event as JSON on
 //! stdin) and a webhook (a local HTTP listener) that a call waits for approval — once; a channel
 //! that fails shows in the status without its secret.
 

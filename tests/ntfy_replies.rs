@@ -1,4 +1,4 @@
-//! Approve or reject from the lock screen (DESIGN §27, issue 51 items 1 and 4), end to end: the
+//! Approve or reject from the lock screen (docs/spec.md §27, issue 51 items 1 and 4), end to end: the
 //! real daemon pushes an approval to a local ntfy stand-in with Approve and Reject buttons; a tap
 //! (the button's token POSTed to the reply topic, as the ntfy app does) comes back through ntfy's
 //! JSON stream and decides — once, through the ledger — or is refused with a daily line.

@@ -1,4 +1,4 @@
-//! A scheduled slot whose run started and did not finish is owed (DESIGN §22, issue 49): the real
+//! A scheduled slot whose run started and did not finish is owed (docs/spec.md §22, issue 49): the real
 //! daemon, in real time, killed (`kill -9`) or stopped while the fake model holds the slot's
 //! request, then started again — the slot runs again once, or is recorded as interrupted and
 //! said; never silently lost, never run a third time.
@@ -17,7 +17,7 @@ const T: Duration = Duration::from_secs(30);
 /// missed it (its first start records "now", nothing missed) gets the next one a minute later.
 pub(crate) const FIRST_SLOT: Duration = Duration::from_secs(90);
 
-/// What the re-run's prompt says of its slot (DESIGN §4: a late run states both times).
+/// What the re-run's prompt says of its slot (docs/spec.md §4: a late run states both times).
 const RERUN_PROMPT: &str = "did not finish (tabd was stopped, killed or crashed), so it runs once more";
 
 /// A role due once a minute, a few seconds from now (`every 1 min` at a second of our

@@ -1,4 +1,4 @@
-//! What tabd owns stays tabd's (issue 36, items 5, 6 and 11; DESIGN §24): through the real
+//! What tabd owns stays tabd's (issue 36, items 5, 6 and 11; docs/spec.md §24): through the real
 //! binary, a role's write tools never reach the daily log, the status note, memory, approvals or
 //! `.tabd/` — the stock delivery role without `write_paths`, and a role whose `write_paths`
 //! name them all; and a child granted `vault = "write"` leaves no file other programs load.

@@ -1,4 +1,4 @@
-//! The kill switch (DESIGN §28, issue 49 item 8): `tabd pause ROLE | --all [--for D]` and `tabd
+//! The kill switch (docs/spec.md §28, issue 49 item 8): `tabd pause ROLE | --all [--for D]` and `tabd
 //! resume`, end to end against the real daemon — nothing of a paused role runs (slots skipped and
 //! recorded as `paused`, never caught up; notes wait; `tabd fire` and `tabd mcp serve` refused; a
 //! run going on stopped), it survives restarts, it is shown in status and agent/status.md, and it

@@ -1,5 +1,5 @@
-//! Failures users of other agent daemons reported in 2026 (../shared/research/peers-late-2026.md,
-//! section 4), replayed against tabd through the real binary, where no other test of this suite
+//! Failures users of other agent daemons reported in 2026 (issue 49: each test names its story
+//! and the peer's issue), replayed against tabd through the real binary, where no other test of this suite
 //! already replays them. Each test names its story.
 
 use std::time::Duration;

@@ -138,7 +138,7 @@ async fn anthropic_tool_round_trip_sends_exact_json() {
             &[("toolu_01", "read_file", json!({"path": "project/timeline.md"}))]
         )["content"]
     );
-    // DESIGN §17: after a run's first request, a breakpoint on the newest message, so the next
+    // docs/spec.md §17: after a run's first request, a breakpoint on the newest message, so the next
     // request reads the conversation so far from cache.
     assert_eq!(
         msgs[2],

@@ -1,4 +1,4 @@
-//! Resume (DESIGN §22) end to end: a run whose call waits for approval is suspended, and when the
+//! Resume (docs/spec.md §22) end to end: a run whose call waits for approval is suspended, and when the
 //! person decides, the call runs once and the same run goes on with its result — also after a
 //! restart and after `kill -9`.
 

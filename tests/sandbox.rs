@@ -1,4 +1,4 @@
-//! The children's sandbox (DESIGN §20, issues 24 and 28), attacked: the in-repo test server's
+//! The children's sandbox (docs/spec.md §20, issues 24 and 28), attacked: the in-repo test server's
 //! `probe` tool tries to read keys and tabd's state, read and write the vault, write outside its
 //! folder, open the network, connect to Unix sockets, signal processes outside, type into the
 //! terminal, plant a link for its next start, leave its session, use a CLI run's tool relay —

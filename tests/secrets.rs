@@ -1,4 +1,4 @@
-//! Issue 36, finding 12 (DESIGN §24): every value expanded from `${VAR}` is a secret wherever it
+//! Issue 36, finding 12 (docs/spec.md §24): every value expanded from `${VAR}` is a secret wherever it
 //! lands. A `${VAR}` in the provider's `base_url` path — in every URL an error quotes, and echoed
 //! by the server — reaches none of what tabd prints or writes.
 

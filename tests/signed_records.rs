@@ -1,4 +1,4 @@
-//! Issue 36, findings 7–9 (DESIGN §24): what tabd reads back from disk that decides an action —
+//! Issue 36, findings 7–9 (docs/spec.md §24): what tabd reads back from disk that decides an action —
 //! the undo journal, suspended runs, process-group files — is signed with a key outside the
 //! vault and checked against the world, so a forged, edited, cut or restored copy decides
 //! nothing. Through the real binary.

@@ -1,4 +1,4 @@
-//! Telegram as a two-way channel (DESIGN §27, issue 51 items 2 and 4), end to end: the real
+//! Telegram as a two-way channel (docs/spec.md §27, issue 51 items 2 and 4), end to end: the real
 //! daemon talks to a local stand-in of the Bot API (`support::telegram`, its wire format):
 //! approvals come with Approve and Reject buttons whose taps decide — once, through the ledger —
 //! and the message is edited once decided anywhere; `/ask` writes an inbox note whose run's

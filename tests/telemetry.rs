@@ -1,4 +1,4 @@
-//! OpenTelemetry GenAI traces (issue 40, item 3; DESIGN §25): `[telemetry] otlp` sends an
+//! OpenTelemetry GenAI traces (issue 40, item 3; docs/spec.md §25): `[telemetry] otlp` sends an
 //! `invoke_agent` span per run, a `chat` child per model request and an `execute_tool` child per
 //! tool call to a collector (here a receiver in the test that decodes the protobuf); no content
 //! unless `content = true`, secrets never; a collector that is down costs one warning.

@@ -1,4 +1,4 @@
-//! Undo (DESIGN §19, issue 23): the change journal, `tabd runs` and `tabd undo`, through the real
+//! Undo (docs/spec.md §19, issue 23): the change journal, `tabd runs` and `tabd undo`, through the real
 //! binary: what a run wrote, appended, created and moved goes back — but never over an edit made
 //! since.
 

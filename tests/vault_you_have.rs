@@ -1,4 +1,4 @@
-//! tabd in the vault a person already has (issue 48, items 2 and 3; DESIGN §26), through the
+//! tabd in the vault a person already has (issue 48, items 2 and 3; docs/spec.md §26), through the
 //! real binary: `init` adds only tabd's own folder and names the vault in the config; the daemon,
 //! `status`, `validate` and the tools follow tabd's folders there; a `roles/` of the person's
 //! own is never read as roles; a folder with no roles is refused, not idled in.

@@ -1,4 +1,4 @@
-//! `[http]` webhooks (DESIGN §27) end to end: the real daemon listens on a port the system picks
+//! `[http]` webhooks (docs/spec.md §27) end to end: the real daemon listens on a port the system picks
 //! (`127.0.0.1:0`, said in its log), and a raw HTTP/1.1 client on loopback sends what GitHub, a
 //! script, a stranger or a slow client would. Every answer is checked for its status and an
 //! empty body; every refusal for nothing written in the role's inbox.

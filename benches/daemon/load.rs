@@ -1,5 +1,5 @@
 //! `TABD_BENCH=load`: another role's note latency while a role with many expectations is loaded
-//! (DESIGN §24, issue 36: one role's load never holds another's).
+//! (docs/spec.md §24, issue 36: one role's load never holds another's).
 //!
 //! A role `heavy` expects `TABD_BENCH_EXPECT` files (default 50, the cap) nobody writes, each by a
 //! deadline every minute (the review's role had 15,000). Beside it, notes are renamed into role

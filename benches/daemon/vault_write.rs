@@ -1,4 +1,4 @@
-//! Part of `TABD_BENCH=sandbox`: what `vault = "write"` adds (DESIGN §24, issue 36): at a child's
+//! Part of `TABD_BENCH=sandbox`: what `vault = "write"` adds (docs/spec.md §24, issue 36): at a child's
 //! start, the walk of the whole vault for what stays read-only (tabd's own files, protected
 //! folders, files other programs load, under the one name comparison); after each of its calls,
 //! the look through the folders it may write for what the call left (`vault::leftovers`).

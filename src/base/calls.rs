@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The vault tools of DESIGN §8, by name (the `tools` module implements each; a test keeps the
+/// The vault tools of docs/spec.md §8, by name (the `tools` module implements each; a test keeps the
 /// two lists equal).
 pub const VAULT_TOOLS: &[&str] = &[
     "read_file",
@@ -19,11 +19,11 @@ pub const VAULT_TOOLS: &[&str] = &[
     "remember",
 ];
 
-/// The tool that hands a task to another role and returns its answer (DESIGN §18). Not a vault
+/// The tool that hands a task to another role and returns its answer (docs/spec.md §18). Not a vault
 /// tool: a run of another role does the work. Offered to roles with `can_delegate_to`.
 pub const DELEGATE: &str = "delegate";
 
-/// The `approve` entry for changes to the person's notes (files tabd did not make, DESIGN §26):
+/// The `approve` entry for changes to the person's notes (files tabd did not make, docs/spec.md §26):
 /// `ask` by default; `auto` is the person's grant, `deny` refuses such changes outright.
 pub const PERSON_NOTES: &str = "person_notes";
 
@@ -43,7 +43,7 @@ pub struct ToolSpec {
     pub input_schema: Value,
 }
 
-/// How much harm a tool call can do (DESIGN §15): what the `approve` map decides on.
+/// How much harm a tool call can do (docs/spec.md §15): what the `approve` map decides on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Risk {
@@ -107,7 +107,7 @@ impl ChangeKind {
     }
 }
 
-/// One tool call as the run record keeps it (DESIGN §9 `tool_calls`).
+/// One tool call as the run record keeps it (docs/spec.md §9 `tool_calls`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallRecord {
     pub name: String,
@@ -116,10 +116,10 @@ pub struct ToolCallRecord {
     pub error: Option<String>,
     /// Bytes read or written.
     pub bytes: u64,
-    /// The MCP server that ran it (DESIGN §14); absent for vault tools.
+    /// The MCP server that ran it (docs/spec.md §14); absent for vault tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
-    /// The approval note the call was queued in (DESIGN §15); absent when it ran at once.
+    /// The approval note the call was queued in (docs/spec.md §15); absent when it ran at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<String>,
 }

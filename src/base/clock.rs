@@ -3,7 +3,7 @@
 //!
 //! The two are separate on purpose: the monotonic clock stops while the machine sleeps and
 //! never jumps, the wall clock jumps on suspend and NTP steps. The daemon compares them to
-//! notice a jump (DESIGN §4).
+//! notice a jump (docs/spec.md §4).
 
 use std::sync::Mutex;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! What runs cost in US dollars (DESIGN §17): built-in prices for Anthropic's models, the
+//! What runs cost in US dollars (docs/spec.md §17): built-in prices for Anthropic's models, the
 //! config's `[prices."MODEL"]` on top, and the arithmetic.
 
 use std::collections::BTreeMap;
@@ -142,7 +142,7 @@ pub fn built_in(model: &str) -> Option<Price> {
         .map(|(_, price)| *price)
 }
 
-/// How long cache entries written by a request live (DESIGN §17 `cache_ttl`).
+/// How long cache entries written by a request live (docs/spec.md §17 `cache_ttl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
 pub enum CacheTtl {
     #[default]
@@ -208,7 +208,7 @@ pub fn dollars(d: f64) -> String {
 }
 
 /// What one run, and every run it delegated to, has spent — with the run's ceilings
-/// (`max_tokens_per_run`, `max_cost_usd`) and those of the runs above it (DESIGN §18). Shared:
+/// (`max_tokens_per_run`, `max_cost_usd`) and those of the runs above it (docs/spec.md §18). Shared:
 /// children running in parallel charge it the moment a response arrives, so a parent's ceiling
 /// holds across all of them.
 #[derive(Debug, Clone)]

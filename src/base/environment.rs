@@ -49,7 +49,7 @@ const SECRET_SIGNS: &[&str] = &[
     "COOKIE",
 ];
 
-/// Writes secret values back as the `${NAME}` they came from (DESIGN §24). The rule, one for
+/// Writes secret values back as the `${NAME}` they came from (docs/spec.md §24). The rule, one for
 /// everything tabd prints or records:
 /// - every value that was expanded from `${NAME}` (in the config, a role, an MCP server's table,
 ///   a webhook) is a secret, if it has at least 4 characters — under 8, only where it stands as a
@@ -252,7 +252,7 @@ impl Env {
         self.vars.iter().map(|(k, v)| (k.clone(), v.clone()))
     }
 
-    /// tabd's environment without a secret, for the person's own programs (hooks, DESIGN §28):
+    /// tabd's environment without a secret, for the person's own programs (hooks, docs/spec.md §28):
     /// every variable but those the env file set, those expanded as `${NAME}` (but what every
     /// child gets, `CHILD_BASE_ENV`), those named like secrets (whatever their length), those in
     /// `also` (a provider's key variable), and any whose value holds a secret under another name.

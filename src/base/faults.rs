@@ -11,7 +11,7 @@
 //! | `undo-unsealed` | `tabd undo` cannot write its own journal's closing line |
 //! | `keeper-misses-parent-death` | a child's keeper is not told when tabd dies (as one forked by a thread that has ended): it outlives a `kill -9`, for the test that the next start stops it |
 //!
-//! The durable steps of an approval (DESIGN §15), each an abort (`tests/crash_points.rs` kills
+//! The durable steps of an approval (docs/spec.md §15), each an abort (`tests/crash_points.rs` kills
 //! tabd at each and checks the call ran at most once and the note and `tabd approvals` are true):
 //!
 //! | point | tabd aborts when … | what the next start finds and does |

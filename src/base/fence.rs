@@ -1,4 +1,4 @@
-//! The fence (DESIGN §23): what a run checks before it changes anything — a vault write, a note
+//! The fence (docs/spec.md §23): what a run checks before it changes anything — a vault write, a note
 //! moved, an MCP call, its finish. With `[cluster]` a run holds leases (a slot, its notes) that a
 //! device keeps only while it renews them; a device paused past its lease (SIGSTOP, a closed
 //! lid) has lost them, and another device may be doing the same work. The lease itself lives in

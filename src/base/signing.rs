@@ -1,4 +1,4 @@
-//! tabd's key (DESIGN §24): what tabd reads back from disk that decides an action — the undo
+//! tabd's key (docs/spec.md §24): what tabd reads back from disk that decides an action — the undo
 //! journal, suspended runs, process-group files — carries an HMAC-SHA256 under a key kept in
 //! tabd's state folder (`~/.local/state/tabd/journal.key`, 0600), outside the vault: no role,
 //! child or sync tool reaches it, so a record forged or edited in the vault is refused.
@@ -111,7 +111,7 @@ impl Key {
         })
     }
 
-    /// The key the devices of a cluster share (`[cluster] key`, DESIGN §24): it signs and checks
+    /// The key the devices of a cluster share (`[cluster] key`, docs/spec.md §24): it signs and checks
     /// what they hand each other through the servers, and keeps no marks (each device keeps its
     /// own, under its own key's folder).
     pub fn shared(secret: &[u8]) -> Key {

@@ -1,6 +1,6 @@
 //! `tabd init`: the stock roles and tabd's folders, and the example vault, embedded in the binary.
 //!
-//! Two shapes (DESIGN §26):
+//! Two shapes (docs/spec.md §26):
 //! - **a new, empty folder** (or `--example`): the example vault — a made-up project, a README,
 //!   a memory and a skill — so a person sees tabd work at once;
 //! - **a vault a person already lives in** (`.obsidian/`, or notes of theirs): only what tabd

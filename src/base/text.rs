@@ -93,10 +93,10 @@ pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str
         .map(|(_, c)| c)
 }
 
-/// A URL as tabd may print or record it (DESIGN §8, issue 29): no user name or password, no
+/// A URL as tabd may print or record it (docs/spec.md §8, issue 29): no user name or password, no
 /// query value (`?api_key=…`), no fragment — a daily note every role can read must never hold
 /// them. Each query key stays, its value shown as `…`. A `${NAME}` written in it stays readable.
-/// (Values expanded into the path are hidden by the environment's redactor, DESIGN §24.)
+/// (Values expanded into the path are hidden by the environment's redactor, docs/spec.md §24.)
 pub fn display_url(url: &str) -> String {
     unbrace(&display_url_encoded(url))
 }
@@ -252,7 +252,7 @@ pub fn scrub_url(text: &str, url: &str) -> String {
     text.replace(url, &display_url(url))
 }
 
-/// Model text as a note may hold it (DESIGN §21): the one renderer for everything a model wrote
+/// Model text as a note may hold it (docs/spec.md §21): the one renderer for everything a model wrote
 /// that lands in a note tabd keeps (the daily log's thinking and summary, a child's answer, an
 /// approval's reason). Every line ending Markdown knows (`\r\n`, `\n`, a lone `\r`) becomes
 /// `\n`; then no line can start a heading (a `#` heading becomes a bold line; a `===`/`---`

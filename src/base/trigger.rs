@@ -1,4 +1,4 @@
-//! Why a run fired (DESIGN §6): the four trigger kinds and what each carries.
+//! Why a run fired (docs/spec.md §6): the four trigger kinds and what each carries.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -10,9 +10,9 @@ pub enum TriggerKind {
     Inbox,
     Manual,
     Watch,
-    /// Another role's run handed this run a task and waits for its answer (DESIGN §18).
+    /// Another role's run handed this run a task and waits for its answer (docs/spec.md §18).
     Delegate,
-    /// The second part of a run that waited for the person's approval (DESIGN §22).
+    /// The second part of a run that waited for the person's approval (docs/spec.md §22).
     Resume,
 }
 
@@ -46,14 +46,14 @@ pub struct Trigger {
     /// For a watch run: the files whose change fired it.
     pub watched: Vec<String>,
     /// A scheduled run with no notes whose context is unchanged is skipped at zero tokens
-    /// (`skip_unchanged`, DESIGN §3).
+    /// (`skip_unchanged`, docs/spec.md §3).
     pub skip_if_unchanged: bool,
     /// For a delegated run: who asked, and what.
     pub delegation: Option<Delegation>,
     /// The run this one is the second part of (`Resume`).
     pub resumes: Option<String>,
     /// A scheduled run that runs its slot again, the run of it that started earlier having been
-    /// interrupted (DESIGN §22).
+    /// interrupted (docs/spec.md §22).
     pub rerun: Option<Rerun>,
     /// A person started it knowing its day is spent (`tabd fire --over-budget`): its role's and
     /// the global daily budgets do not stop it (what it spends still counts).

@@ -1,4 +1,4 @@
-//! The command line (DESIGN §12), with clap derive.
+//! The command line (docs/spec.md §12), with clap derive.
 
 use std::path::PathBuf;
 

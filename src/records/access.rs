@@ -1,4 +1,4 @@
-//! What a role may read and write in the vault (DESIGN §8, §24): tabd's own files (never),
+//! What a role may read and write in the vault (docs/spec.md §8, §24): tabd's own files (never),
 //! protected folders and files other programs load (only where `write_paths` name them),
 //! `write_paths`, refused reads. Every name is compared through `protected::fold`, the one
 //! comparison the child sandbox uses too.
@@ -44,7 +44,7 @@ pub struct AccessPolicy {
     /// counting the chain's hops).
     inboxes: Vec<(String, Folded)>,
     /// `approve: {person_notes: …}` where the role (or a role it extends) says it: what a change
-    /// to the person's own note does (DESIGN §26).
+    /// to the person's own note does (docs/spec.md §26).
     person_notes: Option<Mode>,
 }
 
@@ -361,7 +361,7 @@ mod tests {
         VaultPath::parse(s, false).unwrap()
     }
 
-    /// DESIGN §26: a role's explicit `approve: {person_notes: …}` decides; else a `write_paths`
+    /// docs/spec.md §26: a role's explicit `approve: {person_notes: …}` decides; else a `write_paths`
     /// entry that names the note's folder (or the note) grants it; a wildcard entry grants nothing.
     #[test]
     fn a_persons_note_asks_unless_granted_by_name() {
@@ -467,7 +467,7 @@ mod tests {
         );
     }
 
-    /// `[log] folder` moves what is tabd's with the log (DESIGN §24, §26): the folder it names
+    /// `[log] folder` moves what is tabd's with the log (docs/spec.md §24, §26): the folder it names
     /// is, in any spelling and as a folder above it, and so is `agent/log/` (where a day goes
     /// when its note is not tabd's); `daily/` is then the person's, written like any folder.
     #[test]

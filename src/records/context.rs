@@ -1,4 +1,4 @@
-//! A role's context (DESIGN §7.1): which files its `## Context Files` names, their text, and
+//! A role's context (docs/spec.md §7.1): which files its `## Context Files` names, their text, and
 //! their content hashes — the one place that resolves, reads and hashes them, for the prompt,
 //! for `skip_unchanged` and for watched files.
 //!

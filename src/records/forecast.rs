@@ -1,4 +1,4 @@
-//! What a role is expected to spend (DESIGN §25, `tabd cost`, `validate`): its scheduled slots
+//! What a role is expected to spend (docs/spec.md §25, `tabd cost`, `validate`): its scheduled slots
 //! over the coming week (the compiled schedule's fire count), the share of slots its wake gate
 //! skipped in its run records, and the median requests and dollars of its recent scheduled runs —
 //! beside its caps. Other runs (inbox notes, `tabd fire`, watches, delegated tasks) cannot be

@@ -1,4 +1,4 @@
-//! Inbox notes (DESIGN §5): which files are triggers, their frontmatter, their order, and the
+//! Inbox notes (docs/spec.md §5): which files are triggers, their frontmatter, their order, and the
 //! moves to `processed/` and `failed/`.
 
 use std::time::SystemTime;
@@ -139,7 +139,7 @@ pub fn is_trigger_name(name: &str) -> bool {
         && !is_sync_artifact(name)
 }
 
-/// True for what sync tools leave beside a note (DESIGN §23): Syncthing's `*.sync-conflict-*`,
+/// True for what sync tools leave beside a note (docs/spec.md §23): Syncthing's `*.sync-conflict-*`,
 /// iCloud's `.name.icloud` placeholders, Dropbox's and Obsidian's `* (conflicted copy …)*`.
 /// Never a trigger, and named in status.
 pub fn is_sync_artifact(name: &str) -> bool {

@@ -1,4 +1,4 @@
-//! The limits that stop runaway loops and bills (DESIGN §6, §17), resolved once per role: the
+//! The limits that stop runaway loops and bills (docs/spec.md §6, §17), resolved once per role: the
 //! role's own setting, else the config's `[limits]`. The one place that knows the fallbacks.
 
 use std::time::Duration;
@@ -156,7 +156,7 @@ fn budget_stop(role: Budget, global: Budget, mine: DayUsage, all: DayUsage) -> O
     None
 }
 
-/// A daily budget a run found spent between two of its steps (DESIGN §6, §17): which one,
+/// A daily budget a run found spent between two of its steps (docs/spec.md §6, §17): which one,
 /// whose, and the numbers — what the run's record and daily section say it ended on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Crossed {

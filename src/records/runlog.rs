@@ -1,4 +1,4 @@
-//! Run logs (DESIGN §9, contract): `daily/YYYY-MM-DD.md` for people, `.tabd/runs/YYYY-MM-DD.jsonl`
+//! Run logs (docs/spec.md §9, contract): `daily/YYYY-MM-DD.md` for people, `.tabd/runs/YYYY-MM-DD.jsonl`
 //! for programs.
 //!
 //! All writes go through the vault (so a symlinked `daily/` can never lead a write out of it)
@@ -55,7 +55,7 @@ impl std::fmt::Display for Outcome {
     }
 }
 
-/// The JSONL `usage`: token counts and what they cost (DESIGN §17).
+/// The JSONL `usage`: token counts and what they cost (docs/spec.md §17).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct UsageRecord {
     #[serde(flatten)]
@@ -81,7 +81,7 @@ pub struct RunRecord {
     pub requests: u32,
     pub tool_calls: Vec<ToolCallRecord>,
     pub moved: Vec<Moved>,
-    /// Runs this run delegated to, by id (DESIGN §18).
+    /// Runs this run delegated to, by id (docs/spec.md §18).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<String>,
     /// Why a `failed` run was nobody's fault: `paused` (the model or a required server could
@@ -94,7 +94,7 @@ pub struct RunRecord {
     /// to read the rest in pages with `read_file`. Absent when every note fit.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes_truncated: Vec<NoteTruncated>,
-    /// The first look of the role's `triage_model` (DESIGN §25): when it found nothing to do,
+    /// The first look of the role's `triage_model` (docs/spec.md §25): when it found nothing to do,
     /// the run ended there (`ended: triaged`, `model` and `usage` are its own); otherwise `model`
     /// is the role's, and `usage` counts both (this holds the first look's part). Absent when
     /// the run asked no triage model.
@@ -106,7 +106,7 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// The record's `ended` of a run that the triage model found nothing to do in (DESIGN §25).
+/// The record's `ended` of a run that the triage model found nothing to do in (docs/spec.md §25).
 pub const TRIAGED: &str = "triaged";
 
 /// What the triage model's first look came to, in a run's record.
@@ -177,13 +177,13 @@ pub struct TriggerRecord {
     pub scheduled_for: Option<DateTime<Utc>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,
-    /// A delegated run: the run that asked (DESIGN §18).
+    /// A delegated run: the run that asked (docs/spec.md §18).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent_run_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
     /// A scheduled run that runs its slot again after the run of it that started earlier was
-    /// interrupted (DESIGN §22): the slot, and when that run started.
+    /// interrupted (docs/spec.md §22): the slot, and when that run started.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerun: Option<crate::base::trigger::Rerun>,
 }
@@ -489,7 +489,7 @@ impl RunLog {
         read::holds(&self.vault, path, text.trim_end())
     }
 
-    /// One run's section of the daily note (DESIGN §9).
+    /// One run's section of the daily note (docs/spec.md §9).
     pub fn render_run(&self, rec: &RunRecord, human: &HumanRun) -> String {
         let start = rec.started_at.with_timezone(&self.tz());
         let mut s = format!(
@@ -546,7 +546,7 @@ impl RunLog {
         s
     }
 
-    /// A delegated run, as a `### Delegated · Role` subsection of its parent's section (DESIGN
+    /// A delegated run, as a `### Delegated · Role` subsection of its parent's section (docs/spec.md
     /// §18): the task, how it ended, what it changed, its answer, and how to find its record.
     pub fn render_delegated(&self, rec: &RunRecord, human: &HumanRun) -> String {
         let mut s = format!("### Delegated · {}\n", human.display_name);
@@ -636,7 +636,7 @@ fn outcome_line(rec: &RunRecord) -> String {
         ),
         (Outcome::Failed, Some(e)) => format!("failed — {} · {stats}", one_line(e, 300)),
         (Outcome::Limit, Some(e)) => format!("limit — {}{big} · {stats}", one_line(e, 200)),
-        // The first part of a run that waits for the person: not done, so never `ok` (DESIGN §9).
+        // The first part of a run that waits for the person: not done, so never `ok` (docs/spec.md §9).
         (Outcome::Ok, _) if rec.waits() => {
             format!("{WAITING} — for your approval{big} · {stats}")
         }

@@ -1,4 +1,4 @@
-//! tabd's own MCP server (DESIGN §16): a role's harness spoken over MCP. Every call goes through
+//! tabd's own MCP server (docs/spec.md §16): a role's harness spoken over MCP. Every call goes through
 //! `Harness::call`, exactly as an API run's do — the role's lists, `approve`, the limits, the
 //! sandbox, hops and the record — so a client (an agent CLI, Claude Desktop) has the role's
 //! authority, no more.
@@ -8,7 +8,7 @@
 //!   the run's own process. The CLI starts `tabd mcp serve --run-id ID --socket PATH`, which only
 //!   relays bytes (`bridge`): the limits, the hops and the record live in the run, so no process
 //!   boundary, restart or relative path can reset or lose them. Only that run's CLI may use it
-//!   (DESIGN §20): the peer must be a process below the CLI's keeper (the kernel's credentials of
+//!   (docs/spec.md §20): the peer must be a process below the CLI's keeper (the kernel's credentials of
 //!   the connection), and its first line must carry the run's key (`relay.key`, 0600 in the run
 //!   folder, which every other child is denied);
 //! - **stdio** (`tabd mcp serve --role R` for Claude Desktop): the harness runs in that process.

@@ -1,4 +1,4 @@
-//! What one run sends the model (DESIGN §7.1), in three parts ordered for prompt caching:
+//! What one run sends the model (docs/spec.md §7.1), in three parts ordered for prompt caching:
 //! 1. `system` — identity, mission, goals, the THINK step, rules, preferences, memory (stable);
 //! 2. `context` — the role's context files with paths and modification times (cached while
 //!    unchanged);
@@ -25,7 +25,7 @@ use crate::records::runlog::NoteTruncated;
 use crate::setup::config::{Config, ContextConfig};
 use crate::setup::role::Role;
 
-/// The think-then-act instruction of DESIGN §7, verbatim.
+/// The think-then-act instruction of docs/spec.md §7, verbatim.
 pub const THINK: &str = "Before taking any action, THINK:
 1. What has changed since the last run? (check inbox, compare context)
 2. What needs attention right now?
@@ -499,7 +499,7 @@ fn task_text(d: &crate::base::trigger::Delegation, max_file_bytes: usize) -> Str
     out
 }
 
-/// What the final answer must be, when the role has an output schema (DESIGN §18).
+/// What the final answer must be, when the role has an output schema (docs/spec.md §18).
 fn answer_contract(input: &PromptInput<'_>) -> String {
     let Some(path) = input
         .role

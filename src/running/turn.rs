@@ -1,4 +1,4 @@
-//! The think-then-act loop of one run (DESIGN §7.2): call the model, run its tool calls in
+//! The think-then-act loop of one run (docs/spec.md §7.2): call the model, run its tool calls in
 //! order, send the results back, until it ends its turn or a limit ends the run.
 
 use serde_json::Value;
@@ -14,7 +14,7 @@ use crate::capabilities::tools::FatalToolError;
 use crate::gate::harness::{Limit, ToolExecutor};
 use crate::records::limits::Crossed;
 
-/// Limits that end a run (DESIGN §6, §17, §18).
+/// Limits that end a run (docs/spec.md §6, §17, §18).
 #[derive(Debug, Clone)]
 pub struct TurnLimits {
     /// What the run may spend (`max_tokens_per_run`, `max_cost_usd`), shared with the runs it
@@ -31,10 +31,10 @@ pub struct TurnLimits {
     pub suspend: bool,
     /// The run's span: each model request gets a `chat` child (nothing when telemetry is off).
     pub trace: crate::capabilities::telemetry::RunSpan,
-    /// The day the run spends in (DESIGN §6, §17): each response is counted in it, and between
+    /// The day the run spends in (docs/spec.md §6, §17): each response is counted in it, and between
     /// two steps the daily budgets are checked. `None`: no daily budget applies here.
     pub day: Option<std::sync::Arc<dyn crate::gate::harness::Day>>,
-    /// `checkpoint_every` (DESIGN §28): none, or when the run waits for the person at a
+    /// `checkpoint_every` (docs/spec.md §28): none, or when the run waits for the person at a
     /// checkpoint (only a turn that may suspend has one).
     pub checkpoint: Option<Checkpoints>,
 }
@@ -160,13 +160,13 @@ pub struct TurnOutcome {
     pub model: String,
     /// Model requests made (retries not counted).
     pub requests: u32,
-    /// The run's cost as an agent CLI reported it (DESIGN §16); `None`: computed from prices.
+    /// The run's cost as an agent CLI reported it (docs/spec.md §16); `None`: computed from prices.
     pub cost_usd: Option<f64>,
     /// The final answer as JSON, when the role has an output schema and it satisfied it.
     pub output: Option<Value>,
     /// Set when the turn ended `Suspended`.
     pub suspension: Option<Suspension>,
-    /// The first look of the role's `triage_model`, when the run had one (DESIGN §25). When its
+    /// The first look of the role's `triage_model`, when the run had one (docs/spec.md §25). When its
     /// verdict is `Nothing`, the whole turn was that one request.
     pub triage: Option<triage::Triage>,
 }

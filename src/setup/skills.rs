@@ -1,4 +1,4 @@
-//! Agent Skills (DESIGN §25): `skills/<name>/SKILL.md` in the vault, read and checked against
+//! Agent Skills (docs/spec.md §25): `skills/<name>/SKILL.md` in the vault, read and checked against
 //! the open format's rules (agentskills.io/specification, and its reference validator
 //! `skills-ref`): a `name` of at most 64 lowercase letters, digits and single hyphens, the same
 //! as the skill's folder; a `description` of 1–1024 characters; optional `license`,

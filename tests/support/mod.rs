@@ -142,7 +142,7 @@ impl TestVault {
     }
 
     /// Lets stock role `role` change the person's notes without asking (`approve: {person_notes:
-    /// auto}`, DESIGN §26): for tests about something else (undo, crashes) whose notes the test
+    /// auto}`, docs/spec.md §26): for tests about something else (undo, crashes) whose notes the test
     /// wrote as the person.
     pub fn grant_person_notes(&self, role: &str) {
         let rel = format!("roles/{role}.md");

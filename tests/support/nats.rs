@@ -1,4 +1,4 @@
-//! Real `nats-server -js` processes for the cluster tests (DESIGN §23): one, or three forming a
+//! Real `nats-server -js` processes for the cluster tests (docs/spec.md §23): one, or three forming a
 //! cluster with routes, on free loopback ports, their storage in a temp folder; ready once a
 //! client gets JetStream's account info from each (a leader is elected), killed on drop.
 //!

@@ -1,5 +1,5 @@
 //! The keeper: a small process between tabd and each child, so that every descendant ends with
-//! the child (DESIGN §20) and none has a terminal.
+//! the child (docs/spec.md §20) and none has a terminal.
 //!
 //! A process group is not enough: a grandchild that calls `setsid()` leaves the group, and a
 //! group kill misses it, so it outlives tabd. So the child tabd forks does not exec at once. It

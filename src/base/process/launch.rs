@@ -126,7 +126,7 @@ pub struct Started {
     pub home: Option<Home>,
     /// The rules it runs under when the kernel enforces them, to explain what it reports.
     pub applied: Option<Arc<Applied>>,
-    /// With `vault = "write"`: the vault folders to look through after it (DESIGN §24), whether
+    /// With `vault = "write"`: the vault folders to look through after it (docs/spec.md §24), whether
     /// or not the kernel enforces the sandbox.
     pub watch: Option<Watch>,
 }

@@ -222,7 +222,7 @@ impl Launcher {
         out
     }
 
-    /// Makes the child `cmd` starts run under `grants` (DESIGN §20): files it was named are made
+    /// Makes the child `cmd` starts run under `grants` (docs/spec.md §20): files it was named are made
     /// first. Where the kernel cannot sandbox, the child starts unsandboxed and the log says so
     /// once — or, with `[sandbox] require`, it is refused (`Err`). Returns what the kernel
     /// enforces.

@@ -1,4 +1,4 @@
-//! When the sandbox stops something, say so (DESIGN §20). A child only sees `EACCES` or `EPERM`
+//! When the sandbox stops something, say so (docs/spec.md §20). A child only sees `EACCES` or `EPERM`
 //! ("permission denied", exit 126): read against the rules it ran under, the path in the message
 //! tells whether the sandbox refused it, and which line of the config would grant it.
 

@@ -1,4 +1,4 @@
-//! The grant policy (DESIGN §20): what a child's sandbox, as the person writes it in
+//! The grant policy (docs/spec.md §20): what a child's sandbox, as the person writes it in
 //! `[mcp.NAME]` or `[profiles.NAME]` (`ChildSandbox`, plain data the config holds), grants at one
 //! start — everything readable but what is hidden, its own folders writable, plus the vault,
 //! folders, files and sockets the config names. It looks at the filesystem (what a named path is,
@@ -311,7 +311,7 @@ fn is_code(path: &Path) -> bool {
 
 /// `vault = "read"`: every entry of the vault but `.tabd/`, readable (links never followed: a
 /// link in the vault cannot carry the grant elsewhere). `"write"`: the same writable, except
-/// what no role may write either (DESIGN §24) — tabd's own files, the person's roles and
+/// what no role may write either (docs/spec.md §24) — tabd's own files, the person's roles and
 /// decisions, every role's inbox wherever its `## Inbox` puts it, Obsidian's settings, and files
 /// other programs load at any depth, found under the one name comparison roles use
 /// (`protected::fold`) — which stay read-only. The folders that hold one are granted entry by

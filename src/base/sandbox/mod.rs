@@ -1,4 +1,4 @@
-//! The sandbox of every child tabd starts (DESIGN §20): MCP servers over stdio and agent CLIs,
+//! The sandbox of every child tabd starts (docs/spec.md §20): MCP servers over stdio and agent CLIs,
 //! with whatever they start in turn. A child is a tenant: it gets what its config grants and
 //! nothing it can arrange for itself.
 //!
@@ -141,7 +141,7 @@ impl Support {
         }
     }
 
-    /// What this kernel cannot enforce of DESIGN §20, each with what would.
+    /// What this kernel cannot enforce of docs/spec.md §20, each with what would.
     pub fn gaps(&self) -> Vec<String> {
         let Self::Landlock { abi, seccomp } = self else {
             return vec!["anything (no Landlock)".into()];

@@ -1,4 +1,4 @@
-//! The places no child reads (DESIGN §20): the person's secrets, and tabd's own places — the
+//! The places no child reads (docs/spec.md §20): the person's secrets, and tabd's own places — the
 //! vault's `.tabd/`, tabd's config and env files, the folders it keeps for children and for
 //! agent-CLI runs. Everything else a program needs to run is readable.
 
@@ -81,7 +81,7 @@ pub struct Places {
     pub state: PathBuf,
     /// Every role's inbox, vault-relative, wherever its `## Inbox` puts it: kept from a child
     /// granted `vault = "write"` like `agent/inbox/` (a note there starts a run). The `[log]
-    /// folder`, when not `daily`, is kept so too (tabd's own, DESIGN §24).
+    /// folder`, when not `daily`, is kept so too (tabd's own, docs/spec.md §24).
     pub inboxes: Vec<String>,
     /// Where tabd's own folders are in the vault (`[vault] folder`): kept as they are anywhere.
     pub layout: crate::base::vault::layout::Layout,

@@ -1,6 +1,6 @@
 //! "Everything under a folder but these": Landlock only allows, it cannot take away, so a folder
 //! with a hidden path inside is granted as its other entries, level by level down to the hidden
-//! one (DESIGN §20: "grant the siblings on each level of a denied path").
+//! one (docs/spec.md §20: "grant the siblings on each level of a denied path").
 
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,4 @@
-//! Where things live in a vault (DESIGN §2, §26): every path tabd uses, in one place.
+//! Where things live in a vault (docs/spec.md §2, §26): every path tabd uses, in one place.
 //!
 //! tabd's own folders — roles, the `agent/` area (inboxes, approvals, memory, the status note),
 //! the global memory, skills, the run log — sit at the vault's root by default, or all under one
@@ -11,7 +11,7 @@
 pub(in crate::base::vault) const ROLES: &str = "roles";
 /// The inboxes: `agent/inbox/<role>/`.
 pub(in crate::base::vault) const INBOXES: &str = "agent/inbox";
-/// Approval notes (DESIGN §15).
+/// Approval notes (docs/spec.md §15).
 pub(in crate::base::vault) const APPROVALS: &str = "agent/approvals";
 /// The status note the daemon keeps.
 pub(in crate::base::vault) const STATUS_NOTE: &str = "agent/status.md";
@@ -23,11 +23,11 @@ pub(in crate::base::vault) const LOG_ELSEWHERE: &str = "agent/log";
 pub(in crate::base::vault) const MEMORY: &str = "memory.md";
 /// Each role's memory: `agent/memory/<role>.md` (changed only through `remember`).
 pub(in crate::base::vault) const ROLE_MEMORIES: &str = "agent/memory";
-/// Agent Skills: `skills/<name>/SKILL.md` and the skill's files beside it (DESIGN §25).
+/// Agent Skills: `skills/<name>/SKILL.md` and the skill's files beside it (docs/spec.md §25).
 pub(in crate::base::vault) const SKILLS: &str = "skills";
 /// A skill's instructions, in its folder.
 pub const SKILL_FILE: &str = "SKILL.md";
-/// The project's rules for every role, at the vault root (DESIGN §25).
+/// The project's rules for every role, at the vault root (docs/spec.md §25).
 pub const AGENTS_MD: &str = "AGENTS.md";
 /// tabd's own folder: no role reads or writes it.
 pub const TABD: &str = ".tabd";
@@ -44,9 +44,9 @@ pub const STATUS_JSON: &str = ".tabd/status.json";
 pub const AUTHORSHIP: &str = ".tabd/authorship.json";
 /// Held while the authorship record is changed.
 pub const AUTHORSHIP_LOCK: &str = ".tabd/authorship.lock";
-/// The undo journal (DESIGN §19).
+/// The undo journal (docs/spec.md §19).
 pub const JOURNAL: &str = ".tabd/journal";
-/// Runs waiting for the person's decision (DESIGN §22).
+/// Runs waiting for the person's decision (docs/spec.md §22).
 pub const SUSPENDED: &str = ".tabd/suspended";
 /// The process groups of children, for reaping after `kill -9`.
 pub const GROUPS: &str = ".tabd/groups";
@@ -57,10 +57,10 @@ pub const QUARANTINE: &str = ".tabd/quarantine";
 pub const SPLICES: &str = ".tabd/splices";
 /// The daemon's lock: one daemon per vault.
 pub const DAEMON_LOCK: &str = ".tabd/lock";
-/// The id of the last message of the ntfy reply topic acted on (DESIGN §27): the next start reads
+/// The id of the last message of the ntfy reply topic acted on (docs/spec.md §27): the next start reads
 /// on after it.
 pub const NTFY_REPLIES: &str = ".tabd/ntfy-replies.json";
-/// What tabd keeps of its Telegram chat (DESIGN §27): the next update to read, which message is
+/// What tabd keeps of its Telegram chat (docs/spec.md §27): the next update to read, which message is
 /// which event's, the `/ask` notes waiting for their run's answer.
 pub const TELEGRAM: &str = ".tabd/telegram.json";
 /// The folders tabd keeps inside an inbox: handled notes, given-up notes, kept notes.

@@ -1,4 +1,4 @@
-//! What a child granted `vault = "write"` leaves behind (DESIGN §24): files other programs load
+//! What a child granted `vault = "write"` leaves behind (docs/spec.md §24): files other programs load
 //! as settings or code (`CLAUDE.md`, `.envrc`, `.claude/settings.json`, `.git/hooks/…`) that it
 //! created or changed during a call, in the folders it may write. Landlock grants folders, not
 //! names: a folder granted whole takes any new name, and only what existed at the child's start

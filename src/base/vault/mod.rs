@@ -1,5 +1,5 @@
 //! The vault on disk: the only way tabd touches files in it — tools, run logs, state, the
-//! status note, approvals (DESIGN §2: tabd never writes outside the vault).
+//! status note, approvals (docs/spec.md §2: tabd never writes outside the vault).
 //!
 //! Confinement has two layers:
 //! 1. `VaultPath::parse` refuses, by looking at the text, absolute paths, `..`, NUL and control
@@ -120,12 +120,12 @@ pub struct FileEnd<'a> {
 pub struct Vault {
     root: PathBuf,
     dir: Dir,
-    /// With `[cluster]`, this device's name: its `.tabd/` is `.tabd/devices/<name>/` (DESIGN
+    /// With `[cluster]`, this device's name: its `.tabd/` is `.tabd/devices/<name>/` (docs/spec.md
     /// §23: what is in `.tabd/` is per device; sync tools copy it, devices never share it).
     device: Option<String>,
-    /// `[log] folder` when it is not the layout's (DESIGN §26): tabd's own, as `daily/` is.
+    /// `[log] folder` when it is not the layout's (docs/spec.md §26): tabd's own, as `daily/` is.
     log: Option<String>,
-    /// Where tabd's own folders are in it (`[vault] folder`, DESIGN §26).
+    /// Where tabd's own folders are in it (`[vault] folder`, docs/spec.md §26).
     layout: layout::Layout,
 }
 

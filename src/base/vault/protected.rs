@@ -1,4 +1,4 @@
-//! Paths of the vault with a meaning of their own (DESIGN §8, §24), and the one way tabd compares
+//! Paths of the vault with a meaning of their own (docs/spec.md §8, §24), and the one way tabd compares
 //! a name with them.
 //!
 //! - `TABD_OWNS`: tabd's own files — the daily log, `agent/status.md`, approval notes, memory,
@@ -24,7 +24,7 @@ use super::layout;
 /// Folders no tool reads: tabd's own state and git's.
 pub const UNREADABLE: &[&str] = &[layout::TABD, ".git"];
 
-/// tabd's own files and folders (DESIGN §24): never a write target of a role — not through its
+/// tabd's own files and folders (docs/spec.md §24): never a write target of a role — not through its
 /// tools, not through `write_paths`, not through `output.path` or an undo — and read-only for a
 /// child. tabd writes them itself; memory changes only through `remember`. Each name is relative
 /// to tabd's home (`Layout`); the log folder (`DAILY`) is the layout's (`Layout::daily`).
@@ -246,7 +246,7 @@ pub const HIDDEN_WHY: &str =
      (`.vscode`, `.claude`, `.cursor`, `.cursorrules`, `.mcp.json` …) and tools (`.envrc`, `.npmrc`, \
      `.mise.toml`) load such files as settings that run as you";
 
-/// A name or path in the two forms tabd compares (DESIGN §24: one comparison, for roles and
+/// A name or path in the two forms tabd compares (docs/spec.md §24: one comparison, for roles and
 /// children alike), each a list of folded parts:
 ///
 /// - `cased`: width and compatibility forms folded (NFKC: `ＣＬＡＵＤＥ` is `CLAUDE`), then lower

@@ -1,4 +1,4 @@
-//! Agent CLIs as the model (DESIGN §16): runs claude, codex, gemini or a custom CLI headless for
+//! Agent CLIs as the model (docs/spec.md §16): runs claude, codex, gemini or a custom CLI headless for
 //! one turn, in the run's own folder (never the vault), with only the environment it needs, and
 //! kills its whole process group at the deadline. The CLI's only tools are tabd's: the run serves
 //! them (see `mcp_server`) and this module only starts the CLI pointed at them.
@@ -256,7 +256,7 @@ pub struct CliTurn<'a> {
     /// Where the CLI's process group is written down while it runs.
     pub launcher: &'a Launcher,
     /// Lines for the run's daily section: what a CLI granted `vault = "write"` left in the
-    /// vault that other programs load, moved aside after its turn (DESIGN §24).
+    /// vault that other programs load, moved aside after its turn (docs/spec.md §24).
     pub kept_aside: &'a Mutex<Vec<String>>,
 }
 
@@ -369,7 +369,7 @@ enum ProbeFolderError {
     Made(#[from] std::io::Error),
 }
 
-/// What the CLI is (DESIGN §20): its environment (`env`: what `child_env` gave it), and a private
+/// What the CLI is (docs/spec.md §20): its environment (`env`: what `child_env` gave it), and a private
 /// folder made for this start only (`Folders::Fresh`, in `folder`: the run's own folder, or the
 /// probe's) as its `HOME`, with its config folder inside it holding only the person's login
 /// files, never the person's own settings; a private temp folder, its run folder and relay socket
@@ -533,7 +533,7 @@ async fn spawn_and_read(turn: &CliTurn<'_>, args: &[String]) -> CliEnd {
     end
 }
 
-/// Starts the CLI in its run folder through the launcher (a tenant, confined: DESIGN §20), feeds
+/// Starts the CLI in its run folder through the launcher (a tenant, confined: docs/spec.md §20), feeds
 /// the prompt, reads both streams, and kills the group at the deadline. `watch`: the vault
 /// folders it may write, once it is confined.
 async fn spawn_and_wait(turn: &CliTurn<'_>, args: &[String], watch: &mut Option<Watch>) -> CliEnd {

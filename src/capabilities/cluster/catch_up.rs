@@ -1,4 +1,4 @@
-//! One catch-up per role after the servers were out of reach (`when_alone = "skip"`, DESIGN §4
+//! One catch-up per role after the servers were out of reach (`when_alone = "skip"`, docs/spec.md §4
 //! and §23), across devices that each saw the outage a little differently.
 //!
 //! Each device skipped the slots that came due while its claims were not written, and they

@@ -23,7 +23,7 @@ impl ClaimKey {
         ))
     }
 
-    /// An inbox note, by its path and its settled content's hash (DESIGN §23: a note rewritten
+    /// An inbox note, by its path and its settled content's hash (docs/spec.md §23: a note rewritten
     /// under the same name is another note): `<vault>.note.<role>.<hash of both>`.
     pub fn note(vault: &str, role: &str, path: &str, content_hash: &str) -> Self {
         let mut h = Sha256::new();
@@ -55,7 +55,7 @@ impl ClaimKey {
         Self(format!("{}.probe.{}.{nonce:016x}", token(vault), token(device)))
     }
 
-    /// An approval's execution (DESIGN §15, §23): `<vault>.approval.<id>`.
+    /// An approval's execution (docs/spec.md §15, §23): `<vault>.approval.<id>`.
     pub fn approval(vault: &str, id: &str) -> Self {
         Self(format!("{}.approval.{}", token(vault), token(id)))
     }

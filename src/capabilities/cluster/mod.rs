@@ -1,4 +1,4 @@
-//! The other devices of a vault (DESIGN §23), through NATS JetStream and the official client,
+//! The other devices of a vault (docs/spec.md §23), through NATS JetStream and the official client,
 //! `async-nats`. tabd builds no consensus of its own: it creates, renews and reads keys in three
 //! KV buckets the servers keep (replicated on three servers when they form a cluster, so a
 //! write needs two of them):

@@ -1,4 +1,4 @@
-//! The pauses every device holds (DESIGN §28 with §23): the pause book (`records::state::pause`)
+//! The pauses every device holds (docs/spec.md §28 with §23): the pause book (`records::state::pause`)
 //! kept in the `tabd_shared` bucket under `<vault>.pause.book`. `tabd pause` and `tabd resume`
 //! change it; each daemon reads it now and then and mirrors it into its own book, which is what
 //! every door of that device reads.

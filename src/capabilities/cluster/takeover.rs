@@ -1,5 +1,5 @@
 //! Whether a claim just won is this device's to run, and whether a claim it holds is still its
-//! own when a renewal finds the key changed (DESIGN §23): the done marker, the tenure of the
+//! own when a renewal finds the key changed (docs/spec.md §23): the done marker, the tenure of the
 //! last holder and its heartbeat decide (`tenure`), and a record deleted or written by hand is
 //! never read as work not done or a claim let go (`trust`, issue 49 item 4).
 

@@ -1,4 +1,4 @@
-//! Who held a claim before this device, and whether it may have done the work (DESIGN §23).
+//! Who held a claim before this device, and whether it may have done the work (docs/spec.md §23).
 //!
 //! A claim lapses when its holder stops renewing it, for one of three reasons: the holder died
 //! (kill -9, a closed lid), it lost the servers while its run went on, or it lost them *after* its

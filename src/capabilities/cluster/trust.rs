@@ -1,4 +1,4 @@
-//! What the servers hand back that decides an action, checked (DESIGN §23, issue 49 item 4).
+//! What the servers hand back that decides an action, checked (docs/spec.md §23, issue 49 item 4).
 //!
 //! Anyone with the servers' password can write, delete or purge any key. Three defences, each
 //! for what the one before cannot see:

@@ -2,7 +2,7 @@
 //! they are now (a role renamed, its inbox moved, its file broken since tabd started), the
 //! delivery id is checked against those already written, and the note is created in the role's
 //! inbox — under a temp name, then renamed into place without replacing anything (a note moved
-//! in is complete at once, DESIGN §5) — and its id kept.
+//! in is complete at once, docs/spec.md §5) — and its id kept.
 //!
 //! One delivery at a time: the check, the write and the record of one id happen together, so a
 //! redelivery racing the first delivery is written once. Blocking file work: the server calls

@@ -1,4 +1,4 @@
-//! Triggers from the world (`[http]`, DESIGN §27): `POST /hooks/<role>`, signed with the hook's
+//! Triggers from the world (`[http]`, docs/spec.md §27): `POST /hooks/<role>`, signed with the hook's
 //! secret (`X-Hub-Signature-256`), becomes an inbox note of that role, written the way a
 //! person's note is; the role runs as for any note.
 //!

@@ -2,7 +2,7 @@
 //! a retry after a timeout that did go through) gets 200 and nothing is written twice.
 //!
 //! Kept in `.tabd/webhooks.seen`, one line per delivery — the hook, the id and the line's MAC
-//! under tabd's key (DESIGN §24: what decides an action read back from disk is authenticated; a
+//! under tabd's key (docs/spec.md §24: what decides an action read back from disk is authenticated; a
 //! line planted there would silence a delivery). The last `KEEP` are kept: the file is appended
 //! to, and written again with only those when it holds twice as many. A line that does not
 //! verify (edited, a crash's cut-off last line) is not an id seen: it is counted and said.

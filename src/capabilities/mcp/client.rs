@@ -346,7 +346,7 @@ pub struct Connection {
     /// tabd's environment: what a call's error quotes of it is written back as `${VAR}`.
     env: crate::base::environment::Env,
     /// A server granted `vault = "write"`: the vault folders it may write, looked through after
-    /// each call for files other programs load that it left there (DESIGN §24).
+    /// each call for files other programs load that it left there (docs/spec.md §24).
     watch: Option<Leftovers>,
     /// `tasks/cancel` requests of waits a stopped run dropped: `stop` lets them reach the server
     /// before it ends the session.
@@ -815,7 +815,7 @@ fn spawn(
     Ok((child, tenant, stdout, stdin, stderr_done, (applied, watch)))
 }
 
-/// What a stdio server is, with its command, arguments and `env` expanded (DESIGN §20): the
+/// What a stdio server is, with its command, arguments and `env` expanded (docs/spec.md §20): the
 /// basics of tabd's environment, its own `env`, its folders kept outside the vault from one start
 /// to the next (its `HOME` unless its `env` sets one), and what its `[mcp.NAME]` table grants.
 fn server_spec(
@@ -960,7 +960,7 @@ fn http_transport(
     ))
 }
 
-/// Both protocol lines (DESIGN §29): `server/discover` first (2026-07-28, stateless), the
+/// Both protocol lines (docs/spec.md §29): `server/discover` first (2026-07-28, stateless), the
 /// 2025 `initialize` handshake where the server does not know it (it answers with an error, or
 /// not within rmcp's 10 s).
 fn lifecycle() -> ClientLifecycleMode {

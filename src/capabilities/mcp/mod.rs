@@ -1,4 +1,4 @@
-//! MCP servers: tools beyond the vault (DESIGN §14).
+//! MCP servers: tools beyond the vault (docs/spec.md §14).
 //!
 //! - `config` — `[mcp.NAME]` tables;
 //! - `client` — one connection: start, list, call, stop (the whole process group);

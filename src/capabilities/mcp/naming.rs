@@ -1,4 +1,4 @@
-//! The names the model sees for MCP tools (DESIGN §14): `server__tool`, only `[A-Za-z0-9_-]`, at
+//! The names the model sees for MCP tools (docs/spec.md §14): `server__tool`, only `[A-Za-z0-9_-]`, at
 //! most 64 characters (what model APIs accept), with a short hash of the real name when it had
 //! to be shortened, so two long names never collide.
 

@@ -1,4 +1,4 @@
-//! `keep_alive` servers (DESIGN §14): started once by the daemon, supervised — restarted with
+//! `keep_alive` servers (docs/spec.md §14): started once by the daemon, supervised — restarted with
 //! backoff (1 s, doubling, at most 5 minutes) when they exit — and stopped with the daemon.
 
 use std::collections::HashMap;

@@ -1,5 +1,5 @@
 //! Arguments checked against a tool's JSON Schema before tabd sends the call (the harness is
-//! authoritative, DESIGN §8), with messages the model can act on.
+//! authoritative, docs/spec.md §8), with messages the model can act on.
 
 use serde_json::Value;
 

@@ -1,4 +1,4 @@
-//! Long calls as Tasks (DESIGN §29): a server may answer a `tools/call` with a task handle
+//! Long calls as Tasks (docs/spec.md §29): a server may answer a `tools/call` with a task handle
 //! instead of the result, and tabd polls the task until it ends — on both protocol lines:
 //!
 //! - 2026-07-28, the `io.modelcontextprotocol/tasks` extension (SEP-2663): the server decides;

@@ -51,7 +51,7 @@ pub struct RunTools {
     owned: Vec<Arc<Connection>>,
 }
 
-/// A tool's risk class (DESIGN §15): the config's `risk` table, else the server's hints, else
+/// A tool's risk class (docs/spec.md §15): the config's `risk` table, else the server's hints, else
 /// `network`.
 pub fn risk_of(config: &crate::setup::config::mcp::ServerConfig, tool: &ToolInfo) -> Risk {
     if let Some(r) = config.risk.get(&tool.name) {

@@ -1,4 +1,4 @@
-//! Waiting for a task a server started for a call (DESIGN §29): polled at the server's interval
+//! Waiting for a task a server started for a call (docs/spec.md §29): polled at the server's interval
 //! (clamped) until it ends, within a limit (the run's deadline, the server's `task_timeout`);
 //! past it, or when the wait is dropped (the run stopped), the task is cancelled with
 //! `tasks/cancel`. A state tabd does not know ends the wait too, cancelled.

@@ -119,7 +119,7 @@ impl Deliveries {
 
     /// One try of `ev` on `kind`.
     pub(super) async fn try_once(&self, kind: Kind, ev: &Event) -> Result<(), DeliveryError> {
-        // A title or message may quote the model's words, and those a secret (DESIGN §24).
+        // A title or message may quote the model's words, and those a secret (docs/spec.md §24).
         let secrets = self.env.redactor();
         let ev = &Event {
             title: secrets.apply(&ev.title),

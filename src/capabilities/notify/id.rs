@@ -1,4 +1,4 @@
-//! An event's id (DESIGN §22): what lets a receiver tell a retried notification from a new one.
+//! An event's id (docs/spec.md §22): what lets a receiver tell a retried notification from a new one.
 //!
 //! A webhook that took an event and then timed out gets it again on the retry; without something
 //! in common the two cannot be told apart (openclaw#102367). So every event has an id that is the

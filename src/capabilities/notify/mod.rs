@@ -1,4 +1,4 @@
-//! Reaching the person (DESIGN §22): each event — a call waiting for approval, model calls
+//! Reaching the person (docs/spec.md §22): each event — a call waiting for approval, model calls
 //! paused, a note moved to `failed/`, a role failing again and again, an expectation missed —
 //! goes once to each channel of `[notify]`: a command (the event as JSON on stdin), a webhook
 //! (JSON, or ntfy's format), the desktop (the session D-Bus, through `notify-send`). Sending
@@ -15,9 +15,9 @@
 //!   started.
 //! - `id` — an event's id, from its key and its vault.
 //! - `replies` — the ntfy reply topic a tap on an approval's button publishes to, followed
-//!   through ntfy's JSON stream (DESIGN §27).
+//!   through ntfy's JSON stream (docs/spec.md §27).
 //! - `telegram` — Telegram as a channel both ways: a bot's messages, buttons and edits, and its
-//!   updates read by long polling (DESIGN §27).
+//!   updates read by long polling (docs/spec.md §27).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
@@ -57,7 +57,7 @@ pub struct Event {
     /// (`EventId::of`).
     pub key: String,
     /// An `approval` push's decision tokens: ntfy's channel shows them as Approve and Reject
-    /// buttons when `reply_topic` is set (DESIGN §27). Never in the event's JSON.
+    /// buttons when `reply_topic` is set (docs/spec.md §27). Never in the event's JSON.
     pub replies: Option<Replies>,
     /// The key of an earlier event this one stands in for (an approval, now decided): ntfy shows
     /// it in that event's place (the same sequence id), its buttons gone.
@@ -273,7 +273,7 @@ impl queue::Channel for Worker {
                     } else {
                         format!("{e} (not retried: a retry would not fix it)")
                     };
-                    // A program's stderr, a server's error may quote a secret (DESIGN §24).
+                    // A program's stderr, a server's error may quote a secret (docs/spec.md §24).
                     let why = self.deliveries.env.redactor().apply(&why);
                     tracing::warn!("notify: {channel} failed: {why}");
                     failing.insert(channel, why.clone()) != Some(why)

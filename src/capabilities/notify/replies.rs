@@ -1,4 +1,4 @@
-//! The reply topic (DESIGN §27): what a tap on an approval push's button published, read back
+//! The reply topic (docs/spec.md §27): what a tap on an approval push's button published, read back
 //! through ntfy's JSON stream (`GET <server>/<topic>/json?since=<id>`: one JSON object a line —
 //! `open`, `keepalive`, `message` with its `id`, `time` and `message`). No port is opened: tabd
 //! is the one that connects.

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-/// Whose failure an error is (DESIGN §5): the run's (its notes count an attempt) or the
+/// Whose failure an error is (docs/spec.md §5): the run's (its notes count an attempt) or the
 /// provider's (model calls pause; notes wait without an attempt counted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -53,7 +53,7 @@ pub enum ProviderError {
     BadResponse { provider: &'static str, message: String },
     #[error("{provider}: the run's deadline passed while waiting for the model")]
     Deadline { provider: &'static str },
-    /// An agent CLI failed (DESIGN §16): `outage` when it cannot be used right now (not
+    /// An agent CLI failed (docs/spec.md §16): `outage` when it cannot be used right now (not
     /// installed, not logged in, rate-limited, a flag missing), else a bad run.
     #[error("{provider}: {message}")]
     Cli {
@@ -96,7 +96,7 @@ impl ProviderError {
         }
     }
 
-    /// The error with `secrets` written back as `${VAR}` in every text it holds (DESIGN §24).
+    /// The error with `secrets` written back as `${VAR}` in every text it holds (docs/spec.md §24).
     pub fn redacted(self, secrets: &crate::base::environment::Redactor) -> Self {
         let r = |s: String| secrets.apply(&s);
         match self {

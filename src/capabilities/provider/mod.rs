@@ -1,4 +1,4 @@
-//! Model providers (DESIGN §10): one `Provider` trait, an Anthropic Messages and an
+//! Model providers (docs/spec.md §10): one `Provider` trait, an Anthropic Messages and an
 //! OpenAI-compatible chat implementation, and the one retry loop they share.
 //!
 //! The conversation model inside tabd is Anthropic-shaped (text, tool_use, tool_result and
@@ -322,7 +322,7 @@ impl Provider for NoApi {
     }
 }
 
-/// Sends `req`, retrying what is worth retrying (DESIGN §10) with exponential backoff and
+/// Sends `req`, retrying what is worth retrying (docs/spec.md §10) with exponential backoff and
 /// jitter, honouring `retry-after`, and never waiting past `deadline`.
 pub async fn complete(
     provider: &dyn Provider,

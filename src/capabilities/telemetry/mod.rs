@@ -1,4 +1,4 @@
-//! OpenTelemetry GenAI traces (DESIGN §25, `[telemetry]`), following the GenAI semantic
+//! OpenTelemetry GenAI traces (docs/spec.md §25, `[telemetry]`), following the GenAI semantic
 //! conventions v1.41.0 (`gen_ai.provider.name`, not the older `gen_ai.system`): one
 //! `invoke_agent {role}` span per run or session, a `chat {model}` child per model request and an
 //! `execute_tool {tool}` child per tool call. A delegated run's span is a child of its parent's.

@@ -185,7 +185,7 @@ impl Tool for Remember {
     }
     fn call(&self, ctx: &ToolContext<'_>, input: &Value) -> Result<ToolResult, ToolError> {
         let a: RememberArgs = args(input)?;
-        // One line, through the one renderer of model text (DESIGN §21): a remembered note is a
+        // One line, through the one renderer of model text (docs/spec.md §21): a remembered note is a
         // list item of the memory file, never a heading, a fence or a forged line of tabd's, in
         // the file or in the prompt that quotes it.
         let flat = crate::base::text::unify_line_ends(&a.note);

@@ -1,4 +1,4 @@
-//! `delegate` (DESIGN §18): what the model is offered and what it may send. The work itself is a
+//! `delegate` (docs/spec.md §18): what the model is offered and what it may send. The work itself is a
 //! run of another role, which the harness asks the run layer for; this module only knows the
 //! tool's shape, so a hostile call is refused before anything starts.
 
@@ -23,7 +23,7 @@ pub struct Task {
     pub task: String,
 }
 
-/// What one task came to (DESIGN §18). Typed from the run layer through the harness; it becomes
+/// What one task came to (docs/spec.md §18). Typed from the run layer through the harness; it becomes
 /// the contract's JSON only for the model (`to_json`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum DelegateOutcome {
@@ -243,7 +243,7 @@ mod tests {
         );
     }
 
-    /// Each outcome is the contract's result object (DESIGN §18), byte for byte as the model
+    /// Each outcome is the contract's result object (docs/spec.md §18), byte for byte as the model
     /// has always been sent it.
     #[test]
     fn each_outcome_is_the_contracts_json() {

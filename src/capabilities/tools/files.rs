@@ -15,7 +15,7 @@ use crate::setup::skills::{self, within};
 pub use super::pages::READ_PAGE_BYTES;
 /// Largest file `read_file`, `append_file` or `search_files` will open.
 pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
-// Every inbox note tabd hands a run can be read whole, in pages (DESIGN §5, §8).
+// Every inbox note tabd hands a run can be read whole, in pages (docs/spec.md §5, §8).
 const _: () = assert!(crate::records::inbox::MAX_NOTE_BYTES <= MAX_FILE_BYTES);
 /// Largest `write_file` / `append_file` content.
 pub const MAX_WRITE_BYTES: usize = 1024 * 1024;

@@ -1,4 +1,4 @@
-//! The vault tools of DESIGN §8 and the registry that checks and runs them.
+//! The vault tools of docs/spec.md §8 and the registry that checks and runs them.
 //!
 //! The harness is authoritative: a call to a tool the role does not list, input that does not
 //! fit the tool's schema, or a path the policy refuses becomes an error *result* for the model,
@@ -36,7 +36,7 @@ pub struct ToolContext<'a> {
     /// Where the run keeps each file's state before it first changes it (`None`: not journaled,
     /// e.g. in unit tests).
     pub journal: Option<&'a crate::records::journal::RunJournal>,
-    /// Whose each file is (DESIGN §26), so reads and listings can say which notes are the
+    /// Whose each file is (docs/spec.md §26), so reads and listings can say which notes are the
     /// person's before the model tries to change one (`None`: not said).
     pub authorship: Option<&'a crate::records::authorship::Authorship>,
 }
@@ -223,7 +223,7 @@ fn cached_specs() -> &'static [ToolSpec] {
     })
 }
 
-/// The specs of the vault tools `role` may call, in the order of DESIGN §8.
+/// The specs of the vault tools `role` may call, in the order of docs/spec.md §8.
 pub fn specs_for(role: &Role) -> Vec<ToolSpec> {
     cached_specs()
         .iter()
@@ -237,7 +237,7 @@ pub fn all_specs() -> Vec<ToolSpec> {
     cached_specs().to_vec()
 }
 
-/// The risk class of vault tool `name` (DESIGN §15), if it is one.
+/// The risk class of vault tool `name` (docs/spec.md §15), if it is one.
 pub fn vault_risk(name: &str) -> Option<Risk> {
     find(name).map(|t| t.risk())
 }
@@ -278,7 +278,7 @@ pub fn execute(ctx: &ToolContext<'_>, name: &str, input: &Value) -> Result<ToolR
     }
 }
 
-/// Writes a run's final answer to the note its role's `output.path` names (DESIGN §18): the
+/// Writes a run's final answer to the note its role's `output.path` names (docs/spec.md §18): the
 /// `write_file` tool's checks (`write_paths`, protected folders, size), without the role having to
 /// list `write_file` — the person named the note, the model only wrote the text.
 pub fn write_answer(ctx: &ToolContext<'_>, path: &str, answer: &str) -> Result<ToolResult, FatalToolError> {

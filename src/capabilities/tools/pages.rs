@@ -1,4 +1,4 @@
-//! How `read_file` pages a text (DESIGN §8: `offset`/`limit` are lines, at most 64 KiB a call):
+//! How `read_file` pages a text (docs/spec.md §8: `offset`/`limit` are lines, at most 64 KiB a call):
 //! one pure function, so the tool and the run's record of how much of a big note the model read
 //! (`run::finish`) agree on every byte.
 //!

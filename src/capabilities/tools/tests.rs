@@ -791,7 +791,7 @@ fn specs_are_generated_schemas_in_design_order() {
         .as_str()
         .unwrap()
         .contains("Vault-relative"));
-    // DESIGN §15: reads are `read`, every vault write (moves and triggers included) is `write`.
+    // docs/spec.md §15: reads are `read`, every vault write (moves and triggers included) is `write`.
     for (name, risk) in [
         ("read_file", Risk::Read),
         ("list_files", Risk::Read),

@@ -1,4 +1,4 @@
-//! One approved call across devices (DESIGN §23; the records: `shared`). Before the call, the
+//! One approved call across devices (docs/spec.md §23; the records: `shared`). Before the call, the
 //! device claims the approval (a lease it renews while the call lasts: the call's fence) and
 //! creates its execution record — first write wins, so whichever device sees the decision first
 //! runs it, once, also when the asking device is down — and takes the run waiting for it, which

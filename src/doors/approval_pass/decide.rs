@@ -1,4 +1,4 @@
-//! One decision, from wherever the person makes it (DESIGN §15, §27): `tabd approve`/`reject` on a
+//! One decision, from wherever the person makes it (docs/spec.md §15, §27): `tabd approve`/`reject` on a
 //! terminal and a tap on a push's button both come here, and both decide in the ledger, under its
 //! lock, by one rule (`apply`): an open request is approved or rejected; the same decision twice
 //! is no change; anything else is refused with what it was. So only the first decision counts,

@@ -1,4 +1,4 @@
-//! The door for calls the person approved (DESIGN §15): the daemon's pass over
+//! The door for calls the person approved (docs/spec.md §15): the daemon's pass over
 //! `agent/approvals/` acts on every settled note — `approved` runs the call once through the
 //! harness (`execute`; the ledger says `executing`, durably, before it starts), `rejected` is
 //! closed, an unanswered note past `expires` expires — and `recover` turns a call a crash
@@ -142,7 +142,7 @@ pub async fn pass(env: &RunEnv, shared: Option<&shared::Shared>) -> Pass {
         if !name.ends_with(".md") || note::is_conflict_copy(name) {
             continue;
         }
-        // A note being saved, or synced in, is read once it has settled (DESIGN §5).
+        // A note being saved, or synced in, is read once it has settled (docs/spec.md §5).
         let modified: Option<DateTime<Utc>> = entry.modified.map(DateTime::<Utc>::from);
         if let Some(at) = modified.map(|m| m + settle).filter(|at| *at > now) {
             out.next = Some(out.next.map_or(at, |n| n.min(at)));
@@ -333,7 +333,7 @@ fn verdict(a: &Approval, read: note::Read, now: DateTime<Utc>, within: std::time
     };
     let expired_now = a.phase == NoteStatus::Pending && a.expires <= now;
     // Approved from a phone, the person saw the arguments as asked for: a note edited since is
-    // not what they approved (DESIGN §27).
+    // not what they approved (docs/spec.md §27).
     let edited_since_the_tap = a.phase == NoteStatus::Approved
         && a.decided_by == Some(approval_ledger::DecidedBy::Phone)
         && read.args.as_ref().is_ok_and(|args| {
@@ -420,7 +420,7 @@ async fn act(
     let Some((id, a)) = record else {
         // Notes of a role another host runs (or this host does not know) are left alone; with
         // [cluster], so is one another device asked for: its record is there, and it runs it
-        // (DESIGN §23) — calling it invalid here would undo the person's decision.
+        // (docs/spec.md §23) — calling it invalid here would undo the person's decision.
         let ours = read
             .role
             .as_deref()

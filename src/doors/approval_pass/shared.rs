@@ -1,4 +1,4 @@
-//! Approvals and waiting runs across devices (DESIGN §23, issue 38 item 4), with `[cluster]` and
+//! Approvals and waiting runs across devices (docs/spec.md §23, issue 38 item 4), with `[cluster]` and
 //! its `key`. Each device keeps its own ledger and its own suspended runs (per-device `.tabd/`),
 //! so what another device must know to run a decided call, or to let a waiting run go on, is
 //! handed over through the cluster's `tabd_shared` bucket:

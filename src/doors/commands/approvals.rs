@@ -1,4 +1,4 @@
-//! `tabd approvals [--json]`, `tabd approve ID`, `tabd reject ID` (DESIGN §15): the terminal's way
+//! `tabd approvals [--json]`, `tabd approve ID`, `tabd reject ID` (docs/spec.md §15): the terminal's way
 //! to see and decide what waits for the person. A decision is recorded in tabd's ledger (durably,
 //! under its lock, the same the daemon's pass claims a call under) before it is printed, so what
 //! the command says is decided is decided: a rejected call never runs, an approved one runs once

@@ -1,4 +1,4 @@
-//! `tabd cost [--json]` (DESIGN §25): each role's expected requests and dollars a day and a month
+//! `tabd cost [--json]` (docs/spec.md §25): each role's expected requests and dollars a day and a month
 //! from its schedule, its wake gate's history and its recent runs (`records::forecast`), beside
 //! its caps. The JSON shape is documented in docs/cost.md.
 

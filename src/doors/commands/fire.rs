@@ -236,7 +236,7 @@ fn notes_for(
     Ok((leave_to_the_cluster(ws, notes), unreadable))
 }
 
-/// With `[cluster]` the inbox's notes are the daemons' (each claimed by one device, DESIGN §23):
+/// With `[cluster]` the inbox's notes are the daemons' (each claimed by one device, docs/spec.md §23):
 /// `tabd fire` runs the role without them, and says so, so it never runs a note another device
 /// is running or has run.
 fn leave_to_the_cluster(ws: &Workspace, notes: Vec<inbox::Note>) -> Vec<inbox::Note> {

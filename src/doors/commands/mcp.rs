@@ -1,7 +1,7 @@
 //! `tabd mcp list [--role ROLE] [--json]`: starts the configured MCP servers, lists their tools
 //! with risk classes and the roles that see each, and reports the servers that failed to start
-//! with their stderr tail (DESIGN §14). `tabd mcp serve`: the role's tools as an MCP server
-//! (DESIGN §16), for an MCP client, or relayed to a running run's harness for its CLI.
+//! with their stderr tail (docs/spec.md §14). `tabd mcp serve`: the role's tools as an MCP server
+//! (docs/spec.md §16), for an MCP client, or relayed to a running run's harness for its CLI.
 
 use std::sync::{Arc, Mutex};
 
@@ -46,17 +46,17 @@ struct ServerReport {
     status: &'static str,
     error: Option<String>,
     stderr: Option<String>,
-    /// The protocol line it speaks (`2026-07-28 (stateless)`, `2025-11-25 (handshake)`; DESIGN
+    /// The protocol line it speaks (`2026-07-28 (stateless)`, `2025-11-25 (handshake)`; docs/spec.md
     /// §29); none when it is down.
     #[serde(skip_serializing_if = "Option::is_none")]
     protocol: Option<String>,
-    /// What a command server may reach (DESIGN §20); none for an HTTP server.
+    /// What a command server may reach (docs/spec.md §20); none for an HTTP server.
     #[serde(skip_serializing_if = "Option::is_none")]
     sandbox: Option<SandboxReport>,
     tools: Vec<ToolReport>,
 }
 
-/// The rules a command server runs under, as applied (DESIGN §20).
+/// The rules a command server runs under, as applied (docs/spec.md §20).
 #[derive(Debug, Serialize)]
 struct SandboxReport {
     /// The kernel enforces it (else the server starts unsandboxed, or not at all with
@@ -452,7 +452,7 @@ async fn until_stopped(serving: impl std::future::Future<Output = anyhow::Result
     }
 }
 
-/// A `tabd mcp serve` session as a run of its role (DESIGN §6, §21): it counts in the role's
+/// A `tabd mcp serve` session as a run of its role (docs/spec.md §6, §21): it counts in the role's
 /// runs per day from its first call (a client that only looks at the tools has not run the
 /// role), what it spends (its delegated runs) counts in the role's day as it goes, a call after
 /// the day is spent is refused with a sentence the client reads, and when it ends it is recorded

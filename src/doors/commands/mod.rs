@@ -58,7 +58,7 @@ pub struct CliError {
 }
 
 impl CliError {
-    /// Usage and configuration errors exit 2 (DESIGN §12).
+    /// Usage and configuration errors exit 2 (docs/spec.md §12).
     pub fn usage(message: impl Into<String>) -> Self {
         Self {
             code: 2,
@@ -146,7 +146,7 @@ impl Workspace {
             .map_err(|e| CliError::failed(format!("cannot open the vault {}: {e}", root.display())))?
             .with_layout(settings.layout)
             .with_log_folder(&log);
-        // With [cluster], this device's .tabd/ is its own (DESIGN §23).
+        // With [cluster], this device's .tabd/ is its own (docs/spec.md §23).
         let vault = Arc::new(match &config.cluster {
             Some(c) => opened.for_device(&c.device),
             None => opened,
@@ -162,7 +162,7 @@ impl Workspace {
         })
     }
 
-    /// How this command starts children (sandboxed, DESIGN §20); with `registry` (tabd's key):
+    /// How this command starts children (sandboxed, docs/spec.md §20); with `registry` (tabd's key):
     /// their process groups are written down, signed (for children that outlive a moment).
     pub fn launcher(
         &self,

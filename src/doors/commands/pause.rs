@@ -1,4 +1,4 @@
-//! `tabd pause ROLE | --all [--for DURATION]` and `tabd resume [ROLE | --all]` (DESIGN §28): the
+//! `tabd pause ROLE | --all [--for DURATION]` and `tabd resume [ROLE | --all]` (docs/spec.md §28): the
 //! kill switch. The pause is written to this device's pause book (`records::state::pause`) and,
 //! with `[cluster]`, to the cluster's (`capabilities::cluster::pause`) so every device holds it.
 //! The daemon watches the book's folder: it stops the role at once (a run going on ends at its

@@ -89,7 +89,7 @@ fn refuse_without_roles(ws: &Workspace) -> Result<(), CliError> {
     )))
 }
 
-/// Where the run log goes, when a person should know (DESIGN §26): Obsidian's Daily Notes
+/// Where the run log goes, when a person should know (docs/spec.md §26): Obsidian's Daily Notes
 /// settings that cannot be read or that meet the log folder, a note at today's place that is not
 /// tabd's. Each: the vault-relative file it is about, and a sentence. `run`, `validate` and
 /// `status` say them.

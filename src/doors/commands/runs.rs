@@ -1,4 +1,4 @@
-//! `tabd runs [--role R] [--since DATE] [--json]` (DESIGN §19): recent runs, newest first, with
+//! `tabd runs [--role R] [--since DATE] [--json]` (docs/spec.md §19): recent runs, newest first, with
 //! what each changed — the list `tabd undo` works from. A run's parts are listed under it: the
 //! second part of a run that waited for the person (the same id), the calls of it the person
 //! approved (each ran on its own, with its own journal: `journal::approved`) and the runs it
@@ -272,7 +272,7 @@ fn print_table(runs: &[Listed], order: &[(usize, usize)], tz: chrono_tz::Tz) {
     }
 }
 
-/// `{"runs": [...]}`, as DESIGN §19 says, newest first, each with its `ended` where the record
+/// `{"runs": [...]}`, as docs/spec.md §19 says, newest first, each with its `ended` where the record
 /// has one, and a part of a run with the run's id (`parent`) and what part it is (`part`:
 /// `resumed`, `approved`, `delegated`).
 fn print_json(runs: &[Listed]) {

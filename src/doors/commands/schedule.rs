@@ -1,4 +1,4 @@
-//! `tabd schedule [--from RFC3339] [--next N] [--json]` (contract: the JSON shape of DESIGN §12),
+//! `tabd schedule [--from RFC3339] [--next N] [--json]` (contract: the JSON shape of docs/spec.md §12),
 //! and what a role's `min_interval` does to its schedule, which `tabd validate` says too.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! `tabd service install | uninstall` (DESIGN §26): the systemd user unit for this binary, set up
+//! `tabd service install | uninstall` (docs/spec.md §26): the systemd user unit for this binary, set up
 //! in one command. Install writes the unit (this binary's real path, the vault, the env file),
 //! keeps an existing config (writes the quick start's one when there is none), creates the env
 //! file (0600) if missing, then `systemctl --user daemon-reload` and `enable --now tabd` and shows

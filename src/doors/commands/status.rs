@@ -43,9 +43,9 @@ pub fn run(ws: &Workspace, role: Option<&str>, json: bool) -> Result<u8, CliErro
         report.roles.retain(|r| r.role == name);
     }
     // What the daemon wrote is redacted already; what was made here, not: both go through the
-    // redactor (DESIGN §24).
+    // redactor (docs/spec.md §24).
     let secrets = ws.env.redactor();
-    // Where today's run log is, and what keeps it from its folder (DESIGN §26).
+    // Where today's run log is, and what keeps it from its folder (docs/spec.md §26).
     let apart = super::run::log_apart_notes(ws);
     if json {
         let mut value = status::to_json(&report, &secrets);

@@ -1,4 +1,4 @@
-//! `tabd undo RUN_ID [--dry-run] [--force] [--requeue] [--with-approved]` (DESIGN §19): puts back
+//! `tabd undo RUN_ID [--dry-run] [--force] [--requeue] [--with-approved]` (docs/spec.md §19): puts back
 //! what a run changed, file by file, only where the file is still as the run left it. A call of
 //! the run that the person approved ran later, on its own, with its own journal: undo names each
 //! (`journal::approved`), and `--with-approved` undoes them too.
@@ -323,7 +323,7 @@ fn states_before(ws: &Workspace, steps: &[journal::Step]) -> Vec<(VaultPath, Opt
 }
 
 /// The authorship record follows what the undo put back: a file tabd made stays tabd's with its
-/// earlier bytes, or is dropped when the undo removed it (DESIGN §26). A record that cannot be
+/// earlier bytes, or is dropped when the undo removed it (docs/spec.md §26). A record that cannot be
 /// written only makes those files ask before their next change: said, not fatal.
 fn follow_authorship(
     authorship: &crate::records::authorship::Authorship,

@@ -484,7 +484,7 @@ fn near(
         .unwrap_or_default()
 }
 
-/// `write_paths` entries inside tabd's own files (DESIGN §24): they grant nothing, say so. The
+/// `write_paths` entries inside tabd's own files (docs/spec.md §24): they grant nothing, say so. The
 /// log folder is tabd's wherever `[log] folder` puts it, and the layout's only while it is it.
 fn owned_write_paths(role: &crate::setup::role::Role, vault: &crate::base::vault::Vault) -> Vec<Diagnostic> {
     use crate::base::vault::protected::{fold, owned_by_tabd};
@@ -550,7 +550,7 @@ fn notify_checks(ws: &Workspace, file: &Path) -> Vec<Diagnostic> {
 
 /// Every skill a role lists (abstract ones included: their children inherit the list), checked
 /// once each: there, named as the format asks and as its folder, described, its links leading
-/// to its own files (DESIGN §25).
+/// to its own files (docs/spec.md §25).
 fn skill_checks(ws: &Workspace) -> Vec<Diagnostic> {
     let mut listed: Vec<(String, PathBuf, usize)> = Vec::new();
     for role in ws.roles.roles.values() {

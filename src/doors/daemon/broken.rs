@@ -150,7 +150,7 @@ impl Broken {
     }
 }
 
-/// A role named `_…` is abstract: it never runs by itself (DESIGN §3).
+/// A role named `_…` is abstract: it never runs by itself (docs/spec.md §3).
 pub fn is_abstract(name: &str) -> bool {
     name.starts_with('_')
 }

@@ -1,4 +1,4 @@
-//! With `[cluster]` (DESIGN §23): the daemon asks here "may this device run this slot, this
+//! With `[cluster]` (docs/spec.md §23): the daemon asks here "may this device run this slot, this
 //! note?" before it queues or starts anything, and nothing else of the daemon knows of NATS.
 //!
 //! - A due slot is claimed (`<vault>.slot.<role>.<time>`) before it is queued; the device that
@@ -283,7 +283,7 @@ fn content_hash(note: &Note) -> String {
 }
 
 impl Daemon {
-    /// The due slots of `role` this device may run: each claimed first (DESIGN §23).
+    /// The due slots of `role` this device may run: each claimed first (docs/spec.md §23).
     pub(super) fn claim_slots(&mut self, role: &Role, due: Vec<SlotRun>) -> Vec<SlotRun> {
         let Some(mut c) = self.coordinator.take() else {
             return due;
@@ -338,7 +338,7 @@ impl Daemon {
         keep
     }
 
-    /// Whose the re-run of an interrupted slot is (DESIGN §22): claimed like any slot, always as
+    /// Whose the re-run of an interrupted slot is (docs/spec.md §22): claimed like any slot, always as
     /// one slot (a catch-up's re-run stands for its slots again, but is claimed by its own).
     /// Without `[cluster]`, this device's.
     pub(super) fn claim_rerun(&mut self, role: &Role, s: SlotRun) -> RerunClaim {

@@ -1,4 +1,4 @@
-//! With `[cluster]`: the pauses every device holds (DESIGN §28 "holds on every device", §23).
+//! With `[cluster]`: the pauses every device holds (docs/spec.md §28 "holds on every device", §23).
 //! `tabd pause` writes the cluster's pause book (`capabilities::cluster::pause`) and this
 //! device's own; each daemon follows the cluster's book — a task reads it every third of the
 //! lease, as the heartbeat does — and mirrors it into its own book at the next tick, where the

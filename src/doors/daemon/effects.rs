@@ -373,7 +373,7 @@ fn waiting_notes(rec: &crate::records::runlog::RunRecord) -> String {
     notes.join(", ")
 }
 
-// What the daemon tells the person through `[notify]` (DESIGN §22): calls waiting for approval,
+// What the daemon tells the person through `[notify]` (docs/spec.md §22): calls waiting for approval,
 // model calls paused, roles stopped for the day, notes moved to `failed/`, a role failing again
 // and again, expectations missed — each once.
 
@@ -654,7 +654,7 @@ pub fn quiet(env: &crate::base::environment::Env) -> Duration {
         .map_or(QUIET, Duration::from_millis)
 }
 
-// Stopping the daemon: a stop during a run costs nothing (DESIGN §13). Running turns get the stop
+// Stopping the daemon: a stop during a run costs nothing (docs/spec.md §13). Running turns get the stop
 // wait to finish; then they end where they are and are recorded as stopped — no attempt counted,
 // their notes run again at the next start.
 

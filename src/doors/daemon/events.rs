@@ -25,7 +25,7 @@ pub struct Paths {
 }
 
 impl Paths {
-    /// The approval notes' folder (DESIGN §15).
+    /// The approval notes' folder (docs/spec.md §15).
     pub fn approvals(&self) -> PathBuf {
         self.root.join(self.layout.approvals())
     }

@@ -1,8 +1,8 @@
-//! Outcome checks (DESIGN §22): a role's `expect:` names a file it must have produced by each
+//! Outcome checks (docs/spec.md §22): a role's `expect:` names a file it must have produced by each
 //! deadline; one that is not there gets a line in the daily note and a `[notify]` event. A run
 //! that reported "ok" is not proof the work happened.
 //!
-//! DESIGN §24, one role's load never holds another's: the loop keeps each role's next deadline
+//! docs/spec.md §24, one role's load never holds another's: the loop keeps each role's next deadline
 //! (worked out once per check and per reload, not at every wake), and the check itself — a look
 //! for each expected file, the state, the daily lines — runs off the loop, one at a time. Each
 //! missing file is said once a day (once per cause): a deadline every minute does not add a line

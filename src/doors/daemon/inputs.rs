@@ -133,7 +133,7 @@ impl Daemon {
             view.notes += 1;
             let modified = e.modified.unwrap_or(SystemTime::UNIX_EPOCH);
             match self.core.note_complete(&abs, e.size, modified, now, wall) {
-                // Another device's (DESIGN §23): counted, not ready here.
+                // Another device's (docs/spec.md §23): counted, not ready here.
                 Ok(()) if self.held_elsewhere(&abs, (modified, e.size), now, &mut recheck) => {}
                 Ok(()) => {
                     let meta = self.note_meta(&abs, e, modified);
@@ -368,7 +368,7 @@ impl Daemon {
 }
 
 // Scheduled slots: due ones become queued runs (or logged skips), and only after the ledger
-// records them durably (DESIGN §4: one occurrence runs at most once).
+// records them durably (docs/spec.md §4: one occurrence runs at most once).
 
 /// The trigger for a run of `role` started for `work` (the core took it off the queue).
 pub(super) fn trigger_of(work: Work, role: &Role) -> Trigger {
@@ -527,7 +527,7 @@ impl Daemon {
     }
 }
 
-// The approvals pass in the daemon (DESIGN §15): one at a time, off the loop (a call may take a
+// The approvals pass in the daemon (docs/spec.md §15): one at a time, off the loop (a call may take a
 // while), again at least every minute (expiry; polling mode) and at once on a file event.
 
 /// The approvals pass going on (when the next is due is the core's: `timing`).

@@ -1,4 +1,4 @@
-//! `tabd run`: the long-running daemon (DESIGN §4–§6, §13).
+//! `tabd run`: the long-running daemon (docs/spec.md §4–§6, §13).
 //!
 //! The decisions live in `core` — a state machine that owns every role's runtime, the notes'
 //! readiness (`ready`) and the model-call pause, changed only by `Core::step(input, now)` — and
@@ -179,7 +179,7 @@ pub struct Daemon {
     shown: Showing,
     /// Runs, the approvals pass and the expectation check going on, and inputs waiting.
     work: OffLoop,
-    /// With `[cluster]`: what this device may run (DESIGN §23).
+    /// With `[cluster]`: what this device may run (docs/spec.md §23).
     coordinator: Option<cluster::Coordinator>,
 }
 

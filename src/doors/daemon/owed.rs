@@ -1,4 +1,4 @@
-//! Owed slots (DESIGN §22): a scheduled slot whose run started and did not finish — tabd was
+//! Owed slots (docs/spec.md §22): a scheduled slot whose run started and did not finish — tabd was
 //! killed, crashed, lost power or was stopped during it — runs again once at the next start, or
 //! is recorded as interrupted and said; never silently lost, never run a third time.
 //!

@@ -1,4 +1,4 @@
-//! The person's pauses in the shell (DESIGN §28, the core's part is `core::pause`): the pause
+//! The person's pauses in the shell (docs/spec.md §28, the core's part is `core::pause`): the pause
 //! book read at every tick — the daemon watches its folder, so `tabd pause` wakes the loop at
 //! once, and the tick that follows reads it — and fed to the core when it changed; a `--for`
 //! that is over ended here (its end written, its mark taken off); and the core's pause effects

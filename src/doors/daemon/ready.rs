@@ -1,4 +1,4 @@
-//! When is an inbox note complete? (DESIGN §5) — a pure state machine over file events.
+//! When is an inbox note complete? (docs/spec.md §5) — a pure state machine over file events.
 //!
 //! - moved in from outside the inbox folder, or renamed from a temp name (an atomic save):
 //!   complete at once;

@@ -1,4 +1,4 @@
-//! Answers from the lock screen (DESIGN §27): with `[notify] reply_topic`, an `approval` push
+//! Answers from the lock screen (docs/spec.md §27): with `[notify] reply_topic`, an `approval` push
 //! carries Approve and Reject buttons whose bodies are decision tokens (`buttons`); a tap
 //! publishes one to the reply topic, which the daemon follows (`capabilities::notify::replies`,
 //! started with the notifier, ended at shutdown). Each message is decided by the one decision

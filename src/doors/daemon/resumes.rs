@@ -1,4 +1,4 @@
-//! Runs that waited for the person go on (DESIGN §22): once every call a suspended run waits for
+//! Runs that waited for the person go on (docs/spec.md §22): once every call a suspended run waits for
 //! is decided (and run), its second part is queued for its role — ahead of its other work, never
 //! held back by `min_interval`. One whose second part was cut off by a crash does not start again.
 //!

@@ -1,4 +1,4 @@
-//! With `[cluster]` and its key (DESIGN §23; the records: `approval_pass::shared`): this device
+//! With `[cluster]` and its key (docs/spec.md §23; the records: `approval_pass::shared`): this device
 //! hands its approval requests and waiting runs to the others (`share_waiting`, at start and
 //! after each run), takes the outcomes other devices recorded for the calls its runs wait for
 //! (`take_outcomes`), and lets a waiting run go on only where the cluster says (`goes_on_here`):

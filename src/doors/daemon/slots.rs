@@ -1,4 +1,4 @@
-//! Scheduled slots (DESIGN §4): which slots are due, and what the catch-up policy does with
+//! Scheduled slots (docs/spec.md §4): which slots are due, and what the catch-up policy does with
 //! the ones that were missed. Pure: `now` is passed in, so tests drive the clock.
 
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Schedules: phrases compiled to cron, next fire times from croner in the role's time zone.
 //!
-//! croner ≥ 4.0.3 gives the DST behaviour DESIGN §4 asks for: a fixed-time job in a
+//! croner ≥ 4.0.3 gives the DST behaviour docs/spec.md §4 asks for: a fixed-time job in a
 //! spring-forward gap runs once at the first valid time after it, and one in an autumn overlap
 //! runs once. Pure functions here; the daemon does the waiting.
 

@@ -1,4 +1,4 @@
-//! A checkpoint (`checkpoint_every: N`, DESIGN §28): every N tool calls a run waits for the
+//! A checkpoint (`checkpoint_every: N`, docs/spec.md §28): every N tool calls a run waits for the
 //! person as it waits for an approval — one more kind of request in the same ledger, note folder
 //! and pass, for the pseudo-call `checkpoint`. Approving it lets the run go on (with what the
 //! person wrote under `## Your instruction`, as their words); rejecting it, or letting it expire,

@@ -1,4 +1,4 @@
-//! What a decision still owes the note and the daily log (DESIGN §15). Every change of an
+//! What a decision still owes the note and the daily log (docs/spec.md §15). Every change of an
 //! approval's phase is written into the ledger together with its follow-up — the note's new
 //! status and line, the daily line — durably, and only then into the log and, last, the note;
 //! the follow-up is cleared after. The note's status is what a person (and a script) waits on,

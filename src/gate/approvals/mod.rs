@@ -1,4 +1,4 @@
-//! Approvals (DESIGN §15): a risky call waits for the person, then runs exactly once.
+//! Approvals (docs/spec.md §15): a risky call waits for the person, then runs exactly once.
 //!
 //! - `policy` — a call's mode (auto, ask, deny) from the role's `approve` map and the risk class;
 //! - `note` — the approval note a person reads and decides in Obsidian: writing, reading, updating;

@@ -1,4 +1,4 @@
-//! The approval note (DESIGN §15, contract): frontmatter a person flips in Obsidian's Properties
+//! The approval note (docs/spec.md §15, contract): frontmatter a person flips in Obsidian's Properties
 //! editor, the model's reason, and the arguments as an editable JSON block.
 
 use chrono::{DateTime, Utc};

@@ -1,4 +1,4 @@
-//! A change to the person's own note, as its approval note shows it (DESIGN §26): what the note
+//! A change to the person's own note, as its approval note shows it (docs/spec.md §26): what the note
 //! holds now against what the call would leave (a unified diff for a rewrite, the added lines for
 //! an append, the two paths for a move), and each note's state when the change was asked for —
 //! checked again before the call runs, so an edit the person made since is never written over.

@@ -21,7 +21,7 @@ pub struct AskContext {
     pub run_log: String,
     pub expire_after: std::time::Duration,
     pub tz: Tz,
-    /// What counts as a secret in the call's arguments (DESIGN §24).
+    /// What counts as a secret in the call's arguments (docs/spec.md §24).
     pub secrets: std::sync::Arc<crate::base::environment::Redactor>,
     /// Where a ledger write that fails without failing the call is counted (status shows it).
     pub side: SideWrites,

@@ -1,4 +1,4 @@
-//! A decision token (DESIGN §27): what a button of an `approval` push carries, and what a tap
+//! A decision token (docs/spec.md §27): what a button of an `approval` push carries, and what a tap
 //! publishes back to tabd. tabd signs it with its own key (`base::signing`, outside the vault: it
 //! never leaves tabd), bound to one request — its id, the decision, the hash of the arguments the
 //! push showed, and the request's expiry — so a token says exactly one thing, and nobody without

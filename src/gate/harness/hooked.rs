@@ -1,4 +1,4 @@
-//! The person's hooks around one call (DESIGN §28): the pre_tool hooks before `approve` and
+//! The person's hooks around one call (docs/spec.md §28): the pre_tool hooks before `approve` and
 //! everything after it sees the arguments they let through; the post_tool hooks' lines beside
 //! the result of a call that ran.
 

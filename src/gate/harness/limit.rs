@@ -1,12 +1,12 @@
 //! What ends a run's tool calls from inside the harness: `max_tool_calls`, and the day's budgets
-//! (DESIGN §6, §17) — the `Day` a run provides, which every call asks first: a call is a step.
+//! (docs/spec.md §6, §17) — the `Day` a run provides, which every call asks first: a call is a step.
 
 /// A limit that refused a call and ends the run.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Limit {
     /// `max_tool_calls`: the run ends with a summary.
     ToolCalls(u32),
-    /// A daily budget (DESIGN §6, §17): the run ends at once — a summary would be spent past it.
+    /// A daily budget (docs/spec.md §6, §17): the run ends at once — a summary would be spent past it.
     Day(crate::records::limits::Crossed),
 }
 
@@ -19,7 +19,7 @@ impl std::fmt::Display for Limit {
     }
 }
 
-/// The day a run spends in (DESIGN §6, §17): told what each of the run's own responses cost, and
+/// The day a run spends in (docs/spec.md §6, §17): told what each of the run's own responses cost, and
 /// asked between two steps whether a daily budget is spent. The run layer provides it; every
 /// door's calls ask it before they run.
 pub trait Day: Send + Sync + std::fmt::Debug {

@@ -14,7 +14,7 @@
 //! 5. **the record** — every call that counts, with what it changed; a call that ran is then
 //!    shown to **the person's post_tool hooks**, whose lines the model gets with its result.
 //!
-//! The model is treated as hostile (DESIGN §8): nothing it sends can widen what the role may do.
+//! The model is treated as hostile (docs/spec.md §8): nothing it sends can widen what the role may do.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -76,7 +76,7 @@ pub trait ToolExecutor: Send + Sync {
     ) -> BoxFuture<'a, Result<Called, FatalToolError>>;
 }
 
-/// Runs the tasks a `delegate` call hands to other roles (DESIGN §18). The run layer provides
+/// Runs the tasks a `delegate` call hands to other roles (docs/spec.md §18). The run layer provides
 /// it (a child is a whole run); the harness only decides whether the call may happen.
 pub trait Delegator: Send + Sync {
     /// Runs every task (in parallel up to the role's `max_parallel_delegates`) and returns what
@@ -98,19 +98,19 @@ pub struct Ticket {
     /// Runs `delegate` calls; `None`: this run may not delegate (none named, or the depth is
     /// used up), and `delegate` is not offered.
     pub delegator: Option<Arc<dyn Delegator>>,
-    /// Where vault changes are journaled for undo (DESIGN §19); `None`: not journaled.
+    /// Where vault changes are journaled for undo (docs/spec.md §19); `None`: not journaled.
     pub journal: Option<Arc<crate::records::journal::RunJournal>>,
-    /// What the run holds in the cluster (DESIGN §23): checked before every call that runs.
+    /// What the run holds in the cluster (docs/spec.md §23): checked before every call that runs.
     pub fence: crate::base::fence::Fence,
     /// The run's span: each call gets an `execute_tool` child (nothing when telemetry is off).
     pub trace: crate::capabilities::telemetry::RunSpan,
     /// Whose each vault file is: a change to the person's own note waits for their approval
-    /// (DESIGN §26), and what the run makes is recorded as tabd's.
+    /// (docs/spec.md §26), and what the run makes is recorded as tabd's.
     pub authorship: Arc<Authorship>,
     /// The day the run spends in: a call is a step, and none runs once a daily budget is spent.
     /// `None`: the door checks the day itself (`tabd mcp serve`), or no budget applies (an undo).
     pub day: Option<Arc<dyn Day>>,
-    /// The person's pre_tool and post_tool hooks (DESIGN §28): every call the role has runs
+    /// The person's pre_tool and post_tool hooks (docs/spec.md §28): every call the role has runs
     /// past them, whatever door it came through.
     pub hooks: Arc<crate::gate::hooks::Hooks>,
 }
@@ -665,7 +665,7 @@ impl Harness {
         let single = tasks.len() == 1 && input.get("tasks").is_none();
         let outcomes = delegator.run(tasks).await;
         let all_failed = outcomes.iter().all(tools::delegate::DelegateOutcome::failed);
-        // The contract's JSON (DESIGN §18) is made here, for the model, and nowhere earlier.
+        // The contract's JSON (docs/spec.md §18) is made here, for the model, and nowhere earlier.
         let results: Vec<Value> = outcomes
             .iter()
             .map(tools::delegate::DelegateOutcome::to_json)

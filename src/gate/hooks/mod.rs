@@ -1,4 +1,4 @@
-//! The person's hooks (DESIGN §28, docs/hooks.md): `pre_tool` and `post_tool` around every tool
+//! The person's hooks (docs/spec.md §28, docs/hooks.md): `pre_tool` and `post_tool` around every tool
 //! call the harness makes — from every door, since every door's calls pass through it — and
 //! `run_end` once a run's record is written.
 //!

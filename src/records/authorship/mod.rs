@@ -1,4 +1,4 @@
-//! Whose a vault file is (DESIGN §26, "a person's notes are theirs"): **tabd's** — made by
+//! Whose a vault file is (docs/spec.md §26, "a person's notes are theirs"): **tabd's** — made by
 //! `tabd init` or by a run, and still holding exactly what tabd last left in it — or **the
 //! person's**: everything else, including a note tabd made that the person has since edited
 //! (their words are in it now). A role may create files and change tabd's; a change to the

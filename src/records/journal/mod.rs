@@ -1,4 +1,4 @@
-//! The change journal (DESIGN §19): before a run first changes a vault file, the file's prior
+//! The change journal (docs/spec.md §19): before a run first changes a vault file, the file's prior
 //! state (its bytes, or "absent") is kept; when the run ends, the state it left. `tabd undo`
 //! restores a file only where it is still exactly as the run left it.
 //!

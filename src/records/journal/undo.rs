@@ -1,4 +1,4 @@
-//! Undo (DESIGN §19): what undoing a run would do, and doing it — through the same gate as a
+//! Undo (docs/spec.md §19): what undoing a run would do, and doing it — through the same gate as a
 //! tool write (issue 29): only from a journal this machine signed, only paths the run's role may
 //! write (its access policy: never `roles/`, `.claude/` …), never through a link at any level,
 //! and only bytes whose hash is the one the journal names. A run that crashed is undone from its

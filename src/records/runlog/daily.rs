@@ -1,4 +1,4 @@
-//! The daily note (DESIGN §9, §26): which notes are tabd's, where a day's log goes, and where in
+//! The daily note (docs/spec.md §9, §26): which notes are tabd's, where a day's log goes, and where in
 //! it each entry goes.
 //!
 //! tabd appends only to a daily note it made. It makes one whole, with its header, in one step
@@ -11,7 +11,7 @@
 //!
 //! The property is input like any other text: it decides only whether tabd *appends* to the note
 //! at a log path, never where tabd writes. A role cannot put it there — the log folder and
-//! `agent/log/` are tabd's own (DESIGN §24: no role's write tools, `write_paths` or child write
+//! `agent/log/` are tabd's own (docs/spec.md §24: no role's write tools, `write_paths` or child write
 //! them) — and a copy of it anywhere else changes nothing. A note made before tabd wrote the
 //! property is tabd's when it begins as tabd made it then: the title and, on the next line but
 //! one, a run's heading (`## 09:00 · `) or `## Events`.

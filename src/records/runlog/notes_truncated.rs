@@ -1,4 +1,4 @@
-//! The `notes_truncated` of a run record (DESIGN §9, extended): trigger notes larger than one
+//! The `notes_truncated` of a run record (docs/spec.md §9, extended): trigger notes larger than one
 //! prompt, and what the daily section says of them, so a run whose model may not have read all
 //! of its note is never a bare `ok`.
 

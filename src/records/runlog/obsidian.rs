@@ -1,4 +1,4 @@
-//! Obsidian's Daily Notes settings (`.obsidian/daily-notes.json`, DESIGN §26), read to keep the
+//! Obsidian's Daily Notes settings (`.obsidian/daily-notes.json`, docs/spec.md §26), read to keep the
 //! person's daily notes and tabd's run log apart.
 //!
 //! The file is input like any other in the vault: one that is too large, not JSON, not an object,

@@ -29,7 +29,7 @@ pub enum NoteStatus {
     Invalid,
     /// tabd stopped during the call: it may or may not have happened.
     Unknown,
-    /// The server's sandbox refused what the call needed (DESIGN §20): it did not do its work;
+    /// The server's sandbox refused what the call needed (docs/spec.md §20): it did not do its work;
     /// the person may grant it and approve the note again.
     Blocked,
 }
@@ -151,7 +151,7 @@ pub struct Approval {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gist: Option<Gist>,
     /// The person's own notes the call changes, each as it was when the call was asked for
-    /// (DESIGN §26): the change the note shows is against these; a note changed since is not
+    /// (docs/spec.md §26): the change the note shows is against these; a note changed since is not
     /// written over (`approval_pass` checks before the call runs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bases: Vec<Base>,
@@ -160,7 +160,7 @@ pub struct Approval {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<DecidedBy>,
     /// What is asked: a call (the default, and every record an older tabd wrote) or a run's
-    /// checkpoint (DESIGN §28), which runs nothing.
+    /// checkpoint (docs/spec.md §28), which runs nothing.
     #[serde(default, skip_serializing_if = "Kind::is_call")]
     pub kind: Kind,
     /// The person's instruction at a checkpoint they let go on: their words for the model, kept
@@ -210,7 +210,7 @@ impl Approval {
     }
 }
 
-/// Where a person decided an approval (DESIGN §27: one decision, from any of them).
+/// Where a person decided an approval (docs/spec.md §27: one decision, from any of them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DecidedBy {

@@ -34,7 +34,7 @@ pub struct State {
     pub version: u32,
     pub roles: BTreeMap<String, RoleState>,
     pub global: GlobalState,
-    /// Approval requests by id (DESIGN §15): what makes "at most once" hold.
+    /// Approval requests by id (docs/spec.md §15): what makes "at most once" hold.
     pub approvals: BTreeMap<String, approval_ledger::Approval>,
 }
 
@@ -95,7 +95,7 @@ pub struct RoleState {
     /// alone cannot tell from a slot that ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub started_slots: Vec<started::StartedSlot>,
-    /// Every `expect:` deadline at or before this instant has been checked (DESIGN §22).
+    /// Every `expect:` deadline at or before this instant has been checked (docs/spec.md §22).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_checked: Option<DateTime<Utc>>,
     pub day: Option<NaiveDate>,

@@ -1,4 +1,4 @@
-//! The person's pauses (DESIGN §28: `tabd pause ROLE | --all [--for D]`, `tabd resume`): which
+//! The person's pauses (docs/spec.md §28: `tabd pause ROLE | --all [--for D]`, `tabd resume`): which
 //! roles nothing may run of, since when and until when, as this device keeps them in
 //! `.tabd/pause/pauses.json` — a file of its own, in a folder of its own, so the daemon's watch on
 //! that folder hears `tabd pause` at once and nothing else (its own state writes land elsewhere),

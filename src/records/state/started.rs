@@ -1,4 +1,4 @@
-//! Scheduled slots whose run started and has not finished (DESIGN §22).
+//! Scheduled slots whose run started and has not finished (docs/spec.md §22).
 //!
 //! The ledger (`RoleState::last_slot`) records a slot before it runs, so it runs at most once;
 //! alone it cannot tell a slot that ran from one whose run was cut short, since both are at or

@@ -1,6 +1,6 @@
-//! The trigger notes of part 3 (DESIGN §7.1). A note larger than one prompt (`max_file_bytes`)
+//! The trigger notes of part 3 (docs/spec.md §7.1). A note larger than one prompt (`max_file_bytes`)
 //! shows its start, up to a line end where one is near, and then exactly how to read the rest:
-//! where it is, how big it is, and the `read_file` call for the next page (DESIGN §8 paging).
+//! where it is, how big it is, and the `read_file` call for the next page (docs/spec.md §8 paging).
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;

@@ -1,4 +1,4 @@
-//! What every run's system prompt reads from the project beyond the role's own file (DESIGN
+//! What every run's system prompt reads from the project beyond the role's own file (docs/spec.md
 //! §25): the vault's root `AGENTS.md`, the project's rules for every role, and the skills the
 //! role lists, each by name, description and path only — the model reads a body when it needs
 //! it. Both sit in the stable, cached part of the prompt.

@@ -1,4 +1,4 @@
-//! A turn through an agent CLI (DESIGN §16). The run serves its own harness on a Unix socket in
+//! A turn through an agent CLI (docs/spec.md §16). The run serves its own harness on a Unix socket in
 //! a private folder outside the vault; the CLI runs in that folder (so nothing a role wrote into
 //! the vault can become its settings, hooks, MCP config or instructions) and reaches tabd's
 //! tools through `tabd mcp serve --run-id ID --socket PATH`, which only relays. The limits, hops
@@ -130,7 +130,7 @@ pub(super) async fn turn(
     outcome_of(end, connected, dir.path(), tools_server.limit_reached())
 }
 
-/// `tabd mcp serve --role R --run-id ID --socket PATH` (DESIGN §16's command, with the socket).
+/// `tabd mcp serve --role R --run-id ID --socket PATH` (docs/spec.md §16's command, with the socket).
 fn serve_command(role: &Role, run_id: &str, socket: &Path) -> ServerCommand {
     ServerCommand {
         command: tabd_exe(),

@@ -1,4 +1,4 @@
-//! The run's side of `checkpoint_every` (DESIGN §28): its turn asks here for a checkpoint's
+//! The run's side of `checkpoint_every` (docs/spec.md §28): its turn asks here for a checkpoint's
 //! request and note (`gate::approvals::checkpoint`); the run then waits as for an approval.
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The day a run spends in (DESIGN §6, §17, §22). What a run spends is counted in today's spending
+//! The day a run spends in (docs/spec.md §6, §17, §22). What a run spends is counted in today's spending
 //! in state before each of its steps — in its role's day, in the day of every role above it (a
 //! delegated run's spending counts against the roles that asked for it, each once) and in the
 //! global day — and then the daily budgets are checked against that. So a daily budget holds

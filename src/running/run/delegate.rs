@@ -1,4 +1,4 @@
-//! Delegation (DESIGN §18): a `delegate` call becomes runs of other roles, here and now. Each
+//! Delegation (docs/spec.md §18): a `delegate` call becomes runs of other roles, here and now. Each
 //! child is a whole run — its own prompt, tools, sandbox, approvals and record — that starts with
 //! no parent conversation, moves no inbox notes, never waits for a daemon run slot, ends by the
 //! parent's deadline, carries the parent's chain depth (hops), and spends from an account its

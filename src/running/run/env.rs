@@ -39,10 +39,10 @@ pub struct RunEnv {
     /// tabd's key (outside the vault): signs the journal and the suspended runs, and keeps the
     /// marks a restored vault cannot undo (`base::signing`).
     pub key: Arc<crate::base::signing::Key>,
-    /// What this run holds in the cluster (DESIGN §23): open unless the daemon claimed its slot
+    /// What this run holds in the cluster (docs/spec.md §23): open unless the daemon claimed its slot
     /// or notes; its tool calls and its finish check it.
     pub fence: crate::base::fence::Fence,
-    /// Where each run's spans go (`[telemetry]`, DESIGN §25); empty: none made.
+    /// Where each run's spans go (`[telemetry]`, docs/spec.md §25); empty: none made.
     pub telemetry: crate::capabilities::telemetry::Telemetry,
     /// Where a failed side write (a daily-note line, a state update, a ledger phase) is reported:
     /// one sink the daemon shares with its runs, shown by `tabd status`.

@@ -34,7 +34,7 @@ use crate::running::turn::{TurnEnd, TurnOutcome};
 use crate::setup::config::Config;
 use crate::setup::role::Role;
 
-/// What the run ended as, in the terms of the logs and of DESIGN §5.
+/// What the run ended as, in the terms of the logs and of docs/spec.md §5.
 struct Decided {
     outcome: Outcome,
     error: Option<String>,
@@ -135,7 +135,7 @@ fn decide(end: &TurnEnd, scheduled: bool, paused: bool) -> Decided {
     }
 }
 
-/// The run's end, unless the device lost what it held meanwhile (DESIGN §23): then it ends as
+/// The run's end, unless the device lost what it held meanwhile (docs/spec.md §23): then it ends as
 /// stopped — no note moved, no attempt counted, another device runs it — and says why.
 fn fenced(fence: &Fence, outcome: TurnOutcome, scheduled: bool, paused: bool) -> (TurnOutcome, Decided) {
     let Err(lost) = fence.check() else {
@@ -547,7 +547,7 @@ pub(super) fn finish(
     result(decided.failure, daily_path)
 }
 
-/// The person's run_end hooks (DESIGN §28), given the run's record once it is written — the
+/// The person's run_end hooks (docs/spec.md §28), given the run's record once it is written — the
 /// record as its JSONL line has it. Each is waited for up to its `timeout_s`; one that fails is
 /// a line in the daily note, and the run's outcome stands whatever they do.
 pub async fn run_end(env: &RunEnv, role: &Role, result: &RunResult) {

@@ -1,4 +1,4 @@
-//! A scheduled slot whose run did not finish and is not run again (DESIGN §22): said once — a
+//! A scheduled slot whose run did not finish and is not run again (docs/spec.md §22): said once — a
 //! `skipped` record with `"ended": "interrupted"` and one line in the daily note — whatever crash
 //! comes between. The slot's start (`StartedSlot`) is cleared in the same state update that
 //! commits the record and the line as a pending run, and they are published the way crash

@@ -1,4 +1,4 @@
-//! One run of one role, start to finish (DESIGN §5, §7, §9):
+//! One run of one role, start to finish (docs/spec.md §5, §7, §9):
 //!
 //! - `env` — what a run needs (`RunEnv`) and what it ends as (`RunResult`);
 //! - `session` — what every door opens: id, account, hops, journal, MCP servers, delegator;
@@ -371,7 +371,7 @@ struct TurnContext {
     checkpoint: Option<crate::running::turn::Checkpoints>,
 }
 
-/// The role's `triage_model`, when this run asks it first (DESIGN §25): a scheduled run (past
+/// The role's `triage_model`, when this run asks it first (docs/spec.md §25): a scheduled run (past
 /// the wake gate) with no note to handle, on a provider tabd sends requests to itself. A note
 /// the person wrote, a manual fire, a delegated task or a watched change goes straight to the
 /// role's model; a CLI agent's turn is a whole session, not one request.
@@ -432,7 +432,7 @@ async fn call_model(
         let span = turn.trace.chat(&request);
         let mut outcome = agent_turn::turn(env, role, prep, &request, harness).await;
         // A CLI's own words (its stderr, its error report) may quote its settings: no secret of
-        // the environment reaches the record, the daily note or the terminal (DESIGN §24).
+        // the environment reaches the record, the daily note or the terminal (docs/spec.md §24).
         if let TurnEnd::Failed(e) = &mut outcome.end {
             *e = e.clone().redacted(&env.launcher.env.redactor());
         }

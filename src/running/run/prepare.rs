@@ -166,7 +166,7 @@ pub(super) fn prepare(env: &RunEnv, role: &Role, trigger: &Trigger, notes: &[Not
     })
 }
 
-/// The role's approvals decided since it was last told, as prompt lines (DESIGN §15).
+/// The role's approvals decided since it was last told, as prompt lines (docs/spec.md §15).
 fn decided_approvals(state: &State, role: &Role) -> Vec<(String, String)> {
     let mut v: Vec<(&String, &crate::gate::approvals::Approval)> = state
         .approvals

@@ -1,4 +1,4 @@
-//! A note tabd cannot read is refused, not run (DESIGN §24): it goes to its inbox's `failed/`,
+//! A note tabd cannot read is refused, not run (docs/spec.md §24): it goes to its inbox's `failed/`,
 //! and the daily note and a run record say why. The daemon's scan and `tabd fire` both refuse
 //! through here, so a note that cannot be read never reaches a model, never stays to be read
 //! again at every start, and is never lost.

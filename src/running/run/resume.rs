@@ -1,4 +1,4 @@
-//! The second part of a run that waited for the person (DESIGN §22; the record: `suspend`):
+//! The second part of a run that waited for the person (docs/spec.md §22; the record: `suspend`):
 //! the same id, session and journal file, the conversation as it was with each waiting call's
 //! real result, what was left of the run's ceilings, deadline and tool calls.
 

@@ -1,4 +1,4 @@
-//! A session: what every door opens before a single tool can be called (DESIGN §21) — an API
+//! A session: what every door opens before a single tool can be called (docs/spec.md §21) — an API
 //! run, a delegated child, a CLI run, `tabd mcp serve`, an approved call, an undo. It owns the
 //! session's id (`base::run_id`: one format, unique even for two sessions started in the same second), its
 //! account (tokens and dollars, with the ceilings of every session above it), its hop count, the
@@ -275,7 +275,7 @@ impl Session {
     }
 }
 
-/// The person's hooks for a session or run `id` of `role` (DESIGN §28): the config's `[hooks]`,
+/// The person's hooks for a session or run `id` of `role` (docs/spec.md §28): the config's `[hooks]`,
 /// then the sets its `hooks:` names; never given the provider's key.
 pub fn hooks_for(env: &RunEnv, role: &Role, id: &str) -> crate::gate::hooks::Hooks {
     crate::gate::hooks::Hooks::new(

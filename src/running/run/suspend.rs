@@ -1,10 +1,10 @@
-//! A run that waits for the person (DESIGN §22): when one of its calls needs approval, the turn
+//! A run that waits for the person (docs/spec.md §22): when one of its calls needs approval, the turn
 //! is suspended — its conversation, what it has spent, its deadline and chain depth saved under
 //! `.tabd/suspended/` — and the run goes on, as a second part with the same id, once every call
 //! it waits for is decided: the model gets each call's real result (or "rejected", "expired")
 //! where it would have got "queued". A second part starts at most once, even across a crash.
 //!
-//! The record decides an action, so it is signed (issue 36, finding 8; DESIGN §24): saved with
+//! The record decides an action, so it is signed (issue 36, finding 8; docs/spec.md §24): saved with
 //! tabd's key's MAC over the run id and the whole record (role, the approvals it waits for, what
 //! it spent), and read back only if the MAC holds — counters and all come from the signed record.
 //! The approvals it waits for must be its own (the ledger names its run), and "the second part

@@ -1,4 +1,4 @@
-//! A cheap first look (DESIGN §25, `triage_model`): one request to the triage model with the
+//! A cheap first look (docs/spec.md §25, `triage_model`): one request to the triage model with the
 //! run's own prompt and tools. No tool call: nothing needs doing, the run ends there. A tool call:
 //! the call is **not** run — the role's own model takes the run over from the same prompt, told
 //! what the first look wanted — so a cheaper model never acts in the vault. A triage model that

@@ -1,4 +1,4 @@
-//! `[cluster]` (DESIGN §23): many devices, one vault, coordinated through NATS JetStream. Typed
+//! `[cluster]` (docs/spec.md §23): many devices, one vault, coordinated through NATS JetStream. Typed
 //! data only: the client is a capability (`capabilities::cluster`).
 //!
 //! ```toml
@@ -99,7 +99,7 @@ pub struct ClusterConfig {
     /// How long a device keeps what it claimed without renewing it.
     pub lease: Duration,
     pub when_alone: WhenAlone,
-    /// The secret every device of the vault shares (DESIGN §24): what they pass each other
+    /// The secret every device of the vault shares (docs/spec.md §24): what they pass each other
     /// through the servers — approval requests, their execution records, waiting runs — is
     /// signed with it. Without it an approval runs on the device that asked, as before.
     pub key: Option<String>,

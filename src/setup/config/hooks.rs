@@ -1,4 +1,4 @@
-//! `[hooks]` (DESIGN §28): the person's programs tabd runs around a role's tool calls and at the
+//! `[hooks]` (docs/spec.md §28): the person's programs tabd runs around a role's tool calls and at the
 //! end of each run (docs/hooks.md).
 //!
 //! ```toml

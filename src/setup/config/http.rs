@@ -1,4 +1,4 @@
-//! `[http]` (DESIGN §27): webhooks that start a role — `POST /hooks/<role>` becomes an inbox note
+//! `[http]` (docs/spec.md §27): webhooks that start a role — `POST /hooks/<role>` becomes an inbox note
 //! of that role. Typed data only: the server is a capability (`capabilities::http`).
 //!
 //! ```toml

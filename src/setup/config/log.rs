@@ -1,4 +1,4 @@
-//! `[log]` (DESIGN §26): where the daily run log goes.
+//! `[log]` (docs/spec.md §26): where the daily run log goes.
 //!
 //! ```toml
 //! [log]

@@ -1,4 +1,4 @@
-//! `[mcp.NAME]` tables of the config (DESIGN §14): how to start or reach each MCP server.
+//! `[mcp.NAME]` tables of the config (docs/spec.md §14): how to start or reach each MCP server.
 //!
 //! Servers live only in the config, never in the vault: a role file can be synced from another
 //! machine or edited by anyone with vault access, and a command line in it would be code
@@ -32,7 +32,7 @@ pub(crate) struct RawServer {
     required: Option<bool>,
     #[serde(default)]
     risk: BTreeMap<String, Spanned<String>>,
-    /// The child's sandbox (DESIGN §20): command servers only.
+    /// The child's sandbox (docs/spec.md §20): command servers only.
     vault: Option<Spanned<super::sandbox::VaultAccess>>,
     network: Option<Spanned<bool>>,
     #[serde(default)]
@@ -71,14 +71,14 @@ pub struct ServerConfig {
     pub keep_alive: bool,
     pub startup_timeout: Duration,
     pub tool_timeout: Duration,
-    /// How long a call the server runs as a task is waited for (DESIGN §29), within the run's
+    /// How long a call the server runs as a task is waited for (docs/spec.md §29), within the run's
     /// deadline.
     pub task_timeout: Duration,
     /// A run cannot go on without it: it waits (no attempt counted) while the server is down.
     pub required: bool,
     /// Tool → risk class, over the server's own hints.
     pub risk: BTreeMap<String, Risk>,
-    /// What a command server may reach (DESIGN §20).
+    /// What a command server may reach (docs/spec.md §20).
     pub sandbox: super::sandbox::ChildSandbox,
 }
 

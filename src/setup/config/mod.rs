@@ -1,4 +1,4 @@
-//! Configuration (DESIGN §11): one TOML file, every key optional, unknown keys rejected with
+//! Configuration (docs/spec.md §11): one TOML file, every key optional, unknown keys rejected with
 //! their line, `${VAR}` expanded from the environment.
 
 use std::path::{Path, PathBuf};
@@ -38,7 +38,7 @@ pub enum ProviderKind {
     #[default]
     Anthropic,
     Openai,
-    /// An agent CLI (claude, codex, gemini) runs the turn, with tabd's tools over MCP (DESIGN §16).
+    /// An agent CLI (claude, codex, gemini) runs the turn, with tabd's tools over MCP (docs/spec.md §16).
     Command,
 }
 
@@ -102,7 +102,7 @@ struct RawDaemon {
     host: Option<Spanned<String>>,
 }
 
-/// The model provider, resolved (DESIGN §10).
+/// The model provider, resolved (docs/spec.md §10).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
     pub kind: ProviderKind,
@@ -114,7 +114,7 @@ pub struct ProviderConfig {
     pub max_retries: u32,
     pub thinking_budget: u32,
     pub temperature: Option<f64>,
-    /// Lifetime of prompt-cache entries; `None`: chosen per role from its schedule (DESIGN §17).
+    /// Lifetime of prompt-cache entries; `None`: chosen per role from its schedule (docs/spec.md §17).
     pub cache_ttl: Option<crate::base::cost::CacheTtl>,
     /// For `kind = "command"`: the agent CLI to run.
     pub profile: Option<crate::setup::config::profile::Profile>,
@@ -137,7 +137,7 @@ impl ProviderConfig {
     }
 }
 
-/// Limits that stop runaway loops and bills (DESIGN §6). Roles may override most of them.
+/// Limits that stop runaway loops and bills (docs/spec.md §6). Roles may override most of them.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -155,7 +155,7 @@ pub struct Limits {
     /// A run that takes longer than this fails (its notes count an attempt).
     #[serde(with = "humantime_serde")]
     pub run_deadline: Duration,
-    /// Dollars one run may spend (DESIGN §17); none = no limit.
+    /// Dollars one run may spend (docs/spec.md §17); none = no limit.
     pub max_cost_usd: Option<f64>,
     /// Dollars per role, per local day; none = no limit.
     pub daily_cost_budget_usd: Option<f64>,
@@ -182,7 +182,7 @@ impl Default for Limits {
     }
 }
 
-/// Approval notes (DESIGN §15).
+/// Approval notes (docs/spec.md §15).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApprovalsConfig {
@@ -199,7 +199,7 @@ impl Default for ApprovalsConfig {
     }
 }
 
-/// `[sandbox]` (DESIGN §20): what happens where the kernel cannot sandbox children.
+/// `[sandbox]` (docs/spec.md §20): what happens where the kernel cannot sandbox children.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxConfig {
@@ -207,7 +207,7 @@ pub struct SandboxConfig {
     pub require: bool,
 }
 
-/// The undo journal (DESIGN §19): how long and how much of it is kept.
+/// The undo journal (docs/spec.md §19): how long and how much of it is kept.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct JournalConfig {
@@ -226,7 +226,7 @@ impl Default for JournalConfig {
     }
 }
 
-/// Inbox behaviour (DESIGN §5).
+/// Inbox behaviour (docs/spec.md §5).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct InboxConfig {
@@ -259,7 +259,7 @@ impl InboxConfig {
     }
 }
 
-/// Prompt context caps (DESIGN §7).
+/// Prompt context caps (docs/spec.md §7).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ContextConfig {
@@ -309,21 +309,21 @@ pub struct Config {
     pub daemon: DaemonConfig,
     /// Prices per model (built in, with `[prices."MODEL"]` on top).
     pub prices: crate::base::cost::PriceBook,
-    /// MCP servers by name (DESIGN §14).
+    /// MCP servers by name (docs/spec.md §14).
     pub mcp: std::collections::BTreeMap<String, crate::setup::config::mcp::ServerConfig>,
-    /// Where tabd reaches the person (DESIGN §22).
+    /// Where tabd reaches the person (docs/spec.md §22).
     pub notify: notify::NotifyConfig,
-    /// The other devices of this vault (DESIGN §23); `None`: this daemon is the only one.
+    /// The other devices of this vault (docs/spec.md §23); `None`: this daemon is the only one.
     pub cluster: Option<cluster::ClusterConfig>,
-    /// Where the daily run log goes (DESIGN §26), for every vault that says nothing of its own.
+    /// Where the daily run log goes (docs/spec.md §26), for every vault that says nothing of its own.
     pub log: log::LogConfig,
     /// What belongs to each vault (`[vault]`, `[vaults."PATH"]`): its layout and log.
     pub vaults: vaults::Vaults,
-    /// Where traces go (DESIGN §25); `None`: no exporter, no spans.
+    /// Where traces go (docs/spec.md §25); `None`: no exporter, no spans.
     pub telemetry: Option<telemetry::TelemetryConfig>,
-    /// Webhooks that start roles (DESIGN §27); `None`: no server.
+    /// Webhooks that start roles (docs/spec.md §27); `None`: no server.
     pub http: Option<http::HttpConfig>,
-    /// The person's programs around tool calls and at each run's end (DESIGN §28).
+    /// The person's programs around tool calls and at each run's end (docs/spec.md §28).
     pub hooks: hooks::HooksConfig,
 }
 

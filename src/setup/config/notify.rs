@@ -1,7 +1,7 @@
-//! `[notify]` (DESIGN §22): where tabd says "I need you" — a command, a webhook (ntfy's format as
+//! `[notify]` (docs/spec.md §22): where tabd says "I need you" — a command, a webhook (ntfy's format as
 //! a preset), the desktop — for which events, and when it keeps quiet; and the ntfy topic a tap on
-//! an approval's button answers on (`reply_topic`, DESIGN §27); and Telegram as a channel both
-//! ways (`[notify.telegram]`, DESIGN §27).
+//! an approval's button answers on (`reply_topic`, docs/spec.md §27); and Telegram as a channel both
+//! ways (`[notify.telegram]`, docs/spec.md §27).
 
 use chrono::NaiveTime;
 use serde::Deserialize;
@@ -89,7 +89,7 @@ pub struct NotifyConfig {
     pub obsidian_vault: Option<String>,
     /// An ntfy topic on the webhook's server (`${VAR}`: a topic name is as good as a password)
     /// that a tap on an `approval` push's Approve or Reject button publishes its decision token
-    /// to, and that tabd subscribes to (DESIGN §27). Needs `format = "ntfy"`.
+    /// to, and that tabd subscribes to (docs/spec.md §27). Needs `format = "ntfy"`.
     pub reply_topic: Option<String>,
     /// An ntfy access token (`${VAR}`), sent as `Authorization: Bearer …` when publishing, when
     /// subscribing to `reply_topic`, and by the push's buttons.

@@ -1,4 +1,4 @@
-//! Which agent CLI to run and how (DESIGN §16): built-in profiles for claude, codex and gemini,
+//! Which agent CLI to run and how (docs/spec.md §16): built-in profiles for claude, codex and gemini,
 //! and `[profiles.NAME]` tables in the config, which may also adjust a built-in one.
 
 use std::collections::BTreeMap;
@@ -45,7 +45,7 @@ pub struct Profile {
     /// Extra files written into the run folder before the CLI starts: path → content, with the
     /// same placeholders (gemini reads its MCP servers from `.gemini/settings.json`).
     pub files: Vec<(String, String)>,
-    /// What the CLI may reach (DESIGN §20): by default its private folder (its `HOME`), its
+    /// What the CLI may reach (docs/spec.md §20): by default its private folder (its `HOME`), its
     /// run folder, the network (it calls its model), and no part of the vault.
     pub sandbox: super::sandbox::ChildSandbox,
     /// Variables that point the CLI at its config folder inside its private one
@@ -92,7 +92,7 @@ pub struct RawProfile {
     workdir: Option<String>,
     required_flags: Option<Vec<String>>,
     help_args: Option<Vec<String>>,
-    /// The CLI's sandbox (DESIGN §20); `readable` and `writable` add to the profile's own.
+    /// The CLI's sandbox (docs/spec.md §20); `readable` and `writable` add to the profile's own.
     vault: Option<super::sandbox::VaultAccess>,
     network: Option<bool>,
     readable: Option<Vec<String>>,

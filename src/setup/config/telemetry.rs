@@ -1,4 +1,4 @@
-//! `[telemetry]` (DESIGN §25): OpenTelemetry GenAI traces over OTLP/HTTP. Typed data only: the
+//! `[telemetry]` (docs/spec.md §25): OpenTelemetry GenAI traces over OTLP/HTTP. Typed data only: the
 //! exporter is a capability (`capabilities::telemetry`).
 //!
 //! ```toml

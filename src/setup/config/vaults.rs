@@ -1,4 +1,4 @@
-//! What belongs to one vault (DESIGN §26): where tabd's folders are in it (`folder`) and where
+//! What belongs to one vault (docs/spec.md §26): where tabd's folders are in it (`folder`) and where
 //! its run log goes (`log`). One config may serve several vaults (`--vault`), so these are kept
 //! per vault — `tabd init` on a second vault never moves the first one's log:
 //!

@@ -1,4 +1,4 @@
-//! How much one role may ask for (DESIGN §24: one role's load never holds another's).
+//! How much one role may ask for (docs/spec.md §24: one role's load never holds another's).
 //!
 //! Every list in a role file costs tabd something each time it is used: an expectation is a
 //! deadline the daemon keeps all day, a context entry a walk at every run, a watched path a hash

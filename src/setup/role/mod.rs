@@ -1,4 +1,4 @@
-//! Role files: parsing, inheritance (`extends`) and validation (DESIGN §3).
+//! Role files: parsing, inheritance (`extends`) and validation (docs/spec.md §3).
 //!
 //! A role is one Markdown file in `roles/`. Loading never fails as a whole: each file yields a
 //! role or its diagnostics, so one typo never stops the others.
@@ -152,7 +152,7 @@ impl Role {
         self.settings.enabled()
     }
 
-    /// `skip_unchanged` defaults on for interval schedules, off for clock-time ones (DESIGN §3).
+    /// `skip_unchanged` defaults on for interval schedules, off for clock-time ones (docs/spec.md §3).
     pub fn skip_unchanged(&self) -> bool {
         self.settings
             .skip_unchanged
@@ -482,7 +482,7 @@ impl RoleSet {
         set.break_bad_targets(vault, &defs);
         set.collect_diagnostics(&defs);
         // A setting's value expanded from `${VAR}` that a message quotes is written back as
-        // `${VAR}`: diagnostics reach the daily note, the status and `validate` (DESIGN §24).
+        // `${VAR}`: diagnostics reach the daily note, the status and `validate` (docs/spec.md §24).
         let secrets = ctx.env.redactor();
         for d in set
             .diagnostics

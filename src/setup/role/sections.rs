@@ -19,7 +19,7 @@ pub enum SectionKind {
     Inbox,
     Preferences,
     Rules,
-    /// `## Skills`: the Agent Skills the role may use (DESIGN §25).
+    /// `## Skills`: the Agent Skills the role may use (docs/spec.md §25).
     Skills,
     /// Any other heading: kept and passed to the model under its own name.
     Other,

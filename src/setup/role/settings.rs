@@ -15,7 +15,7 @@ use crate::setup::config::{Limits, ProviderConfig};
 use crate::setup::role::caps::{self, Cap, OverCap};
 use crate::setup::role::LoadContext;
 
-/// What to do with scheduled slots missed while tabd was not running (DESIGN §4).
+/// What to do with scheduled slots missed while tabd was not running (docs/spec.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CatchUp {
@@ -76,7 +76,7 @@ macro_rules! role_settings {
         }
 
         impl RoleSettings {
-            /// `child` extends `self` (DESIGN §3), each setting by its table line's join: the
+            /// `child` extends `self` (docs/spec.md §3), each setting by its table line's join: the
             /// child's scalars win, lists join (the parent's first), `approve` entries are
             /// overridden one by one, `expect` is the child's when it has one, `extends` is each
             /// file's own.
@@ -143,7 +143,7 @@ macro_rules! role_settings {
 role_settings! {
     /// Model for this role.
     model: String, wins, from(ProviderConfig.model), string;
-    /// A cheaper model of the same provider asked first at a scheduled run (DESIGN §25): no
+    /// A cheaper model of the same provider asked first at a scheduled run (docs/spec.md §25): no
     /// tool call ends the run `triaged`, a tool call hands it to `model`.
     triage_model: String, wins, none("a scheduled run asks `model` only"), model_name;
     /// Longest answer per model call.
@@ -178,7 +178,7 @@ role_settings! {
     can_trigger: Vec<String>, union, none("any role"), |k, v, env| list(k, v, env, caps::CAN_TRIGGER);
     /// Where it may write (globs).
     write_paths: Vec<String>, union, none("anywhere but protected folders"), |k, v, env| list(k, v, env, caps::WRITE_PATHS);
-    /// Missed runs: once, skip or all (DESIGN §4).
+    /// Missed runs: once, skip or all (docs/spec.md §4).
     catch_up: CatchUp, wins, fixed(CatchUp::Once), catch_up;
     /// With `catch_up: once`, missed runs older than this are forgotten.
     stale_after: Duration, wins, fixed(Duration::from_secs(2 * 3600)), duration;
@@ -190,11 +190,11 @@ role_settings! {
     skip_unchanged: bool, wins, computed("on for interval schedules (`every …`), off for clock times (`Role::skip_unchanged`)"), boolean;
     /// Only the tabd on this host runs the role.
     runs_on: String, wins, none("every host"), string;
-    /// Risk class, `server/*`, `server/tool` or vault tool → auto/ask/deny (DESIGN §15).
+    /// Risk class, `server/*`, `server/tool` or vault tool → auto/ask/deny (docs/spec.md §15).
     approve: BTreeMap<String, Mode>, by_key, none("read and write auto, network and destructive ask"), approve_map;
     /// `move_file` may move whole folders.
     move_folders: bool, wins, fixed(false), boolean;
-    /// Roles this role may hand a task to with `delegate` (DESIGN §18).
+    /// Roles this role may hand a task to with `delegate` (docs/spec.md §18).
     can_delegate_to: Vec<String>, union, none("no `delegate` tool"), |k, v, env| list(k, v, env, caps::CAN_DELEGATE_TO);
     /// How deep delegation may go from a run of this role (1: its children cannot delegate).
     max_delegation_depth: u32, wins, fixed(1), delegation_depth;
@@ -202,16 +202,16 @@ role_settings! {
     max_parallel_delegates: u32, wins, fixed(3), parallel_delegates;
     /// The contract of the role's final answer.
     output: OutputContract, wins, none("any answer"), output_contract;
-    /// What the role must have produced by when (DESIGN §22): checked at each deadline.
+    /// What the role must have produced by when (docs/spec.md §22): checked at each deadline.
     expect: Vec<Expectation>, replaced, none("nothing expected"), expectations;
     /// Hook sets of the config (`[hooks.sets.NAME]`) this role runs after the config's own
-    /// `[hooks]`, which every role runs (DESIGN §28).
+    /// `[hooks]`, which every role runs (docs/spec.md §28).
     hooks: Vec<String>, union, none("only the config's `[hooks]`"), |k, v, env| list(k, v, env, caps::HOOKS);
     /// A run whose call waits for approval goes on once it is decided.
     resume: bool, wins, fixed(true), boolean;
-    /// Every N tool calls the run waits for the person at a checkpoint (DESIGN §28).
+    /// Every N tool calls the run waits for the person at a checkpoint (docs/spec.md §28).
     checkpoint_every: u32, wins, none("no checkpoint"), checkpoint_every;
-    /// With `[cluster]` and no quorum of its servers: skip or run (DESIGN §23).
+    /// With `[cluster]` and no quorum of its servers: skip or run (docs/spec.md §23).
     when_alone: crate::setup::config::cluster::WhenAlone, wins, none("the config's `[cluster] when_alone`"), when_alone;
 }
 
@@ -249,7 +249,7 @@ impl Expectation {
     }
 }
 
-/// `output: {schema: PATH, path: TEMPLATE}` (DESIGN §18).
+/// `output: {schema: PATH, path: TEMPLATE}` (docs/spec.md §18).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OutputContract {
     /// A JSON Schema file in the vault the final answer (a JSON object) must satisfy.

@@ -577,7 +577,7 @@ fn a_child_inherits_what_it_does_not_set() {
     );
 }
 
-/// DESIGN §24: what one role may ask for is capped; past a cap the role is broken at the line
+/// docs/spec.md §24: what one role may ask for is capped; past a cap the role is broken at the line
 /// that asks, the message naming the cap, and the other roles load as before.
 #[test]
 fn a_role_asking_for_more_than_a_cap_is_broken_at_its_line_naming_the_cap() {

@@ -1,4 +1,4 @@
-//! `triage_model` (DESIGN §25) checked against the config, at the setting's line: a warning when
+//! `triage_model` (docs/spec.md §25) checked against the config, at the setting's line: a warning when
 //! it cannot be used as written (a CLI agent's provider), is the role's own model, or has no
 //! price tabd knows (its runs would read as free).
 

@@ -1,6 +1,6 @@
 //! The record of an in-place write, made before the write (issue 36): which note, where in it,
 //! the bytes it replaces and the bytes it writes, sealed with tabd's key and bound to the note's
-//! path. Read back after a crash it is input like any other file on disk (DESIGN §24): it is
+//! path. Read back after a crash it is input like any other file on disk (docs/spec.md §24): it is
 //! used only when its seal holds for that note, its shape is exactly what tabd writes, and the
 //! note is exactly as a crash in the middle of that write could have left it.
 //!

@@ -1,4 +1,4 @@
-//! Telegram as a channel both ways (DESIGN §27): events go to the person's chat with the bot as
+//! Telegram as a channel both ways (docs/spec.md §27): events go to the person's chat with the bot as
 //! messages; an approval's message has Approve and Reject buttons; once an approval is decided
 //! (anywhere) its message is edited to say how, its buttons gone. What the person sends back —
 //! taps, `/ask`, `/status`, a reply — is read by long polling (`poll`) and acted on by the daemon

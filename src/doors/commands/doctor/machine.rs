@@ -180,7 +180,7 @@ fn unit_vault(ws: &Workspace, unit: &service::InstalledUnit) -> UnitVault {
     }
 }
 
-/// Landlock confines MCP servers and agent CLIs (DESIGN §20): without it they run unconfined,
+/// Landlock confines MCP servers and agent CLIs (docs/spec.md §20): without it they run unconfined,
 /// and with `[sandbox] require = true` they do not start at all.
 pub(super) fn landlock(ws: &Workspace) -> Check {
     let support = crate::base::sandbox::Probe::default().support();

@@ -1,4 +1,4 @@
-//! `tabd doctor [--json] [--offline] [--push]` (DESIGN §28): what a working setup needs, checked
+//! `tabd doctor [--json] [--offline] [--push]` (docs/spec.md §28): what a working setup needs, checked
 //! at once, one line each — `ok`, `warning`, `fix:` (with what to do) or `skipped` — because a
 //! setup that fails quietly looks like one that works until someone looks at all of it.
 //!

@@ -5,10 +5,10 @@
 //! (a missing record is unknown, never "did not run"): it is counted apart.
 //!
 //! While no tabd runs for the vault, a slot whose run started and did not finish (state's
-//! `started_slots`, DESIGN §22) is owed too, said with what the next start does with it (the
+//! `started_slots`, docs/spec.md §22) is owed too, said with what the next start does with it (the
 //! daemon's own `owed` rule). While one runs, such an entry may be a run still going: not said.
 //!
-//! A slot a pause held (`tabd pause`, DESIGN §28) is not missed: the daemon records it as paused
+//! A slot a pause held (`tabd pause`, docs/spec.md §28) is not missed: the daemon records it as paused
 //! and moves its ledger past it (`daemon::paused_slots`, asked here with the same windows), and
 //! nothing of a role paused now is owed.
 

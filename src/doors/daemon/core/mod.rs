@@ -133,7 +133,7 @@ pub enum Input {
         notes: Vec<PathBuf>,
         day_spent: Vec<(String, DailyStop)>,
     },
-    /// The person's pauses that hold now (`tabd pause`, DESIGN §28), as the pause book says.
+    /// The person's pauses that hold now (`tabd pause`, docs/spec.md §28), as the pause book says.
     Pauses(Paused),
 }
 
@@ -583,7 +583,7 @@ impl Core {
             .collect()
     }
 
-    /// Is the note at `path` complete (DESIGN §5)? The readiness of notes is the core's (the
+    /// Is the note at `path` complete (docs/spec.md §5)? The readiness of notes is the core's (the
     /// listings come in as `Input::Listed`); the listing it judges is the shell's.
     pub fn note_complete(
         &self,

@@ -1,4 +1,4 @@
-//! The person's pauses in the core (DESIGN §28: `tabd pause`, `tabd resume`): the kill switch.
+//! The person's pauses in the core (docs/spec.md §28: `tabd pause`, `tabd resume`): the kill switch.
 //! The shell reads the pause book (`records::state::pause`) and feeds what holds now
 //! (`Input::Pauses`); the core decides what that means for each role:
 //!

@@ -1,4 +1,4 @@
-//! The person's pauses (`tabd pause`, DESIGN §28) as sequences of inputs to the core: what
+//! The person's pauses (`tabd pause`, docs/spec.md §28) as sequences of inputs to the core: what
 //! holds stops, skips and waits; what ends runs again; each begin and end said once.
 
 use chrono::{DateTime, Utc};

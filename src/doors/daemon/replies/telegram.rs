@@ -1,4 +1,4 @@
-//! Telegram's side of the daemon (DESIGN §27): the updates of `[notify.telegram]`'s bot, read by
+//! Telegram's side of the daemon (docs/spec.md §27): the updates of `[notify.telegram]`'s bot, read by
 //! long polling (`capabilities::notify::telegram::poll`, started with the notifier, ended at
 //! shutdown), acted on here, and the update id acted on kept in `.tabd/telegram.json` (`STATE`),
 //! so the next start reads on after it: a tap made while tabd was down is applied when it is

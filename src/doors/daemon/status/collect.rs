@@ -213,7 +213,7 @@ struct Sources<'a> {
     roles: &'a RoleSet,
     state: &'a State,
     live: &'a Live,
-    /// Runs waiting for the person's decision (DESIGN §22).
+    /// Runs waiting for the person's decision (docs/spec.md §22).
     waiting: &'a [crate::running::run::suspend::Waiting],
 }
 

@@ -112,16 +112,16 @@ pub struct RoleStatus {
     pub cost_today_usd: f64,
     pub daily_cost_budget_usd: Option<f64>,
     pub runs_today: u32,
-    /// Calls waiting for the person's approval (DESIGN §15): their note paths.
+    /// Calls waiting for the person's approval (docs/spec.md §15): their note paths.
     pub pending_approvals: Vec<String>,
-    /// Runs of this role waiting for the person's decision to go on (DESIGN §22): id and since.
+    /// Runs of this role waiting for the person's decision to go on (docs/spec.md §22): id and since.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_runs: Vec<(String, DateTime<Utc>)>,
     pub errors: Vec<String>,
     /// Only from the running daemon.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live: Option<InboxView>,
-    /// The pause that holds it (`tabd pause`, DESIGN §28); `null` when none does.
+    /// The pause that holds it (`tabd pause`, docs/spec.md §28); `null` when none does.
     #[serde(default)]
     pub paused: Option<pause::PauseView>,
 }
@@ -146,7 +146,7 @@ pub struct StatusReport {
     /// forever. One line each: the folder and how many notes.
     #[serde(default)]
     pub stranded: Vec<String>,
-    /// Children (MCP servers, agent CLIs) start without a sandbox here: why (DESIGN §20).
+    /// Children (MCP servers, agent CLIs) start without a sandbox here: why (docs/spec.md §20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsandboxed: Option<String>,
     /// The config file's error: the daemon keeps running with the config it had before (or a
@@ -162,10 +162,10 @@ pub struct StatusReport {
     pub updated_at: DateTime<Utc>,
     /// Grows by one with every write by the daemon (0 from `tabd status`).
     pub generation: u64,
-    /// With `[cluster]` (DESIGN §23): this device, its quorum, the devices seen.
+    /// With `[cluster]` (docs/spec.md §23): this device, its quorum, the devices seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterView>,
-    /// The person's pauses that hold now (`tabd pause`, DESIGN §28): the kill switch.
+    /// The person's pauses that hold now (`tabd pause`, docs/spec.md §28): the kill switch.
     #[serde(default)]
     pub pauses: Vec<pause::PauseView>,
 }
@@ -216,7 +216,7 @@ pub struct Live {
     pub unreadable: BTreeMap<String, Vec<String>>,
     /// The daemon's keep-alive MCP servers.
     pub mcp_servers: Vec<McpServerStatus>,
-    /// Why the children tabd starts run without a sandbox, if they do (DESIGN §20).
+    /// Why the children tabd starts run without a sandbox, if they do (docs/spec.md §20).
     pub unsandboxed: Option<String>,
     /// The config file's error, when the daemon lives with the previous config.
     pub config_error: Option<String>,
@@ -230,7 +230,7 @@ pub struct Live {
     pub pauses: crate::records::state::pause::Paused,
 }
 
-/// A keep-alive MCP server as the daemon's supervisor sees it (DESIGN §14).
+/// A keep-alive MCP server as the daemon's supervisor sees it (docs/spec.md §14).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct McpServerStatus {
     pub name: String,
@@ -239,7 +239,7 @@ pub struct McpServerStatus {
     pub error: Option<String>,
 }
 
-/// The report as JSON, with `secrets` written back as `${VAR}` in every text (DESIGN §24).
+/// The report as JSON, with `secrets` written back as `${VAR}` in every text (docs/spec.md §24).
 pub fn to_json(report: &StatusReport, secrets: &Redactor) -> serde_json::Value {
     let mut json = serde_json::to_value(report).unwrap_or_default();
     secrets.apply_json(&mut json);

@@ -1,4 +1,4 @@
-//! What `tabd status` and `agent/status.md` show of the person's pauses (DESIGN §28): the kill
+//! What `tabd status` and `agent/status.md` show of the person's pauses (docs/spec.md §28): the kill
 //! switch first — one line (or callout) per pause, with until when and how to end it — and each
 //! paused role's state. Pure: `status` calls these with the pauses that hold now.
 
