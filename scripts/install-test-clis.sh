@@ -54,7 +54,8 @@ install_fastmcp() {
     echo "install-test-clis: fastmcp-tasks $FASTMCP_TASKS_VERSION already installed in $venv"
     return
   fi
-  for c in python3.13 python3.12 python3; do
+  # pyenv's shims name versions that are not selected: look at its installs directly too.
+  for c in python3.13 python3.12 python3 "$HOME"/.pyenv/versions/3.1[2-9]*/bin/python3; do
     if command -v "$c" >/dev/null 2>&1 \
         && "$c" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then
       py="$c"
