@@ -745,7 +745,10 @@ fn the_spec_the_code_cites_is_in_the_repository() {
         if path == "docs/spec.md" || path == "tests/layering.rs" {
             continue;
         }
-        let flat = text.replace("\n//! ", " ").replace("\n/// ", " ").replace("\n// ", " ");
+        let flat = text
+            .replace("\n//! ", " ")
+            .replace("\n/// ", " ")
+            .replace("\n// ", " ");
         for o in outside {
             if flat.contains(o) {
                 wrong.push(format!("{path}: cites `{o}`, outside the repository"));

@@ -163,6 +163,39 @@ fn decided_in_the_note_the_message_is_edited_and_a_later_tap_is_already_decided(
     assert_eq!(approval(&v)["executions"], 1);
 }
 
+/// An approval decided while tabd is down (`tabd reject` in a terminal) is shown decided on
+/// Telegram when tabd is back: the ledger keeps the outcome owed, so the first look tells it.
+#[test]
+fn decided_while_tabd_was_down_the_message_shows_it_once_tabd_is_back() {
+    let bot = Bot::start(TOKEN);
+    let v = vault(&bot);
+    let mut d = start(&v);
+    let (message, note) = the_message(&v, &bot);
+    wait_until(T, "the outcome owed in the ledger", || {
+        approval(&v)["outcome_told"] == false
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(T), Some(0), "{}", d.stderr());
+    let id = v.state()["approvals"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let out = v.command(&["reject", &id]).envs(ENV).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let _d = start(&v);
+    let edit = edit_of(&bot, &message);
+    assert!(edit["text"].as_str().unwrap().contains("ejected"), "{edit}");
+    assert!(
+        edit["reply_markup"].is_null() || edit["reply_markup"]["inline_keyboard"] == serde_json::json!([]),
+        "{edit}"
+    );
+    wait_until(T, "told, and kept so", || approval(&v)["outcome_told"] == true);
+    assert_eq!(status_of(&v, &note), "rejected");
+}
+
 /// A tap made while tabd is down is applied at its next start, which reads on from the update
 /// after the last one acted on (one read before is not read again).
 #[test]

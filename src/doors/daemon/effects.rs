@@ -528,6 +528,8 @@ impl Daemon {
             for id in &ids {
                 if let Some(a) = s.approvals.get_mut(id) {
                     a.notified = true;
+                    // Its outcome is owed in the push's place, even after a restart.
+                    a.outcome_told = Some(false);
                 }
             }
         });

@@ -217,8 +217,9 @@ impl Daemon {
     }
 
     /// Every approval the person was pushed, pushed again once it is decided (whichever way):
-    /// in the approval push's place, so its buttons go. Those decided before this daemon first
-    /// looked are not pushed again.
+    /// in the approval push's place, so its buttons go. One decided while tabd was down is told
+    /// when it is back: the ledger keeps what is owed (`outcome_told`); one pushed by a tabd that
+    /// did not keep it, and decided before this daemon first looked, is not pushed again.
     pub(super) fn tell_decided(&mut self) {
         // Runs that answer an `/ask` on Telegram: their summaries, as replies.
         self.answer_asks();
@@ -238,10 +239,14 @@ impl Daemon {
             .collect();
         let first_look = !self.shown.answers.looked;
         self.shown.answers.looked = true;
+        let mut told = Vec::new();
         for (id, a) in decided {
             self.shown.answers.told.insert(id.clone());
-            if first_look {
+            if first_look && a.outcome_told != Some(false) {
                 continue;
+            }
+            if a.outcome_told == Some(false) {
+                told.push(id.clone());
             }
             let how = decide::how_decided(&a, self.config().timezone);
             let mut ev = self.event(
@@ -257,6 +262,20 @@ impl Daemon {
             ev.replaces = Some(format!("approval:{id}"));
             self.send(ev);
         }
+        if told.is_empty() {
+            return;
+        }
+        // The notifier's queue has it now (its retries, quiet hours): not owed again.
+        let marked = self.run_env.store.update(|s| {
+            for id in &told {
+                if let Some(a) = s.approvals.get_mut(id) {
+                    a.outcome_told = Some(true);
+                }
+            }
+        });
+        self.shown
+            .writes
+            .check("the state (approval outcomes told)", marked);
     }
 
     /// The approval push's title.

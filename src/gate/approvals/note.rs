@@ -531,6 +531,7 @@ mod tests {
             reported: false,
             executions: 0,
             notified: false,
+            outcome_told: None,
             also_for: Vec::new(),
             hops: 0,
             followup: None,

@@ -160,6 +160,7 @@ fn record(
         reported: false,
         executions: 0,
         notified: false,
+        outcome_told: None,
         also_for: Vec::new(),
         hops,
         followup: None,

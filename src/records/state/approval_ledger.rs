@@ -137,6 +137,11 @@ pub struct Approval {
     /// The person was told it waits (`[notify]`): once, across restarts.
     #[serde(default)]
     pub notified: bool,
+    /// Whether the person was told its outcome in the push's place (`Some(false)`: not yet, owed
+    /// once it is decided, across restarts). `None`: pushed by a tabd that did not keep this, or
+    /// never pushed — nothing is owed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome_told: Option<bool>,
     /// What the note and the daily log must still say about the last change of `phase`: written
     /// into the ledger with the change (durably, first), then into the note and the log, then
     /// cleared. A crash between is finished from here; until then nothing else acts on it.
