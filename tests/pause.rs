@@ -377,6 +377,11 @@ fn a_run_going_on_is_stopped_when_its_pause_lands() {
         "a pause is not tabd stopping: {stopped:#}"
     );
     // The pause's line first, then the run's end — said as the pause's, never as tabd's stop.
+    // The run's record is written before its daily section: wait for the section.
+    wait_until(T, "the run's end in the daily note", || {
+        v.daily()
+            .contains("because you paused it (`tabd pause`); its note waits")
+    });
     let daily = v.daily();
     let said = daily
         .find("paused — its run going on stops at its next step")
