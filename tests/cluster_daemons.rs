@@ -184,16 +184,21 @@ impl Devices {
 
     /// The device whose daemon shows `role` running.
     pub(crate) fn running(&self, role: &str) -> Option<&'static str> {
-        DEVICES.into_iter().find(|d| {
-            let text =
-                std::fs::read_to_string(self.root_of(d).join(format!(".tabd/devices/{d}/status.json")))
-                    .unwrap_or_default();
-            let s: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-            s["roles"].as_array().is_some_and(|roles| {
-                roles
-                    .iter()
-                    .any(|r| r["role"] == role && r["live"]["running"] == true)
-            })
+        DEVICES.into_iter().find(|d| self.running_on(d, role))
+    }
+
+    /// Whether `device`'s daemon shows `role` running.
+    pub(crate) fn running_on(&self, device: &str, role: &str) -> bool {
+        let text = std::fs::read_to_string(
+            self.root_of(device)
+                .join(format!(".tabd/devices/{device}/status.json")),
+        )
+        .unwrap_or_default();
+        let s: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        s["roles"].as_array().is_some_and(|roles| {
+            roles
+                .iter()
+                .any(|r| r["role"] == role && r["live"]["running"] == true)
         })
     }
 }
