@@ -27,6 +27,9 @@ pub(crate) struct Devices {
     /// The vault folder of each device that has its own copy (kept in step by a sync tool);
     /// the others share `v`'s.
     pub(crate) copies: BTreeMap<&'static str, PathBuf>,
+    /// Each device asks the model under a path of its own (`/laptop/v1/messages`), so that a
+    /// test can tell, and hold, one device's requests.
+    pub(crate) model_by_device: bool,
 }
 
 impl Devices {
@@ -71,6 +74,7 @@ impl Devices {
             lease_s,
             extra: String::new(),
             copies: BTreeMap::new(),
+            model_by_device: false,
         })
     }
 
@@ -84,7 +88,11 @@ impl Devices {
     }
 
     pub(crate) fn start(&mut self, device: &'static str) {
-        let base = std::fs::read_to_string(&self.v.config).expect("config");
+        let mut base = std::fs::read_to_string(&self.v.config).expect("config");
+        if self.model_by_device {
+            let url = self.fake.anthropic_url();
+            base = base.replace(&format!("\"{url}\""), &format!("\"{url}/{device}\""));
+        }
         let path = self.config_of(device);
         std::fs::write(
             &path,
@@ -184,21 +192,16 @@ impl Devices {
 
     /// The device whose daemon shows `role` running.
     pub(crate) fn running(&self, role: &str) -> Option<&'static str> {
-        DEVICES.into_iter().find(|d| self.running_on(d, role))
-    }
-
-    /// Whether `device`'s daemon shows `role` running.
-    pub(crate) fn running_on(&self, device: &str, role: &str) -> bool {
-        let text = std::fs::read_to_string(
-            self.root_of(device)
-                .join(format!(".tabd/devices/{device}/status.json")),
-        )
-        .unwrap_or_default();
-        let s: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        s["roles"].as_array().is_some_and(|roles| {
-            roles
-                .iter()
-                .any(|r| r["role"] == role && r["live"]["running"] == true)
+        DEVICES.into_iter().find(|d| {
+            let text =
+                std::fs::read_to_string(self.root_of(d).join(format!(".tabd/devices/{d}/status.json")))
+                    .unwrap_or_default();
+            let s: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            s["roles"].as_array().is_some_and(|roles| {
+                roles
+                    .iter()
+                    .any(|r| r["role"] == role && r["live"]["running"] == true)
+            })
         })
     }
 }
