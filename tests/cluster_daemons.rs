@@ -27,6 +27,9 @@ pub(crate) struct Devices {
     /// The vault folder of each device that has its own copy (kept in step by a sync tool);
     /// the others share `v`'s.
     pub(crate) copies: BTreeMap<&'static str, PathBuf>,
+    /// Each device asks the model under a path of its own (`/laptop/v1/messages`), so that a
+    /// test can tell, and hold, one device's requests.
+    pub(crate) model_by_device: bool,
 }
 
 impl Devices {
@@ -71,6 +74,7 @@ impl Devices {
             lease_s,
             extra: String::new(),
             copies: BTreeMap::new(),
+            model_by_device: false,
         })
     }
 
@@ -84,7 +88,11 @@ impl Devices {
     }
 
     pub(crate) fn start(&mut self, device: &'static str) {
-        let base = std::fs::read_to_string(&self.v.config).expect("config");
+        let mut base = std::fs::read_to_string(&self.v.config).expect("config");
+        if self.model_by_device {
+            let url = self.fake.anthropic_url();
+            base = base.replace(&format!("\"{url}\""), &format!("\"{url}/{device}\""));
+        }
         let path = self.config_of(device);
         std::fs::write(
             &path,

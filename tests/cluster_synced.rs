@@ -415,3 +415,48 @@ fn fifty_notes_dropped_into_one_synced_copy_run_once_each_and_move_once() {
     assert_eq!(s.d.fake.requests().len(), requests);
     assert!(s.d.fake.violations().is_empty(), "{:?}", s.d.fake.violations());
 }
+
+/// Issue 49, item 6: a note written in place on one copy (created, then written: a plain
+/// `fs::write`) that the sync tool caught between the two, empty, and spread before its text.
+#[test]
+fn a_note_the_sync_tool_spread_before_its_text_runs_once() {
+    let Some(mut s) = Synced::new("a_note_spread_before_its_text", "", |_| {}) else {
+        return;
+    };
+    s.d.start_all();
+    s.d.v.write("agent/inbox/risk/n00.md", "");
+    let from = s.sync.rounds();
+    wait_until(Duration::from_secs(30), "two looks of the sync tool", || {
+        s.sync.rounds() >= from + 2
+    });
+    s.d.v.write("agent/inbox/risk/n00.md", &note(0));
+    wait_until(
+        Duration::from_secs(120),
+        "the note in processed/ of every copy",
+        || {
+            DEVICES.iter().all(|dev| {
+                !s.files_in(dev, "agent/inbox/risk/processed").is_empty()
+                    && s.files_in(dev, "agent/inbox/risk").is_empty()
+            })
+        },
+    );
+    let from = s.sync.rounds();
+    wait_until(Duration::from_secs(30), "two looks more", || {
+        s.sync.rounds() >= from + 2
+    });
+    for dev in DEVICES {
+        assert_eq!(
+            s.files_in(dev, "agent/inbox/risk/processed"),
+            ["n00.md"],
+            "{dev}: moved once\n{}",
+            s.d.stderr()
+        );
+    }
+    assert_eq!(
+        s.notes_run("risk"),
+        ["agent/inbox/risk/n00.md"],
+        "ran once: {:?}\n{}",
+        s.d.ok_records("risk"),
+        s.d.stderr()
+    );
+}

@@ -444,6 +444,23 @@ impl Daemon {
                 keep.push(note);
                 continue;
             }
+            if note.size == 0 {
+                // No text to claim it by yet. A sync tool spreads a note written in place on
+                // another copy as it finds it, so it may spread one caught between its creation
+                // and its first write, by an atomic rename that makes it complete at once here;
+                // claimed and run empty, it would run again under its text, another claim (issue
+                // 49, item 6). It waits, like a note done elsewhere, until it changes.
+                tracing::debug!("{}: {} is empty; it waits for its text", role.name, note.path);
+                c.elsewhere.insert(
+                    abs,
+                    Elsewhere {
+                        modified: note.modified,
+                        size: note.size,
+                        again: None,
+                    },
+                );
+                continue;
+            }
             let key = ClaimKey::note(&c.vault, &role.name, note.path.as_str(), &content_hash(&note));
             let again = match c.claim(role, &key, format!("the note {}", note.path)) {
                 Verdict::Mine(lease) => {
