@@ -309,3 +309,42 @@ fn a_checkpoint_push_has_continue_and_stop_and_each_tap_decides() {
     assert_stopped_after_six(&v, &fake);
     assert_eq!(ledger_entry(&v, &second)["outcome"], "stopped by you");
 }
+
+/// On Telegram a checkpoint's buttons say what they do to the run, **Continue** and **Stop**, and
+/// Continue goes on from the checkpoint.
+#[test]
+fn a_checkpoint_on_telegram_has_continue_and_stop_and_continue_goes_on() {
+    use crate::support::telegram::{Bot, CHAT};
+    const TOKEN: &str = "7351924:AAF-checkpoint_bot_token";
+    let bot = Bot::start(TOKEN);
+    let (v, fake) = setup_with(&format!(
+        "\n[notify.telegram]\ntoken = \"${{TG_TOKEN}}\"\nchat = {CHAT}\napi_base = \"{}\"\n",
+        bot.url()
+    ));
+    let _d = Daemon::start_with_env(&v, &[("TG_TOKEN", TOKEN), ("TABD_TEST_NOTIFY_RETRY_MS", "50")]);
+    v.write("agent/inbox/ops/job.md", "Write seven notes.");
+    let first = at_checkpoint(&v);
+    wait_until(T, "the checkpoint's message", || {
+        bot.calls("sendMessage")
+            .iter()
+            .any(|m| !m["reply_markup"].is_null())
+    });
+    let message = bot
+        .calls("sendMessage")
+        .into_iter()
+        .find(|m| !m["reply_markup"].is_null())
+        .unwrap();
+    let labels: Vec<&str> = message["reply_markup"]["inline_keyboard"][0]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["text"].as_str())
+        .collect();
+    assert_eq!(labels, ["Continue", "Stop"], "{message}");
+    bot.tap(&message, "Continue");
+    fake.wait_for_requests(4, T);
+    wait_until(T, "the first checkpoint closed", || {
+        status_of(&v, &first) == "done"
+    });
+    assert_eq!(ledger_entry(&v, &first)["outcome"], "continued");
+}
