@@ -63,6 +63,32 @@ pub struct Event {
     /// it in that event's place (the same sequence id), its buttons gone.
     pub replaces: Option<String>,
 }
+/// What a task reading from a server (ntfy's reply topic, Telegram's updates) hands on, in
+/// order. Dropped, the task ends.
+pub struct Feed<T> {
+    rx: tokio::sync::mpsc::Receiver<T>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<T> Feed<T> {
+    pub(crate) fn new(rx: tokio::sync::mpsc::Receiver<T>, task: tokio::task::JoinHandle<()>) -> Self {
+        Self { rx, task }
+    }
+
+    /// The next item (waits; never resolves once the task is gone).
+    pub async fn next(&mut self) -> T {
+        match self.rx.recv().await {
+            Some(item) => item,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl<T> Drop for Feed<T> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
 
 /// The decision tokens of an approval's two buttons (`gate::approvals::token`): credentials,
 /// so never logged, never in a status.

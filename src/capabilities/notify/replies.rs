@@ -107,26 +107,7 @@ impl Topic {
 }
 
 /// A running subscription: its messages, in order. Dropped, its task ends.
-pub struct Subscription {
-    rx: mpsc::Receiver<Reply>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Subscription {
-    /// The next message (waits; never resolves once the task is gone).
-    pub async fn next(&mut self) -> Reply {
-        match self.rx.recv().await {
-            Some(r) => r,
-            None => std::future::pending().await,
-        }
-    }
-}
+pub type Subscription = super::Feed<Reply>;
 
 /// Subscribes to `topic` from after message `since` (all that the server keeps when `None`).
 pub fn subscribe(topic: Topic, since: Option<String>, env: &Env) -> Subscription {
@@ -142,7 +123,7 @@ pub fn subscribe(topic: Topic, since: Option<String>, env: &Env) -> Subscription
         tx,
         first_wait,
     ));
-    Subscription { rx, task }
+    super::Feed::new(rx, task)
 }
 
 /// An ntfy message id: letters and digits (ntfy makes 12), nothing a query could be bent with.

@@ -25,33 +25,14 @@ const WAIT: Duration = Duration::from_secs(50);
 const QUEUE: usize = 64;
 
 /// The task reading updates; dropping it ends it.
-pub struct Polling {
-    rx: mpsc::Receiver<Update>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Polling {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Polling {
-    /// The next update (never, once the task has ended).
-    pub async fn next(&mut self) -> Update {
-        match self.rx.recv().await {
-            Some(u) => u,
-            None => std::future::pending().await,
-        }
-    }
-}
+pub type Polling = crate::capabilities::notify::Feed<Update>;
 
 /// Starts reading updates from `offset` (`None`: all Telegram keeps). `first_wait` is the first
 /// wait after a failed request; `wait` how long each request may be held open.
 pub fn poll(bot: Bot, offset: Option<i64>, first_wait: Duration, wait: Option<Duration>) -> Polling {
     let (tx, rx) = mpsc::channel(QUEUE);
     let task = tokio::spawn(follow(bot, offset, tx, first_wait, wait.unwrap_or(WAIT)));
-    Polling { rx, task }
+    crate::capabilities::notify::Feed::new(rx, task)
 }
 
 async fn follow(
